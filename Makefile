@@ -1,0 +1,32 @@
+# neurodyn: `make demo` and `make test` each create the virtualenv when it is missing.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: install demo test test-fast bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Generate Darcy (1000 train / 200 test, 32x32), train FNO, print test metrics, write plots to runs/demo.
+demo: $(STAMP)
+	$(BIN)/neurodyn train fno/darcy --scale cpu --run-name demo
+	@echo "plots: runs/demo/predictions.png runs/demo/learning_curve.png; table: runs/demo/summary.md"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+# Optional benchmark dependencies (neuraloperator, mambapy), then the benchmarks.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(BIN)/python benchmarks/fno_speed.py
+	$(BIN)/python benchmarks/scan.py
+
+clean:
+	rm -rf $(VENV) runs build src/*.egg-info

@@ -1,0 +1,217 @@
+"""Command line: ``neurodyn generate | train | evaluate | info``.
+
+Examples::
+
+    neurodyn generate fno/darcy --scale cpu          # the data of a preset
+    neurodyn generate darcy --n 100 resolution=64    # a generator directly, options as key=value
+    neurodyn train fno/darcy --scale cpu model.width=64 train.epochs=50
+    torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
+    neurodyn evaluate runs/fno-darcy-cpu
+    neurodyn info
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .errors import ConfigError, NeurodynError
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard expects i/n such as 0/4, got {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"--shard {text}: expected 0 <= i < n")
+    return i, n
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .data.generators import available_generators, get_generator
+    from .experiments import available_presets, load_experiment
+    from .train.experiment import data_options
+
+    if args.target in available_presets():
+        cfg = load_experiment(args.target, args.scale, [f"data.{o}" if not o.startswith("data.") else o
+                                                         for o in args.overrides])
+        d = cfg["data"]
+        if "generator" not in d:
+            raise ConfigError(f"preset {args.target} reads an existing file ({d.get('path')}); nothing to generate")
+        gen, options = get_generator(d["generator"]), data_options(d)
+        n = args.n or int(d.get("n_train", 0)) + int(d.get("n_val", 0)) + int(d.get("n_test", 0))
+        seed = d.get("seed", 0) if args.seed is None else args.seed
+    elif args.target in available_generators():
+        gen = get_generator(args.target)
+        options = {}
+        for o in args.overrides:
+            if "=" not in o:
+                raise ConfigError(f"generator option {o!r} is not of the form key=value")
+            key, value = o.split("=", 1)
+            import yaml
+
+            options[key.removeprefix("data.")] = yaml.safe_load(value)
+        n, seed = args.n or 100, args.seed or 0
+    else:
+        from .errors import unknown_name
+
+        raise unknown_name("preset or generator", args.target, available_presets() + available_generators())
+    gcfg = gen.make_config(**options)
+    path = gen.run(gcfg, n, seed=seed, path=args.out, device=args.device or default_device(),
+                   chunk_size=args.chunk_size, shard=args.shard, progress=not args.no_progress)
+    if path is None:
+        print(f"shard {args.shard[0]}/{args.shard[1]} done; the file is assembled when every shard has finished")
+    else:
+        print(path)
+    return 0
+
+
+def _run_dir(args: argparse.Namespace, cfg: dict) -> Path:
+    name = args.run_name or f"{cfg['preset'].replace('/', '-')}-{cfg['scale']}"
+    return Path(args.runs_dir) / name
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import torch
+    import yaml
+
+    from .experiments import load_experiment
+    from .train.distributed import init_from_env
+    from .train.experiment import run_experiment
+
+    cfg = load_experiment(args.preset, args.scale, args.overrides)
+    device = torch.device(args.device or default_device())
+    dist = init_from_env(device)
+    if device.type == "cuda" and dist.enabled:
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
+    run_dir = _run_dir(args, cfg)
+    saved = run_dir / "config.yaml"
+    resume = not args.fresh
+    if resume and saved.exists() and yaml.safe_load(saved.read_text()) != cfg:
+        raise ConfigError(f"run folder {run_dir} holds a run with another config; pass --run-name NAME for a new "
+                          "run or --fresh to overwrite it")
+    if args.fresh and dist.is_main and run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create run folder {run_dir}: {exc.strerror}; choose --runs-dir elsewhere") from None
+    if not os.access(run_dir, os.W_OK):
+        raise ConfigError(f"run folder {run_dir} is not writable; choose --runs-dir elsewhere")
+    final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
+                           progress=False if args.no_progress else None)
+    if dist.is_main:
+        print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
+        for k, v in final.items():
+            print(f"  {k:>12s}  {v:.5g}")
+        print(f"run folder: {run_dir} (summary.md, predictions.png, learning_curve.png, metrics.jsonl)")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .train.experiment import evaluate_run
+
+    metrics = evaluate_run(args.run, device=args.device or default_device(), which=args.which)
+    print(json.dumps(metrics, indent=2) if args.json else "\n".join(f"{k:>12s}  {v:.5g}" for k, v in metrics.items()))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .data.generators import available_generators
+    from .data.store import StoredDataset, data_root, stored_files
+    from .experiments import available_presets
+    from .models import available
+
+    what = args.what
+    if what in ("all", "models"):
+        print("models:     " + ", ".join(available()))
+    if what in ("all", "generators", "datasets"):
+        print("generators: " + ", ".join(available_generators()))
+    if what in ("all", "presets"):
+        print("presets:    " + ", ".join(available_presets()) + "   (scales: tiny, cpu, paper)")
+    if what in ("all", "data"):
+        files = list(stored_files())
+        print(f"generated data under {data_root()}: " + ("none yet" if not files else ""))
+        for f in files:
+            try:
+                s = StoredDataset(f, verify=False)
+                print(f"  {f}  [{s.attrs['generator']} v{s.attrs.get('generator_version')}, {s.n_samples} samples, "
+                      f"{', '.join(f'{k}{s.shapes[k][1:]}' for k in sorted(s.shapes) if k.startswith('fields/'))}]")
+            except NeurodynError as exc:
+                print(f"  {f}  (unreadable: {exc})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neurodyn", description="Neural-dynamics operators: generate data, train, evaluate.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
+                       epilog="Further key=value arguments set generator options (data.key=value for presets).")
+    g.add_argument("target", help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy)")
+    g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
+    g.add_argument("--n", type=int, default=0, help="number of samples (default: the preset's splits, or 100)")
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--out", default=None, help="output file (default: under $NEURODYN_DATA)")
+    g.add_argument("--shard", type=_parse_shard, default=(0, 1), help="make only shard i of n (i/n)")
+    g.add_argument("--chunk-size", type=int, default=None)
+    g.add_argument("--device", default=None)
+    g.add_argument("--no-progress", action="store_true")
+    g.set_defaults(func=cmd_generate)
+
+    t = sub.add_parser("train", help="train a preset; re-running the same command resumes it",
+                       epilog="Further key.path=value arguments override the preset, e.g. model.width=64 train.epochs=20.")
+    t.add_argument("preset", help="e.g. fno/darcy (see `neurodyn info presets`)")
+    t.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
+    t.add_argument("--device", default=None, help="default: cuda when available, else cpu")
+    t.add_argument("--runs-dir", default="runs")
+    t.add_argument("--run-name", default=None, help="default: <preset>-<scale>")
+    t.add_argument("--fresh", action="store_true", help="delete an existing run folder of that name first")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split")
+    e.add_argument("run", help="run folder or checkpoint file")
+    e.add_argument("--which", default="last", choices=("last", "best"))
+    e.add_argument("--device", default=None)
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_evaluate)
+
+    i = sub.add_parser("info", help="list models, generators, presets and generated data")
+    i.add_argument("what", nargs="?", default="all", choices=("all", "models", "generators", "datasets", "presets", "data"))
+    i.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may stand anywhere among the options
+    stray = [a for a in extra if "=" not in a or a.startswith("-")]
+    if stray or (extra and args.command not in ("train", "generate")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
+    args.overrides = extra
+    try:
+        return args.func(args)
+    except NeurodynError as exc:
+        print(f"neurodyn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""What every dataset generator provides, and the machinery shared by all of them.
+
+A generator is a pure function of (config, seed, sample index): sample ``i`` draws its randomness
+from a torch.Generator seeded by ``sample_seed(seed, i)``, so the same sample comes out whatever the
+chunking, sharding or device, and a resumed generation matches an uninterrupted one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ...errors import ConfigError, unknown_name
+from ..store import StoreMeta, canonical_json, data_root, write_store
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """A 63-bit seed for sample ``index`` of a dataset with master ``seed`` (independent streams)."""
+    state = np.random.SeedSequence(entropy=int(seed), spawn_key=(int(index),)).generate_state(2, np.uint32)
+    return int(state[0]) << 31 | int(state[1]) >> 1
+
+
+def sample_rng(seed: int, index: int) -> torch.Generator:
+    """CPU torch.Generator for one sample; draw on CPU, then move to the compute device."""
+    return torch.Generator().manual_seed(sample_seed(seed, index))
+
+
+class Generator(ABC):
+    """Base class of dataset generators.
+
+    Subclasses set ``name``, ``version`` (bump when the output bytes change), ``config_cls`` (a
+    dataclass), ``inputs``/``targets`` (field names) and implement ``generate``. ``validate`` refuses
+    impossible configs before any work starts.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    config_cls: ClassVar[type]
+    inputs: ClassVar[tuple[str, ...]]
+    targets: ClassVar[tuple[str, ...]]
+    default_chunk_size: ClassVar[int] = 32
+
+    def make_config(self, config: Any = None, **overrides: Any):
+        values: dict[str, Any] = {}
+        if config is not None:
+            values.update(dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config))
+        values.update(overrides)
+        fields = {f.name for f in dataclasses.fields(self.config_cls)}
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ConfigError(f"generator {self.name!r} has no option(s) {', '.join(unknown)}; its options "
+                              f"are: {', '.join(sorted(fields))}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        cfg = self.config_cls(**values)
+        self.validate(cfg)
+        return cfg
+
+    def validate(self, cfg) -> None:
+        """Raise ConfigError naming the field when ``cfg`` is impossible. Default: accept."""
+
+    @abstractmethod
+    def generate(self, cfg, ids: np.ndarray, seed: int, device: torch.device) -> dict[str, np.ndarray]:
+        """Samples ``ids`` as ``{"fields/<name>": (len(ids), ...), "params/<name>": ...}`` numpy arrays."""
+
+    def coords(self, cfg) -> dict[str, np.ndarray]:
+        """Coordinates shared by every sample (stored under /coords)."""
+        return {}
+
+    def tag(self, cfg) -> str:
+        """Short human-readable part of the file name (e.g. ``r32``)."""
+        return ""
+
+    # ----------------------------------------------------------------------------------------------
+    def default_path(self, cfg, n_samples: int, seed: int) -> Path:
+        ident = canonical_json({"g": self.name, "v": self.version, "c": dataclasses.asdict(cfg),
+                                "n": n_samples, "s": seed})
+        digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
+        tag = self.tag(cfg)
+        stem = "_".join(p for p in (self.name, tag, f"n{n_samples}", f"s{seed}", digest) if p)
+        return data_root() / self.name / f"{stem}.h5"
+
+    def run(self, cfg, n_samples: int, seed: int = 0, path: str | Path | None = None,
+            device: str | torch.device = "cpu", chunk_size: int | None = None,
+            shard: tuple[int, int] = (0, 1), progress: bool = True) -> Path | None:
+        """Generate (or reuse) the store file for ``n_samples`` samples; returns its path."""
+        if n_samples < 1:
+            raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
+        device = torch.device(device)
+        path = Path(path) if path is not None else self.default_path(cfg, n_samples, seed)
+        meta = StoreMeta(generator=self.name, generator_version=self.version, config=dataclasses.asdict(cfg),
+                         seed=seed, n_samples=n_samples, chunk_size=chunk_size or self.default_chunk_size,
+                         inputs=self.inputs, targets=self.targets)
+        return write_store(path, meta, lambda ids: self.generate(cfg, ids, seed, device),
+                           coords=self.coords(cfg), shard=shard, progress=progress)
+
+
+_GENERATORS: dict[str, Generator] = {}
+
+
+def register_generator(cls: type[Generator]) -> type[Generator]:
+    _GENERATORS[cls.name] = cls()
+    return cls
+
+
+def get_generator(name: str) -> Generator:
+    _import_all()
+    if name not in _GENERATORS:
+        raise unknown_name("generator", name, _GENERATORS)
+    return _GENERATORS[name]
+
+
+def available_generators() -> list[str]:
+    _import_all()
+    return sorted(_GENERATORS)
+
+
+def _import_all() -> None:
+    import importlib
+    import pkgutil
+
+    from .. import generators as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in ("base",) and not info.name.startswith("_"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float32).numpy()
+
+
+def check_positive(cfg, *names: str) -> None:
+    for n in names:
+        v = getattr(cfg, n)
+        if not v > 0:
+            raise ConfigError(f"{type(cfg).__name__}.{n} must be > 0, got {v}")
+
+

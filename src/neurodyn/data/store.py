@@ -1,0 +1,379 @@
+"""The project's HDF5 dataset store: atomic, resumable, checksummed, lazily read.
+
+Layout of one file (``layout_version`` 1)::
+
+    /fields/<name>   (N, *per-sample shape)   float32, channels-last, e.g. a: (N, H, W, 1)
+    /params/<name>   (N, *shape)              per-sample parameters (viscosity, radius, ...)
+    /coords/<name>   (n_i,) or any shape      coordinates shared by all samples (x, y, t, mesh nodes)
+    root attrs       neurodyn_layout, generator, generator_version, config (JSON), seed, n_samples,
+                     chunk_size, inputs / targets (JSON lists of field names), checksum (sha256),
+                     neurodyn_version
+    each dataset     attr sha256 of its bytes, so a mismatch names the damaged array
+
+Writing goes through a ``<file>.partial/`` folder of chunk files (each written to a temporary name,
+then renamed), so a generation killed at any point resumes at the first missing chunk. When every
+chunk exists the HDF5 file is assembled under a temporary name and renamed into place: a reader
+never sees a half-written file, and a resumed run yields the same bytes as an uninterrupted one
+(chunks are a function of (config, seed, chunk index) only; HDF5 timestamps are disabled).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import h5py
+import numpy as np
+
+from ..errors import DataError
+
+LAYOUT_VERSION = 1
+GROUPS = ("fields", "params", "coords")
+
+
+def data_root() -> Path:
+    """Folder of generated datasets: ``$NEURODYN_DATA`` or ``./data``."""
+    return Path(os.environ.get("NEURODYN_DATA", "data"))
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no spaces: the identity of a config for hashing and comparison."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, (tuple, set)):
+        return list(obj)
+    raise TypeError(f"cannot store {type(obj).__name__} in a dataset config")
+
+
+def array_digest(name: str, arr: np.ndarray, h: "hashlib._Hash | None" = None) -> "hashlib._Hash":
+    """Feed name, dtype, shape and the C-ordered bytes of ``arr`` into a sha256 (new if ``h`` is None)."""
+    h = h or hashlib.sha256()
+    h.update(f"{name}|{arr.dtype.str}|{tuple(arr.shape)}|".encode())
+    h.update(np.ascontiguousarray(arr).tobytes())
+    return h
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """What identifies a stored dataset: who made it, from which config and seed, how many samples."""
+
+    generator: str
+    generator_version: str
+    config: Mapping[str, Any]
+    seed: int
+    n_samples: int
+    chunk_size: int
+    inputs: tuple[str, ...]
+    targets: tuple[str, ...]
+
+    def as_attrs(self) -> dict[str, Any]:
+        return {
+            "neurodyn_layout": LAYOUT_VERSION,
+            "generator": self.generator,
+            "generator_version": self.generator_version,
+            "config": canonical_json(dict(self.config)),
+            "seed": int(self.seed),
+            "n_samples": int(self.n_samples),
+            "chunk_size": int(self.chunk_size),
+            "inputs": json.dumps(list(self.inputs)),
+            "targets": json.dumps(list(self.targets)),
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------------
+
+ChunkFn = Callable[[np.ndarray], Mapping[str, np.ndarray]]
+"""Makes samples ``ids`` (1-D int array) and returns ``{"fields/a": (len(ids), ...), "params/nu": ...}``."""
+
+
+def _chunk_path(partial: Path, k: int) -> Path:
+    return partial / f"chunk_{k:06d}.npz"
+
+
+def write_store(
+    path: str | Path,
+    meta: StoreMeta,
+    make_chunk: ChunkFn,
+    coords: Mapping[str, np.ndarray] | None = None,
+    shard: tuple[int, int] = (0, 1),
+    progress: bool = True,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> Path | None:
+    """Generate ``meta.n_samples`` samples chunk by chunk into ``path`` (resumable, atomic).
+
+    ``shard=(i, n)`` makes only chunks ``k`` with ``k % n == i``; the shard that finds every chunk
+    present assembles the file. Returns the path once the file exists, ``None`` if other shards
+    still have chunks to make.
+    """
+    path = Path(path)
+    if path.exists():
+        return path
+    i_shard, n_shards = shard
+    if not (0 <= i_shard < n_shards):
+        raise DataError(f"shard {i_shard}/{n_shards} is impossible; expected 0 <= i < n")
+    partial = path.with_name(path.name + ".partial")
+    _ensure_writable(path.parent)
+    partial.mkdir(parents=True, exist_ok=True)
+    _check_or_write_partial_meta(partial, meta)
+
+    n_chunks = -(-meta.n_samples // meta.chunk_size)
+    mine = [k for k in range(n_chunks) if k % n_shards == i_shard and not _chunk_path(partial, k).exists()]
+    sizes = {k: min(meta.n_samples, (k + 1) * meta.chunk_size) - k * meta.chunk_size for k in mine}
+    bar = _progress(sum(sizes.values()), f"generate {meta.generator}", progress)
+    for k in mine:
+        lo, hi = k * meta.chunk_size, min(meta.n_samples, (k + 1) * meta.chunk_size)
+        ids = np.arange(lo, hi)
+        arrays = dict(make_chunk(ids))
+        _check_chunk(arrays, ids, meta, partial)
+        _atomic_npz(_chunk_path(partial, k), arrays)
+        bar.update(hi - lo)
+        if on_chunk is not None:
+            on_chunk(k, n_chunks)
+    bar.close()
+
+    if any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
+        return None
+    _assemble(path, partial, meta, n_chunks, coords or {})
+    shutil.rmtree(partial, ignore_errors=True)
+    return path
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, leave=False)
+
+
+def _ensure_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise DataError(f"cannot write to folder {folder}: {exc.strerror or exc}; choose a writable "
+                        "location (e.g. set $NEURODYN_DATA or pass --out)") from None
+
+
+def _check_or_write_partial_meta(partial: Path, meta: StoreMeta) -> None:
+    meta_file = partial / "meta.json"
+    mine = canonical_json(meta.as_attrs())
+    if meta_file.exists():
+        theirs = meta_file.read_text()
+        if theirs != mine:
+            raise DataError(f"{partial} holds chunks of a different generation (config, seed or version "
+                            "differ); delete that folder to start again")
+        return
+    tmp = meta_file.with_name(f".meta.{os.getpid()}.tmp")
+    tmp.write_text(mine)
+    os.replace(tmp, meta_file)
+
+
+def _check_chunk(arrays: Mapping[str, np.ndarray], ids: np.ndarray, meta: StoreMeta, partial: Path) -> None:
+    for key, arr in arrays.items():
+        group = key.split("/", 1)[0]
+        if group not in ("fields", "params") or "/" not in key:
+            raise DataError(f"generator {meta.generator} returned key {key!r}; expected 'fields/<name>' "
+                            "or 'params/<name>'")
+        if arr.shape[0] != len(ids):
+            raise DataError(f"generator {meta.generator} returned {key} with {arr.shape[0]} samples for a "
+                            f"chunk of {len(ids)}")
+        if np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.complexfloating):
+            bad = ~np.isfinite(arr.reshape(len(ids), -1)).all(axis=1)
+            if bad.any():
+                idx = int(ids[np.argmax(bad)])
+                raise DataError(f"generator {meta.generator} produced NaN or Inf in {key} for sample {idx} "
+                                f"(seed {meta.seed}); nothing was written for that chunk ({partial})")
+
+
+def _atomic_npz(target: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{k.replace("/", "__"): v for k, v in arrays.items()})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+def _read_chunk(p: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(p) as z:
+            return {k.replace("__", "/"): z[k] for k in z.files}
+    except Exception as exc:  # a chunk damaged outside our atomic writes
+        p.unlink(missing_ok=True)
+        raise DataError(f"chunk file {p} is unreadable ({exc}); it was removed, run generate again to "
+                        "remake it") from None
+
+
+def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords: Mapping[str, np.ndarray]) -> None:
+    first = _read_chunk(_chunk_path(partial, 0))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
+            dsets = {}
+            for key in sorted(first):
+                arr = first[key]
+                dsets[key] = f.create_dataset(key, shape=(meta.n_samples, *arr.shape[1:]), dtype=arr.dtype,
+                                              chunks=(1, *arr.shape[1:]) if arr.ndim > 1 else None,
+                                              track_times=False)
+            for k in range(n_chunks):
+                chunk = first if k == 0 else _read_chunk(_chunk_path(partial, k))
+                if sorted(chunk) != sorted(first):
+                    raise DataError(f"chunk {k} in {partial} has keys {sorted(chunk)}, expected {sorted(first)}")
+                lo = k * meta.chunk_size
+                for key, arr in chunk.items():
+                    dsets[key][lo:lo + arr.shape[0]] = arr
+            for name, arr in sorted(coords.items()):
+                f.create_dataset(f"coords/{name}", data=np.asarray(arr), track_times=False)
+            for key, ds in sorted(_all_datasets(f).items()):
+                ds.attrs["sha256"] = _dataset_digest(key, ds).hexdigest()
+            for k, v in meta.as_attrs().items():
+                f.attrs[k] = v
+            f.attrs["checksum"] = file_checksum(f)
+            from .. import __version__
+
+            f.attrs["neurodyn_version"] = __version__
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checksums and reading
+# --------------------------------------------------------------------------------------------------
+
+def _all_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
+    out = {}
+    for g in GROUPS:
+        if g in f:
+            for name, ds in f[g].items():
+                out[f"{g}/{name}"] = ds
+    return out
+
+
+def _dataset_digest(key: str, ds: h5py.Dataset, rows: int = 256) -> "hashlib._Hash":
+    h = hashlib.sha256()
+    h.update(f"{key}|{ds.dtype.str}|{tuple(ds.shape)}|".encode())
+    if ds.ndim == 0:
+        h.update(np.ascontiguousarray(ds[()]).tobytes())
+        return h
+    for lo in range(0, ds.shape[0], rows):
+        h.update(np.ascontiguousarray(ds[lo:lo + rows]).tobytes())
+    return h
+
+
+def file_checksum(f: h5py.File) -> str:
+    """sha256 over the per-dataset digests (in name order) and the identity attributes."""
+    h = hashlib.sha256()
+    for key, ds in sorted(_all_datasets(f).items()):
+        h.update(f"{key}={ds.attrs.get('sha256', '')};".encode())
+    for k in ("generator", "generator_version", "config", "seed", "n_samples"):
+        h.update(f"{k}={f.attrs.get(k, '')};".encode())
+    return h.hexdigest()
+
+
+class StoredDataset:
+    """A read handle on a store file; arrays are read lazily, sample by sample.
+
+    ``StoredDataset(path)`` checks layout and (by default) checksums; ``read(key, index)`` reads a
+    sample or a slice. The h5py handle is opened per process, so instances survive DataLoader forks.
+    """
+
+    def __init__(self, path: str | Path, verify: bool = True):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise DataError(f"dataset file {self.path} does not exist; generate it with `neurodyn generate` "
+                            "or check the path")
+        self._file: h5py.File | None = None
+        self._pid: int | None = None
+        try:
+            with h5py.File(self.path, "r") as f:
+                self.attrs = {k: _attr(v) for k, v in f.attrs.items()}
+                self.shapes = {k: tuple(ds.shape) for k, ds in _all_datasets(f).items()}
+                self.dtypes = {k: ds.dtype for k, ds in _all_datasets(f).items()}
+                missing = [k for k in ("neurodyn_layout", "generator", "n_samples", "inputs", "targets")
+                           if k not in self.attrs]
+                if missing:
+                    raise DataError(f"dataset file {self.path} lacks attribute(s) {', '.join(missing)}; it is "
+                                    "not a neurodyn store file (convert public files with "
+                                    "`neurodyn generate --from FILE`)")
+                if verify:
+                    self._verify(f)
+        except OSError as exc:
+            raise DataError(f"dataset file {self.path} is not a readable HDF5 file ({exc})") from None
+        self.n_samples = int(self.attrs["n_samples"])
+        self.inputs = tuple(json.loads(self.attrs["inputs"]))
+        self.targets = tuple(json.loads(self.attrs["targets"]))
+        self.config = json.loads(self.attrs.get("config", "{}"))
+        for name in (*self.inputs, *self.targets):
+            key = f"fields/{name}"
+            if key not in self.shapes:
+                raise DataError(f"dataset file {self.path} lacks field {key!r} named in its inputs/targets; "
+                                f"it has {sorted(self.shapes)}")
+            if self.shapes[key][0] != self.n_samples:
+                raise DataError(f"dataset file {self.path}: {key} has {self.shapes[key][0]} samples, the file "
+                                f"says n_samples={self.n_samples}")
+
+    def _verify(self, f: h5py.File) -> None:
+        for key, ds in sorted(_all_datasets(f).items()):
+            want = ds.attrs.get("sha256")
+            if want is None or _dataset_digest(key, ds).hexdigest() != _attr(want):
+                raise DataError(f"dataset file {self.path} is corrupt: checksum of {key} does not match; "
+                                "delete it and generate it again")
+        if _attr(f.attrs.get("checksum", "")) != file_checksum(f):
+            raise DataError(f"dataset file {self.path} is corrupt: its checksum does not match its contents; "
+                            "delete it and generate it again")
+
+    @property
+    def file(self) -> h5py.File:
+        if self._file is None or self._pid != os.getpid():
+            self._file = h5py.File(self.path, "r")
+            self._pid = os.getpid()
+        return self._file
+
+    def read(self, key: str, index: Any = slice(None)) -> np.ndarray:
+        """``fields/<name>``, ``params/<name>`` or ``coords/<name>`` at ``index`` (int, slice or sorted ids)."""
+        if key not in self.shapes:
+            raise DataError(f"dataset file {self.path} has no array {key!r}; it has {sorted(self.shapes)}")
+        return self.file[key][index]
+
+    def keys(self, group: str) -> list[str]:
+        return sorted(k.split("/", 1)[1] for k in self.shapes if k.startswith(group + "/"))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_file"] = None
+        return state
+
+
+def _attr(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def stored_files(root: Path | None = None) -> Iterable[Path]:
+    """Finished store files below ``root`` (default ``data_root()``)."""
+    root = root or data_root()
+    if not root.exists():
+        return []
+    return sorted(p for p in root.rglob("*.h5") if not p.name.startswith("."))

@@ -1,0 +1,79 @@
+"""Plots written into run folders: prediction panels and learning curves (PNG, matplotlib Agg)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
+                     channel: int = 0) -> Path:
+    """Rows of input / truth / prediction / |error| for a few samples.
+
+    x: (B, *spatial, C_in), y and pred: (B, *spatial, C_out); 2-D grids are drawn as images, 1-D as lines.
+    """
+    x, y, pred = _np(x), _np(y), _np(pred)
+    n = x.shape[0]
+    spatial = y.ndim - 2
+    path = Path(path)
+    if spatial == 2:
+        fig, axes = plt.subplots(n, 4, figsize=(12, 2.8 * n), squeeze=False)
+        for i in range(n):
+            err = np.abs(pred[i, ..., channel] - y[i, ..., channel])
+            lo, hi = y[i, ..., channel].min(), y[i, ..., channel].max()
+            panels = [(x[i, ..., 0], "input", None), (y[i, ..., channel], "truth", (lo, hi)),
+                      (pred[i, ..., channel], "prediction", (lo, hi)), (err, "|error|", None)]
+            for ax, (img, title, lim) in zip(axes[i], panels):
+                im = ax.imshow(img.T, origin="lower", cmap="magma" if title == "|error|" else "viridis",
+                               vmin=None if lim is None else lim[0], vmax=None if lim is None else lim[1])
+                rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, ..., channel]), 1e-12)
+                ax.set_title(f"{title}" + (f" (rel. L2 {rel:.3g})" if title == "|error|" else ""), fontsize=9)
+                ax.set_xticks([]), ax.set_yticks([])
+                fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    elif spatial == 1:
+        fig, axes = plt.subplots(n, 2, figsize=(10, 2.5 * n), squeeze=False)
+        for i in range(n):
+            axes[i, 0].plot(x[i, :, 0], color="0.4", label="input")
+            axes[i, 0].plot(y[i, :, channel], label="truth")
+            axes[i, 0].plot(pred[i, :, channel], "--", label="prediction")
+            axes[i, 1].plot(np.abs(pred[i, :, channel] - y[i, :, channel]), color="C3")
+            axes[i, 1].set_title("|error|", fontsize=9)
+        axes[0, 0].legend(fontsize=8)
+    else:  # point clouds and 3-D fields: scatter of truth vs prediction
+        fig, ax = plt.subplots(figsize=(4, 4))
+        ax.scatter(y[..., channel].ravel(), pred[..., channel].ravel(), s=1, alpha=0.3)
+        lims = [y[..., channel].min(), y[..., channel].max()]
+        ax.plot(lims, lims, "k--", lw=1)
+        ax.set_xlabel("truth"), ax.set_ylabel("prediction")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Training loss and evaluation relative L2 per epoch (log scale)."""
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if history:
+        ax.semilogy([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
+        ev = [(h["epoch"] + 1, h["eval"]["rel_l2"]) for h in history if "eval" in h]
+        if ev:
+            ax.semilogy(*zip(*ev), "o-", ms=3, label="eval rel. L2")
+    ax.set_xlabel("epoch"), ax.set_ylabel("loss"), ax.grid(True, which="both", alpha=0.3), ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

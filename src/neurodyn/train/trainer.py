@@ -1,0 +1,267 @@
+"""The one training loop: steady, autoregressive and sequence tasks share it.
+
+* AdamW (or Adam) with OneCycleLR stepped per batch (the neural-operator protocol), StepLR or cosine
+  as options; gradient clipping; a tqdm bar with loss and rate.
+* ``runs/<name>/``: ``metrics.jsonl`` (one line per epoch), ``checkpoints/last.pt`` and ``best.pt``
+  holding config, weights, optimizer, scheduler, normalizers, position and every RNG state.
+* Exact resume: the batch order is a function of (seed, epoch) (``sampling.py``) and every RNG state
+  is restored, so a run stopped after any batch and resumed ends with the same weights.
+  Ctrl-C saves ``last.pt`` at the current batch before exiting.
+* ``torchrun --nproc_per_node W``: DistributedDataParallel (gloo on CPU, NCCL on GPU); every rank
+  takes its part of each global batch and the loss is scaled so that the averaged gradient is that of
+  the global-batch mean, i.e. W processes follow the 1-process loss curve.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, default_collate
+
+from ..errors import ConfigError, NeurodynError
+from ..models.registry import model_spec
+from .checkpoint import atomic_torch_save, read_checkpoint, rng_state, set_rng_state
+from .distributed import DistInfo, all_reduce_sum, barrier
+from .sampling import global_batches, rank_slice
+
+
+class TrainingDiverged(NeurodynError, RuntimeError):
+    """The loss became NaN or Inf."""
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 100
+    batch_size: int = 20
+    eval_batch_size: int = 0        # 0: same as batch_size
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    optimizer: str = "adamw"        # adamw | adam
+    scheduler: str = "onecycle"     # onecycle | step | cosine | none
+    pct_start: float = 0.3          # OneCycleLR warm-up fraction
+    step_size: int = 100            # StepLR: epochs between decays
+    gamma: float = 0.5              # StepLR decay
+    grad_clip: float = 0.0          # max gradient norm; 0 disables clipping
+    loss: str = "rel_l2"
+    grad_loss_weight: float = 0.1   # weight of the gradient term for loss "rel_l2+grad"
+    seed: int = 0
+    eval_every: int = 1             # epochs between evaluations (the last epoch is always evaluated)
+    shuffle: bool = True
+    n_plot: int = 4                 # test samples drawn in the prediction plot
+
+    def validate(self) -> None:
+        if self.epochs < 1:
+            raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise ConfigError(f"train.lr must be > 0, got {self.lr}")
+        if self.optimizer not in ("adamw", "adam"):
+            raise ConfigError(f"train.optimizer must be 'adamw' or 'adam', got {self.optimizer!r}")
+        if self.scheduler not in ("onecycle", "step", "cosine", "none"):
+            raise ConfigError(f"train.scheduler must be onecycle, step, cosine or none, got {self.scheduler!r}")
+
+
+class Trainer:
+    """Trains ``model`` on ``train_set`` for a task; evaluates on ``eval_set``; logs into ``run_dir``."""
+
+    def __init__(self, model: nn.Module, task: Any, train_set: Dataset, eval_set: Dataset | None,
+                 config: TrainConfig, run_dir: str | Path, experiment: dict[str, Any] | None = None,
+                 device: str | torch.device = "cpu", dist_info: DistInfo | None = None,
+                 progress: bool | None = None, interrupt_at: Callable[[int, int], bool] | None = None):
+        config.validate()
+        self.cfg = config
+        self.device = torch.device(device)
+        self.dist = dist_info or DistInfo()
+        if self.cfg.batch_size < self.dist.world_size:
+            raise ConfigError(f"train.batch_size {self.cfg.batch_size} is smaller than the {self.dist.world_size} "
+                              "processes; every process needs at least one sample per batch")
+        self.model = model.to(self.device)
+        self.task = task.to(self.device)
+        self.train_set, self.eval_set = train_set, eval_set
+        self.run_dir = Path(run_dir)
+        self.experiment = experiment or {}
+        self.progress = progress
+        self.interrupt_at = interrupt_at  # test hook: pretend Ctrl-C after (epoch, batch)
+        self.ddp = (nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model)
+        self.optimizer = self._make_optimizer()
+        self.n_batches = math.ceil(len(train_set) / self.cfg.batch_size)
+        self.scheduler = self._make_scheduler()
+        self.epoch, self.batch, self.global_step = 0, 0, 0
+        self._epoch_sums = torch.zeros(2, dtype=torch.float64)  # (sum of per-sample losses, samples) this epoch
+        self._epoch_t0 = time.time()
+        self.best = math.inf
+        self.history: list[dict[str, Any]] = []
+
+    # ---------------------------------------------------------------------------------------- set-up
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        cls = torch.optim.AdamW if self.cfg.optimizer == "adamw" else torch.optim.Adam
+        return cls(self.model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+    def _make_scheduler(self):
+        c, opt = self.cfg, self.optimizer
+        if c.scheduler == "onecycle":
+            return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=c.lr, total_steps=c.epochs * self.n_batches,
+                                                       pct_start=c.pct_start)
+        if c.scheduler == "step":  # stepped per batch, so the epoch count is scaled
+            return torch.optim.lr_scheduler.StepLR(opt, step_size=c.step_size * self.n_batches, gamma=c.gamma)
+        if c.scheduler == "cosine":
+            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=c.epochs * self.n_batches)
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    # ---------------------------------------------------------------------------------------- batches
+    def _collate(self, dataset: Dataset, ids: Sequence[int]) -> dict[str, torch.Tensor]:
+        batch = default_collate([dataset[int(i)] for i in ids])
+        return {k: v.to(self.device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+    def eval_batches(self, dataset: Dataset):
+        """This rank's contiguous share of ``dataset``, in batches."""
+        n = len(dataset)
+        mine = rank_slice(torch.arange(n), self.dist.rank, self.dist.world_size)
+        bs = self.cfg.eval_batch_size or self.cfg.batch_size
+        for i in range(0, len(mine), bs):
+            yield self._collate(dataset, mine[i:i + bs].tolist())
+
+    # ---------------------------------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, Any]:
+        return {
+            "model": model_spec(self.model),
+            "model_state": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "normalizers": {k: m.state_dict() for k, m in self.task.normalizers().items()},
+            "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in self.task.normalizers().items()},
+            "position": {"epoch": self.epoch, "batch": self.batch, "global_step": self.global_step,
+                         "epoch_sums": self._epoch_sums.clone()},
+            "rng": rng_state(),
+            "best": self.best,
+            "train_config": asdict(self.cfg),
+            "experiment": self.experiment,
+        }
+
+    def save(self, name: str) -> None:
+        if self.dist.is_main:
+            atomic_torch_save(self.state(), self.ckpt_dir / name)
+
+    def load(self, path: str | Path) -> None:
+        ckpt = read_checkpoint(path, map_location=self.device)
+        self.model.load_state_dict(ckpt["model_state"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        for k, m in self.task.normalizers().items():
+            m.load_state_dict(ckpt["normalizers"][k])
+        pos = ckpt["position"]
+        self.epoch, self.batch, self.global_step = pos["epoch"], pos["batch"], pos["global_step"]
+        self._epoch_sums = pos["epoch_sums"].cpu().double()
+        self.best = ckpt["best"]
+        set_rng_state(ckpt["rng"])
+
+    # ---------------------------------------------------------------------------------------- logging
+    def _log(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        if self.dist.is_main:
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def _trim_log(self) -> None:
+        """After a resume, forget logged epochs that the checkpoint had not finished."""
+        path = self.run_dir / "metrics.jsonl"
+        if not (self.dist.is_main and path.exists()):
+            return
+        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["epoch"] < self.epoch]
+        path.write_text("".join(line + "\n" for line in keep))
+        self.history = [json.loads(line) for line in keep]
+
+    # ---------------------------------------------------------------------------------------- loop
+    def fit(self, resume: bool = True) -> list[dict[str, Any]]:
+        """Train to ``cfg.epochs``; resumes from ``checkpoints/last.pt`` when present and ``resume``."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        last = self.ckpt_dir / "last.pt"
+        if resume and last.exists():
+            self.load(last)
+            self._trim_log()
+        elif self.dist.is_main:
+            (self.run_dir / "metrics.jsonl").write_text("")
+        barrier()
+        from tqdm.auto import tqdm
+
+        total = self.cfg.epochs * self.n_batches
+        # progress None: tqdm decides (shown on a terminal, hidden in logs)
+        disable = True if (not self.dist.is_main or self.progress is False) else (None if self.progress is None else False)
+        bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
+                   disable=disable, dynamic_ncols=True)
+        try:
+            while self.epoch < self.cfg.epochs:
+                self._train_epoch(bar)
+        except KeyboardInterrupt:
+            self.save("last.pt")
+            bar.close()
+            if self.dist.is_main:
+                print(f"\ninterrupted: saved {self.ckpt_dir / 'last.pt'} at epoch {self.epoch} batch {self.batch}; "
+                      "run the same command again to resume")
+            raise
+        bar.close()
+        return self.history
+
+    def _train_epoch(self, bar) -> None:
+        cfg = self.cfg
+        batches = global_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, cfg.shuffle)
+        if self.batch == 0:
+            self._epoch_sums = torch.zeros(2, dtype=torch.float64)
+            self._epoch_t0 = time.time()
+        self.ddp.train()
+        while self.batch < len(batches):
+            if self.interrupt_at is not None and self.interrupt_at(self.epoch, self.batch):
+                raise KeyboardInterrupt
+            loss = self._step(batches[self.batch])
+            self.batch += 1
+            self.global_step += 1
+            bar.update(1)
+            bar.set_postfix(epoch=f"{self.epoch + 1}/{cfg.epochs}", loss=f"{loss:.4g}", refresh=False)
+        sums = all_reduce_sum(self._epoch_sums.clone())
+        record = {"epoch": self.epoch, "train_loss": float(sums[0] / sums[1]),
+                  "lr": self.optimizer.param_groups[0]["lr"], "seconds": time.time() - self._epoch_t0}
+        improved = False
+        if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
+            self.ddp.eval()
+            record["eval"] = self.task.evaluate(self.model, self.eval_batches(self.eval_set))
+            improved = record["eval"]["rel_l2"] < self.best
+            self.best = min(self.best, record["eval"]["rel_l2"])
+        self._log(record)
+        self.epoch, self.batch = self.epoch + 1, 0  # checkpoints hold the position to start from
+        if improved:
+            self.save("best.pt")
+        self.save("last.pt")
+        if self.dist.is_main:
+            bar.set_description(f"rel_l2 {record.get('eval', {}).get('rel_l2', float('nan')):.4g}")
+
+    def _step(self, global_ids: torch.Tensor) -> float:
+        ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)
+        batch = self._collate(self.train_set, ids.tolist())
+        pred = self.task.predict(self.ddp, batch)
+        loss = self.task.loss(pred, batch)
+        if not torch.isfinite(loss):
+            self.save("last.pt")
+            raise TrainingDiverged(f"loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
+                                   "lower train.lr or enable train.grad_clip")
+        # scaled so that DDP's gradient average equals the gradient of the global-batch mean
+        scale = len(ids) * self.dist.world_size / len(global_ids)
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss * scale).backward()
+        if self.cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        value = loss.detach().double().cpu()
+        self._epoch_sums += torch.stack([value * len(ids), torch.tensor(float(len(ids)), dtype=torch.float64)])
+        return float(value)

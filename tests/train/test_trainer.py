@@ -1,0 +1,114 @@
+"""Trainer: exact resume, Ctrl-C checkpoint, DDP equivalence, divergence and bad configs."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from neurodyn.errors import ConfigError
+from neurodyn.experiments import load_experiment
+from neurodyn.train.checkpoint import read_checkpoint
+from neurodyn.train.experiment import run_experiment
+
+TINY = ["train.epochs=3", "train.batch_size=6", "data.n_train=20", "data.n_test=6"]
+
+
+def _cfg(*extra):
+    return load_experiment("fno/darcy", "tiny", [*TINY, *extra])
+
+
+def _weights(run_dir):
+    return read_checkpoint(run_dir / "checkpoints" / "last.pt")["model_state"]
+
+
+def _losses(run_dir):
+    return [json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
+    cfg = _cfg("train.scheduler=onecycle")
+    whole = tmp_path / "whole"
+    run_experiment(cfg, whole, progress=False)
+
+    broken = tmp_path / "broken"
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C in the middle of epoch 1
+        run_experiment(cfg, broken, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 2))
+    pos = read_checkpoint(broken / "checkpoints" / "last.pt")["position"]
+    assert (pos["epoch"], pos["batch"]) == (1, 2)
+    torch.manual_seed(123)  # the resumed run must not depend on the process' RNG state
+    run_experiment(cfg, broken, progress=False)
+
+    a, b = _weights(whole), _weights(broken)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert _losses(whole) == _losses(broken)
+    assert len(_losses(broken)) == 3
+
+
+def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
+    run = tmp_path / "run"
+    final = run_experiment(_cfg(), run, progress=False)
+    assert set(final) >= {"rel_l2", "rmse", "nrmse", "max_err", "brmse", "frmse_low"}
+    best = read_checkpoint(run / "checkpoints" / "best.pt")
+    history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert best["best"] == pytest.approx(min(h["eval"]["rel_l2"] for h in history))
+    for name in ("summary.md", "predictions.png", "learning_curve.png", "config.yaml"):
+        assert (run / name).stat().st_size > 0
+    assert "rel_l2" in (run / "summary.md").read_text()
+
+
+def test_model_load_rebuilds_without_the_script(tmp_path, data_dir):
+    from neurodyn.models import load
+
+    run = tmp_path / "run"
+    run_experiment(_cfg(), run, progress=False)
+    model = load(run / "checkpoints" / "last.pt")
+    x = torch.randn(2, 16, 16, 1)
+    ref = read_checkpoint(run / "checkpoints" / "last.pt")
+    assert ref["model"]["name"] == "fno" and model(x).shape == (2, 16, 16, 1)
+
+
+def test_divergence_stops_with_position(tmp_path, data_dir, monkeypatch):
+    from neurodyn.train.tasks import SteadyTask
+    from neurodyn.train.trainer import TrainingDiverged
+
+    calls = []
+
+    def nan_on_third_batch(self, pred, batch):
+        calls.append(1)
+        loss = self.loss_fn(pred, batch["y"])
+        return loss * float("nan") if len(calls) == 3 else loss
+
+    monkeypatch.setattr(SteadyTask, "loss", nan_on_third_batch)
+    with pytest.raises(TrainingDiverged, match="epoch 0 batch 2"):
+        run_experiment(_cfg(), tmp_path / "r", progress=False)
+
+
+@pytest.mark.parametrize("override,match", [("train.epochs=0", "epochs"), ("train.optimizer=sgdx", "optimizer"),
+                                            ("train.lossy=1", "unknown key"), ("model.in_channels=3", "in_channels")])
+def test_impossible_train_configs(tmp_path, data_dir, override, match):
+    with pytest.raises(ConfigError, match=match):
+        run_experiment(_cfg(override), tmp_path / "r", progress=False)
+
+
+def test_two_process_ddp_follows_the_one_process_curve(tmp_path, data_dir):
+    args = ["train", "fno/darcy", "--scale", "tiny", "--no-progress", *TINY, "train.epochs=2",
+            "--runs-dir", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NEURODYN_DATA": str(data_dir)}
+    one = subprocess.run([sys.executable, "-m", "neurodyn", *args, "--run-name", "one"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                          "--master_port", str(29500 + os.getpid() % 1000), "-m", "neurodyn", *args,
+                          "--run-name", "two"], env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    assert len(l1) == len(l2) == 2
+    for a, b in zip(l1, l2):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(a))
+    w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    for k in w1:
+        torch.testing.assert_close(w1[k], w2[k], rtol=1e-4, atol=1e-5)
