@@ -77,3 +77,56 @@ def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path) -> 
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str = "rollout") -> Path:
+    """Relative L2 error of each rollout step (mean over test trajectories)."""
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.semilogy(np.arange(1, len(per_step) + 1), per_step, "o-", ms=3, label=label)
+    ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2"), ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | Path, channel: int = 0,
+                           fps: int = 4) -> Path:
+    """GIF of truth vs prediction vs error over a rollout; truth, pred: (T, *spatial, C), 1-D or 2-D."""
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
+    truth, pred = _np(truth)[..., channel], _np(pred)[..., channel]
+    path = Path(path)
+    lo, hi = truth.min(), truth.max()
+    err_max = max(np.abs(pred - truth).max(), 1e-12)
+    if truth.ndim == 3:
+        fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
+        ims = [ax.imshow(img.T, origin="lower", vmin=v0, vmax=v1, cmap=cm) for ax, img, v0, v1, cm in
+               zip(axes, (truth[0], pred[0], np.abs(pred[0] - truth[0])), (lo, lo, 0), (hi, hi, err_max),
+                   ("viridis", "viridis", "magma"))]
+        for ax, title in zip(axes, ("truth", "prediction", "|error|")):
+            ax.set_title(title, fontsize=9), ax.set_xticks([]), ax.set_yticks([])
+
+        def update(k):
+            for im, img in zip(ims, (truth[k], pred[k], np.abs(pred[k] - truth[k]))):
+                im.set_data(img.T)
+            fig.suptitle(f"rollout step {k + 1}", fontsize=10)
+            return ims
+    else:
+        fig, ax = plt.subplots(figsize=(6, 3.4))
+        (lt,) = ax.plot(truth[0], label="truth")
+        (lp,) = ax.plot(pred[0], "--", label="prediction")
+        ax.set_ylim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo)), ax.legend(fontsize=8)
+
+        def update(k):
+            lt.set_ydata(truth[k]), lp.set_ydata(pred[k])
+            ax.set_title(f"rollout step {k + 1}", fontsize=10)
+            return lt, lp
+    anim = FuncAnimation(fig, update, frames=len(truth), blit=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    anim.save(path, writer=PillowWriter(fps=fps))
+    plt.close(fig)
+    return path

@@ -77,12 +77,12 @@ def test_divergence_stops_with_position(tmp_path, data_dir, monkeypatch):
 
     calls = []
 
-    def nan_on_third_batch(self, pred, batch):
+    def nan_on_third_batch(self, model, batch):
         calls.append(1)
-        loss = self.loss_fn(pred, batch["y"])
+        loss = self.loss_fn(self.predict(model, batch), batch["y"])
         return loss * float("nan") if len(calls) == 3 else loss
 
-    monkeypatch.setattr(SteadyTask, "loss", nan_on_third_batch)
+    monkeypatch.setattr(SteadyTask, "training_loss", nan_on_third_batch)
     with pytest.raises(TrainingDiverged, match="epoch 0 batch 2"):
         run_experiment(_cfg(), tmp_path / "r", progress=False)
 

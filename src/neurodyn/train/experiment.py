@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import yaml
 
-from ..data.datasets import SteadyDataset, split_indices
+from ..data.datasets import SteadyDataset, TimeWindowDataset, split_indices
 from ..data.generators import get_generator
 from ..data.normalize import Normalizer
 from ..data.store import StoredDataset
@@ -23,12 +23,16 @@ from ..models import build, count_parameters
 from .checkpoint import read_checkpoint
 from .distributed import DistInfo, barrier
 from .losses import build_loss
-from .tasks import SteadyTask
+from .rollout import to_frames
+from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
 
-DATA_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_size", "normalize_input",
-             "normalize_target", "normalize_reduce")
-TASKS = ("steady",)
+SPLIT_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_size", "normalize_input",
+              "normalize_target", "normalize_reduce")
+WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
+               "context_params", "frames_as_channels")
+DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS
+TASKS = ("steady", "autoregressive")
 
 
 def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -59,37 +63,109 @@ def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu",
 def build_data(cfg: dict[str, Any], device="cpu", progress=True, dist=None) -> dict[str, Any]:
     """Store file, split datasets and fitted normalizers of an experiment."""
     d = cfg["data"]
-    if cfg.get("task", "steady") not in TASKS:
-        raise ConfigError(f"task {cfg.get('task')!r} is not available yet; known tasks: {', '.join(TASKS)}")
+    task = cfg.get("task", "steady")
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
     path = ensure_dataset(d, device, progress, dist)
     store = StoredDataset(path)
     splits = split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)), int(d.get("n_val", 0)))
-    sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
     reduce = d.get("normalize_reduce", "pointwise")
-    x_train, y_train = sets["train"].tensors()
-    x_norm = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
-    y_norm = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)
-    return {"path": path, "store": store, "sets": sets, "x_norm": x_norm, "y_norm": y_norm}
+    out: dict[str, Any] = {"path": path, "store": store}
+    if task == "steady":
+        sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
+        x_train, y_train = sets["train"].tensors()
+        out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
+        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)
+    else:
+        sets = _window_sets(cfg, store, splits)
+        train = sets["train"]
+        frames = torch.stack([train.trajectory(j) for j in range(len(train.ids))])  # (N, T', *spatial, C)
+        out["u_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(frames.flatten(0, 1))
+        if train.context_fields:
+            cf = torch.stack([train.context_at(j, f) for j in range(len(train.ids)) for f in (0, train.n_frames - 1)])
+            out["cf_norm"] = Normalizer("gaussian", reduce).fit(cf)
+        if train.context_params:
+            ctx = torch.stack([train[j * train.windows_per_sample]["ctx"] for j in range(len(train.ids))])
+            out["ctx_norm"] = Normalizer("gaussian", "pointwise").fit(ctx)
+    out["sets"] = sets
+    return out
 
 
-def build_model(cfg: dict[str, Any], train_set: SteadyDataset) -> torch.nn.Module:
+def _window_sets(cfg: dict[str, Any], store: StoredDataset, splits: dict[str, Any]) -> dict[str, Any]:
+    """Training windows of the length the training mode unrolls; full-horizon windows to evaluate."""
+    d, t = cfg["data"], cfg["train"]
+    step = int(d.get("step", 1))
+    mode = t.get("train_mode", "teacher_forcing")
+    unroll = {"teacher_forcing": 1, "rollout": int(t.get("rollout_steps", 1)),
+              "pushforward": int(t.get("pushforward", 0)) + 1}.get(mode, 1)
+    common = dict(t_in=int(d.get("t_in", 1)), time_stride=int(d.get("time_stride", 1)),
+                  t_start=int(d.get("t_start", 0)), context_fields=tuple(d.get("context_fields", ())),
+                  context_params=tuple(d.get("context_params", ())),
+                  frames_as_channels=bool(d.get("frames_as_channels", True)))
+    sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * step,
+                                       stride=int(d.get("window_stride", 1)), **common)}
+    for name in ("val", "test"):
+        if name in splits and len(splits[name]):
+            sets[name] = TimeWindowDataset(store, splits[name], t_out=d.get("t_out"), **common)
+    return sets
+
+
+def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
+    """Input/output channel counts (and context length) the model needs for this data and task."""
+    if isinstance(train_set, SteadyDataset):
+        return {"in_channels": train_set.in_channels, "out_channels": train_set.out_channels}
+    step = int(cfg["data"].get("step", 1))
+    c = train_set.channels
+    fac = train_set.frames_as_channels
+    out = {"in_channels": (train_set.t_in * c if fac else c) + train_set.cf_channels,
+           "out_channels": step * c if fac else c}
+    if train_set.n_ctx:
+        out["ctx_channels"] = train_set.n_ctx
+    return out
+
+
+def build_model(cfg: dict[str, Any], train_set) -> torch.nn.Module:
     m = dict(cfg["model"])
     if "name" not in m:
         raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
     name = m.pop("name")
-    for key, have in (("in_channels", train_set.in_channels), ("out_channels", train_set.out_channels)):
+    for key, have in model_channels(cfg, train_set).items():
         if m.get(key) not in (None, have):
-            raise ConfigError(f"model.{key}={m[key]} but the dataset's {'inputs' if key[0] == 'i' else 'targets'} "
-                              f"have {have} channel(s); drop the override or choose other fields")
+            raise ConfigError(f"model.{key}={m[key]} but the data and task need {have}; drop the override "
+                              "or change the data section")
         m[key] = have
     return build(name, m)
+
+
+def check_model_accepts(model: torch.nn.Module, task, dataset, name: str) -> None:
+    """One forward pass on a training sample, so that a resolution or channel count the model cannot
+    take fails now, with the data's shape named, rather than deep inside the first step."""
+    item = dataset[0]
+    batch = {k: v[None] for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
+    try:
+        with torch.no_grad():
+            out = task.predict(model, batch)
+    except (ValueError, RuntimeError) as exc:
+        msg = " ".join(str(exc).split())
+        raise ConfigError(f"model {name!r} cannot take this dataset's input of shape "
+                          f"{tuple(item['x'].shape)}: {msg}") from None
+    if out.shape != batch["y"].shape:
+        raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} for targets of shape "
+                          f"{tuple(batch['y'].shape[1:])}")
 
 
 def build_task(cfg: dict[str, Any], data: dict[str, Any]):
     t = cfg["train"]
     name = t.get("loss", "rel_l2")
     kwargs = {"weight": t.get("grad_loss_weight", 0.1)} if name == "rel_l2+grad" else {}
-    return SteadyTask(build_loss(name, **kwargs), data["x_norm"], data["y_norm"])
+    loss = build_loss(name, **kwargs)
+    if cfg.get("task", "steady") == "steady":
+        return SteadyTask(loss, data["x_norm"], data["y_norm"])
+    train = data["sets"]["train"]
+    return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
+                              step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
+                              ctx_norm=data.get("ctx_norm"), train_mode=t.get("train_mode", "teacher_forcing"),
+                              pushforward=int(t.get("pushforward", 0)), input_noise=float(t.get("input_noise", 0.0)))
 
 
 def train_config(cfg: dict[str, Any]) -> TrainConfig:
@@ -111,6 +187,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     data = build_data(cfg, device, progress is not False, dist)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data)
+    check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
     eval_set = data["sets"].get("val", data["sets"]["test"]) if cfg["data"].get("n_test", 0) or "val" in data["sets"] else None
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -124,19 +201,34 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     history = trainer.fit(resume=resume)
     final = history[-1].get("eval", {}) if history else {}
     if dist.is_main:
-        from .. import plots
-
-        test = data["sets"].get("test")
-        if test is not None and len(test):
-            n = min(tcfg.n_plot, len(test))
-            batch = trainer._collate(test, list(range(n)))
-            model.eval()
-            with torch.no_grad():
-                pred = task.predict(model, batch)
-            plots.plot_predictions(batch["x"], batch["y"], pred, run_dir / "predictions.png")
-        plots.plot_learning_curve(history, run_dir / "learning_curve.png")
+        write_plots(task, model, trainer, data, history, tcfg.n_plot, run_dir)
         write_summary(cfg, history, count_parameters(model), run_dir)
     return final
+
+
+def write_plots(task, model, trainer: Trainer, data: dict[str, Any], history, n_plot: int, run_dir: Path) -> None:
+    """Prediction panels (steady) or rollout error curve and GIF (autoregressive), and the learning curve."""
+    from .. import plots
+
+    test = data["sets"].get("test")
+    if test is not None and len(test):
+        n = min(n_plot, len(test))
+        batch = trainer._collate(test, list(range(n)))
+        model.eval()
+        with torch.no_grad():
+            pred = task.predict(model, batch)
+        if isinstance(task, AutoregressiveTask):
+            frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
+            plots.plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
+            per_step = [h["eval"]["rel_l2_per_step"] for h in history if "eval" in h]
+            if per_step:
+                plots.plot_rollout_error(per_step[-1], run_dir / "rollout_error.png")
+            history_frames = to_frames(batch["x"], task.channels, task.fac)
+            plots.plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1],
+                                   run_dir / "predictions.png")
+        else:
+            plots.plot_predictions(batch["x"], batch["y"], pred, run_dir / "predictions.png")
+    plots.plot_learning_curve(history, run_dir / "learning_curve.png")
 
 
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path) -> None:
@@ -156,25 +248,23 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
 
 
 def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str = "last") -> dict[str, Any]:
-    """Re-evaluate a finished run's checkpoint on its test split with its saved normalizers."""
+    """Re-evaluate a run's checkpoint on its test split with the normalizers saved in the checkpoint."""
     run = Path(run)
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
     ckpt = read_checkpoint(path, map_location=device)
     cfg = ckpt.get("experiment")
     if not cfg:
         raise DataError(f"checkpoint {path} holds no experiment config; it was not written by the trainer")
-    store = StoredDataset(ensure_dataset(cfg["data"], device))
-    d = cfg["data"]
-    ids = split_indices(store.n_samples, int(d["n_train"]), int(d.get("n_test", 0)), int(d.get("n_val", 0)))["test"]
-    test = SteadyDataset(store, ids)
-    norms = {}
-    for key, spec in ckpt["normalizer_kinds"].items():
-        norms[key] = Normalizer(spec["kind"], spec["reduce"])
-        norms[key].load_state_dict(ckpt["normalizers"][key])
+    data = build_data(cfg, device, progress=False)
+    task = build_task(cfg, data)
+    for key, norm in task.normalizers().items():
+        norm.load_state_dict(ckpt["normalizers"][key])
     model = build(ckpt["model"]["name"], ckpt["model"]["config"])
     model.load_state_dict(ckpt["model_state"])
-    task = SteadyTask(build_loss("rel_l2"), norms["input"], norms["target"]).to(torch.device(device))
-    trainer = Trainer(model, task, test, None, TrainConfig(**ckpt["train_config"]), run if run.is_dir() else run.parent,
-                      device=device, progress=False)
+    if "test" not in data["sets"]:
+        raise ConfigError(f"the experiment of {path} has no test split (data.n_test = 0)")
+    task.to(torch.device(device))
+    trainer = Trainer(model, task, data["sets"]["test"], None, TrainConfig(**ckpt["train_config"]),
+                      path.parent, device=device, progress=False)
     model.eval()
-    return task.evaluate(model, trainer.eval_batches(test))
+    return task.evaluate(model, trainer.eval_batches(data["sets"]["test"]))

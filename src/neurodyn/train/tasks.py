@@ -1,8 +1,12 @@
 """Tasks: what one training step computes and how a split is evaluated.
 
-A task turns a batch dict into a prediction in physical units and a loss; the trainer's loop is
-the same for every task. ``steady`` (a -> u) lives here; ``autoregressive`` and ``sequence`` plug in
-with the same three methods.
+A task turns a batch dict into predictions in physical units; the trainer's loop is the same for
+every task and only calls ``training_loss``, ``evaluate``, ``normalizers`` and ``to``.
+
+* ``SteadyTask``: operator learning a -> u.
+* ``AutoregressiveTask``: m frames -> the next s frames, applied recursively; trained with teacher
+  forcing or by unrolled rollouts (optionally the pushforward trick), evaluated by rollout over the
+  whole horizon.
 """
 from __future__ import annotations
 
@@ -12,16 +16,20 @@ import torch
 from torch import nn
 
 from ..data.normalize import Normalizer
+from ..errors import ConfigError
+from .distributed import all_reduce_sum
 from .metrics import MetricAccumulator
+from .rollout import from_frames, rollout, to_frames
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class SteadyTask:
-    """Operator learning a -> u: ``pred = y_norm.decode(model(x_norm.encode(x)))``; loss on physical units."""
+    """``pred = y_norm.decode(model(x_norm.encode(x)))``; the loss is taken on physical units (FNO protocol)."""
 
     name = "steady"
 
-    def __init__(self, loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                 x_norm: Normalizer, y_norm: Normalizer):
+    def __init__(self, loss: LossFn, x_norm: Normalizer, y_norm: Normalizer):
         self.loss_fn = loss
         self.x_norm = x_norm
         self.y_norm = y_norm
@@ -30,17 +38,17 @@ class SteadyTask:
         return {"input": self.x_norm, "target": self.y_norm}
 
     def to(self, device: torch.device) -> "SteadyTask":
-        self.x_norm.to(device)
-        self.y_norm.to(device)
+        for m in self.normalizers().values():
+            m.to(device)
         return self
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         out = model(self.x_norm.encode(batch["x"]), pos=batch.get("pos"), ctx=batch.get("ctx"))
         return self.y_norm.decode(out)
 
-    def loss(self, pred: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Mean of the per-sample loss over the batch."""
-        return self.loss_fn(pred, batch["y"])
+        return self.loss_fn(self.predict(model, batch), batch["y"])
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
@@ -49,3 +57,115 @@ class SteadyTask:
             acc.update(self.predict(model, batch), batch["y"])
         acc.reduce_()
         return acc.compute()
+
+
+class AutoregressiveTask:
+    """Next-frame prediction applied recursively.
+
+    One model call maps the last ``t_in`` frames (plus context fields ``cf`` as extra channels and the
+    context vector ``ctx``) to the next ``step`` frames. ``train_mode``:
+
+    * ``teacher_forcing``: windows of ``step`` target frames, inputs always true frames;
+    * ``rollout``: windows of ``rollout_steps * step`` frames, predictions fed back with gradients
+      through the whole unroll, loss averaged over the unrolled frames (FNO's NS training);
+    * ``pushforward``: (Brandstetter et al. 2022) unroll a random 0..``pushforward`` steps without
+      gradient, then one step with gradient against the true frames at that time.
+
+    ``input_noise`` adds N(0, sigma^2) to the normalised input frames in training (ST-SSM).
+    Evaluation rolls out from the first ``t_in`` true frames over the whole horizon and reports the
+    relative L2 of every step and of the whole horizon, plus the field metrics over all frames.
+    """
+
+    name = "autoregressive"
+    MODES = ("teacher_forcing", "rollout", "pushforward")
+
+    def __init__(self, loss: LossFn, u_norm: Normalizer, channels: int, frames_as_channels: bool = True,
+                 step: int = 1, cf_norm: Normalizer | None = None, ctx_norm: Normalizer | None = None,
+                 train_mode: str = "teacher_forcing", pushforward: int = 0, input_noise: float = 0.0):
+        if train_mode not in self.MODES:
+            raise ConfigError(f"train.train_mode must be one of {', '.join(self.MODES)}, got {train_mode!r}")
+        if train_mode == "pushforward" and pushforward < 1:
+            raise ConfigError("train.train_mode=pushforward needs train.pushforward >= 1 (the most unrolled steps)")
+        self.loss_fn, self.u_norm, self.cf_norm, self.ctx_norm = loss, u_norm, cf_norm, ctx_norm
+        self.channels, self.fac, self.step = channels, frames_as_channels, step
+        self.train_mode, self.pushforward, self.input_noise = train_mode, pushforward, input_noise
+
+    def normalizers(self) -> dict[str, nn.Module]:
+        out = {"u": self.u_norm}
+        if self.cf_norm is not None:
+            out["cf"] = self.cf_norm
+        if self.ctx_norm is not None:
+            out["ctx"] = self.ctx_norm
+        return out
+
+    def to(self, device: torch.device) -> "AutoregressiveTask":
+        for m in self.normalizers().values():
+            m.to(device)
+        return self
+
+    # ------------------------------------------------------------------------------------------
+    def step_fn(self, model: nn.Module, batch: dict[str, torch.Tensor], noise: float = 0.0):
+        """``f(window, k)``: physical frames (B, t_in, *spatial, C) -> the next ``step`` physical frames."""
+        ctx = self.ctx_norm.encode(batch["ctx"]) if self.ctx_norm is not None and "ctx" in batch else batch.get("ctx")
+
+        def f(window: torch.Tensor, k: int) -> torch.Tensor:
+            z = self.u_norm.encode(window)
+            if noise > 0:
+                z = z + noise * torch.randn_like(z)
+            x = from_frames(z, self.fac)
+            if self.cf_norm is not None:
+                cf = batch["cf_all"][:, window.shape[1] + k - 1] if "cf_all" in batch else batch["cf"]
+                cf = self.cf_norm.encode(cf)
+                x = torch.cat([x, cf if self.fac else cf[:, None].expand(*z.shape[:2], *cf.shape[1:])], dim=-1)
+            out = model(x, pos=batch.get("pos"), ctx=ctx)
+            return self.u_norm.decode(to_frames(out, self.channels, self.fac))
+
+        return f
+
+    def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Rollout of as many frames as ``batch["y"]`` holds, in the dataset's layout."""
+        history = to_frames(batch["x"], self.channels, self.fac)
+        n = to_frames(batch["y"], self.channels, self.fac).shape[1]
+        return from_frames(rollout(self.step_fn(model, batch), history, n), self.fac)
+
+    def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        history = to_frames(batch["x"], self.channels, self.fac)
+        target = to_frames(batch["y"], self.channels, self.fac)
+        f = self.step_fn(model, batch, noise=self.input_noise)
+        if self.train_mode == "pushforward":
+            k = int(torch.randint(0, self.pushforward + 1, ()))
+            frames = history
+            if k:
+                with torch.no_grad():
+                    frames = torch.cat([history, rollout(f, history, k * self.step)], dim=1)
+            pred = f(frames[:, -history.shape[1]:], k * self.step)
+            return self.loss_fn(from_frames(pred, self.fac),
+                                from_frames(target[:, k * self.step:(k + 1) * self.step], self.fac))
+        pred = rollout(f, history, target.shape[1])
+        # mean over the unrolled frames of the per-frame loss
+        b, t = pred.shape[:2]
+        return self.loss_fn(pred.reshape(b * t, *pred.shape[2:]), target.reshape(b * t, *target.shape[2:]))
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        acc = MetricAccumulator()
+        step_sums: torch.Tensor | None = None
+        horizon_sum = torch.zeros(2, dtype=torch.float64)
+        for batch in batches:
+            pred = to_frames(self.predict(model, batch), self.channels, self.fac)
+            true = to_frames(batch["y"], self.channels, self.fac)
+            b, t = true.shape[:2]
+            err = (pred - true).double().reshape(b, t, -1)
+            ref = true.double().reshape(b, t, -1)
+            per_step = err.norm(dim=-1) / ref.norm(dim=-1).clamp_min(1e-12)  # (B, T)
+            step_sums = per_step.sum(0).cpu() if step_sums is None else step_sums + per_step.sum(0).cpu()
+            horizon = err.reshape(b, -1).norm(dim=-1) / ref.reshape(b, -1).norm(dim=-1).clamp_min(1e-12)
+            horizon_sum += torch.tensor([horizon.sum().item(), b], dtype=torch.float64)
+            acc.update(pred.reshape(b * t, *pred.shape[2:]), true.reshape(b * t, *true.shape[2:]))
+        acc.reduce_()
+        horizon_sum = all_reduce_sum(horizon_sum)
+        step_sums = all_reduce_sum(step_sums if step_sums is not None else torch.zeros(0, dtype=torch.float64))
+        out = {f"frame_{k}": v for k, v in acc.compute().items()}
+        out = {"rel_l2": float(horizon_sum[0] / horizon_sum[1]),
+               "rel_l2_per_step": (step_sums / horizon_sum[1]).tolist(), **out}
+        return out

@@ -53,6 +53,10 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 1             # epochs between evaluations (the last epoch is always evaluated)
     shuffle: bool = True
+    train_mode: str = "teacher_forcing"  # autoregressive: teacher_forcing | rollout | pushforward
+    rollout_steps: int = 1          # autoregressive rollout training: model calls unrolled per window
+    pushforward: int = 0            # autoregressive pushforward: most steps unrolled without gradient
+    input_noise: float = 0.0        # autoregressive: std of noise added to normalised input frames
     n_plot: int = 4                 # test samples drawn in the prediction plot
 
     def validate(self) -> None:
@@ -248,8 +252,7 @@ class Trainer:
     def _step(self, global_ids: torch.Tensor) -> float:
         ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)
         batch = self._collate(self.train_set, ids.tolist())
-        pred = self.task.predict(self.ddp, batch)
-        loss = self.task.loss(pred, batch)
+        loss = self.task.training_loss(self.ddp, batch)
         if not torch.isfinite(loss):
             self.save("last.pt")
             raise TrainingDiverged(f"loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
