@@ -29,7 +29,7 @@ def test_generate_train_evaluate_info(tmp_path, data_dir, capsys):
     (["train", "fno/darcy", "--scale", "tiny", "model.widht=3"], "did you mean 'width'"),
     (["train", "fno/darcy", "--scale", "tiny", "model.modes=[40,40]"], "modes"),
     (["train", "fno/darcy", "--scale", "tiny", "data.generator=darsy"], "Did you mean 'darcy'"),
-    (["train", "fno/darcy", "--scale", "tiny", "data.n_train=100"], "holds"),
+    (["train", "fno/darcy", "--scale", "tiny", "data.n_train=0"], "n_train >= 1"),
     (["generate", "darcy", "resolution=-4"], "resolution"),
     (["generate", "darcyy"], "Did you mean"),
     (["evaluate", "/nonexistent/run"], "does not exist"),

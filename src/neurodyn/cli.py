@@ -37,11 +37,49 @@ def _parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def _key_values(words: Sequence[str], what: str) -> dict:
+    """``["a=1", "b=[2,3]"]`` -> ``{"a": 1, "b": [2, 3]}`` (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for word in words:
+        if "=" not in word:
+            raise ConfigError(f"{what} {word!r} is not of the form key=value")
+        key, value = word.split("=", 1)
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _convert_public(args: argparse.Namespace) -> int:
+    """``generate --from FILE``: convert a public file (FNO .mat, PDEBench / The Well HDF5,
+    neuraloperator .pt, Geo-FNO folder) into the store; further key=value words are reader options."""
+    from .data.formats.convert import convert_to_store
+
+    if args.target:
+        raise ConfigError(f"give either a preset/generator ({args.target}) or --from FILE, not both")
+    options = _key_values(args.overrides, "reader option")
+    kind = options.pop("kind", None)
+    if args.n:
+        options.setdefault("max_samples", args.n)
+    if tuple(args.shard) != (0, 1):
+        raise ConfigError("--shard does not apply to --from (a conversion is one process); leave it out")
+    path = convert_to_store(args.from_file, out=args.out, kind=kind, chunk_size=args.chunk_size,
+                            progress=not args.no_progress, **options)
+    print(path)
+    return 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
     from .train.experiment import data_options
 
+    if args.target and "=" in args.target:  # an optional positional swallows the first key=value
+        args.overrides, args.target = [args.target, *args.overrides], None
+    if getattr(args, "from_file", None):
+        return _convert_public(args)
+    if not args.target:
+        raise ConfigError("neurodyn generate needs a preset or generator name (see `neurodyn info`), or --from FILE")
     if args.target in available_presets():
         cfg = load_experiment(args.target, args.scale, [f"data.{o}" if not o.startswith("data.") else o
                                                          for o in args.overrides])
@@ -53,14 +91,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         seed = d.get("seed", 0) if args.seed is None else args.seed
     elif args.target in available_generators():
         gen = get_generator(args.target)
-        options = {}
-        for o in args.overrides:
-            if "=" not in o:
-                raise ConfigError(f"generator option {o!r} is not of the form key=value")
-            key, value = o.split("=", 1)
-            import yaml
-
-            options[key.removeprefix("data.")] = yaml.safe_load(value)
+        options = {k.removeprefix("data."): v for k, v in _key_values(args.overrides, "generator option").items()}
         n, seed = args.n or 100, args.seed or 0
     else:
         from .errors import unknown_name
@@ -161,7 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
                        epilog="Further key=value arguments set generator options (data.key=value for presets).")
-    g.add_argument("target", help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy)")
+    g.add_argument("target", nargs="?", default=None,
+                   help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy); omit with --from")
+    g.add_argument("--from", dest="from_file", default=None, metavar="FILE",
+                   help="convert a public dataset file or Geo-FNO folder into the store instead "
+                        "(reader options as key=value, e.g. stride=5 kind=airfoil)")
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
     g.add_argument("--n", type=int, default=0, help="number of samples (default: the preset's splits, or 100)")
     g.add_argument("--seed", type=int, default=None)

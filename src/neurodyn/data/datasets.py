@@ -2,7 +2,8 @@
 
 ``SteadyDataset`` maps input fields to target fields, sample by sample: items are dicts
 ``{"x": (*spatial, C_in), "y": (*spatial, C_out), "index": ()}``; several fields are concatenated
-along the channel axis in the order the file lists them. Time-window and sequence datasets plug in
+along the channel axis in the order the file lists them. Meshes and point clouds store their node
+coordinates as ``fields/pos`` (N, P, d); items then carry ``"pos": (P, d)`` (DESIGN.md's ``pos``). Time-window and sequence datasets plug in
 beside it with the same dict convention.
 """
 from __future__ import annotations
@@ -71,6 +72,8 @@ class SteadyDataset(Dataset):
         in_memory = nbytes <= IN_MEMORY_LIMIT if in_memory is None else in_memory
         self.x = _read_fields(store, self.inputs, self.ids, in_memory)
         self.y = _read_fields(store, self.targets, self.ids, in_memory)
+        self.has_pos = "fields/pos" in store.shapes and "pos" not in (*self.inputs, *self.targets)
+        self.pos = _read_fields(store, ("pos",), self.ids, in_memory) if self.has_pos else None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -84,7 +87,11 @@ class SteadyDataset(Dataset):
             y = torch.cat([torch.from_numpy(self.store.read(f"fields/{n}", sid)) for n in self.targets], -1)
             if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
                 raise DataError(f"dataset file {self.store.path}: NaN or Inf in sample {sid}")
-        return {"x": x.float(), "y": y.float(), "index": torch.tensor(int(self.ids[i]))}
+        item = {"x": x.float(), "y": y.float(), "index": torch.tensor(int(self.ids[i]))}
+        if self.has_pos:
+            item["pos"] = self.pos[i] if self.pos is not None else torch.from_numpy(
+                self.store.read("fields/pos", int(self.ids[i])).astype(np.float32))
+        return item
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All inputs and targets of this split (for fitting normalizers)."""

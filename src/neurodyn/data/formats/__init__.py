@@ -1,0 +1,171 @@
+"""Readers of public PDE dataset files, and their conversion into the project's store.
+
+``read_public(path, kind=None, **options)`` finds the format of ``path`` from its content (magic bytes,
+then the arrays inside) and returns a :class:`PublicDataset` in the project's layout (fields
+channels-last, time first). Formats (one module each):
+
+=============== ========================================================================= ===========
+format          files                                                                      module
+=============== ========================================================================= ===========
+``fno-mat``     FNO's MATLAB v5 / v7.3 files: Darcy (coeff, sol), Burgers and              fno_mat
+                Navier-Stokes (a, u)
+``pdebench``    PDEBench HDF5: 'tensor' files, CFD files, per-seed group files             pdebench
+``neuralop-pt`` neuraloperator's ``torch.save(dict(x=..., y=...))`` files                  neuralop_pt
+``geo-fno``     Geo-FNO folders: airfoil, pipe, elasticity (.npy), plasticity (.mat)       geofno
+``the-well``    The Well HDF5 files                                                        the_well
+=============== ========================================================================= ===========
+
+``kind`` forces a format (one of the names above) or, for Geo-FNO folders, names the set
+(``airfoil``, ``pipe``, ``elasticity``, ``plasticity``). ``options`` go to the reader
+(``max_samples``, ``stride``, ``time_stride`` for all; see each module for the others).
+:func:`~neurodyn.data.formats.convert.convert_to_store` writes the result as a store file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError, unknown_name
+from .base import PublicDataset
+
+FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well")
+GEO_FNO_SETS = ("airfoil", "pipe", "elasticity", "plasticity")
+KINDS = FORMATS + GEO_FNO_SETS
+
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+
+__all__ = ["read_public", "sniff", "PublicDataset", "FORMATS", "KINDS", "convert_to_store"]
+
+
+def _head(path: Path, n: int = 128) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _is_hdf5(path: Path, head: bytes) -> bool:
+    if head.startswith(_HDF5_MAGIC):
+        return True
+    import h5py
+
+    try:  # MATLAB v7.3 files put the HDF5 superblock after a 512-byte user block
+        return bool(h5py.is_hdf5(path))
+    except OSError:
+        return False
+
+
+def sniff(path: str | Path) -> tuple[str, str | None]:
+    """``(format, geo_fno_set or None)`` of the file or folder at ``path``, from its content."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path} does not exist; give the path of a public dataset file (or Geo-FNO folder)")
+    if path.is_dir():
+        from .geofno import detect
+
+        found = detect(path)
+        if len(found) == 1:
+            return "geo-fno", found[0]
+        if found:
+            raise DataError(f"folder {path} holds several Geo-FNO sets ({', '.join(found)}); choose one with "
+                            "kind=<name>")
+        raise DataError(f"folder {path} holds no known public data set; a folder is read as a Geo-FNO set "
+                        "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat); "
+                        "give a file path for the other formats")
+    head = _head(path)
+    if not head:
+        raise DataError(f"file {path} is empty; expected a public dataset file (.mat, .h5/.hdf5, .pt, .npy)")
+    if head.startswith(b"MATLAB"):
+        return _mat_kind(path)
+    if head.startswith(_NPY_MAGIC):
+        from .geofno import detect
+
+        found = detect(path)
+        if found:
+            return "geo-fno", found[0]
+        raise DataError(f"numpy file {path} is not one of Geo-FNO's files (NACA_Cylinder_*.npy, Pipe_*.npy, "
+                        "Random_UnitCell_*_10.npy); pass kind=airfoil|pipe|elasticity with its folder")
+    if head.startswith(_ZIP_MAGIC):  # torch's archives hold <name>/data.pkl; .npz and others do not
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = z.namelist()
+        except (zipfile.BadZipFile, OSError) as exc:
+            from .base import read_failed
+
+            raise read_failed(path, exc, "zip archive (torch file)") from None
+        if any(n.endswith("data.pkl") for n in names):
+            return "neuralop-pt", None
+        raise DataError(f"zip archive {path} is not a torch file (it holds {names[:5]}); expected a neuraloperator "
+                        ".pt file saved with torch.save")
+    if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) format
+        return "neuralop-pt", None
+    if _is_hdf5(path, head):
+        from .base import open_h5
+
+        with open_h5(path) as f:
+            from . import pdebench, the_well
+
+            if path.suffix.lower() == ".mat" or any("MATLAB_class" in ds.attrs for ds in f.values()):
+                keys = set(f.keys())
+            elif the_well.looks_like(f):
+                return "the-well", None
+            elif pdebench.looks_like(f):
+                return "pdebench", None
+            else:
+                raise DataError(f"HDF5 file {path} holds {sorted(f.keys())} and root attributes {sorted(f.attrs)}, "
+                                "which match no known layout; expected PDEBench ('tensor', 'density', seed groups), "
+                                "The Well (t0_fields, dimensions) or a MATLAB v7.3 file")
+        return ("geo-fno", "plasticity") if {"input", "output"} <= keys else ("fno-mat", None)
+    if path.suffix.lower() == ".mat":
+        return _mat_kind(path)
+    raise DataError(f"cannot tell the format of {path} (it starts with {head[:8]!r}); expected a MATLAB .mat, an "
+                    "HDF5 (PDEBench, The Well), a torch .pt or a Geo-FNO .npy file")
+
+
+def _mat_kind(path: Path) -> tuple[str, str | None]:
+    from .fno_mat import MatFile
+
+    names = set(MatFile(path).names())
+    return ("geo-fno", "plasticity") if {"input", "output"} <= names else ("fno-mat", None)
+
+
+def read_public(path: str | Path, kind: str | None = None, **options: Any) -> PublicDataset:
+    """Read a public dataset file (or Geo-FNO folder) into the project's layout; see the module doc."""
+    path = Path(path)
+    if kind is not None and kind not in KINDS:
+        raise unknown_name("public data kind", kind, KINDS)
+    if not path.exists():
+        raise DataError(f"{path} does not exist; give the path of a public dataset file (or Geo-FNO folder)")
+    if kind in GEO_FNO_SETS:
+        fmt, geo = "geo-fno", kind
+    elif kind is not None:
+        fmt, geo = kind, None
+    else:
+        fmt, geo = sniff(path)
+    if fmt != "geo-fno" and path.is_dir():
+        raise DataError(f"{path} is a folder; the {fmt} reader reads one file")
+    if fmt == "fno-mat":
+        from .fno_mat import read
+    elif fmt == "pdebench":
+        from .pdebench import read
+    elif fmt == "neuralop-pt":
+        from .neuralop_pt import read
+    elif fmt == "the-well":
+        from .the_well import read
+    else:
+        from .geofno import read as read_geo
+
+        return read_geo(path, kind=geo, **options)
+    return read(path, **options)
+
+
+def convert_to_store(*args: Any, **kwargs: Any):
+    """See :func:`neurodyn.data.formats.convert.convert_to_store`."""
+    from .convert import convert_to_store as _convert
+
+    return _convert(*args, **kwargs)

@@ -1,0 +1,116 @@
+"""Convert a public dataset file into a store file (``neurodyn generate --from FILE [--out PATH]``).
+
+The result is an ordinary store file (atomic, resumable, checksummed; see ``data/store.py``) whose
+``generator`` is ``import:<format>`` and whose config records what was read: every source file's
+name, size and sha256, the format and kind, the reader options in force (defaults included) and the
+reader's description (``info``: channel names, source keys, choices). The default output is
+``$NEURODYN_DATA/imported/<stem>[_<options>].h5``; converting again with the same source and options
+returns the existing file, and an existing file made from another source or options is refused.
+
+A conversion that fails on bad data (NaN/Inf, a damaged array) leaves nothing behind: the store
+writes chunks to ``<out>.partial/`` and only renames a finished file into place, and that folder is
+removed on failure (it is kept after Ctrl-C, so a long conversion resumes).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError, DataError
+from ..store import StoreMeta, StoredDataset, canonical_json, data_root, write_store
+from . import read_public
+from .base import READER_VERSION, PublicDataset
+
+CHUNK_BYTES = 64 * 1024 ** 2
+
+
+def file_digest(path: Path, block: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def source_record(data: PublicDataset) -> list[dict[str, Any]]:
+    """Name (relative to what was read), size and sha256 of every file read."""
+    base = data.path if data.path.is_dir() else data.path.parent
+    out = []
+    for f in data.files:
+        try:
+            name = f.relative_to(base).as_posix()
+        except ValueError:
+            name = f.name
+        out.append({"name": name, "size": f.stat().st_size, "sha256": file_digest(f)})
+    return out
+
+
+def default_out(src: Path, data: PublicDataset, options: dict[str, Any]) -> Path:
+    """``$NEURODYN_DATA/imported/<stem>[_<kind>][_<option><value>...].h5``."""
+    base = data.path if data.path.exists() else src
+    parts = [base.name if base.is_dir() else base.stem]
+    if base.is_dir():  # a Geo-FNO folder: name the set read from it
+        parts.append(data.kind)
+    for k, v in sorted(options.items()):
+        v = "-".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+        parts.append(f"{k}{v}")
+    name = re.sub(r"[^A-Za-z0-9._=-]+", "-", "_".join(parts))
+    return data_root() / "imported" / f"{name}.h5"
+
+
+def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str | None = None, *,
+                     chunk_size: int | None = None, progress: bool = False, **options: Any) -> Path:
+    """Read ``src`` with :func:`read_public` (``kind``, ``options``) and write it as a store file.
+
+    Returns the path of the store file (``out``, or the default under ``$NEURODYN_DATA/imported``).
+    ``chunk_size`` samples are converted at a time (default: about 64 MB of float32 per chunk).
+    """
+    src = Path(src)
+    data = read_public(src, kind=kind, **options)
+    config = {
+        "format": data.format,
+        "kind": data.kind,
+        "source": source_record(data),
+        "reader_options": data.options,
+        "info": data.info,
+        "shapes": {k: list(v) for k, v in sorted(data.shapes.items())},
+    }
+    if chunk_size is None:
+        chunk_size = max(1, min(data.n_samples, CHUNK_BYTES // max(1, data.sample_nbytes())))
+    elif chunk_size < 1:
+        raise ConfigError(f"chunk_size must be >= 1, got {chunk_size}")
+    path = Path(out) if out is not None else default_out(src, data, options)
+    meta = StoreMeta(generator=f"import:{data.format}", generator_version=READER_VERSION, config=config, seed=0,
+                     n_samples=data.n_samples, chunk_size=int(chunk_size), inputs=data.inputs, targets=data.targets)
+    if path.exists():
+        _check_existing(path, meta)
+        return path
+    partial = path.with_name(path.name + ".partial")
+    ours = not partial.exists()
+    try:
+        done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
+                           coords=data.coords, progress=progress)
+    except Exception:
+        if ours:
+            shutil.rmtree(partial, ignore_errors=True)
+        raise
+    assert done is not None  # one shard: the file is assembled
+    return path
+
+
+def _check_existing(path: Path, meta: StoreMeta) -> None:
+    try:
+        s = StoredDataset(path, verify=False)
+    except DataError:
+        raise DataError(f"{path} exists and is not a store file; choose another --out or delete it") from None
+    same = (s.attrs.get("generator") == meta.generator and s.attrs.get("generator_version") == meta.generator_version
+            and canonical_json(s.config) == canonical_json(dict(meta.config)))
+    if not same:
+        raise DataError(f"{path} already exists and holds another conversion (source, options or reader version "
+                        "differ); choose another --out or delete it")
+
+
+__all__ = ["convert_to_store", "default_out", "file_digest"]

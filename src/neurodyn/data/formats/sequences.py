@@ -1,0 +1,303 @@
+"""Readers for the public files of the NAC experiments, for users who have them (nothing downloads).
+
+* **MNIST** (event-based MNIST is made from it): the four IDX files of LeCun's distribution
+  (``train-images-idx3-ubyte[.gz]``, ``train-labels-idx1-ubyte[.gz]``, ``t10k-...``), big-endian magic
+  ``0x00000803`` (images: n, rows, cols, then uint8 pixels) / ``0x00000801`` (labels: n, then uint8),
+  or Keras' ``mnist.npz`` (``x_train, y_train, x_test, y_test``). Train images come first.
+* **UCI Localization Data for Person Activity** (``ConfLongDemo_JSI.txt``): comma-separated lines
+  ``sequence, tag id, timestamp (100-ns ticks), date, x, y, z, activity``; four tags
+  (010-000-024-033 left ankle, 010-000-030-096 right ankle, 020-000-033-111 chest, 020-000-032-221
+  belt), 11 activities, 25 recordings A01..E05.
+* **UEA/sktime .ts files** (BasicMotions and friends): ``@``-header lines then ``@data``; one case a
+  line, dimensions separated by ``:``, values by ``,``, the class label last.
+* **PRONOSTIA / FEMTO** (IEEE PHM 2012): one folder per bearing (``Bearing1_1``...) with
+  ``acc_NNNNN.csv`` snapshots (hour, minute, second, microsecond, horizontal, vertical acceleration;
+  2560 rows at 25.6 kHz every 10 s; some files use ``;``) and optional ``temp_NNNNN.csv`` (hour,
+  minute, second, tenth, temperature in C).
+* **XJTU-SY**: condition folders (``35Hz12kN``, ``37.5Hz11kN``, ``40Hz10kN``) of bearing folders
+  (``Bearing1_1``...) holding ``1.csv, 2.csv, ...`` (one a minute), each with the header
+  ``Horizontal_vibration_signals,Vertical_vibration_signals`` and 32768 rows at 25.6 kHz.
+
+Every reader raises :class:`DataError` naming the file and what was expected.
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DataError
+
+# --------------------------------------------------------------------------------------------------
+# MNIST
+# --------------------------------------------------------------------------------------------------
+
+MNIST_FILES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",
+               "test_images": "t10k-images-idx3-ubyte", "test_labels": "t10k-labels-idx1-ubyte"}
+
+
+def _open_maybe_gz(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """An IDX file (optionally gzipped) as a uint8 array of its declared shape."""
+    path = Path(path)
+    try:
+        data = _open_maybe_gz(path)
+    except OSError as exc:
+        raise DataError(f"cannot read IDX file {path}: {exc.strerror or exc}") from None
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise DataError(f"{path} is not an unsigned-byte IDX file (magic 0x000008nn expected)")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    dims = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    if len(data) != header + int(np.prod(dims)):
+        raise DataError(f"IDX file {path} declares shape {dims} but holds {len(data) - header} bytes of data")
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _find(folder: Path, stem: str) -> Path:
+    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+        if (folder / name).exists():
+            return folder / name
+    raise DataError(f"MNIST folder {folder} has no {stem}[.gz]; expected the four IDX files of the MNIST distribution")
+
+
+@lru_cache(maxsize=2)
+def read_mnist(path: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(images (N, 28, 28) uint8, labels (N,) int64, n_train)``: train then test images.
+
+    ``path``: a folder with the IDX files, or Keras' ``mnist.npz``.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"MNIST path {p} does not exist; point data.path at the folder of IDX files or mnist.npz")
+    if p.is_file():
+        try:
+            with np.load(p) as z:
+                xs, ys = [z["x_train"], z["x_test"]], [z["y_train"], z["y_test"]]
+        except (KeyError, ValueError, OSError) as exc:
+            raise DataError(f"{p} is not Keras' mnist.npz (needs x_train, y_train, x_test, y_test): {exc}") from None
+    else:
+        xs = [read_idx(_find(p, MNIST_FILES["train_images"])), read_idx(_find(p, MNIST_FILES["test_images"]))]
+        ys = [read_idx(_find(p, MNIST_FILES["train_labels"])), read_idx(_find(p, MNIST_FILES["test_labels"]))]
+    for x, y in zip(xs, ys):
+        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
+            raise DataError(f"MNIST at {p}: images {x.shape} and labels {y.shape} do not match")
+    return np.concatenate(xs), np.concatenate(ys).astype(np.int64), len(xs[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# UCI person activity
+# --------------------------------------------------------------------------------------------------
+
+PAR_TAGS = {"010-000-024-033": 0, "010-000-030-096": 1, "020-000-033-111": 2, "020-000-032-221": 3}
+PAR_ACTIVITIES = ("walking", "falling", "lying down", "lying", "sitting down", "sitting", "standing up from lying",
+                  "on all fours", "sitting on the ground", "standing up from sitting",
+                  "standing up from sitting on the ground")
+
+
+@lru_cache(maxsize=2)
+def read_person_activity(path: str) -> list[dict[str, np.ndarray]]:
+    """Recordings of ``ConfLongDemo_JSI.txt``, in file order.
+
+    Each is ``{"name": str, "x": (n, 7) [one-hot tag (4), x, y, z], "t": (n,) seconds from the
+    recording's first reading, "y": (n,) activity index in PAR_ACTIVITIES}``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"person-activity file {p} does not exist (expected UCI's ConfLongDemo_JSI.txt)")
+    recs: dict[str, dict[str, list]] = {}
+    with open(p) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            parts = line.split(",")
+            if len(parts) != 8:
+                raise DataError(f"{p}:{lineno}: expected 8 comma-separated fields (sequence, tag, timestamp, date, "
+                                f"x, y, z, activity), got {len(parts)}")
+            name, tag, ticks, _, xs, ys, zs, act = parts
+            if tag not in PAR_TAGS:
+                raise DataError(f"{p}:{lineno}: unknown sensor tag {tag!r}; known: {', '.join(PAR_TAGS)}")
+            if act not in PAR_ACTIVITIES:
+                raise DataError(f"{p}:{lineno}: unknown activity {act!r}")
+            try:
+                row = [float(xs), float(ys), float(zs)]
+                tick = int(ticks)
+            except ValueError:
+                raise DataError(f"{p}:{lineno}: non-numeric timestamp or coordinates") from None
+            r = recs.setdefault(name, {"x": [], "t": [], "y": []})
+            onehot = [0.0] * 4
+            onehot[PAR_TAGS[tag]] = 1.0
+            r["x"].append(onehot + row)
+            r["t"].append(tick)
+            r["y"].append(PAR_ACTIVITIES.index(act))
+    if not recs:
+        raise DataError(f"person-activity file {p} holds no readings")
+    out = []
+    for name, r in recs.items():
+        ticks = np.asarray(r["t"], dtype=np.int64)
+        out.append({"name": name, "x": np.asarray(r["x"], dtype=np.float32),
+                    "t": ((ticks - ticks[0]) / 1e7).astype(np.float32), "y": np.asarray(r["y"], dtype=np.int64)})
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# UEA / sktime .ts
+# --------------------------------------------------------------------------------------------------
+
+def read_ts(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
+    """Cases of a .ts file: a list of ``(length, dims)`` float arrays and their class labels."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f".ts file {p} does not exist")
+    xs, labels, in_data = [], [], False
+    for lineno, line in enumerate(p.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not in_data:
+            if line.lower().startswith("@data"):
+                in_data = True
+            continue
+        parts = line.split(":")
+        if len(parts) < 2:
+            raise DataError(f"{p}:{lineno}: a case needs dimensions separated by ':' and a class label last")
+        try:
+            dims = [np.asarray([float(v) if v != "?" else np.nan for v in d.split(",")]) for d in parts[:-1]]
+        except ValueError:
+            raise DataError(f"{p}:{lineno}: non-numeric value in a dimension") from None
+        n = max(len(d) for d in dims)
+        arr = np.full((n, len(dims)), np.nan, dtype=np.float32)
+        for j, d in enumerate(dims):
+            arr[:len(d), j] = d
+        xs.append(arr)
+        labels.append(parts[-1].strip())
+    if not in_data or not xs:
+        raise DataError(f".ts file {p} has no @data section with cases")
+    return xs, labels
+
+
+def sktime_dataset_path(name: str, split: str) -> Path:
+    """Path of a .ts file shipped inside the installed ``sktime`` package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sktime")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"the {name} data ships with the 'sktime' package, which is not installed; "
+                        "`pip install sktime`, or use source=synthetic")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    path = root / "datasets" / "data" / name / f"{name}_{split.upper()}.ts"
+    if not path.exists():
+        raise DataError(f"sktime at {root} does not ship {path.name}")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Bearings: PRONOSTIA (FEMTO) and XJTU-SY
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class BearingRun:
+    """One run-to-failure: vibration snapshots ``(n, 2, points)`` (horizontal, vertical) and their times."""
+
+    name: str
+    condition: int
+    fs: float
+    times: np.ndarray                 # (n,) seconds since the first snapshot
+    signals: np.ndarray               # (n, 2, points) float32
+    temperature: np.ndarray | None = field(default=None)  # (n,) C, or None
+
+
+def _read_csv_rows(path: Path, min_cols: int) -> np.ndarray:
+    text = path.read_text()
+    sep = ";" if ";" in text.split("\n", 1)[0] else ","
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        parts = line.split(sep)
+        try:
+            rows.append([float(v) for v in parts])
+        except ValueError:
+            if lineno == 1:  # header
+                continue
+            raise DataError(f"{path}:{lineno}: non-numeric value") from None
+        if len(parts) < min_cols:
+            raise DataError(f"{path}:{lineno}: expected at least {min_cols} columns, got {len(parts)}")
+    if not rows:
+        raise DataError(f"{path} holds no rows")
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _natural(p: Path):
+    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", p.name)]
+
+
+def read_pronostia_bearing(folder: str | Path, max_snapshots: int = 0) -> BearingRun:
+    """A PRONOSTIA bearing folder (``Bearing1_1``): acc_*.csv snapshots, temp_*.csv if present."""
+    folder = Path(folder)
+    files = sorted(folder.glob("acc_*.csv"), key=_natural)
+    if not files:
+        raise DataError(f"PRONOSTIA folder {folder} has no acc_*.csv snapshot files")
+    if max_snapshots:
+        files = files[:max_snapshots]
+    sigs, times = [], []
+    for f in files:
+        a = _read_csv_rows(f, 6)
+        sigs.append(a[:, 4:6].T.astype(np.float32))
+        h, m, s, us = a[0, :4]
+        times.append(h * 3600 + m * 60 + s + us * 1e-6)
+    npts = {s.shape[1] for s in sigs}
+    if len(npts) != 1:
+        raise DataError(f"PRONOSTIA folder {folder}: snapshots have different lengths {sorted(npts)}")
+    times = np.asarray(times)
+    times = np.where(np.diff(times, prepend=times[0]) < 0, times + 86400, times)  # runs past midnight
+    times = np.maximum.accumulate(times) - times[0]
+    temps = None
+    tfiles = sorted(folder.glob("temp_*.csv"), key=_natural)
+    if tfiles:
+        tv = np.concatenate([_read_csv_rows(f, 5)[:, 4] for f in tfiles])
+        temps = np.interp(np.linspace(0, 1, len(files)), np.linspace(0, 1, len(tv)), tv).astype(np.float32)
+    m = re.match(r"Bearing(\d+)_(\d+)", folder.name)
+    cond = int(m.group(1)) - 1 if m else 0
+    return BearingRun(folder.name, cond, 25600.0, times, np.stack(sigs), temps)
+
+
+XJTU_CONDITIONS = {"35Hz12kN": 0, "37.5Hz11kN": 1, "40Hz10kN": 2}
+
+
+def read_xjtu_bearing(folder: str | Path, max_snapshots: int = 0) -> BearingRun:
+    """An XJTU-SY bearing folder (``35Hz12kN/Bearing1_1``) of ``1.csv, 2.csv, ...`` (one a minute)."""
+    folder = Path(folder)
+    files = sorted((f for f in folder.glob("*.csv") if f.stem.isdigit()), key=lambda f: int(f.stem))
+    if not files:
+        raise DataError(f"XJTU-SY folder {folder} has no 1.csv, 2.csv, ... snapshot files")
+    if max_snapshots:
+        files = files[:max_snapshots]
+    sigs = [_read_csv_rows(f, 2)[:, :2].T.astype(np.float32) for f in files]
+    if len({s.shape[1] for s in sigs}) != 1:
+        raise DataError(f"XJTU-SY folder {folder}: snapshots have different lengths")
+    times = 60.0 * (np.asarray([int(f.stem) for f in files], dtype=np.float64) - int(files[0].stem))
+    cond = XJTU_CONDITIONS.get(folder.parent.name, 0)
+    return BearingRun(f"{folder.parent.name}/{folder.name}", cond, 25600.0, times, np.stack(sigs), None)
+
+
+def list_bearings(root: str | Path, fmt: str) -> list[Path]:
+    """Bearing folders under ``root`` (searched recursively), in natural order."""
+    root = Path(root)
+    if not root.exists():
+        raise DataError(f"bearing data folder {root} does not exist")
+    pattern = "acc_*.csv" if fmt == "pronostia" else "1.csv"
+    folders = sorted({f.parent for f in root.rglob(pattern)}, key=lambda p: (_natural(p.parent), _natural(p)))
+    if not folders:
+        raise DataError(f"no {fmt} bearing folders under {root} (looked for folders holding {pattern})")
+    return folders

@@ -1,0 +1,209 @@
+"""The Well's HDF5 files (PolymathicAI, Ohana et al. 2024), one file of trajectories at a time.
+
+The layout (The Well's ``docs/data_format.md`` and ``the_well/data/datasets.py``): root attributes
+``dataset_name``, ``grid_type``, ``n_spatial_dims`` = D, ``n_trajectories`` = B and
+``simulation_parameters`` (names of further root attributes holding the values); groups
+
+* ``dimensions`` (attr ``spatial_dims``, e.g. ['x', 'y']): ``time`` (T,) — or (B, T) when
+  ``sample_varying`` — and one coordinate vector per spatial axis;
+* ``boundary_conditions``: one group per condition with attrs ``bc_type``, ``associated_dims``;
+* ``scalars`` (attr ``field_names``): per-dataset or per-trajectory numbers with attrs
+  ``sample_varying`` / ``time_varying``;
+* ``t0_fields``, ``t1_fields``, ``t2_fields`` (attr ``field_names``): scalar, vector and tensor fields,
+  each dataset ([B,] [T,] *spatial[, D[, D]]) with attrs ``sample_varying``, ``time_varying`` and
+  ``dim_varying`` (one bool per spatial axis; an axis that does not vary is absent and broadcast).
+
+Stored (channels-last, time first, as the store's convention):
+
+* ``fields/u`` (B, T, *spatial, C): every time-varying field as channels, in the order t0, t1, t2 and
+  ``field_names`` order; a vector field gives D channels, a tensor field D*D (row-major), named as The
+  Well names them (``velocity_x``, ``velocity_y``, ``stress_xy``, ...) in ``info["channels"]``;
+  inputs = targets = ("u",).
+* ``fields/static`` (B, *spatial, C'): the time-invariant fields the same way (e.g. a varying
+  coefficient), when there are any; names in ``info["static_channels"]``.
+* ``params/<name>``: per-trajectory scalars, (B,) or (B, T) when they also vary in time.
+  Scalars shared by every trajectory, the root simulation parameters and the boundary conditions are
+  recorded in ``info``.
+* ``coords/<axis>`` and ``coords/t`` (``params/t``, ``params/<axis>`` when they vary per trajectory).
+
+Axes not varying over samples or time are broadcast so every sample is complete.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import DataError
+from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, open_h5, options_dict, read_failed,
+                   require_shape, select, stride_slices, strided_len)
+
+NAME = "the-well"
+REQUIRED_ATTRS = ("n_spatial_dims", "n_trajectories")
+
+
+def looks_like(f) -> bool:
+    return "t0_fields" in f or ("dimensions" in f and "n_spatial_dims" in f.attrs)
+
+
+def _s(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return [_s(x) for x in v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return [_s(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _names(group) -> list[str]:
+    names = group.attrs.get("field_names")
+    return [str(n) for n in _s(names)] if names is not None else sorted(group.keys())
+
+
+def read(path: Path, **options: Any) -> PublicDataset:
+    """Read one HDF5 file of The Well."""
+    opts = make_options(ReaderOptions, NAME, options)
+    path = Path(path)
+    with open_h5(path) as f:
+        return _read(path, f, opts)
+
+
+def _read(path: Path, f, opts) -> PublicDataset:
+    for a in REQUIRED_ATTRS:
+        if a not in f.attrs:
+            raise DataError(f"HDF5 file {path} lacks root attribute {a!r}; a file of The Well has "
+                            f"{', '.join(REQUIRED_ATTRS)}, dataset_name and grid_type")
+    if "dimensions" not in f:
+        raise DataError(f"file {path} has no group 'dimensions' (time and grid); it holds {sorted(f.keys())}")
+    D, B = int(_s(f.attrs["n_spatial_dims"])), int(_s(f.attrs["n_trajectories"]))
+    dims = f["dimensions"]
+    spatial_dims = [str(d) for d in _s(dims.attrs.get("spatial_dims", ["x", "y", "z"][:D]))]
+    if len(spatial_dims) != D:
+        raise DataError(f"file {path}: dimensions/spatial_dims is {spatial_dims}, expected {D} names "
+                        f"(n_spatial_dims = {D})")
+    for d in ("time", *spatial_dims):
+        if d not in dims:
+            raise DataError(f"file {path} has no 'dimensions/{d}'; it holds {sorted(dims.keys())}")
+    sizes = tuple(int(dims[d].shape[-1]) for d in spatial_dims)
+    T = int(dims["time"].shape[-1])
+    n = select(B, opts.max_samples)
+    sl = stride_slices(opts.stride, D)
+    ts = slice(None, None, opts.time_stride)
+    out_sp = tuple(strided_len(s, st.step) for s, st in zip(sizes, sl))
+    out_t = strided_len(T, opts.time_stride)
+
+    coords: dict[str, np.ndarray] = {}
+    params: dict[str, np.ndarray] = {}
+
+    def axis_values(key: str, want: int, sv: bool, index) -> np.ndarray:
+        ds = dims[key]
+        arr = np.asarray(ds[()], dtype=np.float64)
+        expect = (B, want) if sv else (want,)
+        require_shape(f"array 'dimensions/{key}' of {path.name}", arr.shape, f"{expect}", arr.shape == expect)
+        return arr[:n][:, index] if sv else arr[index]
+
+    for d, size, st in zip(spatial_dims, sizes, sl):
+        sv = bool(_s(dims[d].attrs.get("sample_varying", False)))
+        (params if sv else coords)[d] = axis_values(d, size, sv, st)
+    t_sv = bool(_s(dims["time"].attrs.get("sample_varying", False)))
+    (params if t_sv else coords)["t"] = axis_values("time", T, t_sv, ts)
+
+    dynamic, static, ch_dyn, ch_static = [], [], [], []
+    for order in range(3):
+        gname = f"t{order}_fields"
+        if gname not in f:
+            continue
+        group = f[gname]
+        for name in _names(group):
+            if name not in group:
+                raise DataError(f"file {path}: {gname} lists field {name!r} in field_names but has no such dataset; "
+                                f"it holds {sorted(group.keys())}")
+            ds = group[name]
+            sv = bool(_s(ds.attrs.get("sample_varying", True)))
+            tv = bool(_s(ds.attrs.get("time_varying", True)))
+            dv = [bool(v) for v in _s(ds.attrs.get("dim_varying", [True] * D))]
+            if len(dv) != D:
+                raise DataError(f"field '{gname}/{name}' of {path.name} has dim_varying {dv}, expected {D} values")
+            lead = ((B,) if sv else ()) + ((T,) if tv else ()) + tuple(s for s, v in zip(sizes, dv) if v)
+            shape = tuple(ds.shape)
+            tails = [(D,) * order] + ([(D * D,)] if order == 2 else [])
+            ok = any(shape == lead + tail for tail in tails)
+            require_shape(f"field '{gname}/{name}' of {path.name}", shape,
+                          f"{lead + (D,) * order} = ({'B, ' if sv else ''}{'T, ' if tv else ''}varying spatial axes"
+                          f"{', D' * order}) from its attributes", ok)
+            comps = ["".join(c) for c in itertools.product(spatial_dims, repeat=order)]
+            spec = (gname, name, sv, tv, dv, order)
+            if tv:
+                dynamic.append(spec)
+                ch_dyn += [f"{name}_{c}" if c else name for c in comps]
+            else:
+                static.append(spec)
+                ch_static += [f"{name}_{c}" if c else name for c in comps]
+    if not dynamic:
+        raise DataError(f"file {path} has no time-varying field in t0_fields/t1_fields/t2_fields; expected at least one "
+                        "(the trajectory to learn)")
+
+    def fetcher(specs: list, with_time: bool):
+        def fetch(lo: int, hi: int) -> np.ndarray:
+            parts = []
+            with open_h5(path) as h:
+                for gname, name, sv, tv, dv, order in specs:
+                    index = ((slice(lo, hi),) if sv else ()) + ((ts,) if tv else ()) + \
+                        tuple(st for st, v in zip(sl, dv) if v)
+                    try:
+                        arr = np.asarray(h[gname][name][index], dtype=np.float32)
+                    except (OSError, ValueError) as exc:
+                        raise read_failed(path, exc, f"field '{gname}/{name}' of HDF5 file") from None
+                    if not sv:
+                        arr = arr[None]
+                    for j, v in enumerate(dv):
+                        if not v:
+                            arr = np.expand_dims(arr, (2 if with_time else 1) + j)
+                    target = (hi - lo, *((out_t,) if with_time else ()), *out_sp)
+                    arr = arr.reshape(*arr.shape[:len(target)], -1)  # tensor axes -> D**order channels
+                    parts.append(np.broadcast_to(arr, (*target, arr.shape[-1])))
+            return np.concatenate(parts, axis=-1)
+        return fetch
+
+    fields = {"u": ArraySource((n, out_t, *out_sp, len(ch_dyn)),
+                               f"time-varying fields ({', '.join(s[1] for s in dynamic)}) of {path.name}",
+                               fetcher(dynamic, True))}
+    if static:
+        fields["static"] = ArraySource((n, *out_sp, len(ch_static)),
+                                       f"time-invariant fields ({', '.join(s[1] for s in static)}) of {path.name}",
+                                       fetcher(static, False))
+
+    shared_scalars: dict[str, Any] = {}
+    if "scalars" in f:
+        for name in _names(f["scalars"]):
+            if name not in f["scalars"]:
+                raise DataError(f"file {path}: scalars lists {name!r} in field_names but has no such dataset")
+            ds = f["scalars"][name]
+            sv = bool(_s(ds.attrs.get("sample_varying", False)))
+            tv = bool(_s(ds.attrs.get("time_varying", False)))
+            arr = np.asarray(ds[()], dtype=np.float64)
+            if sv:
+                want = (B, T) if tv else (B,)
+                require_shape(f"scalar 'scalars/{name}' of {path.name}", arr.shape, f"{want}",
+                              arr.shape == want or (not tv and arr.shape == (B, 1)))
+                arr = arr.reshape(B, -1)[:n] if tv else arr.reshape(B)[:n]
+                params[name] = arr[:, ts] if tv else arr
+            else:
+                shared_scalars[name] = arr.reshape(-1).tolist() if arr.size > 1 else float(arr.reshape(-1)[0])
+    sim = {str(p): _s(f.attrs[p]) for p in _s(f.attrs.get("simulation_parameters", [])) if p in f.attrs}
+    bcs = {}
+    if "boundary_conditions" in f:
+        for name, g in f["boundary_conditions"].items():
+            bcs[name] = {k: _s(g.attrs[k]) for k in ("bc_type", "associated_dims") if k in g.attrs}
+    info = {"dataset_name": _s(f.attrs.get("dataset_name", "")), "grid_type": _s(f.attrs.get("grid_type", "")),
+            "channels": ch_dyn, "static_channels": ch_static, "simulation_parameters": sim,
+            "shared_scalars": shared_scalars, "boundary_conditions": bcs, "spatial_dims": spatial_dims}
+    return PublicDataset(format=NAME, kind=str(info["dataset_name"] or "trajectories"), path=path, files=[path],
+                         fields=fields, params=params, coords=coords, inputs=("u",), targets=("u",),
+                         options=options_dict(opts), info=info,
+                         param_labels={k: f"array {k!r} of {path.name}" for k in params})
