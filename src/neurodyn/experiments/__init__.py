@@ -45,7 +45,10 @@ def load_experiment(name: str, scale: str = "cpu", overrides: Sequence[str] = ()
     scales = base.pop("scales", OmegaConf.create({}))
     merged = OmegaConf.merge(base, scales.get(scale) or {})
     merged = apply_overrides(merged, overrides)
-    out = OmegaConf.to_container(merged, resolve=True)
+    try:
+        out = OmegaConf.to_container(merged, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"preset {name} at scale {scale}: {' '.join(str(exc).split())}") from None
     out.update({"preset": name, "scale": scale})
     for section in ("data", "model", "train"):
         out.setdefault(section, {})
