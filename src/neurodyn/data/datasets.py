@@ -72,7 +72,7 @@ class SteadyDataset(Dataset):
         in_memory = nbytes <= IN_MEMORY_LIMIT if in_memory is None else in_memory
         self.x = _read_fields(store, self.inputs, self.ids, in_memory)
         self.y = _read_fields(store, self.targets, self.ids, in_memory)
-        self.has_pos = "fields/pos" in store.shapes and "pos" not in (*self.inputs, *self.targets)
+        self.has_pos = "fields/pos" in store.shapes  # also when pos is the input itself (point clouds)
         self.pos = _read_fields(store, ("pos",), self.ids, in_memory) if self.has_pos else None
 
     def __len__(self) -> int:
