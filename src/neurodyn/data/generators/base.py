@@ -6,6 +6,7 @@ chunking, sharding or device, and a resumed generation matches an uninterrupted 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
@@ -141,3 +142,21 @@ def check_positive(cfg, *names: str) -> None:
             raise ConfigError(f"{type(cfg).__name__}.{n} must be > 0, got {v}")
 
 
+@contextlib.contextmanager
+def single_threaded_on_cpu(device: torch.device):
+    """Run torch CPU kernels on one thread inside the block (restoring the setting after).
+
+    The 1-D solvers work on small arrays (a block of ~16k values): torch's CPU FFT and indexing kernels
+    split them over ``torch.get_num_threads()`` threads, which gains little on an idle machine and
+    collapses on a shared one (measured: batched 512-point FFTs 40x slower with 2 threads than with 1 at
+    load 15 on 2 cores). Parallelise generation with ``--shard`` instead.
+    """
+    if torch.device(device).type != "cpu" or torch.get_num_threads() == 1:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
