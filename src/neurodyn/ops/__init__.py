@@ -1,0 +1,24 @@
+"""Pure tensor functions (no parameters) for neural-dynamics layers.
+
+Every fast primitive has a slow, obviously correct reference beside it:
+
+* :func:`selective_scan` / :func:`selective_scan_ref` -- Mamba's selective scan (mamba-ssm's
+  ``selective_scan_fn`` signature, plus ``reverse`` and ``initial_state``); fused C++ kernel on CPU,
+  chunked PyTorch scan anywhere, mamba-ssm's kernel on CUDA when installed.
+* :func:`linear_scan` -- ``h_t = a_t h_{t-1} + x_t`` along one axis.
+* :func:`cross_scan` / :func:`cross_merge` / :func:`cross_unscan` -- four-way grid traversals.
+* :func:`selective_scan_2d` / :func:`selective_scan_2d_ref` -- GeoMaNO's 2-D scan with correction R.
+* :func:`s4d_kernel`, :func:`fft_conv`, :func:`s4d_recurrent` -- S4D convolution and its recurrence.
+"""
+from .cross_scan import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices,
+                         cross_unscan)
+from .linear_scan import linear_scan
+from .s4d import fft_conv, s4d_kernel, s4d_recurrent
+from .scan_2d import selective_scan_2d, selective_scan_2d_ref
+from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
+
+__all__ = [
+    "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
+    "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",
+    "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref",
+]

@@ -1,0 +1,120 @@
+"""S4D (diagonal state space) convolution kernel, FFT convolution and the equivalent recurrence.
+
+Continuous system per channel h with N/2 complex-conjugate state pairs (only one of each pair is
+stored; the real output is twice the real part)::
+
+    x'(t) = A x(t) + B u(t),      y(t) = 2 Re(C x(t)) + D u(t),      A = diag(A_n), Re A_n < 0
+
+ZOH discretisation with step ``dt = exp(log_dt)``: ``Abar = exp(dt A)``, ``Bbar = (exp(dt A) - 1) / A * B``,
+so the convolution kernel is the Vandermonde product
+
+    K[h, l] = 2 Re( sum_n C[h, n] Bbar[h, n] Abar[h, n]^l ),   l = 0 .. L_k - 1
+
+and the output is the causal convolution ``y[t] = sum_{l <= t, l < L_k} K[l] u[t - l] + D u[t]``.
+``window`` truncates the kernel to ``L_k = min(L, window)`` taps (ST-SSM's temporal memory K: the
+output at t sees inputs t-K+1 .. t). :func:`fft_conv` evaluates the convolution by a zero-padded
+(non-circular) real FFT of size ``L + L_k``; :func:`s4d_recurrent` runs the same system step by step.
+"""
+from __future__ import annotations
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def _check_ssm(A, B, C, log_dt):
+    if not isinstance(A, torch.Tensor) or A.dim() != 2:
+        raise ValueError(f"A has shape {tuple(getattr(A, 'shape', ()))}, expected (H, N/2) complex")
+    if not A.is_complex():
+        raise TypeError(f"A must be a complex tensor (H, N/2) of eigenvalues, got dtype {A.dtype}")
+    H, N2 = A.shape
+    for name, t in (("B", B), ("C", C)):
+        if t is not None and (not isinstance(t, torch.Tensor) or tuple(t.shape) != (H, N2)):
+            raise ValueError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}, expected (H, N/2) = ({H}, {N2})")
+    if not isinstance(log_dt, torch.Tensor) or tuple(log_dt.shape) not in ((H,), (H, 1)):
+        raise ValueError(f"log_dt has shape {tuple(getattr(log_dt, 'shape', ()))}, expected (H,) = ({H},)")
+    if log_dt.is_complex():
+        raise TypeError("log_dt must be real")
+    return H, N2
+
+
+def _discretise(A, B, C, log_dt):
+    dtA = torch.exp(log_dt.reshape(-1, 1).to(A.real.dtype)) * A  # (H, N/2)
+    Bbar = torch.expm1(dtA) / A
+    if B is not None:
+        Bbar = Bbar * B
+    return dtA, Bbar, C
+
+
+def s4d_kernel(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int,
+               window: int | None = None) -> Tensor:
+    """S4D convolution kernel ``(H, L_k)`` (real), ``L_k = min(L, window)``; see the module docstring.
+
+    ``A, B, C``: complex ``(H, N/2)`` (``B=None`` means ones); ``log_dt``: real ``(H,)``.
+    """
+    _check_ssm(A, B, C, log_dt)
+    if L < 0 or (window is not None and window < 0):
+        raise ValueError(f"L and window must be non-negative, got L={L}, window={window}")
+    Lk = L if window is None else min(L, window)
+    dtA, Bbar, _ = _discretise(A, B, C, log_dt)
+    pos = torch.arange(Lk, device=A.device, dtype=dtA.real.dtype)
+    vander = torch.exp(dtA.unsqueeze(-1) * pos)  # (H, N/2, L_k) Vandermonde matrix
+    return 2 * torch.einsum("hn,hnl->hl", C * Bbar, vander).real
+
+
+def fft_conv(u: Tensor, K: Tensor, D: Tensor | None = None, K_rev: Tensor | None = None) -> Tensor:
+    """Causal convolution of ``u (..., H, L)`` with ``K (H, L_k)`` by zero-padded FFT, plus ``D u``.
+
+    With ``K_rev (H, L_k')`` the layer is bidirectional: the anti-causal part
+    ``flip(conv(flip(u), K_rev))`` is added (each direction includes its own lag-0 tap, as in
+    ST-SSM's ``M_fwd(u) + flip(M_bwd(flip(u)))``).
+    """
+    if not isinstance(u, torch.Tensor) or u.dim() < 2:
+        raise ValueError(f"u has shape {tuple(getattr(u, 'shape', ()))}, expected (..., H, L)")
+    H, L = u.shape[-2:]
+    for name, k in (("K", K), ("K_rev", K_rev)):
+        if k is not None and (k.dim() != 2 or k.shape[0] != H or k.shape[1] > L):
+            raise ValueError(f"{name} has shape {tuple(k.shape)}, expected (H, L_k) with H = {H}, L_k <= L = {L}")
+    if D is not None and tuple(D.shape) != (H,):
+        raise ValueError(f"D has shape {tuple(D.shape)}, expected (H,) = ({H},)")
+    y = _causal_fft(u, K)
+    if K_rev is not None:
+        y = y + _causal_fft(u.flip(-1), K_rev).flip(-1)
+    if D is not None:
+        y = y + D[:, None] * u
+    return y
+
+
+def _causal_fft(u: Tensor, K: Tensor) -> Tensor:
+    L, Lk = u.shape[-1], K.shape[-1]
+    if L == 0 or Lk == 0:
+        return torch.zeros_like(u)
+    n = L + Lk
+    cdt = torch.promote_types(u.dtype, K.dtype)
+    if cdt in (torch.float16, torch.bfloat16):
+        cdt = torch.float32
+    Uf = torch.fft.rfft(u.to(cdt), n=n)
+    Kf = torch.fft.rfft(K.to(cdt), n=n)
+    return torch.fft.irfft(Uf * Kf, n=n)[..., :L].to(u.dtype)
+
+
+def s4d_recurrent(u: Tensor, A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor,
+                  D: Tensor | None = None, state: Tensor | None = None, return_state: bool = False):
+    """The same S4D system run step by step: ``x_t = Abar x_{t-1} + Bbar u_t``, ``y_t = 2 Re(C x_t) + D u_t``.
+
+    ``u (..., H, L)`` real; ``state (..., H, N/2)`` complex (zero if None). Equals
+    ``fft_conv(u, s4d_kernel(A, B, C, log_dt, L), D)`` for a zero initial state.
+    """
+    _check_ssm(A, B, C, log_dt)
+    dtA, Bbar, _ = _discretise(A, B, C, log_dt)
+    Abar = torch.exp(dtA)
+    x = state if state is not None else torch.zeros(*u.shape[:-1], A.shape[1], dtype=A.dtype, device=u.device)
+    ys = []
+    for t in range(u.shape[-1]):
+        x = Abar * x + Bbar * u[..., t, None]
+        ys.append(2 * (C * x).sum(-1).real)
+    y = torch.stack(ys, -1) if ys else torch.zeros_like(u)
+    y = y.to(u.dtype)
+    if D is not None:
+        y = y + D[:, None] * u
+    return (y, x) if return_state else y

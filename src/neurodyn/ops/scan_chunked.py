@@ -1,0 +1,271 @@
+"""Pure-PyTorch chunked scans with hand-written backward passes (any device).
+
+Two levels of chunking:
+
+* **inner chunks** of length ``T`` (``chunk_scan``): the recurrence ``h_t = a_t h_{t-1} + x_t`` is run
+  with a zero initial state inside every chunk at once (a ``T``-step loop vectorised over all chunks),
+  the chunk-final states are carried from chunk to chunk, and the carried state enters every position
+  in closed form, ``h_t = h_t^local + exp(cs_t) h_in`` with ``cs_t`` the within-chunk cumulative sum of
+  ``log a`` (always ``<= 0``: no cumprod-then-divide, nothing overflows). Python steps: ``T + L/T``.
+* **outer blocks** of the sequence (``SelectiveScanChunked``): the selective scan is evaluated one block
+  of ``block`` steps at a time, so only ``(batch, d, block, n)`` intermediates exist at once. The
+  forward keeps the state at each block boundary; the backward replays one block at a time from those
+  states and runs the adjoint recurrence ``lam_t = C_t gy_t + a_{t+1} lam_{t+1}`` backwards.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+def _inner_chunk(L: int) -> int:
+    return int(min(256, max(8, 2 ** round(math.log2(max(L, 1)) / 2))))
+
+
+# ---------------------------------------------------------------------------------------------
+# scans in the "time-major inside chunks" layout (T, P, nc, Q): position k*T + t of the sequence is
+# [t, :, k, :], so every step of the within-chunk loop touches one contiguous slice.
+
+
+def _tm_forward(a: Tensor, x: Tensor, log_a: Tensor | None, h0: Tensor | None) -> Tensor:
+    """``h = a * h_prev + x`` over positions ``k*T + t``; ``h0`` (P, Q) enters before position 0."""
+    T, nc = x.shape[0], x.shape[2]
+    h = torch.empty_like(x)
+    h[0] = x[0]
+    for t in range(1, T):
+        torch.addcmul(x[t], a[t], h[t - 1], out=h[t])
+    # decay from each chunk's start to t (inclusive): exp of a cumulative sum of log a <= 0
+    decay = torch.cumsum(log_a, 0).exp_() if log_a is not None else torch.cumprod(a, 0)
+    if nc > 1 or h0 is not None:
+        carry = torch.empty_like(x[0])  # (P, nc, Q): state entering chunk k
+        state = h0 if h0 is not None else torch.zeros_like(x[0, :, 0])
+        for k in range(nc):
+            carry[:, k] = state
+            state = torch.addcmul(h[T - 1, :, k], decay[T - 1, :, k], state)
+        h.addcmul_(decay, carry)
+    return h
+
+
+def _tm_reverse(a: Tensor, q: Tensor, log_a: Tensor | None, g_end: Tensor | None):
+    """Adjoint ``lam_t = q_t + a_{t+1} lam_{t+1}`` (``g_end`` added at the last position).
+
+    Returns ``(lam, a_0 lam_0)``; the second is the gradient that flows into the state before
+    position 0.
+    """
+    T, nc = q.shape[0], q.shape[2]
+    lam = torch.empty_like(q)
+    lam[T - 1] = q[T - 1]
+    for t in range(T - 2, -1, -1):
+        torch.addcmul(q[t], a[t + 1], lam[t + 1], out=lam[t])
+    # decay from t (exclusive) to the chunk's end: exp(cs_end - cs_t) with cs_end - cs_t <= 0
+    if log_a is not None:
+        cs = torch.cumsum(log_a, 0)
+        to_end = torch.sub(cs[T - 1:], cs).exp_()
+    else:
+        to_end = torch.cat([torch.cumprod(a[1:].flip(0), 0).flip(0), torch.ones_like(a[:1])], 0)
+    state = g_end if g_end is not None else torch.zeros_like(q[0, :, 0])
+    carry = torch.empty_like(q[0])
+    for k in range(nc - 1, -1, -1):
+        carry[:, k] = state
+        state = a[0, :, k] * torch.addcmul(lam[0, :, k], to_end[0, :, k], state)
+    lam.addcmul_(to_end, carry)
+    return lam, state
+
+
+def _to_tm(t: Tensor, T: int) -> Tensor:
+    """(..., nc*T) -> (T, ..., nc) contiguous."""
+    return t.reshape(*t.shape[:-1], -1, T).movedim(-1, 0).contiguous()
+
+
+def _from_tm(t: Tensor) -> Tensor:
+    """(T, ..., nc) -> (..., nc*T)."""
+    return t.movedim(0, -1).reshape(*t.shape[1:-1], -1)
+
+
+def chunk_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, log_a: Tensor | None = None) -> Tensor:
+    """``h_t = a_t * h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)`` tensors, ``h_{-1} = h0`` (``(P, Q)``).
+
+    ``a`` must be in [0, 1] (decays); if ``log_a`` is given it is used for the closed-form part, which
+    avoids a product of ``a`` values. No autograd: callers provide their own backward.
+    """
+    P, L, Q = x.shape
+    T = _inner_chunk(L)
+    nc = -(-L // T)
+    pad = nc * T - L
+    tm = lambda v, fill: _to_tm(F.pad(v, (0, 0, 0, pad), value=fill).transpose(1, 2), T).transpose(2, 3).contiguous()  # noqa: E731
+    h = _tm_forward(tm(a, 1.0), tm(x, 0.0), None if log_a is None else tm(log_a, 0.0), h0)
+    return _from_tm(h.transpose(2, 3)).transpose(1, 2)[:, :L]
+
+
+# ---------------------------------------------------------------------------------------------
+# the selective scan
+
+
+class _Coef:
+    """An input-dependent (b, G, n, L) or fixed (d, n) B/C matrix in the time-major block layout."""
+
+    def __init__(self, W: Tensor):
+        self.W = W
+        self.var = W.dim() == 4
+        self.groups = W.shape[1] if self.var else 1
+
+    def block(self, s: int, e: int, pad: int, T: int) -> Tensor:
+        """(T, b, G, 1, nc, n) for input-dependent, (1, 1, d, 1, n) for fixed."""
+        if not self.var:
+            return self.W[None, None, :, None, :]
+        Wb = F.pad(self.W[..., s:e], (0, pad))  # (b, G, n, Lb)
+        return _to_tm(Wb, T).movedim(3, -1).unsqueeze(3).contiguous()
+
+    def mul(self, x: Tensor, Wb: Tensor) -> Tensor:
+        """x (T, b, d, nc, n or 1) times the coefficient -> (T, b, d, nc, n)."""
+        if not self.var:
+            return x * Wb
+        T, b, d, nc, m = x.shape
+        return (x.view(T, b, self.groups, d // self.groups, nc, m) * Wb).view(T, b, d, nc, -1)
+
+    def reduce(self, g: Tensor, L: int) -> Tensor:
+        """Gradient (T, b, d, nc, n) of the per-channel product -> gradient of the coefficient block."""
+        if not self.var:
+            return g.sum(dim=(0, 1, 3))
+        T, b, d, nc, n = g.shape
+        gs = g.view(T, b, self.groups, d // self.groups, nc, n).sum(3)  # (T, b, G, nc, n)
+        return _from_tm(gs.movedim(-1, 3))[..., :L]  # (b, G, n, L)
+
+
+class _Block:
+    """One outer block [s, e) of the sequence in the time-major layout, padded to nc * T steps."""
+
+    def __init__(self, s, e, u, delta, A, bias, softplus):
+        self.s, self.e, self.L = s, e, e - s
+        self.T = _inner_chunk(self.L)
+        nc = -(-self.L // self.T)
+        self.pad = nc * self.T - self.L
+        tm = lambda v: _to_tm(F.pad(v[..., s:e], (0, self.pad)), self.T)  # noqa: E731
+        self.raw = tm(delta) if bias is None else tm(delta) + bias[None, None, :, None]  # (T, b, d, nc)
+        dt = F.softplus(self.raw) if softplus else self.raw
+        if self.pad:  # padded steps: dt = 0, so a = 1 and nothing is injected
+            dt = dt * _to_tm(F.pad(torch.ones_like(u[:1, :1, s:e]), (0, self.pad)), self.T)
+        self.dt, self.u = dt, tm(u)
+        self.la = dt.unsqueeze(-1) * A[None, None, :, None, :]  # (T, b, d, nc, n), <= 0 for A <= 0
+        self.a = self.la.exp()
+        self.du = (dt * self.u).unsqueeze(-1)
+
+    def states(self, Bc: _Coef, Bb: Tensor, h_in: Tensor | None):
+        x = Bc.mul(self.du, Bb)
+        T, b, d, nc, n = x.shape
+        flat = lambda v: v.view(T, b * d, nc, n)  # noqa: E731
+        h = _tm_forward(flat(self.a), flat(x), flat(self.la), None if h_in is None else h_in.reshape(b * d, n))
+        return x, h.view_as(x)
+
+    def output(self, Cc: _Coef, Cb: Tensor, h: Tensor, D: Tensor | None) -> Tensor:
+        y = Cc.mul(h, Cb).sum(-1)  # (T, b, d, nc)
+        if D is not None:
+            y = y + D[None, None, :, None] * self.u
+        return y
+
+
+class SelectiveScanChunked(torch.autograd.Function):
+    """Selective scan by outer blocks + inner chunks; see the module docstring.
+
+    Inputs are already validated and in the compute dtype: u, delta, z (b, d, L); A (d, n);
+    B, C (d, n) or (b, G, n, L); D, bias (d,); h0 (b, d, n). Returns (out (b, d, L), last (b, d, n)).
+    """
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, z, bias, h0, softplus: bool, block: int):
+        b, d, L = u.shape
+        n = A.shape[1]
+        Bc, Cc = _Coef(B), _Coef(C)
+        out = torch.empty_like(u)
+        state = h0
+        saved_states = []
+        for s in range(0, L, block):
+            e = min(L, s + block)
+            blk = _Block(s, e, u, delta, A, bias, softplus)
+            saved_states.append(state)
+            _, h = blk.states(Bc, Bc.block(s, e, blk.pad, blk.T), state)
+            y = _from_tm(blk.output(Cc, Cc.block(s, e, blk.pad, blk.T), h, D))[..., : e - s]
+            out[..., s:e] = y * F.silu(z[..., s:e]) if z is not None else y
+            last_t = (e - s - 1) % blk.T  # last real step: chunk nc-1 (padding sits after it)
+            state = h[last_t, :, :, -1]
+        last = state if state is not None else torch.zeros(b, d, n, dtype=u.dtype, device=u.device)
+        ctx.softplus, ctx.block = softplus, block
+        ctx.has = (D is not None, z is not None, bias is not None, h0 is not None)
+        keep = [t if t is not None else torch.empty(0) for t in (D, z, bias, h0)]
+        bstates = torch.stack([torch.zeros_like(last) if st is None else st for st in saved_states], 0)
+        ctx.save_for_backward(u, delta, A, B, C, bstates, *keep)
+        return out, last
+
+    @staticmethod
+    def backward(ctx, gout, glast):
+        u, delta, A, B, C, bstates, D, z, bias, h0 = ctx.saved_tensors
+        hasD, hasz, hasbias, hash0 = ctx.has
+        D, z, bias, h0 = (t if h else None for t, h in zip((D, z, bias, h0), ctx.has))
+        b, d, L = u.shape
+        n = A.shape[1]
+        Bc, Cc = _Coef(B), _Coef(C)
+        if gout is None:
+            gout = torch.zeros_like(u)
+        gu, gdelta = torch.empty_like(u), torch.empty_like(u)
+        gz = torch.empty_like(u) if hasz else None
+        gA, gB, gC = torch.zeros_like(A), torch.zeros_like(B), torch.zeros_like(C)
+        gD = torch.zeros(d, dtype=u.dtype, device=u.device) if hasD else None
+        g_end = None if glast is None else glast.reshape(b * d, n)
+        starts = list(range(0, L, ctx.block))
+        for i in reversed(range(len(starts))):
+            s = starts[i]
+            e = min(L, s + ctx.block)
+            blk = _Block(s, e, u, delta, A, bias, ctx.softplus)
+            T, pad = blk.T, blk.pad
+            Bb, Cb = Bc.block(s, e, pad, T), Cc.block(s, e, pad, T)
+            h_in = bstates[i] if (i > 0 or hash0) else None
+            x, h = blk.states(Bc, Bb, h_in)
+            gy = _to_tm(F.pad(gout[..., s:e], (0, pad)), T)  # (T, b, d, nc)
+            if hasz:
+                zt = _to_tm(F.pad(z[..., s:e], (0, pad)), T)
+                y = blk.output(Cc, Cb, h, D)
+                sz = torch.sigmoid(zt)
+                gz[..., s:e] = _from_tm(gy * y * sz * (1 + zt * (1 - sz)))[..., : e - s]
+                gy = gy * zt * sz
+            if hasD:
+                gD += (gy * blk.u).sum(dim=(0, 1, 3))
+            q = Cc.mul(gy.unsqueeze(-1), Cb)
+            _, _, _, nc, _ = q.shape
+            flat = lambda v: v.view(T, b * d, nc, n)  # noqa: E731
+            lam, g_start = _tm_reverse(flat(blk.a), flat(q), flat(blk.la), g_end)
+            lam = lam.view_as(q)
+            gla = lam * (h - x)  # dL/d(dt A): a_t h_{t-1} = h_t - x_t
+            gA += (gla * blk.dt.unsqueeze(-1)).sum(dim=(0, 1, 3))
+            lamB = Bc.mul(lam, Bb).sum(-1)  # (T, b, d, nc)
+            gdt = (gla * A[None, None, :, None, :]).sum(-1) + lamB * blk.u
+            if ctx.softplus:
+                raw = blk.raw
+                gdt = gdt * torch.where(raw > 20, torch.ones_like(raw), torch.sigmoid(raw))
+            gdelta[..., s:e] = _from_tm(gdt)[..., : e - s]
+            gu_t = lamB * blk.dt + (gy * D[None, None, :, None] if hasD else 0)
+            gu[..., s:e] = _from_tm(gu_t)[..., : e - s]
+            gBb = Bc.reduce(lam * blk.du, e - s)
+            gCb = Cc.reduce(gy.unsqueeze(-1) * h, e - s)
+            if Bc.var:
+                gB[..., s:e] = gBb
+            else:
+                gB += gBb
+            if Cc.var:
+                gC[..., s:e] = gCb
+            else:
+                gC += gCb
+            g_end = g_start
+        gbias = gdelta.sum(dim=(0, 2)) if hasbias else None
+        gh0 = g_end.view(b, d, n) if hash0 else None
+        return gu, gdelta, gA, gB, gC, gD, gz, gbias, gh0, None, None
+
+
+def default_block(b: int, d: int, n: int, L: int) -> int:
+    """Outer block length: about 4M state elements per block, a multiple of 64, at most L."""
+    blk = max(64, (1 << 22) // max(1, b * d * n))
+    blk = (blk // 64) * 64
+    return max(1, min(L, blk))

@@ -1,0 +1,81 @@
+"""Autograd wrapper around the fused CPU selective-scan kernel (``csrc/selective_scan_cpu.cpp``).
+
+Layout preparation (casting, padding the state size to a multiple of 8, putting input-dependent B/C
+time-major as (b, G, L, n_pad)) is done with ordinary torch ops *outside* the autograd Function, so
+autograd maps the kernel's gradients back to the caller's layouts and dtypes by itself.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import cpu_kernel
+
+Tensor = torch.Tensor
+
+
+class _SelectiveScanCpu(torch.autograd.Function):
+    """y = scan(u, dt, A, B, C) + D u on the kernel; dt is the final step size (softplus applied)."""
+
+    @staticmethod
+    def forward(ctx, u, dt, A, B, C, D, h0):
+        ext = cpu_kernel.get()
+        need = any(ctx.needs_input_grad)
+        out, last, ckpt = ext.selective_scan_fwd(u, dt, A, B, C, D, h0, need)
+        ctx.has = (D is not None, h0 is not None)
+        if need:
+            keep = [t if t is not None else torch.empty(0) for t in (D, h0)]
+            ctx.save_for_backward(u, dt, A, B, C, ckpt, *keep)
+        return out, last
+
+    @staticmethod
+    def backward(ctx, gout, glast):
+        u, dt, A, B, C, ckpt, *opt = ctx.saved_tensors
+        D, h0 = (t if h else None for t, h in zip(opt, ctx.has))
+        gout = torch.zeros_like(u) if gout is None else gout.contiguous()
+        glast = None if glast is None else glast.contiguous()
+        gu, gdt, gA, gB, gC, gD, gh0 = cpu_kernel.get().selective_scan_bwd(
+            u, dt, A, B, C, D, h0, ckpt, gout, glast)
+        cdt = u.dtype
+        gA = gA.sum(0).to(cdt)
+        if B.dim() != 4:
+            gB = gB.sum(0).to(cdt)
+        if C.dim() != 4:
+            gC = gC.sum(0).to(cdt)
+        gD = gD.sum(0).to(cdt) if D is not None else None
+        return gu, gdt, gA, gB, gC, gD, gh0 if h0 is not None else None
+
+
+def _pad_last(x: Tensor, npad: int) -> Tensor:
+    n = x.shape[-1]
+    return x if n == npad else F.pad(x, (0, npad - n))
+
+
+def _prep_coef(W: Tensor, npad: int, cdt: torch.dtype) -> Tensor:
+    if W.dim() == 2:  # fixed (d, n)
+        return _pad_last(W.to(cdt), npad).contiguous()
+    return _pad_last(W.to(cdt).transpose(-1, -2), npad).contiguous()  # (b, G, L, n_pad)
+
+
+def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state, cdt):
+    """Fused-kernel selective scan. Arguments validated, B/C 2-D or 4-D; returns (out, last) in ``cdt``.
+
+    softplus, delta_bias and the z gate are (batch, d, L) elementwise ops done here by torch
+    (vectorised, differentiated by autograd); the kernel does the (batch, d, L, n) work.
+    """
+    n = A.shape[1]
+    npad = -(-n // 8) * 8
+    c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
+    dt = c(delta)
+    if delta_bias is not None:
+        dt = dt + c(delta_bias)[:, None]
+    if softplus:
+        dt = F.softplus(dt)
+    h0 = None if initial_state is None else _pad_last(c(initial_state), npad).contiguous()
+    y, last = _SelectiveScanCpu.apply(
+        c(u).contiguous(), dt.contiguous(), _pad_last(c(A), npad).contiguous(), _prep_coef(B, npad, cdt),
+        _prep_coef(C, npad, cdt), None if D is None else c(D).contiguous(), h0,
+    )
+    if z is not None:
+        y = y * F.silu(c(z))
+    return y, last[..., :n]

@@ -1,0 +1,57 @@
+"""Input factories and comparison helpers for the scan tests."""
+from __future__ import annotations
+
+import torch
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Norm-wise relative error ||a - b|| / ||b|| (absolute when b is all zero)."""
+    a, b = a.double(), b.double()
+    den = b.norm().item()
+    return (a - b).norm().item() / (den if den > 0 else 1.0)
+
+
+def scan_inputs(batch=2, d=4, L=33, n=5, *, dtype=torch.float64, bc="var", groups=1, with_z=True,
+                with_D=True, with_bias=True, with_h0=False, delta_scale=0.5):
+    """Random selective-scan arguments; bc is 'var' (input-dependent B, C), 'fixed' or 'mixed'."""
+    g = torch.Generator().manual_seed(1234 + L + 7 * d + n)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=dtype)  # noqa: E731
+    args = {
+        "u": r(batch, d, L),
+        "delta": torch.rand(batch, d, L, generator=g, dtype=dtype) * delta_scale,
+        "A": -torch.rand(d, n, generator=g, dtype=dtype) * 2 - 0.1,
+    }
+    var_shape = (batch, n, L) if groups == 1 else (batch, groups, n, L)
+    args["B"] = r(*var_shape) if bc in ("var", "mixed") else r(d, n)
+    args["C"] = r(*var_shape) if bc == "var" else r(d, n)
+    args["D"] = r(d) if with_D else None
+    args["z"] = r(batch, d, L) if with_z else None
+    args["delta_bias"] = r(d) * 0.2 if with_bias else None
+    args["initial_state"] = r(batch, d, n) if with_h0 else None
+    return args
+
+
+def grads(out_and_last, inputs, seed=0):
+    """Gradients of a fixed random projection of (out, last_state) w.r.t. ``inputs``."""
+    out, last = out_and_last
+    g = torch.Generator().manual_seed(seed)
+    go = torch.randn(out.shape, generator=g, dtype=torch.float64).to(out.dtype)
+    gl = torch.randn(last.shape, generator=g, dtype=torch.float64).to(last.dtype)
+    loss = (out * go).sum() + (last * gl).sum()
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def cpp_available() -> bool:
+    from neurodyn.ops import cpu_kernel
+
+    return cpu_kernel.get() is not None
+
+
+def _fast_backends():
+    import pytest
+
+    return ["torch", pytest.param("cpp", marks=pytest.mark.skipif(not cpp_available(),
+                                                                   reason="fused CPU kernel unavailable"))]
+
+
+FAST_BACKENDS = _fast_backends()
