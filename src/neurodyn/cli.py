@@ -1,4 +1,4 @@
-"""Command line: ``neurodyn generate | train | evaluate | info``.
+"""Command line: ``neurodyn generate | train | evaluate | bench | info``.
 
 Examples::
 
@@ -7,6 +7,7 @@ Examples::
     neurodyn train fno/darcy --scale cpu model.width=64 train.epochs=50
     torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
     neurodyn evaluate runs/fno-darcy-cpu
+    neurodyn bench nac_runtime --scale cpu           # a named benchmark (see `neurodyn bench --list`)
     neurodyn info
 """
 from __future__ import annotations
@@ -160,6 +161,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    if args.list or not args.name:
+        for name in bench.available():
+            print(f"{name:>14s}  {bench.BENCHMARKS[name][1]}")
+        return 0
+    return bench.run(args.name, args.scale, args.bench_args)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .data.generators import available_generators
     from .data.store import StoredDataset, data_root, stored_files
@@ -225,6 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
 
+    b = sub.add_parser("bench", help="run a named benchmark (tables printed, files under benchmarks/results/)",
+                       epilog="Arguments after NAME that neurodyn does not know go to the benchmark script.")
+    b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
+    b.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
+    b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.set_defaults(func=cmd_bench)
+
     i = sub.add_parser("info", help="list models, generators, presets and generated data")
     i.add_argument("what", nargs="?", default="all", choices=("all", "models", "generators", "datasets", "presets", "data"))
     i.set_defaults(func=cmd_info)
@@ -234,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":  # everything neurodyn does not know belongs to the benchmark script
+        args.bench_args, args.overrides = extra, []
+        try:
+            return args.func(args)
+        except NeurodynError as exc:
+            print(f"neurodyn bench: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
     # key=value overrides may stand anywhere among the options
     stray = [a for a in extra if "=" not in a or a.startswith("-")]
     if stray or (extra and args.command not in ("train", "generate")):

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -31,8 +32,9 @@ SPLIT_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_
               "normalize_target", "normalize_reduce")
 WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
                "context_params", "frames_as_channels")
-DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS
-TASKS = ("steady", "autoregressive")
+SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values")  # (max_len belongs to the generators)
+DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
+TASKS = ("steady", "autoregressive", "sequence")
 
 
 def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +70,8 @@ def build_data(cfg: dict[str, Any], device="cpu", progress=True, dist=None) -> d
         raise ConfigError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
     path = ensure_dataset(d, device, progress, dist)
     store = StoredDataset(path)
+    if task == "sequence":
+        return _sequence_data(cfg, path, store)
     splits = split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)), int(d.get("n_val", 0)))
     reduce = d.get("normalize_reduce", "pointwise")
     out: dict[str, Any] = {"path": path, "store": store}
@@ -88,6 +92,39 @@ def build_data(cfg: dict[str, Any], device="cpu", progress=True, dist=None) -> d
             ctx = torch.stack([train[j * train.windows_per_sample]["ctx"] for j in range(len(train.ids))])
             out["ctx_norm"] = Normalizer("gaussian", "pointwise").fit(ctx)
     out["sets"] = sets
+    return out
+
+
+def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, Any]:
+    """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
+    from ..data.sequences import SequenceDataset
+
+    d = cfg["data"]
+    n_train, n_val, n_test = (int(d.get(k, 0)) for k in ("n_train", "n_val", "n_test"))
+    if d.get("split_param"):
+        key = f"params/{d['split_param']}"
+        if key not in store.shapes:
+            raise ConfigError(f"data.split_param: dataset file {path} has no {key}; it has {store.keys('params')}")
+        values = store.read(key)
+        chosen = np.isin(values, np.asarray(list(d.get("train_values", [0]))))
+        train_ids, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
+        if n_train:
+            train_ids = train_ids[:n_train]
+        splits = {"train": train_ids, "test": rest[n_val:]}
+        if n_val:
+            splits["val"] = rest[:n_val]
+        if not len(train_ids):
+            raise ConfigError(f"data.split_param {d['split_param']}: no sample has a value in {d.get('train_values')}")
+    else:
+        splits = split_indices(store.n_samples, n_train, n_test, n_val)
+    opts = dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
+                relative_time=bool(d.get("relative_time", True)))
+    sets = {name: SequenceDataset(store, ids, **opts) for name, ids in splits.items()}
+    train = sets["train"]
+    out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
+    out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
+    if train.kind == "regression":
+        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), "channel").fit(train.targets())
     return out
 
 
@@ -114,6 +151,9 @@ def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
     """Input/output channel counts (and context length) the model needs for this data and task."""
     if isinstance(train_set, SteadyDataset):
         return {"in_channels": train_set.in_channels, "out_channels": train_set.out_channels}
+    if cfg.get("task") == "sequence":
+        return {"in_channels": train_set.in_channels, "out_channels": train_set.n_targets,
+                "per_step": train_set.per_step}
     step = int(cfg["data"].get("step", 1))
     c = train_set.channels
     fac = train_set.frames_as_channels
@@ -149,9 +189,10 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str) -> Non
         msg = " ".join(str(exc).split())
         raise ConfigError(f"model {name!r} cannot take this dataset's input of shape "
                           f"{tuple(item['x'].shape)}: {msg}") from None
-    if out.shape != batch["y"].shape:
-        raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} for targets of shape "
-                          f"{tuple(batch['y'].shape[1:])}")
+    want = task.expected_output_shape(batch) if hasattr(task, "expected_output_shape") else batch["y"].shape
+    if tuple(out.shape) != tuple(want):
+        raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} where the task needs "
+                          f"{tuple(want[1:])}")
 
 
 def build_task(cfg: dict[str, Any], data: dict[str, Any]):
@@ -161,6 +202,12 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any]):
     loss = build_loss(name, **kwargs)
     if cfg.get("task", "steady") == "steady":
         return SteadyTask(loss, data["x_norm"], data["y_norm"])
+    if cfg.get("task") == "sequence":
+        from .sequence_task import SequenceTask
+
+        train = data["sets"]["train"]
+        return SequenceTask(train.kind, data["x_norm"], data.get("y_norm"), per_step=train.per_step,
+                            n_targets=train.n_targets)
     train = data["sets"]["train"]
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
                               step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
@@ -188,7 +235,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data)
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
-    eval_set = data["sets"].get("val", data["sets"]["test"]) if cfg["data"].get("n_test", 0) or "val" in data["sets"] else None
+    test = data["sets"].get("test")
+    eval_set = data["sets"]["val"] if "val" in data["sets"] else (test if test is not None and len(test) else None)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -202,7 +250,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     final = history[-1].get("eval", {}) if history else {}
     if dist.is_main:
         write_plots(task, model, trainer, data, history, tcfg.n_plot, run_dir)
-        write_summary(cfg, history, count_parameters(model), run_dir)
+        write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
+                      mode=trainer.monitor_mode)
     return final
 
 
@@ -211,6 +260,12 @@ def write_plots(task, model, trainer: Trainer, data: dict[str, Any], history, n_
     from .. import plots
 
     test = data["sets"].get("test")
+    if getattr(task, "name", "") == "sequence":
+        from .sequence_task import write_sequence_plots
+
+        batches = trainer.eval_batches(test) if test is not None and len(test) else []
+        write_sequence_plots(task, model, batches, history, run_dir)
+        return
     if test is not None and len(test):
         n = min(n_plot, len(test))
         batch = trainer._collate(test, list(range(n)))
@@ -231,18 +286,22 @@ def write_plots(task, model, trainer: Trainer, data: dict[str, Any], history, n_
     plots.plot_learning_curve(history, run_dir / "learning_curve.png")
 
 
-def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path) -> None:
+def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
+                  monitor: str = "rel_l2", mode: str = "min") -> None:
     final = history[-1].get("eval", {}) if history else {}
-    best = min((h["eval"]["rel_l2"] for h in history if "eval" in h), default=float("nan"))
+    pick = min if mode == "min" else max
+    best = pick((h["eval"][monitor] for h in history if "eval" in h), default=float("nan"))
     lines = [f"# {cfg.get('preset', 'experiment')} — scale `{cfg.get('scale', '?')}`", "",
              f"- model: `{cfg['model']['name']}`, {n_params:,} parameters",
              f"- data: {json.dumps({k: v for k, v in cfg['data'].items()})}",
              f"- training: {len(history)} epochs, final train loss {history[-1]['train_loss']:.5g}" if history else "",
              f"- time: {sum(h['seconds'] for h in history):.1f} s of training",
-             f"- best eval rel. L2 over epochs: {best:.5g} (the table reports the final model)", "",
+             f"- best eval {'rel. L2' if monitor == 'rel_l2' else monitor} over epochs: {best:.5g} "
+             "(the table reports the final model)", "",
              "| metric | value |", "| --- | --- |"]
     lines += [f"| {k} | {v:.5g} |" for k, v in final.items() if isinstance(v, (int, float))]
-    lines += ["", "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
+    lines += ["", "Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
+              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
               "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
     (run_dir / "summary.md").write_text("\n".join(lines))
 

@@ -100,7 +100,11 @@ class Trainer:
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self._epoch_sums = torch.zeros(2, dtype=torch.float64)  # (sum of per-sample losses, samples) this epoch
         self._epoch_t0 = time.time()
-        self.best = math.inf
+        # the evaluation metric that selects best.pt: a task attribute ``monitor = (key, "min" | "max")``
+        self.monitor_key, self.monitor_mode = getattr(task, "monitor", ("rel_l2", "min"))
+        if self.monitor_mode not in ("min", "max"):
+            raise ConfigError(f"task monitor mode must be 'min' or 'max', got {self.monitor_mode!r}")
+        self.best = math.inf if self.monitor_mode == "min" else -math.inf
         self.history: list[dict[str, Any]] = []
 
     # ---------------------------------------------------------------------------------------- set-up
@@ -239,15 +243,18 @@ class Trainer:
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
             record["eval"] = self.task.evaluate(self.model, self.eval_batches(self.eval_set))
-            improved = record["eval"]["rel_l2"] < self.best
-            self.best = min(self.best, record["eval"]["rel_l2"])
+            value = record["eval"][self.monitor_key]
+            improved = value < self.best if self.monitor_mode == "min" else value > self.best
+            if improved:
+                self.best = value
         self._log(record)
         self.epoch, self.batch = self.epoch + 1, 0  # checkpoints hold the position to start from
         if improved:
             self.save("best.pt")
         self.save("last.pt")
         if self.dist.is_main:
-            bar.set_description(f"rel_l2 {record.get('eval', {}).get('rel_l2', float('nan')):.4g}")
+            key = self.monitor_key
+            bar.set_description(f"{key} {record.get('eval', {}).get(key, float('nan')):.4g}")
 
     def _step(self, global_ids: torch.Tensor) -> float:
         ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)

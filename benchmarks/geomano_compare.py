@@ -1,0 +1,141 @@
+"""GeoMaNO vs LaMO vs Transolver vs FNO on Darcy and Navier-Stokes at cpu scale, through the experiment API.
+
+    # everything (each run = one `neurodyn train <preset> --scale cpu train.seed=S train.epochs=E`)
+    .venv/bin/python benchmarks/geomano_compare.py --bench darcy ns --seeds 0 1 2 --jobs 2
+    # Darcy baselines already trained by benchmarks/operators_darcy.py (same presets, data, epochs, seeds)
+    .venv/bin/python benchmarks/geomano_compare.py --bench darcy --reuse benchmarks/results/operators_darcy
+    # the table of what is recorded
+    .venv/bin/python benchmarks/geomano_compare.py --report --reuse benchmarks/results/operators_darcy
+
+Runs (cpu scale of each model's own preset; ``--epochs`` (default 10) for all, so every model gets the same
+data, epochs and seeds; each model keeps its preset's loss, batch size, lr and schedule):
+
+* ``geomano-eq6``: the GeoMaNO preset with ``model.assign_prior=0`` (the soft assignment of Eq. 6 literally, no
+  locality prior).
+* darcy: ``geomano/darcy``, ``lamo/darcy``, ``transolver/darcy``, ``fno/darcy`` (32 x 32 grid solved at
+  63 x 63, 1000 train / 200 test).
+* ns: ``geomano/navier_stokes``, ``lamo/ns``, ``transolver/ns`` and FNO = the ``lamo/ns`` data and training with
+  the ``fno/darcy`` cpu model section (there is no fno/ns preset): nu = 1e-3, 32 x 32, 200 / 40 trajectories,
+  10 -> 10 frames, teacher forcing, 10-step rollout evaluation.
+
+Every run trains in its own process (``neurodyn.bench_geomano.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
+``torch.set_num_threads(--threads)``) and writes one JSON record under ``benchmarks/results/geomano_compare/``
+(skipped when it exists; ``--force`` redoes it). ``--reuse DIR`` reads records of another driver with the same
+label, seed, preset and epochs (``benchmarks/operators_darcy.py`` writes ``lamo`` / ``transolver`` / ``fno``
+records for the Darcy presets) instead of training them again. The report gives the final-epoch test relative
+L2 (mean +- std over seeds) beside the papers' numbers (GeoMaNO Table 1; LaMO's Table 1 for LaMO).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+OUT = HERE / "results" / "geomano_compare"
+LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
+
+#: bench -> label -> (preset, model section from another preset or None, overrides)
+RUNS = {
+    "darcy": {"geomano": ("geomano/darcy", None, []), "geomano-eq6": ("geomano/darcy", None, [LITERAL]),
+              "lamo": ("lamo/darcy", None, []), "transolver": ("transolver/darcy", None, []),
+              "fno": ("fno/darcy", None, [])},
+    "ns": {"geomano": ("geomano/navier_stokes", None, []), "geomano-eq6": ("geomano/navier_stokes", None, [LITERAL]),
+           "lamo": ("lamo/ns", None, []), "transolver": ("transolver/ns", None, []),
+           "fno": ("lamo/ns", "fno/darcy", [])},
+}
+#: published relative L2 (paper scale): GeoMaNO Table 1 (FNO, Transolver, GeoMaNO); LaMO Table 1 (LaMO)
+PAPER = {("darcy", "geomano"): 0.0036, ("darcy", "geomano-eq6"): 0.0036, ("ns", "geomano-eq6"): 0.0370, ("darcy", "transolver"): 0.0057, ("darcy", "fno"): 0.0108,
+         ("darcy", "lamo"): 0.0039, ("ns", "geomano"): 0.0370, ("ns", "transolver"): 0.0900,
+         ("ns", "fno"): 0.1556, ("ns", "lamo"): 0.0460}
+
+
+def _records(dirs) -> dict:
+    """(bench, model, seed) -> record, own results first, then the --reuse directories."""
+    out = {}
+    for d in dirs:
+        for f in sorted(Path(d).glob("*.json")):
+            r = json.loads(f.read_text())
+            bench = r.get("bench") or ("darcy" if r["preset"].endswith("/darcy") else
+                                       "ns" if r["preset"].endswith("/ns") else None)
+            if bench is None or r["label"] not in RUNS.get(bench, {}):
+                continue
+            want_preset, want_model, _ = RUNS[bench][r["label"]]
+            if r["preset"] != want_preset or (want_model and want_model not in " ".join(r.get("overrides", []))
+                                              and r.get("model_from") != want_model):
+                continue
+            r.setdefault("source", str(d))
+            out.setdefault((bench, r["label"], r["seed"]), r)
+    return out
+
+
+def report(dirs, epochs: int | None = None) -> str:
+    recs = _records(dirs)
+    lines = ["| bench | model | params | epochs | seeds | test rel. L2 (ours, cpu), mean +- std | per seed | paper "
+             "(paper scale) | train s/epoch | source |", "|---|---|---:|---:|---|---|---|---:|---:|---|"]
+    for bench in RUNS:
+        for model in RUNS[bench]:
+            rs = sorted((r for (b, m, _), r in recs.items() if b == bench and m == model
+                         and (epochs is None or r["epochs"] == epochs)), key=lambda r: r["seed"])
+            if not rs:
+                continue
+            finals = [r["final_rel_l2"] for r in rs]
+            std = f" +- {statistics.stdev(finals):.4f}" if len(finals) > 1 else ""
+            src = sorted({Path(r["source"]).name for r in rs})
+            lines.append(f"| {bench} | {model} | {rs[0]['params']:,} | {rs[0]['epochs']} | "
+                         f"{','.join(str(r['seed']) for r in rs)} | {statistics.mean(finals):.4f}{std} | "
+                         f"{' '.join(f'{v:.4f}' for v in finals)} | {PAPER[(bench, model)]} | "
+                         f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} | {', '.join(src)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", nargs="*", default=["darcy", "ns"], choices=sorted(RUNS))
+    ap.add_argument("--models", nargs="*", default=["geomano", "geomano-eq6", "lamo", "transolver", "fno"])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--scale", default="cpu")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
+    ap.add_argument("--reuse", nargs="*", default=[], help="record directories of other drivers to take runs from")
+    ap.add_argument("--runs-dir", default="runs/bench/geomano_compare")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args()
+    dirs = [args.out, *args.reuse]
+    if not args.report:
+        sys.path.insert(0, str(HERE.parent / "src"))
+        from neurodyn.bench_geomano import run_jobs
+
+        have = _records(dirs)
+        jobs = []
+        for seed in args.seeds:
+            for bench in args.bench:
+                for model in args.models:
+                    preset, model_from, extra_ov = RUNS[bench][model]
+                    prev = have.get((bench, model, seed))
+                    if prev is not None and prev["epochs"] == args.epochs and not args.force:
+                        continue
+                    out = Path(args.out) / f"{bench}-{model}-s{seed}.json"
+                    jobs.append(dict(preset=preset, overrides=[*args.common, *extra_ov, f"train.epochs={args.epochs}"],
+                                     seed=seed, scale=args.scale, model_from=model_from,
+                                     run_dir=str(Path(args.runs_dir) / args.scale / f"{bench}-{model}-s{seed}"),
+                                     out=str(out), label=model, threads=args.threads, resume=not args.force,
+                                     extra={"bench": bench}))
+        if jobs:
+            run_jobs(jobs, args.jobs)
+        print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
+    print(report(dirs, args.epochs))
+
+
+if __name__ == "__main__":
+    main()

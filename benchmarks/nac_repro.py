@@ -1,0 +1,132 @@
+"""NAC paper Table 1 at our scale: NAC (modes, Top-K, released-code compatibility) vs the baselines.
+
+    .venv/bin/python -m neurodyn bench nac_repro --scale cpu                        # everything
+    .venv/bin/python -m neurodyn bench nac_repro --scale cpu --tasks event_digits --seeds 0 1 \\
+        --epochs 8 --variants nac-exact gru
+
+Each run is ``neurodyn train <model>/<task>`` at the given scale (presets in
+``src/neurodyn/experiments/``) with ``train.seed`` and ``data.seed`` set to the seed, evaluated on
+the test split after the last epoch. Results are appended to
+``benchmarks/results/nac_repro.jsonl`` (a run already there is skipped, so the command resumes) and
+a markdown table (mean +- std over seeds) is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+VARIANTS = {  # name -> (preset model, overrides)
+    "nac-exact": ("nac", ["model.mode=exact"]),
+    "nac-euler": ("nac", ["model.mode=euler"]),
+    "nac-steady": ("nac", ["model.mode=steady"]),
+    "nac-2k": ("nac", ["model.topk=2"]),
+    "nac-pw": ("nac", ["model.topk=null"]),
+    "nac-released": ("nac", ["model.compat=released"]),
+    "gru": ("gru", []),
+    "lstm": ("lstm", []),
+    "cfc": ("cfc", []),
+    "ltc": ("ltc", []),
+    "mha": ("mha", []),
+    "odernn": ("odernn", []),
+}
+TASKS = ("event_digits", "activity", "bearing")
+METRIC = {"event_digits": ("accuracy", "max"), "activity": ("accuracy", "max"), "bearing": ("rmse", "min")}
+
+
+def run(scale: str, argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="neurodyn bench nac_repro")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--epochs", type=int, default=0, help="override train.epochs (0: the preset's)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="further preset overrides for every run, e.g. data.n_train=500 (recorded with the results)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=str(HERE / "results" / "nac_repro.jsonl"))
+    p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
+    p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    from neurodyn.experiments import load_experiment
+    from neurodyn.train.experiment import run_experiment
+
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    key = lambda r: (r["task"], r["variant"], r["seed"], r["scale"], r["epochs"], tuple(r.get("set", ())))
+    have = {key(r) for r in done}
+    if not a.table_only:
+        for task in a.tasks:
+            for variant in a.variants:
+                model, extra = VARIANTS[variant]
+                for seed in a.seeds:
+                    over = [*extra, *a.set, f"train.seed={seed}", f"data.seed={seed}"]
+                    if a.epochs:
+                        over.append(f"train.epochs={a.epochs}")
+                    cfg = load_experiment(f"{model}/{task}", scale, over)
+                    rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set))
+                    if rec_key in have:
+                        continue
+                    t0 = time.time()
+                    run_dir = Path(a.runs_dir) / f"{task}-{variant}-{scale}-s{seed}"
+                    final = run_experiment(cfg, run_dir, resume=False, progress=False)
+                    hist = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+                    rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set),
+                           "epochs": cfg["train"]["epochs"], "final": final,
+                           "n_train": len(hist) and cfg["data"].get("n_train"), "threads": a.threads,
+                           "train_seconds": sum(h["seconds"] for h in hist), "wall_seconds": time.time() - t0,
+                           "date": datetime.date.today().isoformat(), "host": platform.node()}
+                    with open(out, "a") as f:
+                        f.write(json.dumps(rec) + "\n")
+                    done.append(rec)
+                    have.add(rec_key)
+                    print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({time.time() - t0:.0f} s)", flush=True)
+    print(table(done, scale))
+    return 0
+
+
+def table(records: list[dict], scale: str) -> str:
+    lines = []
+    for task in TASKS:
+        rows = [r for r in records if r["task"] == task and r["scale"] == scale]
+        if not rows:
+            continue
+        metric, _ = METRIC[task]
+        extra = ["score"] if task == "bearing" else []
+        lines += ["", f"**{task}** ({scale} scale; test {metric}" + (", score (eq. 58, sum)" if extra else "")
+                  + "; mean ± std over seeds)", "",
+                  "| variant | " + " | ".join([metric, *extra]) + " | seeds | epochs | train s/run |",
+                  "| --- | " + " | ".join("---" for _ in [metric, *extra]) + " | --- | --- | --- |"]
+        for variant in VARIANTS:
+            rs = [r for r in rows if r["variant"] == variant]
+            if not rs:
+                continue
+            cells = []
+            for m in [metric, *extra]:
+                vals = [r["final"][m] for r in rs]
+                sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+                cells.append(f"{statistics.mean(vals):.4f} ± {sd:.4f}" if len(vals) > 1 else f"{vals[0]:.4f}")
+            lines.append(f"| {variant} | " + " | ".join(cells) + f" | {len(rs)} | {rs[0]['epochs']} | "
+                         f"{statistics.mean(r['train_seconds'] for r in rs):.0f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    scale = "cpu"
+    if "--scale" in args:
+        i = args.index("--scale")
+        scale = args[i + 1]
+        del args[i:i + 2]
+    sys.exit(run(scale, args))

@@ -1,0 +1,148 @@
+"""LaMO vs Transolver vs FNO at cpu scale through the experiment API (same data, same epochs, several seeds).
+
+    # the issue-5 Darcy comparison (each run is one `neurodyn train <preset> --scale cpu` with the overrides)
+    .venv/bin/python benchmarks/operators_darcy.py --epochs 10 --seeds 0 1 2 \
+        --runs lamo=lamo/darcy transolver=transolver/darcy fno=fno/darcy
+    # an investigation variant: label=preset followed by ;-separated overrides
+    .venv/bin/python benchmarks/operators_darcy.py --epochs 10 --seeds 0 --runs "lamo-bi=lamo/darcy;model.directions=bi"
+    # another model on a preset's data and training: "@model=<preset>" takes that preset's model section
+    .venv/bin/python benchmarks/operators_darcy.py --tag operators_pipe --runs "fno=lamo/pipe;@model=fno/darcy"
+    # the table of everything recorded under --tag
+    .venv/bin/python benchmarks/operators_darcy.py --report
+
+Every run calls ``neurodyn.train.experiment.run_experiment`` on the preset at ``--scale`` (default cpu)
+with ``train.epochs``, ``train.seed`` and the run's own overrides (plus ``--common`` overrides applied to
+every run), so the models see the same generated data file and split. ``train.seed`` changes the
+initialisation and the batch order, not the data. The final-epoch test relative L2 (the number the
+papers report) and the best epoch are recorded, one JSON file per run under
+``benchmarks/results/<tag>/``, so runs can go in parallel processes; ``--report`` prints mean +- std
+over seeds. Runs are skipped when their JSON exists (``--force`` redoes them). Threads: 2
+(``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (see benchmarks/RESULTS.md, issue 5).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+
+
+def parse_run(text: str) -> tuple[str, str, list[str]]:
+    label, _, rest = text.partition("=")
+    parts = [p for p in rest.split(";") if p]
+    if not label or not parts:
+        raise SystemExit(f"--runs entries look like label=preset[;key=value...], got {text!r}")
+    return label, parts[0], parts[1:]
+
+
+def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
+    from neurodyn.experiments import load_experiment
+    from neurodyn.models import count_parameters
+    from neurodyn.train.experiment import run_experiment
+
+    swap = [o.split("=", 1)[1] for o in overrides if o.startswith("@model=")]
+    overrides = [o for o in overrides if not o.startswith("@model=")]
+    ov = list(args.common) + [o for o in overrides if not o.startswith("model.")] + [f"train.seed={seed}"]
+    if args.epochs:
+        ov.append(f"train.epochs={args.epochs}")
+    model_ov = [o for o in overrides if o.startswith("model.")]
+    if swap:  # the model section of another preset (same scale), then the run's model overrides
+        cfg = load_experiment(preset, args.scale, ov)
+        cfg["model"] = load_experiment(swap[0], args.scale, model_ov)["model"]
+        ov = ov + [f"@model={swap[0]}"] + model_ov
+    else:
+        ov = ov + model_ov
+        cfg = load_experiment(preset, args.scale, ov)
+    run_dir = Path(args.runs_dir) / args.tag / f"{label}-s{seed}"
+    torch.manual_seed(seed)
+    t0 = time.time()
+    final = run_experiment(cfg, run_dir, resume=not args.force, progress=False)
+    wall = time.time() - t0
+    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    from neurodyn.models import build
+    from neurodyn.train.checkpoint import read_checkpoint
+
+    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    n_params = count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"]))
+    rec = {
+        "label": label, "preset": preset, "scale": args.scale, "seed": seed, "overrides": ov,
+        "final_rel_l2": final.get("rel_l2"), "best_rel_l2": min(h["eval"]["rel_l2"] for h in history if "eval" in h),
+        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
+        "params": n_params, "n_train": cfg["data"].get("n_train"), "n_test": cfg["data"].get("n_test"),
+        "final_train_loss": history[-1]["train_loss"], "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "load_avg": os.getloadavg(), "final_metrics": {k: v for k, v in final.items() if isinstance(v, (int, float))},
+        "curve": [h["eval"]["rel_l2"] for h in history if "eval" in h],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+def report(tag: str) -> None:
+    rows: dict[str, list[dict]] = {}
+    for f in sorted((HERE / "results" / tag).glob("*.json")):
+        r = json.loads(f.read_text())
+        rows.setdefault(r["label"], []).append(r)
+    if not rows:
+        print(f"no runs recorded under benchmarks/results/{tag}")
+        return
+    print("| run | preset (scale) | params | epochs | seeds | test rel. L2 (final), mean +- std | per seed | "
+          "best epoch mean | train s/epoch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, rs in rows.items():
+        rs.sort(key=lambda r: r["seed"])
+        finals = [r["final_rel_l2"] for r in rs]
+        best = [r["best_rel_l2"] for r in rs]
+        std = statistics.stdev(finals) if len(finals) > 1 else 0.0
+        extra = [o for o in rs[0]["overrides"] if not o.startswith(("train.seed", "train.epochs"))]
+        name = label + (f" (`{' '.join(extra)}`)" if extra else "")
+        print(f"| {name} | {rs[0]['preset']} ({rs[0]['scale']}) | {rs[0]['params']:,} | {rs[0]['epochs']} | "
+              f"{','.join(str(r['seed']) for r in rs)} | {statistics.mean(finals):.4f} +- {std:.4f} | "
+              f"{' '.join(f'{v:.4f}' for v in finals)} | {statistics.mean(best):.4f} | "
+              f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", nargs="*", default=["lamo=lamo/darcy", "transolver=transolver/darcy", "fno=fno/darcy"])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
+    ap.add_argument("--scale", default="cpu")
+    ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
+    ap.add_argument("--tag", default="operators_darcy")
+    ap.add_argument("--runs-dir", default="runs/bench")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args()
+    if args.report:
+        report(args.tag)
+        return
+    torch.set_num_threads(args.threads)
+    for seed in args.seeds:
+        for item in args.runs:
+            label, preset, overrides = parse_run(item)
+            out = HERE / "results" / args.tag / f"{label}-s{seed}.json"
+            if out.exists() and not args.force:
+                print(f"{label} seed {seed}: recorded already ({out})")
+                continue
+            rec = run_one(label, preset, overrides, seed, args, out)
+            print(f"{label} seed {seed}: test rel. L2 {rec['final_rel_l2']:.4f} (best {rec['best_rel_l2']:.4f}), "
+                  f"{rec['params']:,} parameters, {rec['train_seconds']:.0f} s", flush=True)
+    print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
+    report(args.tag)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""CPU-scale versions of the ST-SSM paper's Table 1 (KS nu = 0.1) and Table 5 (factorisations on TorusLi),
+through the experiment API, several seeds, with the paper's numbers beside ours.
+
+    # Table 1: KS nu = 0.1 at 64 and 32 points; ST-SSM, FFNO, Multi-Input FFNO, S4-FFNO, U-Net; 3 seeds
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_tables.py --table 1 --seeds 0 1 2
+    # Table 5: ST-SSM vs ST-SSM-VM vs ST-SSM-FF vs FNO2D-R on a small TorusLi-like set (16 x 16); 2 seeds
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_tables.py --table 5 --seeds 0 1
+    # only some runs / the tables of what is recorded
+    .venv/bin/python benchmarks/stssm_tables.py --table 1 --only stssm-r32 ffno-r32 --seeds 0
+    .venv/bin/python benchmarks/stssm_tables.py --table 1 --report
+
+Every run is ``run_experiment(load_experiment(preset, "cpu", overrides))``, i.e. the same as
+``neurodyn train <preset> --scale cpu <overrides>``, with the table's budget overrides (``BUDGET``) plus
+``train.seed``; all models of a table read the same generated data file and are scored on the same frames
+(KS: frames 4..25 from the true frames 0..3; TorusLi: frames 11..20 from frames 7..10; Markovian models
+get only the last given frame). ``train.seed`` changes initialisation and batch order, not the data. The
+number recorded is the final model's test relative L2 over the whole rolled-out horizon (the paper's
+eq. 11), computed on de-normalised fields. One JSON file per run under
+``benchmarks/results/<tag>/table<k>/`` (tag ``stssm_tables``); existing runs are skipped (``--force`` redoes
+them). The report adds the persistence forecast ``u(t+1) = u(t)`` on the same test split, scored by the same
+task evaluation, as the floor a trained model has to beat, and the first-step and steps-1-5 errors next to
+the whole-horizon one.
+Threads: ``--threads`` (2) with ``OMP_WAIT_POLICY=PASSIVE`` (set below when unset).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+OUT = HERE / "results" / "stssm_tables"
+
+# label -> (preset, extra overrides); the budget is added per table
+RUNS = {
+    "1": {f"{m}-r{r}": (p, [f"data.resolution={r}"] + ov)
+          for r in (64, 32)
+          for m, (p, ov) in {"stssm": ("stssm/ks-nu0.1", []),
+                             "ffno": ("ffno/ks-nu0.1", []),
+                             "mi-ffno": ("ffno/ks-nu0.1-multi", []),
+                             "s4ffno": ("s4ffno/ks-nu0.1", []),
+                             "unet": ("unet/ks-nu0.1", [])}.items()},
+    "5": {"stssm": ("stssm/torus-li", []),
+          "stssm-vm": ("stssm/torus-li", ["model.factorization=zigzag"]),
+          "stssm-ff": ("stssm/torus-li", ["model.factorization=parallel"]),
+          "fno2d-r": ("ffno/torus-li-fno2d-r", [])},
+}
+BUDGET = {
+    # cpu preset data (512 / 128 trajectories solved at 512 points); every 2nd window (5,632), batch 8,
+    # 6 epochs = 4,224 optimizer steps (small batches: ~4x the windows per second of batch 32 on this CPU)
+    "1": ["data.window_stride=2", "train.batch_size=8", "train.epochs=6", "train.eval_every=1000"],
+    # TorusLi-like cpu data (nu = 1e-3, simulated at 32^2) stored at 16^2, 200 / 40 trajectories; every 2nd
+    # window (1,000), batch 4, 4 epochs = 1,000 optimizer steps
+    "5": ["data.resolution=16", "data.sim_resolution=32", "data.window_stride=2", "train.batch_size=4",
+          "train.epochs=4", "train.eval_every=1000"],
+}
+# the paper's numbers (relative L2) and parameter counts
+PAPER = {
+    "1": {"stssm-r64": (0.0048, 203_713), "ffno-r64": (0.0688, 1_191_042), "mi-ffno-r64": (0.0232, 1_191_234),
+          "s4ffno-r64": (0.0247, 1_211_778), "unet-r64": (0.0631, 2_707_905),
+          "stssm-r32": (0.0162, 203_713), "ffno-r32": (0.1127, 666_754), "mi-ffno-r32": (0.0466, 666_946),
+          "s4ffno-r32": (0.0535, 687_490), "unet-r32": (0.1243, 2_707_905)},
+    "5": {"stssm": (0.0345, 369_665), "stssm-vm": (0.0495, 402_945), "stssm-ff": (0.0403, 503_297),
+          "fno2d-r": (0.0718, 1_115_841)},
+}
+
+
+def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
+    from neurodyn.experiments import load_experiment
+    from neurodyn.models import build, count_parameters
+    from neurodyn.train.checkpoint import read_checkpoint
+    from neurodyn.train.experiment import run_experiment
+
+    preset, extra = RUNS[table][label]
+    ov = BUDGET[table] + extra + list(args.common) + [f"train.seed={seed}"]
+    cfg = load_experiment(preset, args.scale, ov)
+    run_dir = Path(args.runs_dir) / args.tag / f"table{table}" / f"{label}-s{seed}"
+    torch.manual_seed(seed)
+    t0 = time.time()
+    cpu0 = time.process_time()
+    final = run_experiment(cfg, run_dir, resume=not args.force, progress=False)
+    wall, cpu = time.time() - t0, time.process_time() - cpu0
+    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    n_params = count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"]))
+    rec = {
+        "table": table, "label": label, "preset": preset, "scale": args.scale, "seed": seed, "overrides": ov,
+        "rel_l2": final.get("rel_l2"), "rel_l2_per_step": final.get("rel_l2_per_step"),
+        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
+        "cpu_seconds": cpu, "params": n_params, "n_train": cfg["data"].get("n_train"),
+        "n_test": cfg["data"].get("n_test"), "resolution": cfg["data"].get("resolution"),
+        "final_train_loss": history[-1]["train_loss"],
+        "train_loss_curve": [h["train_loss"] for h in history],
+        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
+        "threads": torch.get_num_threads(), "torch": torch.__version__,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+class _Persistence(torch.nn.Module):
+    """``u_{t+1} = u_t``: returns the last input frame (time layout ``(B, T, *spatial, C)``)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.channels = channels
+
+    def forward(self, x, pos=None, ctx=None):
+        return x[:, -1:, ..., : self.channels]
+
+
+def persistence(table: str, args) -> dict:
+    """Relative L2 of the persistence forecast on the table's test split, by the task's own evaluation."""
+    from torch.utils.data import default_collate
+
+    from neurodyn.experiments import load_experiment
+    from neurodyn.train.experiment import build_data, build_task
+
+    preset, extra = next(iter(RUNS[table].values()))  # an ST-SSM preset: time layout, K given frames
+    cfg = load_experiment(preset, args.scale, BUDGET[table] + extra + list(args.common))
+    data = build_data(cfg, progress=False)
+    task = build_task(cfg, data)
+    test = data["sets"]["test"]
+    batches = (default_collate([test[i] for i in range(j, min(j + 32, len(test)))]) for j in range(0, len(test), 32))
+    res = task.evaluate(_Persistence(test.channels), batches)
+    return {"rel_l2": res["rel_l2"], "first_step": res["rel_l2_per_step"][0],
+            "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
+
+
+def load(table: str) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = {}
+    for f in sorted((OUT / f"table{table}").glob("*.json")):
+        r = json.loads(f.read_text())
+        rows.setdefault(r["label"], []).append(r)
+    return rows
+
+
+def report(table: str, args=None) -> None:
+    rows = load(table)
+    if not rows:
+        print(f"no runs recorded under {OUT / f'table{table}'}")
+        return
+    print(f"| run | params (paper) | res | seeds | test rel. L2, mean +- std | per seed | paper | "
+          f"1st step | steps 1-5 | train min / run | final train loss |")
+    print("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|")
+    means = {}
+    for label in RUNS[table]:
+        rs = sorted(rows.get(label, []), key=lambda r: r["seed"])
+        if not rs:
+            continue
+        v = [r["rel_l2"] for r in rs]
+        means[label] = statistics.mean(v)
+        std = statistics.stdev(v) if len(v) > 1 else 0.0
+        pv, pp = PAPER[table][label]
+        print(f"| {label} | {rs[0]['params']:,} ({pp:,}) | {rs[0]['resolution']} | "
+              f"{','.join(str(r['seed']) for r in rs)} | {means[label]:.4f} +- {std:.4f} | "
+              f"{' '.join(f'{x:.4f}' for x in v)} | {pv:.4f} | "
+              f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
+              f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
+              f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
+              f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} |")
+    if args is not None:
+        res = [""] if table == "5" else [64, 32]
+        for r in res:
+            if r:
+                args.common = [c for c in args.common if not c.startswith("data.resolution")] + [f"data.resolution={r}"]
+            p = persistence(table, args)
+            print(f"| persistence u(t+1) = u(t) | 0 | {r or 16} | - | {p['rel_l2']:.4f} | - | - | "
+                  f"{p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - |")
+    groups = [[k for k in means if k.endswith(f"-r{r}")] for r in (64, 32)] if table == "1" else [list(means)]
+    for g in groups:
+        if len(g) < 2:
+            continue
+        ours = sorted(g, key=means.get)
+        first = sorted(g, key=lambda k: statistics.mean(r["rel_l2_per_step"][0] for r in rows[k]))
+        paper = sorted(g, key=lambda k: PAPER[table][k][0])
+        print(f"\nordering (best first), ours:  {' < '.join(ours)}\nordering (best first), paper: "
+              f"{' < '.join(paper)}\nsame ordering: {ours == paper}; best model ours / paper: {ours[0]} / {paper[0]}"
+              f"\nordering by the first-step error: {' < '.join(first)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", choices=sorted(RUNS), required=True)
+    ap.add_argument("--only", nargs="*", default=None, help="labels to run (default: all of the table)")
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--scale", default="cpu")
+    ap.add_argument("--common", nargs="*", default=[], help="extra overrides for every run")
+    ap.add_argument("--tag", default="stssm_tables", help="results go to benchmarks/results/<tag>/table<k>/")
+    ap.add_argument("--runs-dir", default="runs/bench/stssm_tables")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args()
+    global OUT
+    OUT = HERE / "results" / args.tag
+    if args.report:
+        report(args.table, args)
+        return
+    torch.set_num_threads(args.threads)
+    labels = args.only or list(RUNS[args.table])
+    unknown = [l for l in labels if l not in RUNS[args.table]]
+    if unknown:
+        raise SystemExit(f"unknown run(s) {unknown}; table {args.table} has {list(RUNS[args.table])}")
+    for seed in args.seeds:
+        for label in labels:
+            out = OUT / f"table{args.table}" / f"{label}-s{seed}.json"
+            if out.exists() and not args.force:
+                print(f"{label} seed {seed}: recorded already ({out})")
+                continue
+            rec = run_one(args.table, label, seed, args, out)
+            print(f"{label} seed {seed}: test rel. L2 {rec['rel_l2']:.4f}, {rec['params']:,} parameters, "
+                  f"{rec['train_seconds']:.0f} s training, load {rec['load_avg'][0]:.1f}", flush=True)
+    print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
+    report(args.table, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,699 @@
+"""CHONN experiments (issue 8): drivers, paper-specific metrics, tables and relative-gain plots.
+
+``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``, or
+from Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
+:func:`neurodyn.train.experiment.run_experiment` into ``<out_dir>/runs/<name>`` and writes
+``result.json`` beside it; a finished run is never trained again, so a benchmark can be split over
+processes (``--seeds 0`` in one, ``--seeds 1`` in another) and ``--report`` rebuilds the tables and
+plots from whatever has finished. Outputs in ``out_dir`` (default ``benchmarks/results/chonn/<name>``):
+``results.json`` (every run), ``tables.md`` and PNG plots.
+
+Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are our own measurements):
+
+* ``chonn-order`` (Fig. 3): targets T_n = (I - tau^2 d_ss)^-n; CHONN of order n (one n-cell block)
+  against n stacked first-order blocks ("D n"), plus the parameter-matched composite 2x2 against D3.
+  Metrics (per sample, averaged): RelL2 point (48), spectral (49, one-sided rfft), derivative (50,
+  periodic central difference).
+* ``chonn-poisson`` (Fig. 4g): U-Net (order 0) and CHONN-UNet orders 1-4; RelL1 % (59), range-normalised
+  nRMSE (60), MaxMSE (61) on the in-distribution (K = 16) and out-of-distribution (K = 20) test sets.
+* ``chonn-darcy`` (Fig. 4c-d): CHONN-UNet vs U-Net vs FNO, one training protocol; the PDEBench-style table
+  of :mod:`neurodyn.train.metrics` plus RelL1.
+* ``chonn-rollout`` (Fig. 5b-f): shallow water (10 frames in, rollout to the end) and Navier-Stokes 40-step
+  rollouts from m = 3, 5, 10 frames; CHONN-FNO vs FNO; mean and per-step relative L2.
+
+Timing and threads: ``--threads`` (default 1) is set with ``torch.set_num_threads`` before anything runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from .bench import REPO
+
+Tensor = torch.Tensor
+
+RESULTS_DIR = REPO / "benchmarks" / "results" / "chonn"
+
+# ------------------------------------------------------------------------------------------------
+# metrics of the paper (per sample, averaged over the test set)
+
+
+@torch.no_grad()
+def order_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
+    """RelL2 point (Eq. 48), spectral (Eq. 49; one-sided rfft) and derivative (Eq. 50; periodic central
+    difference) of 1-D fields ``(N, L, 1)`` or ``(N, L)``, each the mean over samples."""
+    p = pred.double().reshape(pred.shape[0], -1)
+    t = true.double().reshape(true.shape[0], -1)
+    rel = lambda a, b: ((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-300)).mean().item()  # noqa: E731
+    fp, ft = torch.fft.rfft(p, dim=-1), torch.fft.rfft(t, dim=-1)
+    der = lambda f: (f.roll(-1, dims=-1) - f.roll(1, dims=-1)) / 2  # noqa: E731  (h cancels in the ratio)
+    return {"rel_l2_point": rel(p, t), "rel_l2_spec": rel(fp, ft), "rel_l2_der": rel(der(p), der(t))}
+
+
+@torch.no_grad()
+def poisson_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
+    """RelL1 in % (Eq. 59), nRMSE normalised by the true field's range (Eq. 60) and MaxMSE (Eq. 61, the
+    largest squared point error) of fields ``(N, *spatial, C)``, each per sample then averaged."""
+    n = pred.shape[0]
+    e = (pred.double() - true.double()).reshape(n, -1)
+    t = true.double().reshape(n, -1)
+    rel_l1 = 100 * e.abs().sum(-1) / t.abs().sum(-1).clamp_min(1e-300)
+    nrmse = e.square().mean(-1).sqrt() / (t.amax(-1) - t.amin(-1)).clamp_min(1e-300)
+    return {"rel_l1_pct": rel_l1.mean().item(), "nrmse_range": nrmse.mean().item(),
+            "max_mse": e.square().amax(-1).mean().item()}
+
+
+# ------------------------------------------------------------------------------------------------
+# running presets and evaluating checkpoints
+
+
+def _set_threads(threads: int) -> None:
+    torch.set_num_threads(int(threads))
+
+
+def train_run(preset: str, scale: str, overrides: Sequence[str], run_dir: Path) -> dict[str, Any]:
+    """Train ``preset`` at ``scale`` with ``overrides`` into ``run_dir`` (resumes; a finished run is reused)."""
+    from .experiments import load_experiment
+    from .models import count_parameters
+    from .train.experiment import run_experiment
+
+    cfg = load_experiment(preset, scale, list(overrides))
+    done = run_dir / "train_done.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    t0 = time.time()
+    run_experiment(cfg, run_dir, resume=True, progress=False)
+    hist = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    from .models import load
+
+    model = load(run_dir / "checkpoints" / "last.pt")
+    info = {"preset": preset, "scale": scale, "overrides": list(overrides), "params": count_parameters(model),
+            "train_seconds": sum(h["seconds"] for h in hist), "wall_seconds": time.time() - t0,
+            "epochs": len(hist), "final_train_loss": hist[-1]["train_loss"] if hist else float("nan"),
+            "seconds_per_epoch": statistics.median(h["seconds"] for h in hist) if hist else float("nan")}
+    done.write_text(json.dumps(info, indent=1))
+    return info
+
+
+def _restore(run_dir: Path, which: str = "last"):
+    """(cfg, data, task, model) of a trained run with the checkpoint's normalizers and weights."""
+    from .models import build
+    from .train.checkpoint import read_checkpoint
+    from .train.experiment import build_data, build_task
+
+    ckpt = read_checkpoint(run_dir / "checkpoints" / f"{which}.pt", map_location="cpu")
+    cfg = ckpt["experiment"]
+    data = build_data(cfg, "cpu", progress=False)
+    task = build_task(cfg, data)
+    for key, norm in task.normalizers().items():
+        norm.load_state_dict(ckpt["normalizers"][key])
+    model = build(ckpt["model"]["name"], ckpt["model"]["config"])
+    model.load_state_dict(ckpt["model_state"])
+    model.eval()
+    return cfg, data, task, model
+
+
+def _batches(dataset, batch_size: int = 32) -> Iterable[dict[str, Tensor]]:
+    from torch.utils.data import default_collate
+
+    for i in range(0, len(dataset), batch_size):
+        yield default_collate([dataset[j] for j in range(i, min(len(dataset), i + batch_size))])
+
+
+@torch.no_grad()
+def predict_steady(task, model, dataset, batch_size: int = 32) -> tuple[Tensor, Tensor]:
+    """Predictions and targets ``(N, *spatial, C)`` (physical units) of a steady dataset."""
+    preds, trues = [], []
+    for batch in _batches(dataset, batch_size):
+        preds.append(task.predict(model, batch))
+        trues.append(batch["y"])
+    return torch.cat(preds), torch.cat(trues)
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return float("nan"), float("nan")
+    return float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+
+
+def _fmt(m: float, s: float | None = None, digits: int = 4) -> str:
+    if not math.isfinite(m):
+        return "-"
+    txt = f"{m:.{digits}g}"
+    return txt + (f" ± {s:.2g}" if s is not None and math.isfinite(s) and s > 0 else "")
+
+
+def _save_results(out_dir: Path, results: list[dict[str, Any]]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+
+
+def _header(title: str, scale: str, seeds: Sequence[int], extra: str = "") -> list[str]:
+    return [f"## {title}", "", f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; scale `{scale}`; "
+            f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}" + (f"; {extra}" if extra else ""), ""]
+
+
+# ------------------------------------------------------------------------------------------------
+# relative-gain and rollout plots
+
+
+def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float]],
+                   metrics: Sequence[str]) -> dict[str, tuple[float, str]]:
+    """Per metric: ``1 - chonn / min(baselines)`` (positive: CHONN lower = better) and the stronger baseline."""
+    out = {}
+    for m in metrics:
+        vals = {name: b[m] for name, b in baselines.items() if m in b and math.isfinite(b[m])}
+        if not vals or m not in chonn:
+            continue
+        best = min(vals, key=vals.get)
+        out[m] = (1.0 - chonn[m] / vals[best] if vals[best] else float("nan"), best)
+    return out
+
+
+def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: str) -> None:
+    """Bar chart of the relative gain of CHONN over the stronger baseline per metric (like Figs. 4d / 5c)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(gains)
+    vals = [100 * gains[n][0] for n in names]
+    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.4))
+    ax.bar(range(len(names)), vals, color=["tab:green" if v >= 0 else "tab:red" for v in vals])
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("gain over stronger baseline (%)")
+    ax.set_title(title, fontsize=10)
+    for i, n in enumerate(names):
+        ax.annotate(gains[n][1], (i, vals[i]), ha="center", va="bottom" if vals[i] >= 0 else "top", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) -> None:
+    """Per-step relative L2 of several models (like Fig. 5f)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name, c in curves.items():
+        ax.plot(range(1, len(c) + 1), c, label=name, ls="--" if "fno" in name and "chonn" not in name else "-")
+    ax.set_xlabel("rollout step")
+    ax.set_ylabel("relative L2")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# (a) the order-defined 1-D benchmark
+
+ORDER_MODELS = {"o1": (1,), "o2": (2,), "o3": (3,), "o4": (4,), "d2": (1, 1), "d3": (1, 1, 1),
+                "d4": (1, 1, 1, 1), "2x2": (2, 2), "2x3": (2, 2, 2), "3x2": (3, 3)}
+ORDER_METRICS = ("rel_l2_point", "rel_l2_spec", "rel_l2_der")
+
+
+def default_order_grid(targets: Sequence[int], composite_targets: Sequence[int] = (3,)) -> list[tuple[int, str]]:
+    """Matched order (CHONN order n and depth n on T_n; n = 1 is one model) and the parameter-matched
+    2x2 vs D3 on ``composite_targets``."""
+    grid = []
+    for n in targets:
+        grid.append((n, f"o{n}"))
+        if n > 1:
+            grid.append((n, f"d{n}"))
+    for n in targets:
+        if n in composite_targets:
+            for m in ("2x2", "d3"):
+                if (n, m) not in grid:
+                    grid.append((n, m))
+    return grid
+
+
+def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), out_dir: Path | None = None,
+                        targets: Sequence[int] = (1, 2, 3, 4), grid: Sequence[tuple[int, str]] | None = None,
+                        overrides: Sequence[str] = (), train: bool = True) -> list[dict[str, Any]]:
+    """Train and evaluate every (target, model) of ``grid`` for every seed; returns the result records."""
+    out_dir = Path(out_dir or RESULTS_DIR / "order")
+    grid = list(grid or default_order_grid(targets))
+    results = []
+    for seed in seeds:
+        for n, name in grid:
+            run = out_dir / "runs" / f"T{n}-{name}-s{seed}"
+            res_file = run / "result.json"
+            if res_file.exists():
+                results.append(json.loads(res_file.read_text()))
+                continue
+            if not train:
+                continue
+            ov = [f"data.order={n}", f"model.orders={list(ORDER_MODELS[name])}", f"train.seed={seed}", *overrides]
+            info = train_run("chonn1d/order1d", scale, ov, run)
+            _, data, task, model = _restore(run)
+            pred, true = predict_steady(task, model, data["sets"]["test"])
+            rec = {"target": n, "model": name, "seed": seed, **info, **order_metrics(pred, true)}
+            res_file.write_text(json.dumps(rec, indent=1))
+            results.append(rec)
+            print(f"[chonn-order] T{n} {name} seed {seed}: " + ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
+                  flush=True)
+    _save_results(out_dir, results)
+    return results
+
+
+def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
+    """Markdown tables (mean ± std over seeds) and the derivative-gain plot of the order benchmark."""
+    from collections import defaultdict
+
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for r in results:
+        groups[(r["target"], r["model"])].append(r)
+    lines = _header("Order-defined 1-D benchmark (Fig. 3)", scale, seeds,
+                    "`neurodyn bench chonn-order --scale " + scale + "`")
+    lines += ["| target | model | blocks x order | params | RelL2 point | RelL2 spec | RelL2 der | s / epoch | n |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    stats: dict[tuple[int, str], dict[str, tuple[float, float]]] = {}
+    for (n, name) in sorted(groups, key=lambda k: (k[0], list(ORDER_MODELS).index(k[1]))):
+        rs = groups[(n, name)]
+        st = {m: _mean_std([r[m] for r in rs]) for m in ORDER_METRICS}
+        stats[(n, name)] = st
+        orders = ORDER_MODELS[name]
+        shape = f"{len(orders)} x {orders[0]}"
+        lines.append(f"| T{n} | {name} | {shape} | {rs[0]['params']:,} | " + " | ".join(_fmt(*st[m]) for m in ORDER_METRICS)
+                     + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
+    # CHONN vs depth at matched order: relative reduction of each error, per target, seed-paired
+    lines += ["", "Relative reduction of each error by CHONN order n over the depth-n stack on T_n, "
+              "`1 - err(o_n) / err(d_n)` (positive: CHONN better), mean ± std over seeds (paired by seed):", "",
+              "| target | RelL2 point | RelL2 spec | RelL2 der | CHONN better on der in |", "| --- | ---: | ---: | ---: | ---: |"]
+    gains_der = {}
+    for n in sorted({k[0] for k in groups}):
+        a, b = groups.get((n, f"o{n}"), []), groups.get((n, f"d{n}"), [])
+        by_seed = {r["seed"]: r for r in b}
+        pairs = [(r, by_seed[r["seed"]]) for r in a if r["seed"] in by_seed]
+        if not pairs:
+            continue
+        cells, wins = [], 0
+        for m in ORDER_METRICS:
+            red = [1 - x[m] / y[m] for x, y in pairs]
+            cells.append(_fmt(*_mean_std(red), digits=3))
+            if m == "rel_l2_der":
+                gains_der[n] = _mean_std(red)
+                wins = sum(v > 0 for v in red)
+        lines.append(f"| T{n} | " + " | ".join(cells) + f" | {wins} / {len(pairs)} seeds |")
+    # parameter-matched composite
+    rows = []
+    for n in sorted({k[0] for k in groups}):
+        if (n, "2x2") in groups and (n, "d3") in groups:
+            a, b = stats[(n, "2x2")], stats[(n, "d3")]
+            pa, pb = groups[(n, "2x2")][0]["params"], groups[(n, "d3")][0]["params"]
+            rows.append(f"| T{n} | {pa:,} / {pb:,} | " + " | ".join(f"{_fmt(*a[m])} / {_fmt(*b[m])}" for m in ORDER_METRICS) + " |")
+    if rows:
+        lines += ["", "Parameter-matched composite 2x2 (two 2-order blocks) vs depth 3 (three first-order blocks), "
+                  "2x2 / D3:", "", "| target | params | RelL2 point | RelL2 spec | RelL2 der |",
+                  "| --- | ---: | ---: | ---: | ---: |", *rows]
+    if gains_der:
+        _plot_order_gains(gains_der, out_dir / "order_derivative_gain.png")
+        lines += ["", f"![derivative gain](results/chonn/{out_dir.name}/order_derivative_gain.png)"]
+    text = "\n".join(lines) + "\n"
+    (out_dir / "tables.md").write_text(text)
+    return text
+
+
+def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = sorted(gains)
+    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+    ax.bar([f"T{n}" for n in ns], [100 * gains[n][0] for n in ns], yerr=[100 * gains[n][1] for n in ns],
+           color="tab:blue", capsize=3)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_ylabel("reduction of RelL2_der (%)")
+    ax.set_title("CHONN order n vs depth-n stack (like Fig. 3b)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+# (b) Poisson order ablation
+
+POISSON_METRICS = ("rel_l1_pct", "nrmse_range", "max_mse")
+
+
+def _ood_dataset(scale: str):
+    from .data.datasets import SteadyDataset
+    from .data.store import StoredDataset
+    from .experiments import load_experiment
+    from .train.experiment import ensure_dataset
+
+    d = load_experiment("data/poisson_ood", scale)["data"]
+    store = StoredDataset(ensure_dataset(d, progress=False))
+    return SteadyDataset(store, np.arange(store.n_samples))
+
+
+def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: Path | None = None,
+                          orders: Sequence[int] = (0, 1, 2, 3, 4), overrides: Sequence[str] = (),
+                          train: bool = True) -> list[dict[str, Any]]:
+    """U-Net (order 0) and CHONN-UNet orders 1-4 on Poisson; ID (K = 16) and OOD (K = 20) metrics."""
+    out_dir = Path(out_dir or RESULTS_DIR / "poisson")
+    results = []
+    ood = None
+    for seed in seeds:
+        for order in orders:
+            run = out_dir / "runs" / f"order{order}-s{seed}"
+            res_file = run / "result.json"
+            if res_file.exists():
+                results.append(json.loads(res_file.read_text()))
+                continue
+            if not train:
+                continue
+            ov = [f"train.seed={seed}", *overrides]
+            if order == 0:
+                info = train_run("unet/poisson", scale, ov, run)
+            else:
+                info = train_run("chonn_unet/poisson", scale, [f"model.order={order}", *ov], run)
+            _, data, task, model = _restore(run)
+            rec = {"order": order, "seed": seed, **info}
+            pred, true = predict_steady(task, model, data["sets"]["test"], 16)
+            rec.update({f"id_{k}": v for k, v in poisson_metrics(pred, true).items()})
+            ood = ood if ood is not None else _ood_dataset(scale)
+            pred, true = predict_steady(task, model, ood, 16)
+            rec.update({f"ood_{k}": v for k, v in poisson_metrics(pred, true).items()})
+            res_file.write_text(json.dumps(rec, indent=1))
+            results.append(rec)
+            print(f"[chonn-poisson] order {order} seed {seed}: ID RelL1 {rec['id_rel_l1_pct']:.3f} %, "
+                  f"OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %", flush=True)
+    _save_results(out_dir, results)
+    return results
+
+
+def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
+    from collections import defaultdict
+
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for r in results:
+        groups[r["order"]].append(r)
+    lines = _header("Poisson order ablation (Fig. 4g)", scale, seeds, f"`neurodyn bench chonn-poisson --scale {scale}`")
+    lines += ["| order | params | ID RelL1 % | ID nRMSE | ID MaxMSE | OOD RelL1 % | OOD nRMSE | OOD MaxMSE | s / epoch | n |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    means: dict[int, dict[str, float]] = {}
+    for order in sorted(groups):
+        rs = groups[order]
+        cells = []
+        means[order] = {}
+        for pre in ("id", "ood"):
+            for m in POISSON_METRICS:
+                ms = _mean_std([r[f"{pre}_{m}"] for r in rs])
+                means[order][f"{pre}_{m}"] = ms[0]
+                cells.append(_fmt(*ms))
+        lines.append(f"| {order} | {rs[0]['params']:,} | " + " | ".join(cells)
+                     + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
+    if 0 in means and len(means) > 1:
+        keys = [f"{p}_{m}" for p in ("id", "ood") for m in POISSON_METRICS]
+        best = min((o for o in means if o > 0), key=lambda o: means[o]["id_rel_l1_pct"])
+        gains = relative_gains(means[best], {"order 0": means[0]}, keys)
+        plot_relative_gain(gains, out_dir / "poisson_gain.png",
+                           f"Poisson: CHONN-UNet order {best} (best ID RelL1) vs U-Net")
+        lines += ["", f"Relative gain of the best order ({best}) over order 0: " + ", ".join(
+            f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
+            "", f"![poisson gain](results/chonn/{out_dir.name}/poisson_gain.png)"]
+    text = "\n".join(lines) + "\n"
+    (out_dir / "tables.md").write_text(text)
+    return text
+
+
+# ------------------------------------------------------------------------------------------------
+# (c) Darcy
+
+DARCY_MODELS = {"chonn_unet": "chonn_unet/darcy", "unet": "unet/darcy", "fno": "fno/darcy"}
+DARCY_METRICS = ("rel_l2", "rel_l1_pct", "rmse", "nrmse", "max_err", "crmse", "brmse", "frmse_low", "frmse_mid",
+                 "frmse_high")
+# one protocol for the three models at cpu scale (overrides every preset's own training section)
+DARCY_PROTOCOL = {"cpu": ["train.epochs=4", "train.batch_size=20", "train.optimizer=adamw", "train.scheduler=onecycle",
+                          "train.lr=2e-3", "train.weight_decay=1e-4", "train.loss=rel_l2", "data.n_train=1000",
+                          "data.n_test=200"],
+                  "tiny": ["train.epochs=1"], "paper": []}
+DARCY_MODEL_OVERRIDES = {"cpu": {"chonn_unet": ["model.init_features=8"], "unet": ["model.init_features=8"],
+                                 "fno": ["model.width=32", "model.modes=[12,12]"]}}
+
+
+def run_darcy_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: Path | None = None,
+                        models: Sequence[str] = tuple(DARCY_MODELS), overrides: Sequence[str] = (),
+                        train: bool = True) -> list[dict[str, Any]]:
+    """CHONN-UNet vs U-Net vs FNO on Darcy with one protocol; PDEBench-style metrics + RelL1."""
+    from .train.metrics import evaluate_fields
+
+    out_dir = Path(out_dir or RESULTS_DIR / "darcy")
+    results = []
+    for seed in seeds:
+        for name in models:
+            run = out_dir / "runs" / f"{name}-s{seed}"
+            res_file = run / "result.json"
+            if res_file.exists():
+                results.append(json.loads(res_file.read_text()))
+                continue
+            if not train:
+                continue
+            ov = [*DARCY_PROTOCOL.get(scale, []), *DARCY_MODEL_OVERRIDES.get(scale, {}).get(name, []),
+                  f"train.seed={seed}", *overrides]
+            info = train_run(DARCY_MODELS[name], scale, ov, run)
+            _, data, task, model = _restore(run)
+            pred, true = predict_steady(task, model, data["sets"]["test"], 20)
+            rec = {"model": name, "seed": seed, **info, **evaluate_fields(pred, true),
+                   "rel_l1_pct": poisson_metrics(pred, true)["rel_l1_pct"]}
+            hist = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+            rec["train_loss_curve"] = [h["train_loss"] for h in hist]
+            res_file.write_text(json.dumps(rec, indent=1))
+            results.append(rec)
+            print(f"[chonn-darcy] {name} seed {seed}: rel_l2 {rec['rel_l2']:.4g}", flush=True)
+    _save_results(out_dir, results)
+    return results
+
+
+def _model_table(results, key: str, metrics: Sequence[str], order: Sequence[str]) -> tuple[list[str], dict]:
+    from collections import defaultdict
+
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        groups[r[key]].append(r)
+    lines = ["| model | params | " + " | ".join(metrics) + " | s / epoch | n |",
+             "| --- | ---: | " + " | ".join("---:" for _ in metrics) + " | ---: | ---: |"]
+    means = {}
+    for name in [m for m in order if m in groups]:
+        rs = groups[name]
+        st = {m: _mean_std([r[m] for r in rs]) for m in metrics}
+        means[name] = {m: st[m][0] for m in metrics}
+        lines.append(f"| {name} | {rs[0]['params']:,} | " + " | ".join(_fmt(*st[m]) for m in metrics)
+                     + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
+    return lines, means
+
+
+def report_darcy(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
+    lines = _header("Darcy flow (Fig. 4c-d)", scale, seeds, f"`neurodyn bench chonn-darcy --scale {scale}`")
+    table, means = _model_table(results, "model", DARCY_METRICS, list(DARCY_MODELS))
+    lines += table
+    if "chonn_unet" in means and len(means) > 1:
+        gains = relative_gains(means["chonn_unet"], {k: v for k, v in means.items() if k != "chonn_unet"},
+                               DARCY_METRICS)
+        plot_relative_gain(gains, out_dir / "darcy_gain.png", "Darcy: CHONN-UNet vs stronger of U-Net / FNO")
+        lines += ["", "Relative gain of CHONN-UNet over the stronger baseline per metric: " + ", ".join(
+            f"{k} {100 * v[0]:+.1f} % (vs {v[1]})" for k, v in gains.items()),
+            "", f"![darcy gain](results/chonn/{out_dir.name}/darcy_gain.png)"]
+    text = "\n".join(lines) + "\n"
+    (out_dir / "tables.md").write_text(text)
+    return text
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) shallow water and Navier-Stokes rollouts
+
+ROLLOUT_FIELD_METRICS = ("rmse", "nrmse", "max_err", "crmse", "brmse", "frmse_low", "frmse_mid", "frmse_high")
+
+
+def run_rollout_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: Path | None = None,
+                          histories: Sequence[int] = (3, 5, 10), shallow_water: bool = True,
+                          navier_stokes: bool = True, overrides: Sequence[str] = (),
+                          train: bool = True, models: Sequence[str] = ("chonn_fno", "fno")) -> list[dict[str, Any]]:
+    """CHONN-FNO vs FNO: shallow water (10 frames in) and NS rollouts (40 steps in the paper) from m = 3, 5, 10
+    frames."""
+    out_dir = Path(out_dir or RESULTS_DIR / "rollout")
+    jobs = []
+    if shallow_water:
+        for name in models:
+            jobs.append(("swe", name, 10, f"{name}/shallow_water", []))
+    if navier_stokes:
+        for m in histories:
+            for name in models:
+                jobs.append(("ns", name, m, f"{name}/navier_stokes_rollout",
+                             [f"data.t_in={m}", f"data.t_start={11 - m}"]))
+    results = []
+    for seed in seeds:
+        for task_name, name, m, preset, ov in jobs:
+            run = out_dir / "runs" / f"{task_name}-m{m}-{name}-s{seed}"
+            res_file = run / "result.json"
+            if res_file.exists():
+                results.append(json.loads(res_file.read_text()))
+                continue
+            if not train:
+                continue
+            info = train_run(preset, scale, [*ov, f"train.seed={seed}", *overrides], run)
+            _, data, task, model = _restore(run)
+            ev = task.evaluate(model, _batches(data["sets"]["test"], 10))
+            rec = {"task": task_name, "model": name, "history": m, "seed": seed, **info,
+                   "rel_l2": ev["rel_l2"], "rel_l2_per_step": ev["rel_l2_per_step"],
+                   **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
+            res_file.write_text(json.dumps(rec, indent=1))
+            results.append(rec)
+            print(f"[chonn-rollout] {task_name} m={m} {name} seed {seed}: rel_l2 {rec['rel_l2']:.4g}", flush=True)
+    _save_results(out_dir, results)
+    return results
+
+
+def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
+    from collections import defaultdict
+
+    lines = _header("Shallow water and Navier-Stokes rollouts (Fig. 5b-f)", scale, seeds,
+                    f"`neurodyn bench chonn-rollout --scale {scale}`")
+    swe = [r for r in results if r["task"] == "swe"]
+    if swe:
+        metrics = ("rel_l2", *ROLLOUT_FIELD_METRICS)
+        table, means = _model_table(swe, "model", metrics, ["chonn_fno", "fno"])
+        lines += ["Shallow water (10 frames in, rollout over the remaining frames; field metrics over all rolled-out "
+                  "frames):", "", *table]
+        if len(means) == 2:
+            gains = relative_gains(means["chonn_fno"], {"fno": means["fno"]}, metrics)
+            plot_relative_gain(gains, out_dir / "swe_gain.png", "Shallow water: CHONN-FNO vs FNO")
+            lines += ["", "Relative gain of CHONN-FNO over FNO: " + ", ".join(
+                f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
+                "", f"![swe gain](results/chonn/{out_dir.name}/swe_gain.png)"]
+        curves = _mean_curves(swe, lambda r: r["model"])
+        plot_rollout_curves(curves, out_dir / "swe_per_step.png", "Shallow water: per-step relative L2")
+        lines += ["", f"![swe per step](results/chonn/{out_dir.name}/swe_per_step.png)"]
+    ns = [r for r in results if r["task"] == "ns"]
+    if ns:
+        groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        for r in ns:
+            groups[(r["history"], r["model"])].append(r)
+        T = len(ns[0]["rel_l2_per_step"])
+        lines += ["", f"Navier-Stokes (nu = 1e-3), mean relative L2 over the {T}-step rollout (targets t = 11..{10 + T}), "
+                  f"mean ± std over seeds; 'CHONN below FNO': steps (of {T}) where CHONN-FNO's mean curve is below FNO's:",
+                  "", f"| history | CHONN-FNO | FNO | gain | error at step {T}, CHONN-FNO / FNO | CHONN below FNO | "
+                  "params CHONN / FNO |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for m in sorted({k[0] for k in groups}):
+            a, b = groups.get((m, "chonn_fno"), []), groups.get((m, "fno"), [])
+            if not a or not b:
+                continue
+            ma, mb = _mean_std([r["rel_l2"] for r in a]), _mean_std([r["rel_l2"] for r in b])
+            ca, cb = np.mean([r["rel_l2_per_step"] for r in a], 0), np.mean([r["rel_l2_per_step"] for r in b], 0)
+            below = int((ca < cb).sum())
+            lines.append(f"| {m} -> 1 | {_fmt(*ma)} | {_fmt(*mb)} | {100 * (1 - ma[0] / mb[0]):+.1f} % | "
+                         f"{ca[-1]:.4g} / {cb[-1]:.4g} | {below} / {len(ca)} | {a[0]['params']:,} / {b[0]['params']:,} |")
+        curves = _mean_curves(ns, lambda r: f"{r['model']} {r['history']}->1")
+        plot_rollout_curves(curves, out_dir / "ns_per_step.png", "Navier-Stokes: per-step relative L2")
+        lines += ["", f"![ns per step](results/chonn/{out_dir.name}/ns_per_step.png)"]
+    text = "\n".join(lines) + "\n"
+    (out_dir / "tables.md").write_text(text)
+    return text
+
+
+def _mean_curves(results, key) -> dict[str, list[float]]:
+    from collections import defaultdict
+
+    g: dict[str, list] = defaultdict(list)
+    for r in results:
+        g[key(r)].append(r["rel_l2_per_step"])
+    return {k: np.mean(v, 0).tolist() for k, v in sorted(g.items())}
+
+
+# ------------------------------------------------------------------------------------------------
+# command line (``neurodyn bench chonn-*``)
+
+EXPERIMENTS = {
+    "chonn-order": (run_order_benchmark, report_order, "order", (0, 1, 2)),
+    "chonn-poisson": (run_poisson_benchmark, report_poisson, "poisson", (0, 1)),
+    "chonn-darcy": (run_darcy_benchmark, report_darcy, "darcy", (0, 1)),
+    "chonn-rollout": (run_rollout_benchmark, report_rollout, "rollout", (0, 1)),
+}
+DESCRIPTIONS = {
+    "chonn-order": "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on T1-T4 (point/spectral/derivative "
+                   "RelL2), 2x2 vs depth 3",
+    "chonn-poisson": "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB orders 1-4, ID K=16 / OOD K=20",
+    "chonn-darcy": "CHONN Fig. 4c-d: CHONN-UNet vs U-Net vs FNO on Darcy, PDEBench metric table, relative gains",
+    "chonn-rollout": "CHONN Fig. 5: CHONN-FNO vs FNO, shallow-water rollout and NS 40-step rollout from 3/5/10 frames",
+}
+
+
+def main(name: str, scale: str, argv: Sequence[str]) -> int:
+    """``neurodyn bench NAME`` entry point for the four CHONN experiments."""
+    run_fn, report_fn, sub, default_seeds = EXPERIMENTS[name]
+    p = argparse.ArgumentParser(prog=f"neurodyn bench {name}", description=DESCRIPTIONS[name])
+    p.add_argument("--seeds", type=int, nargs="+", default=list(default_seeds), help="training seeds")
+    p.add_argument("--out", type=Path, default=None, help=f"output folder (default {RESULTS_DIR / sub})")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--report", action="store_true", help="only rebuild tables and plots from finished runs")
+    p.add_argument("--only", nargs="+", default=None,
+                   help="subset: order: TARGET:MODEL pairs (e.g. 3:o3 3:d3); poisson: orders; darcy: models; "
+                        "rollout: swe and/or ns-<m> (with --models)")
+    p.add_argument("--models", nargs="+", default=None, help="rollout only: chonn_fno and/or fno")
+    p.add_argument("overrides", nargs="*", help="key.path=value overrides applied to every run")
+    a = p.parse_args(list(argv))
+    _set_threads(a.threads)
+    out = Path(a.out or RESULTS_DIR / sub)
+    kw: dict[str, Any] = {"overrides": a.overrides, "train": not a.report}
+    if a.only:
+        if name == "chonn-order":
+            kw["grid"] = [(int(t), m) for t, m in (x.split(":") for x in a.only)]
+        elif name == "chonn-poisson":
+            kw["orders"] = [int(x) for x in a.only]
+        elif name == "chonn-darcy":
+            kw["models"] = list(a.only)
+        else:
+            kw["shallow_water"] = "swe" in a.only
+            hist = [int(x.split("-")[1]) for x in a.only if x.startswith("ns-")]
+            kw["navier_stokes"] = bool(hist)
+            if hist:
+                kw["histories"] = hist
+    if a.models and name == "chonn-rollout":
+        kw["models"] = list(a.models)
+    results = run_fn(scale, a.seeds, out, **kw)
+    if a.report:  # gather every finished run in the folder, whatever the subset
+        results = [json.loads(f.read_text()) for f in sorted(out.glob("runs/*/result.json"))]
+        seeds = sorted({r["seed"] for r in results})
+    else:
+        seeds = a.seeds
+    print(report_fn(results, out, scale, seeds))
+    return 0
+
+
+def _bench_entry(name: str):
+    def run(scale: str, argv: list[str]) -> int:
+        return main(name, scale, argv)
+
+    return run
+
+
+def register_benchmarks() -> None:
+    """Add the four experiments to :data:`neurodyn.bench.BENCHMARKS`."""
+    from . import bench
+
+    for name in EXPERIMENTS:
+        bench.register(name, _bench_entry(name), DESCRIPTIONS[name])

@@ -1,0 +1,289 @@
+"""GeoMaNO ablation (paper Table 3) as one command: ``neurodyn bench geomano-ablation --scale cpu``.
+
+Trains the ``geomano/darcy`` (and with ``--bench ns`` the ``geomano/navier_stokes``) preset at a scale under
+every variant of Table 3 -- SSM (vanilla 1-D / 2-D) x positional embedding x geometric correction (None =
+Mamba's D only, fixed 0001 / 0011 / 0111, learnable) -- plus rows the paper does not have: neither D nor R,
+R in VMamba's digit order, the four-corner 2-D scan. Every run is one ``run_experiment`` of the preset with
+overrides, in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``, ``torch.set_num_threads(threads)``), its
+record a JSON file under ``out_dir`` (runs whose JSON exists are skipped; ``--force`` redoes them).
+The table gives mean +- std over seeds of the final-epoch test relative L2 beside the paper's number.
+
+    neurodyn bench geomano-ablation --scale cpu                      # Darcy, seeds 0 1, all variants
+    neurodyn bench geomano-ablation --scale cpu --seeds 0 1 2 --jobs 3
+    neurodyn bench geomano-ablation --scale cpu --bench ns --variants 1d-pe-none 1d-pe-learnable 2d-none
+    neurodyn bench geomano-ablation --report                         # the table of what is recorded
+
+Python: ``run_ablation(scale, seeds, out_dir, ...)`` returns the records; ``ablation_table(out_dir)`` the
+markdown table.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = REPO / "benchmarks" / "results" / "geomano_ablation"
+PRESETS = {"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}
+_CORR = {"none": ["model.correction=none"], "learnable": ["model.correction=learnable"]}
+for _p in ("0001", "0011", "0111"):
+    _CORR[_p] = ["model.correction=fixed", f"model.r_pattern='{_p}'"]
+
+
+def _variant(ssm: str, pe: bool, corr: str, *extra: str) -> list[str]:
+    return [f"model.ssm={ssm}", f"model.pos_embed={str(pe).lower()}", *_CORR[corr], *extra]
+
+
+#: label -> (overrides, (ssm, pos. emb., coefficient) row of the paper's Table 3 or None)
+VARIANTS: dict[str, dict[str, tuple[list[str], tuple | None]]] = {"darcy": {}, "ns": {}}
+for _b, _pes in (("darcy", (False,)), ("ns", (False, True))):
+    for _ssm in ("1d", "2d"):
+        for _pe in _pes:
+            for _c in ("none", "0001", "0011", "0111", "learnable"):
+                if _b == "ns" and _ssm == "2d" and _c != "none":
+                    continue  # Table 3b has only the None rows for the 2-D SSM
+                VARIANTS[_b][f"{_ssm}{'-pe' if _pe else ''}-{_c}"] = (_variant(_ssm, _pe, _c), (_ssm, _pe, _c))
+    for _ssm in ("1d", "2d"):
+        if _b == "darcy":  # Table 3a's positional-embedding rows
+            VARIANTS[_b][f"{_ssm}-pe-none"] = (_variant(_ssm, True, "none"), (_ssm, True, "none"))
+VARIANTS["darcy"].update({
+    "2d-noD-none": (_variant("2d", False, "none", "model.d_mode=none"), None),
+    "1d-noD-none": (_variant("1d", False, "none", "model.d_mode=none"), None),
+    "2d-0011-vmamba-order": (_variant("2d", False, "0011", "model.r_order=vmamba"), None),
+    "2d-corners-0011": (_variant("2d", False, "0011", "model.directions=corners"), None),
+})
+VARIANTS["ns"].update({
+    "1d-pe-noD-none": (_variant("1d", True, "none", "model.d_mode=none"), None),
+})
+
+#: paper Table 3 (relative L2): (bench, ssm, pos. emb., coefficient) -> value
+PAPER = {
+    ("darcy", "1d", True, "none"): 0.00389, ("darcy", "1d", False, "none"): 0.00381,
+    ("darcy", "1d", False, "0001"): 0.00385, ("darcy", "1d", False, "0011"): 0.00376,
+    ("darcy", "1d", False, "0111"): 0.00387, ("darcy", "1d", False, "learnable"): 0.00386,
+    ("darcy", "2d", True, "none"): 0.00428, ("darcy", "2d", False, "none"): 0.00380,
+    ("darcy", "2d", False, "0001"): 0.00387, ("darcy", "2d", False, "0011"): 0.00362,
+    ("darcy", "2d", False, "0111"): 0.00383, ("darcy", "2d", False, "learnable"): 0.00372,
+    ("ns", "1d", False, "none"): 0.04190, ("ns", "1d", False, "0001"): 0.04212, ("ns", "1d", False, "0011"): 0.04062,
+    ("ns", "1d", False, "0111"): 0.04153, ("ns", "1d", False, "learnable"): 0.04190,
+    ("ns", "1d", True, "none"): 0.03938, ("ns", "1d", True, "0001"): 0.03795, ("ns", "1d", True, "0011"): 0.03783,
+    ("ns", "1d", True, "0111"): 0.03709, ("ns", "1d", True, "learnable"): 0.03701,
+    ("ns", "2d", False, "none"): 0.13554, ("ns", "2d", True, "none"): 0.18287,
+}
+
+
+# ----------------------------------------------------------------------------------------------------
+# one run (shared with benchmarks/geomano_compare.py)
+
+
+def train_and_record(preset: str, overrides: Sequence[str], seed: int, scale: str, run_dir: str | Path,
+                     out: str | Path, label: str, extra: dict | None = None, threads: int = 2,
+                     model_from: str | None = None, resume: bool = True) -> dict:
+    """Train ``preset`` at ``scale`` with ``overrides`` and ``train.seed=seed``; write the record to ``out``.
+
+    ``model_from``: take the model section of that preset (same scale) instead, then apply the ``model.``
+    overrides (e.g. FNO on the Navier-Stokes data). Runs in the calling process.
+    """
+    import torch
+
+    from .experiments import load_experiment
+    from .models import build, count_parameters
+    from .train.checkpoint import read_checkpoint
+    from .train.experiment import run_experiment
+
+    torch.set_num_threads(threads)
+    ov = [o for o in overrides if not o.startswith("model.")] + [f"train.seed={seed}"]
+    model_ov = [o for o in overrides if o.startswith("model.")]
+    if model_from:
+        cfg = load_experiment(preset, scale, ov)
+        cfg["model"] = load_experiment(model_from, scale, model_ov)["model"]
+    else:
+        cfg = load_experiment(preset, scale, ov + model_ov)
+    run_dir = Path(run_dir)
+    torch.manual_seed(seed)
+    t0 = time.time()
+    final = run_experiment(cfg, run_dir, resume=resume, progress=False)
+    wall = time.time() - t0
+    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    rec = {
+        "label": label, "preset": preset, "model_from": model_from, "scale": scale, "seed": seed,
+        "overrides": list(overrides), "model": cfg["model"]["name"],
+        "params": count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
+        "final_rel_l2": final.get("rel_l2"),
+        "best_rel_l2": min(h["eval"]["rel_l2"] for h in history if "eval" in h),
+        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
+        "n_train": cfg["data"].get("n_train"), "n_test": cfg["data"].get("n_test"),
+        "final_train_loss": history[-1]["train_loss"], "threads": threads,
+        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
+        "torch": torch.__version__, "curve": [h["eval"]["rel_l2"] for h in history if "eval" in h],
+        **(extra or {}),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.partial")
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(out)
+    return rec
+
+
+def run_jobs(jobs: list[dict], n_parallel: int = 1) -> None:
+    """Run ``train_and_record(**job)`` for every job, each in a fresh subprocess, ``n_parallel`` at a time."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(jobs[0].get("threads", 2)) if jobs else "2")
+    pending, running = list(jobs), []
+    while pending or running:
+        while pending and len(running) < max(1, n_parallel):
+            job = pending.pop(0)
+            cmd = [sys.executable, "-m", "neurodyn.bench_geomano", "--worker", json.dumps(job)]
+            running.append((job, subprocess.Popen(cmd, env=env)))
+            print(f"started {job['label']} seed {job['seed']} ({len(pending)} queued)", flush=True)
+        time.sleep(2)
+        for job, proc in list(running):
+            if proc.poll() is not None:
+                running.remove((job, proc))
+                state = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+                if proc.returncode == 0 and Path(job["out"]).exists():
+                    r = json.loads(Path(job["out"]).read_text())
+                    state += f": test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s"
+                print(f"{job['label']} seed {job['seed']} {state}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the ablation
+
+
+def ablation_jobs(scale: str, seeds: Sequence[int], out_dir: Path, benches: Sequence[str] = ("darcy",),
+                  variants: Sequence[str] | None = None, epochs: int = 0, threads: int = 2,
+                  runs_dir: str | Path = "runs/bench/geomano_ablation", force: bool = False,
+                  common: Sequence[str] = ()) -> list[dict]:
+    jobs = []
+    for bench in benches:
+        table = VARIANTS[bench]
+        names = list(table) if not variants else [v for v in variants if v in table]
+        unknown = [v for v in (variants or []) if not any(v in VARIANTS[b] for b in benches)]
+        if unknown:
+            raise SystemExit(f"unknown variant(s) {unknown}; known for {list(benches)}: "
+                             f"{sorted({v for b in benches for v in VARIANTS[b]})}")
+        for seed in seeds:
+            for name in names:
+                overrides, paper_row = table[name]
+                ov = list(common) + list(overrides) + ([f"train.epochs={epochs}"] if epochs else [])
+                out = out_dir / f"{bench}-{name}-s{seed}.json"
+                if out.exists() and not force:
+                    continue
+                jobs.append(dict(preset=PRESETS[bench], overrides=ov, seed=seed, scale=scale,
+                                 run_dir=str(Path(runs_dir) / scale / f"{bench}-{name}-s{seed}"), out=str(out),
+                                 label=name, threads=threads, resume=not force,
+                                 extra={"bench": bench, "paper_row": list(paper_row) if paper_row else None}))
+    return jobs
+
+
+def run_ablation(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: str | Path = DEFAULT_OUT,
+                 benches: Sequence[str] = ("darcy",), variants: Sequence[str] | None = None, jobs: int = 1,
+                 epochs: int = 0, threads: int = 2, runs_dir: str | Path = "runs/bench/geomano_ablation",
+                 force: bool = False, common: Sequence[str] = ()) -> list[dict]:
+    """Train every (variant, seed) not yet recorded under ``out_dir``; return all records there."""
+    out_dir = Path(out_dir)
+    todo = ablation_jobs(scale, seeds, out_dir, benches, variants, epochs, threads, runs_dir, force, common)
+    if todo:
+        run_jobs(todo, jobs)
+    return load_records(out_dir)
+
+
+def load_records(out_dir: str | Path) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(Path(out_dir).glob("*.json"))]
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "-"
+    m = statistics.mean(values)
+    return f"{m:.4f} +- {statistics.stdev(values):.4f}" if len(values) > 1 else f"{m:.4f}"
+
+
+def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) -> str:
+    """Markdown table: one row per (bench, variant), ours (mean +- std over seeds) beside Table 3."""
+    recs = [r for r in load_records(out_dir) if scale is None or r["scale"] == scale]
+    if not recs:
+        return f"no ablation runs recorded under {out_dir}"
+    lines = ["| bench | SSM | Pos. Emb. | Geo. Coeff. | variant | params | seeds | epochs | test rel. L2 (ours) | "
+             "paper (Table 3) | ours / best of ours in bench | s/epoch |",
+             "|---|---|---|---|---|---:|---|---:|---|---:|---:|---:|"]
+    for bench in ("darcy", "ns"):
+        rows = {}
+        for r in recs:
+            if r.get("bench") == bench:
+                rows.setdefault(r["label"], []).append(r)
+        if not rows:
+            continue
+        means = {k: statistics.mean(x["final_rel_l2"] for x in v) for k, v in rows.items()}
+        best = min(means.values())
+        for label in [k for k in VARIANTS[bench] if k in rows] + sorted(set(rows) - set(VARIANTS[bench])):
+            rs = sorted(rows[label], key=lambda r: r["seed"])
+            row = tuple(rs[0]["paper_row"]) if rs[0].get("paper_row") else None
+            paper = PAPER.get((bench,) + row) if row else None
+            ssm = "2D" if "model.ssm=2d" in rs[0]["overrides"] else "Vanilla"
+            pe = "✓" if "model.pos_embed=true" in rs[0]["overrides"] else "–"
+            coeff = ("Learnable" if "model.correction=learnable" in rs[0]["overrides"] else
+                     "None" if "model.correction=none" in rs[0]["overrides"] else
+                     next(o.split("=")[1].strip("'") for o in rs[0]["overrides"] if o.startswith("model.r_pattern")))
+            if "model.d_mode=none" in rs[0]["overrides"]:
+                coeff += " (no D)"
+            finals = [r["final_rel_l2"] for r in rs]
+            lines.append(f"| {bench} | {ssm} | {pe} | {coeff} | {label} | {rs[0]['params']:,} | "
+                         f"{','.join(str(r['seed']) for r in rs)} | {rs[0]['epochs']} | {_fmt(finals)} | "
+                         f"{paper if paper is not None else '-'} | {means[label] / best:.3f} | "
+                         f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
+    return "\n".join(lines)
+
+
+def main(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
+    ap = argparse.ArgumentParser(prog="neurodyn bench geomano-ablation", description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", default=scale, choices=["tiny", "cpu", "paper"])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1])
+    ap.add_argument("--bench", nargs="*", default=["darcy"], choices=sorted(PRESETS))
+    ap.add_argument("--variants", nargs="*", default=None, help="subset of variant labels (default: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (each its own process)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads per run")
+    ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
+    ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
+    ap.add_argument("--runs-dir", default="runs/bench/geomano_ablation")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true", help="only print the table of recorded runs")
+    ap.add_argument("--list", action="store_true", help="list the variants and their overrides")
+    args = ap.parse_args(list(argv))
+    scale = args.scale
+    if args.list:
+        for b in args.bench:
+            for k, (ov, row) in VARIANTS[b].items():
+                print(f"{b:6s} {k:24s} {' '.join(ov)}" + (f"   [Table 3: {PAPER.get((b,) + row)}]" if row else ""))
+        return 0
+    if not args.report:
+        run_ablation(scale, args.seeds, args.out, args.bench, args.variants, args.jobs, args.epochs, args.threads,
+                     args.runs_dir, args.force, args.common)
+    print(ablation_table(args.out, None if args.report else scale))
+    return 0
+
+
+def _worker(job_json: str) -> int:
+    job = json.loads(job_json)
+    rec = train_and_record(**job)
+    print(f"{rec['label']} seed {rec['seed']}: test rel. L2 {rec['final_rel_l2']:.5f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        sys.exit(_worker(sys.argv[2]))
+    sys.exit(main("cpu", sys.argv[1:]))

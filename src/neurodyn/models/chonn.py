@@ -1,0 +1,441 @@
+"""CHONN backbones (paper 000: Circuit-inspired High-Order Neural Networks), built from the Cascaded Kirchhoff
+Block of :mod:`neurodyn.nn.kirchhoff`. Four registered models:
+
+``chonn1d`` -- the order-defined 1-D benchmark model ("SS1DPassOnlyChain", Fig. 3)::
+
+    x (B, L, C_in) -> [circular pad p] -> Linear(C_in -> width) -> CKB(orders[0]) -> ... -> CKB(orders[-1])
+                   -> Linear(width -> C_out) -> [crop p]
+
+  ``orders`` lists the order of every stacked block: ``(n,)`` is CHONN of order n, ``(1,) * n`` the
+  depth-n stack of first-order blocks ("D n"), ``(o,) * k`` the composite ``o x k`` (2x2, 2x3, ...).
+  Only the emitted outputs pass between the cells of a block ("PassOnly", Eq. 35). "Expansion ratio 16"
+  is read as width 16 with ``expand = 1`` (notes A11: a LayerNorm over one channel would be degenerate).
+  Parameter count: ``C_in*w + w + sum_blocks ckb(w, order) + w*C_out + C_out``.
+
+``chonn_unet`` -- the PDEBench U-Net of ``models/unet.py`` (the Foundation's baseline, subclassed, not
+copied) with ``ckb_blocks`` CKBs of order ``order`` after each stage in ``ckb_stages`` (paper: "in the
+deepest encoder-decoder stages, where the receptive fields are largest"). Stage names: ``enc1..enc4``
+(after encoder block k, before pooling, resolution n / 2^(k-1), width f 2^(k-1)), ``bottleneck``
+(n / 16, 16 f), ``dec4..dec1`` (after decoder block k, n / 2^(k-1), f 2^(k-1)). Default
+``("bottleneck", "dec4")``: the deepest stage of the encoder path and of the decoder path. 2-D CKBs scan
+the flattened feature map (``scan="cross"``: VMamba's four traversals). ``order = 0`` builds no CKB and is
+exactly the U-Net (same parameters, same initialisation for a seed): Poisson's "order 0" baseline.
+The paper's backbone is CNO-like (CNO / MambaNO hyper-parameter names; notes 2.7); we put the blocks in
+the project's U-Net baseline, so "CHONN-UNet vs U-Net" isolates the CKBs.
+
+``chonn_fno`` -- the FNO of ``models/fno.py`` with a cascaded evolution branch in the Fourier layers
+``ckb_layers`` (default ``(0,)``). Layer ``l`` of the FNO computes ``v' = sigma(K_l v + W_l v)``;
+``ckb_mode``:
+
+* ``"replace_skip"`` (Navier-Stokes: "replaces the w0 convolutional branch with the cascaded state-space
+  evolution operator"): ``W_l v`` becomes ``CKB(v) = v + CKB_branch(v)``;
+* ``"parallel"`` (shallow water: "inserts a cascaded evolution branch"): ``K_l v + W_l v + CKB_branch(v)``.
+
+``scan="auto"`` is ``"cross"`` on 2-D grids and ``"bi"`` on 1-D ones. ``ckb_downsample = s > 1`` (shallow water's "downsampling factor 2", notes A12) runs the branch on the
+``s x s`` average-pooled map and upsamples it bilinearly; the residual ``v`` stays at full resolution.
+It is implemented by swapping the layer's skip module (``FNO.forward`` calls ``skips[l](v, add=K_l v)``),
+so ``FNO.forward`` is reused unchanged. Padding, grid channels and context work as in ``fno``.
+
+``chonn_vision`` -- a small VMamba-style hierarchical classifier (the ImageNet model of the paper, scaled
+down): patch stem (two 3x3 convolutions with a channel LayerNorm, total stride ``patch_size``), four
+stages of ``depths[i]`` blocks ``x = x + DropPath(CKB_branch(x)); x = x + DropPath(MLP(LN(x)))`` at width
+``dims[i]``, strided 3x3 convolution + LayerNorm between stages, head LayerNorm -> global average pool ->
+Linear. The paper's Tiny: ``dims=(96, 192, 384, 768), depths=(2, 2, 6, 2)``, patch 4, MLP ratio 4, drop
+path 0.2, two cells per CKB, the second fed "the current block input together with the response of the
+previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
+v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..nn.kirchhoff import CascadedKirchhoffBlock
+from ..nn.mlp import PointwiseConv
+from .fno import FNO, FNOConfig, check_grid_input
+from .registry import register
+from .unet import UNet, UNetConfig
+
+__all__ = ["Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUNet", "ChonnFNOConfig", "ChonnFNO",
+           "ChonnVisionConfig", "ChonnVision", "UNET_STAGES"]
+
+_CKB_FIELDS = ("d_state", "expand", "d_conv", "conv_pointwise", "scan", "norm", "out_norm", "cascade_input",
+               "aggregate", "selective", "discretization", "dt_rank")
+
+
+def _ckb(cfg, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
+    kw = {k: getattr(cfg, k) for k in _CKB_FIELDS}
+    if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
+        kw["scan"] = "cross" if dims == 2 else "bi"
+    kw.update(extra)
+    return CascadedKirchhoffBlock(d_model, order=order, dims=dims, **kw)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1-D chain
+
+
+@dataclass
+class Chonn1DConfig:
+    """``chonn1d``: lift, stacked CKBs of the given ``orders``, projection (module docstring).
+
+    CKB fields (see :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): d_state, expand, d_conv,
+    conv_pointwise, scan ("uni" | "bi"), norm, out_norm, cascade_input, aggregate, selective,
+    discretization ("zoh" | "euler"), dt_rank. ``conv_padding_mode`` ("zeros" | "circular") pads the
+    DSConv; ``circular_pad`` points copied periodically on each side before the chain (cropped after) let
+    the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0 = off, the paper's setting).
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    width: int = 16
+    orders: tuple[int, ...] = (1,)
+    d_state: int = 8
+    expand: float = 1.0
+    d_conv: int = 3
+    conv_pointwise: bool = True
+    conv_padding_mode: str = "zeros"
+    scan: str = "bi"
+    norm: str = "layernorm"
+    out_norm: bool = False
+    cascade_input: str = "prev_output"
+    aggregate: str = "sum"
+    selective: bool = True
+    discretization: str = "zoh"
+    dt_rank: str | int = "auto"
+    circular_pad: int = 0
+
+
+@register("chonn1d", Chonn1DConfig)
+class Chonn1D(nn.Module):
+    """``model(x, pos=None, ctx=None)``: ``x (B, L, in_channels)`` -> ``(B, L, out_channels)``."""
+
+    def __init__(self, config: Chonn1DConfig):
+        super().__init__()
+        orders = tuple(int(o) for o in config.orders)
+        if not orders or min(orders) < 1:
+            raise ConfigError(f"chonn1d orders must be a non-empty list of block orders >= 1; got {config.orders!r}")
+        if int(config.circular_pad) < 0:
+            raise ConfigError(f"chonn1d circular_pad must be >= 0; got {config.circular_pad!r}")
+        self.config = config
+        self.lift = nn.Linear(config.in_channels, config.width)
+        self.blocks = nn.ModuleList(_ckb(config, config.width, o, 1, conv_padding_mode=config.conv_padding_mode)
+                                    for o in orders)
+        self.proj = nn.Linear(config.width, config.out_channels)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        cfg = self.config
+        check_grid_input("chonn1d", x, 1, cfg.in_channels, ctx, 0, pos)
+        p = int(cfg.circular_pad)
+        L = x.shape[1]
+        if p:
+            if p > L:
+                raise ValueError(f"chonn1d circular_pad={p} is longer than the sequence ({L} points)")
+            x = torch.cat([x[:, L - p:], x, x[:, :p]], dim=1)
+        h = self.lift(x)
+        for blk in self.blocks:
+            h = blk(h)
+        y = self.proj(h)
+        return y[:, p:p + L] if p else y
+
+
+# ---------------------------------------------------------------------------------------------------
+# U-Net with CKBs
+
+UNET_STAGES = ("enc1", "enc2", "enc3", "enc4", "bottleneck", "dec4", "dec3", "dec2", "dec1")
+
+
+@dataclass
+class ChonnUNetConfig(UNetConfig):
+    """``chonn_unet``: ``UNetConfig`` plus the CKBs (module docstring). ``order = 0``: the plain U-Net."""
+
+    order: int = 2
+    ckb_stages: tuple[str, ...] = ("bottleneck", "dec4")
+    ckb_blocks: int = 1
+    d_state: int = 16
+    expand: float = 1.0
+    d_conv: int = 3
+    conv_pointwise: bool = True
+    scan: str = "cross"
+    norm: str = "layernorm"
+    out_norm: bool = False
+    cascade_input: str = "prev_output"
+    aggregate: str = "sum"
+    selective: bool = True
+    discretization: str = "zoh"
+    dt_rank: str | int = "auto"
+
+
+@register("chonn_unet", ChonnUNetConfig)
+class ChonnUNet(UNet):
+    """PDEBench U-Net with CKBs after the stages ``ckb_stages``; ``model(x, pos=None, ctx=None)``."""
+
+    def __init__(self, config: ChonnUNetConfig):
+        unet_cfg = UNetConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(UNetConfig)})
+        super().__init__(unet_cfg)
+        self.config = config
+        bad = [s for s in config.ckb_stages if s not in UNET_STAGES]
+        if bad or len(set(config.ckb_stages)) != len(config.ckb_stages):
+            raise ConfigError(f"chonn_unet ckb_stages must be distinct names from {', '.join(UNET_STAGES)}; "
+                              f"got {tuple(config.ckb_stages)!r}")
+        if int(config.order) < 0 or int(config.ckb_blocks) < 1:
+            raise ConfigError(f"chonn_unet needs order >= 0 and ckb_blocks >= 1; got order={config.order!r}, "
+                              f"ckb_blocks={config.ckb_blocks!r}")
+        f = config.init_features
+        width = {"bottleneck": 16 * f}
+        for k in range(1, 5):
+            width[f"enc{k}"] = width[f"dec{k}"] = f * 2 ** (k - 1)
+        self.ckbs = nn.ModuleDict()
+        if int(config.order) > 0:
+            for s in config.ckb_stages:
+                self.ckbs[s] = nn.Sequential(*(_ckb(config, width[s], int(config.order), config.dims)
+                                               for _ in range(int(config.ckb_blocks))))
+
+    def _stage(self, h: torch.Tensor, stage: str) -> torch.Tensor:
+        if stage not in self.ckbs:
+            return h
+        return self.ckbs[stage](h.movedim(1, -1)).movedim(-1, 1).contiguous()
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        if not len(self.ckbs):
+            return super().forward(x, pos=pos, ctx=ctx)
+        from .fno import append_context
+
+        cfg = self.config
+        check_grid_input("chonn_unet", x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        h = append_context(x, ctx).movedim(-1, 1)
+        h, pads = self._pad(h.contiguous())
+        skips = []
+        for k, enc in enumerate(self.encoders, start=1):
+            h = self._stage(enc(h), f"enc{k}")
+            skips.append(h)
+            h = self.pool(h)
+        h = self._stage(self.bottleneck(h), "bottleneck")
+        for k, up, dec, skip in zip(range(4, 0, -1), self.upconvs, self.decoders, reversed(skips)):
+            h = self._stage(dec(torch.cat([up(h), skip], dim=1)), f"dec{k}")
+        y = self.head(h)
+        for j, lo, n in pads:
+            y = y.narrow(2 + j, lo, n)
+        return y.movedim(1, -1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# FNO with a cascaded evolution branch
+
+
+@dataclass
+class ChonnFNOConfig(FNOConfig):
+    """``chonn_fno``: ``FNOConfig`` plus the cascaded branch (module docstring)."""
+
+    order: int = 2
+    ckb_mode: str = "replace_skip"
+    ckb_layers: tuple[int, ...] = (0,)
+    ckb_downsample: int = 1
+    d_state: int = 16
+    expand: float = 1.0
+    d_conv: int = 3
+    conv_pointwise: bool = True
+    scan: str = "auto"
+    norm: str = "layernorm"
+    out_norm: bool = False
+    cascade_input: str = "prev_output"
+    aggregate: str = "sum"
+    selective: bool = True
+    discretization: str = "zoh"
+    dt_rank: str | int = "auto"
+
+
+class _PlainSkip(nn.Module):
+    """``add + v`` (skip "identity") or ``add`` (skip "none"), with FNO's skip call signature."""
+
+    def __init__(self, identity: bool):
+        super().__init__()
+        self.identity = identity
+
+    def forward(self, h: torch.Tensor, add: torch.Tensor) -> torch.Tensor:
+        return add + h if self.identity else add
+
+
+class KirchhoffSkip(nn.Module):
+    """An FNO layer's pointwise path with a cascaded evolution branch, on channels-first ``(B, w, *spatial)``.
+
+    ``forward(v, add)`` returns ``add + [W v] + [v] + up(CKB_branch(pool(v)))``: ``W v`` when ``linear`` is
+    given ("parallel"), ``v`` when ``residual`` ("replace_skip": the CKB's own residual of Eq. 38).
+    """
+
+    def __init__(self, ckb: CascadedKirchhoffBlock, linear: nn.Module | None, residual: bool, downsample: int = 1):
+        super().__init__()
+        self.ckb, self.linear, self.residual, self.downsample = ckb, linear, residual, int(downsample)
+
+    def forward(self, h: torch.Tensor, add: torch.Tensor) -> torch.Tensor:
+        out = self.linear(h, add=add) if self.linear is not None else add
+        if self.residual:
+            out = out + h
+        s = self.downsample
+        z = h
+        if s > 1:
+            z = F.avg_pool2d(h, s) if h.dim() == 4 else F.avg_pool1d(h, s)
+        z = self.ckb(z.movedim(1, -1), residual=False).movedim(-1, 1)
+        if s > 1:
+            mode = "bilinear" if h.dim() == 4 else "linear"
+            z = F.interpolate(z, size=h.shape[2:], mode=mode, align_corners=False)
+        return out + z
+
+
+@register("chonn_fno", ChonnFNOConfig)
+class ChonnFNO(FNO):
+    """FNO with CKB branches in the layers ``ckb_layers``; ``model(x, pos=None, ctx=None)`` as ``fno``."""
+
+    def __init__(self, config: ChonnFNOConfig):
+        fno_cfg = FNOConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(FNOConfig)})
+        super().__init__(fno_cfg)
+        self.config = config
+        if config.ckb_mode not in ("replace_skip", "parallel"):
+            raise ConfigError(f"chonn_fno ckb_mode must be 'replace_skip' or 'parallel'; got {config.ckb_mode!r}")
+        layers = tuple(int(l) for l in config.ckb_layers)
+        if any(l < 0 or l >= config.n_layers for l in layers) or len(set(layers)) != len(layers):
+            raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {config.n_layers}); "
+                              f"got {tuple(config.ckb_layers)!r}")
+        if int(config.order) < 1 or int(config.ckb_downsample) < 1:
+            raise ConfigError(f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={config.order!r}, "
+                              f"ckb_downsample={config.ckb_downsample!r}")
+        w = config.width
+        old = self.skips
+        skips = []
+        for l in range(config.n_layers):
+            base = old[l] if old is not None else _PlainSkip(config.skip == "identity")
+            if l not in layers:
+                skips.append(base)
+                continue
+            ckb = _ckb(config, w, int(config.order), self.n_spatial)
+            if config.ckb_mode == "replace_skip":
+                skips.append(KirchhoffSkip(ckb, None, residual=True, downsample=config.ckb_downsample))
+            else:
+                linear = old[l] if old is not None else None
+                skips.append(KirchhoffSkip(ckb, linear, residual=config.skip == "identity",
+                                           downsample=config.ckb_downsample))
+        self.skips = nn.ModuleList(skips)
+
+
+# ---------------------------------------------------------------------------------------------------
+# vision backbone
+
+
+@dataclass
+class ChonnVisionConfig:
+    """``chonn_vision`` (module docstring). ``in_channels`` / ``num_classes`` of the images; ``patch_size``
+    1, 2 or 4 (stride of the stem); ``dims`` / ``depths`` per stage; CKB fields as in ``chonn1d``."""
+
+    in_channels: int = 3
+    num_classes: int = 1000
+    patch_size: int = 4
+    dims: tuple[int, ...] = (96, 192, 384, 768)
+    depths: tuple[int, ...] = (2, 2, 6, 2)
+    order: int = 2
+    mlp_ratio: float = 4.0
+    drop_path: float = 0.2
+    d_state: int = 1
+    expand: float = 1.0
+    d_conv: int = 3
+    conv_pointwise: bool = False
+    scan: str = "cross"
+    norm: str = "layernorm"
+    out_norm: bool = True
+    cascade_input: str = "prev_output_plus_input"
+    aggregate: str = "sum"
+    selective: bool = True
+    discretization: str = "zoh"
+    dt_rank: str | int = "auto"
+
+
+class DropPath(nn.Module):
+    """Stochastic depth per sample (identity in eval mode or with ``p = 0``)."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        self.p = float(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = 1.0 - self.p
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(keep)
+        return x * mask / keep
+
+
+class _ChannelNorm2d(nn.LayerNorm):
+    """LayerNorm over the channels of a channels-first map."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
+
+
+class _VisionBlock(nn.Module):
+    def __init__(self, cfg: ChonnVisionConfig, dim: int, drop: float):
+        super().__init__()
+        self.ckb = _ckb(cfg, dim, int(cfg.order), 2)
+        hidden = int(round(cfg.mlp_ratio * dim))
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)) if hidden else None
+        self.drop = DropPath(drop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.ckb(x, residual=False))
+        if self.mlp is not None:
+            x = x + self.drop(self.mlp(self.norm(x)))
+        return x
+
+
+@register("chonn_vision", ChonnVisionConfig)
+class ChonnVision(nn.Module):
+    """``model(x, pos=None, ctx=None)``: images ``(B, H, W, in_channels)`` -> logits ``(B, num_classes)``."""
+
+    def __init__(self, config: ChonnVisionConfig):
+        super().__init__()
+        if config.patch_size not in (1, 2, 4):
+            raise ConfigError(f"chonn_vision patch_size must be 1, 2 or 4; got {config.patch_size!r}")
+        if len(config.dims) != len(config.depths) or not config.dims or min(config.depths) < 0:
+            raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={config.dims!r}, "
+                              f"depths={config.depths!r}")
+        self.config = config
+        d0 = config.dims[0]
+        s1, s2 = {1: (1, 1), 2: (2, 1), 4: (2, 2)}[config.patch_size]
+        self.stem = nn.Sequential(
+            nn.Conv2d(config.in_channels, max(1, d0 // 2), 3, stride=s1, padding=1), _ChannelNorm2d(max(1, d0 // 2)),
+            nn.GELU(), nn.Conv2d(max(1, d0 // 2), d0, 3, stride=s2, padding=1), _ChannelNorm2d(d0),
+        )
+        total = sum(config.depths)
+        rates = torch.linspace(0, config.drop_path, max(total, 1)).tolist()
+        self.stages = nn.ModuleList()
+        self.downs = nn.ModuleList()
+        k = 0
+        for i, (dim, depth) in enumerate(zip(config.dims, config.depths)):
+            if i > 0:
+                self.downs.append(nn.Sequential(nn.Conv2d(config.dims[i - 1], dim, 3, stride=2, padding=1),
+                                                _ChannelNorm2d(dim)))
+            self.stages.append(nn.Sequential(*(_VisionBlock(config, dim, rates[k + j]) for j in range(depth))))
+            k += depth
+        self.head_norm = nn.LayerNorm(config.dims[-1])
+        self.head = nn.Linear(config.dims[-1], config.num_classes)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, H, W, C)`` -> pooled features ``(B, dims[-1])``."""
+        h = self.stem(x.movedim(-1, 1))
+        for i, stage in enumerate(self.stages):
+            if i > 0:
+                h = self.downs[i - 1](h)
+            h = stage(h.movedim(1, -1)).movedim(-1, 1)
+        return self.head_norm(h.mean(dim=(2, 3)))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[-1] != self.config.in_channels:
+            raise ValueError(f"chonn_vision input has shape {tuple(x.shape)}; expected (batch, H, W, "
+                             f"{self.config.in_channels}) (channels last)")
+        if pos is not None or ctx is not None:
+            raise ValueError("chonn_vision takes images only (pos=None, ctx=None)")
+        return self.head(self.forward_features(x))

@@ -1,0 +1,220 @@
+"""Fourier Neural Operator (Li et al., ICLR 2021) on 1D and 2D regular grids, registered as ``"fno"``.
+
+Architecture, for input ``a: (B, *spatial, C_in)`` (channels last) and output ``u: (B, *spatial, C_out)``::
+
+    v_0     = P( [a, ctx, grid] )                                 lifting, pointwise
+    v_{l+1} = σ( W_l v_l + K_l v_l ),   l = 0 .. L-2              Fourier layers
+    v_L     =    W_{L-1} v_{L-1} + K_{L-1} v_{L-1}                last layer: no activation
+    u       = Q( v_L )                                            projection, pointwise
+
+* ``[a, ctx, grid]`` concatenates along channels the input, the ``ctx_channels`` per-sample context values
+  (broadcast over the grid) and, with ``positional_grid``, the ``d`` normalised coordinates
+  ``linspace(0, 1, n_j)`` of each axis (endpoints included, as in Li et al.'s scripts);
+* ``P`` is a ``ChannelMLP`` with one hidden layer of ``lifting_channels`` (``0``: a single ``Linear``) and
+  ``Q`` one with ``projection_channels``; both act per grid point;
+* ``K_l`` is ``SpectralConv(width, width, modes)`` (see ``neurodyn.nn.spectral`` for what ``modes`` keeps)
+  with a bias, ``W_l`` a pointwise linear map without bias (``skip="linear"``; Li et al. put the bias in
+  ``W_l`` instead, neuraloperator in ``K_l`` as here: the same function and count), the identity
+  (``"identity"``) or absent (``"none"``); ``σ`` is ``activation``.
+* ``padding > 0`` (non-periodic problems such as Darcy flow) zero-pads every axis at its end by
+  ``round(padding * n)`` points after the lifting and crops them off before the projection, so that the
+  Fourier layers do not treat the domain as periodic.
+
+Inside, the Fourier layers run channels-first ``(B, width, *spatial)``. ``len(modes)`` (1 or 2) sets the
+number of spatial axes. Parameter count with ``skip="linear"``, ``d`` axes, ``c_in = in + ctx + d*grid``::
+
+    L * (2 * width^2 * prod(kept) + width^2 + width) + MLP(c_in -> lifting -> width) + MLP(width -> projection -> out)
+
+with ``prod(kept) = 2*m_1 * m_2`` in 2D and ``m_1`` in 1D, ``MLP(a -> h -> b) = a*h + h + h*b + b``
+(``a*b + b`` when ``h = 0``). Li et al.'s ``fourier_2d.py`` (modes 12, width 32, grid on, lifting 0,
+projection 128) has 2,368,001 parameters, and so has ``build("fno", modes=(12, 12), lifting_channels=0)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
+from ..nn.spectral import SpectralConv
+from .registry import register
+
+__all__ = ["FNOConfig", "FNO"]
+
+
+@dataclass
+class FNOConfig:
+    """Configuration of ``FNO`` (all plain values; see the module docstring for the architecture).
+
+    Fields:
+        in_channels, out_channels: channels of input and output fields (filled in from the data).
+        modes: Fourier modes kept per spatial axis; its length (1 or 2) is the number of spatial axes.
+        width: channels of the Fourier layers.
+        n_layers: number of Fourier layers.
+        lifting_channels / projection_channels: hidden width of the lifting / projection MLP
+            (0 = a single linear map).
+        padding: domain padding as a fraction of each axis' size (0 = none; Li et al. use ~0.1 on Darcy).
+        positional_grid: append normalised coordinates in [0, 1] as extra input channels.
+        activation: one of gelu, relu, tanh, silu, elu, identity.
+        skip: per-layer pointwise path ``W``: "linear", "identity" or "none".
+        ctx_channels: length of the per-sample context vector ``ctx`` (0 = no context).
+        spectral_method: "auto", "dft" or "fft" (how SpectralConv transforms; same result).
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    modes: tuple[int, ...] = (12, 12)
+    width: int = 32
+    n_layers: int = 4
+    lifting_channels: int = 128
+    projection_channels: int = 128
+    padding: float = 0.0
+    positional_grid: bool = True
+    activation: str = "gelu"
+    skip: str = "linear"
+    ctx_channels: int = 0
+    spectral_method: str = "auto"
+
+
+def _validate(cfg: FNOConfig) -> None:
+    if isinstance(cfg.modes, int):
+        raise ConfigError(f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
+                          f"got {cfg.modes!r}.")
+    if len(cfg.modes) not in (1, 2):
+        raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(cfg.modes)}.")
+    if any(int(m) < 1 for m in cfg.modes):
+        raise ConfigError(f"FNO modes must be positive; got modes={tuple(cfg.modes)}.")
+    for name in ("in_channels", "out_channels", "width", "n_layers"):
+        if int(getattr(cfg, name)) < 1:
+            raise ConfigError(f"FNO config field {name} must be >= 1; got {getattr(cfg, name)!r}.")
+    for name in ("lifting_channels", "projection_channels", "ctx_channels"):
+        if int(getattr(cfg, name)) < 0:
+            raise ConfigError(f"FNO config field {name} must be >= 0; got {getattr(cfg, name)!r}.")
+    if not 0.0 <= float(cfg.padding) <= 1.0:
+        raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {cfg.padding!r}.")
+    if cfg.skip not in ("linear", "identity", "none"):
+        raise ConfigError(f"FNO skip must be 'linear', 'identity' or 'none'; got {cfg.skip!r}.")
+    if str(cfg.activation).lower() not in ACTIVATIONS:
+        raise ConfigError(f"FNO activation must be one of {', '.join(ACTIVATIONS)}; got {cfg.activation!r}.")
+    if cfg.spectral_method not in ("auto", "dft", "fft"):
+        raise ConfigError(f"FNO spectral_method must be 'auto', 'dft' or 'fft'; got {cfg.spectral_method!r}.")
+
+
+def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channels: int,
+                     ctx: torch.Tensor | None, ctx_channels: int, pos: torch.Tensor | None) -> None:
+    """Shared input checks of grid models (channels-last ``x``, optional ``ctx``; ``pos`` must be None)."""
+    axes = ", ".join(f"n{j + 1}" for j in range(n_spatial))
+    if not isinstance(x, torch.Tensor) or x.dim() != n_spatial + 2:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{model_name} input x has shape {shape}; expected (batch, {axes}, {in_channels}) "
+                         f"with {n_spatial} spatial axis(es), channels last.")
+    if x.shape[-1] != in_channels:
+        raise ValueError(f"{model_name} input x has shape {tuple(x.shape)} with {x.shape[-1]} channels (last axis); "
+                         f"expected in_channels={in_channels}, i.e. shape (batch, {axes}, {in_channels}).")
+    if pos is not None:
+        raise ValueError(f"{model_name} works on regular grids and takes no pos; got pos of shape "
+                         f"{tuple(pos.shape)} (pass pos=None).")
+    if ctx_channels > 0:
+        if ctx is None:
+            raise ValueError(f"{model_name} was configured with ctx_channels={ctx_channels} but got ctx=None; "
+                             f"expected ctx of shape ({x.shape[0]}, {ctx_channels}).")
+        if ctx.shape != (x.shape[0], ctx_channels):
+            raise ValueError(f"{model_name} context ctx has shape {tuple(ctx.shape)}; expected "
+                             f"({x.shape[0]}, {ctx_channels}) (batch, ctx_channels).")
+    elif ctx is not None:
+        raise ValueError(f"{model_name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; "
+                         f"set ctx_channels={ctx.shape[-1] if ctx.dim() else 1} in the config to use it.")
+
+
+def append_context(x: torch.Tensor, ctx: torch.Tensor | None) -> torch.Tensor:
+    """Channels-last ``x (B, *S, C)`` with ``ctx (B, n)`` appended as ``n`` constant channels."""
+    if ctx is None:
+        return x
+    b, *spatial, _ = x.shape
+    c = ctx.to(dtype=x.dtype).view(b, *([1] * len(spatial)), -1).expand(b, *spatial, ctx.shape[-1])
+    return torch.cat([x, c], dim=-1)
+
+
+def grid_channels(spatial: tuple[int, ...], batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``(B, *spatial, d)`` normalised coordinates, ``linspace(0, 1, n_j)`` along axis j."""
+    axes = [torch.linspace(0.0, 1.0, n, dtype=dtype, device=device) for n in spatial]
+    grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
+    return grid.unsqueeze(0).expand(batch, *spatial, len(spatial))
+
+
+@register("fno", FNOConfig)
+class FNO(nn.Module):
+    """Fourier Neural Operator, ``model(x, pos=None, ctx=None) -> y``.
+
+    Shapes: ``x (B, n_1[, n_2], in_channels)`` -> ``y (B, n_1[, n_2], out_channels)``; ``ctx (B, ctx_channels)``
+    when the config has ``ctx_channels > 0``. Works at any resolution large enough for the modes
+    (``2*modes[0] <= n_1`` and ``modes[-1] <= n_2 // 2 + 1`` after padding in 2D; ``modes[0] <= n_1 // 2 + 1``
+    in 1D). See the module docstring for the equations and the parameter count.
+    """
+
+    def __init__(self, config: FNOConfig):
+        super().__init__()
+        _validate(config)
+        self.config = config
+        self.n_spatial = d = len(config.modes)
+        modes = tuple(int(m) for m in config.modes)
+        lift_in = config.in_channels + config.ctx_channels + (d if config.positional_grid else 0)
+        self.lifting = ChannelMLP(lift_in, config.width, config.lifting_channels, config.activation)
+        self.spectral = nn.ModuleList(
+            SpectralConv(config.width, config.width, modes, method=config.spectral_method, bias=True)
+            for _ in range(config.n_layers)
+        )
+        if config.skip == "linear":  # the layer's bias lives in the SpectralConv (free there)
+            self.skips = nn.ModuleList(
+                PointwiseConv(config.width, config.width, bias=False) for _ in range(config.n_layers)
+            )
+        else:
+            self.skips = None
+        self.act = activation(config.activation)
+        self.projection = ChannelMLP(config.width, config.out_channels, config.projection_channels, config.activation)
+
+    def _check_resolution(self, spatial: tuple[int, ...], pads: list[int]) -> None:
+        modes = tuple(int(m) for m in self.config.modes)
+        need = [2 * m for m in modes[:-1]] + [max(2 * (modes[-1] - 1), 1)]
+        padded = tuple(n + p for n, p in zip(spatial, pads))
+        if any(n < k for n, k in zip(padded, need)):
+            after = f" ({padded} after padding)" if any(pads) else ""
+            raise ValueError(
+                f"FNO with modes={modes} needs a grid of at least {tuple(need)} points (2*modes on non-last axes, "
+                f"2*(modes-1) on the last), but input x has spatial size {spatial}{after}; use fewer modes "
+                f"or a finer grid."
+            )
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        cfg = self.config
+        d = self.n_spatial
+        check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        b, *spatial, _ = x.shape
+        pads = [int(round(cfg.padding * n)) for n in spatial]
+        self._check_resolution(tuple(spatial), pads)
+        x = append_context(x, ctx)
+        if cfg.positional_grid:
+            x = torch.cat([x, grid_channels(tuple(spatial), b, x.dtype, x.device)], dim=-1)
+        h = self.lifting(x).movedim(-1, 1).contiguous()  # (B, width, *spatial)
+
+        if any(pads):
+            pad_arg: list[int] = []
+            for p in reversed(pads):  # F.pad lists the last axis first
+                pad_arg += [0, p]
+            h = F.pad(h, pad_arg)
+
+        last = len(self.spectral) - 1
+        for l, conv in enumerate(self.spectral):
+            y = conv(h)
+            if self.skips is not None:
+                y = self.skips[l](h, add=y)  # W h + K h in one GEMM
+            elif cfg.skip == "identity":
+                y = y + h
+            h = self.act(y) if l < last else y
+
+        if any(pads):
+            h = h[(slice(None), slice(None)) + tuple(slice(0, n) for n in spatial)]
+        return self.projection(h.movedim(1, -1))

@@ -1,0 +1,284 @@
+"""GeoMaNO, the Geometric Mamba Neural Operator (Han, Zhang, Samaras, Hou, Qin 2025), registered as ``"geomano"``.
+
+``a -> v_0 (encode) -> v_1 -> ... -> v_T (T GeoMaNO layers) -> u (decode)`` (paper Eq. 5) on regular 2-D grids,
+``x: (B, H, W, C_in) -> (B, H, W, C_out)``::
+
+    X    = [x, ctx, (x1, x2)]                          # input function(s) + normalised coordinates (or unified_pos)
+    Z_0  = E(X)                                        # Eq. 6: lift, soft assignment to an h x w latent grid, LN
+                                                       #   (neurodyn.nn.geo_encoder.GeoEncoder), + E_pos if pos_embed
+    S_t  = Z_{t-1} + GeoMambaKernel(LN(Z_{t-1}))       # Eq. 8 (neurodyn.nn.blocks.ResidualBlock with the kernel
+    Z_t  = S_t + MLP(LN(S_t))                          #   of neurodyn.nn.geomamba as its mixer), t = 1..T
+    u    = D(Z_T)                                      # Eq. 7: back to the P points with the assignment, Linear(LN)
+
+Navier-Stokes ("a 3-D (x, y, t) domain") is handled as the paper says: the time axis is a feature axis (the
+input frames are channels) and the scans run over the 2-D grid; the paper then uses the 1-D GeoMamba-SSM and
+the positional embedding. Darcy (2-D) uses the 2DGeoMamba-SSM and no positional embedding (Table 3 / 5).
+
+Options beyond the kernel's (``neurodyn.nn.geomamba``): ``encoder="patch"`` replaces Eq. 6 by a hard
+``p x p`` patch embedding (LaMO's ``PatchEmbed2d`` / ``PatchUnembed2d``, zero padding to a multiple of
+``p``; papers/notes-geomano.md 2.1 item 5) -- then the token grid is ``ceil(H/p) x ceil(W/p)`` and the
+positional embedding (if any) is resized bilinearly from ``latent_grid``. ``decoder`` / ``head`` /
+``decoder_skip`` / ``slice_reduce`` / ``assign_prior``: see ``neurodyn.nn.geo_encoder``.
+
+Defaults = the paper's Darcy configuration (Table 5: 8 layers, 16 states, width 64; 2-D SSM, R = 0011, no
+positional embedding); the presets ``geomano/darcy`` and ``geomano/navier_stokes`` hold both benchmarks.
+Choices the paper leaves open (notes 2.10): latent grid 8 x 8 (Darcy) / 16 x 16 (NS presets), lifting MLP
+``c -> 2D -> D`` GELU, FFN ratio 1 GELU, SSM expand 1, dt_rank ceil(D/16), depthwise 3 x 3 conv, sum merge,
+PyTorch's default Linear initialisation with an orthogonal assignment projection (``init="trunc_normal"``, the
+Transolver code's, leaves the literal Eq. 6 with a uniform assignment that does not train), Mamba's A / D / dt
+initialisation. The presets also set ``assign_prior = 1`` (a locality prior on the soft assignment, not in the
+paper): the paper calls the encoder geometry-aware and builds the 2-D scan on the latent patches' Manhattan
+distances, which a plain ``softmax(Linear(Y))`` does not guarantee (notes 2.1 items 2 and 5); ``assign_prior = 0``
+is Eq. 6 literally, and benchmarks/RESULTS.md reports both.
+
+Parameter count (soft encoder, shared decoder, ln_linear head; ``c = C_in + ctx + 2`` inputs, L latent
+tokens, MLP ratio m, per-kernel count ``P_k`` in ``neurodyn.nn.geomamba``)::
+
+    (c 2D + 2D + 2D D + D) + (D L + L) + 2D [+ L D pos_embed]
+      + T (4D + P_k + 2 m D^2 + m D + D) + 2D + D C_out + C_out
+
+The paper gives no parameter count; ``tests/models/test_geomano.py`` checks this formula on the paper's
+Darcy (305,089 parameters) and Navier-Stokes (3,731,713, with the presets' 16 x 16 latent grid) configurations.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..nn.blocks import ResidualBlock
+from ..nn.geo_encoder import DECODERS, HEADS, GeoDecoder, GeoEncoder
+from ..nn.geomamba import GeoMambaKernel
+from ..nn.mlp import ACTIVATIONS
+from ..nn.patch import PatchEmbed2d, PatchUnembed2d, crop, pad_to_multiple
+from .fno import append_context, grid_channels
+from .registry import register
+from .transolver import unified_position
+
+__all__ = ["GeoMaNOConfig", "GeoMaNO", "kernel_kwargs"]
+
+
+@dataclass
+class GeoMaNOConfig:
+    """Configuration of ``GeoMaNO`` (see the module docstring and ``neurodyn.nn.geomamba`` for the options).
+
+    Fields:
+        in_channels, out_channels, ctx_channels: filled in from the data.
+        width: D = ED, the embedding dimension (Table 5: 64 Darcy, 256 NS).  n_layers: T (8).
+        d_state: N (16).  expand: SSM inner width / D (1).  d_conv: depthwise conv size (3; <= 1 off).
+        dt_rank: rank of the dt projection (0: ceil(D / 16)).  mlp_ratio, act: the layer's FFN (1, GELU).
+        ssm: "2d" (2DGeoMamba-SSM, Darcy) or "1d" (vanilla GeoMamba-SSM, NS).
+        directions: "paper" | "vmamba" | "corners" (2-D only) | tuple of names.
+        correction: "none" | "fixed" | "learnable";  r_pattern ("0011"), r_order ("paper" | "vmamba" |
+            "directions"), r_init ("zeros" | "pattern"), correction_form ("cbx" | "eq9" | "alg2").
+        d_mode: "channel" | "state" | "none" (Mamba's D).  merge: "sum" | "mean".
+        gate: "split" | "shared";  norm_act: act(LN(y)) (True, Algorithm 1) or LN(y) (False, VMamba).
+        kernel_act: SiLU.  dt_range: initial dt range.
+        encoder: "soft" (Eq. 6) | "patch" (hard patches, patch_size).  latent_grid: (h, w) of the soft encoder.
+        lift_hidden: lifting MLP hidden width (0: 2D).  slice_reduce: "sum" (LN(W^T Y), paper) | "mean".
+        assign_prior: locality prior of the soft assignment (0: off; not in the paper).
+        assign_init: "orthogonal" (the slice projection of the Transolver / LaMO code) | "default" (as ``init``).
+        pos_embed: learned latent positional embedding (paper: on for NS, off for Darcy).
+        positional_grid: append (x1, x2) in [0, 1];  unified_pos: r > 0 replaces them by r^2 distances.
+        decoder: "shared" | "separate" | "literal" (n_points);  head: "ln_linear" | "linear_ln";
+            decoder_skip: add the lifted features before the head (not in the paper).
+        init: "torch" (PyTorch defaults) | "trunc_normal" (Transolver: Linear weights N(0, 0.02) truncated, zero
+            bias; with the literal Eq. 6 (assign_prior 0) the lifted features are then so small that the assignment
+            starts uniform, every latent token is the same, and training stalls -- see benchmarks/RESULTS.md).
+        scan_backend: "auto" | "torch" | "cpp" | "ref".
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    ctx_channels: int = 0
+    width: int = 64
+    n_layers: int = 8
+    d_state: int = 16
+    expand: float = 1.0
+    d_conv: int = 3
+    dt_rank: int = 0
+    mlp_ratio: float = 1.0
+    act: str = "gelu"
+    ssm: str = "2d"
+    directions: object = "paper"
+    correction: str = "fixed"
+    r_pattern: str = "0011"
+    r_order: str = "paper"
+    r_init: str = "zeros"
+    correction_form: str = "cbx"
+    d_mode: str = "channel"
+    merge: str = "sum"
+    gate: str = "split"
+    norm_act: bool = True
+    kernel_act: str = "silu"
+    dt_range: tuple = (1e-3, 1e-1)
+    encoder: str = "soft"
+    latent_grid: tuple = (8, 8)
+    lift_hidden: int = 0
+    slice_reduce: str = "sum"
+    assign_prior: float = 0.0
+    assign_init: str = "orthogonal"
+    patch_size: int = 8
+    pos_embed: bool = False
+    positional_grid: bool = True
+    unified_pos: int = 0
+    decoder: str = "shared"
+    n_points: int = 0
+    head: str = "ln_linear"
+    decoder_skip: bool = False
+    init: str = "torch"
+    scan_backend: str = "auto"
+
+
+def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
+    """Keyword arguments of ``GeoMambaKernel`` for a model config."""
+    directions = cfg.directions if isinstance(cfg.directions, str) else tuple(cfg.directions)
+    return dict(d_state=cfg.d_state, expand=cfg.expand, d_conv=cfg.d_conv, dt_rank=cfg.dt_rank, ssm=cfg.ssm,
+                directions=directions, correction=cfg.correction, r_pattern=cfg.r_pattern, r_order=cfg.r_order,
+                r_init=cfg.r_init, correction_form=cfg.correction_form, d_mode=cfg.d_mode, merge=cfg.merge,
+                gate=cfg.gate, norm_act=cfg.norm_act, act=cfg.kernel_act, dt_range=tuple(cfg.dt_range),
+                scan_backend=cfg.scan_backend)
+
+
+def _validate(cfg: GeoMaNOConfig) -> None:
+    for name in ("in_channels", "out_channels", "width", "n_layers", "d_state"):
+        if int(getattr(cfg, name)) < 1:
+            raise ConfigError(f"geomano config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
+    for name in ("ctx_channels", "unified_pos", "n_points", "lift_hidden", "dt_rank"):
+        if int(getattr(cfg, name)) < 0:
+            raise ConfigError(f"geomano config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    if cfg.encoder not in ("soft", "patch"):
+        raise ConfigError(f"geomano encoder must be 'soft' (Eq. 6) or 'patch' (hard patches), got {cfg.encoder!r}.")
+    if cfg.encoder == "patch" and cfg.patch_size < 1:
+        raise ConfigError(f"geomano patch_size must be >= 1, got {cfg.patch_size}.")
+    if cfg.decoder not in DECODERS:
+        raise ConfigError(f"geomano decoder must be one of {DECODERS}, got {cfg.decoder!r}.")
+    if cfg.head not in HEADS:
+        raise ConfigError(f"geomano head must be one of {HEADS}, got {cfg.head!r}.")
+    if str(cfg.act).lower() not in ACTIVATIONS:
+        raise ConfigError(f"geomano act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
+    if cfg.assign_init not in ("orthogonal", "default"):
+        raise ConfigError(f"geomano assign_init must be 'orthogonal' or 'default', got {cfg.assign_init!r}.")
+    if cfg.init not in ("trunc_normal", "torch"):
+        raise ConfigError(f"geomano init must be 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    if len(tuple(cfg.latent_grid)) != 2 or min(int(s) for s in cfg.latent_grid) < 1:
+        raise ConfigError(f"geomano latent_grid must be (h, w) with h, w >= 1, got {cfg.latent_grid!r}.")
+
+
+@register("geomano", GeoMaNOConfig)
+class GeoMaNO(nn.Module):
+    """Geometric Mamba Neural Operator, ``model(x, pos=None, ctx=None) -> y`` (see the module docstring).
+
+    Shapes: ``x (B, H, W, in_channels) -> (B, H, W, out_channels)``; ``ctx (B, ctx_channels)``. Regular grids
+    only (as in the paper); with the soft encoder and the shared or separate decoder any resolution works.
+    """
+
+    def __init__(self, config: GeoMaNOConfig):
+        super().__init__()
+        _validate(config)
+        self.config = cfg = config
+        D = cfg.width
+        coord = cfg.unified_pos ** 2 if cfg.unified_pos else (2 if cfg.positional_grid else 0)
+        c_in = cfg.in_channels + cfg.ctx_channels + coord
+        grid = tuple(int(s) for s in cfg.latent_grid)
+        if cfg.encoder == "soft":
+            self.encoder = GeoEncoder(c_in, D, grid, cfg.lift_hidden, cfg.act, cfg.slice_reduce, cfg.pos_embed,
+                                      cfg.assign_prior)
+            self.decoder = GeoDecoder(D, cfg.out_channels, cfg.decoder, cfg.head, grid, cfg.n_points, cfg.decoder_skip)
+            self.patch = self.unpatch = self.pos_embed = None
+        else:
+            self.encoder = self.decoder = None
+            self.patch = PatchEmbed2d(c_in, D, cfg.patch_size)
+            self.unpatch = PatchUnembed2d(D, cfg.out_channels, cfg.patch_size)
+            self.pos_embed = nn.Parameter(torch.zeros(1, *grid, D)) if cfg.pos_embed else None
+            if self.pos_embed is not None:
+                nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        kw = kernel_kwargs(cfg)
+        self.blocks = nn.ModuleList(ResidualBlock(D, GeoMambaKernel(D, **kw), cfg.mlp_ratio, cfg.act)
+                                    for _ in range(cfg.n_layers))
+        if cfg.init == "trunc_normal":
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.trunc_normal_(m.weight, std=0.02)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
+        if cfg.encoder == "soft" and cfg.assign_init == "orthogonal":  # Transolver / LaMO code: the slice projection
+            for lin in (self.encoder.assign, getattr(self.decoder, "assign", None)):
+                if lin is not None:
+                    nn.init.orthogonal_(lin.weight)
+
+    def _features(self, x, ctx):
+        cfg = self.config
+        b, H, W, _ = x.shape
+        a = append_context(x, ctx)
+        coords = grid_channels((H, W), b, x.dtype, x.device)
+        if cfg.unified_pos:
+            up = unified_position(coords.reshape(b, H * W, 2), cfg.unified_pos).reshape(b, H, W, -1)
+            a = torch.cat([a, up], dim=-1)
+        elif cfg.positional_grid:
+            a = torch.cat([a, coords], dim=-1)
+        return a, coords
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        cfg = self.config
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != cfg.in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"GeoMaNO takes x of shape (batch, H, W, {cfg.in_channels}) on a regular grid, channels "
+                             f"last; got {shape}.")
+        if pos is not None:
+            raise ValueError(f"GeoMaNO works on regular grids only (as in the paper) and takes no pos; got pos of shape "
+                             f"{tuple(pos.shape)}.")
+        b, H, W, _ = x.shape
+        if cfg.ctx_channels:
+            if ctx is None or tuple(ctx.shape) != (b, cfg.ctx_channels):
+                raise ValueError(f"GeoMaNO was configured with ctx_channels={cfg.ctx_channels}; expected ctx of shape "
+                                 f"({b}, {cfg.ctx_channels}), got {None if ctx is None else tuple(ctx.shape)}.")
+        elif ctx is not None:
+            raise ValueError(f"GeoMaNO was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}.")
+        a, coords = self._features(x, ctx)
+        if cfg.encoder == "soft":
+            z, w, y = self.encoder(a.reshape(b, H * W, -1), coords.reshape(b, H * W, 2))
+            for blk in self.blocks:
+                z = blk(z)
+            return self.decoder(z, w, y).reshape(b, H, W, cfg.out_channels)
+        a, size = pad_to_multiple(a, cfg.patch_size)
+        z = self.patch(a)
+        if self.pos_embed is not None:
+            pe = self.pos_embed
+            if tuple(pe.shape[1:3]) != tuple(z.shape[1:3]):
+                pe = F.interpolate(pe.permute(0, 3, 1, 2), size=tuple(z.shape[1:3]), mode="bilinear",
+                                   align_corners=False).permute(0, 2, 3, 1)
+            z = z + pe
+        for blk in self.blocks:
+            z = blk(z)
+        return crop(self.unpatch(z), size)
+
+
+def kernel_parameter_count(D: int, N: int = 16, expand: float = 1.0, d_conv: int = 3, dt_rank: int = 0, K: int = 4,
+                           learnable_r: bool = False, d_mode: str = "channel", gate: str = "split") -> int:
+    """``P_k``: parameters of one ``GeoMambaKernel`` with the default layout (see ``neurodyn.nn.geomamba``)."""
+    di = int(round(expand * D))
+    r = dt_rank or math.ceil(D / 16)
+    n = (D * di if gate == "shared" else 2 * D * di) + (di * d_conv ** 2 + di if d_conv > 1 else 0)
+    n += K * (r + 2 * N) * di + K * (r * di + di) + K * di * N
+    n += {"channel": K * di, "state": K * N, "none": 0}[d_mode]
+    n += K * di * N if learnable_r else 0
+    return n + 2 * di + di * D
+
+
+def parameter_count(cfg: GeoMaNOConfig) -> int:
+    """Closed-form parameter count of ``GeoMaNO(cfg)`` (soft encoder, shared decoder, ln_linear head)."""
+    D, L = cfg.width, int(cfg.latent_grid[0]) * int(cfg.latent_grid[1])
+    c = cfg.in_channels + cfg.ctx_channels + (cfg.unified_pos ** 2 if cfg.unified_pos else 2 * cfg.positional_grid)
+    h = cfg.lift_hidden or 2 * D
+    enc = c * h + h + h * D + D + D * L + L + 2 * D + (L * D if cfg.pos_embed else 0)
+    K = 4 if isinstance(cfg.directions, str) else len(tuple(cfg.directions))
+    pk = kernel_parameter_count(D, cfg.d_state, cfg.expand, cfg.d_conv, cfg.dt_rank, K,
+                                cfg.correction == "learnable", cfg.d_mode, cfg.gate)
+    m = int(round(D * cfg.mlp_ratio))
+    layer = 4 * D + pk + (2 * D * m + m + D if m > 0 else -2 * D)
+    return enc + cfg.n_layers * layer + 2 * D + D * cfg.out_channels + cfg.out_channels

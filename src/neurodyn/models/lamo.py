@@ -1,0 +1,396 @@
+"""LaMO, the Latent Mamba Operator (Tiwari, Dutta, Krishnan, Prathosh, ICML 2025), registered as ``"lamo"``.
+
+``G = Q o D o L^l o ... o L^1 o E o P`` (paper Eq. 8): lift the input function, encode the N physical
+tokens into M latent tokens, mix the latent tokens with a multi-head bidirectional (or four-directional)
+selective SSM in L pre-norm residual layers, decode back to the points and project. Three variants, chosen
+by ``variant`` (papers/notes-lamo.md, Sec. 2):
+
+``"grid"`` (Darcy, Navier-Stokes; the code's ``LaMO_Regular_Grid``). ``x: (B, H, W, C_in)``::
+
+    a    = [x, ctx, (x1, x2)]                       # + normalised coordinates linspace(0, 1) per axis
+    a    = zero-pad bottom/right to multiples of pad_multiple      (85 -> 88 for Darcy)
+    Z^0  = LayerNorm(Linear(p x p patches of a)) + E_pos           # P o E, patch tokens (Remark 3.1)
+    Z^l  = Z^{l-1} + SSM4(LN(Z^{l-1})),  Z^l <- Z^l + MLP(LN(Z^l))  # Eqs. 11-12 on the (H/p, W/p) token grid
+    u    = crop( DePatch(Z^L) )                                    # D o Q: LN, linear token -> p x p x C_out
+
+  ``SSM4`` scans the token grid along the four traversals of ``ops.cross_scan`` and sums them (Remark
+  3.2; ``directions`` selects uni / bi / cross). ``E_pos`` is a learned positional embedding of the
+  token grid of ``grid_size`` (zero-initialised, as in the code); at another resolution it is bilinearly
+  resized (``pos_embed_interp``), so the model runs on any grid (the paper's Table 2 token counts
+  1936 / 484 / 121 are 88^2 / p^2 for p = 2 / 4 / 8).
+
+``"structured_mesh"`` (Airfoil, Pipe, Plasticity; ``x: (B, H, W, C_in)`` on the mesh index grid) and
+``"point_cloud"`` (Elasticity; ``x: (B, N, C_in)``, optional ``pos: (B, N, d)``)::
+
+    h    = MLP_{c -> 2D -> D}([pos, x, ctx, (x1, x2)]) + placeholder      # P (+ time embedding)
+    for l = 1..L:                                                       # latent blocks (code form)
+        u      = LN_1(h)
+        Z, W   = E(u)                 # slice encoder: W = softmax(Linear(Proj_x u) / tau) (B, He, N, M),
+                                      #   Z = W^T Proj_f(u) / sum_n W  -> M latent tokens per head
+        Z      = SSM2(Z as a length-M sequence of (He d_h) channels)    # bidirectional latent SSM
+        h      = h + Linear(D(Z, W))  # decoder: sum_m W[n, m] Z[m] (weights shared with E)
+        h      = h + MLP(LN_2(h))
+    u    = Linear(LN_3(h))                                              # Q
+
+  ``Proj`` is ``Linear`` on point clouds and a 3x3 ``Conv2d`` over the index grid on structured meshes.
+  With ``share_encoder`` one encoder (``Proj_x, Proj_f, Linear, tau``) serves every block (recomputed on
+  each block's ``LN_1(h)``; the paper's "shared weights", App. D.2), otherwise each block has its own.
+
+Choices where the paper and the authors' code disagree (all are options; defaults in brackets):
+
+* SSM block (``neurodyn.nn.mamba.LatentSSM``): layout [Algorithm 1, ``x_proj``] / bi-Mamba2 ``fused``
+  (code for Pipe, Plasticity) / ``hydra`` (code for Elasticity, Airfoil); gate activation [SiLU, paper]
+  vs GELU (grid code); norm [RMSNorm] / LayerNorm (grid code) / none (Algorithm 1); directions combined by
+  [sum, paper] / mean (bi-Mamba2 code); discretisation [Euler ``B^ = Delta B``, code] / exact ZOH
+  (paper Eq. 5); A [scalar per head, code] / diagonal (paper Remark 2.1); heads [Table 6: 1 Darcy, 4
+  otherwise] vs head dim 32/64 in the code.
+* Decoder [shared encoder weights, code] / ``separate`` weights / ``literal`` paper Eq. 14 (fixed N).
+* Residual and MLP act on physical tokens for meshes (code; Transolver's block with the attention
+  replaced), on latent tokens for grids (Eqs. 11-12 literally, and the code).
+* Grid scan orders: [``directions="cross"``: row-major, reversed, column-major, reversed -- the code's
+  VMamba cross-scan, ``ops.cross_scan``] or ``"corners"``: Remark 3.2's "top-left -> bottom-right,
+  bottom-right -> top-left, top-right -> bottom-left, bottom-left -> top-right" read as row-major paths
+  from each corner (rows right-to-left for the last two).
+* Initialisation: mesh variants use truncated-normal(0.02) Linear weights and an orthogonal slice
+  projection (code); grids use PyTorch defaults and a zero positional embedding.
+* Not reproduced: the grid code's unused 2-value "placeholder" parameter (2 parameters).
+
+Parameter counts for Table 6 of the paper and for the authors' scripts: ``tests/models/test_lamo.py``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..nn.blocks import ResidualBlock
+from ..nn.mamba import LatentSSM, resolve_directions
+from ..nn.mlp import ACTIVATIONS, ChannelMLP
+from ..nn.patch import PatchEmbed2d, PatchUnembed2d, crop, pad_to_multiple
+from ..nn.slice import SliceDecoder, SliceEncoder
+from .fno import append_context, grid_channels
+from .registry import register
+
+__all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "timestep_embedding", "mesh_features", "VARIANTS"]
+
+VARIANTS = ("grid", "structured_mesh", "point_cloud")
+
+
+@dataclass
+class LaMOConfig:
+    """Configuration of ``LaMO`` (see the module docstring).
+
+    Fields:
+        in_channels, out_channels: input / output channels (filled in from the data).
+        variant: "grid", "structured_mesh" or "point_cloud".
+        width: embedding dimension D.  n_layers: latent blocks L.  mlp_ratio, act: channel MLP.
+        d_state, expand, ssm_heads, ssm_groups, d_conv: SSM sizes (Table 6: d_state 64, expand 2, kernel 3).
+        directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
+            of names (``neurodyn.nn.mamba.resolve_directions``).
+        ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
+            dt_range: SSM choices (``neurodyn.nn.mamba``).
+        patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): sizes the positional
+            embedding), pos_embed, pos_embed_interp: grid variant.
+        positional_grid: append linspace(0, 1) coordinates of the (index) grid (grid and structured mesh).
+        n_slices (M), slice_heads, slice_temperature, slice_clamp (None: [0.1, 5] on structured meshes,
+            none on point clouds; () disables), share_encoder, decoder ("shared" | "separate" | "literal"),
+            n_points (literal decoder only), slice_normalize, slice_value_projection: mesh variants.
+        pos_channels: coordinate channels of ``pos`` used as extra input features (0: ``pos`` is ignored,
+            e.g. when the coordinates are the input ``x`` itself, as for Elasticity).
+        placeholder: learned vector added after the lifting (code).
+        ctx_channels: length of ``ctx`` (appended as constant channels), or with time_embedding the time
+            (``ctx[:, 0]``, sinusoidal embedding -> Linear-SiLU-Linear, added after the lifting).
+        init: "auto" (trunc_normal on meshes, torch defaults on grids), "trunc_normal" or "torch".
+        scan_backend: ``ops.selective_scan`` backend.
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    variant: str = "grid"
+    width: int = 64
+    n_layers: int = 8
+    mlp_ratio: float = 4.0
+    act: str = "gelu"
+    d_state: int = 64
+    expand: float = 2.0
+    ssm_heads: int = 4
+    ssm_groups: int = 1
+    d_conv: int = 3
+    directions: Union[str, tuple] = "auto"
+    ssm_layout: str = "x_proj"
+    ssm_conv: str = "auto"
+    ssm_combine: str = "sum"
+    ssm_norm: str = "rmsnorm"
+    ssm_act: str = "silu"
+    discretization: str = "euler"
+    a_mode: str = "head"
+    a_init_range: tuple = (1.0, 16.0)
+    dt_range: tuple = (1e-3, 1e-1)
+    patch_size: int = 2
+    pad_multiple: int = 0
+    grid_size: tuple = (85, 85)
+    pos_embed: bool = True
+    pos_embed_interp: bool = True
+    positional_grid: bool = True
+    n_slices: int = 64
+    slice_heads: int = 8
+    slice_temperature: float = 0.5
+    slice_clamp: Optional[tuple] = None
+    share_encoder: bool = True
+    decoder: str = "shared"
+    n_points: int = 0
+    slice_normalize: bool = True
+    slice_value_projection: bool = True
+    pos_channels: int = 0
+    placeholder: bool = True
+    ctx_channels: int = 0
+    time_embedding: bool = False
+    init: str = "auto"
+    scan_backend: str = "auto"
+
+
+def _validate(cfg: LaMOConfig) -> None:
+    if cfg.variant not in VARIANTS:
+        raise ConfigError(f"lamo variant must be one of {VARIANTS}, got {cfg.variant!r}.")
+    for name in ("in_channels", "out_channels", "width", "n_layers", "d_state", "ssm_heads", "ssm_groups"):
+        if int(getattr(cfg, name)) < 1:
+            raise ConfigError(f"lamo config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
+    for name in ("ctx_channels", "pos_channels", "pad_multiple", "n_points"):
+        if int(getattr(cfg, name)) < 0:
+            raise ConfigError(f"lamo config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    if str(cfg.act).lower() not in ACTIVATIONS:
+        raise ConfigError(f"lamo act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
+    if cfg.init not in ("auto", "trunc_normal", "torch"):
+        raise ConfigError(f"lamo init must be 'auto', 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    if cfg.time_embedding and cfg.ctx_channels < 1:
+        raise ConfigError("lamo time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
+    if cfg.variant == "grid":
+        if cfg.patch_size < 1:
+            raise ConfigError(f"lamo patch_size must be >= 1, got {cfg.patch_size}.")
+        if len(tuple(cfg.grid_size)) != 2 or min(int(s) for s in cfg.grid_size) < 1:
+            raise ConfigError(f"lamo grid_size must be (H, W) of the nominal input grid, got {cfg.grid_size!r}.")
+        if cfg.time_embedding:
+            raise ConfigError("lamo time_embedding is implemented for the mesh variants only.")
+    else:
+        if cfg.slice_heads < 1 or cfg.width % cfg.slice_heads:
+            raise ConfigError(f"lamo width ({cfg.width}) must be divisible by slice_heads ({cfg.slice_heads}).")
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal embedding ``[cos(t f_k), sin(t f_k)]`` with ``f_k = max_period^(-k / (dim/2))``: (B,) -> (B, dim)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=t.dtype, device=t.device) / half)
+    args = t[:, None] * freqs[None]
+    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        emb = torch.cat([emb, torch.zeros_like(emb[:, :1])], dim=-1)
+    return emb
+
+
+def _check_ctx(name: str, ctx, batch: int, n: int) -> None:
+    if n > 0:
+        if ctx is None or tuple(ctx.shape) != (batch, n):
+            got = None if ctx is None else tuple(ctx.shape)
+            raise ValueError(f"{name} was configured with ctx_channels={n}; expected ctx of shape ({batch}, {n}), "
+                             f"got {got}.")
+    elif ctx is not None:
+        raise ValueError(f"{name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; set "
+                         "ctx_channels in the config to use it.")
+
+
+def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_channels: int,
+                  pos_channels: int, ctx_channels: int, positional_grid: bool, ctx_as_channels: bool = True):
+    """Check a mesh / point-cloud input and assemble the per-point features ``(B, N, c)``.
+
+    Returns ``(features, grid)`` where ``grid`` is the (H, W) index grid of a structured mesh (None for
+    point clouds). Feature order: ``[pos, x, ctx (constant), normalised index coordinates]``; ``pos`` is
+    used only when ``pos_channels > 0`` (otherwise ignored: datasets pass it also when it is ``x`` itself).
+    """
+    if structured:
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} (structured mesh) takes x of shape (batch, H, W, {in_channels}) on the mesh "
+                             f"index grid, channels last; got {shape}.")
+        b, hh, ww, _ = x.shape
+        grid = (hh, ww)
+        parts = [x.reshape(b, hh * ww, in_channels)]
+    else:
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} (point cloud) takes x of shape (batch, N, {in_channels}); got {shape}.")
+        b = x.shape[0]
+        grid = None
+        parts = [x]
+    n = parts[0].shape[1]
+    if pos_channels > 0:
+        if pos is None:
+            raise ValueError(f"{name} was configured with pos_channels={pos_channels} but got pos=None; expected "
+                             f"pos of shape ({b}, {n}, {pos_channels}).")
+        p = pos.reshape(b, -1, pos.shape[-1]).to(x.dtype)
+        if p.shape != (b, n, pos_channels):
+            raise ValueError(f"{name} pos has shape {tuple(pos.shape)}; expected ({b}, {n}, {pos_channels}) "
+                             f"(one {pos_channels}-d coordinate per point).")
+        parts.insert(0, p)
+    # pos_channels = 0: the coordinates are not a separate input (a dataset may pass pos even when it is
+    # the input x itself, as for Elasticity); they are ignored.
+    _check_ctx(name, ctx, b, ctx_channels)
+    if ctx is not None and ctx_as_channels:
+        parts.append(ctx.to(x.dtype)[:, None, :].expand(b, n, ctx.shape[-1]))
+    if structured and positional_grid:
+        parts.append(grid_channels(grid, b, x.dtype, x.device).reshape(b, n, 2))
+    return torch.cat(parts, dim=-1), grid
+
+
+class LatentSliceMixer(nn.Module):
+    """``u (B, N, D) -> Linear(decode(SSM(encode(u))))``: LaMO's latent SSM on slice tokens (one block)."""
+
+    def __init__(self, encoder: SliceEncoder, ssm: nn.Module, decoder: SliceDecoder, dim: int):
+        super().__init__()
+        self.encoder, self.ssm, self.decoder = encoder, ssm, decoder
+        self.to_out = nn.Linear(dim, dim)
+
+    def forward(self, u: torch.Tensor, grid=None) -> torch.Tensor:
+        z, w = self.encoder(u, grid)                               # (B, He, M, dh), (B, He, N, M)
+        b, he, m, dh = z.shape
+        seq = self.ssm(z.permute(0, 2, 1, 3).reshape(b, m, he * dh))  # latent tokens in slice order
+        z = seq.reshape(b, m, he, dh).permute(0, 2, 1, 3)
+        return self.to_out(self.decoder(z, w, u, grid))
+
+
+def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
+    directions = cfg.directions
+    if directions == "auto":
+        directions = "cross" if grid else "bi"
+    return LatentSSM(cfg.width, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.ssm_heads,
+                     n_groups=cfg.ssm_groups, d_conv=cfg.d_conv, directions=resolve_directions(directions, grid),
+                     layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
+                     act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
+                     a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)
+
+
+def trunc_normal_init(model: nn.Module, skip=()) -> None:
+    """Truncated-normal(std 0.02) weights and zero biases for every ``nn.Linear`` not in ``skip`` (code init)."""
+    skip_ids = {id(m) for m in skip}
+    for m in model.modules():
+        if isinstance(m, nn.Linear) and id(m) not in skip_ids:
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+@register("lamo", LaMOConfig)
+class LaMO(nn.Module):
+    """Latent Mamba Operator, ``model(x, pos=None, ctx=None) -> y`` (see the module docstring).
+
+    Shapes: grid and structured mesh ``x (B, H, W, in_channels) -> (B, H, W, out_channels)``; point cloud
+    ``x (B, N, in_channels)``, ``pos (B, N, pos_channels)`` -> ``(B, N, out_channels)``; ``ctx (B, ctx_channels)``.
+    Cost is linear in the number of points N (grid: linear in the number of patches).
+    """
+
+    def __init__(self, config: LaMOConfig):
+        super().__init__()
+        _validate(config)
+        self.config = cfg = config
+        D = cfg.width
+        if cfg.variant == "grid":
+            c_in = cfg.in_channels + cfg.ctx_channels + (2 if cfg.positional_grid else 0)
+            self.patch = PatchEmbed2d(c_in, D, cfg.patch_size)
+            self.multiple = math.lcm(cfg.patch_size, cfg.pad_multiple or cfg.patch_size)
+            hp, wp = (-(-int(s) // self.multiple) * self.multiple // cfg.patch_size for s in cfg.grid_size)
+            self.token_grid = (hp, wp)
+            self.pos_embed = nn.Parameter(torch.zeros(1, hp, wp, D)) if cfg.pos_embed else None
+            self.blocks = nn.ModuleList(ResidualBlock(D, _ssm(cfg, grid=True), cfg.mlp_ratio, cfg.act)
+                                        for _ in range(cfg.n_layers))
+            self.unpatch = PatchUnembed2d(D, cfg.out_channels, cfg.patch_size)
+            if cfg.init == "trunc_normal":
+                trunc_normal_init(self)
+            return
+
+        structured = cfg.variant == "structured_mesh"
+        clamp = cfg.slice_clamp
+        if clamp is None:
+            clamp = (0.1, 5.0) if structured else None
+        elif len(tuple(clamp)) == 0:
+            clamp = None
+        enc_kw = dict(projection="conv2d" if structured else "linear", temperature=cfg.slice_temperature,
+                      clamp=clamp)
+        c_in = (cfg.in_channels + cfg.pos_channels + (0 if cfg.time_embedding else cfg.ctx_channels)
+                + (2 if structured and cfg.positional_grid else 0))
+        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
+        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
+        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+
+        def encoder() -> SliceEncoder:
+            return SliceEncoder(D, cfg.slice_heads, cfg.n_slices, value_projection=cfg.slice_value_projection,
+                                normalize=cfg.slice_normalize, **enc_kw)
+
+        shared = encoder() if cfg.share_encoder else None
+        self.encoder = shared
+        blocks = []
+        for l in range(cfg.n_layers):
+            dec_kw = enc_kw if cfg.decoder == "separate" else {}
+            dec = SliceDecoder(cfg.decoder, D, cfg.slice_heads, cfg.n_slices, n_points=cfg.n_points, **dec_kw)
+            mixer = LatentSliceMixer(shared if shared is not None else encoder(), _ssm(cfg, grid=False), dec, D)
+            blocks.append(ResidualBlock(D, mixer, cfg.mlp_ratio, cfg.act,
+                                        out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0))
+        self.blocks = nn.ModuleList(blocks)
+        if cfg.init in ("auto", "trunc_normal"):
+            trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
+
+    # ----------------------------------------------------------------------------------------------
+    def _grid_pos_embed(self, hw: tuple[int, int]) -> torch.Tensor | None:
+        if self.pos_embed is None:
+            return None
+        if hw == self.token_grid:
+            return self.pos_embed
+        if not self.config.pos_embed_interp:
+            raise ValueError(f"LaMO was built for a {self.token_grid} token grid (grid_size="
+                             f"{tuple(self.config.grid_size)}) but the input gives {hw} tokens; set "
+                             "pos_embed_interp=True or grid_size to the input resolution.")
+        pe = F.interpolate(self.pos_embed.permute(0, 3, 1, 2), size=hw, mode="bilinear", align_corners=False)
+        return pe.permute(0, 2, 3, 1)
+
+    def _forward_grid(self, x, pos, ctx):
+        cfg = self.config
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != cfg.in_channels:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"LaMO (grid) takes x of shape (batch, H, W, {cfg.in_channels}), channels last; got "
+                             f"{shape}.")
+        if pos is not None:
+            raise ValueError(f"LaMO (grid) works on regular grids and takes no pos; got pos of shape "
+                             f"{tuple(pos.shape)} (use variant='point_cloud' for scattered points).")
+        b = x.shape[0]
+        _check_ctx("LaMO", ctx, b, cfg.ctx_channels)
+        a = append_context(x, ctx)
+        if cfg.positional_grid:
+            a = torch.cat([a, grid_channels(tuple(x.shape[1:3]), b, x.dtype, x.device)], dim=-1)
+        a, size = pad_to_multiple(a, self.multiple)
+        z = self.patch(a)                                              # (B, h, w, D)
+        pe = self._grid_pos_embed(tuple(z.shape[1:3]))
+        if pe is not None:
+            z = z + pe
+        for blk in self.blocks:
+            z = blk(z)
+        return crop(self.unpatch(z), size)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        cfg = self.config
+        if cfg.variant == "grid":
+            return self._forward_grid(x, pos, ctx)
+        structured = cfg.variant == "structured_mesh"
+        feats, grid = mesh_features("LaMO", x, pos, ctx, structured=structured, in_channels=cfg.in_channels,
+                                    pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels,
+                                    positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
+        h = self.lift(feats)
+        if self.placeholder is not None:
+            h = h + self.placeholder
+        if self.time_fc is not None:
+            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), cfg.width))[:, None, :]
+        for blk in self.blocks:
+            h = blk(h, grid=grid)
+        return h.reshape(*x.shape[:-1], cfg.out_channels)

@@ -1,0 +1,232 @@
+"""Sequence models over ``(B, T, C)`` with timestamps and masks, and the host network they share.
+
+Every model has the NAC paper's host (Table 4): an optional Conv1d front end -> the sequence layer
+-> pooling over time (unless ``per_step``) -> dense layers -> ``out_channels`` outputs (class
+logits or regression values). Call: ``model(x, t=None, mask=None) -> (B, out)`` or ``(B, T, out)``
+with ``per_step``; ``t: (B, T)`` timestamps, ``mask: (B, T)`` True for real steps (a prefix).
+
+Registered names (the paper's baselines that we can build; sizes as the paper's "same hidden units
+as NAC's d_model / same d_model and heads"):
+
+* ``gru``, ``lstm``: ``torch.nn`` recurrent layers (discrete time: timestamps unused).
+* ``cfc``, ``ltc``: ``ncps.torch.CfC`` / ``LTC`` (Hasani et al.), fully connected, fed the elapsed
+  time between steps as ``timespans``.
+* ``mha``: multi-head scaled-dot-product self-attention (Vaswani et al.; ``F.scaled_dot_product_attention``)
+  over a linear embedding plus a sinusoidal encoding of the timestamps, padding keys masked.
+* ``odernn``: an ODE-RNN-style GRU: between observations the state follows ``dh/dt = -lambda * h``
+  (a learned positive decay per unit, solved exactly: ``h <- h exp(-lambda dt)``), then a GRU cell
+  consumes the observation (GRU-D / ODE-RNN with a linear ODE).
+
+Pooling: ``last`` takes the output at the last valid step, ``mean`` averages the valid steps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from .registry import register
+
+
+@dataclass
+class SequenceConfig:
+    in_channels: int = 1
+    out_channels: int = 10
+    hidden: int = 64                 # RNN units, attention d_model
+    conv_channels: tuple = ()        # Conv1d front end (stride 1, same padding, ReLU)
+    conv_kernel: int = 5
+    dense: tuple = (32,)             # hidden sizes of the dense head (ReLU)
+    pool: str = "last"               # last | mean
+    per_step: bool = False           # one output per step instead of per sequence
+    dropout: float = 0.0
+    n_heads: int = 4                 # mha only
+    ode_unfolds: int = 6             # ltc only
+
+
+def check_sequence_input(x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, channels: int,
+                         name: str) -> None:
+    if x.dim() != 3 or x.shape[-1] != channels:
+        raise ValueError(f"{name} expects x of shape (B, T, {channels}), got {tuple(x.shape)}")
+    if t is not None and tuple(t.shape) != tuple(x.shape[:2]):
+        raise ValueError(f"{name}: timestamps must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(t.shape)}")
+    if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(f"{name}: mask must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+
+
+def elapsed(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """Time since the previous step ``(B, T)`` (the first step: 1, as without timestamps)."""
+    if t is None:
+        return torch.ones(like.shape[:2], dtype=like.dtype, device=like.device)
+    dt = torch.diff(t.to(like.dtype), dim=1, prepend=t[:, :1].to(like.dtype) - 1.0)
+    return dt.clamp_min(0.0)
+
+
+class SequenceHost(nn.Module):
+    """Conv front end + ``core`` (subclass) + pooling + dense head."""
+
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__()
+        if cfg.pool not in ("last", "mean"):
+            raise ConfigError(f"pool must be 'last' or 'mean', got {cfg.pool!r}")
+        if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
+            raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
+        self.cfg = cfg
+        convs, c = [], cfg.in_channels
+        for ch in cfg.conv_channels:
+            convs += [nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2), nn.ReLU()]
+            c = int(ch)
+        self.front = nn.Sequential(*convs)
+        self.core_in = c
+        head, h = [], self.core_out()
+        for d in cfg.dense:
+            head += [nn.Linear(h, int(d)), nn.ReLU(), nn.Dropout(cfg.dropout)]
+            h = int(d)
+        head.append(nn.Linear(h, cfg.out_channels))
+        self.head = nn.Sequential(*head)
+
+    def core_out(self) -> int:
+        return self.cfg.hidden
+
+    def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                pos=None, ctx=None) -> torch.Tensor:
+        check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__)
+        if mask is not None:
+            x = x * mask[..., None].to(x.dtype)
+        z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
+        h = self.core(z, t, mask)
+        if not self.cfg.per_step:
+            h = pool(h, mask, self.cfg.pool)
+        return self.head(h)
+
+
+def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """``(B, T, F)`` -> ``(B, F)``: the last valid step or the mean over valid steps."""
+    if mask is None:
+        return h[:, -1] if how == "last" else h.mean(1)
+    m = mask.to(h.dtype)
+    if how == "mean":
+        return (h * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1)
+    last = (mask.long().sum(1) - 1).clamp_min(0)
+    return h[torch.arange(h.shape[0], device=h.device), last]
+
+
+@register("gru", SequenceConfig)
+class GRUModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        self.rnn = nn.GRU(self.core_in, cfg.hidden, batch_first=True)
+
+    def core(self, z, t, mask):
+        return self.rnn(z)[0]
+
+
+@register("lstm", SequenceConfig)
+class LSTMModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        self.rnn = nn.LSTM(self.core_in, cfg.hidden, batch_first=True)
+
+    def core(self, z, t, mask):
+        return self.rnn(z)[0]
+
+
+def _ncps_torch():
+    try:
+        import ncps.torch as nt
+    except ImportError:  # pragma: no cover - environment
+        raise ConfigError("the cfc and ltc baselines need the 'ncps' package (`pip install ncps`)") from None
+    return nt
+
+
+@register("cfc", SequenceConfig)
+class CfCModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        self.rnn = _ncps_torch().CfC(self.core_in, cfg.hidden, batch_first=True, return_sequences=True)
+
+    def core(self, z, t, mask):
+        return run_ncps_cell(self.rnn.rnn_cell, z, elapsed(t, z), self.rnn.state_size, self.rnn.fc)
+
+
+@register("ltc", SequenceConfig)
+class LTCModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        self.rnn = _ncps_torch().LTC(self.core_in, cfg.hidden, batch_first=True, return_sequences=True,
+                                     ode_unfolds=cfg.ode_unfolds)
+
+    def core(self, z, t, mask):
+        # the LTC solver divides by the elapsed time: repeated timestamps (padding) must not give 0
+        return run_ncps_cell(self.rnn.rnn_cell, z, elapsed(t, z).clamp_min(1e-4), self.rnn.state_size)
+
+
+def run_ncps_cell(cell, z: torch.Tensor, dt: torch.Tensor, state_size: int, fc=None) -> torch.Tensor:
+    """Unroll an ncps cell over ``z: (B, T, C)`` with per-sample elapsed times ``dt: (B, T)``.
+
+    (``ncps.torch.CfC/LTC.forward`` squeeze batched timespans to ``(B,)``, which does not broadcast
+    against ``(B, units)``; the cells themselves take ``(B, 1)``.)
+    """
+    h = z.new_zeros(z.shape[0], state_size)
+    outs = []
+    for i in range(z.shape[1]):
+        out, h = cell(z[:, i], h, dt[:, i, None])
+        outs.append(out if fc is None else fc(out))
+    return torch.stack(outs, 1)
+
+
+def time_encoding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal encoding of real timestamps ``(B, T)`` -> ``(B, T, dim)`` (Vaswani et al., continuous t)."""
+    half = dim // 2
+    freq = torch.exp(-math.log(1e4) * torch.arange(half, device=t.device, dtype=torch.float32) / max(half, 1))
+    ang = t.to(torch.float32)[..., None] * freq
+    enc = torch.cat([ang.sin(), ang.cos()], -1)
+    return F.pad(enc, (0, dim - 2 * half))
+
+
+@register("mha", SequenceConfig)
+class MHAModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        if cfg.hidden % cfg.n_heads:
+            raise ConfigError(f"mha hidden {cfg.hidden} must be divisible by n_heads {cfg.n_heads}")
+        self.embed = nn.Linear(self.core_in, cfg.hidden)
+        self.qkv = nn.Linear(cfg.hidden, 3 * cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, cfg.hidden)
+
+    def core(self, z, t, mask):
+        h = self.embed(z)
+        if t is not None:
+            h = h + time_encoding(t, h.shape[-1])
+        B, T, d = h.shape
+        H = self.cfg.n_heads
+        q, k, v = self.qkv(h).reshape(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)   # (B, H, T, d/H) each
+        keep = None if mask is None else mask.bool()[:, None, None, :]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep,
+                                           dropout_p=self.cfg.dropout if self.training else 0.0)
+        return self.out(o.transpose(1, 2).reshape(B, T, d))
+
+
+@register("odernn", SequenceConfig)
+class ODERNNModel(SequenceHost):
+    def __init__(self, cfg: SequenceConfig):
+        super().__init__(cfg)
+        self.cell = nn.GRUCell(self.core_in, cfg.hidden)
+        self.decay = nn.Parameter(torch.zeros(cfg.hidden))
+
+    def core(self, z, t, mask):
+        dt = elapsed(t, z)
+        lam = F.softplus(self.decay)
+        h = z.new_zeros(z.shape[0], self.cfg.hidden)
+        outs = []
+        for i in range(z.shape[1]):
+            h = h * torch.exp(-lam * dt[:, i, None])
+            h = self.cell(z[:, i], h)
+            outs.append(h)
+        return torch.stack(outs, 1)

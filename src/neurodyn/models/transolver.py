@@ -1,0 +1,173 @@
+"""Transolver (Wu, Luo, Wang, Wang, Long; ICML 2024), registered as ``"transolver"``: LaMO's baseline.
+
+Physics attention over slices (``neurodyn.nn.slice.PhysicsAttention``) in pre-norm residual blocks, with
+the Neural-Solver-Library / Transolver standard-benchmark configuration (see the ``transolver/*`` presets)::
+
+    h    = MLP_{c -> 2D -> D}(features) + placeholder                      # lifting (+ time embedding)
+    for l = 1..L:
+        u      = LN_1(h)
+        Z, W   = slice(u)                     # W = softmax(Linear(Proj_x u) / tau) (B, H, N, M), Z = weighted means
+        Z      = softmax(q(Z) k(Z)^T / sqrt(d_h)) v(Z)               # attention among the M slice tokens, per head
+        h      = h + Linear(sum_m W[n, m] Z[m])                      # deslice with the same W
+        h      = h + MLP(LN_2(h))
+    u    = Linear(LN_3(h))
+
+``variant``: ``"structured_mesh"`` (``x: (B, H, W, C_in)``; ``Proj`` is a 3x3 conv over the index grid;
+the library's ``Transolver_2D``, which it also uses on the regular Darcy and Navier-Stokes grids) or
+``"point_cloud"`` (``x: (B, N, C_in)``, optional ``pos: (B, N, d)``; ``Proj`` linear; ``Transolver_1D``).
+
+Features: ``[pos, x, ctx, coordinates]``; with ``unified_pos = r > 0`` the coordinates (the normalised
+index grid of a structured mesh, or ``pos`` / ``x`` of a point cloud) are replaced by their distances to
+an ``r x r`` reference grid on [0, 1]^2 (``r^2`` features; the library's ``unified_pos`` with ``ref=8``,
+used for Darcy and Navier-Stokes). The slice temperature is clamped to [0.1, 5] on structured meshes.
+Initialisation as in the library: truncated-normal(0.02) Linear weights, zero biases, orthogonal slice
+projection. The learned ``placeholder`` is added after the lifting always (the library adds it only when
+there is no input function; its parameter exists either way, so counts agree).
+
+Parameter counts: 2,826,945 for the Darcy configuration (width 128, 8 layers, 8 heads, 64 slices,
+unified_pos 8) and 11,232,321 for Navier-Stokes (width 256, 32 slices), the ends of the 2.8-11.2 M range
+the LaMO paper gives for Transolver (its Table 9); checked in ``tests/models/test_transolver.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+from ..nn.blocks import ResidualBlock
+from ..nn.mlp import ACTIVATIONS, ChannelMLP
+from ..nn.slice import PhysicsAttention, SliceEncoder
+from .fno import grid_channels
+from .lamo import mesh_features, timestep_embedding, trunc_normal_init
+from .registry import register
+
+__all__ = ["TransolverConfig", "Transolver", "unified_position"]
+
+
+@dataclass
+class TransolverConfig:
+    """Configuration of ``Transolver``.
+
+    Fields:
+        in_channels, out_channels: filled in from the data.
+        variant: "structured_mesh" (also regular grids) or "point_cloud".
+        width (D), n_layers (L), n_heads (slice heads H), n_slices (M), mlp_ratio, act, dropout.
+        positional_grid: append the normalised index coordinates (structured meshes).
+        unified_pos: reference-grid size r (0: off); replaces coordinates by r^2 distances.
+        pos_channels: coordinate channels of ``pos`` used as features (0: ``pos`` is ignored).
+        placeholder: learned vector added after the lifting.
+        slice_temperature, slice_clamp (None: [0.1, 5] on structured meshes, none on point clouds; () off).
+        ctx_channels, time_embedding: as in ``LaMOConfig``.
+    """
+
+    in_channels: int = 1
+    out_channels: int = 1
+    variant: str = "structured_mesh"
+    width: int = 128
+    n_layers: int = 8
+    n_heads: int = 8
+    n_slices: int = 64
+    mlp_ratio: float = 1.0
+    act: str = "gelu"
+    dropout: float = 0.0
+    positional_grid: bool = True
+    unified_pos: int = 0
+    pos_channels: int = 0
+    placeholder: bool = True
+    slice_temperature: float = 0.5
+    slice_clamp: Optional[tuple] = None
+    ctx_channels: int = 0
+    time_embedding: bool = False
+
+
+def unified_position(coords: torch.Tensor, ref: int) -> torch.Tensor:
+    """Distances of ``(B, N, 2)`` coordinates to the ``ref x ref`` grid ``linspace(0, 1, ref)^2`` -> ``(B, N, ref^2)``."""
+    t = torch.linspace(0.0, 1.0, ref, dtype=coords.dtype, device=coords.device)
+    ref_pts = torch.stack(torch.meshgrid(t, t, indexing="ij"), dim=-1).reshape(-1, 2)
+    return torch.cdist(coords, ref_pts.expand(coords.shape[0], -1, -1))
+
+
+def _validate(cfg: TransolverConfig) -> None:
+    if cfg.variant not in ("structured_mesh", "point_cloud"):
+        raise ConfigError(f"transolver variant must be 'structured_mesh' (also for regular grids) or 'point_cloud', "
+                          f"got {cfg.variant!r}.")
+    for name in ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"):
+        if int(getattr(cfg, name)) < 1:
+            raise ConfigError(f"transolver config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
+    for name in ("unified_pos", "pos_channels", "ctx_channels"):
+        if int(getattr(cfg, name)) < 0:
+            raise ConfigError(f"transolver config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    if cfg.width % cfg.n_heads:
+        raise ConfigError(f"transolver width ({cfg.width}) must be divisible by n_heads ({cfg.n_heads}).")
+    if str(cfg.act).lower() not in ACTIVATIONS:
+        raise ConfigError(f"transolver act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
+    if cfg.time_embedding and cfg.ctx_channels < 1:
+        raise ConfigError("transolver time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
+    if cfg.unified_pos and cfg.variant == "point_cloud" and cfg.pos_channels not in (0, 2):
+        raise ConfigError(f"transolver unified_pos needs 2-d coordinates; pos_channels is {cfg.pos_channels}.")
+    if cfg.unified_pos and cfg.variant == "point_cloud" and cfg.pos_channels == 0 and cfg.in_channels != 2:
+        raise ConfigError("transolver unified_pos on a point cloud without pos treats x as the coordinates, so "
+                          f"in_channels must be 2; got {cfg.in_channels}.")
+
+
+@register("transolver", TransolverConfig)
+class Transolver(nn.Module):
+    """Transolver, ``model(x, pos=None, ctx=None) -> y``; shapes as ``LaMO``'s mesh variants."""
+
+    def __init__(self, config: TransolverConfig):
+        super().__init__()
+        _validate(config)
+        self.config = cfg = config
+        D = cfg.width
+        structured = cfg.variant == "structured_mesh"
+        clamp = cfg.slice_clamp
+        if clamp is None:
+            clamp = (0.1, 5.0) if structured else None
+        elif len(tuple(clamp)) == 0:
+            clamp = None
+        if cfg.unified_pos:
+            r2 = cfg.unified_pos ** 2
+            if structured:
+                coord_in = r2
+            else:  # the coordinates (pos, or x itself) are replaced by the distances
+                coord_in = r2 - (cfg.pos_channels or cfg.in_channels)
+            c_in = cfg.in_channels + cfg.pos_channels + coord_in
+        else:
+            c_in = cfg.in_channels + cfg.pos_channels + (2 if structured and cfg.positional_grid else 0)
+        c_in += 0 if cfg.time_embedding else cfg.ctx_channels
+        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
+        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
+        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+        self.blocks = nn.ModuleList(
+            ResidualBlock(D, PhysicsAttention(D, cfg.n_heads, cfg.n_slices, "conv2d" if structured else "linear",
+                                              dropout=cfg.dropout, temperature=cfg.slice_temperature, clamp=clamp),
+                          cfg.mlp_ratio, cfg.act, out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0)
+            for l in range(cfg.n_layers))
+        trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        cfg = self.config
+        structured = cfg.variant == "structured_mesh"
+        feats, grid = mesh_features("Transolver", x, pos, ctx, structured=structured, in_channels=cfg.in_channels,
+                                    pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels,
+                                    positional_grid=cfg.positional_grid and not cfg.unified_pos,
+                                    ctx_as_channels=not cfg.time_embedding)
+        if cfg.unified_pos:
+            b, n, _ = feats.shape
+            if structured:
+                coords = grid_channels(grid, b, feats.dtype, feats.device).reshape(b, n, 2)
+                feats = torch.cat([unified_position(coords, cfg.unified_pos), feats], dim=-1)
+            else:
+                k = cfg.pos_channels or cfg.in_channels  # pos comes first in the features; else x is the coordinates
+                feats = torch.cat([unified_position(feats[..., :k], cfg.unified_pos), feats[..., k:]], dim=-1)
+        h = self.lift(feats)
+        if self.placeholder is not None:
+            h = h + self.placeholder
+        if self.time_fc is not None:
+            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), cfg.width))[:, None, :]
+        for blk in self.blocks:
+            h = blk(h, grid=grid)
+        return h.reshape(*x.shape[:-1], cfg.out_channels)

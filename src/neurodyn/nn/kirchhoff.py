@@ -1,0 +1,521 @@
+"""Kirchhoff Neural Cell (KNC) and Cascaded Kirchhoff Block (CKB) of CHONN (paper 000, Methods Eqs. 29-47).
+
+Kirchhoff Neural Cell
+---------------------
+An RC node ``C dv/dt = -(G_leak + G_p) v + B_p u`` (Eqs. 15-18, ``dv/dt = -alpha v + beta u``), discretised
+with a zero-order hold (Eqs. 19-21) and made input-dependent (Eqs. 32-34). For every channel ``i`` of the
+``D`` inner channels, state ``n`` of ``N = d_state`` and scan position ``k``::
+
+    Delta_k[i]  = softplus((W_Delta u_k)[i] + b_Delta[i])                   > 0       (Eq. 33)
+    b_k[n]      = (W_b u_k)[n],   c_k[n] = (W_c u_k)[n]                    shared by the channels (Eq. 33)
+    alpha_k[i,n] = exp(-Delta_k[i] lambda[i,n])                             in (0, 1) (Eq. 34)
+    beta_k[i,n]  = (1 - exp(-Delta_k[i] lambda[i,n])) / lambda[i,n] * b_k[n]          (Eq. 34, exact ZOH)
+    v_k[i,n]    = alpha_k[i,n] v_{k-1}[i,n] + beta_k[i,n] u_k[i]                      (Eq. 32)
+    y_k[i]      = sum_n c_k[n] v_k[i,n] + d[i] u_k[i]                                 (Eq. 32)
+
+with ``lambda = exp(log_lambda) > 0`` and ``Delta > 0``: the "Kirchhoff constraints" (dissipative ``alpha > 0``,
+positive time step), which make every cell contractive. ``W_Delta`` is Mamba's low-rank form
+``dt_proj(x_proj(u))`` of rank ``dt_rank``. With ``selective=False`` the cell is time-invariant (fixed
+``Delta[i]``, ``b[i,n]``, ``c[i,n]``, ``d[i]``: the fixed-coefficient reference cell of Eqs. 44-47); its
+transfer function per channel is ``H_i(z) = d_i + sum_n c[i,n] beta[i,n] / (1 - alpha[i,n] z^-1)``, which
+for ``N = 1`` is Eq. (45) with ``a = alpha``, ``b = beta``.
+
+Mapping onto ``neurodyn.ops.selective_scan``. The scan computes ``h_t = exp(dt A) h_{t-1} + dt B_t u_t``
+(Euler input term). With ``A = -lambda``, ``dt = Delta`` and
+
+    B_eff[b, i, n, t] = b_t[n] * phi(Delta_t[i] lambda[i, n]),      phi(x) = (1 - e^-x) / x  (phi(0) = 1),
+
+``dt B_eff = (1 - e^{-Delta lambda}) / lambda * b`` is exactly Eq. (34). ``phi`` depends on the channel
+through ``Delta[i]`` and ``lambda[i, n]``, so ``B_eff`` is passed in the per-channel group layout
+``(batch, groups = D, N, L)`` (each channel its own group) -- the only exact mapping, since neither
+``delta (batch, D, L)`` nor a channel-shared ``B`` can carry a factor that depends on both ``i`` and ``n``.
+It costs one ``(batch, D, N, L)`` tensor (the size of the hidden states, which the fused kernels never
+materialise). ``discretization="euler"`` drops ``phi`` (Mamba's ``Delta b``, the limit ``Delta lambda -> 0``)
+and keeps ``B`` shared, ``(batch, directions, N, L)``: cheaper, not Eq. (34). For the time-invariant cell
+``B_eff`` is a fixed ``(D, N)`` matrix.
+
+Scan directions (the paper does not say; notes A7). A cell runs over a 1-D sequence or the row-major
+flattening of a 2-D grid (Eq. 29: "L is the flattened spatial length"). ``scan``:
+
+* ``"uni"``: one causal scan (forward / row-major);
+* ``"bi"``: forward plus reversed, each with its own parameters, outputs summed: the cell is
+  ``K_fwd(u) + flip(K_bwd(flip(u)))``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
+  ``(1 + tau^2 k^2)^-1 = [1/(1 + i tau k) + 1/(1 - i tau k)] / 2`` is a causal plus an anti-causal RC
+  filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them;
+* ``"cross"`` (2-D only): VMamba's four traversals ``row, col, row_rev, col_rev`` (``ops.VMAMBA_ORDER``).
+
+Directions are merged (summed) after every cell, so the cell is one linear-in-``u`` operator (for fixed
+coefficients) and a cascade of cells has the product transfer function of Eq. (46). All directions of a
+cell run as one ``selective_scan`` call with ``K * D`` channels.
+
+Cascaded Kirchhoff Block (Eqs. 31, 35-38)
+-----------------------------------------
+For ``X: (B, *spatial, d_model)`` (1 or 2 spatial axes; channels last)::
+
+    Xn   = Norm(X)                                           (LayerNorm over channels; A1)
+    u    = SiLU(DSConv(W_u Xn)),   g = SiLU(W_g Xn)          (Eq. 31; W_u, W_g: d_model -> D, one in_proj)
+    y1   = K_1(u),  y_r = K_r(y_{r-1})  r = 2..N             (Eq. 35; "prev_output")
+    ybar = sum_r y_r                                         (Eq. 36; "sum")
+    Y    = X + W_o(ybar * g)                                 (Eqs. 37-38; W_o: D -> d_model, A6)
+
+``DSConv`` is a depthwise convolution (kernel ``d_conv``, ``same`` padding, with bias) followed, when
+``conv_pointwise`` (default; "separable"), by a pointwise ``1x1`` convolution with bias. ``order`` is ``N``,
+the number of serial cells (each with its own parameters; no nonlinearity between cells, A8).
+
+Choices where the paper is silent or ambiguous (notes 2.9), all options of :class:`CascadedKirchhoffBlock`:
+``norm`` ("layernorm" | "none"), ``d_conv`` (3), ``conv_pointwise`` (True), ``expand`` (D = expand * d_model),
+``dt_rank`` ("auto" = ceil(d_model / 16)), ``out_proj`` ("auto": a Linear when D != d_model, else the
+identity; True / False force it), ``out_norm`` (VMamba's LayerNorm on ``ybar`` before the gate; False),
+``cascade_input`` ("prev_output" = Eq. 35 | "prev_output_plus_input" = the ImageNet text, cell r >= 2 fed
+``u + y_{r-1}``), ``aggregate`` ("sum" = Eq. 36 | "last"), ``scan`` (see above), ``discretization``
+("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``residual``.
+Initialisation (not in the paper; Mamba / S4D-real defaults, A4): ``lambda[i, n] = n + 1``, ``d = 1``,
+``softplus(b_Delta)`` log-uniform in ``[dt_min, dt_max] = [1e-3, 1e-1]``, ``dt_proj`` weights
+``U(+-dt_rank^-1/2)``, linear layers as ``nn.Linear``. ``log_lambda`` and ``d`` carry
+``_no_weight_decay = True`` (Mamba's marker) for optimisers that honour it.
+
+Parameter count of one block (``m = d_model``, ``D`` inner, ``N`` states, ``R = dt_rank``, ``K`` directions,
+``s`` spatial axes, ``k = d_conv``; selective cells)::
+
+    2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
+    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D)
+
+(:func:`ckb_parameter_count`; in_proj / out_proj have no bias, as in Mamba.)
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..ops import selective_scan
+
+Tensor = torch.Tensor
+
+__all__ = [
+    "SCANS", "knc_phi", "knc_scan", "knc_scan_ref", "scan_sequences", "merge_sequences", "n_directions",
+    "KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count", "knc_transfer_function",
+    "knc_impulse_response",
+]
+
+SCANS = ("uni", "bi", "cross")
+_DISCRETIZATIONS = ("zoh", "euler")
+
+
+# ---------------------------------------------------------------------------------------------------
+# functional core
+
+
+def knc_phi(x: Tensor) -> Tensor:
+    """``(1 - exp(-x)) / x`` for ``x >= 0`` (the ZOH input factor; ``phi(0) = 1``).
+
+    ``x`` is clamped to ``>= 1e-6`` first: there ``phi`` differs from its limit by ``< 5e-7`` (below float32
+    resolution) and the gradient stays finite.
+    """
+    x = x.clamp_min(1e-6)
+    return -torch.expm1(-x) / x
+
+
+class _ZOHInput(torch.autograd.Function):
+    """``B_eff[b, i, t, n] = phi(delta[b, i, t] lam[i, n]) * bt[b, i // (D/G), t, n]``, time-major.
+
+    The same function as ``knc_phi(delta[..., None] * lam) * bt`` (grouped), with in-place arithmetic
+    and only ``phi`` kept for the backward (no second exponential there): the exact
+    ZOH input factor is otherwise the most expensive part of a cell on CPU. The backward uses
+    ``dphi/dx = (1 - phi - x phi) / x``; in float32 its absolute error is about ``1e-7 / x`` (``x >= 1e-6``).
+    ``delta (batch, D, L)``, ``lam (D, N)``, ``bt (batch, G, L, N)`` -> ``(batch, D, L, N)``.
+    """
+
+    @staticmethod
+    def _x(delta, lam):
+        x = delta.unsqueeze(-1) * lam[None, :, None, :]
+        return x.clamp_(min=1e-6)
+
+    @staticmethod
+    def forward(ctx, delta, lam, bt):
+        batch, D, L = delta.shape
+        G, N = bt.shape[1], lam.shape[1]
+        x = _ZOHInput._x(delta, lam)
+        phi = torch.neg(x).expm1_().neg_().div_(x)  # (1 - e^-x) / x
+        out = (phi.view(batch, G, D // G, L, N) * bt.unsqueeze(2)).view(batch, D, L, N)
+        ctx.save_for_backward(delta, lam, bt, phi)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        delta, lam, bt, phi = ctx.saved_tensors
+        batch, D, L = delta.shape
+        G, N = bt.shape[1], lam.shape[1]
+        g5 = g.reshape(batch, G, D // G, L, N)
+        gbt = (g5 * phi.view_as(g5)).sum(2) if ctx.needs_input_grad[2] else None
+        # dphi/dx = (e^-x - phi) / x with e^-x = 1 - x phi (no second exponential)
+        x = _ZOHInput._x(delta, lam)
+        t = torch.mul(x, phi).neg_().add_(1.0).sub_(phi).div_(x)
+        t = t.view_as(g5).mul_(g5).mul_(bt.unsqueeze(2)).view(batch, D, L, N)
+        gdelta = (t * lam[None, :, None, :]).sum(-1) if ctx.needs_input_grad[0] else None
+        glam = (t * delta.unsqueeze(-1)).sum((0, 2)) if ctx.needs_input_grad[1] else None
+        return gdelta, glam, gbt
+
+
+def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
+             discretization: str = "zoh", reverse: bool = False, backend: str = "auto") -> Tensor:
+    """Kirchhoff-cell recurrence (module docstring, Eqs. 32-34) on :func:`neurodyn.ops.selective_scan`.
+
+    Args:
+        u: ``(batch, D, L)`` input.
+        delta: ``(batch, D, L)`` positive step ``Delta`` (already through softplus), or ``(D,)`` for a
+            time-invariant cell (then ``b`` must be fixed).
+        lam: ``(D, N)`` positive decay rates ``lambda``.
+        b, c: fixed ``(D, N)``, or input-dependent ``(batch, N, L)`` / ``(batch, G, N, L)`` (channel ``i``
+            uses group ``i // (D // G)``).
+        d: ``(D,)`` skip, or None.
+        discretization: ``"zoh"`` (exact, Eq. 34) or ``"euler"`` (``beta = Delta b``).
+        reverse: scan from ``L - 1`` down to 0.
+    Returns ``y: (batch, D, L)``.
+
+    With ``zoh`` and a per-step ``delta``, ``B_eff = b * phi(delta * lambda)`` is built once as a
+    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer, the layout the fused CPU
+    kernel reads, so it is not copied again.
+    """
+    if discretization not in _DISCRETIZATIONS:
+        raise ConfigError(f"discretization must be 'zoh' or 'euler', got {discretization!r}")
+    batch, D, L = u.shape
+    N = lam.shape[1]
+    if b.dim() == 3:
+        b = b.unsqueeze(1)
+    if delta.dim() == 1:  # time-invariant step
+        if b.dim() != 2:
+            raise ValueError("knc_scan: a per-channel constant delta (D,) needs a fixed b (D, N)")
+        B_eff = b * knc_phi(delta[:, None] * lam) if discretization == "zoh" else b
+        delta = delta[None, :, None].expand(batch, D, L)
+    elif discretization == "zoh":
+        if b.dim() == 2:
+            B_eff = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * b[None, :, None, :]
+            B_eff = B_eff.transpose(-1, -2)
+        else:
+            B_eff = _ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
+    else:
+        B_eff = b
+    return selective_scan(u, delta, -lam, B_eff, c, d, reverse=reverse, backend=backend)
+
+
+def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
+                 discretization: str = "zoh", reverse: bool = False) -> Tensor:
+    """The recurrence of Eq. (32) with Eq. (34) as a plain loop (the oracle of :func:`knc_scan`)."""
+    batch, D, L = u.shape
+    N = lam.shape[1]
+    if delta.dim() == 1:
+        delta = delta[None, :, None].expand(batch, D, L)
+
+    def coef(W, t):  # (batch, D, N)
+        if W.dim() == 2:
+            return W.expand(batch, D, N)
+        W = W.unsqueeze(1) if W.dim() == 3 else W
+        return W[..., t].repeat_interleave(D // W.shape[1], dim=1)
+
+    v = u.new_zeros(batch, D, N)
+    ys = [None] * L
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        dl = delta[:, :, t, None] * lam  # (batch, D, N)
+        alpha = torch.exp(-dl)
+        beta = ((1 - alpha) / lam if discretization == "zoh" else delta[:, :, t, None]) * coef(b, t)
+        v = alpha * v + beta * u[:, :, t, None]
+        ys[t] = (coef(c, t) * v).sum(-1) + (d[None] * u[:, :, t] if d is not None else 0)
+    return torch.stack(ys, dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# scan layouts: channels-first (batch, D, *spatial) <-> (batch, K, D, L)
+
+
+def n_directions(scan: str, dims: int) -> int:
+    """Number of traversals ``K`` of a scan mode on ``dims`` spatial axes."""
+    if scan not in SCANS:
+        raise ConfigError(f"scan must be one of {', '.join(SCANS)}; got {scan!r}")
+    if scan == "cross" and dims != 2:
+        raise ConfigError("scan='cross' (four 2-D traversals) needs a 2-D grid; use 'bi' on sequences")
+    return {"uni": 1, "bi": 2, "cross": 4}[scan]
+
+
+def scan_sequences(x: Tensor, scan: str) -> Tensor:
+    """``(batch, D, *spatial)`` -> ``(batch, K, D, L)``: the traversals of ``scan``.
+
+    ``uni``: row-major (the flattening); ``bi``: row-major and its reverse; ``cross``: ``row, col, row_rev,
+    col_rev`` (VMamba's order; ``col`` is the column-major flattening).
+    """
+    b, D = x.shape[:2]
+    dims = x.dim() - 2
+    K = n_directions(scan, dims)
+    rows = x.reshape(b, D, -1)
+    if K == 1:
+        return rows.unsqueeze(1)
+    if K == 2:
+        return torch.stack([rows, rows.flip(-1)], dim=1)
+    cols = x.transpose(-1, -2).reshape(b, D, -1)
+    return torch.stack([rows, cols, rows.flip(-1), cols.flip(-1)], dim=1)
+
+
+def merge_sequences(y: Tensor, spatial: Sequence[int], scan: str) -> Tensor:
+    """Inverse traversal of every direction and their sum: ``(batch, K, D, L)`` -> ``(batch, D, *spatial)``."""
+    b, K, D, L = y.shape
+    if K == 1:
+        out = y[:, 0]
+    elif K == 2:
+        out = y[:, 0] + y[:, 1].flip(-1)
+    else:
+        H, W = spatial
+        rows = y[:, 0] + y[:, 2].flip(-1)
+        cols = y[:, 1] + y[:, 3].flip(-1)
+        out = rows + cols.reshape(b, D, W, H).transpose(-1, -2).reshape(b, D, L)
+    return out.reshape(b, D, *spatial)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the cell
+
+
+def _inv_softplus(y: Tensor) -> Tensor:
+    return y + torch.log(-torch.expm1(-y))
+
+
+class KirchhoffCell(nn.Module):
+    """One Kirchhoff Neural Cell with ``directions`` traversals (module docstring, Eqs. 32-34).
+
+    ``forward(u)`` with ``u: (batch, K, D, L)`` (the traversals of :func:`scan_sequences`) returns the
+    per-direction outputs ``(batch, K, D, L)``; :func:`merge_sequences` sums them on the grid.
+
+    Parameters per direction ``k`` (selective): ``x_proj (K, R + 2N, D)`` (rows: ``W_Delta`` low rank, then
+    ``W_b``, ``W_c``), ``dt_proj_weight (K, D, R)``, ``dt_bias (K, D)`` (= ``b_Delta``), ``log_lambda (K, D, N)``,
+    ``d (K, D)``. Time-invariant (``selective=False``): ``dt_bias (K, D)``, ``b (K, D, N)``, ``c (K, D, N)``,
+    ``log_lambda``, ``d``.
+    """
+
+    def __init__(self, d_inner: int, d_state: int = 16, directions: int = 1, dt_rank: int = 1,
+                 selective: bool = True, discretization: str = "zoh", dt_min: float = 1e-3, dt_max: float = 1e-1,
+                 dt_init_floor: float = 1e-4, backend: str = "auto"):
+        super().__init__()
+        if discretization not in _DISCRETIZATIONS:
+            raise ConfigError(f"KirchhoffCell discretization must be 'zoh' or 'euler', got {discretization!r}")
+        if min(d_inner, d_state, directions, dt_rank) < 1:
+            raise ConfigError(f"KirchhoffCell sizes must be >= 1; got d_inner={d_inner}, d_state={d_state}, "
+                              f"directions={directions}, dt_rank={dt_rank}")
+        if not 0 < dt_min <= dt_max:
+            raise ConfigError(f"KirchhoffCell needs 0 < dt_min <= dt_max; got {dt_min}, {dt_max}")
+        K, D, N, R = directions, d_inner, d_state, dt_rank
+        self.d_inner, self.d_state, self.directions, self.dt_rank = D, N, K, R
+        self.selective, self.discretization, self.backend = selective, discretization, backend
+        # S4D-real: lambda[i, n] = n + 1
+        self.log_lambda = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(K, D, 1))
+        self.d = nn.Parameter(torch.ones(K, D))
+        self.log_lambda._no_weight_decay = True
+        self.d._no_weight_decay = True
+        dt = torch.exp(torch.rand(K, D) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        self.dt_bias = nn.Parameter(_inv_softplus(dt.clamp_min(dt_init_floor)))
+        if selective:
+            bound = D ** -0.5  # nn.Linear's default for x_proj (fan_in = D)
+            self.x_proj = nn.Parameter(torch.empty(K, R + 2 * N, D).uniform_(-bound, bound))
+            self.dt_proj_weight = nn.Parameter(torch.empty(K, D, R).uniform_(-(R ** -0.5), R ** -0.5))
+        else:
+            self.b = nn.Parameter(torch.ones(K, D, N))
+            self.c = nn.Parameter(torch.randn(K, D, N) * N ** -0.5)
+
+    def extra_repr(self) -> str:
+        return (f"d_inner={self.d_inner}, d_state={self.d_state}, directions={self.directions}, "
+                f"dt_rank={self.dt_rank}, selective={self.selective}, discretization={self.discretization!r}")
+
+    @property
+    def lam(self) -> Tensor:
+        """Decay rates ``lambda = exp(log_lambda) > 0``, ``(K, D, N)``."""
+        return self.log_lambda.exp()
+
+    def coefficients(self, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(Delta (batch, K, D, L), b (batch, K, N, L), c (batch, K, N, L))`` for ``u: (batch, K, D, L)``."""
+        if not self.selective:
+            raise RuntimeError("a time-invariant KirchhoffCell has fixed coefficients (dt_bias, b, c)")
+        xdbl = torch.einsum("bkdl,ked->bkel", u, self.x_proj)
+        low, b, c = xdbl.split([self.dt_rank, self.d_state, self.d_state], dim=2)
+        pre = torch.einsum("bkrl,kdr->bkdl", low, self.dt_proj_weight) + self.dt_bias[None, :, :, None]
+        return F.softplus(pre), b, c
+
+    def forward(self, u: Tensor) -> Tensor:
+        if u.dim() != 4 or u.shape[1] != self.directions or u.shape[2] != self.d_inner:
+            raise ValueError(f"KirchhoffCell input has shape {tuple(u.shape)}; expected (batch, K={self.directions}, "
+                             f"D={self.d_inner}, L)")
+        batch, K, D, L = u.shape
+        lam = self.lam.reshape(K * D, self.d_state)
+        flat = u.reshape(batch, K * D, L)
+        d = self.d.reshape(K * D)
+        if self.selective:
+            delta, b, c = self.coefficients(u)
+            y = knc_scan(flat, delta.reshape(batch, K * D, L), lam, b, c, d, self.discretization,
+                         backend=self.backend)
+        else:
+            y = knc_scan(flat, F.softplus(self.dt_bias).reshape(K * D), lam, self.b.reshape(K * D, -1),
+                         self.c.reshape(K * D, -1), d, self.discretization, backend=self.backend)
+        return y.reshape(batch, K, D, L)
+
+
+# ---------------------------------------------------------------------------------------------------
+# fixed-coefficient theory (Eqs. 44-47): impulse responses and transfer functions
+
+
+def knc_impulse_response(a: Tensor, b: Tensor, c: Tensor, d: Tensor, length: int) -> Tensor:
+    """Impulse response of the cell ``v_{t+1} = a v_t + b u_t, y_t = c v_{t+1} + d u_t`` (Eq. 44).
+
+    ``a, b, c: (..., N)`` (a sum of ``N`` first-order modes), ``d: (...)``; returns ``(..., length)``:
+    ``h_0 = d + sum_n c_n b_n``, ``h_t = sum_n c_n b_n a_n^t`` (the inverse z-transform of Eq. 45).
+    """
+    t = torch.arange(length, dtype=a.dtype, device=a.device)
+    h = (c * b).unsqueeze(-1) * a.unsqueeze(-1) ** t  # (..., N, length)
+    h = h.sum(-2)
+    h[..., 0] = h[..., 0] + d
+    return h
+
+
+def knc_transfer_function(a: Tensor, b: Tensor, c: Tensor, d: Tensor, z: Tensor) -> Tensor:
+    """``H(z) = d + sum_n c_n b_n / (1 - a_n z^-1)`` (Eq. 45; one term per state) at complex points ``z``.
+
+    ``a, b, c: (..., N)``, ``d: (...)``, ``z: (M,)`` complex -> ``(..., M)``. A cascade's transfer function
+    is the product over its cells (Eq. 46).
+    """
+    zi = (1.0 / z).to(torch.complex128)
+    terms = (c * b).to(torch.complex128).unsqueeze(-1) / (1 - a.to(torch.complex128).unsqueeze(-1) * zi)
+    return d.to(torch.complex128).unsqueeze(-1) + terms.sum(-2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the block
+
+
+class DSConv(nn.Module):
+    """Depthwise(-separable) convolution on channels-first ``(batch, D, *spatial)``, ``same`` padding.
+
+    Depthwise ``Conv{dims}d(D, D, kernel, groups=D)`` with bias, then (``pointwise``) ``Conv{dims}d(D, D, 1)``.
+    """
+
+    def __init__(self, channels: int, kernel_size: int = 3, dims: int = 1, pointwise: bool = True,
+                 padding_mode: str = "zeros"):
+        super().__init__()
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ConfigError(f"DSConv kernel_size must be odd and >= 1 (same padding); got {kernel_size}")
+        conv = {1: nn.Conv1d, 2: nn.Conv2d}[dims]
+        self.depthwise = conv(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels,
+                              padding_mode=padding_mode)
+        self.pointwise = conv(channels, channels, 1) if pointwise else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.depthwise(x)
+        return self.pointwise(x) if self.pointwise is not None else x
+
+
+def _resolve_dt_rank(dt_rank, d_model: int) -> int:
+    if dt_rank in ("auto", None):
+        return max(1, math.ceil(d_model / 16))
+    return int(dt_rank)
+
+
+class CascadedKirchhoffBlock(nn.Module):
+    """Cascaded Kirchhoff Block (module docstring, Eqs. 31, 35-38): ``(B, *spatial, d_model)`` -> same shape.
+
+    Args:
+        d_model: channels of the block input and output.
+        order: number ``N >= 1`` of serial Kirchhoff cells (the "order" of the block).
+        d_state: states per channel of each cell.
+        dims: spatial axes (1: sequences ``(B, L, d)``, 2: grids ``(B, H, W, d)``).
+        expand: inner width ``D = round(expand * d_model)``.
+        d_conv, conv_pointwise, conv_padding_mode: the DSConv.
+        scan: "uni" | "bi" | "cross" (module docstring).
+        norm: "layernorm" | "none".
+        out_proj: "auto" | True | False; out_norm: LayerNorm on ``ybar`` before the gate.
+        cascade_input: "prev_output" (Eq. 35) | "prev_output_plus_input".
+        aggregate: "sum" (Eq. 36) | "last".
+        selective, discretization, dt_rank, dt_min, dt_max: the cells.
+        residual: add ``X`` (Eq. 38); ``forward(x, residual=False)`` also returns the branch alone.
+    """
+
+    def __init__(self, d_model: int, order: int = 2, d_state: int = 16, dims: int = 1, expand: float = 1.0,
+                 d_conv: int = 3, conv_pointwise: bool = True, conv_padding_mode: str = "zeros",
+                 scan: str = "bi", norm: str = "layernorm", out_proj="auto", out_norm: bool = False,
+                 cascade_input: str = "prev_output", aggregate: str = "sum", selective: bool = True,
+                 discretization: str = "zoh", dt_rank="auto", dt_min: float = 1e-3, dt_max: float = 1e-1,
+                 residual: bool = True, backend: str = "auto"):
+        super().__init__()
+        if int(order) < 1:
+            raise ConfigError(f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the "
+                              f"block); got {order!r}")
+        if dims not in (1, 2):
+            raise ConfigError(f"CascadedKirchhoffBlock dims must be 1 or 2; got {dims!r}")
+        if norm not in ("layernorm", "none"):
+            raise ConfigError(f"CascadedKirchhoffBlock norm must be 'layernorm' or 'none'; got {norm!r}")
+        if cascade_input not in ("prev_output", "prev_output_plus_input"):
+            raise ConfigError("CascadedKirchhoffBlock cascade_input must be 'prev_output' or "
+                              f"'prev_output_plus_input'; got {cascade_input!r}")
+        if aggregate not in ("sum", "last"):
+            raise ConfigError(f"CascadedKirchhoffBlock aggregate must be 'sum' or 'last'; got {aggregate!r}")
+        D = int(round(expand * d_model))
+        if D < 1:
+            raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")
+        K = n_directions(scan, dims)
+        use_out = (D != d_model) if out_proj == "auto" else bool(out_proj)
+        if not use_out and D != d_model:
+            raise ConfigError(f"CascadedKirchhoffBlock out_proj=False needs expand=1 (inner width {D} != d_model "
+                              f"{d_model})")
+        self.d_model, self.d_inner, self.order, self.dims, self.scan = d_model, D, int(order), dims, scan
+        self.cascade_input, self.aggregate, self.residual = cascade_input, aggregate, residual
+        self.dt_rank = _resolve_dt_rank(dt_rank, d_model)
+        self.norm = nn.LayerNorm(d_model) if norm == "layernorm" else nn.Identity()
+        self.in_proj = nn.Linear(d_model, 2 * D, bias=False)  # [W_u; W_g]
+        self.conv = DSConv(D, d_conv, dims, conv_pointwise, conv_padding_mode)
+        self.cells = nn.ModuleList(
+            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend)
+            for _ in range(self.order)
+        )
+        self.out_norm = nn.LayerNorm(D) if out_norm else nn.Identity()
+        self.out_proj = nn.Linear(D, d_model, bias=False) if use_out else nn.Identity()
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, d_inner={self.d_inner}, order={self.order}, dims={self.dims}, "
+                f"scan={self.scan!r}, cascade_input={self.cascade_input!r}, aggregate={self.aggregate!r}")
+
+    def cascade(self, u: Tensor) -> Tensor:
+        """Eqs. (35)-(36) on channels-first ``u: (B, D, *spatial)``: ``ybar`` of the same shape."""
+        spatial = tuple(u.shape[2:])
+        y, total = u, None
+        for r, cell in enumerate(self.cells):
+            inp = y if (r == 0 or self.cascade_input == "prev_output") else u + y
+            y = merge_sequences(cell(scan_sequences(inp, self.scan)), spatial, self.scan)
+            if self.aggregate == "sum":
+                total = y if total is None else total + y
+        return total if self.aggregate == "sum" else y
+
+    def forward(self, x: Tensor, residual: bool | None = None) -> Tensor:
+        if x.dim() != self.dims + 2 or x.shape[-1] != self.d_model:
+            axes = "L" if self.dims == 1 else "H, W"
+            raise ValueError(f"CascadedKirchhoffBlock input has shape {tuple(x.shape)}; expected (batch, {axes}, "
+                             f"{self.d_model}) (channels last)")
+        xn = self.norm(x)
+        ug = self.in_proj(xn)
+        u, g = ug.chunk(2, dim=-1)
+        u = F.silu(self.conv(u.movedim(-1, 1)))  # (B, D, *spatial)
+        ybar = self.cascade(u).movedim(1, -1)
+        out = self.out_proj(self.out_norm(ybar) * F.silu(g))
+        use_res = self.residual if residual is None else residual
+        return x + out if use_res else out
+
+
+def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int = 1, expand: float = 1.0,
+                        d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
+                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto") -> int:
+    """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (module docstring)."""
+    m, D, N = d_model, int(round(expand * d_model)), d_state
+    R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
+    total = (2 * m if norm == "layernorm" else 0) + 2 * m * D + D * d_conv ** dims + D
+    total += (D * D + D) if conv_pointwise else 0
+    total += 2 * D if out_norm else 0
+    total += D * m if ((D != m) if out_proj == "auto" else bool(out_proj)) else 0
+    cell = (D * (R + 2 * N) + R * D + D + D * N + D) if selective else (D + 2 * D * N + D * N + D)
+    return total + order * K * cell

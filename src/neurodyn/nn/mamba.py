@@ -1,0 +1,398 @@
+"""Multi-head, multi-direction selective state-space mixer (Mamba block) on ``neurodyn.ops.selective_scan``.
+
+``LatentSSM`` is the token mixer of LaMO (Tiwari et al., ICML 2025, Eq. 13 and Algorithm 1). For a token
+sequence ``u: (B, L, D)`` (or a token grid ``(B, H, W, D)`` with two-dimensional ``directions``)::
+
+    x, z       = in_proj(u)                                   # paper: X = Linear(Z), Z^ = Linear(Z)
+    x_k        = order_k(x)                                   # K scan orders (forward, flipped, cross-scan)
+    x_k        = act(conv_k(x_k))                             # depthwise conv, kernel d_conv
+    dt, B, C   = x_proj_k(x_k)                                # input-dependent Delta, B, C per direction
+    Delta      = softplus(dt + dt_bias_k)                     # one Delta per head
+    h_t        = exp(Delta_t a_h) h_{t-1} + Delta_t B_t x_t   # a_h = -exp(A_log) < 0: scalar per head
+    y_k,t      = C_t . h_t + D_k x_t                          # selective scan (ops.selective_scan)
+    y          = combine_k order_k^{-1}(y_k)                  # sum (paper, Vim) or mean (bi-Mamba2 code)
+    out        = out_proj( norm(y) * act(z) )                 # SiLU gate (paper); GELU in the grid code
+
+Multi-head (paper Eq. 16): the ``d_inner = expand * d_model`` channels are split into ``n_heads`` heads of
+``head_dim = d_inner / n_heads`` channels; each head has its own step ``Delta`` and decay ``a_h`` (Mamba-2,
+as in all of the authors' mixers) and the heads share ``B, C`` within each of ``n_groups`` groups.
+Directions are folded into the channel axis, so all K scans are one ``selective_scan`` call with
+``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
+
+Choices where the paper and the authors' code differ (see papers/notes-lamo.md, 2.5 and 2.10), as options:
+
+``layout``
+    ``"x_proj"`` (default): Algorithm 1 -- ``Delta, B, C <- Linear(X^)`` of the convolved branch, one
+    projection per direction (also the code's grid mixer, VMamba ``SS2Dm0``); ``D`` per channel.
+    ``"fused"``: Mamba-2 / the code's bi-Mamba2 (Pipe, Plasticity) -- ``in_proj`` also emits ``B, C`` and
+    ``dt`` (``D -> 2 d_inner + 2 G N + H``); ``x, B, C`` go through the per-direction convolution; ``D``
+    per head; the norm is applied after the gate (``norm(y * act(z))``).
+    ``"hydra"``: the code's mixer for Elasticity and Airfoil (Hwang et al. 2024) -- ``in_proj`` emits
+    separate ``B, C, dt`` per direction; one shared non-causal convolution; ``a_h`` and ``dt_bias`` shared
+    by the directions; each direction's scan excludes its diagonal (outputs shifted by one token) and a
+    diagonal term ``x * (fc_D(x) + D)`` is added (a quasiseparable mixer).
+``conv``
+    ``"causal"``: one depthwise causal ``Conv1d`` per direction along its scan order (paper Fig. 1, Vim,
+    bi-Mamba2); ``"same"``: one shared non-causal depthwise conv before ordering (``Conv2d`` k x k on
+    grids as in the code's SS2D; ``Conv1d`` on sequences as in Hydra); ``"none"``; ``"auto"``: ``"same"``
+    for grids and ``"hydra"``, else ``"causal"``.
+``discretization``
+    ``"euler"`` (default, every Mamba kernel): ``B^ = Delta B``. ``"zoh"`` (paper Eq. 4-5, Prop. 3.3): exact
+    ``B^ = (exp(Delta a) - 1) / a * B``; for a scalar ``a`` per head this is the Euler input scaled by
+    ``phi(Delta a) = expm1(Delta a) / (Delta a)``, so it runs on the same kernel (needs ``a_mode="head"``).
+``a_mode``
+    ``"head"`` (default; the code: scalar ``A`` per head, Mamba-2) or ``"diag"`` (paper Remark 2.1: a
+    diagonal ``A`` per channel and state, Mamba-1; real, not complex).
+``norm``
+    ``"rmsnorm"`` (default; Mamba-2's gated RMSNorm), ``"layernorm"`` (the grid code) or ``"none"``
+    (Algorithm 1 has no norm).
+
+Initialisation: ``A = -U[a_init_range]`` per head (Mamba-2's [1, 16]; ``(1, 1)`` gives the code's
+``A = -1``), ``softplus(dt_bias)`` log-uniform in ``dt_range`` (Mamba's [1e-3, 0.1]; ``(0.69, 0.74)`` is
+the grid code's ``dt_bias = 0.1 U(0, 1)``), ``D = 1``, projections as ``nn.Linear``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..ops import PAPER_ORDER, cross_scan, cross_unscan, selective_scan
+
+__all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "resolve_directions"]
+
+SEQ_DIRECTIONS = ("forward", "backward")
+GRID_DIRECTIONS = tuple(PAPER_ORDER)  # row, row_rev, col, col_rev (ops.cross_scan)
+CORNER_DIRECTIONS = ("row", "row_rev", "mirror_row", "mirror_row_rev")  # Remark 3.2 read literally
+_GRID_NAMES = GRID_DIRECTIONS + tuple(f"mirror_{d}" for d in GRID_DIRECTIONS)
+LAYOUTS = ("x_proj", "fused", "hydra")
+CONVS = ("auto", "causal", "same", "none")
+NORMS = ("none", "layernorm", "rmsnorm")
+_ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
+
+
+def resolve_directions(directions: str | Sequence[str], grid: bool) -> tuple[str, ...]:
+    """Scan orders from a name: ``"uni"``, ``"bi"``, (grids only) ``"cross"`` / ``"corners"``, or a tuple.
+
+    Sequences: uni = (forward,), bi = (forward, backward). Grids (row-major token grid): uni = (row,),
+    bi = (row, row_rev), cross = the four traversals of ``ops.cross_scan`` (row-major, reversed,
+    column-major, reversed: the authors' code), corners = the paper's wording of Remark 3.2 read as
+    row-major paths between opposite corners: top-left -> bottom-right (``row``), bottom-right ->
+    top-left (``row_rev``), top-right -> bottom-left (``mirror_row``: rows right to left) and
+    bottom-left -> top-right (``mirror_row_rev``). ``mirror_<name>`` is ``<name>`` applied to the grid
+    mirrored left-right.
+    """
+    if isinstance(directions, str):
+        table = ({"uni": ("row",), "bi": ("row", "row_rev"), "cross": GRID_DIRECTIONS,
+                  "corners": CORNER_DIRECTIONS} if grid else
+                 {"uni": ("forward",), "bi": SEQ_DIRECTIONS})
+        if directions not in table:
+            where = "a grid" if grid else "a token sequence (mesh / point cloud)"
+            extra = "" if grid else ("; the paper does not define a multidirectional scan on meshes or point "
+                                     "clouds (Table 7), so 'cross' and 'corners' are for regular grids only")
+            raise ConfigError(f"scan directions {directions!r} are not defined on {where}: expected one of "
+                              f"{', '.join(map(repr, table))}{extra}.")
+        return table[directions]
+    dirs = tuple(directions)
+    known = _GRID_NAMES if grid else SEQ_DIRECTIONS
+    bad = [d for d in dirs if d not in known]
+    if bad or not dirs or len(set(dirs)) != len(dirs):
+        raise ConfigError(f"scan directions {dirs!r} must be distinct names among {known}.")
+    return dirs
+
+
+class RMSNorm(nn.Module):
+    """``x / rms(x) * weight`` over the last axis (Mamba-2's norm; weight only)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _inv_softplus(y: torch.Tensor) -> torch.Tensor:
+    return y + torch.log(-torch.expm1(-y))
+
+
+def _phi(x: torch.Tensor) -> torch.Tensor:
+    """``expm1(x) / x`` with its limit 1 at 0 (ZOH input factor)."""
+    small = x.abs() < 1e-4
+    safe = torch.where(small, torch.ones_like(x), x)
+    return torch.where(small, 1 + 0.5 * x, torch.expm1(safe) / safe)
+
+
+class LatentSSM(nn.Module):
+    """Selective-SSM token mixer: ``(B, L, d_model) -> (B, L, d_model)`` or ``(B, H, W, d) -> (B, H, W, d)``.
+
+    See the module docstring for the equations and options. Sequence directions (``"forward"``,
+    ``"backward"``) take ``(B, L, d_model)``; grid directions (``ops.cross_scan`` names) take a row-major
+    token grid ``(B, H, W, d_model)``. Works in float32 and float64, on any device.
+
+    Parameters per layer (``K`` directions, ``di = expand * d_model``, ``H`` heads, ``G`` groups,
+    ``N = d_state``, ``k = d_conv``; ``x_proj`` layout, causal conv, head ``A``)::
+
+        d_model * 2 di  +  K (di k + di)  +  K (H + 2 G N) di  +  K (2 H + di)  +  norm  +  di * d_model
+    """
+
+    def __init__(self, d_model: int, d_state: int = 64, expand: float = 2, n_heads: int = 4, n_groups: int = 1,
+                 d_conv: int = 3, directions: Sequence[str] = SEQ_DIRECTIONS, layout: str = "x_proj",
+                 conv: str = "auto", combine: str = "sum", norm: str = "rmsnorm", act: str = "silu",
+                 discretization: str = "euler", a_mode: str = "head",
+                 a_init_range: Sequence[float] = (1.0, 16.0), dt_range: Sequence[float] = (1e-3, 1e-1),
+                 dt_floor: float = 1e-4, bias: bool = False, conv_bias: bool = True, backend: str = "auto"):
+        super().__init__()
+        directions = tuple(directions)
+        self.grid = bool(directions) and directions[0] in _GRID_NAMES
+        self.directions = resolve_directions(directions, self.grid)
+        self.d_model, self.d_state, self.d_conv = int(d_model), int(d_state), int(d_conv)
+        self.d_inner = int(round(expand * d_model))
+        self.n_heads, self.n_groups = int(n_heads), int(n_groups)
+        K, di, H, G, N = len(self.directions), self.d_inner, self.n_heads, self.n_groups, self.d_state
+        self.K = K
+        if layout not in LAYOUTS:
+            raise ConfigError(f"ssm layout must be one of {LAYOUTS}, got {layout!r}.")
+        if conv not in CONVS:
+            raise ConfigError(f"ssm conv must be one of {CONVS}, got {conv!r}.")
+        if combine not in ("sum", "mean"):
+            raise ConfigError(f"ssm combine must be 'sum' or 'mean', got {combine!r}.")
+        if norm not in NORMS:
+            raise ConfigError(f"ssm norm must be one of {NORMS}, got {norm!r}.")
+        if act not in _ACTS:
+            raise ConfigError(f"ssm act must be one of {tuple(_ACTS)}, got {act!r}.")
+        if discretization not in ("euler", "zoh"):
+            raise ConfigError(f"ssm discretization must be 'euler' or 'zoh', got {discretization!r}.")
+        if a_mode not in ("head", "diag"):
+            raise ConfigError(f"ssm a_mode must be 'head' or 'diag', got {a_mode!r}.")
+        if discretization == "zoh" and a_mode != "head":
+            raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
+                              "diagonal A does not factor through the Euler kernel.")
+        if layout == "hydra" and a_mode != "head":
+            raise ConfigError("ssm layout='hydra' shares a scalar A per head between directions; use a_mode='head'.")
+        if min(self.d_model, di, H, G, N) < 1 or di % H or H % G:
+            raise ConfigError(f"ssm needs d_inner = expand * d_model = {di} divisible by n_heads = {H}, and n_heads "
+                              f"divisible by n_groups = {G} (all >= 1, d_state = {N} >= 1).")
+        if conv == "auto":
+            conv = "same" if (self.grid or layout == "hydra") else "causal"
+        if self.d_conv < 2:
+            conv = "none"
+        if conv == "same" and self.d_conv % 2 == 0:
+            raise ConfigError(f"ssm conv='same' needs an odd d_conv (centred kernel), got {self.d_conv}.")
+        lo, hi = (float(v) for v in a_init_range)
+        dlo, dhi = (float(v) for v in dt_range)
+        if not (0 < lo <= hi) or not (0 < dlo <= dhi):
+            raise ConfigError(f"ssm a_init_range {tuple(a_init_range)} and dt_range {tuple(dt_range)} must be "
+                              "positive (low, high) pairs.")
+        self.layout, self.conv_mode, self.combine, self.norm_kind = layout, conv, combine, norm
+        self.discretization, self.a_mode, self.backend = discretization, a_mode, backend
+        self.head_dim = di // H
+
+        # projections --------------------------------------------------------------------------
+        if layout == "x_proj":
+            d_in_proj, conv_ch = 2 * di, di
+        elif layout == "fused":
+            d_in_proj, conv_ch = 2 * di + 2 * G * N + H, di + 2 * G * N
+        else:  # hydra: per-direction B, C, dt
+            d_in_proj, conv_ch = 2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N
+        self.conv_channels = conv_ch
+        self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=bias)
+        if layout == "x_proj":
+            bound = 1.0 / math.sqrt(di)
+            self.x_proj_weight = nn.Parameter(torch.empty(K, H + 2 * G * N, di).uniform_(-bound, bound))
+        self.act = _ACTS[act]()
+
+        # convolution --------------------------------------------------------------------------
+        if conv == "causal":  # one depthwise kernel per direction and channel, left-padded
+            self.conv = nn.Conv1d(K * conv_ch, K * conv_ch, self.d_conv, groups=K * conv_ch, bias=conv_bias,
+                                  padding=self.d_conv - 1)
+        elif conv == "same":
+            cls = nn.Conv2d if self.grid else nn.Conv1d
+            self.conv = cls(conv_ch, conv_ch, self.d_conv, groups=conv_ch, bias=conv_bias, padding=self.d_conv // 2)
+        else:
+            self.conv = None
+
+        # SSM parameters -----------------------------------------------------------------------
+        n_sets = 1 if layout == "hydra" else K  # hydra shares A and dt_bias between directions
+        if a_mode == "head":
+            a = torch.empty(n_sets, H).uniform_(lo, hi)
+        else:
+            a = torch.empty(n_sets, di, N).uniform_(lo, hi)
+        self.A_log = nn.Parameter(torch.log(a))
+        dt = torch.exp(torch.empty(n_sets, H).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
+        self.dt_bias = nn.Parameter(_inv_softplus(dt))
+        if layout == "x_proj":
+            self.D = nn.Parameter(torch.ones(K, di))
+        elif layout == "fused":
+            self.D = nn.Parameter(torch.ones(K, H))
+        else:
+            self.D = nn.Parameter(torch.ones(H))
+            self.fc_D = nn.Linear(di, H, bias=False)
+
+        # output -------------------------------------------------------------------------------
+        if norm == "rmsnorm":
+            self.norm = RMSNorm(di)
+        elif norm == "layernorm":
+            self.norm = nn.LayerNorm(di)
+        else:
+            self.norm = nn.Identity()
+        self.out_proj = nn.Linear(di, self.d_model, bias=bias)
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, heads={self.n_heads}, "
+                f"groups={self.n_groups}, directions={self.directions}, layout={self.layout!r}, "
+                f"conv={self.conv_mode!r}, combine={self.combine!r}, discretization={self.discretization!r}")
+
+    # ----------------------------------------------------------------------------------------------
+    # ordering of tokens along the K scan directions
+
+    def _order(self, t: torch.Tensor, shape) -> torch.Tensor:
+        """``(B, L, c)`` (row-major over ``shape`` for grids) -> ``(B, K, L, c)`` in each scan order."""
+        if self.grid:
+            b, _, c = t.shape
+            g = t.reshape(b, *shape, c)
+            if not any(d.startswith("mirror_") for d in self.directions):
+                return cross_scan(g, self.directions)
+            return torch.cat([cross_scan(g.flip(2), (d[7:],)) if d.startswith("mirror_") else cross_scan(g, (d,))
+                              for d in self.directions], dim=1)
+        return torch.stack([t if d == "forward" else t.flip(1) for d in self.directions], dim=1)
+
+    def _unorder(self, y: torch.Tensor, shape) -> torch.Tensor:
+        """Inverse of :meth:`_order`: ``(B, K, L, c)`` -> ``(B, K, L, c)`` in the original token order."""
+        if self.grid:
+            b, K, L, c = y.shape
+            if not any(d.startswith("mirror_") for d in self.directions):
+                return cross_unscan(y, *shape, self.directions).reshape(b, K, L, c)
+            grids = []
+            for k, d in enumerate(self.directions):
+                name = d[7:] if d.startswith("mirror_") else d
+                g = cross_unscan(y[:, k:k + 1], *shape, (name,))[:, 0]
+                grids.append(g.flip(2) if d.startswith("mirror_") else g)
+            return torch.stack(grids, dim=1).reshape(b, K, L, c)
+        return torch.stack([y[:, k] if d == "forward" else y[:, k].flip(1)
+                            for k, d in enumerate(self.directions)], dim=1)
+
+    def _causal_conv(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Per-direction depthwise causal conv of ``(B, K, L, c)``."""
+        b, K, L, c = seqs.shape
+        y = self.conv(seqs.permute(0, 1, 3, 2).reshape(b, K * c, L))[..., :L]
+        return y.reshape(b, K, c, L).permute(0, 1, 3, 2)
+
+    def _same_conv(self, t: torch.Tensor, shape) -> torch.Tensor:
+        """Shared non-causal depthwise conv of ``(B, L, c)`` (2-D over ``shape`` on grids)."""
+        b, L, c = t.shape
+        if self.grid:
+            y = self.conv(t.transpose(1, 2).reshape(b, c, *shape))
+            return y.reshape(b, c, L).transpose(1, 2)
+        return self.conv(t.transpose(1, 2)).transpose(1, 2)
+
+    def _A(self) -> torch.Tensor:
+        """``(n_sets, d_inner, N)`` continuous-time state matrix (negative)."""
+        A = -torch.exp(self.A_log)
+        if self.a_mode == "head":
+            A = A.repeat_interleave(self.head_dim, dim=-1)[..., None].expand(*A.shape[:-1], self.d_inner, self.d_state)
+        return A
+
+    # ----------------------------------------------------------------------------------------------
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        if self.grid:
+            if u.dim() != 4 or u.shape[-1] != self.d_model:
+                raise ValueError(f"LatentSSM with grid directions {self.directions} takes a token grid (batch, H, W, "
+                                 f"{self.d_model}); got shape {tuple(u.shape)}.")
+            b, Hh, Ww, _ = u.shape
+            shape = (Hh, Ww)
+            flat = u.reshape(b, Hh * Ww, self.d_model)
+        else:
+            if u.dim() != 3 or u.shape[-1] != self.d_model:
+                raise ValueError(f"LatentSSM takes a token sequence (batch, L, {self.d_model}); got shape "
+                                 f"{tuple(u.shape)}.")
+            shape, flat = None, u
+        b, L, _ = flat.shape
+        K, di, H, G, N, P = self.K, self.d_inner, self.n_heads, self.n_groups, self.d_state, self.head_dim
+        proj = self.in_proj(flat)
+
+        if self.layout == "x_proj":
+            x, z = proj.split([di, di], dim=-1)
+            if self.conv_mode == "same":
+                x = self._same_conv(x, shape)
+            xs = self._order(x, shape)
+            if self.conv_mode == "causal":
+                xs = self._causal_conv(xs)
+            xs = self.act(xs)                                              # (b, K, L, di)
+            dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)   # (b, K, L, H + 2GN)
+            dt, Bm, Cm = dbl.split([H, G * N, G * N], dim=-1)
+        elif self.layout == "fused":
+            z, xbc, dt = proj.split([di, di + 2 * G * N, H], dim=-1)
+            if self.conv_mode == "same":
+                xbc = self._same_conv(xbc, shape)
+            xbc = self._order(xbc, shape)
+            if self.conv_mode == "causal":
+                xbc = self._causal_conv(xbc)
+            xbc = self.act(xbc)
+            xs, Bm, Cm = xbc.split([di, G * N, G * N], dim=-1)
+            dt = self._order(dt, shape)                                    # (b, K, L, H)
+        else:  # hydra
+            z, xbc, dt = proj.split([di, di + 2 * K * G * N, K * H], dim=-1)
+            if self.conv_mode == "same":
+                xbc = self._same_conv(xbc, shape)
+            elif self.conv_mode == "causal":
+                raise ConfigError("ssm layout='hydra' uses one shared non-causal convolution (conv='same' or 'none').")
+            xbc = self.act(xbc)
+            x_og, bc = xbc.split([di, 2 * K * G * N], dim=-1)
+            xs = self._order(x_og, shape)
+            bc = self._order(bc, shape).reshape(b, K, L, K, 2 * G * N)
+            bc = torch.stack([bc[:, k, :, k] for k in range(K)], dim=1)   # direction k uses its own B, C
+            Bm, Cm = bc.split([G * N, G * N], dim=-1)
+            dt = self._order(dt, shape).reshape(b, K, L, K, H)
+            dt = torch.stack([dt[:, k, :, k] for k in range(K)], dim=1)
+
+        # fold directions into channels: channel k*di + c, group k*G + c // (di / G)
+        u_s = xs.permute(0, 1, 3, 2).reshape(b, K * di, L)
+        dt_b = self.dt_bias.expand(K, H) if self.layout == "hydra" else self.dt_bias
+        delta = dt.permute(0, 1, 3, 2)                                     # (b, K, H, L)
+        A = self._A().expand(K, di, N).reshape(K * di, N)
+        Bs = Bm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
+        Cs = Cm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
+        if self.layout == "x_proj":
+            Dskip = self.D.reshape(K * di)
+        elif self.layout == "fused":
+            Dskip = self.D.repeat_interleave(P, dim=-1).reshape(K * di)
+        else:
+            Dskip = None  # hydra: diagonal term added after the merge
+
+        if self.discretization == "euler":
+            delta = delta.repeat_interleave(P, dim=2).reshape(b, K * di, L)
+            bias = dt_b.repeat_interleave(P, dim=-1).reshape(K * di)
+            y = selective_scan(u_s, delta, A, Bs, Cs, D=Dskip, delta_bias=bias, delta_softplus=True,
+                               backend=self.backend)
+        else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
+            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H, L)
+            a = -torch.exp(self.A_log).expand(K, H)
+            scale = _phi(step * a[None, :, :, None])
+            step = step.repeat_interleave(P, dim=2).reshape(b, K * di, L)
+            scale = scale.repeat_interleave(P, dim=2).reshape(b, K * di, L)
+            y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
+            if Dskip is not None:
+                y = y + Dskip[:, None] * u_s
+        y = y.reshape(b, K, di, L).permute(0, 1, 3, 2)                     # (b, K, L, di) in scan order
+
+        if self.layout == "hydra":  # exclude the diagonal: position t takes the state after t-1
+            y = F.pad(y[:, :, :-1], (0, 0, 1, 0))
+        y = self._unorder(y, shape)
+        y = y.sum(1) if self.combine == "sum" else y.mean(1)
+        if self.layout == "hydra":
+            diag = (self.fc_D(x_og) + self.D).repeat_interleave(P, dim=-1)
+            y = y + x_og * diag
+
+        if self.layout == "fused":
+            y = self.norm(y * self.act(z))
+        else:
+            y = self.norm(y) * self.act(z)
+        out = self.out_proj(y)
+        return out.reshape(u.shape[:-1] + (self.d_model,))

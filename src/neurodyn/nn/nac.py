@@ -1,0 +1,390 @@
+"""NAC: the Neuronal Attention Circuit (Razzaq, Kanjaraway & Zhao), paper ``002_b685defa74fd4d1b``.
+
+Every query-key attention logit ``a`` is the state of the linear ODE (paper eq. 1)::
+
+    da/dt = -omega(u) a + phi(u),      u = [q; k],
+    phi   = sigmoid(z_phi)             content-target gate      (eq. 15)
+    omega = softplus(z_omega) + eps    time-constant gate, > 0  (eq. 16)
+
+with ``(z_phi, z_omega)`` the two heads of a sparse NCP-wired backbone (eq. 14). Three modes give
+``a`` (with ``a_0 = 0``):
+
+* ``exact``  closed form ``(phi/omega)(1 - exp(-omega t))``                (eqs. 3, 17)
+* ``euler``  ``a <- a + dt (-omega a + phi)``, ``steps`` times             (eq. 2)
+* ``steady`` ``phi/omega``, the limit ``t -> inf``                          (eq. 18)
+
+``t = T * sigmoid(t_a(u) t_sample + t_b(u))`` is a learned time per pair (t_a, t_b affine in u),
+``t_sample`` the query's timestamp (or ``|t_q - t_k|``; 1 without timestamps); T is ``time_horizon``
+(1: the paper's t in [0, 1]). Weights are ``softmax`` over the selected keys and the output is the
+time-modulated sum ``sum_j alpha_j t_j v_j`` (eq. 19), per head, heads concatenated and projected.
+Only ``K`` keys per query reach the backbone: Algorithm 2 picks them through block centroids of size
+``floor(sqrt(T_k))`` (``topk_method="block"``), without forming the ``T_q x T_k`` score matrix;
+``"exact"`` scores every key (the authors' released TensorFlow code) and ``topk=None`` keeps every
+pair (NAC-PW).
+
+Where the paper is ambiguous or the authors' released code departs from it, the choice is listed in
+:data:`PAPER` and :data:`RELEASED` and explained in the docstring of :class:`NACAttention`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from .ncp import NCPCell, build_autoncp, units_backbone, units_sensory
+
+MODES = ("exact", "euler", "steady")
+TOPK_METHODS = ("block", "exact")
+PHI_ACTIVATIONS = ("sigmoid", "linear", "tanh")
+PAIR_TIMES = ("query", "delta", "key")
+QUADRATURES = ("time", "none")
+COMPATS = ("paper", "released")
+
+
+# --------------------------------------------------------------------------------------------------
+# The ODE in closed form, by Euler, at equilibrium (pure functions; the layer calls them)
+# --------------------------------------------------------------------------------------------------
+
+def steady_logits(phi: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """Equilibrium ``a* = phi / omega`` (eq. 18)."""
+    return phi / omega
+
+
+def exact_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float,
+                 a0: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Closed form ``a_t = a* + (a_0 - a*) exp(-omega t)`` (eq. 3); with ``a_0 = 0`` eq. 17."""
+    a_star = phi / omega
+    decay = torch.exp(-omega * t)
+    if isinstance(a0, (int, float)) and a0 == 0:
+        return a_star * (1.0 - decay)  # = -a* expm1(-omega t) without cancellation for small omega t
+    return a_star + (a0 - a_star) * decay
+
+
+def euler_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float | None, steps: int,
+                 dt: float | None = None, a0: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Explicit Euler (eq. 2): ``steps`` updates ``a <- a + dt (-omega a + phi)``.
+
+    ``dt=None`` integrates over ``[0, t]`` (``dt = t / steps``, converging to :func:`exact_logits` as
+    ``steps`` grows); a number uses that fixed step whatever ``t`` (the released code). The paper's
+    invariance argument (Theorem 1, eq. 46) needs ``dt * omega <= 1``.
+    """
+    if steps < 1:
+        raise ConfigError(f"Euler mode needs at least one step, got {steps}")
+    if dt is None:
+        if t is None:
+            raise ConfigError("Euler mode with dt=None integrates to the pair time t, which was not given")
+        h = t / steps
+    else:
+        h = dt
+    a = torch.zeros_like(phi) + a0
+    for _ in range(int(steps)):
+        a = a + h * (-omega * a + phi)
+    return a
+
+
+# --------------------------------------------------------------------------------------------------
+# Top-K key selection
+# --------------------------------------------------------------------------------------------------
+
+def _flat_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x: (G, N, D)``, ``idx: (G, *I)`` -> ``(G, *I, D)`` (no index expanded over D)."""
+    g = torch.arange(x.shape[0], device=x.device).reshape(-1, *([1] * (idx.dim() - 1)))
+    return x[g, idx]
+
+
+def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None,
+               query_chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """Algorithm 2: sub-quadratic Top-K key selection by square-root block partitioning.
+
+    ``q: (G, Tq, D)``, ``k: (G, Tk, D)``, ``key_mask: (G, Tk)`` (True = real key). Keys are cut into
+    ``N_b = ceil(Tk / B_s)`` blocks of ``B_s = floor(sqrt(Tk))`` (the last block padded and its padding
+    masked), each query scores the block centroids (means of the valid keys), keeps the best
+    ``M = max(1, ceil(K / B_s))`` blocks (so that ``M B_s >= K``), scores the ``M B_s`` candidate keys
+    and keeps the best ``K_eff = min(K, M B_s)``. Scores are raw dot products. Returns key indices
+    ``(G, Tq, K_eff)`` and their validity (False for padding / masked keys picked only to fill K).
+    Queries are processed ``query_chunk`` at a time, so the largest intermediate is
+    ``query_chunk x max(N_b, M B_s) x D``: no ``Tq x Tk`` matrix is ever formed.
+    """
+    G, Tk, D = k.shape
+    Tq = q.shape[1]
+    bs = max(1, math.isqrt(Tk))
+    nb = -(-Tk // bs)
+    pad = nb * bs - Tk
+    valid = torch.ones(G, Tk, dtype=torch.bool, device=k.device) if key_mask is None else key_mask.bool()
+    kp = F.pad(k, (0, 0, 0, pad))
+    vp = F.pad(valid, (0, pad), value=False)
+    kb, vb = kp.reshape(G, nb, bs, D), vp.reshape(G, nb, bs)
+    count = vb.sum(-1)                                                      # (G, nb)
+    centroid = (kb * vb[..., None]).sum(-2) / count.clamp_min(1)[..., None].to(k.dtype)
+    m = min(nb, max(1, -(-topk // bs)))
+    k_eff = min(topk, m * bs)
+    offs = torch.arange(bs, device=k.device)
+    idx_parts, ok_parts = [], []
+    for lo in range(0, Tq, query_chunk):
+        qc = q[:, lo:lo + query_chunk]                                      # (G, c, D)
+        coarse = qc @ centroid.transpose(1, 2)                              # (G, c, nb)
+        coarse = coarse.masked_fill((count == 0)[:, None, :], float("-inf"))
+        blocks = coarse.topk(m, dim=-1).indices                             # (G, c, m)
+        c = qc.shape[1]
+        cand = (blocks[..., None] * bs + offs).reshape(G, c, m * bs)
+        g = torch.arange(G, device=k.device)[:, None, None]
+        cand_ok = vb[g, blocks].reshape(G, c, m * bs)                       # (G, c, m*bs)
+        k_cand = kb[g, blocks].reshape(G, c, m * bs, D)                      # whole blocks: contiguous copies
+        fine = torch.matmul(k_cand, qc[..., None])[..., 0]                  # (G, c, m*bs)
+        fine = fine.masked_fill(~cand_ok, float("-inf"))
+        top = fine.topk(k_eff, dim=-1).indices
+        idx_parts.append(cand.gather(-1, top))
+        ok_parts.append(cand_ok.gather(-1, top))
+    # picks of padding (only when fewer valid candidates than K) point at a real key and are marked invalid
+    return torch.cat(idx_parts, 1).clamp_max(Tk - 1), torch.cat(ok_parts, 1)
+
+
+def exact_topk(q: torch.Tensor, k: torch.Tensor, topk: int,
+               key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exhaustive Top-K: the full ``(G, Tq, Tk)`` dot-product matrix, then ``top_k`` (O(n^2) memory)."""
+    scores = q @ k.transpose(1, 2)
+    if key_mask is not None:
+        scores = scores.masked_fill(~key_mask.bool()[:, None, :], float("-inf"))
+    k_eff = min(topk, k.shape[1])
+    top = scores.topk(k_eff, dim=-1)
+    ok = torch.isfinite(top.values) if key_mask is not None else torch.ones_like(top.indices, dtype=torch.bool)
+    return top.indices, ok
+
+
+# --------------------------------------------------------------------------------------------------
+# Options: the paper's reading and the authors' released code
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NACOptions:
+    """Every choice the paper leaves open or the released code makes differently (see NACAttention)."""
+
+    tied_heads: bool            # one backbone output feeds both phi and omega
+    backbone_unfolds: int       # Algorithm-1 updates of the backbone on the frozen pair input
+    backbone_activation: str    # alpha of the backbone NCPCell
+    dense_sensory: bool         # dense input mask in the q/k/v gates instead of |A_in|
+    shared_backbone: bool       # one backbone (and time gate) for all heads
+    topk_method: str            # block (Algorithm 2) | exact (full score matrix)
+    euler_steps: int
+    euler_dt: float | None      # None: dt = t / steps (integrate to the pair time)
+    quadrature: str             # time: sum alpha t v (eq. 19) | none: sum alpha v
+    eps: float                  # omega = softplus(.) + eps
+
+
+PAPER = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
+                   shared_backbone=False, topk_method="block", euler_steps=6, euler_dt=None,
+                   quadrature="time", eps=1e-5)
+RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True,
+                      shared_backbone=True, topk_method="exact", euler_steps=5, euler_dt=0.5,
+                      quadrature="none", eps=1e-6)
+
+
+def resolve_options(compat: str = "paper", **overrides: Any) -> NACOptions:
+    """The options of ``compat`` ("paper" or "released") with the non-None ``overrides`` applied."""
+    if compat not in COMPATS:
+        raise ConfigError(f"NAC compat must be 'paper' or 'released', got {compat!r}")
+    names = {f.name for f in fields(NACOptions)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"unknown NAC option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    base = PAPER if compat == "paper" else RELEASED
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+# --------------------------------------------------------------------------------------------------
+# The layer
+# --------------------------------------------------------------------------------------------------
+
+class NACAttention(nn.Module):
+    """Multi-head NAC self-attention over ``x: (B, T, C)`` with timestamps ``t: (B, T)`` and a mask.
+
+    Architecture (paper §2.2): q, k, v from three NCP sensory gates (eq. 13) with ``d_model`` outputs;
+    heads of size ``D = d_model / H``; Top-K pairs ``u = [q; k] in R^{2D}``; backbone (eq. 14) ->
+    (phi, omega) (eqs. 15-16); time gate; logits (eq. 2, 3 or 18); softmax; time-weighted value sum;
+    heads concatenated; output Linear(d_model, d_model).
+
+    How this reads the paper where it is ambiguous (``compat="paper"``, the default), and what
+    ``compat="released"`` switches to (the authors' released code, notes-nac §2.14-2.15):
+
+    * **Sensory gates.** ``NCPCell`` over ``AutoNCP(ceil((d-0.5)/0.6), 0 motors, s)``; input and
+      output group = the ncps inter layer (the neurons with input synapses: exactly ``d_model``),
+      command/motor disabled, linear alpha, input mask ``|A_in|`` as Algorithm 1 says (released:
+      dense over the group, so sparsity has no effect there). The gate has no active->active synapse,
+      so running it as an RNN over time equals a per-step sparse affine map; it is computed that way.
+    * **Backbone.** ``AutoNCP(d + floor(d/0.6), 2 motors, s)`` over the 2D-dim pair: the inter ->
+      command -> motor pathway, input into the inter layer through ``|A_in|``. Algorithm 1 is one
+      update from the zero state, after which the motor neurons hold ``alpha(b)`` whatever the input
+      (the released code does exactly that, so its phi and omega are constants): here the cell is
+      updated ``backbone_unfolds = 3`` times on the frozen pair input (the depth of the wiring; the
+      frozen-coefficient assumption of eq. 3), so phi and omega depend on u. Released: 1 update.
+    * **Two heads.** "separate head layers" (§2.2): motor neuron 0 -> phi, motor neuron 1 -> omega,
+      each with its own output affine. Released (``tied_heads``): one motor neuron feeds both, which
+      bounds ``phi/omega < 1`` and makes attention over the K keys nearly uniform.
+    * **Backbone activation** tanh (Theorem 2 needs nonlinear activations; a linear backbone ranks
+      keys independently of the query). Released: linear.
+    * **Per-head parameters** (§2.2.1: "each head ... its own parameterization of phi and omega"):
+      one backbone and time gate per head, same wiring. Released (``shared_backbone``): one for all.
+    * **Top-K**: Algorithm 2 with ``M = max(1, ceil(K/B_s))`` blocks and a padded, masked last block
+      (the PyTorch port drops the remainder keys); released: exact Top-K over the full score matrix
+      (TF code). ``topk=None``: every pair (NAC-PW).
+    * **Time**: ``t = time_horizon * sigmoid(t_a t_sample + t_b)`` with the ``+`` sign of the paper,
+      ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query timestamp (``pair_time="query"``)
+      or ``|t_q - t_k|`` (``"delta"``) or the key's (``"key"``); 1 without timestamps.
+    * **Euler**: ``euler_steps`` steps of ``t/steps`` (converges to the exact mode); released: 5 fixed
+      steps of 0.5 that ignore t.
+    * **Output**: ``sum alpha t v`` (eq. 19); released TF code: ``sum alpha v`` (dt = 1).
+    * **eps** 1e-5 (released 1e-6). **Padding** keys get logit ``-inf`` (the released code multiplies
+      logits by the mask, giving padded keys weight ``e^0``); a query without any valid key outputs 0.
+    * Not implemented: causal masking, the NAC-FC ablation.
+    """
+
+    def __init__(self, in_features: int, d_model: int = 64, n_heads: int = 8, mode: str = "exact",
+                 topk: int | None = 8, sparsity: float = 0.5, compat: str = "paper",
+                 phi_activation: str = "sigmoid", pair_time: str = "query", time_horizon: float = 1.0,
+                 dropout: float = 0.0, seed: int = 22222, **options: Any):
+        super().__init__()
+        if mode not in MODES:
+            raise ConfigError(f"NAC mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if d_model < 2:
+            raise ConfigError(f"NAC d_model must be >= 2 (the sensory-gate sizing rule fails for 1), got {d_model}")
+        if n_heads < 1 or d_model % n_heads:
+            raise ConfigError(f"NAC d_model {d_model} must be divisible by n_heads {n_heads}")
+        if topk is not None and topk < 1:
+            raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
+        if phi_activation not in PHI_ACTIVATIONS:
+            raise ConfigError(f"NAC phi_activation must be one of {', '.join(PHI_ACTIVATIONS)}, got {phi_activation!r}")
+        if pair_time not in PAIR_TIMES:
+            raise ConfigError(f"NAC pair_time must be one of {', '.join(PAIR_TIMES)}, got {pair_time!r}")
+        if not time_horizon > 0:
+            raise ConfigError(f"NAC time_horizon must be > 0, got {time_horizon}")
+        opt = resolve_options(compat, **options)
+        if opt.topk_method not in TOPK_METHODS:
+            raise ConfigError(f"NAC topk_method must be one of {', '.join(TOPK_METHODS)}, got {opt.topk_method!r}")
+        if opt.quadrature not in QUADRATURES:
+            raise ConfigError(f"NAC quadrature must be 'time' or 'none', got {opt.quadrature!r}")
+        if opt.euler_steps < 1 or opt.backbone_unfolds < 1 or not opt.eps > 0:
+            raise ConfigError("NAC needs euler_steps >= 1, backbone_unfolds >= 1 and eps > 0")
+        self.opt, self.compat = opt, compat
+        self.in_features, self.d_model, self.n_heads = in_features, d_model, n_heads
+        self.head_dim = d_model // n_heads
+        self.mode, self.topk, self.phi_activation = mode, topk, phi_activation
+        self.pair_time, self.time_horizon = pair_time, float(time_horizon)
+        gate_wiring = build_autoncp(units_sensory(d_model), 0, in_features, sparsity, seed)
+        self.gates = nn.ModuleDict({
+            name: NCPCell(gate_wiring, input_group="inter", output_group="inter", disabled=("command", "motor"),
+                          activation="linear", dense_input=opt.dense_sensory)
+            for name in ("q", "k", "v")})
+        if self.gates["q"].out_features != d_model:  # pragma: no cover - the sizing rule guarantees it
+            raise ConfigError(f"AutoNCP gave {self.gates['q'].out_features} sensory neurons for d_model {d_model}")
+        n_motor = 1 if opt.tied_heads else 2
+        cells = 1 if opt.shared_backbone else n_heads
+        bb_wiring = build_autoncp(units_backbone(d_model), n_motor, 2 * self.head_dim, sparsity, seed)
+        self.backbone = NCPCell(bb_wiring, input_group="inter", output_group="motor",
+                                activation=opt.backbone_activation, dense_input=False, n_cells=cells)
+        # time gate: t_a and t_b affine in the pair u, per head (or shared)
+        self.time_weight = nn.Parameter(torch.empty(cells, 2 * self.head_dim, 2))
+        self.time_bias = nn.Parameter(torch.zeros(cells, 2))
+        bound = 1.0 / math.sqrt(2 * self.head_dim)
+        nn.init.uniform_(self.time_weight, -bound, bound)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(d_model, d_model)
+
+    # ------------------------------------------------------------------------------------------
+    def _check(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.in_features:
+            raise ValueError(f"NAC expects x of shape (B, T, {self.in_features}), got {tuple(x.shape)}")
+        if x.shape[1] < 1:
+            raise ValueError("NAC needs sequences of length >= 1")
+        if t is not None and tuple(t.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"NAC timestamps must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(t.shape)}")
+        if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"NAC mask must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+
+    def _heads(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) -> (H*B, T, D), head-major so that per-head cells see (H, B*..., .) views."""
+        B, T, _ = z.shape
+        return z.reshape(B, T, self.n_heads, self.head_dim).permute(2, 0, 1, 3).reshape(self.n_heads * B, T, -1)
+
+    def _cells(self, z: torch.Tensor) -> torch.Tensor:
+        """(H*B, ...) -> (cells, ...) view for the per-head backbone; identity when shared."""
+        return z if self.backbone.n_cells == 1 else z.reshape(self.n_heads, -1, *z.shape[1:])
+
+    def select(self, q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None):
+        """Key indices ``(G, Tq, K_eff)`` and validity for head-major ``q, k: (G, T, D)``."""
+        G, Tk = k.shape[0], k.shape[1]
+        if self.topk is None or self.topk >= Tk:
+            idx = torch.arange(Tk, device=k.device).expand(G, q.shape[1], Tk)
+            ok = (torch.ones(G, 1, Tk, dtype=torch.bool, device=k.device) if key_mask is None
+                  else key_mask.bool()[:, None, :]).expand(G, q.shape[1], Tk)
+            return idx, ok
+        if self.opt.topk_method == "block":
+            return block_topk(q, k, self.topk, key_mask)
+        return exact_topk(q, k, self.topk, key_mask)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                return_details: bool = False):
+        """``x: (B, T, C)``, ``t: (B, T)`` timestamps, ``mask: (B, T)`` True for real steps.
+
+        Returns ``(B, T, d_model)``; with ``return_details`` also a dict of per-pair tensors
+        ``(B, H, T, K_eff)``: ``phi``, ``omega``, ``t``, ``logits``, ``attn``, ``index``, ``valid``.
+        """
+        self._check(x, t, mask)
+        B, T, _ = x.shape
+        H, D = self.n_heads, self.head_dim
+        q, k, v = (self._heads(self.gates[n].scan(x)) for n in ("q", "k", "v"))      # (G, T, D), G = H*B
+        key_mask = None if mask is None else mask.bool().repeat(H, 1)                  # (G, T)
+        idx, ok = self.select(q, k, key_mask)                                          # (G, T, Ke)
+        ke = idx.shape[-1]
+        k_sel = _flat_gather(k, idx)                                                   # (G, T, Ke, D)
+        u = torch.cat([q[:, :, None, :].expand_as(k_sel), k_sel], dim=-1)             # (G, T, Ke, 2D)
+        uc = self._cells(u)
+        z = self.backbone(uc, unfolds=self.opt.backbone_unfolds)
+        z_phi, z_omega = (z[..., 0], z[..., 0]) if self.opt.tied_heads else (z[..., 0], z[..., 1])
+        phi = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "linear": lambda a: a}[self.phi_activation](z_phi)
+        omega = F.softplus(z_omega) + self.opt.eps
+        ta_tb = self.backbone._mm(uc, self.time_weight) + self.backbone._vec(self.time_bias, uc)
+        t_a, t_b = ta_tb[..., 0], ta_tb[..., 1]
+        t_s = self._pair_time(t, idx, B, T, ke)
+        tau = self.time_horizon * torch.sigmoid(t_a * self._cells(t_s) + t_b)
+        if self.mode == "steady":
+            logits = steady_logits(phi, omega)
+        elif self.mode == "exact":
+            logits = exact_logits(phi, omega, tau)
+        else:
+            logits = euler_logits(phi, omega, tau, self.opt.euler_steps, self.opt.euler_dt)
+        shape = (H * B, T, ke)
+        logits, phi, omega, tau = (a.reshape(shape) for a in (logits, phi, omega, tau))
+        logits = logits.masked_fill(~ok, float("-inf"))
+        attn = torch.softmax(logits, dim=-1)
+        attn = torch.where(ok.any(-1, keepdim=True), attn, torch.zeros_like(attn))   # no valid key: 0
+        w = self.dropout(attn)
+        if self.opt.quadrature == "time":
+            w = w * tau
+        o = (w[..., None] * _flat_gather(v, idx)).sum(-2)                               # (G, T, D)
+        o = o.reshape(H, B, T, D).permute(1, 2, 0, 3).reshape(B, T, H * D)
+        y = self.out(o)
+        if not return_details:
+            return y
+        view = lambda a: a.reshape(H, B, T, ke).transpose(0, 1)
+        details = {"phi": view(phi), "omega": view(omega), "t": view(tau), "logits": view(logits),
+                   "attn": view(attn), "index": view(idx), "valid": view(ok)}
+        return y, details
+
+    def _pair_time(self, t: torch.Tensor | None, idx: torch.Tensor, B: int, T: int, ke: int) -> torch.Tensor:
+        """``t_sample`` per pair, ``(G, T, Ke)`` (or broadcastable)."""
+        if t is None:
+            return torch.ones(1, 1, 1, dtype=torch.float32, device=idx.device).expand(self.n_heads * B, T, ke)
+        tg = t.to(torch.float32).repeat(self.n_heads, 1)                               # (G, T)
+        if self.pair_time == "query":
+            return tg[:, :, None].expand(-1, -1, ke)
+        tk = _flat_gather(tg[..., None], idx)[..., 0]                                  # (G, T, Ke)
+        return tk if self.pair_time == "key" else (tg[:, :, None] - tk).abs()
+
+    def extra_repr(self) -> str:
+        return (f"in={self.in_features}, d_model={self.d_model}, heads={self.n_heads}, mode={self.mode}, "
+                f"topk={self.topk}, compat={self.compat}")

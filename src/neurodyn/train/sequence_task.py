@@ -1,0 +1,170 @@
+"""The ``sequence`` task: classification or regression over ``(B, T, C)`` with timestamps and masks.
+
+Batches are dicts ``{"x": (B, T, C), "t": (B, T), "mask": (B, T) bool, "y": ...}`` (see
+``data.sequences``). The model is called as ``model(x_norm, t=t, mask=mask)``; inputs are normalised
+per channel on the valid steps of the training split, padded steps are zeroed.
+
+* classification: cross-entropy on logits ``(B, n_classes)`` (or ``(B, T, n_classes)`` per step,
+  averaged over valid steps); evaluation reports ``accuracy`` (monitored, higher is better) and ``nll``.
+* regression: MSE on targets normalised with the training statistics; evaluation reports ``mse``,
+  ``rmse`` (monitored, lower is better), ``mae`` and the NAC paper's RUL ``score`` (eq. 58, summed
+  over samples as written) with ``score_mean`` (per sample).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data.normalize import Normalizer
+from ..errors import ConfigError
+from .distributed import all_reduce_sum
+
+
+def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """NAC paper eq. 58 (the PHM08 asymmetric score): with ``d = pred - target``,
+    ``exp(-d/13) - 1`` for early predictions (``d < 0``) and ``exp(d/10) - 1`` for late ones
+    (``d >= 0``), summed (``reduction="sum"``), averaged (``"mean"``) or per element (``"none"``)."""
+    if pred.shape != target.shape:
+        raise ValueError(f"rul_score: prediction shape {tuple(pred.shape)} differs from target shape {tuple(target.shape)}")
+    d = (pred - target).double()
+    s = torch.where(d < 0, torch.exp(-d / 13.0) - 1.0, torch.exp(d / 10.0) - 1.0)
+    return {"sum": s.sum, "mean": s.mean, "none": lambda: s}[reduction]()
+
+
+class SequenceTask:
+    """Per-sequence or per-step classification / regression (see module docstring)."""
+
+    name = "sequence"
+
+    def __init__(self, kind: str, x_norm: Normalizer, y_norm: Normalizer | None = None, per_step: bool = False,
+                 n_targets: int = 1):
+        if kind not in ("classification", "regression"):
+            raise ConfigError(f"sequence task kind must be classification or regression, got {kind!r}")
+        if kind == "regression" and y_norm is None:
+            raise ConfigError("a regression sequence task needs a target normalizer")
+        self.kind, self.x_norm, self.y_norm, self.per_step, self.n_targets = kind, x_norm, y_norm, per_step, n_targets
+        self.monitor = ("accuracy", "max") if kind == "classification" else ("rmse", "min")
+
+    def normalizers(self) -> dict[str, nn.Module]:
+        out = {"input": self.x_norm}
+        if self.y_norm is not None:
+            out["target"] = self.y_norm
+        return out
+
+    def to(self, device: torch.device) -> "SequenceTask":
+        for m in self.normalizers().values():
+            m.to(device)
+        return self
+
+    def expected_output_shape(self, batch: dict[str, torch.Tensor]) -> tuple[int, ...]:
+        B, T = batch["x"].shape[:2]
+        return (B, T, self.n_targets) if self.per_step else (B, self.n_targets)
+
+    def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = batch["mask"].bool()
+        x = self.x_norm.encode(batch["x"]) * mask[..., None].to(batch["x"].dtype)
+        return model(x, t=batch.get("t"), mask=mask)
+
+    def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Class logits, or regression values in the data's units."""
+        out = self._raw(model, batch)
+        return out if self.kind == "classification" else self.y_norm.decode(out)
+
+    def _step_mask(self, batch) -> torch.Tensor | None:
+        return batch["mask"].bool() if self.per_step else None
+
+    def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = self._raw(model, batch)
+        m = self._step_mask(batch)
+        if self.kind == "classification":
+            if m is not None:
+                return F.cross_entropy(out[m], batch["y"][m])
+            return F.cross_entropy(out, batch["y"])
+        err = (out - self.y_norm.encode(batch["y"])).square()
+        return err[m].mean() if m is not None else err.mean()
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        sums = torch.zeros(6, dtype=torch.float64)  # (count, correct|se, nll|ae, score, -, -)
+        for batch in batches:
+            pred = self.predict(model, batch)
+            y = batch["y"]
+            m = self._step_mask(batch)
+            if m is not None:
+                pred, y = pred[m], y[m]
+            if self.kind == "classification":
+                sums += torch.tensor([len(y), (pred.argmax(-1) == y).sum().item(),
+                                      F.cross_entropy(pred.double(), y, reduction="sum").item(), 0, 0, 0],
+                                     dtype=torch.float64)
+            else:
+                d = (pred - y).double()
+                sums += torch.tensor([d.numel(), d.square().sum().item(), d.abs().sum().item(),
+                                      rul_score(pred, y).item(), 0, 0], dtype=torch.float64)
+        sums = all_reduce_sum(sums)
+        n = max(float(sums[0]), 1.0)
+        if self.kind == "classification":
+            return {"accuracy": float(sums[1]) / n, "nll": float(sums[2]) / n, "n": int(sums[0])}
+        mse = float(sums[1]) / n
+        return {"rmse": mse ** 0.5, "mse": mse, "mae": float(sums[2]) / n, "score": float(sums[3]),
+                "score_mean": float(sums[3]) / n, "n": int(sums[0])}
+
+
+# --------------------------------------------------------------------------------------------------
+# Plots of a sequence run
+# --------------------------------------------------------------------------------------------------
+
+def write_sequence_plots(task: SequenceTask, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
+                         history: list[dict[str, Any]], run_dir: Path) -> None:
+    """``predictions.png`` (confusion matrix, or prediction vs target) and ``learning_curve.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    preds, ys = [], []
+    model.eval()
+    with torch.no_grad():
+        for batch in batches:
+            p, y = task.predict(model, batch), batch["y"]
+            m = task._step_mask(batch)
+            if m is not None:
+                p, y = p[m], y[m]
+            preds.append(p.cpu())
+            ys.append(y.cpu())
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    if preds:
+        p, y = torch.cat(preds), torch.cat(ys)
+        if task.kind == "classification":
+            k = p.shape[-1]
+            cm = np.zeros((k, k))
+            np.add.at(cm, (y.numpy(), p.argmax(-1).numpy()), 1)
+            ax.imshow(cm / cm.sum(1, keepdims=True).clip(min=1), cmap="Blues", vmin=0, vmax=1)
+            ax.set_xlabel("predicted class"), ax.set_ylabel("true class")
+            ax.set_title(f"confusion (accuracy {(p.argmax(-1) == y).float().mean():.3f})")
+        else:
+            ax.scatter(y[:, 0].numpy(), p[:, 0].numpy(), s=6, alpha=0.6)
+            lo, hi = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
+            ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+            ax.set_xlabel("target"), ax.set_ylabel("prediction")
+    fig.tight_layout()
+    fig.savefig(run_dir / "predictions.png", dpi=90)
+    plt.close(fig)
+
+    key, mode = task.monitor
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if history:
+        ax.plot([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
+        ev = [(h["epoch"] + 1, h["eval"][key]) for h in history if "eval" in h]
+        if ev:
+            ax2 = ax.twinx()
+            ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"eval {key}")
+            ax2.set_ylabel(f"eval {key}")
+    ax.set_xlabel("epoch"), ax.set_ylabel("train loss"), ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(run_dir / "learning_curve.png", dpi=90)
+    plt.close(fig)

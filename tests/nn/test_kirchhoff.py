@@ -1,0 +1,310 @@
+"""Kirchhoff Neural Cell and Cascaded Kirchhoff Block (CHONN, paper 000): the cell on selective_scan against
+a direct loop of its recurrence, the closed forms of Eqs. (45)-(47), the ZOH solution of Eq. (18), the
+scan layouts, and parameter counts by formula."""
+import math
+
+import pytest
+import torch
+
+from neurodyn.nn.kirchhoff import (CascadedKirchhoffBlock, KirchhoffCell, _ZOHInput, ckb_parameter_count,
+                                   knc_impulse_response, knc_phi, knc_scan, knc_scan_ref, knc_transfer_function,
+                                   merge_sequences, scan_sequences)
+from neurodyn.ops import VMAMBA_ORDER, cross_scan
+
+D64 = torch.float64
+
+
+def _direct_loop(u, delta, lam, b, c, d):
+    """Eqs. (32)-(34) written out per channel, state and step (no broadcasting tricks)."""
+    batch, D, L = u.shape
+    N = lam.shape[1]
+    y = torch.zeros(batch, D, L, dtype=u.dtype)
+    for s in range(batch):
+        for i in range(D):
+            v = [0.0] * N
+            for t in range(L):
+                acc = float(d[i]) * float(u[s, i, t])
+                for n in range(N):
+                    x = float(delta[s, i, t]) * float(lam[i, n])
+                    alpha = math.exp(-x)
+                    beta = (1 - math.exp(-x)) / float(lam[i, n]) * float(b[s, n, t])
+                    v[n] = alpha * v[n] + beta * float(u[s, i, t])
+                    acc += float(c[s, n, t]) * v[n]
+                y[s, i, t] = acc
+    return y
+
+
+def test_knc_scan_equals_direct_loop_of_the_recurrence():
+    torch.manual_seed(1)
+    B, D, N, L = 2, 3, 2, 9
+    u = torch.randn(B, D, L, dtype=D64)
+    delta = torch.rand(B, D, L, dtype=D64) + 0.05
+    lam = torch.rand(D, N, dtype=D64) * 3 + 0.2
+    b, c = torch.randn(B, N, L, dtype=D64), torch.randn(B, N, L, dtype=D64)
+    d = torch.randn(D, dtype=D64)
+    want = _direct_loop(u, delta, lam, b, c, d)
+    for backend in ("auto", "torch"):
+        got = knc_scan(u, delta, lam, b, c, d, "zoh", backend=backend)
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(knc_scan_ref(u, delta, lam, b, c, d), want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("disc", ["zoh", "euler"])
+@pytest.mark.parametrize("groups", [0, 1, 2])  # 0: fixed (D, N) b and c
+@pytest.mark.parametrize("reverse", [False, True])
+def test_knc_scan_matches_reference_forward_and_gradients(disc, groups, reverse):
+    torch.manual_seed(2)
+    B, D, N, L = 2, 4, 3, 13
+    u = torch.randn(B, D, L, dtype=D64, requires_grad=True)
+    delta = (torch.rand(B, D, L, dtype=D64) * 0.8 + 1e-3).requires_grad_()
+    lam = (torch.rand(D, N, dtype=D64) * 4 + 0.1).requires_grad_()
+    shape = (D, N) if groups == 0 else (B, groups, N, L)
+    b = torch.randn(*shape, dtype=D64, requires_grad=True)
+    c = torch.randn(*shape, dtype=D64, requires_grad=True)
+    d = torch.randn(D, dtype=D64, requires_grad=True)
+    args = (u, delta, lam, b, c, d)
+    y = knc_scan(*args, disc, reverse=reverse)
+    y_ref = knc_scan_ref(*args, disc, reverse=reverse)
+    torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
+    w = torch.randn_like(y)
+    g = torch.autograd.grad((y * w).sum(), args)
+    g_ref = torch.autograd.grad((y_ref * w).sum(), args)
+    for a, e in zip(g, g_ref):
+        torch.testing.assert_close(a, e, rtol=1e-8, atol=1e-9)
+
+
+def test_zoh_input_function_gradcheck_and_float32_agreement():
+    torch.manual_seed(3)
+    delta = (torch.rand(2, 4, 5, dtype=D64) + 0.01).requires_grad_()
+    lam = (torch.rand(4, 3, dtype=D64) + 0.5).requires_grad_()
+    bt = torch.randn(2, 2, 5, 3, dtype=D64, requires_grad=True)
+    assert torch.autograd.gradcheck(_ZOHInput.apply, (delta, lam, bt))
+    want = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * bt.repeat_interleave(2, dim=1)
+    torch.testing.assert_close(_ZOHInput.apply(delta, lam, bt), want)
+    x = torch.tensor([0.0, 1e-9, 1e-3, 0.5, 3.0, 40.0])
+    exact = torch.tensor([1.0, 1.0, (1 - math.exp(-1e-3)) / 1e-3, (1 - math.exp(-0.5)) / 0.5,
+                          (1 - math.exp(-3.0)) / 3.0, 1 / 40.0])
+    torch.testing.assert_close(knc_phi(x), exact, rtol=1e-6, atol=1e-6)
+
+
+def test_zoh_step_is_the_exact_solution_of_the_rc_ode_for_constant_input():
+    """dv/dt = -lambda v + b u with constant u: v(t) = (b u / lambda)(1 - exp(-lambda t)) (Eqs. 18-21)."""
+    D, N, L = 3, 2, 40
+    lam = torch.tensor([[0.5, 2.0], [1.0, 4.0], [3.0, 0.1]], dtype=D64)
+    b = torch.tensor([[1.0, -0.5], [2.0, 1.0], [0.3, 0.7]], dtype=D64)
+    dt = torch.tensor([0.05, 0.2, 0.11], dtype=D64)
+    u = torch.full((1, D, L), 1.7, dtype=D64)
+    eye = torch.eye(N, dtype=D64)
+    t = dt[:, None] * torch.arange(1, L + 1, dtype=D64)  # (D, L)
+    for n in range(N):  # read out one state at a time with c = e_n
+        c = eye[n].expand(D, N)
+        v = knc_scan(u, dt, lam, b, c, None, "zoh")
+        exact = (b[:, n, None] * 1.7 / lam[:, n, None]) * (1 - torch.exp(-lam[:, n, None] * t))
+        torch.testing.assert_close(v[0], exact, rtol=1e-12, atol=1e-12)
+
+
+def _lti_cell(D=1, N=1, K=1, seed=0):
+    torch.manual_seed(seed)
+    cell = KirchhoffCell(D, N, directions=K, selective=False).double()
+    with torch.no_grad():
+        cell.log_lambda.copy_(torch.rand(K, D, N, dtype=D64) * 2 - 1)
+        cell.dt_bias.copy_(torch.randn(K, D, dtype=D64) * 0.5)
+        cell.b.copy_(torch.randn(K, D, N, dtype=D64))
+        cell.c.copy_(torch.randn(K, D, N, dtype=D64))
+        cell.d.copy_(torch.randn(K, D, dtype=D64))
+    return cell
+
+
+def _cell_abcd(cell):
+    """Fixed coefficients of Eq. (44) for direction 0: a = alpha, b = beta (the ZOH injection)."""
+    delta = torch.nn.functional.softplus(cell.dt_bias[0])[:, None]
+    lam = cell.lam[0]
+    a = torch.exp(-delta * lam)
+    return a, (1 - a) / lam * cell.b[0], cell.c[0], cell.d[0]
+
+
+def _impulse(L, D=1):
+    u = torch.zeros(1, 1, D, L, dtype=D64)
+    u[..., 0] = 1.0
+    return u
+
+
+def test_single_cell_impulse_response_is_the_closed_form_of_eq45():
+    L = 64
+    for N in (1, 4):  # N = 1 is Eq. (45) literally; N > 1 a sum of such first-order terms
+        cell = _lti_cell(D=2, N=N, seed=N)
+        h = cell(_impulse(L, 2))[0, 0]  # (D, L)
+        a, b, c, d = _cell_abcd(cell)
+        assert ((a > 0) & (a < 1)).all()
+        t = torch.arange(L, dtype=D64)
+        closed = (c * b)[..., None] * a[..., None] ** t
+        closed = closed.sum(1)
+        closed[:, 0] += d
+        torch.testing.assert_close(h, closed, rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(h, knc_impulse_response(a, b, c, d, L), rtol=1e-12, atol=1e-13)
+        # frequency response: DFT of the (decayed) impulse response = H(e^{i w}) of Eq. (45)
+        Lf = 4096
+        hl = cell(_impulse(Lf, 2))[0, 0]
+        z = torch.exp(2j * math.pi * torch.arange(Lf, dtype=D64) / Lf)
+        H = knc_transfer_function(a, b, c, d, z)
+        torch.testing.assert_close(torch.fft.fft(hl, dim=-1), H, rtol=1e-8, atol=1e-8)
+
+
+def _lti_block(order, aggregate="last", seed=0, D=2, N=2):
+    torch.manual_seed(seed)
+    blk = CascadedKirchhoffBlock(D, order=order, d_state=N, dims=1, scan="uni", selective=False,
+                                 aggregate=aggregate).double()
+    for r, cell in enumerate(blk.cells):
+        src = _lti_cell(D, N, seed=seed * 10 + r)
+        cell.load_state_dict(src.state_dict())
+    return blk
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+def test_cascade_transfer_function_is_the_product_of_eq46(order):
+    Lf = 2048
+    blk = _lti_block(order, aggregate="last", seed=order)
+    u = torch.zeros(1, 2, Lf, dtype=D64)
+    u[..., 0] = 1.0
+    h = blk.cascade(u)[0]  # impulse response of the cascade, (D, Lf)
+    z = torch.exp(2j * math.pi * torch.arange(Lf, dtype=D64) / Lf)
+    H = torch.ones(2, Lf, dtype=torch.complex128)
+    for cell in blk.cells:
+        H = H * knc_transfer_function(*_cell_abcd(cell), z)
+    torch.testing.assert_close(torch.fft.fft(h, dim=-1), H, rtol=1e-8, atol=1e-8)
+    # the block's sum of stage outputs (Eq. 36): sum_r prod_{l <= r} H_l
+    blk.aggregate = "sum"
+    hs = blk.cascade(u)[0]
+    Hs, P = torch.zeros_like(H), torch.ones_like(H)
+    for cell in blk.cells:
+        P = P * knc_transfer_function(*_cell_abcd(cell), z)
+        Hs = Hs + P
+    torch.testing.assert_close(torch.fft.fft(hs, dim=-1), Hs, rtol=1e-8, atol=1e-8)
+
+
+def test_strictly_recurrent_cascade_is_eq47():
+    """d = 0: H(z) = prod c_l b_l / prod (1 - a_l z^-1); with N = 1 its impulse response is the
+    convolution of geometric sequences (checked in the time domain)."""
+    L = 200
+    blk = _lti_block(3, aggregate="last", seed=7, D=1, N=1)
+    with torch.no_grad():
+        for cell in blk.cells:
+            cell.d.zero_()
+    u = torch.zeros(1, 1, L, dtype=D64)
+    u[..., 0] = 1.0
+    h = blk.cascade(u)[0, 0]
+    t = torch.arange(L, dtype=D64)
+    want = torch.zeros(L, dtype=D64)
+    want[0] = 1.0
+    gain = 1.0
+    for cell in blk.cells:
+        a, b, c, _ = (v.reshape(()) for v in _cell_abcd(cell))
+        gain = gain * c * b
+        g = a ** t
+        want = torch.stack([(want[: k + 1] * g[: k + 1].flip(0)).sum() for k in range(L)])
+    torch.testing.assert_close(h, gain * want, rtol=1e-10, atol=1e-12)
+
+
+def test_bidirectional_cell_is_forward_plus_flipped_backward():
+    torch.manual_seed(4)
+    D, N, L, B = 3, 4, 11, 2
+    bi = KirchhoffCell(D, N, directions=2, dt_rank=2).double()
+    fwd, bwd = (KirchhoffCell(D, N, directions=1, dt_rank=2).double() for _ in range(2))
+    for k, cell in enumerate((fwd, bwd)):
+        cell.load_state_dict({name: p[k:k + 1] for name, p in bi.state_dict().items()})
+    u = torch.randn(B, D, L, dtype=D64)
+    got = merge_sequences(bi(scan_sequences(u, "bi")), (L,), "bi")
+    want = fwd(u[:, None])[:, 0] + bwd(u.flip(-1)[:, None])[:, 0].flip(-1)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_selective_cell_coefficients_follow_eq33_34():
+    torch.manual_seed(5)
+    cell = KirchhoffCell(4, 3, directions=1, dt_rank=2).double()
+    u = torch.randn(2, 1, 4, 7, dtype=D64)
+    delta, b, c = cell.coefficients(u)
+    W = cell.x_proj[0]
+    low = torch.einsum("ed,bdl->bel", W[:2], u[:, 0])
+    pre = torch.einsum("dr,brl->bdl", cell.dt_proj_weight[0], low) + cell.dt_bias[0][:, None]
+    torch.testing.assert_close(delta[:, 0], torch.nn.functional.softplus(pre))
+    torch.testing.assert_close(b[:, 0], torch.einsum("nd,bdl->bnl", W[2:5], u[:, 0]))
+    torch.testing.assert_close(c[:, 0], torch.einsum("nd,bdl->bnl", W[5:8], u[:, 0]))
+    alpha = torch.exp(-delta[:, 0, :, :, None] * cell.lam[0][None, :, None, :])
+    assert ((alpha > 0) & (alpha < 1)).all()
+    y = cell(u)[:, 0]
+    want = knc_scan_ref(u[:, 0], delta[:, 0], cell.lam[0], b[:, 0], c[:, 0], cell.d[0])
+    torch.testing.assert_close(y, want, rtol=1e-10, atol=1e-10)
+
+
+def test_scan_layouts_match_ops_cross_scan_and_merge_is_their_adjoint():
+    x = torch.randn(2, 3, 4, 5, dtype=D64)  # (B, D, H, W)
+    seqs = scan_sequences(x, "cross")  # (B, K, D, L)
+    ref = cross_scan(x.movedim(1, -1), VMAMBA_ORDER).movedim(-1, 2)
+    torch.testing.assert_close(seqs, ref)
+    y = torch.randn_like(seqs)
+    for scan in ("uni", "bi", "cross"):
+        s = scan_sequences(x, scan)
+        lhs = (s * y[:, : s.shape[1]]).sum()
+        rhs = (x * merge_sequences(y[:, : s.shape[1]], (4, 5), scan)).sum()
+        torch.testing.assert_close(lhs, rhs)
+    assert scan_sequences(torch.randn(2, 3, 7), "bi").shape == (2, 2, 3, 7)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(d_model=16, order=1, d_state=8, dims=1, scan="bi"),
+    dict(d_model=16, order=3, d_state=8, dims=1, scan="uni", expand=2, dt_rank=3),
+    dict(d_model=12, order=2, d_state=4, dims=2, scan="cross", conv_pointwise=False, out_norm=True),
+    dict(d_model=8, order=4, d_state=2, dims=2, scan="bi", norm="none", out_proj=True, selective=False),
+])
+def test_block_shape_and_parameter_count(kw):
+    blk = CascadedKirchhoffBlock(**kw)
+    shape = (2, 10, kw["d_model"]) if kw["dims"] == 1 else (2, 5, 6, kw["d_model"])
+    x = torch.randn(*shape)
+    y = blk(x)
+    assert y.shape == x.shape
+    count_kw = {k: v for k, v in kw.items() if k != "d_model" and k != "order"}
+    assert sum(p.numel() for p in blk.parameters()) == ckb_parameter_count(kw["d_model"], kw["order"], **count_kw)
+    # residual off returns the branch alone
+    torch.testing.assert_close(blk(x, residual=False) + x, y)
+
+
+def test_block_equations_31_to_38_by_hand():
+    torch.manual_seed(6)
+    m = 6
+    blk = CascadedKirchhoffBlock(m, order=3, d_state=2, dims=1, scan="bi", expand=1.5).double()
+    x = torch.randn(2, 9, m, dtype=D64)
+    xn = torch.nn.functional.layer_norm(x, (m,), blk.norm.weight, blk.norm.bias)
+    Wu, Wg = blk.in_proj.weight.chunk(2, dim=0)
+    u = torch.nn.functional.silu(blk.conv(torch.einsum("blm,dm->bdl", xn, Wu)))
+    g = torch.nn.functional.silu(xn @ Wg.T)
+    y, total = u, 0
+    for cell in blk.cells:
+        y = merge_sequences(cell(scan_sequences(y, "bi")), (9,), "bi")
+        total = total + y
+    want = x + (total.movedim(1, -1) * g) @ blk.out_proj.weight.T
+    torch.testing.assert_close(blk(x), want)
+    # "prev_output_plus_input": cell r >= 2 is driven by u + y_{r-1}
+    blk.cascade_input = "prev_output_plus_input"
+    y1 = merge_sequences(blk.cells[0](scan_sequences(u, "bi")), (9,), "bi")
+    y2 = merge_sequences(blk.cells[1](scan_sequences(u + y1, "bi")), (9,), "bi")
+    y3 = merge_sequences(blk.cells[2](scan_sequences(u + y2, "bi")), (9,), "bi")
+    torch.testing.assert_close(blk.cascade(u), y1 + y2 + y3)
+
+
+def test_block_rejects_bad_input_and_config():
+    from neurodyn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="order"):
+        CascadedKirchhoffBlock(8, order=0)
+    with pytest.raises(ConfigError, match="cross"):
+        CascadedKirchhoffBlock(8, dims=1, scan="cross")
+    with pytest.raises(ValueError, match="channels last"):
+        CascadedKirchhoffBlock(8, dims=1)(torch.randn(2, 8, 5))
+
+
+def test_block_backward_is_finite_and_reaches_every_parameter():
+    blk = CascadedKirchhoffBlock(8, order=2, d_state=4, dims=2, scan="cross")
+    x = torch.randn(2, 4, 4, 8, requires_grad=True)
+    blk(x).square().mean().backward()
+    for name, p in blk.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name

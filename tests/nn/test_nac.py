@@ -1,0 +1,327 @@
+"""NAC layer against independent oracles: fine Euler integration, Theorem 1, the steady limit, the
+gradient formulas (eqs. 56-57), the ncps wiring, and exhaustive Top-K."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from neurodyn.errors import ConfigError
+from neurodyn.nn.nac import (NACAttention, block_topk, euler_logits, exact_logits, exact_topk, steady_logits)
+from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
+
+
+def _gates(n=4096, seed=0, signed=False):
+    g = torch.Generator().manual_seed(seed)
+    phi = torch.rand(n, generator=g, dtype=torch.float64) * (2 if signed else 1) - (1 if signed else 0)
+    omega = 0.05 + 3 * torch.rand(n, generator=g, dtype=torch.float64)
+    t = 2 * torch.rand(n, generator=g, dtype=torch.float64)
+    a0 = torch.randn(n, generator=g, dtype=torch.float64)
+    return phi, omega, t, a0
+
+
+def _layer(**kw):
+    torch.manual_seed(0)
+    args = dict(in_features=3, d_model=16, n_heads=4, topk=4)
+    args.update(kw)
+    return NACAttention(**args)
+
+
+def _inputs(B=2, T=12, C=3, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, C, generator=g)
+    t = torch.rand(B, T, generator=g).cumsum(1) / T
+    return x, t
+
+
+# ---------------------------------------------------------------------------------------- the ODE
+def test_closed_form_equals_fine_euler_and_euler_is_first_order():
+    phi, omega, t, a0 = _gates(signed=True)
+    exact = exact_logits(phi, omega, t, a0)
+    errs = [(euler_logits(phi, omega, t, n, a0=a0) - exact).abs().max().item() for n in (500, 1000, 2000)]
+    assert errs[-1] < 2e-3
+    assert 1.8 < errs[0] / errs[1] < 2.2 and 1.8 < errs[1] / errs[2] < 2.2  # O(dt)
+    # a0 = 0 branch (eq. 17) is the same function
+    assert torch.allclose(exact_logits(phi, omega, t), exact_logits(phi, omega, t, a0=torch.zeros_like(phi)))
+
+
+def test_layer_euler_mode_converges_to_exact_mode():
+    x, t = _inputs()
+    exact = _layer(mode="exact")
+    euler = _layer(mode="euler", euler_steps=4000)
+    euler.load_state_dict(exact.state_dict())
+    with torch.no_grad():
+        _, de = exact(x, t, return_details=True)
+        _, du = euler(x, t, return_details=True)
+    assert (de["logits"] - du["logits"]).abs().max() < 1e-3
+    coarse = _layer(mode="euler", euler_steps=1)
+    coarse.load_state_dict(exact.state_dict())
+    with torch.no_grad():
+        _, dc = coarse(x, t, return_details=True)
+    assert (de["logits"] - dc["logits"]).abs().max() > 1e-3  # the comparison can fail
+
+
+def test_steady_is_the_limit_of_exact_as_t_grows():
+    phi, omega, _, a0 = _gates(signed=True)
+    for t in (1.0, 10.0, 100.0):
+        gap = (exact_logits(phi, omega, t, a0) - steady_logits(phi, omega)).abs()
+        assert torch.all(gap <= (a0 - phi / omega).abs() * torch.exp(-omega * t) + 1e-12)  # Corollary 1
+    assert (exact_logits(phi, omega, 200.0, a0) - steady_logits(phi, omega)).abs().max() < 1e-3
+    # the layer: a long time horizon makes exact-mode logits the steady ones (same t in the quadrature)
+    x, t = _inputs()
+    steady = _layer(mode="steady", time_horizon=1e4)
+    exact = _layer(mode="exact", time_horizon=1e4)
+    exact.load_state_dict(steady.state_dict())
+    with torch.no_grad():
+        ys, ds = steady(x, t, return_details=True)
+        ye, de = exact(x, t, return_details=True)
+    assert (ds["logits"] - de["logits"]).abs().max() < 1e-4 and (ys - ye).abs().max() < 1e-3
+    short = _layer(mode="exact")
+    short.load_state_dict(steady.state_dict())
+    with torch.no_grad():
+        _, d1 = short(x, t, return_details=True)
+    assert (d1["logits"] - ds["logits"]).abs().max() > 0.05
+
+
+@pytest.mark.parametrize("mode", ["exact", "euler", "steady"])
+@pytest.mark.parametrize("phi_activation", ["sigmoid", "tanh"])
+def test_layer_logits_inside_theorem_1_bounds(mode, phi_activation):
+    x, t = _inputs(B=3, T=16)
+    layer = _layer(mode=mode, phi_activation=phi_activation)
+    with torch.no_grad():
+        _, d = layer(x, t, return_details=True)
+    A = d["phi"] / d["omega"]  # per-pair equilibrium (M = 1)
+    lo, hi = torch.minimum(torch.zeros_like(A), A), torch.maximum(torch.zeros_like(A), A)
+    a = d["logits"]
+    assert torch.all(a >= lo - 1e-6) and torch.all(a <= hi + 1e-6)
+    if phi_activation == "tanh":
+        assert (A < 0).any() and (A > 0).any()  # both signs exercised
+
+
+def test_theorem_1_multi_connection_and_euler_step_condition():
+    g = torch.Generator().manual_seed(3)
+    M, n = 5, 2000
+    f_phi = torch.randn(n, M, generator=g, dtype=torch.float64)
+    f_om = 0.1 + torch.rand(n, M, generator=g, dtype=torch.float64)
+    A = f_phi / f_om
+    lo, hi = A.amin(1).clamp(max=0), A.amax(1).clamp(min=0)
+    a0 = lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
+    phi, om = f_phi.sum(1), f_om.sum(1)
+    a = a0.clone()
+    dt = 0.9 / om  # dt * omega <= 1: Euler stays inside
+    for _ in range(200):
+        a = a + dt * (-om * a + phi)
+        assert torch.all(a >= lo - 1e-12) and torch.all(a <= hi + 1e-12)
+    # negative control: the released scripts' dt = 1.5 with omega > 4/3 overshoots the interval
+    a = euler_logits(phi[:1] * 0 + 1.0, torch.tensor([1.5], dtype=torch.float64), None, 3, dt=1.5)
+    assert a.item() > 1.0 / 1.5
+
+
+def test_gradients_match_eqs_56_57():
+    phi, omega, t, a0 = _gates(n=64, signed=True)
+    phi.requires_grad_(True), omega.requires_grad_(True)
+    a = exact_logits(phi, omega, t, a0)
+    gphi, gom = torch.autograd.grad(a.sum(), (phi, omega))
+    e = torch.exp(-omega * t)
+    star = phi / omega
+    assert torch.allclose(gphi, (1 - e) / omega)
+    assert torch.allclose(gom, -(phi / omega ** 2) * (1 - e) - (a0 - star) * t * e)
+
+
+# ---------------------------------------------------------------------------------------- gates
+def test_phi_and_omega_depend_on_the_pair_in_paper_mode_and_not_in_released_mode():
+    x, t = _inputs(B=2, T=10)
+    paper = _layer(compat="paper")
+    _, d = paper(x, t, return_details=True)
+    assert d["phi"].std() > 1e-3 and d["omega"].std() > 1e-3
+    grad = torch.autograd.grad(d["phi"].sum() + d["omega"].sum(), paper.gates["q"].W_in, allow_unused=True)[0]
+    assert grad is not None and grad.abs().sum() > 0  # d phi / d u != 0
+    released = _layer(compat="released")
+    with torch.no_grad():
+        _, d = released(x, t, return_details=True)
+    assert d["phi"].std() < 1e-6 and d["omega"].std() < 1e-6  # the released code's constant gates
+    with torch.no_grad():
+        _, ds = _layer(compat="released", mode="steady")(x, t, return_details=True)
+    assert ds["logits"].max() < 1.0
+
+
+def test_sizing_rules_match_the_paper_and_give_d_model_sensory_neurons():
+    assert [units_sensory(d) for d in (16, 32, 64, 100)] == [26, 53, 106, 166]
+    assert [units_backbone(d) for d in (16, 32, 64, 100)] == [42, 85, 170, 266]
+    for d in (2, 3, 7, 16, 33, 64):
+        w = build_autoncp(units_sensory(d), 0, 5, 0.5)
+        assert len(wiring_groups(w)["inter"]) == d
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_masks_follow_the_ncps_wiring(dense):
+    w = build_autoncp(units_backbone(16), 2, 8, 0.5, seed=7)
+    cell = NCPCell(w, input_group="inter", output_group="motor", disabled=("command",), activation="tanh",
+                   dense_input=dense)
+    groups = wiring_groups(w)
+    assert torch.equal(cell.mask_rec, torch.as_tensor(np.abs(w.adjacency_matrix), dtype=torch.float32))
+    if dense:
+        want = torch.zeros(8, w.units)
+        want[:, groups["inter"]] = 1
+    else:
+        want = torch.as_tensor(np.abs(w.sensory_adjacency_matrix), dtype=torch.float32)
+        assert want[:, groups["command"] + groups["motor"]].sum() == 0  # ncps feeds inputs to inter only
+    assert torch.equal(cell.mask_in, want)
+    # masked weights get zero gradient and cannot influence the output
+    u = torch.randn(32, 8)
+    cell.forward_reference(u, unfolds=3).sum().backward()
+    assert torch.all(cell.W_rec.grad[0][cell.mask_rec == 0] == 0)
+    assert torch.all(cell.W_in.grad[0][cell.mask_in == 0] == 0)
+    # disabled neurons hold zero state
+    state = cell.step(cell.input_drive(u), None)
+    assert torch.all(state[:, groups["command"]] == 0)
+
+
+def test_pruned_and_fast_paths_equal_the_step_by_step_reference():
+    w = build_autoncp(units_backbone(16), 2, 8, 0.5)
+    for cells in (1, 3):
+        cell = NCPCell(w, activation="tanh", n_cells=cells)
+        u = torch.randn(*((cells,) if cells > 1 else ()), 20, 8)
+        for unfolds in (1, 2, 3, 5):
+            assert torch.allclose(cell(u, unfolds), cell.forward_reference(u, unfolds), atol=1e-6)
+    gate_w = build_autoncp(units_sensory(16), 0, 5, 0.5)
+    gate = NCPCell(gate_w, "inter", "inter", ("command", "motor"))
+    assert gate.feedforward_only
+    x = torch.randn(2, 9, 5)
+    assert torch.allclose(gate.scan(x), gate.scan_reference(x), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------- Top-K
+def _recall(idx, ref):
+    hits = (idx[..., :, None] == ref[..., None, :]).any(-1).float()
+    return hits.mean().item()
+
+
+def test_block_topk_recall_against_exhaustive_search():
+    g = torch.Generator().manual_seed(0)
+    T, D, K = 1024, 16, 8
+    q = torch.randn(1, T, D, generator=g)
+    rand_k = torch.randn(1, T, D, generator=g)
+    smooth_k = torch.randn(1, T, D, generator=g).cumsum(1) / 8  # temporally coherent keys
+    recalls = {}
+    for name, k in (("random", rand_k), ("smooth", smooth_k)):
+        ref, _ = exact_topk(q, k, K)
+        idx, ok = block_topk(q, k, K)
+        assert idx.shape == ref.shape and ok.all()
+        recalls[name] = _recall(idx, ref)
+    print(f"\nblock top-K recall (T={T}, K={K}, D={D}): {recalls}")
+    assert recalls["smooth"] > 0.5 > recalls["random"]
+    # when the selected blocks cover every key the result is exact (remainder keys are kept)
+    for Tk, K in ((11, 10), (50, 50), (7, 7)):  # M * B_s covers the padded key range
+        k = torch.randn(2, Tk, D)
+        qq = torch.randn(2, 5, D)
+        idx, ok = block_topk(qq, k, K)
+        ref, _ = exact_topk(qq, k, K)
+        assert _recall(idx, ref) == 1.0 and ok.all()
+
+
+def test_block_topk_never_selects_masked_keys():
+    q, k = torch.randn(2, 30, 8), torch.randn(2, 40, 8)
+    mask = torch.ones(2, 40, dtype=torch.bool)
+    mask[0, 25:] = False
+    mask[1, ::2] = False
+    idx, ok = block_topk(q, k, 6, mask)
+    picked_valid = torch.gather(mask[:, None, :].expand(-1, 30, -1), 2, idx)
+    assert picked_valid[ok].all() and ok.any(-1).all()  # every pick flagged valid is a real key
+    ref, _ = exact_topk(q, k, 6, mask)
+    assert _recall(torch.where(ok, idx, -1), ref) > 0
+
+
+def test_block_topk_does_not_materialise_the_score_matrix_at_16k():
+    from neurodyn.bench import current_rss_mb, peak_rss_mb, reset_peak_rss
+
+    def peak_increase(fn):
+        if not reset_peak_rss():
+            pytest.skip("cannot reset the peak-RSS counter on this system (/proc/self/clear_refs)")
+        before = current_rss_mb()
+        out = fn()
+        return peak_rss_mb() - before, out
+
+    T, D, K = 16384, 8, 8
+    q, k = torch.randn(1, T, D), torch.randn(1, T, D).cumsum(1)
+    peak, (idx, _) = peak_increase(lambda: block_topk(q, k, K))
+    full_mb = 4 * T * T / 2**20
+    print(f"\nblock top-K at T={T}: peak RSS increase {peak:.0f} MB (the T x T float32 scores: {full_mb:.0f} MB)")
+    assert idx.shape == (1, T, K)
+    assert peak < full_mb / 8
+    # positive control: the measurement does see a T x T score matrix when one is made
+    Ts = 4096
+    peak_exact, _ = peak_increase(lambda: exact_topk(q[:, :Ts], k[:, :Ts], K))
+    assert peak_exact > 0.75 * 4 * Ts * Ts / 2**20
+
+
+# ---------------------------------------------------------------------------------------- the layer
+@pytest.mark.parametrize("topk", [3, None])
+def test_padding_does_not_change_valid_outputs(topk):
+    # exact Top-K / all pairs: (Algorithm 2's block size floor(sqrt(T_k)) depends on the padded length,
+    # so the block method may pick other keys when padding is appended)
+    layer = _layer(mode="exact", topk=topk, topk_method="exact")
+    x, t = _inputs(B=1, T=10)
+    mask = torch.ones(1, 10, dtype=torch.bool)
+    xp = torch.cat([x, 100 * torch.randn(1, 6, 3)], 1)
+    tp = torch.cat([t, t[:, -1:].expand(1, 6)], 1)
+    mp = torch.cat([mask, torch.zeros(1, 6, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        y = layer(x, t, mask)
+        yp, d = layer(xp, tp, mp, return_details=True)
+    assert torch.allclose(y, yp[:, :10], atol=1e-5)
+    assert not (d["attn"] * (~d["valid"])).any()
+
+
+def test_shapes_edge_cases_and_multi_head():
+    for topk, T in ((8, 1), (8, 5), (None, 6), (2, 9)):
+        layer = _layer(topk=topk)
+        x, t = _inputs(B=2, T=T)
+        y, d = layer(x, t, return_details=True)
+        ke = T if topk is None or topk >= T else topk
+        assert y.shape == (2, T, 16) and d["attn"].shape == (2, 4, T, ke)
+        assert torch.allclose(d["attn"].sum(-1), torch.ones(2, 4, T), atol=1e-5)
+    # per-head parameters: heads differ even for identical q/k halves
+    layer = _layer()
+    assert layer.backbone.n_cells == 4 and _layer(shared_backbone=True).backbone.n_cells == 1
+    # a sequence whose keys are all masked outputs zeros from attention (then the output bias)
+    x, t = _inputs(B=1, T=4)
+    with torch.no_grad():
+        y = layer(x, t, torch.zeros(1, 4, dtype=torch.bool))
+    assert torch.allclose(y, layer.out.bias.expand_as(y))
+
+
+def test_timestamps_enter_through_the_time_gate():
+    layer = _layer(mode="exact")
+    x, t = _inputs()
+    with torch.no_grad():
+        y1 = layer(x, t)
+        y2 = layer(x, 3 * t)
+        y0 = layer(x, None)
+        y_delta = _layer(mode="exact", pair_time="delta")(x, t)
+    assert not torch.allclose(y1, y2) and not torch.allclose(y1, y0)
+    assert y_delta.shape == y1.shape
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(mode="rk4"), "mode"),
+    (dict(d_model=10, n_heads=4), "divisible"),
+    (dict(sparsity=0.05), "sparsity"),
+    (dict(compat="tf"), "compat"),
+    (dict(topk=0), "topk"),
+    (dict(topk_method="approx"), "topk_method"),
+    (dict(unknown_option=1), "unknown NAC option"),
+])
+def test_bad_configuration_gets_one_clear_sentence(kwargs, needle):
+    with pytest.raises(ConfigError, match=needle) as e:
+        _layer(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_inputs_get_one_clear_sentence():
+    layer = _layer()
+    x, t = _inputs(B=2, T=5)
+    for args, needle in (((x[..., :2], t), r"\(B, T, 3\)"), ((x, t[:, :4]), "timestamps"),
+                         ((x, t, torch.ones(2, 6, dtype=torch.bool)), "mask")):
+        with pytest.raises(ValueError, match=needle):
+            layer(*args)
