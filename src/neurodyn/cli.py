@@ -143,8 +143,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot create run folder {run_dir}: {exc.strerror}; choose --runs-dir elsewhere") from None
     if not os.access(run_dir, os.W_OK):
         raise ConfigError(f"run folder {run_dir} is not writable; choose --runs-dir elsewhere")
-    final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
-                           progress=False if args.no_progress else None)
+    try:
+        final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
+                               progress=False if args.no_progress else None)
+    finally:
+        if dist.enabled:  # leaving gloo's threads running at exit can abort the process
+            import torch.distributed
+
+            torch.distributed.destroy_process_group()
     if dist.is_main:
         print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
         for k, v in final.items():

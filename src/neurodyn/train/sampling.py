@@ -24,6 +24,10 @@ def rank_slice(global_batch: torch.Tensor, rank: int, world: int) -> torch.Tenso
     return global_batch[bounds[rank]:bounds[rank + 1]]
 
 
-def global_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True) -> list[torch.Tensor]:
+def global_batches(n: int, batch_size: int, seed: int, epoch: int, shuffle: bool = True,
+                   world: int = 1) -> list[torch.Tensor]:
+    """The epoch's global batches; with ``world`` processes a last batch smaller than ``world`` is
+    dropped, since some process would get no sample (one process keeps every sample)."""
     perm = epoch_permutation(n, seed, epoch, shuffle)
-    return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+    batches = [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+    return [b for b in batches if len(b) >= world]

@@ -223,7 +223,8 @@ class Trainer:
 
     def _train_epoch(self, bar) -> None:
         cfg = self.cfg
-        batches = global_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, cfg.shuffle)
+        batches = global_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, cfg.shuffle,
+                                 world=self.dist.world_size)
         if self.batch == 0:
             self._epoch_sums = torch.zeros(2, dtype=torch.float64)
             self._epoch_t0 = time.time()
