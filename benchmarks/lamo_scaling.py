@@ -3,6 +3,9 @@
     .venv/bin/python benchmarks/lamo_scaling.py              # N = 1k, 4k, 16k, 64k (about 30 min on 2 busy cores)
     .venv/bin/python benchmarks/lamo_scaling.py --quick      # N = 1k, 4k; 1 timed run
 
+Each measured point is saved to ``--out`` at once; running the command again resumes after the last
+recorded point (``--fresh`` starts over).
+
 Two geometries, each with the paper's configuration of both models (Table 6 / the standard-benchmark
 scripts), batch 1, float32, ``torch.set_num_threads(2)``:
 
@@ -174,6 +177,7 @@ def main() -> None:
     ap.add_argument("--attention-max", type=int, default=16384)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lamo_scaling.json"))
+    ap.add_argument("--fresh", action="store_true", help="do not resume from the points already in --out")
     ap.add_argument("--worker", nargs=3, metavar=("MODEL", "GEOMETRY", "N"))
     args = ap.parse_args()
     if args.worker:
@@ -183,25 +187,40 @@ def main() -> None:
     sizes = SIZES[:2] if args.quick else SIZES
     repeats = 1 if args.quick else args.repeats
     torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    done = {}
+    if out.exists() and not args.fresh:  # resume: keep the points measured by an interrupted run
+        done = {(r["model"], r["geometry"], r["n"]): r for r in json.loads(out.read_text())["results"]
+                if "time" in r or r.get("skipped")}
     results = []
     for geometry in GEOMETRIES:
         for n in sizes:  # models interleaved at each size, so that load changes hit all of them
             for model in MODELS:
                 if model == "attention" and geometry == "grid":
                     continue
+                if (model, geometry, n) in done:
+                    results.append(done[(model, geometry, n)])
+                    continue
                 if model == "attention" and n > args.attention_max:
                     results.append({"model": model, "geometry": geometry, "n": n, "skipped": True})
                     continue
                 r = run_point(model, geometry, n, repeats, args.threads, args.timeout)
-                r.update(model=model, geometry=geometry, n=n)
+                r.update(model=model, geometry=geometry, n=n, date=_dt.datetime.now().isoformat(timespec="seconds"),
+                         load_avg=os.getloadavg())
                 results.append(r)
                 print(json.dumps(r), flush=True)
+                save(out, results, args, repeats)
+    meta = save(out, results, args, repeats)
+    print_tables(results, sizes, meta)
+
+
+def save(out: Path, results, args, repeats) -> dict:
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "threads": args.threads,
             "repeats": repeats, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "load_avg": os.getloadavg(), "command": " ".join([Path(sys.executable).name] + sys.argv)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    print_tables(results, sizes, meta)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    return meta
 
 
 def print_tables(results, sizes, meta) -> None:
