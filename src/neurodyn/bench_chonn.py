@@ -31,7 +31,7 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -91,7 +91,7 @@ def train_run(preset: str, scale: str, overrides: Sequence[str], run_dir: Path) 
         return json.loads(done.read_text())
     t0 = time.time()
     run_experiment(cfg, run_dir, resume=True, progress=False)
-    hist = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    hist = _history(run_dir)
     from .models import load
 
     model = load(run_dir / "checkpoints" / "last.pt")
@@ -101,6 +101,11 @@ def train_run(preset: str, scale: str, overrides: Sequence[str], run_dir: Path) 
             "seconds_per_epoch": statistics.median(h["seconds"] for h in hist) if hist else float("nan")}
     done.write_text(json.dumps(info, indent=1))
     return info
+
+
+def _history(run_dir: Path) -> list[dict[str, Any]]:
+    """The per-epoch records of a run's ``metrics.jsonl``."""
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
 
 
 def _restore(run_dir: Path, which: str = "last"):
@@ -157,13 +162,76 @@ def _save_results(out_dir: Path, results: list[dict[str, Any]]) -> None:
     (out_dir / "results.json").write_text(json.dumps(results, indent=1))
 
 
+class _Job(NamedTuple):
+    """One training run of a benchmark (per seed): ``runs/<stem>-s<seed>``, trained from ``preset`` with
+    ``overrides`` (before ``train.seed``); ``keys`` open its record, ``label`` names it in the log."""
+
+    stem: str
+    label: str
+    preset: str
+    overrides: list[str]
+    keys: dict[str, Any]
+
+
+def _run_jobs(tag: str, jobs: Sequence[_Job], evaluate: Callable[..., dict[str, Any]],
+              summary: Callable[[dict[str, Any]], str], scale: str, seeds: Sequence[int], out_dir: Path,
+              overrides: Sequence[str] = (), train: bool = True) -> list[dict[str, Any]]:
+    """Every job for every seed: reuse ``runs/<stem>-s<seed>/result.json`` if it exists, else (``train``)
+    train the preset with ``[*job.overrides, train.seed=<seed>, *overrides]``, restore the checkpoint and
+    record ``{**job.keys, "seed": seed, **training info, **evaluate(run, data, task, model)}`` in
+    ``result.json``; prints ``[tag] <label> seed <seed>: <summary(record)>``. All records go to
+    ``<out_dir>/results.json``, in order, and are returned."""
+    results = []
+    for seed in seeds:
+        for job in jobs:
+            run = out_dir / "runs" / f"{job.stem}-s{seed}"
+            res_file = run / "result.json"
+            if res_file.exists():
+                results.append(json.loads(res_file.read_text()))
+                continue
+            if not train:
+                continue
+            info = train_run(job.preset, scale, [*job.overrides, f"train.seed={seed}", *overrides], run)
+            _, data, task, model = _restore(run)
+            rec = {**job.keys, "seed": seed, **info, **evaluate(run, data, task, model)}
+            res_file.write_text(json.dumps(rec, indent=1))
+            results.append(rec)
+            print(f"[{tag}] {job.label} seed {seed}: {summary(rec)}", flush=True)
+    _save_results(out_dir, results)
+    return results
+
+
 def _header(title: str, scale: str, seeds: Sequence[int], extra: str = "") -> list[str]:
     return [f"## {title}", "", f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; scale `{scale}`; "
             f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}" + (f"; {extra}" if extra else ""), ""]
 
 
+def _write_tables(out_dir: Path, lines: Sequence[str]) -> str:
+    """Write the report ``lines`` to ``<out_dir>/tables.md``; returns its text."""
+    text = "\n".join(lines) + "\n"
+    (out_dir / "tables.md").write_text(text)
+    return text
+
+
 # ------------------------------------------------------------------------------------------------
 # relative-gain and rollout plots
+
+
+def _pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (imported only when a plot is drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save_figure(plt, fig, path: Path) -> None:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float]],
@@ -181,11 +249,7 @@ def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float
 
 def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: str) -> None:
     """Bar chart of the relative gain of CHONN over the stronger baseline per metric (like Figs. 4d / 5c)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     names = list(gains)
     vals = [100 * gains[n][0] for n in names]
     fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.4))
@@ -196,19 +260,12 @@ def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: s
     ax.set_title(title, fontsize=10)
     for i, n in enumerate(names):
         ax.annotate(gains[n][1], (i, vals[i]), ha="center", va="bottom" if vals[i] >= 0 else "top", fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_figure(plt, fig, path)
 
 
 def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) -> None:
     """Per-step relative L2 of several models (like Fig. 5f)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for name, c in curves.items():
         ax.plot(range(1, len(c) + 1), c, label=name, ls="--" if "fno" in name and "chonn" not in name else "-")
@@ -216,10 +273,7 @@ def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) 
     ax.set_ylabel("relative L2")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_figure(plt, fig, path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -250,29 +304,15 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
                         targets: Sequence[int] = (1, 2, 3, 4), grid: Sequence[tuple[int, str]] | None = None,
                         overrides: Sequence[str] = (), train: bool = True) -> list[dict[str, Any]]:
     """Train and evaluate every (target, model) of ``grid`` for every seed; returns the result records."""
-    out_dir = Path(out_dir or RESULTS_DIR / "order")
-    grid = list(grid or default_order_grid(targets))
-    results = []
-    for seed in seeds:
-        for n, name in grid:
-            run = out_dir / "runs" / f"T{n}-{name}-s{seed}"
-            res_file = run / "result.json"
-            if res_file.exists():
-                results.append(json.loads(res_file.read_text()))
-                continue
-            if not train:
-                continue
-            ov = [f"data.order={n}", f"model.orders={list(ORDER_MODELS[name])}", f"train.seed={seed}", *overrides]
-            info = train_run("chonn1d/order1d", scale, ov, run)
-            _, data, task, model = _restore(run)
-            pred, true = predict_steady(task, model, data["sets"]["test"])
-            rec = {"target": n, "model": name, "seed": seed, **info, **order_metrics(pred, true)}
-            res_file.write_text(json.dumps(rec, indent=1))
-            results.append(rec)
-            print(f"[chonn-order] T{n} {name} seed {seed}: " + ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
-                  flush=True)
-    _save_results(out_dir, results)
-    return results
+    jobs = [_Job(f"T{n}-{name}", f"T{n} {name}", "chonn1d/order1d",
+                 [f"data.order={n}", f"model.orders={list(ORDER_MODELS[name])}"], {"target": n, "model": name})
+            for n, name in (grid or default_order_grid(targets))]
+
+    def evaluate(run, data, task, model):
+        return order_metrics(*predict_steady(task, model, data["sets"]["test"]))
+
+    return _run_jobs("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
+                     scale, seeds, Path(out_dir or RESULTS_DIR / "order"), overrides, train)
 
 
 def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -328,17 +368,11 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
     if gains_der:
         _plot_order_gains(gains_der, out_dir / "order_derivative_gain.png")
         lines += ["", f"![derivative gain](results/chonn/{out_dir.name}/order_derivative_gain.png)"]
-    text = "\n".join(lines) + "\n"
-    (out_dir / "tables.md").write_text(text)
-    return text
+    return _write_tables(out_dir, lines)
 
 
 def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     ns = sorted(gains)
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
     ax.bar([f"T{n}" for n in ns], [100 * gains[n][0] for n in ns], yerr=[100 * gains[n][1] for n in ns],
@@ -346,10 +380,7 @@ def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None
     ax.axhline(0, color="k", lw=0.8)
     ax.set_ylabel("reduction of RelL2_der (%)")
     ax.set_title("CHONN order n vs depth-n stack (like Fig. 3b)", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_figure(plt, fig, path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -373,36 +404,20 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                           orders: Sequence[int] = (0, 1, 2, 3, 4), overrides: Sequence[str] = (),
                           train: bool = True) -> list[dict[str, Any]]:
     """U-Net (order 0) and CHONN-UNet orders 1-4 on Poisson; ID (K = 16) and OOD (K = 20) metrics."""
-    out_dir = Path(out_dir or RESULTS_DIR / "poisson")
-    results = []
-    ood = None
-    for seed in seeds:
-        for order in orders:
-            run = out_dir / "runs" / f"order{order}-s{seed}"
-            res_file = run / "result.json"
-            if res_file.exists():
-                results.append(json.loads(res_file.read_text()))
-                continue
-            if not train:
-                continue
-            ov = [f"train.seed={seed}", *overrides]
-            if order == 0:
-                info = train_run("unet/poisson", scale, ov, run)
-            else:
-                info = train_run("chonn_unet/poisson", scale, [f"model.order={order}", *ov], run)
-            _, data, task, model = _restore(run)
-            rec = {"order": order, "seed": seed, **info}
-            pred, true = predict_steady(task, model, data["sets"]["test"], 16)
-            rec.update({f"id_{k}": v for k, v in poisson_metrics(pred, true).items()})
-            ood = ood if ood is not None else _ood_dataset(scale)
-            pred, true = predict_steady(task, model, ood, 16)
-            rec.update({f"ood_{k}": v for k, v in poisson_metrics(pred, true).items()})
-            res_file.write_text(json.dumps(rec, indent=1))
-            results.append(rec)
-            print(f"[chonn-poisson] order {order} seed {seed}: ID RelL1 {rec['id_rel_l1_pct']:.3f} %, "
-                  f"OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %", flush=True)
-    _save_results(out_dir, results)
-    return results
+    jobs = [_Job(f"order{order}", f"order {order}", "unet/poisson" if order == 0 else "chonn_unet/poisson",
+                 [] if order == 0 else [f"model.order={order}"], {"order": order}) for order in orders]
+    ood = []  # the OOD test set, built when first needed
+
+    def evaluate(run, data, task, model):
+        rec = {f"id_{k}": v for k, v in poisson_metrics(*predict_steady(task, model, data["sets"]["test"], 16)).items()}
+        if not ood:
+            ood.append(_ood_dataset(scale))
+        rec.update({f"ood_{k}": v for k, v in poisson_metrics(*predict_steady(task, model, ood[0], 16)).items()})
+        return rec
+
+    return _run_jobs("chonn-poisson", jobs, evaluate,
+                     lambda rec: f"ID RelL1 {rec['id_rel_l1_pct']:.3f} %, OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %",
+                     scale, seeds, Path(out_dir or RESULTS_DIR / "poisson"), overrides, train)
 
 
 def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -435,9 +450,7 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
         lines += ["", f"Relative gain of the best order ({best}) over order 0: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
             "", f"![poisson gain](results/chonn/{out_dir.name}/poisson_gain.png)"]
-    text = "\n".join(lines) + "\n"
-    (out_dir / "tables.md").write_text(text)
-    return text
+    return _write_tables(out_dir, lines)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -461,31 +474,17 @@ def run_darcy_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_d
     """CHONN-UNet vs U-Net vs FNO on Darcy with one protocol; PDEBench-style metrics + RelL1."""
     from .train.metrics import evaluate_fields
 
-    out_dir = Path(out_dir or RESULTS_DIR / "darcy")
-    results = []
-    for seed in seeds:
-        for name in models:
-            run = out_dir / "runs" / f"{name}-s{seed}"
-            res_file = run / "result.json"
-            if res_file.exists():
-                results.append(json.loads(res_file.read_text()))
-                continue
-            if not train:
-                continue
-            ov = [*DARCY_PROTOCOL.get(scale, []), *DARCY_MODEL_OVERRIDES.get(scale, {}).get(name, []),
-                  f"train.seed={seed}", *overrides]
-            info = train_run(DARCY_MODELS[name], scale, ov, run)
-            _, data, task, model = _restore(run)
-            pred, true = predict_steady(task, model, data["sets"]["test"], 20)
-            rec = {"model": name, "seed": seed, **info, **evaluate_fields(pred, true),
-                   "rel_l1_pct": poisson_metrics(pred, true)["rel_l1_pct"]}
-            hist = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
-            rec["train_loss_curve"] = [h["train_loss"] for h in hist]
-            res_file.write_text(json.dumps(rec, indent=1))
-            results.append(rec)
-            print(f"[chonn-darcy] {name} seed {seed}: rel_l2 {rec['rel_l2']:.4g}", flush=True)
-    _save_results(out_dir, results)
-    return results
+    jobs = [_Job(name, name, DARCY_MODELS[name],
+                 [*DARCY_PROTOCOL.get(scale, []), *DARCY_MODEL_OVERRIDES.get(scale, {}).get(name, [])], {"model": name})
+            for name in models]
+
+    def evaluate(run, data, task, model):
+        pred, true = predict_steady(task, model, data["sets"]["test"], 20)
+        return {**evaluate_fields(pred, true), "rel_l1_pct": poisson_metrics(pred, true)["rel_l1_pct"],
+                "train_loss_curve": [h["train_loss"] for h in _history(run)]}
+
+    return _run_jobs("chonn-darcy", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
+                     Path(out_dir or RESULTS_DIR / "darcy"), overrides, train)
 
 
 def _model_table(results, key: str, metrics: Sequence[str], order: Sequence[str]) -> tuple[list[str], dict]:
@@ -517,9 +516,7 @@ def report_darcy(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> st
         lines += ["", "Relative gain of CHONN-UNet over the stronger baseline per metric: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} % (vs {v[1]})" for k, v in gains.items()),
             "", f"![darcy gain](results/chonn/{out_dir.name}/darcy_gain.png)"]
-    text = "\n".join(lines) + "\n"
-    (out_dir / "tables.md").write_text(text)
-    return text
+    return _write_tables(out_dir, lines)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -534,37 +531,20 @@ def run_rollout_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                           train: bool = True, models: Sequence[str] = ("chonn_fno", "fno")) -> list[dict[str, Any]]:
     """CHONN-FNO vs FNO: shallow water (10 frames in) and NS rollouts (40 steps in the paper) from m = 3, 5, 10
     frames."""
-    out_dir = Path(out_dir or RESULTS_DIR / "rollout")
-    jobs = []
-    if shallow_water:
-        for name in models:
-            jobs.append(("swe", name, 10, f"{name}/shallow_water", []))
+    runs = [("swe", name, 10, f"{name}/shallow_water", []) for name in models] if shallow_water else []
     if navier_stokes:
-        for m in histories:
-            for name in models:
-                jobs.append(("ns", name, m, f"{name}/navier_stokes_rollout",
-                             [f"data.t_in={m}", f"data.t_start={11 - m}"]))
-    results = []
-    for seed in seeds:
-        for task_name, name, m, preset, ov in jobs:
-            run = out_dir / "runs" / f"{task_name}-m{m}-{name}-s{seed}"
-            res_file = run / "result.json"
-            if res_file.exists():
-                results.append(json.loads(res_file.read_text()))
-                continue
-            if not train:
-                continue
-            info = train_run(preset, scale, [*ov, f"train.seed={seed}", *overrides], run)
-            _, data, task, model = _restore(run)
-            ev = task.evaluate(model, _batches(data["sets"]["test"], 10))
-            rec = {"task": task_name, "model": name, "history": m, "seed": seed, **info,
-                   "rel_l2": ev["rel_l2"], "rel_l2_per_step": ev["rel_l2_per_step"],
-                   **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
-            res_file.write_text(json.dumps(rec, indent=1))
-            results.append(rec)
-            print(f"[chonn-rollout] {task_name} m={m} {name} seed {seed}: rel_l2 {rec['rel_l2']:.4g}", flush=True)
-    _save_results(out_dir, results)
-    return results
+        runs += [("ns", name, m, f"{name}/navier_stokes_rollout", [f"data.t_in={m}", f"data.t_start={11 - m}"])
+                 for m in histories for name in models]
+    jobs = [_Job(f"{task_name}-m{m}-{name}", f"{task_name} m={m} {name}", preset, ov,
+                 {"task": task_name, "model": name, "history": m}) for task_name, name, m, preset, ov in runs]
+
+    def evaluate(run, data, task, model):
+        ev = task.evaluate(model, _batches(data["sets"]["test"], 10))
+        return {"rel_l2": ev["rel_l2"], "rel_l2_per_step": ev["rel_l2_per_step"],
+                **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
+
+    return _run_jobs("chonn-rollout", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
+                     Path(out_dir or RESULTS_DIR / "rollout"), overrides, train)
 
 
 def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -610,9 +590,7 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
         curves = _mean_curves(ns, lambda r: f"{r['model']} {r['history']}->1")
         plot_rollout_curves(curves, out_dir / "ns_per_step.png", "Navier-Stokes: per-step relative L2")
         lines += ["", f"![ns per step](results/chonn/{out_dir.name}/ns_per_step.png)"]
-    text = "\n".join(lines) + "\n"
-    (out_dir / "tables.md").write_text(text)
-    return text
+    return _write_tables(out_dir, lines)
 
 
 def _mean_curves(results, key) -> dict[str, list[float]]:

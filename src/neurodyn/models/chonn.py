@@ -56,20 +56,43 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..nn.kirchhoff import CascadedKirchhoffBlock
-from ..nn.mlp import PointwiseConv
 from .fno import FNO, FNOConfig, check_grid_input
 from .registry import register
 from .unet import UNet, UNetConfig
 
-__all__ = ["Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUNet", "ChonnFNOConfig", "ChonnFNO",
+__all__ = ["CKBOptions", "Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUNet", "ChonnFNOConfig", "ChonnFNO",
            "ChonnVisionConfig", "ChonnVision", "UNET_STAGES"]
 
-_CKB_FIELDS = ("d_state", "expand", "d_conv", "conv_pointwise", "scan", "norm", "out_norm", "cascade_input",
-               "aggregate", "selective", "discretization", "dt_rank")
+
+@dataclass
+class CKBOptions:
+    """The Cascaded Kirchhoff Block fields shared by the CHONN configs, with the block's own defaults (see
+    :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): d_state, expand, d_conv, conv_pointwise, scan
+    ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
+    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank. A config redeclares the
+    fields whose default differs for its model."""
+
+    d_state: int = 16
+    expand: float = 1.0
+    d_conv: int = 3
+    conv_pointwise: bool = True
+    scan: str = "bi"
+    norm: str = "layernorm"
+    out_norm: bool = False
+    cascade_input: str = "prev_output"
+    aggregate: str = "sum"
+    selective: bool = True
+    discretization: str = "zoh"
+    dt_rank: str | int = "auto"
 
 
-def _ckb(cfg, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
-    kw = {k: getattr(cfg, k) for k in _CKB_FIELDS}
+def _field_values(cls: type, cfg) -> dict:
+    """The values in ``cfg`` of the fields of the dataclass ``cls`` (one of ``cfg``'s bases)."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)}
+
+
+def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
+    kw = _field_values(CKBOptions, cfg)
     if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
         kw["scan"] = "cross" if dims == 2 else "bi"
     kw.update(extra)
@@ -81,14 +104,13 @@ def _ckb(cfg, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoff
 
 
 @dataclass
-class Chonn1DConfig:
+class Chonn1DConfig(CKBOptions):
     """``chonn1d``: lift, stacked CKBs of the given ``orders``, projection (module docstring).
 
-    CKB fields (see :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): d_state, expand, d_conv,
-    conv_pointwise, scan ("uni" | "bi"), norm, out_norm, cascade_input, aggregate, selective,
-    discretization ("zoh" | "euler"), dt_rank. ``conv_padding_mode`` ("zeros" | "circular") pads the
-    DSConv; ``circular_pad`` points copied periodically on each side before the chain (cropped after) let
-    the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0 = off, the paper's setting).
+    CKB fields: :class:`CKBOptions` (``d_state`` 8, ``scan`` "uni" | "bi"). ``conv_padding_mode`` ("zeros" |
+    "circular") pads the DSConv; ``circular_pad`` points copied periodically on each side before the chain
+    (cropped after) let the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0 = off, the
+    paper's setting).
     """
 
     in_channels: int = 1
@@ -96,18 +118,7 @@ class Chonn1DConfig:
     width: int = 16
     orders: tuple[int, ...] = (1,)
     d_state: int = 8
-    expand: float = 1.0
-    d_conv: int = 3
-    conv_pointwise: bool = True
     conv_padding_mode: str = "zeros"
-    scan: str = "bi"
-    norm: str = "layernorm"
-    out_norm: bool = False
-    cascade_input: str = "prev_output"
-    aggregate: str = "sum"
-    selective: bool = True
-    discretization: str = "zoh"
-    dt_rank: str | int = "auto"
     circular_pad: int = 0
 
 
@@ -151,24 +162,14 @@ UNET_STAGES = ("enc1", "enc2", "enc3", "enc4", "bottleneck", "dec4", "dec3", "de
 
 
 @dataclass
-class ChonnUNetConfig(UNetConfig):
-    """``chonn_unet``: ``UNetConfig`` plus the CKBs (module docstring). ``order = 0``: the plain U-Net."""
+class ChonnUNetConfig(CKBOptions, UNetConfig):
+    """``chonn_unet``: ``UNetConfig`` plus the CKBs (module docstring; ``CKBOptions`` with ``scan`` "cross").
+    ``order = 0``: the plain U-Net."""
 
     order: int = 2
     ckb_stages: tuple[str, ...] = ("bottleneck", "dec4")
     ckb_blocks: int = 1
-    d_state: int = 16
-    expand: float = 1.0
-    d_conv: int = 3
-    conv_pointwise: bool = True
     scan: str = "cross"
-    norm: str = "layernorm"
-    out_norm: bool = False
-    cascade_input: str = "prev_output"
-    aggregate: str = "sum"
-    selective: bool = True
-    discretization: str = "zoh"
-    dt_rank: str | int = "auto"
 
 
 @register("chonn_unet", ChonnUNetConfig)
@@ -176,8 +177,7 @@ class ChonnUNet(UNet):
     """PDEBench U-Net with CKBs after the stages ``ckb_stages``; ``model(x, pos=None, ctx=None)``."""
 
     def __init__(self, config: ChonnUNetConfig):
-        unet_cfg = UNetConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(UNetConfig)})
-        super().__init__(unet_cfg)
+        super().__init__(UNetConfig(**_field_values(UNetConfig, config)))
         self.config = config
         bad = [s for s in config.ckb_stages if s not in UNET_STAGES]
         if bad or len(set(config.ckb_stages)) != len(config.ckb_stages):
@@ -196,32 +196,15 @@ class ChonnUNet(UNet):
                 self.ckbs[s] = nn.Sequential(*(_ckb(config, width[s], int(config.order), config.dims)
                                                for _ in range(int(config.ckb_blocks))))
 
+    @property
+    def _input_name(self) -> str:  # order 0 is the plain U-Net, down to its error messages
+        return "chonn_unet" if len(self.ckbs) else "UNet"
+
     def _stage(self, h: torch.Tensor, stage: str) -> torch.Tensor:
+        """``UNet.forward``'s hook: the CKBs of ``stage`` on the channels-first map (channels last inside)."""
         if stage not in self.ckbs:
             return h
         return self.ckbs[stage](h.movedim(1, -1)).movedim(-1, 1).contiguous()
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        if not len(self.ckbs):
-            return super().forward(x, pos=pos, ctx=ctx)
-        from .fno import append_context
-
-        cfg = self.config
-        check_grid_input("chonn_unet", x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos)
-        h = append_context(x, ctx).movedim(-1, 1)
-        h, pads = self._pad(h.contiguous())
-        skips = []
-        for k, enc in enumerate(self.encoders, start=1):
-            h = self._stage(enc(h), f"enc{k}")
-            skips.append(h)
-            h = self.pool(h)
-        h = self._stage(self.bottleneck(h), "bottleneck")
-        for k, up, dec, skip in zip(range(4, 0, -1), self.upconvs, self.decoders, reversed(skips)):
-            h = self._stage(dec(torch.cat([up(h), skip], dim=1)), f"dec{k}")
-        y = self.head(h)
-        for j, lo, n in pads:
-            y = y.narrow(2 + j, lo, n)
-        return y.movedim(1, -1)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -229,25 +212,15 @@ class ChonnUNet(UNet):
 
 
 @dataclass
-class ChonnFNOConfig(FNOConfig):
-    """``chonn_fno``: ``FNOConfig`` plus the cascaded branch (module docstring)."""
+class ChonnFNOConfig(CKBOptions, FNOConfig):
+    """``chonn_fno``: ``FNOConfig`` plus the cascaded branch (module docstring; ``CKBOptions`` with ``scan``
+    "auto")."""
 
     order: int = 2
     ckb_mode: str = "replace_skip"
     ckb_layers: tuple[int, ...] = (0,)
     ckb_downsample: int = 1
-    d_state: int = 16
-    expand: float = 1.0
-    d_conv: int = 3
-    conv_pointwise: bool = True
     scan: str = "auto"
-    norm: str = "layernorm"
-    out_norm: bool = False
-    cascade_input: str = "prev_output"
-    aggregate: str = "sum"
-    selective: bool = True
-    discretization: str = "zoh"
-    dt_rank: str | int = "auto"
 
 
 class _PlainSkip(nn.Module):
@@ -292,8 +265,7 @@ class ChonnFNO(FNO):
     """FNO with CKB branches in the layers ``ckb_layers``; ``model(x, pos=None, ctx=None)`` as ``fno``."""
 
     def __init__(self, config: ChonnFNOConfig):
-        fno_cfg = FNOConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(FNOConfig)})
-        super().__init__(fno_cfg)
+        super().__init__(FNOConfig(**_field_values(FNOConfig, config)))
         self.config = config
         if config.ckb_mode not in ("replace_skip", "parallel"):
             raise ConfigError(f"chonn_fno ckb_mode must be 'replace_skip' or 'parallel'; got {config.ckb_mode!r}")
@@ -304,21 +276,18 @@ class ChonnFNO(FNO):
         if int(config.order) < 1 or int(config.ckb_downsample) < 1:
             raise ConfigError(f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={config.order!r}, "
                               f"ckb_downsample={config.ckb_downsample!r}")
-        w = config.width
-        old = self.skips
+        parallel = config.ckb_mode == "parallel"
         skips = []
         for l in range(config.n_layers):
-            base = old[l] if old is not None else _PlainSkip(config.skip == "identity")
+            linear = self.skips[l] if self.skips is not None else None  # FNO's W_l (skip "linear")
             if l not in layers:
-                skips.append(base)
+                skips.append(linear if linear is not None else _PlainSkip(config.skip == "identity"))
                 continue
-            ckb = _ckb(config, w, int(config.order), self.n_spatial)
-            if config.ckb_mode == "replace_skip":
-                skips.append(KirchhoffSkip(ckb, None, residual=True, downsample=config.ckb_downsample))
-            else:
-                linear = old[l] if old is not None else None
-                skips.append(KirchhoffSkip(ckb, linear, residual=config.skip == "identity",
-                                           downsample=config.ckb_downsample))
+            ckb = _ckb(config, config.width, int(config.order), self.n_spatial)
+            # replace_skip: v + CKB_branch(v) instead of W_l v; parallel: W_l v (or v, or nothing) + CKB_branch(v)
+            skips.append(KirchhoffSkip(ckb, linear if parallel else None,
+                                       residual=not parallel or config.skip == "identity",
+                                       downsample=config.ckb_downsample))
         self.skips = nn.ModuleList(skips)
 
 
@@ -327,9 +296,10 @@ class ChonnFNO(FNO):
 
 
 @dataclass
-class ChonnVisionConfig:
+class ChonnVisionConfig(CKBOptions):
     """``chonn_vision`` (module docstring). ``in_channels`` / ``num_classes`` of the images; ``patch_size``
-    1, 2 or 4 (stride of the stem); ``dims`` / ``depths`` per stage; CKB fields as in ``chonn1d``."""
+    1, 2 or 4 (stride of the stem); ``dims`` / ``depths`` per stage; CKB fields: :class:`CKBOptions` with
+    VMamba's defaults redeclared below."""
 
     in_channels: int = 3
     num_classes: int = 1000
@@ -340,17 +310,10 @@ class ChonnVisionConfig:
     mlp_ratio: float = 4.0
     drop_path: float = 0.2
     d_state: int = 1
-    expand: float = 1.0
-    d_conv: int = 3
     conv_pointwise: bool = False
     scan: str = "cross"
-    norm: str = "layernorm"
     out_norm: bool = True
     cascade_input: str = "prev_output_plus_input"
-    aggregate: str = "sum"
-    selective: bool = True
-    discretization: str = "zoh"
-    dt_rank: str | int = "auto"
 
 
 class DropPath(nn.Module):

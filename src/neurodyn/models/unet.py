@@ -121,19 +121,27 @@ class UNet(nn.Module):
             before.append((j, lo, n))
         return x, tuple(before)
 
+    _input_name = "UNet"  # the model named in input errors
+
+    def _stage(self, h: torch.Tensor, stage: str) -> torch.Tensor:
+        """Hook on the channels-first output of every stage (``enc1..enc4``, ``bottleneck``, ``dec4..dec1``;
+        encoder outputs before pooling, so also the skip connections): the identity here; ``chonn_unet``
+        adds its blocks there."""
+        return h
+
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid_input("UNet", x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_grid_input(self._input_name, x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos)
         h = append_context(x, ctx).movedim(-1, 1)
         h, pads = self._pad(h.contiguous())
         skips = []
-        for enc in self.encoders:
-            h = enc(h)
+        for k, enc in enumerate(self.encoders, start=1):
+            h = self._stage(enc(h), f"enc{k}")
             skips.append(h)
             h = self.pool(h)
-        h = self.bottleneck(h)
-        for up, dec, skip in zip(self.upconvs, self.decoders, reversed(skips)):
-            h = dec(torch.cat([up(h), skip], dim=1))
+        h = self._stage(self.bottleneck(h), "bottleneck")
+        for k, up, dec, skip in zip(range(_LEVELS, 0, -1), self.upconvs, self.decoders, reversed(skips)):
+            h = self._stage(dec(torch.cat([up(h), skip], dim=1)), f"dec{k}")
         y = self.head(h)
         for j, lo, n in pads:
             y = y.narrow(2 + j, lo, n)
