@@ -123,14 +123,6 @@ def build(model: str, geometry: str, n: int):
     raise ValueError("the full-attention baseline is measured on point clouds only")
 
 
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1])
-    raise KeyError(key)
-
-
 def _step(m, x):
     m.zero_grad(set_to_none=True)
     m(x).square().mean().backward()
@@ -146,14 +138,11 @@ def worker(model: str, geometry: str, n: int, repeats: int, threads: int) -> dic
         _step(m, x)
         times.append(time.perf_counter() - t0)
     m.zero_grad(set_to_none=True)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    before = _status_kib("VmRSS")
-    _step(m, x)
-    peak = _status_kib("VmHWM")
+    from neurodyn.bench import rss_increase_kib
+
+    peak_kib = rss_increase_kib(lambda: _step(m, x))
     params = sum(p.numel() for p in m.parameters())
-    return {"time": statistics.median(times), "times": times, "peak_mib": max(0, peak - before) / 1024,
-            "params": params}
+    return {"time": statistics.median(times), "times": times, "peak_mib": peak_kib / 1024, "params": params}
 
 
 def run_point(model, geometry, n, repeats, threads, timeout):

@@ -181,10 +181,6 @@ def markdown(res: dict) -> str:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    scale = "cpu"
-    if "--scale" in args:
-        i = args.index("--scale")
-        scale = args[i + 1]
-        del args[i:i + 2]
-    sys.exit(run(scale, args))
+    from neurodyn.bench import script_main
+
+    sys.exit(script_main(run))

@@ -30,7 +30,6 @@ import datetime as _dt
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -47,9 +46,8 @@ def parse_run(text: str) -> tuple[str, str, list[str]]:
 
 
 def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
-    from neurodyn.experiments import load_experiment
-    from neurodyn.models import count_parameters
-    from neurodyn.train.experiment import run_experiment
+    """Train one run (``neurodyn.bench.train_preset``) and write its record to ``out``."""
+    from neurodyn.bench import train_preset
 
     swap = [o.split("=", 1)[1] for o in overrides if o.startswith("@model=")]
     overrides = [o for o in overrides if not o.startswith("@model=")]
@@ -57,32 +55,16 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
     if args.epochs:
         ov.append(f"train.epochs={args.epochs}")
     model_ov = [o for o in overrides if o.startswith("model.")]
-    if swap:  # the model section of another preset (same scale), then the run's model overrides
-        cfg = load_experiment(preset, args.scale, ov)
-        cfg["model"] = load_experiment(swap[0], args.scale, model_ov)["model"]
-        ov = ov + [f"@model={swap[0]}"] + model_ov
-    else:
-        ov = ov + model_ov
-        cfg = load_experiment(preset, args.scale, ov)
-    run_dir = Path(args.runs_dir) / args.tag / f"{label}-s{seed}"
-    torch.manual_seed(seed)
-    t0 = time.time()
-    final = run_experiment(cfg, run_dir, resume=not args.force, progress=False)
-    wall = time.time() - t0
-    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    from neurodyn.models import build
-    from neurodyn.train.checkpoint import read_checkpoint
-
-    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
-    n_params = count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"]))
+    # with a swap: the model section of another preset (same scale), then the run's model overrides
+    r = train_preset(preset, args.scale, ov, model_ov, seed, Path(args.runs_dir) / args.tag / f"{label}-s{seed}",
+                     model_from=swap[0] if swap else None, resume=not args.force)
     rec = {
-        "label": label, "preset": preset, "scale": args.scale, "seed": seed, "overrides": ov,
-        "final_rel_l2": final.get("rel_l2"), "best_rel_l2": min(h["eval"]["rel_l2"] for h in history if "eval" in h),
-        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
-        "params": n_params, "n_train": cfg["data"].get("n_train"), "n_test": cfg["data"].get("n_test"),
-        "final_train_loss": history[-1]["train_loss"], "date": _dt.datetime.now().isoformat(timespec="seconds"),
-        "load_avg": os.getloadavg(), "final_metrics": {k: v for k, v in final.items() if isinstance(v, (int, float))},
-        "curve": [h["eval"]["rel_l2"] for h in history if "eval" in h],
+        "label": label, "preset": preset, "scale": args.scale, "seed": seed,
+        "overrides": ov + [f"@model={s}" for s in swap[:1]] + model_ov,
+        **{k: r[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "params",
+                             "n_train", "n_test", "final_train_loss")},
+        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
+        "final_metrics": {k: v for k, v in r["final"].items() if isinstance(v, (int, float))}, "curve": r["curve"],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1))

@@ -126,16 +126,10 @@ def _time_interleaved(L, cases, repeats, ref_repeats):
     return {c: statistics.median(v) for c, v in samples.items()}
 
 
-def _status_kib(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1])
-    raise KeyError(key)
-
-
 def _worker(impl: str, L: int, mode: str, threads: int) -> None:
     """Subprocess entry: print the peak memory (bytes) of one call on fresh inputs."""
+    from neurodyn.bench import rss_increase_kib
+
     torch.set_num_threads(threads)
     if impl == "ours":
         from neurodyn.ops import cpu_kernel
@@ -149,13 +143,12 @@ def _worker(impl: str, L: int, mode: str, threads: int) -> None:
         _run_once(impl, L, mode, xs, fx)
     xs = None if impl == "floor" else _inputs(L, mode == "f+b")
     fx = torch.randn(BATCH, DIM, L, NSTATE) if impl == "floor" else None
-    with open("/proc/self/clear_refs", "w") as f:  # reset the high-water mark (VmHWM) to the current RSS
-        f.write("5")
-    before = _status_kib("VmRSS")
-    with (torch.no_grad() if mode == "fwd" else torch.enable_grad()):
-        _run_once(impl, L, mode, xs, fx)
-    peak = _status_kib("VmHWM")
-    print(json.dumps({"peak": max(0, peak - before) * 1024}))
+
+    def call():
+        with (torch.no_grad() if mode == "fwd" else torch.enable_grad()):
+            _run_once(impl, L, mode, xs, fx)
+
+    print(json.dumps({"peak": rss_increase_kib(call) * 1024}))
 
 
 def _peak_memory(impl, L, mode, threads) -> float | None:

@@ -6,14 +6,16 @@ one-line description. To add one, write ``benchmarks/<name>.py`` with such a ``r
 (``register`` does the same from code). Benchmarks print their tables and may write files under
 ``benchmarks/results/``.
 
-Also here: measurement helpers every benchmark can share (``peak_rss_mb``, ``TensorSizeTracker``,
-``timed``).
+Also here: measurement helpers every benchmark can share (``peak_rss_mb``, ``rss_increase_kib``,
+``TensorSizeTracker``, ``timed``), ``script_main``, the command line of a script run directly, and
+``train_preset``, one seeded training run of a preset with the numbers the benchmark records keep.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -77,6 +79,56 @@ def run(name: str, scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     return int(_load(name)(scale, list(argv)) or 0)
 
 
+def script_main(run_fn: Callable[[str, list[str]], int], argv: Sequence[str] | None = None) -> int:
+    """``python benchmarks/<name>.py [--scale S] [options...]``: ``run_fn(S, options)``, S = cpu by default."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    scale = "cpu"
+    if "--scale" in args:
+        i = args.index("--scale")
+        scale = args[i + 1]
+        del args[i:i + 2]
+    return run_fn(scale, args)
+
+
+def train_preset(preset: str, scale: str, overrides: Sequence[str], model_overrides: Sequence[str], seed: int,
+                 run_dir: str | Path, model_from: str | None = None, resume: bool = True) -> dict:
+    """Train ``preset`` at ``scale`` through ``run_experiment`` in ``run_dir`` after ``torch.manual_seed(seed)``.
+
+    The config is the preset with ``overrides`` then ``model_overrides``; with ``model_from`` its model section
+    is that preset's (same scale) with ``model_overrides`` instead. ``overrides`` should set ``train.seed``.
+    Returns ``cfg``, ``final`` (the last evaluation's metrics) and ``final_rel_l2``, ``best_rel_l2``, ``epochs``,
+    ``train_seconds``, ``wall_seconds``, ``params`` (of the model in the last checkpoint), ``n_train``,
+    ``n_test``, ``final_train_loss``, ``curve`` (test relative L2 per evaluated epoch).
+    """
+    import json
+
+    import torch
+
+    from .experiments import load_experiment
+    from .models import build, count_parameters
+    from .train.checkpoint import read_checkpoint
+    from .train.experiment import run_experiment
+
+    if model_from:
+        cfg = load_experiment(preset, scale, list(overrides))
+        cfg["model"] = load_experiment(model_from, scale, list(model_overrides))["model"]
+    else:
+        cfg = load_experiment(preset, scale, [*overrides, *model_overrides])
+    run_dir = Path(run_dir)
+    torch.manual_seed(seed)
+    t0 = time.time()
+    final = run_experiment(cfg, run_dir, resume=resume, progress=False)
+    wall = time.time() - t0
+    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    curve = [h["eval"]["rel_l2"] for h in history if "eval" in h]
+    return {"cfg": cfg, "final": final, "final_rel_l2": final.get("rel_l2"), "best_rel_l2": min(curve),
+            "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
+            "params": count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
+            "n_train": cfg["data"].get("n_train"), "n_test": cfg["data"].get("n_test"),
+            "final_train_loss": history[-1]["train_loss"], "curve": curve}
+
+
 # --------------------------------------------------------------------------------------------------
 # Measurement helpers
 # --------------------------------------------------------------------------------------------------
@@ -102,6 +154,25 @@ def peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def status_kib(key: str) -> int:
+    """A ``/proc/self/status`` entry in KiB (``VmRSS``, ``VmHWM``, ...); Linux only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def rss_increase_kib(fn: Callable[[], object]) -> int:
+    """By how much (KiB) one call of ``fn()`` raises the peak RSS above the RSS before it (Linux only):
+    ``max(0, VmHWM after - VmRSS before)``, with VmHWM reset to the current RSS first (``/proc/self/clear_refs``)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = status_kib("VmRSS")
+    fn()
+    return max(0, status_kib("VmHWM") - before)
 
 
 def current_rss_mb() -> float:

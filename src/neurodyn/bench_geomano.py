@@ -83,7 +83,8 @@ PAPER = {
 
 
 # ----------------------------------------------------------------------------------------------------
-# one run (shared with benchmarks/geomano_compare.py)
+# one run (shared with benchmarks/geomano_compare.py; the training itself is neurodyn.bench.train_preset,
+# as for benchmarks/operators_darcy.py)
 
 
 def train_and_record(preset: str, overrides: Sequence[str], seed: int, scale: str, run_dir: str | Path,
@@ -96,38 +97,19 @@ def train_and_record(preset: str, overrides: Sequence[str], seed: int, scale: st
     """
     import torch
 
-    from .experiments import load_experiment
-    from .models import build, count_parameters
-    from .train.checkpoint import read_checkpoint
-    from .train.experiment import run_experiment
+    from .bench import train_preset
 
     torch.set_num_threads(threads)
     ov = [o for o in overrides if not o.startswith("model.")] + [f"train.seed={seed}"]
     model_ov = [o for o in overrides if o.startswith("model.")]
-    if model_from:
-        cfg = load_experiment(preset, scale, ov)
-        cfg["model"] = load_experiment(model_from, scale, model_ov)["model"]
-    else:
-        cfg = load_experiment(preset, scale, ov + model_ov)
-    run_dir = Path(run_dir)
-    torch.manual_seed(seed)
-    t0 = time.time()
-    final = run_experiment(cfg, run_dir, resume=resume, progress=False)
-    wall = time.time() - t0
-    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    r = train_preset(preset, scale, ov, model_ov, seed, run_dir, model_from=model_from, resume=resume)
     rec = {
         "label": label, "preset": preset, "model_from": model_from, "scale": scale, "seed": seed,
-        "overrides": list(overrides), "model": cfg["model"]["name"],
-        "params": count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
-        "final_rel_l2": final.get("rel_l2"),
-        "best_rel_l2": min(h["eval"]["rel_l2"] for h in history if "eval" in h),
-        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
-        "n_train": cfg["data"].get("n_train"), "n_test": cfg["data"].get("n_test"),
-        "final_train_loss": history[-1]["train_loss"], "threads": threads,
-        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
-        "torch": torch.__version__, "curve": [h["eval"]["rel_l2"] for h in history if "eval" in h],
-        **(extra or {}),
+        "overrides": list(overrides), "model": r["cfg"]["model"]["name"], "params": r["params"],
+        **{k: r[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "n_train",
+                             "n_test", "final_train_loss")},
+        "threads": threads, "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
+        "torch": torch.__version__, "curve": r["curve"], **(extra or {}),
     }
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

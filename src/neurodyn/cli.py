@@ -259,18 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command == "bench":  # everything neurodyn does not know belongs to the benchmark script
-        args.bench_args, args.overrides = extra, []
-        try:
-            return args.func(args)
-        except NeurodynError as exc:
-            print(f"neurodyn bench: error: {exc}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            return 130
-    # key=value overrides may stand anywhere among the options
-    stray = [a for a in extra if "=" not in a or a.startswith("-")]
-    if stray or (extra and args.command not in ("train", "generate")):
-        parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
+        args.bench_args, extra = extra, []
+    else:  # key=value overrides may stand anywhere among the options
+        stray = [a for a in extra if "=" not in a or a.startswith("-")]
+        if stray or (extra and args.command not in ("train", "generate")):
+            parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
     args.overrides = extra
     try:
         return args.func(args)

@@ -46,7 +46,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
@@ -54,8 +53,9 @@ from ..nn.blocks import ResidualBlock
 from ..nn.geo_encoder import DECODERS, HEADS, GeoDecoder, GeoEncoder
 from ..nn.geomamba import GeoMambaKernel
 from ..nn.mlp import ACTIVATIONS
-from ..nn.patch import PatchEmbed2d, PatchUnembed2d, crop, pad_to_multiple
+from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from .fno import append_context, grid_channels
+from .lamo import check_grid2d_input, trunc_normal_init
 from .registry import register
 from .transolver import unified_position
 
@@ -201,11 +201,7 @@ class GeoMaNO(nn.Module):
         self.blocks = nn.ModuleList(ResidualBlock(D, GeoMambaKernel(D, **kw), cfg.mlp_ratio, cfg.act)
                                     for _ in range(cfg.n_layers))
         if cfg.init == "trunc_normal":
-            for m in self.modules():
-                if isinstance(m, nn.Linear):
-                    nn.init.trunc_normal_(m.weight, std=0.02)
-                    if m.bias is not None:
-                        nn.init.zeros_(m.bias)
+            trunc_normal_init(self)
         if cfg.encoder == "soft" and cfg.assign_init == "orthogonal":  # Transolver / LaMO code: the slice projection
             for lin in (self.encoder.assign, getattr(self.decoder, "assign", None)):
                 if lin is not None:
@@ -225,37 +221,17 @@ class GeoMaNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != cfg.in_channels:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"GeoMaNO takes x of shape (batch, H, W, {cfg.in_channels}) on a regular grid, channels "
-                             f"last; got {shape}.")
-        if pos is not None:
-            raise ValueError(f"GeoMaNO works on regular grids only (as in the paper) and takes no pos; got pos of shape "
-                             f"{tuple(pos.shape)}.")
+        check_grid2d_input("GeoMaNO", x, cfg.in_channels, pos, ctx, cfg.ctx_channels,
+                           pos_hint=" (regular grids only, as in the paper)")
         b, H, W, _ = x.shape
-        if cfg.ctx_channels:
-            if ctx is None or tuple(ctx.shape) != (b, cfg.ctx_channels):
-                raise ValueError(f"GeoMaNO was configured with ctx_channels={cfg.ctx_channels}; expected ctx of shape "
-                                 f"({b}, {cfg.ctx_channels}), got {None if ctx is None else tuple(ctx.shape)}.")
-        elif ctx is not None:
-            raise ValueError(f"GeoMaNO was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}.")
         a, coords = self._features(x, ctx)
         if cfg.encoder == "soft":
             z, w, y = self.encoder(a.reshape(b, H * W, -1), coords.reshape(b, H * W, 2))
             for blk in self.blocks:
                 z = blk(z)
             return self.decoder(z, w, y).reshape(b, H, W, cfg.out_channels)
-        a, size = pad_to_multiple(a, cfg.patch_size)
-        z = self.patch(a)
-        if self.pos_embed is not None:
-            pe = self.pos_embed
-            if tuple(pe.shape[1:3]) != tuple(z.shape[1:3]):
-                pe = F.interpolate(pe.permute(0, 3, 1, 2), size=tuple(z.shape[1:3]), mode="bilinear",
-                                   align_corners=False).permute(0, 2, 3, 1)
-            z = z + pe
-        for blk in self.blocks:
-            z = blk(z)
-        return crop(self.unpatch(z), size)
+        pe = None if self.pos_embed is None else (lambda hw: resize_pos_embed(self.pos_embed, hw))
+        return patch_forward(a, cfg.patch_size, self.patch, self.blocks, self.unpatch, pe)
 
 
 def kernel_parameter_count(D: int, N: int = 16, expand: float = 1.0, d_conv: int = 3, dt_rank: int = 0, K: int = 4,

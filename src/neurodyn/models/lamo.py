@@ -64,19 +64,19 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
 from ..nn.blocks import ResidualBlock
 from ..nn.mamba import LatentSSM, resolve_directions
 from ..nn.mlp import ACTIVATIONS, ChannelMLP
-from ..nn.patch import PatchEmbed2d, PatchUnembed2d, crop, pad_to_multiple
+from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
 from .fno import append_context, grid_channels
 from .registry import register
 
-__all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "timestep_embedding", "mesh_features", "VARIANTS"]
+__all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_embedding", "mesh_features",
+           "check_grid2d_input", "VARIANTS"]
 
 VARIANTS = ("grid", "structured_mesh", "point_cloud")
 
@@ -203,6 +203,21 @@ def _check_ctx(name: str, ctx, batch: int, n: int) -> None:
                          "ctx_channels in the config to use it.")
 
 
+def _shape(x) -> object:
+    return tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: int, pos_hint: str = "") -> None:
+    """Check a regular-grid input: ``x (B, H, W, in_channels)``, ``pos`` None, ``ctx (B, ctx_channels)`` or None."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
+        raise ValueError(f"{name} takes x of shape (batch, H, W, {in_channels}) on a regular grid, channels last; "
+                         f"got {_shape(x)}.")
+    if pos is not None:
+        raise ValueError(f"{name} works on regular grids and takes no pos; got pos of shape {tuple(pos.shape)}"
+                         f"{pos_hint}.")
+    _check_ctx(name, ctx, x.shape[0], ctx_channels)
+
+
 def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_channels: int,
                   pos_channels: int, ctx_channels: int, positional_grid: bool, ctx_as_channels: bool = True):
     """Check a mesh / point-cloud input and assemble the per-point features ``(B, N, c)``.
@@ -213,16 +228,14 @@ def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_
     """
     if structured:
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"{name} (structured mesh) takes x of shape (batch, H, W, {in_channels}) on the mesh "
-                             f"index grid, channels last; got {shape}.")
+                             f"index grid, channels last; got {_shape(x)}.")
         b, hh, ww, _ = x.shape
         grid = (hh, ww)
         parts = [x.reshape(b, hh * ww, in_channels)]
     else:
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != in_channels:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"{name} (point cloud) takes x of shape (batch, N, {in_channels}); got {shape}.")
+            raise ValueError(f"{name} (point cloud) takes x of shape (batch, N, {in_channels}); got {_shape(x)}.")
         b = x.shape[0]
         grid = None
         parts = [x]
@@ -283,8 +296,46 @@ def trunc_normal_init(model: nn.Module, skip=()) -> None:
                 nn.init.zeros_(m.bias)
 
 
+def slice_clamp(clamp, structured: bool):
+    """The configured slice-temperature clamp: None -> [0.1, 5] on structured meshes (none on point clouds),
+    () -> off."""
+    if clamp is None:
+        return (0.1, 5.0) if structured else None
+    return None if len(tuple(clamp)) == 0 else clamp
+
+
+class PointOperator(nn.Module):
+    """The point-token path shared by LaMO's mesh variants and Transolver (config fields ``width``, ``act``,
+    ``placeholder``, ``time_embedding``, ``out_channels``; ``self.blocks``, the last one projecting to C_out)::
+
+        h = MLP_{c -> 2D -> D}(features) + placeholder [+ MLP(timestep_embedding(ctx[:, 0]))]   # (B, N, D)
+        h = block_L( ... block_1(h))                                                      # (B, N, C_out)
+        y = h reshaped to x's shape with C_out channels
+    """
+
+    def _init_lifting(self, c_in: int) -> None:
+        cfg, D = self.config, self.config.width
+        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
+        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
+        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+
+    def _init_weights(self) -> None:
+        """Code initialisation: trunc_normal Linear weights, the slice projections orthogonal (as built)."""
+        trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
+
+    def _forward_points(self, feats: torch.Tensor, grid, ctx, x: torch.Tensor) -> torch.Tensor:
+        h = self.lift(feats)
+        if self.placeholder is not None:
+            h = h + self.placeholder
+        if self.time_fc is not None:
+            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), self.config.width))[:, None, :]
+        for blk in self.blocks:
+            h = blk(h, grid=grid)
+        return h.reshape(*x.shape[:-1], self.config.out_channels)
+
+
 @register("lamo", LaMOConfig)
-class LaMO(nn.Module):
+class LaMO(PointOperator):
     """Latent Mamba Operator, ``model(x, pos=None, ctx=None) -> y`` (see the module docstring).
 
     Shapes: grid and structured mesh ``x (B, H, W, in_channels) -> (B, H, W, out_channels)``; point cloud
@@ -312,18 +363,10 @@ class LaMO(nn.Module):
             return
 
         structured = cfg.variant == "structured_mesh"
-        clamp = cfg.slice_clamp
-        if clamp is None:
-            clamp = (0.1, 5.0) if structured else None
-        elif len(tuple(clamp)) == 0:
-            clamp = None
         enc_kw = dict(projection="conv2d" if structured else "linear", temperature=cfg.slice_temperature,
-                      clamp=clamp)
-        c_in = (cfg.in_channels + cfg.pos_channels + (0 if cfg.time_embedding else cfg.ctx_channels)
-                + (2 if structured and cfg.positional_grid else 0))
-        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
-        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
-        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+                      clamp=slice_clamp(cfg.slice_clamp, structured))
+        self._init_lifting(cfg.in_channels + cfg.pos_channels + (0 if cfg.time_embedding else cfg.ctx_channels)
+                           + (2 if structured and cfg.positional_grid else 0))
 
         def encoder() -> SliceEncoder:
             return SliceEncoder(D, cfg.slice_heads, cfg.n_slices, value_projection=cfg.slice_value_projection,
@@ -340,43 +383,26 @@ class LaMO(nn.Module):
                                         out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0))
         self.blocks = nn.ModuleList(blocks)
         if cfg.init in ("auto", "trunc_normal"):
-            trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
+            self._init_weights()
 
     # ----------------------------------------------------------------------------------------------
     def _grid_pos_embed(self, hw: tuple[int, int]) -> torch.Tensor | None:
         if self.pos_embed is None:
             return None
-        if hw == self.token_grid:
-            return self.pos_embed
-        if not self.config.pos_embed_interp:
+        if hw != self.token_grid and not self.config.pos_embed_interp:
             raise ValueError(f"LaMO was built for a {self.token_grid} token grid (grid_size="
                              f"{tuple(self.config.grid_size)}) but the input gives {hw} tokens; set "
                              "pos_embed_interp=True or grid_size to the input resolution.")
-        pe = F.interpolate(self.pos_embed.permute(0, 3, 1, 2), size=hw, mode="bilinear", align_corners=False)
-        return pe.permute(0, 2, 3, 1)
+        return resize_pos_embed(self.pos_embed, hw)
 
     def _forward_grid(self, x, pos, ctx):
         cfg = self.config
-        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != cfg.in_channels:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"LaMO (grid) takes x of shape (batch, H, W, {cfg.in_channels}), channels last; got "
-                             f"{shape}.")
-        if pos is not None:
-            raise ValueError(f"LaMO (grid) works on regular grids and takes no pos; got pos of shape "
-                             f"{tuple(pos.shape)} (use variant='point_cloud' for scattered points).")
-        b = x.shape[0]
-        _check_ctx("LaMO", ctx, b, cfg.ctx_channels)
+        check_grid2d_input("LaMO (grid)", x, cfg.in_channels, pos, ctx, cfg.ctx_channels,
+                           pos_hint=" (use variant='point_cloud' for scattered points)")
         a = append_context(x, ctx)
         if cfg.positional_grid:
-            a = torch.cat([a, grid_channels(tuple(x.shape[1:3]), b, x.dtype, x.device)], dim=-1)
-        a, size = pad_to_multiple(a, self.multiple)
-        z = self.patch(a)                                              # (B, h, w, D)
-        pe = self._grid_pos_embed(tuple(z.shape[1:3]))
-        if pe is not None:
-            z = z + pe
-        for blk in self.blocks:
-            z = blk(z)
-        return crop(self.unpatch(z), size)
+            a = torch.cat([a, grid_channels(tuple(x.shape[1:3]), x.shape[0], x.dtype, x.device)], dim=-1)
+        return patch_forward(a, self.multiple, self.patch, self.blocks, self.unpatch, self._grid_pos_embed)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
@@ -386,11 +412,4 @@ class LaMO(nn.Module):
         feats, grid = mesh_features("LaMO", x, pos, ctx, structured=structured, in_channels=cfg.in_channels,
                                     pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels,
                                     positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
-        h = self.lift(feats)
-        if self.placeholder is not None:
-            h = h + self.placeholder
-        if self.time_fc is not None:
-            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), cfg.width))[:, None, :]
-        for blk in self.blocks:
-            h = blk(h, grid=grid)
-        return h.reshape(*x.shape[:-1], cfg.out_channels)
+        return self._forward_points(feats, grid, ctx, x)

@@ -38,10 +38,10 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..nn.blocks import ResidualBlock
-from ..nn.mlp import ACTIVATIONS, ChannelMLP
-from ..nn.slice import PhysicsAttention, SliceEncoder
+from ..nn.mlp import ACTIVATIONS
+from ..nn.slice import PhysicsAttention
 from .fno import grid_channels
-from .lamo import mesh_features, timestep_embedding, trunc_normal_init
+from .lamo import PointOperator, mesh_features, slice_clamp
 from .registry import register
 
 __all__ = ["TransolverConfig", "Transolver", "unified_position"]
@@ -114,7 +114,7 @@ def _validate(cfg: TransolverConfig) -> None:
 
 
 @register("transolver", TransolverConfig)
-class Transolver(nn.Module):
+class Transolver(PointOperator):
     """Transolver, ``model(x, pos=None, ctx=None) -> y``; shapes as ``LaMO``'s mesh variants."""
 
     def __init__(self, config: TransolverConfig):
@@ -123,11 +123,7 @@ class Transolver(nn.Module):
         self.config = cfg = config
         D = cfg.width
         structured = cfg.variant == "structured_mesh"
-        clamp = cfg.slice_clamp
-        if clamp is None:
-            clamp = (0.1, 5.0) if structured else None
-        elif len(tuple(clamp)) == 0:
-            clamp = None
+        clamp = slice_clamp(cfg.slice_clamp, structured)
         if cfg.unified_pos:
             r2 = cfg.unified_pos ** 2
             if structured:
@@ -138,15 +134,13 @@ class Transolver(nn.Module):
         else:
             c_in = cfg.in_channels + cfg.pos_channels + (2 if structured and cfg.positional_grid else 0)
         c_in += 0 if cfg.time_embedding else cfg.ctx_channels
-        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
-        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
-        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+        self._init_lifting(c_in)
         self.blocks = nn.ModuleList(
             ResidualBlock(D, PhysicsAttention(D, cfg.n_heads, cfg.n_slices, "conv2d" if structured else "linear",
                                               dropout=cfg.dropout, temperature=cfg.slice_temperature, clamp=clamp),
                           cfg.mlp_ratio, cfg.act, out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0)
             for l in range(cfg.n_layers))
-        trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
+        self._init_weights()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
@@ -163,11 +157,4 @@ class Transolver(nn.Module):
             else:
                 k = cfg.pos_channels or cfg.in_channels  # pos comes first in the features; else x is the coordinates
                 feats = torch.cat([unified_position(feats[..., :k], cfg.unified_pos), feats[..., k:]], dim=-1)
-        h = self.lift(feats)
-        if self.placeholder is not None:
-            h = h + self.placeholder
-        if self.time_fc is not None:
-            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), cfg.width))[:, None, :]
-        for blk in self.blocks:
-            h = blk(h, grid=grid)
-        return h.reshape(*x.shape[:-1], cfg.out_channels)
+        return self._forward_points(feats, grid, ctx, x)

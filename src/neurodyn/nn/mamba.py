@@ -156,20 +156,12 @@ class LatentSSM(nn.Module):
         self.n_heads, self.n_groups = int(n_heads), int(n_groups)
         K, di, H, G, N = len(self.directions), self.d_inner, self.n_heads, self.n_groups, self.d_state
         self.K = K
-        if layout not in LAYOUTS:
-            raise ConfigError(f"ssm layout must be one of {LAYOUTS}, got {layout!r}.")
-        if conv not in CONVS:
-            raise ConfigError(f"ssm conv must be one of {CONVS}, got {conv!r}.")
-        if combine not in ("sum", "mean"):
-            raise ConfigError(f"ssm combine must be 'sum' or 'mean', got {combine!r}.")
-        if norm not in NORMS:
-            raise ConfigError(f"ssm norm must be one of {NORMS}, got {norm!r}.")
-        if act not in _ACTS:
-            raise ConfigError(f"ssm act must be one of {tuple(_ACTS)}, got {act!r}.")
-        if discretization not in ("euler", "zoh"):
-            raise ConfigError(f"ssm discretization must be 'euler' or 'zoh', got {discretization!r}.")
-        if a_mode not in ("head", "diag"):
-            raise ConfigError(f"ssm a_mode must be 'head' or 'diag', got {a_mode!r}.")
+        for name, value, allowed in (("layout", layout, LAYOUTS), ("conv", conv, CONVS),
+                                     ("combine", combine, ("sum", "mean")), ("norm", norm, NORMS),
+                                     ("act", act, tuple(_ACTS)), ("discretization", discretization, ("euler", "zoh")),
+                                     ("a_mode", a_mode, ("head", "diag"))):
+            if value not in allowed:
+                raise ConfigError(f"ssm {name} must be one of {allowed}, got {value!r}.")
         if discretization == "zoh" and a_mode != "head":
             raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
                               "diagonal A does not factor through the Euler kernel.")

@@ -9,7 +9,8 @@ space, then a linear map of each token to a ``p x p x C_out`` patch (LaMO's ``De
 on the token side, ``y = W^T (LN(z) + b)``; the same function as an output bias ``W^T b``).
 
 ``pad_to_multiple`` zero-pads the right and bottom of a grid (85 -> 88 for Darcy in the authors' code) and
-``crop`` removes it again.
+``crop`` removes it again. ``resize_pos_embed`` resizes a learned ``(1, h, w, D)`` positional embedding of the
+token grid bilinearly to another token grid; ``patch_forward`` runs the whole token path of a patch model.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from torch import nn
 
 from ..errors import ConfigError
 
-__all__ = ["PatchEmbed2d", "PatchUnembed2d", "pad_to_multiple", "crop"]
+__all__ = ["PatchEmbed2d", "PatchUnembed2d", "pad_to_multiple", "crop", "resize_pos_embed", "patch_forward"]
 
 
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -33,6 +34,34 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> tuple[torch.Tensor, tuple
 
 def crop(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     return x[:, : size[0], : size[1]]
+
+
+def resize_pos_embed(pe: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
+    """A ``(1, h, w, D)`` positional embedding at the token grid ``hw``: itself, or bilinearly resized."""
+    hw = tuple(int(s) for s in hw)
+    if tuple(pe.shape[1:3]) == hw:
+        return pe
+    return F.interpolate(pe.permute(0, 3, 1, 2), size=hw, mode="bilinear", align_corners=False).permute(0, 2, 3, 1)
+
+
+def patch_forward(a: torch.Tensor, multiple: int, patch: nn.Module, blocks, unpatch: nn.Module,
+                  pos_embed=None) -> torch.Tensor:
+    """The token path of a patch model on a channels-last grid ``a (B, H, W, c) -> (B, H, W, C_out)``::
+
+        z = patch(pad(a))  [+ pos_embed((h, w))]     # (B, h, w, D) tokens, pad: zeros to multiples of ``multiple``
+        z = block_L( ... block_1(z))
+        u = crop(unpatch(z))                          # back to (H, W)
+
+    ``pos_embed``: None or a function of the token grid ``(h, w)`` returning ``(1, h, w, D)`` or None.
+    """
+    a, size = pad_to_multiple(a, multiple)
+    z = patch(a)
+    pe = pos_embed(tuple(z.shape[1:3])) if pos_embed is not None else None
+    if pe is not None:
+        z = z + pe
+    for blk in blocks:
+        z = blk(z)
+    return crop(unpatch(z), size)
 
 
 class PatchEmbed2d(nn.Module):
