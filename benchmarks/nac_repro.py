@@ -106,10 +106,13 @@ def table(records: list[dict], scale: str) -> str:
         extra = ["score"] if task == "bearing" else []
         lines += ["", f"**{task}** ({scale} scale; test {metric}" + (", score (eq. 58, sum)" if extra else "")
                   + "; mean ± std over seeds)", "",
-                  "| variant | " + " | ".join([metric, *extra]) + " | seeds | epochs | train s/run |",
-                  "| --- | " + " | ".join("---" for _ in [metric, *extra]) + " | --- | --- | --- |"]
-        for variant in VARIANTS:
-            rs = [r for r in rows if r["variant"] == variant]
+                  "| variant | " + " | ".join([metric, *extra]) + " | seeds | epochs | overrides | train s/run |",
+                  "| --- | " + " | ".join("---" for _ in [metric, *extra]) + " | --- | --- | --- | --- |"]
+        budgets = sorted({(r["epochs"], tuple(r.get("set", ()))) for r in rows})
+        for variant, (epochs, extra_set) in ((v, b) for b in budgets for v in VARIANTS):
+            # one row per variant and budget: runs with other epochs or overrides are not averaged together
+            rs = [r for r in rows if r["variant"] == variant and (r["epochs"], tuple(r.get("set", ()))) ==
+                  (epochs, extra_set)]
             if not rs:
                 continue
             cells = []
@@ -117,7 +120,7 @@ def table(records: list[dict], scale: str) -> str:
                 vals = [r["final"][m] for r in rs]
                 sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
                 cells.append(f"{statistics.mean(vals):.4f} ± {sd:.4f}" if len(vals) > 1 else f"{vals[0]:.4f}")
-            lines.append(f"| {variant} | " + " | ".join(cells) + f" | {len(rs)} | {rs[0]['epochs']} | "
+            lines.append(f"| {variant} | " + " | ".join(cells) + f" | {len(rs)} | {epochs} | {' '.join(extra_set) or '-'} | "
                          f"{statistics.mean(r['train_seconds'] for r in rs):.0f} |")
     return "\n".join(lines)
 
