@@ -48,6 +48,20 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
     assert len(_losses(broken)) == 3
 
 
+def test_resume_with_another_config_is_refused(tmp_path, data_dir):
+    cfg = _cfg("train.scheduler=onecycle")
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 1))
+    saved = (run / "config.yaml").read_text()
+    longer = _cfg("train.scheduler=onecycle", "train.epochs=5")  # the checkpoint's OneCycle was built for 3
+    with pytest.raises(ConfigError, match=r"train\.epochs \(3 -> 5\)"):
+        run_experiment(longer, run, progress=False)
+    assert (run / "config.yaml").read_text() == saved  # the refused run left the folder as it was
+    run_experiment(longer, run, progress=False, resume=False)  # starting over is allowed
+    assert len(_losses(run)) == 5
+
+
 def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
     run = tmp_path / "run"
     final = run_experiment(_cfg(), run, progress=False)
