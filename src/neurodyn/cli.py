@@ -115,7 +115,6 @@ def _run_dir(args: argparse.Namespace, cfg: dict) -> Path:
 
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
-    import yaml
 
     from .experiments import load_experiment
     from .train.distributed import init_from_env
@@ -128,11 +127,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     run_dir = _run_dir(args, cfg)
-    saved = run_dir / "config.yaml"
-    resume = not args.fresh
-    if resume and saved.exists() and yaml.safe_load(saved.read_text()) != cfg:
-        raise ConfigError(f"run folder {run_dir} holds a run with another config; pass --run-name NAME for a new "
-                          "run or --fresh to overwrite it")
+    resume = not args.fresh  # run_experiment refuses to resume a folder trained with another config
     if args.fresh and dist.is_main and run_dir.exists():
         import shutil
 

@@ -230,6 +230,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     dist = dist or DistInfo()
     run_dir = Path(run_dir)
     tcfg = train_config(cfg)
+    if resume:  # before any data is generated or loaded
+        check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
     data = build_data(cfg, device, progress is not False, dist)
     model = build_model(cfg, data["sets"]["train"])
@@ -237,8 +239,6 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
     test = data["sets"].get("test")
     eval_set = data["sets"]["val"] if "val" in data["sets"] else (test if test is not None and len(test) else None)
-    if resume:
-        check_resume_config(cfg, run_dir)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -290,7 +290,7 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
         more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
         raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
-                          "train into a new run folder, or delete this one to start over")
+                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
 
 
 def _lookup(cfg: Any, dotted: str) -> Any:
