@@ -146,10 +146,8 @@ def reset_peak_rss() -> bool:
 def peak_rss_mb() -> float:
     """Peak resident set size of this process in MB since the last :func:`reset_peak_rss` (VmHWM)."""
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
+        return status_kib("VmHWM") / 1024.0
+    except (OSError, KeyError):
         pass
     import resource
 
@@ -168,21 +166,19 @@ def status_kib(key: str) -> int:
 def rss_increase_kib(fn: Callable[[], object]) -> int:
     """By how much (KiB) one call of ``fn()`` raises the peak RSS above the RSS before it (Linux only):
     ``max(0, VmHWM after - VmRSS before)``, with VmHWM reset to the current RSS first (``/proc/self/clear_refs``)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    if not reset_peak_rss():
+        raise OSError("cannot reset the peak-RSS counter through /proc/self/clear_refs")
     before = status_kib("VmRSS")
     fn()
     return max(0, status_kib("VmHWM") - before)
 
 
 def current_rss_mb() -> float:
+    """Resident set size of this process in MB (VmRSS); NaN where ``/proc`` has no such entry."""
     try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return float("nan")
+        return status_kib("VmRSS") / 1024.0
+    except (OSError, KeyError):
+        return float("nan")
 
 
 class TensorSizeTracker:
