@@ -7,9 +7,9 @@ import torch
 from neurodyn.data.datasets import TimeWindowDataset
 from neurodyn.data.normalize import Normalizer
 from neurodyn.data.store import StoreMeta, StoredDataset, write_store
-from neurodyn.errors import DataError
+from neurodyn.errors import ConfigError, DataError
 from neurodyn.train.losses import build_loss
-from neurodyn.train.rollout import from_frames, rollout, to_frames
+from neurodyn.train.rollout import from_frames, rollout, teacher_forced, to_frames
 from neurodyn.train.tasks import AutoregressiveTask
 
 T, X = 12, 32
@@ -85,6 +85,20 @@ def test_rollout_feeds_predictions_back():
     assert out[0, :, 0, 0].tolist() == [1, 2, 3, 4, 5]
 
 
+def test_teacher_forced_reads_only_true_frames():
+    history, truth = torch.zeros(1, 2, 4, 1), torch.arange(1.0, 8.0).reshape(1, 7, 1, 1).expand(1, 7, 4, 1)
+    seen = []
+
+    def step(w, k):  # two frames per call: wrong on purpose, so feedback would show up in later windows
+        seen.append((k, w[0, :, 0, 0].tolist()))
+        return w[:, -1:].repeat(1, 2, 1, 1) + 100
+
+    out = teacher_forced(step, history, truth)
+    assert out.shape == truth.shape and [k for k, _ in seen] == [0, 2, 4, 6]
+    assert seen[1][1] == [1.0, 2.0] and seen[3][1] == [5.0, 6.0]  # true frames k-2, k-1 go in
+    assert out[0, :, 0, 0].tolist() == [100, 100, 102, 102, 104, 104, 106]
+
+
 @pytest.mark.parametrize("fac", [True, False])
 def test_oracle_model_has_zero_rollout_error_and_training_modes_run(store, fac):
     train = TimeWindowDataset(store, np.arange(6), t_in=2, t_out=1, frames_as_channels=fac)
@@ -100,6 +114,16 @@ def test_oracle_model_has_zero_rollout_error_and_training_modes_run(store, fac):
     lazy = task.evaluate(lambda x, pos=None, ctx=None: x[..., -1:] if fac else x[:, -1:], [batch])
     steps = lazy["rel_l2_per_step"]
     assert steps[-1] > steps[0] > 0.05
+    # from true frames the persistence error of a one-cell shift is the same at every step (the first
+    # rollout step's), and the horizon error of both modes is reported either way
+    assert lazy["rel_l2_rollout"] == lazy["rel_l2"] > lazy["rel_l2_teacher_forced"]
+    forced = AutoregressiveTask(build_loss("rel_l2"), norm, 1, fac, eval_mode="teacher_forcing").evaluate(
+        lambda x, pos=None, ctx=None: x[..., -1:] if fac else x[:, -1:], [batch])
+    assert forced["rel_l2_per_step"] == pytest.approx([steps[0]] * (T - 2), rel=1e-4)
+    assert forced["rel_l2"] == forced["rel_l2_teacher_forced"] == pytest.approx(lazy["rel_l2_teacher_forced"])
+    assert forced["rel_l2_rollout"] == pytest.approx(lazy["rel_l2"])
+    with pytest.raises(ConfigError, match="eval_mode"):
+        AutoregressiveTask(build_loss("rel_l2"), norm, 1, fac, eval_mode="one_step")
     for mode, extra in (("teacher_forcing", {}), ("rollout", {}), ("pushforward", {"pushforward": 2})):
         t = AutoregressiveTask(build_loss("rel_l2"), norm, 1, fac, train_mode=mode, **extra)
         b = {k: torch.stack([test[i][k] for i in range(2)]) for k in ("x", "y")}

@@ -212,7 +212,8 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any]):
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
                               step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
                               ctx_norm=data.get("ctx_norm"), train_mode=t.get("train_mode", "teacher_forcing"),
-                              pushforward=int(t.get("pushforward", 0)), input_noise=float(t.get("input_noise", 0.0)))
+                              pushforward=int(t.get("pushforward", 0)), input_noise=float(t.get("input_noise", 0.0)),
+                              eval_mode=t.get("eval_mode", "rollout"))
 
 
 def train_config(cfg: dict[str, Any]) -> TrainConfig:

@@ -50,3 +50,25 @@ def rollout(step: Callable[[torch.Tensor, int], torch.Tensor], history: torch.Te
         frames = torch.cat([frames, new], dim=1)
         made += new.shape[1]
     return frames[:, t_in:t_in + n_frames]
+
+
+def teacher_forced(step: Callable[[torch.Tensor, int], torch.Tensor], history: torch.Tensor,
+                   truth: torch.Tensor) -> torch.Tensor:
+    """Predict every frame of ``truth`` from true frames only (one-step-ahead, no feedback).
+
+    Args:
+        step: as for ``rollout``.
+        history: (B, t_in, *spatial, C) true frames before the horizon.
+        truth: (B, n, *spatial, C) true frames of the horizon.
+    Returns:
+        (B, n, *spatial, C): the prediction of frames ``k .. k+s-1`` comes from the true frames
+        ``k - t_in .. k - 1``, so an error made at one step never reaches the next.
+    """
+    t_in, n = history.shape[1], truth.shape[1]
+    frames = torch.cat([history, truth], dim=1)
+    out, made = [], 0
+    while made < n:
+        new = step(frames[:, made:made + t_in], made)
+        out.append(new)
+        made += new.shape[1]
+    return torch.cat(out, dim=1)[:, :n]

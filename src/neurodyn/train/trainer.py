@@ -55,6 +55,7 @@ class TrainConfig:
     shuffle: bool = True
     train_mode: str = "teacher_forcing"  # autoregressive: teacher_forcing | rollout | pushforward
     rollout_steps: int = 1          # autoregressive rollout training: model calls unrolled per window
+    eval_mode: str = "rollout"      # autoregressive evaluation: rollout | teacher_forcing (one step from true frames)
     pushforward: int = 0            # autoregressive pushforward: most steps unrolled without gradient
     input_noise: float = 0.0        # autoregressive: std of noise added to normalised input frames
     n_plot: int = 4                 # test samples drawn in the prediction plot
