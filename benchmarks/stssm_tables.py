@@ -139,7 +139,7 @@ def persistence(table: str, args) -> dict:
     batches = (default_collate([test[i] for i in range(j, min(j + 32, len(test)))]) for j in range(0, len(test), 32))
     res = task.evaluate(_Persistence(test.channels), batches)
     return {"rel_l2": res["rel_l2"], "teacher_forced": res["rel_l2_teacher_forced"],
-            "first_step": res["rel_l2_per_step"][0],
+            "first_step": res["rel_l2_per_step"][0], "per_step": res["rel_l2_per_step"],
             "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
 
 
@@ -156,15 +156,18 @@ def _ms(values: list[float]) -> str:
 
 
 def report(table: str, args=None) -> None:
-    """Markdown table: rollout and teacher-forced horizon errors (mean +- std over seeds) beside the paper's."""
+    """Markdown table: rollout and teacher-forced horizon errors (mean +- std over seeds) beside the paper's.
+
+    Printed, and written to ``<OUT>/table<k>.md`` with a plot of the mean per-step rollout error of every
+    run (and of persistence) in ``<OUT>/table<k>_per_step.png``."""
     rows = load(table)
     if not rows:
         print(f"no runs recorded under {OUT / f'table{table}'}")
         return
-    print("| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
-          "1st step | steps 1-5 | train min / run | final train loss |")
-    print("|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
-    means, forced = {}, {}
+    lines = ["| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
+             "1st step | steps 1-5 | train min / run | final train loss |",
+             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    means, forced, curves = {}, {}, {}
     for label in RUNS[table]:
         rs = sorted(rows.get(label, []), key=lambda r: r["seed"])
         if not rs:
@@ -172,35 +175,55 @@ def report(table: str, args=None) -> None:
         v = [r["rel_l2"] for r in rs]
         tf = [r["rel_l2_teacher_forced"] for r in rs if r.get("rel_l2_teacher_forced") is not None]
         means[label] = statistics.mean(v)
+        curves[label] = [statistics.mean(step) for step in zip(*(r["rel_l2_per_step"] for r in rs))]
         if tf:
             forced[label] = statistics.mean(tf)
         pv, pp = PAPER[table][label]
-        print(f"| {label} | {rs[0]['params']:,} ({pp:,}) | {rs[0]['resolution']} | "
-              f"{','.join(str(r['seed']) for r in rs)} | {_ms(v)} | {' '.join(f'{x:.4f}' for x in v)} | "
-              f"{_ms(tf) if tf else '-'} | {pv:.4f} | "
-              f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
-              f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
-              f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
-              f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} |")
+        lines.append(f"| {label} | {rs[0]['params']:,} ({pp:,}) | {rs[0]['resolution']} | "
+                     f"{','.join(str(r['seed']) for r in rs)} | {_ms(v)} | {' '.join(f'{x:.4f}' for x in v)} | "
+                     f"{_ms(tf) if tf else '-'} | {pv:.4f} | "
+                     f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
+                     f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
+                     f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
+                     f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} |")
     if args is not None:
         res = [""] if table == "5" else [64, 32]
         for r in res:
             if r:
                 args.common = [c for c in args.common if not c.startswith("data.resolution")] + [f"data.resolution={r}"]
             p = persistence(table, args)
-            print(f"| persistence u(t+1) = u(t) | 0 | {r or 16} | - | {p['rel_l2']:.4f} | - | "
-                  f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - |")
+            curves[f"persistence{f'-r{r}' if r else ''}"] = p["per_step"]
+            lines.append(f"| persistence u(t+1) = u(t) | 0 | {r or 16} | - | {p['rel_l2']:.4f} | - | "
+                         f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - |")
     groups = [[k for k in means if k.endswith(f"-r{r}")] for r in (64, 32)] if table == "1" else [list(means)]
     for g in groups:
         if len(g) < 2:
             continue
         paper = sorted(g, key=lambda k: PAPER[table][k][0])
-        print(f"\nordering (best first), paper:          {' < '.join(paper)}")
+        lines.append(f"\nordering (best first), paper:          {' < '.join(paper)}")
         for name, score in (("rollout", means), ("teacher-forced", forced)):
             if all(k in score for k in g):
                 ours = sorted(g, key=score.get)
-                print(f"ordering (best first), ours {name + ':':16s}{' < '.join(ours)}  "
-                      f"(same as the paper: {ours == paper}; best {ours[0]} / paper {paper[0]})")
+                lines.append(f"ordering (best first), ours {name + ':':16s}{' < '.join(ours)}  "
+                             f"(same as the paper: {ours == paper}; best {ours[0]} / paper {paper[0]})")
+    text = "\n".join(lines)
+    print(text)
+    (OUT / f"table{table}.md").write_text(text + "\n")
+    _plot_per_step(table, curves)
+
+
+def _plot_per_step(table: str, curves: dict[str, list[float]]) -> None:
+    """Mean per-step rollout error of each run, one panel per resolution (Table 1) or one panel (Table 5)."""
+    from neurodyn.plots import plot_rollout_curves
+
+    panels = {f"r{r}": [k for k in curves if k.endswith(f"-r{r}")] for r in (64, 32)} if table == "1" else \
+        {"": list(curves)}
+    for suffix, names in panels.items():
+        if names:
+            path = OUT / f"table{table}{'_' + suffix if suffix else ''}_per_step.png"
+            plot_rollout_curves({k: curves[k] for k in names}, path, f"ST-SSM Table {table}, cpu scale{', ' + suffix if suffix else ''}: "
+                                "rollout error per step", baselines=[k for k in names if "persistence" in k], log=True)
+            print(f"plot: {path}")
 
 
 def main() -> None:

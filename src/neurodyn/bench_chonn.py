@@ -264,16 +264,10 @@ def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: s
 
 
 def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) -> None:
-    """Per-step relative L2 of several models (like Fig. 5f)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for name, c in curves.items():
-        ax.plot(range(1, len(c) + 1), c, label=name, ls="--" if "fno" in name and "chonn" not in name else "-")
-    ax.set_xlabel("rollout step")
-    ax.set_ylabel("relative L2")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
-    _save_figure(plt, fig, path)
+    """Per-step relative L2 of several models (like Fig. 5f); the non-CHONN baselines dashed."""
+    from neurodyn.plots import plot_rollout_curves as plot_curves
+
+    plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n])
 
 
 # ------------------------------------------------------------------------------------------------

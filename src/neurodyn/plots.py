@@ -93,6 +93,25 @@ def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str =
     return path
 
 
+def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, title: str = "",
+                        baselines: Sequence[str] = (), log: bool = False) -> Path:
+    """Per-step relative L2 of several models on one axis (one curve per name; ``baselines`` dashed)."""
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for name, c in curves.items():
+        ax.plot(np.arange(1, len(c) + 1), c, label=name, ls="--" if name in baselines else "-")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2"), ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | Path, channel: int = 0,
                            fps: int = 4) -> Path:
     """GIF of truth vs prediction vs error over a rollout; truth, pred: (T, *spatial, C), 1-D or 2-D."""
