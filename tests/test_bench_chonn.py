@@ -2,6 +2,7 @@
 tiny end-to-end run of the order benchmark (train, evaluate, report, reuse)."""
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -71,3 +72,16 @@ def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
     text = bench_chonn.report_order(res, out, "tiny", [0])
     assert "| T2 | o2 |" in text and (out / "tables.md").exists()
     assert json.loads((out / "results.json").read_text())[0]["model"] == "o2"
+    # results.json is the record: with the run folders gone, a later seed is merged in, not written over
+    shutil.rmtree(out / "runs")
+    assert bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False) == res
+    bench_chonn.run_order_benchmark("tiny", seeds=[1], out_dir=out, grid=[(2, "o2")])
+    records = bench_chonn.load_results(out)
+    assert [(r["run"], r["seed"]) for r in records] == [("T2-o2-s0", 0), ("T2-o2-s1", 1)]
+    assert records[0] == res[0]
+
+
+def test_corrupt_results_file_is_named(tmp_path):
+    (tmp_path / "results.json").write_text("[{")
+    with pytest.raises(ValueError, match="results.json is not valid JSON"):
+        bench_chonn.load_results(tmp_path)

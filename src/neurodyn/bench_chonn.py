@@ -3,10 +3,13 @@
 ``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``, or
 from Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
 :func:`neurodyn.train.experiment.run_experiment` into ``<out_dir>/runs/<name>`` and writes
-``result.json`` beside it; a finished run is never trained again, so a benchmark can be split over
-processes (``--seeds 0`` in one, ``--seeds 1`` in another) and ``--report`` rebuilds the tables and
-plots from whatever has finished. Outputs in ``out_dir`` (default ``benchmarks/results/chonn/<name>``):
-``results.json`` (every run), ``tables.md`` and PNG plots.
+``result.json`` beside it. ``<out_dir>/results.json`` is the record of every finished run of the folder,
+keyed by run name (``"run": "<stem>-s<seed>"``): each invocation merges its runs into it, so a benchmark
+can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later) and the run folders (large,
+not committed) can be deleted without losing a result. A run recorded in either place is never trained
+again; the tables and plots always cover every recorded run, and ``--report`` only rebuilds them.
+Outputs in ``out_dir`` (default ``benchmarks/results/chonn/<name>``): ``results.json``, ``tables.md`` and
+PNG plots.
 
 Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are our own measurements):
 
@@ -29,6 +32,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
@@ -157,9 +161,27 @@ def _fmt(m: float, s: float | None = None, digits: int = 4) -> str:
     return txt + (f" ± {s:.2g}" if s is not None and math.isfinite(s) and s > 0 else "")
 
 
-def _save_results(out_dir: Path, results: list[dict[str, Any]]) -> None:
+def load_results(out_dir: Path) -> list[dict[str, Any]]:
+    """Every recorded run of a benchmark folder: ``results.json``, plus any ``runs/*/result.json`` it
+    lacks (a run finished by an interrupted invocation), in recording order."""
+    path = out_dir / "results.json"
+    try:
+        records = json.loads(path.read_text()) if path.exists() else []
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); expected the list of run records") from None
+    known = {r.get("run") for r in records}
+    for f in sorted(out_dir.glob("runs/*/result.json")):
+        if f.parent.name not in known:
+            records.append({"run": f.parent.name, **json.loads(f.read_text())})
+    return records
+
+
+def _save_results(out_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Write ``results.json`` through a temporary file, so an interruption never leaves half of it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    tmp = out_dir / "results.json.partial"
+    tmp.write_text(json.dumps(records, indent=1))
+    tmp.replace(out_dir / "results.json")
 
 
 class _Job(NamedTuple):
@@ -180,24 +202,31 @@ def _run_jobs(tag: str, jobs: Sequence[_Job], evaluate: Callable[..., dict[str, 
     train the preset with ``[*job.overrides, train.seed=<seed>, *overrides]``, restore the checkpoint and
     record ``{**job.keys, "seed": seed, **training info, **evaluate(run, data, task, model)}`` in
     ``result.json``; prints ``[tag] <label> seed <seed>: <summary(record)>``. All records go to
-    ``<out_dir>/results.json``, in order, and are returned."""
+    ``<out_dir>/results.json`` (merged with the runs recorded there before) and this invocation's records
+    are returned."""
+    store = load_results(out_dir)
+    recorded = {r.get("run"): r for r in store}
     results = []
     for seed in seeds:
         for job in jobs:
-            run = out_dir / "runs" / f"{job.stem}-s{seed}"
-            res_file = run / "result.json"
-            if res_file.exists():
-                results.append(json.loads(res_file.read_text()))
+            name = f"{job.stem}-s{seed}"
+            run = out_dir / "runs" / name
+            if name in recorded:
+                results.append(recorded[name])
                 continue
             if not train:
                 continue
             info = train_run(job.preset, scale, [*job.overrides, f"train.seed={seed}", *overrides], run)
             _, data, task, model = _restore(run)
-            rec = {**job.keys, "seed": seed, **info, **evaluate(run, data, task, model)}
-            res_file.write_text(json.dumps(rec, indent=1))
+            rec = {"run": name, **job.keys, "seed": seed, **info, **evaluate(run, data, task, model)}
+            (run / "result.json").write_text(json.dumps(rec, indent=1))
+            store.append(rec)
+            recorded[name] = rec
+            _save_results(out_dir, store)
             results.append(rec)
             print(f"[{tag}] {job.label} seed {seed}: {summary(rec)}", flush=True)
-    _save_results(out_dir, results)
+    if store and not (out_dir / "results.json").exists():
+        _save_results(out_dir, store)
     return results
 
 
@@ -267,7 +296,7 @@ def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) 
     """Per-step relative L2 of several models (like Fig. 5f); the non-CHONN baselines dashed."""
     from neurodyn.plots import plot_rollout_curves as plot_curves
 
-    plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n])
+    plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n], log=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -646,13 +675,12 @@ def main(name: str, scale: str, argv: Sequence[str]) -> int:
                 kw["histories"] = hist
     if a.models and name == "chonn-rollout":
         kw["models"] = list(a.models)
-    results = run_fn(scale, a.seeds, out, **kw)
-    if a.report:  # gather every finished run in the folder, whatever the subset
-        results = [json.loads(f.read_text()) for f in sorted(out.glob("runs/*/result.json"))]
-        seeds = sorted({r["seed"] for r in results})
-    else:
-        seeds = a.seeds
-    print(report_fn(results, out, scale, seeds))
+    run_fn(scale, a.seeds, out, **kw)
+    results = load_results(out)  # the tables cover every recorded run of the folder, whatever the subset
+    if not results:
+        print(f"no finished runs in {out}", file=sys.stderr)
+        return 1
+    print(report_fn(results, out, scale, sorted({r["seed"] for r in results})))
     return 0
 
 
