@@ -171,8 +171,9 @@ def load_results(out_dir: Path) -> list[dict[str, Any]]:
         raise ValueError(f"{path} is not valid JSON ({e}); expected the list of run records") from None
     known = {r.get("run") for r in records}
     for f in sorted(out_dir.glob("runs/*/result.json")):
-        if f.parent.name not in known:
-            records.append({"run": f.parent.name, **json.loads(f.read_text())})
+        rec = json.loads(f.read_text())
+        if f.parent.name not in known and rec not in records:  # records written before runs were named
+            records.append({"run": f.parent.name, **rec})
     return records
 
 
