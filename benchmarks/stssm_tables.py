@@ -195,8 +195,7 @@ def report(table: str, args=None) -> None:
             curves[f"persistence{f'-r{r}' if r else ''}"] = p["per_step"]
             lines.append(f"| persistence u(t+1) = u(t) | 0 | {r or 16} | - | {p['rel_l2']:.4f} | - | "
                          f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - |")
-    groups = [[k for k in means if k.endswith(f"-r{r}")] for r in (64, 32)] if table == "1" else [list(means)]
-    for g in groups:
+    for g in _by_resolution(table, means).values():
         if len(g) < 2:
             continue
         paper = sorted(g, key=lambda k: PAPER[table][k][0])
@@ -212,17 +211,23 @@ def report(table: str, args=None) -> None:
     _plot_per_step(table, curves)
 
 
+def _by_resolution(table: str, names) -> dict[str, list[str]]:
+    """Table 1's labels grouped by resolution suffix (``{"r64": [...], "r32": [...]}``); Table 5: one group."""
+    if table != "1":
+        return {"": list(names)}
+    return {f"r{r}": [k for k in names if k.endswith(f"-r{r}")] for r in (64, 32)}
+
+
 def _plot_per_step(table: str, curves: dict[str, list[float]]) -> None:
-    """Mean per-step rollout error of each run, one panel per resolution (Table 1) or one panel (Table 5)."""
+    """Mean per-step rollout error of each run, one plot per resolution (Table 1) or one plot (Table 5)."""
     from neurodyn.plots import plot_rollout_curves
 
-    panels = {f"r{r}": [k for k in curves if k.endswith(f"-r{r}")] for r in (64, 32)} if table == "1" else \
-        {"": list(curves)}
-    for suffix, names in panels.items():
+    for suffix, names in _by_resolution(table, curves).items():
         if names:
             path = OUT / f"table{table}{'_' + suffix if suffix else ''}_per_step.png"
-            plot_rollout_curves({k: curves[k] for k in names}, path, f"ST-SSM Table {table}, cpu scale{', ' + suffix if suffix else ''}: "
-                                "rollout error per step", baselines=[k for k in names if "persistence" in k], log=True)
+            title = f"ST-SSM Table {table}, cpu scale{', ' + suffix if suffix else ''}: rollout error per step"
+            plot_rollout_curves({k: curves[k] for k in names}, path, title,
+                                baselines=[k for k in names if "persistence" in k], log=True)
             print(f"plot: {path}")
 
 

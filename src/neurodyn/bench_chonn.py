@@ -226,7 +226,7 @@ def _run_jobs(tag: str, jobs: Sequence[_Job], evaluate: Callable[..., dict[str, 
             _save_results(out_dir, store)
             results.append(rec)
             print(f"[{tag}] {job.label} seed {seed}: {summary(rec)}", flush=True)
-    if store and not (out_dir / "results.json").exists():
+    if store:  # also records runs that only their folders held
         _save_results(out_dir, store)
     return results
 
@@ -247,23 +247,6 @@ def _write_tables(out_dir: Path, lines: Sequence[str]) -> str:
 # relative-gain and rollout plots
 
 
-def _pyplot():
-    """``matplotlib.pyplot`` on the Agg backend (imported only when a plot is drawn)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save_figure(plt, fig, path: Path) -> None:
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float]],
                    metrics: Sequence[str]) -> dict[str, tuple[float, str]]:
     """Per metric: ``1 - chonn / min(baselines)`` (positive: CHONN lower = better) and the stronger baseline."""
@@ -279,7 +262,8 @@ def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float
 
 def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: str) -> None:
     """Bar chart of the relative gain of CHONN over the stronger baseline per metric (like Figs. 4d / 5c)."""
-    plt = _pyplot()
+    from .plots import plt, save_figure  # matplotlib only when a plot is drawn
+
     names = list(gains)
     vals = [100 * gains[n][0] for n in names]
     fig, ax = plt.subplots(figsize=(1.1 * len(names) + 2, 3.4))
@@ -290,12 +274,12 @@ def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: s
     ax.set_title(title, fontsize=10)
     for i, n in enumerate(names):
         ax.annotate(gains[n][1], (i, vals[i]), ha="center", va="bottom" if vals[i] >= 0 else "top", fontsize=7)
-    _save_figure(plt, fig, path)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) -> None:
     """Per-step relative L2 of several models (like Fig. 5f); the non-CHONN baselines dashed."""
-    from neurodyn.plots import plot_rollout_curves as plot_curves
+    from .plots import plot_rollout_curves as plot_curves
 
     plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n], log=True)
 
@@ -396,7 +380,8 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
 
 
 def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None:
-    plt = _pyplot()
+    from .plots import plt, save_figure  # matplotlib only when a plot is drawn
+
     ns = sorted(gains)
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
     ax.bar([f"T{n}" for n in ns], [100 * gains[n][0] for n in ns], yerr=[100 * gains[n][1] for n in ns],
@@ -404,7 +389,7 @@ def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None
     ax.axhline(0, color="k", lw=0.8)
     ax.set_ylabel("reduction of RelL2_der (%)")
     ax.set_title("CHONN order n vs depth-n stack (like Fig. 3b)", fontsize=9)
-    _save_figure(plt, fig, path)
+    save_figure(fig, path, dpi=120)
 
 
 # ------------------------------------------------------------------------------------------------

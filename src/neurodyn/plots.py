@@ -16,6 +16,16 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
+def save_figure(fig, path: str | Path, dpi: int = 90) -> Path:
+    """Lay out ``fig``, write it to ``path`` (creating the folder) and close it."""
+    path = Path(path)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
                      channel: int = 0) -> Path:
     """Rows of input / truth / prediction / |error| for a few samples.
@@ -55,11 +65,7 @@ def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path:
         lims = [y[..., channel].min(), y[..., channel].max()]
         ax.plot(lims, lims, "k--", lw=1)
         ax.set_xlabel("truth"), ax.set_ylabel("prediction")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path) -> Path:
@@ -72,11 +78,7 @@ def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path) -> 
         if ev:
             ax.semilogy(*zip(*ev), "o-", ms=3, label="eval rel. L2")
     ax.set_xlabel("epoch"), ax.set_ylabel("loss"), ax.grid(True, which="both", alpha=0.3), ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str = "rollout") -> Path:
@@ -86,11 +88,7 @@ def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str =
     ax.semilogy(np.arange(1, len(per_step) + 1), per_step, "o-", ms=3, label=label)
     ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2"), ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, title: str = "",
@@ -105,11 +103,7 @@ def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, ti
     ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2"), ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | Path, channel: int = 0,
