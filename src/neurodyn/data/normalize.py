@@ -5,12 +5,20 @@
 * ``none``:     identity
 
 ``reduce="pointwise"`` keeps one statistic per grid point and channel (FNO's choice for Darcy);
-``reduce="channel"`` one per channel (resolution-independent; needed when test grids differ).
+``reduce="channel"`` one per channel (resolution-independent).
 Statistics are buffers, so ``state_dict()`` carries them into checkpoints.
+
+Resolution transfer: pointwise statistics fitted on one grid are applied to a grid of the same dimension
+but another size (a test set at twice the training resolution) by resampling them multi-linearly onto it,
+vertex-aligned (``align_corners=True``: both grids span the same domain with points on its boundary, as every
+generator and public file here stores them). A 2-D field's mean and standard deviation are smooth where the
+data are, so this is what a user would do by hand; it is not done for point clouds, whose pointwise
+statistics have no geometry (their presets use ``reduce="channel"``).
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, DataError
@@ -49,21 +57,40 @@ class Normalizer(nn.Module):
         self.scale = scale.to(data.dtype)
         return self
 
-    def _check(self, x: torch.Tensor) -> None:
+    def _stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(shift, scale) for ``x``: the fitted ones, or pointwise ones resampled onto ``x``'s grid."""
         if self.shift.numel() == 0:
             raise RuntimeError("normalizer used before fit() or load_state_dict()")
         want = tuple(self.shift.shape)
-        if tuple(x.shape[-len(want):]) != want:
+        if tuple(x.shape[-len(want):]) == want:
+            return self.shift, self.scale
+        spatial = len(want) - 1
+        if (self.reduce != "pointwise" or not 1 <= spatial <= 3 or x.ndim < len(want)
+                or x.shape[-1] != want[-1]):
             raise DataError(f"normalizer was fitted on samples of shape {want} (per point) but got a tensor "
-                            f"of shape {tuple(x.shape)}; use reduce='channel' for grids of other sizes")
+                            f"of shape {tuple(x.shape)}; expected the same channels ({want[-1]}) on a grid of "
+                            f"{spatial} dimension(s), or use reduce='channel'")
+        size = tuple(x.shape[-spatial - 1:-1])
+        return self._resampled(self.shift, size), self._resampled(self.scale, size)
+
+    @staticmethod
+    def _resampled(stat: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
+        """A pointwise statistic ``(*grid, C)`` interpolated onto the grid ``size`` (vertex-aligned)."""
+        mode = ("linear", "bilinear", "trilinear")[len(size) - 1]
+        chw = stat.movedim(-1, 0)[None]                                   # (1, C, *grid)
+        if any(s < 2 for s in chw.shape[2:]) or any(s < 2 for s in size):
+            out = F.interpolate(chw, size=size, mode="nearest")
+        else:
+            out = F.interpolate(chw, size=size, mode=mode, align_corners=True)
+        return out[0].movedim(0, -1)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        self._check(x)
-        return (x - self.shift) / self.scale
+        shift, scale = self._stats(x)
+        return (x - shift) / scale
 
     def decode(self, x: torch.Tensor) -> torch.Tensor:
-        self._check(x)
-        return x * self.scale + self.shift
+        shift, scale = self._stats(x)
+        return x * scale + shift
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Buffers start empty: take the saved shapes before the default copy.
