@@ -81,7 +81,7 @@ PAPER = {
 def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
     from neurodyn.experiments import load_experiment
     from neurodyn.models import build, count_parameters
-    from neurodyn.train.checkpoint import read_checkpoint
+    from neurodyn.checkpoint_io import read_checkpoint
     from neurodyn.train.experiment import run_experiment
 
     preset, extra = RUNS[table][label]

@@ -106,7 +106,7 @@ def train_preset(preset: str, scale: str, overrides: Sequence[str], model_overri
 
     from .experiments import load_experiment
     from .models import build, count_parameters
-    from .train.checkpoint import read_checkpoint
+    from .checkpoint_io import read_checkpoint
     from .train.experiment import run_experiment
 
     if model_from:

@@ -115,7 +115,7 @@ def _history(run_dir: Path) -> list[dict[str, Any]]:
 def _restore(run_dir: Path, which: str = "last"):
     """(cfg, data, task, model) of a trained run with the checkpoint's normalizers and weights."""
     from .models import build
-    from .train.checkpoint import read_checkpoint
+    from .checkpoint_io import read_checkpoint
     from .train.experiment import build_data, build_task
 
     ckpt = read_checkpoint(run_dir / "checkpoints" / f"{which}.pt", map_location="cpu")

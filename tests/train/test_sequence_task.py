@@ -7,7 +7,7 @@ import torch
 
 from neurodyn.cli import main
 from neurodyn.experiments import load_experiment
-from neurodyn.train.checkpoint import read_checkpoint
+from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.train.experiment import evaluate_run, run_experiment
 from neurodyn.train.sequence_task import rul_score
 

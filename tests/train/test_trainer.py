@@ -9,7 +9,7 @@ import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.experiments import load_experiment
-from neurodyn.train.checkpoint import read_checkpoint
+from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.train.experiment import run_experiment
 
 TINY = ["train.epochs=3", "train.batch_size=6", "data.n_train=20", "data.n_test=6"]

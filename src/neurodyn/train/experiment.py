@@ -21,7 +21,7 @@ from ..data.normalize import Normalizer
 from ..data.store import StoredDataset
 from ..errors import ConfigError, DataError
 from ..models import build, count_parameters
-from .checkpoint import read_checkpoint
+from ..checkpoint_io import read_checkpoint
 from .distributed import DistInfo, barrier
 from .losses import build_loss
 from .rollout import to_frames
