@@ -129,7 +129,8 @@ def persistence(table: str, args) -> dict:
     from torch.utils.data import default_collate
 
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.experiment import build_data, build_task
+    from neurodyn.data.assembly import build_data
+    from neurodyn.train.experiment import build_task
 
     preset, extra = next(iter(RUNS[table].values()))  # an ST-SSM preset: time layout, K given frames
     cfg = load_experiment(preset, args.scale, BUDGET[table] + extra + list(args.common))

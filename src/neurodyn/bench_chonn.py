@@ -116,7 +116,8 @@ def _restore(run_dir: Path, which: str = "last"):
     """(cfg, data, task, model) of a trained run with the checkpoint's normalizers and weights."""
     from .models import build
     from .checkpoint_io import read_checkpoint
-    from .train.experiment import build_data, build_task
+    from .data.assembly import build_data
+    from .train.experiment import build_task
 
     ckpt = read_checkpoint(run_dir / "checkpoints" / f"{which}.pt", map_location="cpu")
     cfg = ckpt["experiment"]
@@ -402,7 +403,7 @@ def _ood_dataset(scale: str):
     from .data.datasets import SteadyDataset
     from .data.store import StoredDataset
     from .experiments import load_experiment
-    from .train.experiment import ensure_dataset
+    from .data.assembly import ensure_dataset
 
     d = load_experiment("data/poisson_ood", scale)["data"]
     store = StoredDataset(ensure_dataset(d, progress=False))

@@ -73,7 +73,7 @@ def _convert_public(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
-    from .train.experiment import data_options
+    from .data.assembly import data_options
 
     if args.target and "=" in args.target:  # an optional positional swallows the first key=value
         args.overrides, args.target = [args.target, *args.overrides], None
