@@ -147,6 +147,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             torch.distributed.destroy_process_group()
     if dist.is_main:
+        from .plots import write_run_plots
+
+        write_run_plots(run_dir, device=device)
         print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
         for k, v in final.items():
             print(f"  {k:>12s}  {v:.5g}")
@@ -155,7 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .train.experiment import evaluate_run
+    from .train.runs import evaluate_run
 
     metrics = evaluate_run(args.run, device=args.device or default_device(), which=args.which)
     print(json.dumps(metrics, indent=2) if args.json else "\n".join(f"{k:>12s}  {v:.5g}" for k, v in metrics.items()))

@@ -1,8 +1,10 @@
-"""From an experiment config (a merged preset) to data, model, trainer, metrics, plots and summary.
+"""From an experiment config (a merged preset) to a trained run folder.
 
-This is the glue the CLI calls: ``run_experiment(cfg, run_dir)`` generates (or reuses) the dataset,
-fits the normalizers on the training split, builds the model with the data's channel counts, trains
-with the one trainer and writes ``summary.md`` and the plots.
+``run_experiment(cfg, run_dir)`` assembles the data (:func:`neurodyn.data.assembly.build_data`: the
+dataset, generated when missing, and the normalizers fitted on the training split), builds the model with
+the data's channel counts and the task, trains with the one trainer and writes ``config.yaml``,
+``metrics.jsonl``, the checkpoints and ``summary.md``. The plots are drawn above this layer
+(:func:`neurodyn.plots.write_run_plots`); :mod:`neurodyn.train.runs` restores and re-evaluates runs.
 """
 from __future__ import annotations
 
@@ -14,14 +16,12 @@ from typing import Any
 import torch
 import yaml
 
-from ..checkpoint_io import read_checkpoint
 from ..data.assembly import build_data
 from ..data.datasets import SteadyDataset
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError
 from ..models import build, count_parameters
 from .distributed import DistInfo, barrier
 from .losses import build_loss
-from .rollout import to_frames
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
 
@@ -130,7 +130,6 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     history = trainer.fit(resume=resume)
     final = history[-1].get("eval", {}) if history else {}
     if dist.is_main:
-        write_plots(task, model, trainer, data, history, tcfg.n_plot, run_dir)
         write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode)
     return final
@@ -180,37 +179,6 @@ def _lookup(cfg: Any, dotted: str) -> Any:
     return cfg
 
 
-def write_plots(task, model, trainer: Trainer, data: dict[str, Any], history, n_plot: int, run_dir: Path) -> None:
-    """Prediction panels (steady) or rollout error curve and GIF (autoregressive), and the learning curve."""
-    from .. import plots
-
-    test = data["sets"].get("test")
-    if getattr(task, "name", "") == "sequence":
-        from .sequence_task import write_sequence_plots
-
-        batches = trainer.eval_batches(test) if test is not None and len(test) else []
-        write_sequence_plots(task, model, batches, history, run_dir)
-        return
-    if test is not None and len(test):
-        n = min(n_plot, len(test))
-        batch = trainer._collate(test, list(range(n)))
-        model.eval()
-        with torch.no_grad():
-            pred = task.predict(model, batch)
-        if isinstance(task, AutoregressiveTask):
-            frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
-            plots.plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
-            per_step = [h["eval"]["rel_l2_per_step"] for h in history if "eval" in h]
-            if per_step:
-                plots.plot_rollout_error(per_step[-1], run_dir / "rollout_error.png")
-            history_frames = to_frames(batch["x"], task.channels, task.fac)
-            plots.plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1],
-                                   run_dir / "predictions.png")
-        else:
-            plots.plot_predictions(batch["x"], batch["y"], pred, run_dir / "predictions.png")
-    plots.plot_learning_curve(history, run_dir / "learning_curve.png")
-
-
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
                   monitor: str = "rel_l2", mode: str = "min") -> None:
     final = history[-1].get("eval", {}) if history else {}
@@ -229,26 +197,3 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
               "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
               "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
     (run_dir / "summary.md").write_text("\n".join(lines))
-
-
-def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str = "last") -> dict[str, Any]:
-    """Re-evaluate a run's checkpoint on its test split with the normalizers saved in the checkpoint."""
-    run = Path(run)
-    path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
-    ckpt = read_checkpoint(path, map_location=device)
-    cfg = ckpt.get("experiment")
-    if not cfg:
-        raise DataError(f"checkpoint {path} holds no experiment config; it was not written by the trainer")
-    data = build_data(cfg, device, progress=False)
-    task = build_task(cfg, data)
-    for key, norm in task.normalizers().items():
-        norm.load_state_dict(ckpt["normalizers"][key])
-    model = build(ckpt["model"]["name"], ckpt["model"]["config"])
-    model.load_state_dict(ckpt["model_state"])
-    if "test" not in data["sets"]:
-        raise ConfigError(f"the experiment of {path} has no test split (data.n_test = 0)")
-    task.to(torch.device(device))
-    trainer = Trainer(model, task, data["sets"]["test"], None, TrainConfig(**ckpt["train_config"]),
-                      path.parent, device=device, progress=False)
-    model.eval()
-    return task.evaluate(model, trainer.eval_batches(data["sets"]["test"]))
