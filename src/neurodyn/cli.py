@@ -170,9 +170,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.list or not args.name:
         for name in bench.available():
-            print(f"{name:>14s}  {bench.BENCHMARKS[name][1]}")
+            print(f"{name:>14s}  {bench.BENCHMARKS[name].description}")
         return 0
-    return bench.run(args.name, args.scale, args.bench_args)
+    return bench.run(args.name, args.scale, args.bench_args, folder=args.dir)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
     b.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.add_argument("--dir", default=None, help="the benchmark scripts folder (default: $NEURODYN_BENCHMARKS, "
+                                               "else ./benchmarks)")
     b.set_defaults(func=cmd_bench)
 
     i = sub.add_parser("info", help="list models, generators, presets and generated data")

@@ -14,6 +14,7 @@ The one run API the command line and every benchmark driver use:
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import statistics
@@ -59,6 +60,10 @@ class RestoredRun:
     model: torch.nn.Module
     train_config: TrainConfig
     checkpoint: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.checkpoint.parent.parent
 
     @property
     def eval_batch_size(self) -> int:
@@ -138,6 +143,7 @@ class RunResult:
     n_test: int | None
     final_train_loss: float
     metric: str = "rel_l2"
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)  # date, torch version, threads, load average
 
     def record(self) -> dict[str, Any]:
         """The numbers a results store keeps of the run (plain JSON)."""
@@ -146,7 +152,7 @@ class RunResult:
                 f"best_{self.metric}": self.best, "epochs": self.epochs, "train_seconds": self.train_seconds,
                 "wall_seconds": self.wall_seconds, "seconds_per_epoch": self.seconds_per_epoch,
                 "n_train": self.n_train, "n_test": self.n_test, "final_train_loss": self.final_train_loss,
-                "curve": self.curve}
+                "curve": self.curve, **self.env}
 
 
 def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = (), model_overrides: Sequence[str] = (),
@@ -188,7 +194,9 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
                      params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
                      n_train=cfg["data"].get("n_train"), n_test=cfg["data"].get("n_test"),
-                     final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric)
+                     final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
+                     env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
+                          "threads": torch.get_num_threads(), "load_avg": list(os.getloadavg())})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -245,14 +253,16 @@ class Job(NamedTuple):
 def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
              evaluate: Callable[[RestoredRun], dict[str, Any]] | None = None,
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
-             train: bool = True, runs_dir: str | Path | None = None, resume: bool = True, workers: int = 0,
+             train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
+             workers: int = 0,
              threads: int | None = None) -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``store_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
     **evaluate(restored run)}``, written to ``<runs_dir>/<name>/result.json`` and merged into
     ``<store_dir>/results.json`` after every run (``runs_dir`` defaults to ``<store_dir>/runs``). With
-    ``train=False`` only recorded runs are returned. ``workers`` > 0 trains each job in a fresh process,
+    ``train=False`` only recorded runs are returned; ``retrain`` trains recorded jobs again and replaces
+    their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh process,
     that many at a time (``threads``: torch threads of each process or of this one); ``evaluate`` and the
     recording always run here. Prints ``[tag] <label> seed <seed>: <summary(record)>`` per new record.
     """
@@ -260,17 +270,19 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
     runs_dir = Path(runs_dir) if runs_dir is not None else store_dir / "runs"
     store = load_results(store_dir)
     recorded = {r.get("run"): r for r in store}
-    todo = [j for j in jobs if j.name not in recorded] if train else []
+    todo = [j for j in jobs if retrain or j.name not in recorded] if train else []
 
     def record(job: Job, result: RunResult) -> None:
-        rec = {"run": job.name, **job.keys, "seed": job.seed, "overrides": _overrides(job, overrides),
-               **result.record()}
+        rec = {"run": job.name, **job.keys, "seed": job.seed, "overrides": _overrides(job, overrides)}
+        rec.update({k: v for k, v in result.record().items() if k not in rec})  # the job's keys win
         if job.model_from:
             rec["model_from"] = job.model_from
         if evaluate is not None:
             rec.update(evaluate(restore_run(result.run_dir)))
         rec = json.loads(json.dumps(rec))
         (Path(result.run_dir) / "result.json").write_text(json.dumps(rec, indent=1))
+        if job.name in recorded:  # retrained
+            store[:] = [r for r in store if r.get("run") != job.name]
         store.append(rec)
         recorded[job.name] = rec
         save_results(store_dir, store)
@@ -302,7 +314,9 @@ def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], ru
                       workers: int, threads: int | None, done: Callable[[Job, RunResult], None]) -> None:
     """Train every job in its own ``python -m neurodyn.train.runs`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    package_root = str(Path(__file__).resolve().parents[2])  # the workers import this same neurodyn
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+               PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     pending, running = list(jobs), []
