@@ -1,4 +1,4 @@
-"""Trainer checkpoints (the file I/O is :mod:`neurodyn.checkpoint_io`).
+"""Trainer checkpoints (the file I/O is :mod:`neurodyn.checkpoint_io`) and the resume check.
 
 A trainer checkpoint is a dict of plain data and tensors: ``model`` (registered name + config),
 ``model_state``, ``optimizer``, ``scheduler``, ``normalizers``, ``position`` (epoch, batch, global
@@ -6,11 +6,16 @@ step), ``rng`` (torch, CUDA, numpy, python states), ``best``, ``experiment`` (th
 """
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
+
+from ..errors import ConfigError
 
 
 def rng_state() -> dict[str, Any]:
@@ -41,3 +46,47 @@ def _tuples_to_lists(v: Any) -> Any:
 
 def _lists_to_tuples(v: Any) -> Any:
     return tuple(_lists_to_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts (added and removed keys included)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in list(old) + [k for k in new if k not in old]:
+            key = f"{prefix}{k}"
+            if k not in old or k not in new:
+                out.append(key)
+            else:
+                out += _config_differences(old[k], new[k], key + ".")
+        return out
+    return [] if old == new else [prefix.rstrip(".") or "<root>"]
+
+
+def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
+    """Refuse to resume a run folder whose checkpoint was trained with another config.
+
+    A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
+    it was built for) and data split, so a changed config would silently train something that is neither
+    the old run nor the new one.
+    """
+    saved = run_dir / "config.yaml"
+    if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
+        return
+    try:
+        old = yaml.safe_load(saved.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
+    diff = _config_differences(old, json.loads(json.dumps(cfg)))
+    if diff:
+        shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
+        more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
+        raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
+                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
+
+
+def _lookup(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return "<absent>"
+        cfg = cfg[part]
+    return cfg

@@ -20,6 +20,7 @@ from ..data.assembly import build_data
 from ..data.datasets import SteadyDataset
 from ..errors import ConfigError
 from ..models import build, count_parameters
+from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .losses import build_loss
 from .tasks import AutoregressiveTask, SteadyTask
@@ -133,50 +134,6 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
         write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode)
     return final
-
-
-def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested config dicts (added and removed keys included)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in list(old) + [k for k in new if k not in old]:
-            key = f"{prefix}{k}"
-            if k not in old or k not in new:
-                out.append(key)
-            else:
-                out += _config_differences(old[k], new[k], key + ".")
-        return out
-    return [] if old == new else [prefix.rstrip(".") or "<root>"]
-
-
-def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
-    """Refuse to resume a run folder whose checkpoint was trained with another config.
-
-    A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
-    it was built for) and data split, so a changed config would silently train something that is neither
-    the old run nor the new one.
-    """
-    saved = run_dir / "config.yaml"
-    if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
-        return
-    try:
-        old = yaml.safe_load(saved.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
-    diff = _config_differences(old, json.loads(json.dumps(cfg)))
-    if diff:
-        shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
-        more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-        raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
-                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
-
-
-def _lookup(cfg: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(cfg, dict) or part not in cfg:
-            return "<absent>"
-        cfg = cfg[part]
-    return cfg
 
 
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
