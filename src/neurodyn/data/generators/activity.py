@@ -88,14 +88,8 @@ def _par_chunks(path: str, chunk: int) -> tuple[list, list, list, list]:
 
 
 @register_generator
-class ActivityGenerator(Generator):
-    name = "activity"
-    version = "1"
-    config_cls = ActivityConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 256
-
+class ActivityGenerator(Generator, name="activity", config=ActivityConfig, inputs=("x", "t", "mask"),
+                        targets=("y",), chunk_size=256):
     def validate(self, cfg: ActivityConfig) -> None:
         if cfg.source not in ("synthetic", "basicmotions", "par"):
             raise ConfigError(f"activity source must be synthetic, basicmotions or par, got {cfg.source!r}")

@@ -34,17 +34,33 @@ def sample_rng(seed: int, index: int) -> torch.Generator:
 class Generator(ABC):
     """Base class of dataset generators.
 
-    Subclasses set ``name``, ``version`` (bump when the output bytes change), ``config_cls`` (a
-    dataclass), ``inputs``/``targets`` (field names) and implement ``generate``. ``validate`` refuses
-    impossible configs before any work starts.
+    Subclasses declare what they make in the class statement (or as class attributes)::
+
+        class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",), targets=("u",),
+                             chunk_size=50):
+
+    ``name``, ``version`` (default "1"; bump when the output bytes change), ``config`` (the config
+    dataclass, ``config_cls``), ``inputs``/``targets`` (field names), ``chunk_size``
+    (``default_chunk_size``), and implement ``generate``. ``validate`` refuses impossible configs before
+    any work starts.
     """
 
     name: ClassVar[str]
-    version: ClassVar[str]
+    version: ClassVar[str] = "1"
     config_cls: ClassVar[type]
     inputs: ClassVar[tuple[str, ...]]
     targets: ClassVar[tuple[str, ...]]
     default_chunk_size: ClassVar[int] = 32
+
+    def __init_subclass__(cls, *, name: str | None = None, version: str | None = None, config: type | None = None,
+                          inputs: tuple[str, ...] | None = None, targets: tuple[str, ...] | None = None,
+                          chunk_size: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {"name": name, "version": version, "config_cls": config, "inputs": inputs, "targets": targets,
+                    "default_chunk_size": chunk_size}
+        for attr, value in declared.items():
+            if value is not None:
+                setattr(cls, attr, value)
 
     def make_config(self, config: Any = None, **overrides: Any):
         values: dict[str, Any] = {}

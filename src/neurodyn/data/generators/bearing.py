@@ -161,14 +161,8 @@ def _real_runs(source: str, path: str, max_snapshots: int):
 
 
 @register_generator
-class BearingGenerator(Generator):
-    name = "bearing"
-    version = "1"
-    config_cls = BearingConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 8
-
+class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=("x", "t", "mask"),
+                       targets=("y",), chunk_size=8):
     def validate(self, cfg: BearingConfig) -> None:
         if cfg.source not in ("synthetic", "pronostia", "xjtu"):
             raise ConfigError(f"bearing source must be synthetic, pronostia or xjtu, got {cfg.source!r}")

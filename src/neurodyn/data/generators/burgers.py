@@ -227,14 +227,7 @@ def _draws(cfg: BurgersConfig, seed: int, i: int) -> dict[str, torch.Tensor]:
 
 
 @register_generator
-class BurgersGenerator(Generator):
-    name = "burgers"
-    version = "1"
-    config_cls = BurgersConfig
-    inputs = ("u",)
-    targets = ("u",)
-    default_chunk_size = 64
-
+class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=("u",), targets=("u",), chunk_size=64):
     def validate(self, cfg: BurgersConfig) -> None:
         if cfg.resolution < 8:
             raise ConfigError(f"burgers resolution must be >= 8 cells, got {cfg.resolution}")

@@ -86,14 +86,7 @@ def solve_darcy(a: np.ndarray, f: np.ndarray | float = 1.0, face_mean: str = "ar
 
 
 @register_generator
-class DarcyGenerator(Generator):
-    name = "darcy"
-    version = "1"
-    config_cls = DarcyConfig
-    inputs = ("a",)
-    targets = ("u",)
-    default_chunk_size = 50
-
+class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",), targets=("u",), chunk_size=50):
     def validate(self, cfg: DarcyConfig) -> None:
         if cfg.resolution < 3:
             raise ConfigError(f"darcy resolution must be >= 3, got {cfg.resolution}")

@@ -74,14 +74,8 @@ def _sklearn_digits():
 
 
 @register_generator
-class EventDigitsGenerator(Generator):
-    name = "event_digits"
-    version = "1"
-    config_cls = EventDigitsConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 512
-
+class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsConfig, inputs=("x", "t", "mask"),
+                           targets=("y",), chunk_size=512):
     def validate(self, cfg: EventDigitsConfig) -> None:
         if cfg.source not in ("sklearn", "mnist"):
             raise ConfigError(f"event_digits source must be 'sklearn' or 'mnist', got {cfg.source!r}")
