@@ -21,6 +21,7 @@ from torch import nn
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .distributed import all_reduce_sum
+from .tasks import Task
 
 
 def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
@@ -34,7 +35,7 @@ def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") 
     return {"sum": s.sum, "mean": s.mean, "none": lambda: s}[reduction]()
 
 
-class SequenceTask:
+class SequenceTask(Task):
     """Per-sequence or per-step classification / regression (see module docstring)."""
 
     name = "sequence"
@@ -49,15 +50,8 @@ class SequenceTask:
         self.monitor = ("accuracy", "max") if kind == "classification" else ("rmse", "min")
 
     def normalizers(self) -> dict[str, nn.Module]:
-        out = {"input": self.x_norm}
-        if self.y_norm is not None:
-            out["target"] = self.y_norm
-        return out
-
-    def to(self, device: torch.device) -> "SequenceTask":
-        for m in self.normalizers().values():
-            m.to(device)
-        return self
+        norms = {"input": self.x_norm, "target": self.y_norm}
+        return {k: m for k, m in norms.items() if m is not None}
 
     def expected_output_shape(self, batch: dict[str, torch.Tensor]) -> tuple[int, ...]:
         B, T = batch["x"].shape[:2]
