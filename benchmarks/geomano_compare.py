@@ -18,9 +18,10 @@ data, epochs and seeds; each model keeps its preset's loss, batch size, lr and s
   the ``fno/darcy`` cpu model section (there is no fno/ns preset): nu = 1e-3, 32 x 32, 200 / 40 trajectories,
   10 -> 10 frames, teacher forcing, 10-step rollout evaluation.
 
-Every run trains in its own process (``neurodyn.bench_geomano.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
-``torch.set_num_threads(--threads)``) and writes one JSON record under ``benchmarks/results/geomano_compare/``
-(skipped when it exists; ``--force`` redoes it). ``--reuse DIR`` reads records of another driver with the same
+Every run trains in its own process (``neurodyn.train.runs.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
+``torch.set_num_threads(--threads)``) and is recorded in ``benchmarks/results/geomano_compare/results.json``
+(older records there, one JSON file per run, are still read; a run recorded with the same epochs is
+skipped, ``--force`` redoes it). ``--reuse DIR`` reads records of another driver with the same
 label, seed, preset and epochs (``benchmarks/operators_darcy.py`` writes ``lamo`` / ``transolver`` / ``fno``
 records for the Darcy presets) instead of training them again. The report gives the final-epoch test relative
 L2 (mean +- std over seeds) beside the papers' numbers (GeoMaNO Table 1; LaMO's Table 1 for LaMO).
@@ -32,12 +33,15 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from neurodyn.train.runs import load_results  # noqa: E402
+
 OUT = HERE / "results" / "geomano_compare"
 FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count of the cpu-scale SSM models
 LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
@@ -61,8 +65,7 @@ def _records(dirs) -> dict:
     """(bench, model, seed) -> record, own results first, then the --reuse directories."""
     out = {}
     for d in dirs:
-        for f in sorted(Path(d).glob("*.json")):
-            r = json.loads(f.read_text())
+        for r in load_results(d):
             bench = r.get("bench") or ("darcy" if r["preset"].endswith("/darcy") else
                                        "ns" if r["preset"].endswith("/ns") else None)
             if bench is None or r["label"] not in RUNS.get(bench, {}):
@@ -114,8 +117,9 @@ def main() -> None:
     args = ap.parse_args()
     dirs = [args.out, *args.reuse]
     if not args.report:
-        sys.path.insert(0, str(HERE.parent / "src"))
-        from neurodyn.bench_geomano import run_jobs
+        from geomano_ablation import model_job
+
+        from neurodyn.train.runs import run_jobs
 
         have = _records(dirs)
         jobs = []
@@ -126,14 +130,13 @@ def main() -> None:
                     prev = have.get((bench, model, seed))
                     if prev is not None and prev["epochs"] == args.epochs and not args.force:
                         continue
-                    out = Path(args.out) / f"{bench}-{model}-s{seed}.json"
-                    jobs.append(dict(preset=preset, overrides=[*args.common, *extra_ov, f"train.epochs={args.epochs}"],
-                                     seed=seed, scale=args.scale, model_from=model_from,
-                                     run_dir=str(Path(args.runs_dir) / args.scale / f"{bench}-{model}-s{seed}"),
-                                     out=str(out), label=model, threads=args.threads, resume=not args.force,
-                                     extra={"bench": bench}))
-        if jobs:
-            run_jobs(jobs, args.jobs)
+                    jobs.append(model_job(f"{bench}-{model}-s{seed}", preset,
+                                          [*args.common, *extra_ov, f"train.epochs={args.epochs}"], seed,
+                                          {"label": model, "bench": bench}, model_from))
+        if jobs:  # chosen above (a record with other epochs is trained again and replaced)
+            run_jobs(jobs, args.out, args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
+                     runs_dir=Path(args.runs_dir) / args.scale, workers=max(1, args.jobs), threads=args.threads,
+                     summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
         print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     print(report(dirs, args.epochs))
 

@@ -18,7 +18,6 @@ import json
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -59,7 +58,7 @@ def run(scale: str, argv: list[str]) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.experiment import run_experiment
+    from neurodyn.train.runs import train_preset
 
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -78,20 +77,19 @@ def run(scale: str, argv: list[str]) -> int:
                     rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set))
                     if rec_key in have:
                         continue
-                    t0 = time.time()
                     run_dir = Path(a.runs_dir) / f"{task}-{variant}-{scale}-s{seed}"
-                    final = run_experiment(cfg, run_dir, resume=False, progress=False)
-                    hist = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+                    r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
+                    final = r.final
                     rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set),
                            "epochs": cfg["train"]["epochs"], "final": final,
-                           "n_train": len(hist) and cfg["data"].get("n_train"), "threads": a.threads,
-                           "train_seconds": sum(h["seconds"] for h in hist), "wall_seconds": time.time() - t0,
+                           "n_train": r.epochs and cfg["data"].get("n_train"), "threads": a.threads,
+                           "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
                            "date": datetime.date.today().isoformat(), "host": platform.node()}
                     with open(out, "a") as f:
                         f.write(json.dumps(rec) + "\n")
                     done.append(rec)
                     have.add(rec_key)
-                    print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({time.time() - t0:.0f} s)", flush=True)
+                    print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({r.wall_seconds:.0f} s)", flush=True)
     print(table(done, scale))
     return 0
 

@@ -46,8 +46,8 @@ def parse_run(text: str) -> tuple[str, str, list[str]]:
 
 
 def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
-    """Train one run (``neurodyn.bench.train_preset``) and write its record to ``out``."""
-    from neurodyn.bench import train_preset
+    """Train one run (``neurodyn.train.runs.train_preset``) and write its record to ``out``."""
+    from neurodyn.train.runs import train_preset
 
     swap = [o.split("=", 1)[1] for o in overrides if o.startswith("@model=")]
     overrides = [o for o in overrides if not o.startswith("@model=")]
@@ -56,15 +56,16 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
         ov.append(f"train.epochs={args.epochs}")
     model_ov = [o for o in overrides if o.startswith("model.")]
     # with a swap: the model section of another preset (same scale), then the run's model overrides
-    r = train_preset(preset, args.scale, ov, model_ov, seed, Path(args.runs_dir) / args.tag / f"{label}-s{seed}",
-                     model_from=swap[0] if swap else None, resume=not args.force)
+    r = train_preset(preset, args.scale, Path(args.runs_dir) / args.tag / f"{label}-s{seed}", ov, seed=seed,
+                     model_overrides=model_ov, model_from=swap[0] if swap else None, resume=not args.force)
+    res = r.record()
     rec = {
         "label": label, "preset": preset, "scale": args.scale, "seed": seed,
         "overrides": ov + [f"@model={s}" for s in swap[:1]] + model_ov,
-        **{k: r[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "params",
-                             "n_train", "n_test", "final_train_loss")},
+        **{k: res[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "params",
+                               "n_train", "n_test", "final_train_loss")},
         "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
-        "final_metrics": {k: v for k, v in r["final"].items() if isinstance(v, (int, float))}, "curve": r["curve"],
+        "final_metrics": {k: v for k, v in r.final.items() if isinstance(v, (int, float))}, "curve": r.curve,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1))

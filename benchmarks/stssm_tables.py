@@ -79,31 +79,23 @@ PAPER = {
 
 
 def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
-    from neurodyn.experiments import load_experiment
-    from neurodyn.models import build, count_parameters
-    from neurodyn.train.checkpoint import read_checkpoint
-    from neurodyn.train.experiment import run_experiment
+    from neurodyn.train.runs import read_history, train_preset
 
     preset, extra = RUNS[table][label]
     ov = BUDGET[table] + extra + list(args.common) + [f"train.seed={seed}"]
-    cfg = load_experiment(preset, args.scale, ov)
     run_dir = Path(args.runs_dir) / args.tag / f"table{table}" / f"{label}-s{seed}"
-    torch.manual_seed(seed)
-    t0 = time.time()
     cpu0 = time.process_time()
-    final = run_experiment(cfg, run_dir, resume=not args.force, progress=False)
-    wall, cpu = time.time() - t0, time.process_time() - cpu0
-    history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
-    n_params = count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"]))
+    r = train_preset(preset, args.scale, run_dir, ov, seed=seed, resume=not args.force)
+    cpu = time.process_time() - cpu0
+    cfg, final, history = r.cfg, r.final, read_history(run_dir)
     rec = {
         "table": table, "label": label, "preset": preset, "scale": args.scale, "seed": seed, "overrides": ov,
         "rel_l2": final.get("rel_l2"), "rel_l2_per_step": final.get("rel_l2_per_step"),
         "rel_l2_teacher_forced": final.get("rel_l2_teacher_forced"),
-        "epochs": len(history), "train_seconds": sum(h["seconds"] for h in history), "wall_seconds": wall,
-        "cpu_seconds": cpu, "params": n_params, "n_train": cfg["data"].get("n_train"),
+        "epochs": r.epochs, "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
+        "cpu_seconds": cpu, "params": r.params, "n_train": cfg["data"].get("n_train"),
         "n_test": cfg["data"].get("n_test"), "resolution": cfg["data"].get("resolution"),
-        "final_train_loss": history[-1]["train_loss"],
+        "final_train_loss": r.final_train_loss,
         "train_loss_curve": [h["train_loss"] for h in history],
         "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -129,7 +121,8 @@ def persistence(table: str, args) -> dict:
     from torch.utils.data import default_collate
 
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.experiment import build_data, build_task
+    from neurodyn.data.assembly import build_data
+    from neurodyn.train.experiment import build_task
 
     preset, extra = next(iter(RUNS[table].values()))  # an ST-SSM preset: time layout, K given frames
     cfg = load_experiment(preset, args.scale, BUDGET[table] + extra + list(args.common))

@@ -1,63 +1,35 @@
-"""CHONN experiment drivers: the paper's metrics against hand computations, relative gains, plots, and one
-tiny end-to-end run of the order benchmark (train, evaluate, report, reuse)."""
+"""CHONN experiment drivers (the script benchmarks/chonn_experiments.py): relative gains, plots, and one
+tiny end-to-end run of the order benchmark (train, evaluate, report, reuse); the results store."""
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
-import torch
 
-from neurodyn import bench, bench_chonn
-from neurodyn.bench_chonn import (default_order_grid, order_metrics, plot_relative_gain, plot_rollout_curves,
-                                  poisson_metrics, relative_gains)
+from neurodyn import bench
+from neurodyn.train.runs import load_results
 
-
-def test_order_metrics_by_hand():
-    L = 64
-    s = torch.arange(L, dtype=torch.float64) / L
-    true = torch.stack([torch.sin(2 * math.pi * s), torch.cos(4 * math.pi * s)])[..., None]  # (2, L, 1)
-    pred = true.clone()
-    pred[0] += 0.1  # a constant offset: no derivative error
-    pred[1] *= 1.5  # a 50 % amplitude error everywhere
-    m = order_metrics(pred, true)
-    e0 = 0.1 * math.sqrt(L) / true[0].norm().item()
-    assert m["rel_l2_point"] == pytest.approx((e0 + 0.5) / 2, rel=1e-10)
-    assert m["rel_l2_der"] == pytest.approx((0.0 + 0.5) / 2, rel=1e-10)
-    # one-sided spectrum: the offset sits in the DC bin (counted once), the sine's energy in bin 1 (once
-    # instead of twice) -> sample 0's spectral error is sqrt(2) times its point error
-    assert m["rel_l2_spec"] == pytest.approx((math.sqrt(2) * e0 + 0.5) / 2, rel=1e-10)
-
-
-def test_poisson_metrics_by_hand():
-    true = torch.zeros(2, 3, 3, 1)
-    true[0, 1, 1] = 2.0
-    true[1] = torch.arange(9.0).view(3, 3, 1)
-    pred = true.clone()
-    pred[0, 0, 0] += 1.0
-    pred[1, 2, 2] -= 3.0
-    m = poisson_metrics(pred, true)
-    assert m["rel_l1_pct"] == pytest.approx((100 * 1 / 2 + 100 * 3 / 36) / 2)
-    assert m["nrmse_range"] == pytest.approx((math.sqrt(1 / 9) / 2 + math.sqrt(9 / 9) / 8) / 2)
-    assert m["max_mse"] == pytest.approx((1.0 + 9.0) / 2)
+bench_chonn = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "chonn_experiments.py")
 
 
 def test_relative_gains_pick_the_stronger_baseline_per_metric(tmp_path):
-    gains = relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}}, ["a", "b"])
+    gains = bench_chonn.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}}, ["a", "b"])
     assert gains["a"] == (pytest.approx(0.5), "u")
     assert gains["b"] == (pytest.approx(-1.0), "f")
-    plot_relative_gain(gains, tmp_path / "g.png", "t")
-    plot_rollout_curves({"chonn_fno": [0.1, 0.2], "fno": [0.1, 0.3]}, tmp_path / "c.png", "t")
+    bench_chonn.plot_relative_gain(gains, tmp_path / "g.png", "t")
+    bench_chonn.plot_rollout_curves({"chonn_fno": [0.1, 0.2], "fno": [0.1, 0.3]}, tmp_path / "c.png", "t")
     assert (tmp_path / "g.png").stat().st_size > 0 and (tmp_path / "c.png").stat().st_size > 0
 
 
 def test_default_order_grid_and_registration():
-    grid = default_order_grid((1, 2, 3, 4))
+    grid = bench_chonn.default_order_grid((1, 2, 3, 4))
     assert (1, "o1") in grid and (1, "d1") not in grid  # order 1 and depth 1 are the same model
     assert {(3, "o3"), (3, "d3"), (3, "2x2"), (4, "o4"), (4, "d4")} <= set(grid)
     assert len(grid) == len(set(grid)) == 8
-    assert {(4, "2x2"), (4, "d3")} <= set(default_order_grid((4,), composite_targets=(4,)))
+    assert {(4, "2x2"), (4, "d3")} <= set(bench_chonn.default_order_grid((4,), composite_targets=(4,)))
     for name in ("chonn-order", "chonn-poisson", "chonn-darcy", "chonn-rollout"):
-        assert name in bench.available()
+        assert name in bench.available() and bench.BENCHMARKS[name].script == "chonn_experiments.py"
 
 
 def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
@@ -76,7 +48,7 @@ def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
     shutil.rmtree(out / "runs")
     assert bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False) == res
     bench_chonn.run_order_benchmark("tiny", seeds=[1], out_dir=out, grid=[(2, "o2")])
-    records = bench_chonn.load_results(out)
+    records = load_results(out)
     assert [(r["run"], r["seed"]) for r in records] == [("T2-o2-s0", 0), ("T2-o2-s1", 1)]
     assert records[0] == res[0]
 
@@ -84,4 +56,4 @@ def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
 def test_corrupt_results_file_is_named(tmp_path):
     (tmp_path / "results.json").write_text("[{")
     with pytest.raises(ValueError, match="results.json is not valid JSON"):
-        bench_chonn.load_results(tmp_path)
+        load_results(tmp_path)

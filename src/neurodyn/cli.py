@@ -73,7 +73,7 @@ def _convert_public(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
-    from .train.experiment import data_options
+    from .data.assembly import data_options
 
     if args.target and "=" in args.target:  # an optional positional swallows the first key=value
         args.overrides, args.target = [args.target, *args.overrides], None
@@ -147,6 +147,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             torch.distributed.destroy_process_group()
     if dist.is_main:
+        from .plots import write_run_plots
+
+        write_run_plots(run_dir, device=device)
         print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
         for k, v in final.items():
             print(f"  {k:>12s}  {v:.5g}")
@@ -155,7 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .train.experiment import evaluate_run
+    from .train.runs import evaluate_run
 
     metrics = evaluate_run(args.run, device=args.device or default_device(), which=args.which)
     print(json.dumps(metrics, indent=2) if args.json else "\n".join(f"{k:>12s}  {v:.5g}" for k, v in metrics.items()))
@@ -167,9 +170,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.list or not args.name:
         for name in bench.available():
-            print(f"{name:>14s}  {bench.BENCHMARKS[name][1]}")
+            print(f"{name:>14s}  {bench.BENCHMARKS[name].description}")
         return 0
-    return bench.run(args.name, args.scale, args.bench_args)
+    return bench.run(args.name, args.scale, args.bench_args, folder=args.dir)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -242,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
     b.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
+    b.add_argument("--dir", default=None, help="the benchmark scripts folder (default: $NEURODYN_BENCHMARKS, "
+                                               "else ./benchmarks)")
     b.set_defaults(func=cmd_bench)
 
     i = sub.add_parser("info", help="list models, generators, presets and generated data")

@@ -143,3 +143,89 @@ def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | 
     anim.save(path, writer=PillowWriter(fps=fps))
     plt.close(fig)
     return path
+
+
+# --------------------------------------------------------------------------------------------------
+# The plots of a trained run folder
+# --------------------------------------------------------------------------------------------------
+
+def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> None:
+    """Draw a trained run's plots into its folder from its last checkpoint and ``metrics.jsonl``.
+
+    Steady: ``predictions.png``; autoregressive: ``predictions.png`` (last given frame / truth / rollout
+    at the last step), ``rollout.gif`` and ``rollout_error.png``; sequence: ``predictions.png``
+    (confusion matrix, or prediction vs target). Always ``learning_curve.png``.
+    """
+    from .train.rollout import to_frames
+    from .train.runs import batches, read_history, restore_run
+    from .train.tasks import AutoregressiveTask
+
+    run_dir = Path(run_dir)
+    run = restore_run(run_dir, device=device)
+    task, model, history = run.task, run.model, read_history(run_dir)
+    test = run.data["sets"].get("test")
+    has_test = test is not None and len(test) > 0
+    if getattr(task, "name", "") == "sequence":
+        plot_sequence_predictions(task, model, batches(test, run.eval_batch_size, device) if has_test else [],
+                                  run_dir / "predictions.png")
+        plot_sequence_learning_curve(history, task.monitor[0], run_dir / "learning_curve.png")
+        return
+    if has_test:
+        batch = next(batches(test, run.train_config.n_plot, device, count=run.train_config.n_plot))
+        with torch.no_grad():
+            pred = task.predict(model, batch)
+        if isinstance(task, AutoregressiveTask):
+            frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
+            plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
+            per_step = [h["eval"]["rel_l2_per_step"] for h in history if "eval" in h]
+            if per_step:
+                plot_rollout_error(per_step[-1], run_dir / "rollout_error.png")
+            history_frames = to_frames(batch["x"], task.channels, task.fac)
+            plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1], run_dir / "predictions.png")
+        else:
+            plot_predictions(batch["x"], batch["y"], pred, run_dir / "predictions.png")
+    plot_learning_curve(history, run_dir / "learning_curve.png")
+
+
+def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str | Path) -> Path:
+    """Confusion matrix (classification) or prediction vs target (regression) of a sequence task."""
+    preds, ys = [], []
+    model.eval()
+    with torch.no_grad():
+        for batch in batches:
+            p, y = task.predict(model, batch), batch["y"]
+            m = task._step_mask(batch)
+            if m is not None:
+                p, y = p[m], y[m]
+            preds.append(p.cpu())
+            ys.append(y.cpu())
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    if preds:
+        p, y = torch.cat(preds), torch.cat(ys)
+        if task.kind == "classification":
+            k = p.shape[-1]
+            cm = np.zeros((k, k))
+            np.add.at(cm, (y.numpy(), p.argmax(-1).numpy()), 1)
+            ax.imshow(cm / cm.sum(1, keepdims=True).clip(min=1), cmap="Blues", vmin=0, vmax=1)
+            ax.set_xlabel("predicted class"), ax.set_ylabel("true class")
+            ax.set_title(f"confusion (accuracy {(p.argmax(-1) == y).float().mean():.3f})")
+        else:
+            ax.scatter(y[:, 0].numpy(), p[:, 0].numpy(), s=6, alpha=0.6)
+            lo, hi = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
+            ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+            ax.set_xlabel("target"), ax.set_ylabel("prediction")
+    return save_figure(fig, path)
+
+
+def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, path: str | Path) -> Path:
+    """Train loss and the monitored evaluation metric ``key`` (second axis) per epoch."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if history:
+        ax.plot([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
+        ev = [(h["epoch"] + 1, h["eval"][key]) for h in history if "eval" in h]
+        if ev:
+            ax2 = ax.twinx()
+            ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"eval {key}")
+            ax2.set_ylabel(f"eval {key}")
+    ax.set_xlabel("epoch"), ax.set_ylabel("train loss"), ax.grid(True, alpha=0.3)
+    return save_figure(fig, path)

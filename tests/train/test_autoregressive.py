@@ -132,7 +132,9 @@ def test_oracle_model_has_zero_rollout_error_and_training_modes_run(store, fac):
 
 @pytest.mark.parametrize("mode", ["teacher_forcing", "pushforward"])
 def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
-    from neurodyn.train.experiment import evaluate_run, run_experiment
+    from neurodyn.plots import write_run_plots
+    from neurodyn.train.experiment import run_experiment
+    from neurodyn.train.runs import evaluate_run
 
     cfg = {"task": "autoregressive", "preset": "test/advection", "scale": "tiny",
            "data": {"path": str(store.path), "n_train": 6, "n_test": 4, "t_in": 2, "context_fields": ["f"],
@@ -141,6 +143,7 @@ def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
            "train": {"epochs": 4, "batch_size": 10, "lr": 1e-2, "train_mode": mode, "pushforward": 1}}
     run = tmp_path / "run"
     final = run_experiment(cfg, run, progress=False)
+    write_run_plots(run)
     assert len(final["rel_l2_per_step"]) == T - 2 and final["rel_l2"] > 0
     for name in ("rollout.gif", "rollout_error.png", "predictions.png", "learning_curve.png", "summary.md"):
         assert (run / name).stat().st_size > 0, name

@@ -14,6 +14,8 @@ from neurodyn.train.metrics import (
     boundary_mask,
     evaluate_fields,
     fourier_band_rmse,
+    order_metrics,
+    poisson_metrics,
     sample_metrics,
 )
 
@@ -265,3 +267,32 @@ def test_nan_is_reported_not_hidden():
     # a NaN in one sample only: that sample's values are NaN, the others stay finite
     per = sample_metrics(pred, target)
     assert torch.isnan(per["rmse"][1]).all() and torch.isfinite(per["rmse"][[0, 2]]).all()
+
+
+def test_order_metrics_by_hand():
+    L = 64
+    s = torch.arange(L, dtype=torch.float64) / L
+    true = torch.stack([torch.sin(2 * math.pi * s), torch.cos(4 * math.pi * s)])[..., None]  # (2, L, 1)
+    pred = true.clone()
+    pred[0] += 0.1  # a constant offset: no derivative error
+    pred[1] *= 1.5  # a 50 % amplitude error everywhere
+    m = order_metrics(pred, true)
+    e0 = 0.1 * math.sqrt(L) / true[0].norm().item()
+    assert m["rel_l2_point"] == pytest.approx((e0 + 0.5) / 2, rel=1e-10)
+    assert m["rel_l2_der"] == pytest.approx((0.0 + 0.5) / 2, rel=1e-10)
+    # one-sided spectrum: the offset sits in the DC bin (counted once), the sine's energy in bin 1 (once
+    # instead of twice) -> sample 0's spectral error is sqrt(2) times its point error
+    assert m["rel_l2_spec"] == pytest.approx((math.sqrt(2) * e0 + 0.5) / 2, rel=1e-10)
+
+
+def test_poisson_metrics_by_hand():
+    true = torch.zeros(2, 3, 3, 1)
+    true[0, 1, 1] = 2.0
+    true[1] = torch.arange(9.0).view(3, 3, 1)
+    pred = true.clone()
+    pred[0, 0, 0] += 1.0
+    pred[1, 2, 2] -= 3.0
+    m = poisson_metrics(pred, true)
+    assert m["rel_l1_pct"] == pytest.approx((100 * 1 / 2 + 100 * 3 / 36) / 2)
+    assert m["nrmse_range"] == pytest.approx((math.sqrt(1 / 9) / 2 + math.sqrt(9 / 9) / 8) / 2)
+    assert m["max_mse"] == pytest.approx((1.0 + 9.0) / 2)

@@ -7,8 +7,10 @@ import torch
 
 from neurodyn.cli import main
 from neurodyn.experiments import load_experiment
-from neurodyn.train.checkpoint import read_checkpoint
-from neurodyn.train.experiment import evaluate_run, run_experiment
+from neurodyn.checkpoint_io import read_checkpoint
+from neurodyn.plots import write_run_plots
+from neurodyn.train.experiment import run_experiment
+from neurodyn.train.runs import evaluate_run
 from neurodyn.train.sequence_task import rul_score
 
 
@@ -26,6 +28,7 @@ def test_classification_run_selects_best_by_accuracy(tmp_path, data_dir):
     cfg = load_experiment("nac/event_digits", "tiny", ["train.epochs=2"])
     run = tmp_path / "run"
     final = run_experiment(cfg, run, progress=False)
+    write_run_plots(run)
     assert set(final) >= {"accuracy", "nll"} and 0 <= final["accuracy"] <= 1
     history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     best = read_checkpoint(run / "checkpoints" / "best.pt")

@@ -9,7 +9,8 @@ import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.experiments import load_experiment
-from neurodyn.train.checkpoint import read_checkpoint
+from neurodyn.checkpoint_io import read_checkpoint
+from neurodyn.plots import write_run_plots
 from neurodyn.train.experiment import run_experiment
 
 TINY = ["train.epochs=3", "train.batch_size=6", "data.n_train=20", "data.n_test=6"]
@@ -65,6 +66,7 @@ def test_resume_with_another_config_is_refused(tmp_path, data_dir):
 def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
     run = tmp_path / "run"
     final = run_experiment(_cfg(), run, progress=False)
+    write_run_plots(run)  # the CLI draws after training: plots sit above train/
     assert set(final) >= {"rel_l2", "rmse", "nrmse", "max_err", "brmse", "frmse_low"}
     best = read_checkpoint(run / "checkpoints" / "best.pt")
     history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

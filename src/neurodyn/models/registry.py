@@ -107,14 +107,14 @@ def _plain(value: Any) -> Any:
 
 def save(model: nn.Module, path: str | Path) -> None:
     """Save weights plus name and config (atomically) so that ``load(path)`` can rebuild the model."""
-    from ..train.checkpoint import atomic_torch_save
+    from ..checkpoint_io import atomic_torch_save
 
     atomic_torch_save({"model": model_spec(model), "model_state": model.state_dict()}, path)
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Module:
     """Rebuild a model from a checkpoint written by ``save`` or by the trainer."""
-    from ..train.checkpoint import read_checkpoint
+    from ..checkpoint_io import read_checkpoint
 
     ckpt = read_checkpoint(path, map_location=map_location)
     if "model" not in ckpt or "model_state" not in ckpt:

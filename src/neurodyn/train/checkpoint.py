@@ -1,4 +1,4 @@
-"""Checkpoint files: written atomically, read with ``weights_only=True`` and clear errors.
+"""Trainer checkpoints (the file I/O is :mod:`neurodyn.checkpoint_io`) and the resume check.
 
 A trainer checkpoint is a dict of plain data and tensors: ``model`` (registered name + config),
 ``model_state``, ``optimizer``, ``scheduler``, ``normalizers``, ``position`` (epoch, batch, global
@@ -6,54 +6,16 @@ step), ``rng`` (torch, CUDA, numpy, python states), ``best``, ``experiment`` (th
 """
 from __future__ import annotations
 
-import os
-import pickle
+import json
 import random
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
-from ..errors import DataError
-
-
-def atomic_torch_save(obj: Any, path: str | Path) -> None:
-    """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint dict; missing, truncated or foreign files raise one DataError naming the file."""
-    path = Path(path)
-    if path.is_dir():
-        for name in ("last.pt", "best.pt"):
-            if (path / "checkpoints" / name).exists():
-                path = path / "checkpoints" / name
-                break
-        else:
-            raise DataError(f"run folder {path} has no checkpoints/last.pt or checkpoints/best.pt")
-    if not path.exists():
-        raise DataError(f"checkpoint {path} does not exist")
-    try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]})") from None
-    if not isinstance(obj, dict):
-        raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")
-    return obj
+from ..errors import ConfigError
 
 
 def rng_state() -> dict[str, Any]:
@@ -84,3 +46,47 @@ def _tuples_to_lists(v: Any) -> Any:
 
 def _lists_to_tuples(v: Any) -> Any:
     return tuple(_lists_to_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested config dicts (added and removed keys included)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in list(old) + [k for k in new if k not in old]:
+            key = f"{prefix}{k}"
+            if k not in old or k not in new:
+                out.append(key)
+            else:
+                out += _config_differences(old[k], new[k], key + ".")
+        return out
+    return [] if old == new else [prefix.rstrip(".") or "<root>"]
+
+
+def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
+    """Refuse to resume a run folder whose checkpoint was trained with another config.
+
+    A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
+    it was built for) and data split, so a changed config would silently train something that is neither
+    the old run nor the new one.
+    """
+    saved = run_dir / "config.yaml"
+    if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
+        return
+    try:
+        old = yaml.safe_load(saved.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
+    diff = _config_differences(old, json.loads(json.dumps(cfg)))
+    if diff:
+        shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
+        more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
+        raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
+                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
+
+
+def _lookup(cfg: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return "<absent>"
+        cfg = cfg[part]
+    return cfg

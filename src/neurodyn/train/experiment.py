@@ -1,8 +1,10 @@
-"""From an experiment config (a merged preset) to data, model, trainer, metrics, plots and summary.
+"""From an experiment config (a merged preset) to a trained run folder.
 
-This is the glue the CLI calls: ``run_experiment(cfg, run_dir)`` generates (or reuses) the dataset,
-fits the normalizers on the training split, builds the model with the data's channel counts, trains
-with the one trainer and writes ``summary.md`` and the plots.
+``run_experiment(cfg, run_dir)`` assembles the data (:func:`neurodyn.data.assembly.build_data`: the
+dataset, generated when missing, and the normalizers fitted on the training split), builds the model with
+the data's channel counts and the task, trains with the one trainer and writes ``config.yaml``,
+``metrics.jsonl``, the checkpoints and ``summary.md``. The plots are drawn above this layer
+(:func:`neurodyn.plots.write_run_plots`); :mod:`neurodyn.train.runs` restores and re-evaluates runs.
 """
 from __future__ import annotations
 
@@ -11,141 +13,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
-from ..data.datasets import SteadyDataset, TimeWindowDataset, split_indices
-from ..data.generators import get_generator
-from ..data.normalize import Normalizer
-from ..data.store import StoredDataset
-from ..errors import ConfigError, DataError
+from ..data.assembly import build_data
+from ..data.datasets import SteadyDataset
+from ..errors import ConfigError
 from ..models import build, count_parameters
-from .checkpoint import read_checkpoint
+from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .losses import build_loss
-from .rollout import to_frames
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
-
-SPLIT_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_size", "normalize_input",
-              "normalize_target", "normalize_reduce")
-WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
-               "context_params", "frames_as_channels")
-SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values")  # (max_len belongs to the generators)
-DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
-TASKS = ("steady", "autoregressive", "sequence")
-
-
-def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
-    """The generator's own options: everything in ``data`` that is not a split/normalisation key."""
-    return {k: v for k, v in data_cfg.items() if k not in DATA_KEYS}
-
-
-def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
-                   dist: DistInfo | None = None) -> Path:
-    """Path of the store file the config describes, generating it first when missing (rank 0 only)."""
-    dist = dist or DistInfo()
-    if data_cfg.get("path"):
-        return Path(data_cfg["path"])
-    if "generator" not in data_cfg:
-        raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file)")
-    gen = get_generator(data_cfg["generator"])
-    gcfg = gen.make_config(**data_options(data_cfg))
-    n = int(data_cfg.get("n_train", 0)) + int(data_cfg.get("n_val", 0)) + int(data_cfg.get("n_test", 0))
-    seed = int(data_cfg.get("seed", 0))
-    path = gen.default_path(gcfg, n, seed)
-    if dist.is_main and not path.exists():
-        gen.run(gcfg, n, seed=seed, path=path, device=device, chunk_size=data_cfg.get("chunk_size"),
-                progress=progress)
-    barrier()
-    return path
-
-
-def build_data(cfg: dict[str, Any], device="cpu", progress=True, dist=None) -> dict[str, Any]:
-    """Store file, split datasets and fitted normalizers of an experiment."""
-    d = cfg["data"]
-    task = cfg.get("task", "steady")
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
-    path = ensure_dataset(d, device, progress, dist)
-    store = StoredDataset(path)
-    if task == "sequence":
-        return _sequence_data(cfg, path, store)
-    splits = split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)), int(d.get("n_val", 0)))
-    reduce = d.get("normalize_reduce", "pointwise")
-    out: dict[str, Any] = {"path": path, "store": store}
-    if task == "steady":
-        sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
-        x_train, y_train = sets["train"].tensors()
-        out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
-        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)
-    else:
-        sets = _window_sets(cfg, store, splits)
-        train = sets["train"]
-        frames = torch.stack([train.trajectory(j) for j in range(len(train.ids))])  # (N, T', *spatial, C)
-        out["u_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(frames.flatten(0, 1))
-        if train.context_fields:
-            cf = torch.stack([train.context_at(j, f) for j in range(len(train.ids)) for f in (0, train.n_frames - 1)])
-            out["cf_norm"] = Normalizer("gaussian", reduce).fit(cf)
-        if train.context_params:
-            ctx = torch.stack([train[j * train.windows_per_sample]["ctx"] for j in range(len(train.ids))])
-            out["ctx_norm"] = Normalizer("gaussian", "pointwise").fit(ctx)
-    out["sets"] = sets
-    return out
-
-
-def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, Any]:
-    """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
-    from ..data.sequences import SequenceDataset
-
-    d = cfg["data"]
-    n_train, n_val, n_test = (int(d.get(k, 0)) for k in ("n_train", "n_val", "n_test"))
-    if d.get("split_param"):
-        key = f"params/{d['split_param']}"
-        if key not in store.shapes:
-            raise ConfigError(f"data.split_param: dataset file {path} has no {key}; it has {store.keys('params')}")
-        values = store.read(key)
-        chosen = np.isin(values, np.asarray(list(d.get("train_values", [0]))))
-        train_ids, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
-        if n_train:
-            train_ids = train_ids[:n_train]
-        splits = {"train": train_ids, "test": rest[n_val:]}
-        if n_val:
-            splits["val"] = rest[:n_val]
-        if not len(train_ids):
-            raise ConfigError(f"data.split_param {d['split_param']}: no sample has a value in {d.get('train_values')}")
-    else:
-        splits = split_indices(store.n_samples, n_train, n_test, n_val)
-    opts = dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
-                relative_time=bool(d.get("relative_time", True)))
-    sets = {name: SequenceDataset(store, ids, **opts) for name, ids in splits.items()}
-    train = sets["train"]
-    out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
-    out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
-    if train.kind == "regression":
-        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), "channel").fit(train.targets())
-    return out
-
-
-def _window_sets(cfg: dict[str, Any], store: StoredDataset, splits: dict[str, Any]) -> dict[str, Any]:
-    """Training windows of the length the training mode unrolls; full-horizon windows to evaluate."""
-    d, t = cfg["data"], cfg["train"]
-    step = int(d.get("step", 1))
-    mode = t.get("train_mode", "teacher_forcing")
-    unroll = {"teacher_forcing": 1, "rollout": int(t.get("rollout_steps", 1)),
-              "pushforward": int(t.get("pushforward", 0)) + 1}.get(mode, 1)
-    common = dict(t_in=int(d.get("t_in", 1)), time_stride=int(d.get("time_stride", 1)),
-                  t_start=int(d.get("t_start", 0)), context_fields=tuple(d.get("context_fields", ())),
-                  context_params=tuple(d.get("context_params", ())),
-                  frames_as_channels=bool(d.get("frames_as_channels", True)))
-    sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * step,
-                                       stride=int(d.get("window_stride", 1)), **common)}
-    for name in ("val", "test"):
-        if name in splits and len(splits[name]):
-            sets[name] = TimeWindowDataset(store, splits[name], t_out=d.get("t_out"), **common)
-    return sets
-
 
 def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
     """Input/output channel counts (and context length) the model needs for this data and task."""
@@ -234,7 +113,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress is not False, dist)
+    data = build_data(cfg, device, progress is not False, dist.is_main, barrier)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data)
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
@@ -252,85 +131,9 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     history = trainer.fit(resume=resume)
     final = history[-1].get("eval", {}) if history else {}
     if dist.is_main:
-        write_plots(task, model, trainer, data, history, tcfg.n_plot, run_dir)
         write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode)
     return final
-
-
-def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two nested config dicts (added and removed keys included)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in list(old) + [k for k in new if k not in old]:
-            key = f"{prefix}{k}"
-            if k not in old or k not in new:
-                out.append(key)
-            else:
-                out += _config_differences(old[k], new[k], key + ".")
-        return out
-    return [] if old == new else [prefix.rstrip(".") or "<root>"]
-
-
-def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
-    """Refuse to resume a run folder whose checkpoint was trained with another config.
-
-    A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
-    it was built for) and data split, so a changed config would silently train something that is neither
-    the old run nor the new one.
-    """
-    saved = run_dir / "config.yaml"
-    if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
-        return
-    try:
-        old = yaml.safe_load(saved.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
-    diff = _config_differences(old, json.loads(json.dumps(cfg)))
-    if diff:
-        shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
-        more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-        raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
-                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
-
-
-def _lookup(cfg: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(cfg, dict) or part not in cfg:
-            return "<absent>"
-        cfg = cfg[part]
-    return cfg
-
-
-def write_plots(task, model, trainer: Trainer, data: dict[str, Any], history, n_plot: int, run_dir: Path) -> None:
-    """Prediction panels (steady) or rollout error curve and GIF (autoregressive), and the learning curve."""
-    from .. import plots
-
-    test = data["sets"].get("test")
-    if getattr(task, "name", "") == "sequence":
-        from .sequence_task import write_sequence_plots
-
-        batches = trainer.eval_batches(test) if test is not None and len(test) else []
-        write_sequence_plots(task, model, batches, history, run_dir)
-        return
-    if test is not None and len(test):
-        n = min(n_plot, len(test))
-        batch = trainer._collate(test, list(range(n)))
-        model.eval()
-        with torch.no_grad():
-            pred = task.predict(model, batch)
-        if isinstance(task, AutoregressiveTask):
-            frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
-            plots.plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
-            per_step = [h["eval"]["rel_l2_per_step"] for h in history if "eval" in h]
-            if per_step:
-                plots.plot_rollout_error(per_step[-1], run_dir / "rollout_error.png")
-            history_frames = to_frames(batch["x"], task.channels, task.fac)
-            plots.plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1],
-                                   run_dir / "predictions.png")
-        else:
-            plots.plot_predictions(batch["x"], batch["y"], pred, run_dir / "predictions.png")
-    plots.plot_learning_curve(history, run_dir / "learning_curve.png")
 
 
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
@@ -351,26 +154,3 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
               "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
               "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
     (run_dir / "summary.md").write_text("\n".join(lines))
-
-
-def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str = "last") -> dict[str, Any]:
-    """Re-evaluate a run's checkpoint on its test split with the normalizers saved in the checkpoint."""
-    run = Path(run)
-    path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
-    ckpt = read_checkpoint(path, map_location=device)
-    cfg = ckpt.get("experiment")
-    if not cfg:
-        raise DataError(f"checkpoint {path} holds no experiment config; it was not written by the trainer")
-    data = build_data(cfg, device, progress=False)
-    task = build_task(cfg, data)
-    for key, norm in task.normalizers().items():
-        norm.load_state_dict(ckpt["normalizers"][key])
-    model = build(ckpt["model"]["name"], ckpt["model"]["config"])
-    model.load_state_dict(ckpt["model_state"])
-    if "test" not in data["sets"]:
-        raise ConfigError(f"the experiment of {path} has no test split (data.n_test = 0)")
-    task.to(torch.device(device))
-    trainer = Trainer(model, task, data["sets"]["test"], None, TrainConfig(**ckpt["train_config"]),
-                      path.parent, device=device, progress=False)
-    model.eval()
-    return task.evaluate(model, trainer.eval_batches(data["sets"]["test"]))

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import torch
 from torch import Tensor, nn
@@ -312,19 +312,34 @@ def h1_loss(pred: Tensor, target: Tensor, periodic: bool = False, h: Spacing = N
 # modules
 
 
-class RelativeLpLoss(nn.Module):
-    """``nn.Module`` form of :func:`relative_lp`."""
+class FunctionalLoss(nn.Module):
+    """``nn.Module`` form of a functional loss ``fn(pred, target, **options)``: the options are attributes
+    (``reduction`` checked), passed by name; ``shown`` are the ones ``repr`` lists."""
 
-    def __init__(self, p: float = 2, reduction: str = "mean", eps: float = 1e-12, quadrature: Quadrature = None):
+    fn: Callable[..., Tensor]
+    shown: tuple[str, ...] = ()
+
+    def __init__(self, **options: Any):
         super().__init__()
-        _check_reduction(reduction, type(self).__name__)
-        self.p, self.reduction, self.eps, self.quadrature = p, reduction, eps, quadrature
+        _check_reduction(options["reduction"], type(self).__name__)
+        self._options = tuple(options)
+        for key, value in options.items():
+            setattr(self, key, value)
 
     def forward(self, pred: Tensor, target: Tensor) -> Tensor:
-        return relative_lp(pred, target, self.p, self.reduction, self.eps, self.quadrature)
+        return type(self).fn(pred, target, **{k: getattr(self, k) for k in self._options})
 
     def extra_repr(self) -> str:
-        return f"p={self.p}, reduction={self.reduction!r}"
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in self.shown)
+
+
+class RelativeLpLoss(FunctionalLoss):
+    """``nn.Module`` form of :func:`relative_lp`."""
+
+    fn, shown = relative_lp, ("p", "reduction")
+
+    def __init__(self, p: float = 2, reduction: str = "mean", eps: float = 1e-12, quadrature: Quadrature = None):
+        super().__init__(p=p, reduction=reduction, eps=eps, quadrature=quadrature)
 
 
 class RelativeL2Loss(RelativeLpLoss):
@@ -341,49 +356,34 @@ class RelativeL1Loss(RelativeLpLoss):
         super().__init__(1, reduction, eps, quadrature)
 
 
-class MSELoss(nn.Module):
+class MSELoss(FunctionalLoss):
     """Mean squared error with a strict shape check (no silent broadcasting)."""
 
+    fn = mse
+
     def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        _check_reduction(reduction, type(self).__name__)
-        self.reduction = reduction
-
-    def forward(self, pred: Tensor, target: Tensor) -> Tensor:
-        return mse(pred, target, self.reduction)
+        super().__init__(reduction=reduction)
 
 
-class DarcyGradientLoss(nn.Module):
+class DarcyGradientLoss(FunctionalLoss):
     """``nn.Module`` form of :func:`gradient_loss` (relative L2 + ``weight`` x relative L2 of gradients)."""
+
+    fn, shown = gradient_loss, ("weight", "mode", "reduction")
 
     def __init__(self, weight: float = 0.1, h: Spacing = None, mode: str = "reference",
                  reduction: str = "mean", eps: float = 1e-12):
-        super().__init__()
-        _check_reduction(reduction, type(self).__name__)
+        super().__init__(weight=weight, h=h, mode=mode, reduction=reduction, eps=eps)
         if mode not in ("reference", "interior"):
             raise ValueError(f"DarcyGradientLoss: mode must be 'reference' or 'interior', got {mode!r}.")
-        self.weight, self.h, self.mode, self.reduction, self.eps = weight, h, mode, reduction, eps
-
-    def forward(self, pred: Tensor, target: Tensor) -> Tensor:
-        return gradient_loss(pred, target, self.weight, self.h, self.mode, self.reduction, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"weight={self.weight}, mode={self.mode!r}, reduction={self.reduction!r}"
 
 
-class H1Loss(nn.Module):
+class H1Loss(FunctionalLoss):
     """``nn.Module`` form of :func:`h1_loss` (relative H1 error)."""
 
+    fn, shown = h1_loss, ("periodic", "reduction")
+
     def __init__(self, periodic: bool = False, h: Spacing = None, reduction: str = "mean", eps: float = 1e-12):
-        super().__init__()
-        _check_reduction(reduction, type(self).__name__)
-        self.periodic, self.h, self.reduction, self.eps = periodic, h, reduction, eps
-
-    def forward(self, pred: Tensor, target: Tensor) -> Tensor:
-        return h1_loss(pred, target, self.periodic, self.h, self.reduction, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"periodic={self.periodic}, reduction={self.reduction!r}"
+        super().__init__(periodic=periodic, h=h, reduction=reduction, eps=eps)
 
 
 _LOSSES: dict[str, type[nn.Module]] = {

@@ -311,3 +311,32 @@ def evaluate_fields(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFA
     acc = MetricAccumulator(bands=bands, grid=grid, eps=eps)
     acc.update(pred, target)
     return acc.compute()
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics of the CHONN paper (per sample, averaged over the samples)
+
+
+@torch.no_grad()
+def order_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
+    """RelL2 point (Eq. 48), spectral (Eq. 49; one-sided rfft) and derivative (Eq. 50; periodic central
+    difference) of 1-D fields ``(N, L, 1)`` or ``(N, L)``, each the mean over samples."""
+    p = pred.double().reshape(pred.shape[0], -1)
+    t = true.double().reshape(true.shape[0], -1)
+    rel = lambda a, b: ((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-300)).mean().item()  # noqa: E731
+    fp, ft = torch.fft.rfft(p, dim=-1), torch.fft.rfft(t, dim=-1)
+    der = lambda f: (f.roll(-1, dims=-1) - f.roll(1, dims=-1)) / 2  # noqa: E731  (h cancels in the ratio)
+    return {"rel_l2_point": rel(p, t), "rel_l2_spec": rel(fp, ft), "rel_l2_der": rel(der(p), der(t))}
+
+
+@torch.no_grad()
+def poisson_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
+    """RelL1 in % (Eq. 59), nRMSE normalised by the true field's range (Eq. 60) and MaxMSE (Eq. 61, the
+    largest squared point error) of fields ``(N, *spatial, C)``, each per sample then averaged."""
+    n = pred.shape[0]
+    e = (pred.double() - true.double()).reshape(n, -1)
+    t = true.double().reshape(n, -1)
+    rel_l1 = 100 * e.abs().sum(-1) / t.abs().sum(-1).clamp_min(1e-300)
+    nrmse = e.square().mean(-1).sqrt() / (t.amax(-1) - t.amin(-1)).clamp_min(1e-300)
+    return {"rel_l1_pct": rel_l1.mean().item(), "nrmse_range": nrmse.mean().item(),
+            "max_mse": e.square().amax(-1).mean().item()}

@@ -12,7 +12,6 @@ per channel on the valid steps of the training split, padded steps are zeroed.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterable
 
 import torch
@@ -22,6 +21,7 @@ from torch import nn
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .distributed import all_reduce_sum
+from .tasks import Task
 
 
 def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
@@ -35,7 +35,7 @@ def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") 
     return {"sum": s.sum, "mean": s.mean, "none": lambda: s}[reduction]()
 
 
-class SequenceTask:
+class SequenceTask(Task):
     """Per-sequence or per-step classification / regression (see module docstring)."""
 
     name = "sequence"
@@ -50,15 +50,8 @@ class SequenceTask:
         self.monitor = ("accuracy", "max") if kind == "classification" else ("rmse", "min")
 
     def normalizers(self) -> dict[str, nn.Module]:
-        out = {"input": self.x_norm}
-        if self.y_norm is not None:
-            out["target"] = self.y_norm
-        return out
-
-    def to(self, device: torch.device) -> "SequenceTask":
-        for m in self.normalizers().values():
-            m.to(device)
-        return self
+        norms = {"input": self.x_norm, "target": self.y_norm}
+        return {k: m for k, m in norms.items() if m is not None}
 
     def expected_output_shape(self, batch: dict[str, torch.Tensor]) -> tuple[int, ...]:
         B, T = batch["x"].shape[:2]
@@ -111,60 +104,3 @@ class SequenceTask:
         mse = float(sums[1]) / n
         return {"rmse": mse ** 0.5, "mse": mse, "mae": float(sums[2]) / n, "score": float(sums[3]),
                 "score_mean": float(sums[3]) / n, "n": int(sums[0])}
-
-
-# --------------------------------------------------------------------------------------------------
-# Plots of a sequence run
-# --------------------------------------------------------------------------------------------------
-
-def write_sequence_plots(task: SequenceTask, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
-                         history: list[dict[str, Any]], run_dir: Path) -> None:
-    """``predictions.png`` (confusion matrix, or prediction vs target) and ``learning_curve.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    preds, ys = [], []
-    model.eval()
-    with torch.no_grad():
-        for batch in batches:
-            p, y = task.predict(model, batch), batch["y"]
-            m = task._step_mask(batch)
-            if m is not None:
-                p, y = p[m], y[m]
-            preds.append(p.cpu())
-            ys.append(y.cpu())
-    fig, ax = plt.subplots(figsize=(5, 4.5))
-    if preds:
-        p, y = torch.cat(preds), torch.cat(ys)
-        if task.kind == "classification":
-            k = p.shape[-1]
-            cm = np.zeros((k, k))
-            np.add.at(cm, (y.numpy(), p.argmax(-1).numpy()), 1)
-            ax.imshow(cm / cm.sum(1, keepdims=True).clip(min=1), cmap="Blues", vmin=0, vmax=1)
-            ax.set_xlabel("predicted class"), ax.set_ylabel("true class")
-            ax.set_title(f"confusion (accuracy {(p.argmax(-1) == y).float().mean():.3f})")
-        else:
-            ax.scatter(y[:, 0].numpy(), p[:, 0].numpy(), s=6, alpha=0.6)
-            lo, hi = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
-            ax.plot([lo, hi], [lo, hi], "k--", lw=1)
-            ax.set_xlabel("target"), ax.set_ylabel("prediction")
-    fig.tight_layout()
-    fig.savefig(run_dir / "predictions.png", dpi=90)
-    plt.close(fig)
-
-    key, mode = task.monitor
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if history:
-        ax.plot([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
-        ev = [(h["epoch"] + 1, h["eval"][key]) for h in history if "eval" in h]
-        if ev:
-            ax2 = ax.twinx()
-            ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"eval {key}")
-            ax2.set_ylabel(f"eval {key}")
-    ax.set_xlabel("epoch"), ax.set_ylabel("train loss"), ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(run_dir / "learning_curve.png", dpi=90)
-    plt.close(fig)

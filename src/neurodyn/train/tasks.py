@@ -24,7 +24,19 @@ from .rollout import from_frames, rollout, teacher_forced, to_frames
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-class SteadyTask:
+class Task:
+    """What the tasks share: their normalizers (saved in checkpoints) travel with them to a device."""
+
+    def normalizers(self) -> dict[str, nn.Module]:
+        raise NotImplementedError
+
+    def to(self, device: torch.device) -> "Task":
+        for m in self.normalizers().values():
+            m.to(device)
+        return self
+
+
+class SteadyTask(Task):
     """``pred = y_norm.decode(model(x_norm.encode(x)))``; the loss is taken on physical units (FNO protocol)."""
 
     name = "steady"
@@ -36,11 +48,6 @@ class SteadyTask:
 
     def normalizers(self) -> dict[str, nn.Module]:
         return {"input": self.x_norm, "target": self.y_norm}
-
-    def to(self, device: torch.device) -> "SteadyTask":
-        for m in self.normalizers().values():
-            m.to(device)
-        return self
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         out = model(self.x_norm.encode(batch["x"]), pos=batch.get("pos"), ctx=batch.get("ctx"))
@@ -66,7 +73,7 @@ def _horizon_rel_l2(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
     return err / true.double().reshape(b, -1).norm(dim=-1).clamp_min(1e-12)
 
 
-class AutoregressiveTask:
+class AutoregressiveTask(Task):
     """Next-frame prediction applied recursively.
 
     One model call maps the last ``t_in`` frames (plus context fields ``cf`` as extra channels and the
@@ -113,17 +120,8 @@ class AutoregressiveTask:
         self.eval_mode = eval_mode
 
     def normalizers(self) -> dict[str, nn.Module]:
-        out = {"u": self.u_norm}
-        if self.cf_norm is not None:
-            out["cf"] = self.cf_norm
-        if self.ctx_norm is not None:
-            out["ctx"] = self.ctx_norm
-        return out
-
-    def to(self, device: torch.device) -> "AutoregressiveTask":
-        for m in self.normalizers().values():
-            m.to(device)
-        return self
+        norms = {"u": self.u_norm, "cf": self.cf_norm, "ctx": self.ctx_norm}
+        return {k: m for k, m in norms.items() if m is not None}
 
     # ------------------------------------------------------------------------------------------
     def step_fn(self, model: nn.Module, batch: dict[str, torch.Tensor], noise: float = 0.0):

@@ -26,7 +26,8 @@ from torch.utils.data import Dataset, default_collate
 
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
-from .checkpoint import atomic_torch_save, read_checkpoint, rng_state, set_rng_state
+from ..checkpoint_io import atomic_torch_save, read_checkpoint
+from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_sum, barrier
 from .sampling import global_batches, rank_slice
 

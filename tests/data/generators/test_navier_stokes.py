@@ -321,7 +321,7 @@ def test_impossible_configs_are_refused(name, bad):
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(preset, scale):
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.experiment import data_options
+    from neurodyn.data.assembly import data_options
 
     d = load_experiment(preset, scale)["data"]
     cfg = get_generator(d["generator"]).make_config(**data_options(d))

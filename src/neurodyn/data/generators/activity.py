@@ -29,7 +29,7 @@ import torch
 
 from ...errors import ConfigError, DataError
 from ..sequences import pad_sequences
-from .base import Generator, register_generator, sample_seed
+from .base import Generator, check_source, register_generator, sample_seed
 
 
 @dataclass
@@ -88,19 +88,10 @@ def _par_chunks(path: str, chunk: int) -> tuple[list, list, list, list]:
 
 
 @register_generator
-class ActivityGenerator(Generator):
-    name = "activity"
-    version = "1"
-    config_cls = ActivityConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 256
-
+class ActivityGenerator(Generator, name="activity", config=ActivityConfig, inputs=("x", "t", "mask"),
+                        targets=("y",), chunk_size=256):
     def validate(self, cfg: ActivityConfig) -> None:
-        if cfg.source not in ("synthetic", "basicmotions", "par"):
-            raise ConfigError(f"activity source must be synthetic, basicmotions or par, got {cfg.source!r}")
-        if cfg.source == "par" and not cfg.source_path:
-            raise ConfigError("activity source=par needs data.source_path (UCI's ConfLongDemo_JSI.txt)")
+        check_source("activity", cfg, ("synthetic", "basicmotions", "par"), ("par",), "UCI's ConfLongDemo_JSI.txt")
         if cfg.n_classes < 2:
             raise ConfigError(f"activity n_classes must be >= 2, got {cfg.n_classes}")
         if not 1 <= cfg.min_len <= cfg.max_len:

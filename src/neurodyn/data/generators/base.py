@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -34,17 +34,33 @@ def sample_rng(seed: int, index: int) -> torch.Generator:
 class Generator(ABC):
     """Base class of dataset generators.
 
-    Subclasses set ``name``, ``version`` (bump when the output bytes change), ``config_cls`` (a
-    dataclass), ``inputs``/``targets`` (field names) and implement ``generate``. ``validate`` refuses
-    impossible configs before any work starts.
+    Subclasses declare what they make in the class statement (or as class attributes)::
+
+        class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",), targets=("u",),
+                             chunk_size=50):
+
+    ``name``, ``version`` (default "1"; bump when the output bytes change), ``config`` (the config
+    dataclass, ``config_cls``), ``inputs``/``targets`` (field names), ``chunk_size``
+    (``default_chunk_size``), and implement ``generate``. ``validate`` refuses impossible configs before
+    any work starts.
     """
 
     name: ClassVar[str]
-    version: ClassVar[str]
+    version: ClassVar[str] = "1"
     config_cls: ClassVar[type]
     inputs: ClassVar[tuple[str, ...]]
     targets: ClassVar[tuple[str, ...]]
     default_chunk_size: ClassVar[int] = 32
+
+    def __init_subclass__(cls, *, name: str | None = None, version: str | None = None, config: type | None = None,
+                          inputs: tuple[str, ...] | None = None, targets: tuple[str, ...] | None = None,
+                          chunk_size: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {"name": name, "version": version, "config_cls": config, "inputs": inputs, "targets": targets,
+                    "default_chunk_size": chunk_size}
+        for attr, value in declared.items():
+            if value is not None:
+                setattr(cls, attr, value)
 
     def make_config(self, config: Any = None, **overrides: Any):
         values: dict[str, Any] = {}
@@ -140,6 +156,30 @@ def check_positive(cfg, *names: str) -> None:
         v = getattr(cfg, n)
         if not v > 0:
             raise ConfigError(f"{type(cfg).__name__}.{n} must be > 0, got {v}")
+
+
+def check_source(generator: str, cfg, choices: Sequence[str], needs_file: Sequence[str], file_hint: str) -> None:
+    """``cfg.source`` is one of ``choices``; the ``needs_file`` sources need ``cfg.source_path`` (``file_hint``)."""
+    if cfg.source not in choices:
+        raise ConfigError(f"{generator} source must be {', '.join(choices[:-1])} or {choices[-1]}, got {cfg.source!r}")
+    if cfg.source in needs_file and not cfg.source_path:
+        raise ConfigError(f"{generator} source={cfg.source} needs data.source_path ({file_hint})")
+
+
+def solve_grid(generator: str, cfg, minimum: int, nodes: bool) -> int:
+    """The solver's grid size ``cfg.solve_resolution`` (default ``cfg.resolution``), checked: the resolution is at
+    least ``minimum`` and the solver grid subsamples to it (``nodes``: ``solve - 1`` a multiple of
+    ``resolution - 1``, as for grids with their boundary nodes; else cells, ``solve`` a multiple of it)."""
+    res = cfg.resolution
+    if res < minimum:
+        raise ConfigError(f"{generator} resolution must be >= {minimum}{'' if nodes else ' cells'}, got {res}")
+    fine = cfg.solve_resolution or res
+    if fine < res or ((fine - 1) % (res - 1) if nodes else fine % res):
+        expected = ("solve_resolution - 1 to be a multiple of resolution - 1 (e.g. 421 -> 85)" if nodes else
+                    "a multiple of it (e.g. 1024 -> 128)")
+        raise ConfigError(f"{generator} solve_resolution {fine} cannot be subsampled to resolution {res}: "
+                          f"expected {expected}")
+    return fine
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ import torch
 
 from ...errors import ConfigError, DataError
 from ..sequences import pad_sequences
-from .base import Generator, register_generator, sample_rng
+from .base import Generator, check_source, register_generator, sample_rng
 
 # rpm, load (kN), fault ("outer" | "inner"), resonance (Hz)
 CONDITIONS = ((1800, 4.0, "outer", 3000.0), (1650, 4.2, "outer", 3000.0), (1500, 5.0, "outer", 3000.0),
@@ -161,19 +161,11 @@ def _real_runs(source: str, path: str, max_snapshots: int):
 
 
 @register_generator
-class BearingGenerator(Generator):
-    name = "bearing"
-    version = "1"
-    config_cls = BearingConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 8
-
+class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=("x", "t", "mask"),
+                       targets=("y",), chunk_size=8):
     def validate(self, cfg: BearingConfig) -> None:
-        if cfg.source not in ("synthetic", "pronostia", "xjtu"):
-            raise ConfigError(f"bearing source must be synthetic, pronostia or xjtu, got {cfg.source!r}")
-        if cfg.source != "synthetic" and not cfg.source_path:
-            raise ConfigError(f"bearing source={cfg.source} needs data.source_path (the folder of bearing folders)")
+        check_source("bearing", cfg, ("synthetic", "pronostia", "xjtu"), ("pronostia", "xjtu"),
+                     "the folder of bearing folders")
         bad = [c for c in cfg.conditions if not 0 <= int(c) < len(CONDITIONS)]
         if not cfg.conditions or bad:
             raise ConfigError(f"bearing conditions must be ids in 0..{len(CONDITIONS) - 1}, got {list(cfg.conditions)}")

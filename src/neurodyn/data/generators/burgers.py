@@ -64,7 +64,7 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from .base import Generator, as_numpy, register_generator, sample_rng, single_threaded_on_cpu
+from .base import Generator, as_numpy, register_generator, sample_rng, single_threaded_on_cpu, solve_grid
 
 LIMITERS = ("mc", "minmod", "vanleer")
 FLUXES = ("godunov", "roe", "rusanov")
@@ -227,21 +227,9 @@ def _draws(cfg: BurgersConfig, seed: int, i: int) -> dict[str, torch.Tensor]:
 
 
 @register_generator
-class BurgersGenerator(Generator):
-    name = "burgers"
-    version = "1"
-    config_cls = BurgersConfig
-    inputs = ("u",)
-    targets = ("u",)
-    default_chunk_size = 64
-
+class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=("u",), targets=("u",), chunk_size=64):
     def validate(self, cfg: BurgersConfig) -> None:
-        if cfg.resolution < 8:
-            raise ConfigError(f"burgers resolution must be >= 8 cells, got {cfg.resolution}")
-        fine = cfg.solve_resolution or cfg.resolution
-        if fine < cfg.resolution or fine % cfg.resolution:
-            raise ConfigError(f"burgers solve_resolution {fine} cannot be subsampled to resolution "
-                              f"{cfg.resolution}: expected a multiple of it (e.g. 1024 -> 128)")
+        fine = solve_grid("burgers", cfg, 8, nodes=False)
         for name in ("nu", "cfl", "t_final"):
             v = getattr(cfg, name)
             if not isinstance(v, numbers.Real) or isinstance(v, bool):

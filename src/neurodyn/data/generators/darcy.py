@@ -21,7 +21,7 @@ import scipy.sparse.linalg as spla
 import torch
 
 from ...errors import ConfigError
-from .base import Generator, check_positive, register_generator, sample_rng
+from .base import Generator, check_positive, register_generator, sample_rng, solve_grid
 from .grf import neumann_grf_2d
 
 
@@ -86,21 +86,9 @@ def solve_darcy(a: np.ndarray, f: np.ndarray | float = 1.0, face_mean: str = "ar
 
 
 @register_generator
-class DarcyGenerator(Generator):
-    name = "darcy"
-    version = "1"
-    config_cls = DarcyConfig
-    inputs = ("a",)
-    targets = ("u",)
-    default_chunk_size = 50
-
+class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",), targets=("u",), chunk_size=50):
     def validate(self, cfg: DarcyConfig) -> None:
-        if cfg.resolution < 3:
-            raise ConfigError(f"darcy resolution must be >= 3, got {cfg.resolution}")
-        fine = cfg.solve_resolution or cfg.resolution
-        if fine < cfg.resolution or (fine - 1) % (cfg.resolution - 1):
-            raise ConfigError(f"darcy solve_resolution {fine} cannot be subsampled to resolution {cfg.resolution}: "
-                              "expected solve_resolution - 1 to be a multiple of resolution - 1 (e.g. 421 -> 85)")
+        solve_grid("darcy", cfg, 3, nodes=True)
         check_positive(cfg, "tau", "alpha", "a_pos", "a_neg")
         if cfg.coefficient not in ("piecewise", "lognormal"):
             raise ConfigError(f"darcy coefficient must be 'piecewise' or 'lognormal', got {cfg.coefficient!r}")

@@ -208,14 +208,8 @@ class ElasticityConfig:
 
 
 @register_generator
-class ElasticityGenerator(Generator):
-    name = "elasticity"
-    version = "1"
-    config_cls = ElasticityConfig
-    inputs = ("pos",)
-    targets = ("sigma",)
-    default_chunk_size = 64
-
+class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig, inputs=("pos",),
+                          targets=("sigma",), chunk_size=64):
     def validate(self, cfg: ElasticityConfig) -> None:
         if not isinstance(cfg.n_theta, int) or cfg.n_theta < 8 or cfg.n_theta % 4:
             raise ConfigError(f"elasticity n_theta must be a multiple of 4 and >= 8 (the square's corners are nodes), "

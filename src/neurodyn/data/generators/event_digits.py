@@ -27,7 +27,7 @@ import torch
 
 from ...errors import ConfigError, DataError
 from ..sequences import pad_sequences
-from .base import Generator, register_generator
+from .base import Generator, check_source, register_generator
 
 
 @dataclass
@@ -74,19 +74,10 @@ def _sklearn_digits():
 
 
 @register_generator
-class EventDigitsGenerator(Generator):
-    name = "event_digits"
-    version = "1"
-    config_cls = EventDigitsConfig
-    inputs = ("x", "t", "mask")
-    targets = ("y",)
-    default_chunk_size = 512
-
+class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsConfig, inputs=("x", "t", "mask"),
+                           targets=("y",), chunk_size=512):
     def validate(self, cfg: EventDigitsConfig) -> None:
-        if cfg.source not in ("sklearn", "mnist"):
-            raise ConfigError(f"event_digits source must be 'sklearn' or 'mnist', got {cfg.source!r}")
-        if cfg.source == "mnist" and not cfg.source_path:
-            raise ConfigError("event_digits source=mnist needs data.source_path (folder of MNIST IDX files or mnist.npz)")
+        check_source("event_digits", cfg, ("sklearn", "mnist"), ("mnist",), "folder of MNIST IDX files or mnist.npz")
         if cfg.max_len < 0 or cfg.threshold < 0:
             raise ConfigError("event_digits max_len and threshold must be >= 0")
 

@@ -191,14 +191,7 @@ def _etdrk4_block(u0, c, g, n_steps, save_every, ids, seed, growth_limit):
 
 
 @register_generator
-class KSGenerator(Generator):
-    name = "ks"
-    version = "1"
-    config_cls = KSConfig
-    inputs = ("u",)
-    targets = ("u",)
-    default_chunk_size = 128
-
+class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=("u",), chunk_size=128):
     def recipe(self, cfg: KSConfig) -> tuple[int, int]:
         waves, kmax = INITS[cfg.init]
         return cfg.n_waves or waves, cfg.k_max or kmax

@@ -132,14 +132,8 @@ def evaluate_mixture(cfg: Order1DConfig, p: dict[str, torch.Tensor], s: torch.Te
 
 
 @register_generator
-class Order1DGenerator(Generator):
-    name = "order1d"
-    version = "1"
-    config_cls = Order1DConfig
-    inputs = ("x",)
-    targets = ("y",)
-    default_chunk_size = 1000
-
+class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=("x",),
+                       targets=("y",), chunk_size=1000):
     def validate(self, cfg: Order1DConfig) -> None:
         if not (isinstance(cfg.order, int) and 1 <= cfg.order <= MAX_ORDER):
             raise ConfigError(f"order1d order must be an integer in 1..{MAX_ORDER}, got {cfg.order!r}")

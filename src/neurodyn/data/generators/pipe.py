@@ -326,14 +326,7 @@ class PipeConfig:
 
 
 @register_generator
-class PipeGenerator(Generator):
-    name = "pipe"
-    version = "1"
-    config_cls = PipeConfig
-    inputs = ("mesh",)
-    targets = ("u",)
-    default_chunk_size = 16
-
+class PipeGenerator(Generator, name="pipe", config=PipeConfig, inputs=("mesh",), targets=("u",), chunk_size=16):
     def validate(self, cfg: PipeConfig) -> None:
         for field in ("resolution_x", "resolution_y"):
             v = getattr(cfg, field)

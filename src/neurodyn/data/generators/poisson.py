@@ -96,14 +96,8 @@ def fd_poisson_dirichlet(f: torch.Tensor, h: float) -> torch.Tensor:
 
 
 @register_generator
-class PoissonGenerator(Generator):
-    name = "poisson"
-    version = "1"
-    config_cls = PoissonConfig
-    inputs = ("f",)
-    targets = ("u",)
-    default_chunk_size = 256
-
+class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=("f",),
+                       targets=("u",), chunk_size=256):
     def validate(self, cfg: PoissonConfig) -> None:
         if cfg.solver not in ("exact", "fd"):
             raise ConfigError(f"poisson solver must be 'exact' or 'fd', got {cfg.solver!r}")

@@ -171,14 +171,8 @@ def cell_centres(cfg: ShallowWaterConfig, dtype=torch.float64, device=None) -> t
 
 
 @register_generator
-class ShallowWaterGenerator(Generator):
-    name = "shallow_water"
-    version = "1"
-    config_cls = ShallowWaterConfig
-    inputs = ("u",)
-    targets = ("u",)
-    default_chunk_size = 8
-
+class ShallowWaterGenerator(Generator, name="shallow_water", config=ShallowWaterConfig, inputs=("u",),
+                            targets=("u",), chunk_size=8):
     def validate(self, cfg: ShallowWaterConfig) -> None:
         if cfg.resolution < 4:
             raise ConfigError(f"shallow_water resolution must be >= 4 cells per side, got {cfg.resolution}")

@@ -1,9 +1,10 @@
-"""CHONN experiments (issue 8): drivers, paper-specific metrics, tables and relative-gain plots.
+"""CHONN experiments (issue 8): drivers, tables and relative-gain plots (the paper's metrics are
+``neurodyn.train.metrics.order_metrics`` / ``poisson_metrics``).
 
-``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``, or
-from Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
-:func:`neurodyn.train.experiment.run_experiment` into ``<out_dir>/runs/<name>`` and writes
-``result.json`` beside it. ``<out_dir>/results.json`` is the record of every finished run of the folder,
+``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``,
+``python benchmarks/chonn_experiments.py order|poisson|darcy|rollout [--scale cpu] [options]``, or from
+Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
+:func:`neurodyn.train.runs.run_jobs` into ``<out_dir>/runs/<name>`` and writes ``result.json`` beside it. ``<out_dir>/results.json`` is the record of every finished run of the folder,
 keyed by run name (``"run": "<stem>-s<seed>"``): each invocation merges its runs into it, so a benchmark
 can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later) and the run folders (large,
 not committed) can be deleted without losing a result. A run recorded in either place is never trained
@@ -29,122 +30,36 @@ Timing and threads: ``--threads`` (default 1) is set with ``torch.set_num_thread
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from .bench import REPO
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
 
-Tensor = torch.Tensor
+from neurodyn.train.metrics import order_metrics, poisson_metrics  # noqa: E402
+from neurodyn.train.runs import Job, RestoredRun, batches, load_results, predict, read_history, run_jobs  # noqa: E402
 
-RESULTS_DIR = REPO / "benchmarks" / "results" / "chonn"
-
-# ------------------------------------------------------------------------------------------------
-# metrics of the paper (per sample, averaged over the test set)
-
-
-@torch.no_grad()
-def order_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
-    """RelL2 point (Eq. 48), spectral (Eq. 49; one-sided rfft) and derivative (Eq. 50; periodic central
-    difference) of 1-D fields ``(N, L, 1)`` or ``(N, L)``, each the mean over samples."""
-    p = pred.double().reshape(pred.shape[0], -1)
-    t = true.double().reshape(true.shape[0], -1)
-    rel = lambda a, b: ((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-300)).mean().item()  # noqa: E731
-    fp, ft = torch.fft.rfft(p, dim=-1), torch.fft.rfft(t, dim=-1)
-    der = lambda f: (f.roll(-1, dims=-1) - f.roll(1, dims=-1)) / 2  # noqa: E731  (h cancels in the ratio)
-    return {"rel_l2_point": rel(p, t), "rel_l2_spec": rel(fp, ft), "rel_l2_der": rel(der(p), der(t))}
+RESULTS_DIR = HERE / "results" / "chonn"
 
 
-@torch.no_grad()
-def poisson_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
-    """RelL1 in % (Eq. 59), nRMSE normalised by the true field's range (Eq. 60) and MaxMSE (Eq. 61, the
-    largest squared point error) of fields ``(N, *spatial, C)``, each per sample then averaged."""
-    n = pred.shape[0]
-    e = (pred.double() - true.double()).reshape(n, -1)
-    t = true.double().reshape(n, -1)
-    rel_l1 = 100 * e.abs().sum(-1) / t.abs().sum(-1).clamp_min(1e-300)
-    nrmse = e.square().mean(-1).sqrt() / (t.amax(-1) - t.amin(-1)).clamp_min(1e-300)
-    return {"rel_l1_pct": rel_l1.mean().item(), "nrmse_range": nrmse.mean().item(),
-            "max_mse": e.square().amax(-1).mean().item()}
+def _jobs(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seeds: Sequence[int]) -> list[Job]:
+    """Per seed, one :class:`Job` ``<stem>-s<seed>`` per ``(stem, label, preset, overrides, keys)``."""
+    return [Job(f"{stem}-s{seed}", preset, seed, list(overrides), keys, label)
+            for seed in seeds for stem, label, preset, overrides, keys in specs]
 
 
-# ------------------------------------------------------------------------------------------------
-# running presets and evaluating checkpoints
-
-
-def _set_threads(threads: int) -> None:
-    torch.set_num_threads(int(threads))
-
-
-def train_run(preset: str, scale: str, overrides: Sequence[str], run_dir: Path) -> dict[str, Any]:
-    """Train ``preset`` at ``scale`` with ``overrides`` into ``run_dir`` (resumes; a finished run is reused)."""
-    from .experiments import load_experiment
-    from .models import count_parameters
-    from .train.experiment import run_experiment
-
-    cfg = load_experiment(preset, scale, list(overrides))
-    done = run_dir / "train_done.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    t0 = time.time()
-    run_experiment(cfg, run_dir, resume=True, progress=False)
-    hist = _history(run_dir)
-    from .models import load
-
-    model = load(run_dir / "checkpoints" / "last.pt")
-    info = {"preset": preset, "scale": scale, "overrides": list(overrides), "params": count_parameters(model),
-            "train_seconds": sum(h["seconds"] for h in hist), "wall_seconds": time.time() - t0,
-            "epochs": len(hist), "final_train_loss": hist[-1]["train_loss"] if hist else float("nan"),
-            "seconds_per_epoch": statistics.median(h["seconds"] for h in hist) if hist else float("nan")}
-    done.write_text(json.dumps(info, indent=1))
-    return info
-
-
-def _history(run_dir: Path) -> list[dict[str, Any]]:
-    """The per-epoch records of a run's ``metrics.jsonl``."""
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-
-
-def _restore(run_dir: Path, which: str = "last"):
-    """(cfg, data, task, model) of a trained run with the checkpoint's normalizers and weights."""
-    from .models import build
-    from .train.checkpoint import read_checkpoint
-    from .train.experiment import build_data, build_task
-
-    ckpt = read_checkpoint(run_dir / "checkpoints" / f"{which}.pt", map_location="cpu")
-    cfg = ckpt["experiment"]
-    data = build_data(cfg, "cpu", progress=False)
-    task = build_task(cfg, data)
-    for key, norm in task.normalizers().items():
-        norm.load_state_dict(ckpt["normalizers"][key])
-    model = build(ckpt["model"]["name"], ckpt["model"]["config"])
-    model.load_state_dict(ckpt["model_state"])
-    model.eval()
-    return cfg, data, task, model
-
-
-def _batches(dataset, batch_size: int = 32) -> Iterable[dict[str, Tensor]]:
-    from torch.utils.data import default_collate
-
-    for i in range(0, len(dataset), batch_size):
-        yield default_collate([dataset[j] for j in range(i, min(len(dataset), i + batch_size))])
-
-
-@torch.no_grad()
-def predict_steady(task, model, dataset, batch_size: int = 32) -> tuple[Tensor, Tensor]:
-    """Predictions and targets ``(N, *spatial, C)`` (physical units) of a steady dataset."""
-    preds, trues = [], []
-    for batch in _batches(dataset, batch_size):
-        preds.append(task.predict(model, batch))
-        trues.append(batch["y"])
-    return torch.cat(preds), torch.cat(trues)
+def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], summary: Callable[[dict], str],
+         scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str], train: bool) -> list[dict[str, Any]]:
+    """Every job for every seed through :func:`neurodyn.train.runs.run_jobs` (store: ``<out_dir>/results.json``)."""
+    return run_jobs(_jobs(specs, seeds), out_dir, scale, evaluate=evaluate, summary=summary, tag=tag,
+                    overrides=overrides, train=train)
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -159,76 +74,6 @@ def _fmt(m: float, s: float | None = None, digits: int = 4) -> str:
         return "-"
     txt = f"{m:.{digits}g}"
     return txt + (f" ± {s:.2g}" if s is not None and math.isfinite(s) and s > 0 else "")
-
-
-def load_results(out_dir: Path) -> list[dict[str, Any]]:
-    """Every recorded run of a benchmark folder: ``results.json``, plus any ``runs/*/result.json`` it
-    lacks (a run finished by an interrupted invocation), in recording order."""
-    path = out_dir / "results.json"
-    try:
-        records = json.loads(path.read_text()) if path.exists() else []
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); expected the list of run records") from None
-    known = {r.get("run") for r in records}
-    for f in sorted(out_dir.glob("runs/*/result.json")):
-        rec = json.loads(f.read_text())
-        if f.parent.name not in known and rec not in records:  # records written before runs were named
-            records.append({"run": f.parent.name, **rec})
-    return records
-
-
-def _save_results(out_dir: Path, records: list[dict[str, Any]]) -> None:
-    """Write ``results.json`` through a temporary file, so an interruption never leaves half of it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / "results.json.partial"
-    tmp.write_text(json.dumps(records, indent=1))
-    tmp.replace(out_dir / "results.json")
-
-
-class _Job(NamedTuple):
-    """One training run of a benchmark (per seed): ``runs/<stem>-s<seed>``, trained from ``preset`` with
-    ``overrides`` (before ``train.seed``); ``keys`` open its record, ``label`` names it in the log."""
-
-    stem: str
-    label: str
-    preset: str
-    overrides: list[str]
-    keys: dict[str, Any]
-
-
-def _run_jobs(tag: str, jobs: Sequence[_Job], evaluate: Callable[..., dict[str, Any]],
-              summary: Callable[[dict[str, Any]], str], scale: str, seeds: Sequence[int], out_dir: Path,
-              overrides: Sequence[str] = (), train: bool = True) -> list[dict[str, Any]]:
-    """Every job for every seed: reuse ``runs/<stem>-s<seed>/result.json`` if it exists, else (``train``)
-    train the preset with ``[*job.overrides, train.seed=<seed>, *overrides]``, restore the checkpoint and
-    record ``{**job.keys, "seed": seed, **training info, **evaluate(run, data, task, model)}`` in
-    ``result.json``; prints ``[tag] <label> seed <seed>: <summary(record)>``. All records go to
-    ``<out_dir>/results.json`` (merged with the runs recorded there before) and this invocation's records
-    are returned."""
-    store = load_results(out_dir)
-    recorded = {r.get("run"): r for r in store}
-    results = []
-    for seed in seeds:
-        for job in jobs:
-            name = f"{job.stem}-s{seed}"
-            run = out_dir / "runs" / name
-            if name in recorded:
-                results.append(recorded[name])
-                continue
-            if not train:
-                continue
-            info = train_run(job.preset, scale, [*job.overrides, f"train.seed={seed}", *overrides], run)
-            _, data, task, model = _restore(run)
-            rec = {"run": name, **job.keys, "seed": seed, **info, **evaluate(run, data, task, model)}
-            (run / "result.json").write_text(json.dumps(rec, indent=1))
-            store.append(rec)
-            recorded[name] = rec
-            _save_results(out_dir, store)
-            results.append(rec)
-            print(f"[{tag}] {job.label} seed {seed}: {summary(rec)}", flush=True)
-    if store:  # also records runs that only their folders held
-        _save_results(out_dir, store)
-    return results
 
 
 def _header(title: str, scale: str, seeds: Sequence[int], extra: str = "") -> list[str]:
@@ -262,7 +107,7 @@ def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float
 
 def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: str) -> None:
     """Bar chart of the relative gain of CHONN over the stronger baseline per metric (like Figs. 4d / 5c)."""
-    from .plots import plt, save_figure  # matplotlib only when a plot is drawn
+    from neurodyn.plots import plt, save_figure  # matplotlib only when a plot is drawn
 
     names = list(gains)
     vals = [100 * gains[n][0] for n in names]
@@ -279,7 +124,7 @@ def plot_relative_gain(gains: dict[str, tuple[float, str]], path: Path, title: s
 
 def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) -> None:
     """Per-step relative L2 of several models (like Fig. 5f); the non-CHONN baselines dashed."""
-    from .plots import plot_rollout_curves as plot_curves
+    from neurodyn.plots import plot_rollout_curves as plot_curves
 
     plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n], log=True)
 
@@ -312,14 +157,14 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
                         targets: Sequence[int] = (1, 2, 3, 4), grid: Sequence[tuple[int, str]] | None = None,
                         overrides: Sequence[str] = (), train: bool = True) -> list[dict[str, Any]]:
     """Train and evaluate every (target, model) of ``grid`` for every seed; returns the result records."""
-    jobs = [_Job(f"T{n}-{name}", f"T{n} {name}", "chonn1d/order1d",
+    jobs = [(f"T{n}-{name}", f"T{n} {name}", "chonn1d/order1d",
                  [f"data.order={n}", f"model.orders={list(ORDER_MODELS[name])}"], {"target": n, "model": name})
             for n, name in (grid or default_order_grid(targets))]
 
-    def evaluate(run, data, task, model):
-        return order_metrics(*predict_steady(task, model, data["sets"]["test"]))
+    def evaluate(r: RestoredRun) -> dict[str, Any]:
+        return order_metrics(*predict(r.task, r.model, r.data["sets"]["test"]))
 
-    return _run_jobs("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
+    return _run("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
                      scale, seeds, Path(out_dir or RESULTS_DIR / "order"), overrides, train)
 
 
@@ -380,7 +225,7 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
 
 
 def _plot_order_gains(gains: dict[int, tuple[float, float]], path: Path) -> None:
-    from .plots import plt, save_figure  # matplotlib only when a plot is drawn
+    from neurodyn.plots import plt, save_figure  # matplotlib only when a plot is drawn
 
     ns = sorted(gains)
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
@@ -399,10 +244,10 @@ POISSON_METRICS = ("rel_l1_pct", "nrmse_range", "max_mse")
 
 
 def _ood_dataset(scale: str):
-    from .data.datasets import SteadyDataset
-    from .data.store import StoredDataset
-    from .experiments import load_experiment
-    from .train.experiment import ensure_dataset
+    from neurodyn.data.assembly import ensure_dataset
+    from neurodyn.data.datasets import SteadyDataset
+    from neurodyn.data.store import StoredDataset
+    from neurodyn.experiments import load_experiment
 
     d = load_experiment("data/poisson_ood", scale)["data"]
     store = StoredDataset(ensure_dataset(d, progress=False))
@@ -413,18 +258,18 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                           orders: Sequence[int] = (0, 1, 2, 3, 4), overrides: Sequence[str] = (),
                           train: bool = True) -> list[dict[str, Any]]:
     """U-Net (order 0) and CHONN-UNet orders 1-4 on Poisson; ID (K = 16) and OOD (K = 20) metrics."""
-    jobs = [_Job(f"order{order}", f"order {order}", "unet/poisson" if order == 0 else "chonn_unet/poisson",
+    jobs = [(f"order{order}", f"order {order}", "unet/poisson" if order == 0 else "chonn_unet/poisson",
                  [] if order == 0 else [f"model.order={order}"], {"order": order}) for order in orders]
     ood = []  # the OOD test set, built when first needed
 
-    def evaluate(run, data, task, model):
-        rec = {f"id_{k}": v for k, v in poisson_metrics(*predict_steady(task, model, data["sets"]["test"], 16)).items()}
+    def evaluate(r: RestoredRun) -> dict[str, Any]:
+        rec = {f"id_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, r.data["sets"]["test"], 16)).items()}
         if not ood:
             ood.append(_ood_dataset(scale))
-        rec.update({f"ood_{k}": v for k, v in poisson_metrics(*predict_steady(task, model, ood[0], 16)).items()})
+        rec.update({f"ood_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, ood[0], 16)).items()})
         return rec
 
-    return _run_jobs("chonn-poisson", jobs, evaluate,
+    return _run("chonn-poisson", jobs, evaluate,
                      lambda rec: f"ID RelL1 {rec['id_rel_l1_pct']:.3f} %, OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %",
                      scale, seeds, Path(out_dir or RESULTS_DIR / "poisson"), overrides, train)
 
@@ -481,18 +326,18 @@ def run_darcy_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_d
                         models: Sequence[str] = tuple(DARCY_MODELS), overrides: Sequence[str] = (),
                         train: bool = True) -> list[dict[str, Any]]:
     """CHONN-UNet vs U-Net vs FNO on Darcy with one protocol; PDEBench-style metrics + RelL1."""
-    from .train.metrics import evaluate_fields
+    from neurodyn.train.metrics import evaluate_fields
 
-    jobs = [_Job(name, name, DARCY_MODELS[name],
+    jobs = [(name, name, DARCY_MODELS[name],
                  [*DARCY_PROTOCOL.get(scale, []), *DARCY_MODEL_OVERRIDES.get(scale, {}).get(name, [])], {"model": name})
             for name in models]
 
-    def evaluate(run, data, task, model):
-        pred, true = predict_steady(task, model, data["sets"]["test"], 20)
+    def evaluate(r: RestoredRun) -> dict[str, Any]:
+        pred, true = predict(r.task, r.model, r.data["sets"]["test"], 20)
         return {**evaluate_fields(pred, true), "rel_l1_pct": poisson_metrics(pred, true)["rel_l1_pct"],
-                "train_loss_curve": [h["train_loss"] for h in _history(run)]}
+                "train_loss_curve": [h["train_loss"] for h in read_history(r.run_dir)]}
 
-    return _run_jobs("chonn-darcy", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
+    return _run("chonn-darcy", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
                      Path(out_dir or RESULTS_DIR / "darcy"), overrides, train)
 
 
@@ -544,15 +389,15 @@ def run_rollout_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
     if navier_stokes:
         runs += [("ns", name, m, f"{name}/navier_stokes_rollout", [f"data.t_in={m}", f"data.t_start={11 - m}"])
                  for m in histories for name in models]
-    jobs = [_Job(f"{task_name}-m{m}-{name}", f"{task_name} m={m} {name}", preset, ov,
+    jobs = [(f"{task_name}-m{m}-{name}", f"{task_name} m={m} {name}", preset, ov,
                  {"task": task_name, "model": name, "history": m}) for task_name, name, m, preset, ov in runs]
 
-    def evaluate(run, data, task, model):
-        ev = task.evaluate(model, _batches(data["sets"]["test"], 10))
+    def evaluate(r: RestoredRun) -> dict[str, Any]:
+        ev = r.task.evaluate(r.model, batches(r.data["sets"]["test"], 10))
         return {"rel_l2": ev["rel_l2"], "rel_l2_per_step": ev["rel_l2_per_step"],
                 **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
 
-    return _run_jobs("chonn-rollout", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
+    return _run("chonn-rollout", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
                      Path(out_dir or RESULTS_DIR / "rollout"), overrides, train)
 
 
@@ -612,27 +457,29 @@ def _mean_curves(results, key) -> dict[str, list[float]]:
 
 
 # ------------------------------------------------------------------------------------------------
-# command line (``neurodyn bench chonn-*``)
+# command line (``neurodyn bench chonn-*`` or ``python benchmarks/chonn_experiments.py EXPERIMENT``)
 
 EXPERIMENTS = {
-    "chonn-order": (run_order_benchmark, report_order, "order", (0, 1, 2)),
-    "chonn-poisson": (run_poisson_benchmark, report_poisson, "poisson", (0, 1)),
-    "chonn-darcy": (run_darcy_benchmark, report_darcy, "darcy", (0, 1)),
-    "chonn-rollout": (run_rollout_benchmark, report_rollout, "rollout", (0, 1)),
-}
-DESCRIPTIONS = {
-    "chonn-order": "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on T1-T4 (point/spectral/derivative "
-                   "RelL2), 2x2 vs depth 3",
-    "chonn-poisson": "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB orders 1-4, ID K=16 / OOD K=20",
-    "chonn-darcy": "CHONN Fig. 4c-d: CHONN-UNet vs U-Net vs FNO on Darcy, PDEBench metric table, relative gains",
-    "chonn-rollout": "CHONN Fig. 5: CHONN-FNO vs FNO, shallow-water rollout and NS 40-step rollout from 3/5/10 frames",
+    "order": (run_order_benchmark, report_order, (0, 1, 2)),
+    "poisson": (run_poisson_benchmark, report_poisson, (0, 1)),
+    "darcy": (run_darcy_benchmark, report_darcy, (0, 1)),
+    "rollout": (run_rollout_benchmark, report_rollout, (0, 1)),
 }
 
 
-def main(name: str, scale: str, argv: Sequence[str]) -> int:
-    """``neurodyn bench NAME`` entry point for the four CHONN experiments."""
-    run_fn, report_fn, sub, default_seeds = EXPERIMENTS[name]
-    p = argparse.ArgumentParser(prog=f"neurodyn bench {name}", description=DESCRIPTIONS[name])
+def run(scale: str, argv: Sequence[str]) -> int:
+    """``run(scale, [EXPERIMENT, *options])``: one of the four CHONN experiments (order, poisson, darcy,
+    rollout), then its tables and plots."""
+    argv = list(argv)
+    sub = argv.pop(0).removeprefix("chonn-") if argv and not argv[0].startswith("-") else ""
+    if sub not in EXPERIMENTS:
+        print(f"usage: chonn_experiments.py {{{','.join(EXPERIMENTS)}}} [--scale S] [options]", file=sys.stderr)
+        return 2
+    name = f"chonn-{sub}"
+    run_fn, report_fn, default_seeds = EXPERIMENTS[sub]
+    from neurodyn.bench import BENCHMARKS
+
+    p = argparse.ArgumentParser(prog=f"neurodyn bench {name}", description=BENCHMARKS[name].description)
     p.add_argument("--seeds", type=int, nargs="+", default=list(default_seeds), help="training seeds")
     p.add_argument("--out", type=Path, default=None, help=f"output folder (default {RESULTS_DIR / sub})")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
@@ -642,16 +489,16 @@ def main(name: str, scale: str, argv: Sequence[str]) -> int:
                         "rollout: swe and/or ns-<m> (with --models)")
     p.add_argument("--models", nargs="+", default=None, help="rollout only: chonn_fno and/or fno")
     p.add_argument("overrides", nargs="*", help="key.path=value overrides applied to every run")
-    a = p.parse_args(list(argv))
-    _set_threads(a.threads)
+    a = p.parse_args(argv)
+    torch.set_num_threads(int(a.threads))
     out = Path(a.out or RESULTS_DIR / sub)
     kw: dict[str, Any] = {"overrides": a.overrides, "train": not a.report}
     if a.only:
-        if name == "chonn-order":
+        if sub == "order":
             kw["grid"] = [(int(t), m) for t, m in (x.split(":") for x in a.only)]
-        elif name == "chonn-poisson":
+        elif sub == "poisson":
             kw["orders"] = [int(x) for x in a.only]
-        elif name == "chonn-darcy":
+        elif sub == "darcy":
             kw["models"] = list(a.only)
         else:
             kw["shallow_water"] = "swe" in a.only
@@ -659,7 +506,7 @@ def main(name: str, scale: str, argv: Sequence[str]) -> int:
             kw["navier_stokes"] = bool(hist)
             if hist:
                 kw["histories"] = hist
-    if a.models and name == "chonn-rollout":
+    if a.models and sub == "rollout":
         kw["models"] = list(a.models)
     run_fn(scale, a.seeds, out, **kw)
     results = load_results(out)  # the tables cover every recorded run of the folder, whatever the subset
@@ -670,16 +517,7 @@ def main(name: str, scale: str, argv: Sequence[str]) -> int:
     return 0
 
 
-def _bench_entry(name: str):
-    def run(scale: str, argv: list[str]) -> int:
-        return main(name, scale, argv)
+if __name__ == "__main__":
+    from neurodyn.bench import script_main
 
-    return run
-
-
-def register_benchmarks() -> None:
-    """Add the four experiments to :data:`neurodyn.bench.BENCHMARKS`."""
-    from . import bench
-
-    for name in EXPERIMENTS:
-        bench.register(name, _bench_entry(name), DESCRIPTIONS[name])
+    sys.exit(script_main(run))

@@ -3,15 +3,17 @@
 Trains the ``geomano/darcy`` (and with ``--bench ns`` the ``geomano/navier_stokes``) preset at a scale under
 every variant of Table 3 -- SSM (vanilla 1-D / 2-D) x positional embedding x geometric correction (None =
 Mamba's D only, fixed 0001 / 0011 / 0111, learnable) -- plus rows the paper does not have: neither D nor R,
-R in VMamba's digit order, the four-corner 2-D scan. Every run is one ``run_experiment`` of the preset with
-overrides, in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``, ``torch.set_num_threads(threads)``), its
-record a JSON file under ``out_dir`` (runs whose JSON exists are skipped; ``--force`` redoes them).
+R in VMamba's digit order, the four-corner 2-D scan. Every run is one training of the preset with
+overrides (``neurodyn.train.runs.run_jobs``), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
+``torch.set_num_threads(threads)``), its record kept in ``out_dir/results.json`` (the earlier layout, one
+``<run>.json`` per run, is still read; recorded runs are skipped, ``--force`` redoes them).
 The table gives mean +- std over seeds of the final-epoch test relative L2 beside the paper's number.
 
     neurodyn bench geomano-ablation --scale cpu                      # Darcy, seeds 0 1, all variants
     neurodyn bench geomano-ablation --scale cpu --seeds 0 1 2 --jobs 3
     neurodyn bench geomano-ablation --scale cpu --bench ns --variants 1d-pe-none 1d-pe-learnable 2d-none
     neurodyn bench geomano-ablation --report                         # the table of what is recorded
+    python benchmarks/geomano_ablation.py --scale cpu                # the same, without the CLI
 
 Python: ``run_ablation(scale, seeds, out_dir, ...)`` returns the records; ``ablation_table(out_dir)`` the
 markdown table.
@@ -23,17 +25,17 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import datetime as _dt
-import json
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = REPO / "benchmarks" / "results" / "geomano_ablation"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from neurodyn.train.runs import Job, load_results, run_jobs  # noqa: E402
+
+DEFAULT_OUT = HERE / "results" / "geomano_ablation"
 PRESETS = {"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}
 _CORR = {"none": ["model.correction=none"], "learnable": ["model.correction=learnable"]}
 for _p in ("0001", "0011", "0111"):
@@ -82,72 +84,21 @@ PAPER = {
 }
 
 
-# ----------------------------------------------------------------------------------------------------
-# one run (shared with benchmarks/geomano_compare.py; the training itself is neurodyn.bench.train_preset,
-# as for benchmarks/operators_darcy.py)
-
-
-def train_and_record(preset: str, overrides: Sequence[str], seed: int, scale: str, run_dir: str | Path,
-                     out: str | Path, label: str, extra: dict | None = None, threads: int = 2,
-                     model_from: str | None = None, resume: bool = True) -> dict:
-    """Train ``preset`` at ``scale`` with ``overrides`` and ``train.seed=seed``; write the record to ``out``.
-
-    ``model_from``: take the model section of that preset (same scale) instead, then apply the ``model.``
-    overrides (e.g. FNO on the Navier-Stokes data). Runs in the calling process.
-    """
-    import torch
-
-    from .bench import train_preset
-
-    torch.set_num_threads(threads)
-    ov = [o for o in overrides if not o.startswith("model.")] + [f"train.seed={seed}"]
-    model_ov = [o for o in overrides if o.startswith("model.")]
-    r = train_preset(preset, scale, ov, model_ov, seed, run_dir, model_from=model_from, resume=resume)
-    rec = {
-        "label": label, "preset": preset, "model_from": model_from, "scale": scale, "seed": seed,
-        "overrides": list(overrides), "model": r["cfg"]["model"]["name"], "params": r["params"],
-        **{k: r[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "n_train",
-                             "n_test", "final_train_loss")},
-        "threads": threads, "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
-        "torch": torch.__version__, "curve": r["curve"], **(extra or {}),
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.partial")
-    tmp.write_text(json.dumps(rec, indent=1))
-    tmp.replace(out)
-    return rec
-
-
-def run_jobs(jobs: list[dict], n_parallel: int = 1) -> None:
-    """Run ``train_and_record(**job)`` for every job, each in a fresh subprocess, ``n_parallel`` at a time."""
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(jobs[0].get("threads", 2)) if jobs else "2")
-    pending, running = list(jobs), []
-    while pending or running:
-        while pending and len(running) < max(1, n_parallel):
-            job = pending.pop(0)
-            cmd = [sys.executable, "-m", "neurodyn.bench_geomano", "--worker", json.dumps(job)]
-            running.append((job, subprocess.Popen(cmd, env=env)))
-            print(f"started {job['label']} seed {job['seed']} ({len(pending)} queued)", flush=True)
-        time.sleep(2)
-        for job, proc in list(running):
-            if proc.poll() is not None:
-                running.remove((job, proc))
-                state = "done" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-                if proc.returncode == 0 and Path(job["out"]).exists():
-                    r = json.loads(Path(job["out"]).read_text())
-                    state += f": test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s"
-                print(f"{job['label']} seed {job['seed']} {state}", flush=True)
+def model_job(name: str, preset: str, overrides: Sequence[str], seed: int, keys: dict,
+              model_from: str | None = None) -> Job:
+    """A :class:`Job` whose ``model.`` overrides apply after the model section (of ``model_from`` when given)."""
+    return Job(name, preset, seed, [o for o in overrides if not o.startswith("model.")], keys, keys.get("label", ""),
+               model_from, [o for o in overrides if o.startswith("model.")])
 
 
 # ----------------------------------------------------------------------------------------------------
 # the ablation
 
 
-def ablation_jobs(scale: str, seeds: Sequence[int], out_dir: Path, benches: Sequence[str] = ("darcy",),
+def ablation_jobs(scale: str, seeds: Sequence[int], benches: Sequence[str] = ("darcy",),
                   variants: Sequence[str] | None = None, epochs: int = 0, threads: int = 2,
-                  runs_dir: str | Path = "runs/bench/geomano_ablation", force: bool = False,
-                  common: Sequence[str] = ()) -> list[dict]:
+                  common: Sequence[str] = ()) -> list[Job]:
+    """One job ``<bench>-<variant>-s<seed>`` per bench, variant and seed."""
     jobs = []
     for bench in benches:
         table = VARIANTS[bench]
@@ -160,13 +111,8 @@ def ablation_jobs(scale: str, seeds: Sequence[int], out_dir: Path, benches: Sequ
             for name in names:
                 overrides, paper_row = table[name]
                 ov = list(common) + list(overrides) + ([f"train.epochs={epochs}"] if epochs else [])
-                out = out_dir / f"{bench}-{name}-s{seed}.json"
-                if out.exists() and not force:
-                    continue
-                jobs.append(dict(preset=PRESETS[bench], overrides=ov, seed=seed, scale=scale,
-                                 run_dir=str(Path(runs_dir) / scale / f"{bench}-{name}-s{seed}"), out=str(out),
-                                 label=name, threads=threads, resume=not force,
-                                 extra={"bench": bench, "paper_row": list(paper_row) if paper_row else None}))
+                jobs.append(model_job(f"{bench}-{name}-s{seed}", PRESETS[bench], ov, seed,
+                                      {"label": name, "bench": bench, "paper_row": list(paper_row) if paper_row else None}))
     return jobs
 
 
@@ -174,16 +120,18 @@ def run_ablation(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: str
                  benches: Sequence[str] = ("darcy",), variants: Sequence[str] | None = None, jobs: int = 1,
                  epochs: int = 0, threads: int = 2, runs_dir: str | Path = "runs/bench/geomano_ablation",
                  force: bool = False, common: Sequence[str] = ()) -> list[dict]:
-    """Train every (variant, seed) not yet recorded under ``out_dir``; return all records there."""
-    out_dir = Path(out_dir)
-    todo = ablation_jobs(scale, seeds, out_dir, benches, variants, epochs, threads, runs_dir, force, common)
-    if todo:
-        run_jobs(todo, jobs)
+    """Train every (variant, seed) not yet recorded under ``out_dir``, ``jobs`` processes at a time; return
+    all records there."""
+    todo = ablation_jobs(scale, seeds, benches, variants, epochs, threads, common)
+    run_jobs(todo, out_dir, scale, tag="geomano-ablation", retrain=force, resume=not force,
+             runs_dir=Path(runs_dir) / scale, workers=max(1, jobs), threads=threads,
+             summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
     return load_records(out_dir)
 
 
 def load_records(out_dir: str | Path) -> list[dict]:
-    return [json.loads(f.read_text()) for f in sorted(Path(out_dir).glob("*.json"))]
+    """Every run recorded under ``out_dir`` (``results.json`` and the older one-file-per-run records)."""
+    return load_results(out_dir)
 
 
 def _fmt(values: list[float]) -> str:
@@ -229,7 +177,7 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
     return "\n".join(lines)
 
 
-def main(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
+def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     ap = argparse.ArgumentParser(prog="neurodyn bench geomano-ablation", description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default=scale, choices=["tiny", "cpu", "paper"])
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1])
@@ -258,14 +206,7 @@ def main(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     return 0
 
 
-def _worker(job_json: str) -> int:
-    job = json.loads(job_json)
-    rec = train_and_record(**job)
-    print(f"{rec['label']} seed {rec['seed']}: test rel. L2 {rec['final_rel_l2']:.5f}", flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        sys.exit(_worker(sys.argv[2]))
-    sys.exit(main("cpu", sys.argv[1:]))
+    from neurodyn.bench import script_main
+
+    sys.exit(script_main(run))

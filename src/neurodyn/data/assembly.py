@@ -1,0 +1,144 @@
+"""Datasets of an experiment config: the store file (generated when missing), the splits, the windows
+or sequences a task trains on, and the normalizers fitted on the training split.
+
+``build_data(cfg)`` is the one entry point (training, evaluation and the benchmark drivers all use it).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from .datasets import SteadyDataset, TimeWindowDataset, split_indices
+from .generators import get_generator
+from .normalize import Normalizer
+from .sequences import SequenceDataset
+from .store import StoredDataset
+
+SPLIT_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_size", "normalize_input",
+              "normalize_target", "normalize_reduce")
+WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
+               "context_params", "frames_as_channels")
+SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values")  # (max_len belongs to the generators)
+DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
+TASKS = ("steady", "autoregressive", "sequence")
+
+
+def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The generator's own options: everything in ``data`` that is not a split/normalisation key."""
+    return {k: v for k, v in data_cfg.items() if k not in DATA_KEYS}
+
+
+def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
+                   is_main: bool = True, barrier: Callable[[], None] | None = None) -> Path:
+    """Path of the store file the config describes, generating it first when missing.
+
+    Under several processes only the main one (``is_main``) generates; ``barrier`` (called by every
+    process) then waits for it."""
+    if data_cfg.get("path"):
+        return Path(data_cfg["path"])
+    if "generator" not in data_cfg:
+        raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file)")
+    gen = get_generator(data_cfg["generator"])
+    gcfg = gen.make_config(**data_options(data_cfg))
+    n = int(data_cfg.get("n_train", 0)) + int(data_cfg.get("n_val", 0)) + int(data_cfg.get("n_test", 0))
+    seed = int(data_cfg.get("seed", 0))
+    path = gen.default_path(gcfg, n, seed)
+    if is_main and not path.exists():
+        gen.run(gcfg, n, seed=seed, path=path, device=device, chunk_size=data_cfg.get("chunk_size"),
+                progress=progress)
+    if barrier is not None:
+        barrier()
+    return path
+
+
+def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
+               is_main: bool = True, barrier: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Store file, split datasets and fitted normalizers of an experiment config.
+
+    Returns ``path``, ``store``, ``sets`` (``train`` and, when the config has them, ``val`` / ``test``)
+    and the normalizers fitted on the training split: ``x_norm`` / ``y_norm`` (steady and sequence
+    tasks), ``u_norm`` plus ``cf_norm`` / ``ctx_norm`` when there are context fields / parameters
+    (autoregressive). ``is_main`` / ``barrier``: see :func:`ensure_dataset`."""
+    d = cfg["data"]
+    task = cfg.get("task", "steady")
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    path = ensure_dataset(d, device, progress, is_main, barrier)
+    store = StoredDataset(path)
+    if task == "sequence":
+        return _sequence_data(cfg, path, store)
+    splits = split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)), int(d.get("n_val", 0)))
+    reduce = d.get("normalize_reduce", "pointwise")
+    out: dict[str, Any] = {"path": path, "store": store}
+    if task == "steady":
+        sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
+        x_train, y_train = sets["train"].tensors()
+        out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
+        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)
+    else:
+        sets = _window_sets(cfg, store, splits)
+        train = sets["train"]
+        frames = torch.stack([train.trajectory(j) for j in range(len(train.ids))])  # (N, T', *spatial, C)
+        out["u_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(frames.flatten(0, 1))
+        if train.context_fields:
+            cf = torch.stack([train.context_at(j, f) for j in range(len(train.ids)) for f in (0, train.n_frames - 1)])
+            out["cf_norm"] = Normalizer("gaussian", reduce).fit(cf)
+        if train.context_params:
+            ctx = torch.stack([train[j * train.windows_per_sample]["ctx"] for j in range(len(train.ids))])
+            out["ctx_norm"] = Normalizer("gaussian", "pointwise").fit(ctx)
+    out["sets"] = sets
+    return out
+
+
+def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, Any]:
+    """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
+    d = cfg["data"]
+    n_train, n_val, n_test = (int(d.get(k, 0)) for k in ("n_train", "n_val", "n_test"))
+    if d.get("split_param"):
+        key = f"params/{d['split_param']}"
+        if key not in store.shapes:
+            raise ConfigError(f"data.split_param: dataset file {path} has no {key}; it has {store.keys('params')}")
+        values = store.read(key)
+        chosen = np.isin(values, np.asarray(list(d.get("train_values", [0]))))
+        train_ids, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
+        if n_train:
+            train_ids = train_ids[:n_train]
+        splits = {"train": train_ids, "test": rest[n_val:]}
+        if n_val:
+            splits["val"] = rest[:n_val]
+        if not len(train_ids):
+            raise ConfigError(f"data.split_param {d['split_param']}: no sample has a value in {d.get('train_values')}")
+    else:
+        splits = split_indices(store.n_samples, n_train, n_test, n_val)
+    opts = dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
+                relative_time=bool(d.get("relative_time", True)))
+    sets = {name: SequenceDataset(store, ids, **opts) for name, ids in splits.items()}
+    train = sets["train"]
+    out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
+    out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
+    if train.kind == "regression":
+        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), "channel").fit(train.targets())
+    return out
+
+
+def _window_sets(cfg: dict[str, Any], store: StoredDataset, splits: dict[str, Any]) -> dict[str, Any]:
+    """Training windows of the length the training mode unrolls; full-horizon windows to evaluate."""
+    d, t = cfg["data"], cfg["train"]
+    step = int(d.get("step", 1))
+    mode = t.get("train_mode", "teacher_forcing")
+    unroll = {"teacher_forcing": 1, "rollout": int(t.get("rollout_steps", 1)),
+              "pushforward": int(t.get("pushforward", 0)) + 1}.get(mode, 1)
+    common = dict(t_in=int(d.get("t_in", 1)), time_stride=int(d.get("time_stride", 1)),
+                  t_start=int(d.get("t_start", 0)), context_fields=tuple(d.get("context_fields", ())),
+                  context_params=tuple(d.get("context_params", ())),
+                  frames_as_channels=bool(d.get("frames_as_channels", True)))
+    sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * step,
+                                       stride=int(d.get("window_stride", 1)), **common)}
+    for name in ("val", "test"):
+        if name in splits and len(splits[name]):
+            sets[name] = TimeWindowDataset(store, splits[name], t_out=d.get("t_out"), **common)
+    return sets

@@ -1,0 +1,30 @@
+"""The run API: train a preset, restore / evaluate / read a run, and job lists into a results store."""
+import json
+
+import pytest
+
+from neurodyn.train.runs import Job, evaluate_run, load_results, read_history, restore_run, run_jobs, train_preset
+
+TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
+
+
+def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
+    r = train_preset("fno/darcy", "tiny", tmp_path / "run", TINY, seed=3)
+    assert r.cfg["train"]["seed"] == 3 and r.epochs == len(read_history(tmp_path / "run")) == 1
+    assert r.params > 0 and r.n_test == 4 and r.curve == [r.final["rel_l2"]] and r.best == r.final["rel_l2"]
+    rec = r.record()
+    assert rec["final_rel_l2"] == r.final["rel_l2"] and rec["model"] == "fno" and json.dumps(rec)
+    restored = restore_run(tmp_path / "run")
+    assert restored.run_dir == tmp_path / "run" and not restored.model.training
+    assert evaluate_run(tmp_path / "run")["rel_l2"] == pytest.approx(r.final["rel_l2"], rel=1e-5)
+
+
+def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
+    (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
+    jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}), Job("old-s0", "fno/darcy", 0, TINY)]
+    recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1, evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])})
+    assert [r["run"] for r in recs] == ["new-s0", "old-s0"]  # the older one-file record is not trained again
+    assert recs[0]["label"] == "new" and recs[0]["n_eval"] == 4 and recs[0]["seed"] == 0
+    assert recs[0]["overrides"][-1] == "train.seed=0" and recs[1]["final_rel_l2"] == 0.5
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert [r["run"] for r in stored] == ["old-s0", "new-s0"] and load_results(tmp_path) == stored
