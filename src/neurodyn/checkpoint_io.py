@@ -31,6 +31,16 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Delete the temporary files ``.<name>.<pid>.tmp`` that :func:`atomic_torch_save` leaves when its process is
+    killed mid-write; returns what was removed. Call it where no other process of the run is writing."""
+    folder = Path(folder)
+    stale = sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint dict; missing, truncated or foreign files raise one DataError naming the file."""
     path = Path(path)
@@ -47,7 +57,11 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]})") from None
+        hint = ""
+        if path.name == "last.pt" and path.parent.name == "checkpoints":
+            hint = ("; evaluate the run's best checkpoint with `neurodyn evaluate RUN --which best`, or start "
+                    "the run over with `neurodyn train ... --fresh`")
+        raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]}){hint}") from None
     if not isinstance(obj, dict):
         raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")
     return obj

@@ -60,7 +60,7 @@ def _convert_public(args: argparse.Namespace) -> int:
         raise ConfigError(f"give either a preset/generator ({args.target}) or --from FILE, not both")
     options = _key_values(args.overrides, "reader option")
     kind = options.pop("kind", None)
-    if args.n:
+    if args.n is not None:
         options.setdefault("max_samples", args.n)
     if tuple(args.shard) != (0, 1):
         raise ConfigError("--shard does not apply to --from (a conversion is one process); leave it out")
@@ -77,6 +77,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.target and "=" in args.target:  # an optional positional swallows the first key=value
         args.overrides, args.target = [args.target, *args.overrides], None
+    if args.n is not None and args.n < 1:
+        raise ConfigError(f"--n is the number of samples to make and must be >= 1; got {args.n}")
     if getattr(args, "from_file", None):
         return _convert_public(args)
     if not args.target:
@@ -88,12 +90,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if "generator" not in d:
             raise ConfigError(f"preset {args.target} reads an existing file ({d.get('path')}); nothing to generate")
         gen, options = get_generator(d["generator"]), data_options(d)
-        n = args.n or int(d.get("n_train", 0)) + int(d.get("n_val", 0)) + int(d.get("n_test", 0))
+        n = args.n if args.n is not None else int(d.get("n_train", 0)) + int(d.get("n_val", 0)) + int(d.get("n_test", 0))
         seed = d.get("seed", 0) if args.seed is None else args.seed
     elif args.target in available_generators():
         gen = get_generator(args.target)
         options = {k.removeprefix("data."): v for k, v in _key_values(args.overrides, "generator option").items()}
-        n, seed = args.n or 100, args.seed or 0
+        n, seed = (100 if args.n is None else args.n), args.seed or 0
     else:
         from .errors import unknown_name
 
@@ -132,6 +134,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         import shutil
 
         shutil.rmtree(run_dir)
+    created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -141,6 +144,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
                                progress=False if args.no_progress else None)
+    except BaseException:
+        # a run that failed before its first checkpoint (a bad config, data it cannot take) leaves nothing behind
+        if created and dist.is_main and not (run_dir / "checkpoints" / "last.pt").exists():
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         if dist.enabled:  # leaving gloo's threads running at exit can abort the process
             import torch.distributed
@@ -150,19 +160,37 @@ def cmd_train(args: argparse.Namespace) -> int:
         from .plots import write_run_plots
 
         write_run_plots(run_dir, device=device)
-        print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
-        for k, v in final.items():
-            print(f"  {k:>12s}  {v:.5g}")
+        if final:
+            print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
+            for k, v in final.items():
+                print(f"  {k:>12s}  {v:.5g}")
+        else:
+            print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
         print(f"run folder: {run_dir} (summary.md, predictions.png, learning_curve.png, metrics.jsonl)")
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .train.runs import evaluate_run
+    from .train.runs import evaluate_sets
 
-    metrics = evaluate_run(args.run, device=args.device or default_device(), which=args.which)
-    print(json.dumps(metrics, indent=2) if args.json else "\n".join(f"{k:>12s}  {v:.5g}" for k, v in metrics.items()))
+    results = evaluate_sets(args.run, files=args.data or None, device=args.device or default_device(),
+                            which=args.which)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(format_metric_table(results))
     return 0
+
+
+def format_metric_table(results: dict[str, dict]) -> str:
+    """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list)."""
+    names = list(results)
+    keys = [k for k in results[names[0]] if isinstance(results[names[0]][k], (int, float))]
+    if len(names) == 1:
+        return "\n".join(f"{k:>12s}  {results[names[0]][k]:.5g}" for k in keys)
+    lines = [f"{'':>12s}  " + "  ".join(f"{n:>11s}" for n in names)]
+    lines += [f"{k:>12s}  " + "  ".join(f"{results[n].get(k, float('nan')):11.5g}" for n in names) for k in keys]
+    return "\n".join(lines)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -213,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="convert a public dataset file or Geo-FNO folder into the store instead "
                         "(reader options as key=value, e.g. stride=5 kind=airfoil)")
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
-    g.add_argument("--n", type=int, default=0, help="number of samples (default: the preset's splits, or 100)")
+    g.add_argument("--n", type=int, default=None, help="number of samples (default: the preset's splits, or 100)")
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--out", default=None, help="output file (default: under $NEURODYN_DATA)")
     g.add_argument("--shard", type=_parse_shard, default=(0, 1), help="make only shard i of n (i/n)")
@@ -233,8 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=cmd_train)
 
-    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split")
+    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split, its test files, or given files")
     e.add_argument("run", help="run folder or checkpoint file")
+    e.add_argument("--data", action="append", default=[], metavar="FILE",
+                   help="a store file to evaluate on (repeatable; e.g. the same problem at another resolution); "
+                        "default: the run's test split and its data.test_path files")
     e.add_argument("--which", default="last", choices=("last", "best"))
     e.add_argument("--device", default=None)
     e.add_argument("--json", action="store_true")

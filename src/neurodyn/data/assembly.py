@@ -2,6 +2,10 @@
 or sequences a task trains on, and the normalizers fitted on the training split.
 
 ``build_data(cfg)`` is the one entry point (training, evaluation and the benchmark drivers all use it).
+``build_test_sets(cfg)`` adds the separate test files of ``data.test_path`` (one path, a list of paths, or
+``{name: path}``), each read whole with the same windows / sequence options as the test split, so a model
+trained at one resolution can be scored at others (the normalizers fitted on the training split are applied
+to them; see :mod:`neurodyn.data.normalize` for pointwise statistics on another grid).
 """
 from __future__ import annotations
 
@@ -11,15 +15,15 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .datasets import SteadyDataset, TimeWindowDataset, split_indices
 from .generators import get_generator
 from .normalize import Normalizer
 from .sequences import SequenceDataset
 from .store import StoredDataset
 
-SPLIT_KEYS = ("generator", "path", "n_train", "n_val", "n_test", "seed", "chunk_size", "normalize_input",
-              "normalize_target", "normalize_reduce")
+SPLIT_KEYS = ("generator", "path", "test_path", "n_train", "n_val", "n_test", "seed", "chunk_size",
+              "normalize_input", "normalize_target", "normalize_reduce")
 WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
                "context_params", "frames_as_channels")
 SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values")  # (max_len belongs to the generators)
@@ -71,7 +75,8 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     store = StoredDataset(path)
     if task == "sequence":
         return _sequence_data(cfg, path, store)
-    splits = split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)), int(d.get("n_val", 0)))
+    splits = _nonempty(split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)),
+                                     int(d.get("n_val", 0))))
     reduce = d.get("normalize_reduce", "pointwise")
     out: dict[str, Any] = {"path": path, "store": store}
     if task == "steady":
@@ -114,9 +119,7 @@ def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dic
             raise ConfigError(f"data.split_param {d['split_param']}: no sample has a value in {d.get('train_values')}")
     else:
         splits = split_indices(store.n_samples, n_train, n_test, n_val)
-    opts = dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
-                relative_time=bool(d.get("relative_time", True)))
-    sets = {name: SequenceDataset(store, ids, **opts) for name, ids in splits.items()}
+    sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
     train = sets["train"]
     out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
     out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
@@ -132,13 +135,73 @@ def _window_sets(cfg: dict[str, Any], store: StoredDataset, splits: dict[str, An
     mode = t.get("train_mode", "teacher_forcing")
     unroll = {"teacher_forcing": 1, "rollout": int(t.get("rollout_steps", 1)),
               "pushforward": int(t.get("pushforward", 0)) + 1}.get(mode, 1)
-    common = dict(t_in=int(d.get("t_in", 1)), time_stride=int(d.get("time_stride", 1)),
-                  t_start=int(d.get("t_start", 0)), context_fields=tuple(d.get("context_fields", ())),
-                  context_params=tuple(d.get("context_params", ())),
-                  frames_as_channels=bool(d.get("frames_as_channels", True)))
+    common = _window_options(d)
     sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * step,
                                        stride=int(d.get("window_stride", 1)), **common)}
     for name in ("val", "test"):
         if name in splits and len(splits[name]):
             sets[name] = TimeWindowDataset(store, splits[name], t_out=d.get("t_out"), **common)
     return sets
+
+
+def _nonempty(splits: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The splits that hold samples (``n_test = 0``: no test split, e.g. when test files are given)."""
+    return {name: ids for name, ids in splits.items() if name == "train" or len(ids)}
+
+
+def _window_options(d: dict[str, Any]) -> dict[str, Any]:
+    """TimeWindowDataset options shared by the training windows and every evaluation set."""
+    return dict(t_in=int(d.get("t_in", 1)), time_stride=int(d.get("time_stride", 1)),
+                t_start=int(d.get("t_start", 0)), context_fields=tuple(d.get("context_fields", ())),
+                context_params=tuple(d.get("context_params", ())),
+                frames_as_channels=bool(d.get("frames_as_channels", True)))
+
+
+def _sequence_options(d: dict[str, Any]) -> dict[str, Any]:
+    return dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
+                relative_time=bool(d.get("relative_time", True)))
+
+
+def named_test_files(data_cfg: dict[str, Any]) -> dict[str, Path]:
+    """The named test files of ``data.test_path``: a path (named by its stem), a list of paths, or
+    ``{name: path}``. Every file must exist."""
+    spec = data_cfg.get("test_path")
+    if not spec:
+        return {}
+    if isinstance(spec, (str, Path)):
+        spec = [spec]
+    if isinstance(spec, dict):
+        named = {str(k): Path(v) for k, v in spec.items()}
+    elif isinstance(spec, (list, tuple)):
+        named = {}
+        for item in spec:
+            stem = Path(item).stem
+            if stem in named:
+                raise ConfigError(f"data.test_path lists two files named {stem!r}; give names as "
+                                  "{name: path}, e.g. data.test_path={test16: a.h5, test32: b.h5}")
+            named[stem] = Path(item)
+    else:
+        raise ConfigError(f"data.test_path must be a path, a list of paths or {{name: path}}; got {spec!r}")
+    for name, path in named.items():
+        if not path.is_file():
+            raise DataError(f"data.test_path {name}: file {path} does not exist")
+    return named
+
+
+def build_test_sets(cfg: dict[str, Any], files: dict[str, str | Path] | None = None) -> dict[str, Any]:
+    """``{name: dataset}`` of every sample of each test file (``files``, default ``data.test_path``), built
+    like the config's test split: whole inputs and targets (steady), full-horizon windows (autoregressive)
+    or whole sequences (sequence)."""
+    d = cfg["data"]
+    task = cfg.get("task", "steady")
+    out: dict[str, Any] = {}
+    for name, path in (named_test_files(d) if files is None else {k: Path(v) for k, v in files.items()}).items():
+        store = StoredDataset(path)
+        ids = np.arange(store.n_samples)
+        if task == "steady":
+            out[name] = SteadyDataset(store, ids)
+        elif task == "sequence":
+            out[name] = SequenceDataset(store, ids, **_sequence_options(d))
+        else:
+            out[name] = TimeWindowDataset(store, ids, t_out=d.get("t_out"), **_window_options(d))
+    return out

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ..config_types import check_field_types
 from ..errors import DataError, ConfigError, unknown_name
 
 _MODELS: dict[str, tuple[type[nn.Module], type]] = {}
@@ -65,7 +66,7 @@ def make_config(name: str, config: Any = None, **overrides: Any):
     for key, value in list(values.items()):
         if isinstance(value, list):  # YAML and JSON give lists where dataclasses declare tuples
             values[key] = tuple(value)
-    return config_cls(**values)
+    return config_cls(**check_field_types(config_cls, values, "model"))
 
 
 def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:

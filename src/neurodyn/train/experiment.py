@@ -16,8 +16,9 @@ from typing import Any
 import torch
 import yaml
 
-from ..data.assembly import build_data
+from ..data.assembly import build_data, build_test_sets
 from ..data.datasets import SteadyDataset
+from ..config_types import check_field_types
 from ..errors import ConfigError
 from ..models import build, count_parameters
 from .checkpoint import check_resume_config
@@ -56,9 +57,10 @@ def build_model(cfg: dict[str, Any], train_set) -> torch.nn.Module:
     return build(name, m)
 
 
-def check_model_accepts(model: torch.nn.Module, task, dataset, name: str) -> None:
-    """One forward pass on a training sample, so that a resolution or channel count the model cannot
-    take fails now, with the data's shape named, rather than deep inside the first step."""
+def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: str = "this dataset") -> None:
+    """One forward pass on a sample of ``dataset``, so that a resolution or channel count the model cannot
+    take fails now, with the data's shape named, rather than deep inside the first step (or, for a test
+    file, after the whole training)."""
     item = dataset[0]
     batch = {k: v[None] for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
     try:
@@ -66,11 +68,11 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str) -> Non
             out = task.predict(model, batch)
     except (ValueError, RuntimeError) as exc:
         msg = " ".join(str(exc).split())
-        raise ConfigError(f"model {name!r} cannot take this dataset's input of shape "
+        raise ConfigError(f"model {name!r} cannot take {what}'s input of shape "
                           f"{tuple(item['x'].shape)}: {msg}") from None
     want = task.expected_output_shape(batch) if hasattr(task, "expected_output_shape") else batch["y"].shape
     if tuple(out.shape) != tuple(want):
-        raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} where the task needs "
+        raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} on {what} where the task needs "
                           f"{tuple(want[1:])}")
 
 
@@ -100,7 +102,7 @@ def train_config(cfg: dict[str, Any]) -> TrainConfig:
     unknown = sorted(set(cfg["train"]) - fields)
     if unknown:
         raise ConfigError(f"train section has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
-    return TrainConfig(**cfg["train"])
+    return TrainConfig(**check_field_types(TrainConfig, cfg["train"], "train"))
 
 
 def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch.device = "cpu",
@@ -117,27 +119,46 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data)
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
-    test = data["sets"].get("test")
-    eval_set = data["sets"]["val"] if "val" in data["sets"] else (test if test is not None and len(test) else None)
+    test_sets = build_test_sets(cfg)
+    for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now
+        check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}")
+    eval_set = _monitored_set(data["sets"], test_sets)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=cfg,
                       device=device, dist_info=dist, progress=progress, interrupt_at=interrupt_at)
-    if dist.is_main:
+    if dist.is_main and progress is not False:
+        tests = f" + test files {', '.join(f'{k} ({len(v)})' for k, v in test_sets.items())}" if test_sets else ""
         print(f"{cfg.get('preset', 'experiment')} [{cfg.get('scale', '?')}]: model {cfg['model']['name']} with "
               f"{count_parameters(model):,} parameters; {len(data['sets']['train'])} train / "
-              f"{len(data['sets'].get('test', []))} test samples from {data['path']}")
+              f"{len(data['sets'].get('test', []))} test samples from {data['path']}{tests}", flush=True)
     history = trainer.fit(resume=resume)
-    final = history[-1].get("eval", {}) if history else {}
+    final = dict(history[-1].get("eval", {})) if history else {}
+    file_metrics = {}
+    if test_sets:
+        trainer.model.eval()
+        file_metrics = {name: task.evaluate(trainer.model, trainer.eval_batches(ds)) for name, ds in test_sets.items()}
+        trainer.log_extra({"epoch": trainer.epoch - 1, "test_files": file_metrics})
+        final.update({f"{name}/{trainer.monitor_key}": m[trainer.monitor_key] for name, m in file_metrics.items()})
     if dist.is_main:
         write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
-                      mode=trainer.monitor_mode)
+                      mode=trainer.monitor_mode, test_files=file_metrics)
     return final
 
 
+def _monitored_set(sets: dict[str, Any], test_sets: dict[str, Any]):
+    """What the trainer evaluates each epoch (and selects ``best.pt`` by): the validation split, else the test
+    split, else the first test file."""
+    for name in ("val", "test"):
+        if name in sets and len(sets[name]):
+            return sets[name]
+    return next(iter(test_sets.values()), None)
+
+
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
-                  monitor: str = "rel_l2", mode: str = "min") -> None:
+                  monitor: str = "rel_l2", mode: str = "min", test_files: dict[str, dict[str, Any]] | None = None) -> None:
+    """``summary.md``: the run's settings, the final evaluation and one row per separate test file."""
     final = history[-1].get("eval", {}) if history else {}
     pick = min if mode == "min" else max
     best = pick((h["eval"][monitor] for h in history if "eval" in h), default=float("nan"))
@@ -150,6 +171,12 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
              "(the table reports the final model)", "",
              "| metric | value |", "| --- | --- |"]
     lines += [f"| {k} | {v:.5g} |" for k, v in final.items() if isinstance(v, (int, float))]
+    if test_files:
+        keys = [k for k in next(iter(test_files.values())) if isinstance(next(iter(test_files.values()))[k], (int, float))]
+        lines += ["", "Separate test files (the final model, the training normalizers):", "",
+                  "| test file | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
+        lines += [f"| {name} | " + " | ".join(f"{m.get(k, float('nan')):.5g}" for k in keys) + " |"
+                  for name, m in test_files.items()]
     lines += ["", "Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
               "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
               "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]

@@ -46,7 +46,20 @@ def read_history(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise DataError(f"run folder {run_dir} has no metrics.jsonl; was it trained by neurodyn?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    records = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [r for r in records if "train_loss" in r]
+
+
+def read_test_file_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """``{test file name: metrics}`` of the final model on the run's separate test files (``data.test_path``),
+    as logged in ``metrics.jsonl`` after training; empty when the run had none."""
+    path = Path(run_dir) / "metrics.jsonl"
+    found: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line and "test_files" in (rec := json.loads(line)):
+                found = rec["test_files"]
+    return found
 
 
 @dataclasses.dataclass
@@ -116,8 +129,38 @@ def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str
     r = restore_run(run, which, device)
     test = r.data["sets"].get("test")
     if test is None:
-        raise ConfigError(f"the experiment of {r.checkpoint} has no test split (data.n_test = 0)")
+        raise ConfigError(f"the experiment of {r.checkpoint} has no test split (data.n_test = 0); evaluate it on "
+                          "files with `neurodyn evaluate RUN --data FILE`")
     return r.task.evaluate(r.model, batches(test, r.eval_batch_size, torch.device(device)))
+
+
+def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str | Path] | None = None,
+                  device: str | torch.device = "cpu", which: str = "last") -> dict[str, dict[str, Any]]:
+    """``{name: metrics}`` of a run's checkpoint, with the training normalizers, on ``files`` (store files, named
+    by their stems, or ``{name: path}``), or by default on its test split (``"test"``) and the separate test
+    files of its config (``data.test_path``). A file the model cannot take (another channel count, a
+    resolution the model refuses) is one ConfigError naming it."""
+    from ..data.assembly import build_test_sets, named_test_files
+    from .experiment import check_model_accepts
+
+    r = restore_run(run, which, device)
+    dev = torch.device(device)
+    sets: dict[str, Any] = {}
+    if files is None:
+        if "test" in r.data["sets"]:
+            sets["test"] = r.data["sets"]["test"]
+        sets.update(build_test_sets(r.cfg))
+        if not sets:
+            raise ConfigError(f"the experiment of {r.checkpoint} has no test split and no data.test_path; give "
+                              "files to evaluate on (`neurodyn evaluate RUN --data FILE`)")
+    else:
+        named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))})
+        sets.update(build_test_sets(r.cfg, named))
+    out = {}
+    for name, dataset in sets.items():
+        check_model_accepts(r.model, r.task, dataset, r.cfg["model"]["name"], what=f"{name!r}")
+        out[name] = r.task.evaluate(r.model, batches(dataset, r.eval_batch_size, dev))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from torch.utils.data import Dataset, default_collate
 
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
-from ..checkpoint_io import atomic_torch_save, read_checkpoint
+from ..checkpoint_io import atomic_torch_save, read_checkpoint, remove_stale_temporaries
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_sum, barrier
 from .sampling import global_batches, rank_slice
@@ -94,6 +95,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.experiment = experiment or {}
         self.progress = progress
+        self._print_lines = False
         self.interrupt_at = interrupt_at  # test hook: pretend Ctrl-C after (epoch, batch)
         self.ddp = (nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model)
         self.optimizer = self._make_optimizer()
@@ -183,33 +185,53 @@ class Trainer:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
 
+    def log_extra(self, record: dict[str, Any]) -> None:
+        """Append a record that is not an epoch (e.g. the separate test files' metrics after training) to
+        ``metrics.jsonl``; a resumed run drops such records and writes them anew."""
+        if self.dist.is_main:
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+
     def _trim_log(self) -> None:
-        """After a resume, forget logged epochs that the checkpoint had not finished."""
+        """After a resume, forget logged epochs that the checkpoint had not finished (and records that are
+        not epochs: they are written again when the run ends)."""
         path = self.run_dir / "metrics.jsonl"
         if not (self.dist.is_main and path.exists()):
             return
-        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["epoch"] < self.epoch]
+        keep = [line for line in path.read_text().splitlines()
+                if line and "train_loss" in (rec := json.loads(line)) and rec["epoch"] < self.epoch]
         path.write_text("".join(line + "\n" for line in keep))
         self.history = [json.loads(line) for line in keep]
 
     # ---------------------------------------------------------------------------------------- loop
     def fit(self, resume: bool = True) -> list[dict[str, Any]]:
-        """Train to ``cfg.epochs``; resumes from ``checkpoints/last.pt`` when present and ``resume``."""
+        """Train to ``cfg.epochs``; resumes from ``checkpoints/last.pt`` when present and ``resume``.
+
+        Progress: ``progress=None`` shows a bar on a terminal and otherwise prints one line per epoch (a log
+        file or a pipe then still shows the run moving); ``"lines"`` always prints the lines; ``True`` always
+        shows the bar; ``False`` prints nothing.
+        """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         last = self.ckpt_dir / "last.pt"
+        if self.dist.is_main:
+            remove_stale_temporaries(self.ckpt_dir)
         if resume and last.exists():
             self.load(last)
             self._trim_log()
+            if self.dist.is_main and self.progress is not False:
+                print(f"resuming {self.run_dir} from epoch {self.epoch}" + (f" batch {self.batch}" if self.batch else "")
+                      + f" of {self.cfg.epochs}", flush=True)
         elif self.dist.is_main:
             (self.run_dir / "metrics.jsonl").write_text("")
         barrier()
         from tqdm.auto import tqdm
 
         total = self.cfg.epochs * self.n_batches
-        # progress None: tqdm decides (shown on a terminal, hidden in logs)
-        disable = True if (not self.dist.is_main or self.progress is False) else (None if self.progress is None else False)
+        on_terminal = sys.stderr.isatty()
+        use_bar = self.progress is True or (self.progress is None and on_terminal)
+        self._print_lines = self.dist.is_main and (self.progress == "lines" or (self.progress is None and not on_terminal))
         bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
-                   disable=disable, dynamic_ncols=True)
+                   disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
             while self.epoch < self.cfg.epochs:
                 self._train_epoch(bar)
@@ -257,7 +279,12 @@ class Trainer:
         self.save("last.pt")
         if self.dist.is_main:
             key = self.monitor_key
-            bar.set_description(f"{key} {record.get('eval', {}).get(key, float('nan')):.4g}")
+            value = record.get("eval", {}).get(key, float("nan"))
+            bar.set_description(f"{key} {value:.4g}")
+            if self._print_lines:
+                shown = f"  eval {key} {value:.4g}" if "eval" in record else ""
+                print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
+                      f"({record['seconds']:.1f} s)", flush=True)
 
     def _step(self, global_ids: torch.Tensor) -> float:
         ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)
