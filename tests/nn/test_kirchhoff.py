@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from neurodyn.nn.kirchhoff import CascadedKirchhoffBlock, KirchhoffCell, ckb_parameter_count
-from neurodyn.ops.knc_scan import (knc_impulse_response, knc_scan, knc_scan_ref, knc_transfer_function, merge_sequences,
+from neurodyn.ops.knc_scan import (knc_impulse_response, knc_scan_ref, knc_transfer_function, merge_sequences,
                                    scan_sequences)
 
 D64 = torch.float64

@@ -1,6 +1,5 @@
-"""NAC layer against independent oracles: fine Euler integration, Theorem 1, the steady limit, the
-gradient formulas (eqs. 56-57), the ncps wiring, and exhaustive Top-K."""
-import math
+"""NAC layer against independent oracles: fine Euler integration, the steady limit, Theorem 1's bounds on the
+layer, the ncps wiring (the ODE-logit and Top-K kernels themselves: tests/ops/test_nac_kernels.py)."""
 
 import numpy as np
 import pytest
@@ -8,8 +7,8 @@ import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.nn.nac import NACAttention
-from neurodyn.ops.nac_logits import exact_logits, steady_logits
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
+from neurodyn.ops.nac_logits import exact_logits, steady_logits
 
 
 def _gates(n=4096, seed=0, signed=False):

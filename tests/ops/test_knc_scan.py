@@ -179,3 +179,12 @@ def test_scan_layouts_are_exact_permutations_and_merge_sums_pairs(scan, shape):
     want = {1: lambda: g[0], 2: lambda: g[0] + g[1], 4: lambda: (g[0] + g[2]) + (g[1] + g[3])}[len(g)]()
     assert torch.equal(merge_sequences(y, shape, scan), want.reshape(x.shape))
 
+
+
+def test_scan_modes_are_checked_with_one_clear_sentence():
+    from neurodyn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="scan must be one of 'uni', 'bi', 'cross'"):
+        n_directions("quad", 2)
+    with pytest.raises(ConfigError, match="needs a 2-D grid"):
+        scan_sequences(torch.randn(1, 2, 5), "cross")

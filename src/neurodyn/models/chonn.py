@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.kirchhoff import CascadedKirchhoffBlock
 from .fno import FNO, FNOConfig, check_grid_input
 from .registry import register
@@ -267,8 +267,7 @@ class ChonnFNO(FNO):
     def __init__(self, config: ChonnFNOConfig):
         super().__init__(FNOConfig(**_field_values(FNOConfig, config)))
         self.config = config
-        if config.ckb_mode not in ("replace_skip", "parallel"):
-            raise ConfigError(f"chonn_fno ckb_mode must be 'replace_skip' or 'parallel'; got {config.ckb_mode!r}")
+        check_choice("chonn_fno ckb_mode", config.ckb_mode, ("replace_skip", "parallel"))
         layers = tuple(int(l) for l in config.ckb_layers)
         if any(l < 0 or l >= config.n_layers for l in layers) or len(set(layers)) != len(layers):
             raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {config.n_layers}); "
@@ -360,8 +359,7 @@ class ChonnVision(nn.Module):
 
     def __init__(self, config: ChonnVisionConfig):
         super().__init__()
-        if config.patch_size not in (1, 2, 4):
-            raise ConfigError(f"chonn_vision patch_size must be 1, 2 or 4; got {config.patch_size!r}")
+        check_choice("chonn_vision patch_size", config.patch_size, (1, 2, 4))
         if len(config.dims) != len(config.depths) or not config.dims or min(config.depths) < 0:
             raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={config.dims!r}, "
                               f"depths={config.depths!r}")

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.mlp import ACTIVATIONS, activation
 from ..nn.s4d import S4D, S4D_INITS
 from ..nn.spectral import SpectralConv
@@ -269,8 +269,7 @@ class S4FFNO(FFNO):
                               f"got {config.memory_after}.")
         if config.memory_window < 0:
             raise ConfigError(f"S4FFNO memory_window must be >= 0 (0 = no memory); got {config.memory_window}.")
-        if config.init not in S4D_INITS:
-            raise ConfigError(f"S4FFNO init must be one of {', '.join(S4D_INITS)}; got {config.init!r}.")
+        check_choice("S4FFNO init", config.init, S4D_INITS)
         self.memory = (S4D(config.width, config.d_state, config.init, config.dt_min, config.dt_max,
                            window=config.memory_window) if config.memory_window > 0 else None)
 

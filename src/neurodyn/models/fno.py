@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
 from ..nn.spectral import SpectralConv
 from .registry import register
@@ -95,12 +95,9 @@ def _validate(cfg: FNOConfig) -> None:
             raise ConfigError(f"FNO config field {name} must be >= 0; got {getattr(cfg, name)!r}.")
     if not 0.0 <= float(cfg.padding) <= 1.0:
         raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {cfg.padding!r}.")
-    if cfg.skip not in ("linear", "identity", "none"):
-        raise ConfigError(f"FNO skip must be 'linear', 'identity' or 'none'; got {cfg.skip!r}.")
-    if str(cfg.activation).lower() not in ACTIVATIONS:
-        raise ConfigError(f"FNO activation must be one of {', '.join(ACTIVATIONS)}; got {cfg.activation!r}.")
-    if cfg.spectral_method not in ("auto", "dft", "fft"):
-        raise ConfigError(f"FNO spectral_method must be 'auto', 'dft' or 'fft'; got {cfg.spectral_method!r}.")
+    check_choice("FNO skip", cfg.skip, ("linear", "identity", "none"))
+    check_choice("FNO activation", str(cfg.activation).lower(), ACTIVATIONS)
+    check_choice("FNO spectral_method", cfg.spectral_method, ("auto", "dft", "fft"))
 
 
 def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channels: int,

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.blocks import ResidualBlock
 from ..nn.geo_encoder import DECODERS, HEADS, GeoDecoder, GeoEncoder
 from ..nn.geomamba import GeoMambaKernel
@@ -151,20 +151,14 @@ def _validate(cfg: GeoMaNOConfig) -> None:
     for name in ("ctx_channels", "unified_pos", "n_points", "lift_hidden", "dt_rank"):
         if int(getattr(cfg, name)) < 0:
             raise ConfigError(f"geomano config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
-    if cfg.encoder not in ("soft", "patch"):
-        raise ConfigError(f"geomano encoder must be 'soft' (Eq. 6) or 'patch' (hard patches), got {cfg.encoder!r}.")
+    check_choice("geomano encoder ('soft': Eq. 6, 'patch': hard patches)", cfg.encoder, ("soft", "patch"))
     if cfg.encoder == "patch" and cfg.patch_size < 1:
         raise ConfigError(f"geomano patch_size must be >= 1, got {cfg.patch_size}.")
-    if cfg.decoder not in DECODERS:
-        raise ConfigError(f"geomano decoder must be one of {DECODERS}, got {cfg.decoder!r}.")
-    if cfg.head not in HEADS:
-        raise ConfigError(f"geomano head must be one of {HEADS}, got {cfg.head!r}.")
-    if str(cfg.act).lower() not in ACTIVATIONS:
-        raise ConfigError(f"geomano act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
-    if cfg.assign_init not in ("orthogonal", "default"):
-        raise ConfigError(f"geomano assign_init must be 'orthogonal' or 'default', got {cfg.assign_init!r}.")
-    if cfg.init not in ("trunc_normal", "torch"):
-        raise ConfigError(f"geomano init must be 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    check_choice("geomano decoder", cfg.decoder, DECODERS)
+    check_choice("geomano head", cfg.head, HEADS)
+    check_choice("geomano act", str(cfg.act).lower(), ACTIVATIONS)
+    check_choice("geomano assign_init", cfg.assign_init, ("orthogonal", "default"))
+    check_choice("geomano init", cfg.init, ("trunc_normal", "torch"))
     if len(tuple(cfg.latent_grid)) != 2 or min(int(s) for s in cfg.latent_grid) < 1:
         raise ConfigError(f"geomano latent_grid must be (h, w) with h, w >= 1, got {cfg.latent_grid!r}.")
 

@@ -66,9 +66,9 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.blocks import ResidualBlock
-from ..nn.mamba import LatentSSM, resolve_directions
+from ..nn.mamba import LatentSSM, mixer_directions
 from ..nn.mlp import ACTIVATIONS, ChannelMLP
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
@@ -91,7 +91,7 @@ class LaMOConfig:
         width: embedding dimension D.  n_layers: latent blocks L.  mlp_ratio, act: channel MLP.
         d_state, expand, ssm_heads, ssm_groups, d_conv: SSM sizes (Table 6: d_state 64, expand 2, kernel 3).
         directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
-            of names (``neurodyn.nn.mamba.resolve_directions``).
+            of names (``neurodyn.nn.mamba.mixer_directions``).
         ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
             dt_range: SSM choices (``neurodyn.nn.mamba``).
         patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): sizes the positional
@@ -155,18 +155,15 @@ class LaMOConfig:
 
 
 def _validate(cfg: LaMOConfig) -> None:
-    if cfg.variant not in VARIANTS:
-        raise ConfigError(f"lamo variant must be one of {VARIANTS}, got {cfg.variant!r}.")
+    check_choice("lamo variant", cfg.variant, VARIANTS)
     for name in ("in_channels", "out_channels", "width", "n_layers", "d_state", "ssm_heads", "ssm_groups"):
         if int(getattr(cfg, name)) < 1:
             raise ConfigError(f"lamo config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
     for name in ("ctx_channels", "pos_channels", "pad_multiple", "n_points"):
         if int(getattr(cfg, name)) < 0:
             raise ConfigError(f"lamo config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
-    if str(cfg.act).lower() not in ACTIVATIONS:
-        raise ConfigError(f"lamo act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
-    if cfg.init not in ("auto", "trunc_normal", "torch"):
-        raise ConfigError(f"lamo init must be 'auto', 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    check_choice("lamo act", str(cfg.act).lower(), ACTIVATIONS)
+    check_choice("lamo init", cfg.init, ("auto", "trunc_normal", "torch"))
     if cfg.time_embedding and cfg.ctx_channels < 1:
         raise ConfigError("lamo time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
     if cfg.variant == "grid":
@@ -280,7 +277,7 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
     if directions == "auto":
         directions = "cross" if grid else "bi"
     return LatentSSM(cfg.width, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.ssm_heads,
-                     n_groups=cfg.ssm_groups, d_conv=cfg.d_conv, directions=resolve_directions(directions, grid),
+                     n_groups=cfg.ssm_groups, d_conv=cfg.d_conv, directions=mixer_directions(directions, grid),
                      layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
                      act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
                      a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from .registry import register
 
 
@@ -70,8 +70,7 @@ class SequenceHost(nn.Module):
 
     def __init__(self, cfg: SequenceConfig):
         super().__init__()
-        if cfg.pool not in ("last", "mean"):
-            raise ConfigError(f"pool must be 'last' or 'mean', got {cfg.pool!r}")
+        check_choice("pool", cfg.pool, ("last", "mean"))
         if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
             raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
         self.cfg = cfg

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..ops.block_topk import block_topk, exact_topk, flat_gather
 from ..ops.nac_logits import euler_logits, exact_logits, steady_logits
 from .ncp import NCPCell, build_autoncp, units_backbone, units_sensory
@@ -78,8 +78,7 @@ RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="
 
 def resolve_options(compat: str = "paper", **overrides: Any) -> NACOptions:
     """The options of ``compat`` ("paper" or "released") with the non-None ``overrides`` applied."""
-    if compat not in COMPATS:
-        raise ConfigError(f"NAC compat must be 'paper' or 'released', got {compat!r}")
+    check_choice("NAC compat", compat, COMPATS)
     names = {f.name for f in fields(NACOptions)}
     unknown = sorted(set(overrides) - names)
     if unknown:
@@ -140,25 +139,20 @@ class NACAttention(nn.Module):
                  phi_activation: str = "sigmoid", pair_time: str = "query", time_horizon: float = 1.0,
                  dropout: float = 0.0, seed: int = 22222, **options: Any):
         super().__init__()
-        if mode not in MODES:
-            raise ConfigError(f"NAC mode must be one of {', '.join(MODES)}, got {mode!r}")
+        check_choice("NAC mode", mode, MODES)
         if d_model < 2:
             raise ConfigError(f"NAC d_model must be >= 2 (the sensory-gate sizing rule fails for 1), got {d_model}")
         if n_heads < 1 or d_model % n_heads:
             raise ConfigError(f"NAC d_model {d_model} must be divisible by n_heads {n_heads}")
         if topk is not None and topk < 1:
             raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
-        if phi_activation not in PHI_ACTIVATIONS:
-            raise ConfigError(f"NAC phi_activation must be one of {', '.join(PHI_ACTIVATIONS)}, got {phi_activation!r}")
-        if pair_time not in PAIR_TIMES:
-            raise ConfigError(f"NAC pair_time must be one of {', '.join(PAIR_TIMES)}, got {pair_time!r}")
+        check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
+        check_choice("NAC pair_time", pair_time, PAIR_TIMES)
         if not time_horizon > 0:
             raise ConfigError(f"NAC time_horizon must be > 0, got {time_horizon}")
         opt = resolve_options(compat, **options)
-        if opt.topk_method not in TOPK_METHODS:
-            raise ConfigError(f"NAC topk_method must be one of {', '.join(TOPK_METHODS)}, got {opt.topk_method!r}")
-        if opt.quadrature not in QUADRATURES:
-            raise ConfigError(f"NAC quadrature must be 'time' or 'none', got {opt.quadrature!r}")
+        check_choice("NAC topk_method", opt.topk_method, TOPK_METHODS)
+        check_choice("NAC quadrature", opt.quadrature, QUADRATURES)
         if opt.euler_steps < 1 or opt.backbone_unfolds < 1 or not opt.eps > 0:
             raise ConfigError("NAC needs euler_steps >= 1, backbone_unfolds >= 1 and eps > 0")
         self.opt, self.compat = opt, compat

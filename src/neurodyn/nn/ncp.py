@@ -29,7 +29,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 
 GROUPS = ("inter", "command", "motor")
 ACTIVATIONS = ("linear", "tanh", "relu", "sigmoid")
@@ -74,8 +74,7 @@ def wiring_groups(wiring) -> dict[str, list[int]]:
 
 
 def _activation(name: str):
-    if name not in ACTIVATIONS:
-        raise ConfigError(f"NCP activation must be one of {', '.join(ACTIVATIONS)}, got {name!r}")
+    check_choice("NCP activation", name, ACTIVATIONS)
     return {"linear": lambda x: x, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[name]
 
 
@@ -94,8 +93,7 @@ class NCPCell(nn.Module):
                  n_cells: int = 1):
         super().__init__()
         for g in (input_group, output_group, *disabled):
-            if g not in GROUPS:
-                raise ConfigError(f"NCP group must be one of {', '.join(GROUPS)}, got {g!r}")
+            check_choice("NCP group", g, GROUPS)
         if output_group in disabled:
             raise ConfigError(f"NCP output group {output_group!r} cannot also be disabled")
         groups = wiring_groups(wiring)

@@ -56,7 +56,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, rdft_matrix
 
 __all__ = ["SpectralConv", "neuralop_n_modes"]
@@ -98,8 +98,7 @@ class SpectralConv(nn.Module):
             raise ConfigError(f"SpectralConv modes must be positive integers; got modes={modes}.")
         if in_channels < 1 or out_channels < 1:
             raise ConfigError(f"SpectralConv channels must be positive; got in={in_channels}, out={out_channels}.")
-        if method not in ("auto", "dft", "fft"):
-            raise ConfigError(f"SpectralConv method must be 'auto', 'dft' or 'fft'; got {method!r}.")
+        check_choice("SpectralConv method", method, ("auto", "dft", "fft"))
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.modes = modes
