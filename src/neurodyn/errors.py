@@ -54,3 +54,14 @@ def check_choice(what: str, value: object, allowed: Iterable, error: type[Except
         return value
     choices = ", ".join(repr(a) for a in allowed)
     raise error(f"{what} must be one of {choices}; got {value!r}.{_closest(value, allowed)}")
+
+
+def check_min(what: str, cfg: object, names: Iterable[str], minimum: int) -> None:
+    """Raise ConfigError unless every field ``names`` of ``cfg`` is an integer ``>= minimum``.
+
+    The message is ``"{what} config field {name} must be >= {minimum}; got {value!r}."``.
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if int(value) < minimum:
+            raise ConfigError(f"{what} config field {name} must be >= {minimum}; got {value!r}.")

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
 from ..nn.spectral import SpectralConv
 from .registry import register
@@ -87,12 +87,8 @@ def _validate(cfg: FNOConfig) -> None:
         raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(cfg.modes)}.")
     if any(int(m) < 1 for m in cfg.modes):
         raise ConfigError(f"FNO modes must be positive; got modes={tuple(cfg.modes)}.")
-    for name in ("in_channels", "out_channels", "width", "n_layers"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"FNO config field {name} must be >= 1; got {getattr(cfg, name)!r}.")
-    for name in ("lifting_channels", "projection_channels", "ctx_channels"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"FNO config field {name} must be >= 0; got {getattr(cfg, name)!r}.")
+    check_min("FNO", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
+    check_min("FNO", cfg, ("lifting_channels", "projection_channels", "ctx_channels"), 0)
     if not 0.0 <= float(cfg.padding) <= 1.0:
         raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {cfg.padding!r}.")
     check_choice("FNO skip", cfg.skip, ("linear", "identity", "none"))

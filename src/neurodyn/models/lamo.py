@@ -60,18 +60,19 @@ Parameter counts for Table 6 of the paper and for the authors' scripts: ``tests/
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
 from ..nn.mamba import LatentSSM, mixer_directions
 from ..nn.mlp import ACTIVATIONS, ChannelMLP
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
+from ..nn.ssm_config import SSMConfig
 from .fno import append_context, grid_channels
 from .registry import register
 
@@ -89,7 +90,8 @@ class LaMOConfig:
         in_channels, out_channels: input / output channels (filled in from the data).
         variant: "grid", "structured_mesh" or "point_cloud".
         width: embedding dimension D.  n_layers: latent blocks L.  mlp_ratio, act: channel MLP.
-        d_state, expand, ssm_heads, ssm_groups, d_conv: SSM sizes (Table 6: d_state 64, expand 2, kernel 3).
+        ssm: the SSM sizes (``neurodyn.nn.ssm_config.SSMConfig``; Table 6: d_state 64, expand 2, kernel 3).
+        ssm_heads, ssm_groups: heads and B/C groups of the SSM.
         directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
             of names (``neurodyn.nn.mamba.mixer_directions``).
         ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
@@ -116,11 +118,9 @@ class LaMOConfig:
     n_layers: int = 8
     mlp_ratio: float = 4.0
     act: str = "gelu"
-    d_state: int = 64
-    expand: float = 2.0
+    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=64, expand=2.0, d_conv=3))
     ssm_heads: int = 4
     ssm_groups: int = 1
-    d_conv: int = 3
     directions: Union[str, tuple] = "auto"
     ssm_layout: str = "x_proj"
     ssm_conv: str = "auto"
@@ -156,12 +156,8 @@ class LaMOConfig:
 
 def _validate(cfg: LaMOConfig) -> None:
     check_choice("lamo variant", cfg.variant, VARIANTS)
-    for name in ("in_channels", "out_channels", "width", "n_layers", "d_state", "ssm_heads", "ssm_groups"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"lamo config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
-    for name in ("ctx_channels", "pos_channels", "pad_multiple", "n_points"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"lamo config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    check_min("lamo", cfg, ("in_channels", "out_channels", "width", "n_layers", "ssm_heads", "ssm_groups"), 1)
+    check_min("lamo", cfg, ("ctx_channels", "pos_channels", "pad_multiple", "n_points"), 0)
     check_choice("lamo act", str(cfg.act).lower(), ACTIVATIONS)
     check_choice("lamo init", cfg.init, ("auto", "trunc_normal", "torch"))
     if cfg.time_embedding and cfg.ctx_channels < 1:
@@ -276,8 +272,8 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
     directions = cfg.directions
     if directions == "auto":
         directions = "cross" if grid else "bi"
-    return LatentSSM(cfg.width, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.ssm_heads,
-                     n_groups=cfg.ssm_groups, d_conv=cfg.d_conv, directions=mixer_directions(directions, grid),
+    return LatentSSM(cfg.width, d_state=cfg.ssm.d_state, expand=cfg.ssm.expand, n_heads=cfg.ssm_heads,
+                     n_groups=cfg.ssm_groups, d_conv=cfg.ssm.d_conv, directions=mixer_directions(directions, grid),
                      layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
                      act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
                      a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ChannelMLP
 from ..nn.s4d import S4D, S4D_INITS
 from .ffno import FeedForward, periodic_grid
@@ -129,12 +129,8 @@ class STSSMConfig:
 
 def _validate(cfg: STSSMConfig) -> None:
     check_choice("STSSM dims", cfg.dims, (1, 2))
-    for key in ("in_channels", "out_channels", "width", "d_state", "projection_channels"):
-        if int(getattr(cfg, key)) < 1:
-            raise ConfigError(f"STSSM config field {key} must be >= 1; got {getattr(cfg, key)!r}.")
-    for key in ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"):
-        if int(getattr(cfg, key)) < 0:
-            raise ConfigError(f"STSSM config field {key} must be >= 0; got {getattr(cfg, key)!r}.")
+    check_min("STSSM", cfg, ("in_channels", "out_channels", "width", "d_state", "projection_channels"), 1)
+    check_min("STSSM", cfg, ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"), 0)
     check_choice("STSSM factorization", cfg.factorization, FACTORIZATIONS)
     check_choice("STSSM residual", cfg.residual, RESIDUALS)
     check_choice("STSSM init", cfg.init, S4D_INITS)

@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
 from ..nn.mlp import ACTIVATIONS
 from ..nn.slice import PhysicsAttention
@@ -92,12 +92,8 @@ def unified_position(coords: torch.Tensor, ref: int) -> torch.Tensor:
 
 def _validate(cfg: TransolverConfig) -> None:
     check_choice("transolver variant ('structured_mesh' also for regular grids)", cfg.variant, ("structured_mesh", "point_cloud"))
-    for name in ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"transolver config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
-    for name in ("unified_pos", "pos_channels", "ctx_channels"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"transolver config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    check_min("transolver", cfg, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
+    check_min("transolver", cfg, ("unified_pos", "pos_channels", "ctx_channels"), 0)
     if cfg.width % cfg.n_heads:
         raise ConfigError(f"transolver width ({cfg.width}) must be divisible by n_heads ({cfg.n_heads}).")
     check_choice("transolver act", str(cfg.act).lower(), ACTIVATIONS)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, check_min
 from .fno import append_context, check_grid_input
 from .registry import register
 
@@ -80,9 +80,7 @@ class UNet(nn.Module):
     def __init__(self, config: UNetConfig):
         super().__init__()
         check_choice("UNet dims", config.dims, (1, 2))
-        for name in ("in_channels", "out_channels", "init_features"):
-            if int(getattr(config, name)) < 1:
-                raise ConfigError(f"UNet config field {name} must be >= 1; got {getattr(config, name)!r}.")
+        check_min("UNet", config, ("in_channels", "out_channels", "init_features"), 1)
         if int(config.ctx_channels) < 0:
             raise ConfigError(f"UNet ctx_channels must be >= 0; got {config.ctx_channels!r}.")
         check_choice("UNet pad_mode", config.pad_mode, _PAD_MODES)
