@@ -107,16 +107,27 @@ def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channe
     if x.shape[-1] != in_channels:
         raise ValueError(f"{model_name} input x has shape {tuple(x.shape)} with {x.shape[-1]} channels (last axis); "
                          f"expected in_channels={in_channels}, i.e. shape (batch, {axes}, {in_channels}).")
+    check_grid_extras(model_name, x.shape[0], pos, ctx, ctx_channels)
+
+
+def check_grid_extras(model_name: str, batch: int, pos: torch.Tensor | None, ctx: torch.Tensor | None,
+                      ctx_channels: int, pos_hint: str = " (pass pos=None)") -> None:
+    """A grid model takes no ``pos``, and ``ctx`` as :func:`check_ctx` says."""
     if pos is not None:
         raise ValueError(f"{model_name} works on regular grids and takes no pos; got pos of shape "
-                         f"{tuple(pos.shape)} (pass pos=None).")
+                         f"{tuple(pos.shape)}{pos_hint}.")
+    check_ctx(model_name, ctx, batch, ctx_channels)
+
+
+def check_ctx(model_name: str, ctx: torch.Tensor | None, batch: int, ctx_channels: int) -> None:
+    """``ctx`` must be ``(batch, ctx_channels)`` when ``ctx_channels > 0`` and None otherwise."""
     if ctx_channels > 0:
         if ctx is None:
             raise ValueError(f"{model_name} was configured with ctx_channels={ctx_channels} but got ctx=None; "
-                             f"expected ctx of shape ({x.shape[0]}, {ctx_channels}).")
-        if ctx.shape != (x.shape[0], ctx_channels):
+                             f"expected ctx of shape ({batch}, {ctx_channels}).")
+        if tuple(ctx.shape) != (batch, ctx_channels):
             raise ValueError(f"{model_name} context ctx has shape {tuple(ctx.shape)}; expected "
-                             f"({x.shape[0]}, {ctx_channels}) (batch, ctx_channels).")
+                             f"({batch}, {ctx_channels}) (batch, ctx_channels).")
     elif ctx is not None:
         raise ValueError(f"{model_name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; "
                          f"set ctx_channels={ctx.shape[-1] if ctx.dim() else 1} in the config to use it.")

@@ -73,7 +73,7 @@ from ..nn.mlp import ACTIVATIONS, ChannelMLP
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
 from ..nn.ssm_config import SSMConfig
-from .fno import append_context, grid_channels
+from .fno import append_context, check_ctx, check_grid_extras, grid_channels
 from .registry import register
 
 __all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_embedding", "mesh_features",
@@ -185,17 +185,6 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return emb
 
 
-def _check_ctx(name: str, ctx, batch: int, n: int) -> None:
-    if n > 0:
-        if ctx is None or tuple(ctx.shape) != (batch, n):
-            got = None if ctx is None else tuple(ctx.shape)
-            raise ValueError(f"{name} was configured with ctx_channels={n}; expected ctx of shape ({batch}, {n}), "
-                             f"got {got}.")
-    elif ctx is not None:
-        raise ValueError(f"{name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; set "
-                         "ctx_channels in the config to use it.")
-
-
 def _shape(x) -> object:
     return tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
@@ -205,10 +194,7 @@ def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: i
     if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
         raise ValueError(f"{name} takes x of shape (batch, H, W, {in_channels}) on a regular grid, channels last; "
                          f"got {_shape(x)}.")
-    if pos is not None:
-        raise ValueError(f"{name} works on regular grids and takes no pos; got pos of shape {tuple(pos.shape)}"
-                         f"{pos_hint}.")
-    _check_ctx(name, ctx, x.shape[0], ctx_channels)
+    check_grid_extras(name, x.shape[0], pos, ctx, ctx_channels, pos_hint)
 
 
 def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_channels: int,
@@ -244,7 +230,7 @@ def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_
         parts.insert(0, p)
     # pos_channels = 0: the coordinates are not a separate input (a dataset may pass pos even when it is
     # the input x itself, as for Elasticity); they are ignored.
-    _check_ctx(name, ctx, b, ctx_channels)
+    check_ctx(name, ctx, b, ctx_channels)
     if ctx is not None and ctx_as_channels:
         parts.append(ctx.to(x.dtype)[:, None, :].expand(b, n, ctx.shape[-1]))
     if structured and positional_grid:
