@@ -77,7 +77,7 @@ def cases(only):
         out.append(("fno", "FNO", 0, "-", lambda: ndm.build("fno", **cfg), x, y))
         for n in (1, 2, 3, 4):
             out.append(("fno", f"order {n}", n, "zoh",
-                        lambda n=n: ndm.build("chonn_fno", **cfg, order=n, d_state=8, scan="bi"), x, y))
+                        lambda n=n: ndm.build("chonn_fno", **cfg, order=n, ssm=dict(d_state=8), scan="bi"), x, y))
     return out
 
 

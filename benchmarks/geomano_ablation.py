@@ -43,7 +43,7 @@ for _p in ("0001", "0011", "0111"):
 
 
 def _variant(ssm: str, pe: bool, corr: str, *extra: str) -> list[str]:
-    return [f"model.ssm={ssm}", f"model.pos_embed={str(pe).lower()}", *_CORR[corr], *extra]
+    return [f"model.ssm_kind={ssm}", f"model.pos_embed={str(pe).lower()}", *_CORR[corr], *extra]
 
 
 #: label -> (overrides, (ssm, pos. emb., coefficient) row of the paper's Table 3 or None)
@@ -162,7 +162,8 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
             rs = sorted(rows[label], key=lambda r: r["seed"])
             row = tuple(rs[0]["paper_row"]) if rs[0].get("paper_row") else None
             paper = PAPER.get((bench,) + row) if row else None
-            ssm = "2D" if "model.ssm=2d" in rs[0]["overrides"] else "Vanilla"
+            ov = rs[0]["overrides"]  # records before the SSM section say model.ssm=2d
+            ssm = "2D" if "model.ssm_kind=2d" in ov or "model.ssm=2d" in ov else "Vanilla"
             pe = "✓" if "model.pos_embed=true" in rs[0]["overrides"] else "–"
             coeff = ("Learnable" if "model.correction=learnable" in rs[0]["overrides"] else
                      "None" if "model.correction=none" in rs[0]["overrides"] else

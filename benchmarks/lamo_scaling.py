@@ -56,12 +56,12 @@ MODELS = ("lamo", "transolver", "attention")
 GEOMETRIES = ("point_cloud", "grid")
 
 LAMO_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, mlp_ratio=1,
-               d_state=64, expand=2, ssm_heads=4, ssm_layout="hydra", n_slices=64, slice_heads=8,
+               ssm=dict(d_state=64, expand=2), ssm_heads=4, ssm_layout="hydra", n_slices=64, slice_heads=8,
                share_encoder=True)
 TRANSOLVER_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, n_heads=8,
                      n_slices=64, mlp_ratio=1)
-LAMO_GRID = dict(variant="grid", in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4, d_state=64,
-                 expand=2, ssm_heads=1, ssm_norm="layernorm", patch_size=2, pad_multiple=2)
+LAMO_GRID = dict(variant="grid", in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4,
+                 ssm=dict(d_state=64, expand=2), ssm_heads=1, ssm_norm="layernorm", patch_size=2, pad_multiple=2)
 TRANSOLVER_GRID = dict(variant="structured_mesh", in_channels=1, out_channels=1, width=128, n_layers=8,
                        n_heads=8, n_slices=64, mlp_ratio=1, unified_pos=8)
 

@@ -84,7 +84,7 @@ def measure(model, x, t, runs: int) -> dict:
 
 def topk_scaling(ns, K: int, D: int, runs: int) -> list[dict]:
     from neurodyn.bench import current_rss_mb, peak_rss_mb, reset_peak_rss, timed
-    from neurodyn.nn.nac import block_topk, exact_topk
+    from neurodyn.ops.block_topk import block_topk, exact_topk
 
     rows = []
     for n in ns:

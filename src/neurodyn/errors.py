@@ -28,10 +28,40 @@ class ConfigError(NeurodynError, ValueError):
     """An impossible or inconsistent configuration."""
 
 
+def _closest(name: object, known: Iterable) -> str:
+    """`` Did you mean 'a', 'b'?`` for the known names nearest to ``name`` (empty when none is close)."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=3, cutoff=0.4)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
 def unknown_name(kind: str, name: str, known: Iterable[str]) -> UnknownNameError:
     """Build the error for an unknown ``name`` of ``kind``, suggesting the nearest known names."""
     known = sorted(known)
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = _closest(name, known)
     listing = ", ".join(known) if known else "(none registered)"
     return UnknownNameError(f"unknown {kind} {name!r}.{hint} Known: {listing}.")
+
+
+def check_choice(what: str, value: object, allowed: Iterable, error: type[Exception] = ConfigError):
+    """Return ``value`` if it is one of ``allowed``, else raise ``error`` naming the closest choices.
+
+    The message is ``"{what} must be one of 'a', 'b'; got 'x'. Did you mean 'a'?"``. Operators in
+    ``neurodyn.ops`` pass ``error=ValueError`` (they are plain tensor functions); layers and models
+    keep the default :class:`ConfigError` (itself a ``ValueError``).
+    """
+    allowed = tuple(allowed)
+    if any(value == a for a in allowed):
+        return value
+    choices = ", ".join(repr(a) for a in allowed)
+    raise error(f"{what} must be one of {choices}; got {value!r}.{_closest(value, allowed)}")
+
+
+def check_min(what: str, cfg: object, names: Iterable[str], minimum: int) -> None:
+    """Raise ConfigError unless every field ``names`` of ``cfg`` is an integer ``>= minimum``.
+
+    The message is ``"{what} config field {name} must be >= {minimum}; got {value!r}."``.
+    """
+    for name in names:
+        value = getattr(cfg, name)
+        if int(value) < minimum:
+            raise ConfigError(f"{what} config field {name} must be >= {minimum}; got {value!r}.")

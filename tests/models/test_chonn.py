@@ -12,7 +12,7 @@ from neurodyn.nn.kirchhoff import ckb_parameter_count
 
 def test_chonn1d_parameter_count_and_matched_budgets():
     for orders in [(1,), (3,), (1, 1, 1), (2, 2), (3, 3)]:
-        m = ndm.build("chonn1d", orders=orders, width=16, d_state=8)
+        m = ndm.build("chonn1d", orders=orders, width=16, ssm=dict(d_state=8))
         want = 1 * 16 + 16 + sum(ckb_parameter_count(16, o, d_state=8) for o in orders) + 16 * 1 + 1
         assert ndm.count_parameters(m) == want
     # the paper's parameter-matched comparison: 2x2 vs depth 3 differ by < 1 %
@@ -45,7 +45,7 @@ def test_chonn_unet_order0_is_the_unet_and_ckbs_add_their_count():
     assert ndm.count_parameters(same) == ndm.count_parameters(unet)
     torch.testing.assert_close(same(x), unet(x), rtol=0, atol=0)
     for order in (1, 3):
-        m = ndm.build("chonn_unet", init_features=4, order=order, d_state=4,
+        m = ndm.build("chonn_unet", init_features=4, order=order, ssm=dict(d_state=4),
                       ckb_stages=("enc4", "bottleneck", "dec4", "dec1"), ckb_blocks=2)
         widths = {"enc4": 32, "bottleneck": 64, "dec4": 32, "dec1": 4}
         extra = sum(2 * ckb_parameter_count(w, order, d_state=4, dims=2, scan="cross") for w in widths.values())
@@ -61,7 +61,7 @@ def test_chonn_fno_replace_skip_reduces_to_fno_with_identity_skip_when_the_gate_
                projection_channels=16)
     torch.manual_seed(0)
     fno = ndm.build("fno", **cfg)
-    model = ndm.build("chonn_fno", **cfg, order=2, d_state=4, ckb_layers=(0, 2))
+    model = ndm.build("chonn_fno", **cfg, order=2, ssm=dict(d_state=4), ckb_layers=(0, 2))
     w = 8
     want = ndm.count_parameters(fno) - 2 * w * w + 2 * ckb_parameter_count(w, 2, d_state=4, dims=2, scan="cross")
     assert ndm.count_parameters(model) == want
@@ -80,7 +80,7 @@ def test_chonn_fno_replace_skip_reduces_to_fno_with_identity_skip_when_the_gate_
 def test_chonn_fno_parallel_branch_with_downsampling():
     cfg = dict(in_channels=2, out_channels=2, modes=(4, 4), width=8, n_layers=2)
     fno = ndm.build("fno", **cfg)
-    m = ndm.build("chonn_fno", **cfg, ckb_mode="parallel", ckb_downsample=2, order=2, d_state=4, scan="bi")
+    m = ndm.build("chonn_fno", **cfg, ckb_mode="parallel", ckb_downsample=2, order=2, ssm=dict(d_state=4), scan="bi")
     assert ndm.count_parameters(m) == ndm.count_parameters(fno) + ckb_parameter_count(8, 2, d_state=4, dims=2,
                                                                                        scan="bi")
     assert m(torch.randn(2, 16, 16, 2)).shape == (2, 16, 16, 2)
@@ -90,7 +90,7 @@ def test_chonn_fno_parallel_branch_with_downsampling():
 
 
 def test_checkpoint_round_trip(tmp_path):
-    m = ndm.build("chonn_fno", modes=(4, 4), width=8, order=3, d_state=4)
+    m = ndm.build("chonn_fno", modes=(4, 4), width=8, order=3, ssm=dict(d_state=4))
     ndm.save(m, tmp_path / "m.pt")
     back = ndm.load(tmp_path / "m.pt")
     x = torch.randn(1, 8, 8, 1)
@@ -107,7 +107,7 @@ def test_vision_backbone_learns_sklearn_digits():
     perm = torch.randperm(len(y))
     tr, te = perm[:1400], perm[1400:]
     model = ndm.build("chonn_vision", in_channels=1, num_classes=10, patch_size=2, dims=(16, 24, 32, 48),
-                      depths=(1, 1, 1, 1), d_state=2, drop_path=0.0)
+                      depths=(1, 1, 1, 1), ssm=dict(d_state=2), drop_path=0.0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     t0 = time.time()
     model.train()

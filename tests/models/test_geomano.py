@@ -60,7 +60,8 @@ def test_parameter_counts_of_the_paper_configurations():
 
 
 def test_shapes_resolution_independence_and_grads():
-    m = ndm.build("geomano", width=16, n_layers=2, d_state=4, latent_grid=(4, 4), in_channels=2, out_channels=3)
+    m = ndm.build("geomano", width=16, n_layers=2, ssm=dict(d_state=4), latent_grid=(4, 4), in_channels=2,
+                  out_channels=3)
     for hw in ((16, 16), (20, 12)):
         x = torch.randn(2, *hw, 2, requires_grad=True)
         y = m(x)
@@ -68,7 +69,8 @@ def test_shapes_resolution_independence_and_grads():
         y.pow(2).mean().backward()
         assert torch.isfinite(x.grad).all()
     assert all(p.grad is not None for n, p in m.named_parameters()), "every parameter is used"
-    lit = ndm.build("geomano", width=8, n_layers=1, d_state=2, latent_grid=(2, 2), decoder="literal", n_points=64)
+    lit = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), latent_grid=(2, 2), decoder="literal",
+                    n_points=64)
     assert lit(torch.randn(1, 8, 8, 1)).shape == (1, 8, 8, 1)
     with pytest.raises(ValueError, match="resolution independent"):
         lit(torch.randn(1, 4, 4, 1))
@@ -100,14 +102,15 @@ def test_locality_prior_assigns_points_to_their_cell():
 
 
 def test_patch_encoder_and_positional_embedding():
-    m = ndm.build("geomano", width=8, n_layers=1, d_state=2, encoder="patch", patch_size=4, latent_grid=(3, 3),
-                  pos_embed=True, ssm="1d", correction="learnable")
+    m = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), encoder="patch", patch_size=4,
+                  latent_grid=(3, 3),
+                  pos_embed=True, ssm_kind="1d", correction="learnable")
     assert m(torch.randn(2, 13, 10, 1)).shape == (2, 13, 10, 1)        # padded to 16 x 12 -> 4 x 3 tokens
 
 
 def test_option_errors():
     with pytest.raises(ConfigError, match="only for ssm='2d'"):
-        ndm.build("geomano", ssm="1d", directions="corners")
+        ndm.build("geomano", ssm_kind="1d", directions="corners")
     with pytest.raises(ConfigError, match="LayerNorm bias"):
         ndm.build("geomano", head="linear_ln")
     with pytest.raises(ConfigError, match="n_points"):
@@ -117,7 +120,7 @@ def test_option_errors():
 
 
 def test_checkpoint_round_trip(tmp_path):
-    m = ndm.build("geomano", width=8, n_layers=1, d_state=2, latent_grid=(2, 2), correction="learnable",
+    m = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), latent_grid=(2, 2), correction="learnable",
                   directions=["tl", "br"], r_order="directions", r_pattern="01")
     ndm.save(m, tmp_path / "m.pt")
     m2 = ndm.load(tmp_path / "m.pt")
@@ -134,7 +137,8 @@ def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path,
             assert cfg["model"]["name"] == "geomano"
             assert cfg["train"]["optimizer"] == "adamw" and cfg["train"]["scheduler"] == "onecycle"
         paper = load_experiment(preset, "paper")
-        assert paper["model"]["n_layers"] == 8 and paper["model"]["d_state"] == 16 and paper["train"]["lr"] == 3e-4
+        assert paper["model"]["n_layers"] == 8 and paper["model"]["ssm"]["d_state"] == 16
+        assert paper["train"]["lr"] == 3e-4
     assert load_experiment("geomano/darcy", "paper")["train"]["loss"] == "rel_l2+grad"
     cfg = load_experiment("geomano/darcy", "tiny", ["train.epochs=1"])
     final = run_experiment(cfg, tmp_path / "darcy", progress=False)

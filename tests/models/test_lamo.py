@@ -90,10 +90,10 @@ def mesh_lamo(c_in, c_out, D, L, ratio, M, He, ssm, shared, conv, time=False):
 
 CODE = {
     # Darcy: LaMO_Regular_Grid, width 64, depth 8, patch 2, 88x88 padded, SS2D d_state 64, ceil(64/16)=4 heads
-    "darcy": (dict(variant="grid", in_channels=1, width=64, n_layers=8, mlp_ratio=4, d_state=64, ssm_heads=4,
+    "darcy": (dict(variant="grid", in_channels=1, width=64, n_layers=8, mlp_ratio=4, ssm=dict(d_state=64), ssm_heads=4,
                    ssm_norm="layernorm", ssm_act="gelu", grid_size=(85, 85), pad_multiple=8),
               grid_lamo(3, 1, 64, 8, 4, 2, 44 * 44, ssm_x_proj(64, 64, 4, 4, conv2d=True)), 1_145_984),
-    "ns": (dict(variant="grid", in_channels=10, width=256, n_layers=8, mlp_ratio=4, d_state=64, ssm_heads=16,
+    "ns": (dict(variant="grid", in_channels=10, width=256, n_layers=8, mlp_ratio=4, ssm=dict(d_state=64), ssm_heads=16,
                 ssm_norm="layernorm", ssm_act="gelu", grid_size=(64, 64)),
            grid_lamo(12, 1, 256, 8, 4, 2, 32 * 32, ssm_x_proj(256, 64, 16, 4, conv2d=True)), 10_061_312),
     # Pipe: Structured_Mesh_2D_unshared, bi-Mamba2 headdim 32 (8 heads), MLP ratio 2
@@ -102,7 +102,7 @@ CODE = {
              mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 8), False, True), 4_020_545),
     # Airfoil: Structured_Mesh_2D_shared, Hydra d_state 1 expand 1 headdim 64 (2 heads)
     "airfoil": (dict(variant="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=1,
-                     ssm_heads=2, d_state=1, expand=1, ssm_layout="hydra", share_encoder=True),
+                     ssm_heads=2, ssm=dict(d_state=1, expand=1), ssm_layout="hydra", share_encoder=True),
                 mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 1, 2, expand=1), True, True), 1_139_577),
     # Plasticity: unshared structured mesh with the time embedding, MLP ratio 1, 4 output channels... as
     # in the notes' analytic count (one output channel per time-conditioned call of the released script)
@@ -175,7 +175,7 @@ def test_darcy_and_ns_token_counts_match_table6():
 # ------------------------------------------------------------------------------------------------
 # behaviour
 
-SMALL = dict(width=16, n_layers=2, d_state=4, ssm_heads=2, mlp_ratio=2)
+SMALL = dict(width=16, n_layers=2, ssm=dict(d_state=4), ssm_heads=2, mlp_ratio=2)
 MESH = dict(SMALL, n_slices=6, slice_heads=4)
 
 

@@ -1,106 +1,15 @@
-"""Kirchhoff Neural Cell and Cascaded Kirchhoff Block (CHONN, paper 000): the cell on selective_scan against
-a direct loop of its recurrence, the closed forms of Eqs. (45)-(47), the ZOH solution of Eq. (18), the
-scan layouts, and parameter counts by formula."""
+"""Kirchhoff Neural Cell and Cascaded Kirchhoff Block (CHONN, paper 000): the closed forms of Eqs. (45)-(47)
+on the cells, and the block's equations and parameter counts by formula (the scan kernel: tests/ops/test_knc_scan.py)."""
 import math
 
 import pytest
 import torch
 
-from neurodyn.nn.kirchhoff import (CascadedKirchhoffBlock, KirchhoffCell, _ZOHInput, ckb_parameter_count,
-                                   knc_impulse_response, knc_phi, knc_scan, knc_scan_ref, knc_transfer_function,
-                                   merge_sequences, scan_sequences)
-from neurodyn.ops import VMAMBA_ORDER, cross_scan
+from neurodyn.nn.kirchhoff import CascadedKirchhoffBlock, KirchhoffCell, ckb_parameter_count
+from neurodyn.ops.knc_scan import (knc_impulse_response, knc_scan_ref, knc_transfer_function, merge_sequences,
+                                   scan_sequences)
 
 D64 = torch.float64
-
-
-def _direct_loop(u, delta, lam, b, c, d):
-    """Eqs. (32)-(34) written out per channel, state and step (no broadcasting tricks)."""
-    batch, D, L = u.shape
-    N = lam.shape[1]
-    y = torch.zeros(batch, D, L, dtype=u.dtype)
-    for s in range(batch):
-        for i in range(D):
-            v = [0.0] * N
-            for t in range(L):
-                acc = float(d[i]) * float(u[s, i, t])
-                for n in range(N):
-                    x = float(delta[s, i, t]) * float(lam[i, n])
-                    alpha = math.exp(-x)
-                    beta = (1 - math.exp(-x)) / float(lam[i, n]) * float(b[s, n, t])
-                    v[n] = alpha * v[n] + beta * float(u[s, i, t])
-                    acc += float(c[s, n, t]) * v[n]
-                y[s, i, t] = acc
-    return y
-
-
-def test_knc_scan_equals_direct_loop_of_the_recurrence():
-    torch.manual_seed(1)
-    B, D, N, L = 2, 3, 2, 9
-    u = torch.randn(B, D, L, dtype=D64)
-    delta = torch.rand(B, D, L, dtype=D64) + 0.05
-    lam = torch.rand(D, N, dtype=D64) * 3 + 0.2
-    b, c = torch.randn(B, N, L, dtype=D64), torch.randn(B, N, L, dtype=D64)
-    d = torch.randn(D, dtype=D64)
-    want = _direct_loop(u, delta, lam, b, c, d)
-    for backend in ("auto", "torch"):
-        got = knc_scan(u, delta, lam, b, c, d, "zoh", backend=backend)
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(knc_scan_ref(u, delta, lam, b, c, d), want, rtol=1e-10, atol=1e-10)
-
-
-@pytest.mark.parametrize("disc", ["zoh", "euler"])
-@pytest.mark.parametrize("groups", [0, 1, 2])  # 0: fixed (D, N) b and c
-@pytest.mark.parametrize("reverse", [False, True])
-def test_knc_scan_matches_reference_forward_and_gradients(disc, groups, reverse):
-    torch.manual_seed(2)
-    B, D, N, L = 2, 4, 3, 13
-    u = torch.randn(B, D, L, dtype=D64, requires_grad=True)
-    delta = (torch.rand(B, D, L, dtype=D64) * 0.8 + 1e-3).requires_grad_()
-    lam = (torch.rand(D, N, dtype=D64) * 4 + 0.1).requires_grad_()
-    shape = (D, N) if groups == 0 else (B, groups, N, L)
-    b = torch.randn(*shape, dtype=D64, requires_grad=True)
-    c = torch.randn(*shape, dtype=D64, requires_grad=True)
-    d = torch.randn(D, dtype=D64, requires_grad=True)
-    args = (u, delta, lam, b, c, d)
-    y = knc_scan(*args, disc, reverse=reverse)
-    y_ref = knc_scan_ref(*args, disc, reverse=reverse)
-    torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
-    w = torch.randn_like(y)
-    g = torch.autograd.grad((y * w).sum(), args)
-    g_ref = torch.autograd.grad((y_ref * w).sum(), args)
-    for a, e in zip(g, g_ref):
-        torch.testing.assert_close(a, e, rtol=1e-8, atol=1e-9)
-
-
-def test_zoh_input_function_gradcheck_and_float32_agreement():
-    torch.manual_seed(3)
-    delta = (torch.rand(2, 4, 5, dtype=D64) + 0.01).requires_grad_()
-    lam = (torch.rand(4, 3, dtype=D64) + 0.5).requires_grad_()
-    bt = torch.randn(2, 2, 5, 3, dtype=D64, requires_grad=True)
-    assert torch.autograd.gradcheck(_ZOHInput.apply, (delta, lam, bt))
-    want = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * bt.repeat_interleave(2, dim=1)
-    torch.testing.assert_close(_ZOHInput.apply(delta, lam, bt), want)
-    x = torch.tensor([0.0, 1e-9, 1e-3, 0.5, 3.0, 40.0])
-    exact = torch.tensor([1.0, 1.0, (1 - math.exp(-1e-3)) / 1e-3, (1 - math.exp(-0.5)) / 0.5,
-                          (1 - math.exp(-3.0)) / 3.0, 1 / 40.0])
-    torch.testing.assert_close(knc_phi(x), exact, rtol=1e-6, atol=1e-6)
-
-
-def test_zoh_step_is_the_exact_solution_of_the_rc_ode_for_constant_input():
-    """dv/dt = -lambda v + b u with constant u: v(t) = (b u / lambda)(1 - exp(-lambda t)) (Eqs. 18-21)."""
-    D, N, L = 3, 2, 40
-    lam = torch.tensor([[0.5, 2.0], [1.0, 4.0], [3.0, 0.1]], dtype=D64)
-    b = torch.tensor([[1.0, -0.5], [2.0, 1.0], [0.3, 0.7]], dtype=D64)
-    dt = torch.tensor([0.05, 0.2, 0.11], dtype=D64)
-    u = torch.full((1, D, L), 1.7, dtype=D64)
-    eye = torch.eye(N, dtype=D64)
-    t = dt[:, None] * torch.arange(1, L + 1, dtype=D64)  # (D, L)
-    for n in range(N):  # read out one state at a time with c = e_n
-        c = eye[n].expand(D, N)
-        v = knc_scan(u, dt, lam, b, c, None, "zoh")
-        exact = (b[:, n, None] * 1.7 / lam[:, n, None]) * (1 - torch.exp(-lam[:, n, None] * t))
-        torch.testing.assert_close(v[0], exact, rtol=1e-12, atol=1e-12)
 
 
 def _lti_cell(D=1, N=1, K=1, seed=0):
@@ -234,20 +143,6 @@ def test_selective_cell_coefficients_follow_eq33_34():
     y = cell(u)[:, 0]
     want = knc_scan_ref(u[:, 0], delta[:, 0], cell.lam[0], b[:, 0], c[:, 0], cell.d[0])
     torch.testing.assert_close(y, want, rtol=1e-10, atol=1e-10)
-
-
-def test_scan_layouts_match_ops_cross_scan_and_merge_is_their_adjoint():
-    x = torch.randn(2, 3, 4, 5, dtype=D64)  # (B, D, H, W)
-    seqs = scan_sequences(x, "cross")  # (B, K, D, L)
-    ref = cross_scan(x.movedim(1, -1), VMAMBA_ORDER).movedim(-1, 2)
-    torch.testing.assert_close(seqs, ref)
-    y = torch.randn_like(seqs)
-    for scan in ("uni", "bi", "cross"):
-        s = scan_sequences(x, scan)
-        lhs = (s * y[:, : s.shape[1]]).sum()
-        rhs = (x * merge_sequences(y[:, : s.shape[1]], (4, 5), scan)).sum()
-        torch.testing.assert_close(lhs, rhs)
-    assert scan_sequences(torch.randn(2, 3, 7), "bi").shape == (2, 2, 3, 7)
 
 
 @pytest.mark.parametrize("kw", [

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from neurodyn.errors import ConfigError
-from neurodyn.nn.mamba import LatentSSM, resolve_directions
+from neurodyn.nn.mamba import LatentSSM, mixer_directions
 from neurodyn.ops import cross_scan_indices, selective_scan_ref
 
 DT = torch.float64
@@ -119,7 +119,7 @@ def _corner_indices(Hh, Ww):
 @pytest.mark.parametrize("which", ["cross", "corners"])
 def test_grid_four_direction_block_matches_reference(which):
     """Four traversals of the token grid (explicit index permutations), shared 3x3 depthwise conv, summed."""
-    m = LatentSSM(4, d_state=3, expand=2, n_heads=2, directions=resolve_directions(which, grid=True),
+    m = LatentSSM(4, d_state=3, expand=2, n_heads=2, directions=mixer_directions(which, grid=True),
                   norm="layernorm", act="gelu").to(DT)
     _randomise(m)
     b, Hh, Ww = 2, 3, 5
@@ -211,7 +211,7 @@ def test_bad_configs(kw, needle):
 
 def test_cross_directions_are_for_grids_only():
     with pytest.raises(ConfigError, match="grids only"):
-        resolve_directions("cross", grid=False)
+        mixer_directions("cross", grid=False)
 
 
 def test_wrong_input_shape_is_one_sentence():

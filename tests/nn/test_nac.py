@@ -1,14 +1,14 @@
-"""NAC layer against independent oracles: fine Euler integration, Theorem 1, the steady limit, the
-gradient formulas (eqs. 56-57), the ncps wiring, and exhaustive Top-K."""
-import math
+"""NAC layer against independent oracles: fine Euler integration, the steady limit, Theorem 1's bounds on the
+layer, the ncps wiring (the ODE-logit and Top-K kernels themselves: tests/ops/test_nac_kernels.py)."""
 
 import numpy as np
 import pytest
 import torch
 
 from neurodyn.errors import ConfigError
-from neurodyn.nn.nac import (NACAttention, block_topk, euler_logits, exact_logits, exact_topk, steady_logits)
+from neurodyn.nn.nac import NACAttention
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
+from neurodyn.ops.nac_logits import exact_logits, steady_logits
 
 
 def _gates(n=4096, seed=0, signed=False):
@@ -35,16 +35,6 @@ def _inputs(B=2, T=12, C=3, seed=1):
 
 
 # ---------------------------------------------------------------------------------------- the ODE
-def test_closed_form_equals_fine_euler_and_euler_is_first_order():
-    phi, omega, t, a0 = _gates(signed=True)
-    exact = exact_logits(phi, omega, t, a0)
-    errs = [(euler_logits(phi, omega, t, n, a0=a0) - exact).abs().max().item() for n in (500, 1000, 2000)]
-    assert errs[-1] < 2e-3
-    assert 1.8 < errs[0] / errs[1] < 2.2 and 1.8 < errs[1] / errs[2] < 2.2  # O(dt)
-    # a0 = 0 branch (eq. 17) is the same function
-    assert torch.allclose(exact_logits(phi, omega, t), exact_logits(phi, omega, t, a0=torch.zeros_like(phi)))
-
-
 def test_layer_euler_mode_converges_to_exact_mode():
     x, t = _inputs()
     exact = _layer(mode="exact")
@@ -98,36 +88,6 @@ def test_layer_logits_inside_theorem_1_bounds(mode, phi_activation):
         assert (A < 0).any() and (A > 0).any()  # both signs exercised
 
 
-def test_theorem_1_multi_connection_and_euler_step_condition():
-    g = torch.Generator().manual_seed(3)
-    M, n = 5, 2000
-    f_phi = torch.randn(n, M, generator=g, dtype=torch.float64)
-    f_om = 0.1 + torch.rand(n, M, generator=g, dtype=torch.float64)
-    A = f_phi / f_om
-    lo, hi = A.amin(1).clamp(max=0), A.amax(1).clamp(min=0)
-    a0 = lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
-    phi, om = f_phi.sum(1), f_om.sum(1)
-    a = a0.clone()
-    dt = 0.9 / om  # dt * omega <= 1: Euler stays inside
-    for _ in range(200):
-        a = a + dt * (-om * a + phi)
-        assert torch.all(a >= lo - 1e-12) and torch.all(a <= hi + 1e-12)
-    # negative control: the released scripts' dt = 1.5 with omega > 4/3 overshoots the interval
-    a = euler_logits(phi[:1] * 0 + 1.0, torch.tensor([1.5], dtype=torch.float64), None, 3, dt=1.5)
-    assert a.item() > 1.0 / 1.5
-
-
-def test_gradients_match_eqs_56_57():
-    phi, omega, t, a0 = _gates(n=64, signed=True)
-    phi.requires_grad_(True), omega.requires_grad_(True)
-    a = exact_logits(phi, omega, t, a0)
-    gphi, gom = torch.autograd.grad(a.sum(), (phi, omega))
-    e = torch.exp(-omega * t)
-    star = phi / omega
-    assert torch.allclose(gphi, (1 - e) / omega)
-    assert torch.allclose(gom, -(phi / omega ** 2) * (1 - e) - (a0 - star) * t * e)
-
-
 # ---------------------------------------------------------------------------------------- gates
 def test_phi_and_omega_depend_on_the_pair_in_paper_mode_and_not_in_released_mode():
     x, t = _inputs(B=2, T=10)
@@ -169,7 +129,7 @@ def test_masks_follow_the_ncps_wiring(dense):
     assert torch.equal(cell.mask_in, want)
     # masked weights get zero gradient and cannot influence the output
     u = torch.randn(32, 8)
-    cell.forward_reference(u, unfolds=3).sum().backward()
+    cell.forward_unpruned(u, unfolds=3).sum().backward()
     assert torch.all(cell.W_rec.grad[0][cell.mask_rec == 0] == 0)
     assert torch.all(cell.W_in.grad[0][cell.mask_in == 0] == 0)
     # disabled neurons hold zero state
@@ -183,78 +143,15 @@ def test_pruned_and_fast_paths_equal_the_step_by_step_reference():
         cell = NCPCell(w, activation="tanh", n_cells=cells)
         u = torch.randn(*((cells,) if cells > 1 else ()), 20, 8)
         for unfolds in (1, 2, 3, 5):
-            assert torch.allclose(cell(u, unfolds), cell.forward_reference(u, unfolds), atol=1e-6)
+            assert torch.allclose(cell(u, unfolds), cell.forward_unpruned(u, unfolds), atol=1e-6)
     gate_w = build_autoncp(units_sensory(16), 0, 5, 0.5)
     gate = NCPCell(gate_w, "inter", "inter", ("command", "motor"))
     assert gate.feedforward_only
     x = torch.randn(2, 9, 5)
-    assert torch.allclose(gate.scan(x), gate.scan_reference(x), atol=1e-6)
+    assert torch.allclose(gate.scan(x), gate.scan_stepwise(x), atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------- Top-K
-def _recall(idx, ref):
-    hits = (idx[..., :, None] == ref[..., None, :]).any(-1).float()
-    return hits.mean().item()
-
-
-def test_block_topk_recall_against_exhaustive_search():
-    g = torch.Generator().manual_seed(0)
-    T, D, K = 1024, 16, 8
-    q = torch.randn(1, T, D, generator=g)
-    rand_k = torch.randn(1, T, D, generator=g)
-    smooth_k = torch.randn(1, T, D, generator=g).cumsum(1) / 8  # temporally coherent keys
-    recalls = {}
-    for name, k in (("random", rand_k), ("smooth", smooth_k)):
-        ref, _ = exact_topk(q, k, K)
-        idx, ok = block_topk(q, k, K)
-        assert idx.shape == ref.shape and ok.all()
-        recalls[name] = _recall(idx, ref)
-    print(f"\nblock top-K recall (T={T}, K={K}, D={D}): {recalls}")
-    assert recalls["smooth"] > 0.5 > recalls["random"]
-    # when the selected blocks cover every key the result is exact (remainder keys are kept)
-    for Tk, K in ((11, 10), (50, 50), (7, 7)):  # M * B_s covers the padded key range
-        k = torch.randn(2, Tk, D)
-        qq = torch.randn(2, 5, D)
-        idx, ok = block_topk(qq, k, K)
-        ref, _ = exact_topk(qq, k, K)
-        assert _recall(idx, ref) == 1.0 and ok.all()
-
-
-def test_block_topk_never_selects_masked_keys():
-    q, k = torch.randn(2, 30, 8), torch.randn(2, 40, 8)
-    mask = torch.ones(2, 40, dtype=torch.bool)
-    mask[0, 25:] = False
-    mask[1, ::2] = False
-    idx, ok = block_topk(q, k, 6, mask)
-    picked_valid = torch.gather(mask[:, None, :].expand(-1, 30, -1), 2, idx)
-    assert picked_valid[ok].all() and ok.any(-1).all()  # every pick flagged valid is a real key
-    ref, _ = exact_topk(q, k, 6, mask)
-    assert _recall(torch.where(ok, idx, -1), ref) > 0
-
-
-def test_block_topk_does_not_materialise_the_score_matrix_at_16k():
-    from neurodyn.bench import current_rss_mb, peak_rss_mb, reset_peak_rss
-
-    def peak_increase(fn):
-        if not reset_peak_rss():
-            pytest.skip("cannot reset the peak-RSS counter on this system (/proc/self/clear_refs)")
-        before = current_rss_mb()
-        out = fn()
-        return peak_rss_mb() - before, out
-
-    T, D, K = 16384, 8, 8
-    q, k = torch.randn(1, T, D), torch.randn(1, T, D).cumsum(1)
-    peak, (idx, _) = peak_increase(lambda: block_topk(q, k, K))
-    full_mb = 4 * T * T / 2**20
-    print(f"\nblock top-K at T={T}: peak RSS increase {peak:.0f} MB (the T x T float32 scores: {full_mb:.0f} MB)")
-    assert idx.shape == (1, T, K)
-    assert peak < full_mb / 8
-    # positive control: the measurement does see a T x T score matrix when one is made
-    Ts = 4096
-    peak_exact, _ = peak_increase(lambda: exact_topk(q[:, :Ts], k[:, :Ts], K))
-    assert peak_exact > 0.75 * 4 * Ts * Ts / 2**20
-
-
 # ---------------------------------------------------------------------------------------- the layer
 @pytest.mark.parametrize("topk", [3, None])
 def test_padding_does_not_change_valid_outputs(topk):

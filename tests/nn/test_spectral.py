@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from neurodyn.errors import ConfigError
-from neurodyn.nn.spectral import SpectralConv, kept_frequencies, neuralop_n_modes
+from neurodyn.nn.spectral import SpectralConv, neuralop_n_modes
 
 
 def dense_dft_oracle(x: np.ndarray, weight: np.ndarray, modes, bias=None) -> np.ndarray:
@@ -125,8 +125,6 @@ def test_parameter_layout_and_count():
     # 2*3 x 7 complex weights per (in, out) pair, counted as two reals each; no bias by default
     assert sum(p.numel() for p in conv.parameters()) == 2 * 4 * 5 * (2 * 3) * 7
     assert conv.complex_weight().shape == (4, 5, 6, 7)
-    assert kept_frequencies(10, 3, last=False) == [0, 1, 2, -3, -2, -1]
-    assert kept_frequencies(10, 3, last=True) == [0, 1, 2]
 
 
 def test_neuralop_n_modes_keeps_the_same_frequencies():

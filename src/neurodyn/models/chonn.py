@@ -48,14 +48,15 @@ v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, n
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.kirchhoff import CascadedKirchhoffBlock
+from ..nn.ssm_config import SSMConfig
 from .fno import FNO, FNOConfig, check_grid_input
 from .registry import register
 from .unet import UNet, UNetConfig
@@ -67,14 +68,13 @@ __all__ = ["CKBOptions", "Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUN
 @dataclass
 class CKBOptions:
     """The Cascaded Kirchhoff Block fields shared by the CHONN configs, with the block's own defaults (see
-    :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): d_state, expand, d_conv, conv_pointwise, scan
+    :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): ssm (``SSMConfig``: d_state, expand, d_conv),
+    conv_pointwise, scan
     ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
     cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank. A config redeclares the
     fields whose default differs for its model."""
 
-    d_state: int = 16
-    expand: float = 1.0
-    d_conv: int = 3
+    ssm: SSMConfig = field(default_factory=SSMConfig)
     conv_pointwise: bool = True
     scan: str = "bi"
     norm: str = "layernorm"
@@ -93,6 +93,8 @@ def _field_values(cls: type, cfg) -> dict:
 
 def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
     kw = _field_values(CKBOptions, cfg)
+    ssm = kw.pop("ssm")
+    kw.update(d_state=ssm.d_state, expand=ssm.expand, d_conv=ssm.d_conv)
     if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
         kw["scan"] = "cross" if dims == 2 else "bi"
     kw.update(extra)
@@ -107,7 +109,7 @@ def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> Casca
 class Chonn1DConfig(CKBOptions):
     """``chonn1d``: lift, stacked CKBs of the given ``orders``, projection (module docstring).
 
-    CKB fields: :class:`CKBOptions` (``d_state`` 8, ``scan`` "uni" | "bi"). ``conv_padding_mode`` ("zeros" |
+    CKB fields: :class:`CKBOptions` (``ssm.d_state`` 8, ``scan`` "uni" | "bi"). ``conv_padding_mode`` ("zeros" |
     "circular") pads the DSConv; ``circular_pad`` points copied periodically on each side before the chain
     (cropped after) let the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0 = off, the
     paper's setting).
@@ -117,7 +119,7 @@ class Chonn1DConfig(CKBOptions):
     out_channels: int = 1
     width: int = 16
     orders: tuple[int, ...] = (1,)
-    d_state: int = 8
+    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=8))
     conv_padding_mode: str = "zeros"
     circular_pad: int = 0
 
@@ -267,8 +269,7 @@ class ChonnFNO(FNO):
     def __init__(self, config: ChonnFNOConfig):
         super().__init__(FNOConfig(**_field_values(FNOConfig, config)))
         self.config = config
-        if config.ckb_mode not in ("replace_skip", "parallel"):
-            raise ConfigError(f"chonn_fno ckb_mode must be 'replace_skip' or 'parallel'; got {config.ckb_mode!r}")
+        check_choice("chonn_fno ckb_mode", config.ckb_mode, ("replace_skip", "parallel"))
         layers = tuple(int(l) for l in config.ckb_layers)
         if any(l < 0 or l >= config.n_layers for l in layers) or len(set(layers)) != len(layers):
             raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {config.n_layers}); "
@@ -309,7 +310,7 @@ class ChonnVisionConfig(CKBOptions):
     order: int = 2
     mlp_ratio: float = 4.0
     drop_path: float = 0.2
-    d_state: int = 1
+    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=1))
     conv_pointwise: bool = False
     scan: str = "cross"
     out_norm: bool = True
@@ -360,8 +361,7 @@ class ChonnVision(nn.Module):
 
     def __init__(self, config: ChonnVisionConfig):
         super().__init__()
-        if config.patch_size not in (1, 2, 4):
-            raise ConfigError(f"chonn_vision patch_size must be 1, 2 or 4; got {config.patch_size!r}")
+        check_choice("chonn_vision patch_size", config.patch_size, (1, 2, 4))
         if len(config.dims) != len(config.depths) or not config.dims or min(config.depths) < 0:
             raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={config.dims!r}, "
                               f"depths={config.depths!r}")

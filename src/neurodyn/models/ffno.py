@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ACTIVATIONS, activation
 from ..nn.s4d import S4D, S4D_INITS
 from ..nn.spectral import SpectralConv
@@ -151,14 +151,11 @@ class FFNOConfig:
 
 def _validate(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
     modes = resolve_modes(name, cfg.modes, cfg.grid_size)
-    for key in ("in_channels", "out_channels", "width", "n_layers", "projection_channels"):
-        if int(getattr(cfg, key)) < 1:
-            raise ConfigError(f"{name} config field {key} must be >= 1; got {getattr(cfg, key)!r}.")
+    check_min(name, cfg, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
     if int(cfg.ctx_channels) < 0:
         raise ConfigError(f"{name} ctx_channels must be >= 0; got {cfg.ctx_channels!r}.")
     for key in ("activation", "projection_activation"):
-        if str(getattr(cfg, key)).lower() not in ACTIVATIONS:
-            raise ConfigError(f"{name} {key} must be one of {', '.join(ACTIVATIONS)}; got {getattr(cfg, key)!r}.")
+        check_choice(f"{name} {key}", str(getattr(cfg, key)).lower(), ACTIVATIONS)
     return modes
 
 
@@ -269,8 +266,7 @@ class S4FFNO(FFNO):
                               f"got {config.memory_after}.")
         if config.memory_window < 0:
             raise ConfigError(f"S4FFNO memory_window must be >= 0 (0 = no memory); got {config.memory_window}.")
-        if config.init not in S4D_INITS:
-            raise ConfigError(f"S4FFNO init must be one of {', '.join(S4D_INITS)}; got {config.init!r}.")
+        check_choice("S4FFNO init", config.init, S4D_INITS)
         self.memory = (S4D(config.width, config.d_state, config.init, config.dt_min, config.dt_max,
                            window=config.memory_window) if config.memory_window > 0 else None)
 

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
 from ..nn.spectral import SpectralConv
 from .registry import register
@@ -87,20 +87,13 @@ def _validate(cfg: FNOConfig) -> None:
         raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(cfg.modes)}.")
     if any(int(m) < 1 for m in cfg.modes):
         raise ConfigError(f"FNO modes must be positive; got modes={tuple(cfg.modes)}.")
-    for name in ("in_channels", "out_channels", "width", "n_layers"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"FNO config field {name} must be >= 1; got {getattr(cfg, name)!r}.")
-    for name in ("lifting_channels", "projection_channels", "ctx_channels"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"FNO config field {name} must be >= 0; got {getattr(cfg, name)!r}.")
+    check_min("FNO", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
+    check_min("FNO", cfg, ("lifting_channels", "projection_channels", "ctx_channels"), 0)
     if not 0.0 <= float(cfg.padding) <= 1.0:
         raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {cfg.padding!r}.")
-    if cfg.skip not in ("linear", "identity", "none"):
-        raise ConfigError(f"FNO skip must be 'linear', 'identity' or 'none'; got {cfg.skip!r}.")
-    if str(cfg.activation).lower() not in ACTIVATIONS:
-        raise ConfigError(f"FNO activation must be one of {', '.join(ACTIVATIONS)}; got {cfg.activation!r}.")
-    if cfg.spectral_method not in ("auto", "dft", "fft"):
-        raise ConfigError(f"FNO spectral_method must be 'auto', 'dft' or 'fft'; got {cfg.spectral_method!r}.")
+    check_choice("FNO skip", cfg.skip, ("linear", "identity", "none"))
+    check_choice("FNO activation", str(cfg.activation).lower(), ACTIVATIONS)
+    check_choice("FNO spectral_method", cfg.spectral_method, ("auto", "dft", "fft"))
 
 
 def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channels: int,
@@ -114,16 +107,27 @@ def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channe
     if x.shape[-1] != in_channels:
         raise ValueError(f"{model_name} input x has shape {tuple(x.shape)} with {x.shape[-1]} channels (last axis); "
                          f"expected in_channels={in_channels}, i.e. shape (batch, {axes}, {in_channels}).")
+    check_grid_extras(model_name, x.shape[0], pos, ctx, ctx_channels)
+
+
+def check_grid_extras(model_name: str, batch: int, pos: torch.Tensor | None, ctx: torch.Tensor | None,
+                      ctx_channels: int, pos_hint: str = " (pass pos=None)") -> None:
+    """A grid model takes no ``pos``, and ``ctx`` as :func:`check_ctx` says."""
     if pos is not None:
         raise ValueError(f"{model_name} works on regular grids and takes no pos; got pos of shape "
-                         f"{tuple(pos.shape)} (pass pos=None).")
+                         f"{tuple(pos.shape)}{pos_hint}.")
+    check_ctx(model_name, ctx, batch, ctx_channels)
+
+
+def check_ctx(model_name: str, ctx: torch.Tensor | None, batch: int, ctx_channels: int) -> None:
+    """``ctx`` must be ``(batch, ctx_channels)`` when ``ctx_channels > 0`` and None otherwise."""
     if ctx_channels > 0:
         if ctx is None:
             raise ValueError(f"{model_name} was configured with ctx_channels={ctx_channels} but got ctx=None; "
-                             f"expected ctx of shape ({x.shape[0]}, {ctx_channels}).")
-        if ctx.shape != (x.shape[0], ctx_channels):
+                             f"expected ctx of shape ({batch}, {ctx_channels}).")
+        if tuple(ctx.shape) != (batch, ctx_channels):
             raise ValueError(f"{model_name} context ctx has shape {tuple(ctx.shape)}; expected "
-                             f"({x.shape[0]}, {ctx_channels}) (batch, ctx_channels).")
+                             f"({batch}, {ctx_channels}) (batch, ctx_channels).")
     elif ctx is not None:
         raise ValueError(f"{model_name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; "
                          f"set ctx_channels={ctx.shape[-1] if ctx.dim() else 1} in the config to use it.")

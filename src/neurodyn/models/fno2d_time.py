@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_min
 from ..nn.mlp import ChannelMLP, PointwiseConv
 from ..nn.spectral import SpectralConv
 from .ffno import periodic_grid, resolve_modes
@@ -104,9 +104,7 @@ class FNO2DTime(nn.Module):
         modes = resolve_modes(name, config.modes, config.grid_size)
         if len(modes) != 2:
             raise ConfigError(f"{name} is a 2-D model: modes needs 2 entries; got {tuple(config.modes)}.")
-        for key in ("in_channels", "out_channels", "width", "n_layers", "projection_channels"):
-            if int(getattr(config, key)) < 1:
-                raise ConfigError(f"{name} config field {key} must be >= 1; got {getattr(config, key)!r}.")
+        check_min(name, config, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
         self.config, self.modes = config, modes
         H = config.width
         self.lifting = nn.Linear(config.in_channels + config.ctx_channels + (2 if config.positional_grid else 0), H)

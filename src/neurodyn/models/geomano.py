@@ -43,16 +43,18 @@ Darcy (305,089 parameters) and Navier-Stokes (3,731,713, with the presets' 16 x 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
 from ..nn.geo_encoder import DECODERS, HEADS, GeoDecoder, GeoEncoder
 from ..nn.geomamba import GeoMambaKernel
 from ..nn.mlp import ACTIVATIONS
+from ..nn.ssm_config import SSMConfig
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from .fno import append_context, grid_channels
 from .lamo import check_grid2d_input, trunc_normal_init
@@ -69,9 +71,10 @@ class GeoMaNOConfig:
     Fields:
         in_channels, out_channels, ctx_channels: filled in from the data.
         width: D = ED, the embedding dimension (Table 5: 64 Darcy, 256 NS).  n_layers: T (8).
-        d_state: N (16).  expand: SSM inner width / D (1).  d_conv: depthwise conv size (3; <= 1 off).
+        ssm: the SSM sizes (``neurodyn.nn.ssm_config.SSMConfig``): d_state N (16), expand = SSM inner width / D
+            (1), d_conv = depthwise conv size (3; <= 1 off).
         dt_rank: rank of the dt projection (0: ceil(D / 16)).  mlp_ratio, act: the layer's FFN (1, GELU).
-        ssm: "2d" (2DGeoMamba-SSM, Darcy) or "1d" (vanilla GeoMamba-SSM, NS).
+        ssm_kind: "2d" (2DGeoMamba-SSM, Darcy) or "1d" (vanilla GeoMamba-SSM, NS).
         directions: "paper" | "vmamba" | "corners" (2-D only) | tuple of names.
         correction: "none" | "fixed" | "learnable";  r_pattern ("0011"), r_order ("paper" | "vmamba" |
             "directions"), r_init ("zeros" | "pattern"), correction_form ("cbx" | "eq9" | "alg2").
@@ -97,13 +100,11 @@ class GeoMaNOConfig:
     ctx_channels: int = 0
     width: int = 64
     n_layers: int = 8
-    d_state: int = 16
-    expand: float = 1.0
-    d_conv: int = 3
+    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=16, expand=1.0, d_conv=3))
     dt_rank: int = 0
     mlp_ratio: float = 1.0
     act: str = "gelu"
-    ssm: str = "2d"
+    ssm_kind: str = "2d"
     directions: object = "paper"
     correction: str = "fixed"
     r_pattern: str = "0011"
@@ -133,11 +134,15 @@ class GeoMaNOConfig:
     init: str = "torch"
     scan_backend: str = "auto"
 
+    # before the SSM section, ``ssm`` was the kind: neurodyn.models.build names the new field for it
+    FIELD_MOVES: ClassVar[dict] = {"ssm": "ssm_kind"}
+
 
 def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
     """Keyword arguments of ``GeoMambaKernel`` for a model config."""
     directions = cfg.directions if isinstance(cfg.directions, str) else tuple(cfg.directions)
-    return dict(d_state=cfg.d_state, expand=cfg.expand, d_conv=cfg.d_conv, dt_rank=cfg.dt_rank, ssm=cfg.ssm,
+    return dict(d_state=cfg.ssm.d_state, expand=cfg.ssm.expand, d_conv=cfg.ssm.d_conv, dt_rank=cfg.dt_rank,
+                ssm=cfg.ssm_kind,
                 directions=directions, correction=cfg.correction, r_pattern=cfg.r_pattern, r_order=cfg.r_order,
                 r_init=cfg.r_init, correction_form=cfg.correction_form, d_mode=cfg.d_mode, merge=cfg.merge,
                 gate=cfg.gate, norm_act=cfg.norm_act, act=cfg.kernel_act, dt_range=tuple(cfg.dt_range),
@@ -145,26 +150,16 @@ def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
 
 
 def _validate(cfg: GeoMaNOConfig) -> None:
-    for name in ("in_channels", "out_channels", "width", "n_layers", "d_state"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"geomano config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
-    for name in ("ctx_channels", "unified_pos", "n_points", "lift_hidden", "dt_rank"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"geomano config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
-    if cfg.encoder not in ("soft", "patch"):
-        raise ConfigError(f"geomano encoder must be 'soft' (Eq. 6) or 'patch' (hard patches), got {cfg.encoder!r}.")
+    check_min("geomano", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
+    check_min("geomano", cfg, ("ctx_channels", "unified_pos", "n_points", "lift_hidden", "dt_rank"), 0)
+    check_choice("geomano encoder ('soft': Eq. 6, 'patch': hard patches)", cfg.encoder, ("soft", "patch"))
     if cfg.encoder == "patch" and cfg.patch_size < 1:
         raise ConfigError(f"geomano patch_size must be >= 1, got {cfg.patch_size}.")
-    if cfg.decoder not in DECODERS:
-        raise ConfigError(f"geomano decoder must be one of {DECODERS}, got {cfg.decoder!r}.")
-    if cfg.head not in HEADS:
-        raise ConfigError(f"geomano head must be one of {HEADS}, got {cfg.head!r}.")
-    if str(cfg.act).lower() not in ACTIVATIONS:
-        raise ConfigError(f"geomano act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
-    if cfg.assign_init not in ("orthogonal", "default"):
-        raise ConfigError(f"geomano assign_init must be 'orthogonal' or 'default', got {cfg.assign_init!r}.")
-    if cfg.init not in ("trunc_normal", "torch"):
-        raise ConfigError(f"geomano init must be 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    check_choice("geomano decoder", cfg.decoder, DECODERS)
+    check_choice("geomano head", cfg.head, HEADS)
+    check_choice("geomano act", str(cfg.act).lower(), ACTIVATIONS)
+    check_choice("geomano assign_init", cfg.assign_init, ("orthogonal", "default"))
+    check_choice("geomano init", cfg.init, ("trunc_normal", "torch"))
     if len(tuple(cfg.latent_grid)) != 2 or min(int(s) for s in cfg.latent_grid) < 1:
         raise ConfigError(f"geomano latent_grid must be (h, w) with h, w >= 1, got {cfg.latent_grid!r}.")
 
@@ -253,7 +248,7 @@ def parameter_count(cfg: GeoMaNOConfig) -> int:
     h = cfg.lift_hidden or 2 * D
     enc = c * h + h + h * D + D + D * L + L + 2 * D + (L * D if cfg.pos_embed else 0)
     K = 4 if isinstance(cfg.directions, str) else len(tuple(cfg.directions))
-    pk = kernel_parameter_count(D, cfg.d_state, cfg.expand, cfg.d_conv, cfg.dt_rank, K,
+    pk = kernel_parameter_count(D, cfg.ssm.d_state, cfg.ssm.expand, cfg.ssm.d_conv, cfg.dt_rank, K,
                                 cfg.correction == "learnable", cfg.d_mode, cfg.gate)
     m = int(round(D * cfg.mlp_ratio))
     layer = 4 * D + pk + (2 * D * m + m + D if m > 0 else -2 * D)

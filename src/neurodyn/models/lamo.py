@@ -60,19 +60,20 @@ Parameter counts for Table 6 of the paper and for the authors' scripts: ``tests/
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
-from ..nn.mamba import LatentSSM, resolve_directions
+from ..nn.mamba import LatentSSM, mixer_directions
 from ..nn.mlp import ACTIVATIONS, ChannelMLP
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
-from .fno import append_context, grid_channels
+from ..nn.ssm_config import SSMConfig
+from .fno import append_context, check_ctx, check_grid_extras, grid_channels
 from .registry import register
 
 __all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_embedding", "mesh_features",
@@ -89,9 +90,10 @@ class LaMOConfig:
         in_channels, out_channels: input / output channels (filled in from the data).
         variant: "grid", "structured_mesh" or "point_cloud".
         width: embedding dimension D.  n_layers: latent blocks L.  mlp_ratio, act: channel MLP.
-        d_state, expand, ssm_heads, ssm_groups, d_conv: SSM sizes (Table 6: d_state 64, expand 2, kernel 3).
+        ssm: the SSM sizes (``neurodyn.nn.ssm_config.SSMConfig``; Table 6: d_state 64, expand 2, kernel 3).
+        ssm_heads, ssm_groups: heads and B/C groups of the SSM.
         directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
-            of names (``neurodyn.nn.mamba.resolve_directions``).
+            of names (``neurodyn.nn.mamba.mixer_directions``).
         ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
             dt_range: SSM choices (``neurodyn.nn.mamba``).
         patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): sizes the positional
@@ -116,11 +118,9 @@ class LaMOConfig:
     n_layers: int = 8
     mlp_ratio: float = 4.0
     act: str = "gelu"
-    d_state: int = 64
-    expand: float = 2.0
+    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=64, expand=2.0, d_conv=3))
     ssm_heads: int = 4
     ssm_groups: int = 1
-    d_conv: int = 3
     directions: Union[str, tuple] = "auto"
     ssm_layout: str = "x_proj"
     ssm_conv: str = "auto"
@@ -155,18 +155,11 @@ class LaMOConfig:
 
 
 def _validate(cfg: LaMOConfig) -> None:
-    if cfg.variant not in VARIANTS:
-        raise ConfigError(f"lamo variant must be one of {VARIANTS}, got {cfg.variant!r}.")
-    for name in ("in_channels", "out_channels", "width", "n_layers", "d_state", "ssm_heads", "ssm_groups"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"lamo config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
-    for name in ("ctx_channels", "pos_channels", "pad_multiple", "n_points"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"lamo config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
-    if str(cfg.act).lower() not in ACTIVATIONS:
-        raise ConfigError(f"lamo act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
-    if cfg.init not in ("auto", "trunc_normal", "torch"):
-        raise ConfigError(f"lamo init must be 'auto', 'trunc_normal' or 'torch', got {cfg.init!r}.")
+    check_choice("lamo variant", cfg.variant, VARIANTS)
+    check_min("lamo", cfg, ("in_channels", "out_channels", "width", "n_layers", "ssm_heads", "ssm_groups"), 1)
+    check_min("lamo", cfg, ("ctx_channels", "pos_channels", "pad_multiple", "n_points"), 0)
+    check_choice("lamo act", str(cfg.act).lower(), ACTIVATIONS)
+    check_choice("lamo init", cfg.init, ("auto", "trunc_normal", "torch"))
     if cfg.time_embedding and cfg.ctx_channels < 1:
         raise ConfigError("lamo time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
     if cfg.variant == "grid":
@@ -192,17 +185,6 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return emb
 
 
-def _check_ctx(name: str, ctx, batch: int, n: int) -> None:
-    if n > 0:
-        if ctx is None or tuple(ctx.shape) != (batch, n):
-            got = None if ctx is None else tuple(ctx.shape)
-            raise ValueError(f"{name} was configured with ctx_channels={n}; expected ctx of shape ({batch}, {n}), "
-                             f"got {got}.")
-    elif ctx is not None:
-        raise ValueError(f"{name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; set "
-                         "ctx_channels in the config to use it.")
-
-
 def _shape(x) -> object:
     return tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
@@ -212,10 +194,7 @@ def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: i
     if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
         raise ValueError(f"{name} takes x of shape (batch, H, W, {in_channels}) on a regular grid, channels last; "
                          f"got {_shape(x)}.")
-    if pos is not None:
-        raise ValueError(f"{name} works on regular grids and takes no pos; got pos of shape {tuple(pos.shape)}"
-                         f"{pos_hint}.")
-    _check_ctx(name, ctx, x.shape[0], ctx_channels)
+    check_grid_extras(name, x.shape[0], pos, ctx, ctx_channels, pos_hint)
 
 
 def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_channels: int,
@@ -251,7 +230,7 @@ def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_
         parts.insert(0, p)
     # pos_channels = 0: the coordinates are not a separate input (a dataset may pass pos even when it is
     # the input x itself, as for Elasticity); they are ignored.
-    _check_ctx(name, ctx, b, ctx_channels)
+    check_ctx(name, ctx, b, ctx_channels)
     if ctx is not None and ctx_as_channels:
         parts.append(ctx.to(x.dtype)[:, None, :].expand(b, n, ctx.shape[-1]))
     if structured and positional_grid:
@@ -279,8 +258,8 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
     directions = cfg.directions
     if directions == "auto":
         directions = "cross" if grid else "bi"
-    return LatentSSM(cfg.width, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.ssm_heads,
-                     n_groups=cfg.ssm_groups, d_conv=cfg.d_conv, directions=resolve_directions(directions, grid),
+    return LatentSSM(cfg.width, d_state=cfg.ssm.d_state, expand=cfg.ssm.expand, n_heads=cfg.ssm_heads,
+                     n_groups=cfg.ssm_groups, d_conv=cfg.ssm.d_conv, directions=mixer_directions(directions, grid),
                      layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
                      act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
                      a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)

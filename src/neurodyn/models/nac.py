@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..nn.nac import NACAttention
 from .registry import register
 from .sequence_baselines import SequenceHost
@@ -75,8 +75,7 @@ class NACModel(SequenceHost):
     """NAC in the paper's host network; ``forward(x, t=None, mask=None)``."""
 
     def __init__(self, cfg: NACConfig):
-        if cfg.token_mode not in ("sequence", "per_step"):
-            raise ConfigError(f"nac token_mode must be 'sequence' or 'per_step', got {cfg.token_mode!r}")
+        check_choice("nac token_mode", cfg.token_mode, ("sequence", "per_step"))
         if not cfg.time_scale > 0:
             raise ConfigError(f"nac time_scale must be > 0, got {cfg.time_scale}")
         super().__init__(cfg)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -48,25 +48,96 @@ def entry(name: str) -> tuple[type[nn.Module], type]:
     return _MODELS[name]
 
 
+def _sections(config_cls: type) -> dict[str, dataclasses.Field]:
+    """Fields of ``config_cls`` that are nested config dataclasses (e.g. ``ssm``), by name."""
+    out = {}
+    for f in dataclasses.fields(config_cls):
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory()):
+            out[f.name] = f
+    return out
+
+
+def _unknown_fields(what: str, unknown: list[str], fields: Iterable[str]) -> ConfigError:
+    import difflib
+
+    fields = list(fields)
+    hints = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
+    said = "; ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+    return ConfigError(f"{what} has no config field {said}; its fields are: {', '.join(fields)}.")
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    """YAML and JSON give lists where dataclasses declare tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
+    """The nested dataclass of ``field`` from a mapping (over the model's defaults) or an instance."""
+    default = field.default_factory()
+    if dataclasses.is_dataclass(value):
+        return value
+    if not isinstance(value, Mapping):
+        moved = getattr(config_cls, "FIELD_MOVES", {}).get(field.name)
+        hint = f" The value {value!r} belongs in the field {moved!r} (model.{moved}={value})." if moved else ""
+        raise ConfigError(f"model {name!r} config field {field.name!r} is a section with the fields "
+                          f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
+                          f"{dataclasses.fields(default)[0].name}=...); got {value!r}.{hint}")
+    sub = [f.name for f in dataclasses.fields(default)]
+    unknown = [k for k in value if k not in sub]
+    if unknown:
+        raise _unknown_fields(f"model {name!r} section {field.name!r}", unknown, sub)
+    return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
+
+
 def make_config(name: str, config: Any = None, **overrides: Any):
-    """Config dataclass of model ``name`` from a dataclass, a mapping and/or keyword overrides."""
+    """Config dataclass of model ``name`` from a dataclass, a mapping and/or keyword overrides.
+
+    Nested sections (fields holding a config dataclass, such as ``ssm``) are given as mappings, which
+    update the model's own defaults for that section (``{"ssm": {"d_state": 8}}``). A key of a section
+    given at the top level (the layout before the section existed) is refused with the key it moved to.
+    """
     _, config_cls = entry(name)
+    sections = _sections(config_cls)
     values: dict[str, Any] = {}
     if config is not None:
         values.update(dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config))
-    values.update(overrides)
+    for key, value in overrides.items():
+        if key in sections and isinstance(value, Mapping) and isinstance(values.get(key), Mapping):
+            value = {**values[key], **value}
+        values[key] = value
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     unknown = [k for k in values if k not in fields]
+    moved = {k: s for k in unknown for s, f in sections.items()
+             if k in {g.name for g in dataclasses.fields(f.default_factory())}}
+    if moved:
+        said = ", ".join(f"model.{k} -> model.{s}.{k}" for k, s in moved.items())
+        raise ConfigError(f"model {name!r}: config field(s) moved into a section: {said} (in a preset: "
+                          f"'{next(iter(moved.values()))}: {{{next(iter(moved))}: ...}}').")
     if unknown:
-        import difflib
-
-        hints = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
-        said = "; ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
-        raise ConfigError(f"model {name!r} has no config field {said}; its fields are: {', '.join(fields)}.")
-    for key, value in list(values.items()):
-        if isinstance(value, list):  # YAML and JSON give lists where dataclasses declare tuples
-            values[key] = tuple(value)
+        raise _unknown_fields(f"model {name!r}", unknown, fields)
+    values = _tuples(values)
+    for key in sections:
+        if key in values:
+            values[key] = _section(name, config_cls, sections[key], values[key])
     return config_cls(**check_field_types(config_cls, values, "model"))
+
+
+def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config of the layout before nested sections, rewritten to today's (for checkpoints only).
+
+    Top-level keys of a section move into it (``d_state`` -> ``ssm.d_state``); a non-mapping value of a
+    section's name goes to the field named by the config's ``FIELD_MOVES`` (GeoMaNO: ``ssm`` -> ``ssm_kind``).
+    """
+    _, config_cls = entry(name)
+    out = dict(config)
+    for key, field in _sections(config_cls).items():
+        if key in out and not isinstance(out[key], Mapping):
+            out[getattr(config_cls, "FIELD_MOVES", {})[key]] = out.pop(key)
+        sub = {f.name for f in dataclasses.fields(field.default_factory())}
+        moved = {k: out.pop(k) for k in list(out) if k in sub}
+        if moved:
+            out[key] = {**moved, **dict(out.get(key) or {})}
+    return out
 
 
 def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
@@ -122,7 +193,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Modul
         raise DataError(f"checkpoint {path} has no model spec ('model' and 'model_state' keys); "
                         "was it written by neurodyn?")
     spec = ckpt["model"]
-    model = build(spec["name"], spec["config"])
+    model = build(spec["name"], upgrade_config(spec["name"], spec["config"]))
     model.load_state_dict(ckpt["model_state"])
     return model
 

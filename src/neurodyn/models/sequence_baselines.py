@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from .registry import register
 
 
@@ -70,8 +70,7 @@ class SequenceHost(nn.Module):
 
     def __init__(self, cfg: SequenceConfig):
         super().__init__()
-        if cfg.pool not in ("last", "mean"):
-            raise ConfigError(f"pool must be 'last' or 'mean', got {cfg.pool!r}")
+        check_choice("pool", cfg.pool, ("last", "mean"))
         if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
             raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
         self.cfg = cfg
@@ -117,24 +116,27 @@ def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
     return h[torch.arange(h.shape[0], device=h.device), last]
 
 
-@register("gru", SequenceConfig)
-class GRUModel(SequenceHost):
+class _TorchRNN(SequenceHost):
+    """A host around one ``torch.nn`` recurrent layer ``rnn_cls(core_in, hidden, batch_first=True)``."""
+
+    rnn_cls: type[nn.Module] = nn.GRU
+
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
-        self.rnn = nn.GRU(self.core_in, cfg.hidden, batch_first=True)
+        self.rnn = self.rnn_cls(self.core_in, cfg.hidden, batch_first=True)
 
     def core(self, z, t, mask):
         return self.rnn(z)[0]
+
+
+@register("gru", SequenceConfig)
+class GRUModel(_TorchRNN):
+    rnn_cls = nn.GRU
 
 
 @register("lstm", SequenceConfig)
-class LSTMModel(SequenceHost):
-    def __init__(self, cfg: SequenceConfig):
-        super().__init__(cfg)
-        self.rnn = nn.LSTM(self.core_in, cfg.hidden, batch_first=True)
-
-    def core(self, z, t, mask):
-        return self.rnn(z)[0]
+class LSTMModel(_TorchRNN):
+    rnn_cls = nn.LSTM
 
 
 def _ncps_torch():

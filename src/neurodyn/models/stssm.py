@@ -73,7 +73,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ChannelMLP
 from ..nn.s4d import S4D, S4D_INITS
 from .ffno import FeedForward, periodic_grid
@@ -128,20 +128,12 @@ class STSSMConfig:
 
 
 def _validate(cfg: STSSMConfig) -> None:
-    if cfg.dims not in (1, 2):
-        raise ConfigError(f"STSSM dims must be 1 or 2; got {cfg.dims!r}.")
-    for key in ("in_channels", "out_channels", "width", "d_state", "projection_channels"):
-        if int(getattr(cfg, key)) < 1:
-            raise ConfigError(f"STSSM config field {key} must be >= 1; got {getattr(cfg, key)!r}.")
-    for key in ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"):
-        if int(getattr(cfg, key)) < 0:
-            raise ConfigError(f"STSSM config field {key} must be >= 0; got {getattr(cfg, key)!r}.")
-    if cfg.factorization not in FACTORIZATIONS:
-        raise ConfigError(f"STSSM factorization must be one of {', '.join(FACTORIZATIONS)}; got {cfg.factorization!r}.")
-    if cfg.residual not in RESIDUALS:
-        raise ConfigError(f"STSSM residual must be one of {', '.join(RESIDUALS)}; got {cfg.residual!r}.")
-    if cfg.init not in S4D_INITS:
-        raise ConfigError(f"STSSM init must be one of {', '.join(S4D_INITS)}; got {cfg.init!r}.")
+    check_choice("STSSM dims", cfg.dims, (1, 2))
+    check_min("STSSM", cfg, ("in_channels", "out_channels", "width", "d_state", "projection_channels"), 1)
+    check_min("STSSM", cfg, ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"), 0)
+    check_choice("STSSM factorization", cfg.factorization, FACTORIZATIONS)
+    check_choice("STSSM residual", cfg.residual, RESIDUALS)
+    check_choice("STSSM init", cfg.init, S4D_INITS)
     if cfg.factorization != "sequential" and cfg.dims != 2:
         raise ConfigError(f"STSSM factorization={cfg.factorization!r} (ST-SSM-FF / -VM) is a 2-D variant; "
                           "with dims=1 use 'sequential'.")

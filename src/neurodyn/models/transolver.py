@@ -36,7 +36,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
 from ..nn.mlp import ACTIVATIONS
 from ..nn.slice import PhysicsAttention
@@ -91,19 +91,12 @@ def unified_position(coords: torch.Tensor, ref: int) -> torch.Tensor:
 
 
 def _validate(cfg: TransolverConfig) -> None:
-    if cfg.variant not in ("structured_mesh", "point_cloud"):
-        raise ConfigError(f"transolver variant must be 'structured_mesh' (also for regular grids) or 'point_cloud', "
-                          f"got {cfg.variant!r}.")
-    for name in ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"):
-        if int(getattr(cfg, name)) < 1:
-            raise ConfigError(f"transolver config field {name} must be >= 1, got {getattr(cfg, name)!r}.")
-    for name in ("unified_pos", "pos_channels", "ctx_channels"):
-        if int(getattr(cfg, name)) < 0:
-            raise ConfigError(f"transolver config field {name} must be >= 0, got {getattr(cfg, name)!r}.")
+    check_choice("transolver variant ('structured_mesh' also for regular grids)", cfg.variant, ("structured_mesh", "point_cloud"))
+    check_min("transolver", cfg, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
+    check_min("transolver", cfg, ("unified_pos", "pos_channels", "ctx_channels"), 0)
     if cfg.width % cfg.n_heads:
         raise ConfigError(f"transolver width ({cfg.width}) must be divisible by n_heads ({cfg.n_heads}).")
-    if str(cfg.act).lower() not in ACTIVATIONS:
-        raise ConfigError(f"transolver act must be one of {', '.join(ACTIVATIONS)}, got {cfg.act!r}.")
+    check_choice("transolver act", str(cfg.act).lower(), ACTIVATIONS)
     if cfg.time_embedding and cfg.ctx_channels < 1:
         raise ConfigError("transolver time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
     if cfg.unified_pos and cfg.variant == "point_cloud" and cfg.pos_channels not in (0, 2):

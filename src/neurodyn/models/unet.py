@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice, check_min
 from .fno import append_context, check_grid_input
 from .registry import register
 
@@ -79,15 +79,11 @@ class UNet(nn.Module):
 
     def __init__(self, config: UNetConfig):
         super().__init__()
-        if config.dims not in (1, 2):
-            raise ConfigError(f"UNet dims must be 1 or 2; got dims={config.dims!r}.")
-        for name in ("in_channels", "out_channels", "init_features"):
-            if int(getattr(config, name)) < 1:
-                raise ConfigError(f"UNet config field {name} must be >= 1; got {getattr(config, name)!r}.")
+        check_choice("UNet dims", config.dims, (1, 2))
+        check_min("UNet", config, ("in_channels", "out_channels", "init_features"), 1)
         if int(config.ctx_channels) < 0:
             raise ConfigError(f"UNet ctx_channels must be >= 0; got {config.ctx_channels!r}.")
-        if config.pad_mode not in _PAD_MODES:
-            raise ConfigError(f"UNet pad_mode must be one of {', '.join(_PAD_MODES)}; got {config.pad_mode!r}.")
+        check_choice("UNet pad_mode", config.pad_mode, _PAD_MODES)
         self.config = config
         conv, norm, up, pool = {
             1: (nn.Conv1d, nn.BatchNorm1d, nn.ConvTranspose1d, nn.MaxPool1d),

@@ -41,7 +41,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from .mlp import ChannelMLP
 from .slice import deslice, pool
 
@@ -69,9 +69,7 @@ class GeoEncoder(nn.Module):
         grid = tuple(int(s) for s in latent_grid)
         if len(grid) != 2 or min(grid) < 1:
             raise ConfigError(f"latent_grid must be (h, w) with h, w >= 1, got {tuple(latent_grid)!r}.")
-        if reduce not in ("sum", "mean"):
-            raise ConfigError(f"encoder reduce must be 'sum' (paper: LayerNorm(W^T Y)) or 'mean' (Transolver), "
-                              f"got {reduce!r}.")
+        check_choice("encoder reduce ('sum': paper LayerNorm(W^T Y), 'mean': Transolver)", reduce, ("sum", "mean"))
         if assign_prior < 0:
             raise ConfigError(f"assign_prior must be >= 0, got {assign_prior}.")
         self.latent_grid, self.dim, self.reduce = grid, int(dim), reduce
@@ -115,10 +113,8 @@ class GeoDecoder(nn.Module):
     def __init__(self, dim: int, out_channels: int, mode: str = "shared", head: str = "ln_linear",
                  latent_grid: Sequence[int] = (8, 8), n_points: int = 0, skip: bool = False):
         super().__init__()
-        if mode not in DECODERS:
-            raise ConfigError(f"decoder must be one of {DECODERS}, got {mode!r}.")
-        if head not in HEADS:
-            raise ConfigError(f"decoder head must be one of {HEADS}, got {head!r}.")
+        check_choice("decoder", mode, DECODERS)
+        check_choice("decoder head", head, HEADS)
         if head == "linear_ln" and out_channels == 1:
             raise ConfigError("decoder head 'linear_ln' (Eq. 7 literally: LayerNorm after the last Linear) returns "
                               "the LayerNorm bias for a single output channel; use head 'ln_linear'.")

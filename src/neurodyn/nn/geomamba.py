@@ -90,9 +90,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..ops import PAPER_ORDER, VMAMBA_ORDER, cross_scan, cross_unscan, selective_scan, selective_scan_2d
+from ..errors import ConfigError, check_choice
+from ..ops import (PAPER_ORDER, VMAMBA_ORDER, cross_scan, cross_unscan, resolve_directions, selective_scan,
+                   selective_scan_2d)
 from ..ops.scan_2d import selective_scan_2d_ref
+from .init import inv_softplus
 
 __all__ = ["GeoMambaKernel", "resolve_kernel_directions", "pattern_vector", "CORNERS", "R_ORDERS"]
 
@@ -102,25 +104,16 @@ R_ORDERS = ("paper", "vmamba", "directions")
 CORRECTIONS = ("none", "fixed", "learnable")
 FORMS = ("cbx", "eq9", "alg2")
 _ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
-_NAMES_1D = set(PAPER_ORDER)
 _NAMES_2D = set(PAPER_ORDER) | set(CORNERS)
 
 
 def resolve_kernel_directions(directions: str | Sequence[str], ssm: str) -> tuple[str, ...]:
     """Direction names for ``directions`` ("paper" / "vmamba" / "corners" / a tuple) and ``ssm`` ("1d" / "2d")."""
-    if isinstance(directions, str):
-        if directions not in DIRECTION_SETS:
-            raise ConfigError(f"GeoMamba directions must be 'paper', 'vmamba', 'corners' or a tuple of names; got "
-                              f"{directions!r}.")
-        dirs = DIRECTION_SETS[directions]
-    else:
-        dirs = tuple(directions)
-    known = _NAMES_2D if ssm == "2d" else _NAMES_1D
-    bad = [d for d in dirs if d not in known]
-    if bad or not dirs or len(set(dirs)) != len(dirs):
-        extra = (" Corner scans (tl, tr, bl, br) exist only for ssm='2d': a 1-D raster scan and its reverse "
-                 "already reach every token." if any(d in CORNERS for d in dirs) and ssm != "2d" else "")
-        raise ConfigError(f"GeoMamba directions {dirs!r} must be distinct names among {sorted(known)}.{extra}")
+    dirs = resolve_directions(directions, _NAMES_2D, DIRECTION_SETS, single=False, distinct=True,
+                              what="GeoMamba directions", error=ConfigError)
+    if ssm != "2d" and any(d in CORNERS for d in dirs):
+        raise ConfigError(f"GeoMamba directions {dirs!r}: corner scans (tl, tr, bl, br) exist only for ssm='2d': "
+                          "a 1-D raster scan and its reverse already reach every token.")
     return dirs
 
 
@@ -137,8 +130,7 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
                           f"model.r_pattern=\"'0011'\").")
     if not pattern or set(pattern) - {"0", "1"}:
         raise ConfigError(f"r_pattern {pattern!r} must be a string of 0/1 digits, one per scan direction.")
-    if r_order not in R_ORDERS:
-        raise ConfigError(f"r_order must be one of {R_ORDERS}, got {r_order!r}.")
+    check_choice("r_order", r_order, R_ORDERS)
     directions = tuple(directions)
     if r_order == "directions":
         order = directions
@@ -156,8 +148,6 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
     return [float(digit[d]) for d in directions]
 
 
-def _inv_softplus(y: torch.Tensor) -> torch.Tensor:
-    return y + torch.log(-torch.expm1(-y))
 
 
 class GeoMambaKernel(nn.Module):
@@ -175,15 +165,13 @@ class GeoMambaKernel(nn.Module):
                  norm_act: bool = True, act: str = "silu", bias: bool = False, conv_bias: bool = True,
                  dt_range: Sequence[float] = (1e-3, 1e-1), dt_floor: float = 1e-4, scan_backend: str = "auto"):
         super().__init__()
-        if ssm not in ("1d", "2d"):
-            raise ConfigError(f"GeoMamba ssm must be '1d' (vanilla GeoMamba-SSM) or '2d' (2DGeoMamba-SSM), got {ssm!r}.")
+        check_choice("GeoMamba ssm ('1d': vanilla GeoMamba-SSM, '2d': 2DGeoMamba-SSM)", ssm, ("1d", "2d"))
         for name, value, allowed in (("correction", correction, CORRECTIONS), ("correction_form", correction_form, FORMS),
                                      ("d_mode", d_mode, ("channel", "state", "none")), ("merge", merge, ("sum", "mean")),
                                      ("gate", gate, ("split", "shared")), ("act", act, tuple(_ACTS)),
                                      ("r_init", r_init, ("zeros", "pattern")),
                                      ("scan_backend", scan_backend, ("auto", "torch", "cpp", "ref"))):
-            if value not in allowed:
-                raise ConfigError(f"GeoMamba {name} must be one of {allowed}, got {value!r}.")
+            check_choice(f"GeoMamba {name}", value, allowed)
         self.d_model, self.d_state = int(d_model), int(d_state)
         self.d_inner = di = int(round(expand * d_model))
         self.dt_rank = r = int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)
@@ -211,7 +199,7 @@ class GeoMambaKernel(nn.Module):
         if not 0 < lo <= hi:
             raise ConfigError(f"GeoMamba dt_range must be a positive (low, high) pair, got {tuple(dt_range)}.")
         dt = torch.exp(torch.empty(K, di).uniform_(math.log(lo), math.log(hi))).clamp_min(dt_floor)
-        self.dt_proj_bias = nn.Parameter(_inv_softplus(dt))
+        self.dt_proj_bias = nn.Parameter(inv_softplus(dt))
         self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(K, di, 1))
         if d_mode == "channel":
             self.D = nn.Parameter(torch.ones(K, di))

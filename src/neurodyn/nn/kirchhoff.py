@@ -85,201 +85,23 @@ Parameter count of one block (``m = d_model``, ``D`` inner, ``N`` states, ``R = 
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..ops import selective_scan
+from ..errors import ConfigError, check_choice
+from ..ops.knc_scan import knc_scan, merge_sequences, n_directions, scan_sequences
+from .init import inv_softplus
 
 Tensor = torch.Tensor
 
-__all__ = [
-    "SCANS", "knc_phi", "knc_scan", "knc_scan_ref", "scan_sequences", "merge_sequences", "n_directions",
-    "KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count", "knc_transfer_function",
-    "knc_impulse_response",
-]
+__all__ = ["KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count"]
 
-SCANS = ("uni", "bi", "cross")
 _DISCRETIZATIONS = ("zoh", "euler")
 
-
 # ---------------------------------------------------------------------------------------------------
-# functional core
-
-
-def knc_phi(x: Tensor) -> Tensor:
-    """``(1 - exp(-x)) / x`` for ``x >= 0`` (the ZOH input factor; ``phi(0) = 1``).
-
-    ``x`` is clamped to ``>= 1e-6`` first: there ``phi`` differs from its limit by ``< 5e-7`` (below float32
-    resolution) and the gradient stays finite.
-    """
-    x = x.clamp_min(1e-6)
-    return -torch.expm1(-x) / x
-
-
-class _ZOHInput(torch.autograd.Function):
-    """``B_eff[b, i, t, n] = phi(delta[b, i, t] lam[i, n]) * bt[b, i // (D/G), t, n]``, time-major.
-
-    The same function as ``knc_phi(delta[..., None] * lam) * bt`` (grouped), with in-place arithmetic
-    and only ``phi`` kept for the backward (no second exponential there): the exact
-    ZOH input factor is otherwise the most expensive part of a cell on CPU. The backward uses
-    ``dphi/dx = (1 - phi - x phi) / x``; in float32 its absolute error is about ``1e-7 / x`` (``x >= 1e-6``).
-    ``delta (batch, D, L)``, ``lam (D, N)``, ``bt (batch, G, L, N)`` -> ``(batch, D, L, N)``.
-    """
-
-    @staticmethod
-    def _x(delta, lam):
-        x = delta.unsqueeze(-1) * lam[None, :, None, :]
-        return x.clamp_(min=1e-6)
-
-    @staticmethod
-    def forward(ctx, delta, lam, bt):
-        batch, D, L = delta.shape
-        G, N = bt.shape[1], lam.shape[1]
-        x = _ZOHInput._x(delta, lam)
-        phi = torch.neg(x).expm1_().neg_().div_(x)  # (1 - e^-x) / x
-        out = (phi.view(batch, G, D // G, L, N) * bt.unsqueeze(2)).view(batch, D, L, N)
-        ctx.save_for_backward(delta, lam, bt, phi)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        delta, lam, bt, phi = ctx.saved_tensors
-        batch, D, L = delta.shape
-        G, N = bt.shape[1], lam.shape[1]
-        g5 = g.reshape(batch, G, D // G, L, N)
-        gbt = (g5 * phi.view_as(g5)).sum(2) if ctx.needs_input_grad[2] else None
-        # dphi/dx = (e^-x - phi) / x with e^-x = 1 - x phi (no second exponential)
-        x = _ZOHInput._x(delta, lam)
-        t = torch.mul(x, phi).neg_().add_(1.0).sub_(phi).div_(x)
-        t = t.view_as(g5).mul_(g5).mul_(bt.unsqueeze(2)).view(batch, D, L, N)
-        gdelta = (t * lam[None, :, None, :]).sum(-1) if ctx.needs_input_grad[0] else None
-        glam = (t * delta.unsqueeze(-1)).sum((0, 2)) if ctx.needs_input_grad[1] else None
-        return gdelta, glam, gbt
-
-
-def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
-             discretization: str = "zoh", reverse: bool = False, backend: str = "auto") -> Tensor:
-    """Kirchhoff-cell recurrence (module docstring, Eqs. 32-34) on :func:`neurodyn.ops.selective_scan`.
-
-    Args:
-        u: ``(batch, D, L)`` input.
-        delta: ``(batch, D, L)`` positive step ``Delta`` (already through softplus), or ``(D,)`` for a
-            time-invariant cell (then ``b`` must be fixed).
-        lam: ``(D, N)`` positive decay rates ``lambda``.
-        b, c: fixed ``(D, N)``, or input-dependent ``(batch, N, L)`` / ``(batch, G, N, L)`` (channel ``i``
-            uses group ``i // (D // G)``).
-        d: ``(D,)`` skip, or None.
-        discretization: ``"zoh"`` (exact, Eq. 34) or ``"euler"`` (``beta = Delta b``).
-        reverse: scan from ``L - 1`` down to 0.
-    Returns ``y: (batch, D, L)``.
-
-    With ``zoh`` and a per-step ``delta``, ``B_eff = b * phi(delta * lambda)`` is built once as a
-    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer, the layout the fused CPU
-    kernel reads, so it is not copied again.
-    """
-    if discretization not in _DISCRETIZATIONS:
-        raise ConfigError(f"discretization must be 'zoh' or 'euler', got {discretization!r}")
-    batch, D, L = u.shape
-    N = lam.shape[1]
-    if b.dim() == 3:
-        b = b.unsqueeze(1)
-    if delta.dim() == 1:  # time-invariant step
-        if b.dim() != 2:
-            raise ValueError("knc_scan: a per-channel constant delta (D,) needs a fixed b (D, N)")
-        B_eff = b * knc_phi(delta[:, None] * lam) if discretization == "zoh" else b
-        delta = delta[None, :, None].expand(batch, D, L)
-    elif discretization == "zoh":
-        if b.dim() == 2:
-            B_eff = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * b[None, :, None, :]
-            B_eff = B_eff.transpose(-1, -2)
-        else:
-            B_eff = _ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
-    else:
-        B_eff = b
-    return selective_scan(u, delta, -lam, B_eff, c, d, reverse=reverse, backend=backend)
-
-
-def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
-                 discretization: str = "zoh", reverse: bool = False) -> Tensor:
-    """The recurrence of Eq. (32) with Eq. (34) as a plain loop (the oracle of :func:`knc_scan`)."""
-    batch, D, L = u.shape
-    N = lam.shape[1]
-    if delta.dim() == 1:
-        delta = delta[None, :, None].expand(batch, D, L)
-
-    def coef(W, t):  # (batch, D, N)
-        if W.dim() == 2:
-            return W.expand(batch, D, N)
-        W = W.unsqueeze(1) if W.dim() == 3 else W
-        return W[..., t].repeat_interleave(D // W.shape[1], dim=1)
-
-    v = u.new_zeros(batch, D, N)
-    ys = [None] * L
-    for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        dl = delta[:, :, t, None] * lam  # (batch, D, N)
-        alpha = torch.exp(-dl)
-        beta = ((1 - alpha) / lam if discretization == "zoh" else delta[:, :, t, None]) * coef(b, t)
-        v = alpha * v + beta * u[:, :, t, None]
-        ys[t] = (coef(c, t) * v).sum(-1) + (d[None] * u[:, :, t] if d is not None else 0)
-    return torch.stack(ys, dim=-1)
-
-
-# ---------------------------------------------------------------------------------------------------
-# scan layouts: channels-first (batch, D, *spatial) <-> (batch, K, D, L)
-
-
-def n_directions(scan: str, dims: int) -> int:
-    """Number of traversals ``K`` of a scan mode on ``dims`` spatial axes."""
-    if scan not in SCANS:
-        raise ConfigError(f"scan must be one of {', '.join(SCANS)}; got {scan!r}")
-    if scan == "cross" and dims != 2:
-        raise ConfigError("scan='cross' (four 2-D traversals) needs a 2-D grid; use 'bi' on sequences")
-    return {"uni": 1, "bi": 2, "cross": 4}[scan]
-
-
-def scan_sequences(x: Tensor, scan: str) -> Tensor:
-    """``(batch, D, *spatial)`` -> ``(batch, K, D, L)``: the traversals of ``scan``.
-
-    ``uni``: row-major (the flattening); ``bi``: row-major and its reverse; ``cross``: ``row, col, row_rev,
-    col_rev`` (VMamba's order; ``col`` is the column-major flattening).
-    """
-    b, D = x.shape[:2]
-    dims = x.dim() - 2
-    K = n_directions(scan, dims)
-    rows = x.reshape(b, D, -1)
-    if K == 1:
-        return rows.unsqueeze(1)
-    if K == 2:
-        return torch.stack([rows, rows.flip(-1)], dim=1)
-    cols = x.transpose(-1, -2).reshape(b, D, -1)
-    return torch.stack([rows, cols, rows.flip(-1), cols.flip(-1)], dim=1)
-
-
-def merge_sequences(y: Tensor, spatial: Sequence[int], scan: str) -> Tensor:
-    """Inverse traversal of every direction and their sum: ``(batch, K, D, L)`` -> ``(batch, D, *spatial)``."""
-    b, K, D, L = y.shape
-    if K == 1:
-        out = y[:, 0]
-    elif K == 2:
-        out = y[:, 0] + y[:, 1].flip(-1)
-    else:
-        H, W = spatial
-        rows = y[:, 0] + y[:, 2].flip(-1)
-        cols = y[:, 1] + y[:, 3].flip(-1)
-        out = rows + cols.reshape(b, D, W, H).transpose(-1, -2).reshape(b, D, L)
-    return out.reshape(b, D, *spatial)
-
-
-# ---------------------------------------------------------------------------------------------------
-# the cell
-
-
-def _inv_softplus(y: Tensor) -> Tensor:
-    return y + torch.log(-torch.expm1(-y))
+# the cell (the scan itself, its reference and the layouts: neurodyn.ops.knc_scan)
 
 
 class KirchhoffCell(nn.Module):
@@ -298,8 +120,7 @@ class KirchhoffCell(nn.Module):
                  selective: bool = True, discretization: str = "zoh", dt_min: float = 1e-3, dt_max: float = 1e-1,
                  dt_init_floor: float = 1e-4, backend: str = "auto"):
         super().__init__()
-        if discretization not in _DISCRETIZATIONS:
-            raise ConfigError(f"KirchhoffCell discretization must be 'zoh' or 'euler', got {discretization!r}")
+        check_choice("KirchhoffCell discretization", discretization, _DISCRETIZATIONS)
         if min(d_inner, d_state, directions, dt_rank) < 1:
             raise ConfigError(f"KirchhoffCell sizes must be >= 1; got d_inner={d_inner}, d_state={d_state}, "
                               f"directions={directions}, dt_rank={dt_rank}")
@@ -314,7 +135,7 @@ class KirchhoffCell(nn.Module):
         self.log_lambda._no_weight_decay = True
         self.d._no_weight_decay = True
         dt = torch.exp(torch.rand(K, D) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
-        self.dt_bias = nn.Parameter(_inv_softplus(dt.clamp_min(dt_init_floor)))
+        self.dt_bias = nn.Parameter(inv_softplus(dt.clamp_min(dt_init_floor)))
         if selective:
             bound = D ** -0.5  # nn.Linear's default for x_proj (fan_in = D)
             self.x_proj = nn.Parameter(torch.empty(K, R + 2 * N, D).uniform_(-bound, bound))
@@ -357,34 +178,6 @@ class KirchhoffCell(nn.Module):
             y = knc_scan(flat, F.softplus(self.dt_bias).reshape(K * D), lam, self.b.reshape(K * D, -1),
                          self.c.reshape(K * D, -1), d, self.discretization, backend=self.backend)
         return y.reshape(batch, K, D, L)
-
-
-# ---------------------------------------------------------------------------------------------------
-# fixed-coefficient theory (Eqs. 44-47): impulse responses and transfer functions
-
-
-def knc_impulse_response(a: Tensor, b: Tensor, c: Tensor, d: Tensor, length: int) -> Tensor:
-    """Impulse response of the cell ``v_{t+1} = a v_t + b u_t, y_t = c v_{t+1} + d u_t`` (Eq. 44).
-
-    ``a, b, c: (..., N)`` (a sum of ``N`` first-order modes), ``d: (...)``; returns ``(..., length)``:
-    ``h_0 = d + sum_n c_n b_n``, ``h_t = sum_n c_n b_n a_n^t`` (the inverse z-transform of Eq. 45).
-    """
-    t = torch.arange(length, dtype=a.dtype, device=a.device)
-    h = (c * b).unsqueeze(-1) * a.unsqueeze(-1) ** t  # (..., N, length)
-    h = h.sum(-2)
-    h[..., 0] = h[..., 0] + d
-    return h
-
-
-def knc_transfer_function(a: Tensor, b: Tensor, c: Tensor, d: Tensor, z: Tensor) -> Tensor:
-    """``H(z) = d + sum_n c_n b_n / (1 - a_n z^-1)`` (Eq. 45; one term per state) at complex points ``z``.
-
-    ``a, b, c: (..., N)``, ``d: (...)``, ``z: (M,)`` complex -> ``(..., M)``. A cascade's transfer function
-    is the product over its cells (Eq. 46).
-    """
-    zi = (1.0 / z).to(torch.complex128)
-    terms = (c * b).to(torch.complex128).unsqueeze(-1) / (1 - a.to(torch.complex128).unsqueeze(-1) * zi)
-    return d.to(torch.complex128).unsqueeze(-1) + terms.sum(-2)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -447,15 +240,10 @@ class CascadedKirchhoffBlock(nn.Module):
         if int(order) < 1:
             raise ConfigError(f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the "
                               f"block); got {order!r}")
-        if dims not in (1, 2):
-            raise ConfigError(f"CascadedKirchhoffBlock dims must be 1 or 2; got {dims!r}")
-        if norm not in ("layernorm", "none"):
-            raise ConfigError(f"CascadedKirchhoffBlock norm must be 'layernorm' or 'none'; got {norm!r}")
-        if cascade_input not in ("prev_output", "prev_output_plus_input"):
-            raise ConfigError("CascadedKirchhoffBlock cascade_input must be 'prev_output' or "
-                              f"'prev_output_plus_input'; got {cascade_input!r}")
-        if aggregate not in ("sum", "last"):
-            raise ConfigError(f"CascadedKirchhoffBlock aggregate must be 'sum' or 'last'; got {aggregate!r}")
+        check_choice("CascadedKirchhoffBlock dims", dims, (1, 2))
+        check_choice("CascadedKirchhoffBlock norm", norm, ("layernorm", "none"))
+        check_choice("CascadedKirchhoffBlock cascade_input", cascade_input, ("prev_output", "prev_output_plus_input"))
+        check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")

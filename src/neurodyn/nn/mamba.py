@@ -60,22 +60,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..ops import PAPER_ORDER, cross_scan, cross_unscan, selective_scan
+from ..errors import ConfigError, check_choice
+from ..ops import PAPER_ORDER, cross_scan, cross_unscan, resolve_directions, selective_scan
+from .init import inv_softplus
 
-__all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "resolve_directions"]
+__all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "mixer_directions"]
 
 SEQ_DIRECTIONS = ("forward", "backward")
 GRID_DIRECTIONS = tuple(PAPER_ORDER)  # row, row_rev, col, col_rev (ops.cross_scan)
 CORNER_DIRECTIONS = ("row", "row_rev", "mirror_row", "mirror_row_rev")  # Remark 3.2 read literally
 _GRID_NAMES = GRID_DIRECTIONS + tuple(f"mirror_{d}" for d in GRID_DIRECTIONS)
+_GRID_PRESETS = {"uni": ("row",), "bi": ("row", "row_rev"), "cross": GRID_DIRECTIONS, "corners": CORNER_DIRECTIONS}
+_SEQ_PRESETS = {"uni": ("forward",), "bi": SEQ_DIRECTIONS}
 LAYOUTS = ("x_proj", "fused", "hydra")
 CONVS = ("auto", "causal", "same", "none")
 NORMS = ("none", "layernorm", "rmsnorm")
 _ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
 
 
-def resolve_directions(directions: str | Sequence[str], grid: bool) -> tuple[str, ...]:
+def mixer_directions(directions: str | Sequence[str], grid: bool) -> tuple[str, ...]:
     """Scan orders from a name: ``"uni"``, ``"bi"``, (grids only) ``"cross"`` / ``"corners"``, or a tuple.
 
     Sequences: uni = (forward,), bi = (forward, backward). Grids (row-major token grid): uni = (row,),
@@ -86,23 +89,13 @@ def resolve_directions(directions: str | Sequence[str], grid: bool) -> tuple[str
     bottom-left -> top-right (``mirror_row_rev``). ``mirror_<name>`` is ``<name>`` applied to the grid
     mirrored left-right.
     """
-    if isinstance(directions, str):
-        table = ({"uni": ("row",), "bi": ("row", "row_rev"), "cross": GRID_DIRECTIONS,
-                  "corners": CORNER_DIRECTIONS} if grid else
-                 {"uni": ("forward",), "bi": SEQ_DIRECTIONS})
-        if directions not in table:
-            where = "a grid" if grid else "a token sequence (mesh / point cloud)"
-            extra = "" if grid else ("; the paper does not define a multidirectional scan on meshes or point "
-                                     "clouds (Table 7), so 'cross' and 'corners' are for regular grids only")
-            raise ConfigError(f"scan directions {directions!r} are not defined on {where}: expected one of "
-                              f"{', '.join(map(repr, table))}{extra}.")
-        return table[directions]
-    dirs = tuple(directions)
-    known = _GRID_NAMES if grid else SEQ_DIRECTIONS
-    bad = [d for d in dirs if d not in known]
-    if bad or not dirs or len(set(dirs)) != len(dirs):
-        raise ConfigError(f"scan directions {dirs!r} must be distinct names among {known}.")
-    return dirs
+    presets = _GRID_PRESETS if grid else _SEQ_PRESETS
+    where = "on a grid" if grid else "on a token sequence (mesh / point cloud)"
+    note = "" if grid else (" The paper does not define a multidirectional scan on meshes or point clouds "
+                            "(Table 7), so 'cross' and 'corners' are for regular grids only.")
+    return resolve_directions(directions, _GRID_NAMES if grid else SEQ_DIRECTIONS, presets, single=False,
+                              distinct=True,
+                              what=f"scan directions {where}", error=ConfigError, note=note)
 
 
 class RMSNorm(nn.Module):
@@ -115,10 +108,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def _inv_softplus(y: torch.Tensor) -> torch.Tensor:
-    return y + torch.log(-torch.expm1(-y))
 
 
 def _phi(x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +139,7 @@ class LatentSSM(nn.Module):
         super().__init__()
         directions = tuple(directions)
         self.grid = bool(directions) and directions[0] in _GRID_NAMES
-        self.directions = resolve_directions(directions, self.grid)
+        self.directions = mixer_directions(directions, self.grid)
         self.d_model, self.d_state, self.d_conv = int(d_model), int(d_state), int(d_conv)
         self.d_inner = int(round(expand * d_model))
         self.n_heads, self.n_groups = int(n_heads), int(n_groups)
@@ -160,8 +149,7 @@ class LatentSSM(nn.Module):
                                      ("combine", combine, ("sum", "mean")), ("norm", norm, NORMS),
                                      ("act", act, tuple(_ACTS)), ("discretization", discretization, ("euler", "zoh")),
                                      ("a_mode", a_mode, ("head", "diag"))):
-            if value not in allowed:
-                raise ConfigError(f"ssm {name} must be one of {allowed}, got {value!r}.")
+            check_choice(f"ssm {name}", value, allowed)
         if discretization == "zoh" and a_mode != "head":
             raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
                               "diagonal A does not factor through the Euler kernel.")
@@ -217,7 +205,7 @@ class LatentSSM(nn.Module):
             a = torch.empty(n_sets, di, N).uniform_(lo, hi)
         self.A_log = nn.Parameter(torch.log(a))
         dt = torch.exp(torch.empty(n_sets, H).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
-        self.dt_bias = nn.Parameter(_inv_softplus(dt))
+        self.dt_bias = nn.Parameter(inv_softplus(dt))
         if layout == "x_proj":
             self.D = nn.Parameter(torch.ones(K, di))
         elif layout == "fused":

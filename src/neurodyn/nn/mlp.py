@@ -6,7 +6,7 @@ projection. ``PointwiseConv`` is the channels-first counterpart (FNO's per-layer
 
 A ``Linear -> act -> Linear`` MLP on a large grid is bound by memory traffic, not arithmetic: the hidden
 layer (e.g. 128 channels on 8 x 85 x 85 points, 30 MB) is written, activated, read back and kept for the
-backward pass. ``ChannelMLP`` therefore runs such MLPs through ``fused_mlp``, which processes rows in
+backward pass. ``ChannelMLP`` therefore runs such MLPs through ``neurodyn.ops.fused_mlp``, which processes rows in
 cache-sized tiles and recomputes the hidden tile in the backward pass instead of storing it; the plain
 ``nn.Sequential`` path (``mlp.fused = False``) is its reference. The fused path supports first-order
 gradients only (no ``create_graph`` double backward); switch it off for that.
@@ -16,12 +16,12 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, unknown_name
+from ..ops.fused_mlp import FUSABLE, fused_mlp
 
-__all__ = ["ChannelMLP", "PointwiseConv", "activation", "fused_mlp", "ACTIVATIONS"]
+__all__ = ["ChannelMLP", "PointwiseConv", "activation", "ACTIVATIONS"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "gelu": nn.GELU,
@@ -44,66 +44,6 @@ def activation(name: str) -> nn.Module:
 
 
 _make_activation = activation  # ChannelMLP's argument named ``activation`` shadows the function
-
-
-# activation -> (forward, backward(grad_out, pre_activation, activated)) for the fused MLP
-_FUSABLE = {
-    "gelu": (F.gelu, lambda g, h, a: torch.ops.aten.gelu_backward(g, h)),
-    "relu": (F.relu, lambda g, h, a: torch.ops.aten.threshold_backward(g, a, 0)),
-    "tanh": (torch.tanh, lambda g, h, a: torch.ops.aten.tanh_backward(g, a)),
-    "silu": (F.silu, lambda g, h, a: torch.ops.aten.silu_backward(g, h)),
-}
-
-_TILE_ROWS = 2048  # rows per tile: a 128-channel float32 hidden tile is 1 MB (measured: 1024-2048 best on 1-2 cores)
-
-
-class _FusedMLP(torch.autograd.Function):
-    """``act(x @ w1.T + b1) @ w2.T + b2`` over row tiles, hidden layer recomputed in backward."""
-
-    @staticmethod
-    def forward(ctx, x, w1, b1, w2, b2, act_name, tile):
-        fwd, _ = _FUSABLE[act_name]
-        out = x.new_empty(x.shape[0], w2.shape[0])
-        for s in range(0, x.shape[0], tile):
-            h = torch.addmm(b1, x[s : s + tile], w1.t())
-            torch.addmm(b2, fwd(h), w2.t(), out=out[s : s + tile])
-        ctx.save_for_backward(x, w1, b1, w2)
-        ctx.act_name, ctx.tile = act_name, tile
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        x, w1, b1, w2 = ctx.saved_tensors
-        fwd, bwd = _FUSABLE[ctx.act_name]
-        tile = ctx.tile
-        grad_out = grad_out.contiguous()
-        need_x, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad[:5]
-        gx = torch.empty_like(x) if need_x else None
-        gw1 = torch.zeros_like(w1)
-        gb1 = torch.zeros_like(b1)
-        gw2 = torch.zeros_like(w2)
-        for s in range(0, x.shape[0], tile):
-            xs, go = x[s : s + tile], grad_out[s : s + tile]
-            h = torch.addmm(b1, xs, w1.t())
-            a = fwd(h)
-            gw2.addmm_(go.t(), a)
-            gh = bwd(go @ w2, h, a)
-            gw1.addmm_(gh.t(), xs)
-            gb1 += gh.sum(0)
-            if need_x:
-                torch.mm(gh, w1, out=gx[s : s + tile])
-        gb2 = grad_out.sum(0) if need_b2 else None
-        return (gx, gw1 if need_w1 else None, gb1 if need_b1 else None, gw2 if need_w2 else None, gb2,
-                None, None)
-
-
-def fused_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
-              activation: str = "gelu", tile: int = _TILE_ROWS) -> torch.Tensor:
-    """``act(x @ w1.T + b1) @ w2.T + b2`` for ``x (..., a)``, tiled over rows (see module docstring)."""
-    lead = x.shape[:-1]
-    out = _FusedMLP.apply(x.reshape(-1, x.shape[-1]), w1, b1, w2, b2, activation, tile)
-    return out.view(*lead, w2.shape[0])
 
 
 class PointwiseConv(nn.Module):
@@ -173,7 +113,7 @@ class ChannelMLP(nn.Sequential):
         self.out_channels = sizes[-1]
         self.activation_name = str(activation).lower()
         # fused (tiled, recomputing) path for one hidden layer on large inputs; see the module docstring
-        self.fused = len(hidden) == 1 and self.activation_name in _FUSABLE
+        self.fused = len(hidden) == 1 and self.activation_name in FUSABLE
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused and x.numel() // max(x.shape[-1], 1) * self[0].out_features >= 1 << 20:

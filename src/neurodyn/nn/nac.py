@@ -35,7 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
+from ..ops.block_topk import block_topk, exact_topk, flat_gather
+from ..ops.nac_logits import euler_logits, exact_logits, steady_logits
 from .ncp import NCPCell, build_autoncp, units_backbone, units_sensory
 
 MODES = ("exact", "euler", "steady")
@@ -44,116 +46,6 @@ PHI_ACTIVATIONS = ("sigmoid", "linear", "tanh")
 PAIR_TIMES = ("query", "delta", "key")
 QUADRATURES = ("time", "none")
 COMPATS = ("paper", "released")
-
-
-# --------------------------------------------------------------------------------------------------
-# The ODE in closed form, by Euler, at equilibrium (pure functions; the layer calls them)
-# --------------------------------------------------------------------------------------------------
-
-def steady_logits(phi: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
-    """Equilibrium ``a* = phi / omega`` (eq. 18)."""
-    return phi / omega
-
-
-def exact_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float,
-                 a0: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """Closed form ``a_t = a* + (a_0 - a*) exp(-omega t)`` (eq. 3); with ``a_0 = 0`` eq. 17."""
-    a_star = phi / omega
-    decay = torch.exp(-omega * t)
-    if isinstance(a0, (int, float)) and a0 == 0:
-        return a_star * (1.0 - decay)  # = -a* expm1(-omega t) without cancellation for small omega t
-    return a_star + (a0 - a_star) * decay
-
-
-def euler_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float | None, steps: int,
-                 dt: float | None = None, a0: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """Explicit Euler (eq. 2): ``steps`` updates ``a <- a + dt (-omega a + phi)``.
-
-    ``dt=None`` integrates over ``[0, t]`` (``dt = t / steps``, converging to :func:`exact_logits` as
-    ``steps`` grows); a number uses that fixed step whatever ``t`` (the released code). The paper's
-    invariance argument (Theorem 1, eq. 46) needs ``dt * omega <= 1``.
-    """
-    if steps < 1:
-        raise ConfigError(f"Euler mode needs at least one step, got {steps}")
-    if dt is None:
-        if t is None:
-            raise ConfigError("Euler mode with dt=None integrates to the pair time t, which was not given")
-        h = t / steps
-    else:
-        h = dt
-    a = torch.zeros_like(phi) + a0
-    for _ in range(int(steps)):
-        a = a + h * (-omega * a + phi)
-    return a
-
-
-# --------------------------------------------------------------------------------------------------
-# Top-K key selection
-# --------------------------------------------------------------------------------------------------
-
-def _flat_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x: (G, N, D)``, ``idx: (G, *I)`` -> ``(G, *I, D)`` (no index expanded over D)."""
-    g = torch.arange(x.shape[0], device=x.device).reshape(-1, *([1] * (idx.dim() - 1)))
-    return x[g, idx]
-
-
-def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None,
-               query_chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    """Algorithm 2: sub-quadratic Top-K key selection by square-root block partitioning.
-
-    ``q: (G, Tq, D)``, ``k: (G, Tk, D)``, ``key_mask: (G, Tk)`` (True = real key). Keys are cut into
-    ``N_b = ceil(Tk / B_s)`` blocks of ``B_s = floor(sqrt(Tk))`` (the last block padded and its padding
-    masked), each query scores the block centroids (means of the valid keys), keeps the best
-    ``M = max(1, ceil(K / B_s))`` blocks (so that ``M B_s >= K``), scores the ``M B_s`` candidate keys
-    and keeps the best ``K_eff = min(K, M B_s)``. Scores are raw dot products. Returns key indices
-    ``(G, Tq, K_eff)`` and their validity (False for padding / masked keys picked only to fill K).
-    Queries are processed ``query_chunk`` at a time, so the largest intermediate is
-    ``query_chunk x max(N_b, M B_s) x D``: no ``Tq x Tk`` matrix is ever formed.
-    """
-    G, Tk, D = k.shape
-    Tq = q.shape[1]
-    bs = max(1, math.isqrt(Tk))
-    nb = -(-Tk // bs)
-    pad = nb * bs - Tk
-    valid = torch.ones(G, Tk, dtype=torch.bool, device=k.device) if key_mask is None else key_mask.bool()
-    kp = F.pad(k, (0, 0, 0, pad))
-    vp = F.pad(valid, (0, pad), value=False)
-    kb, vb = kp.reshape(G, nb, bs, D), vp.reshape(G, nb, bs)
-    count = vb.sum(-1)                                                      # (G, nb)
-    centroid = (kb * vb[..., None]).sum(-2) / count.clamp_min(1)[..., None].to(k.dtype)
-    m = min(nb, max(1, -(-topk // bs)))
-    k_eff = min(topk, m * bs)
-    offs = torch.arange(bs, device=k.device)
-    idx_parts, ok_parts = [], []
-    for lo in range(0, Tq, query_chunk):
-        qc = q[:, lo:lo + query_chunk]                                      # (G, c, D)
-        coarse = qc @ centroid.transpose(1, 2)                              # (G, c, nb)
-        coarse = coarse.masked_fill((count == 0)[:, None, :], float("-inf"))
-        blocks = coarse.topk(m, dim=-1).indices                             # (G, c, m)
-        c = qc.shape[1]
-        cand = (blocks[..., None] * bs + offs).reshape(G, c, m * bs)
-        g = torch.arange(G, device=k.device)[:, None, None]
-        cand_ok = vb[g, blocks].reshape(G, c, m * bs)                       # (G, c, m*bs)
-        k_cand = kb[g, blocks].reshape(G, c, m * bs, D)                      # whole blocks: contiguous copies
-        fine = torch.matmul(k_cand, qc[..., None])[..., 0]                  # (G, c, m*bs)
-        fine = fine.masked_fill(~cand_ok, float("-inf"))
-        top = fine.topk(k_eff, dim=-1).indices
-        idx_parts.append(cand.gather(-1, top))
-        ok_parts.append(cand_ok.gather(-1, top))
-    # picks of padding (only when fewer valid candidates than K) point at a real key and are marked invalid
-    return torch.cat(idx_parts, 1).clamp_max(Tk - 1), torch.cat(ok_parts, 1)
-
-
-def exact_topk(q: torch.Tensor, k: torch.Tensor, topk: int,
-               key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exhaustive Top-K: the full ``(G, Tq, Tk)`` dot-product matrix, then ``top_k`` (O(n^2) memory)."""
-    scores = q @ k.transpose(1, 2)
-    if key_mask is not None:
-        scores = scores.masked_fill(~key_mask.bool()[:, None, :], float("-inf"))
-    k_eff = min(topk, k.shape[1])
-    top = scores.topk(k_eff, dim=-1)
-    ok = torch.isfinite(top.values) if key_mask is not None else torch.ones_like(top.indices, dtype=torch.bool)
-    return top.indices, ok
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,8 +78,7 @@ RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="
 
 def resolve_options(compat: str = "paper", **overrides: Any) -> NACOptions:
     """The options of ``compat`` ("paper" or "released") with the non-None ``overrides`` applied."""
-    if compat not in COMPATS:
-        raise ConfigError(f"NAC compat must be 'paper' or 'released', got {compat!r}")
+    check_choice("NAC compat", compat, COMPATS)
     names = {f.name for f in fields(NACOptions)}
     unknown = sorted(set(overrides) - names)
     if unknown:
@@ -248,25 +139,20 @@ class NACAttention(nn.Module):
                  phi_activation: str = "sigmoid", pair_time: str = "query", time_horizon: float = 1.0,
                  dropout: float = 0.0, seed: int = 22222, **options: Any):
         super().__init__()
-        if mode not in MODES:
-            raise ConfigError(f"NAC mode must be one of {', '.join(MODES)}, got {mode!r}")
+        check_choice("NAC mode", mode, MODES)
         if d_model < 2:
             raise ConfigError(f"NAC d_model must be >= 2 (the sensory-gate sizing rule fails for 1), got {d_model}")
         if n_heads < 1 or d_model % n_heads:
             raise ConfigError(f"NAC d_model {d_model} must be divisible by n_heads {n_heads}")
         if topk is not None and topk < 1:
             raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
-        if phi_activation not in PHI_ACTIVATIONS:
-            raise ConfigError(f"NAC phi_activation must be one of {', '.join(PHI_ACTIVATIONS)}, got {phi_activation!r}")
-        if pair_time not in PAIR_TIMES:
-            raise ConfigError(f"NAC pair_time must be one of {', '.join(PAIR_TIMES)}, got {pair_time!r}")
+        check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
+        check_choice("NAC pair_time", pair_time, PAIR_TIMES)
         if not time_horizon > 0:
             raise ConfigError(f"NAC time_horizon must be > 0, got {time_horizon}")
         opt = resolve_options(compat, **options)
-        if opt.topk_method not in TOPK_METHODS:
-            raise ConfigError(f"NAC topk_method must be one of {', '.join(TOPK_METHODS)}, got {opt.topk_method!r}")
-        if opt.quadrature not in QUADRATURES:
-            raise ConfigError(f"NAC quadrature must be 'time' or 'none', got {opt.quadrature!r}")
+        check_choice("NAC topk_method", opt.topk_method, TOPK_METHODS)
+        check_choice("NAC quadrature", opt.quadrature, QUADRATURES)
         if opt.euler_steps < 1 or opt.backbone_unfolds < 1 or not opt.eps > 0:
             raise ConfigError("NAC needs euler_steps >= 1, backbone_unfolds >= 1 and eps > 0")
         self.opt, self.compat = opt, compat
@@ -340,7 +226,7 @@ class NACAttention(nn.Module):
         key_mask = None if mask is None else mask.bool().repeat(H, 1)                  # (G, T)
         idx, ok = self.select(q, k, key_mask)                                          # (G, T, Ke)
         ke = idx.shape[-1]
-        k_sel = _flat_gather(k, idx)                                                   # (G, T, Ke, D)
+        k_sel = flat_gather(k, idx)                                                   # (G, T, Ke, D)
         u = torch.cat([q[:, :, None, :].expand_as(k_sel), k_sel], dim=-1)             # (G, T, Ke, 2D)
         uc = self._cells(u)
         z = self.backbone(uc, unfolds=self.opt.backbone_unfolds)
@@ -365,7 +251,7 @@ class NACAttention(nn.Module):
         w = self.dropout(attn)
         if self.opt.quadrature == "time":
             w = w * tau
-        o = (w[..., None] * _flat_gather(v, idx)).sum(-2)                               # (G, T, D)
+        o = (w[..., None] * flat_gather(v, idx)).sum(-2)                               # (G, T, D)
         o = o.reshape(H, B, T, D).permute(1, 2, 0, 3).reshape(B, T, H * D)
         y = self.out(o)
         if not return_details:
@@ -382,7 +268,7 @@ class NACAttention(nn.Module):
         tg = t.to(torch.float32).repeat(self.n_heads, 1)                               # (G, T)
         if self.pair_time == "query":
             return tg[:, :, None].expand(-1, -1, ke)
-        tk = _flat_gather(tg[..., None], idx)[..., 0]                                  # (G, T, Ke)
+        tk = flat_gather(tg[..., None], idx)[..., 0]                                  # (G, T, Ke)
         return tk if self.pair_time == "key" else (tg[:, :, None] - tk).abs()
 
     def extra_repr(self) -> str:

@@ -29,7 +29,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 
 GROUPS = ("inter", "command", "motor")
 ACTIVATIONS = ("linear", "tanh", "relu", "sigmoid")
@@ -74,8 +74,7 @@ def wiring_groups(wiring) -> dict[str, list[int]]:
 
 
 def _activation(name: str):
-    if name not in ACTIVATIONS:
-        raise ConfigError(f"NCP activation must be one of {', '.join(ACTIVATIONS)}, got {name!r}")
+    check_choice("NCP activation", name, ACTIVATIONS)
     return {"linear": lambda x: x, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[name]
 
 
@@ -94,8 +93,7 @@ class NCPCell(nn.Module):
                  n_cells: int = 1):
         super().__init__()
         for g in (input_group, output_group, *disabled):
-            if g not in GROUPS:
-                raise ConfigError(f"NCP group must be one of {', '.join(GROUPS)}, got {g!r}")
+            check_choice("NCP group", g, GROUPS)
         if output_group in disabled:
             raise ConfigError(f"NCP output group {output_group!r} cannot also be disabled")
         groups = wiring_groups(wiring)
@@ -174,7 +172,7 @@ class NCPCell(nn.Module):
         ``u: (..., in_features)``, or ``(n_cells, ..., in_features)`` for several cells. With
         ``unfolds=1`` only neurons that receive input synapses can depend on ``u``. Each update
         computes only the neurons that can still reach the output neurons by the last update (a
-        pruning that does not change the result; :meth:`forward_reference` computes every neuron).
+        pruning that does not change the result; :meth:`forward_unpruned` computes every neuron).
         """
         self._check(u)
         plan = self._plan(max(1, int(unfolds)))
@@ -204,7 +202,7 @@ class NCPCell(nn.Module):
         out = torch.addmm(a2, x2, w[0]) if self.n_cells == 1 else torch.baddbmm(a2, x2, w)
         return out.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, w.shape[-1])
 
-    def forward_reference(self, u: torch.Tensor, unfolds: int = 1) -> torch.Tensor:
+    def forward_unpruned(self, u: torch.Tensor, unfolds: int = 1) -> torch.Tensor:
         """``forward`` computing every neuron at every update (test oracle)."""
         self._check(u)
         drive = self.input_drive(u)
@@ -248,7 +246,7 @@ class NCPCell(nn.Module):
             outs.append(self.readout(state))
         return torch.stack(outs, dim=-2)
 
-    def scan_reference(self, u: torch.Tensor) -> torch.Tensor:
+    def scan_stepwise(self, u: torch.Tensor) -> torch.Tensor:
         """The step-by-step recurrence of ``scan`` without the fast path (test oracle)."""
         drive = self.input_drive(u)
         state = torch.zeros(*u.shape[:-2], self.units, dtype=u.dtype, device=u.device)

@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 from ..ops.s4d import fft_conv, s4d_kernel
 from .mlp import activation as make_activation
 
@@ -86,8 +86,7 @@ def _hippo_legs_diag(N: int) -> tuple[np.ndarray, np.ndarray]:
 def s4d_init(init: str, H: int, N: int, dt_min: float = 1e-3, dt_max: float = 1e-1,
              generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
     """Initial ``A, B, C`` (complex ``(H, N/2)``), ``D`` (``(H,)``) and ``log_dt`` (``(H,)``) of an S4D layer."""
-    if init not in S4D_INITS:
-        raise ConfigError(f"S4D init must be one of {', '.join(S4D_INITS)}; got {init!r}.")
+    check_choice("S4D init", init, S4D_INITS)
     if N < 2 or N % 2:
         raise ConfigError(f"S4D d_state must be even and >= 2 (N/2 complex-conjugate pairs); got {N}.")
     if not 0 < dt_min <= dt_max:

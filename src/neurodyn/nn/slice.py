@@ -36,7 +36,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 
 __all__ = ["SliceEncoder", "SliceDecoder", "PhysicsAttention", "deslice", "pool"]
 
@@ -79,8 +79,7 @@ class SliceEncoder(nn.Module):
                  kernel: int = 3, temperature: float = 0.5, clamp: Sequence[float] | None = None,
                  value_projection: bool = True, normalize: bool = True, eps: float = 1e-5):
         super().__init__()
-        if projection not in PROJECTIONS:
-            raise ConfigError(f"slice projection must be one of {PROJECTIONS}, got {projection!r}.")
+        check_choice("slice projection", projection, PROJECTIONS)
         if dim < 1 or n_heads < 1 or dim % n_heads:
             raise ConfigError(f"slice encoder needs dim ({dim}) divisible by n_heads ({n_heads}).")
         if n_slices < 1:
@@ -148,8 +147,7 @@ class SliceDecoder(nn.Module):
     def __init__(self, mode: str = "shared", dim: int = 0, n_heads: int = 8, n_slices: int = 64,
                  n_points: int = 0, **kwargs):
         super().__init__()
-        if mode not in self.MODES:
-            raise ConfigError(f"slice decoder mode must be one of {self.MODES}, got {mode!r}.")
+        check_choice("slice decoder mode", mode, self.MODES)
         self.mode = mode
         if mode == "separate":
             self.assign = SliceEncoder(dim, n_heads, n_slices, value_projection=False, **kwargs)

@@ -56,116 +56,16 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
+from ..ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, rdft_matrix
 
-__all__ = ["SpectralConv", "neuralop_n_modes", "kept_frequencies"]
+__all__ = ["SpectralConv", "neuralop_n_modes"]
 
 
 def neuralop_n_modes(modes: Sequence[int]) -> tuple[int, ...]:
     """neuraloperator's ``n_modes`` that keeps the same frequencies as our ``modes`` (see module doc)."""
     modes = tuple(int(m) for m in modes)
     return tuple(2 * m for m in modes[:-1]) + (2 * modes[-1] - 1,)
-
-
-def kept_frequencies(n: int, m: int, last: bool) -> list[int]:
-    """Signed frequencies kept along an axis of size ``n``: ``0..m-1`` (last axis) or also ``-m..-1``."""
-    return list(range(m)) if last else list(range(m)) + list(range(-m, 0))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# truncated DFT matrices (float64 construction, cached per size/modes/dtype/device)
-
-_CACHE: dict[tuple, torch.Tensor] = {}
-_CACHE_MAX = 256
-
-
-def _cached(key: tuple, build) -> torch.Tensor:
-    t = _CACHE.get(key)
-    if t is None:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        t = build()
-        _CACHE[key] = t
-    return t
-
-
-def _angles(freqs: Sequence[int], n: int) -> torch.Tensor:
-    """``2*pi*(f*t mod n)/n`` for f in freqs (rows) and t in 0..n-1 (columns), exact integer phases."""
-    f = torch.tensor(list(freqs), dtype=torch.int64)
-    t = torch.arange(n, dtype=torch.int64)
-    return (2 * math.pi / n) * torch.remainder(f[:, None] * t[None, :], n).to(torch.float64)
-
-
-def _rdft_matrix(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(n, 2m)``: ``x @ F`` gives ``[Re X_0..X_{m-1} | Im X_0..X_{m-1}]`` of the real DFT of rows ``x``."""
-    def build():
-        a = _angles(range(m), n)  # (m, n)
-        return torch.cat([torch.cos(a), -torch.sin(a)], 0).T.contiguous().to(dtype=dtype, device=device)
-
-    return _cached(("rdft", n, m, dtype, device), build)
-
-
-def _irdft_matrix(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(2m, n)``: ``[Re X | Im X] @ G`` equals ``irfft(X, n)`` with all frequencies >= m set to zero.
-
-    Like ``irfft``, it ignores the imaginary parts of the zero (and, for even n, the Nyquist) frequency.
-    """
-    def build():
-        a = _angles(range(m), n)
-        c = torch.full((m, 1), 2.0, dtype=torch.float64)
-        c[0] = 1.0
-        if n % 2 == 0 and m == n // 2 + 1:
-            c[-1] = 1.0
-        return (torch.cat([c * torch.cos(a), -c * torch.sin(a)], 0) / n).to(dtype=dtype, device=device)
-
-    return _cached(("irdft", n, m, dtype, device), build)
-
-
-def _dft_stack(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(4m, n)``: real parts over imaginary parts of the truncated DFT (frequencies ``0..m-1, -m..-1``)."""
-    def build():
-        a = _angles(kept_frequencies(n, m, last=False), n)  # (2m, n)
-        return torch.cat([torch.cos(a), -torch.sin(a)], 0).to(dtype=dtype, device=device)
-
-    return _cached(("dft", n, m, dtype, device), build)
-
-
-def _idft_side(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(n, 4m)``: real parts beside imaginary parts of the inverse DFT (with 1/n) from the kept frequencies."""
-    def build():
-        a = _angles(kept_frequencies(n, m, last=False), n).T  # (n, 2m)
-        return (torch.cat([torch.cos(a), torch.sin(a)], 1) / n).to(dtype=dtype, device=device)
-
-    return _cached(("idft", n, m, dtype, device), build)
-
-
-# Complex data in the DFT path is a real tensor ``(P, n, Q, 2, m_d)``: the axis being transformed (size n),
-# everything before it folded into P, the remaining middle axes into Q, then real/imaginary parts and the
-# half-spectrum axis. Both helpers keep that layout, so no large tensor is ever transposed.
-
-def _dft_axis(t: torch.Tensor, mat: torch.Tensor, p: int) -> torch.Tensor:
-    """Forward complex DFT ``(2K, n)`` stacked as ``[Re; Im]`` along axis ``n`` of ``t (P, n, Q, 2, m)``."""
-    _, n, q, _, m = t.shape
-    k = mat.shape[0] // 2
-    out = torch.matmul(mat, t.reshape(p, n, q * 2 * m)).view(p, 2, k, q, 2, m)
-    (rr, ri), (ir, ii) = (o.unbind(3) for o in out.unbind(1))  # unbind: its backward is one stack
-    return torch.stack([rr - ii, ri + ir], dim=3)  # (P, K, Q, 2, m)
-
-
-def _idft_axis(t: torch.Tensor, mat: torch.Tensor, p: int) -> torch.Tensor:
-    """Inverse DFT with ``mat = [Re G | Im G] (n, 2K)`` along axis ``K`` of small ``t (P, K, Q, 2, m)``.
-
-    ``Re(G z) + i Im(G z) = [Re G | Im G] @ [z; i z]``: the data side is doubled (it is the small one) so
-    that the result comes out directly in the ``(P, n, Q, 2, m)`` layout.
-    """
-    _, k, q, _, m = t.shape
-    real, imag = t.unbind(3)
-    iz = torch.stack([-imag, real], dim=3)
-    both = torch.cat([t, iz], dim=1)  # (P, 2K, Q, 2, m)
-    return torch.matmul(mat, both.view(p, 2 * k, q * 2 * m)).view(p, mat.shape[0], q, 2, m)
-
-
-# ---------------------------------------------------------------------------------------------------------
 
 
 class SpectralConv(nn.Module):
@@ -198,8 +98,7 @@ class SpectralConv(nn.Module):
             raise ConfigError(f"SpectralConv modes must be positive integers; got modes={modes}.")
         if in_channels < 1 or out_channels < 1:
             raise ConfigError(f"SpectralConv channels must be positive; got in={in_channels}, out={out_channels}.")
-        if method not in ("auto", "dft", "fft"):
-            raise ConfigError(f"SpectralConv method must be 'auto', 'dft' or 'fft'; got {method!r}.")
+        check_choice("SpectralConv method", method, ("auto", "dft", "fft"))
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.modes = modes
@@ -292,12 +191,12 @@ class SpectralConv(nn.Module):
         kept = self.kept_shape
         dt, dev = x.dtype, x.device
         # 1. last axis: real DFT by one GEMM -> (B, C, n_1..n_{d-1}, 2, m_d)
-        t = x.reshape(-1, n_last) @ _rdft_matrix(n_last, m_last, dt, dev)
+        t = x.reshape(-1, n_last) @ rdft_matrix(n_last, m_last, dt, dev)
         # 2. other axes: complex DFT (small data from here on), layout (P, n_j, Q, 2, m_d)
         for j in range(d - 1):
             p = b * ci * math.prod(kept[:j])
             q = math.prod(spatial[j + 1 : d - 1])
-            t = _dft_axis(t.view(p, spatial[j], q, 2, m_last), _dft_stack(spatial[j], self.modes[j], dt, dev), p)
+            t = dft_axis(t.view(p, spatial[j], q, 2, m_last), dft_stack(spatial[j], self.modes[j], dt, dev), p)
         # 3. channel mixing per kept mode: (B, C, K.., 2, m_d) -> (M, 2B, C) -> bmm -> (B, C_out, K.., 2, m_d)
         t = t.view(b, ci, *kept[:-1], 2, m_last).permute(*range(2, d + 1), d + 2, d + 1, 0, 1)
         real, imag = self._mix(t.reshape(-1, 2 * b, ci), b, dc_bias=float(math.prod(spatial)))
@@ -307,8 +206,8 @@ class SpectralConv(nn.Module):
         for j in range(d - 1):
             p = b * co * math.prod(spatial[:j])
             q = math.prod(kept[j + 1 : d - 1])
-            t = _idft_axis(t.view(p, kept[j], q, 2, m_last), _idft_side(spatial[j], self.modes[j], dt, dev), p)
-        y = t.reshape(-1, 2 * m_last) @ _irdft_matrix(n_last, m_last, dt, dev)
+            t = idft_axis(t.view(p, kept[j], q, 2, m_last), idft_side(spatial[j], self.modes[j], dt, dev), p)
+        y = t.reshape(-1, 2 * m_last) @ irdft_matrix(n_last, m_last, dt, dev)
         return y.view(b, co, *spatial)
 
     def _forward_fft(self, x: torch.Tensor) -> torch.Tensor:

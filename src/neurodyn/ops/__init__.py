@@ -9,15 +9,27 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * :func:`cross_scan` / :func:`cross_merge` / :func:`cross_unscan` -- four-way grid traversals.
 * :func:`selective_scan_2d` / :func:`selective_scan_2d_ref` -- GeoMaNO's 2-D scan with correction R.
 * :func:`s4d_kernel`, :func:`fft_conv`, :func:`s4d_recurrent` -- S4D convolution and its recurrence.
+* :func:`knc_scan` / :func:`knc_scan_ref` -- CHONN's Kirchhoff-cell scan (``ops.knc_scan``).
+* :func:`exact_logits` / :func:`euler_logits` / :func:`steady_logits` -- NAC's ODE logits (``ops.nac_logits``).
+* :func:`block_topk` / :func:`exact_topk` -- sparse top-K key selection (``ops.block_topk``).
+* truncated DFT matrices against ``torch.fft`` (``ops.spectral``); :func:`fused_mlp` / :func:`mlp_ref`.
+* :func:`resolve_directions` -- the one scan-direction resolver (``ops.directions``).
 """
+from .block_topk import block_topk, exact_topk
 from .cross_scan import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices,
                          cross_unscan)
+from .directions import resolve_directions
+from .fused_mlp import fused_mlp, mlp_ref
+from .knc_scan import knc_scan, knc_scan_ref
 from .linear_scan import linear_scan
+from .nac_logits import euler_logits, exact_logits, steady_logits
 from .s4d import fft_conv, s4d_kernel, s4d_recurrent
 from .scan_2d import selective_scan_2d, selective_scan_2d_ref
 from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
 
 __all__ = [
+    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "knc_scan", "knc_scan_ref",
+    "euler_logits", "exact_logits", "steady_logits",
     "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
     "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",
     "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref",

@@ -21,6 +21,8 @@ from typing import Sequence
 
 import torch
 
+from .directions import resolve_directions
+
 Tensor = torch.Tensor
 
 PAPER_ORDER = ("row", "row_rev", "col", "col_rev")
@@ -29,13 +31,7 @@ _KNOWN = set(PAPER_ORDER)
 
 
 def _directions(directions: Sequence[str] | str) -> tuple[str, ...]:
-    if isinstance(directions, str):
-        directions = (directions,)
-    directions = tuple(directions)
-    bad = [d for d in directions if d not in _KNOWN]
-    if bad or not directions:
-        raise ValueError(f"directions must be a non-empty sequence of {sorted(_KNOWN)}, got {directions!r}")
-    return directions
+    return resolve_directions(directions, _KNOWN)
 
 
 def _check_grid(name: str, x: Tensor) -> None:

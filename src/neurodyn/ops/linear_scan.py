@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import check_choice
 from . import cpu_kernel
 from .scan_chunked import chunk_scan
 
@@ -64,8 +65,7 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
     ``backend``: ``"auto"`` (C++ kernel on CPU when available), ``"cpp"`` or ``"torch"``.
     Differentiable in ``a``, ``x`` and ``h0``.
     """
-    if backend not in ("auto", "cpp", "torch"):
-        raise ValueError(f"backend must be 'auto', 'cpp' or 'torch', got {backend!r}")
+    check_choice("backend", backend, ("auto", "cpp", "torch"), error=ValueError)
     shape = torch.broadcast_shapes(a.shape, x.shape)
     dim = dim % len(shape)
     a, x = a.expand(shape), x.expand(shape)

@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 
 from . import cpu_kernel
+from ..errors import check_choice
+from .directions import resolve_directions
 from .linear_scan import linear_scan
 
 Tensor = torch.Tensor
@@ -53,19 +55,6 @@ _DIRS = {
 }
 PRESETS = {"paper": ("row", "row_rev", "col", "col_rev"), "corners": ("tl", "tr", "bl", "br")}
 FORMS = ("cbx", "eq9", "alg2")
-
-
-def _resolve_directions(directions) -> tuple[str, ...]:
-    if isinstance(directions, str):
-        if directions in PRESETS:
-            return PRESETS[directions]
-        directions = (directions,)
-    directions = tuple(directions)
-    bad = [d for d in directions if d not in _DIRS]
-    if bad or not directions:
-        raise ValueError(f"directions must be 'paper', 'corners' or a sequence of {sorted(_DIRS)}; "
-                         f"got {directions!r}")
-    return directions
 
 
 def _to_frame(t: Tensor, spec) -> Tensor:
@@ -103,9 +92,8 @@ class _Args:
     """Validated per-direction views of the inputs."""
 
     def __init__(self, x, delta, A, B, C, D, delta_bias, R, directions, correction_form):
-        if correction_form not in FORMS:
-            raise ValueError(f"correction_form must be one of {FORMS}, got {correction_form!r}")
-        self.dirs = _resolve_directions(directions)
+        check_choice("correction_form", correction_form, FORMS, error=ValueError)
+        self.dirs = direction_names(directions)
         K = self.K = len(self.dirs)
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
             raise ValueError(f"x has shape {tuple(getattr(x, 'shape', ()))}, expected a floating tensor "
@@ -217,8 +205,7 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
                       directions="paper", correction_form="cbx", merge=True, backend="auto"):
     """2-D selective scan over several directions (see the module docstring for the equations)."""
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
-    if backend not in ("auto", "cpp", "scan", "torch"):
-        raise ValueError(f"backend must be 'auto', 'cpp', 'scan' or 'torch', got {backend!r}")
+    check_choice("backend", backend, ("auto", "cpp", "scan", "torch"), error=ValueError)
     on_cpu = x.device.type == "cpu"
     if backend == "auto":
         backend = "cpp" if on_cpu and cpu_kernel.get() is not None else "torch"
@@ -283,5 +270,5 @@ def selective_scan_2d_ref(x, delta, A, B, C, D=None, R=None, *, delta_bias=None,
 
 
 def direction_names(directions: Sequence[str] | str = "paper") -> tuple[str, ...]:
-    """The direction names a ``directions`` argument stands for."""
-    return _resolve_directions(directions)
+    """The direction names a ``directions`` argument stands for (a preset of ``PRESETS``, a name, or names)."""
+    return resolve_directions(directions, _DIRS, PRESETS)

@@ -23,6 +23,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from ..errors import check_choice
 from . import cpu_kernel
 from .scan_chunked import SelectiveScanChunked, default_block
 
@@ -170,8 +171,7 @@ def _mamba_fn():
 
 def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     """The backend ``selective_scan`` would use for these arguments."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+    check_choice("backend", backend, BACKENDS, error=ValueError)
     if backend != "auto":
         return backend
     if u.is_cuda and initial_state is None and _mamba_fn() is not None:
