@@ -134,10 +134,14 @@ PRESETS = {"darcy": 1, "ns": 10, "elasticity": 2, "pipe": 2}
 PAPER_RANGE = (1.1, 4.0)
 
 
+GRIDS = {"darcy": [85, 85], "ns": [64, 64]}  # the paper-scale data grids (the trainer sets grid_size from the data)
+
+
 def preset_model(bench, in_channels):
     cfg = dict(load_experiment(f"lamo/{bench}", "paper")["model"])
     cfg.pop("name")
-    return ndm.build("lamo", cfg, in_channels=in_channels, out_channels=1)
+    extra = {"grid_size": GRIDS[bench]} if bench in GRIDS else {}
+    return ndm.build("lamo", cfg, in_channels=in_channels, out_channels=1, **extra)
 
 
 def test_table6_presets_against_table9(capsys):
@@ -213,9 +217,41 @@ def test_grid_variant_resolution_handling():
     with torch.no_grad():
         m.pos_embed.fill_(0.7)                               # bilinear resizing keeps a constant embedding
     torch.testing.assert_close(m._grid_pos_embed((10, 8)), torch.full((1, 10, 8, 16), 0.7, dtype=DT))
-    fixed = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(12, 12), pos_embed_interp=False, **SMALL)
+    fixed = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(12, 12), pos_embed_interp=False,
+                      grid_transfer="tokens", **SMALL)
     with pytest.raises(ValueError, match="token grid"):
         fixed(torch.randn(1, 16, 16, 1))
+
+
+def smooth_field(n: int, batch: int = 2) -> torch.Tensor:
+    """(batch, n, n, 1) samples of smooth fields on the vertex grid x_i = i / (n - 1)."""
+    x = torch.linspace(0, 1, n, dtype=DT)
+    X, Y = torch.meshgrid(x, x, indexing="ij")
+    k = torch.arange(1, batch + 1, dtype=DT)[:, None, None]
+    return (torch.sin(torch.pi * k * X) * torch.cos(2 * Y) + X * Y)[..., None]
+
+
+def test_grid_transfer_resample_agrees_with_the_training_grid_at_shared_points():
+    """Zero-shot at 2x resolution (17 points vs 9, the same domain): with grid_transfer='resample' the output
+    at the points both grids share equals the output at the training resolution; with 'tokens' it does not
+    (each token covers a quarter of the area it was trained on)."""
+    torch.manual_seed(0)
+    kw = dict(variant="grid", in_channels=1, grid_size=(9, 9), pad_multiple=2, **SMALL)
+    resample = ndm.build("lamo", grid_transfer="resample", **kw).to(DT).eval()
+    tokens = ndm.build("lamo", grid_transfer="tokens", **kw).to(DT).eval()
+    tokens.load_state_dict(resample.state_dict())
+    with torch.no_grad():
+        resample.pos_embed.normal_()
+        tokens.pos_embed.copy_(resample.pos_embed)
+        coarse, fine = smooth_field(9), smooth_field(17)
+        torch.testing.assert_close(fine[:, ::2, ::2], coarse)
+        y9 = resample(coarse)
+        torch.testing.assert_close(tokens(coarse), y9)              # the same model at the training grid
+        y17 = resample(fine)
+        assert y17.shape == (2, 17, 17, 1)
+        torch.testing.assert_close(y17[:, ::2, ::2], y9)
+        gap = (tokens(fine)[:, ::2, ::2] - y9).abs().max() / y9.abs().max()
+        assert gap > 0.05
 
 
 def test_grid_padding_does_not_leak_into_the_crop():

@@ -18,10 +18,10 @@ statistics have no geometry (their presets use ``reduce="channel"``).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, DataError
+from ..ops.resample import resample_grid
 
 KINDS = ("gaussian", "minmax", "none")
 REDUCES = ("pointwise", "channel")
@@ -71,18 +71,7 @@ class Normalizer(nn.Module):
                             f"of shape {tuple(x.shape)}; expected the same channels ({want[-1]}) on a grid of "
                             f"{spatial} dimension(s), or use reduce='channel'")
         size = tuple(x.shape[-spatial - 1:-1])
-        return self._resampled(self.shift, size), self._resampled(self.scale, size)
-
-    @staticmethod
-    def _resampled(stat: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
-        """A pointwise statistic ``(*grid, C)`` interpolated onto the grid ``size`` (vertex-aligned)."""
-        mode = ("linear", "bilinear", "trilinear")[len(size) - 1]
-        chw = stat.movedim(-1, 0)[None]                                   # (1, C, *grid)
-        if any(s < 2 for s in chw.shape[2:]) or any(s < 2 for s in size):
-            out = F.interpolate(chw, size=size, mode="nearest")
-        else:
-            out = F.interpolate(chw, size=size, mode=mode, align_corners=True)
-        return out[0].movedim(0, -1)
+        return resample_grid(self.shift[None], size)[0], resample_grid(self.scale[None], size)[0]
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         shift, scale = self._stats(x)

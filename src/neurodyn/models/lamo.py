@@ -15,9 +15,19 @@ by ``variant`` (papers/notes-lamo.md, Sec. 2):
 
   ``SSM4`` scans the token grid along the four traversals of ``ops.cross_scan`` and sums them (Remark
   3.2; ``directions`` selects uni / bi / cross). ``E_pos`` is a learned positional embedding of the
-  token grid of ``grid_size`` (zero-initialised, as in the code); at another resolution it is bilinearly
-  resized (``pos_embed_interp``), so the model runs on any grid (the paper's Table 2 token counts
-  1936 / 484 / 121 are 88^2 / p^2 for p = 2 / 4 / 8).
+  token grid of ``grid_size`` (zero-initialised, as in the code; the trainer sets ``grid_size`` to the
+  training grid). The paper's Table 2 token counts 1936 / 484 / 121 are 88^2 / p^2 for p = 2 / 4 / 8.
+
+  Another resolution (``grid_transfer``): the patch tokens are tied to the grid they were trained on, so
+  ``"resample"`` (default) resamples an input of another size onto ``grid_size`` (bilinear, vertex-aligned:
+  both grids span the same domain with points on its boundary), runs there, and interpolates the output back
+  onto the input's grid. At the training resolution nothing changes, and at the points the two grids share
+  the output equals the training-resolution output. ``"tokens"`` keeps the patch size and lets the token grid
+  grow with the input (the positional embedding bilinearly resized, ``pos_embed_interp``): each token then
+  covers a smaller area and every scan takes more, smaller steps than the ones trained on. Measured zero-shot
+  on Darcy trained at 17x17 and tested at 33x33 (benchmarks/RESULTS.md, "Resolution transfer"): "tokens"
+  0.28 rel. L2 against 0.040 at 17x17 (7x), "resample" within 1.1x; rescaling the scan's step Delta by the
+  token spacing (the continuous-time reading of the scan) did not help "tokens" (0.27).
 
 ``"structured_mesh"`` (Airfoil, Pipe, Plasticity; ``x: (B, H, W, C_in)`` on the mesh index grid) and
 ``"point_cloud"`` (Elasticity; ``x: (B, N, C_in)``, optional ``pos: (B, N, d)``)::
@@ -72,6 +82,7 @@ from ..nn.mamba import LatentSSM, mixer_directions
 from ..nn.mlp import ACTIVATIONS, ChannelMLP
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
 from ..nn.slice import SliceDecoder, SliceEncoder
+from ..ops.resample import resample_grid
 from ..nn.ssm_config import SSMConfig
 from .fno import append_context, check_ctx, check_grid_extras, grid_channels
 from .registry import register
@@ -80,6 +91,7 @@ __all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_
            "check_grid2d_input", "VARIANTS"]
 
 VARIANTS = ("grid", "structured_mesh", "point_cloud")
+GRID_TRANSFERS = ("resample", "tokens")
 
 
 @dataclass
@@ -96,8 +108,9 @@ class LaMOConfig:
             of names (``neurodyn.nn.mamba.mixer_directions``).
         ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
             dt_range: SSM choices (``neurodyn.nn.mamba``).
-        patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): sizes the positional
-            embedding), pos_embed, pos_embed_interp: grid variant.
+        patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): the training grid; sizes the
+            positional embedding), grid_transfer ("resample" | "tokens": inputs of another size),
+            pos_embed, pos_embed_interp: grid variant.
         positional_grid: append linspace(0, 1) coordinates of the (index) grid (grid and structured mesh).
         n_slices (M), slice_heads, slice_temperature, slice_clamp (None: [0.1, 5] on structured meshes,
             none on point clouds; () disables), share_encoder, decoder ("shared" | "separate" | "literal"),
@@ -134,6 +147,7 @@ class LaMOConfig:
     patch_size: int = 2
     pad_multiple: int = 0
     grid_size: tuple = (85, 85)
+    grid_transfer: str = "resample"
     pos_embed: bool = True
     pos_embed_interp: bool = True
     positional_grid: bool = True
@@ -167,6 +181,7 @@ def _validate(cfg: LaMOConfig) -> None:
             raise ConfigError(f"lamo patch_size must be >= 1, got {cfg.patch_size}.")
         if len(tuple(cfg.grid_size)) != 2 or min(int(s) for s in cfg.grid_size) < 1:
             raise ConfigError(f"lamo grid_size must be (H, W) of the nominal input grid, got {cfg.grid_size!r}.")
+        check_choice("lamo grid_transfer", cfg.grid_transfer, GRID_TRANSFERS)
         if cfg.time_embedding:
             raise ConfigError("lamo time_embedding is implemented for the mesh variants only.")
     else:
@@ -378,10 +393,15 @@ class LaMO(PointOperator):
         cfg = self.config
         check_grid2d_input("LaMO (grid)", x, cfg.in_channels, pos, ctx, cfg.ctx_channels,
                            pos_hint=" (use variant='point_cloud' for scattered points)")
+        size, nominal = tuple(x.shape[1:3]), tuple(int(s) for s in cfg.grid_size)
+        resample = cfg.grid_transfer == "resample" and size != nominal
+        if resample:
+            x = resample_grid(x, nominal)
         a = append_context(x, ctx)
         if cfg.positional_grid:
             a = torch.cat([a, grid_channels(tuple(x.shape[1:3]), x.shape[0], x.dtype, x.device)], dim=-1)
-        return patch_forward(a, self.multiple, self.patch, self.blocks, self.unpatch, self._grid_pos_embed)
+        y = patch_forward(a, self.multiple, self.patch, self.blocks, self.unpatch, self._grid_pos_embed)
+        return resample_grid(y, size) if resample else y
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config

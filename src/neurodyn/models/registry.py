@@ -89,6 +89,11 @@ def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
     return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
 
 
+def config_fields(name: str) -> list[str]:
+    """The config field names of model ``name``."""
+    return [f.name for f in dataclasses.fields(entry(name)[1])]
+
+
 def make_config(name: str, config: Any = None, **overrides: Any):
     """Config dataclass of model ``name`` from a dataclass, a mapping and/or keyword overrides.
 

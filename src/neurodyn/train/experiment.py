@@ -21,6 +21,7 @@ from ..data.datasets import SteadyDataset
 from ..config_types import check_field_types
 from ..errors import ConfigError
 from ..models import build, count_parameters
+from ..models.registry import config_fields
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .losses import build_loss
@@ -49,7 +50,11 @@ def build_model(cfg: dict[str, Any], train_set) -> torch.nn.Module:
     if "name" not in m:
         raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
     name = m.pop("name")
-    for key, have in model_channels(cfg, train_set).items():
+    derived = model_channels(cfg, train_set)
+    spatial = getattr(train_set, "spatial_shape", None)
+    if spatial and "grid_size" in config_fields(name):
+        derived["grid_size"] = list(spatial)  # the nominal grid of a resolution-aware model: the training grid
+    for key, have in derived.items():
         if m.get(key) not in (None, have):
             raise ConfigError(f"model.{key}={m[key]} but the data and task need {have}; drop the override "
                               "or change the data section")
