@@ -30,6 +30,10 @@ def test_generate_train_evaluate_info(tmp_path, data_dir, capsys):
     (["train", "fno/darcy", "--scale", "tiny", "model.modes=[40,40]"], "modes"),
     (["train", "fno/darcy", "--scale", "tiny", "data.generator=darsy"], "Did you mean 'darcy'"),
     (["train", "fno/darcy", "--scale", "tiny", "data.n_train=0"], "n_train >= 1"),
+    (["train", "fno/darcy", "--scale", "tiny", "train.epochs=abc"], "train.epochs='abc' is not an integer"),
+    (["train", "fno/darcy", "--scale", "tiny", "train.lr=fast"], "train.lr='fast' is not a number"),
+    (["train", "fno/darcy", "--scale", "tiny", "model.width=wide"], "model.width='wide' is not an integer"),
+    (["generate", "darcy", "--n", "0"], "--n is the number of samples to make and must be >= 1"),
     (["generate", "darcy", "resolution=-4"], "resolution"),
     (["generate", "darcyy"], "Did you mean"),
     (["evaluate", "/nonexistent/run"], "does not exist"),
@@ -40,6 +44,8 @@ def test_bad_input_gets_one_clear_sentence(tmp_path, data_dir, capsys, argv, nee
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and err.count("\n") == 0 and "Traceback" not in err
+    if argv[0] == "train":  # a run that could not start leaves no folder behind
+        assert not any(tmp_path.glob("fno-darcy-*")), list(tmp_path.iterdir())
 
 
 def test_truncated_checkpoint(tmp_path, data_dir, capsys):
@@ -59,3 +65,39 @@ def test_unwritable_output_folder(tmp_path, data_dir, capsys):
     assert "cannot write" in capsys.readouterr().err
     assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(blocker), "--no-progress"]) == 2
     assert "run folder" in capsys.readouterr().err
+
+
+def test_resume_is_announced_and_stale_temporaries_are_removed(tmp_path, data_dir, capsys):
+    runs = tmp_path / "runs"
+    argv = ["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "train.epochs=2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # not a terminal (pytest captures the output): one line per epoch instead of a progress bar
+    assert "epoch 1/2  train loss" in out and "epoch 2/2  train loss" in out and "eval rel_l2" in out
+    ckpts = runs / "fno-darcy-tiny" / "checkpoints"
+    stale = ckpts / ".last.pt.12345.tmp"              # what a run killed while writing leaves behind
+    stale.write_bytes(b"partial")
+    assert main(argv) == 0
+    assert "from epoch 2 of 2" in capsys.readouterr().out
+    assert not stale.exists()
+
+
+def test_resume_message_names_the_run_and_epoch(tmp_path, data_dir, capsys):
+    runs = tmp_path / "runs"
+    assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "train.epochs=1"]) == 0
+    capsys.readouterr()
+    assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "train.epochs=1"]) == 0
+    out = capsys.readouterr().out
+    assert f"resuming {runs / 'fno-darcy-tiny'} from epoch 1 of 1" in out
+
+
+def test_truncated_last_checkpoint_on_resume_says_what_to_do(tmp_path, data_dir, capsys):
+    runs = tmp_path / "runs"
+    argv = ["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress", "train.epochs=1"]
+    assert main(argv) == 0
+    ckpt = runs / "fno-darcy-tiny" / "checkpoints" / "last.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:500])
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(ckpt) in err and "--fresh" in err and "--which best" in err and err.count("\n") == 0

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import yaml
 
-from ..data.assembly import build_data, build_test_sets
+from ..data.assembly import build_data, build_test_sets, named_test_files
 from ..data.datasets import SteadyDataset
 from ..config_types import check_field_types
 from ..errors import ConfigError
@@ -117,6 +117,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     dist = dist or DistInfo()
     run_dir = Path(run_dir)
     tcfg = train_config(cfg)
+    named_test_files(cfg["data"])  # a missing test file fails before any data is generated or loaded
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
