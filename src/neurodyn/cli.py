@@ -1,4 +1,4 @@
-"""Command line: ``neurodyn generate | train | evaluate | bench | info``.
+"""Command line: ``neurodyn generate | train | evaluate | compare | bench | info``.
 
 Examples::
 
@@ -6,7 +6,8 @@ Examples::
     neurodyn generate darcy --n 100 resolution=64    # a generator directly, options as key=value
     neurodyn train fno/darcy --scale cpu model.width=64 train.epochs=50
     torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
-    neurodyn evaluate runs/fno-darcy-cpu
+    neurodyn evaluate runs/fno-darcy-cpu --data test32.h5
+    neurodyn compare fno/darcy lamo/darcy geomano/darcy --budget 60s --seeds 0 1
     neurodyn bench nac_runtime --scale cpu           # a named benchmark (see `neurodyn bench --list`)
     neurodyn info
 """
@@ -193,6 +194,23 @@ def format_metric_table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    import torch
+
+    from .compare import compare, parse_budget
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    budget = parse_budget(args.budget) if args.budget is not None else None
+    epochs = args.epochs if args.epochs is not None or budget is not None else None
+    if epochs is None and budget is None:
+        raise ConfigError("compare needs a budget: --budget 60s (equal wall-clock) or --epochs N (equal epochs)")
+    out = args.out or Path(args.runs_dir) / "compare" / f"{args.presets[0].replace('/', '-')}-{args.scale}"
+    compare(args.presets, out, args.scale, seeds=args.seeds, epochs=epochs, budget_seconds=budget,
+            data_from=args.data_from, overrides=args.overrides, device=args.device or default_device())
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
@@ -271,6 +289,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
 
+    c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
+                       epilog="Further key.path=value arguments apply to every preset (data.* to the shared data, "
+                              "e.g. data.test_path=...).")
+    c.add_argument("presets", nargs="+", help="presets whose models are compared, e.g. fno/darcy lamo/darcy")
+    c.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
+    c.add_argument("--budget", default=None, help="equal wall-clock: training time per model, e.g. 60s, 5m")
+    c.add_argument("--epochs", type=int, default=None, help="equal epochs instead of equal time")
+    c.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per model (default 0)")
+    c.add_argument("--data-from", default=None, help="the preset whose task and data all models use (default: the first)")
+    c.add_argument("--out", default=None, help="output folder (default: <runs-dir>/compare/<first preset>-<scale>)")
+    c.add_argument("--runs-dir", default="runs")
+    c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    c.add_argument("--device", default=None)
+    c.set_defaults(func=cmd_compare)
+
     b = sub.add_parser("bench", help="run a named benchmark (tables printed, files under benchmarks/results/)",
                        epilog="Arguments after NAME that neurodyn does not know go to the benchmark script.")
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
@@ -293,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.bench_args, extra = extra, []
     else:  # key=value overrides may stand anywhere among the options
         stray = [a for a in extra if "=" not in a or a.startswith("-")]
-        if stray or (extra and args.command not in ("train", "generate")):
+        if stray or (extra and args.command not in ("train", "generate", "compare")):
             parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
     args.overrides = extra
     try:

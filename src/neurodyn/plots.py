@@ -229,3 +229,25 @@ def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, pa
             ax2.set_ylabel(f"eval {key}")
     ax.set_xlabel("epoch"), ax.set_ylabel("train loss"), ax.grid(True, alpha=0.3)
     return save_figure(fig, path)
+
+
+def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Evaluation rel. L2 against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
+    :mod:`neurodyn.compare` records), one colour per preset; log-scaled error."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colours: dict[str, Any] = {}
+    for r in records:
+        key = f"{r['model']} ({r['preset']})"
+        first = key not in colours
+        colours.setdefault(key, f"C{len(colours) % 10}")
+        ax.plot(r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2,
+                label=key if first else None)
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("eval rel. L2")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("error against wall-clock training time")
+    return save_figure(fig, path)

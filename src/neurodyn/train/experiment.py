@@ -68,6 +68,8 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
     file, after the whole training)."""
     item = dataset[0]
     batch = {k: v[None] for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
+    was_training = model.training
+    model.eval()  # a shape check: no batch-norm statistics of one sample (nor an update of the running ones)
     try:
         with torch.no_grad():
             out = task.predict(model, batch)
@@ -75,6 +77,8 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
         msg = " ".join(str(exc).split())
         raise ConfigError(f"model {name!r} cannot take {what}'s input of shape "
                           f"{tuple(item['x'].shape)}: {msg}") from None
+    finally:
+        model.train(was_training)
     want = task.expected_output_shape(batch) if hasattr(task, "expected_output_shape") else batch["y"].shape
     if tuple(out.shape) != tuple(want):
         raise ConfigError(f"model {name!r} returns shape {tuple(out.shape[1:])} on {what} where the task needs "
@@ -128,7 +132,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     test_sets = build_test_sets(cfg)
     for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now
         check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}")
-    eval_set = _monitored_set(data["sets"], test_sets)
+    eval_set = monitored_set(data["sets"], test_sets)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -153,7 +157,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     return final
 
 
-def _monitored_set(sets: dict[str, Any], test_sets: dict[str, Any]):
+def monitored_set(sets: dict[str, Any], test_sets: dict[str, Any]):
     """What the trainer evaluates each epoch (and selects ``best.pt`` by): the validation split, else the test
     split, else the first test file."""
     for name in ("val", "test"):

@@ -143,8 +143,16 @@ def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str |
     from ..data.assembly import build_test_sets, named_test_files
     from .experiment import check_model_accepts
 
-    r = restore_run(run, which, device)
-    dev = torch.device(device)
+    return evaluate_restored(restore_run(run, which, device), files)
+
+
+def evaluate_restored(r: RestoredRun, files: Sequence[str | Path] | dict[str, str | Path] | None = None
+                      ) -> dict[str, dict[str, Any]]:
+    """:func:`evaluate_sets` of an already restored run."""
+    from ..data.assembly import build_test_sets, named_test_files
+    from .experiment import check_model_accepts
+
+    dev = next(r.model.parameters()).device
     sets: dict[str, Any] = {}
     if files is None:
         if "test" in r.data["sets"]:
@@ -199,21 +207,27 @@ class RunResult:
 
 
 def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = (), model_overrides: Sequence[str] = (),
-                  model_from: str | None = None) -> dict[str, Any]:
+                  model_from: str | None = None, data_from: str | None = None) -> dict[str, Any]:
     """The preset at ``scale`` with ``overrides`` then ``model_overrides``; with ``model_from`` the model
-    section is that preset's (same scale) with ``model_overrides`` instead."""
+    section is that preset's (same scale) with ``model_overrides`` instead; with ``data_from`` the task and
+    data sections are that preset's (same scale, with ``overrides``), so several models train on one dataset."""
     from ..experiments import load_experiment
 
     if model_from:
         cfg = load_experiment(preset, scale, list(overrides))
         cfg["model"] = load_experiment(model_from, scale, list(model_overrides))["model"]
-        return cfg
-    return load_experiment(preset, scale, [*overrides, *model_overrides])
+    else:
+        cfg = load_experiment(preset, scale, [*overrides, *model_overrides])
+    if data_from:
+        source = load_experiment(data_from, scale, list(overrides))
+        cfg["task"], cfg["data"] = source["task"], source["data"]
+    return cfg
 
 
 def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequence[str] = (), *,
                  seed: int | None = None, model_overrides: Sequence[str] = (), model_from: str | None = None,
-                 resume: bool = True, device: str | torch.device = "cpu", metric: str = "rel_l2") -> RunResult:
+                 data_from: str | None = None, resume: bool = True, device: str | torch.device = "cpu",
+                 metric: str = "rel_l2") -> RunResult:
     """Train ``preset`` at ``scale`` into ``run_dir`` (see :func:`preset_config` for the overrides).
 
     ``seed``: ``torch.manual_seed(seed)`` first, and ``train.seed=seed`` unless the overrides set it.
@@ -222,7 +236,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
     overrides = list(overrides)
     if seed is not None and not any(o.startswith("train.seed=") for o in overrides):
         overrides.append(f"train.seed={seed}")
-    cfg = preset_config(preset, scale, overrides, model_overrides, model_from)
+    cfg = preset_config(preset, scale, overrides, model_overrides, model_from, data_from)
     run_dir = Path(run_dir)
     if seed is not None:
         torch.manual_seed(seed)
@@ -281,7 +295,7 @@ def save_results(store_dir: str | Path, records: list[dict[str, Any]]) -> None:
 class Job(NamedTuple):
     """One training run: recorded as ``name``, trained from ``preset`` with ``overrides`` (then the seed's
     ``train.seed`` and the run list's common overrides); ``keys`` open its record, ``label`` names it in
-    the log. ``model_from`` / ``model_overrides``: see :func:`preset_config`."""
+    the log. ``model_from`` / ``model_overrides`` / ``data_from``: see :func:`preset_config`."""
 
     name: str
     preset: str
@@ -291,6 +305,7 @@ class Job(NamedTuple):
     label: str = ""
     model_from: str | None = None
     model_overrides: list[str] = []
+    data_from: str | None = None
 
 
 def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
@@ -320,6 +335,8 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
         rec.update({k: v for k, v in result.record().items() if k not in rec})  # the job's keys win
         if job.model_from:
             rec["model_from"] = job.model_from
+        if job.data_from:
+            rec["data_from"] = job.data_from
         if evaluate is not None:
             rec.update(evaluate(restore_run(result.run_dir)))
         rec = json.loads(json.dumps(rec))
@@ -350,7 +367,8 @@ def _overrides(job: Job, common: Sequence[str]) -> list[str]:
 
 def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool) -> RunResult:
     return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
-                        model_overrides=job.model_overrides, model_from=job.model_from, resume=resume)
+                        model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
+                        resume=resume)
 
 
 def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,

@@ -286,6 +286,22 @@ class Trainer:
                 print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
                       f"({record['seconds']:.1f} s)", flush=True)
 
+    def measure_step_seconds(self, steps: int = 5, warmup: int = 2) -> float:
+        """Median wall time (s) of one training step (forward, loss, backward, optimizer) on this machine, from
+        ``steps`` steps after ``warmup``; the steps train the model (use a throwaway trainer)."""
+        import statistics
+
+        order = global_batches(len(self.train_set), self.cfg.batch_size, self.cfg.seed, 0, self.cfg.shuffle,
+                               world=self.dist.world_size)
+        self.ddp.train()
+        times = []
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            self._step(order[i % len(order)])
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
     def _step(self, global_ids: torch.Tensor) -> float:
         ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)
         batch = self._collate(self.train_set, ids.tolist())

@@ -1,0 +1,153 @@
+"""Which model is best on my data for my budget: ``neurodyn compare PRESET... --budget 60s``.
+
+Every preset's model trains on ONE dataset (the task and data sections of ``data_from``, by default the first
+preset, with the ``data.*`` overrides, so the same samples and the same split), with its own preset's training
+settings (optimiser, learning rate, batch size: what each model is tuned with), for several seeds, and is
+scored on the same test sets (the test split and every ``data.test_path`` file, e.g. two resolutions).
+
+Equal budgets: ``epochs=N`` gives every model N epochs; ``budget_seconds=B`` gives every model the number of
+epochs that fits in B seconds of training on this machine, estimated before training from the median time of
+a few training steps and one evaluation pass (so the learning-rate schedule is built for the epochs the model
+will actually run). Both the epochs and the measured seconds are reported, since an estimate is not a stopwatch.
+
+Writes into ``out_dir``: ``results.json`` (one record per model and seed; a recorded run is never trained
+again, so an interrupted comparison resumes), ``compare.md`` (the table: rel. L2 per test set as mean ± std
+over seeds, parameters, epochs, s/epoch, training seconds) and ``error_vs_time.png`` (the monitored
+evaluation error against training seconds, one line per run). Run folders go to ``out_dir/runs/``.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .errors import ConfigError
+from .train.runs import Job, RestoredRun, evaluate_restored, preset_config, read_history, run_jobs
+
+__all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table"]
+
+
+def parse_budget(text: str) -> float:
+    """``"90"``, ``"90s"``, ``"2m"``, ``"1.5h"`` -> seconds (> 0)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise ConfigError(f"a budget is a positive time such as 60s, 5m or 1h; got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _stem(preset: str) -> str:
+    return preset.replace("/", "-")
+
+
+def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """How many epochs of ``cfg`` fit in ``budget_seconds`` of training here: the median time of a few training
+    steps times the batches per epoch, plus one evaluation pass over the monitored set."""
+    import time
+
+    from .data.assembly import build_data, build_test_sets
+    from .train.experiment import build_model, build_task, monitored_set, train_config
+    from .train.trainer import Trainer
+
+    data = build_data(cfg, device, progress=False)
+    model = build_model(cfg, data["sets"]["train"])
+    task = build_task(cfg, data)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(model, task, data["sets"]["train"], None, train_config(cfg), tmp, device=device,
+                          progress=False)
+        step = trainer.measure_step_seconds()
+        eval_set = monitored_set(data["sets"], build_test_sets(cfg))
+        t0 = time.perf_counter()
+        if eval_set is not None:
+            model.eval()
+            task.evaluate(model, trainer.eval_batches(eval_set))
+        evaluation = time.perf_counter() - t0
+    epoch = step * trainer.n_batches + evaluation
+    return {"epochs": max(1, int(budget_seconds // epoch)), "estimated_seconds_per_epoch": epoch,
+            "step_seconds": step}
+
+
+def _evaluate(r: RestoredRun) -> dict[str, Any]:
+    history = read_history(r.run_dir)
+    elapsed, times, errors = 0.0, [], []
+    for h in history:
+        elapsed += h["seconds"]
+        if "eval" in h and "rel_l2" in h["eval"]:
+            times.append(elapsed)
+            errors.append(h["eval"]["rel_l2"])
+    return {"sets": {k: v.get("rel_l2") for k, v in evaluate_restored(r).items()},
+            "curve_seconds": times, "curve_rel_l2": errors}
+
+
+def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, seeds: Sequence[int] = (0,),
+            epochs: int | None = None, budget_seconds: float | None = None, data_from: str | None = None,
+            overrides: Sequence[str] = (), device: str | torch.device = "cpu") -> list[dict[str, Any]]:
+    """Train every preset's model on one dataset at one budget (module docstring); returns the records and
+    writes ``compare.md`` and ``error_vs_time.png`` into ``out_dir``."""
+    if not presets:
+        raise ConfigError("compare needs at least one preset (e.g. fno/darcy lamo/darcy)")
+    if (epochs is None) == (budget_seconds is None):
+        raise ConfigError("give the budget as either epochs or seconds (--epochs N or --budget 60s), not both")
+    if epochs is not None and epochs < 1:
+        raise ConfigError(f"--epochs must be >= 1; got {epochs}")
+    if len(set(presets)) != len(presets):
+        raise ConfigError(f"a preset is listed twice: {list(presets)}")
+    data_from = data_from or presets[0]
+    out_dir = Path(out_dir)
+    jobs = []
+    for preset in presets:
+        cfg = preset_config(preset, scale, overrides, data_from=data_from)
+        if budget_seconds is not None:
+            est = estimate_epochs(cfg, budget_seconds, device)
+            n_epochs = est["epochs"]
+            print(f"{preset}: {est['step_seconds']:.3g} s/step, ~{est['estimated_seconds_per_epoch']:.3g} s/epoch "
+                  f"-> {n_epochs} epochs in {budget_seconds:g} s", flush=True)
+        else:
+            n_epochs = epochs
+        budget = f"{budget_seconds:g}s" if budget_seconds is not None else f"{epochs}ep"
+        for seed in seeds:
+            jobs.append(Job(name=f"{_stem(preset)}-{budget}-s{seed}", preset=preset, seed=int(seed),
+                            overrides=[f"train.epochs={n_epochs}"], keys={"preset": preset, "budget": budget},
+                            label=preset, data_from=data_from))
+    records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides),
+                       summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items()))
+    table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")
+    (out_dir / "compare.md").write_text(table)
+    print("\n" + table)
+    from .plots import plot_error_vs_time
+
+    plot_error_vs_time(records, out_dir / "error_vs_time.png")
+    print(f"written: {out_dir / 'compare.md'}, {out_dir / 'error_vs_time.png'}, {out_dir / 'results.json'}")
+    return records
+
+
+def _mean_std(values: list[float]) -> str:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if not values:
+        return "n/a"
+    if len(set(values)) == 1:
+        return f"{values[0]:.4g}"
+    return f"{statistics.mean(values):.4g} ± {statistics.stdev(values):.2g}"
+
+
+def comparison_table(records: Sequence[dict[str, Any]], title: str = "") -> str:
+    """Markdown: one row per preset and budget, rel. L2 per test set (mean ± std over seeds), parameters,
+    epochs, median s/epoch, training seconds."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["preset"], r["budget"]), []).append(r)
+    sets = list(dict.fromkeys(k for r in records for k in r["sets"]))
+    lines = ([f"# {title}", ""] if title else []) + [
+        "| model (preset) | budget | seeds | " + " | ".join(f"rel. L2 {s}" for s in sets)
+        + " | parameters | epochs | s/epoch | training s |",
+        "| --- | --- | --- |" + " --- |" * len(sets) + " --- | --- | --- | --- |"]
+    for (preset, budget), rs in groups.items():
+        cells = [_mean_std([r["sets"].get(s) for r in rs]) for s in sets]
+        lines.append(f"| {rs[0]['model']} ({preset}) | {budget} | {len(rs)} | " + " | ".join(cells)
+                     + f" | {rs[0]['params']:,} | {_mean_std([r['epochs'] for r in rs])} | "
+                     f"{_mean_std([r['seconds_per_epoch'] for r in rs])} | {_mean_std([r['train_seconds'] for r in rs])} |")
+    return "\n".join(lines) + "\n"
