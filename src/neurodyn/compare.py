@@ -85,9 +85,11 @@ def _evaluate(r: RestoredRun) -> dict[str, Any]:
 
 def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, seeds: Sequence[int] = (0,),
             epochs: int | None = None, budget_seconds: float | None = None, data_from: str | None = None,
-            overrides: Sequence[str] = (), device: str | torch.device = "cpu") -> list[dict[str, Any]]:
+            overrides: Sequence[str] = (), preset_overrides: dict[str, Sequence[str]] | None = None,
+            device: str | torch.device = "cpu") -> list[dict[str, Any]]:
     """Train every preset's model on one dataset at one budget (module docstring); returns the records and
-    writes ``compare.md`` and ``error_vs_time.png`` into ``out_dir``."""
+    writes ``compare.md`` and ``error_vs_time.png`` into ``out_dir``. ``overrides`` apply to every preset,
+    ``preset_overrides[preset]`` to that one only (e.g. FNO's modes on a small grid)."""
     if not presets:
         raise ConfigError("compare needs at least one preset (e.g. fno/darcy lamo/darcy)")
     if (epochs is None) == (budget_seconds is None):
@@ -99,8 +101,12 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
     data_from = data_from or presets[0]
     out_dir = Path(out_dir)
     jobs = []
+    own = {p: list(v) for p, v in (preset_overrides or {}).items()}
+    unknown = sorted(set(own) - set(presets))
+    if unknown:
+        raise ConfigError(f"preset_overrides name presets that are not compared: {unknown}")
     for preset in presets:
-        cfg = preset_config(preset, scale, overrides, data_from=data_from)
+        cfg = preset_config(preset, scale, overrides, own.get(preset, ()), data_from=data_from)
         if budget_seconds is not None:
             est = estimate_epochs(cfg, budget_seconds, device)
             n_epochs = est["epochs"]
@@ -112,7 +118,7 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         for seed in seeds:
             jobs.append(Job(name=f"{_stem(preset)}-{budget}-s{seed}", preset=preset, seed=int(seed),
                             overrides=[f"train.epochs={n_epochs}"], keys={"preset": preset, "budget": budget},
-                            label=preset, data_from=data_from))
+                            label=preset, data_from=data_from, model_overrides=own.get(preset, [])))
     records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides),
                        summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items()))
     table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")

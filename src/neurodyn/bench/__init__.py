@@ -42,6 +42,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "geomano-ablation": Benchmark("geomano_ablation.py", "GeoMaNO paper Table 3 at our scale: 1-D / 2-D SSM x "
                                                          "correction R (none = D only, 0001/0011/0111, learnable), "
                                                          "several seeds"),
+    "resolution-transfer": Benchmark("resolution_transfer.py", "Darcy trained at 17x17, tested zero-shot at 17x17 "
+                                                               "and 33x33: FNO, LaMO (resample / tokens), GeoMaNO"),
     "chonn-order": Benchmark("chonn_experiments.py", "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on "
                                                      "T1-T4 (point/spectral/derivative RelL2), 2x2 vs depth 3", ("order",)),
     "chonn-poisson": Benchmark("chonn_experiments.py", "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB "
