@@ -25,9 +25,9 @@ by ``variant`` (papers/notes-lamo.md, Sec. 2):
   the output equals the training-resolution output. ``"tokens"`` keeps the patch size and lets the token grid
   grow with the input (the positional embedding bilinearly resized, ``pos_embed_interp``): each token then
   covers a smaller area and every scan takes more, smaller steps than the ones trained on. Measured zero-shot
-  on Darcy trained at 17x17 and tested at 33x33 (benchmarks/RESULTS.md, "Resolution transfer"): "tokens"
-  0.28 rel. L2 against 0.040 at 17x17 (7x), "resample" within 1.1x; rescaling the scan's step Delta by the
-  token spacing (the continuous-time reading of the scan) did not help "tokens" (0.27).
+  on Darcy trained at 17x17 and tested at 33x33 (benchmarks/RESULTS.md, "Resolution transfer", 3 seeds):
+  "resample" 0.0372 against 0.0347 at 17x17 (1.07x), "tokens" 0.142 (4.1x); rescaling the scan's step
+  Delta by the token spacing (the continuous-time reading of the scan) did not rescue "tokens".
 
 ``"structured_mesh"`` (Airfoil, Pipe, Plasticity; ``x: (B, H, W, C_in)`` on the mesh index grid) and
 ``"point_cloud"`` (Elasticity; ``x: (B, N, C_in)``, optional ``pos: (B, N, d)``)::
