@@ -20,6 +20,7 @@ each channel's Toeplitz matrix; :func:`s4d_recurrent` runs the same system step 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 Tensor = torch.Tensor
 
@@ -153,9 +154,10 @@ def _causal_toeplitz(u: Tensor, K: Tensor) -> Tensor:
     cdt = torch.promote_types(u.dtype, K.dtype)
     if cdt in (torch.float16, torch.bfloat16):
         cdt = torch.float32
-    ar = torch.arange(L, device=u.device)
-    lag = ar[None, :] - ar[:, None]  # [s, t] = t - s
-    T = K.to(cdt)[:, lag.clamp(0, Lk - 1)].masked_fill(~((lag >= 0) & (lag < Lk)), 0.0)  # (H, L, L)
+    # Kp[j] = K[j - (L - 1)] (zero outside 0 <= j - L + 1 < L_k); its window starting at L - 1 - s is row s
+    # of T (T[s, t] = Kp[t - s + L - 1]); unfold + flip, whose backward is a fold (no index_put)
+    Kp = F.pad(K.to(cdt), (L - 1, L - Lk))  # (H, 2L - 1)
+    T = Kp.unfold(-1, L, 1).flip(1)  # (H, L, L)
     U = u.to(cdt).reshape(-1, H, L).transpose(0, 1)  # (H, M, L)
     return torch.bmm(U, T).transpose(0, 1).reshape(u.shape).to(u.dtype)
 
