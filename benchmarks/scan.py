@@ -421,7 +421,7 @@ def main(argv=None):
     print("|" + "---|" * (head.count("|") - 1))
     for L in args.lengths:
         o_f, o_b, fl = times["ours", L, "fwd"], times["ours", L, "f+b"], times["floor", L, "fwd"]
-        cells = [str(L), f"{tag(L)}{ref_t(L, 'f+b') / o_b:.0f}"]
+        cells = [str(L), f"{tag(L)}{ref_t(L, 'f+b') / o_b:.0f}" if ref_t(L, "f+b") else "n/a"]
         if have_pscan:
             cells += [f"{times['pscan', L, 'f+b'] / o_b:.1f}", f"{times['pscan', L, 'fwd'] / o_f:.1f}"]
         cells += [f"{o_f / fl:.1f}", f"{o_b / fl:.1f}", f"{times['torch', L, 'fwd'] / fl:.1f}",
