@@ -285,6 +285,50 @@ def bench_s4d(repeats):
 # report
 
 
+def bench_knc(repeats, threads_note=""):
+    """Kirchhoff cell (ops.knc_scan), forward + backward, interleaved: the fused kernel with the ZOH
+    factor in-kernel (``zoh``) against the same kernel with Euler's input term (``euler``), the previous
+    ZOH path (``_ZOHInput`` building ``B_eff (batch, D, L, N)``, then the generic fused scan: ``zoh B_eff``)
+    and the pure-PyTorch path (``zoh torch``). Shapes of chonn1d's cells: batch 32, D 32 x 2 directions,
+    N 8 (padded 8), input-dependent b, c (one group)."""
+    from neurodyn.ops import selective_scan
+    from neurodyn.ops.knc_scan import _ZOHInput, knc_scan
+
+    rows = []
+    for (batch, D, N, L) in ((32, 64, 8, 256), (4, 64, 16, 4096)):
+        g = torch.Generator().manual_seed(0)
+        u = torch.randn(batch, D, L, generator=g).requires_grad_()
+        delta = (torch.rand(batch, D, L, generator=g) * 0.3 + 0.01).requires_grad_()
+        lam = (torch.rand(D, N, generator=g) + 0.1).requires_grad_()
+        b = torch.randn(batch, 1, N, L, generator=g).requires_grad_()
+        c = torch.randn(batch, 1, N, L, generator=g).requires_grad_()
+        d = torch.randn(D, generator=g).requires_grad_()
+        args = (u, delta, lam, b, c, d)
+
+        def beff_path():
+            B_eff = _ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
+            return selective_scan(u, delta, -lam, B_eff, c, d, backend="cpp")
+
+        fns = {"zoh": lambda: knc_scan(*args, "zoh"), "euler": lambda: knc_scan(*args, "euler"),
+               "zoh B_eff": beff_path, "zoh torch": lambda: knc_scan(*args, "zoh", backend="torch")}
+        ts = {k: [] for k in fns}
+        for r in range(repeats + 1):
+            for k, f in fns.items():
+                t0 = time.perf_counter()
+                f().sum().backward()
+                if r:
+                    ts[k].append(time.perf_counter() - t0)
+        med = {k: statistics.median(v) for k, v in ts.items()}
+        rows.append(((batch, D, N, L), med))
+    print("\n## Kirchhoff cell (knc_scan) forward + backward, ms (median, interleaved)\n")
+    print("| batch, D, N, L | zoh (fused) | euler (fused) | zoh B_eff (old) | zoh torch | zoh / euler | old / zoh |")
+    print("|---|---|---|---|---|---|---|")
+    for shape, m in rows:
+        print(f"| {', '.join(map(str, shape))} | {_ms(m['zoh'])} | {_ms(m['euler'])} | {_ms(m['zoh B_eff'])} | "
+              f"{_ms(m['zoh torch'])} | {m['zoh'] / m['euler']:.2f} | {m['zoh B_eff'] / m['zoh']:.2f} |")
+    return rows
+
+
 def _ms(t):
     return "n/a" if t is None else f"{t * 1e3:.1f}"
 
@@ -302,6 +346,7 @@ def main(argv=None):
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--no-extras", action="store_true", help="skip the 2D / cross-scan / S4D sections")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--knc-only", action="store_true", help="only the Kirchhoff-cell (knc_scan) section")
     p.add_argument("--worker", nargs=3, metavar=("IMPL", "L", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -310,6 +355,11 @@ def main(argv=None):
     if args.quick:
         args.lengths, args.repeats, args.no_memory = [256, 1024], 3, True
     torch.set_num_threads(args.threads)
+    if args.knc_only:
+        print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}; threads {torch.get_num_threads()}, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        bench_knc(args.repeats)
+        return
     from neurodyn.ops import cpu_kernel, resolve_backend
 
     t0 = time.time()
@@ -371,7 +421,7 @@ def main(argv=None):
     print("|" + "---|" * (head.count("|") - 1))
     for L in args.lengths:
         o_f, o_b, fl = times["ours", L, "fwd"], times["ours", L, "f+b"], times["floor", L, "fwd"]
-        cells = [str(L), f"{tag(L)}{ref_t(L, 'f+b') / o_b:.0f}"]
+        cells = [str(L), f"{tag(L)}{ref_t(L, 'f+b') / o_b:.0f}" if ref_t(L, "f+b") else "n/a"]
         if have_pscan:
             cells += [f"{times['pscan', L, 'f+b'] / o_b:.1f}", f"{times['pscan', L, 'fwd'] / o_f:.1f}"]
         cells += [f"{o_f / fl:.1f}", f"{o_b / fl:.1f}", f"{times['torch', L, 'fwd'] / fl:.1f}",
@@ -418,6 +468,7 @@ def main(argv=None):
         print("|---|---|---|---|---|---|---|")
         print(f"| {_ms(s['fft_fwd'])} | {_ms(s['fft_fb'])} | {_ms(s['direct_fwd'])} | {_ms(s['direct_fb'])} | "
               f"{s['direct_fwd'] / s['fft_fwd']:.1f}x | {s['direct_fb'] / s['fft_fb']:.1f}x | {s['max_abs_diff']:.1e} |")
+        bench_knc(reps)
     print(f"\nload average at end {os.getloadavg()[0]:.1f} (1 min); total {time.time() - t0:.0f} s")
 
 

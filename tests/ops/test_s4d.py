@@ -98,3 +98,60 @@ def test_float32_and_errors():
         s4d_kernel(A, B, C[:2], log_dt, 8)
     with pytest.raises(ValueError, match=r"K has shape \(2, 64\), expected \(H, L_k\) with H = 3"):
         fft_conv(u, K[:2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("window", [None, 7])
+def test_real_arithmetic_kernel_matches_complex_vandermonde_forward_and_backward(dtype, window):
+    from neurodyn.ops.s4d import s4d_kernel_ref
+
+    cdt = torch.cdouble if dtype == torch.float64 else torch.cfloat
+    g = torch.Generator().manual_seed(3)
+    H, N2, L = 4, 6, 50
+    re = -(torch.rand(H, N2, generator=g, dtype=torch.float64) + 0.1)
+    im = torch.randn(H, N2, generator=g, dtype=torch.float64) * 20
+    params = [re.to(dtype), im.to(dtype),
+              torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
+              torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
+              (torch.rand(H, generator=g, dtype=torch.float64) * 4 - 5).to(dtype)]
+    params = [p.requires_grad_() for p in params]
+
+    def run(fn):
+        A = torch.complex(params[0], params[1])
+        K = fn(A, torch.view_as_complex(params[2]).to(cdt), torch.view_as_complex(params[3]).to(cdt), params[4], L,
+               window=window)
+        w = torch.randn(K.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to(dtype)
+        return K, torch.autograd.grad((K * w).sum(), params)
+
+    K, gr = run(s4d_kernel)
+    K_ref, g_ref = run(s4d_kernel_ref)
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    assert K.dtype == dtype and K.shape == (H, min(L, window or L))
+    assert rel_err(K, K_ref) < tol
+    for a, e in zip(gr, g_ref):
+        assert rel_err(a, e) < tol
+    if dtype == torch.float64:
+        assert torch.autograd.gradcheck(lambda a, b, c, d: s4d_kernel(torch.complex(a, b), torch.view_as_complex(c),
+                                                                       torch.view_as_complex(d), params[4].detach()[:2], 9),
+                                        [p.detach()[:2, :3].clone().requires_grad_() for p in params[:4]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("L,Lk", [(4, 4), (64, 64), (100, 7), (128, 128)])
+def test_toeplitz_convolution_matches_fft_forward_and_backward(dtype, L, Lk):
+    from neurodyn.ops.s4d import _causal_fft_only, _causal_toeplitz
+
+    g = torch.Generator().manual_seed(L + Lk)
+    u = torch.randn(3, 2, 5, L, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+    K = torch.randn(5, Lk, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+    w = torch.randn(3, 2, 5, L, generator=g, dtype=torch.float64).to(dtype)
+    outs = []
+    for fn in (_causal_toeplitz, _causal_fft_only):
+        y = fn(u, K)
+        outs.append((y, *torch.autograd.grad((y * w).sum(), (u, K))))
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    for a, e in zip(*outs):
+        assert a.dtype == dtype and rel_err(a, e) < tol
+    torch.testing.assert_close(outs[0][0].double(), _direct(u.detach().double().reshape(-1, 5, L),
+                                                            K.detach().double()).reshape(3, 2, 5, L),
+                               rtol=tol * 10, atol=tol * 10)

@@ -7,8 +7,9 @@ For channel ``i`` of ``D``, state ``n`` of ``N`` and step ``k`` (``Delta > 0``, 
     v_k[i,n]     = alpha_k[i,n] v_{k-1}[i,n] + beta_k[i,n] u_k[i]                   (Eq. 32)
     y_k[i]       = sum_n c_k[n] v_k[i,n] + d[i] u_k[i]                              (Eq. 32)
 
-:func:`knc_scan` runs it on :func:`neurodyn.ops.selective_scan` (``A = -lambda``, ``B_eff = b phi(Delta
-lambda)`` with ``phi(x) = (1 - e^-x) / x``, see :class:`_ZOHInput`); :func:`knc_scan_ref` is the plain loop.
+:func:`knc_scan` runs it in the fused CPU kernel (the ZOH factor computed in-kernel), or on
+:func:`neurodyn.ops.selective_scan` (``A = -lambda``, ``B_eff = b phi(Delta lambda)`` with
+``phi(x) = (1 - e^-x) / x``, see :class:`_ZOHInput`); :func:`knc_scan_ref` is the plain loop.
 :func:`knc_impulse_response` / :func:`knc_transfer_function` are the fixed-coefficient closed forms
 (Eqs. 44-45). Scan layouts (:func:`scan_sequences` / :func:`merge_sequences`) express the cell's traversal
 modes ``uni`` / ``bi`` / ``cross`` through :mod:`neurodyn.ops.cross_scan`.
@@ -22,7 +23,7 @@ import torch
 from ..errors import ConfigError, check_choice
 from .cross_scan import VMAMBA_ORDER, cross_scan, cross_unscan
 from .directions import resolve_directions
-from .selective_scan import selective_scan
+from .selective_scan import check_selective_scan_args, compute_dtype, resolve_backend, selective_scan
 
 Tensor = torch.Tensor
 
@@ -108,15 +109,19 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
         reverse: scan from ``L - 1`` down to 0.
     Returns ``y: (batch, D, L)``.
 
-    With ``zoh`` and a per-step ``delta``, ``B_eff = b * phi(delta * lambda)`` is built once as a
-    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer, the layout the fused CPU
-    kernel reads, so it is not copied again.
+    backend: as :func:`neurodyn.ops.selective_scan`. ``"cpp"`` (the ``"auto"`` choice on CPU when the
+    kernel builds) runs the whole cell, the ZOH factor included, in the fused CPU kernel (forward and
+    backward, nothing of size ``(batch, D, N, L)`` allocated). The other backends run
+    :func:`neurodyn.ops.selective_scan` on ``B_eff = b * phi(delta * lambda)``, built once as a
+    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer (:class:`_ZOHInput`).
     """
     check_choice("knc_scan discretization", discretization, _DISCRETIZATIONS)
     batch, D, L = u.shape
     N = lam.shape[1]
     if b.dim() == 3:
         b = b.unsqueeze(1)
+    if resolve_backend(backend, u) == "cpp":
+        return _knc_scan_cpp(u, delta, lam, b, c, d, discretization == "zoh", reverse)
     if delta.dim() == 1:  # time-invariant step
         if b.dim() != 2:
             raise ValueError("knc_scan: a per-channel constant delta (D,) needs a fixed b (D, N)")
@@ -131,6 +136,27 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     else:
         B_eff = b
     return selective_scan(u, delta, -lam, B_eff, c, d, reverse=reverse, backend=backend)
+
+
+def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
+    """The cell on the fused CPU kernel: the ZOH factor ``(1 - e^{-Delta lambda}) / lambda`` (or Euler's
+    ``Delta``) is computed per step and state inside the scan, forward and backward."""
+    from .scan_cpu import selective_scan_cpu
+
+    batch, D, L = u.shape
+    if delta.dim() == 1:  # time-invariant step
+        if b.dim() != 2:
+            raise ValueError("knc_scan: a per-channel constant delta (D,) needs a fixed b (D, N)")
+        delta = delta[None, :, None].expand(batch, D, L)
+    A = -lam
+    b, c = check_selective_scan_args(u, delta, A, b, c, d)
+    cdt = compute_dtype(u, delta, A, b, c, d)
+    if reverse:
+        u, delta = u.flip(-1), delta.flip(-1)
+        b, c = (b if b.dim() == 2 else b.flip(-1)), (c if c.dim() == 2 else c.flip(-1))
+    out, _ = selective_scan_cpu(u, delta, A, b, c, d, None, None, False, None, cdt, zoh=zoh)
+    out = out.to(u.dtype)
+    return out.flip(-1) if reverse else out
 
 
 def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,

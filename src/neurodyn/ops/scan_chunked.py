@@ -31,6 +31,16 @@ def _inner_chunk(L: int) -> int:
 # [t, :, k, :], so every step of the within-chunk loop touches one contiguous slice.
 
 
+def _cumsum0(x: Tensor) -> Tensor:
+    """``torch.cumsum(x, 0)`` as ``T - 1`` adds of contiguous slices: torch's cumsum along a leading
+    dimension walks the tensor with a large stride and was the largest cost of this scan on CPU."""
+    out = torch.empty_like(x)
+    out[0] = x[0]
+    for t in range(1, x.shape[0]):
+        torch.add(out[t - 1], x[t], out=out[t])
+    return out
+
+
 def _tm_forward(a: Tensor, x: Tensor, log_a: Tensor | None, h0: Tensor | None) -> Tensor:
     """``h = a * h_prev + x`` over positions ``k*T + t``; ``h0`` (P, Q) enters before position 0."""
     T, nc = x.shape[0], x.shape[2]
@@ -39,7 +49,7 @@ def _tm_forward(a: Tensor, x: Tensor, log_a: Tensor | None, h0: Tensor | None) -
     for t in range(1, T):
         torch.addcmul(x[t], a[t], h[t - 1], out=h[t])
     # decay from each chunk's start to t (inclusive): exp of a cumulative sum of log a <= 0
-    decay = torch.cumsum(log_a, 0).exp_() if log_a is not None else torch.cumprod(a, 0)
+    decay = _cumsum0(log_a).exp_() if log_a is not None else torch.cumprod(a, 0)
     if nc > 1 or h0 is not None:
         carry = torch.empty_like(x[0])  # (P, nc, Q): state entering chunk k
         state = h0 if h0 is not None else torch.zeros_like(x[0, :, 0])
@@ -63,7 +73,7 @@ def _tm_reverse(a: Tensor, q: Tensor, log_a: Tensor | None, g_end: Tensor | None
         torch.addcmul(q[t], a[t + 1], lam[t + 1], out=lam[t])
     # decay from t (exclusive) to the chunk's end: exp(cs_end - cs_t) with cs_end - cs_t <= 0
     if log_a is not None:
-        cs = torch.cumsum(log_a, 0)
+        cs = _cumsum0(log_a)
         to_end = torch.sub(cs[T - 1:], cs).exp_()
     else:
         to_end = torch.cat([torch.cumprod(a[1:].flip(0), 0).flip(0), torch.ones_like(a[:1])], 0)

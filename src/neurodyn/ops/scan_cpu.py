@@ -15,14 +15,19 @@ Tensor = torch.Tensor
 
 
 class _SelectiveScanCpu(torch.autograd.Function):
-    """y = scan(u, dt, A, B, C) + D u on the kernel; dt is the final step size (softplus applied)."""
+    """y = scan(u, dt, A, B, C) + D u on the kernel; dt is the final step size (softplus applied).
+
+    ``zoh``: the input term is ``(1 - exp(dt A)) / (-A) B u`` (Kirchhoff cell, exact ZOH) instead of
+    ``dt B u``; needs ``A < 0`` everywhere (padded states included).
+    """
 
     @staticmethod
-    def forward(ctx, u, dt, A, B, C, D, h0):
+    def forward(ctx, u, dt, A, B, C, D, h0, zoh=False):
         ext = cpu_kernel.get()
         need = any(ctx.needs_input_grad)
-        out, last, ckpt = ext.selective_scan_fwd(u, dt, A, B, C, D, h0, need)
+        out, last, ckpt = ext.selective_scan_fwd(u, dt, A, B, C, D, h0, need, zoh)
         ctx.has = (D is not None, h0 is not None)
+        ctx.zoh = zoh
         if need:
             keep = [t if t is not None else torch.empty(0) for t in (D, h0)]
             ctx.save_for_backward(u, dt, A, B, C, ckpt, *keep)
@@ -35,7 +40,7 @@ class _SelectiveScanCpu(torch.autograd.Function):
         gout = torch.zeros_like(u) if gout is None else gout.contiguous()
         glast = None if glast is None else glast.contiguous()
         gu, gdt, gA, gB, gC, gD, gh0 = cpu_kernel.get().selective_scan_bwd(
-            u, dt, A, B, C, D, h0, ckpt, gout, glast)
+            u, dt, A, B, C, D, h0, ckpt, gout, glast, ctx.zoh)
         cdt = u.dtype
         gA = gA.sum(0).to(cdt)
         if B.dim() != 4:
@@ -43,12 +48,12 @@ class _SelectiveScanCpu(torch.autograd.Function):
         if C.dim() != 4:
             gC = gC.sum(0).to(cdt)
         gD = gD.sum(0).to(cdt) if D is not None else None
-        return gu, gdt, gA, gB, gC, gD, gh0 if h0 is not None else None
+        return gu, gdt, gA, gB, gC, gD, gh0 if h0 is not None else None, None
 
 
-def _pad_last(x: Tensor, npad: int) -> Tensor:
+def _pad_last(x: Tensor, npad: int, value: float = 0.0) -> Tensor:
     n = x.shape[-1]
-    return x if n == npad else F.pad(x, (0, npad - n))
+    return x if n == npad else F.pad(x, (0, npad - n), value=value)
 
 
 def _prep_coef(W: Tensor, npad: int, cdt: torch.dtype) -> Tensor:
@@ -57,8 +62,11 @@ def _prep_coef(W: Tensor, npad: int, cdt: torch.dtype) -> Tensor:
     return _pad_last(W.to(cdt).transpose(-1, -2), npad).contiguous()  # (b, G, L, n_pad)
 
 
-def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state, cdt):
+def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state, cdt, zoh=False):
     """Fused-kernel selective scan. Arguments validated, B/C 2-D or 4-D; returns (out, last) in ``cdt``.
+
+    ``zoh=True`` computes the Kirchhoff cell's exact ZOH input factor ``(1 - exp(dt A)) / (-A)`` in the
+    kernel (``A < 0``; padded states get ``A = -1`` with zero B and C, so they stay at zero).
 
     softplus, delta_bias and the z gate are (batch, d, L) elementwise ops done here by torch
     (vectorised, differentiated by autograd); the kernel does the (batch, d, L, n) work.
@@ -73,8 +81,8 @@ def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_st
         dt = F.softplus(dt)
     h0 = None if initial_state is None else _pad_last(c(initial_state), npad).contiguous()
     y, last = _SelectiveScanCpu.apply(
-        c(u).contiguous(), dt.contiguous(), _pad_last(c(A), npad).contiguous(), _prep_coef(B, npad, cdt),
-        _prep_coef(C, npad, cdt), None if D is None else c(D).contiguous(), h0,
+        c(u).contiguous(), dt.contiguous(), _pad_last(c(A), npad, -1.0 if zoh else 0.0).contiguous(),
+        _prep_coef(B, npad, cdt), _prep_coef(C, npad, cdt), None if D is None else c(D).contiguous(), h0, zoh,
     )
     if z is not None:
         y = y * F.silu(c(z))
