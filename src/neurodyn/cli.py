@@ -201,12 +201,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    budget = parse_budget(args.budget) if args.budget is not None else None
-    epochs = args.epochs if args.epochs is not None or budget is not None else None
-    if epochs is None and budget is None:
+    if args.epochs is None and args.budget is None:
         raise ConfigError("compare needs a budget: --budget 60s (equal wall-clock) or --epochs N (equal epochs)")
+    budget = parse_budget(args.budget) if args.budget is not None else None
     out = args.out or Path(args.runs_dir) / "compare" / f"{args.presets[0].replace('/', '-')}-{args.scale}"
-    compare(args.presets, out, args.scale, seeds=args.seeds, epochs=epochs, budget_seconds=budget,
+    compare(args.presets, out, args.scale, seeds=args.seeds, epochs=args.epochs, budget_seconds=budget,
             data_from=args.data_from, overrides=args.overrides, device=args.device or default_device())
     return 0
 
