@@ -71,7 +71,8 @@ class CKBOptions:
     :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): ssm (``SSMConfig``: d_state, expand, d_conv),
     conv_pointwise, scan
     ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
-    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank. A config redeclares the
+    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank, merge (how a cell's scan
+    directions are merged: "mean" | "sum" | ..., see the block). A config redeclares the
     fields whose default differs for its model."""
 
     ssm: SSMConfig = field(default_factory=SSMConfig)
@@ -84,6 +85,7 @@ class CKBOptions:
     selective: bool = True
     discretization: str = "zoh"
     dt_rank: str | int = "auto"
+    merge: str = "mean"
 
 
 def _field_values(cls: type, cfg) -> dict:

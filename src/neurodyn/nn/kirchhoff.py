@@ -99,6 +99,7 @@ Tensor = torch.Tensor
 __all__ = ["KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count"]
 
 _DISCRETIZATIONS = ("zoh", "euler")
+MERGES = ("mean", "sum", "norm", "skip_scale", "per_direction")
 
 # ---------------------------------------------------------------------------------------------------
 # the cell (the scan itself, its reference and the layouts: neurodyn.ops.knc_scan)
@@ -118,7 +119,7 @@ class KirchhoffCell(nn.Module):
 
     def __init__(self, d_inner: int, d_state: int = 16, directions: int = 1, dt_rank: int = 1,
                  selective: bool = True, discretization: str = "zoh", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 dt_init_floor: float = 1e-4, backend: str = "auto"):
+                 dt_init_floor: float = 1e-4, backend: str = "auto", d_init: float = 1.0):
         super().__init__()
         check_choice("KirchhoffCell discretization", discretization, _DISCRETIZATIONS)
         if min(d_inner, d_state, directions, dt_rank) < 1:
@@ -131,7 +132,7 @@ class KirchhoffCell(nn.Module):
         self.selective, self.discretization, self.backend = selective, discretization, backend
         # S4D-real: lambda[i, n] = n + 1
         self.log_lambda = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(K, D, 1))
-        self.d = nn.Parameter(torch.ones(K, D))
+        self.d = nn.Parameter(torch.full((K, D), float(d_init)))
         self.log_lambda._no_weight_decay = True
         self.d._no_weight_decay = True
         dt = torch.exp(torch.rand(K, D) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
@@ -235,7 +236,7 @@ class CascadedKirchhoffBlock(nn.Module):
                  scan: str = "bi", norm: str = "layernorm", out_proj="auto", out_norm: bool = False,
                  cascade_input: str = "prev_output", aggregate: str = "sum", selective: bool = True,
                  discretization: str = "zoh", dt_rank="auto", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 residual: bool = True, backend: str = "auto"):
+                 residual: bool = True, backend: str = "auto", merge: str = "mean"):
         super().__init__()
         if int(order) < 1:
             raise ConfigError(f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the "
@@ -244,6 +245,7 @@ class CascadedKirchhoffBlock(nn.Module):
         check_choice("CascadedKirchhoffBlock norm", norm, ("layernorm", "none"))
         check_choice("CascadedKirchhoffBlock cascade_input", cascade_input, ("prev_output", "prev_output_plus_input"))
         check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
+        check_choice("CascadedKirchhoffBlock merge", merge, MERGES)
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")
@@ -254,14 +256,18 @@ class CascadedKirchhoffBlock(nn.Module):
                               f"{d_model})")
         self.d_model, self.d_inner, self.order, self.dims, self.scan = d_model, D, int(order), dims, scan
         self.cascade_input, self.aggregate, self.residual = cascade_input, aggregate, residual
+        self.merge, self.n_dirs = merge, K
         self.dt_rank = _resolve_dt_rank(dt_rank, d_model)
         self.norm = nn.LayerNorm(d_model) if norm == "layernorm" else nn.Identity()
         self.in_proj = nn.Linear(d_model, 2 * D, bias=False)  # [W_u; W_g]
         self.conv = DSConv(D, d_conv, dims, conv_pointwise, conv_padding_mode)
         self.cells = nn.ModuleList(
-            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend)
+            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend,
+                          d_init=1.0 / K if merge == "skip_scale" else 1.0)
             for _ in range(self.order)
         )
+        # merge="norm": a LayerNorm over the D channels after every cell's direction merge
+        self.merge_norms = nn.ModuleList(nn.LayerNorm(D) for _ in range(self.order)) if merge == "norm" else None
         self.out_norm = nn.LayerNorm(D) if out_norm else nn.Identity()
         self.out_proj = nn.Linear(D, d_model, bias=False) if use_out else nn.Identity()
 
@@ -269,26 +275,57 @@ class CascadedKirchhoffBlock(nn.Module):
         return (f"d_model={self.d_model}, d_inner={self.d_inner}, order={self.order}, dims={self.dims}, "
                 f"scan={self.scan!r}, cascade_input={self.cascade_input!r}, aggregate={self.aggregate!r}")
 
-    def cascade(self, u: Tensor) -> Tensor:
-        """Eqs. (35)-(36) on channels-first ``u: (B, D, *spatial)``: ``ybar`` of the same shape."""
+    def _merge(self, y: Tensor, spatial: tuple[int, ...], r: int) -> Tensor:
+        """Cell ``r``'s per-direction outputs ``(B, K, D, L)`` -> ``(B, D, *spatial)`` under ``self.merge``."""
+        out = merge_sequences(y, spatial, self.scan)
+        if self.merge == "mean":
+            return out / self.n_dirs if self.n_dirs > 1 else out
+        if self.merge == "norm":
+            return self.merge_norms[r](out.movedim(1, -1)).movedim(-1, 1)
+        return out  # "sum", "skip_scale"
+
+    def stages(self, u: Tensor) -> list[Tensor]:
+        """Every stage output ``y_1 .. y_N`` (Eq. 35) on channels-first ``u: (B, D, *spatial)``.
+
+        With ``merge="per_direction"`` these are the direction-averaged per-direction stage outputs (what
+        the cascade would emit if it stopped at stage ``r``)."""
         spatial = tuple(u.shape[2:])
-        y, total = u, None
+        if self.merge == "per_direction":
+            us = scan_sequences(u, self.scan)
+            y, outs = us, []
+            for r, cell in enumerate(self.cells):
+                y = cell(y if (r == 0 or self.cascade_input == "prev_output") else us + y)
+                outs.append(y)
+            return [merge_sequences(o, spatial, self.scan) / self.n_dirs for o in outs]
+        y, outs = u, []
         for r, cell in enumerate(self.cells):
             inp = y if (r == 0 or self.cascade_input == "prev_output") else u + y
-            y = merge_sequences(cell(scan_sequences(inp, self.scan)), spatial, self.scan)
-            if self.aggregate == "sum":
-                total = y if total is None else total + y
-        return total if self.aggregate == "sum" else y
+            y = self._merge(cell(scan_sequences(inp, self.scan)), spatial, r)
+            outs.append(y)
+        return outs
+
+    def cascade(self, u: Tensor) -> Tensor:
+        """Eqs. (35)-(36) on channels-first ``u: (B, D, *spatial)``: ``ybar`` of the same shape."""
+        outs = self.stages(u)
+        if self.aggregate == "last":
+            return outs[-1]
+        total = outs[0]
+        for y in outs[1:]:
+            total = total + y
+        return total
+
+    def drive(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Eq. (31) on channels-last ``x``: the cascade's input ``u`` channels-first ``(B, D, *spatial)`` and
+        the gate ``g`` before its SiLU, channels-last ``(B, *spatial, D)``."""
+        u, g = self.in_proj(self.norm(x)).chunk(2, dim=-1)
+        return F.silu(self.conv(u.movedim(-1, 1))), g
 
     def forward(self, x: Tensor, residual: bool | None = None) -> Tensor:
         if x.dim() != self.dims + 2 or x.shape[-1] != self.d_model:
             axes = "L" if self.dims == 1 else "H, W"
             raise ValueError(f"CascadedKirchhoffBlock input has shape {tuple(x.shape)}; expected (batch, {axes}, "
                              f"{self.d_model}) (channels last)")
-        xn = self.norm(x)
-        ug = self.in_proj(xn)
-        u, g = ug.chunk(2, dim=-1)
-        u = F.silu(self.conv(u.movedim(-1, 1)))  # (B, D, *spatial)
+        u, g = self.drive(x)
         ybar = self.cascade(u).movedim(1, -1)
         out = self.out_proj(self.out_norm(ybar) * F.silu(g))
         use_res = self.residual if residual is None else residual
@@ -297,7 +334,8 @@ class CascadedKirchhoffBlock(nn.Module):
 
 def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int = 1, expand: float = 1.0,
                         d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
-                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto") -> int:
+                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto",
+                        merge: str = "mean") -> int:
     """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (module docstring)."""
     m, D, N = d_model, int(round(expand * d_model)), d_state
     R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
@@ -306,4 +344,4 @@ def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int =
     total += 2 * D if out_norm else 0
     total += D * m if ((D != m) if out_proj == "auto" else bool(out_proj)) else 0
     cell = (D * (R + 2 * N) + R * D + D + D * N + D) if selective else (D + 2 * D * N + D * N + D)
-    return total + order * K * cell
+    return total + order * K * cell + (order * 2 * D if merge == "norm" else 0)
