@@ -38,15 +38,38 @@ Scan directions (the paper does not say; notes A7). A cell runs over a 1-D seque
 flattening of a 2-D grid (Eq. 29: "L is the flattened spatial length"). ``scan``:
 
 * ``"uni"``: one causal scan (forward / row-major);
-* ``"bi"``: forward plus reversed, each with its own parameters, outputs summed: the cell is
-  ``K_fwd(u) + flip(K_bwd(flip(u)))``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
+* ``"bi"``: forward plus reversed, each with its own parameters, outputs averaged (``merge="mean"``): the
+  cell is ``[K_fwd(u) + flip(K_bwd(flip(u)))] / 2``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
   ``(1 + tau^2 k^2)^-1 = [1/(1 + i tau k) + 1/(1 - i tau k)] / 2`` is a causal plus an anti-causal RC
   filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them;
 * ``"cross"`` (2-D only): VMamba's four traversals ``row, col, row_rev, col_rev`` (``ops.VMAMBA_ORDER``).
 
-Directions are merged (summed) after every cell, so the cell is one linear-in-``u`` operator (for fixed
+Directions are merged after every cell, so the cell is one linear-in-``u`` operator (for fixed
 coefficients) and a cascade of cells has the product transfer function of Eq. (46). All directions of a
 cell run as one ``selective_scan`` call with ``K * D`` channels.
+
+Direction merge (``merge``; issue 18). The paper gives no rule. Until issue 18 the ``K`` directions were summed,
+each with its own skip ``d = 1``: at initialisation a cell is close to its skip (``softplus(b_Delta)`` is
+``1e-3 .. 1e-1`` and ``b_k, c_k`` are linear in ``u``, so the state path is cubic in the input's scale), so every
+cell multiplied the scale by ``K`` and stage ``r`` started at ``K^r`` times ``u`` (cross, order 4: 4 / 16 / 72 /
+3000, the branch 107x ``x``; a stack of first-order blocks stays at ``K`` with residuals between), which
+rigged the order-n cascade against depth stacking. Five candidates were measured at commit 28f6b38
+(``benchmarks/chonn_experiments.py gain``; ``benchmarks/results/chonn/merge_select/``, see benchmarks/RESULTS.md);
+three are options:
+
+* ``"mean"`` (default): the average of the directions. Every stage starts at gain 1 for every ``K`` (measured
+  0.99-1.00 for uni / bi / cross, orders 1-4), no parameters, and it is the decomposition of notes A7:
+  ``T_1 = [causal + anti-causal] / 2``, so ``T_n = T_1^n`` is exactly an ``n``-cell cascade of mean-merged
+  bidirectional cells.
+* ``"sum"``: the pre-issue-18 block (gain ``K^r``); kept to reproduce the old records.
+* ``"norm"``: VMamba-style LayerNorm over the ``D`` channels after every merge (``2 D`` parameters per cell).
+  Relative gain 1 from stage 2 on, but stage 1 lifts ``u`` (std about 0.16) to unit absolute scale, 6-9x, so it
+  is not a unit-gain cascade. In the selection runs it trained fastest on T4 (see ``merge_select``).
+
+Dropped after measurement: the sum with ``d = 1/K`` (the same scale as ``mean`` at initialisation; the ``K`` state
+paths still add up; trained like ``mean`` within one seed's noise, so redundant), and one cascade per direction
+merged once at the end (unit gain, but for ``K = 2`` its fixed-coefficient transfer function is
+``[prod_r H_r^fwd + prod_r H_r^bwd] / 2``, without the mixed causal x anti-causal terms of ``T_1^n``; not better).
 
 Cascaded Kirchhoff Block (Eqs. 31, 35-38)
 -----------------------------------------
@@ -68,7 +91,8 @@ Choices where the paper is silent or ambiguous (notes 2.9), all options of :clas
 identity; True / False force it), ``out_norm`` (VMamba's LayerNorm on ``ybar`` before the gate; False),
 ``cascade_input`` ("prev_output" = Eq. 35 | "prev_output_plus_input" = the ImageNet text, cell r >= 2 fed
 ``u + y_{r-1}``), ``aggregate`` ("sum" = Eq. 36 | "last"), ``scan`` (see above), ``discretization``
-("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``residual``.
+("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``merge`` (above),
+``residual``.
 Initialisation (not in the paper; Mamba / S4D-real defaults, A4): ``lambda[i, n] = n + 1``, ``d = 1``,
 ``softplus(b_Delta)`` log-uniform in ``[dt_min, dt_max] = [1e-3, 1e-1]``, ``dt_proj`` weights
 ``U(+-dt_rank^-1/2)``, linear layers as ``nn.Linear``. ``log_lambda`` and ``d`` carry
@@ -78,7 +102,7 @@ Parameter count of one block (``m = d_model``, ``D`` inner, ``N`` states, ``R = 
 ``s`` spatial axes, ``k = d_conv``; selective cells)::
 
     2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
-    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D)
+    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D) + [order * 2D (merge="norm")]
 
 (:func:`ckb_parameter_count`; in_proj / out_proj have no bias, as in Mamba.)
 """
@@ -99,7 +123,7 @@ Tensor = torch.Tensor
 __all__ = ["KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count"]
 
 _DISCRETIZATIONS = ("zoh", "euler")
-MERGES = ("mean", "sum", "norm", "skip_scale", "per_direction")
+MERGES = ("mean", "sum", "norm")
 
 # ---------------------------------------------------------------------------------------------------
 # the cell (the scan itself, its reference and the layouts: neurodyn.ops.knc_scan)
@@ -119,7 +143,7 @@ class KirchhoffCell(nn.Module):
 
     def __init__(self, d_inner: int, d_state: int = 16, directions: int = 1, dt_rank: int = 1,
                  selective: bool = True, discretization: str = "zoh", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 dt_init_floor: float = 1e-4, backend: str = "auto", d_init: float = 1.0):
+                 dt_init_floor: float = 1e-4, backend: str = "auto"):
         super().__init__()
         check_choice("KirchhoffCell discretization", discretization, _DISCRETIZATIONS)
         if min(d_inner, d_state, directions, dt_rank) < 1:
@@ -132,7 +156,7 @@ class KirchhoffCell(nn.Module):
         self.selective, self.discretization, self.backend = selective, discretization, backend
         # S4D-real: lambda[i, n] = n + 1
         self.log_lambda = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(K, D, 1))
-        self.d = nn.Parameter(torch.full((K, D), float(d_init)))
+        self.d = nn.Parameter(torch.ones(K, D))
         self.log_lambda._no_weight_decay = True
         self.d._no_weight_decay = True
         dt = torch.exp(torch.rand(K, D) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
@@ -228,6 +252,8 @@ class CascadedKirchhoffBlock(nn.Module):
         cascade_input: "prev_output" (Eq. 35) | "prev_output_plus_input".
         aggregate: "sum" (Eq. 36) | "last".
         selective, discretization, dt_rank, dt_min, dt_max: the cells.
+        merge: how every cell's ``K`` scan directions are combined: "mean" (default; unit gain per stage) |
+            "sum" (pre-issue-18, gain ``K`` per stage) | "norm" (LayerNorm after every merge; module docstring).
         residual: add ``X`` (Eq. 38); ``forward(x, residual=False)`` also returns the branch alone.
     """
 
@@ -262,8 +288,7 @@ class CascadedKirchhoffBlock(nn.Module):
         self.in_proj = nn.Linear(d_model, 2 * D, bias=False)  # [W_u; W_g]
         self.conv = DSConv(D, d_conv, dims, conv_pointwise, conv_padding_mode)
         self.cells = nn.ModuleList(
-            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend,
-                          d_init=1.0 / K if merge == "skip_scale" else 1.0)
+            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend)
             for _ in range(self.order)
         )
         # merge="norm": a LayerNorm over the D channels after every cell's direction merge
@@ -282,21 +307,11 @@ class CascadedKirchhoffBlock(nn.Module):
             return out / self.n_dirs if self.n_dirs > 1 else out
         if self.merge == "norm":
             return self.merge_norms[r](out.movedim(1, -1)).movedim(-1, 1)
-        return out  # "sum", "skip_scale"
+        return out  # "sum"
 
     def stages(self, u: Tensor) -> list[Tensor]:
-        """Every stage output ``y_1 .. y_N`` (Eq. 35) on channels-first ``u: (B, D, *spatial)``.
-
-        With ``merge="per_direction"`` these are the direction-averaged per-direction stage outputs (what
-        the cascade would emit if it stopped at stage ``r``)."""
+        """Every stage output ``y_1 .. y_N`` (Eq. 35) on channels-first ``u: (B, D, *spatial)``."""
         spatial = tuple(u.shape[2:])
-        if self.merge == "per_direction":
-            us = scan_sequences(u, self.scan)
-            y, outs = us, []
-            for r, cell in enumerate(self.cells):
-                y = cell(y if (r == 0 or self.cascade_input == "prev_output") else us + y)
-                outs.append(y)
-            return [merge_sequences(o, spatial, self.scan) / self.n_dirs for o in outs]
         y, outs = u, []
         for r, cell in enumerate(self.cells):
             inp = y if (r == 0 or self.cascade_input == "prev_output") else u + y
