@@ -129,6 +129,22 @@ def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) 
     plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n], log=True)
 
 
+def plot_training_curves(runs: dict[str, Path], path: Path, title: str) -> None:
+    """Training loss per epoch of several runs (``label -> run folder``) on one log axis; depth stacks and
+    the plain U-Net (labels starting with ``d`` or ``order 0``) dashed."""
+    from neurodyn.plots import plt, save_figure
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, run_dir in runs.items():
+        h = read_history(run_dir)
+        dashed = label.split()[-1].startswith("d") or label.endswith("order 0")
+        ax.semilogy([r["epoch"] + 1 for r in h], [r["train_loss"] for r in h], label=label, ls="--" if dashed else "-")
+    ax.set_xlabel("epoch"), ax.set_ylabel("training loss"), ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    save_figure(fig, path, dpi=120)
+
+
 # ------------------------------------------------------------------------------------------------
 # (a) the order-defined 1-D benchmark
 
@@ -533,6 +549,12 @@ def run(scale: str, argv: Sequence[str]) -> int:
     rollout), then its tables and plots."""
     argv = list(argv)
     sub = argv.pop(0).removeprefix("chonn-") if argv and not argv[0].startswith("-") else ""
+    if sub == "curves":  # learning curves of finished runs: curves OUT.png TITLE LABEL=RUN_DIR ...
+        if len(argv) < 3:
+            print("usage: chonn_experiments.py curves OUT.png TITLE LABEL=RUN_DIR [...]", file=sys.stderr)
+            return 2
+        plot_training_curves({k: Path(v) for k, v in (a.split("=", 1) for a in argv[2:])}, Path(argv[0]), argv[1])
+        return 0
     if sub == "gain":  # no training: the cascade's scale at initialisation (issue 18)
         p = argparse.ArgumentParser(prog="chonn_experiments.py gain", description=gain_table.__doc__)
         p.add_argument("--merges", nargs="+", default=["sum", "mean"], help="merge modes of the block")
