@@ -184,6 +184,41 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
                      scale, seeds, Path(out_dir or RESULTS_DIR / "order"), overrides, train)
 
 
+def compare_order(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """Markdown: every (target, model) of two order-benchmark records side by side (mean ± std over seeds), then
+    the derivative gain of ``o_n`` over ``d_n`` (seed-paired) and the 2x2 / D3 ratio, before and after."""
+    from collections import defaultdict
+
+    def groups(rs):
+        g: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        for r in rs:
+            g[(r["target"], r["model"])].append(r)
+        return g
+
+    gb, ga = groups(before), groups(after)
+    keys = sorted(set(gb) | set(ga), key=lambda k: (k[0], list(ORDER_MODELS).index(k[1])))
+    cell = lambda g, k, m: (_fmt(*_mean_std([r[m] for r in g[k]])) + f" ({len(g[k])})") if g.get(k) else "-"
+    lines = ["| target | model | RelL2 point before | after | RelL2 der before | after |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for k in keys:
+        lines.append(f"| T{k[0]} | {k[1]} | {cell(gb, k, 'rel_l2_point')} | {cell(ga, k, 'rel_l2_point')} | "
+                     f"{cell(gb, k, 'rel_l2_der')} | {cell(ga, k, 'rel_l2_der')} |")
+
+    def gain(g, n):
+        by_seed = {r["seed"]: r for r in g.get((n, f"d{n}"), [])}
+        pairs = [(r, by_seed[r["seed"]]) for r in g.get((n, f"o{n}"), []) if r["seed"] in by_seed]
+        if not pairs:
+            return "-"
+        v = [1 - a["rel_l2_der"] / b["rel_l2_der"] for a, b in pairs]
+        wins = sum(x > 0 for x in v)
+        return f"{_fmt(*_mean_std(v), digits=3)} ({wins} / {len(v)} seeds)"
+
+    lines += ["", "| target | der gain of o_n over d_n, before | after |", "| --- | ---: | ---: |"]
+    for n in sorted({k[0] for k in keys if k[0] > 1}):
+        lines.append(f"| T{n} | {gain(gb, n)} | {gain(ga, n)} |")
+    return "\n".join(lines)
+
+
 def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
     """Markdown tables (mean ± std over seeds) and the derivative-gain plot of the order benchmark."""
     from collections import defaultdict
@@ -554,6 +589,9 @@ def run(scale: str, argv: Sequence[str]) -> int:
             print("usage: chonn_experiments.py curves OUT.png TITLE LABEL=RUN_DIR [...]", file=sys.stderr)
             return 2
         plot_training_curves({k: Path(v) for k, v in (a.split("=", 1) for a in argv[2:])}, Path(argv[0]), argv[1])
+        return 0
+    if sub == "compare-order":  # compare-order BEFORE_DIR AFTER_DIR: two finished order benchmarks side by side
+        print(compare_order(load_results(Path(argv[0])), load_results(Path(argv[1]))))
         return 0
     if sub == "gain":  # no training: the cascade's scale at initialisation (issue 18)
         p = argparse.ArgumentParser(prog="chonn_experiments.py gain", description=gain_table.__doc__)
