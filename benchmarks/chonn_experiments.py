@@ -25,6 +25,11 @@ Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are 
 * ``chonn-rollout`` (Fig. 5b-f): shallow water (10 frames in, rollout to the end) and Navier-Stokes 40-step
   rollouts from m = 3, 5, 10 frames; CHONN-FNO vs FNO; mean and per-step relative L2.
 
+Script-only helpers (issue 18; no training): ``gain [--merges sum mean norm]`` prints the scale of freshly
+built Cascaded Kirchhoff Blocks per stage (:func:`gain_table`); ``curves OUT.png TITLE LABEL=RUN_DIR ...`` plots
+the training losses of finished runs; ``compare-order BEFORE_DIR AFTER_DIR`` puts two order-benchmark records
+side by side.
+
 Timing and threads: ``--threads`` (default 1) is set with ``torch.set_num_threads`` before anything runs.
 """
 from __future__ import annotations
