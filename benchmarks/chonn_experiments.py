@@ -25,6 +25,11 @@ Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are 
 * ``chonn-rollout`` (Fig. 5b-f): shallow water (10 frames in, rollout to the end) and Navier-Stokes 40-step
   rollouts from m = 3, 5, 10 frames; CHONN-FNO vs FNO; mean and per-step relative L2.
 
+Script-only helpers (issue 18; no training): ``gain [--merges sum mean norm]`` prints the scale of freshly
+built Cascaded Kirchhoff Blocks per stage (:func:`gain_table`); ``curves OUT.png TITLE LABEL=RUN_DIR ...`` plots
+the training losses of finished runs; ``compare-order BEFORE_DIR AFTER_DIR`` puts two order-benchmark records
+side by side.
+
 Timing and threads: ``--threads`` (default 1) is set with ``torch.set_num_threads`` before anything runs.
 """
 from __future__ import annotations
@@ -129,6 +134,22 @@ def plot_rollout_curves(curves: dict[str, list[float]], path: Path, title: str) 
     plot_curves(curves, path, title, baselines=[n for n in curves if "chonn" not in n], log=True)
 
 
+def plot_training_curves(runs: dict[str, Path], path: Path, title: str) -> None:
+    """Training loss per epoch of several runs (``label -> run folder``) on one log axis; depth stacks and
+    the plain U-Net (labels starting with ``d`` or ``order 0``) dashed."""
+    from neurodyn.plots import plt, save_figure
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, run_dir in runs.items():
+        h = read_history(run_dir)
+        dashed = label.split()[-1].startswith("d") or label.endswith("order 0")
+        ax.semilogy([r["epoch"] + 1 for r in h], [r["train_loss"] for r in h], label=label, ls="--" if dashed else "-")
+    ax.set_xlabel("epoch"), ax.set_ylabel("training loss"), ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    save_figure(fig, path, dpi=120)
+
+
 # ------------------------------------------------------------------------------------------------
 # (a) the order-defined 1-D benchmark
 
@@ -166,6 +187,41 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
 
     return _run("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
                      scale, seeds, Path(out_dir or RESULTS_DIR / "order"), overrides, train)
+
+
+def compare_order(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """Markdown: every (target, model) of two order-benchmark records side by side (mean ± std over seeds), then
+    the derivative gain of ``o_n`` over ``d_n`` (seed-paired) and the 2x2 / D3 ratio, before and after."""
+    from collections import defaultdict
+
+    def groups(rs):
+        g: dict[tuple[int, str], list[dict]] = defaultdict(list)
+        for r in rs:
+            g[(r["target"], r["model"])].append(r)
+        return g
+
+    gb, ga = groups(before), groups(after)
+    keys = sorted(set(gb) | set(ga), key=lambda k: (k[0], list(ORDER_MODELS).index(k[1])))
+    cell = lambda g, k, m: (_fmt(*_mean_std([r[m] for r in g[k]])) + f" ({len(g[k])})") if g.get(k) else "-"
+    lines = ["| target | model | RelL2 point before | after | RelL2 der before | after |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for k in keys:
+        lines.append(f"| T{k[0]} | {k[1]} | {cell(gb, k, 'rel_l2_point')} | {cell(ga, k, 'rel_l2_point')} | "
+                     f"{cell(gb, k, 'rel_l2_der')} | {cell(ga, k, 'rel_l2_der')} |")
+
+    def gain(g, n):
+        by_seed = {r["seed"]: r for r in g.get((n, f"d{n}"), [])}
+        pairs = [(r, by_seed[r["seed"]]) for r in g.get((n, f"o{n}"), []) if r["seed"] in by_seed]
+        if not pairs:
+            return "-"
+        v = [1 - a["rel_l2_der"] / b["rel_l2_der"] for a, b in pairs]
+        wins = sum(x > 0 for x in v)
+        return f"{_fmt(*_mean_std(v), digits=3)} ({wins} / {len(v)} seeds)"
+
+    lines += ["", "| target | der gain of o_n over d_n, before | after |", "| --- | ---: | ---: |"]
+    for n in sorted({k[0] for k in keys if k[0] > 1}):
+        lines.append(f"| T{n} | {gain(gb, n)} | {gain(ga, n)} |")
+    return "\n".join(lines)
 
 
 def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -457,6 +513,67 @@ def _mean_curves(results, key) -> dict[str, list[float]]:
 
 
 # ------------------------------------------------------------------------------------------------
+# gain of the cascade at initialisation (issue 18)
+
+GAIN_CASES = (("uni", 1, 16), ("bi", 1, 16), ("cross", 2, 64))  # (scan, dims, d_model)
+
+
+def init_gain(merge: str, scan: str, dims: int, d_model: int, order: int, seeds: Sequence[int] = (0, 1, 2),
+              size: int = 256, batch: int = 8, **block_kw) -> dict[str, Any]:
+    """Scale of a freshly built :class:`~neurodyn.nn.kirchhoff.CascadedKirchhoffBlock` on ``x ~ N(0, 1)``.
+
+    Returns, averaged over ``seeds`` (one block and one input per seed): ``stage`` (``std(y_r) / std(y_{r-1})``
+    with ``y_0 = u``, Eq. 35), ``cum`` (``std(y_r) / std(u)``), ``branch`` (``std(W_o(ybar * g)) / std(x)``)
+    and ``grad`` (the norm of the loss gradient ``mean(out^2)`` at ``in_proj.weight``, the block's first layer).
+    ``size`` is the sequence length (1-D) or the number of grid points (2-D: a square grid).
+    """
+    from neurodyn.nn.kirchhoff import CascadedKirchhoffBlock
+
+    stage, cum, branch, grad = [], [], [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        blk = CascadedKirchhoffBlock(d_model, order=order, dims=dims, scan=scan, merge=merge, **block_kw)
+        side = int(round(math.sqrt(size)))
+        x = torch.randn(batch, *((size,) if dims == 1 else (side, side)), d_model)
+        with torch.no_grad():
+            xn = blk.norm(x)
+            u = F_silu(blk.conv(blk.in_proj(xn).chunk(2, dim=-1)[0].movedim(-1, 1)))
+            ys = blk.stages(u)
+        stds = [u.std().item()] + [y.std().item() for y in ys]
+        stage.append([stds[r + 1] / stds[r] for r in range(order)])
+        cum.append([stds[r + 1] / stds[0] for r in range(order)])
+        out = blk(x, residual=False)
+        branch.append(out.std().item() / x.std().item())
+        out.square().mean().backward()
+        grad.append(blk.in_proj.weight.grad.norm().item())
+    return {"merge": merge, "scan": scan, "dims": dims, "d_model": d_model, "order": order,
+            "stage": np.mean(stage, 0).tolist(), "cum": np.mean(cum, 0).tolist(),
+            "branch": float(np.mean(branch)), "grad": float(np.mean(grad))}
+
+
+def F_silu(x):
+    return torch.nn.functional.silu(x)
+
+
+def gain_table(merges: Sequence[str], orders: Sequence[int] = (1, 2, 3, 4), seeds: Sequence[int] = (0, 1, 2),
+               **block_kw) -> str:
+    """Markdown table of :func:`init_gain` for every merge, scan mode (``GAIN_CASES``) and order; the
+    gradient column is relative to the first-order block of the same merge and scan."""
+    lines = ["| merge | scan | order | stage gains std(y_r)/std(y_r-1) | std(y_r)/std(u) | branch/x | grad / order-1 grad |",
+             "| --- | --- | ---: | --- | --- | ---: | ---: |"]
+    for merge in merges:
+        for scan, dims, d_model in GAIN_CASES:
+            g1 = None
+            for n in orders:
+                g = init_gain(merge, scan, dims, d_model, n, seeds, **block_kw)
+                g1 = g["grad"] if n == 1 else g1
+                rel = g["grad"] / g1 if g1 else float("nan")
+                lines.append(f"| {merge} | {scan} | {n} | " + " / ".join(f"{v:.3g}" for v in g["stage"]) + " | "
+                             + " / ".join(f"{v:.3g}" for v in g["cum"]) + f" | {g['branch']:.3g} | {rel:.3g} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
 # command line (``neurodyn bench chonn-*`` or ``python benchmarks/chonn_experiments.py EXPERIMENT``)
 
 EXPERIMENTS = {
@@ -472,6 +589,24 @@ def run(scale: str, argv: Sequence[str]) -> int:
     rollout), then its tables and plots."""
     argv = list(argv)
     sub = argv.pop(0).removeprefix("chonn-") if argv and not argv[0].startswith("-") else ""
+    if sub == "curves":  # learning curves of finished runs: curves OUT.png TITLE LABEL=RUN_DIR ...
+        if len(argv) < 3:
+            print("usage: chonn_experiments.py curves OUT.png TITLE LABEL=RUN_DIR [...]", file=sys.stderr)
+            return 2
+        plot_training_curves({k: Path(v) for k, v in (a.split("=", 1) for a in argv[2:])}, Path(argv[0]), argv[1])
+        return 0
+    if sub == "compare-order":  # compare-order BEFORE_DIR AFTER_DIR: two finished order benchmarks side by side
+        print(compare_order(load_results(Path(argv[0])), load_results(Path(argv[1]))))
+        return 0
+    if sub == "gain":  # no training: the cascade's scale at initialisation (issue 18)
+        p = argparse.ArgumentParser(prog="chonn_experiments.py gain", description=gain_table.__doc__)
+        p.add_argument("--merges", nargs="+", default=["sum", "mean"], help="merge modes of the block")
+        p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+        p.add_argument("--discretization", default="zoh")
+        a = p.parse_args(argv)
+        torch.set_num_threads(1)
+        print(gain_table(a.merges, seeds=a.seeds, discretization=a.discretization))
+        return 0
     if sub not in EXPERIMENTS:
         print(f"usage: chonn_experiments.py {{{','.join(EXPERIMENTS)}}} [--scale S] [options]", file=sys.stderr)
         return 2

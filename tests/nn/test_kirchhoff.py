@@ -173,16 +173,16 @@ def test_block_equations_31_to_38_by_hand():
     u = torch.nn.functional.silu(blk.conv(torch.einsum("blm,dm->bdl", xn, Wu)))
     g = torch.nn.functional.silu(xn @ Wg.T)
     y, total = u, 0
-    for cell in blk.cells:
-        y = merge_sequences(cell(scan_sequences(y, "bi")), (9,), "bi")
+    for cell in blk.cells:  # the default merge: the mean of the K = 2 directions
+        y = merge_sequences(cell(scan_sequences(y, "bi")), (9,), "bi") / 2
         total = total + y
     want = x + (total.movedim(1, -1) * g) @ blk.out_proj.weight.T
     torch.testing.assert_close(blk(x), want)
     # "prev_output_plus_input": cell r >= 2 is driven by u + y_{r-1}
     blk.cascade_input = "prev_output_plus_input"
-    y1 = merge_sequences(blk.cells[0](scan_sequences(u, "bi")), (9,), "bi")
-    y2 = merge_sequences(blk.cells[1](scan_sequences(u + y1, "bi")), (9,), "bi")
-    y3 = merge_sequences(blk.cells[2](scan_sequences(u + y2, "bi")), (9,), "bi")
+    y1 = merge_sequences(blk.cells[0](scan_sequences(u, "bi")), (9,), "bi") / 2
+    y2 = merge_sequences(blk.cells[1](scan_sequences(u + y1, "bi")), (9,), "bi") / 2
+    y3 = merge_sequences(blk.cells[2](scan_sequences(u + y2, "bi")), (9,), "bi") / 2
     torch.testing.assert_close(blk.cascade(u), y1 + y2 + y3)
 
 
@@ -203,3 +203,71 @@ def test_block_backward_is_finite_and_reaches_every_parameter():
     blk(x).square().mean().backward()
     for name, p in blk.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
+
+
+# ---------------------------------------------------------------------------------------------------
+# scale at initialisation (issue 18): every stage of the cascade starts at unit gain for every direction count
+
+_SCALE_CASES = [("uni", 1), ("bi", 1), ("bi", 2), ("cross", 2)]
+
+
+def _init_scale(order, scan, dims, seed, merge=None, d_model=16):
+    """Per-stage gains ``std(y_r) / std(y_{r-1})`` (``y_0 = u``) of a fresh block, and the gradient norm at its
+    first layer (``in_proj``) for a fixed random linear read-out of the block output."""
+    torch.manual_seed(seed)
+    kw = {} if merge is None else {"merge": merge}
+    blk = CascadedKirchhoffBlock(d_model, order=order, d_state=8, dims=dims, scan=scan, **kw)
+    shape = (4, 128, d_model) if dims == 1 else (4, 12, 12, d_model)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + seed))
+    w = torch.randn(*shape, generator=torch.Generator().manual_seed(200 + seed))
+    with torch.no_grad():
+        u, _ = blk.drive(x)
+        stds = [u.std().item()] + [y.std().item() for y in blk.stages(u)]
+    (blk(x) * w).sum().backward()
+    return [b / a for a, b in zip(stds, stds[1:])], blk.in_proj.weight.grad.norm().item()
+
+
+@pytest.mark.parametrize("scan,dims", _SCALE_CASES)
+def test_every_cascade_stage_starts_at_unit_scale_and_gradients_do_not_grow_with_order(scan, dims):
+    for seed in (0, 1):
+        grad1 = None
+        for order in (1, 2, 3, 4):
+            gains, grad = _init_scale(order, scan, dims, seed)
+            assert len(gains) == order
+            for r, gain in enumerate(gains, 1):
+                assert 0.5 <= gain <= 2.0, f"{scan} order {order}: stage {r} gain {gain:.3g} (all {gains})"
+            grad1 = grad if order == 1 else grad1
+            assert 0.1 <= grad / grad1 <= 10.0, f"{scan} order {order}: first-layer gradient {grad / grad1:.3g}x order 1"
+
+
+def test_summed_directions_grow_as_k_to_the_r():
+    """The pre-issue-18 merge (directions summed after every cell): stage r carries about K^r times the input's
+    scale, which the unit-scale test above rejects."""
+    gains, _ = _init_scale(3, "cross", 2, 0, merge="sum")
+    assert all(g > 3.0 for g in gains) and math.prod(gains) > 40, gains
+    gains, _ = _init_scale(3, "bi", 1, 0, merge="sum")
+    assert all(g > 1.8 for g in gains), gains
+    assert math.prod(gains) > 7
+
+
+@pytest.mark.parametrize("merge", ["mean", "sum", "norm"])
+def test_merge_modes(merge):
+    """mean = sum / K exactly; norm = a LayerNorm over the channels after every merge (counted)."""
+    torch.manual_seed(8)
+    kw = dict(d_model=6, order=3, d_state=4, dims=1, scan="bi")
+    blk = CascadedKirchhoffBlock(**kw, merge=merge).double()
+    assert sum(p.numel() for p in blk.parameters()) == ckb_parameter_count(**kw, merge=merge)
+    u = torch.randn(2, 6, 9, dtype=D64)
+    y, total = u, 0
+    for r, cell in enumerate(blk.cells):
+        y = merge_sequences(cell(scan_sequences(y, "bi")), (9,), "bi")
+        if merge == "mean":
+            y = y / 2
+        elif merge == "norm":
+            y = torch.nn.functional.layer_norm(y.movedim(1, -1), (6,), blk.merge_norms[r].weight,
+                                               blk.merge_norms[r].bias).movedim(-1, 1)
+        total = total + y
+    torch.testing.assert_close(blk.cascade(u), total)
+    from neurodyn.errors import ConfigError
+    with pytest.raises(ConfigError, match="merge"):
+        CascadedKirchhoffBlock(6, merge="max")

@@ -44,6 +44,32 @@ Linear. The paper's Tiny: ``dims=(96, 192, 384, 768), depths=(2, 2, 6, 2)``, pat
 path 0.2, two cells per CKB, the second fed "the current block input together with the response of the
 previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
 v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
+
+The Kirchhoff choices of every CHONN model, checked against the paper (Eqs. 31-38; issue 18). Details in
+:mod:`neurodyn.nn.kirchhoff`; each is a field of :class:`CKBOptions` unless said otherwise.
+
+* Eq. 31: ``u = SiLU(DSConv(W_u LN(X)))``, ``g = SiLU(W_g LN(X))``; LayerNorm (``norm``, A1), DSConv = depthwise
+  ``d_conv`` x ``d_conv`` + pointwise (``conv_pointwise``; the vision model drops the pointwise, as VMamba).
+* Eqs. 32-34: ``N = ssm.d_state`` states per channel, ``y_k = sum_n c_k[n] v_k[n] + d u_k`` (the paper's
+  ``c_k . v_k``), ``Delta, b_k, c_k`` from ``u_k`` (Eq. 33), ``alpha = exp(-Delta lambda)`` and the exact ZOH
+  ``beta = (1 - alpha) / lambda * b_k`` (Eq. 34) at every scale (``discretization="zoh"``). The ``chonn1d`` cpu
+  preset used Euler ``beta = Delta b_k`` before issue 18; it is back to ZOH (3.7x the CPU time per epoch of
+  ``o4``: 8.2 against 2.2 s, 1000 samples; no measurement showed Euler better).
+* Eq. 35: stage ``r`` is fed the emitted output of stage ``r - 1`` (``cascade_input="prev_output"``; the vision
+  model feeds ``u + y_{r-1}``, the paper's ImageNet text, A9), no nonlinearity between cells (A8), each cell its
+  own parameters. Directions (the paper is silent; A7): every cell scans ``"bi"`` on sequences and ``"cross"``
+  (VMamba's four traversals) on grids, and its ``K`` directions are averaged (``merge="mean"``) before the next
+  cell, so every stage starts at gain 1 whatever ``K`` (issue 18; ``merge="sum"`` is the old ``K^r`` growth).
+* Eq. 36: ``ybar`` is the sum of all ``N`` stage outputs (``aggregate="sum"``). With unit-gain stages that sum
+  is about ``N u`` at initialisation, so the branch (and the first-layer gradient) grows like ``N``, not
+  ``K^N``; that is the paper's equation and is kept.
+* Eqs. 37-38: ``X + W_o(ybar * g)`` with ``W_o`` only when the inner width differs from the model width (A6).
+* Initial time constants (A4, not in the paper): ``lambda[i, n] = n + 1`` and ``softplus(b_Delta)`` log-uniform in
+  ``[1e-3, 1e-1]``, so the initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps. The order
+  family's RC length is ``tau * 256 = 20.5`` points (``Delta lambda = 0.049``), inside that range; the U-Net's CKBs
+  scan 16 (bottleneck, 4 x 4) and 64 points (``dec4``, 8 x 8) at the Poisson cpu scale, shorter than most
+  initial decay lengths. At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is close to
+  its skip ``d u``.
 """
 from __future__ import annotations
 
@@ -71,7 +97,8 @@ class CKBOptions:
     :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): ssm (``SSMConfig``: d_state, expand, d_conv),
     conv_pointwise, scan
     ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
-    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank. A config redeclares the
+    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank, merge (how a cell's scan
+    directions are combined: "mean" (default, unit gain per stage) | "sum" (before issue 18) | "norm"). A config redeclares the
     fields whose default differs for its model."""
 
     ssm: SSMConfig = field(default_factory=SSMConfig)
@@ -84,6 +111,7 @@ class CKBOptions:
     selective: bool = True
     discretization: str = "zoh"
     dt_rank: str | int = "auto"
+    merge: str = "mean"
 
 
 def _field_values(cls: type, cfg) -> dict:

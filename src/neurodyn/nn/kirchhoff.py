@@ -38,15 +38,38 @@ Scan directions (the paper does not say; notes A7). A cell runs over a 1-D seque
 flattening of a 2-D grid (Eq. 29: "L is the flattened spatial length"). ``scan``:
 
 * ``"uni"``: one causal scan (forward / row-major);
-* ``"bi"``: forward plus reversed, each with its own parameters, outputs summed: the cell is
-  ``K_fwd(u) + flip(K_bwd(flip(u)))``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
+* ``"bi"``: forward plus reversed, each with its own parameters, outputs averaged (``merge="mean"``): the
+  cell is ``[K_fwd(u) + flip(K_bwd(flip(u)))] / 2``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
   ``(1 + tau^2 k^2)^-1 = [1/(1 + i tau k) + 1/(1 - i tau k)] / 2`` is a causal plus an anti-causal RC
   filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them;
 * ``"cross"`` (2-D only): VMamba's four traversals ``row, col, row_rev, col_rev`` (``ops.VMAMBA_ORDER``).
 
-Directions are merged (summed) after every cell, so the cell is one linear-in-``u`` operator (for fixed
+Directions are merged after every cell, so the cell is one linear-in-``u`` operator (for fixed
 coefficients) and a cascade of cells has the product transfer function of Eq. (46). All directions of a
 cell run as one ``selective_scan`` call with ``K * D`` channels.
+
+Direction merge (``merge``; issue 18). The paper gives no rule. Until issue 18 the ``K`` directions were summed,
+each with its own skip ``d = 1``: at initialisation a cell is close to its skip (``softplus(b_Delta)`` is
+``1e-3 .. 1e-1`` and ``b_k, c_k`` are linear in ``u``, so the state path is cubic in the input's scale), so every
+cell multiplied the scale by ``K`` and stage ``r`` started at ``K^r`` times ``u`` (cross, order 4: 4 / 16 / 72 /
+3000, the branch 107x ``x``; a stack of first-order blocks stays at ``K`` with residuals between), which
+rigged the order-n cascade against depth stacking. Five candidates were measured at commit 28f6b38
+(``benchmarks/chonn_experiments.py gain``; ``benchmarks/results/chonn/merge_select/``, see benchmarks/RESULTS.md);
+three are options:
+
+* ``"mean"`` (default): the average of the directions. Every stage starts at gain 1 for every ``K`` (measured
+  0.99-1.00 for uni / bi / cross, orders 1-4), no parameters, and it is the decomposition of notes A7:
+  ``T_1 = [causal + anti-causal] / 2``, so ``T_n = T_1^n`` is exactly an ``n``-cell cascade of mean-merged
+  bidirectional cells.
+* ``"sum"``: the pre-issue-18 block (gain ``K^r``); kept to reproduce the old records.
+* ``"norm"``: VMamba-style LayerNorm over the ``D`` channels after every merge (``2 D`` parameters per cell).
+  Relative gain 1 from stage 2 on, but stage 1 lifts ``u`` (std about 0.16) to unit absolute scale, 6-9x, so it
+  is not a unit-gain cascade. In the selection runs it trained fastest on T4 (see ``merge_select``).
+
+Dropped after measurement: the sum with ``d = 1/K`` (the same scale as ``mean`` at initialisation; the ``K`` state
+paths still add up; trained like ``mean`` within one seed's noise, so redundant), and one cascade per direction
+merged once at the end (unit gain, but for ``K = 2`` its fixed-coefficient transfer function is
+``[prod_r H_r^fwd + prod_r H_r^bwd] / 2``, without the mixed causal x anti-causal terms of ``T_1^n``; not better).
 
 Cascaded Kirchhoff Block (Eqs. 31, 35-38)
 -----------------------------------------
@@ -68,7 +91,8 @@ Choices where the paper is silent or ambiguous (notes 2.9), all options of :clas
 identity; True / False force it), ``out_norm`` (VMamba's LayerNorm on ``ybar`` before the gate; False),
 ``cascade_input`` ("prev_output" = Eq. 35 | "prev_output_plus_input" = the ImageNet text, cell r >= 2 fed
 ``u + y_{r-1}``), ``aggregate`` ("sum" = Eq. 36 | "last"), ``scan`` (see above), ``discretization``
-("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``residual``.
+("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``merge`` (above),
+``residual``.
 Initialisation (not in the paper; Mamba / S4D-real defaults, A4): ``lambda[i, n] = n + 1``, ``d = 1``,
 ``softplus(b_Delta)`` log-uniform in ``[dt_min, dt_max] = [1e-3, 1e-1]``, ``dt_proj`` weights
 ``U(+-dt_rank^-1/2)``, linear layers as ``nn.Linear``. ``log_lambda`` and ``d`` carry
@@ -78,7 +102,7 @@ Parameter count of one block (``m = d_model``, ``D`` inner, ``N`` states, ``R = 
 ``s`` spatial axes, ``k = d_conv``; selective cells)::
 
     2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
-    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D)
+    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D) + [order * 2D (merge="norm")]
 
 (:func:`ckb_parameter_count`; in_proj / out_proj have no bias, as in Mamba.)
 """
@@ -99,6 +123,7 @@ Tensor = torch.Tensor
 __all__ = ["KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count"]
 
 _DISCRETIZATIONS = ("zoh", "euler")
+MERGES = ("mean", "sum", "norm")
 
 # ---------------------------------------------------------------------------------------------------
 # the cell (the scan itself, its reference and the layouts: neurodyn.ops.knc_scan)
@@ -227,6 +252,8 @@ class CascadedKirchhoffBlock(nn.Module):
         cascade_input: "prev_output" (Eq. 35) | "prev_output_plus_input".
         aggregate: "sum" (Eq. 36) | "last".
         selective, discretization, dt_rank, dt_min, dt_max: the cells.
+        merge: how every cell's ``K`` scan directions are combined: "mean" (default; unit gain per stage) |
+            "sum" (pre-issue-18, gain ``K`` per stage) | "norm" (LayerNorm after every merge; module docstring).
         residual: add ``X`` (Eq. 38); ``forward(x, residual=False)`` also returns the branch alone.
     """
 
@@ -235,7 +262,7 @@ class CascadedKirchhoffBlock(nn.Module):
                  scan: str = "bi", norm: str = "layernorm", out_proj="auto", out_norm: bool = False,
                  cascade_input: str = "prev_output", aggregate: str = "sum", selective: bool = True,
                  discretization: str = "zoh", dt_rank="auto", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 residual: bool = True, backend: str = "auto"):
+                 residual: bool = True, backend: str = "auto", merge: str = "mean"):
         super().__init__()
         if int(order) < 1:
             raise ConfigError(f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the "
@@ -244,6 +271,7 @@ class CascadedKirchhoffBlock(nn.Module):
         check_choice("CascadedKirchhoffBlock norm", norm, ("layernorm", "none"))
         check_choice("CascadedKirchhoffBlock cascade_input", cascade_input, ("prev_output", "prev_output_plus_input"))
         check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
+        check_choice("CascadedKirchhoffBlock merge", merge, MERGES)
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")
@@ -254,6 +282,7 @@ class CascadedKirchhoffBlock(nn.Module):
                               f"{d_model})")
         self.d_model, self.d_inner, self.order, self.dims, self.scan = d_model, D, int(order), dims, scan
         self.cascade_input, self.aggregate, self.residual = cascade_input, aggregate, residual
+        self.merge, self.n_dirs = merge, K
         self.dt_rank = _resolve_dt_rank(dt_rank, d_model)
         self.norm = nn.LayerNorm(d_model) if norm == "layernorm" else nn.Identity()
         self.in_proj = nn.Linear(d_model, 2 * D, bias=False)  # [W_u; W_g]
@@ -262,6 +291,8 @@ class CascadedKirchhoffBlock(nn.Module):
             KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend)
             for _ in range(self.order)
         )
+        # merge="norm": a LayerNorm over the D channels after every cell's direction merge
+        self.merge_norms = nn.ModuleList(nn.LayerNorm(D) for _ in range(self.order)) if merge == "norm" else None
         self.out_norm = nn.LayerNorm(D) if out_norm else nn.Identity()
         self.out_proj = nn.Linear(D, d_model, bias=False) if use_out else nn.Identity()
 
@@ -269,26 +300,47 @@ class CascadedKirchhoffBlock(nn.Module):
         return (f"d_model={self.d_model}, d_inner={self.d_inner}, order={self.order}, dims={self.dims}, "
                 f"scan={self.scan!r}, cascade_input={self.cascade_input!r}, aggregate={self.aggregate!r}")
 
-    def cascade(self, u: Tensor) -> Tensor:
-        """Eqs. (35)-(36) on channels-first ``u: (B, D, *spatial)``: ``ybar`` of the same shape."""
+    def _merge(self, y: Tensor, spatial: tuple[int, ...], r: int) -> Tensor:
+        """Cell ``r``'s per-direction outputs ``(B, K, D, L)`` -> ``(B, D, *spatial)`` under ``self.merge``."""
+        out = merge_sequences(y, spatial, self.scan)
+        if self.merge == "mean":
+            return out / self.n_dirs if self.n_dirs > 1 else out
+        if self.merge == "norm":
+            return self.merge_norms[r](out.movedim(1, -1)).movedim(-1, 1)
+        return out  # "sum"
+
+    def stages(self, u: Tensor) -> list[Tensor]:
+        """Every stage output ``y_1 .. y_N`` (Eq. 35) on channels-first ``u: (B, D, *spatial)``."""
         spatial = tuple(u.shape[2:])
-        y, total = u, None
+        y, outs = u, []
         for r, cell in enumerate(self.cells):
             inp = y if (r == 0 or self.cascade_input == "prev_output") else u + y
-            y = merge_sequences(cell(scan_sequences(inp, self.scan)), spatial, self.scan)
-            if self.aggregate == "sum":
-                total = y if total is None else total + y
-        return total if self.aggregate == "sum" else y
+            y = self._merge(cell(scan_sequences(inp, self.scan)), spatial, r)
+            outs.append(y)
+        return outs
+
+    def cascade(self, u: Tensor) -> Tensor:
+        """Eqs. (35)-(36) on channels-first ``u: (B, D, *spatial)``: ``ybar`` of the same shape."""
+        outs = self.stages(u)
+        if self.aggregate == "last":
+            return outs[-1]
+        total = outs[0]
+        for y in outs[1:]:
+            total = total + y
+        return total
+
+    def drive(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Eq. (31) on channels-last ``x``: the cascade's input ``u`` channels-first ``(B, D, *spatial)`` and
+        the gate ``g`` before its SiLU, channels-last ``(B, *spatial, D)``."""
+        u, g = self.in_proj(self.norm(x)).chunk(2, dim=-1)
+        return F.silu(self.conv(u.movedim(-1, 1))), g
 
     def forward(self, x: Tensor, residual: bool | None = None) -> Tensor:
         if x.dim() != self.dims + 2 or x.shape[-1] != self.d_model:
             axes = "L" if self.dims == 1 else "H, W"
             raise ValueError(f"CascadedKirchhoffBlock input has shape {tuple(x.shape)}; expected (batch, {axes}, "
                              f"{self.d_model}) (channels last)")
-        xn = self.norm(x)
-        ug = self.in_proj(xn)
-        u, g = ug.chunk(2, dim=-1)
-        u = F.silu(self.conv(u.movedim(-1, 1)))  # (B, D, *spatial)
+        u, g = self.drive(x)
         ybar = self.cascade(u).movedim(1, -1)
         out = self.out_proj(self.out_norm(ybar) * F.silu(g))
         use_res = self.residual if residual is None else residual
@@ -297,7 +349,8 @@ class CascadedKirchhoffBlock(nn.Module):
 
 def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int = 1, expand: float = 1.0,
                         d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
-                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto") -> int:
+                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto",
+                        merge: str = "mean") -> int:
     """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (module docstring)."""
     m, D, N = d_model, int(round(expand * d_model)), d_state
     R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
@@ -306,4 +359,4 @@ def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int =
     total += 2 * D if out_norm else 0
     total += D * m if ((D != m) if out_proj == "auto" else bool(out_proj)) else 0
     cell = (D * (R + 2 * N) + R * D + D + D * N + D) if selective else (D + 2 * D * N + D * N + D)
-    return total + order * K * cell
+    return total + order * K * cell + (order * 2 * D if merge == "norm" else 0)
