@@ -55,5 +55,21 @@ def test_checkpoint_roundtrip_and_old_flat_checkpoints(tmp_path):
     assert back.config == m.config and ndm.count_parameters(back) == ndm.count_parameters(m)
     old = {k: v for k, v in raw["model"]["config"].items() if k != "ssm"}
     old.update(d_state=3, expand=1.0, d_conv=3)
-    assert upgrade_config("chonn1d", old) == raw["model"]["config"] | {"orders": [2]}
+    assert upgrade_config("chonn1d", old) == raw["model"]["config"] | {"orders": [2]}   # merge was saved
     assert upgrade_config("geomano", {"ssm": "1d", "d_state": 4}) == {"ssm_kind": "1d", "ssm": {"d_state": 4}}
+
+
+def test_chonn_checkpoint_saved_before_the_merge_option_loads_with_summed_directions(tmp_path):
+    """A config saved before ``merge`` existed meant summed directions; today's default (mean) would rebuild a
+    different function from the same weights."""
+    torch.manual_seed(0)
+    old_model = ndm.build("chonn1d", orders=(3,), width=8, scan="bi", merge="sum")
+    ndm.save(old_model, tmp_path / "old.pt")
+    raw = torch.load(tmp_path / "old.pt", weights_only=True)
+    del raw["model"]["config"]["merge"]                      # as written before issue 18
+    torch.save(raw, tmp_path / "old.pt")
+    back = ndm.load(tmp_path / "old.pt")
+    assert back.config.merge == "sum"
+    x = torch.randn(2, 32, 1)
+    torch.testing.assert_close(back(x), old_model(x))
+    assert ndm.build("chonn1d", orders=(3,), width=8, scan="bi").config.merge == "mean"   # new models: mean

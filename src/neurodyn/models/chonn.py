@@ -101,6 +101,8 @@ class CKBOptions:
     directions are combined: "mean" (default, unit gain per stage) | "sum" (before issue 18) | "norm"). A config redeclares the
     fields whose default differs for its model."""
 
+    LEGACY_DEFAULTS = {"merge": "sum"}  # checkpoints saved before the merge option summed the directions
+
     ssm: SSMConfig = field(default_factory=SSMConfig)
     conv_pointwise: bool = True
     scan: str = "bi"

@@ -131,10 +131,14 @@ def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """A saved config of the layout before nested sections, rewritten to today's (for checkpoints only).
 
     Top-level keys of a section move into it (``d_state`` -> ``ssm.d_state``); a non-mapping value of a
-    section's name goes to the field named by the config's ``FIELD_MOVES`` (GeoMaNO: ``ssm`` -> ``ssm_kind``).
+    section's name goes to the field named by the config's ``FIELD_MOVES`` (GeoMaNO: ``ssm`` -> ``ssm_kind``);
+    a field the saved config predates takes the value the model had before the field existed, from the
+    config's ``LEGACY_DEFAULTS`` (CHONN: ``merge="sum"``), not today's default.
     """
     _, config_cls = entry(name)
     out = dict(config)
+    for key, value in getattr(config_cls, "LEGACY_DEFAULTS", {}).items():
+        out.setdefault(key, value)
     for key, field in _sections(config_cls).items():
         if key in out and not isinstance(out[key], Mapping):
             out[getattr(config_cls, "FIELD_MOVES", {})[key]] = out.pop(key)

@@ -31,6 +31,7 @@ from ..checkpoint_io import read_checkpoint
 from ..data.assembly import build_data
 from ..errors import ConfigError, DataError
 from ..models import build, count_parameters
+from ..models.registry import upgrade_config
 from .experiment import build_task, run_experiment
 from .trainer import TrainConfig
 
@@ -95,7 +96,7 @@ def restore_run(run: str | Path, which: str = "last", device: str | torch.device
     task = build_task(cfg, data)
     for key, norm in task.normalizers().items():
         norm.load_state_dict(ckpt["normalizers"][key])
-    model = build(ckpt["model"]["name"], ckpt["model"]["config"])
+    model = build(ckpt["model"]["name"], upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))
     model.load_state_dict(ckpt["model_state"])
     device = torch.device(device)
     model.to(device).eval()
@@ -249,7 +250,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
     return RunResult(run_dir=str(run_dir), cfg=cfg, final=final, best=min(curve, default=float("nan")), curve=curve,
                      epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
+                     params=count_parameters(build(ckpt["model"]["name"], upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
                      n_train=cfg["data"].get("n_train"), n_test=cfg["data"].get("n_test"),
                      final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
                      env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
