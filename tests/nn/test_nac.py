@@ -273,3 +273,15 @@ def test_learned_time_horizon_is_a_parameter_per_head_and_scales_the_pair_time()
     assert learned.log_horizon.grad is not None and learned.log_horizon.grad.abs().sum() > 0
     _, d1 = _layer(time_horizon=1.0)(x, t, return_details=True)
     assert d1["t"].max() < 1.0 and d_fixed["t"].max() <= 10.0
+
+
+def test_paper_mode_time_horizon_lets_the_logits_separate_the_keys():
+    """Eq. 17 gives a <= phi t <= T: with T = 1 two softmax weights differ by at most a factor e and NAC
+    mean-pools its K keys (issue 19). Paper mode now uses T = 10 (measured, benchmarks/RESULTS.md); released 1."""
+    x, t = _inputs(B=4, T=16)
+    paper, released = _layer(), _layer(compat="released")
+    assert paper.time_horizon == 10.0 and released.time_horizon == 1.0
+    with torch.no_grad():
+        _, d = paper(x, t, return_details=True)
+    assert d["t"].max() > 1.0 and (d["logits"] <= 10.0 * d["phi"].clamp_min(0) + 1e-6).all()
+    assert _layer(time_horizon=2.5).time_horizon == 2.5

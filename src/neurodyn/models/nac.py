@@ -36,7 +36,6 @@ class NACConfig:
     compat: str = "paper"            # paper | released
     phi_activation: str = "sigmoid"  # sigmoid | linear | tanh (ablations)
     pair_time: str = "query"         # query | delta | key
-    time_horizon: float = 1.0
     learn_horizon: bool = False      # T = exp(log T) learned per head, from time_horizon
     time_scale: float = 1.0          # timestamps are divided by this before the time gate
     use_time: bool = True            # False: t_sample = 1 (the paper's "no meaningful timing")
@@ -55,6 +54,7 @@ class NACConfig:
     eps: float | None = None
     ncp_init: str | None = None      # fan_in | glorot
     topk_spare_blocks: int | None = None
+    time_horizon: float | None = None  # T: paper mode 10, released 1 (see neurodyn.nn.nac, issue 19)
     # host network
     conv_channels: tuple = ()
     conv_kernel: int = 5
@@ -71,7 +71,8 @@ class NACConfig:
 
 
 OPTION_FIELDS = ("tied_heads", "backbone_unfolds", "backbone_activation", "dense_sensory", "shared_backbone",
-                 "topk_method", "euler_steps", "euler_dt", "quadrature", "eps", "ncp_init", "topk_spare_blocks")
+                 "topk_method", "euler_steps", "euler_dt", "quadrature", "eps", "ncp_init", "topk_spare_blocks",
+                 "time_horizon")
 
 
 @register("nac", NACConfig)
@@ -86,7 +87,7 @@ class NACModel(SequenceHost):
         super().__init__(cfg)
         self.nac = NACAttention(self.core_in, cfg.d_model, cfg.n_heads, mode=cfg.mode, topk=cfg.topk,
                                 sparsity=cfg.sparsity, compat=cfg.compat, phi_activation=cfg.phi_activation,
-                                pair_time=cfg.pair_time, time_horizon=cfg.time_horizon,
+                                pair_time=cfg.pair_time,
                                 learn_horizon=cfg.learn_horizon, dropout=cfg.attn_dropout,
                                 seed=cfg.seed, **{k: getattr(cfg, k) for k in OPTION_FIELDS})
         if cfg.front_init == "he":
