@@ -285,3 +285,16 @@ def test_paper_mode_time_horizon_lets_the_logits_separate_the_keys():
         _, d = paper(x, t, return_details=True)
     assert d["t"].max() > 1.0 and (d["logits"] <= 10.0 * d["phi"].clamp_min(0) + 1e-6).all()
     assert _layer(time_horizon=2.5).time_horizon == 2.5
+
+
+def test_delta_pair_time_sees_only_the_query_key_gap():
+    """pair_time='delta': t_sample = |t_q - t_k|, so shifting every timestamp leaves the layer unchanged, while
+    'query' (t_sample = t_q) changes; a gap between two keys changes 'delta' outputs."""
+    x, t = _inputs(B=2, T=12)
+    delta, query = _layer(pair_time="delta"), _layer(pair_time="query")
+    with torch.no_grad():
+        torch.testing.assert_close(delta(x, t), delta(x, t + 0.7))
+        assert not torch.allclose(query(x, t), query(x, t + 0.7))
+        t2 = t.clone()
+        t2[:, 6:] += 0.5
+        assert not torch.allclose(delta(x, t), delta(x, t2))
