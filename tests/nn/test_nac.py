@@ -292,6 +292,7 @@ def test_delta_pair_time_sees_only_the_query_key_gap():
     'query' (t_sample = t_q) changes; a gap between two keys changes 'delta' outputs."""
     x, t = _inputs(B=2, T=12)
     delta, query = _layer(pair_time="delta"), _layer(pair_time="query")
+    assert _layer().pair_time == "delta"  # the default since issue 19 (measured, benchmarks/RESULTS.md)
     with torch.no_grad():
         torch.testing.assert_close(delta(x, t), delta(x, t + 0.7))
         assert not torch.allclose(query(x, t), query(x, t + 0.7))

@@ -35,7 +35,7 @@ class NACConfig:
     sparsity: float = 0.5
     compat: str = "paper"            # paper | released
     phi_activation: str = "sigmoid"  # sigmoid | linear | tanh (ablations)
-    pair_time: str = "query"         # query | delta | key
+    pair_time: str = "delta"         # delta (|t_q - t_k|) | query | key
     learn_horizon: bool = False      # T = exp(log T) learned per head, from time_horizon
     time_scale: float = 1.0          # timestamps are divided by this before the time gate
     use_time: bool = True            # False: t_sample = 1 (the paper's "no meaningful timing")

@@ -14,7 +14,7 @@ with ``(z_phi, z_omega)`` the two heads of a sparse NCP-wired backbone (eq. 14).
 * ``steady`` ``phi/omega``, the limit ``t -> inf``                          (eq. 18)
 
 ``t = T * sigmoid(t_a(u) t_sample + t_b(u))`` is a learned time per pair (t_a, t_b affine in u),
-``t_sample`` the query's timestamp (or ``|t_q - t_k|``; 1 without timestamps); T is ``time_horizon``
+``t_sample`` the query-key gap ``|t_q - t_k|`` (or the query's timestamp; 1 without timestamps); T is ``time_horizon``
 (fixed, or learned per head with ``learn_horizon``; the paper writes t in [0, T] and never defines T). Weights are ``softmax`` over the selected keys and the output is the
 time-modulated sum ``sum_j alpha_j t_j v_j`` (eq. 19), per head, heads concatenated and projected.
 Only ``K`` keys per query reach the backbone: Algorithm 2 picks them through block centroids of size
@@ -135,8 +135,10 @@ class NACAttention(nn.Module):
       sparse layers preserve the variance of their input and phi, omega depend on u at step 0;
       ``"glorot"`` (released) is dense scaling, under which phi ~ 0.50 +- 0.005 for any input.
     * **Time**: ``t = time_horizon * sigmoid(t_a t_sample + t_b)`` with the ``+`` sign of the paper,
-      ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query timestamp (``pair_time="query"``)
-      or ``|t_q - t_k|`` (``"delta"``) or the key's (``"key"``); 1 without timestamps. Since
+      ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query-key gap ``|t_q - t_k|``
+      (``pair_time="delta"``, default) or the query timestamp (``"query"``, the reading before issue 19:
+      the logits then see no gap between query and key) or the key's (``"key"``); 1 without timestamps.
+      event_digits, cpu preset, T = 10, 3 seeds: delta 0.887 +- 0.006, query 0.883 +- 0.019. Since
       ``a <= phi t <= T`` (eq. 17, phi in (0, 1)), ``time_horizon`` T bounds the spread of the logits: at
       T = 1 two softmax weights differ by at most a factor e, so the layer mean-pools its K keys.
       ``learn_horizon=True`` learns ``log T`` per head from ``time_horizon``. Paper mode uses T = 10
@@ -155,7 +157,7 @@ class NACAttention(nn.Module):
 
     def __init__(self, in_features: int, d_model: int = 64, n_heads: int = 8, mode: str = "exact",
                  topk: int | None = 8, sparsity: float = 0.5, compat: str = "paper",
-                 phi_activation: str = "sigmoid", pair_time: str = "query",
+                 phi_activation: str = "sigmoid", pair_time: str = "delta",
                  learn_horizon: bool = False, dropout: float = 0.0, seed: int = 22222, **options: Any):
         super().__init__()
         check_choice("NAC mode", mode, MODES)
