@@ -143,8 +143,9 @@ class NACAttention(nn.Module):
       T = 1 two softmax weights differ by at most a factor e, so the layer mean-pools its K keys.
       ``learn_horizon=True`` learns ``log T`` per head from ``time_horizon``. Paper mode uses T = 10
       (``time_horizon`` option; released: 1). Measured on event_digits, cpu preset, 3 seeds (RESULTS.md):
-      T = 1 with the old init 0.787 +- 0.029, T learned from 1 0.847 +- 0.029 (it only reaches
-      T = 1.2-1.8 in 30 epochs), T = 10 fixed 0.883 +- 0.019 (attention 0.872). The paper writes
+      T = 1 0.847 +- 0.027 (0.787 +- 0.029 with the old init and Top-K), T learned from 1
+      0.847 +- 0.029 (it only reaches T = 1.2-1.8 in 30 epochs), T = 10 fixed 0.883 +- 0.019 (all
+      pair_time="query"; attention 0.872). The paper writes
       t in [0, T] for ``sigma(.)`` and never defines T, so T is a free scale; 10 lets two weights differ
       by up to e^10, enough for a near-hard choice among K = 8 keys.
     * **Euler**: ``euler_steps`` steps of ``t/steps`` (converges to the exact mode); released: 5 fixed
