@@ -51,6 +51,7 @@ def run(scale: str, argv: list[str]) -> int:
     p.add_argument("--epochs", type=int, default=0, help="override train.epochs (0: the preset's)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="further preset overrides for every run, e.g. data.n_train=500 (recorded with the results)")
+    p.add_argument("--tag", default="", help="a label for runs of changed code or defaults (kept apart in the table)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=str(HERE / "results" / "nac_repro.jsonl"))
     p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
@@ -63,7 +64,8 @@ def run(scale: str, argv: list[str]) -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    key = lambda r: (r["task"], r["variant"], r["seed"], r["scale"], r["epochs"], tuple(r.get("set", ())))
+    key = lambda r: (r["task"], r["variant"], r["seed"], r["scale"], r["epochs"], tuple(r.get("set", ())),
+                     r.get("tag", ""))
     have = {key(r) for r in done}
     if not a.table_only:
         for task in a.tasks:
@@ -74,13 +76,14 @@ def run(scale: str, argv: list[str]) -> int:
                     if a.epochs:
                         over.append(f"train.epochs={a.epochs}")
                     cfg = load_experiment(f"{model}/{task}", scale, over)
-                    rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set))
+                    rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set), a.tag)
                     if rec_key in have:
                         continue
-                    run_dir = Path(a.runs_dir) / f"{task}-{variant}-{scale}-s{seed}"
+                    run_dir = Path(a.runs_dir) / f"{task}-{variant}-{scale}-s{seed}{'-' + a.tag if a.tag else ''}"
                     r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
                     final = r.final
-                    rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set),
+                    rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set), "tag": a.tag,
+                           "curve": [h["eval"][METRIC[task][0]] for h in _history(run_dir)],
                            "epochs": cfg["train"]["epochs"], "final": final,
                            "n_train": r.epochs and cfg["data"].get("n_train"), "threads": a.threads,
                            "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
@@ -92,6 +95,12 @@ def run(scale: str, argv: list[str]) -> int:
                     print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({r.wall_seconds:.0f} s)", flush=True)
     print(table(done, scale))
     return 0
+
+
+def _history(run_dir: Path) -> list[dict]:
+    from neurodyn.train.runs import read_history
+
+    return [h for h in read_history(run_dir) if "eval" in h]
 
 
 def table(records: list[dict], scale: str) -> str:
@@ -106,11 +115,11 @@ def table(records: list[dict], scale: str) -> str:
                   + "; mean ± std over seeds)", "",
                   "| variant | " + " | ".join([metric, *extra]) + " | seeds | epochs | overrides | train s/run |",
                   "| --- | " + " | ".join("---" for _ in [metric, *extra]) + " | --- | --- | --- | --- |"]
-        budgets = sorted({(r["epochs"], tuple(r.get("set", ()))) for r in rows})
-        for variant, (epochs, extra_set) in ((v, b) for b in budgets for v in VARIANTS):
-            # one row per variant and budget: runs with other epochs or overrides are not averaged together
-            rs = [r for r in rows if r["variant"] == variant and (r["epochs"], tuple(r.get("set", ()))) ==
-                  (epochs, extra_set)]
+        budgets = sorted({(r.get("tag", ""), r["epochs"], tuple(r.get("set", ()))) for r in rows})
+        for variant, (tag, epochs, extra_set) in ((v, b) for b in budgets for v in VARIANTS):
+            # one row per variant, tag and budget: runs with other epochs or overrides are not averaged together
+            rs = [r for r in rows if r["variant"] == variant and (r.get("tag", ""), r["epochs"], tuple(r.get("set", ())))
+                  == (tag, epochs, extra_set)]
             if not rs:
                 continue
             cells = []
@@ -118,7 +127,8 @@ def table(records: list[dict], scale: str) -> str:
                 vals = [r["final"][m] for r in rs]
                 sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
                 cells.append(f"{statistics.mean(vals):.4f} ± {sd:.4f}" if len(vals) > 1 else f"{vals[0]:.4f}")
-            lines.append(f"| {variant} | " + " | ".join(cells) + f" | {len(rs)} | {epochs} | {' '.join(extra_set) or '-'} | "
+            name = f"{variant} [{tag}]" if tag else variant
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(rs)} | {epochs} | {' '.join(extra_set) or '-'} | "
                          f"{statistics.mean(r['train_seconds'] for r in rs):.0f} |")
     return "\n".join(lines)
 

@@ -48,11 +48,17 @@ def mlp(a, h, b):
     return lin(a, h) + lin(h, b)
 
 
-def ssm_x_proj(D, N, H, K, expand=2, k=3, conv2d=False, norm="layernorm", G=1):
-    """Algorithm 1 / code SS2D: in_proj (no bias), depthwise conv, per-direction x_proj, D per channel."""
+def ssm_x_proj(D, N, H, K, expand=2, k=3, conv2d=False, norm="layernorm", G=1, dt="head"):
+    """Algorithm 1 / code SS2D: in_proj (no bias), depthwise conv, per-direction x_proj, D per channel.
+    dt="channel": x_proj emits R = ceil(D / 16) dt values, dt_proj (di x R) and dt_bias per channel."""
     di = int(expand * D)
     conv = (di * k * k + di) if conv2d else K * (di * k + di)
-    return (lin(D, 2 * di, False) + conv + K * (H + 2 * G * N) * di + K * di + 2 * K * H
+    if dt == "channel":
+        R = -(-D // 16)
+        dt_params = K * R * di + K * di * R + K * di + K * H   # x_proj dt rows, dt_proj, dt_bias, A_log
+    else:
+        dt_params = K * H * di + 2 * K * H                      # x_proj dt rows, dt_bias, A_log
+    return (lin(D, 2 * di, False) + conv + K * 2 * G * N * di + dt_params + K * di
             + {"layernorm": 2 * di, "rmsnorm": di, "none": 0}[norm] + lin(di, D, False))
 
 
@@ -156,7 +162,8 @@ def test_table6_presets_against_table9(capsys):
     assert all((lo - 0.05) * 1e6 <= n < (hi + 0.05) * 1e6 for n in inside.values()), inside
     assert round(counts["darcy"] / 1e6, 1) == lo and round(counts["pipe"] / 1e6, 1) == hi
     # formulas for the Table 6 readings
-    assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True))
+    # darcy: 4 SSM heads (the authors' code; Table 6 says 1, measured worse at cpu scale, issue 19)
+    assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 4, 4, conv2d=True))
     assert counts["pipe"] == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 4), False, True)
     assert counts["elasticity"] == mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 64, 4), True, False)
     # Navier-Stokes is outside the published range under every reading (see the module docstring)

@@ -221,3 +221,55 @@ def test_wrong_input_shape_is_one_sentence():
     g = LatentSSM(8, d_state=4, n_heads=2, directions=("row", "col"))
     with pytest.raises(ValueError, match="token grid"):
         g(torch.randn(2, 10, 8))
+
+
+# ------------------------------------------------------------------------------------------------ issue 19
+def test_diag_a_initialises_as_mamba1_s4d_real():
+    """a_mode='diag' (paper Remark 2.1, Mamba-1): A_n = -n for n = 1..N in every channel and direction."""
+    N = 6
+    m = LatentSSM(8, d_state=N, n_heads=2, a_mode="diag")
+    A = m._A()
+    assert A.shape == (2, 16, N)
+    torch.testing.assert_close(A, -torch.arange(1, N + 1, dtype=torch.float32).expand(2, 16, N))
+    # the previous uniform draw stays available; heads keep Mamba-2's U[1, 16]
+    uni = LatentSSM(8, d_state=N, n_heads=2, a_mode="diag", a_init="uniform")
+    assert not torch.allclose(uni._A(), A)
+    with pytest.raises(ConfigError, match="a_mode='diag'"):
+        LatentSSM(8, a_init="s4d_real")
+
+
+def test_channel_delta_matches_a_per_channel_reference():
+    """dt_mode='channel' (the paper's S6, Eq. 7): Delta = softplus(dt_proj(x_proj(x)) + dt_bias) per channel."""
+    torch.manual_seed(0)
+    d, N, H = 6, 3, 1
+    m = LatentSSM(d, d_state=N, expand=2, n_heads=H, d_conv=3, directions=("forward", "backward"),
+                  dt_mode="channel", a_mode="diag").to(DT)
+    _randomise(m)
+    assert m.dt_rank == 1 and m.dt_bias.shape == (2, 12) and m.dt_proj_weight.shape == (2, 12, 1)
+    u = torch.randn(2, 9, d, dtype=DT)
+    di, R = m.d_inner, m.dt_rank
+    x, z = F.linear(u, m.in_proj.weight).split([di, di], -1)
+    y = 0
+    for k, direction in enumerate(m.directions):
+        seq = x.flip(1) if direction == "backward" else x
+        seq = m.act(_causal_conv(m, k, seq, di))
+        dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([R, N, N], -1)
+        delta = dt @ m.dt_proj_weight[k].T                                   # (b, L, di): one step per channel
+        yk = selective_scan_ref(seq.transpose(1, 2), delta.transpose(1, 2), -torch.exp(m.A_log[k]),
+                                Bm.transpose(1, 2), Cm.transpose(1, 2), D=m.D[k], delta_bias=m.dt_bias[k],
+                                delta_softplus=True).transpose(1, 2)
+        y = y + (yk.flip(1) if direction == "backward" else yk)
+    ref = F.linear(m.norm(y) * m.act(z), m.out_proj.weight)
+    torch.testing.assert_close(m(u), ref, rtol=1e-9, atol=1e-10)
+    # channels of one head get different steps (head mode: all equal)
+    step = F.softplus(delta + m.dt_bias[1])
+    assert step.std(-1).min() > 0
+    with pytest.raises(ConfigError, match="layout='x_proj'"):
+        LatentSSM(8, dt_mode="channel", layout="fused")
+
+
+def test_channel_delta_with_zoh_and_grid_directions_runs():
+    m = LatentSSM(8, d_state=4, n_heads=2, dt_mode="channel", discretization="zoh",
+                  directions=mixer_directions("cross", grid=True))
+    y = m(torch.randn(2, 3, 4, 8))
+    assert y.shape == (2, 3, 4, 8) and torch.isfinite(y).all()

@@ -222,3 +222,80 @@ def test_bad_inputs_get_one_clear_sentence():
                          ((x, t, torch.ones(2, 6, dtype=torch.bool)), "mask")):
         with pytest.raises(ValueError, match=needle):
             layer(*args)
+
+
+# ---------------------------------------------------------------------------------------- issue 19
+def test_phi_and_omega_vary_with_the_input_at_initialisation():
+    """The sparse NCP masks keep a few synapses per neuron; with dense (Glorot / orthogonal) scaling the
+    three-layer backbone (and PyTorch's default conv front end) shrank the signal ~10x, so phi ~ 0.50 +- 0.005
+    and omega ~ 0.69 +- 0.01 whatever the input. The fan-in init on the sparse graph keeps them input-dependent."""
+    from neurodyn.models import build
+
+    torch.manual_seed(0)
+    B, T = 64, 32
+    x, t = torch.randn(B, T, 2), torch.sort(torch.rand(B, T), 1).values
+    model = build("nac", dict(in_channels=2, out_channels=10, d_model=32, n_heads=4, conv_channels=(32, 32)))
+    layer = NACAttention(8, d_model=32, n_heads=4)
+    with torch.no_grad():
+        dm = model.details(x, t)
+        _, dl = layer(torch.randn(B, T, 8), t, return_details=True)
+    for d in (dm, dl):  # std across inputs (the batch), averaged over heads, queries and slots
+        assert d["phi"].std(0).mean() > 0.03 and d["omega"].std(0).mean() > 0.06
+    # the released code's init stays available and is input-blind (the old behaviour)
+    torch.manual_seed(0)
+    old = NACAttention(8, d_model=32, n_heads=4, ncp_init="glorot")
+    with torch.no_grad():
+        _, do = old(torch.randn(B, T, 8), t, return_details=True)
+    assert do["phi"].std(0).mean() < 0.02
+
+
+def test_fan_in_init_preserves_the_variance_through_the_sparse_backbone():
+    wiring = build_autoncp(units_backbone(16), 2, 8, 0.5, 22222)
+    torch.manual_seed(0)
+    u = torch.randn(4096, 8)
+    cell = NCPCell(wiring, "inter", "motor", activation="linear", init="fan_in")
+    with torch.no_grad():
+        y = cell(u, unfolds=3)
+    assert 0.3 < y.std() < 3.0  # glorot: ~0.1 (issue 19)
+
+
+def test_learned_time_horizon_is_a_parameter_per_head_and_scales_the_pair_time():
+    x, t = _inputs()
+    fixed = _layer(time_horizon=10.0)
+    learned = _layer(time_horizon=10.0, learn_horizon=True)
+    assert "log_horizon" not in dict(fixed.named_parameters()) and "log_horizon" not in fixed.state_dict()
+    assert learned.log_horizon.shape == (4,) and learned.log_horizon.requires_grad
+    learned.load_state_dict(fixed.state_dict(), strict=False)
+    _, d_fixed = fixed(x, t, return_details=True)
+    y, d_learned = learned(x, t, return_details=True)
+    assert torch.allclose(d_fixed["t"], d_learned["t"], atol=1e-6) and d_fixed["t"].max() > 1.0
+    y.square().sum().backward()
+    assert learned.log_horizon.grad is not None and learned.log_horizon.grad.abs().sum() > 0
+    _, d1 = _layer(time_horizon=1.0)(x, t, return_details=True)
+    assert d1["t"].max() < 1.0 and d_fixed["t"].max() <= 10.0
+
+
+def test_paper_mode_time_horizon_lets_the_logits_separate_the_keys():
+    """Eq. 17 gives a <= phi t <= T: with T = 1 two softmax weights differ by at most a factor e and NAC
+    mean-pools its K keys (issue 19). Paper mode now uses T = 10 (measured, benchmarks/RESULTS.md); released 1."""
+    x, t = _inputs(B=4, T=16)
+    paper, released = _layer(), _layer(compat="released")
+    assert paper.time_horizon == 10.0 and released.time_horizon == 1.0
+    with torch.no_grad():
+        _, d = paper(x, t, return_details=True)
+    assert d["t"].max() > 1.0 and (d["logits"] <= 10.0 * d["phi"].clamp_min(0) + 1e-6).all()
+    assert _layer(time_horizon=2.5).time_horizon == 2.5
+
+
+def test_delta_pair_time_sees_only_the_query_key_gap():
+    """pair_time='delta': t_sample = |t_q - t_k|, so shifting every timestamp leaves the layer unchanged, while
+    'query' (t_sample = t_q) changes; a gap between two keys changes 'delta' outputs."""
+    x, t = _inputs(B=2, T=12)
+    delta, query = _layer(pair_time="delta"), _layer(pair_time="query")
+    assert _layer().pair_time == "delta"  # the default since issue 19 (measured, benchmarks/RESULTS.md)
+    with torch.no_grad():
+        torch.testing.assert_close(delta(x, t), delta(x, t + 0.7))
+        assert not torch.allclose(query(x, t), query(x, t + 0.7))
+        t2 = t.clone()
+        t2[:, 6:] += 0.5
+        assert not torch.allclose(delta(x, t), delta(x, t2))

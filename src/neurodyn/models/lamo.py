@@ -106,7 +106,7 @@ class LaMOConfig:
         ssm_heads, ssm_groups: heads and B/C groups of the SSM.
         directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
             of names (``neurodyn.nn.mamba.mixer_directions``).
-        ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init_range,
+        ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init, dt_mode, a_init_range,
             dt_range: SSM choices (``neurodyn.nn.mamba``).
         patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): the training grid; sizes the
             positional embedding), grid_transfer ("resample" | "tokens": inputs of another size),
@@ -142,6 +142,8 @@ class LaMOConfig:
     ssm_act: str = "silu"
     discretization: str = "euler"
     a_mode: str = "head"
+    a_init: str = "auto"             # auto: U[a_init_range] per head, A_n = n (Mamba-1) for a_mode=diag
+    dt_mode: str = "head"            # head: a Delta per SSM head (Mamba-2) | channel: per channel (S6, Eq. 7)
     a_init_range: tuple = (1.0, 16.0)
     dt_range: tuple = (1e-3, 1e-1)
     patch_size: int = 2
@@ -277,6 +279,7 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
                      n_groups=cfg.ssm_groups, d_conv=cfg.ssm.d_conv, directions=mixer_directions(directions, grid),
                      layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
                      act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
+                     a_init=cfg.a_init, dt_mode=cfg.dt_mode,
                      a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)
 
 

@@ -35,8 +35,8 @@ class NACConfig:
     sparsity: float = 0.5
     compat: str = "paper"            # paper | released
     phi_activation: str = "sigmoid"  # sigmoid | linear | tanh (ablations)
-    pair_time: str = "query"         # query | delta | key
-    time_horizon: float = 1.0
+    pair_time: str = "delta"         # delta (|t_q - t_k|) | query | key
+    learn_horizon: bool = False      # T = exp(log T) learned per head, from time_horizon
     time_scale: float = 1.0          # timestamps are divided by this before the time gate
     use_time: bool = True            # False: t_sample = 1 (the paper's "no meaningful timing")
     token_mode: str = "sequence"     # sequence | per_step (released scripts' length-1 sequences)
@@ -52,6 +52,9 @@ class NACConfig:
     euler_dt: float | None = None
     quadrature: str | None = None    # time | none
     eps: float | None = None
+    ncp_init: str | None = None      # fan_in | glorot
+    topk_spare_blocks: int | None = None
+    time_horizon: float | None = None  # T: paper mode 10, released 1 (see neurodyn.nn.nac, issue 19)
     # host network
     conv_channels: tuple = ()
     conv_kernel: int = 5
@@ -60,6 +63,7 @@ class NACConfig:
     per_step: bool = False
     dropout: float = 0.0
     attn_dropout: float = 0.0
+    front_init: str = "he"           # he: Kaiming-normal (ReLU gain) Conv1d front end | torch: PyTorch's default
 
     @property
     def hidden(self) -> int:
@@ -67,7 +71,8 @@ class NACConfig:
 
 
 OPTION_FIELDS = ("tied_heads", "backbone_unfolds", "backbone_activation", "dense_sensory", "shared_backbone",
-                 "topk_method", "euler_steps", "euler_dt", "quadrature", "eps")
+                 "topk_method", "euler_steps", "euler_dt", "quadrature", "eps", "ncp_init", "topk_spare_blocks",
+                 "time_horizon")
 
 
 @register("nac", NACConfig)
@@ -76,13 +81,22 @@ class NACModel(SequenceHost):
 
     def __init__(self, cfg: NACConfig):
         check_choice("nac token_mode", cfg.token_mode, ("sequence", "per_step"))
+        check_choice("nac front_init", cfg.front_init, ("he", "torch"))
         if not cfg.time_scale > 0:
             raise ConfigError(f"nac time_scale must be > 0, got {cfg.time_scale}")
         super().__init__(cfg)
         self.nac = NACAttention(self.core_in, cfg.d_model, cfg.n_heads, mode=cfg.mode, topk=cfg.topk,
                                 sparsity=cfg.sparsity, compat=cfg.compat, phi_activation=cfg.phi_activation,
-                                pair_time=cfg.pair_time, time_horizon=cfg.time_horizon, dropout=cfg.attn_dropout,
+                                pair_time=cfg.pair_time,
+                                learn_horizon=cfg.learn_horizon, dropout=cfg.attn_dropout,
                                 seed=cfg.seed, **{k: getattr(cfg, k) for k in OPTION_FIELDS})
+        if cfg.front_init == "he":
+            # PyTorch's Conv1d default (uniform, var 1/(3 fan_in)) followed by ReLU keeps ~0.4 of the std per
+            # layer: NAC then sees inputs ~10x smaller than the data and phi, omega barely depend on them
+            for m in self.front:
+                if isinstance(m, torch.nn.Conv1d):
+                    torch.nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+                    torch.nn.init.zeros_(m.bias)
 
     def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale

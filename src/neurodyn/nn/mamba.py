@@ -7,7 +7,7 @@ sequence ``u: (B, L, D)`` (or a token grid ``(B, H, W, D)`` with two-dimensional
     x_k        = order_k(x)                                   # K scan orders (forward, flipped, cross-scan)
     x_k        = act(conv_k(x_k))                             # depthwise conv, kernel d_conv
     dt, B, C   = x_proj_k(x_k)                                # input-dependent Delta, B, C per direction
-    Delta      = softplus(dt + dt_bias_k)                     # one Delta per head
+    Delta      = softplus(dt + dt_bias_k)                     # one Delta per head (dt_mode="channel": per channel)
     h_t        = exp(Delta_t a_h) h_{t-1} + Delta_t B_t x_t   # a_h = -exp(A_log) < 0: scalar per head
     y_k,t      = C_t . h_t + D_k x_t                          # selective scan (ops.selective_scan)
     y          = combine_k order_k^{-1}(y_k)                  # sum (paper, Vim) or mean (bi-Mamba2 code)
@@ -43,13 +43,22 @@ Choices where the paper and the authors' code differ (see papers/notes-lamo.md, 
 ``a_mode``
     ``"head"`` (default; the code: scalar ``A`` per head, Mamba-2) or ``"diag"`` (paper Remark 2.1: a
     diagonal ``A`` per channel and state, Mamba-1; real, not complex).
+``dt_mode``
+    ``"head"`` (default; Mamba-2 and the authors' code): one ``Delta_t`` per head, emitted by ``x_proj``.
+    ``"channel"`` (the paper's S6, Eq. 7 and Remark 2.1; Mamba-1): one ``Delta_t`` per channel,
+    ``Delta = softplus(dt_proj(x_proj(x)) + dt_bias)`` through a rank ``dt_rank = ceil(d_model / 16)``
+    bottleneck (Mamba-1's ``dt_proj``), ``dt_bias`` per channel. ``x_proj`` layout only. With one head
+    (LaMO Darcy, Table 6) ``dt_mode="head"`` gives every channel of a direction the same step.
 ``norm``
     ``"rmsnorm"`` (default; Mamba-2's gated RMSNorm), ``"layernorm"`` (the grid code) or ``"none"``
     (Algorithm 1 has no norm).
 
-Initialisation: ``A = -U[a_init_range]`` per head (Mamba-2's [1, 16]; ``(1, 1)`` gives the code's
-``A = -1``), ``softplus(dt_bias)`` log-uniform in ``dt_range`` (Mamba's [1e-3, 0.1]; ``(0.69, 0.74)`` is
-the grid code's ``dt_bias = 0.1 U(0, 1)``), ``D = 1``, projections as ``nn.Linear``.
+Initialisation: ``a_init="auto"`` is ``A = -U[a_init_range]`` per head for ``a_mode="head"`` (Mamba-2's
+[1, 16]; ``(1, 1)`` gives the code's ``A = -1``) and Mamba-1's S4D-real ``A_n = -n`` (n = 1..N, every
+channel) for ``a_mode="diag"``; ``a_init="uniform"`` / ``"s4d_real"`` force one of them (``"s4d_real"``
+needs ``a_mode="diag"``). ``softplus(dt_bias)`` log-uniform in ``dt_range`` (Mamba's [1e-3, 0.1];
+``(0.69, 0.74)`` is the grid code's ``dt_bias = 0.1 U(0, 1)``), ``dt_proj`` weights
+``U(-dt_rank^-1/2, dt_rank^-1/2)`` (Mamba-1), ``D = 1``, projections as ``nn.Linear``.
 """
 from __future__ import annotations
 
@@ -133,7 +142,8 @@ class LatentSSM(nn.Module):
     def __init__(self, d_model: int, d_state: int = 64, expand: float = 2, n_heads: int = 4, n_groups: int = 1,
                  d_conv: int = 3, directions: Sequence[str] = SEQ_DIRECTIONS, layout: str = "x_proj",
                  conv: str = "auto", combine: str = "sum", norm: str = "rmsnorm", act: str = "silu",
-                 discretization: str = "euler", a_mode: str = "head",
+                 discretization: str = "euler", a_mode: str = "head", a_init: str = "auto", dt_mode: str = "head",
+                 dt_rank: int | None = None,
                  a_init_range: Sequence[float] = (1.0, 16.0), dt_range: Sequence[float] = (1e-3, 1e-1),
                  dt_floor: float = 1e-4, bias: bool = False, conv_bias: bool = True, backend: str = "auto"):
         super().__init__()
@@ -148,8 +158,15 @@ class LatentSSM(nn.Module):
         for name, value, allowed in (("layout", layout, LAYOUTS), ("conv", conv, CONVS),
                                      ("combine", combine, ("sum", "mean")), ("norm", norm, NORMS),
                                      ("act", act, tuple(_ACTS)), ("discretization", discretization, ("euler", "zoh")),
-                                     ("a_mode", a_mode, ("head", "diag"))):
+                                     ("a_mode", a_mode, ("head", "diag")),
+                                     ("a_init", a_init, ("auto", "uniform", "s4d_real")),
+                                     ("dt_mode", dt_mode, ("head", "channel"))):
             check_choice(f"ssm {name}", value, allowed)
+        if a_init == "s4d_real" and a_mode != "diag":
+            raise ConfigError("ssm a_init='s4d_real' (A_n = -n per state) needs a_mode='diag'.")
+        if dt_mode == "channel" and layout != "x_proj":
+            raise ConfigError(f"ssm dt_mode='channel' (a Delta per channel through dt_proj) needs layout='x_proj', "
+                              f"got layout={layout!r}.")
         if discretization == "zoh" and a_mode != "head":
             raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
                               "diagonal A does not factor through the Euler kernel.")
@@ -171,6 +188,11 @@ class LatentSSM(nn.Module):
                               "positive (low, high) pairs.")
         self.layout, self.conv_mode, self.combine, self.norm_kind = layout, conv, combine, norm
         self.discretization, self.a_mode, self.backend = discretization, a_mode, backend
+        self.a_init = ("s4d_real" if a_mode == "diag" else "uniform") if a_init == "auto" else a_init
+        self.dt_mode = dt_mode
+        self.dt_rank = (int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)) if dt_mode == "channel" else H
+        if self.dt_rank < 1:
+            raise ConfigError(f"ssm dt_rank must be >= 1, got {dt_rank}.")
         self.head_dim = di // H
 
         # projections --------------------------------------------------------------------------
@@ -184,7 +206,10 @@ class LatentSSM(nn.Module):
         self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=bias)
         if layout == "x_proj":
             bound = 1.0 / math.sqrt(di)
-            self.x_proj_weight = nn.Parameter(torch.empty(K, H + 2 * G * N, di).uniform_(-bound, bound))
+            self.x_proj_weight = nn.Parameter(torch.empty(K, self.dt_rank + 2 * G * N, di).uniform_(-bound, bound))
+            if dt_mode == "channel":
+                r = self.dt_rank ** -0.5
+                self.dt_proj_weight = nn.Parameter(torch.empty(K, di, self.dt_rank).uniform_(-r, r))
         self.act = _ACTS[act]()
 
         # convolution --------------------------------------------------------------------------
@@ -201,10 +226,13 @@ class LatentSSM(nn.Module):
         n_sets = 1 if layout == "hydra" else K  # hydra shares A and dt_bias between directions
         if a_mode == "head":
             a = torch.empty(n_sets, H).uniform_(lo, hi)
+        elif self.a_init == "s4d_real":  # Mamba-1: A_n = -n for every channel
+            a = torch.arange(1, N + 1, dtype=torch.float32).expand(n_sets, di, N).clone()
         else:
             a = torch.empty(n_sets, di, N).uniform_(lo, hi)
         self.A_log = nn.Parameter(torch.log(a))
-        dt = torch.exp(torch.empty(n_sets, H).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
+        n_dt = di if dt_mode == "channel" else H
+        dt = torch.exp(torch.empty(n_sets, n_dt).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
         self.dt_bias = nn.Parameter(inv_softplus(dt))
         if layout == "x_proj":
             self.D = nn.Parameter(torch.ones(K, di))
@@ -226,7 +254,8 @@ class LatentSSM(nn.Module):
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, heads={self.n_heads}, "
                 f"groups={self.n_groups}, directions={self.directions}, layout={self.layout!r}, "
-                f"conv={self.conv_mode!r}, combine={self.combine!r}, discretization={self.discretization!r}")
+                f"conv={self.conv_mode!r}, combine={self.combine!r}, discretization={self.discretization!r}, "
+                f"a_mode={self.a_mode!r}, dt_mode={self.dt_mode!r}")
 
     # ----------------------------------------------------------------------------------------------
     # ordering of tokens along the K scan directions
@@ -305,8 +334,10 @@ class LatentSSM(nn.Module):
             if self.conv_mode == "causal":
                 xs = self._causal_conv(xs)
             xs = self.act(xs)                                              # (b, K, L, di)
-            dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)   # (b, K, L, H + 2GN)
-            dt, Bm, Cm = dbl.split([H, G * N, G * N], dim=-1)
+            dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)   # (b, K, L, R + 2GN)
+            dt, Bm, Cm = dbl.split([self.dt_rank, G * N, G * N], dim=-1)
+            if self.dt_mode == "channel":
+                dt = torch.einsum("bklr,kdr->bkld", dt, self.dt_proj_weight)  # (b, K, L, di)
         elif self.layout == "fused":
             z, xbc, dt = proj.split([di, di + 2 * G * N, H], dim=-1)
             if self.conv_mode == "same":
@@ -346,17 +377,20 @@ class LatentSSM(nn.Module):
         else:
             Dskip = None  # hydra: diagonal term added after the merge
 
+        per = 1 if self.dt_mode == "channel" else P                        # channels per Delta
         if self.discretization == "euler":
-            delta = delta.repeat_interleave(P, dim=2).reshape(b, K * di, L)
-            bias = dt_b.repeat_interleave(P, dim=-1).reshape(K * di)
+            delta = delta.repeat_interleave(per, dim=2).reshape(b, K * di, L)
+            bias = dt_b.repeat_interleave(per, dim=-1).reshape(K * di)
             y = selective_scan(u_s, delta, A, Bs, Cs, D=Dskip, delta_bias=bias, delta_softplus=True,
                                backend=self.backend)
         else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
-            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H, L)
+            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H or di, L)
             a = -torch.exp(self.A_log).expand(K, H)
+            if per == 1:
+                a = a.repeat_interleave(P, dim=-1)                           # (K, di)
             scale = _phi(step * a[None, :, :, None])
-            step = step.repeat_interleave(P, dim=2).reshape(b, K * di, L)
-            scale = scale.repeat_interleave(P, dim=2).reshape(b, K * di, L)
+            step = step.repeat_interleave(per, dim=2).reshape(b, K * di, L)
+            scale = scale.repeat_interleave(per, dim=2).reshape(b, K * di, L)
             y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
             if Dskip is not None:
                 y = y + Dskip[:, None] * u_s

@@ -14,8 +14,8 @@ with ``(z_phi, z_omega)`` the two heads of a sparse NCP-wired backbone (eq. 14).
 * ``steady`` ``phi/omega``, the limit ``t -> inf``                          (eq. 18)
 
 ``t = T * sigmoid(t_a(u) t_sample + t_b(u))`` is a learned time per pair (t_a, t_b affine in u),
-``t_sample`` the query's timestamp (or ``|t_q - t_k|``; 1 without timestamps); T is ``time_horizon``
-(1: the paper's t in [0, 1]). Weights are ``softmax`` over the selected keys and the output is the
+``t_sample`` the query-key gap ``|t_q - t_k|`` (or the query's timestamp; 1 without timestamps); T is ``time_horizon``
+(fixed, or learned per head with ``learn_horizon``; the paper writes t in [0, T] and never defines T). Weights are ``softmax`` over the selected keys and the output is the
 time-modulated sum ``sum_j alpha_j t_j v_j`` (eq. 19), per head, heads concatenated and projected.
 Only ``K`` keys per query reach the backbone: Algorithm 2 picks them through block centroids of size
 ``floor(sqrt(T_k))`` (``topk_method="block"``), without forming the ``T_q x T_k`` score matrix;
@@ -66,14 +66,19 @@ class NACOptions:
     euler_dt: float | None      # None: dt = t / steps (integrate to the pair time)
     quadrature: str             # time: sum alpha t v (eq. 19) | none: sum alpha v
     eps: float                  # omega = softplus(.) + eps
+    ncp_init: str               # fan_in: variance-preserving on the sparse graph | glorot: released (dense scaling)
+    topk_spare_blocks: int      # block Top-K: blocks scored beyond Algorithm 2's ceil(K / B_s)
+    time_horizon: float         # T in t = T sigmoid(.): bounds the logits, a <= phi t <= T (issue 19)
 
 
 PAPER = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
                    shared_backbone=False, topk_method="block", euler_steps=6, euler_dt=None,
-                   quadrature="time", eps=1e-5)
+                   quadrature="time", eps=1e-5, ncp_init="fan_in", topk_spare_blocks=1,
+                   time_horizon=10.0)
 RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True,
                       shared_backbone=True, topk_method="exact", euler_steps=5, euler_dt=0.5,
-                      quadrature="none", eps=1e-6)
+                      quadrature="none", eps=1e-6, ncp_init="glorot", topk_spare_blocks=0,
+                      time_horizon=1.0)
 
 
 def resolve_options(compat: str = "paper", **overrides: Any) -> NACOptions:
@@ -120,12 +125,29 @@ class NACAttention(nn.Module):
       keys independently of the query). Released: linear.
     * **Per-head parameters** (§2.2.1: "each head ... its own parameterization of phi and omega"):
       one backbone and time gate per head, same wiring. Released (``shared_backbone``): one for all.
-    * **Top-K**: Algorithm 2 with ``M = max(1, ceil(K/B_s))`` blocks and a padded, masked last block
-      (the PyTorch port drops the remainder keys); released: exact Top-K over the full score matrix
-      (TF code). ``topk=None``: every pair (NAC-PW).
+    * **Top-K**: Algorithm 2 with ``M = max(1, ceil(K/B_s)) + topk_spare_blocks`` blocks of exactly ``B_s``
+      real keys (the last block of each row overlaps its neighbour instead of being padded; the PyTorch
+      port drops the remainder keys). A padded block's centroid is a mean over fewer keys and won too
+      often (issue 19); ``topk_spare_blocks=1`` (paper-mode default; 0 is Algorithm 2's M) lifts the recall
+      of the exact top-8 on smooth keys from ~0.75 to >= 0.9. Released: exact Top-K over the full score
+      matrix (TF code). ``topk=None``: every pair (NAC-PW).
+    * **Init** (``ncp_init``): ``"fan_in"`` scales each kept synapse by the neuron's actual fan-in, so the
+      sparse layers preserve the variance of their input and phi, omega depend on u at step 0;
+      ``"glorot"`` (released) is dense scaling, under which phi ~ 0.50 +- 0.005 for any input.
     * **Time**: ``t = time_horizon * sigmoid(t_a t_sample + t_b)`` with the ``+`` sign of the paper,
-      ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query timestamp (``pair_time="query"``)
-      or ``|t_q - t_k|`` (``"delta"``) or the key's (``"key"``); 1 without timestamps.
+      ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query-key gap ``|t_q - t_k|``
+      (``pair_time="delta"``, default) or the query timestamp (``"query"``, the reading before issue 19:
+      the logits then see no gap between query and key) or the key's (``"key"``); 1 without timestamps.
+      event_digits, cpu preset, T = 10, 3 seeds: delta 0.887 +- 0.006, query 0.883 +- 0.019. Since
+      ``a <= phi t <= T`` (eq. 17, phi in (0, 1)), ``time_horizon`` T bounds the spread of the logits: at
+      T = 1 two softmax weights differ by at most a factor e, so the layer mean-pools its K keys.
+      ``learn_horizon=True`` learns ``log T`` per head from ``time_horizon``. Paper mode uses T = 10
+      (``time_horizon`` option; released: 1). Measured on event_digits, cpu preset, 3 seeds (RESULTS.md):
+      T = 1 0.847 +- 0.027 (0.787 +- 0.029 with the old init and Top-K), T learned from 1
+      0.847 +- 0.029 (it only reaches T = 1.2-1.8 in 30 epochs), T = 10 fixed 0.883 +- 0.019 (all
+      pair_time="query"; attention 0.872). The paper writes
+      t in [0, T] for ``sigma(.)`` and never defines T, so T is a free scale; 10 lets two weights differ
+      by up to e^10, enough for a near-hard choice among K = 8 keys.
     * **Euler**: ``euler_steps`` steps of ``t/steps`` (converges to the exact mode); released: 5 fixed
       steps of 0.5 that ignore t.
     * **Output**: ``sum alpha t v`` (eq. 19); released TF code: ``sum alpha v`` (dt = 1).
@@ -136,8 +158,8 @@ class NACAttention(nn.Module):
 
     def __init__(self, in_features: int, d_model: int = 64, n_heads: int = 8, mode: str = "exact",
                  topk: int | None = 8, sparsity: float = 0.5, compat: str = "paper",
-                 phi_activation: str = "sigmoid", pair_time: str = "query", time_horizon: float = 1.0,
-                 dropout: float = 0.0, seed: int = 22222, **options: Any):
+                 phi_activation: str = "sigmoid", pair_time: str = "delta",
+                 learn_horizon: bool = False, dropout: float = 0.0, seed: int = 22222, **options: Any):
         super().__init__()
         check_choice("NAC mode", mode, MODES)
         if d_model < 2:
@@ -148,9 +170,9 @@ class NACAttention(nn.Module):
             raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
         check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
         check_choice("NAC pair_time", pair_time, PAIR_TIMES)
-        if not time_horizon > 0:
-            raise ConfigError(f"NAC time_horizon must be > 0, got {time_horizon}")
         opt = resolve_options(compat, **options)
+        if not opt.time_horizon > 0:
+            raise ConfigError(f"NAC time_horizon must be > 0, got {opt.time_horizon}")
         check_choice("NAC topk_method", opt.topk_method, TOPK_METHODS)
         check_choice("NAC quadrature", opt.quadrature, QUADRATURES)
         if opt.euler_steps < 1 or opt.backbone_unfolds < 1 or not opt.eps > 0:
@@ -159,11 +181,13 @@ class NACAttention(nn.Module):
         self.in_features, self.d_model, self.n_heads = in_features, d_model, n_heads
         self.head_dim = d_model // n_heads
         self.mode, self.topk, self.phi_activation = mode, topk, phi_activation
-        self.pair_time, self.time_horizon = pair_time, float(time_horizon)
+        self.pair_time, self.time_horizon = pair_time, float(opt.time_horizon)
+        if opt.topk_spare_blocks < 0:
+            raise ConfigError(f"NAC topk_spare_blocks must be >= 0, got {opt.topk_spare_blocks}")
         gate_wiring = build_autoncp(units_sensory(d_model), 0, in_features, sparsity, seed)
         self.gates = nn.ModuleDict({
             name: NCPCell(gate_wiring, input_group="inter", output_group="inter", disabled=("command", "motor"),
-                          activation="linear", dense_input=opt.dense_sensory)
+                          activation="linear", dense_input=opt.dense_sensory, init=opt.ncp_init)
             for name in ("q", "k", "v")})
         if self.gates["q"].out_features != d_model:  # pragma: no cover - the sizing rule guarantees it
             raise ConfigError(f"AutoNCP gave {self.gates['q'].out_features} sensory neurons for d_model {d_model}")
@@ -171,12 +195,20 @@ class NACAttention(nn.Module):
         cells = 1 if opt.shared_backbone else n_heads
         bb_wiring = build_autoncp(units_backbone(d_model), n_motor, 2 * self.head_dim, sparsity, seed)
         self.backbone = NCPCell(bb_wiring, input_group="inter", output_group="motor",
-                                activation=opt.backbone_activation, dense_input=False, n_cells=cells)
+                                activation=opt.backbone_activation, dense_input=False, n_cells=cells,
+                                init=opt.ncp_init)
         # time gate: t_a and t_b affine in the pair u, per head (or shared)
         self.time_weight = nn.Parameter(torch.empty(cells, 2 * self.head_dim, 2))
         self.time_bias = nn.Parameter(torch.zeros(cells, 2))
         bound = 1.0 / math.sqrt(2 * self.head_dim)
         nn.init.uniform_(self.time_weight, -bound, bound)
+        # T: fixed, or learned per head (or shared) as log T from time_horizon
+        log_t = torch.full((cells,), math.log(self.time_horizon))
+        if learn_horizon:
+            self.log_horizon = nn.Parameter(log_t)
+        else:
+            self.register_buffer("log_horizon", log_t, persistent=False)  # old checkpoints load unchanged
+        self.learn_horizon = bool(learn_horizon)
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(d_model, d_model)
 
@@ -209,7 +241,7 @@ class NACAttention(nn.Module):
                   else key_mask.bool()[:, None, :]).expand(G, q.shape[1], Tk)
             return idx, ok
         if self.opt.topk_method == "block":
-            return block_topk(q, k, self.topk, key_mask)
+            return block_topk(q, k, self.topk, key_mask, spare_blocks=self.opt.topk_spare_blocks)
         return exact_topk(q, k, self.topk, key_mask)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
@@ -236,7 +268,9 @@ class NACAttention(nn.Module):
         ta_tb = self.backbone._mm(uc, self.time_weight) + self.backbone._vec(self.time_bias, uc)
         t_a, t_b = ta_tb[..., 0], ta_tb[..., 1]
         t_s = self._pair_time(t, idx, B, T, ke)
-        tau = self.time_horizon * torch.sigmoid(t_a * self._cells(t_s) + t_b)
+        horizon = self.log_horizon.exp()
+        horizon = horizon[0] if self.backbone.n_cells == 1 else horizon.reshape(-1, *([1] * (t_a.dim() - 1)))
+        tau = horizon * torch.sigmoid(t_a * self._cells(t_s) + t_b)
         if self.mode == "steady":
             logits = steady_logits(phi, omega)
         elif self.mode == "exact":
