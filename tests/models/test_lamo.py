@@ -6,7 +6,7 @@ formulas (below, from the module structure) and compared with the models the pre
 prints one decimal, so a count "reproduces" a published number when it rounds to it (tolerance +-0.05 M).
 
 * Which reading reproduces the published numbers: the authors' released modules (code readings, pinned
-  exactly below; they are also the analytic counts in papers/notes-lamo.md 2.9). The grid model with
+  exactly below; they are also the analytic counts in docs/papers/notes-lamo.md 2.9). The grid model with
   the code's SS2D mixer (x_proj per direction, 3x3 depthwise conv2d, LayerNorm before the gate,
   D per channel) gives 1,145,984 for Darcy -> 1.1 (the low end); the structured-mesh model with the
   code's bi-Mamba2 mixer (B, C, dt from the shared in_proj, per-direction causal conv) and unshared

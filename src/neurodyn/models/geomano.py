@@ -16,7 +16,7 @@ the positional embedding. Darcy (2-D) uses the 2DGeoMamba-SSM and no positional 
 
 Options beyond the kernel's (``neurodyn.nn.geomamba``): ``encoder="patch"`` replaces Eq. 6 by a hard
 ``p x p`` patch embedding (LaMO's ``PatchEmbed2d`` / ``PatchUnembed2d``, zero padding to a multiple of
-``p``; papers/notes-geomano.md 2.1 item 5) -- then the token grid is ``ceil(H/p) x ceil(W/p)`` and the
+``p``; docs/papers/notes-geomano.md 2.1 item 5) -- then the token grid is ``ceil(H/p) x ceil(W/p)`` and the
 positional embedding (if any) is resized bilinearly from ``latent_grid``. ``decoder`` / ``head`` /
 ``decoder_skip`` / ``slice_reduce`` / ``assign_prior``: see ``neurodyn.nn.geo_encoder``.
 

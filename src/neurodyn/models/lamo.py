@@ -3,7 +3,7 @@
 ``G = Q o D o L^l o ... o L^1 o E o P`` (paper Eq. 8): lift the input function, encode the N physical
 tokens into M latent tokens, mix the latent tokens with a multi-head bidirectional (or four-directional)
 selective SSM in L pre-norm residual layers, decode back to the points and project. Three variants, chosen
-by ``variant`` (papers/notes-lamo.md, Sec. 2):
+by ``variant`` (docs/papers/notes-lamo.md, Sec. 2):
 
 ``"grid"`` (Darcy, Navier-Stokes; the code's ``LaMO_Regular_Grid``). ``x: (B, H, W, C_in)``::
 

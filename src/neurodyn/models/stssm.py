@@ -42,7 +42,7 @@ smaller or equal coordinates, i.e. it lacks the "full field of view" of the univ
 (the identity; the ablation "ST-SSM without temporal module", 20,736 fewer parameters).
 
 **Parameter counts** (exact, tests/models/test_stssm.py; the paper's counts fix the architecture, see
-``papers/notes-stssm.md`` §2.5): lifting ``(C_in + d + 1) H``, ``n_blocks x 20,736`` and ``Q`` = 16,897::
+``docs/papers/notes-stssm.md`` §2.5): lifting ``(C_in + d + 1) H``, ``n_blocks x 20,736`` and ``Q`` = 16,897::
 
     1D ST-SSM: 192 + 9 * 20,736 + 16,897 = 203,713        (8 spatial + 1 temporal block)
     2D ST-SSM: 256 + 17 * 20,736 + 16,897 = 369,665       (16 spatial + 1 temporal block)

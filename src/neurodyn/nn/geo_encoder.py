@@ -29,7 +29,7 @@ then the head: ``"ln_linear"`` (default) ``Linear(LN(Y))`` (Transolver's last la
 it is refused for ``out_channels = 1``).
 
 Spatial information: a point-wise assignment cannot tell two points with the same input value apart, so the
-features must contain the coordinates (the model appends them; ``papers/notes-geomano.md`` 2.1 item 2).
+features must contain the coordinates (the model appends them; ``docs/papers/notes-geomano.md`` 2.1 item 2).
 ``assign_prior > 0`` (not in the paper) adds ``-assign_prior * |x_p - c_l|^2 / delta^2`` to the
 assignment logits (``c_l`` the centre of latent cell l in [0, 1]^2, ``delta`` the cell size), which makes
 neighbouring latent tokens cover neighbouring regions from the first step.

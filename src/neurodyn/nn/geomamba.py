@@ -37,7 +37,7 @@ Why R: every one of the four merged directions contains the token's own ``Bbar x
 output counts it 4 times ("duplicate hidden states", Sec. 4.3); with R = 1 in a direction that direction
 becomes an exclusive scan and the count drops by one: 4 / 3 / 2 / 1 for R = 0000 / 0001 / 0011 / 0111.
 
-Every ambiguity of the paper (papers/notes-geomano.md) is an option; defaults in brackets:
+Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; defaults in brackets:
 
 ``correction``
     ``"none"`` (R = 0: the paper's "None" rows = Mamba's D only), [``"fixed"``] (``r_pattern``, one 0/1

@@ -19,7 +19,7 @@ as in all of the authors' mixers) and the heads share ``B, C`` within each of ``
 Directions are folded into the channel axis, so all K scans are one ``selective_scan`` call with
 ``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
 
-Choices where the paper and the authors' code differ (see papers/notes-lamo.md, 2.5 and 2.10), as options:
+Choices where the paper and the authors' code differ (see docs/papers/notes-lamo.md, 2.5 and 2.10), as options:
 
 ``layout``
     ``"x_proj"`` (default): Algorithm 1 -- ``Delta, B, C <- Linear(X^)`` of the convolved branch, one

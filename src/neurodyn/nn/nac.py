@@ -1,4 +1,4 @@
-"""NAC: the Neuronal Attention Circuit (Razzaq, Kanjaraway & Zhao), paper ``002_b685defa74fd4d1b``.
+"""NAC: the Neuronal Attention Circuit (Razzaq, Kanjaraway & Zhao), paper 002 (``docs/papers/notes-nac.md``).
 
 Every query-key attention logit ``a`` is the state of the linear ODE (paper eq. 1)::
 

@@ -16,7 +16,7 @@ window). The kernel and the convolution are :func:`neurodyn.ops.s4d_kernel` and 
 
 **Parameters.** The paper gives no code; its parameter counts (every SSM layer has 20,736 at ``H = 64``)
 fix the layout of ``state-spaces/s4``'s ``S4Block(d_model=H, d_state=64, mode='diag')`` (see
-``papers/notes-stssm.md`` §2.2), which this block reproduces in count (not in code):
+``docs/papers/notes-stssm.md`` §2.2), which this block reproduces in count (not in code):
 
 ==================  ==============  ===========================================  ======================
 tensor              shape           meaning                                      count (H = N = 64)

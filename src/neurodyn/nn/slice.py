@@ -14,7 +14,7 @@ the authors' code form)::
 The head outputs are concatenated to ``(B, N, D)``; the output projection (``to_out``) belongs to the layer
 that uses the slices (one per block in Transolver and LaMO, also when the slice weights are shared).
 
-Choices (paper vs. code, papers/notes-lamo.md 2.3 and 2.6):
+Choices (paper vs. code, docs/papers/notes-lamo.md 2.3 and 2.6):
 
 * ``value_projection=True`` (code) projects the values with a separate ``Proj_f``; ``False`` takes the
   values from the same projection as the weights (closest to the paper's ``Z = W^T X``).

@@ -21,8 +21,8 @@ Definitions
 
 ``gradient_loss`` (``DarcyGradientLoss``, name ``"rel_l2+grad"``)  the Darcy loss of ONO, reused by
     Transolver's Darcy script, LaMO and GeoMaNO ("L_rL2 + 0.1 L_g, following ONO"). Neither paper defines
-    ``L_g``; its reference form, transcribed in ``papers/notes-lamo.md`` (section 4, "Gradient regulariser")
-    and ``papers/notes-geomano.md`` (section 3.3), is, for 2D fields::
+    ``L_g``; its reference form, transcribed in ``docs/papers/notes-lamo.md`` (section 4, "Gradient regulariser")
+    and ``docs/papers/notes-geomano.md`` (section 3.3), is, for 2D fields::
 
         pred'  = pred with its boundary ring set to 0  (interior kept, then zero-padded by one cell)
         d_x f[i, j] = (f[i, j+1] - f[i, j-1]) / (2 h_x),  d_y f[i, j] = (f[i+1, j] - f[i-1, j]) / (2 h_y)
