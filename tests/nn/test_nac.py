@@ -8,16 +8,10 @@ import torch
 from neurodyn.errors import ConfigError
 from neurodyn.nn.nac import NACAttention
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
+from tests.ops.helpers import nac_gates as _gates
 from neurodyn.ops.nac_logits import exact_logits, steady_logits
 
 
-def _gates(n=4096, seed=0, signed=False):
-    g = torch.Generator().manual_seed(seed)
-    phi = torch.rand(n, generator=g, dtype=torch.float64) * (2 if signed else 1) - (1 if signed else 0)
-    omega = 0.05 + 3 * torch.rand(n, generator=g, dtype=torch.float64)
-    t = 2 * torch.rand(n, generator=g, dtype=torch.float64)
-    a0 = torch.randn(n, generator=g, dtype=torch.float64)
-    return phi, omega, t, a0
 
 
 def _layer(**kw):

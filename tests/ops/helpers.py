@@ -55,3 +55,14 @@ def _fast_backends():
 
 
 FAST_BACKENDS = _fast_backends()
+
+
+def nac_gates(n=4096, seed=0, signed=False):
+    """Random NAC gate values in float64: phi (in [-1, 1] when ``signed``, else [0, 1]), omega in
+    [0.05, 3.05], times t in [0, 2] and initial logits a0, each of length ``n``."""
+    g = torch.Generator().manual_seed(seed)
+    phi = torch.rand(n, generator=g, dtype=torch.float64) * (2 if signed else 1) - (1 if signed else 0)
+    omega = 0.05 + 3 * torch.rand(n, generator=g, dtype=torch.float64)
+    t = 2 * torch.rand(n, generator=g, dtype=torch.float64)
+    a0 = torch.randn(n, generator=g, dtype=torch.float64)
+    return phi, omega, t, a0

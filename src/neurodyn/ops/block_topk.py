@@ -22,7 +22,7 @@ def flat_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None,
-               query_chunk: int = 2048, spare_blocks: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+               query_chunk: int = 1024, spare_blocks: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """Algorithm 2: sub-quadratic Top-K key selection by square-root block partitioning.
 
     ``q: (G, Tq, D)``, ``k: (G, Tk, D)``, ``key_mask: (G, Tk)`` (True = real key). Blocks have
