@@ -121,3 +121,35 @@ def test_unwritable_path_is_a_file(tmp_path):
     meta = StoreMeta("toy", "1", {}, 0, 1, 1, ("a",), ("a",))
     with pytest.raises(DataError, match="cannot write"):
         write_store(blocker / "t.h5", meta, lambda ids: {"fields/a": np.ones((1, 2))}, progress=False)
+
+
+
+def _write_darcy(path: str, delay: float) -> str:
+    """write_store of 12 small Darcy chunks, sleeping ``delay`` s before each chunk (a slower process)."""
+    import dataclasses
+    import time
+
+    g = get_generator("darcy")
+    cfg = g.make_config(resolution=8)
+    meta = StoreMeta("darcy", g.version, dataclasses.asdict(cfg), 3, 24, 2, g.inputs, g.targets)
+
+    def chunk(ids):
+        time.sleep(delay)
+        return g.generate(cfg, ids, 3, "cpu")
+
+    return str(write_store(path, meta, chunk, coords=g.coords(cfg), progress=False))
+
+
+def test_two_processes_asking_for_the_same_file_both_get_it(tmp_path):
+    """Two runs of one preset start at once, one slower: the slower waits for the faster instead of writing
+    into the chunk folder the faster removes when it assembles the file (FileNotFoundError before)."""
+    import multiprocessing as mp
+
+    path = tmp_path / "same.h5"
+    with mp.get_context("spawn").Pool(2) as pool:
+        done = pool.starmap(_write_darcy, [(str(path), 0.0), (str(path), 0.15)])
+    assert done == [str(path)] * 2
+    alone = tmp_path / "alone.h5"
+    _write_darcy(str(alone), 0.0)
+    np.testing.assert_array_equal(StoredDataset(path).read("fields/u"), StoredDataset(alone).read("fields/u"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.h5", "same.h5"]   # no lock or partial left

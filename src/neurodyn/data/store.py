@@ -18,6 +18,8 @@ never sees a half-written file, and a resumed run yields the same bytes as an un
 """
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import json
 import os
@@ -124,8 +126,39 @@ def write_store(
     i_shard, n_shards = shard
     if not (0 <= i_shard < n_shards):
         raise DataError(f"shard {i_shard}/{n_shards} is impossible; expected 0 <= i < n")
-    partial = path.with_name(path.name + ".partial")
     _ensure_writable(path.parent)
+    # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
+    # the file made, instead of writing chunks into a folder the first one removes when it assembles
+    lock = path.with_name(f".{path.name}.shard{i_shard}of{n_shards}.lock")
+    with _exclusive(lock):
+        if path.exists():
+            return path
+        done = _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
+    lock.unlink(missing_ok=True)
+    return done
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path):
+    """An exclusive advisory lock on ``lock`` (POSIX ``flock``; no lock where the platform has none)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: one writer per file is the user's to ensure
+        yield
+        return
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress: bool,
+                  on_chunk) -> Path | None:
+    """The body of :func:`write_store` under its lock."""
+    i_shard, n_shards = shard
+    partial = path.with_name(path.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
     _check_or_write_partial_meta(partial, meta)
 
@@ -154,7 +187,8 @@ def write_store(
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, leave=False)
+    # on a terminal only: in a log file a bar is a stream of carriage returns
+    return tqdm(total=total, desc=desc, unit="sample", disable=None if enabled else True, leave=False)
 
 
 def _ensure_writable(folder: Path) -> None:
