@@ -130,12 +130,13 @@ def write_store(
     # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
     # the file made, instead of writing chunks into a folder the first one removes when it assembles
     lock = path.with_name(f".{path.name}.shard{i_shard}of{n_shards}.lock")
-    with _exclusive(lock):
-        if path.exists():
-            return path
-        done = _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
-    lock.unlink(missing_ok=True)
-    return done
+    try:
+        with _exclusive(lock):
+            if path.exists():
+                return path
+            return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
