@@ -25,8 +25,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import datetime as _dt
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -35,14 +33,11 @@ HERE = Path(__file__).parent
 
 
 def timed(fn, repeats: int) -> tuple[float, float]:
-    fn()  # warm-up
-    walls, cpus = [], []
-    for _ in range(repeats):
-        t, c = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - t)
-        cpus.append(time.process_time() - c)
-    return statistics.median(walls), statistics.median(cpus)
+    """Median wall and CPU seconds of ``fn()`` over ``repeats`` calls after one warm-up (neurodyn.bench.timed)."""
+    from neurodyn.bench import timed as bench_timed
+
+    t = bench_timed(fn, repeats=repeats, warmup=1)
+    return t["median"], t["cpu_median"]
 
 
 def step_part(args) -> list[dict]:
