@@ -181,13 +181,12 @@ class Trainer:
     # ---------------------------------------------------------------------------------------- logging
     def _log(self, record: dict[str, Any]) -> None:
         self.history.append(record)
-        if self.dist.is_main:
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+        self.log_extra(record)
 
     def log_extra(self, record: dict[str, Any]) -> None:
-        """Append a record that is not an epoch (e.g. the separate test files' metrics after training) to
-        ``metrics.jsonl``; a resumed run drops such records and writes them anew."""
+        """Append ``record`` to ``metrics.jsonl`` (main process). Epochs go through ``_log``, which also keeps
+        them in ``history``; other records (the separate test files' metrics after training) come here
+        directly, and a resumed run drops them and writes them anew."""
         if self.dist.is_main:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
