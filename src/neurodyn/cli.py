@@ -120,7 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from .experiments import load_experiment
-    from .train.distributed import init_from_env
+    from .train.distributed import barrier, init_from_env
     from .train.experiment import run_experiment
 
     cfg = load_experiment(args.preset, args.scale, args.overrides)
@@ -145,6 +145,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
                                progress=False if args.no_progress else None)
+        if dist.enabled:  # every rank finishes together: a rank that exits while another still writes its
+            barrier()     # summary can abort in gloo's threads ("terminate called without an active exception")
     except BaseException:
         # a run that failed before its first checkpoint (a bad config, data it cannot take) leaves nothing behind
         if created and dist.is_main and not (run_dir / "checkpoints" / "last.pt").exists():
