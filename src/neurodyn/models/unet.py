@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
+from ..nn.mlp import Tanh
 from .fno import append_context, check_grid_input
 from .registry import register
 
@@ -67,8 +68,8 @@ class UNetConfig:
 
 def _block(conv: type[nn.Module], norm: type[nn.Module], c_in: int, c: int) -> nn.Sequential:
     return nn.Sequential(
-        conv(c_in, c, kernel_size=3, padding=1, bias=False), norm(c), nn.Tanh(),
-        conv(c, c, kernel_size=3, padding=1, bias=False), norm(c), nn.Tanh(),
+        conv(c_in, c, kernel_size=3, padding=1, bias=False), norm(c), Tanh(),
+        conv(c, c, kernel_size=3, padding=1, bias=False), norm(c), Tanh(),
     )
 
 

@@ -307,8 +307,8 @@ class GeoMambaKernel(nn.Module):
             delta = torch.einsum("bkrl,kdr->bkdl", dt, self.dt_proj_weight)       # (b, K, di, L)
             Bm, Cm = Bm.contiguous(), Cm.contiguous()                           # (b, K, N, L)
         else:  # grid-frame coefficients: traverse those of direction k along direction k
-            trav = lambda t: torch.stack([cross_scan(t[:, k].permute(0, 2, 3, 1), (d,))[:, 0]  # noqa: E731
-                                          for k, d in enumerate(self.directions)], dim=1).transpose(-1, -2)
+            trav = lambda t: torch.stack([cross_scan(tk.permute(0, 2, 3, 1), (d,))[:, 0]  # noqa: E731
+                                          for tk, d in zip(t.unbind(1), self.directions)], dim=1).transpose(-1, -2)
             delta, Bm, Cm = (trav(t).contiguous() for t in coeffs)
         u = seqs.transpose(-1, -2).reshape(b, K * di, L)
         Dk = self.d_tensor()

@@ -70,7 +70,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice
-from ..ops import PAPER_ORDER, cross_scan, cross_unscan, resolve_directions, selective_scan
+from ..ops import PAPER_ORDER, cross_merge, cross_scan, cross_unscan, resolve_directions, selective_scan
 from .init import inv_softplus
 
 __all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "mixer_directions"]
@@ -278,13 +278,30 @@ class LatentSSM(nn.Module):
             if not any(d.startswith("mirror_") for d in self.directions):
                 return cross_unscan(y, *shape, self.directions).reshape(b, K, L, c)
             grids = []
-            for k, d in enumerate(self.directions):
+            for yk, d in zip(y.unbind(1), self.directions):
                 name = d[7:] if d.startswith("mirror_") else d
-                g = cross_unscan(y[:, k:k + 1], *shape, (name,))[:, 0]
+                g = cross_unscan(yk[:, None], *shape, (name,))[:, 0]
                 grids.append(g.flip(2) if d.startswith("mirror_") else g)
             return torch.stack(grids, dim=1).reshape(b, K, L, c)
-        return torch.stack([y[:, k] if d == "forward" else y[:, k].flip(1)
-                            for k, d in enumerate(self.directions)], dim=1)
+        return torch.stack([yk if d == "forward" else yk.flip(1)
+                            for yk, d in zip(y.unbind(1), self.directions)], dim=1)
+
+    def _act_ordered(self, t: torch.Tensor, shape) -> torch.Tensor:
+        """``act`` then :meth:`_order` (act is elementwise, so it runs once on ``(B, L, c)`` instead of on
+        the K ordered copies), except with a causal conv, which runs per direction between the two."""
+        if self.conv_mode == "causal":
+            return self.act(self._causal_conv(self._order(t, shape)))
+        return self._order(self.act(t), shape)
+
+    def _merge(self, y: torch.Tensor, shape) -> torch.Tensor:
+        """``(B, K, L, c)`` scan outputs -> ``(B, L, c)``: sum (or mean) of :meth:`_unorder` over directions,
+        accumulated direction by direction (no stacked ``(B, K, L, c)`` copy)."""
+        if self.grid and not any(d.startswith("mirror_") for d in self.directions):
+            b, K, L, c = y.shape
+            out = cross_merge(y, *shape, self.directions).reshape(b, L, c)
+        else:
+            out = self._unorder(y, shape).sum(1)
+        return out / self.K if self.combine == "mean" else out
 
     def _causal_conv(self, seqs: torch.Tensor) -> torch.Tensor:
         """Per-direction depthwise causal conv of ``(B, K, L, c)``."""
@@ -330,10 +347,7 @@ class LatentSSM(nn.Module):
             x, z = proj.split([di, di], dim=-1)
             if self.conv_mode == "same":
                 x = self._same_conv(x, shape)
-            xs = self._order(x, shape)
-            if self.conv_mode == "causal":
-                xs = self._causal_conv(xs)
-            xs = self.act(xs)                                              # (b, K, L, di)
+            xs = self._act_ordered(x, shape)                               # (b, K, L, di)
             dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)   # (b, K, L, R + 2GN)
             dt, Bm, Cm = dbl.split([self.dt_rank, G * N, G * N], dim=-1)
             if self.dt_mode == "channel":
@@ -342,10 +356,7 @@ class LatentSSM(nn.Module):
             z, xbc, dt = proj.split([di, di + 2 * G * N, H], dim=-1)
             if self.conv_mode == "same":
                 xbc = self._same_conv(xbc, shape)
-            xbc = self._order(xbc, shape)
-            if self.conv_mode == "causal":
-                xbc = self._causal_conv(xbc)
-            xbc = self.act(xbc)
+            xbc = self._act_ordered(xbc, shape)
             xs, Bm, Cm = xbc.split([di, G * N, G * N], dim=-1)
             dt = self._order(dt, shape)                                    # (b, K, L, H)
         else:  # hydra
@@ -379,10 +390,10 @@ class LatentSSM(nn.Module):
 
         per = 1 if self.dt_mode == "channel" else P                        # channels per Delta
         if self.discretization == "euler":
-            delta = delta.repeat_interleave(per, dim=2).reshape(b, K * di, L)
-            bias = dt_b.repeat_interleave(per, dim=-1).reshape(K * di)
-            y = selective_scan(u_s, delta, A, Bs, Cs, D=Dskip, delta_bias=bias, delta_softplus=True,
-                               backend=self.backend)
+            # softplus on the (b, K, H, L) steps, then one copy out to the channels (not per channel)
+            step = F.softplus(delta + dt_b[None, :, :, None])
+            step = step.unsqueeze(3).expand(b, K, step.shape[2], per, L).reshape(b, K * di, L)
+            y = selective_scan(u_s, step, A, Bs, Cs, D=Dskip, backend=self.backend)
         else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
             step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H or di, L)
             a = -torch.exp(self.A_log).expand(K, H)
@@ -398,8 +409,7 @@ class LatentSSM(nn.Module):
 
         if self.layout == "hydra":  # exclude the diagonal: position t takes the state after t-1
             y = F.pad(y[:, :, :-1], (0, 0, 1, 0))
-        y = self._unorder(y, shape)
-        y = y.sum(1) if self.combine == "sum" else y.mean(1)
+        y = self._merge(y, shape)
         if self.layout == "hydra":
             diag = (self.fc_D(x_og) + self.D).repeat_interleave(P, dim=-1)
             y = y + x_og * diag

@@ -19,14 +19,22 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, unknown_name
+from ..ops.activations import tanh
 from ..ops.fused_mlp import FUSABLE, fused_mlp
 
-__all__ = ["ChannelMLP", "PointwiseConv", "activation", "ACTIVATIONS"]
+__all__ = ["ChannelMLP", "PointwiseConv", "Tanh", "activation", "ACTIVATIONS"]
+
+
+class Tanh(nn.Module):
+    """``nn.Tanh`` through :func:`neurodyn.ops.activations.tanh` (several times faster on CPU in float32)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return tanh(x)
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "gelu": nn.GELU,
     "relu": nn.ReLU,
-    "tanh": nn.Tanh,
+    "tanh": Tanh,
     "silu": nn.SiLU,
     "elu": nn.ELU,
     "identity": nn.Identity,

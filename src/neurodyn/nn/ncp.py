@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice
+from ..ops.activations import tanh
 
 GROUPS = ("inter", "command", "motor")
 ACTIVATIONS = ("linear", "tanh", "relu", "sigmoid")
@@ -83,7 +84,7 @@ def wiring_groups(wiring) -> dict[str, list[int]]:
 
 def _activation(name: str):
     check_choice("NCP activation", name, ACTIVATIONS)
-    return {"linear": lambda x: x, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[name]
+    return {"linear": lambda x: x, "tanh": tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[name]
 
 
 class NCPCell(nn.Module):

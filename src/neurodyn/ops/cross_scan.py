@@ -84,7 +84,8 @@ def cross_unscan(y: Tensor, H: int, W: int, directions: Sequence[str] = PAPER_OR
     """Inverse of :func:`cross_scan`: ``(batch, K, H*W, c)`` -> ``(batch, K, H, W, c)``."""
     directions = _directions(directions)
     _check_seqs(y, H, W, directions)
-    return torch.stack([_unscan_one(y[:, k], d, H, W) for k, d in enumerate(directions)], dim=1)
+    # unbind, not y[:, k]: the backward of K selects would build and fill K zero tensors of y's size
+    return torch.stack([_unscan_one(yk, d, H, W) for yk, d in zip(y.unbind(1), directions)], dim=1)
 
 
 def cross_merge(y: Tensor, H: int, W: int, directions: Sequence[str] = PAPER_ORDER) -> Tensor:
@@ -92,7 +93,7 @@ def cross_merge(y: Tensor, H: int, W: int, directions: Sequence[str] = PAPER_ORD
     directions = _directions(directions)
     _check_seqs(y, H, W, directions)
     out = None
-    for k, d in enumerate(directions):
-        g = _unscan_one(y[:, k], d, H, W)
+    for yk, d in zip(y.unbind(1), directions):  # unbind: one stacked gradient, no zero-filled copies
+        g = _unscan_one(yk, d, H, W)
         out = g.contiguous() if out is None else out + g
     return out

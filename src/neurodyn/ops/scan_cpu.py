@@ -56,6 +56,18 @@ def _pad_last(x: Tensor, npad: int, value: float = 0.0) -> Tensor:
     return x if n == npad else F.pad(x, (0, npad - n), value=value)
 
 
+def _pad_A(A: Tensor, npad: int, zoh: bool) -> Tensor:
+    """``(d, n)`` -> ``(d, n_pad)``. Padded states have zero B and C, so their A only has to keep them finite:
+    ``-1`` for ZOH (which divides by ``-A``); for Euler a copy of the last state's A, so a row whose states
+    share one A (Mamba-2's scalar A per head) stays uniform and takes the kernel's one-exponential path."""
+    n = A.shape[-1]
+    if n == npad:
+        return A.contiguous()
+    if zoh:
+        return F.pad(A, (0, npad - n), value=-1.0).contiguous()
+    return torch.cat([A, A[:, -1:].expand(-1, npad - n)], dim=-1).contiguous()
+
+
 def _prep_coef(W: Tensor, npad: int, cdt: torch.dtype) -> Tensor:
     if W.dim() == 2:  # fixed (d, n)
         return _pad_last(W.to(cdt), npad).contiguous()
@@ -81,7 +93,7 @@ def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_st
         dt = F.softplus(dt)
     h0 = None if initial_state is None else _pad_last(c(initial_state), npad).contiguous()
     y, last = _SelectiveScanCpu.apply(
-        c(u).contiguous(), dt.contiguous(), _pad_last(c(A), npad, -1.0 if zoh else 0.0).contiguous(),
+        c(u).contiguous(), dt.contiguous(), _pad_A(c(A), npad, zoh),
         _prep_coef(B, npad, cdt), _prep_coef(C, npad, cdt), None if D is None else c(D).contiguous(), h0, zoh,
     )
     if z is not None:
