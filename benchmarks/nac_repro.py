@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import platform
 import statistics
@@ -79,7 +80,7 @@ def run(scale: str, argv: list[str]) -> int:
                     rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set), a.tag)
                     if rec_key in have:
                         continue
-                    run_dir = Path(a.runs_dir) / f"{task}-{variant}-{scale}-s{seed}{'-' + a.tag if a.tag else ''}"
+                    run_dir = Path(a.runs_dir) / _run_folder(task, variant, scale, seed, a.tag, a.set)
                     r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
                     final = r.final
                     rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set), "tag": a.tag,
@@ -95,6 +96,15 @@ def run(scale: str, argv: list[str]) -> int:
                     print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({r.wall_seconds:.0f} s)", flush=True)
     print(table(done, scale))
     return 0
+
+
+def _run_folder(task: str, variant: str, scale: str, seed: int, tag: str, sets: list[str]) -> str:
+    """Run folder name; ``--set`` overrides add a short hash, so two runs differing only there never share a
+    folder (they overwrote each other's checkpoints when run at the same time)."""
+    name = f"{task}-{variant}-{scale}-s{seed}" + (f"-{tag}" if tag else "")
+    if sets:
+        name += "-" + hashlib.sha1(";".join(sets).encode()).hexdigest()[:8]
+    return name
 
 
 def _history(run_dir: Path) -> list[dict]:

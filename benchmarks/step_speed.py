@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/step_speed.py [--threads 1 2] [--repeats 5] [--only chonn]
 
 One step = forward, the preset's loss through its task (steady / autoregressive, e.g. a 10-frame rollout
-for the Navier-Stokes presets / sequence), backward and an AdamW step. Every model is built from its
+for the Navier-Stokes presets / sequence), backward and an AdamW step (fused, as the Trainer's). Every model is built from its
 preset (``neurodyn.experiments.load_experiment(preset, "cpu")``) with the channel counts of the preset's
 data (a tiny copy of the dataset is generated once under ``--data-dir`` to read them and fit the
 normalizers); the batch has the preset's ``train.batch_size`` and the shapes of one sample, with random
@@ -28,20 +28,25 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-# (group, seed preset, its baselines, config overrides of the seed model)
+# (group, seed preset, its baselines, config overrides of the seed model); a baseline is a preset name or
+# "preset;key=value;..." (the same preset with overrides)
 PAIRS = [
     ("lamo", "lamo/darcy", ["fno/darcy"], []),
     ("geomano", "geomano/darcy", ["fno/darcy"], []),
     ("stssm", "stssm/ks-nu0.1", ["ffno/ks-nu0.1"], []),
     ("chonn_unet", "chonn_unet/poisson", ["unet/poisson"], []),
     ("chonn_fno", "chonn_fno/navier_stokes_rollout", ["fno/navier_stokes_rollout"], []),
-    ("chonn1d", "chonn1d/order1d", [], []),
-    ("chonn1d", "chonn1d/order1d", ["chonn1d/order1d"], ["model.discretization=zoh"]),
+    ("chonn1d", "chonn1d/order1d", ["chonn1d/order1d;model.discretization=euler"], []),  # ZOH (Eq. 34) vs Euler
     ("nac", "nac/bearing", ["gru/bearing", "mha/bearing"], []),
 ]
 # a tiny copy of each dataset: enough samples to fit the normalizers and read one item
 _SMALL = {"steady": ["data.n_train=4", "data.n_test=0", "data.n_val=0"],
           "autoregressive": ["data.n_train=2", "data.n_test=0", "data.n_val=0"]}
+
+
+def _split(spec: str) -> tuple[str, list[str]]:
+    preset, *overrides = spec.split(";")
+    return preset, overrides
 
 
 def _label(preset: str, overrides) -> str:
@@ -54,6 +59,7 @@ def build_case(preset: str, overrides, data_dir: Path):
     from neurodyn.experiments import load_experiment
     from neurodyn.models import count_parameters
     from neurodyn.train.experiment import build_model, build_task
+    from neurodyn.train.trainer import make_optimizer
 
     cfg = load_experiment(preset, "cpu", list(overrides))
     small = load_experiment(preset, "cpu", list(overrides) + _small_overrides(cfg))
@@ -73,7 +79,7 @@ def build_case(preset: str, overrides, data_dir: Path):
             batch[k] = torch.randn((bs,) + tuple(v.shape), generator=gen, dtype=v.dtype)
         else:  # positions, masks, labels, grids: the sample's own values
             batch[k] = v[None].expand((bs,) + tuple(v.shape)).clone()
-    opt = torch.optim.AdamW(model.parameters(), lr=float(cfg["train"].get("lr", 1e-3)))
+    opt = make_optimizer("adamw", model.parameters(), float(cfg["train"].get("lr", 1e-3)), 0.0)  # as the Trainer
     return model, task, batch, opt, count_parameters(model), bs
 
 
@@ -118,7 +124,7 @@ def main(argv=None) -> None:
     pairs = [p for p in PAIRS if args.only is None or p[0] in args.only]
     cases: dict[str, tuple] = {}
     for _group, seed, baselines, overrides in pairs:
-        for preset, ov in [(seed, overrides)] + [(b, []) for b in baselines]:
+        for preset, ov in [(seed, overrides)] + [_split(b) for b in baselines]:
             key = _label(preset, ov)
             if key not in cases:
                 cases[key] = build_case(preset, ov, args.data_dir)
@@ -130,7 +136,7 @@ def main(argv=None) -> None:
     rows = []
     for group, seed, baselines, overrides in pairs:
         key = _label(seed, overrides)
-        for base in baselines or [None]:
+        for base in [_label(*_split(b)) for b in baselines] or [None]:
             row = {"group": group, "model": key, "baseline": base, "params": results["params"][key],
                    "batch": results["batch"][key]}
             for th in args.threads:
