@@ -57,6 +57,9 @@ def run(scale: str, argv: list[str]) -> int:
     p.add_argument("--out", default=str(HERE / "results" / "nac_repro.jsonl"))
     p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
     p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
+    p.add_argument("--plot-curves", metavar="OUT.png", default=None,
+                   help="only plot the per-epoch test metric (mean over seeds) of the stored runs of --tasks (one task), "
+                        "--variants, --tag, --set and --epochs, one curve per variant")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
@@ -68,6 +71,9 @@ def run(scale: str, argv: list[str]) -> int:
     key = lambda r: (r["task"], r["variant"], r["seed"], r["scale"], r["epochs"], tuple(r.get("set", ())),
                      r.get("tag", ""))
     have = {key(r) for r in done}
+    if a.plot_curves:
+        print(plot_curves(done, a, scale))
+        return 0
     if not a.table_only:
         for task in a.tasks:
             for variant in a.variants:
@@ -105,6 +111,33 @@ def _run_folder(task: str, variant: str, scale: str, seed: int, tag: str, sets: 
     if sets:
         name += "-" + hashlib.sha1(";".join(sets).encode()).hexdigest()[:8]
     return name
+
+
+def plot_curves(records: list[dict], a, scale: str) -> str:
+    """Mean (over seeds) per-epoch test metric of each variant's stored runs matching the selection; writes
+    ``a.plot_curves`` and returns a text summary (metric at every 5th epoch, final)."""
+    import numpy as np
+
+    from neurodyn.plots import plt, save_figure
+
+    task = a.tasks[0]
+    metric, _ = METRIC[task]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    lines = [f"{task}: test {metric} per epoch, mean over seeds (tag {a.tag or '-'}, {' '.join(a.set) or 'preset'})"]
+    for variant in a.variants:
+        rs = [r for r in records if r["task"] == task and r["variant"] == variant and r["scale"] == scale
+              and r.get("tag", "") == a.tag and list(r.get("set", [])) == list(a.set) and r.get("curve")
+              and (not a.epochs or r["epochs"] == a.epochs)]
+        if not rs:
+            continue
+        n = min(len(r["curve"]) for r in rs)
+        mean = np.mean([r["curve"][:n] for r in rs], axis=0)
+        ax.plot(np.arange(1, n + 1), mean, label=f"{variant} ({len(rs)} seeds)")
+        lines.append(f"{variant} ({len(rs)} seeds): " + " / ".join(f"{v:.3f}" for v in mean[4::5]) + f"; final {mean[-1]:.4f}")
+    ax.set_xlabel("epoch"), ax.set_ylabel(f"test {metric}"), ax.grid(True, alpha=0.3), ax.legend(fontsize=7)
+    ax.set_title(f"{task} ({scale}), mean over seeds", fontsize=10)
+    save_figure(fig, a.plot_curves, dpi=120)
+    return "\n".join(lines + [f"-> {a.plot_curves}"])
 
 
 def _history(run_dir: Path) -> list[dict]:

@@ -293,3 +293,20 @@ def test_delta_pair_time_sees_only_the_query_key_gap():
         t2 = t.clone()
         t2[:, 6:] += 0.5
         assert not torch.allclose(delta(x, t), delta(x, t2))
+
+
+def test_masked_softmax_matches_torch_and_empty_rows_give_zero_without_nan_gradients():
+    from neurodyn.nn.nac import _masked_softmax
+
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(3, 5, 8, generator=g, dtype=torch.float64) * 4).requires_grad_(True)
+    ok = torch.rand(3, 5, 8, generator=g) > 0.4
+    ok[0, 0] = False                                  # a query with no valid key
+    ok[1, 1] = True
+    attn = _masked_softmax(logits, ok)
+    ref = torch.softmax(logits.masked_fill(~ok, float("-inf")), -1)
+    rows = ok.any(-1)
+    assert torch.allclose(attn[rows], ref[rows]) and torch.equal(attn[~rows], torch.zeros_like(attn[~rows]))
+    (grad,) = torch.autograd.grad((attn * torch.randn(attn.shape, generator=g, dtype=attn.dtype)).sum(), logits)
+    assert torch.isfinite(grad).all() and torch.equal(grad[0, 0], torch.zeros(8, dtype=grad.dtype))
+    assert torch.autograd.gradcheck(lambda a: _masked_softmax(a, ok[:1, 1:3]), (logits[:1, 1:3].detach().clone().requires_grad_(True),))

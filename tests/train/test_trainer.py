@@ -128,3 +128,26 @@ def test_two_process_ddp_follows_the_one_process_curve(tmp_path, data_dir):
     w1, w2 = _weights(tmp_path / "one"), _weights(tmp_path / "two")
     for k in w1:
         torch.testing.assert_close(w1[k], w2[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["adamw", "adam"])
+def test_make_optimizer_steps_like_the_reference_optimizer(name):
+    """The (fused where available) optimizer takes the same steps as PyTorch's default implementation."""
+    from neurodyn.train.trainer import make_optimizer
+
+    g = torch.Generator().manual_seed(0)
+    w0 = [torch.randn(7, 5, generator=g), torch.randn(3, generator=g)]
+    grads = [[torch.randn(w.shape, generator=g) for w in w0] for _ in range(3)]
+    runs = []
+    for make in (lambda p: make_optimizer(name, p, 1e-2, 1e-2),
+                 lambda p: (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(p, lr=1e-2, weight_decay=1e-2)):
+        ps = [torch.nn.Parameter(w.clone()) for w in w0]
+        opt = make(ps)
+        for gs in grads:
+            for p, gr in zip(ps, gs):
+                p.grad = gr.clone()
+            opt.step()
+        runs.append(ps)
+    for a, b in zip(*runs):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(a, w0[0] if a.shape == w0[0].shape else w0[1])  # it did move

@@ -13,6 +13,7 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * :func:`exact_logits` / :func:`euler_logits` / :func:`steady_logits` -- NAC's ODE logits (``ops.nac_logits``).
 * :func:`block_topk` / :func:`exact_topk` -- sparse top-K key selection (``ops.block_topk``).
 * truncated DFT matrices against ``torch.fft`` (``ops.spectral``); :func:`fused_mlp` / :func:`mlp_ref`.
+* ``ops.activations.tanh`` -- ``2 sigmoid(2x) - 1`` on CPU float32, against ``torch.tanh``.
 * :func:`resolve_directions` -- the one scan-direction resolver (``ops.directions``).
 """
 from .block_topk import block_topk, exact_topk
