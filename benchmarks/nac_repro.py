@@ -59,7 +59,7 @@ def run(scale: str, argv: list[str]) -> int:
     p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
     p.add_argument("--plot-curves", metavar="OUT.png", default=None,
                    help="only plot the per-epoch test metric (mean over seeds) of the stored runs of --tasks (one task), "
-                        "--variants, --tag, --set and --epochs, one curve per variant")
+                        "--variants, --tag, --set (NAC variants only) and --epochs, one curve per variant")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
@@ -125,8 +125,9 @@ def plot_curves(records: list[dict], a, scale: str) -> str:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     lines = [f"{task}: test {metric} per epoch, mean over seeds (tag {a.tag or '-'}, {' '.join(a.set) or 'preset'})"]
     for variant in a.variants:
+        want_set = list(a.set) if variant.startswith("nac") else []  # --set holds NAC model keys
         rs = [r for r in records if r["task"] == task and r["variant"] == variant and r["scale"] == scale
-              and r.get("tag", "") == a.tag and list(r.get("set", [])) == list(a.set) and r.get("curve")
+              and r.get("tag", "") == a.tag and list(r.get("set", [])) == want_set and r.get("curve")
               and (not a.epochs or r["epochs"] == a.epochs)]
         if not rs:
             continue

@@ -96,6 +96,35 @@ def report(tag: str) -> None:
               f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
 
 
+def plot_curves(tag: str, out: str, extra: list[str]) -> None:
+    """Test rel. L2 per epoch, mean over seeds, of every label recorded under ``tag`` plus ``extra`` entries
+    ``label=<glob of record JSONs relative to benchmarks/results>`` (e.g. another tag's FNO runs), on one log axis."""
+    import numpy as np
+
+    from neurodyn.plots import plt, save_figure
+
+    groups: dict[str, list[dict]] = {}
+    for f in sorted((HERE / "results" / tag).glob("*.json")):
+        r = json.loads(f.read_text())
+        groups.setdefault(r["label"], []).append(r)
+    for item in extra:
+        label, _, pattern = item.partition("=")
+        groups[label] = [json.loads(f.read_text()) for f in sorted((HERE / "results").glob(pattern))]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, rs in groups.items():
+        rs = [r for r in rs if r.get("curve")]
+        if not rs:
+            continue
+        n = min(len(r["curve"]) for r in rs)
+        mean = np.mean([r["curve"][:n] for r in rs], axis=0)
+        ax.semilogy(np.arange(1, n + 1), mean, label=f"{label} ({len(rs)} seeds)")
+        print(f"{label} ({len(rs)} seeds): " + " / ".join(f"{v:.4f}" for v in mean))
+    ax.set_xlabel("epoch"), ax.set_ylabel("test rel. L2"), ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{tag}: mean over seeds", fontsize=10)
+    print("->", save_figure(fig, out, dpi=120))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", nargs="*", default=["lamo=lamo/darcy", "transolver=transolver/darcy", "fno=fno/darcy"])
@@ -108,9 +137,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
+                    help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra")
+    ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=GLOB",
+                    help="with --plot-curves: more records, e.g. fno=geomano_compare/ns-fno-s*.json")
     args = ap.parse_args()
     if args.report:
         report(args.tag)
+        return
+    if args.plot_curves:
+        plot_curves(args.tag, args.plot_curves, args.extra)
         return
     torch.set_num_threads(args.threads)
     for seed in args.seeds:
