@@ -151,7 +151,9 @@ class NACAttention(nn.Module):
       matrix (TF code). ``topk=None``: every pair (NAC-PW).
     * **Init** (``ncp_init``): ``"fan_in"`` scales each kept synapse by the neuron's actual fan-in, so the
       sparse layers preserve the variance of their input and phi, omega depend on u at step 0;
-      ``"glorot"`` (released) is dense scaling, under which phi ~ 0.50 +- 0.005 for any input.
+      ``"glorot"`` (released) is dense scaling, under which phi ~ 0.50 +- 0.005 for any input. Measured: the
+      fan-in init (with the host's He conv init) lifted event_digits (with the new Top-K, 0.787 -> 0.847 at T = 1)
+      but hurt bearing (RMSE 0.122 -> 0.147, 3 seeds, worse on each), so ``nac/bearing`` sets ``glorot``.
     * **Time**: ``t = time_horizon * sigmoid(t_a t_sample + t_b)`` with the ``+`` sign of the paper,
       ``t_a``, ``t_b`` affine in u (per head); ``t_sample`` the query-key gap ``|t_q - t_k|``
       (``pair_time="delta"``, default) or the query timestamp (``"query"``, the reading before issue 19:
