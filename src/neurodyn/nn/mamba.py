@@ -260,12 +260,17 @@ class LatentSSM(nn.Module):
     # ----------------------------------------------------------------------------------------------
     # ordering of tokens along the K scan directions
 
+    @property
+    def _mirrored(self) -> bool:
+        """Whether some grid direction reads the horizontally mirrored grid (``mirror_*`` names)."""
+        return any(d.startswith("mirror_") for d in self.directions)
+
     def _order(self, t: torch.Tensor, shape) -> torch.Tensor:
         """``(B, L, c)`` (row-major over ``shape`` for grids) -> ``(B, K, L, c)`` in each scan order."""
         if self.grid:
             b, _, c = t.shape
             g = t.reshape(b, *shape, c)
-            if not any(d.startswith("mirror_") for d in self.directions):
+            if not self._mirrored:
                 return cross_scan(g, self.directions)
             return torch.cat([cross_scan(g.flip(2), (d[7:],)) if d.startswith("mirror_") else cross_scan(g, (d,))
                               for d in self.directions], dim=1)
@@ -275,7 +280,7 @@ class LatentSSM(nn.Module):
         """Inverse of :meth:`_order`: ``(B, K, L, c)`` -> ``(B, K, L, c)`` in the original token order."""
         if self.grid:
             b, K, L, c = y.shape
-            if not any(d.startswith("mirror_") for d in self.directions):
+            if not self._mirrored:
                 return cross_unscan(y, *shape, self.directions).reshape(b, K, L, c)
             grids = []
             for yk, d in zip(y.unbind(1), self.directions):
@@ -296,7 +301,7 @@ class LatentSSM(nn.Module):
     def _merge(self, y: torch.Tensor, shape) -> torch.Tensor:
         """``(B, K, L, c)`` scan outputs -> ``(B, L, c)``: sum (or mean) of :meth:`_unorder` over directions,
         accumulated direction by direction (no stacked ``(B, K, L, c)`` copy)."""
-        if self.grid and not any(d.startswith("mirror_") for d in self.directions):
+        if self.grid and not self._mirrored:
             b, K, L, c = y.shape
             out = cross_merge(y, *shape, self.directions).reshape(b, L, c)
         else:
