@@ -179,6 +179,16 @@ inline T zoh_psi(T x, T a, T m) {
   return x < T(0.25) ? p : closed;
 }
 
+// n values per row: a local array when the state count is compiled in (NP > 0; it can then live in
+// registers), a heap vector otherwise.
+template <typename T, int NP>
+struct RowBuf {
+  T local[NP > 0 ? NP : 1];
+  std::vector<T> heap;
+  explicit RowBuf(int64_t n) : heap(NP > 0 ? 0 : n) {}
+  T* data() { return NP > 0 ? local : heap.data(); }
+};
+
 // Sum of p[0..n): a pairwise tree of adds over halves for the compiled state counts, an omp reduction
 // otherwise. The forward uses it at N = 8 and 16, where the `omp simd reduction` inside the state loop
 // compiled to 16 dependent scalar adds per step and bounded the forward (N = 16 took as long as N = 32;
@@ -234,12 +244,9 @@ void fwd_row(const Args<T>& a, int64_t b, int64_t d, T* out, T* last, T* ckpt) {
   const int64_t nck = (L + CHUNK - 1) / CHUNK;
   T* ck = ckpt ? ckpt + row * nck * np : nullptr;
 
-  std::vector<T> hv(NP > 0 ? 0 : np);
-  T hs[NP > 0 ? NP : 1];
-  T* h = NP > 0 ? hs : hv.data();
-  std::vector<T> pv(NP > 0 ? 0 : np);
-  T ps[NP > 0 ? NP : 1];
-  T* p = NP > 0 ? ps : pv.data();  // C_t h_t per state, summed by lane_sum when TREE
+  RowBuf<T, NP> hb(np), pb(np);
+  T* h = hb.data();
+  T* p = pb.data();  // C_t h_t per state, summed by lane_sum when TREE
   constexpr bool TREE = NP == 8 || NP == 16;
   for (int64_t k = 0; k < np; ++k) h[k] = a.has_h0 ? a.h0[row * np + k] : T(0);
   std::vector<T> ilv(ZOH ? np : 0);  // 1 / lambda = -1 / A
@@ -358,9 +365,8 @@ void bwd_row(const Args<T>& a, const Grads<T>& g, int64_t b, int64_t d, const T*
   T* gBv = a.var_B ? accB.get(b * a.groups_B + d / (a.dim / a.groups_B)) : cB;
   T* gCv = a.var_C ? accC.get(b * a.groups_C + d / (a.dim / a.groups_C)) : cC;
 
-  std::vector<T> hcv(NP > 0 ? 0 : np);
-  T hcs[NP > 0 ? NP : 1];
-  T* hcur = NP > 0 ? hcs : hcv.data();
+  RowBuf<T, NP> hcb(np);
+  T* hcur = hcb.data();
   std::vector<double> acc(3 * np, 0.0);  // sum_t dL/d(dt A_k) dt, fixed dB, fixed dC
   double* gA = acc.data();
   double* gBf = gA + np;
@@ -695,9 +701,8 @@ void fwd2d_row(const Args2d& s, int64_t b, int64_t d, const T* x, const T* delta
   T* o = out + row * H * W;
   const int64_t nck = (H + ROWS - 1) / ROWS;
   std::fill(hcol.begin(), hcol.end(), T(0));
-  T gs[NP > 0 ? NP : 1];
-  std::vector<T> gv(NP > 0 ? 0 : np);
-  T* g = NP > 0 ? gs : gv.data();
+  RowBuf<T, NP> gb(np);
+  T* g = gb.data();
   for (int64_t i = 0; i < H; ++i) {
     for (int64_t k = 0; k < np; ++k) g[k] = T(0);
     for (int64_t j = 0; j < W; ++j) {
