@@ -116,28 +116,21 @@ def _run_folder(task: str, variant: str, scale: str, seed: int, tag: str, sets: 
 def plot_curves(records: list[dict], a, scale: str) -> str:
     """Mean (over seeds) per-epoch test metric of each variant's stored runs matching the selection; writes
     ``a.plot_curves`` and returns a text summary (metric at every 5th epoch, final)."""
-    import numpy as np
-
-    from neurodyn.plots import plt, save_figure
+    from neurodyn.plots import plot_seed_mean_curves
 
     task = a.tasks[0]
     metric, _ = METRIC[task]
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    lines = [f"{task}: test {metric} per epoch, mean over seeds (tag {a.tag or '-'}, {' '.join(a.set) or 'preset'})"]
+    groups = {}
     for variant in a.variants:
         want_set = list(a.set) if variant.startswith("nac") else []  # --set holds NAC model keys
-        rs = [r for r in records if r["task"] == task and r["variant"] == variant and r["scale"] == scale
-              and r.get("tag", "") == a.tag and list(r.get("set", [])) == want_set and r.get("curve")
-              and (not a.epochs or r["epochs"] == a.epochs)]
-        if not rs:
-            continue
-        n = min(len(r["curve"]) for r in rs)
-        mean = np.mean([r["curve"][:n] for r in rs], axis=0)
-        ax.plot(np.arange(1, n + 1), mean, label=f"{variant} ({len(rs)} seeds)")
-        lines.append(f"{variant} ({len(rs)} seeds): " + " / ".join(f"{v:.3f}" for v in mean[4::5]) + f"; final {mean[-1]:.4f}")
-    ax.set_xlabel("epoch"), ax.set_ylabel(f"test {metric}"), ax.grid(True, alpha=0.3), ax.legend(fontsize=7)
-    ax.set_title(f"{task} ({scale}), mean over seeds", fontsize=10)
-    save_figure(fig, a.plot_curves, dpi=120)
+        groups[variant] = [r["curve"] for r in records if r["task"] == task and r["variant"] == variant
+                           and r["scale"] == scale and r.get("tag", "") == a.tag
+                           and list(r.get("set", [])) == want_set and r.get("curve")
+                           and (not a.epochs or r["epochs"] == a.epochs)]
+    means = plot_seed_mean_curves(groups, a.plot_curves, f"test {metric}", f"{task} ({scale}), mean over seeds")
+    lines = [f"{task}: test {metric} per epoch, mean over seeds (tag {a.tag or '-'}, {' '.join(a.set) or 'preset'})"]
+    lines += [f"{v} ({len(groups[v])} seeds): " + " / ".join(f"{x:.3f}" for x in m[4::5]) + f"; final {m[-1]:.4f}"
+              for v, m in means.items()]
     return "\n".join(lines + [f"-> {a.plot_curves}"])
 
 

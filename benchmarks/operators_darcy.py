@@ -99,9 +99,7 @@ def report(tag: str) -> None:
 def plot_curves(tag: str, out: str, extra: list[str]) -> None:
     """Test rel. L2 per epoch, mean over seeds, of every label recorded under ``tag`` plus ``extra`` entries
     ``label=<glob of record JSONs relative to benchmarks/results>`` (e.g. another tag's FNO runs), on one log axis."""
-    import numpy as np
-
-    from neurodyn.plots import plt, save_figure
+    from neurodyn.plots import plot_seed_mean_curves
 
     groups: dict[str, list[dict]] = {}
     for f in sorted((HERE / "results" / tag).glob("*.json")):
@@ -110,19 +108,11 @@ def plot_curves(tag: str, out: str, extra: list[str]) -> None:
     for item in extra:
         label, _, pattern = item.partition("=")
         groups[label] = [json.loads(f.read_text()) for f in sorted((HERE / "results").glob(pattern))]
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for label, rs in groups.items():
-        rs = [r for r in rs if r.get("curve")]
-        if not rs:
-            continue
-        n = min(len(r["curve"]) for r in rs)
-        mean = np.mean([r["curve"][:n] for r in rs], axis=0)
-        ax.semilogy(np.arange(1, n + 1), mean, label=f"{label} ({len(rs)} seeds)")
-        print(f"{label} ({len(rs)} seeds): " + " / ".join(f"{v:.4f}" for v in mean))
-    ax.set_xlabel("epoch"), ax.set_ylabel("test rel. L2"), ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title(f"{tag}: mean over seeds", fontsize=10)
-    print("->", save_figure(fig, out, dpi=120))
+    curves = {label: [r["curve"] for r in rs if r.get("curve")] for label, rs in groups.items()}
+    means = plot_seed_mean_curves(curves, out, "test rel. L2", f"{tag}: mean over seeds", log=True)
+    for label, m in means.items():
+        print(f"{label} ({len(curves[label])} seeds): " + " / ".join(f"{v:.4f}" for v in m))
+    print("->", out)
 
 
 def main() -> None:

@@ -231,6 +231,27 @@ def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, pa
     return save_figure(fig, path)
 
 
+def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: str | Path, ylabel: str,
+                          title: str = "", log: bool = False) -> dict[str, np.ndarray]:
+    """Per-epoch curves of several runs per label: the mean over each label's runs (cut to the shortest) on one
+    axis, labelled with the run count. Returns ``label -> mean curve`` (labels without runs are skipped)."""
+    means = {}
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, curves in groups.items():
+        curves = [c for c in curves if len(c)]
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        means[label] = np.mean([list(c)[:n] for c in curves], axis=0)
+        ax.plot(np.arange(1, n + 1), means[label], label=f"{label} ({len(curves)} seeds)")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("epoch"), ax.set_ylabel(ylabel), ax.grid(True, which="both", alpha=0.3), ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    save_figure(fig, path, dpi=120)
+    return means
+
+
 def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Evaluation rel. L2 against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
     :mod:`neurodyn.compare` records), one colour per preset; log-scaled error."""
