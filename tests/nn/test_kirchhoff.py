@@ -271,3 +271,39 @@ def test_merge_modes(merge):
     from neurodyn.errors import ConfigError
     with pytest.raises(ConfigError, match="merge"):
         CascadedKirchhoffBlock(6, merge="max")
+
+
+def test_rms_coefficients_make_every_stage_homogeneous_of_degree_one():
+    """coef_norm="rms": Delta, b, c come from the RMS-normalised cell input, so every stage satisfies
+    y_r(a u) = a y_r(u) for a > 0, and an order-4 cascade stays finite for a large input; with Eq. (33)'s raw
+    coefficients (coef_norm="none") the state path is cubic per cell, so the stage gain grows with the scale."""
+    torch.manual_seed(3)
+    u = torch.randn(2, 8, 6, 6, dtype=D64)
+    for coef_norm in ("none", "rms"):
+        blk = CascadedKirchhoffBlock(8, order=4, d_state=4, dims=2, scan="cross", coef_norm=coef_norm).double()
+        ref = blk.stages(u)
+        scaled = blk.stages(50.0 * u)
+        if coef_norm == "rms":
+            for r, (y, z) in enumerate(zip(ref, scaled), 1):
+                scale = 50.0 * y.abs().max().item()  # eps = 1e-6 in the RMS: homogeneous to ~1e-7
+                torch.testing.assert_close(z, 50.0 * y, rtol=1e-5, atol=1e-5 * scale, msg=f"stage {r}")
+        else:
+            ratio = (scaled[-1].std() / ref[-1].std()).item()
+            assert not math.isfinite(ratio) or ratio > 500.0, ratio
+    # "cascade": the first cell keeps Eq. (33), every later cell is homogeneous; the stages start at unit gain
+    torch.manual_seed(3)
+    blk = CascadedKirchhoffBlock(8, order=4, d_state=4, dims=2, scan="cross", coef_norm="cascade").double()
+    assert [c.coef_norm for c in blk.cells] == ["none", "rms", "rms", "rms"]
+    seqs = scan_sequences(u, "cross")
+    ref = 50.0 * blk.cells[1](seqs)
+    torch.testing.assert_close(blk.cells[1](50.0 * seqs), ref, rtol=1e-5, atol=1e-5 * ref.abs().max().item())
+    with torch.no_grad():
+        stds = [u.std().item()] + [y.std().item() for y in blk.stages(u)]
+    assert all(0.5 <= b / a <= 2.0 for a, b in zip(stds, stds[1:])), stds
+    cell = KirchhoffCell(4, 3, directions=1, coef_norm="rms").double()
+    v = torch.randn(2, 1, 4, 7, dtype=D64)
+    for a, b in zip(cell.coefficients(v), cell.coefficients(3.0 * v)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-9)
+    from neurodyn.errors import ConfigError
+    with pytest.raises(ConfigError, match="coef_norm"):
+        KirchhoffCell(4, coef_norm="layer")

@@ -98,7 +98,9 @@ class CKBOptions:
     conv_pointwise, scan
     ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
     cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank, merge (how a cell's scan
-    directions are combined: "mean" (default, unit gain per stage) | "sum" (before issue 18) | "norm"). A config redeclares the
+    directions are combined: "mean" (default, unit gain per stage) | "sum" (before issue 18) | "norm"), coef_norm
+    ("none" = Eq. 33 | "cascade" | "rms": whether cells take Delta, b, c from an RMS-normalised input; see
+    ``nn.kirchhoff``). A config redeclares the
     fields whose default differs for its model."""
 
     LEGACY_DEFAULTS = {"merge": "sum"}  # checkpoints saved before the merge option summed the directions
@@ -114,6 +116,7 @@ class CKBOptions:
     discretization: str = "zoh"
     dt_rank: str | int = "auto"
     merge: str = "mean"
+    coef_norm: str = "none"
 
 
 def _field_values(cls: type, cfg) -> dict:
