@@ -38,6 +38,7 @@ from torch import nn
 
 from ..errors import ConfigError, check_choice
 from ..ops.activations import tanh
+from ..ops.ncp_mlp import fused_available, ncp_mlp
 
 GROUPS = ("inter", "command", "motor")
 ACTIVATIONS = ("linear", "tanh", "relu", "sigmoid")
@@ -94,12 +95,14 @@ class NCPCell(nn.Module):
     inter layer only, so with ``dense_input=False`` only ``"inter"`` receives input). ``output_group``:
     the neurons read as ``y``. ``disabled``: groups whose state is forced to 0 (``mask_act``).
     ``dense_input=True`` replaces ``|A_in|`` by a dense mask over the input group's columns (the
-    authors' released code); ``False`` follows Algorithm 1.
+    authors' released code); ``False`` follows Algorithm 1. ``fused``: :meth:`forward` runs its updates as
+    one compiled CPU op (:func:`neurodyn.ops.ncp_mlp.ncp_mlp`, same values to rounding) when the input is a
+    float CPU tensor and the kernel is built; otherwise, and with ``fused=False``, as batched matmuls.
     """
 
     def __init__(self, wiring, input_group: str = "inter", output_group: str = "motor",
                  disabled: Sequence[str] = (), activation: str = "linear", dense_input: bool = False,
-                 n_cells: int = 1, init: str = "fan_in", gain: float = 1.0):
+                 n_cells: int = 1, init: str = "fan_in", gain: float = 1.0, fused: bool = True):
         super().__init__()
         check_choice("NCP init", init, INITS)
         for g in (input_group, output_group, *disabled):
@@ -112,6 +115,7 @@ class NCPCell(nn.Module):
         self.activation_name = activation
         self.act = _activation(activation)
         self.n_cells = int(n_cells)
+        self.fused = bool(fused)  # forward's updates on the compiled CPU kernel when available (ops.ncp_mlp)
         m_rec = torch.as_tensor(abs(wiring.adjacency_matrix), dtype=torch.float32)
         if dense_input:
             m_in = torch.zeros(self.in_features, self.units)
@@ -195,6 +199,9 @@ class NCPCell(nn.Module):
         w_in = self.W_in * self.mask_in
         w_rec = self.W_rec * self.mask_rec
         uu = u * self._vec(self.w_in, u) + self._vec(self.b_in, u)
+        if self.fused and fused_available(uu):
+            y = self._fused_layers(uu, plan, w_in, w_rec)
+            return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
         state, prev = None, None
         for cols, all_active in plan:
             pre = self._affine(uu, w_in.index_select(2, cols), self.bias.index_select(1, cols), per_cell=True)
@@ -207,14 +214,31 @@ class NCPCell(nn.Module):
         y = state  # the last plan entry is the output group, in the same (ascending) order as out_index
         return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
 
+    def _fused_layers(self, uu: torch.Tensor, plan, w_in: torch.Tensor, w_rec: torch.Tensor) -> torch.Tensor:
+        """The plan's updates as one :func:`neurodyn.ops.ncp_mlp.ncp_mlp` call (same values as the loop in
+        :meth:`forward`); ``uu`` is the scaled input, ``(..., in)`` or ``(n_cells, ..., in)``."""
+        lead = uu.shape[:-1] if self.n_cells == 1 else uu.shape[1:-1]
+        x = uu.reshape(self.n_cells, -1, uu.shape[-1])
+        wi, b, wr, m, prev = [], [], [], [], None
+        for cols, all_active in plan:
+            has_input = bool(self.mask_in[:, cols].any())  # ncps: only inter neurons have input synapses
+            wi.append(w_in.index_select(2, cols) if has_input else None)
+            b.append(self.bias.index_select(1, cols))
+            wr.append(None if prev is None else w_rec.index_select(1, prev).index_select(2, cols))
+            m.append(self.mask_act[cols])  # all ones when every computed neuron is active
+            prev = cols
+        y = ncp_mlp(x, wi, b, wr, m, self.activation_name)
+        return y.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, y.shape[-1])
+
     def _affine(self, x: torch.Tensor, w: torch.Tensor, add: torch.Tensor, per_cell: bool) -> torch.Tensor:
         """``add + x @ w`` per cell, fused; ``add`` is a per-cell vector (n_cells, k) or a tensor like the result."""
         lead = x.shape[:-1] if self.n_cells == 1 else x.shape[1:-1]
-        x2 = x.reshape(-1, x.shape[-1]) if self.n_cells == 1 else x.reshape(self.n_cells, -1, x.shape[-1])
+        # flatten, not reshape(-1, k): a plan entry can have no neurons (k = 0) when a group is disabled
+        x2 = x.flatten(0, -2) if self.n_cells == 1 else x.flatten(1, -2)
         if per_cell:
             a2 = add[0] if self.n_cells == 1 else add[:, None, :]
         else:
-            a2 = add.reshape(-1, add.shape[-1]) if self.n_cells == 1 else add.reshape(self.n_cells, -1, add.shape[-1])
+            a2 = add.flatten(0, -2) if self.n_cells == 1 else add.flatten(1, -2)
         out = torch.addmm(a2, x2, w[0]) if self.n_cells == 1 else torch.baddbmm(a2, x2, w)
         return out.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, w.shape[-1])
 

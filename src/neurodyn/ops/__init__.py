@@ -12,6 +12,8 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * :func:`knc_scan` / :func:`knc_scan_ref` -- CHONN's Kirchhoff-cell scan (``ops.knc_scan``).
 * :func:`exact_logits` / :func:`euler_logits` / :func:`steady_logits` -- NAC's ODE logits (``ops.nac_logits``).
 * :func:`block_topk` / :func:`exact_topk` -- sparse top-K key selection (``ops.block_topk``).
+* :func:`ncp_mlp` / :func:`ncp_mlp_ref` -- NAC's pruned NCP backbone on every query-key pair, one fused CPU op
+  (``ops.ncp_mlp``).
 * truncated DFT matrices against ``torch.fft`` (``ops.spectral``); :func:`fused_mlp` / :func:`mlp_ref`.
 * ``ops.activations.tanh`` -- ``2 sigmoid(2x) - 1`` on CPU float32, against ``torch.tanh``.
 * :func:`resolve_directions` -- the one scan-direction resolver (``ops.directions``).
@@ -24,13 +26,14 @@ from .fused_mlp import fused_mlp, mlp_ref
 from .knc_scan import knc_scan, knc_scan_ref
 from .linear_scan import linear_scan
 from .nac_logits import euler_logits, exact_logits, steady_logits
+from .ncp_mlp import ncp_mlp, ncp_mlp_ref
 from .s4d import fft_conv, s4d_kernel, s4d_recurrent
 from .scan_2d import selective_scan_2d, selective_scan_2d_ref
 from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
 
 __all__ = [
     "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "knc_scan", "knc_scan_ref",
-    "euler_logits", "exact_logits", "steady_logits",
+    "euler_logits", "exact_logits", "steady_logits", "ncp_mlp", "ncp_mlp_ref",
     "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
     "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",
     "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref",

@@ -1,4 +1,5 @@
-"""Lazy build of the fused CPU kernels in ``csrc/selective_scan_cpu.cpp``.
+"""Lazy build of the fused CPU kernels in ``csrc/`` (``selective_scan_cpu.cpp``: the scans; ``ncp_cpu.cpp``: the
+pruned NCP backbone of NAC; ``fast_math.h``: their shared exp).
 
 The extension is compiled on first use with :func:`torch.utils.cpp_extension.load` (needs a C++
 compiler and ``ninja``; about a minute) into a stable cache directory, so later processes only load
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import torch
 
-_SOURCE = Path(__file__).with_name("csrc") / "selective_scan_cpu.cpp"
+_CSRC = Path(__file__).with_name("csrc")
+_SOURCES = (_CSRC / "selective_scan_cpu.cpp", _CSRC / "ncp_cpu.cpp")
+_HEADERS = (_CSRC / "fast_math.h",)
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}  # "module" -> ModuleType | None once a build was attempted
 _ENV_DISABLE = "NEURODYN_NO_CPP_EXT"
@@ -48,13 +51,16 @@ def _cpu_tag() -> str:
 
 
 def _source_tag() -> str:
-    return hashlib.sha1(_SOURCE.read_bytes()).hexdigest()[:10]
+    digest = hashlib.sha1()
+    for f in (*_SOURCES, *_HEADERS):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:10]
 
 
 def build_dir() -> Path:
     """Directory where the compiled extension is cached.
 
-    Keyed by the CPU and by a hash of the C++ source: ninja decides staleness by file times, so a build
+    Keyed by the CPU and by a hash of the C++ sources and headers: ninja decides staleness by file times, so a build
     of an older source that finished after the source changed could otherwise be reused.
     """
     env = os.environ.get("NEURODYN_EXT_DIR")
@@ -75,7 +81,7 @@ def _build():
         flags.append("-march=native")
     cpp_extension.load(
         name="neurodyn_scan_cpu",
-        sources=[str(_SOURCE)],
+        sources=[str(f) for f in _SOURCES],
         extra_cflags=flags,
         extra_ldflags=["-fopenmp"],
         build_directory=str(directory),

@@ -1,0 +1,350 @@
+// Fused CPU forward / backward of a pruned NCP backbone (neurodyn/nn/ncp.py, NCPCell.forward), one row
+// (one query-key pair of NAC) at a time, so the per-layer activations of every row stay in L1 instead
+// of passing through memory once per elementwise op and once per small matmul.
+//
+// For C cells (independent weight sets), M rows per cell, input x (C, M, a) and layers l = 0..Ly-1 of
+// widths h_l (the neurons an Algorithm-1 update computes):
+//   s_0 = act(x W_in_0 + b_0) * mask_0,     s_l = act(x W_in_l + b_l + s_{l-1} W_rec_l) * mask_l  (l >= 1)
+// with W_in_l (C, a, h_l) (an empty tensor: no input term, e.g. NCP command and motor neurons, which have no
+// input synapses), b_l (C, h_l), W_rec_l (C, h_{l-1}, h_l), mask_l (h_l,) in {0, 1} and act in {linear, tanh,
+// relu, sigmoid} (codes 0-3). The forward returns every s_l in the tile layout (C, tiles, h_l, R) (the
+// backward's saved activations) and s_{Ly-1} as (C, M, h); the backward runs the layers in reverse with
+//   gp_l = g_l * mask_l * act'(s_l),   g_{l-1} = gp_l W_rec_l^T,   gx += gp_l W_in_l^T,
+// and accumulates the weight gradients per thread and lane (one small copy of every weight), then sums.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "fast_math.h"
+
+namespace {
+
+enum Act : int64_t { LINEAR = 0, TANH = 1, RELU = 2, SIGMOID = 3 };
+
+template <typename T, int ACT>
+inline T activate(T x) {
+  if constexpr (ACT == TANH) {  // tanh(x) = expm1(2x) / (expm1(2x) + 2): no cancellation near 0
+    T e, m;
+    neurodyn_math::fast_exp_em1(2 * x, e, m);
+    return m / (m + 2);
+  } else if constexpr (ACT == RELU) {
+    return x > 0 ? x : T(0);
+  } else if constexpr (ACT == SIGMOID) {
+    return T(1) / (T(1) + neurodyn_math::fast_exp(-x));
+  } else {
+    return x;
+  }
+}
+
+// d act / d pre, from the activation's output s
+template <typename T, int ACT>
+inline T activate_grad(T s) {
+  if constexpr (ACT == TANH) {
+    return T(1) - s * s;
+  } else if constexpr (ACT == RELU) {
+    return s > 0 ? T(1) : T(0);
+  } else if constexpr (ACT == SIGMOID) {
+    return s * (T(1) - s);
+  } else {
+    return T(1);
+  }
+}
+
+// calls f.template operator()<ACT>() with the activation code as a compile-time constant
+template <typename F>
+void with_act(int64_t act, F&& f) {
+  switch (act) {
+    case TANH: f(std::integral_constant<int, TANH>{}); break;
+    case RELU: f(std::integral_constant<int, RELU>{}); break;
+    case SIGMOID: f(std::integral_constant<int, SIGMOID>{}); break;
+    default: f(std::integral_constant<int, LINEAR>{}); break;
+  }
+}
+
+struct Shapes {
+  int64_t C, M, a, layers, tiles;
+  std::vector<int64_t> h;      // widths
+  std::vector<bool> has_in;    // layer l has an input term
+};
+
+// Rows are processed in tiles of R with the row as the vector lane, so that every operation is a vertical
+// multiply-add over R rows (no horizontal sums). The tiles are GCC / Clang vector types: left to itself the
+// compiler vectorised these loops across the wrong index, with a shuffle per multiply-add (5x slower).
+constexpr int64_t R = 16;
+
+template <typename T> struct Lanes;
+template <> struct Lanes<float> { typedef float type __attribute__((vector_size(R * sizeof(float)))); };
+template <> struct Lanes<double> { typedef double type __attribute__((vector_size(R * sizeof(double)))); };
+template <typename T> using V = typename Lanes<T>::type;
+
+Shapes check(const at::Tensor& x, const std::vector<at::Tensor>& w_in, const std::vector<at::Tensor>& bias,
+             const std::vector<at::Tensor>& w_rec, const std::vector<at::Tensor>& mask, int64_t act) {
+  TORCH_CHECK(x.dim() == 3 && x.is_contiguous(), "ncp_mlp: x must be a contiguous (C, M, a) tensor");
+  TORCH_CHECK(act >= 0 && act <= 3, "ncp_mlp: activation code must be 0-3, got ", act);
+  Shapes s{x.size(0), x.size(1), x.size(2), static_cast<int64_t>(w_in.size()), (x.size(1) + R - 1) / R, {}, {}};
+  TORCH_CHECK(s.layers >= 1 && bias.size() == w_in.size() && w_rec.size() == w_in.size() &&
+                  mask.size() == w_in.size(), "ncp_mlp: w_in, bias, w_rec and mask need one entry per layer");
+  const auto dtype = x.scalar_type();
+  for (int64_t l = 0; l < s.layers; ++l) {
+    TORCH_CHECK(bias[l].dim() == 2 && bias[l].size(0) == s.C && bias[l].is_contiguous() &&
+                    bias[l].scalar_type() == dtype, "ncp_mlp: bias[", l, "] must be contiguous (C, h)");
+    const int64_t h = bias[l].size(1);
+    const auto& w = w_in[l];
+    s.has_in.push_back(w.numel() > 0);
+    TORCH_CHECK(w.numel() == 0 || (w.dim() == 3 && w.size(0) == s.C && w.size(1) == s.a && w.size(2) == h &&
+                                   w.is_contiguous() && w.scalar_type() == dtype),
+                "ncp_mlp: w_in[", l, "] must be empty or contiguous (C, a, h)");
+    TORCH_CHECK(mask[l].is_contiguous() && mask[l].numel() == h && mask[l].scalar_type() == dtype,
+                "ncp_mlp: mask[", l, "] must be contiguous (h,)");
+    if (l > 0) {
+      TORCH_CHECK(w_rec[l].dim() == 3 && w_rec[l].size(0) == s.C && w_rec[l].size(1) == s.h.back() &&
+                      w_rec[l].size(2) == h && w_rec[l].is_contiguous() && w_rec[l].scalar_type() == dtype,
+                  "ncp_mlp: w_rec[", l, "] must be contiguous (C, h_prev, h)");
+    }
+    s.h.push_back(h);
+  }
+  return s;
+}
+
+template <typename T>
+inline const T* ptr_or_null(const at::Tensor& t) {
+  return t.numel() ? t.data_ptr<T>() : nullptr;
+}
+
+// rows r0 .. r0 + n - 1 of a row-major (rows, width) block -> width lane vectors, zero past n
+template <typename T>
+inline void load_tile(const T* src, int64_t width, int64_t n, V<T>* tile) {
+  T* t = reinterpret_cast<T*>(tile);  // vector types may alias their element type
+  if (n < R) std::fill(t, t + width * R, T(0));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < width; ++i) t[i * R + r] = src[r * width + i];
+  }
+}
+
+template <typename T>
+inline void store_tile(const V<T>* tile, int64_t width, int64_t n, T* dst) {
+  const T* t = reinterpret_cast<const T*>(tile);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < width; ++i) dst[r * width + i] = t[i * R + r];
+  }
+}
+
+template <typename T, int ACT>
+inline V<T> activate_lanes(V<T> v) {
+  if constexpr (ACT == LINEAR) {
+    return v;
+  } else {
+    T t[R];
+    std::memcpy(t, &v, sizeof(v));
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) t[r] = activate<T, ACT>(t[r]);
+    std::memcpy(&v, t, sizeof(v));
+    return v;
+  }
+}
+
+// one tile through layer l: o[j] = act(b[j] + sum_i w_in[i][j] x[i] + sum_k w_rec[k][j] prev[k]) mask[j]
+template <typename T, int ACT>
+inline void layer_forward(int64_t a, int64_t hp, int64_t h, const V<T>* xt, const V<T>* prev, const T* wi,
+                          const T* bl, const T* wr, const T* ml, V<T>* o) {
+  for (int64_t j = 0; j < h; ++j) {
+    V<T> acc = V<T>{} + bl[j];
+    if (wi) {
+      for (int64_t i = 0; i < a; ++i) acc += wi[i * h + j] * xt[i];
+    }
+    for (int64_t k = 0; k < hp; ++k) acc += wr[k * h + j] * prev[k];
+    o[j] = activate_lanes<T, ACT>(acc) * ml[j];
+  }
+}
+
+template <typename T, int ACT>
+void forward_tiles(const Shapes& sh, const T* x, const std::vector<const T*>& w_in, const std::vector<const T*>& b,
+                   const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
+                   const std::vector<T*>& saved, T* y, int64_t t0, int64_t t1) {
+  std::vector<V<T>> xt(sh.a);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t c = t / sh.tiles, m0 = (t % sh.tiles) * R, n = std::min(R, sh.M - m0);
+    load_tile(x + (c * sh.M + m0) * sh.a, sh.a, n, xt.data());
+    const V<T>* prev = nullptr;
+    for (int64_t l = 0; l < sh.layers; ++l) {
+      const int64_t h = sh.h[l], hp = l > 0 ? sh.h[l - 1] : 0;
+      V<T>* cur = reinterpret_cast<V<T>*>(saved[l]) + t * h;
+      layer_forward<T, ACT>(sh.a, hp, h, xt.data(), prev, w_in[l] ? w_in[l] + c * sh.a * h : nullptr, b[l] + c * h,
+                            l > 0 ? w_rec[l] + c * hp * h : nullptr, mask[l], cur);
+      prev = cur;
+    }
+    const int64_t hl = sh.h.back();
+    store_tile(prev, hl, n, y + (c * sh.M + m0) * hl);
+  }
+}
+
+std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
+                                    std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask, int64_t act) {
+  const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  std::vector<at::Tensor> outs;
+  for (int64_t l = 0; l < sh.layers; ++l) outs.push_back(at::empty({sh.C, sh.tiles, sh.h[l], R}, x.options()));
+  outs.push_back(at::empty({sh.C, sh.M, sh.h.back()}, x.options()));
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ncp_mlp_fwd", [&] {
+    std::vector<const scalar_t*> wi, b, wr, m;
+    std::vector<scalar_t*> o;
+    for (int64_t l = 0; l < sh.layers; ++l) {
+      wi.push_back(ptr_or_null<scalar_t>(w_in[l]));
+      b.push_back(bias[l].data_ptr<scalar_t>());
+      wr.push_back(l > 0 ? w_rec[l].data_ptr<scalar_t>() : nullptr);
+      m.push_back(mask[l].data_ptr<scalar_t>());
+      o.push_back(outs[l].data_ptr<scalar_t>());
+    }
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* yp = outs.back().data_ptr<scalar_t>();
+    with_act(act, [&](auto A) {
+      at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
+        forward_tiles<scalar_t, decltype(A)::value>(sh, xp, wi, b, wr, m, o, yp, t0, t1);
+      });
+    });
+  });
+  return outs;
+}
+
+// offsets (in lane vectors) of one cell's weight gradients inside a per-thread accumulator:
+// [layer 0: g_w_in (a h_0, if any), g_b (h_0)] [layer 1: g_w_in, g_b, g_w_rec (h_0 h_1)] ...
+struct GradLayout {
+  std::vector<int64_t> w_in, b, w_rec;
+  int64_t per_cell = 0;
+  explicit GradLayout(const Shapes& sh) {
+    for (int64_t l = 0; l < sh.layers; ++l) {
+      w_in.push_back(per_cell);
+      per_cell += sh.has_in[l] ? sh.a * sh.h[l] : 0;
+      b.push_back(per_cell);
+      per_cell += sh.h[l];
+      w_rec.push_back(per_cell);
+      per_cell += l > 0 ? sh.h[l - 1] * sh.h[l] : 0;
+    }
+  }
+};
+
+template <typename T, int ACT>
+void backward_tiles(const Shapes& sh, const GradLayout& gl, const T* x, const std::vector<const T*>& w_in,
+                    const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
+                    const std::vector<const T*>& saved, const T* gout, T* gx, T* acc, int64_t t0, int64_t t1) {
+  int64_t hmax = 0;
+  for (int64_t h : sh.h) hmax = std::max(hmax, h);
+  std::vector<V<T>> xt(sh.a), gxt(sh.a), g(hmax), gp(hmax);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t c = t / sh.tiles, m0 = (t % sh.tiles) * R, n = std::min(R, sh.M - m0), row0 = c * sh.M + m0;
+    load_tile(x + row0 * sh.a, sh.a, n, xt.data());
+    std::fill(gxt.begin(), gxt.end(), V<T>{});
+    V<T>* cell_acc = reinterpret_cast<V<T>*>(acc) + c * gl.per_cell;
+    const int64_t last = sh.layers - 1;
+    load_tile(gout + row0 * sh.h[last], sh.h[last], n, g.data());  // zero on padded rows: no contribution
+    for (int64_t l = last; l >= 0; --l) {
+      const int64_t h = sh.h[l];
+      const V<T>* sl = reinterpret_cast<const V<T>*>(saved[l]) + t * h;
+      const T* ml = mask[l];
+      for (int64_t j = 0; j < h; ++j) {
+        T d[R], sv[R];
+        std::memcpy(sv, &sl[j], sizeof(sv));
+#pragma omp simd
+        for (int64_t r = 0; r < R; ++r) d[r] = activate_grad<T, ACT>(sv[r]);
+        V<T> dv;
+        std::memcpy(&dv, d, sizeof(dv));
+        gp[j] = g[j] * dv * ml[j];
+      }
+      V<T>* gb = cell_acc + gl.b[l];
+      for (int64_t j = 0; j < h; ++j) gb[j] += gp[j];
+      if (w_in[l]) {
+        const T* wi = w_in[l] + c * sh.a * h;
+        V<T>* gwi = cell_acc + gl.w_in[l];
+        for (int64_t i = 0; i < sh.a; ++i) {
+          V<T> gxi = gxt[i];
+          for (int64_t j = 0; j < h; ++j) {
+            gwi[i * h + j] += xt[i] * gp[j];
+            gxi += wi[i * h + j] * gp[j];
+          }
+          gxt[i] = gxi;
+        }
+      }
+      if (l > 0) {
+        const int64_t hp = sh.h[l - 1];
+        const V<T>* sp = reinterpret_cast<const V<T>*>(saved[l - 1]) + t * hp;
+        const T* wr = w_rec[l] + c * hp * h;
+        V<T>* gwr = cell_acc + gl.w_rec[l];
+        for (int64_t k = 0; k < hp; ++k) {
+          V<T> gk = {};
+          for (int64_t j = 0; j < h; ++j) {
+            gwr[k * h + j] += sp[k] * gp[j];
+            gk += wr[k * h + j] * gp[j];
+          }
+          g[k] = gk;
+        }
+      }
+    }
+    store_tile(gxt.data(), sh.a, n, gx + row0 * sh.a);
+  }
+}
+
+// returns [g_x, then per layer g_w_in (empty without an input term), g_bias, g_w_rec (empty for layer 0)]
+std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
+                                    std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask,
+                                    std::vector<at::Tensor> saved, const at::Tensor& gout, int64_t act) {
+  const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  TORCH_CHECK(static_cast<int64_t>(saved.size()) == sh.layers, "ncp_mlp_bwd: one saved activation per layer");
+  for (int64_t l = 0; l < sh.layers; ++l) {
+    TORCH_CHECK(saved[l].is_contiguous() && saved[l].numel() == sh.C * sh.tiles * sh.h[l] * R &&
+                    saved[l].scalar_type() == x.scalar_type(),
+                "ncp_mlp_bwd: saved[", l, "] must be the forward's (C, tiles, h, R) activations");
+  }
+  TORCH_CHECK(gout.is_contiguous() && gout.numel() == sh.C * sh.M * sh.h.back() &&
+                  gout.scalar_type() == x.scalar_type(), "ncp_mlp_bwd: gout must be contiguous (C, M, h_last)");
+  const GradLayout gl(sh);
+  const int64_t threads = at::get_num_threads();
+  at::Tensor acc = at::zeros({threads, sh.C * gl.per_cell * R}, x.options());
+  at::Tensor gx = at::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ncp_mlp_bwd", [&] {
+    std::vector<const scalar_t*> wi, wr, m, sp;
+    for (int64_t l = 0; l < sh.layers; ++l) {
+      wi.push_back(ptr_or_null<scalar_t>(w_in[l]));
+      wr.push_back(l > 0 ? w_rec[l].data_ptr<scalar_t>() : nullptr);
+      m.push_back(mask[l].data_ptr<scalar_t>());
+      sp.push_back(saved[l].data_ptr<scalar_t>());
+    }
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* gp = gout.data_ptr<scalar_t>();
+    scalar_t* gxp = gx.data_ptr<scalar_t>();
+    scalar_t* accp = acc.data_ptr<scalar_t>();
+    const int64_t stride = sh.C * gl.per_cell * R;
+    with_act(act, [&](auto A) {
+      at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
+        backward_tiles<scalar_t, decltype(A)::value>(sh, gl, xp, wi, wr, m, sp, gp, gxp,
+                                                     accp + at::get_thread_num() * stride, t0, t1);
+      });
+    });
+  });
+  at::Tensor total = acc.view({threads, sh.C, gl.per_cell, R}).sum({0, 3});
+  std::vector<at::Tensor> grads{gx};
+  for (int64_t l = 0; l < sh.layers; ++l) {
+    const int64_t h = sh.h[l];
+    grads.push_back(sh.has_in[l] ? total.narrow(1, gl.w_in[l], sh.a * h).reshape({sh.C, sh.a, h})
+                                 : at::empty({0}, x.options()));
+    grads.push_back(total.narrow(1, gl.b[l], h).reshape({sh.C, h}));
+    grads.push_back(l > 0 ? total.narrow(1, gl.w_rec[l], sh.h[l - 1] * h).reshape({sh.C, sh.h[l - 1], h})
+                          : at::empty({0}, x.options()));
+  }
+  return grads;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(neurodyn_scan, m) {
+  m.def("ncp_mlp_fwd", &ncp_mlp_fwd);
+  m.def("ncp_mlp_bwd", &ncp_mlp_bwd);
+}

@@ -1,0 +1,100 @@
+"""Pruned NCP backbone as one fused CPU op (``csrc/ncp_cpu.cpp``), with a plain-PyTorch reference.
+
+For ``C`` cells, ``x: (C, M, a)`` and layers ``l = 0..n-1`` of widths ``h_l`` (the neurons one Algorithm-1 update
+of :class:`neurodyn.nn.ncp.NCPCell` computes)::
+
+    s_0 = act(x W_in_0 + b_0) * mask_0
+    s_l = act(x W_in_l + b_l + s_{l-1} W_rec_l) * mask_l        (l >= 1)
+
+with ``W_in_l (C, a, h_l)``, ``b_l (C, h_l)``, ``W_rec_l (C, h_{l-1}, h_l)`` (``None`` for ``l = 0``), ``mask_l (h_l,)``.
+Returns ``s_{n-1}: (C, M, h_{n-1})``. In NAC the backbone runs on every query-key pair (16,384 rows of 8 inputs and
+36 / 16 / 2 neurons at the cpu presets); as separate batched matmuls and elementwise ops it was half of a NAC
+training step, most of it memory passes over ``(C, M, 36)`` activations. The fused op keeps one row's activations
+in cache and saves only the layer outputs for the backward. :func:`ncp_mlp_ref` is the same computation with
+torch ops (its test oracle and the path on other devices, or without the compiled kernel).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from . import cpu_kernel
+
+Tensor = torch.Tensor
+
+__all__ = ["ncp_mlp", "ncp_mlp_ref", "ACT_CODES"]
+
+ACT_CODES = {"linear": 0, "tanh": 1, "relu": 2, "sigmoid": 3}
+_REF_ACTS = {"linear": lambda v: v, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
+
+
+def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
+                mask: Sequence[Tensor], activation: str = "tanh") -> Tensor:
+    """The module docstring's layers with batched matmuls (any device, plain autograd)."""
+    act = _REF_ACTS[activation]
+    s = None
+    for l, (wi, b, wr, m) in enumerate(zip(w_in, bias, w_rec, mask)):
+        pre = b[:, None, :].expand(x.shape[0], x.shape[1], b.shape[-1])
+        if wi is not None:
+            pre = torch.baddbmm(pre, x, wi)
+        if l > 0:
+            pre = torch.baddbmm(pre, s, wr)
+        s = act(pre) * m
+    return s
+
+
+class _NCPMLPFunction(torch.autograd.Function):
+    """Inputs: ``act`` code, layer count ``n``, masks, ``x``, then ``n`` input weights (empty tensor: no input
+    term), ``n`` biases, ``n - 1`` recurrent weights."""
+
+    @staticmethod
+    def forward(ctx, act: int, n: int, mask: tuple, x: Tensor, *params: Tensor) -> Tensor:
+        w_in, bias, w_rec = list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+        *saved, y = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act)
+        ctx.act, ctx.n, ctx.mask = act, n, mask
+        ctx.save_for_backward(x, *params, *saved)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gout: Tensor):
+        n = ctx.n
+        x, *rest = ctx.saved_tensors
+        params, saved = rest[:3 * n - 1], rest[3 * n - 1:]
+        w_in, bias, w_rec = list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+        g = cpu_kernel.get().ncp_mlp_bwd(x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(),
+                                         ctx.act)
+        gx, per_layer = g[0], g[1:]
+        g_w_in = [per_layer[3 * l] if w_in[l].numel() else None for l in range(n)]
+        g_bias = [per_layer[3 * l + 1] for l in range(n)]
+        g_w_rec = [per_layer[3 * l + 2] for l in range(1, n)]
+        return (None, None, None, gx, *g_w_in, *g_bias, *g_w_rec)
+
+
+def fused_available(x: Tensor) -> bool:
+    """Whether :func:`ncp_mlp` runs ``x`` on the compiled kernel (CPU, float32 / float64, kernel built)."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and cpu_kernel.available()
+
+
+def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
+            mask: Sequence[Tensor], activation: str = "tanh") -> Tensor:
+    """The module docstring's layers: the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere.
+
+    ``x (C, M, a)``; ``w_in[l] (C, a, h_l)`` or ``None`` (no input term), ``bias[l] (C, h_l)``,
+    ``w_rec[l] (C, h_{l-1}, h_l)`` with ``w_rec[0]`` ignored, ``mask[l] (h_l,)`` (constant). Gradients reach ``x``,
+    ``w_in``, ``bias`` and ``w_rec`` (first order).
+    """
+    if activation not in ACT_CODES:
+        raise ValueError(f"ncp_mlp activation must be one of {sorted(ACT_CODES)}, got {activation!r}")
+    if x.dim() != 3:
+        raise ValueError(f"ncp_mlp input has shape {tuple(x.shape)}; expected (cells, rows, features)")
+    if not fused_available(x):
+        return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation)
+    n = len(bias)
+    dt = x.dtype
+    c = lambda t: t.to(dt).contiguous()  # noqa: E731
+    params = ([x.new_empty(0) if w is None else c(w) for w in w_in] + [c(b) for b in bias]
+              + [c(w) for w in list(w_rec)[1:]])
+    masks = tuple(c(m.detach()) for m in mask)
+    return _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, x.contiguous(), *params)

@@ -1,0 +1,92 @@
+"""Fused NCP backbone (ops.ncp_mlp, csrc/ncp_cpu.cpp) against its batched-matmul reference: forward and every
+gradient, float32 / float64, each activation, layers without an input term, row counts that are not a multiple
+of the kernel's tile, two threads; and NCPCell's fused forward against its unfused one."""
+import pytest
+import torch
+
+from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone
+from neurodyn.ops.ncp_mlp import ACT_CODES, fused_available, ncp_mlp, ncp_mlp_ref
+
+from .helpers import cpp_available
+
+pytestmark = pytest.mark.skipif(not cpp_available(), reason="needs the compiled CPU kernel")
+
+TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-4, atol=2e-5)}
+
+
+def _layers(C, a, widths, dtype, no_input=(), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    req = dict(dtype=dtype)
+    w_in = [None if l in no_input else (torch.randn(C, a, h, generator=g, **req) / a ** 0.5).requires_grad_()
+            for l, h in enumerate(widths)]
+    bias = [(0.3 * torch.randn(C, h, generator=g, **req)).requires_grad_() for h in widths]
+    w_rec = [None] + [(torch.randn(C, p, h, generator=g, **req) / p ** 0.5).requires_grad_()
+                      for p, h in zip(widths, widths[1:])]
+    mask = [(torch.rand(h, generator=g) > 0.2).to(dtype) for h in widths]
+    return w_in, bias, w_rec, mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("act", sorted(ACT_CODES))
+@pytest.mark.parametrize("rows", [1, 37, 256])
+def test_fused_ncp_matches_reference_forward_and_gradients(act, rows, dtype):
+    C, a, widths = 3, 8, (36, 16, 2)
+    w_in, bias, w_rec, mask = _layers(C, a, widths, dtype, no_input=(1, 2))
+    x = torch.randn(C, rows, a, dtype=dtype, requires_grad=True)
+    y = ncp_mlp(x, w_in, bias, w_rec, mask, act)
+    y_ref = ncp_mlp_ref(x, w_in, bias, w_rec, mask, act)
+    assert y.shape == (C, rows, 2)
+    torch.testing.assert_close(y, y_ref, **TOL[dtype])
+    leaves = [x, w_in[0], *bias, *w_rec[1:]]
+    w = torch.randn_like(y)
+    for got, want in zip(torch.autograd.grad((y * w).sum(), leaves), torch.autograd.grad((y_ref * w).sum(), leaves)):
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+def test_fused_ncp_with_input_on_every_layer_and_two_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        w_in, bias, w_rec, mask = _layers(2, 5, (7, 4, 3), torch.float64, seed=3)
+        x = torch.randn(2, 1000, 5, dtype=torch.float64, requires_grad=True)
+        y, y_ref = (f(x, w_in, bias, w_rec, mask, "tanh") for f in (ncp_mlp, ncp_mlp_ref))
+        torch.testing.assert_close(y, y_ref, **TOL[torch.float64])
+        leaves = [x, *w_in, *bias, *w_rec[1:]]
+        for got, want in zip(torch.autograd.grad(y.square().sum(), leaves), torch.autograd.grad(y_ref.square().sum(), leaves)):
+            torch.testing.assert_close(got, want, **TOL[torch.float64])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_fused_ncp_gradcheck():
+    w_in, bias, w_rec, mask = _layers(2, 3, (4, 3), torch.float64, no_input=(1,), seed=5)
+    x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    leaves = (x, w_in[0], bias[0], bias[1], w_rec[1])
+    f = lambda x, wi, b0, b1, wr: ncp_mlp(x, [wi, None], [b0, b1], [None, wr], mask, "sigmoid")  # noqa: E731
+    assert torch.autograd.gradcheck(f, leaves)
+
+
+def test_ncp_cell_fused_forward_equals_the_unfused_one_and_bad_input_is_refused():
+    torch.manual_seed(0)
+    wiring = build_autoncp(units_backbone(16), 2, 8, 0.5)
+    for cells, disabled in ((4, ()), (1, ("command",))):
+        cell = NCPCell(wiring, activation="tanh", n_cells=cells, disabled=disabled)
+        u = torch.randn(*((cells,) if cells > 1 else ()), 3, 7, 8, requires_grad=True)
+        assert fused_available(u)
+        outs = []
+        for fused in (True, False):
+            cell.fused = fused
+            cell.zero_grad()
+            y = cell(u, unfolds=3)
+            grads = torch.autograd.grad(y.square().sum(), [u, *cell.parameters()], allow_unused=True)
+            outs.append((y, grads))
+        torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-6)
+        for a, b, p in zip(outs[0][1], outs[1][1], [u, *cell.parameters()]):
+            zero = torch.zeros_like(p)  # a parameter one path does not use: no gradient or a zero one
+            torch.testing.assert_close(zero if a is None else a, zero if b is None else b, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="activation"):
+        ncp_mlp(torch.randn(1, 2, 3), [None], [torch.randn(1, 2)], [None], [torch.ones(2)], "gelu")
+    with pytest.raises(ValueError, match="cells, rows, features"):
+        ncp_mlp(torch.randn(2, 3), [None], [torch.randn(1, 2)], [None], [torch.ones(2)], "tanh")
+    with pytest.raises(RuntimeError, match="w_in"):
+        ncp_mlp(torch.randn(1, 2, 3), [torch.randn(1, 4, 2)], [torch.randn(1, 2)], [None], [torch.ones(2)], "tanh")
