@@ -136,6 +136,14 @@ def test_flat_gather_picks_rows_per_group():
     assert got.shape == (3, 4, 5, 2)
     for g in range(3):
         torch.testing.assert_close(got[g], x[g][idx[g]])
+    # gradient: repeated indices accumulate, as for advanced indexing
+    xg = x.clone().requires_grad_()
+    w = torch.randn(3, 4, 5, 2)
+    (flat_gather(xg, idx) * w).sum().backward()
+    ref = x.clone().requires_grad_()
+    (ref[torch.arange(3)[:, None, None], idx] * w).sum().backward()
+    torch.testing.assert_close(xg.grad, ref.grad)
+    assert flat_gather(x[..., 0], idx).shape == (3, 4, 5)  # (G, N) values: no trailing axis
 
 
 @pytest.mark.parametrize("T,floor", [(32, 0.9), (1024, 0.85)])

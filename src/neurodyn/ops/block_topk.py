@@ -16,9 +16,15 @@ __all__ = ["block_topk", "exact_topk", "flat_gather"]
 
 
 def flat_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x: (G, N, D)``, ``idx: (G, *I)`` -> ``(G, *I, D)`` (no index expanded over D)."""
-    g = torch.arange(x.shape[0], device=x.device).reshape(-1, *([1] * (idx.dim() - 1)))
-    return x[g, idx]
+    """``x: (G, N, D)``, ``idx: (G, *I)`` -> ``(G, *I, D)`` (no index expanded over D).
+
+    One ``index_select`` on the flattened ``(G N, D)`` rows: its backward is an ``index_add_``, where the
+    equivalent advanced indexing ``x[g, idx]`` went through ``index_put_(accumulate=True)`` (1.5-2.5x slower
+    forward + backward on NAC's (128, 16, 4) keys, one thread)."""
+    G, N = x.shape[0], x.shape[1]
+    offset = (torch.arange(G, device=x.device) * N).reshape(-1, *([1] * (idx.dim() - 1)))
+    rows = x.reshape(G * N, *x.shape[2:]).index_select(0, (idx + offset).reshape(-1))
+    return rows.reshape(*idx.shape, *x.shape[2:])
 
 
 def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None,
