@@ -1,6 +1,6 @@
-// Fused CPU forward / backward of a pruned NCP backbone (neurodyn/nn/ncp.py, NCPCell.forward), one row
-// (one query-key pair of NAC) at a time, so the per-layer activations of every row stay in L1 instead
-// of passing through memory once per elementwise op and once per small matmul.
+// Fused CPU forward / backward of a pruned NCP backbone (neurodyn/nn/ncp.py, NCPCell.forward), 16 rows (NAC
+// query-key pairs) at a time, so the per-layer activations of a tile stay in registers and L1 instead of
+// passing through memory once per elementwise op and once per small matmul.
 //
 // For C cells (independent weight sets), M rows per cell, input x (C, M, a) and layers l = 0..Ly-1 of
 // widths h_l (the neurons an Algorithm-1 update computes):
