@@ -203,7 +203,7 @@ class NCPCell(nn.Module):
             y = self._fused_layers(uu, plan, w_in, w_rec)
             return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
         state, prev = None, None
-        for cols, all_active in plan:
+        for cols, all_active, _ in plan:
             pre = self._affine(uu, w_in.index_select(2, cols), self.bias.index_select(1, cols), per_cell=True)
             if state is not None:
                 pre = self._affine(state, w_rec.index_select(1, prev).index_select(2, cols), pre, per_cell=False)
@@ -220,8 +220,7 @@ class NCPCell(nn.Module):
         lead = uu.shape[:-1] if self.n_cells == 1 else uu.shape[1:-1]
         x = uu.reshape(self.n_cells, -1, uu.shape[-1])
         wi, b, wr, m, prev = [], [], [], [], None
-        for cols, all_active in plan:
-            has_input = bool(self.mask_in[:, cols].any())  # ncps: only inter neurons have input synapses
+        for cols, _, has_input in plan:
             wi.append(w_in.index_select(2, cols) if has_input else None)
             b.append(self.bias.index_select(1, cols))
             wr.append(None if prev is None else w_rec.index_select(1, prev).index_select(2, cols))
@@ -251,8 +250,9 @@ class NCPCell(nn.Module):
             state = self.step(drive, state)
         return self.readout(state)
 
-    def _plan(self, unfolds: int) -> list[tuple[torch.Tensor, bool]]:
-        """Neuron ids computed at each update: those with a path to the output by the last one."""
+    def _plan(self, unfolds: int) -> list[tuple[torch.Tensor, bool, bool]]:
+        """Per update: the neuron ids computed (those with a path to the output by the last one), whether all of
+        them are active, and whether any of them has an input synapse (ncps: only inter neurons do)."""
         cache = self.__dict__.setdefault("_plans", {})
         key = (unfolds, self.mask_rec.device)
         if key not in cache:
@@ -264,7 +264,8 @@ class NCPCell(nn.Module):
             for _ in range(unfolds - 1):
                 need = rec[:, need].any(1)
                 plan.append(need)
-            cache[key] = [(torch.nonzero(n).flatten(), bool(self.mask_act[n].all())) for n in reversed(plan)]
+            cache[key] = [(torch.nonzero(n).flatten(), bool(self.mask_act[n].all()), bool(self.mask_in[:, n].any()))
+                          for n in reversed(plan)]
         return cache[key]
 
     def scan(self, u: torch.Tensor) -> torch.Tensor:

@@ -44,13 +44,18 @@ def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor]
     return s
 
 
+def _layers(x: Tensor, n: int, params) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """``params`` as packed by :func:`ncp_mlp` -> the kernel's ``w_in``, ``bias``, ``w_rec`` lists (``w_rec[0]`` empty)."""
+    return list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+
+
 class _NCPMLPFunction(torch.autograd.Function):
     """Inputs: ``act`` code, layer count ``n``, masks, ``x``, then ``n`` input weights (empty tensor: no input
     term), ``n`` biases, ``n - 1`` recurrent weights."""
 
     @staticmethod
     def forward(ctx, act: int, n: int, mask: tuple, x: Tensor, *params: Tensor) -> Tensor:
-        w_in, bias, w_rec = list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+        w_in, bias, w_rec = _layers(x, n, params)
         *saved, y = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act)
         ctx.act, ctx.n, ctx.mask = act, n, mask
         ctx.save_for_backward(x, *params, *saved)
@@ -62,7 +67,7 @@ class _NCPMLPFunction(torch.autograd.Function):
         n = ctx.n
         x, *rest = ctx.saved_tensors
         params, saved = rest[:3 * n - 1], rest[3 * n - 1:]
-        w_in, bias, w_rec = list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+        w_in, bias, w_rec = _layers(x, n, params)
         g = cpu_kernel.get().ncp_mlp_bwd(x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(),
                                          ctx.act)
         gx, per_layer = g[0], g[1:]
