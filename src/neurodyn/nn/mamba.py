@@ -70,7 +70,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice
-from ..ops import PAPER_ORDER, cross_merge, cross_scan, cross_unscan, resolve_directions, selective_scan
+from ..ops import (PAPER_ORDER, cross_merge, cross_scan, cross_unscan, head_scan, resolve_directions,
+                   selective_scan)
 from .init import inv_softplus
 
 __all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "mixer_directions"]
@@ -329,6 +330,52 @@ class LatentSSM(nn.Module):
             A = A.repeat_interleave(self.head_dim, dim=-1)[..., None].expand(*A.shape[:-1], self.d_inner, self.d_state)
         return A
 
+    def _scan_heads(self, xs, dt, dt_b, Bm, Cm, Dskip):
+        """One step and one decay per head: ``ops.head_scan`` on the time-major ``(b, K, L, di)`` sequences as they
+        are (its fused CPU kernel vectorises over a head's channels; no copies into channel-major layouts)."""
+        b, K, L, di = xs.shape
+        G, N, P = self.n_groups, self.d_state, self.head_dim
+        step = F.softplus(dt + dt_b[None, :, None, :])                     # (b, K, L, H)
+        a = -torch.exp(self.A_log).expand(K, self.n_heads)
+        Bh, Ch = Bm.reshape(b, K, L, G, N), Cm.reshape(b, K, L, G, N)
+        if self.discretization == "euler":
+            return head_scan(xs, step, a, Bh, Ch, D=Dskip, backend=self.backend)
+        # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
+        u_in = xs * _phi(step * a[None, :, None, :]).repeat_interleave(P, dim=-1)
+        y = head_scan(u_in, step, a, Bh, Ch, backend=self.backend)
+        return y if Dskip is None else y + Dskip[None, :, None, :] * xs
+
+    def _scan_channels(self, xs, dt, dt_b, Bm, Cm, Dskip):
+        """A step per channel or a decay per state (``dt_mode="channel"`` / ``a_mode="diag"``): directions folded
+        into ``(b, K di, L)`` channels for ``ops.selective_scan``; returns ``(b, K, L, di)``."""
+        b, K, L, di = xs.shape
+        H, G, N, P = self.n_heads, self.n_groups, self.d_state, self.head_dim
+        # fold directions into channels: channel k*di + c, group k*G + c // (di / G)
+        u_s = xs.permute(0, 1, 3, 2).reshape(b, K * di, L)
+        delta = dt.permute(0, 1, 3, 2)                                     # (b, K, H or di, L)
+        A = self._A().expand(K, di, N).reshape(K * di, N)
+        Bs = Bm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
+        Cs = Cm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
+        Dskip = None if Dskip is None else Dskip.reshape(K * di)
+        per = 1 if self.dt_mode == "channel" else P                        # channels per Delta
+        if self.discretization == "euler":
+            # softplus on the (b, K, H, L) steps, then one copy out to the channels (not per channel)
+            step = F.softplus(delta + dt_b[None, :, :, None])
+            step = step.unsqueeze(3).expand(b, K, step.shape[2], per, L).reshape(b, K * di, L)
+            y = selective_scan(u_s, step, A, Bs, Cs, D=Dskip, backend=self.backend)
+        else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
+            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H or di, L)
+            a = -torch.exp(self.A_log).expand(K, H)
+            if per == 1:
+                a = a.repeat_interleave(P, dim=-1)                           # (K, di)
+            scale = _phi(step * a[None, :, :, None])
+            step = step.repeat_interleave(per, dim=2).reshape(b, K * di, L)
+            scale = scale.repeat_interleave(per, dim=2).reshape(b, K * di, L)
+            y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
+            if Dskip is not None:
+                y = y + Dskip[:, None] * u_s
+        return y.reshape(b, K, di, L).permute(0, 1, 3, 2)                  # (b, K, L, di) in scan order
+
     # ----------------------------------------------------------------------------------------------
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
@@ -379,38 +426,17 @@ class LatentSSM(nn.Module):
             dt = self._order(dt, shape).reshape(b, K, L, K, H)
             dt = torch.stack([dt[:, k, :, k] for k in range(K)], dim=1)
 
-        # fold directions into channels: channel k*di + c, group k*G + c // (di / G)
-        u_s = xs.permute(0, 1, 3, 2).reshape(b, K * di, L)
-        dt_b = self.dt_bias.expand(K, H) if self.layout == "hydra" else self.dt_bias
-        delta = dt.permute(0, 1, 3, 2)                                     # (b, K, H, L)
-        A = self._A().expand(K, di, N).reshape(K * di, N)
-        Bs = Bm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
-        Cs = Cm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
+        dt_b = self.dt_bias.expand(K, self.dt_bias.shape[-1]) if self.layout == "hydra" else self.dt_bias
         if self.layout == "x_proj":
-            Dskip = self.D.reshape(K * di)
+            Dskip = self.D                                                 # (K, di)
         elif self.layout == "fused":
-            Dskip = self.D.repeat_interleave(P, dim=-1).reshape(K * di)
+            Dskip = self.D.repeat_interleave(P, dim=-1)
         else:
             Dskip = None  # hydra: diagonal term added after the merge
-
-        per = 1 if self.dt_mode == "channel" else P                        # channels per Delta
-        if self.discretization == "euler":
-            # softplus on the (b, K, H, L) steps, then one copy out to the channels (not per channel)
-            step = F.softplus(delta + dt_b[None, :, :, None])
-            step = step.unsqueeze(3).expand(b, K, step.shape[2], per, L).reshape(b, K * di, L)
-            y = selective_scan(u_s, step, A, Bs, Cs, D=Dskip, backend=self.backend)
-        else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
-            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H or di, L)
-            a = -torch.exp(self.A_log).expand(K, H)
-            if per == 1:
-                a = a.repeat_interleave(P, dim=-1)                           # (K, di)
-            scale = _phi(step * a[None, :, :, None])
-            step = step.repeat_interleave(per, dim=2).reshape(b, K * di, L)
-            scale = scale.repeat_interleave(per, dim=2).reshape(b, K * di, L)
-            y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
-            if Dskip is not None:
-                y = y + Dskip[:, None] * u_s
-        y = y.reshape(b, K, di, L).permute(0, 1, 3, 2)                     # (b, K, L, di) in scan order
+        if self.a_mode == "head" and self.dt_mode == "head":
+            y = self._scan_heads(xs, dt, dt_b, Bm, Cm, Dskip)
+        else:
+            y = self._scan_channels(xs, dt, dt_b, Bm, Cm, Dskip)
 
         if self.layout == "hydra":  # exclude the diagonal: position t takes the state after t-1
             y = F.pad(y[:, :, :-1], (0, 0, 1, 0))

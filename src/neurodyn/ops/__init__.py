@@ -5,6 +5,8 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * :func:`selective_scan` / :func:`selective_scan_ref` -- Mamba's selective scan (mamba-ssm's
   ``selective_scan_fn`` signature, plus ``reverse`` and ``initial_state``); fused C++ kernel on CPU,
   chunked PyTorch scan anywhere, mamba-ssm's kernel on CUDA when installed.
+* :func:`head_scan` / :func:`head_scan_ref` -- the multi-head selective scan with one step and decay per head
+  (Mamba-2 heads; LaMO, GeoMaNO) in the time-major layout, on its own fused CPU kernel.
 * :func:`linear_scan` -- ``h_t = a_t h_{t-1} + x_t`` along one axis.
 * :func:`cross_scan` / :func:`cross_merge` / :func:`cross_unscan` -- four-way grid traversals.
 * :func:`selective_scan_2d` / :func:`selective_scan_2d_ref` -- GeoMaNO's 2-D scan with correction R.
@@ -23,6 +25,7 @@ from .cross_scan import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cro
                          cross_unscan)
 from .directions import resolve_directions
 from .fused_mlp import fused_mlp, mlp_ref
+from .head_scan import head_scan, head_scan_ref
 from .knc_scan import knc_scan, knc_scan_ref
 from .linear_scan import linear_scan
 from .nac_logits import euler_logits, exact_logits, steady_logits
@@ -32,7 +35,7 @@ from .scan_2d import selective_scan_2d, selective_scan_2d_ref
 from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
 
 __all__ = [
-    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "knc_scan", "knc_scan_ref",
+    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "head_scan", "head_scan_ref", "knc_scan", "knc_scan_ref",
     "euler_logits", "exact_logits", "steady_logits", "ncp_mlp", "ncp_mlp_ref",
     "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
     "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",

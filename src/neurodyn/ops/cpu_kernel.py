@@ -1,5 +1,6 @@
-"""Lazy build of the fused CPU kernels in ``csrc/`` (``selective_scan_cpu.cpp``: the scans; ``ncp_cpu.cpp``: the
-pruned NCP backbone of NAC; ``fast_math.h``: their shared exp).
+"""Lazy build of the fused CPU kernels in ``csrc/`` (``selective_scan_cpu.cpp``: the scans; ``head_scan_cpu.cpp``: the
+multi-head scan with one decay per head; ``ncp_cpu.cpp``: the pruned NCP backbone of NAC; ``fast_math.h``: their
+shared exp).
 
 The extension is compiled on first use with :func:`torch.utils.cpp_extension.load` (needs a C++
 compiler and ``ninja``; about a minute) into a stable cache directory, so later processes only load
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 
 _CSRC = Path(__file__).with_name("csrc")
-_SOURCES = (_CSRC / "selective_scan_cpu.cpp", _CSRC / "ncp_cpu.cpp")
+_SOURCES = (_CSRC / "selective_scan_cpu.cpp", _CSRC / "head_scan_cpu.cpp", _CSRC / "ncp_cpu.cpp")
 _HEADERS = (_CSRC / "fast_math.h",)
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}  # "module" -> ModuleType | None once a build was attempted
