@@ -43,6 +43,43 @@ def test_fused_ncp_matches_reference_forward_and_gradients(act, rows, dtype):
         torch.testing.assert_close(got, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_synapse_patterns_match_masked_weights_and_leave_pruned_weights_without_gradient(dtype):
+    """Patterns of about a third of the synapses (one target without any, one source without any): the fused op
+    equals the reference on W * pattern, and weights outside the pattern get exactly zero gradient."""
+    C, a, widths = 2, 8, (36, 16, 2)
+    w_in, bias, w_rec, mask = _layers(C, a, widths, dtype, no_input=(1, 2), seed=5)
+    mask[-1] = torch.ones(2, dtype=dtype)  # both outputs active
+    g = torch.Generator().manual_seed(9)
+    p_in = [(torch.rand(a, 36, generator=g) < 0.33).float(), None, None]
+    p_in[0][:, 3] = 0.0  # neuron 3 receives no input synapse
+    p_rec = [None, (torch.rand(36, 16, generator=g) < 0.36).float(), (torch.rand(16, 2, generator=g) < 0.6).float()]
+    p_rec[1][5, :] = 0.0  # neuron 5 of layer 0 feeds nothing
+    x = torch.randn(C, 53, a, dtype=dtype, requires_grad=True)
+    kw = dict(pattern_in=p_in, pattern_rec=p_rec)
+    y = ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", **kw)
+    y_ref = ncp_mlp_ref(x, w_in, bias, w_rec, mask, "tanh", **kw)
+    torch.testing.assert_close(y, y_ref, **TOL[dtype])
+    dense = ncp_mlp(x, w_in, bias, w_rec, mask, "tanh")
+    assert (dense - y).abs().max() > 1e-3  # the patterns change the result
+    leaves = [x, w_in[0], *bias, *w_rec[1:]]
+    got = torch.autograd.grad(y.square().sum(), leaves)
+    want = torch.autograd.grad(y_ref.square().sum(), leaves)
+    for a_, b_ in zip(got, want):
+        torch.testing.assert_close(a_, b_, **TOL[dtype])
+    assert (got[1][:, p_in[0] == 0] == 0).all()
+    assert (got[-2][:, p_rec[1] == 0] == 0).all() and (got[-1][:, p_rec[2] == 0] == 0).all()
+
+
+def test_pattern_count_and_shape_errors():
+    w_in, bias, w_rec, mask = _layers(1, 4, (5, 3), torch.float64, no_input=(1,))
+    x = torch.randn(1, 7, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="pattern_in needs one entry per layer"):
+        ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", pattern_in=[None])
+    with pytest.raises(RuntimeError, match="synapse pattern must be"):
+        ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", pattern_in=[torch.ones(5, 4), None])
+
+
 def test_fused_ncp_with_input_on_every_layer_and_two_threads():
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -220,13 +220,16 @@ class NCPCell(nn.Module):
         lead = uu.shape[:-1] if self.n_cells == 1 else uu.shape[1:-1]
         x = uu.reshape(self.n_cells, -1, uu.shape[-1])
         wi, b, wr, m, prev = [], [], [], [], None
+        p_in, p_rec = [], []  # the wiring's synapses: the kernel loops over these only
         for cols, _, has_input in plan:
             wi.append(w_in.index_select(2, cols) if has_input else None)
+            p_in.append(self.mask_in.index_select(1, cols) if has_input else None)
             b.append(self.bias.index_select(1, cols))
             wr.append(None if prev is None else w_rec.index_select(1, prev).index_select(2, cols))
+            p_rec.append(None if prev is None else self.mask_rec.index_select(0, prev).index_select(1, cols))
             m.append(self.mask_act[cols])  # all ones when every computed neuron is active
             prev = cols
-        y = ncp_mlp(x, wi, b, wr, m, self.activation_name)
+        y = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec)
         return y.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, y.shape[-1])
 
     def _affine(self, x: torch.Tensor, w: torch.Tensor, add: torch.Tensor, per_cell: bool) -> torch.Tensor:

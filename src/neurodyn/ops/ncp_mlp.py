@@ -12,6 +12,11 @@ Returns ``s_{n-1}: (C, M, h_{n-1})``. In NAC the backbone runs on every query-ke
 training step, most of it memory passes over ``(C, M, 36)`` activations. The fused op keeps one row's activations
 in cache and saves only the layer outputs for the backward. :func:`ncp_mlp_ref` is the same computation with
 torch ops (its test oracle and the path on other devices, or without the compiled kernel).
+
+Synapse patterns: ``pattern_in[l] (a, h_l)`` and ``pattern_rec[l] (h_{l-1}, h_l)`` in {0, 1}, shared by the cells,
+make the layers use ``W_in_l * pattern_in[l]`` and ``W_rec_l * pattern_rec[l]``: weights outside a pattern are
+ignored and get a zero gradient. The kernel then loops over the listed synapses only (NCP wiring keeps about a third
+of them, so a third of the multiply-adds); the reference multiplies the weights by the patterns.
 """
 from __future__ import annotations
 
@@ -30,9 +35,14 @@ _REF_ACTS = {"linear": lambda v: v, "tanh": torch.tanh, "relu": torch.relu, "sig
 
 
 def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
-                mask: Sequence[Tensor], activation: str = "tanh") -> Tensor:
+                mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
+                pattern_rec: Sequence[Tensor | None] | None = None) -> Tensor:
     """The module docstring's layers with batched matmuls (any device, plain autograd)."""
     act = _REF_ACTS[activation]
+    if pattern_in is not None:
+        w_in = [w if w is None or p is None else w * p.to(w.dtype) for w, p in zip(w_in, pattern_in)]
+    if pattern_rec is not None:
+        w_rec = [w if w is None or p is None else w * p.to(w.dtype) for w, p in zip(w_rec, pattern_rec)]
     s = None
     for l, (wi, b, wr, m) in enumerate(zip(w_in, bias, w_rec, mask)):
         pre = b[:, None, :].expand(x.shape[0], x.shape[1], b.shape[-1])
@@ -50,14 +60,14 @@ def _layers(x: Tensor, n: int, params) -> tuple[list[Tensor], list[Tensor], list
 
 
 class _NCPMLPFunction(torch.autograd.Function):
-    """Inputs: ``act`` code, layer count ``n``, masks, ``x``, then ``n`` input weights (empty tensor: no input
-    term), ``n`` biases, ``n - 1`` recurrent weights."""
+    """Inputs: ``act`` code, layer count ``n``, masks, the kernel's two pattern lists (empty lists: dense), ``x``,
+    then ``n`` input weights (empty tensor: no input term), ``n`` biases, ``n - 1`` recurrent weights."""
 
     @staticmethod
-    def forward(ctx, act: int, n: int, mask: tuple, x: Tensor, *params: Tensor) -> Tensor:
+    def forward(ctx, act: int, n: int, mask: tuple, patterns: tuple, x: Tensor, *params: Tensor) -> Tensor:
         w_in, bias, w_rec = _layers(x, n, params)
-        *saved, y = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act)
-        ctx.act, ctx.n, ctx.mask = act, n, mask
+        *saved, y = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act, *patterns)
+        ctx.act, ctx.n, ctx.mask, ctx.patterns = act, n, mask, patterns
         ctx.save_for_backward(x, *params, *saved)
         return y
 
@@ -69,12 +79,12 @@ class _NCPMLPFunction(torch.autograd.Function):
         params, saved = rest[:3 * n - 1], rest[3 * n - 1:]
         w_in, bias, w_rec = _layers(x, n, params)
         g = cpu_kernel.get().ncp_mlp_bwd(x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(),
-                                         ctx.act)
+                                         ctx.act, *ctx.patterns)
         gx, per_layer = g[0], g[1:]
         g_w_in = [per_layer[3 * l] if w_in[l].numel() else None for l in range(n)]
         g_bias = [per_layer[3 * l + 1] for l in range(n)]
         g_w_rec = [per_layer[3 * l + 2] for l in range(1, n)]
-        return (None, None, None, gx, *g_w_in, *g_bias, *g_w_rec)
+        return (None, None, None, None, gx, *g_w_in, *g_bias, *g_w_rec)
 
 
 def fused_available(x: Tensor) -> bool:
@@ -83,23 +93,30 @@ def fused_available(x: Tensor) -> bool:
 
 
 def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
-            mask: Sequence[Tensor], activation: str = "tanh") -> Tensor:
+            mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
+            pattern_rec: Sequence[Tensor | None] | None = None) -> Tensor:
     """The module docstring's layers: the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere.
 
     ``x (C, M, a)``; ``w_in[l] (C, a, h_l)`` or ``None`` (no input term), ``bias[l] (C, h_l)``,
-    ``w_rec[l] (C, h_{l-1}, h_l)`` with ``w_rec[0]`` ignored, ``mask[l] (h_l,)`` (constant). Gradients reach ``x``,
-    ``w_in``, ``bias`` and ``w_rec`` (first order).
+    ``w_rec[l] (C, h_{l-1}, h_l)`` with ``w_rec[0]`` ignored, ``mask[l] (h_l,)`` (constant); optional synapse
+    patterns (module docstring; ``None`` entries: dense). Gradients reach ``x``, ``w_in``, ``bias`` and ``w_rec``
+    (first order).
     """
     if activation not in ACT_CODES:
         raise ValueError(f"ncp_mlp activation must be one of {sorted(ACT_CODES)}, got {activation!r}")
     if x.dim() != 3:
         raise ValueError(f"ncp_mlp input has shape {tuple(x.shape)}; expected (cells, rows, features)")
-    if not fused_available(x):
-        return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation)
     n = len(bias)
+    for name, pats in (("pattern_in", pattern_in), ("pattern_rec", pattern_rec)):
+        if pats is not None and len(pats) != n:
+            raise ValueError(f"ncp_mlp {name} needs one entry per layer ({n}), got {len(pats)}")
+    if not fused_available(x):
+        return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec)
     dt = x.dtype
     c = lambda t: t.to(dt).contiguous()  # noqa: E731
     params = ([x.new_empty(0) if w is None else c(w) for w in w_in] + [c(b) for b in bias]
               + [c(w) for w in list(w_rec)[1:]])
     masks = tuple(c(m.detach()) for m in mask)
-    return _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, x.contiguous(), *params)
+    pat = lambda ps: [] if ps is None else [x.new_empty(0) if p is None else p.detach() for p in ps]  # noqa: E731
+    patterns = (pat(pattern_in), pat(pattern_rec))
+    return _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, patterns, x.contiguous(), *params)

@@ -11,6 +11,8 @@
 // backward's saved activations) and s_{Ly-1} as (C, M, h); the backward runs the layers in reverse with
 //   gp_l = g_l * mask_l * act'(s_l),   g_{l-1} = gp_l W_rec_l^T,   gx += gp_l W_in_l^T,
 // and accumulates the weight gradients per thread and lane (one small copy of every weight), then sums.
+// Optional synapse patterns (pat_in[l] (a, h_l), pat_rec[l] (h_{l-1}, h_l), shared by the cells) restrict every
+// sum to the wiring's synapses (struct Synapses): weights outside them are not read and get no gradient.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -116,6 +118,48 @@ Shapes check(const at::Tensor& x, const std::vector<at::Tensor>& w_in, const std
   return s;
 }
 
+// The synapses of one weight block (rows = sources i, columns = targets j) as lists per target: src[ptr[j] ..
+// ptr[j + 1]) are the sources i of target j. Built from a {0, 1} pattern (h_src, h) shared by the cells, or dense
+// (every (i, j)) without one. NCP wiring keeps a third of the synapses, so the loops over these lists do a third
+// of the dense multiply-adds; weights outside the pattern are never read and get no gradient.
+// The backward walks them per source instead: dst[sptr[i] .. sptr[i + 1]) are the targets j of source i (so the
+// source's input gradient is summed in a register).
+struct Synapses {
+  std::vector<int64_t> ptr, src, sptr, dst;
+  Synapses(const at::Tensor& pattern, int64_t rows, int64_t cols) : ptr(cols + 1, 0), sptr(rows + 1, 0) {
+    at::Tensor p = pattern.numel() ? pattern.to(at::kFloat).contiguous() : at::Tensor();
+    TORCH_CHECK(!p.defined() || (p.dim() == 2 && p.size(0) == rows && p.size(1) == cols),
+                "ncp_mlp: a synapse pattern must be (", rows, ", ", cols, ")");
+    const float* pp = p.defined() ? p.data_ptr<float>() : nullptr;
+    auto on = [&](int64_t i, int64_t j) { return !pp || pp[i * cols + j] != 0.0f; };
+    for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t i = 0; i < rows; ++i)
+        if (on(i, j)) src.push_back(i);
+      ptr[j + 1] = static_cast<int64_t>(src.size());
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j)
+        if (on(i, j)) dst.push_back(j);
+      sptr[i + 1] = static_cast<int64_t>(dst.size());
+    }
+  }
+};
+
+// per layer: input synapses (a, h_l) and recurrent synapses (h_{l-1}, h_l)
+struct Wiring {
+  std::vector<Synapses> in, rec;
+  Wiring(const Shapes& sh, const std::vector<at::Tensor>& pat_in, const std::vector<at::Tensor>& pat_rec) {
+    TORCH_CHECK(pat_in.empty() || static_cast<int64_t>(pat_in.size()) == sh.layers,
+                "ncp_mlp: one input pattern per layer (or none)");
+    TORCH_CHECK(pat_rec.empty() || static_cast<int64_t>(pat_rec.size()) == sh.layers,
+                "ncp_mlp: one recurrent pattern per layer (or none)");
+    for (int64_t l = 0; l < sh.layers; ++l) {
+      in.emplace_back(sh.has_in[l] && !pat_in.empty() ? pat_in[l] : at::empty({0}), sh.a, sh.h[l]);
+      rec.emplace_back(l > 0 && !pat_rec.empty() ? pat_rec[l] : at::empty({0}), l > 0 ? sh.h[l - 1] : 0, sh.h[l]);
+    }
+  }
+};
+
 template <typename T>
 inline const T* ptr_or_null(const at::Tensor& t) {
   return t.numel() ? t.data_ptr<T>() : nullptr;
@@ -153,22 +197,26 @@ inline V<T> activate_lanes(V<T> v) {
   }
 }
 
-// one tile through layer l: o[j] = act(b[j] + sum_i w_in[i][j] x[i] + sum_k w_rec[k][j] prev[k]) mask[j]
+// one tile through layer l: o[j] = act(b[j] + sum_i w_in[i][j] x[i] + sum_k w_rec[k][j] prev[k]) mask[j], the
+// sums over the synapses of j
 template <typename T, int ACT>
-inline void layer_forward(int64_t a, int64_t hp, int64_t h, const V<T>* xt, const V<T>* prev, const T* wi,
-                          const T* bl, const T* wr, const T* ml, V<T>* o) {
+inline void layer_forward(int64_t h, const V<T>* xt, const V<T>* prev, const T* wi, const Synapses& si,
+                          const T* bl, const T* wr, const Synapses& sr, const T* ml, V<T>* o) {
   for (int64_t j = 0; j < h; ++j) {
     V<T> acc = V<T>{} + bl[j];
     if (wi) {
-      for (int64_t i = 0; i < a; ++i) acc += wi[i * h + j] * xt[i];
+      for (int64_t e = si.ptr[j]; e < si.ptr[j + 1]; ++e) acc += wi[si.src[e] * h + j] * xt[si.src[e]];
     }
-    for (int64_t k = 0; k < hp; ++k) acc += wr[k * h + j] * prev[k];
+    if (prev) {
+      for (int64_t e = sr.ptr[j]; e < sr.ptr[j + 1]; ++e) acc += wr[sr.src[e] * h + j] * prev[sr.src[e]];
+    }
     o[j] = activate_lanes<T, ACT>(acc) * ml[j];
   }
 }
 
 template <typename T, int ACT>
-void forward_tiles(const Shapes& sh, const T* x, const std::vector<const T*>& w_in, const std::vector<const T*>& b,
+void forward_tiles(const Shapes& sh, const Wiring& wg, const T* x, const std::vector<const T*>& w_in,
+                   const std::vector<const T*>& b,
                    const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
                    const std::vector<T*>& saved, T* y, int64_t t0, int64_t t1) {
   std::vector<V<T>> xt(sh.a);
@@ -179,8 +227,8 @@ void forward_tiles(const Shapes& sh, const T* x, const std::vector<const T*>& w_
     for (int64_t l = 0; l < sh.layers; ++l) {
       const int64_t h = sh.h[l], hp = l > 0 ? sh.h[l - 1] : 0;
       V<T>* cur = reinterpret_cast<V<T>*>(saved[l]) + t * h;
-      layer_forward<T, ACT>(sh.a, hp, h, xt.data(), prev, w_in[l] ? w_in[l] + c * sh.a * h : nullptr, b[l] + c * h,
-                            l > 0 ? w_rec[l] + c * hp * h : nullptr, mask[l], cur);
+      layer_forward<T, ACT>(h, xt.data(), prev, w_in[l] ? w_in[l] + c * sh.a * h : nullptr, wg.in[l], b[l] + c * h,
+                            l > 0 ? w_rec[l] + c * hp * h : nullptr, wg.rec[l], mask[l], cur);
       prev = cur;
     }
     const int64_t hl = sh.h.back();
@@ -189,8 +237,10 @@ void forward_tiles(const Shapes& sh, const T* x, const std::vector<const T*>& w_
 }
 
 std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
-                                    std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask, int64_t act) {
+                                    std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask, int64_t act,
+                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec) {
   const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  const Wiring wg(sh, pat_in, pat_rec);
   std::vector<at::Tensor> outs;
   for (int64_t l = 0; l < sh.layers; ++l) outs.push_back(at::empty({sh.C, sh.tiles, sh.h[l], R}, x.options()));
   outs.push_back(at::empty({sh.C, sh.M, sh.h.back()}, x.options()));
@@ -208,7 +258,7 @@ std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor>
     scalar_t* yp = outs.back().data_ptr<scalar_t>();
     with_act(act, [&](auto A) {
       at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
-        forward_tiles<scalar_t, decltype(A)::value>(sh, xp, wi, b, wr, m, o, yp, t0, t1);
+        forward_tiles<scalar_t, decltype(A)::value>(sh, wg, xp, wi, b, wr, m, o, yp, t0, t1);
       });
     });
   });
@@ -233,7 +283,8 @@ struct GradLayout {
 };
 
 template <typename T, int ACT>
-void backward_tiles(const Shapes& sh, const GradLayout& gl, const T* x, const std::vector<const T*>& w_in,
+void backward_tiles(const Shapes& sh, const Wiring& wg, const GradLayout& gl, const T* x,
+                    const std::vector<const T*>& w_in,
                     const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
                     const std::vector<const T*>& saved, const T* gout, T* gx, T* acc, int64_t t0, int64_t t1) {
   int64_t hmax = 0;
@@ -264,10 +315,13 @@ void backward_tiles(const Shapes& sh, const GradLayout& gl, const T* x, const st
       if (w_in[l]) {
         const T* wi = w_in[l] + c * sh.a * h;
         V<T>* gwi = cell_acc + gl.w_in[l];
+        const Synapses& si = wg.in[l];
         for (int64_t i = 0; i < sh.a; ++i) {
+          const V<T> xi = xt[i];
           V<T> gxi = gxt[i];
-          for (int64_t j = 0; j < h; ++j) {
-            gwi[i * h + j] += xt[i] * gp[j];
+          for (int64_t e = si.sptr[i]; e < si.sptr[i + 1]; ++e) {
+            const int64_t j = si.dst[e];
+            gwi[i * h + j] += xi * gp[j];
             gxi += wi[i * h + j] * gp[j];
           }
           gxt[i] = gxi;
@@ -278,10 +332,13 @@ void backward_tiles(const Shapes& sh, const GradLayout& gl, const T* x, const st
         const V<T>* sp = reinterpret_cast<const V<T>*>(saved[l - 1]) + t * hp;
         const T* wr = w_rec[l] + c * hp * h;
         V<T>* gwr = cell_acc + gl.w_rec[l];
+        const Synapses& sr = wg.rec[l];
         for (int64_t k = 0; k < hp; ++k) {
+          const V<T> sk = sp[k];
           V<T> gk = {};
-          for (int64_t j = 0; j < h; ++j) {
-            gwr[k * h + j] += sp[k] * gp[j];
+          for (int64_t e = sr.sptr[k]; e < sr.sptr[k + 1]; ++e) {
+            const int64_t j = sr.dst[e];
+            gwr[k * h + j] += sk * gp[j];
             gk += wr[k * h + j] * gp[j];
           }
           g[k] = gk;
@@ -295,8 +352,10 @@ void backward_tiles(const Shapes& sh, const GradLayout& gl, const T* x, const st
 // returns [g_x, then per layer g_w_in (empty without an input term), g_bias, g_w_rec (empty for layer 0)]
 std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
                                     std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask,
-                                    std::vector<at::Tensor> saved, const at::Tensor& gout, int64_t act) {
+                                    std::vector<at::Tensor> saved, const at::Tensor& gout, int64_t act,
+                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec) {
   const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  const Wiring wg(sh, pat_in, pat_rec);
   TORCH_CHECK(static_cast<int64_t>(saved.size()) == sh.layers, "ncp_mlp_bwd: one saved activation per layer");
   for (int64_t l = 0; l < sh.layers; ++l) {
     TORCH_CHECK(saved[l].is_contiguous() && saved[l].numel() == sh.C * sh.tiles * sh.h[l] * R &&
@@ -324,7 +383,7 @@ std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor>
     const int64_t stride = sh.C * gl.per_cell * R;
     with_act(act, [&](auto A) {
       at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
-        backward_tiles<scalar_t, decltype(A)::value>(sh, gl, xp, wi, wr, m, sp, gp, gxp,
+        backward_tiles<scalar_t, decltype(A)::value>(sh, wg, gl, xp, wi, wr, m, sp, gp, gxp,
                                                      accp + at::get_thread_num() * stride, t0, t1);
       });
     });
