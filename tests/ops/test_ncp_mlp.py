@@ -71,6 +71,33 @@ def test_synapse_patterns_match_masked_weights_and_leave_pruned_weights_without_
     assert (got[-2][:, p_rec[1] == 0] == 0).all() and (got[-1][:, p_rec[2] == 0] == 0).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_input_affine_and_linear_head_match_reference(dtype):
+    """x * in_scale + in_shift feeds the layers, the head reads the raw x: outputs and every gradient."""
+    C, a, widths = 3, 8, (36, 16, 2)
+    w_in, bias, w_rec, mask = _layers(C, a, widths, dtype, no_input=(1, 2), seed=11)
+    mask[-1] = torch.ones(2, dtype=dtype)
+    g = torch.Generator().manual_seed(2)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=dtype).requires_grad_()  # noqa: E731
+    scale, shift, hw, hb = r(C, a), r(C, a), r(C, a, 2), r(C, 2)
+    x = torch.randn(C, 45, a, dtype=dtype, requires_grad=True)
+    kw = dict(in_scale=scale, in_shift=shift, head=(hw, hb))
+    y, t = ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", **kw)
+    y_ref, t_ref = ncp_mlp_ref(x, w_in, bias, w_rec, mask, "tanh", **kw)
+    torch.testing.assert_close(y, y_ref, **TOL[dtype])
+    torch.testing.assert_close(t, t_ref, **TOL[dtype])
+    torch.testing.assert_close(t_ref, x @ hw + hb[:, None], **TOL[dtype])  # the head reads x, not x * scale + shift
+    leaves = [x, scale, shift, hw, hb, w_in[0], *bias, *w_rec[1:]]
+    gy, gt = torch.randn_like(y), torch.randn_like(t)
+    got = torch.autograd.grad((y * gy).sum() + (t * gt).sum(), leaves, retain_graph=True)
+    want = torch.autograd.grad((y_ref * gy).sum() + (t_ref * gt).sum(), leaves)
+    for a_, b_ in zip(got, want):
+        torch.testing.assert_close(a_, b_, **TOL[dtype])
+    # only the head's output used: the layers' parameters get no gradient from it, x gets W_h's
+    got = torch.autograd.grad((t * gt).sum(), [x, hw], allow_unused=True)
+    torch.testing.assert_close(got[0], gt @ hw.transpose(1, 2), **TOL[dtype])
+
+
 def test_pattern_count_and_shape_errors():
     w_in, bias, w_rec, mask = _layers(1, 4, (5, 3), torch.float64, no_input=(1,))
     x = torch.randn(1, 7, 4, dtype=torch.float64)
@@ -78,6 +105,12 @@ def test_pattern_count_and_shape_errors():
         ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", pattern_in=[None])
     with pytest.raises(RuntimeError, match="synapse pattern must be"):
         ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", pattern_in=[torch.ones(5, 4), None])
+    with pytest.raises(ValueError, match="in_scale and in_shift together"):
+        ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", in_scale=torch.ones(1, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="in_shift has shape"):
+        ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", in_scale=torch.ones(1, 4), in_shift=torch.ones(1, 3))
+    with pytest.raises(ValueError, match="head must be"):
+        ncp_mlp(x, w_in, bias, w_rec, mask, "tanh", head=(torch.ones(1, 3, 2), torch.ones(1, 2)))
 
 
 def test_fused_ncp_with_input_on_every_layer_and_two_threads():
@@ -108,17 +141,24 @@ def test_ncp_cell_fused_forward_equals_the_unfused_one_and_bad_input_is_refused(
     wiring = build_autoncp(units_backbone(16), 2, 8, 0.5)
     for cells, disabled in ((4, ()), (1, ("command",))):
         cell = NCPCell(wiring, activation="tanh", n_cells=cells, disabled=disabled)
+        with torch.no_grad():  # a sensory scaling that is not the identity (it starts as w_in = 1, b_in = 0)
+            cell.w_in.add_(0.3 * torch.randn_like(cell.w_in))
+            cell.b_in.add_(0.3 * torch.randn_like(cell.b_in))
+        head = (torch.randn(cells, 8, 2, requires_grad=True), torch.randn(cells, 2, requires_grad=True))
         u = torch.randn(*((cells,) if cells > 1 else ()), 3, 7, 8, requires_grad=True)
         assert fused_available(u)
         outs = []
         for fused in (True, False):
             cell.fused = fused
             cell.zero_grad()
-            y = cell(u, unfolds=3)
-            grads = torch.autograd.grad(y.square().sum(), [u, *cell.parameters()], allow_unused=True)
-            outs.append((y, grads))
+            y, read = cell(u, unfolds=3, head=head)
+            assert read.shape == (*u.shape[:-1], 2)
+            loss = y.square().sum() + (read * torch.linspace(-1, 1, read.numel()).reshape(read.shape)).sum()
+            grads = torch.autograd.grad(loss, [u, *head, *cell.parameters()], allow_unused=True)
+            outs.append(((y, read), grads))
         torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-6)
-        for a, b, p in zip(outs[0][1], outs[1][1], [u, *cell.parameters()]):
+        torch.testing.assert_close(cell(u, unfolds=3), outs[1][0][0])  # without a head: y alone
+        for a, b, p in zip(outs[0][1], outs[1][1], [u, *head, *cell.parameters()]):
             zero = torch.zeros_like(p)  # a parameter one path does not use: no gradient or a zero one
             torch.testing.assert_close(zero if a is None else a, zero if b is None else b, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="activation"):

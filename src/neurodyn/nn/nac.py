@@ -252,6 +252,7 @@ class NACAttention(nn.Module):
         """(H*B, ...) -> (cells, ...) view for the per-head backbone; identity when shared."""
         return z if self.backbone.n_cells == 1 else z.reshape(self.n_heads, -1, *z.shape[1:])
 
+    @torch.no_grad()  # indices and validity only: no graph for autograd to record
     def select(self, q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None):
         """Key indices ``(G, Tq, K_eff)`` and validity for head-major ``q, k: (G, T, D)``."""
         G, Tk = k.shape[0], k.shape[1]
@@ -281,11 +282,12 @@ class NACAttention(nn.Module):
         k_sel = flat_gather(k, idx)                                                   # (G, T, Ke, D)
         u = torch.cat([q[:, :, None, :].expand_as(k_sel), k_sel], dim=-1)             # (G, T, Ke, 2D)
         uc = self._cells(u)
-        z = _split_last(self.backbone(uc, unfolds=self.opt.backbone_unfolds))
+        # the time gate t_a, t_b = u W_t + b_t is read in the backbone's pass over the pairs
+        zz, ta_tb = self.backbone(uc, unfolds=self.opt.backbone_unfolds, head=(self.time_weight, self.time_bias))
+        z = _split_last(zz)
         z_phi, z_omega = (z[0], z[0]) if self.opt.tied_heads else (z[0], z[1])
         phi = {"sigmoid": torch.sigmoid, "tanh": tanh, "linear": lambda a: a}[self.phi_activation](z_phi)
         omega = F.softplus(z_omega) + self.opt.eps
-        ta_tb = self.backbone._mm(uc, self.time_weight) + self.backbone._vec(self.time_bias, uc)
         t_a, t_b = _split_last(ta_tb)
         t_s = self._pair_time(t, idx, B, T, ke)
         horizon = self.log_horizon.exp()

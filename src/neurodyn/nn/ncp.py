@@ -186,22 +186,25 @@ class NCPCell(nn.Module):
         y = state.index_select(-1, self.out_index)
         return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
 
-    def forward(self, u: torch.Tensor, unfolds: int = 1) -> torch.Tensor:
+    def forward(self, u: torch.Tensor, unfolds: int = 1, head: tuple[torch.Tensor, torch.Tensor] | None = None):
         """Output after ``unfolds`` updates from the zero state with the input ``u`` held fixed.
 
         ``u: (..., in_features)``, or ``(n_cells, ..., in_features)`` for several cells. With
         ``unfolds=1`` only neurons that receive input synapses can depend on ``u``. Each update
         computes only the neurons that can still reach the output neurons by the last update (a
         pruning that does not change the result; :meth:`forward_unpruned` computes every neuron).
+        ``head = (W (n_cells, in_features, o), b (n_cells, o))``: also return the linear read ``u W + b`` of the raw
+        input, ``(y, u W + b)`` (NAC's time gate; on the fused kernel it costs no extra pass over ``u``).
         """
         self._check(u)
         plan = self._plan(max(1, int(unfolds)))
         w_in = self.W_in * self.mask_in
         w_rec = self.W_rec * self.mask_rec
+        if self.fused and fused_available(u):
+            y, read = self._fused_layers(u, plan, w_in, w_rec, head)
+            y = y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
+            return y if head is None else (y, read)
         uu = u * self._vec(self.w_in, u) + self._vec(self.b_in, u)
-        if self.fused and fused_available(uu):
-            y = self._fused_layers(uu, plan, w_in, w_rec)
-            return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
         state, prev = None, None
         for cols, all_active, _ in plan:
             pre = self._affine(uu, w_in.index_select(2, cols), self.bias.index_select(1, cols), per_cell=True)
@@ -212,13 +215,15 @@ class NCPCell(nn.Module):
                 state = state * self.mask_act[cols]
             prev = cols
         y = state  # the last plan entry is the output group, in the same (ascending) order as out_index
-        return y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
+        y = y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
+        return y if head is None else (y, self._mm(u, head[0]) + self._vec(head[1], u))
 
-    def _fused_layers(self, uu: torch.Tensor, plan, w_in: torch.Tensor, w_rec: torch.Tensor) -> torch.Tensor:
+    def _fused_layers(self, u: torch.Tensor, plan, w_in: torch.Tensor, w_rec: torch.Tensor, head=None):
         """The plan's updates as one :func:`neurodyn.ops.ncp_mlp.ncp_mlp` call (same values as the loop in
-        :meth:`forward`); ``uu`` is the scaled input, ``(..., in)`` or ``(n_cells, ..., in)``."""
-        lead = uu.shape[:-1] if self.n_cells == 1 else uu.shape[1:-1]
-        x = uu.reshape(self.n_cells, -1, uu.shape[-1])
+        :meth:`forward`), the sensory scaling ``u * w_in + b_in`` and the optional ``head`` inside it; ``u`` is the
+        raw input, ``(..., in)`` or ``(n_cells, ..., in)``. Returns ``(y, head output or None)``."""
+        lead = u.shape[:-1] if self.n_cells == 1 else u.shape[1:-1]
+        x = u.reshape(self.n_cells, -1, u.shape[-1])
         wi, b, wr, m, prev = [], [], [], [], None
         p_in, p_rec = [], []  # the wiring's synapses: the kernel loops over these only
         for cols, _, has_input in plan:
@@ -229,8 +234,11 @@ class NCPCell(nn.Module):
             p_rec.append(None if prev is None else self.mask_rec.index_select(0, prev).index_select(1, cols))
             m.append(self.mask_act[cols])  # all ones when every computed neuron is active
             prev = cols
-        y = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec)
-        return y.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, y.shape[-1])
+        out = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec,
+                      in_scale=self.w_in, in_shift=self.b_in, head=head)
+        y, read = out if head is not None else (out, None)
+        shape = lambda t: t.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, t.shape[-1])  # noqa: E731
+        return shape(y), None if read is None else shape(read)
 
     def _affine(self, x: torch.Tensor, w: torch.Tensor, add: torch.Tensor, per_cell: bool) -> torch.Tensor:
         """``add + x @ w`` per cell, fused; ``add`` is a per-cell vector (n_cells, k) or a tensor like the result."""

@@ -17,6 +17,11 @@ Synapse patterns: ``pattern_in[l] (a, h_l)`` and ``pattern_rec[l] (h_{l-1}, h_l)
 make the layers use ``W_in_l * pattern_in[l]`` and ``W_rec_l * pattern_rec[l]``: weights outside a pattern are
 ignored and get a zero gradient. The kernel then loops over the listed synapses only (NCP wiring keeps about a third
 of them, so a third of the multiply-adds); the reference multiplies the weights by the patterns.
+
+Input affine and head (both optional, so that NAC's per-pair input scaling and time gate run inside the same pass
+over the pairs instead of as small matmuls and elementwise ops): with ``in_scale, in_shift (C, a)`` the layers read
+``x * in_scale + in_shift`` (NCP's sensory scaling ``u * w_in + b_in``); with ``head = (W_h (C, a, o), b_h (C, o))``
+the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M, o)``.
 """
 from __future__ import annotations
 
@@ -36,8 +41,15 @@ _REF_ACTS = {"linear": lambda v: v, "tanh": torch.tanh, "relu": torch.relu, "sig
 
 def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
                 mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
-                pattern_rec: Sequence[Tensor | None] | None = None) -> Tensor:
-    """The module docstring's layers with batched matmuls (any device, plain autograd)."""
+                pattern_rec: Sequence[Tensor | None] | None = None, in_scale: Tensor | None = None,
+                in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None):
+    """The module docstring's layers with batched matmuls (any device, plain autograd); ``(y, head output)`` when
+    ``head`` is given."""
+    if head is not None:
+        return (ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift),
+                torch.baddbmm(head[1][:, None, :], x, head[0]))
+    if in_scale is not None:
+        x = x * in_scale[:, None, :] + in_shift[:, None, :]
     act = _REF_ACTS[activation]
     if pattern_in is not None:
         w_in = [w if w is None or p is None else w * p.to(w.dtype) for w, p in zip(w_in, pattern_in)]
@@ -54,37 +66,43 @@ def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor]
     return s
 
 
-def _layers(x: Tensor, n: int, params) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
-    """``params`` as packed by :func:`ncp_mlp` -> the kernel's ``w_in``, ``bias``, ``w_rec`` lists (``w_rec[0]`` empty)."""
-    return list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:]]
+def _layers(x: Tensor, n: int, params):
+    """``params`` as packed by :func:`ncp_mlp` -> the kernel's ``w_in``, ``bias``, ``w_rec`` lists (``w_rec[0]`` empty)
+    and its ``io`` list (in_scale, in_shift, head_w, head_b; empty tensors when unused)."""
+    return (list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:3 * n - 1]],
+            list(params[3 * n - 1:3 * n + 3]))
 
 
 class _NCPMLPFunction(torch.autograd.Function):
     """Inputs: ``act`` code, layer count ``n``, masks, the kernel's two pattern lists (empty lists: dense), ``x``,
-    then ``n`` input weights (empty tensor: no input term), ``n`` biases, ``n - 1`` recurrent weights."""
+    then ``n`` input weights (empty tensor: no input term), ``n`` biases, ``n - 1`` recurrent weights, in_scale,
+    in_shift, head_w, head_b (empty when unused). Outputs ``y`` and the head output (empty without a head)."""
 
     @staticmethod
-    def forward(ctx, act: int, n: int, mask: tuple, patterns: tuple, x: Tensor, *params: Tensor) -> Tensor:
-        w_in, bias, w_rec = _layers(x, n, params)
-        *saved, y = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act, *patterns)
+    def forward(ctx, act: int, n: int, mask: tuple, patterns: tuple, x: Tensor, *params: Tensor):
+        w_in, bias, w_rec, io = _layers(x, n, params)
+        *saved, y, head = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act, *patterns, io)
         ctx.act, ctx.n, ctx.mask, ctx.patterns = act, n, mask, patterns
         ctx.save_for_backward(x, *params, *saved)
-        return y
+        return y, head
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, gout: Tensor):
+    def backward(ctx, gout: Tensor, ghead: Tensor | None):
         n = ctx.n
         x, *rest = ctx.saved_tensors
-        params, saved = rest[:3 * n - 1], rest[3 * n - 1:]
-        w_in, bias, w_rec = _layers(x, n, params)
+        params, saved = rest[:3 * n + 3], rest[3 * n + 3:]
+        w_in, bias, w_rec, io = _layers(x, n, params)
+        if ghead is None or io[2].numel() == 0:
+            ghead = x.new_empty(0)
         g = cpu_kernel.get().ncp_mlp_bwd(x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(),
-                                         ctx.act, *ctx.patterns)
-        gx, per_layer = g[0], g[1:]
+                                         ctx.act, *ctx.patterns, io, ghead.contiguous())
+        gx, per_layer, g_io = g[0], g[1:3 * n + 1], g[3 * n + 1:]
         g_w_in = [per_layer[3 * l] if w_in[l].numel() else None for l in range(n)]
         g_bias = [per_layer[3 * l + 1] for l in range(n)]
         g_w_rec = [per_layer[3 * l + 2] for l in range(1, n)]
-        return (None, None, None, None, gx, *g_w_in, *g_bias, *g_w_rec)
+        g_io = [gi if t.numel() else None for gi, t in zip(g_io, io)]
+        return (None, None, None, None, gx, *g_w_in, *g_bias, *g_w_rec, *g_io)
 
 
 def fused_available(x: Tensor) -> bool:
@@ -94,13 +112,15 @@ def fused_available(x: Tensor) -> bool:
 
 def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
             mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
-            pattern_rec: Sequence[Tensor | None] | None = None) -> Tensor:
+            pattern_rec: Sequence[Tensor | None] | None = None, in_scale: Tensor | None = None,
+            in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None):
     """The module docstring's layers: the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere.
 
     ``x (C, M, a)``; ``w_in[l] (C, a, h_l)`` or ``None`` (no input term), ``bias[l] (C, h_l)``,
     ``w_rec[l] (C, h_{l-1}, h_l)`` with ``w_rec[0]`` ignored, ``mask[l] (h_l,)`` (constant); optional synapse
-    patterns (module docstring; ``None`` entries: dense). Gradients reach ``x``, ``w_in``, ``bias`` and ``w_rec``
-    (first order).
+    patterns (module docstring; ``None`` entries: dense), input affine ``in_scale, in_shift (C, a)`` and linear
+    head ``(W_h (C, a, o), b_h (C, o))``. Returns ``y (C, M, h_last)``, or ``(y, head output (C, M, o))`` with a
+    head. Gradients reach every tensor but the masks and patterns (first order).
     """
     if activation not in ACT_CODES:
         raise ValueError(f"ncp_mlp activation must be one of {sorted(ACT_CODES)}, got {activation!r}")
@@ -110,13 +130,25 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
     for name, pats in (("pattern_in", pattern_in), ("pattern_rec", pattern_rec)):
         if pats is not None and len(pats) != n:
             raise ValueError(f"ncp_mlp {name} needs one entry per layer ({n}), got {len(pats)}")
+    if (in_scale is None) != (in_shift is None):
+        raise ValueError("ncp_mlp needs in_scale and in_shift together (the layers read x * in_scale + in_shift)")
+    C, _, a = x.shape
+    for name, t, shape in (("in_scale", in_scale, (C, a)), ("in_shift", in_shift, (C, a))):
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"ncp_mlp {name} has shape {tuple(t.shape)}, expected (cells, features) = {shape}")
+    if head is not None and (head[0].dim() != 3 or tuple(head[0].shape[:2]) != (C, a)
+                             or tuple(head[1].shape) != (C, head[0].shape[2])):
+        raise ValueError(f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) with cells, features = {C}, {a}; "
+                         f"got {tuple(head[0].shape)}, {tuple(head[1].shape)}")
     if not fused_available(x):
-        return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec)
+        return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     dt = x.dtype
     c = lambda t: t.to(dt).contiguous()  # noqa: E731
-    params = ([x.new_empty(0) if w is None else c(w) for w in w_in] + [c(b) for b in bias]
-              + [c(w) for w in list(w_rec)[1:]])
+    opt = lambda t: x.new_empty(0) if t is None else c(t)  # noqa: E731
+    params = ([opt(w) for w in w_in] + [c(b) for b in bias] + [c(w) for w in list(w_rec)[1:]]
+              + [opt(in_scale), opt(in_shift), *((c(head[0]), c(head[1])) if head is not None else (opt(None),) * 2)])
     masks = tuple(c(m.detach()) for m in mask)
     pat = lambda ps: [] if ps is None else [x.new_empty(0) if p is None else p.detach() for p in ps]  # noqa: E731
     patterns = (pat(pattern_in), pat(pattern_rec))
-    return _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, patterns, x.contiguous(), *params)
+    y, head_out = _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, patterns, x.contiguous(), *params)
+    return y if head is None else (y, head_out)

@@ -77,6 +77,8 @@ struct Shapes {
   int64_t C, M, a, layers, tiles;
   std::vector<int64_t> h;      // widths
   std::vector<bool> has_in;    // layer l has an input term
+  bool affine = false;         // the layers read x * in_scale + in_shift
+  int64_t head = 0;            // outputs of the linear head x W_head + b_head (0: none)
 };
 
 // Rows are processed in tiles of R with the row as the vector lane, so that every operation is a vertical
@@ -118,14 +120,50 @@ Shapes check(const at::Tensor& x, const std::vector<at::Tensor>& w_in, const std
   return s;
 }
 
+// io = {in_scale (C, a), in_shift (C, a), head_w (C, a, o), head_b (C, o)}, each empty when unused (the scale and
+// shift come together, and so do the head's weight and bias).
+void check_io(Shapes& s, const at::Tensor& x, const std::vector<at::Tensor>& io) {
+  TORCH_CHECK(io.size() == 4, "ncp_mlp: io must hold in_scale, in_shift, head_w, head_b (empty when unused)");
+  const auto dtype = x.scalar_type();
+  auto ok = [&](const at::Tensor& t, std::initializer_list<int64_t> shape) {
+    return t.is_contiguous() && t.scalar_type() == dtype && t.sizes() == at::IntArrayRef(shape);
+  };
+  s.affine = io[0].numel() > 0;
+  TORCH_CHECK(!s.affine || (ok(io[0], {s.C, s.a}) && ok(io[1], {s.C, s.a})),
+              "ncp_mlp: in_scale and in_shift must be contiguous (C, a)");
+  s.head = io[2].numel() > 0 ? io[2].size(-1) : 0;
+  TORCH_CHECK(!s.head || (ok(io[2], {s.C, s.a, s.head}) && ok(io[3], {s.C, s.head})),
+              "ncp_mlp: head_w must be contiguous (C, a, o) and head_b (C, o)");
+}
+
+// The head's weights and the input affine of one cell (nullptr when unused).
+template <typename T>
+struct IO {
+  const T *scale = nullptr, *shift = nullptr, *hw = nullptr, *hb = nullptr;
+  IO(const Shapes& sh, const std::vector<at::Tensor>& io) {
+    if (sh.affine) { scale = io[0].data_ptr<T>(); shift = io[1].data_ptr<T>(); }
+    if (sh.head) { hw = io[2].data_ptr<T>(); hb = io[3].data_ptr<T>(); }
+  }
+};
+
+// x_eff = x * scale + shift, in place on a tile of cell c
+template <typename T>
+inline void affine_tile(const Shapes& sh, const IO<T>& io, int64_t c, const V<T>* xr, V<T>* xt) {
+  for (int64_t i = 0; i < sh.a; ++i)
+    xt[i] = sh.affine ? xr[i] * io.scale[c * sh.a + i] + io.shift[c * sh.a + i] : xr[i];
+}
+
 // The synapses of one weight block (rows = sources i, columns = targets j) as lists per target: src[ptr[j] ..
 // ptr[j + 1]) are the sources i of target j. Built from a {0, 1} pattern (h_src, h) shared by the cells, or dense
 // (every (i, j)) without one. NCP wiring keeps a third of the synapses, so the loops over these lists do a third
 // of the dense multiply-adds; weights outside the pattern are never read and get no gradient.
 // The backward walks them per source instead: dst[sptr[i] .. sptr[i + 1]) are the targets j of source i (so the
-// source's input gradient is summed in a register).
+// source's input gradient is summed in a register), and accumulates the weight gradient of synapse e (in that
+// order) in slot e of a compact buffer, read in sequence; flat[e] = i * cols + j places it in the (rows, cols)
+// weight afterwards. (Accumulating into the dense (rows, cols) layout scattered the read-modify-writes over
+// four times the memory: half of the backward's time.)
 struct Synapses {
-  std::vector<int64_t> ptr, src, sptr, dst;
+  std::vector<int64_t> ptr, src, sptr, dst, flat;
   Synapses(const at::Tensor& pattern, int64_t rows, int64_t cols) : ptr(cols + 1, 0), sptr(rows + 1, 0) {
     at::Tensor p = pattern.numel() ? pattern.to(at::kFloat).contiguous() : at::Tensor();
     TORCH_CHECK(!p.defined() || (p.dim() == 2 && p.size(0) == rows && p.size(1) == cols),
@@ -139,10 +177,14 @@ struct Synapses {
     }
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < cols; ++j)
-        if (on(i, j)) dst.push_back(j);
+        if (on(i, j)) {
+          dst.push_back(j);
+          flat.push_back(i * cols + j);
+        }
       sptr[i + 1] = static_cast<int64_t>(dst.size());
     }
   }
+  int64_t count() const { return static_cast<int64_t>(dst.size()); }
 };
 
 // per layer: input synapses (a, h_l) and recurrent synapses (h_{l-1}, h_l)
@@ -215,14 +257,24 @@ inline void layer_forward(int64_t h, const V<T>* xt, const V<T>* prev, const T* 
 }
 
 template <typename T, int ACT>
-void forward_tiles(const Shapes& sh, const Wiring& wg, const T* x, const std::vector<const T*>& w_in,
-                   const std::vector<const T*>& b,
-                   const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
-                   const std::vector<T*>& saved, T* y, int64_t t0, int64_t t1) {
-  std::vector<V<T>> xt(sh.a);
+void forward_tiles(const Shapes& sh, const Wiring& wg, const IO<T>& io, const T* x, const std::vector<const T*>& w_in,
+                   const std::vector<const T*>& b, const std::vector<const T*>& w_rec,
+                   const std::vector<const T*>& mask, const std::vector<T*>& saved, T* y, T* head_out, int64_t t0,
+                   int64_t t1) {
+  std::vector<V<T>> xr(sh.a), xt(sh.a), ht(sh.head);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t c = t / sh.tiles, m0 = (t % sh.tiles) * R, n = std::min(R, sh.M - m0);
-    load_tile(x + (c * sh.M + m0) * sh.a, sh.a, n, xt.data());
+    load_tile(x + (c * sh.M + m0) * sh.a, sh.a, n, xr.data());
+    if (sh.head) {  // the linear head reads the raw input
+      const T* hw = io.hw + c * sh.a * sh.head;
+      for (int64_t o = 0; o < sh.head; ++o) {
+        V<T> acc = V<T>{} + io.hb[c * sh.head + o];
+        for (int64_t i = 0; i < sh.a; ++i) acc += hw[i * sh.head + o] * xr[i];
+        ht[o] = acc;
+      }
+      store_tile(ht.data(), sh.head, n, head_out + (c * sh.M + m0) * sh.head);
+    }
+    affine_tile(sh, io, c, xr.data(), xt.data());
     const V<T>* prev = nullptr;
     for (int64_t l = 0; l < sh.layers; ++l) {
       const int64_t h = sh.h[l], hp = l > 0 ? sh.h[l - 1] : 0;
@@ -236,14 +288,18 @@ void forward_tiles(const Shapes& sh, const Wiring& wg, const T* x, const std::ve
   }
 }
 
+// returns [saved activations per layer (C, tiles, h_l, R), y (C, M, h_last), head output (C, M, o) or empty]
 std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
                                     std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask, int64_t act,
-                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec) {
-  const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec,
+                                    std::vector<at::Tensor> io) {
+  Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  check_io(sh, x, io);
   const Wiring wg(sh, pat_in, pat_rec);
   std::vector<at::Tensor> outs;
   for (int64_t l = 0; l < sh.layers; ++l) outs.push_back(at::empty({sh.C, sh.tiles, sh.h[l], R}, x.options()));
   outs.push_back(at::empty({sh.C, sh.M, sh.h.back()}, x.options()));
+  outs.push_back(sh.head ? at::empty({sh.C, sh.M, sh.head}, x.options()) : at::empty({0}, x.options()));
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ncp_mlp_fwd", [&] {
     std::vector<const scalar_t*> wi, b, wr, m;
     std::vector<scalar_t*> o;
@@ -255,10 +311,12 @@ std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor>
       o.push_back(outs[l].data_ptr<scalar_t>());
     }
     const scalar_t* xp = x.data_ptr<scalar_t>();
-    scalar_t* yp = outs.back().data_ptr<scalar_t>();
+    scalar_t* yp = outs[sh.layers].data_ptr<scalar_t>();
+    scalar_t* hp = sh.head ? outs.back().data_ptr<scalar_t>() : nullptr;
+    const IO<scalar_t> iop(sh, io);
     with_act(act, [&](auto A) {
       at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
-        forward_tiles<scalar_t, decltype(A)::value>(sh, wg, xp, wi, b, wr, m, o, yp, t0, t1);
+        forward_tiles<scalar_t, decltype(A)::value>(sh, wg, iop, xp, wi, b, wr, m, o, yp, hp, t0, t1);
       });
     });
   });
@@ -266,33 +324,39 @@ std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor>
 }
 
 // offsets (in lane vectors) of one cell's weight gradients inside a per-thread accumulator:
-// [layer 0: g_w_in (a h_0, if any), g_b (h_0)] [layer 1: g_w_in, g_b, g_w_rec (h_0 h_1)] ...
+// [layer 0: g_w_in (its synapses, if any), g_b (h_0)] [layer 1: g_w_in, g_b, g_w_rec (its synapses)] ...
 struct GradLayout {
   std::vector<int64_t> w_in, b, w_rec;
-  int64_t per_cell = 0;
-  explicit GradLayout(const Shapes& sh) {
+  int64_t per_cell = 0, scale = 0, shift = 0, hw = 0, hb = 0;  // then [in_scale, in_shift (a each), head_w, head_b]
+  GradLayout(const Shapes& sh, const Wiring& wg) {  // weight gradients: one slot per synapse (Synapses::flat)
     for (int64_t l = 0; l < sh.layers; ++l) {
       w_in.push_back(per_cell);
-      per_cell += sh.has_in[l] ? sh.a * sh.h[l] : 0;
+      per_cell += sh.has_in[l] ? wg.in[l].count() : 0;
       b.push_back(per_cell);
       per_cell += sh.h[l];
       w_rec.push_back(per_cell);
-      per_cell += l > 0 ? sh.h[l - 1] * sh.h[l] : 0;
+      per_cell += l > 0 ? wg.rec[l].count() : 0;
     }
+    scale = per_cell;
+    shift = scale + (sh.affine ? sh.a : 0);
+    hw = shift + (sh.affine ? sh.a : 0);
+    hb = hw + sh.a * sh.head;
+    per_cell = hb + sh.head;
   }
 };
 
 template <typename T, int ACT>
-void backward_tiles(const Shapes& sh, const Wiring& wg, const GradLayout& gl, const T* x,
-                    const std::vector<const T*>& w_in,
-                    const std::vector<const T*>& w_rec, const std::vector<const T*>& mask,
-                    const std::vector<const T*>& saved, const T* gout, T* gx, T* acc, int64_t t0, int64_t t1) {
+void backward_tiles(const Shapes& sh, const Wiring& wg, const GradLayout& gl, const IO<T>& io, const T* x,
+                    const std::vector<const T*>& w_in, const std::vector<const T*>& w_rec,
+                    const std::vector<const T*>& mask, const std::vector<const T*>& saved, const T* gout,
+                    const T* ghead, T* gx, T* acc, int64_t t0, int64_t t1) {
   int64_t hmax = 0;
   for (int64_t h : sh.h) hmax = std::max(hmax, h);
-  std::vector<V<T>> xt(sh.a), gxt(sh.a), g(hmax), gp(hmax);
+  std::vector<V<T>> xr(sh.a), xt(sh.a), gxt(sh.a), g(hmax), gp(hmax), gh(sh.head);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t c = t / sh.tiles, m0 = (t % sh.tiles) * R, n = std::min(R, sh.M - m0), row0 = c * sh.M + m0;
-    load_tile(x + row0 * sh.a, sh.a, n, xt.data());
+    load_tile(x + row0 * sh.a, sh.a, n, xr.data());
+    affine_tile(sh, io, c, xr.data(), xt.data());
     std::fill(gxt.begin(), gxt.end(), V<T>{});
     V<T>* cell_acc = reinterpret_cast<V<T>*>(acc) + c * gl.per_cell;
     const int64_t last = sh.layers - 1;
@@ -321,7 +385,7 @@ void backward_tiles(const Shapes& sh, const Wiring& wg, const GradLayout& gl, co
           V<T> gxi = gxt[i];
           for (int64_t e = si.sptr[i]; e < si.sptr[i + 1]; ++e) {
             const int64_t j = si.dst[e];
-            gwi[i * h + j] += xi * gp[j];
+            gwi[e] += xi * gp[j];
             gxi += wi[i * h + j] * gp[j];
           }
           gxt[i] = gxi;
@@ -338,23 +402,53 @@ void backward_tiles(const Shapes& sh, const Wiring& wg, const GradLayout& gl, co
           V<T> gk = {};
           for (int64_t e = sr.sptr[k]; e < sr.sptr[k + 1]; ++e) {
             const int64_t j = sr.dst[e];
-            gwr[k * h + j] += sk * gp[j];
+            gwr[e] += sk * gp[j];
             gk += wr[k * h + j] * gp[j];
           }
           g[k] = gk;
         }
       }
     }
+    if (sh.affine) {  // gxt is the gradient of x_eff = x * scale + shift
+      V<T>* gs = cell_acc + gl.scale;
+      V<T>* gsh = cell_acc + gl.shift;
+      for (int64_t i = 0; i < sh.a; ++i) {
+        gs[i] += gxt[i] * xr[i];
+        gsh[i] += gxt[i];
+        gxt[i] = gxt[i] * io.scale[c * sh.a + i];
+      }
+    }
+    if (sh.head) {  // zero on padded rows, like gout
+      load_tile(ghead + row0 * sh.head, sh.head, n, gh.data());
+      const T* hw = io.hw + c * sh.a * sh.head;
+      V<T>* ghw = cell_acc + gl.hw;
+      V<T>* ghb = cell_acc + gl.hb;
+      for (int64_t o = 0; o < sh.head; ++o) ghb[o] += gh[o];
+      for (int64_t i = 0; i < sh.a; ++i) {
+        V<T> gxi = gxt[i];
+        for (int64_t o = 0; o < sh.head; ++o) {
+          ghw[i * sh.head + o] += xr[i] * gh[o];
+          gxi += hw[i * sh.head + o] * gh[o];
+        }
+        gxt[i] = gxi;
+      }
+    }
     store_tile(gxt.data(), sh.a, n, gx + row0 * sh.a);
   }
 }
 
-// returns [g_x, then per layer g_w_in (empty without an input term), g_bias, g_w_rec (empty for layer 0)]
+// returns [g_x, then per layer g_w_in (empty without an input term), g_bias, g_w_rec (empty for layer 0), then
+// g_in_scale, g_in_shift, g_head_w, g_head_b (empty when unused)]; ghead: the head output's gradient (or empty)
 std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor> w_in, std::vector<at::Tensor> bias,
                                     std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask,
                                     std::vector<at::Tensor> saved, const at::Tensor& gout, int64_t act,
-                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec) {
-  const Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+                                    std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec,
+                                    std::vector<at::Tensor> io, const at::Tensor& ghead) {
+  Shapes sh = check(x, w_in, bias, w_rec, mask, act);
+  check_io(sh, x, io);
+  TORCH_CHECK(!sh.head || (ghead.is_contiguous() && ghead.numel() == sh.C * sh.M * sh.head &&
+                           ghead.scalar_type() == x.scalar_type()),
+              "ncp_mlp_bwd: the head gradient must be contiguous (C, M, o)");
   const Wiring wg(sh, pat_in, pat_rec);
   TORCH_CHECK(static_cast<int64_t>(saved.size()) == sh.layers, "ncp_mlp_bwd: one saved activation per layer");
   for (int64_t l = 0; l < sh.layers; ++l) {
@@ -364,7 +458,7 @@ std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor>
   }
   TORCH_CHECK(gout.is_contiguous() && gout.numel() == sh.C * sh.M * sh.h.back() &&
                   gout.scalar_type() == x.scalar_type(), "ncp_mlp_bwd: gout must be contiguous (C, M, h_last)");
-  const GradLayout gl(sh);
+  const GradLayout gl(sh, wg);
   const int64_t threads = at::get_num_threads();
   at::Tensor acc = at::zeros({threads, sh.C * gl.per_cell * R}, x.options());
   at::Tensor gx = at::empty_like(x);
@@ -378,26 +472,39 @@ std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor>
     }
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* gp = gout.data_ptr<scalar_t>();
+    const scalar_t* ghp = sh.head ? ghead.data_ptr<scalar_t>() : nullptr;
+    const IO<scalar_t> iop(sh, io);
     scalar_t* gxp = gx.data_ptr<scalar_t>();
     scalar_t* accp = acc.data_ptr<scalar_t>();
     const int64_t stride = sh.C * gl.per_cell * R;
     with_act(act, [&](auto A) {
       at::parallel_for(0, sh.C * sh.tiles, 16, [&](int64_t t0, int64_t t1) {
-        backward_tiles<scalar_t, decltype(A)::value>(sh, wg, gl, xp, wi, wr, m, sp, gp, gxp,
+        backward_tiles<scalar_t, decltype(A)::value>(sh, wg, gl, iop, xp, wi, wr, m, sp, gp, ghp, gxp,
                                                      accp + at::get_thread_num() * stride, t0, t1);
       });
     });
   });
   at::Tensor total = acc.view({threads, sh.C, gl.per_cell, R}).sum({0, 3});
+  // a compact per-synapse gradient -> the (C, rows, cols) weight gradient, zero off the synapses
+  auto place = [&](int64_t offset, const Synapses& syn, int64_t rows, int64_t cols) {
+    at::Tensor dense = at::zeros({sh.C, rows * cols}, x.options());
+    at::Tensor flat = at::empty({syn.count()}, x.options().dtype(at::kLong));
+    std::copy(syn.flat.begin(), syn.flat.end(), flat.data_ptr<int64_t>());
+    dense.index_copy_(1, flat, total.narrow(1, offset, syn.count()));
+    return dense.view({sh.C, rows, cols});
+  };
   std::vector<at::Tensor> grads{gx};
   for (int64_t l = 0; l < sh.layers; ++l) {
     const int64_t h = sh.h[l];
-    grads.push_back(sh.has_in[l] ? total.narrow(1, gl.w_in[l], sh.a * h).reshape({sh.C, sh.a, h})
-                                 : at::empty({0}, x.options()));
+    grads.push_back(sh.has_in[l] ? place(gl.w_in[l], wg.in[l], sh.a, h) : at::empty({0}, x.options()));
     grads.push_back(total.narrow(1, gl.b[l], h).reshape({sh.C, h}));
-    grads.push_back(l > 0 ? total.narrow(1, gl.w_rec[l], sh.h[l - 1] * h).reshape({sh.C, sh.h[l - 1], h})
-                          : at::empty({0}, x.options()));
+    grads.push_back(l > 0 ? place(gl.w_rec[l], wg.rec[l], sh.h[l - 1], h) : at::empty({0}, x.options()));
   }
+  const at::Tensor none = at::empty({0}, x.options());
+  grads.push_back(sh.affine ? total.narrow(1, gl.scale, sh.a) : none);
+  grads.push_back(sh.affine ? total.narrow(1, gl.shift, sh.a) : none);
+  grads.push_back(sh.head ? total.narrow(1, gl.hw, sh.a * sh.head).reshape({sh.C, sh.a, sh.head}) : none);
+  grads.push_back(sh.head ? total.narrow(1, gl.hb, sh.head) : none);
   return grads;
 }
 
