@@ -44,6 +44,7 @@ def _run(fn, args, **kw):
     dict(H=4, G=2, N=5, S=3, L=33),           # groups, a state count that is not compiled in
     dict(N=40, b=1, L=64),                    # generic N above one vector of lanes
     dict(N=32, H=1, S=1, L=100),
+    dict(N=64, H=1, S=1, b=1, L=40),          # the largest compiled state count (LaMO's paper preset)
 ])
 def test_kernel_matches_reference_forward_and_gradients(dtype, tol, shape):
     args = head_inputs(dtype=dtype, **shape)

@@ -310,6 +310,7 @@ void head_bwd_task(const HeadArgs<T>& a, const HeadGrads<T>& g, int64_t task, co
     case 8: { constexpr int NAME = 8; __VA_ARGS__ } break;   \
     case 16: { constexpr int NAME = 16; __VA_ARGS__ } break; \
     case 32: { constexpr int NAME = 32; __VA_ARGS__ } break; \
+    case 64: { constexpr int NAME = 64; __VA_ARGS__ } break; \
     default: { constexpr int NAME = 0; __VA_ARGS__ } break;  \
   }
 
