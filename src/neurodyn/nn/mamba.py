@@ -1,4 +1,4 @@
-"""Multi-head, multi-direction selective state-space mixer (Mamba block) on ``neurodyn.ops.selective_scan``.
+"""Multi-head, multi-direction selective state-space mixer (Mamba block) on ``neurodyn.ops`` selective scans.
 
 ``LatentSSM`` is the token mixer of LaMO (Tiwari et al., ICML 2025, Eq. 13 and Algorithm 1). For a token
 sequence ``u: (B, L, D)`` (or a token grid ``(B, H, W, D)`` with two-dimensional ``directions``)::
@@ -9,15 +9,17 @@ sequence ``u: (B, L, D)`` (or a token grid ``(B, H, W, D)`` with two-dimensional
     dt, B, C   = x_proj_k(x_k)                                # input-dependent Delta, B, C per direction
     Delta      = softplus(dt + dt_bias_k)                     # one Delta per head (dt_mode="channel": per channel)
     h_t        = exp(Delta_t a_h) h_{t-1} + Delta_t B_t x_t   # a_h = -exp(A_log) < 0: scalar per head
-    y_k,t      = C_t . h_t + D_k x_t                          # selective scan (ops.selective_scan)
+    y_k,t      = C_t . h_t + D_k x_t                          # selective scan (ops.head_scan / selective_scan)
     y          = combine_k order_k^{-1}(y_k)                  # sum (paper, Vim) or mean (bi-Mamba2 code)
     out        = out_proj( norm(y) * act(z) )                 # SiLU gate (paper); GELU in the grid code
 
 Multi-head (paper Eq. 16): the ``d_inner = expand * d_model`` channels are split into ``n_heads`` heads of
 ``head_dim = d_inner / n_heads`` channels; each head has its own step ``Delta`` and decay ``a_h`` (Mamba-2,
 as in all of the authors' mixers) and the heads share ``B, C`` within each of ``n_groups`` groups.
-Directions are folded into the channel axis, so all K scans are one ``selective_scan`` call with
-``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
+All K directions are one scan call: with a step and a decay per head (the default ``a_mode="head"``,
+``dt_mode="head"``) ``ops.head_scan`` on the ``(B, K, L, d_inner)`` sequences as they are (its CPU kernel
+vectorises over a head's channels); otherwise the directions are folded into the channel axis for one
+``selective_scan`` call with ``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
 
 Choices where the paper and the authors' code differ (see docs/papers/notes-lamo.md, 2.5 and 2.10), as options:
 
