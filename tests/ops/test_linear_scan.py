@@ -47,3 +47,20 @@ def test_broadcast_decay_and_gradcheck(backend):
 def test_bad_h0_shape():
     with pytest.raises(ValueError, match=r"h0 has shape \(3,\), expected \(2, 4\)"):
         linear_scan(torch.rand(2, 5, 4), torch.rand(2, 5, 4), torch.zeros(3), dim=1)
+
+
+def test_torch_backend_one_chunk_path_for_wide_problems():
+    """P * Q >= SEQUENTIAL_WIDTH on CPU: chunk_scan runs one L-step loop with h0 entering directly."""
+    import neurodyn.ops.scan_chunked as sc
+
+    a = torch.rand(64, 70, 40, dtype=torch.float64, requires_grad=True)   # P * Q = 2560
+    x = torch.randn(64, 70, 40, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(64, 40, dtype=torch.float64, requires_grad=True)
+    assert 64 * 40 >= sc.SEQUENTIAL_WIDTH
+    ref = _loop(a, x, h0, 1, False)
+    out = linear_scan(a, x, h0, dim=1, backend="torch")
+    assert rel_err(out, ref) < 1e-12
+    g = torch.randn_like(ref)
+    for gf, gr in zip(torch.autograd.grad((out * g).sum(), [a, x, h0]),
+                      torch.autograd.grad((ref * g).sum(), [a, x, h0])):
+        assert rel_err(gf, gr) < 1e-12

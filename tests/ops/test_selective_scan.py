@@ -207,3 +207,23 @@ def test_bad_arguments_name_the_argument(name, mutate, exc, msg):
                initial_state=a["initial_state"]) if fn is selective_scan else \
                 fn(a["u"], a["delta"], a["A"], a["B"], a["C"], a["D"], a["z"], a["delta_bias"],
                    initial_state=a["initial_state"])
+
+
+@pytest.mark.parametrize("chunks", ["sequential", "chunked"])
+def test_torch_backend_wide_problems_one_chunk_or_many(chunks, monkeypatch):
+    """On CPU with >= SEQUENTIAL_WIDTH parallel recurrences the pure-PyTorch scan runs each outer block as one
+    plain loop (the carried state and the gradient from the next block enter the loop directly); forced back to
+    sqrt(L) inner chunks it takes the closed-form path. Both equal the reference, over several outer blocks, with an
+    initial state and a last-state gradient."""
+    import neurodyn.ops.scan_chunked as sc
+
+    if chunks == "chunked":
+        monkeypatch.setattr(sc, "SEQUENTIAL_WIDTH", 10 ** 9)
+    args = scan_inputs(2, 64, 150, 16, with_h0=True)   # width 2 * 64 * 16 = 2048
+    assert 2 * 64 * 16 >= sc.SEQUENTIAL_WIDTH or chunks == "chunked"
+    leaves = _leaves(args)
+    ref = _run(selective_scan_ref, args, False, True)
+    out = _run(selective_scan, args, False, True, backend="torch", block=64)  # three outer blocks
+    assert rel_err(out[0], ref[0]) < 1e-12 and rel_err(out[1], ref[1]) < 1e-12
+    for gf, gr in zip(grads(out, leaves), grads(ref, leaves)):
+        assert rel_err(gf, gr) < 1e-11
