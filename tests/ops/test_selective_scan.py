@@ -209,21 +209,32 @@ def test_bad_arguments_name_the_argument(name, mutate, exc, msg):
                    initial_state=a["initial_state"])
 
 
+WIDE = [  # (bc, groups, reverse, with_z, with_D, with_bias, softplus): b * d * n = 2 * 64 * 16 = 2048 recurrences
+    ("var", 1, False, True, True, True, True),
+    ("fixed", 1, True, False, True, False, True),
+    ("mixed", 4, False, True, False, True, False),
+    ("var", 4, True, False, False, False, True),
+]
+
+
 @pytest.mark.parametrize("chunks", ["sequential", "chunked"])
-def test_torch_backend_wide_problems_one_chunk_or_many(chunks, monkeypatch):
+@pytest.mark.parametrize("case", WIDE, ids=lambda c: f"{c[0]}-g{c[1]}{'-rev' if c[2] else ''}")
+def test_torch_backend_wide_problems_one_chunk_or_many(chunks, case, monkeypatch):
     """On CPU with >= SEQUENTIAL_WIDTH parallel recurrences the pure-PyTorch scan runs each outer block as one
-    plain loop (the carried state and the gradient from the next block enter the loop directly); forced back to
-    sqrt(L) inner chunks it takes the closed-form path. Both equal the reference, over several outer blocks, with an
-    initial state and a last-state gradient."""
+    plain loop (scan_sequential.SequentialBlock: the carried state and the gradient from the next block enter the
+    loop directly); forced back to sqrt(L) inner chunks it takes the closed-form path. Both equal the reference,
+    over three outer blocks, with an initial state and a last-state gradient."""
     import neurodyn.ops.scan_chunked as sc
 
+    bc, groups, reverse, with_z, with_D, with_bias, softplus = case
     if chunks == "chunked":
         monkeypatch.setattr(sc, "SEQUENTIAL_WIDTH", 10 ** 9)
-    args = scan_inputs(2, 64, 150, 16, with_h0=True)   # width 2 * 64 * 16 = 2048
+    args = scan_inputs(2, 64, 150, 16, bc=bc, groups=groups, with_h0=True, with_z=with_z, with_D=with_D,
+                       with_bias=with_bias)
     assert 2 * 64 * 16 >= sc.SEQUENTIAL_WIDTH or chunks == "chunked"
     leaves = _leaves(args)
-    ref = _run(selective_scan_ref, args, False, True)
-    out = _run(selective_scan, args, False, True, backend="torch", block=64)  # three outer blocks
+    ref = _run(selective_scan_ref, args, reverse, softplus)
+    out = _run(selective_scan, args, reverse, softplus, backend="torch", block=64)
     assert rel_err(out[0], ref[0]) < 1e-12 and rel_err(out[1], ref[1]) < 1e-12
     for gf, gr in zip(grads(out, leaves), grads(ref, leaves)):
         assert rel_err(gf, gr) < 1e-11

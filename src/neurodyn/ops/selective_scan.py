@@ -235,7 +235,7 @@ def _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, softplus, initial
     if L == 0:
         last = initial_state if initial_state is not None else u.new_zeros(batch, dim, A.shape[1])
         return u.to(cdt), last.to(cdt)
-    blk = block or default_block(batch, dim, A.shape[1], L)
+    blk = block or default_block(batch, dim, A.shape[1], L, u.device)
     c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
     return SelectiveScanChunked.apply(c(u), c(delta), c(A), c(B), c(C), c(D), c(z), c(delta_bias),
                                       c(initial_state), softplus, blk)
