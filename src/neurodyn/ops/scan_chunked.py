@@ -202,6 +202,19 @@ class _Block:
         return y
 
 
+def _add_coef_grad(total: Tensor, g: Tensor, var: bool, s: int, e: int) -> None:
+    """A block's B or C gradient: its time slice of an input-dependent one, added to a fixed one."""
+    if var:
+        total[..., s:e] = g
+    else:
+        total += g
+
+
+def _softplus_grad(raw: Tensor) -> Tensor:
+    """d softplus / d raw, with torch's threshold (identity above 20)."""
+    return torch.where(raw > 20, torch.ones_like(raw), torch.sigmoid(raw))
+
+
 class SelectiveScanChunked(torch.autograd.Function):
     """Selective scan by outer blocks + inner chunks; see the module docstring.
 
@@ -291,14 +304,8 @@ class SelectiveScanChunked(torch.autograd.Function):
                 gdelta_tm[s:e], gu_tm[s:e], gA_b, gB_b, gC_b, g_start = sb.backward(
                     a, h, h_in, gy, None if g_end is None else g_end.view(b, d, n), ws.get("lam", e - s))
                 gA += gA_b
-                if Bc.var:
-                    gB[..., s:e] = gB_b
-                else:
-                    gB += gB_b
-                if Cc.var:
-                    gC[..., s:e] = gC_b
-                else:
-                    gC += gC_b
+                _add_coef_grad(gB, gB_b, Bc.var, s, e)
+                _add_coef_grad(gC, gC_b, Cc.var, s, e)
                 g_end = g_start.reshape(b * d, n)
                 continue
             blk = _Block(s, e, u, delta, A, bias, ctx.softplus)
@@ -326,26 +333,20 @@ class SelectiveScanChunked(torch.autograd.Function):
             gdt = (gla * A[None, None, :, None, :]).sum(-1) + lamB * blk.u
             if ctx.softplus:
                 raw = blk.raw
-                gdt = gdt * torch.where(raw > 20, torch.ones_like(raw), torch.sigmoid(raw))
+                gdt = gdt * _softplus_grad(raw)
             gdelta[..., s:e] = _from_tm(gdt)[..., : e - s]
             gu_t = lamB * blk.dt + (gy * D[None, None, :, None] if hasD else 0)
             gu[..., s:e] = _from_tm(gu_t)[..., : e - s]
             gBb = Bc.reduce(lam * blk.du, e - s)
             gCb = Cc.reduce(gy.unsqueeze(-1) * h, e - s)
-            if Bc.var:
-                gB[..., s:e] = gBb
-            else:
-                gB += gBb
-            if Cc.var:
-                gC[..., s:e] = gCb
-            else:
-                gC += gCb
+            _add_coef_grad(gB, gBb, Bc.var, s, e)
+            _add_coef_grad(gC, gCb, Cc.var, s, e)
             g_end = g_start
         if ctx.sequential:
             if hasD:
                 gu_tm.addcmul_(gout_tm, D)
             if ctx.softplus:
-                gdelta_tm.mul_(torch.where(raw > 20, torch.ones_like(raw), torch.sigmoid(raw)))
+                gdelta_tm.mul_(_softplus_grad(raw))
             gdelta.copy_(gdelta_tm.permute(1, 2, 0))
             gu.copy_(gu_tm.permute(1, 2, 0))
         gbias = gdelta.sum(dim=(0, 2)) if hasbias else None
