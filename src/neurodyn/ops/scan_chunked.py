@@ -7,7 +7,7 @@ Two levels of chunking:
   the chunk-final states are carried from chunk to chunk, and the carried state enters every position
   in closed form, ``h_t = h_t^local + exp(cs_t) h_in`` with ``cs_t`` the within-chunk cumulative sum of
   ``log a`` (always ``<= 0``: no cumprod-then-divide, nothing overflows). Python steps: ``T + L/T``.
-  On CPU with many parallel recurrences (``_inner_chunk``) the chunk is the whole block: a plain loop of
+  On CPU with many parallel recurrences (``_sequential``) the chunk is the whole block: a plain loop of
   vectorised steps, without the closed form's extra passes; the selective scan then runs its blocks as
   ``scan_sequential.SequentialBlock`` (few full-size buffers, reused in place; contractions as matmuls).
 * **outer blocks** of the sequence (``SelectiveScanChunked``): the selective scan is evaluated one block
@@ -27,19 +27,23 @@ from .scan_sequential import SequentialBlock, Workspace, step_sizes, time_major
 Tensor = torch.Tensor
 
 
-def _inner_chunk(L: int, width: int = 0, device: torch.device | None = None) -> int:
-    """Inner chunk length for ``L`` steps of ``width`` parallel recurrences.
+SEQUENTIAL_WIDTH = 2048
 
-    On CPU with at least ``SEQUENTIAL_WIDTH`` recurrences per step: ``L`` (one chunk, a plain ``L``-step loop over
-    contiguous slices; each step is then a vectorised op over the width, and the chunk closed form's cumulative
-    log-decay, its exponential and the correction pass, about a third of the work, disappear). Otherwise
-    (GPUs, where every step is a kernel launch, or narrow problems) about ``sqrt(L)``."""
-    if device is not None and device.type == "cpu" and width >= SEQUENTIAL_WIDTH:
+
+def _sequential(width: int, device: torch.device | None) -> bool:
+    """Whether ``width`` parallel recurrences run as a plain time loop: on CPU with at least ``SEQUENTIAL_WIDTH``
+    of them every step is a vectorised op over the width, and the chunk closed form's cumulative log-decay, its
+    exponential and the correction pass, about a third of the work, disappear. GPUs (a kernel launch per step)
+    and narrow problems keep about ``sqrt(L)``-step chunks."""
+    return device is not None and device.type == "cpu" and width >= SEQUENTIAL_WIDTH
+
+
+def _inner_chunk(L: int, width: int = 0, device: torch.device | None = None) -> int:
+    """Inner chunk length for ``L`` steps of ``width`` parallel recurrences: ``L`` when :func:`_sequential`, else
+    about ``sqrt(L)``."""
+    if _sequential(width, device):
         return max(1, L)
     return int(min(256, max(8, 2 ** round(math.log2(max(L, 1)) / 2))))
-
-
-SEQUENTIAL_WIDTH = 2048
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +234,7 @@ class SelectiveScanChunked(torch.autograd.Function):
         out = torch.empty_like(u)
         state = h0
         saved_states = []
-        sequential = _inner_chunk(block, b * d * n, u.device) == block
+        sequential = _sequential(b * d * n, u.device)
         if sequential:  # time-major dt, u (and the ungated output) for the whole sequence, kept for the backward
             raw, dt_tm = step_sizes(delta, bias, softplus)
             u_tm = time_major(u)
@@ -359,7 +363,7 @@ def default_block(b: int, d: int, n: int, L: int, device: torch.device | None = 
     1M for the sequential CPU path, whose three block buffers then stay in cache (forward + backward at b 2, d 128,
     n 16, L 4096: blocks of 128 / 256 / 1024 steps 176 / 201 / 226 ms)."""
     width = max(1, b * d * n)
-    budget = 1 << 20 if _inner_chunk(L, width, device) == L else 1 << 22
+    budget = 1 << 20 if _sequential(width, device) else 1 << 22
     blk = max(64, budget // width)
     blk = (blk // 64) * 64
     return max(1, min(L, blk))
