@@ -365,14 +365,11 @@ class LatentSSM(nn.Module):
             step = F.softplus(delta + dt_b[None, :, :, None])
             step = step.unsqueeze(3).expand(b, K, step.shape[2], per, L).reshape(b, K * di, L)
             y = selective_scan(u_s, step, A, Bs, Cs, D=Dskip, backend=self.backend)
-        else:  # exact ZOH for scalar-per-head A: B^ u = Delta * phi(Delta a) * B u
-            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, H or di, L)
-            a = -torch.exp(self.A_log).expand(K, H)
-            if per == 1:
-                a = a.repeat_interleave(P, dim=-1)                           # (K, di)
-            scale = _phi(step * a[None, :, :, None])
-            step = step.repeat_interleave(per, dim=2).reshape(b, K * di, L)
-            scale = scale.repeat_interleave(per, dim=2).reshape(b, K * di, L)
+        else:  # exact ZOH, B^ u = Delta * phi(Delta a) * B u; it needs a_mode="head", so here dt_mode="channel"
+            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, di, L)
+            a = -torch.exp(self.A_log).expand(K, H).repeat_interleave(P, dim=-1)  # (K, di)
+            scale = _phi(step * a[None, :, :, None]).reshape(b, K * di, L)
+            step = step.reshape(b, K * di, L)
             y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
             if Dskip is not None:
                 y = y + Dskip[:, None] * u_s
