@@ -197,11 +197,12 @@ class NCPCell(nn.Module):
         input, ``(y, u W + b)`` (NAC's time gate; on the fused kernel it costs no extra pass over ``u``).
         """
         self._check(u)
-        plan = self._plan(max(1, int(unfolds)))
+        unfolds = max(1, int(unfolds))
+        plan = self._plan(unfolds)
         w_in = self.W_in * self.mask_in
         w_rec = self.W_rec * self.mask_rec
         if self.fused and fused_available(u):
-            y, read = self._fused_layers(u, plan, w_in, w_rec, head)
+            y, read = self._fused_layers(u, unfolds, w_in, w_rec, head)
             y = y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
             return y if head is None else (y, read)
         uu = u * self._vec(self.w_in, u) + self._vec(self.b_in, u)
@@ -218,27 +219,39 @@ class NCPCell(nn.Module):
         y = y * self._vec(self.w_out, y) + self._vec(self.b_out, y)
         return y if head is None else (y, self._mm(u, head[0]) + self._vec(head[1], u))
 
-    def _fused_layers(self, u: torch.Tensor, plan, w_in: torch.Tensor, w_rec: torch.Tensor, head=None):
+    def _fused_layers(self, u: torch.Tensor, unfolds: int, w_in: torch.Tensor, w_rec: torch.Tensor, head=None):
         """The plan's updates as one :func:`neurodyn.ops.ncp_mlp.ncp_mlp` call (same values as the loop in
         :meth:`forward`), the sensory scaling ``u * w_in + b_in`` and the optional ``head`` inside it; ``u`` is the
         raw input, ``(..., in)`` or ``(n_cells, ..., in)``. Returns ``(y, head output or None)``."""
         lead = u.shape[:-1] if self.n_cells == 1 else u.shape[1:-1]
         x = u.reshape(self.n_cells, -1, u.shape[-1])
-        wi, b, wr, m, prev = [], [], [], [], None
-        p_in, p_rec = [], []  # the wiring's synapses: the kernel loops over these only
-        for cols, _, has_input in plan:
+        wi, b, wr, prev = [], [], [], None
+        for cols, _, has_input in self._plan(unfolds):
             wi.append(w_in.index_select(2, cols) if has_input else None)
-            p_in.append(self.mask_in.index_select(1, cols) if has_input else None)
             b.append(self.bias.index_select(1, cols))
             wr.append(None if prev is None else w_rec.index_select(1, prev).index_select(2, cols))
-            p_rec.append(None if prev is None else self.mask_rec.index_select(0, prev).index_select(1, cols))
-            m.append(self.mask_act[cols])  # all ones when every computed neuron is active
             prev = cols
+        p_in, p_rec, m = self._plan_wiring(unfolds)
         out = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec,
                       in_scale=self.w_in, in_shift=self.b_in, head=head)
         y, read = out if head is not None else (out, None)
         shape = lambda t: t.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, t.shape[-1])  # noqa: E731
         return shape(y), None if read is None else shape(read)
+
+    def _plan_wiring(self, unfolds: int) -> tuple[list, list, list]:
+        """Constant per plan, cached like it: each update's input and recurrent synapse patterns (the fused kernel
+        loops over these only) and its neuron activity mask (all ones when every computed neuron is active)."""
+        cache = self.__dict__.setdefault("_plan_wirings", {})
+        key = (unfolds, self.mask_rec.device)
+        if key not in cache:
+            p_in, p_rec, m, prev = [], [], [], None
+            for cols, _, has_input in self._plan(unfolds):
+                p_in.append(self.mask_in.index_select(1, cols) if has_input else None)
+                p_rec.append(None if prev is None else self.mask_rec.index_select(0, prev).index_select(1, cols))
+                m.append(self.mask_act[cols])
+                prev = cols
+            cache[key] = (p_in, p_rec, m)
+        return cache[key]
 
     def _affine(self, x: torch.Tensor, w: torch.Tensor, add: torch.Tensor, per_cell: bool) -> torch.Tensor:
         """``add + x @ w`` per cell, fused; ``add`` is a per-cell vector (n_cells, k) or a tensor like the result."""
