@@ -64,7 +64,10 @@ def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], sum
          scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str], train: bool) -> list[dict[str, Any]]:
     """Every job for every seed through :func:`neurodyn.train.runs.run_jobs` (store: ``<out_dir>/results.json``)."""
     return run_jobs(_jobs(specs, seeds), out_dir, scale, evaluate=evaluate, summary=summary, tag=tag,
-                    overrides=overrides, train=train)
+                    overrides=overrides, train=train, workers=WORKERS["n"], threads=WORKERS["threads"])
+
+
+WORKERS = {"n": 0, "threads": None}  # --workers: trainings in parallel processes (run_jobs), each with --threads
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -623,9 +626,13 @@ def run(scale: str, argv: Sequence[str]) -> int:
                    help="subset: order: TARGET:MODEL pairs (e.g. 3:o3 3:d3); poisson: orders; darcy: models; "
                         "rollout: swe and/or ns-<m> (with --models)")
     p.add_argument("--models", nargs="+", default=None, help="rollout only: chonn_fno and/or fno")
+    p.add_argument("--workers", type=int, default=0,
+                   help="train this many runs at a time, each in its own process with --threads threads (default 0: "
+                        "one at a time in this process)")
     p.add_argument("overrides", nargs="*", help="key.path=value overrides applied to every run")
     a = p.parse_args(argv)
     torch.set_num_threads(int(a.threads))
+    WORKERS.update(n=int(a.workers), threads=int(a.threads))
     out = Path(a.out or RESULTS_DIR / sub)
     kw: dict[str, Any] = {"overrides": a.overrides, "train": not a.report}
     if a.only:

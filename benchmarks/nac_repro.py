@@ -90,7 +90,7 @@ def run(scale: str, argv: list[str]) -> int:
                     r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
                     final = r.final
                     rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set), "tag": a.tag,
-                           "curve": [h["eval"][METRIC[task][0]] for h in _history(run_dir)],
+                           "curve": [h["val"][METRIC[task][0]] for h in _history(run_dir)],
                            "epochs": cfg["train"]["epochs"], "final": final,
                            "n_train": r.epochs and cfg["data"].get("n_train"), "threads": a.threads,
                            "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
@@ -137,7 +137,7 @@ def plot_curves(records: list[dict], a, scale: str) -> str:
 def _history(run_dir: Path) -> list[dict]:
     from neurodyn.train.runs import read_history
 
-    return [h for h in read_history(run_dir) if "eval" in h]
+    return [h for h in read_history(run_dir) if "val" in h]
 
 
 def table(records: list[dict], scale: str) -> str:

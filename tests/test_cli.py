@@ -73,7 +73,7 @@ def test_resume_is_announced_and_stale_temporaries_are_removed(tmp_path, data_di
     assert main(argv) == 0
     out = capsys.readouterr().out
     # not a terminal (pytest captures the output): one line per epoch instead of a progress bar
-    assert "epoch 1/2  train loss" in out and "epoch 2/2  train loss" in out and "eval rel_l2" in out
+    assert "epoch 1/2  train loss" in out and "epoch 2/2  train loss" in out and "val rel_l2" in out
     ckpts = runs / "fno-darcy-tiny" / "checkpoints"
     stale = ckpts / ".last.pt.12345.tmp"              # what a run killed while writing leaves behind
     stale.write_bytes(b"partial")

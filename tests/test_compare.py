@@ -60,3 +60,31 @@ def test_cli_compare_needs_one_budget(tmp_path, data_dir, capsys):
     assert main(["compare", "fno/darcy", "fno/darcy", "--scale", "tiny", "--epochs", "1",
                  "--runs-dir", str(tmp_path)]) == 2
     assert "listed twice" in capsys.readouterr().err
+
+
+def _no_training(monkeypatch):
+    import neurodyn.compare as cmp
+
+    def trained(*args, **kwargs):
+        raise AssertionError("compare started training before it had checked every preset")
+
+    monkeypatch.setattr(cmp, "run_jobs", trained)
+
+
+def test_a_preset_whose_model_cannot_take_the_data_is_refused_before_any_training(tmp_path, data_dir, monkeypatch):
+    _no_training(monkeypatch)
+    with pytest.raises(ConfigError, match=r"preset 'lamo/elasticity' does not fit the data of 'fno/darcy': model "
+                                          r"'lamo' cannot take .*LaMO \(point cloud\)"):
+        compare(["fno/darcy", "lamo/elasticity"], tmp_path / "cmp", "tiny", epochs=1)
+
+
+def test_unknown_presets_and_overrides_are_refused_before_any_training(tmp_path, data_dir, monkeypatch):
+    _no_training(monkeypatch)
+    with pytest.raises(ConfigError, match=r"preset 'nac/activity' is a sequence model .* field data of 'fno/darcy'"):
+        compare(["fno/darcy", "nac/activity"], tmp_path / "cmp", "tiny", epochs=1)
+    with pytest.raises(KeyError, match="unet/darcy"):
+        compare(["fno/darcy", "unet/darcyy"], tmp_path / "cmp", "tiny", epochs=1)
+    with pytest.raises(ConfigError, match="widht"):
+        compare(["fno/darcy", "unet/darcy"], tmp_path / "cmp", "tiny", epochs=1,
+                preset_overrides={"unet/darcy": ["model.widht=3"]})
+    assert not data_dir.exists()  # nothing was generated either

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .errors import DataError
+from .errors import DataError, DiskFullError, disk_full_errno
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
@@ -27,8 +27,26 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        if not is_disk_full(exc):
+            raise
+        kept = f"the previous {path.name} is kept" if path.exists() else f"no {path.name} was written"
+        raise DiskFullError(f"the disk holding {path.parent} is full (writing {path.name}); {kept}; free space there "
+                       "and run the same command again to resume") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is an out-of-space error; torch's zip writer reports one as ``RuntimeError: unexpected pos``
+    with only an iostream error behind it."""
+    return disk_full_errno(exc) is not None or (isinstance(exc, RuntimeError) and "unexpected pos" in str(exc))
+
+
+def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
+    """Names of the floating-point tensors of a state dict that hold NaN or Inf."""
+    return [name for name, t in state.items()
+            if torch.is_tensor(t) and (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())]
 
 
 def remove_stale_temporaries(folder: str | Path) -> list[Path]:
@@ -39,6 +57,19 @@ def remove_stale_temporaries(folder: str | Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def unsafe_pickle_reason(exc: BaseException) -> str | None:
+    """Why ``torch.load(weights_only=True)`` refused a file (``"the global argparse.Namespace"``), or ``None`` when
+    ``exc`` is not such a refusal. torch's first lines are generic advice; the reason follows "WeightsUnpickler
+    error:"."""
+    text = str(exc).strip()
+    if not (isinstance(exc, pickle.UnpicklingError) and "WeightsUnpickler error:" in text):
+        return None
+    detail = text.split("WeightsUnpickler error:", 1)[1].strip()
+    reason = (f"the global {detail.split('GLOBAL ', 1)[1].split()[0]}" if "GLOBAL " in detail
+              else (detail.splitlines() or [""])[0].split(". ")[0].strip(" ."))
+    return reason[:200]
 
 
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -55,12 +86,19 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise DataError(f"checkpoint {path} does not exist")
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError, KeyError,
+            IndexError) as exc:  # KeyError, IndexError: the unpickler reading bytes that are not a pickle
         hint = ""
         if path.name == "last.pt" and path.parent.name == "checkpoints":
             hint = ("; evaluate the run's best checkpoint with `neurodyn evaluate RUN --which best`, or start "
                     "the run over with `neurodyn train ... --fresh`")
+        text = str(exc).strip()
+        reason = unsafe_pickle_reason(exc)
+        if reason is not None:
+            raise DataError(f"checkpoint {path} is not a neurodyn checkpoint: it holds Python objects that are not "
+                            f"allowed to load safely (torch.load weights_only=True): {reason}{hint}") from None
+        first = ("bytes that are not a pickle" if isinstance(exc, (KeyError, IndexError))
+                 else text.splitlines()[0] if text else type(exc).__name__)
         raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]}){hint}") from None
     if not isinstance(obj, dict):
         raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")

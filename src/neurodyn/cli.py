@@ -48,7 +48,32 @@ def _key_values(words: Sequence[str], what: str) -> dict:
         if "=" not in word:
             raise ConfigError(f"{what} {word!r} is not of the form key=value")
         key, value = word.split("=", 1)
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{what} {word!r}: the value is not plain YAML ({_first_line(exc)}); give a number, "
+                              "a string, a list [a, b] or a mapping {k: v}") from None
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n")[0].split())
+    return text or type(exc).__name__
+
+
+def _values_may_start_with_dash(argv: Sequence[str], options: Sequence[str]) -> list[str]:
+    """``--budget -5s`` -> ``--budget=-5s``, so that a value that looks like an option reaches the option's own
+    check (argparse would say only "expected one argument")."""
+    out, words = [], list(argv)
+    i = 0
+    while i < len(words):
+        if words[i] in options and i + 1 < len(words) and words[i + 1].startswith("-") and len(words[i + 1]) > 1 \
+                and not words[i + 1].startswith("--"):
+            out.append(f"{words[i]}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(words[i])
+        i += 1
     return out
 
 
@@ -74,7 +99,7 @@ def _convert_public(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
-    from .data.assembly import data_options
+    from .data.assembly import data_options, stored_samples
 
     if args.target and "=" in args.target:  # an optional positional swallows the first key=value
         args.overrides, args.target = [args.target, *args.overrides], None
@@ -91,7 +116,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if "generator" not in d:
             raise ConfigError(f"preset {args.target} reads an existing file ({d.get('path')}); nothing to generate")
         gen, options = get_generator(d["generator"]), data_options(d)
-        n = args.n if args.n is not None else int(d.get("n_train", 0)) + int(d.get("n_val", 0)) + int(d.get("n_test", 0))
+        n = args.n if args.n is not None else stored_samples(d)
         seed = d.get("seed", 0) if args.seed is None else args.seed
     elif args.target in available_generators():
         gen = get_generator(args.target)
@@ -112,8 +137,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _run_dir(args: argparse.Namespace, cfg: dict) -> Path:
-    name = args.run_name or f"{cfg['preset'].replace('/', '-')}-{cfg['scale']}"
-    return Path(args.runs_dir) / name
+    from .train.run_folder import run_folder
+
+    name = args.run_name if args.run_name is not None else f"{cfg['preset'].replace('/', '-')}-{cfg['scale']}"
+    return run_folder(args.runs_dir, name)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -121,39 +148,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from .experiments import load_experiment
     from .train.distributed import barrier, init_from_env
-    from .train.experiment import run_experiment
+    from .train.experiment import check_config, run_experiment
+    from .train.run_folder import fresh_or_kept
 
     cfg = load_experiment(args.preset, args.scale, args.overrides)
+    run_dir = _run_dir(args, cfg)
+    check_config(cfg)  # a bad key or value is reported before --fresh removes anything or a run is compared
     device = torch.device(args.device or default_device())
     dist = init_from_env(device)
     if device.type == "cuda" and dist.enabled:
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
-    run_dir = _run_dir(args, cfg)
-    resume = not args.fresh  # run_experiment refuses to resume a folder trained with another config
-    if args.fresh and dist.is_main and run_dir.exists():
-        import shutil
-
-        shutil.rmtree(run_dir)
-    created = not run_dir.exists()
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create run folder {run_dir}: {exc.strerror}; choose --runs-dir elsewhere") from None
-    if not os.access(run_dir, os.W_OK):
-        raise ConfigError(f"run folder {run_dir} is not writable; choose --runs-dir elsewhere")
-    try:
-        final = run_experiment(cfg, run_dir, device=device, resume=resume, dist=dist,
-                               progress=False if args.no_progress else None)
-        if dist.enabled:  # every rank finishes together: a rank that exits while another still writes its
-            barrier()     # summary can abort in gloo's threads ("terminate called without an active exception")
-    except BaseException:
-        # a run that failed before its first checkpoint (a bad config, data it cannot take) leaves nothing behind
-        if created and dist.is_main and not (run_dir / "checkpoints" / "last.pt").exists():
-            import shutil
-
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+        # run_experiment refuses to resume a folder trained with another config
+        with fresh_or_kept(run_dir, fresh=args.fresh, is_main=dist.is_main):
+            final = run_experiment(cfg, run_dir, device=device, resume=not args.fresh, dist=dist,
+                                   progress=False if args.no_progress else None)
+            if dist.enabled:  # every rank finishes together: a rank that exits while another still writes its
+                barrier()     # summary can abort in gloo's threads ("terminate called without an active exception")
     finally:
         if dist.enabled:  # leaving gloo's threads running at exit can abort the process
             import torch.distributed
@@ -322,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = _values_may_start_with_dash(sys.argv[1:] if argv is None else argv,
+                                       ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))
     args, extra = parser.parse_known_args(argv)
     if args.command == "bench":  # everything neurodyn does not know belongs to the benchmark script
         args.bench_args, extra = extra, []

@@ -12,8 +12,8 @@ will actually run). Both the epochs and the measured seconds are reported, since
 
 Writes into ``out_dir``: ``results.json`` (one record per model and seed; a recorded run is never trained
 again, so an interrupted comparison resumes), ``compare.md`` (the table: rel. L2 per test set as mean ± std
-over seeds, parameters, epochs, s/epoch, training seconds) and ``error_vs_time.png`` (the monitored
-evaluation error against training seconds, one line per run). Run folders go to ``out_dir/runs/``.
+over seeds, parameters, epochs, s/epoch, training seconds) and ``error_vs_time.png`` (the validation
+error against training seconds, one line per run). Run folders go to ``out_dir/runs/``.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
     steps times the batches per epoch, plus one evaluation pass over the monitored set."""
     import time
 
-    from .data.assembly import build_data, build_test_sets
+    from .data.assembly import build_data
     from .train.experiment import build_model, build_task, monitored_set, train_config
     from .train.trainer import Trainer
 
@@ -60,7 +60,7 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
         trainer = Trainer(model, task, data["sets"]["train"], None, train_config(cfg), tmp, device=device,
                           progress=False)
         step = trainer.measure_step_seconds()
-        eval_set = monitored_set(data["sets"], build_test_sets(cfg))
+        eval_set = monitored_set(data["sets"])
         t0 = time.perf_counter()
         if eval_set is not None:
             model.eval()
@@ -76,11 +76,51 @@ def _evaluate(r: RestoredRun) -> dict[str, Any]:
     elapsed, times, errors = 0.0, [], []
     for h in history:
         elapsed += h["seconds"]
-        if "eval" in h and "rel_l2" in h["eval"]:
+        if "val" in h and "rel_l2" in h["val"]:
             times.append(elapsed)
-            errors.append(h["eval"]["rel_l2"])
+            errors.append(h["val"]["rel_l2"])
     return {"sets": {k: v.get("rel_l2") for k, v in evaluate_restored(r).items()},
             "curve_seconds": times, "curve_rel_l2": errors}
+
+
+def _field_or_sequence(task: str) -> str:
+    return "sequence" if task == "sequence" else "field"
+
+
+def check_presets(presets: Sequence[str], scale: str, overrides: Sequence[str], own: dict[str, list[str]],
+                  data_from: str, device: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
+    """Every preset's config on the data of ``data_from``, checked before anything trains; one ConfigError naming
+    the first preset that does not fit and why.
+
+    In order, so that the cheap checks fail first: every preset and override loads (unknown names and keys); a
+    preset made for sequences (``task: sequence``) is not put on fields or the other way round; the train section
+    and model keys are valid (``check_config``); then, on the shared data (generated if missing, as training would),
+    every model builds and takes a sample of the training split and of each test file."""
+    from .data.assembly import build_data, build_test_sets
+    from .train.experiment import build_model, build_task, check_config, check_model_accepts
+
+    source = _field_or_sequence(preset_config(data_from, scale, overrides)["task"])
+    cfgs = {}
+    for preset in presets:
+        kind = _field_or_sequence(preset_config(preset, scale, overrides, own.get(preset, ()))["task"])
+        if kind != source:
+            raise ConfigError(f"preset {preset!r} is a {kind} model and cannot train on the {source} data of "
+                              f"{data_from!r}; compare presets of the same kind of task.")
+        cfgs[preset] = cfg = preset_config(preset, scale, overrides, own.get(preset, ()), data_from=data_from)
+        check_config(cfg)
+    data = build_data(cfgs[presets[0]], device, progress=False)
+    test_files = build_test_sets(cfgs[presets[0]])
+    for preset, cfg in cfgs.items():
+        name = cfg["model"]["name"]
+        try:
+            model = build_model(cfg, data["sets"]["train"])
+            task = build_task(cfg, data)
+            check_model_accepts(model, task, data["sets"]["train"], name, data_from)
+            for file, dataset in test_files.items():
+                check_model_accepts(model, task, dataset, name, f"test file {file!r}", values=False)
+        except ConfigError as exc:
+            raise ConfigError(f"preset {preset!r} does not fit the data of {data_from!r}: {exc}") from None
+    return cfgs
 
 
 def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, seeds: Sequence[int] = (0,),
@@ -105,8 +145,8 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
     unknown = sorted(set(own) - set(presets))
     if unknown:
         raise ConfigError(f"preset_overrides name presets that are not compared: {unknown}")
-    for preset in presets:
-        cfg = preset_config(preset, scale, overrides, own.get(preset, ()), data_from=data_from)
+    cfgs = check_presets(presets, scale, overrides, own, data_from, device)  # before anything trains
+    for preset, cfg in cfgs.items():
         if budget_seconds is not None:
             est = estimate_epochs(cfg, budget_seconds, device)
             n_epochs = est["epochs"]

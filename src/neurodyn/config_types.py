@@ -4,10 +4,12 @@ Values come from YAML presets and ``key=value`` overrides, so a mistyped overrid
 arrives as a string. :func:`check_field_types` turns that into one ConfigError naming the key, the value and
 the expected type, before anything is built or written; ints are accepted where a float is declared.
 Fields declared with other types (tuples, unions, ``object``) are left to the config's own validation.
+Generator configs use the same check with a ``subject`` (``generator 'darcy' option resolution='abc' ...``).
 """
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import typing
 from typing import Any, Mapping
 
@@ -23,22 +25,53 @@ def _declared(cls: type) -> dict[str, Any]:
         return {f.name: type(f.default) for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
-def check_field_types(cls: type, values: Mapping[str, Any], section: str) -> dict[str, Any]:
+def check_field_types(cls: type, values: Mapping[str, Any], section: str, *, subject: str | None = None,
+                      numeric_strings: bool = False) -> dict[str, Any]:
     """``values`` for dataclass ``cls`` with ints widened to floats where a float is declared; a value of the
-    wrong simple type (int, float, bool, str) raises ConfigError naming ``section.key``."""
+    wrong simple type (int, float, bool, str) raises ConfigError naming ``section.key`` (just ``key`` when
+    ``section`` is empty), the value and the expected type, after ``subject`` when given (e.g.
+    ``"generator 'darcy' option"``). Integers include numpy's; ``True`` / ``False`` are not numbers here.
+    ``numeric_strings``: a string that reads as the declared number (``"1e-3"``, which YAML 1.1 leaves a string;
+    ``"64"`` or ``"1e3"`` for an int) is converted instead of refused."""
     hints = _declared(cls)
     out = dict(values)
     for key, value in values.items():
         want = hints.get(key)
         if want not in _SIMPLE:
             continue
-        ok = isinstance(value, want) and not (want in (int, float) and isinstance(value, bool))
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
-            out[key], ok = float(value), True
-        if not ok:
-            raise ConfigError(f"{section}.{key}={value!r} is not {_SIMPLE[want]}; "
-                              f"e.g. {section}.{key}={_example(cls, key)!r}")
+        if numeric_strings and isinstance(value, str) and want in (int, float):
+            value = out[key] = _parse_number(value, want)
+        if want is float and _is_integer(value):
+            out[key] = float(value)
+        elif not _has_type(value, want):
+            name = f"{section}.{key}" if section else key
+            lead = f"{subject} " if subject else ""
+            raise ConfigError(f"{lead}{name}={value!r} is not {_SIMPLE[want]}; e.g. {name}={_example(cls, key)!r}")
     return out
+
+
+def _parse_number(text: str, want: type) -> Any:
+    """``text`` as a ``want`` (int or float) when it reads as one, else ``text`` unchanged."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if want is float:
+        return number
+    return int(number) if number.is_integer() else text
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _has_type(value: Any, want: type) -> bool:
+    """``value`` is a ``want`` (int: any integral number but a bool; float: any real number but a bool)."""
+    if want is int:
+        return _is_integer(value)
+    if want is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return isinstance(value, want)
 
 
 def _example(cls: type, key: str) -> Any:

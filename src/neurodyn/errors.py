@@ -6,6 +6,7 @@ what was expected. Unknown names suggest the closest known ones.
 from __future__ import annotations
 
 import difflib
+import errno
 from typing import Iterable
 
 
@@ -26,6 +27,26 @@ class DataError(NeurodynError, ValueError):
 
 class ConfigError(NeurodynError, ValueError):
     """An impossible or inconsistent configuration."""
+
+
+class DiskFullError(DataError):
+    """A write failed because the disk has no space left (or the user's quota is used up); the message says what
+    was kept."""
+
+
+DISK_FULL = tuple(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+def disk_full_errno(exc: BaseException | None) -> int | None:
+    """ENOSPC or EDQUOT when ``exc``, or an exception it was raised from or while handling, is that OSError (numpy's
+    zip writer reports a full disk as ``RuntimeError: unexpected pos`` raised while handling it)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            return exc.errno
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _closest(name: object, known: Iterable) -> str:

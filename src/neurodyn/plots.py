@@ -69,14 +69,14 @@ def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path:
 
 
 def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Training loss and evaluation relative L2 per epoch (log scale)."""
+    """Training loss and validation relative L2 per epoch (log scale)."""
     path = Path(path)
     fig, ax = plt.subplots(figsize=(6, 4))
     if history:
         ax.semilogy([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
-        ev = [(h["epoch"] + 1, h["eval"]["rel_l2"]) for h in history if "eval" in h]
+        ev = [(h["epoch"] + 1, h["val"]["rel_l2"]) for h in history if "val" in h]
         if ev:
-            ax.semilogy(*zip(*ev), "o-", ms=3, label="eval rel. L2")
+            ax.semilogy(*zip(*ev), "o-", ms=3, label="validation rel. L2")
     ax.set_xlabel("epoch"), ax.set_ylabel("loss"), ax.grid(True, which="both", alpha=0.3), ax.legend()
     return save_figure(fig, path)
 
@@ -157,7 +157,7 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     (confusion matrix, or prediction vs target). Always ``learning_curve.png``.
     """
     from .train.rollout import to_frames
-    from .train.runs import batches, read_history, restore_run
+    from .train.runs import batches, read_history, read_test_metrics, restore_run
     from .train.tasks import AutoregressiveTask
 
     run_dir = Path(run_dir)
@@ -177,9 +177,9 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
         if isinstance(task, AutoregressiveTask):
             frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
             plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
-            per_step = [h["eval"]["rel_l2_per_step"] for h in history if "eval" in h]
+            per_step = read_test_metrics(run_dir).get("test", {}).get("last", {}).get("rel_l2_per_step")
             if per_step:
-                plot_rollout_error(per_step[-1], run_dir / "rollout_error.png")
+                plot_rollout_error(per_step, run_dir / "rollout_error.png")
             history_frames = to_frames(batch["x"], task.channels, task.fac)
             plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1], run_dir / "predictions.png")
         else:
@@ -218,15 +218,15 @@ def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str |
 
 
 def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, path: str | Path) -> Path:
-    """Train loss and the monitored evaluation metric ``key`` (second axis) per epoch."""
+    """Train loss and the monitored validation metric ``key`` (second axis) per epoch."""
     fig, ax = plt.subplots(figsize=(6, 4))
     if history:
         ax.plot([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], label="train loss")
-        ev = [(h["epoch"] + 1, h["eval"][key]) for h in history if "eval" in h]
+        ev = [(h["epoch"] + 1, h["val"][key]) for h in history if "val" in h]
         if ev:
             ax2 = ax.twinx()
-            ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"eval {key}")
-            ax2.set_ylabel(f"eval {key}")
+            ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"validation {key}")
+            ax2.set_ylabel(f"validation {key}")
     ax.set_xlabel("epoch"), ax.set_ylabel("train loss"), ax.grid(True, alpha=0.3)
     return save_figure(fig, path)
 
@@ -253,7 +253,7 @@ def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: st
 
 
 def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Evaluation rel. L2 against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
+    """Validation rel. L2 against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
     :mod:`neurodyn.compare` records), one colour per preset; log-scaled error."""
     import matplotlib.pyplot as plt
 
@@ -266,7 +266,7 @@ def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> P
         ax.plot(r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2,
                 label=key if first else None)
     ax.set_xlabel("training time (s)")
-    ax.set_ylabel("eval rel. L2")
+    ax.set_ylabel("validation rel. L2")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

@@ -153,3 +153,146 @@ def test_two_processes_asking_for_the_same_file_both_get_it(tmp_path):
     _write_darcy(str(alone), 0.0)
     np.testing.assert_array_equal(StoredDataset(path).read("fields/u"), StoredDataset(alone).read("fields/u"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.h5", "same.h5"]   # no lock or partial left
+
+
+# ------------------------------------------------------------------------------------------------
+# an existing file at the output path, and a full disk
+
+
+def test_an_existing_store_is_reused_only_when_it_holds_the_same_dataset(tmp_path):
+    g, cfg, path = _darcy(tmp_path, "d.h5")
+    assert g.run(cfg, 4, seed=0, path=path, chunk_size=2, progress=False) == path
+    before = path.read_bytes()
+    meta = StoreMeta("darcy", g.version, __import__("dataclasses").asdict(cfg), 0, 4, 3, g.inputs, g.targets)
+    made = []
+    # the same dataset (another chunk size is only another way of writing it): reused, nothing made
+    assert write_store(path, meta, lambda ids: made.append(ids) or {}, progress=False) == path and made == []
+    with pytest.raises(DataError, match=r"holds darcy seed 0 with 4 samples, but this call asks for seed 2 with 5 "
+                                        r"samples; choose another --out or delete it"):
+        g.run(cfg, 5, seed=2, path=path, progress=False)
+    with pytest.raises(DataError, match=r"holds darcy \(resolution=8\) seed 0 with 4 samples, but this call asks "
+                                        r"for resolution=9;"):
+        g.run(g.make_config(resolution=9), 4, path=path, progress=False)
+    assert path.read_bytes() == before
+
+
+def test_the_default_path_is_checked_too(data_dir):
+    g = get_generator("darcy")
+    cfg = g.make_config(resolution=8)
+    path = g.run(cfg, 3, seed=0, progress=False)
+    assert path.parent == data_dir / "darcy" and g.run(cfg, 3, seed=0, progress=False) == path
+    g.default_path(cfg, 2, 0).write_bytes(path.read_bytes())  # a file that does not hold what its name says
+    with pytest.raises(DataError, match=r"holds darcy seed 0 with 3 samples, but this call asks for 2 samples"):
+        g.run(cfg, 2, seed=0, progress=False)
+
+
+def test_a_shard_finds_the_file_another_shard_assembled(tmp_path):
+    g, cfg, path = _darcy(tmp_path, "s.h5")
+    assert g.run(cfg, 6, seed=1, path=path, chunk_size=2, shard=(1, 2), progress=False) is None
+    assert g.run(cfg, 6, seed=1, path=path, chunk_size=2, shard=(0, 2), progress=False) == path
+    assert g.run(cfg, 6, seed=1, path=path, chunk_size=2, shard=(1, 2), progress=False) == path  # late, finds it
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1, 2.5])
+def test_a_chunk_size_below_one_is_refused(tmp_path, chunk_size):
+    from neurodyn.errors import ConfigError
+
+    g, cfg, path = _darcy(tmp_path, "c.h5")
+    with pytest.raises(ConfigError, match=rf"--chunk-size \(chunk_size\) must be >= 1; got {chunk_size}$"):
+        g.run(cfg, 3, path=path, chunk_size=chunk_size, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_while_writing_a_chunk_keeps_the_finished_ones_and_resumes(tmp_path, monkeypatch):
+    import errno
+
+    from neurodyn.data.store import DiskFullError
+
+    g, cfg, path = _darcy(tmp_path, "d.h5")
+    real_savez, calls = np.savez, []
+
+    def savez(f, **arrays):  # the second chunk finds the disk full, as numpy's zip writer reports it
+        calls.append(1)
+        if len(calls) == 2:
+            f.write(b"PK\x03\x04 half a chunk")
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError:
+                raise RuntimeError("unexpected pos 37760 vs 37680")
+        real_savez(f, **arrays)
+
+    monkeypatch.setattr(np, "savez", savez)
+    with pytest.raises(DiskFullError, match=rf"the disk holding {tmp_path} \(mounted at .*\) is full \(no space left "
+                                            rf"on device\) while writing chunk 2 of 3; the 1 finished chunk file\(s\) "
+                                            rf"in {path}.partial were kept"):
+        g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False)
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "d.h5.partial").iterdir()) == ["chunk_000000.npz", "meta.json"]
+    assert g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False) == path  # space freed: resumes
+    whole = tmp_path / "whole.h5"
+    g.run(cfg, 6, seed=0, path=whole, chunk_size=2, progress=False)
+    assert path.read_bytes() == whole.read_bytes()
+
+
+def _disk_filling_after(limit: int):
+    """An ``open`` for the store module whose ``.s.h5.<pid>.tmp`` files refuse writes past ``limit`` bytes (ENOSPC)."""
+    import errno
+    import io
+
+    class Filling(io.FileIO):
+        written = 0
+
+        def write(self, data):
+            n = memoryview(data).nbytes
+            if self.written + n > limit:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written += n
+            return super().write(data)
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        if os.path.basename(file).startswith(".s.h5.") and "w" in mode:
+            return Filling(file, "w+")
+        return open(file, mode, *args, **kwargs)
+
+    return fake_open
+
+
+def test_disk_full_while_assembling_leaves_no_file_keeps_the_chunks_and_resumes(tmp_path, monkeypatch):
+    """HDF5 cannot recover from a failed write (the process crashed at exit, rc 139): the store skips the write,
+    lets HDF5 close the file, then removes it and says the disk is full."""
+    from neurodyn.data import store
+    from neurodyn.data.store import DiskFullError
+
+    g, cfg, whole = _darcy(tmp_path, "whole.h5")
+    g.run(cfg, 6, seed=0, path=whole, chunk_size=2, progress=False)
+    path = tmp_path / "s.h5"
+    monkeypatch.setattr(store, "open", _disk_filling_after(whole.stat().st_size // 2), raising=False)
+    with pytest.raises(DiskFullError, match=r"is full \(no space left on device\) while assembling s.h5; the 3 "
+                                            r"finished chunk file\(s\) in .*s.h5.partial were kept"):
+        g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5.partial", "whole.h5"]  # no temporary, no s.h5
+    assert g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False) == path
+    assert path.read_bytes() == whole.read_bytes()
+
+
+def test_too_little_free_space_is_refused_before_assembling(tmp_path, monkeypatch):
+    import shutil
+    from types import SimpleNamespace
+
+    from neurodyn.data.store import DiskFullError
+
+    g, cfg, path = _darcy(tmp_path, "d.h5")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(total=10 ** 6, used=10 ** 6 - 1000, free=1000))
+    with pytest.raises(DiskFullError, match=rf"not enough free space in {tmp_path} to assemble d.h5: it needs about "
+                                            r"1\.\d MB \(\d+ bytes\) and 1\.0 kB \(1000 bytes\) are free; "
+                                            r"the 2 finished chunk"):
+        g.run(cfg, 4, seed=0, path=path, chunk_size=2, progress=False)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.h5.partial"]
+    assert g.run(cfg, 4, seed=0, path=path, chunk_size=2, progress=False) == path
+
+
+def test_a_directory_is_not_a_store_file(tmp_path):
+    with pytest.raises(DataError, match=r"is a directory; expected an HDF5 store file \(made by neurodyn generate\)"):
+        StoredDataset(tmp_path)

@@ -2,6 +2,7 @@
 import itertools
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -222,6 +223,16 @@ def _dist_worker(rank, world, init_file, data_file, out_file):
         acc.update(p, target[rank * 3:rank * 3 + 3])
         out["nan"] = acc.reduce_().compute()
         out["count"] = acc.count
+        # (d) an all-zero target on rank 1 is counted on every rank: one warning with the total
+        acc = MetricAccumulator()
+        t = target[rank * 3:rank * 3 + 3].clone()
+        if rank == 1:
+            t[0] = 0.0
+        acc.update(pred[rank * 3:rank * 3 + 3], t)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            acc.reduce_().compute()
+        out["zero"] = [str(w.message) for w in seen]
         if rank == 0:
             with open(out_file, "w") as fh:
                 json.dump(out, fh)
@@ -243,6 +254,7 @@ def test_accumulator_reduce_across_two_processes(tmp_path):
             assert out[case][name] == pytest.approx(whole[name], rel=1e-12), (case, name)
     assert out["count"] == 6
     assert all(math.isnan(v) for v in out["nan"].values()), out["nan"]
+    assert len(out["zero"]) == 1 and "1 of 6 samples have an all-zero target" in out["zero"][0], out["zero"]
 
 
 # ------------------------------------------------------------------------------------------ bad input
@@ -253,6 +265,19 @@ def test_shape_mismatch_names_both_shapes():
         evaluate_fields(torch.randn(2, 16, 16, 1), torch.randn(2, 16, 15, 1))
     with pytest.raises(ValueError, match="spatial"):
         evaluate_fields(torch.randn(2, 3), torch.randn(2, 3))
+
+
+def test_zero_targets_warn_once_and_change_no_value():
+    pred, target = _pair((4, 8, 8, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ordinary targets: no warning
+        evaluate_fields(pred, target)
+    target[1] = 0.0
+    with pytest.warns(UserWarning, match=r"^1 of 4 samples have an all-zero target \(norm <= 1e-12\), for which "
+                                         r"relative L2 is undefined .*absolute metrics reported beside it "
+                                         r"\(rmse, max_err\)\.$"):
+        got = evaluate_fields(pred, target)
+    assert got["rel_l2"] == pytest.approx(float(relative_lp(pred, target, 2)), rel=1e-12)  # the value is unchanged
 
 
 def test_nan_is_reported_not_hidden():

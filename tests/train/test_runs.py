@@ -11,9 +11,14 @@ TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "m
 def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
     r = train_preset("fno/darcy", "tiny", tmp_path / "run", TINY, seed=3)
     assert r.cfg["train"]["seed"] == 3 and r.epochs == len(read_history(tmp_path / "run")) == 1
-    assert r.params > 0 and r.n_test == 4 and r.curve == [r.final["rel_l2"]] and r.best == r.final["rel_l2"]
+    # n_val "auto": 1 of the 8 training samples validates; the curve and best are validation, final is test
+    assert r.params > 0 and (r.n_train, r.n_val, r.n_test) == (7, 1, 4)
+    assert r.curve == [read_history(tmp_path / "run")[0]["val"]["rel_l2"]] and r.best == r.curve[0]
+    assert r.best != pytest.approx(r.final["rel_l2"])
+    assert r.test_at_best["rel_l2"] == pytest.approx(r.final["rel_l2"])  # one epoch: best.pt is the final model
     rec = r.record()
     assert rec["final_rel_l2"] == r.final["rel_l2"] and rec["model"] == "fno" and json.dumps(rec)
+    assert rec["best_val_rel_l2"] == r.best and rec["test_rel_l2_at_best_val"] == r.test_at_best["rel_l2"]
     restored = restore_run(tmp_path / "run")
     assert restored.run_dir == tmp_path / "run" and not restored.model.training
     assert evaluate_run(tmp_path / "run")["rel_l2"] == pytest.approx(r.final["rel_l2"], rel=1e-5)

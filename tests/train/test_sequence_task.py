@@ -10,7 +10,7 @@ from neurodyn.experiments import load_experiment
 from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.plots import write_run_plots
 from neurodyn.train.experiment import run_experiment
-from neurodyn.train.runs import evaluate_run
+from neurodyn.train.runs import evaluate_run, read_history
 from neurodyn.train.sequence_task import rul_score
 
 
@@ -30,14 +30,17 @@ def test_classification_run_selects_best_by_accuracy(tmp_path, data_dir):
     final = run_experiment(cfg, run, progress=False)
     write_run_plots(run)
     assert set(final) >= {"accuracy", "nll"} and 0 <= final["accuracy"] <= 1
-    history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    history = [h for h in records if "train_loss" in h]
     best = read_checkpoint(run / "checkpoints" / "best.pt")
-    accs = [h["eval"]["accuracy"] for h in history]
+    accs = [h["val"]["accuracy"] for h in history]  # selection by validation accuracy
     assert best["best"] == pytest.approx(max(accs))
     assert best["position"]["epoch"] == 1 + accs.index(max(accs))
+    tested = [r["test"] for r in records if "test" in r]
+    assert len(tested) == 1 and tested[0]["test"]["last"]["accuracy"] == pytest.approx(final["accuracy"])
     for name in ("summary.md", "predictions.png", "learning_curve.png"):
         assert (run / name).stat().st_size > 0
-    assert "best eval accuracy" in (run / "summary.md").read_text()
+    assert "validation accuracy: best" in (run / "summary.md").read_text()
     again = evaluate_run(run)
     assert again["accuracy"] == pytest.approx(final["accuracy"])
 
@@ -48,7 +51,9 @@ def test_regression_run_with_condition_split_and_windows(tmp_path, data_dir):
     assert set(final) >= {"rmse", "mae", "score", "score_mean"} and math.isfinite(final["score"])
     assert final["rmse"] == pytest.approx(math.sqrt(final["mse"]))
     best = read_checkpoint(tmp_path / "run" / "checkpoints" / "best.pt")
-    assert best["best"] == pytest.approx(final["rmse"])  # one epoch: the best is the last
+    val = [h["val"]["rmse"] for h in read_history(tmp_path / "run")]
+    assert len(val) == 1 and best["best"] == pytest.approx(val[0])  # one epoch: the best is the last
+    assert best["best"] != pytest.approx(final["rmse"])  # validated on the training conditions, tested on others
 
 
 def test_per_step_classification(tmp_path, data_dir):

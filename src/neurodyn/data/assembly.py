@@ -31,6 +31,38 @@ DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
 TASKS = ("steady", "autoregressive", "sequence")
 
 
+VAL_FRACTION = 0.1  # data.n_val "auto": this fraction of data.n_train validates
+
+
+def split_sizes(data_cfg: dict[str, Any]) -> tuple[int, int, int]:
+    """``(train, val, test)`` sample counts of a data section.
+
+    ``data.n_val`` is the validation split that every choice made during training sees (checkpoint selection,
+    early stopping, ``compare``'s curves); the test split is evaluated once, after training.
+
+    * an integer: that many samples between the training and the test samples (a generated file holds
+      ``n_train + n_val + n_test``; a given file must have room for them);
+    * ``"auto"`` (the default): ``VAL_FRACTION`` of ``n_train`` (at least 1 when ``n_train >= 2``) is carved from
+      the end of the training samples, so the file and its test split are the same as without validation and
+      the model trains on ``n_train - n_val`` samples;
+    * ``0``: no validation split (nothing is selected: ``best.pt`` is not written).
+    """
+    n_train, n_test = int(data_cfg.get("n_train", 0)), int(data_cfg.get("n_test", 0))
+    n_val = data_cfg.get("n_val", "auto")
+    if n_val == "auto":
+        carved = max(1, round(VAL_FRACTION * n_train)) if n_train >= 2 else 0
+        return n_train - carved, carved, n_test
+    if isinstance(n_val, bool) or not isinstance(n_val, int) or n_val < 0:
+        raise ConfigError(f"data.n_val must be a whole number >= 0 or 'auto'; got {n_val!r}")
+    return n_train, n_val, n_test
+
+
+def stored_samples(data_cfg: dict[str, Any]) -> int:
+    """Samples the data file of a data section holds: train, validation (unless carved from train) and test."""
+    n_train, n_val, n_test = split_sizes(data_cfg)
+    return n_train + n_val + n_test
+
+
 def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
     """The generator's own options: everything in ``data`` that is not a split/normalisation key."""
     return {k: v for k, v in data_cfg.items() if k not in DATA_KEYS}
@@ -48,10 +80,10 @@ def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu",
         raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file)")
     gen = get_generator(data_cfg["generator"])
     gcfg = gen.make_config(**data_options(data_cfg))
-    n = int(data_cfg.get("n_train", 0)) + int(data_cfg.get("n_val", 0)) + int(data_cfg.get("n_test", 0))
+    n = stored_samples(data_cfg)
     seed = int(data_cfg.get("seed", 0))
     path = gen.default_path(gcfg, n, seed)
-    if is_main and not path.exists():
+    if is_main:  # an existing file is checked to hold this generator, config, seed and count (or refused)
         gen.run(gcfg, n, seed=seed, path=path, device=device, chunk_size=data_cfg.get("chunk_size"),
                 progress=progress)
     if barrier is not None:
@@ -75,8 +107,8 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     store = StoredDataset(path)
     if task == "sequence":
         return _sequence_data(cfg, path, store)
-    splits = _nonempty(split_indices(store.n_samples, int(d.get("n_train", 0)), int(d.get("n_test", 0)),
-                                     int(d.get("n_val", 0))))
+    n_train, n_val, n_test = split_sizes(d)
+    splits = _nonempty(split_indices(store.n_samples, n_train, n_test, n_val))
     reduce = d.get("normalize_reduce", "pointwise")
     out: dict[str, Any] = {"path": path, "store": store}
     if task == "steady":
@@ -102,21 +134,25 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
 def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, Any]:
     """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
     d = cfg["data"]
-    n_train, n_val, n_test = (int(d.get(k, 0)) for k in ("n_train", "n_val", "n_test"))
+    n_train, n_val, n_test = split_sizes(d)
     if d.get("split_param"):
         key = f"params/{d['split_param']}"
         if key not in store.shapes:
             raise ConfigError(f"data.split_param: dataset file {path} has no {key}; it has {store.keys('params')}")
         values = store.read(key)
         chosen = np.isin(values, np.asarray(list(d.get("train_values", [0]))))
-        train_ids, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
-        if n_train:
-            train_ids = train_ids[:n_train]
-        splits = {"train": train_ids, "test": rest[n_val:]}
-        if n_val:
-            splits["val"] = rest[:n_val]
+        pool, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
+        if not n_train and d.get("n_val", "auto") == "auto":  # the whole pool, validation carved from it
+            n_val = max(1, round(VAL_FRACTION * len(pool))) if len(pool) >= 2 else 0
+            n_train = len(pool) - n_val
+        train_ids = pool[:n_train] if n_train else pool[:len(pool) - n_val]
+        # validation from the training conditions (in distribution): the other conditions stay unseen until the test
+        splits = {"train": train_ids, "val": pool[len(train_ids):len(train_ids) + n_val], "test": rest}
         if not len(train_ids):
             raise ConfigError(f"data.split_param {d['split_param']}: no sample has a value in {d.get('train_values')}")
+        if len(train_ids) + len(splits["val"]) < n_train + n_val:
+            raise ConfigError(f"data.split_param {d['split_param']}: {len(pool)} samples have a value in "
+                              f"{d.get('train_values')}, fewer than data.n_train + data.n_val = {n_train + n_val}")
     else:
         splits = split_indices(store.n_samples, n_train, n_test, n_val)
     sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
@@ -183,6 +219,9 @@ def named_test_files(data_cfg: dict[str, Any]) -> dict[str, Path]:
     else:
         raise ConfigError(f"data.test_path must be a path, a list of paths or {{name: path}}; got {spec!r}")
     for name, path in named.items():
+        if path.is_dir():
+            raise DataError(f"data.test_path {name}: {path} is a directory; expected an HDF5 store file (made by "
+                            "neurodyn generate)")
         if not path.is_file():
             raise DataError(f"data.test_path {name}: file {path} does not exist")
     return named

@@ -15,13 +15,20 @@ then renamed), so a generation killed at any point resumes at the first missing 
 chunk exists the HDF5 file is assembled under a temporary name and renamed into place: a reader
 never sees a half-written file, and a resumed run yields the same bytes as an uninterrupted one
 (chunks are a function of (config, seed, chunk index) only; HDF5 timestamps are disabled).
+
+An existing file is reused only when it is a store of the same generator, version, config, seed and sample
+count; anything else at that path (another store, a text file, a folder) is refused naming what differs.
+A full disk (ENOSPC / EDQUOT) while chunks are written or the file is assembled is one
+:class:`DiskFullError` naming the folder and the chunks kept (generation resumes from them); assembly first
+checks the free space against the bytes the file needs.
 """
 from __future__ import annotations
 
 import contextlib
-
+import errno
 import hashlib
 import json
+import numbers
 import os
 import shutil
 import tempfile
@@ -32,10 +39,14 @@ from typing import Any, Callable, Iterable, Mapping
 import h5py
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno
 
 LAYOUT_VERSION = 1
 GROUPS = ("fields", "params", "coords")
+IDENTITY = ("generator", "generator_version", "config", "seed", "n_samples")
+"""The root attributes that say which dataset a file holds (``chunk_size`` only says how it was written)."""
+ASSEMBLY_MARGIN = (1 << 20, 0.02)
+"""Free space asked for beyond the chunks' bytes when assembling: 1 MiB plus 2 % (HDF5 index and metadata)."""
 
 
 def data_root() -> Path:
@@ -118,14 +129,18 @@ def write_store(
 
     ``shard=(i, n)`` makes only chunks ``k`` with ``k % n == i``; the shard that finds every chunk
     present assembles the file. Returns the path once the file exists, ``None`` if other shards
-    still have chunks to make.
+    still have chunks to make. An existing ``path`` is returned only when it holds the same dataset
+    (:func:`check_existing_store`); ``meta.chunk_size`` below 1 is a ConfigError; a full disk is a
+    :class:`DiskFullError` that keeps the finished chunks.
     """
     path = Path(path)
-    if path.exists():
-        return path
+    check_chunk_size(meta.chunk_size)
     i_shard, n_shards = shard
     if not (0 <= i_shard < n_shards):
         raise DataError(f"shard {i_shard}/{n_shards} is impossible; expected 0 <= i < n")
+    if path.exists():
+        check_existing_store(path, meta)
+        return path
     _ensure_writable(path.parent)
     # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
     # the file made, instead of writing chunks into a folder the first one removes when it assembles
@@ -133,10 +148,115 @@ def write_store(
     try:
         with _exclusive(lock):
             if path.exists():
+                check_existing_store(path, meta)
                 return path
             return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
     finally:
         lock.unlink(missing_ok=True)
+
+
+def check_chunk_size(chunk_size: Any) -> None:
+    """Raise ConfigError unless ``chunk_size`` (samples per chunk file) is an integer >= 1."""
+    if not isinstance(chunk_size, numbers.Integral) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise ConfigError(f"--chunk-size (chunk_size) must be >= 1; got {chunk_size!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# An existing file at the output path
+# --------------------------------------------------------------------------------------------------
+
+def check_existing_store(path: str | Path, meta: StoreMeta) -> None:
+    """Accept an existing ``path`` only if it is a store of the dataset ``meta`` describes (same generator,
+    version, config, seed and sample count); otherwise raise one DataError saying what is there instead."""
+    path = Path(path)
+    held = store_identity(path)
+    difference = identity_difference(held, meta)
+    if difference is not None:
+        theirs, ours = difference
+        raise DataError(f"{path} already exists and holds {theirs}, but this call asks for {ours}; choose "
+                        "another --out or delete it")
+
+
+def store_identity(path: str | Path) -> dict[str, Any]:
+    """The identity attributes (:data:`IDENTITY`) of the existing store file ``path``; a folder, a file that
+    is not HDF5 or an HDF5 file that is not a store is one DataError."""
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory; expected an HDF5 store file (give a file name inside it, "
+                        f"e.g. {path / 'data.h5'})")
+    if not h5py.is_hdf5(path):
+        raise DataError(f"{path} exists and is not an HDF5 store file; choose another --out or delete it")
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = {k: _attr(f.attrs[k]) for k in IDENTITY if k in f.attrs}
+    except OSError as exc:
+        raise DataError(f"{path} exists and is not a readable HDF5 store file ({_first_line(exc)}); choose "
+                        "another --out or delete it") from None
+    if len(attrs) < len(IDENTITY):
+        raise DataError(f"{path} exists and is an HDF5 file but not a neurodyn store (it lacks "
+                        f"{', '.join(k for k in IDENTITY if k not in attrs)}); choose another --out or delete it")
+    return attrs
+
+
+def identity_difference(held: Mapping[str, Any], meta: StoreMeta) -> tuple[str, str] | None:
+    """``None`` when the identity attributes ``held`` (see :func:`store_identity`) match ``meta``, else
+    (what the file holds, what ``meta`` asks for), each naming only what differs (plus the file's generator,
+    seed and sample count), e.g. ``("darcy seed 0 with 100 samples", "seed 1 with 50 samples")``."""
+    wanted = {k: meta.as_attrs()[k] for k in IDENTITY}
+    differs = {k for k in IDENTITY if str(held[k]) != str(wanted[k])}
+    if not differs:
+        return None
+    # another generator's options are another set of names: listing them says nothing the generator does not
+    config_keys = (_config_differences(str(held["config"]), str(wanted["config"]))
+                   if "config" in differs and "generator" not in differs else [])
+    return (_describe(held, differs, config_keys, whole=True), _describe(wanted, differs, config_keys, whole=False))
+
+
+def _config_differences(theirs: str, ours: str) -> list[tuple[str, str, str]]:
+    """(dotted key, their value, our value) of every leaf where two canonical config JSONs differ."""
+    a, b = _flatten(json.loads(theirs)), _flatten(json.loads(ours))
+    rows = [(k, a.get(k, "(unset)"), b.get(k, "(unset)")) for k in sorted(set(a) | set(b))]
+    return [r for r in rows if r[1] != r[2]] or [("config", _short(theirs), _short(ours))]
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    """Nested dicts as ``{"a.b": canonical JSON of the leaf}`` (lists are leaves)."""
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1] or "config": _short(canonical_json(value))}
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _describe(ident: Mapping[str, Any], differs: set[str], config_keys: list[tuple[str, str, str]],
+              whole: bool) -> str:
+    """``darcy (resolution=8) seed 0 with 100 samples``: the file's side (``whole``) names its generator,
+    seed and count; the call's side only what differs."""
+    side = 1 if whole else 2
+    parts = []
+    if whole or "generator" in differs:
+        parts.append(str(ident["generator"]))
+    if "generator_version" in differs:
+        parts.append(f"version {ident['generator_version']}")
+    if config_keys:
+        shown = ", ".join(f"{row[0]}={row[side]}" for row in config_keys[:4])
+        more = f" and {len(config_keys) - 4} more" if len(config_keys) > 4 else ""
+        parts.append(f"({shown}{more})" if parts else f"{shown}{more}")
+    if whole or "seed" in differs:
+        parts.append(f"seed {ident['seed']}")
+    if whole or "n_samples" in differs:
+        parts.append(f"{'with ' if parts else ''}{ident['n_samples']} samples")
+    return " ".join(parts)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -160,8 +280,9 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
     """The body of :func:`write_store` under its lock."""
     i_shard, n_shards = shard
     partial = path.with_name(path.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    _check_or_write_partial_meta(partial, meta)
+    with _disk_full_as_data_error(path, partial, "starting the chunk folder"):
+        partial.mkdir(parents=True, exist_ok=True)
+        _check_or_write_partial_meta(partial, meta)
 
     n_chunks = -(-meta.n_samples // meta.chunk_size)
     mine = [k for k in range(n_chunks) if k % n_shards == i_shard and not _chunk_path(partial, k).exists()]
@@ -172,7 +293,8 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
         ids = np.arange(lo, hi)
         arrays = dict(make_chunk(ids))
         _check_chunk(arrays, ids, meta, partial)
-        _atomic_npz(_chunk_path(partial, k), arrays)
+        with _disk_full_as_data_error(path, partial, f"writing chunk {k + 1} of {n_chunks}"):
+            _atomic_npz(_chunk_path(partial, k), arrays)
         bar.update(hi - lo)
         if on_chunk is not None:
             on_chunk(k, n_chunks)
@@ -180,9 +302,121 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
 
     if any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
         return None
-    _assemble(path, partial, meta, n_chunks, coords or {})
+    _check_free_space(path, partial, n_chunks, coords or {})
+    with _disk_full_as_data_error(path, partial, f"assembling {path.name}"):
+        _assemble(path, partial, meta, n_chunks, coords or {})
     shutil.rmtree(partial, ignore_errors=True)
     return path
+
+
+# --------------------------------------------------------------------------------------------------
+# A full disk
+# --------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _disk_full_as_data_error(path: Path, partial: Path, doing: str):
+    """Turn a disk-full failure inside the block into one :class:`DiskFullError` (other errors pass through)."""
+    try:
+        yield
+    except NeurodynError:
+        raise
+    except Exception as exc:
+        code = disk_full_errno(exc)
+        if code is None:
+            raise
+        reason = "no space left on device" if code == errno.ENOSPC else "the user's disk quota is used up"
+        raise DiskFullError(f"the disk holding {path.parent} (mounted at {_mount_point(path.parent)}) is full "
+                            f"({reason}) while {doing}; {_kept(partial)}") from None
+
+
+def _kept(partial: Path) -> str:
+    """What survives a failure for lack of space: the finished chunks, and how to resume from them."""
+    n = len(list(partial.glob("chunk_*.npz"))) if partial.is_dir() else 0
+    return (f"the {n} finished chunk file(s) in {partial} were kept, and running the same command again after "
+            "freeing space resumes from them")
+
+
+def _mount_point(folder: Path) -> Path:
+    """The mount point of the file system holding ``folder``."""
+    p = folder.resolve()
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _check_free_space(path: Path, partial: Path, n_chunks: int, coords: Mapping[str, np.ndarray]) -> None:
+    """Raise :class:`DiskFullError` when ``path``'s folder has less free space than the assembled file needs:
+    the chunk files' bytes (their arrays, uncompressed) and the coordinates, plus :data:`ASSEMBLY_MARGIN`."""
+    data = sum(_chunk_path(partial, k).stat().st_size for k in range(n_chunks))
+    data += sum(np.asarray(v).nbytes for v in coords.values())
+    fixed, fraction = ASSEMBLY_MARGIN
+    needed = int(data * (1 + fraction)) + fixed
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:  # no way to ask: let the write itself find out
+        return
+    if free < needed:
+        raise DiskFullError(f"not enough free space in {path.parent} to assemble {path.name}: it needs about "
+                            f"{_size(needed)} and {_size(free)} are free; {_kept(partial)}")
+
+
+def _size(n: int) -> str:
+    """``123456789`` -> ``"123.5 MB (123456789 bytes)"``."""
+    value, unit = float(n), "bytes"
+    for next_unit in ("kB", "MB", "GB", "TB"):
+        if value < 1000:
+            break
+        value, unit = value / 1000, next_unit
+    return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit} ({n} bytes)"
+
+
+class _SkipWriteWhenFull:
+    """The file h5py's ``fileobj`` driver writes through: a write refused for lack of space is skipped, not
+    failed, and remembered in ``error``.
+
+    HDF5 cannot recover from a failed write (the file stays half-closed and the process segfaults at exit),
+    so the file is finished with holes and the caller, seeing ``error``, throws it away."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if self.error is None:
+            try:
+                while len(view):
+                    view = view[self.raw.write(view):]
+                return size
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                self.error = exc
+        self.raw.seek(len(view), os.SEEK_CUR)
+        return size
+
+    def raise_if_full(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def read(self, size: int = -1) -> bytes:
+        return self.raw.read(size)
+
+    def readinto(self, buffer) -> int:
+        return self.raw.readinto(buffer)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self.raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def truncate(self, size: int | None = None) -> int:
+        return self.raw.truncate(size)
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -212,8 +446,11 @@ def _check_or_write_partial_meta(partial: Path, meta: StoreMeta) -> None:
                             "differ); delete that folder to start again")
         return
     tmp = meta_file.with_name(f".meta.{os.getpid()}.tmp")
-    tmp.write_text(mine)
-    os.replace(tmp, meta_file)
+    try:
+        tmp.write_text(mine)
+        os.replace(tmp, meta_file)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _check_chunk(arrays: Mapping[str, np.ndarray], ids: np.ndarray, meta: StoreMeta, partial: Path) -> None:
@@ -234,12 +471,16 @@ def _check_chunk(arrays: Mapping[str, np.ndarray], ids: np.ndarray, meta: StoreM
 
 
 def _atomic_npz(target: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` as ``target`` (an .npz) through a temporary file that is renamed, or removed on failure."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **{k.replace("/", "__"): v for k, v in arrays.items()})
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{k.replace("/", "__"): v for k, v in arrays.items()})
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _read_chunk(p: Path) -> dict[str, np.ndarray]:
@@ -253,36 +494,59 @@ def _read_chunk(p: Path) -> dict[str, np.ndarray]:
 
 
 def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords: Mapping[str, np.ndarray]) -> None:
-    first = _read_chunk(_chunk_path(partial, 0))
+    """Write the HDF5 file from the chunks under a temporary name in ``path``'s folder, fsync it and rename it
+    into place; the temporary file is removed on any failure. A full disk raises its OSError (ENOSPC) once
+    HDF5 has closed the file (see :class:`_SkipWriteWhenFull`), so nothing half-written is left at ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as f:
-            dsets = {}
-            for key in sorted(first):
-                arr = first[key]
-                dsets[key] = f.create_dataset(key, shape=(meta.n_samples, *arr.shape[1:]), dtype=arr.dtype,
-                                              chunks=(1, *arr.shape[1:]) if arr.ndim > 1 else None,
-                                              track_times=False)
-            for k in range(n_chunks):
-                chunk = first if k == 0 else _read_chunk(_chunk_path(partial, k))
-                if sorted(chunk) != sorted(first):
-                    raise DataError(f"chunk {k} in {partial} has keys {sorted(chunk)}, expected {sorted(first)}")
-                lo = k * meta.chunk_size
-                for key, arr in chunk.items():
-                    dsets[key][lo:lo + arr.shape[0]] = arr
-            for name, arr in sorted(coords.items()):
-                f.create_dataset(f"coords/{name}", data=np.asarray(arr), track_times=False)
-            for key, ds in sorted(_all_datasets(f).items()):
-                ds.attrs["sha256"] = _dataset_digest(key, ds).hexdigest()
-            for k, v in meta.as_attrs().items():
-                f.attrs[k] = v
-            f.attrs["checksum"] = file_checksum(f)
-            from .. import __version__
-
-            f.attrs["neurodyn_version"] = __version__
+        with open(tmp, "w+b", buffering=0) as raw:
+            sink = _SkipWriteWhenFull(raw)
+            try:
+                with h5py.File(sink, "w", libver=("earliest", "v110"), track_order=False) as f:
+                    _write_arrays(f, partial, meta, n_chunks, coords)
+                    f.flush()
+                    sink.raise_if_full()  # before reading back blocks that were never written
+                    _write_checksums(f, meta)
+            except Exception:
+                sink.raise_if_full()  # whatever failed after a skipped write, the cause is the full disk
+                raise
+            sink.raise_if_full()
+            os.fsync(raw.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_arrays(f: h5py.File, partial: Path, meta: StoreMeta, n_chunks: int,
+                  coords: Mapping[str, np.ndarray]) -> None:
+    """Every chunk's arrays into ``/fields`` and ``/params`` (one HDF5 chunk per sample), and ``/coords``."""
+    first = _read_chunk(_chunk_path(partial, 0))
+    dsets = {}
+    for key in sorted(first):
+        arr = first[key]
+        dsets[key] = f.create_dataset(key, shape=(meta.n_samples, *arr.shape[1:]), dtype=arr.dtype,
+                                      chunks=(1, *arr.shape[1:]) if arr.ndim > 1 else None, track_times=False)
+    for k in range(n_chunks):
+        chunk = first if k == 0 else _read_chunk(_chunk_path(partial, k))
+        if sorted(chunk) != sorted(first):
+            raise DataError(f"chunk {k} in {partial} has keys {sorted(chunk)}, expected {sorted(first)}")
+        lo = k * meta.chunk_size
+        for key, arr in chunk.items():
+            dsets[key][lo:lo + arr.shape[0]] = arr
+    for name, arr in sorted(coords.items()):
+        f.create_dataset(f"coords/{name}", data=np.asarray(arr), track_times=False)
+
+
+def _write_checksums(f: h5py.File, meta: StoreMeta) -> None:
+    """Each dataset's sha256, the identity attributes of ``meta``, the file checksum and the library version."""
+    from .. import __version__
+
+    for key, ds in sorted(_all_datasets(f).items()):
+        ds.attrs["sha256"] = _dataset_digest(key, ds).hexdigest()
+    for k, v in meta.as_attrs().items():
+        f.attrs[k] = v
+    f.attrs["checksum"] = file_checksum(f)
+    f.attrs["neurodyn_version"] = __version__
 
 
 # --------------------------------------------------------------------------------------------------
@@ -328,6 +592,9 @@ class StoredDataset:
 
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise DataError(f"dataset file {self.path} is a directory; expected an HDF5 store file (made by "
+                            "neurodyn generate)")
         if not self.path.exists():
             raise DataError(f"dataset file {self.path} does not exist; generate it with `neurodyn generate` "
                             "or check the path")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -66,5 +67,10 @@ def apply_overrides(cfg, overrides: Sequence[str]):
             raise ConfigError(f"override {item!r} must start with one of data., model., train. or task")
     try:
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    except yaml.YAMLError as exc:  # e.g. a !!python tag: only plain YAML values are read
+        bad = next((o for o in overrides if "!!" in o), list(overrides))
+        raise ConfigError(f"override {bad!r}: the value is not plain YAML "
+                          f"({' '.join(str(exc).splitlines()[0].split())}); give a number, a string, a list or a "
+                          "mapping") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot apply overrides {list(overrides)}: {exc}") from None

@@ -84,6 +84,7 @@ from ..errors import ConfigError, check_choice
 from ..nn.kirchhoff import CascadedKirchhoffBlock
 from ..nn.ssm_config import SSMConfig
 from .fno import FNO, FNOConfig, check_grid_input
+from .inputs import check_input
 from .registry import register
 from .unet import UNet, UNetConfig
 
@@ -176,7 +177,7 @@ class Chonn1D(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid_input("chonn1d", x, 1, cfg.in_channels, ctx, 0, pos)
+        check_grid_input("chonn1d", x, 1, cfg.in_channels, ctx, 0, pos, self)
         p = int(cfg.circular_pad)
         L = x.shape[1]
         if p:
@@ -429,9 +430,8 @@ class ChonnVision(nn.Module):
         return self.head_norm(h.mean(dim=(2, 3)))
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[-1] != self.config.in_channels:
-            raise ValueError(f"chonn_vision input has shape {tuple(x.shape)}; expected (batch, H, W, "
-                             f"{self.config.in_channels}) (channels last)")
+        c = self.config.in_channels
+        check_input("chonn_vision", x, self, f"images (batch, H, W, {c}), channels last", (4,), c)
         if pos is not None or ctx is not None:
             raise ValueError("chonn_vision takes images only (pos=None, ctx=None)")
         return self.head(self.forward_features(x))

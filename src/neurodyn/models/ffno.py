@@ -47,7 +47,8 @@ from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ACTIVATIONS, activation
 from ..nn.s4d import S4D, S4D_INITS
 from ..nn.spectral import SpectralConv
-from .fno import append_context, check_grid_input
+from .fno import append_context, check_grid_extras, check_grid_input
+from .inputs import check_input, grid_shape
 from .registry import register
 
 __all__ = ["FFNOConfig", "FFNO", "S4FFNOConfig", "S4FFNO", "FeedForward", "wn_linear", "periodic_grid",
@@ -227,7 +228,7 @@ class FFNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         self._check_resolution(tuple(x.shape[1:-1]))
         v = self.lifting(self._features(x, ctx))
         v, b = self.run_layers(v, range(cfg.n_layers))
@@ -273,12 +274,9 @@ class S4FFNO(FFNO):
     def _run(self, x: torch.Tensor, ctx: torch.Tensor | None, pos, last_only: bool) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
-        if not isinstance(x, torch.Tensor) or x.dim() != d + 3:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"S4FFNO input x has shape {shape}; expected the time layout (batch, frames, "
-                             f"{', '.join(f'n{j + 1}' for j in range(d))}, {cfg.in_channels}) "
-                             "(data.frames_as_channels: false).")
-        check_grid_input("S4FFNO", x[:, 0], d, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_input("S4FFNO", x, self, f"the time layout {grid_shape(d, cfg.in_channels, frames=True)} "
+                    "(data.frames_as_channels: false)", (d + 3,), cfg.in_channels)
+        check_grid_extras("S4FFNO", x.shape[0], pos, ctx, cfg.ctx_channels)
         self._check_resolution(tuple(x.shape[2:-1]))
         if last_only:
             x = x[:, -max(cfg.memory_window, 1):]

@@ -40,6 +40,7 @@ from torch import nn
 from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
 from ..nn.spectral import SpectralConv
+from .inputs import check_input, grid_shape
 from .registry import register
 
 __all__ = ["FNOConfig", "FNO"]
@@ -97,16 +98,11 @@ def _validate(cfg: FNOConfig) -> None:
 
 
 def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channels: int,
-                     ctx: torch.Tensor | None, ctx_channels: int, pos: torch.Tensor | None) -> None:
-    """Shared input checks of grid models (channels-last ``x``, optional ``ctx``; ``pos`` must be None)."""
-    axes = ", ".join(f"n{j + 1}" for j in range(n_spatial))
-    if not isinstance(x, torch.Tensor) or x.dim() != n_spatial + 2:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{model_name} input x has shape {shape}; expected (batch, {axes}, {in_channels}) "
-                         f"with {n_spatial} spatial axis(es), channels last.")
-    if x.shape[-1] != in_channels:
-        raise ValueError(f"{model_name} input x has shape {tuple(x.shape)} with {x.shape[-1]} channels (last axis); "
-                         f"expected in_channels={in_channels}, i.e. shape (batch, {axes}, {in_channels}).")
+                     ctx: torch.Tensor | None, ctx_channels: int, pos: torch.Tensor | None, model: nn.Module) -> None:
+    """Shared input checks of grid models: channels-last ``x`` of ``model``'s dtype (:func:`check_input`),
+    optional ``ctx``; ``pos`` must be None."""
+    check_input(model_name, x, model, f"{grid_shape(n_spatial, in_channels)} with {n_spatial} spatial axis(es), "
+                "channels last", (n_spatial + 2,), in_channels)
     check_grid_extras(model_name, x.shape[0], pos, ctx, ctx_channels)
 
 
@@ -195,7 +191,7 @@ class FNO(nn.Module):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
-        check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         b, *spatial, _ = x.shape
         pads = [int(round(cfg.padding * n)) for n in spatial]
         self._check_resolution(tuple(spatial), pads)

@@ -119,7 +119,7 @@ class FNO2DTime(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid_input(type(self).__name__, x, 2, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_grid_input(type(self).__name__, x, 2, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         x = append_context(x, ctx)
         if cfg.positional_grid:
             x = torch.cat([x, periodic_grid(tuple(x.shape[1:3]), x.shape[0], x.dtype, x.device)], dim=-1)

@@ -216,7 +216,7 @@ class GeoMaNO(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid2d_input("GeoMaNO", x, cfg.in_channels, pos, ctx, cfg.ctx_channels,
+        check_grid2d_input("GeoMaNO", x, cfg.in_channels, pos, ctx, cfg.ctx_channels, self,
                            pos_hint=" (regular grids only, as in the paper)")
         b, H, W, _ = x.shape
         a, coords = self._features(x, ctx)

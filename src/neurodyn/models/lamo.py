@@ -85,6 +85,7 @@ from ..nn.slice import SliceDecoder, SliceEncoder
 from ..ops.resample import resample_grid
 from ..nn.ssm_config import SSMConfig
 from .fno import append_context, check_ctx, check_grid_extras, grid_channels
+from .inputs import check_input
 from .registry import register
 
 __all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_embedding", "mesh_features",
@@ -202,36 +203,30 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return emb
 
 
-def _shape(x) -> object:
-    return tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-
-
-def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: int, pos_hint: str = "") -> None:
-    """Check a regular-grid input: ``x (B, H, W, in_channels)``, ``pos`` None, ``ctx (B, ctx_channels)`` or None."""
-    if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
-        raise ValueError(f"{name} takes x of shape (batch, H, W, {in_channels}) on a regular grid, channels last; "
-                         f"got {_shape(x)}.")
+def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: int, model: nn.Module,
+                       pos_hint: str = "") -> None:
+    """Check a regular-grid input: ``x (B, H, W, in_channels)`` of ``model``'s dtype, ``pos`` None, ``ctx
+    (B, ctx_channels)`` or None."""
+    check_input(name, x, model, f"(batch, H, W, {in_channels}) on a regular grid, channels last", (4,), in_channels)
     check_grid_extras(name, x.shape[0], pos, ctx, ctx_channels, pos_hint)
 
 
-def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, structured: bool, in_channels: int,
+def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, model: nn.Module, structured: bool, in_channels: int,
                   pos_channels: int, ctx_channels: int, positional_grid: bool, ctx_as_channels: bool = True):
-    """Check a mesh / point-cloud input and assemble the per-point features ``(B, N, c)``.
+    """Check a mesh / point-cloud input (``x`` of ``model``'s dtype); assemble the per-point features ``(B, N, c)``.
 
     Returns ``(features, grid)`` where ``grid`` is the (H, W) index grid of a structured mesh (None for
     point clouds). Feature order: ``[pos, x, ctx (constant), normalised index coordinates]``; ``pos`` is
     used only when ``pos_channels > 0`` (otherwise ignored: datasets pass it also when it is ``x`` itself).
     """
     if structured:
-        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != in_channels:
-            raise ValueError(f"{name} (structured mesh) takes x of shape (batch, H, W, {in_channels}) on the mesh "
-                             f"index grid, channels last; got {_shape(x)}.")
+        check_input(f"{name} (structured mesh)", x, model, f"(batch, H, W, {in_channels}) on the mesh index grid, "
+                    "channels last", (4,), in_channels)
         b, hh, ww, _ = x.shape
         grid = (hh, ww)
         parts = [x.reshape(b, hh * ww, in_channels)]
     else:
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != in_channels:
-            raise ValueError(f"{name} (point cloud) takes x of shape (batch, N, {in_channels}); got {_shape(x)}.")
+        check_input(f"{name} (point cloud)", x, model, f"(batch, N, {in_channels})", (3,), in_channels)
         b = x.shape[0]
         grid = None
         parts = [x]
@@ -394,7 +389,7 @@ class LaMO(PointOperator):
 
     def _forward_grid(self, x, pos, ctx):
         cfg = self.config
-        check_grid2d_input("LaMO (grid)", x, cfg.in_channels, pos, ctx, cfg.ctx_channels,
+        check_grid2d_input("LaMO (grid)", x, cfg.in_channels, pos, ctx, cfg.ctx_channels, self,
                            pos_hint=" (use variant='point_cloud' for scattered points)")
         size, nominal = tuple(x.shape[1:3]), tuple(int(s) for s in cfg.grid_size)
         resample = cfg.grid_transfer == "resample" and size != nominal
@@ -411,7 +406,8 @@ class LaMO(PointOperator):
         if cfg.variant == "grid":
             return self._forward_grid(x, pos, ctx)
         structured = cfg.variant == "structured_mesh"
-        feats, grid = mesh_features("LaMO", x, pos, ctx, structured=structured, in_channels=cfg.in_channels,
-                                    pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels,
-                                    positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
+        feats, grid = mesh_features("LaMO", x, pos, ctx, model=self, structured=structured,
+                                    in_channels=cfg.in_channels, pos_channels=cfg.pos_channels,
+                                    ctx_channels=cfg.ctx_channels, positional_grid=cfg.positional_grid,
+                                    ctx_as_channels=not cfg.time_embedding)
         return self._forward_points(feats, grid, ctx, x)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -82,16 +83,35 @@ def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
         raise ConfigError(f"model {name!r} config field {field.name!r} is a section with the fields "
                           f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
                           f"{dataclasses.fields(default)[0].name}=...); got {value!r}.{hint}")
-    sub = [f.name for f in dataclasses.fields(default)]
-    unknown = [k for k in value if k not in sub]
-    if unknown:
-        raise _unknown_fields(f"model {name!r} section {field.name!r}", unknown, sub)
     return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
 
 
 def config_fields(name: str) -> list[str]:
     """The config field names of model ``name``."""
     return [f.name for f in dataclasses.fields(entry(name)[1])]
+
+
+def check_config_keys(name: str, values: Mapping[str, Any]) -> None:
+    """Raise one ConfigError for a key of ``values`` that model ``name``'s config does not have (with the
+    closest field, or the section a key moved into); nested sections' keys are checked too."""
+    _, config_cls = entry(name)
+    sections = _sections(config_cls)
+    fields = [f.name for f in dataclasses.fields(config_cls)]
+    unknown = [k for k in values if k not in fields]
+    moved = {k: s for k in unknown for s, f in sections.items()
+             if k in {g.name for g in dataclasses.fields(f.default_factory())}}
+    if moved:
+        said = ", ".join(f"model.{k} -> model.{s}.{k}" for k, s in moved.items())
+        raise ConfigError(f"model {name!r}: config field(s) moved into a section: {said} (in a preset: "
+                          f"'{next(iter(moved.values()))}: {{{next(iter(moved))}: ...}}').")
+    if unknown:
+        raise _unknown_fields(f"model {name!r}", unknown, fields)
+    for key, field in sections.items():
+        if isinstance(values.get(key), Mapping):
+            sub = [f.name for f in dataclasses.fields(field.default_factory())]
+            wrong = [k for k in values[key] if k not in sub]
+            if wrong:
+                raise _unknown_fields(f"model {name!r} section {key!r}", wrong, sub)
 
 
 def make_config(name: str, config: Any = None, **overrides: Any):
@@ -110,16 +130,7 @@ def make_config(name: str, config: Any = None, **overrides: Any):
         if key in sections and isinstance(value, Mapping) and isinstance(values.get(key), Mapping):
             value = {**values[key], **value}
         values[key] = value
-    fields = {f.name: f for f in dataclasses.fields(config_cls)}
-    unknown = [k for k in values if k not in fields]
-    moved = {k: s for k in unknown for s, f in sections.items()
-             if k in {g.name for g in dataclasses.fields(f.default_factory())}}
-    if moved:
-        said = ", ".join(f"model.{k} -> model.{s}.{k}" for k, s in moved.items())
-        raise ConfigError(f"model {name!r}: config field(s) moved into a section: {said} (in a preset: "
-                          f"'{next(iter(moved.values()))}: {{{next(iter(moved))}: ...}}').")
-    if unknown:
-        raise _unknown_fields(f"model {name!r}", unknown, fields)
+    check_config_keys(name, values)
     values = _tuples(values)
     for key in sections:
         if key in values:
@@ -150,12 +161,32 @@ def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
-    """Build the model registered as ``name`` from its config (dataclass or mapping) plus overrides."""
+    """Build the model registered as ``name`` from its config (dataclass or mapping) plus overrides.
+
+    A config too large for memory (``model.width=100000000``) is one ConfigError naming the model and the
+    allocation that failed, not the allocator's traceback."""
     cls, _ = entry(name)
     cfg = make_config(name, config, **overrides)
-    model = cls(cfg)
+    try:
+        model = cls(cfg)
+    except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+        if not _out_of_memory(exc):
+            raise
+        found = re.search(r"allocate (\d+) bytes|allocate ([\d.]+ \w?i?B)", str(exc))  # CPU: bytes; CUDA: 2.00 GiB
+        size = found and (f"{int(found.group(1)) / 1e9:,.1f} GB" if found.group(1) else found.group(2))
+        need = f" (one allocation of {size} was refused)" if size else ""
+        raise ConfigError(f"model {name!r} with this config does not fit in memory: its parameters need more than "
+                          f"this machine has{need}; reduce its sizes (width, layers, modes, ...).") from None
     model.config = cfg
     return model
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocator's refusal (torch.OutOfMemoryError, CPU "can't allocate memory", MemoryError)."""
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):  # = torch.OutOfMemoryError (torch >= 2.5)
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("can't allocate memory", "not enough memory", "out of memory"))
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:

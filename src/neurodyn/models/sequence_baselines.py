@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice
+from .inputs import check_input
 from .registry import register
 
 
@@ -48,9 +49,9 @@ class SequenceConfig:
 
 
 def check_sequence_input(x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, channels: int,
-                         name: str) -> None:
-    if x.dim() != 3 or x.shape[-1] != channels:
-        raise ValueError(f"{name} expects x of shape (B, T, {channels}), got {tuple(x.shape)}")
+                         name: str, model: nn.Module) -> None:
+    """``x (B, T, channels)`` of ``model``'s dtype (:func:`check_input`); ``t`` and ``mask`` ``(B, T)`` or None."""
+    check_input(name, x, model, f"(B, T, {channels})", (3,), channels)
     if t is not None and tuple(t.shape) != tuple(x.shape[:2]):
         raise ValueError(f"{name}: timestamps must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(t.shape)}")
     if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
@@ -95,7 +96,7 @@ class SequenceHost(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
                 pos=None, ctx=None) -> torch.Tensor:
-        check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__)
+        check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
         if mask is not None:
             x = x * mask[..., None].to(x.dtype)
         z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x

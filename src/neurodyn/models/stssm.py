@@ -77,7 +77,8 @@ from ..errors import ConfigError, check_choice, check_min
 from ..nn.mlp import ChannelMLP
 from ..nn.s4d import S4D, S4D_INITS
 from .ffno import FeedForward, periodic_grid
-from .fno import append_context, check_grid_input
+from .fno import append_context, check_grid_extras
+from .inputs import check_input, grid_shape
 from .registry import register
 
 __all__ = ["STSSMConfig", "STSSM", "BiSweep"]
@@ -246,13 +247,10 @@ class STSSM(nn.Module):
         """Checks; returns ``x`` in the time layout ``(B, T, *spatial, C)`` and whether it had a time axis."""
         cfg = self.config
         d = cfg.dims
-        if not isinstance(x, torch.Tensor) or x.dim() not in (d + 2, d + 3):
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            axes = ", ".join(f"n{j + 1}" for j in range(d))
-            raise ValueError(f"STSSM input x has shape {shape}; expected (batch, frames, {axes}, {cfg.in_channels}) "
-                             f"(data.frames_as_channels: false) or one frame (batch, {axes}, {cfg.in_channels}).")
+        check_input("STSSM", x, self, f"{grid_shape(d, cfg.in_channels, frames=True)} (data.frames_as_channels: "
+                    f"false) or one frame {grid_shape(d, cfg.in_channels)}", (d + 2, d + 3), cfg.in_channels)
+        check_grid_extras("STSSM", x.shape[0], pos, ctx, cfg.ctx_channels)
         timed = x.dim() == d + 3
-        check_grid_input("STSSM", x[:, 0] if timed else x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos)
         return (x if timed else x[:, None]), timed
 
     def _lift(self, x: torch.Tensor, ctx: torch.Tensor | None) -> torch.Tensor:

@@ -138,8 +138,9 @@ class Transolver(PointOperator):
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         structured = cfg.variant == "structured_mesh"
-        feats, grid = mesh_features("Transolver", x, pos, ctx, structured=structured, in_channels=cfg.in_channels,
-                                    pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels,
+        feats, grid = mesh_features("Transolver", x, pos, ctx, model=self, structured=structured,
+                                    in_channels=cfg.in_channels, pos_channels=cfg.pos_channels,
+                                    ctx_channels=cfg.ctx_channels,
                                     positional_grid=cfg.positional_grid and not cfg.unified_pos,
                                     ctx_as_channels=not cfg.time_embedding)
         if cfg.unified_pos:

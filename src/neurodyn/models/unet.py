@@ -128,7 +128,7 @@ class UNet(nn.Module):
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
-        check_grid_input(self._input_name, x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos)
+        check_grid_input(self._input_name, x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         h = append_context(x, ctx).movedim(-1, 1)
         h, pads = self._pad(h.contiguous())
         skips = []

@@ -69,6 +69,11 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     dev = k.device
     bs = max(1, math.isqrt(Tk))
     nb = -(-Tk // bs)
+    m = min(nb, max(1, -(-topk // bs)) + spare_blocks)
+    k_eff = min(topk, m * bs)
+    if G == 0 or Tq == 0 or Tk == 0:  # no groups, queries or keys: empty picks (Tk = 0 picks none per query)
+        return (torch.zeros(G, Tq, k_eff, dtype=torch.long, device=dev),
+                torch.zeros(G, Tq, k_eff, dtype=torch.bool, device=dev))
     if key_mask is None:
         order, kc = None, k
         n = torch.full((G,), Tk, dtype=torch.long, device=dev)
@@ -88,8 +93,6 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     repeat = torch.zeros_like(count, dtype=torch.bool)
     repeat[:, 1:] = starts[:, 1:] == starts[:, :-1]
     block_off = (count == 0) | repeat                                       # (G, nb)
-    m = min(nb, max(1, -(-topk // bs)) + spare_blocks)
-    k_eff = min(topk, m * bs)
     ok_block = vb & ~block_off[..., None]                                   # (G, nb, bs)
     # blocks can overlap (and a key be reached twice) only when some row is shorter than nb * bs
     may_repeat = key_mask is not None or Tk % bs != 0

@@ -126,6 +126,8 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     """Multi-head selective scan of the module docstring; ``y: (batch, S, L, H * P)`` in u's dtype."""
     check_choice("backend", backend, HEAD_SCAN_BACKENDS, error=ValueError)
     _check_head_args(u, dt, A, B, C, D)
+    if u.numel() == 0:  # no steps, samples, sets or channels: y is as empty as u, whatever the backend
+        return u.clone()
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):
         lanes = "16 (float32) or 8 (float64)"

@@ -181,7 +181,7 @@ def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d:
         beta = ((1 - alpha) / lam if discretization == "zoh" else delta[:, :, t, None]) * coef(b, t)
         v = alpha * v + beta * u[:, :, t, None]
         ys[t] = (coef(c, t) * v).sum(-1) + (d[None] * u[:, :, t] if d is not None else 0)
-    return torch.stack(ys, dim=-1)
+    return torch.stack(ys, dim=-1) if L else u.clone()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
             raise ValueError(f"h0 has shape {tuple(h0.shape)}, expected {tuple(want)} (the output shape "
                              f"without the scanned dim {dim})")
         h0 = h0.reshape(P, Q)
-    if L == 0:
+    if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
     use_cpp = backend != "torch"
     if backend == "cpp" and (cpu_kernel.get() is None or x.device.type != "cpu"):

@@ -265,7 +265,8 @@ def selective_scan_2d_ref(x, delta, A, B, C, D=None, R=None, *, delta_bias=None,
                 if Dk is not None:
                     yij = yij + Dk * x[:, :, i, j]
                 ys[i, j] = yij
-        outs.append(torch.stack([torch.stack([ys[i, j] for j in range(W)], -1) for i in range(H)], -2))
+        outs.append(torch.stack([torch.stack([ys[i, j] for j in range(W)], -1) for i in range(H)], -2)
+                    if H and W else x.clone())  # an empty grid: nothing to scan
     return sum(outs) if merge else torch.stack(outs, dim=1)
 
 

@@ -232,7 +232,7 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
 
 def _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, softplus, initial_state, cdt, block):
     batch, dim, L = u.shape
-    if L == 0:
+    if u.numel() == 0:  # no steps, samples or channels: nothing to scan (the chunked scan's reshapes need some)
         last = initial_state if initial_state is not None else u.new_zeros(batch, dim, A.shape[1])
         return u.to(cdt), last.to(cdt)
     blk = block or default_block(batch, dim, A.shape[1], L, u.device)

@@ -8,6 +8,7 @@ the data's channel counts and the task, trains with the one trainer and writes `
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -16,15 +17,18 @@ from typing import Any
 import torch
 import yaml
 
-from ..data.assembly import build_data, build_test_sets, named_test_files
+from ..data.assembly import build_data, build_test_sets, data_options, named_test_files
+from ..data.generators import get_generator
 from ..data.datasets import SteadyDataset
 from ..config_types import check_field_types
+from ..checkpoint_io import read_checkpoint
 from ..errors import ConfigError
 from ..models import build, count_parameters
-from ..models.registry import config_fields
+from ..models.registry import check_config_keys, config_fields
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .losses import build_loss
+from .run_folder import training_lock
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
 
@@ -62,12 +66,15 @@ def build_model(cfg: dict[str, Any], train_set) -> torch.nn.Module:
     return build(name, m)
 
 
-def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: str = "this dataset") -> None:
+def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: str = "this dataset",
+                        values: bool = True) -> None:
     """One forward pass on a sample of ``dataset``, so that a resolution or channel count the model cannot
     take fails now, with the data's shape named, rather than deep inside the first step (or, for a test
-    file, after the whole training)."""
+    file, after the whole training). ``values=False`` passes zeros of the sample's shapes instead of its
+    values (for test data before training: nothing of it may reach the model before training ends)."""
     item = dataset[0]
-    batch = {k: v[None] for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
+    batch = {k: v[None] if values else torch.zeros_like(v[None])
+             for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
     was_training = model.training
     model.eval()  # a shape check: no batch-norm statistics of one sample (nor an update of the running ones)
     try:
@@ -114,14 +121,42 @@ def train_config(cfg: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**check_field_types(TrainConfig, cfg["train"], "train"))
 
 
+def check_config(cfg: dict[str, Any]) -> TrainConfig:
+    """Every key and value of ``cfg`` that can be checked without data: the train section, the model's name and
+    keys, the generator's options, the test files. Returns the train config.
+
+    Runs before anything compares the config with a run folder's, so a typo is reported as a typo (with the
+    closest key), never as "trained with another config"."""
+    tcfg = train_config(cfg)
+    tcfg.validate()
+    model = cfg.get("model") or {}
+    if "name" not in model:
+        raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
+    check_config_keys(model["name"], {k: v for k, v in model.items() if k != "name"})
+    data = cfg.get("data") or {}
+    if data.get("generator") and not data.get("path"):
+        get_generator(data["generator"]).make_config(**data_options(data))
+    named_test_files(data)  # a missing test file fails before any data is generated or loaded
+    return tcfg
+
+
 def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch.device = "cpu",
                    resume: bool = True, dist: DistInfo | None = None, progress: bool | None = None,
                    interrupt_at=None) -> dict[str, Any]:
-    """Train the experiment ``cfg`` into ``run_dir``; returns the final evaluation metrics."""
+    """Train the experiment ``cfg`` into ``run_dir``; returns the final evaluation metrics.
+
+    The main process holds the run folder's lock (:func:`neurodyn.train.run_folder.training_lock`) throughout,
+    so a second training of the same folder is refused instead of interleaving with this one."""
     dist = dist or DistInfo()
     run_dir = Path(run_dir)
-    tcfg = train_config(cfg)
-    named_test_files(cfg["data"])  # a missing test file fails before any data is generated or loaded
+    tcfg = check_config(cfg)
+    with training_lock(run_dir) if dist.is_main else contextlib.nullcontext():
+        return _run_locked(cfg, tcfg, run_dir, device, resume, dist, progress, interrupt_at)
+
+
+def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, resume: bool, dist: DistInfo,
+                progress: bool | None, interrupt_at) -> dict[str, Any]:
+    """The body of :func:`run_experiment`, under the run folder's lock."""
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
@@ -131,8 +166,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
     test_sets = build_test_sets(cfg)
     for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now
-        check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}")
-    eval_set = monitored_set(data["sets"], test_sets)
+        check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}", values=False)
+    eval_set = monitored_set(data["sets"])
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -140,54 +175,80 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
                       device=device, dist_info=dist, progress=progress, interrupt_at=interrupt_at)
     if dist.is_main and progress is not False:
         tests = f" + test files {', '.join(f'{k} ({len(v)})' for k, v in test_sets.items())}" if test_sets else ""
+        sizes = " / ".join(f"{len(data['sets'][k]) if k in data['sets'] else 0} {k}" for k in ("train", "val", "test"))
         print(f"{cfg.get('preset', 'experiment')} [{cfg.get('scale', '?')}]: model {cfg['model']['name']} with "
-              f"{count_parameters(model):,} parameters; {len(data['sets']['train'])} train / "
-              f"{len(data['sets'].get('test', []))} test samples from {data['path']}{tests}", flush=True)
+              f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}", flush=True)
     history = trainer.fit(resume=resume)
-    final = dict(history[-1].get("eval", {})) if history else {}
-    file_metrics = {}
-    if test_sets:
-        trainer.model.eval()
-        file_metrics = {name: task.evaluate(trainer.model, trainer.eval_batches(ds)) for name, ds in test_sets.items()}
-        trainer.log_extra({"epoch": trainer.epoch - 1, "test_files": file_metrics})
-        final.update({f"{name}/{trainer.monitor_key}": m[trainer.monitor_key] for name, m in file_metrics.items()})
+    tests = evaluate_tests(trainer, task, data["sets"].get("test"), test_sets)
     if dist.is_main:
         write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
-                      mode=trainer.monitor_mode, test_files=file_metrics)
+                      mode=trainer.monitor_mode, tests=tests)
+    final = dict(tests.get("test", {}).get("last", {}))
+    final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
+                  for name, m in tests.items() if name != "test"})
     return final
 
 
-def monitored_set(sets: dict[str, Any], test_sets: dict[str, Any]):
-    """What the trainer evaluates each epoch (and selects ``best.pt`` by): the validation split, else the test
-    split, else the first test file."""
-    for name in ("val", "test"):
-        if name in sets and len(sets[name]):
-            return sets[name]
-    return next(iter(test_sets.values()), None)
+def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The one evaluation of the test data, after training: ``{set: {"last": metrics, "best": metrics}}`` for the
+    test split (``"test"``) and each test file, of the final model (``last``) and of the checkpoint the validation
+    split selected (``best``, when there is one). Logged as one record of ``metrics.jsonl``."""
+    sets = ({"test": test_split} if test_split is not None and len(test_split) else {}) | dict(test_files)
+    if not sets:
+        return {}
+    model = trainer.model
+    model.eval()
+    out = {name: {"last": task.evaluate(model, trainer.eval_batches(ds))} for name, ds in sets.items()}
+    best = trainer.ckpt_dir / "best.pt"
+    if trainer.eval_set is not None and best.exists():
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(read_checkpoint(best, map_location=trainer.device)["model_state"])
+        for name, ds in sets.items():
+            out[name]["best"] = task.evaluate(model, trainer.eval_batches(ds))
+        model.load_state_dict(state)
+    trainer.log_extra({"epoch": trainer.epoch - 1, "test": out})
+    return out
+
+
+def monitored_set(sets: dict[str, Any]):
+    """What the trainer evaluates each epoch and selects ``best.pt`` by: the validation split, or nothing (then
+    nothing is selected). Never the test split or a test file: they are evaluated once, after training."""
+    val = sets.get("val")
+    return val if val is not None and len(val) else None
 
 
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
-                  monitor: str = "rel_l2", mode: str = "min", test_files: dict[str, dict[str, Any]] | None = None) -> None:
-    """``summary.md``: the run's settings, the final evaluation and one row per separate test file."""
-    final = history[-1].get("eval", {}) if history else {}
+                  monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None) -> None:
+    """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
+    split and test files (the final model, and the checkpoint the validation split selected)."""
     pick = min if mode == "min" else max
-    best = pick((h["eval"][monitor] for h in history if "eval" in h), default=float("nan"))
+    curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
+    name = "rel. L2" if monitor == "rel_l2" else monitor
+    if curve:
+        best_epoch, best = pick(curve, key=lambda c: c[1])
+        validation = (f"- validation {name}: best {best:.5g} at epoch {best_epoch} (selects `best.pt`), "
+                      f"final {curve[-1][1]:.5g}")
+    else:
+        validation = "- validation: none (data.n_val = 0): no checkpoint was selected"
     lines = [f"# {cfg.get('preset', 'experiment')} — scale `{cfg.get('scale', '?')}`", "",
              f"- model: `{cfg['model']['name']}`, {n_params:,} parameters",
              f"- data: {json.dumps({k: v for k, v in cfg['data'].items()})}",
              f"- training: {len(history)} epochs, final train loss {history[-1]['train_loss']:.5g}" if history else "",
-             f"- time: {sum(h['seconds'] for h in history):.1f} s of training",
-             f"- best eval {'rel. L2' if monitor == 'rel_l2' else monitor} over epochs: {best:.5g} "
-             "(the table reports the final model)", "",
-             "| metric | value |", "| --- | --- |"]
-    lines += [f"| {k} | {v:.5g} |" for k, v in final.items() if isinstance(v, (int, float))]
-    if test_files:
-        keys = [k for k in next(iter(test_files.values())) if isinstance(next(iter(test_files.values()))[k], (int, float))]
-        lines += ["", "Separate test files (the final model, the training normalizers):", "",
-                  "| test file | " + " | ".join(keys) + " |", "| --- |" + " --- |" * len(keys)]
-        lines += [f"| {name} | " + " | ".join(f"{m.get(k, float('nan')):.5g}" for k in keys) + " |"
-                  for name, m in test_files.items()]
-    lines += ["", "Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
+             f"- time: {sum(h['seconds'] for h in history):.1f} s of training", validation,
+             "- test: evaluated once, after training, with the training normalizers", ""]
+    for set_name, by_model in (tests or {}).items():
+        keys = [k for k, v in by_model["last"].items() if isinstance(v, (int, float))]
+        models = [m for m in ("last", "best") if m in by_model]
+        header = {"last": "final model", "best": "best validation epoch"}
+        title = "Test split" if set_name == "test" else f"Test file `{set_name}`"
+        lines += [f"{title}:", "", "| metric | " + " | ".join(header[m] for m in models) + " |",
+                  "| --- |" + " --- |" * len(models)]
+        lines += [f"| {k} | " + " | ".join(f"{by_model[m].get(k, float('nan')):.5g}" for m in models) + " |"
+                  for k in keys]
+        lines.append("")
+    if not tests:
+        lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
+    lines += ["Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
               "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
               "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
     (run_dir / "summary.md").write_text("\n".join(lines))

@@ -48,6 +48,10 @@ and over ranks with ``reduce_()``, gives the same numbers as :func:`evaluate_fie
 ``grid=False`` (meshes, point clouds: ``spatial == (N,)`` without grid structure) drops ``brmse`` and
 the ``frmse_*`` bands, which need a uniform grid.
 
+Zero targets: ``rel_l2`` (and ``nrmse``) of a sample whose target is all zero is undefined; its denominator is
+clamped to ``eps``, so it reports the error norm times ``1/eps``. :meth:`MetricAccumulator.compute` then warns
+once, with the number of such samples, pointing to the absolute metrics beside it (values are unchanged).
+
 NaN policy: metrics never hide NaN. A NaN/inf in ``pred`` makes every metric that touches that point NaN
 (the FFT spreads it to every band; ``max_err`` propagates it), and the accumulator keeps it to the end.
 Shape mismatches raise ``ValueError`` naming both shapes.
@@ -55,6 +59,7 @@ Shape mismatches raise ``ValueError`` naming both shapes.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence
 
 import torch
@@ -196,6 +201,7 @@ class MetricAccumulator:
         self._stats: dict[str, Tensor] | None = None
         self._channels: int | None = None
         self._count = 0
+        self._zero_targets = 0  # samples whose target norm is <= eps (relative L2 undefined)
         self._reduced = False
 
     @property
@@ -232,6 +238,8 @@ class MetricAccumulator:
             else:  # torch.maximum and amax propagate NaN
                 self._stats[n] = torch.maximum(self._stats[n], v.amax(dim=0))
         self._count += pred.shape[0]
+        norms = torch.linalg.vector_norm(target.detach().reshape(target.shape[0], -1).double(), dim=1)
+        self._zero_targets += int((norms <= self.eps).sum())
 
     def reduce_(self) -> "MetricAccumulator":
         """All-reduce sums, counts (SUM) and maxima (MAX) over the default process group, in place.
@@ -264,14 +272,15 @@ class MetricAccumulator:
         max_names = [n for n in self.names if _KIND[n] == "max"]
         maxes = torch.cat([self._stats[n].to(device) for n in max_names])
         sums = torch.cat([self._stats[n].to(device) for n in sum_names]
-                         + [torch.tensor([float(self._count)], dtype=torch.float64, device=device),
-                            torch.isnan(maxes).double()])
+                         + [torch.tensor([float(self._count), float(self._zero_targets)], dtype=torch.float64,
+                                         device=device), torch.isnan(maxes).double()])
         maxes = torch.where(torch.isnan(maxes), torch.full_like(maxes, math.inf), maxes)
         dist.all_reduce(sums, op=dist.ReduceOp.SUM)
         dist.all_reduce(maxes, op=dist.ReduceOp.MAX)
         n_max = maxes.numel()
         maxes = torch.where(sums[-n_max:] > 0, torch.full_like(maxes, math.nan), maxes)
-        self._count = int(round(float(sums[-n_max - 1])))
+        self._count = int(round(float(sums[-n_max - 2])))
+        self._zero_targets = int(round(float(sums[-n_max - 1])))
         offset = 0
         for n in sum_names:
             k = self._stats[n].numel()
@@ -298,6 +307,11 @@ class MetricAccumulator:
             else:
                 v = s.amax()
             out[n] = float(v)
+        if self._zero_targets:
+            warnings.warn(f"{self._zero_targets} of {self._count} samples have an all-zero target (norm <= "
+                          f"{self.eps:g}), for which relative L2 is undefined (it divides by {self.eps:g} instead, "
+                          f"so rel_l2 = {out['rel_l2']:.3g} says little); judge them by the absolute metrics "
+                          "reported beside it (rmse, max_err).", stacklevel=2)
         return out
 
 

@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import torch
 from torch.utils.data import default_collate
 
-from ..checkpoint_io import read_checkpoint
-from ..data.assembly import build_data
+from ..checkpoint_io import nonfinite_tensors, read_checkpoint
+from ..data.assembly import build_data, split_sizes
 from ..errors import ConfigError, DataError
 from ..models import build, count_parameters
 from ..models.registry import upgrade_config
@@ -43,24 +43,33 @@ Tensor = torch.Tensor
 
 
 def read_history(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The per-epoch records of a run's ``metrics.jsonl`` (``epoch``, ``train_loss``, ``seconds``, ``eval``)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise DataError(f"run folder {run_dir} has no metrics.jsonl; was it trained by neurodyn?")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line]
-    return [r for r in records if "train_loss" in r]
+    """The per-epoch records of a run's ``metrics.jsonl`` (``epoch``, ``train_loss``, ``lr``, ``seconds``, and
+    ``val``: the validation metrics of the epochs that were evaluated)."""
+    return [r for r in _records(run_dir) if "train_loss" in r]
+
+
+def read_test_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The one evaluation of the test data after training: ``{set: {"last": metrics, "best": metrics}}`` for the
+    test split (``"test"``) and each separate test file (``data.test_path``), of the final model and of the
+    checkpoint the validation split selected; empty when the run had no test data or has not finished."""
+    found: dict[str, dict[str, Any]] = {}
+    for rec in _records(run_dir):
+        if "test" in rec and "train_loss" not in rec:
+            found = rec["test"]
+    return found
 
 
 def read_test_file_metrics(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """``{test file name: metrics}`` of the final model on the run's separate test files (``data.test_path``),
-    as logged in ``metrics.jsonl`` after training; empty when the run had none."""
+    """``{test file name: metrics}`` of the final model on the run's separate test files (``data.test_path``);
+    empty when the run had none."""
+    return {name: m["last"] for name, m in read_test_metrics(run_dir).items() if name != "test"}
+
+
+def _records(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
-    found: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line and "test_files" in (rec := json.loads(line)):
-                found = rec["test_files"]
-    return found
+    if not path.exists():
+        raise DataError(f"run folder {run_dir} has no metrics.jsonl; was it trained by neurodyn?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 @dataclasses.dataclass
@@ -92,6 +101,11 @@ def restore_run(run: str | Path, which: str = "last", device: str | torch.device
     cfg = ckpt.get("experiment")
     if not cfg:
         raise DataError(f"checkpoint {path} holds no experiment config; it was not written by the trainer")
+    bad = nonfinite_tensors(ckpt.get("model_state", {}))
+    if bad:
+        raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}"
+                        f"{' ...' if len(bad) > 3 else ''}): the run diverged; train it again with a lower train.lr "
+                        "(--fresh, or a new folder with --run-name NAME)")
     data = build_data(cfg, device, progress=False)
     task = build_task(cfg, data)
     for key, norm in task.normalizers().items():
@@ -176,10 +190,14 @@ def evaluate_restored(r: RestoredRun, files: Sequence[str | Path] | dict[str, st
 # training a preset
 
 
+HIGHER_IS_BETTER = ("accuracy",)  # metrics whose best value is the largest
+
+
 @dataclasses.dataclass
 class RunResult:
-    """What one training run of :func:`train_preset` recorded (``curve``: the eval ``metric`` per evaluated
-    epoch; ``best``: its minimum; ``final``: the last evaluation's metrics)."""
+    """What one training run of :func:`train_preset` recorded: ``curve``, the validation ``metric`` per evaluated
+    epoch; ``best``, its best value (the epoch that selected ``best.pt``); ``final``, the test metrics of the final
+    model; ``test_at_best``, the test metrics of the ``best.pt`` model (empty without a validation split)."""
 
     run_dir: str
     cfg: dict[str, Any]
@@ -196,15 +214,20 @@ class RunResult:
     final_train_loss: float
     metric: str = "rel_l2"
     env: dict[str, Any] = dataclasses.field(default_factory=dict)  # date, torch version, threads, load average
+    n_val: int | None = None
+    test_at_best: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
-        """The numbers a results store keeps of the run (plain JSON)."""
+        """The numbers a results store keeps of the run (plain JSON). ``final_<metric>``: test, final model;
+        ``test_<metric>_at_best_val``: test, the model of the best validation epoch; ``best_val_<metric>`` and
+        ``curve``: validation only."""
         return {"preset": self.cfg.get("preset"), "scale": self.cfg.get("scale"), "model": self.cfg["model"]["name"],
                 "params": self.params, f"final_{self.metric}": self.final.get(self.metric),
-                f"best_{self.metric}": self.best, "epochs": self.epochs, "train_seconds": self.train_seconds,
+                f"test_{self.metric}_at_best_val": self.test_at_best.get(self.metric),
+                f"best_val_{self.metric}": self.best, "epochs": self.epochs, "train_seconds": self.train_seconds,
                 "wall_seconds": self.wall_seconds, "seconds_per_epoch": self.seconds_per_epoch,
-                "n_train": self.n_train, "n_test": self.n_test, "final_train_loss": self.final_train_loss,
-                "curve": self.curve, **self.env}
+                "n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test,
+                "final_train_loss": self.final_train_loss, "curve": self.curve, **self.env}
 
 
 def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = (), model_overrides: Sequence[str] = (),
@@ -246,12 +269,15 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
     wall = time.time() - t0
     history = read_history(run_dir)
     ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
-    curve = [h["eval"][metric] for h in history if metric in h.get("eval", {})]
-    return RunResult(run_dir=str(run_dir), cfg=cfg, final=final, best=min(curve, default=float("nan")), curve=curve,
+    curve = [h["val"][metric] for h in history if metric in h.get("val", {})]
+    best = (max if metric in HIGHER_IS_BETTER else min)(curve, default=float("nan"))
+    n_train, n_val, n_test = split_sizes(cfg["data"])
+    return RunResult(run_dir=str(run_dir), cfg=cfg, final=final, best=best, curve=curve,
+                     test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
                      epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
                      params=count_parameters(build(ckpt["model"]["name"], upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
-                     n_train=cfg["data"].get("n_train"), n_test=cfg["data"].get("n_test"),
+                     n_train=n_train, n_test=n_test,
                      final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
                      env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
                           "threads": torch.get_num_threads(), "load_avg": list(os.getloadavg())})

@@ -2,8 +2,8 @@
 
 * AdamW (or Adam) with OneCycleLR stepped per batch (the neural-operator protocol), StepLR or cosine
   as options; gradient clipping; a tqdm bar with loss and rate.
-* ``runs/<name>/``: ``metrics.jsonl`` (one line per epoch), ``checkpoints/last.pt`` and ``best.pt``
-  holding config, weights, optimizer, scheduler, normalizers, position and every RNG state.
+* ``runs/<name>/``: ``metrics.jsonl`` (one line per epoch with the validation metrics, then the test metrics once),
+  ``checkpoints/last.pt`` and ``best.pt`` (the best validation epoch) holding config, weights, optimizer, scheduler, normalizers, position and every RNG state.
 * Exact resume: the batch order is a function of (seed, epoch) (``sampling.py``) and every RNG state
   is restored, so a run stopped after any batch and resumed ends with the same weights.
   Ctrl-C saves ``last.pt`` at the current batch before exiting.
@@ -27,7 +27,7 @@ from torch.utils.data import Dataset, default_collate
 
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
-from ..checkpoint_io import atomic_torch_save, read_checkpoint, remove_stale_temporaries
+from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_sum, barrier
 from .sampling import global_batches, rank_slice
@@ -88,7 +88,11 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.o
 
 
 class Trainer:
-    """Trains ``model`` on ``train_set`` for a task; evaluates on ``eval_set``; logs into ``run_dir``."""
+    """Trains ``model`` on ``train_set`` for a task; logs into ``run_dir``.
+
+    ``eval_set`` is the validation data: evaluated every ``eval_every`` epochs (``"val"`` in each epoch's record of
+    ``metrics.jsonl``), it alone selects ``best.pt``. The trainer never sees test data: the experiment evaluates the
+    test split once, after :meth:`fit` (:func:`neurodyn.train.experiment.run_experiment`)."""
 
     def __init__(self, model: nn.Module, task: Any, train_set: Dataset, eval_set: Dataset | None,
                  config: TrainConfig, run_dir: str | Path, experiment: dict[str, Any] | None = None,
@@ -173,8 +177,28 @@ class Trainer:
         }
 
     def save(self, name: str) -> None:
-        if self.dist.is_main:
-            atomic_torch_save(self.state(), self.ckpt_dir / name)
+        """Write ``checkpoints/<name>`` (main process); weights holding NaN or Inf are never written: the run has
+        diverged, and the previous checkpoint (the last finite one) is kept."""
+        if not self.dist.is_main:
+            return
+        bad = nonfinite_tensors(self.model.state_dict())
+        if bad:
+            kept = self.ckpt_dir / name
+            raise TrainingDiverged(
+                f"the weights became non-finite ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) at epoch "
+                f"{self.epoch} batch {self.batch}; {self._kept(kept)}. {self._retry_hint()}")
+        atomic_torch_save(self.state(), self.ckpt_dir / name)
+
+    @staticmethod
+    def _kept(path: Path) -> str:
+        return f"{path} still holds the last finite weights" if path.exists() else "no checkpoint was written"
+
+    def _retry_hint(self) -> str:
+        """What to do after a divergence, in words the user can act on (the folder refuses changed settings)."""
+        lower = f"{self.cfg.lr / 10:g}" if math.isfinite(self.cfg.lr) else "1e-3"
+        return (f"Lower the learning rate (e.g. train.lr={lower}) or enable gradient clipping "
+                "(train.grad_clip=1.0), and start this run over with --fresh or train into a new folder with "
+                "--run-name NAME")
 
     def load(self, path: str | Path) -> None:
         ckpt = read_checkpoint(path, map_location=self.device)
@@ -277,8 +301,8 @@ class Trainer:
         improved = False
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
-            record["eval"] = self.task.evaluate(self.model, self.eval_batches(self.eval_set))
-            value = record["eval"][self.monitor_key]
+            record["val"] = self.task.evaluate(self.model, self.eval_batches(self.eval_set))
+            value = record["val"][self.monitor_key]
             improved = value < self.best if self.monitor_mode == "min" else value > self.best
             if improved:
                 self.best = value
@@ -289,10 +313,10 @@ class Trainer:
         self.save("last.pt")
         if self.dist.is_main:
             key = self.monitor_key
-            value = record.get("eval", {}).get(key, float("nan"))
-            bar.set_description(f"{key} {value:.4g}")
+            value = record.get("val", {}).get(key, float("nan"))
+            bar.set_description(f"val {key} {value:.4g}")
             if self._print_lines:
-                shown = f"  eval {key} {value:.4g}" if "eval" in record else ""
+                shown = f"  val {key} {value:.4g}" if "val" in record else ""
                 print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
                       f"({record['seconds']:.1f} s)", flush=True)
 
@@ -317,9 +341,10 @@ class Trainer:
         batch = self._collate(self.train_set, ids.tolist())
         loss = self.task.training_loss(self.ddp, batch)
         if not torch.isfinite(loss):
-            self.save("last.pt")
-            raise TrainingDiverged(f"loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
-                                   "lower train.lr or enable train.grad_clip")
+            if not nonfinite_tensors(self.model.state_dict()):
+                self.save("last.pt")  # finite weights: the step can be examined from here
+            raise TrainingDiverged(f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
+                                   f"{self._kept(self.ckpt_dir / 'last.pt')}. {self._retry_hint()}")
         # scaled so that DDP's gradient average equals the gradient of the global-batch mean
         scale = len(ids) * self.dist.world_size / len(global_ids)
         self.optimizer.zero_grad(set_to_none=True)

@@ -9,7 +9,8 @@ returns the existing file, and an existing file made from another source or opti
 
 A conversion that fails on bad data (NaN/Inf, a damaged array) leaves nothing behind: the store
 writes chunks to ``<out>.partial/`` and only renames a finished file into place, and that folder is
-removed on failure (it is kept after Ctrl-C, so a long conversion resumes).
+removed on failure. It is kept after Ctrl-C and when the disk is full (one
+:class:`~neurodyn.data.store.DiskFullError` naming the folder), so the conversion resumes when run again.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, DataError
-from ..store import StoreMeta, StoredDataset, canonical_json, data_root, write_store
+from ...errors import DataError
+from ..store import (DiskFullError, StoreMeta, check_chunk_size, data_root, identity_difference, store_identity,
+                     write_store)
 from . import read_public
 from .base import READER_VERSION, PublicDataset
 
@@ -80,8 +82,7 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     }
     if chunk_size is None:
         chunk_size = max(1, min(data.n_samples, CHUNK_BYTES // max(1, data.sample_nbytes())))
-    elif chunk_size < 1:
-        raise ConfigError(f"chunk_size must be >= 1, got {chunk_size}")
+    check_chunk_size(chunk_size)
     path = Path(out) if out is not None else default_out(src, data, options)
     meta = StoreMeta(generator=f"import:{data.format}", generator_version=READER_VERSION, config=config, seed=0,
                      n_samples=data.n_samples, chunk_size=int(chunk_size), inputs=data.inputs, targets=data.targets)
@@ -93,6 +94,8 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     try:
         done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
                            coords=data.coords, progress=progress)
+    except DiskFullError:  # the chunks made so far are kept: converting again resumes from them
+        raise
     except Exception:
         if ours:
             shutil.rmtree(partial, ignore_errors=True)
@@ -102,15 +105,12 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
 
 
 def _check_existing(path: Path, meta: StoreMeta) -> None:
-    try:
-        s = StoredDataset(path, verify=False)
-    except DataError:
-        raise DataError(f"{path} exists and is not a store file; choose another --out or delete it") from None
-    same = (s.attrs.get("generator") == meta.generator and s.attrs.get("generator_version") == meta.generator_version
-            and canonical_json(s.config) == canonical_json(dict(meta.config)))
-    if not same:
-        raise DataError(f"{path} already exists and holds another conversion (source, options or reader version "
-                        "differ); choose another --out or delete it")
+    """Accept an existing ``path`` only if it is the store of this conversion (same reader, version, source,
+    options and sample count); a folder, a foreign file or another conversion is one DataError."""
+    difference = identity_difference(store_identity(path), meta)
+    if difference is not None:
+        raise DataError(f"{path} already exists and holds another conversion ({difference[0]}, where this one "
+                        f"has {difference[1]}); choose another --out or delete it")
 
 
 __all__ = ["convert_to_store", "default_out", "file_digest"]

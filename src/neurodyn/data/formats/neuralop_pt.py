@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ...checkpoint_io import unsafe_pickle_reason
 from ...errors import ConfigError, DataError
 from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed,
                    require_shape, select, stride_slices)
@@ -47,9 +48,9 @@ def _load(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        reason = unsafe_pickle_reason(exc) or str(exc).strip().splitlines()[0]
         raise DataError(f"file {path} holds objects other than tensors and plain containers, which are not loaded "
-                        f"(torch.load weights_only=True: {str(exc).strip().splitlines()[0]}); re-save it as a dict of "
-                        "tensors") from None
+                        f"(torch.load weights_only=True refused {reason}); re-save it as a dict of tensors") from None
     except Exception as exc:  # truncated zip, bad magic number, ...
         raise read_failed(path, exc, "torch file") from None
 

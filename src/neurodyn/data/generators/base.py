@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import torch
 
+from ...config_types import check_field_types
 from ...errors import ConfigError, unknown_name
 from ..store import StoreMeta, canonical_json, data_root, write_store
 
@@ -63,6 +64,12 @@ class Generator(ABC):
                 setattr(cls, attr, value)
 
     def make_config(self, config: Any = None, **overrides: Any):
+        """The config dataclass from ``config`` (a dataclass or mapping) updated with ``overrides``, checked.
+
+        Unknown option names, a value of the wrong simple type (``resolution='abc'`` for an int field) and
+        what :meth:`validate` refuses each raise one ConfigError naming the generator and the option. A string
+        that reads as the declared number (``nu=1e-3``, a string to YAML 1.1) becomes that number; other values
+        are kept as given (an int for a float field stays an int), so a config's identity is unchanged."""
         values: dict[str, Any] = {}
         if config is not None:
             values.update(dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config))
@@ -72,6 +79,9 @@ class Generator(ABC):
         if unknown:
             raise ConfigError(f"generator {self.name!r} has no option(s) {', '.join(unknown)}; its options "
                               f"are: {', '.join(sorted(fields))}")
+        checked = check_field_types(self.config_cls, values, "", subject=f"generator {self.name!r} option",
+                                    numeric_strings=True)
+        values.update({k: checked[k] for k, v in values.items() if isinstance(v, str)})  # "1e-3" -> 0.001 only
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         cfg = self.config_cls(**values)
         self.validate(cfg)
@@ -104,14 +114,21 @@ class Generator(ABC):
     def run(self, cfg, n_samples: int, seed: int = 0, path: str | Path | None = None,
             device: str | torch.device = "cpu", chunk_size: int | None = None,
             shard: tuple[int, int] = (0, 1), progress: bool = True) -> Path | None:
-        """Generate (or reuse) the store file for ``n_samples`` samples; returns its path."""
+        """Generate (or reuse) the store file for ``n_samples`` samples; returns its path (``None`` while other
+        shards still have chunks to make).
+
+        ``path`` defaults to :meth:`default_path`. An existing file is reused only when it holds this generator,
+        version, config, seed and sample count (else one DataError naming what differs; see
+        :func:`~neurodyn.data.store.write_store`). ``chunk_size`` (default ``default_chunk_size``; 0 is refused, not
+        replaced) must be >= 1."""
         if n_samples < 1:
             raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
+        chunk_size = self.default_chunk_size if chunk_size is None else chunk_size
         device = torch.device(device)
         path = Path(path) if path is not None else self.default_path(cfg, n_samples, seed)
         meta = StoreMeta(generator=self.name, generator_version=self.version, config=dataclasses.asdict(cfg),
-                         seed=seed, n_samples=n_samples, chunk_size=chunk_size or self.default_chunk_size,
-                         inputs=self.inputs, targets=self.targets)
+                         seed=seed, n_samples=n_samples, chunk_size=chunk_size, inputs=self.inputs,
+                         targets=self.targets)
         return write_store(path, meta, lambda ids: self.generate(cfg, ids, seed, device),
                            coords=self.coords(cfg), shard=shard, progress=progress)
 
