@@ -198,7 +198,7 @@ def _sequence_options(d: dict[str, Any]) -> dict[str, Any]:
                 relative_time=bool(d.get("relative_time", True)))
 
 
-def named_test_files(data_cfg: dict[str, Any]) -> dict[str, Path]:
+def named_test_files(data_cfg: dict[str, Any], option: str = "data.test_path") -> dict[str, Path]:
     """The named test files of ``data.test_path``: a path (named by its stem), a list of paths, or
     ``{name: path}``. Every file must exist."""
     spec = data_cfg.get("test_path")
@@ -220,10 +220,10 @@ def named_test_files(data_cfg: dict[str, Any]) -> dict[str, Path]:
         raise ConfigError(f"data.test_path must be a path, a list of paths or {{name: path}}; got {spec!r}")
     for name, path in named.items():
         if path.is_dir():
-            raise DataError(f"data.test_path {name}: {path} is a directory; expected an HDF5 store file (made by "
+            raise DataError(f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by "
                             "neurodyn generate)")
         if not path.is_file():
-            raise DataError(f"data.test_path {name}: file {path} does not exist")
+            raise DataError(f"{option} {name}: file {path} does not exist")
     return named
 
 

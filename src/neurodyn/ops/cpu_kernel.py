@@ -1,35 +1,77 @@
-"""Lazy build of the fused CPU kernels in ``csrc/`` (``selective_scan_cpu.cpp``: the scans; ``head_scan_cpu.cpp``: the
-multi-head scan with one decay per head; ``ncp_cpu.cpp``: the pruned NCP backbone of NAC; ``fast_math.h``: their
-shared exp).
+"""Lazy, bounded build of the fused CPU kernels in ``csrc/`` (``selective_scan_cpu.cpp``: the scans;
+``head_scan_cpu.cpp``: the multi-head scan with one decay per head; ``ncp_cpu.cpp``: the pruned NCP backbone of NAC;
+``fast_math.h``: their shared exp; ``checks.h``: the argument checks of every registered op).
 
-The extension is compiled on first use with :func:`torch.utils.cpp_extension.load` (needs a C++
-compiler and ``ninja``; about a minute) into a stable cache directory, so later processes only load
-it. Any failure (no compiler, no ninja, a build error) warns once and makes :func:`get` return
-``None``; callers then use the pure-PyTorch path. ``NEURODYN_NO_CPP_EXT=1`` forces that fallback.
+The kernels are compiled on first use (needs a C++ compiler, ``$CXX`` or ``c++`` / ``g++``, and ``ninja``; about a
+minute, announced by one line on stderr) into a cache directory, then loaded with ``torch.ops.load_library``: they
+register themselves as ``torch.ops.neurodyn_scan.*``. Later processes find the finished build and only load it.
+Anything that prevents that (no compiler, no ninja, a build error, a build or a wait for another process's build
+longer than ``$NEURODYN_EXT_BUILD_TIMEOUT`` seconds, default 600) warns once with one line and makes :func:`get`
+return ``None``; callers then use the pure-PyTorch path. ``NEURODYN_NO_CPP_EXT=1`` skips the attempt.
 
 Cache directory: ``$NEURODYN_EXT_DIR`` if set, else
-``~/.cache/neurodyn/torch_extensions/<torch version>/<cpu tag>-<source hash>``. The build uses
-``-march=native``, so the cpu tag (a hash of the CPU model and flags) keeps machines that share a home
-directory apart. torch serialises concurrent builds of one directory with a lock file; a process killed
-mid-build leaves that lock behind and later builds wait on it: delete ``<dir>/lock`` then.
+``~/.cache/neurodyn/torch_extensions/<torch version>-<python tag>/<cpu tag>-<source hash>``, keyed by content only:
+the sources and headers are copied into ``<dir>/src`` and built from there, so every checkout with the same sources
+shares one build. The build uses ``-march=native``, so the cpu tag (a hash of the CPU model and flags) keeps
+machines that share a home directory apart. A build is finished when ``<dir>/built`` holds the source hash.
+
+Concurrency and failures: one process builds a directory at a time, holding an ``flock`` on ``<dir>/build.lock``
+for the whole build (its build child holds it too); the OS releases it when they end or die, so a killed build
+never blocks later ones, which wait for a live builder up to the timeout. The builder first deletes a ``<dir>/lock``
+left by torch's own lock (``FileBaton``, which records no owner: a killed build used to leave it behind and every
+later process polled it forever); no live builder can own it, since every builder holds the flock. The compiler
+runs in a child process in its own session, so the calling process never holds a half-built library and the child
+can be stopped, with ninja and the compilers, at the timeout or on an interrupt; its output is in
+``<dir>/build.log``.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
+import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: the build is not supported (see _build_env)
+    fcntl = None
+
+_NAME = "neurodyn_scan_cpu"
 _CSRC = Path(__file__).with_name("csrc")
 _SOURCES = (_CSRC / "selective_scan_cpu.cpp", _CSRC / "head_scan_cpu.cpp", _CSRC / "ncp_cpu.cpp")
-_HEADERS = (_CSRC / "fast_math.h",)
+_HEADERS = (_CSRC / "fast_math.h", _CSRC / "checks.h")
+_CFLAGS = ["-O3", "-fopenmp", "-std=c++17"] + (
+    ["-march=native"] if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else [])
+_LDFLAGS = ["-fopenmp"]
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}  # "module" -> ModuleType | None once a build was attempted
 _ENV_DISABLE = "NEURODYN_NO_CPP_EXT"
+_ENV_TIMEOUT = "NEURODYN_EXT_BUILD_TIMEOUT"
+_DEFAULT_TIMEOUT = 600.0
+_SKIP = "set NEURODYN_NO_CPP_EXT=1 to skip the attempt"
+
+# The build child: torch's JIT build of the copied sources; it also loads the result, so a library that does not
+# load fails the build.
+_CHILD = """
+import json, sys
+from torch.utils import cpp_extension
+cpp_extension.load(is_python_module=False, verbose=True, **json.loads(sys.argv[1]))
+"""
+
+
+class _Unavailable(Exception):
+    """Why the kernels cannot be used; the message is the one-line warning :func:`get` gives."""
 
 
 def disabled_by_env() -> bool:
@@ -38,6 +80,7 @@ def disabled_by_env() -> bool:
 
 
 def _cpu_tag() -> str:
+    """A hash of the CPU model and flags (the build uses ``-march=native``)."""
     text = platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -52,48 +95,222 @@ def _cpu_tag() -> str:
 
 
 def _source_tag() -> str:
+    """A hash of the sources, headers and compiler flags: what the build's result depends on."""
     digest = hashlib.sha1()
     for f in (*_SOURCES, *_HEADERS):
-        digest.update(f.read_bytes())
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    digest.update(" ".join(_CFLAGS + _LDFLAGS).encode())
     return digest.hexdigest()[:10]
 
 
 def build_dir() -> Path:
-    """Directory where the compiled extension is cached.
+    """Directory where the compiled extension is cached (see the module docstring).
 
-    Keyed by the CPU and by a hash of the C++ sources and headers: ninja decides staleness by file times, so a build
-    of an older source that finished after the source changed could otherwise be reused.
+    Keyed by content (torch and Python version, CPU, sources, headers and flags), never by the checkout's path.
     """
     env = os.environ.get("NEURODYN_EXT_DIR")
     if env:
         return Path(env)
-    version = torch.__version__.replace("+", "_")
-    return (Path.home() / ".cache" / "neurodyn" / "torch_extensions" / version /
-            f"{_cpu_tag()}-{_source_tag()}")
+    version = f"{torch.__version__.replace('+', '_')}-{sys.implementation.cache_tag}"
+    return Path.home() / ".cache" / "neurodyn" / "torch_extensions" / version / f"{_cpu_tag()}-{_source_tag()}"
 
 
-def _build():
-    from torch.utils import cpp_extension
+def _timeout() -> float:
+    """``$NEURODYN_EXT_BUILD_TIMEOUT`` in seconds (default 600): the bound on a build plus any wait for another's."""
+    raw = os.environ.get(_ENV_TIMEOUT, "").strip()
+    if not raw:
+        return _DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise _Unavailable(f"neurodyn: {_ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}; "
+                           f"using the pure-PyTorch path.")
+    return value
 
-    directory = build_dir()
+
+def _build_env() -> dict[str, str]:
+    """The build child's environment (``CXX`` set to the compiler found); raises _Unavailable naming what is missing."""
+    fallback = f"using the pure-PyTorch path ({_SKIP})"
+    if fcntl is None:
+        raise _Unavailable(f"neurodyn: the fused CPU kernels build on Linux and macOS only; {fallback}.")
+    cxx = os.environ.get("CXX", "").strip()
+    if cxx:
+        if not shutil.which(cxx.split()[0]):
+            raise _Unavailable(f"neurodyn: the C++ compiler CXX={cxx!r} is not found; {fallback}.")
+    else:
+        cxx = next((c for c in ("c++", "g++") if shutil.which(c)), "")
+        if not cxx:
+            raise _Unavailable(f"neurodyn: no C++ compiler (c++ or g++) on PATH to build the fused CPU kernels; "
+                               f"{fallback}.")
+    if not shutil.which("ninja"):
+        raise _Unavailable(f"neurodyn: ninja is not on PATH (pip install ninja) to build the fused CPU kernels; "
+                           f"{fallback}.")
+    return {**os.environ, "CXX": cxx}
+
+
+def _is_built(directory: Path) -> bool:
+    """Whether ``directory`` holds a finished build of the current sources."""
+    try:
+        stamp = (directory / "built").read_text().strip()
+    except OSError:
+        return False
+    return stamp == _source_tag() and (directory / f"{_NAME}.so").is_file()
+
+
+@contextmanager
+def _build_lock(directory: Path, deadline: float):
+    """Hold an exclusive ``flock`` on ``directory/build.lock`` (yields the open lock file); while another process
+    holds it, say so once on stderr and wait, up to ``deadline`` (then raise TimeoutError)."""
+    with open(directory / "build.lock", "a") as lock:
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError from None
+                if not waiting:
+                    waiting = True
+                    print(f"neurodyn: waiting for another process compiling the fused CPU kernels in {directory}",
+                          file=sys.stderr, flush=True)
+                time.sleep(0.2)
+        yield lock
+
+
+def _copy_sources(directory: Path) -> None:
+    """Copy the sources and headers into ``directory/src``, rewriting only files that differ (ninja compares
+    modification times)."""
+    target = directory / "src"
+    target.mkdir(exist_ok=True)
+    for f in (*_SOURCES, *_HEADERS):
+        data, dst = f.read_bytes(), target / f.name
+        if not dst.is_file() or dst.read_bytes() != data:
+            tmp = dst.with_name(dst.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dst)
+
+
+def _child_argv(directory: Path) -> list[str]:
+    """The command that compiles (and test-loads) the copied sources in ``directory``."""
+    spec = {"name": _NAME, "sources": [str(directory / "src" / f.name) for f in _SOURCES],
+            "extra_cflags": _CFLAGS, "extra_ldflags": _LDFLAGS, "build_directory": str(directory)}
+    return [sys.executable, "-c", _CHILD, json.dumps(spec)]
+
+
+def _failure(log: Path, code: int) -> str:
+    """Why a build child failed: the signal that killed it, else the first compiler error in its log, else the
+    log's last line."""
+    if code < 0:
+        return f"the build process was killed by signal {-code}"
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    errors = [line for line in lines if "error:" in line.lower()]
+    reason = errors[0] if errors else lines[-1] if lines else f"exit status {code}"
+    return reason[:300]
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """End the build child with ninja and the compilers: SIGTERM to the child's process group (ninja passes it on to
+    the compilers, which it runs in process groups of their own), SIGKILL to what is left of the group after 3 s."""
+    try:
+        os.killpg(child.pid, signal.SIGTERM)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            child.poll()  # reap the child, so that an empty group reads as empty
+            os.killpg(child.pid, 0)  # raises ProcessLookupError once the group is empty
+            time.sleep(0.05)
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
+
+
+def _run_child(directory: Path, deadline: float, env: dict[str, str], lock) -> None:
+    """Run the build child with its output in ``directory/build.log``; raise _Unavailable if it fails, and
+    subprocess.TimeoutExpired if it outlives ``deadline``. On the timeout or an interrupt the child is stopped with
+    ninja and the compilers. The child inherits the build lock: a build that outlives a killed parent keeps others
+    out until it ends."""
+    log = directory / "build.log"
+    with open(log, "wb") as out:
+        child = subprocess.Popen(_child_argv(directory), stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                 pass_fds=(lock.fileno(),))
+        try:
+            code = child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            _stop(child)
+            raise
+    if code != 0:
+        raise _Unavailable(
+            f"neurodyn: could not build the fused CPU kernels ({_failure(log, code)}); using the pure-PyTorch path "
+            f"(the compiler's output is in {log}; the next process retries: delete {directory} if it keeps failing, "
+            f"or {_SKIP}).")
+
+
+def _compile(directory: Path, timeout: float) -> None:
+    """Build the kernels into ``directory`` unless another process did; bounded by ``timeout`` seconds in all
+    (waiting for another process's build included)."""
+    deadline = time.monotonic() + timeout
+    env = _build_env()
     directory.mkdir(parents=True, exist_ok=True)
-    flags = ["-O3", "-fopenmp", "-std=c++17"]
-    if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
-        flags.append("-march=native")
-    cpp_extension.load(
-        name="neurodyn_scan_cpu",
-        sources=[str(f) for f in _SOURCES],
-        extra_cflags=flags,
-        extra_ldflags=["-fopenmp"],
-        build_directory=str(directory),
-        verbose=False,
-        is_python_module=False,  # the kernels register themselves as torch.ops.neurodyn_scan.*
-    )
+    late = f"using the pure-PyTorch path (raise {_ENV_TIMEOUT} to allow longer, or {_SKIP})"
+    try:
+        with _build_lock(directory, deadline) as lock:
+            if _is_built(directory):  # another process finished while we waited
+                return
+            (directory / "built").unlink(missing_ok=True)
+            (directory / "lock").unlink(missing_ok=True)  # torch's lock of a killed build: live builders hold ours
+            print(f"neurodyn: compiling the fused CPU kernels once (about a minute) into {directory}",
+                  file=sys.stderr, flush=True)
+            _copy_sources(directory)
+            _run_child(directory, deadline, env, lock)
+            tmp = directory / "built.tmp"
+            tmp.write_text(_source_tag())
+            os.replace(tmp, directory / "built")
+    except TimeoutError:
+        raise _Unavailable(f"neurodyn: another process was still compiling the fused CPU kernels in {directory} "
+                           f"after {timeout:g} s; {late}.") from None
+    except subprocess.TimeoutExpired:
+        raise _Unavailable(f"neurodyn: compiling the fused CPU kernels in {directory} did not finish within "
+                           f"{timeout:g} s; {late}.") from None
+
+
+def _load(directory: Path):
+    """Load the built library into this process (its ops register as ``torch.ops.neurodyn_scan``)."""
+    torch.ops.load_library(str(directory / f"{_NAME}.so"))
     return torch.ops.neurodyn_scan
 
 
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else ""
+
+
+def _build():
+    """Build the kernels if needed and load them; raises (_Unavailable with the warning) when they cannot be used."""
+    directory = build_dir()
+    if not _is_built(directory):
+        _compile(directory, _timeout())
+    try:
+        return _load(directory)
+    except Exception as exc:  # noqa: BLE001 - a library that does not load is a failed build
+        raise _Unavailable(
+            f"neurodyn: could not load the fused CPU kernels from {directory} ({type(exc).__name__}: "
+            f"{_last_line(exc)}); using the pure-PyTorch path (delete {directory} to rebuild them, or {_SKIP})."
+        ) from exc
+
+
 def get():
-    """The compiled kernels (``torch.ops.neurodyn_scan``), built on first call; ``None`` if unavailable."""
+    """The compiled kernels (``torch.ops.neurodyn_scan``), built on first call; ``None`` if unavailable.
+
+    The first call of a process decides: a failure warns once (one line saying why and what to do) and every later
+    call returns ``None`` without retrying.
+    """
     if disabled_by_env():
         return None
     if "module" in _STATE:
@@ -104,14 +321,10 @@ def get():
                 _STATE["module"] = _build()
             except Exception as exc:  # noqa: BLE001 - any build failure means "use the fallback"
                 _STATE["module"] = None
-                warnings.warn(
-                    "neurodyn.ops: could not build the fused CPU scan kernel "
-                    f"({type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}); "
-                    "using the pure-PyTorch chunked scan instead (set NEURODYN_NO_CPP_EXT=1 to "
-                    "skip the build attempt).",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                message = str(exc) if isinstance(exc, _Unavailable) else (
+                    f"neurodyn: could not build the fused CPU kernels ({type(exc).__name__}: {_last_line(exc)}); "
+                    f"using the pure-PyTorch path ({_SKIP}).")
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
     return _STATE["module"]  # type: ignore[return-value]
 
 

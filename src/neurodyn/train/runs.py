@@ -177,7 +177,7 @@ def evaluate_restored(r: RestoredRun, files: Sequence[str | Path] | dict[str, st
             raise ConfigError(f"the experiment of {r.checkpoint} has no test split and no data.test_path; give "
                               "files to evaluate on (`neurodyn evaluate RUN --data FILE`)")
     else:
-        named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))})
+        named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))}, "--data")
         sets.update(build_test_sets(r.cfg, named))
     out = {}
     for name, dataset in sets.items():

@@ -26,10 +26,12 @@
 #include <cstring>
 #include <vector>
 
+#include "checks.h"
 #include "fast_math.h"
 
 namespace {
 
+namespace ck = neurodyn_check;
 using neurodyn_math::fast_exp;
 
 constexpr int64_t HCHUNK = 32;
@@ -314,36 +316,37 @@ void head_bwd_task(const HeadArgs<T>& a, const HeadGrads<T>& g, int64_t task, co
     default: { constexpr int NAME = 0; __VA_ARGS__ } break;  \
   }
 
-void check_head_inputs(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
-                       const at::Tensor& C, const c10::optional<at::Tensor>& D) {
-  TORCH_CHECK(u.device().is_cpu(), "neurodyn head_scan_cpu: tensors must be on the CPU");
-  TORCH_CHECK(u.dim() == 4 && dt.dim() == 4 && B.dim() == 5 && C.dim() == 5 && A.dim() == 2,
-              "neurodyn head_scan_cpu: u (b, S, L, H P), dt (b, S, L, H), A (S, H), B / C (b, S, L, G, N)");
-  for (const at::Tensor* t : {&u, &dt, &A, &B, &C})
-    TORCH_CHECK(t->is_contiguous() && t->scalar_type() == u.scalar_type(),
-                "neurodyn head_scan_cpu: contiguous tensors of one dtype expected");
-  if (D.has_value())
-    TORCH_CHECK(D->is_contiguous() && D->scalar_type() == u.scalar_type(),
-                "neurodyn head_scan_cpu: D must be contiguous, of u's dtype");
-  const int64_t H = dt.size(3), G = B.size(3);
-  TORCH_CHECK(H > 0 && u.size(3) % H == 0 && G > 0 && H % G == 0,
-              "neurodyn head_scan_cpu: channels must split into heads and heads into groups");
-}
-
+// u (b, S, L, H P) float / double; dt (b, S, L, H) with H dividing H P into P = a multiple of the lanes; A (S, H);
+// B, C (b, S, L, G, N) with G dividing H; D (S, H P). Returns the sizes the kernel indexes.
 template <typename T>
-HeadArgs<T> make_head_args(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
-                           const at::Tensor& C, const c10::optional<at::Tensor>& D) {
+HeadArgs<T> check_head_inputs(const char* op, const at::Tensor& u, const at::Tensor& dt, const at::Tensor& A,
+                              const at::Tensor& B, const at::Tensor& C, const c10::optional<at::Tensor>& D) {
+  constexpr int64_t W = HLanes<T>::W;
+  const auto dtype = u.scalar_type();
   HeadArgs<T> a;
   a.batch = u.size(0);
   a.sets = u.size(1);
   a.L = u.size(2);
+  const int64_t HP = u.size(3);
+  ck::rank(op, "dt", dt, 4, "(batch, S, L, H)");
   a.heads = dt.size(3);
-  a.P = u.size(3) / a.heads;
+  TORCH_CHECK(a.heads > 0 && HP % a.heads == 0 && (HP / a.heads) % W == 0, "neurodyn_scan.", op, ": dt has shape ",
+              dt.sizes(), ", expected (batch, S, L, H) = [", a.batch, ", ", a.sets, ", ", a.L,
+              ", H] with H dividing the ", HP, " channels of u into heads of a multiple of ", W, " channels (",
+              dtype, ")");
+  a.P = HP / a.heads;
+  a.nblk = a.P / W;
+  ck::like(op, "dt", dt, dtype, {a.batch, a.sets, a.L, a.heads}, "(batch, S, L, H)");
+  ck::like(op, "A", A, dtype, {a.sets, a.heads}, "(S, H)");
+  ck::rank(op, "B", B, 5, "(batch, S, L, G, N)");
   a.groups = B.size(3);
   a.N = B.size(4);
-  TORCH_CHECK(a.P % HLanes<T>::W == 0, "neurodyn head_scan_cpu: channels per head must be a multiple of ",
-              HLanes<T>::W, " for this dtype, got ", a.P);
-  a.nblk = a.P / HLanes<T>::W;
+  TORCH_CHECK(a.groups > 0 && a.heads % a.groups == 0, "neurodyn_scan.", op, ": B has shape ", B.sizes(),
+              ", expected (batch, S, L, G, N) = [", a.batch, ", ", a.sets, ", ", a.L, ", G, N] with G dividing the ",
+              a.heads, " heads");
+  ck::like(op, "B", B, dtype, {a.batch, a.sets, a.L, a.groups, a.N}, "(batch, S, L, G, N)");
+  ck::like(op, "C", C, dtype, {a.batch, a.sets, a.L, a.groups, a.N}, "(batch, S, L, G, N) like B");
+  if (D.has_value()) ck::like(op, "D", *D, dtype, {a.sets, HP}, "(S, H P)");
   a.u = u.data_ptr<T>();
   a.dt = dt.data_ptr<T>();
   a.A = A.data_ptr<T>();
@@ -362,11 +365,11 @@ int64_t head_scan_lanes(bool is_double) {
 std::vector<at::Tensor> head_scan_fwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& A,
                                       const at::Tensor& B, const at::Tensor& C, const c10::optional<at::Tensor>& D,
                                       bool save_checkpoints) {
-  check_head_inputs(u, dt, A, B, C, D);
+  ck::input("head_scan_fwd", "u", u, 4, "(batch, S, L, H P)");
   at::Tensor y = at::empty_like(u);
   at::Tensor ckpt;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "neurodyn_head_scan_fwd", [&] {
-    const HeadArgs<scalar_t> a = make_head_args<scalar_t>(u, dt, A, B, C, D);
+    const HeadArgs<scalar_t> a = check_head_inputs<scalar_t>("head_scan_fwd", u, dt, A, B, C, D);
     const int64_t nck = (a.L + HCHUNK - 1) / HCHUNK;
     if (save_checkpoints) ckpt = at::empty({a.tasks(), nck, a.N, HLanes<scalar_t>::W}, u.options());
     scalar_t* yp = y.data_ptr<scalar_t>();
@@ -385,15 +388,17 @@ std::vector<at::Tensor> head_scan_fwd(const at::Tensor& u, const at::Tensor& dt,
 std::vector<at::Tensor> head_scan_bwd(const at::Tensor& u, const at::Tensor& dt, const at::Tensor& A,
                                       const at::Tensor& B, const at::Tensor& C, const c10::optional<at::Tensor>& D,
                                       const at::Tensor& ckpt, const at::Tensor& gout) {
-  check_head_inputs(u, dt, A, B, C, D);
-  TORCH_CHECK(gout.is_contiguous() && gout.sizes() == u.sizes() && gout.scalar_type() == u.scalar_type(),
-              "neurodyn head_scan_cpu: the output gradient must be contiguous and shaped like u");
+  const char* op = "head_scan_bwd";
+  ck::input(op, "u", u, 4, "(batch, S, L, H P)");
+  ck::like(op, "gout", gout, u.scalar_type(), u.sizes(), "(batch, S, L, H P) like u");
   at::Tensor gu = at::empty_like(u);
   at::Tensor gdt, gA, gB, gC, gD;
   AT_DISPATCH_FLOATING_TYPES(u.scalar_type(), "neurodyn_head_scan_bwd", [&] {
     constexpr int W = HLanes<scalar_t>::W;
-    const HeadArgs<scalar_t> a = make_head_args<scalar_t>(u, dt, A, B, C, D);
+    const HeadArgs<scalar_t> a = check_head_inputs<scalar_t>(op, u, dt, A, B, C, D);
     const int64_t tasks = a.tasks();
+    ck::like(op, "ckpt", ckpt, u.scalar_type(), {tasks, (a.L + HCHUNK - 1) / HCHUNK, a.N, W},
+             "(tasks, chunks, N, lanes) as head_scan_fwd saved it");
     gdt = at::empty({a.batch, a.sets, a.L, a.heads, a.nblk}, u.options());
     gB = at::empty({tasks, a.L, a.N}, u.options());
     gC = at::empty({tasks, a.L, a.N}, u.options());

@@ -24,12 +24,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "checks.h"
 #include "fast_math.h"
 
 namespace {
+
+namespace ck = neurodyn_check;
+
+// "name[l]", the argument name of a list entry in the messages
+inline std::string item(const char* name, int64_t l) { return std::string(name) + "[" + std::to_string(l) + "]"; }
 
 enum Act : int64_t { LINEAR = 0, TANH = 1, RELU = 2, SIGMOID = 3 };
 
@@ -91,30 +98,29 @@ template <> struct Lanes<float> { typedef float type __attribute__((vector_size(
 template <> struct Lanes<double> { typedef double type __attribute__((vector_size(R * sizeof(double)))); };
 template <typename T> using V = typename Lanes<T>::type;
 
-Shapes check(const at::Tensor& x, const std::vector<at::Tensor>& w_in, const std::vector<at::Tensor>& bias,
-             const std::vector<at::Tensor>& w_rec, const std::vector<at::Tensor>& mask, int64_t act) {
-  TORCH_CHECK(x.dim() == 3 && x.is_contiguous(), "ncp_mlp: x must be a contiguous (C, M, a) tensor");
-  TORCH_CHECK(act >= 0 && act <= 3, "ncp_mlp: activation code must be 0-3, got ", act);
+// x (C, M, a) float / double; per layer l: w_in[l] empty or (C, a, h_l), bias[l] (C, h_l) (defines h_l),
+// w_rec[l] (C, h_{l-1}, h_l) for l >= 1 (w_rec[0] is not read), mask[l] (h_l,); act 0-3.
+Shapes check(const char* op, const at::Tensor& x, const std::vector<at::Tensor>& w_in,
+             const std::vector<at::Tensor>& bias, const std::vector<at::Tensor>& w_rec,
+             const std::vector<at::Tensor>& mask, int64_t act) {
+  ck::input(op, "x", x, 3, "(C, M, a)");
+  TORCH_CHECK(act >= 0 && act <= 3, "neurodyn_scan.", op, ": act is ", act,
+              ", expected 0 (linear), 1 (tanh), 2 (relu) or 3 (sigmoid)");
   Shapes s{x.size(0), x.size(1), x.size(2), static_cast<int64_t>(w_in.size()), (x.size(1) + R - 1) / R, {}, {}};
   TORCH_CHECK(s.layers >= 1 && bias.size() == w_in.size() && w_rec.size() == w_in.size() &&
-                  mask.size() == w_in.size(), "ncp_mlp: w_in, bias, w_rec and mask need one entry per layer");
+                  mask.size() == w_in.size(), "neurodyn_scan.", op, ": w_in, bias, w_rec and mask have ",
+              w_in.size(), ", ", bias.size(), ", ", w_rec.size(), " and ", mask.size(),
+              " entries, expected one per layer (at least one)");
   const auto dtype = x.scalar_type();
   for (int64_t l = 0; l < s.layers; ++l) {
-    TORCH_CHECK(bias[l].dim() == 2 && bias[l].size(0) == s.C && bias[l].is_contiguous() &&
-                    bias[l].scalar_type() == dtype, "ncp_mlp: bias[", l, "] must be contiguous (C, h)");
+    ck::rank(op, item("bias", l), bias[l], 2, "(C, h)");
     const int64_t h = bias[l].size(1);
+    ck::like(op, item("bias", l), bias[l], dtype, {s.C, h}, "(C, h)");
     const auto& w = w_in[l];
     s.has_in.push_back(w.numel() > 0);
-    TORCH_CHECK(w.numel() == 0 || (w.dim() == 3 && w.size(0) == s.C && w.size(1) == s.a && w.size(2) == h &&
-                                   w.is_contiguous() && w.scalar_type() == dtype),
-                "ncp_mlp: w_in[", l, "] must be empty or contiguous (C, a, h)");
-    TORCH_CHECK(mask[l].is_contiguous() && mask[l].numel() == h && mask[l].scalar_type() == dtype,
-                "ncp_mlp: mask[", l, "] must be contiguous (h,)");
-    if (l > 0) {
-      TORCH_CHECK(w_rec[l].dim() == 3 && w_rec[l].size(0) == s.C && w_rec[l].size(1) == s.h.back() &&
-                      w_rec[l].size(2) == h && w_rec[l].is_contiguous() && w_rec[l].scalar_type() == dtype,
-                  "ncp_mlp: w_rec[", l, "] must be contiguous (C, h_prev, h)");
-    }
+    if (w.numel() > 0) ck::like(op, item("w_in", l), w, dtype, {s.C, s.a, h}, "(C, a, h) or empty");
+    ck::like(op, item("mask", l), mask[l], dtype, {h}, "(h,)");
+    if (l > 0) ck::like(op, item("w_rec", l), w_rec[l], dtype, {s.C, s.h.back(), h}, "(C, h_prev, h)");
     s.h.push_back(h);
   }
   return s;
@@ -122,18 +128,20 @@ Shapes check(const at::Tensor& x, const std::vector<at::Tensor>& w_in, const std
 
 // io = {in_scale (C, a), in_shift (C, a), head_w (C, a, o), head_b (C, o)}, each empty when unused (the scale and
 // shift come together, and so do the head's weight and bias).
-void check_io(Shapes& s, const at::Tensor& x, const std::vector<at::Tensor>& io) {
-  TORCH_CHECK(io.size() == 4, "ncp_mlp: io must hold in_scale, in_shift, head_w, head_b (empty when unused)");
+void check_io(const char* op, Shapes& s, const at::Tensor& x, const std::vector<at::Tensor>& io) {
+  TORCH_CHECK(io.size() == 4, "neurodyn_scan.", op, ": io has ", io.size(),
+              " entries, expected 4 (in_scale, in_shift, head_w, head_b; empty when unused)");
   const auto dtype = x.scalar_type();
-  auto ok = [&](const at::Tensor& t, std::initializer_list<int64_t> shape) {
-    return t.is_contiguous() && t.scalar_type() == dtype && t.sizes() == at::IntArrayRef(shape);
-  };
   s.affine = io[0].numel() > 0;
-  TORCH_CHECK(!s.affine || (ok(io[0], {s.C, s.a}) && ok(io[1], {s.C, s.a})),
-              "ncp_mlp: in_scale and in_shift must be contiguous (C, a)");
+  if (s.affine) {
+    ck::like(op, "in_scale", io[0], dtype, {s.C, s.a}, "(C, a)");
+    ck::like(op, "in_shift", io[1], dtype, {s.C, s.a}, "(C, a)");
+  }
   s.head = io[2].numel() > 0 ? io[2].size(-1) : 0;
-  TORCH_CHECK(!s.head || (ok(io[2], {s.C, s.a, s.head}) && ok(io[3], {s.C, s.head})),
-              "ncp_mlp: head_w must be contiguous (C, a, o) and head_b (C, o)");
+  if (s.head) {
+    ck::like(op, "head_w", io[2], dtype, {s.C, s.a, s.head}, "(C, a, o)");
+    ck::like(op, "head_b", io[3], dtype, {s.C, s.head}, "(C, o)");
+  }
 }
 
 // The head's weights and the input affine of one cell (nullptr when unused).
@@ -164,10 +172,9 @@ inline void affine_tile(const Shapes& sh, const IO<T>& io, int64_t c, const V<T>
 // four times the memory: half of the backward's time.)
 struct Synapses {
   std::vector<int64_t> ptr, src, sptr, dst, flat;
+  // pattern: checked by Wiring (empty: dense)
   Synapses(const at::Tensor& pattern, int64_t rows, int64_t cols) : ptr(cols + 1, 0), sptr(rows + 1, 0) {
     at::Tensor p = pattern.numel() ? pattern.to(at::kFloat).contiguous() : at::Tensor();
-    TORCH_CHECK(!p.defined() || (p.dim() == 2 && p.size(0) == rows && p.size(1) == cols),
-                "ncp_mlp: a synapse pattern must be (", rows, ", ", cols, ")");
     const float* pp = p.defined() ? p.data_ptr<float>() : nullptr;
     auto on = [&](int64_t i, int64_t j) { return !pp || pp[i * cols + j] != 0.0f; };
     for (int64_t j = 0; j < cols; ++j) {
@@ -190,15 +197,28 @@ struct Synapses {
 // per layer: input synapses (a, h_l) and recurrent synapses (h_{l-1}, h_l)
 struct Wiring {
   std::vector<Synapses> in, rec;
-  Wiring(const Shapes& sh, const std::vector<at::Tensor>& pat_in, const std::vector<at::Tensor>& pat_rec) {
-    TORCH_CHECK(pat_in.empty() || static_cast<int64_t>(pat_in.size()) == sh.layers,
-                "ncp_mlp: one input pattern per layer (or none)");
-    TORCH_CHECK(pat_rec.empty() || static_cast<int64_t>(pat_rec.size()) == sh.layers,
-                "ncp_mlp: one recurrent pattern per layer (or none)");
+  // pat_in[l] (a, h_l) and pat_rec[l] (h_{l-1}, h_l), any dtype (read as {0, 1}); empty entries or lists: dense
+  Wiring(const char* op, const Shapes& sh, const std::vector<at::Tensor>& pat_in,
+         const std::vector<at::Tensor>& pat_rec) {
+    for (const auto* pats : {&pat_in, &pat_rec})
+      TORCH_CHECK(pats->empty() || static_cast<int64_t>(pats->size()) == sh.layers, "neurodyn_scan.", op, ": ",
+                  pats == &pat_in ? "pat_in" : "pat_rec", " has ", pats->size(), " entries, expected one per layer (",
+                  sh.layers, ") or none");
+    const at::Tensor dense = at::empty({0});
     for (int64_t l = 0; l < sh.layers; ++l) {
-      in.emplace_back(sh.has_in[l] && !pat_in.empty() ? pat_in[l] : at::empty({0}), sh.a, sh.h[l]);
-      rec.emplace_back(l > 0 && !pat_rec.empty() ? pat_rec[l] : at::empty({0}), l > 0 ? sh.h[l - 1] : 0, sh.h[l]);
+      const at::Tensor& pi = sh.has_in[l] && !pat_in.empty() ? pat_in[l] : dense;
+      const at::Tensor& pr = l > 0 && !pat_rec.empty() ? pat_rec[l] : dense;
+      if (pi.numel()) check_pattern(op, item("pat_in", l), pi, sh.a, sh.h[l], "(a, h)");
+      if (pr.numel()) check_pattern(op, item("pat_rec", l), pr, sh.h[l - 1], sh.h[l], "(h_prev, h)");
+      in.emplace_back(pi, sh.a, sh.h[l]);
+      rec.emplace_back(pr, l > 0 ? sh.h[l - 1] : 0, sh.h[l]);
     }
+  }
+  static void check_pattern(const char* op, const std::string& arg, const at::Tensor& p, int64_t rows,
+                            int64_t cols, const char* layout) {
+    ck::rank(op, arg, p, 2, layout);
+    TORCH_CHECK(p.size(0) == rows && p.size(1) == cols, "neurodyn_scan.", op, ": ", arg, " has shape ", p.sizes(),
+                ", but a synapse pattern must be ", layout, " = [", rows, ", ", cols, "]");
   }
 };
 
@@ -293,9 +313,10 @@ std::vector<at::Tensor> ncp_mlp_fwd(const at::Tensor& x, std::vector<at::Tensor>
                                     std::vector<at::Tensor> w_rec, std::vector<at::Tensor> mask, int64_t act,
                                     std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec,
                                     std::vector<at::Tensor> io) {
-  Shapes sh = check(x, w_in, bias, w_rec, mask, act);
-  check_io(sh, x, io);
-  const Wiring wg(sh, pat_in, pat_rec);
+  const char* op = "ncp_mlp_fwd";
+  Shapes sh = check(op, x, w_in, bias, w_rec, mask, act);
+  check_io(op, sh, x, io);
+  const Wiring wg(op, sh, pat_in, pat_rec);
   std::vector<at::Tensor> outs;
   for (int64_t l = 0; l < sh.layers; ++l) outs.push_back(at::empty({sh.C, sh.tiles, sh.h[l], R}, x.options()));
   outs.push_back(at::empty({sh.C, sh.M, sh.h.back()}, x.options()));
@@ -444,20 +465,18 @@ std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor>
                                     std::vector<at::Tensor> saved, const at::Tensor& gout, int64_t act,
                                     std::vector<at::Tensor> pat_in, std::vector<at::Tensor> pat_rec,
                                     std::vector<at::Tensor> io, const at::Tensor& ghead) {
-  Shapes sh = check(x, w_in, bias, w_rec, mask, act);
-  check_io(sh, x, io);
-  TORCH_CHECK(!sh.head || (ghead.is_contiguous() && ghead.numel() == sh.C * sh.M * sh.head &&
-                           ghead.scalar_type() == x.scalar_type()),
-              "ncp_mlp_bwd: the head gradient must be contiguous (C, M, o)");
-  const Wiring wg(sh, pat_in, pat_rec);
-  TORCH_CHECK(static_cast<int64_t>(saved.size()) == sh.layers, "ncp_mlp_bwd: one saved activation per layer");
-  for (int64_t l = 0; l < sh.layers; ++l) {
-    TORCH_CHECK(saved[l].is_contiguous() && saved[l].numel() == sh.C * sh.tiles * sh.h[l] * R &&
-                    saved[l].scalar_type() == x.scalar_type(),
-                "ncp_mlp_bwd: saved[", l, "] must be the forward's (C, tiles, h, R) activations");
-  }
-  TORCH_CHECK(gout.is_contiguous() && gout.numel() == sh.C * sh.M * sh.h.back() &&
-                  gout.scalar_type() == x.scalar_type(), "ncp_mlp_bwd: gout must be contiguous (C, M, h_last)");
+  const char* op = "ncp_mlp_bwd";
+  Shapes sh = check(op, x, w_in, bias, w_rec, mask, act);
+  check_io(op, sh, x, io);
+  const auto dtype = x.scalar_type();
+  if (sh.head) ck::like(op, "ghead", ghead, dtype, {sh.C, sh.M, sh.head}, "(C, M, o)");
+  const Wiring wg(op, sh, pat_in, pat_rec);
+  TORCH_CHECK(static_cast<int64_t>(saved.size()) == sh.layers, "neurodyn_scan.", op, ": saved has ", saved.size(),
+              " entries, expected one per layer (", sh.layers, ")");
+  for (int64_t l = 0; l < sh.layers; ++l)
+    ck::like(op, item("saved", l), saved[l], dtype, {sh.C, sh.tiles, sh.h[l], R},
+             "(C, tiles, h, 16) as ncp_mlp_fwd returned it");
+  ck::like(op, "gout", gout, dtype, {sh.C, sh.M, sh.h.back()}, "(C, M, h_last)");
   const GradLayout gl(sh, wg);
   const int64_t threads = at::get_num_threads();
   at::Tensor acc = at::zeros({threads, sh.C * gl.per_cell * R}, x.options());

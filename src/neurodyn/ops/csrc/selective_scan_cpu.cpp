@@ -31,10 +31,12 @@
 #include <mutex>
 #include <vector>
 
+#include "checks.h"
 #include "fast_math.h"
 
 namespace {
 
+namespace ck = neurodyn_check;
 using neurodyn_math::fast_exp;
 using neurodyn_math::fast_exp_em1;
 
@@ -428,9 +430,34 @@ bool row_has_scalar_A(const T* A, int64_t np) {
   return true;
 }
 
-void check_inputs(const at::Tensor& u, const at::Tensor& A) {
-  TORCH_CHECK(u.device().is_cpu(), "neurodyn selective_scan_cpu: tensors must be on the CPU");
-  TORCH_CHECK(A.size(1) % 8 == 0, "neurodyn selective_scan_cpu: state size must be padded to 8");
+// B or C: fixed (d, n_pad), or input-dependent (batch, groups, L, n_pad) with groups dividing d
+void check_coef(const char* op, const char* name, const at::Tensor& W, at::ScalarType dtype, int64_t batch,
+                int64_t dim, int64_t L, int64_t np) {
+  const int64_t groups = W.defined() && W.dim() == 4 ? W.size(1) : 0;
+  TORCH_CHECK(W.defined() && (W.dim() == 2 || (groups > 0 && dim % groups == 0)), "neurodyn_scan.", op, ": ", name,
+              " has shape ", W.defined() ? W.sizes() : at::IntArrayRef{}, ", expected (d, n_pad) = [", dim, ", ", np,
+              "] or (batch, groups, L, n_pad) = [", batch, ", G, ", L, ", ", np, "] with G dividing d = ", dim);
+  if (groups > 0) {
+    ck::like(op, name, W, dtype, {batch, groups, L, np}, "(batch, groups, L, n_pad)");
+  } else {
+    ck::like(op, name, W, dtype, {dim, np}, "(d, n_pad)");
+  }
+}
+
+// u, delta (batch, d, L); A (d, n_pad); B, C (d, n_pad) or (batch, groups, L, n_pad); D (d,); h0 (batch, d, n_pad)
+void check_inputs(const char* op, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
+                  const at::Tensor& B, const at::Tensor& C, const c10::optional<at::Tensor>& D,
+                  const c10::optional<at::Tensor>& h0) {
+  ck::input(op, "u", u, 3, "(batch, d, L)");
+  const auto dtype = u.scalar_type();
+  const int64_t batch = u.size(0), dim = u.size(1), L = u.size(2);
+  ck::like(op, "delta", delta, dtype, {batch, dim, L}, "(batch, d, L) like u");
+  const int64_t np = ck::padded_states(op, A, dim);
+  ck::like(op, "A", A, dtype, {dim, np}, "(d, n_pad)");
+  check_coef(op, "B", B, dtype, batch, dim, L, np);
+  check_coef(op, "C", C, dtype, batch, dim, L, np);
+  if (D.has_value()) ck::like(op, "D", *D, dtype, {dim}, "(d,)");
+  if (h0.has_value()) ck::like(op, "h0", *h0, dtype, {batch, dim, np}, "(batch, d, n_pad)");
 }
 
 }  // namespace
@@ -440,7 +467,7 @@ std::vector<at::Tensor> selective_scan_fwd(const at::Tensor& u, const at::Tensor
                                            const at::Tensor& C, const c10::optional<at::Tensor>& D,
                                            const c10::optional<at::Tensor>& h0, bool save_checkpoints,
                                            bool zoh) {
-  check_inputs(u, A);
+  check_inputs("selective_scan_fwd", u, delta, A, B, C, D, h0);
   const int64_t batch = u.size(0), dim = u.size(1), L = u.size(2), np = A.size(1);
   const int64_t nck = (L + CHUNK - 1) / CHUNK;
   at::Tensor out = at::empty_like(u);
@@ -470,8 +497,14 @@ std::vector<at::Tensor> selective_scan_bwd(
     const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A, const at::Tensor& B,
     const at::Tensor& C, const c10::optional<at::Tensor>& D, const c10::optional<at::Tensor>& h0,
     const at::Tensor& ckpt, const at::Tensor& gout, const c10::optional<at::Tensor>& glast, bool zoh) {
-  check_inputs(u, A);
+  const char* op = "selective_scan_bwd";
+  check_inputs(op, u, delta, A, B, C, D, h0);
   const int64_t batch = u.size(0), dim = u.size(1), L = u.size(2), np = A.size(1);
+  const auto dtype = u.scalar_type();
+  ck::like(op, "ckpt", ckpt, dtype, {batch, dim, (L + CHUNK - 1) / CHUNK, np},
+           "(batch, d, chunks, n_pad) as selective_scan_fwd saved it");
+  ck::like(op, "gout", gout, dtype, {batch, dim, L}, "(batch, d, L) like u");
+  if (glast.has_value()) ck::like(op, "glast", *glast, dtype, {batch, dim, np}, "(batch, d, n_pad)");
   auto dopt = u.options().dtype(at::kDouble);
   at::Tensor gu = at::empty_like(u), gdelta = at::empty_like(u);
   at::Tensor gh0 = h0.has_value() ? at::empty({batch, dim, np}, u.options()) : at::Tensor();
@@ -546,9 +579,11 @@ void linear_scan_rows(const T* ap, const T* xp, const T* h0p, T* hp, int64_t beg
 // h_t = a_t h_{t-1} + x_t along dim 1 of contiguous (P, L, Q) tensors (reverse: t = L-1 .. 0).
 at::Tensor linear_scan(const at::Tensor& a, const at::Tensor& x, const c10::optional<at::Tensor>& h0,
                        bool reverse) {
-  TORCH_CHECK(a.device().is_cpu() && a.is_contiguous() && x.is_contiguous(),
-              "neurodyn linear_scan: contiguous CPU tensors expected");
+  const char* op = "linear_scan";
+  ck::input(op, "x", x, 3, "(P, L, Q)");
   const int64_t P = x.size(0), L = x.size(1), Q = x.size(2);
+  ck::like(op, "a", a, x.scalar_type(), {P, L, Q}, "(P, L, Q) like x");
+  if (h0.has_value()) ck::like(op, "h0", *h0, x.scalar_type(), {P, Q}, "(P, Q)");
   at::Tensor h = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neurodyn_linear_scan", [&] {
     const scalar_t* ap = a.data_ptr<scalar_t>();
@@ -744,16 +779,27 @@ void bwd2d_row(const Args2d& s, const Grads2d<T>& G, int64_t b, int64_t d, const
     default: { constexpr int NAME = 2; __VA_ARGS__ } break;     \
   }
 
-Args2d make_args2d(const at::Tensor& x, const at::Tensor& A, const c10::optional<at::Tensor>& D) {
-  TORCH_CHECK(x.device().is_cpu(), "neurodyn scan2d: tensors must be on the CPU");
-  TORCH_CHECK(A.size(1) % 8 == 0, "neurodyn scan2d: state size must be padded to 8");
+// x, delta (batch, d, H, W); A, R (d, n_pad); B, C (batch, H, W, n_pad); D (d,); form 0 (cbx), 1 (eq9), 2 (alg2)
+Args2d make_args2d(const char* op, const at::Tensor& x, const at::Tensor& delta, const at::Tensor& A,
+                   const at::Tensor& B, const at::Tensor& C, const c10::optional<at::Tensor>& D, const at::Tensor& R,
+                   int64_t form) {
+  ck::input(op, "x", x, 4, "(batch, d, H, W)");
+  const auto dtype = x.scalar_type();
   Args2d s;
   s.batch = x.size(0);
   s.dim = x.size(1);
   s.H = x.size(2);
   s.W = x.size(3);
-  s.np = A.size(1);
+  s.np = ck::padded_states(op, A, s.dim);
   s.has_D = D.has_value();
+  ck::like(op, "delta", delta, dtype, {s.batch, s.dim, s.H, s.W}, "(batch, d, H, W) like x");
+  ck::like(op, "A", A, dtype, {s.dim, s.np}, "(d, n_pad)");
+  ck::like(op, "B", B, dtype, {s.batch, s.H, s.W, s.np}, "(batch, H, W, n_pad)");
+  ck::like(op, "C", C, dtype, {s.batch, s.H, s.W, s.np}, "(batch, H, W, n_pad)");
+  if (D.has_value()) ck::like(op, "D", *D, dtype, {s.dim}, "(d,)");
+  ck::like(op, "R", R, dtype, {s.dim, s.np}, "(d, n_pad)");
+  TORCH_CHECK(form >= 0 && form <= 2, "neurodyn_scan.", op, ": form is ", form,
+              ", expected 0 (cbx), 1 (eq9) or 2 (alg2)");
   return s;
 }
 
@@ -764,7 +810,7 @@ std::vector<at::Tensor> scan2d_fwd(const at::Tensor& x, const at::Tensor& delta,
                                    const at::Tensor& B, const at::Tensor& C,
                                    const c10::optional<at::Tensor>& D, const at::Tensor& R,
                                    int64_t form, bool save_checkpoints) {
-  const Args2d s = make_args2d(x, A, D);
+  const Args2d s = make_args2d("scan2d_fwd", x, delta, A, B, C, D, R, form);
   const int64_t nck = (s.H + ROWS - 1) / ROWS;
   at::Tensor out = at::empty_like(x);
   at::Tensor ckpt = save_checkpoints ? at::empty({s.batch, s.dim, nck, s.W, s.np}, x.options()) : at::Tensor();
@@ -789,7 +835,11 @@ std::vector<at::Tensor> scan2d_bwd(const at::Tensor& x, const at::Tensor& delta,
                                    const at::Tensor& B, const at::Tensor& C,
                                    const c10::optional<at::Tensor>& D, const at::Tensor& R,
                                    int64_t form, const at::Tensor& ckpt, const at::Tensor& gout) {
-  const Args2d s = make_args2d(x, A, D);
+  const char* op = "scan2d_bwd";
+  const Args2d s = make_args2d(op, x, delta, A, B, C, D, R, form);
+  ck::like(op, "ckpt", ckpt, x.scalar_type(), {s.batch, s.dim, (s.H + ROWS - 1) / ROWS, s.W, s.np},
+           "(batch, d, row blocks, W, n_pad) as scan2d_fwd saved it");
+  ck::like(op, "gout", gout, x.scalar_type(), {s.batch, s.dim, s.H, s.W}, "(batch, d, H, W) like x");
   auto dopt = x.options().dtype(at::kDouble);
   at::Tensor gx = at::empty_like(x), gdelta = at::empty_like(x);
   at::Tensor gA = at::empty({s.batch, s.dim, s.np}, dopt), gR = at::empty({s.batch, s.dim, s.np}, dopt);
@@ -825,6 +875,9 @@ std::vector<at::Tensor> scan2d_bwd(const at::Tensor& x, const at::Tensor& delta,
 
 // exposes fast_exp_em1 (which = 0: exp, 1: expm1) and zoh_psi (which = 2, of x >= 0) for the tests
 at::Tensor zoh_test(const at::Tensor& x, int64_t which) {
+  ck::input("zoh_test", "x", x, -1, "float32 or float64");
+  TORCH_CHECK(which >= 0 && which <= 2, "neurodyn_scan.zoh_test: which is ", which,
+              ", expected 0 (exp), 1 (expm1) or 2 (psi)");
   at::Tensor y = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neurodyn_zoh_test", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
@@ -839,6 +892,7 @@ at::Tensor zoh_test(const at::Tensor& x, int64_t which) {
 }
 
 at::Tensor exp_test(const at::Tensor& x) {  // exposes fast_exp for the accuracy test
+  ck::input("exp_test", "x", x, -1, "float32 or float64");
   at::Tensor y = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "neurodyn_exp_test", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
