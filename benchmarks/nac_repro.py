@@ -1,14 +1,19 @@
-"""NAC paper Table 1 at our scale: NAC (modes, Top-K, released-code compatibility) vs the baselines.
+"""NAC paper Table 1 at our scale: NAC (its three profiles, modes, Top-K) vs the baselines.
 
     .venv/bin/python -m neurodyn bench nac_repro --scale cpu                        # everything
     .venv/bin/python -m neurodyn bench nac_repro --scale cpu --tasks event_digits --seeds 0 1 \\
-        --epochs 8 --variants nac-exact gru
+        --epochs 8 --variants paper tuned gru
 
 Each run is ``neurodyn train <model>/<task>`` at the given scale (presets in
 ``src/neurodyn/experiments/``) with ``train.seed`` and ``data.seed`` set to the seed, evaluated on
 the test split after the last epoch. Results are appended to
 ``benchmarks/results/nac_repro.jsonl`` (a run already there is skipped, so the command resumes) and
 a markdown table (mean +- std over seeds) is printed.
+
+NAC variants are named after the ``compat`` profile they run (``src/neurodyn/models/nac.py``): ``paper``,
+``tuned`` and ``released`` take every option from that profile (options a preset sets, such as the two inits of
+``nac/bearing``'s cpu scale, are cleared; ``--set model.options.<name>=...`` sets one again), and the Table 1
+ablations ``paper-euler``, ``paper-steady``, ``paper-2k``, ``paper-pw`` change the paper profile's mode or Top-K.
 """
 from __future__ import annotations
 
@@ -26,13 +31,23 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
+from neurodyn.nn.nac import NACOptions  # noqa: E402  (after the sys.path line)
+
+
+def _nac(compat: str, *extra: str) -> tuple[str, list[str]]:
+    """NAC with every option from the profile ``compat`` (a preset's own ``options`` cleared), then ``extra``."""
+    cleared = (f"model.options.{name}=null" for name in NACOptions.__dataclass_fields__)
+    return "nac", [f"model.compat={compat}", *cleared, *extra]
+
+
 VARIANTS = {  # name -> (preset model, overrides)
-    "nac-exact": ("nac", ["model.mode=exact"]),
-    "nac-euler": ("nac", ["model.mode=euler"]),
-    "nac-steady": ("nac", ["model.mode=steady"]),
-    "nac-2k": ("nac", ["model.topk=2"]),
-    "nac-pw": ("nac", ["model.topk=null"]),
-    "nac-released": ("nac", ["model.compat=released"]),
+    "paper": _nac("paper"),                               # NAC-Exact/05s/8k as the paper prints it
+    "tuned": _nac("tuned"),                               # our issue-19 choices
+    "released": _nac("released"),                         # the authors' released code
+    "paper-euler": _nac("paper", "model.mode=euler"),     # Table 1's NAC-Euler
+    "paper-steady": _nac("paper", "model.mode=steady"),   # NAC-Steady
+    "paper-2k": _nac("paper", "model.topk=2"),            # NAC-2k
+    "paper-pw": _nac("paper", "model.topk=null"),         # NAC-PW
     "gru": ("gru", []),
     "lstm": ("lstm", []),
     "cfc": ("cfc", []),
@@ -40,6 +55,11 @@ VARIANTS = {  # name -> (preset model, overrides)
     "mha": ("mha", []),
     "odernn": ("odernn", []),
 }
+# Variants of earlier results in nac_repro.jsonl, shown by --table-only and --plot-curves but not run again: they ran
+# the preset's NAC with compat="paper" as that name was then (from issue 19 on: today's "tuned", with nac/bearing's
+# two inits reverted; before it: T = 1, the query's time, the released code's inits), or compat="released" as it was
+# then (with the preset's pair time and conv init); -euler / -steady / -2k / -pw changed the mode or Top-K.
+STORED = ("nac-exact", "nac-euler", "nac-steady", "nac-2k", "nac-pw", "nac-released")
 TASKS = ("event_digits", "activity", "bearing")
 METRIC = {"event_digits": ("accuracy", "max"), "activity": ("accuracy", "max"), "bearing": ("rmse", "min")}
 
@@ -47,7 +67,8 @@ METRIC = {"event_digits": ("accuracy", "max"), "activity": ("accuracy", "max"), 
 def run(scale: str, argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="neurodyn bench nac_repro")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *STORED],
+                   help=f"runs of {', '.join(STORED)} (earlier names) are only shown, not made")
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
     p.add_argument("--epochs", type=int, default=0, help="override train.epochs (0: the preset's)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -75,6 +96,10 @@ def run(scale: str, argv: list[str]) -> int:
         print(plot_curves(done, a, scale))
         return 0
     if not a.table_only:
+        stored = [v for v in a.variants if v in STORED]
+        if stored:
+            p.error(f"{', '.join(stored)}: variants of earlier results, shown but not run again; run paper, tuned "
+                    "or released (see the module docstring)")
         for task in a.tasks:
             for variant in a.variants:
                 model, extra = VARIANTS[variant]
@@ -122,7 +147,7 @@ def plot_curves(records: list[dict], a, scale: str) -> str:
     metric, _ = METRIC[task]
     groups = {}
     for variant in a.variants:
-        want_set = list(a.set) if variant.startswith("nac") else []  # --set holds NAC model keys
+        want_set = list(a.set) if _is_nac(variant) else []  # --set holds NAC model keys
         groups[variant] = [r["curve"] for r in records if r["task"] == task and r["variant"] == variant
                            and r["scale"] == scale and r.get("tag", "") == a.tag
                            and list(r.get("set", [])) == want_set and r.get("curve")
@@ -132,6 +157,10 @@ def plot_curves(records: list[dict], a, scale: str) -> str:
     lines += [f"{v} ({len(groups[v])} seeds): " + " / ".join(f"{x:.3f}" for x in m[4::5]) + f"; final {m[-1]:.4f}"
               for v, m in means.items()]
     return "\n".join(lines + [f"-> {a.plot_curves}"])
+
+
+def _is_nac(variant: str) -> bool:
+    return variant in STORED or VARIANTS[variant][0] == "nac"
 
 
 def _history(run_dir: Path) -> list[dict]:
@@ -153,7 +182,7 @@ def table(records: list[dict], scale: str) -> str:
                   "| variant | " + " | ".join([metric, *extra]) + " | seeds | epochs | overrides | train s/run |",
                   "| --- | " + " | ".join("---" for _ in [metric, *extra]) + " | --- | --- | --- | --- |"]
         budgets = sorted({(r.get("tag", ""), r["epochs"], tuple(r.get("set", ()))) for r in rows})
-        for variant, (tag, epochs, extra_set) in ((v, b) for b in budgets for v in VARIANTS):
+        for variant, (tag, epochs, extra_set) in ((v, b) for b in budgets for v in (*VARIANTS, *STORED)):
             # one row per variant, tag and budget: runs with other epochs or overrides are not averaged together
             rs = [r for r in rows if r["variant"] == variant and (r.get("tag", ""), r["epochs"], tuple(r.get("set", ())))
                   == (tag, epochs, extra_set)]

@@ -40,7 +40,7 @@ MODELS = {
     "NAC-32k": ("nac", dict(topk=32)),
     "NAC-09s": ("nac", dict(sparsity=0.9)),
     "NAC-02s": ("nac", dict(sparsity=0.2)),
-    "NAC-exact-topk (TF code)": ("nac", dict(topk=8, topk_method="exact")),
+    "NAC-exact-topk (TF code)": ("nac", dict(topk=8, options={"topk_method": "exact"})),
     "NAC-released": ("nac", dict(compat="released")),
     "NAC-PW": ("nac", dict(topk=None)),
     "Attention": ("mha", dict(n_heads=1)),

@@ -12,13 +12,15 @@ prints one decimal, so a count "reproduces" a published number when it rounds to
   code's bi-Mamba2 mixer (B, C, dt from the shared in_proj, per-direction causal conv) and unshared
   encoders gives 4,020,545 for Pipe -> 4.0 (the high end); Airfoil with the code's Hydra mixer
   (d_state 1, expand 1) gives 1,139,577 -> 1.1.
-* Our presets (Table 6 values: heads 1 / 4, d_state 64 everywhere) with the code's mixer per benchmark
-  still round to 1.1 (Darcy) and 4.0 (Pipe), and Elasticity / Airfoil lie inside the range.
+* Our paper-scale presets (Table 6 values: heads 1 / 4, d_state 64 everywhere; on grids Algorithm 1's block
+  without a norm and Remark 3.2's corner scans; on meshes the code's mixer per benchmark) round to 1.1
+  (Darcy: 1,131,456) and 4.0 (Pipe), and Elasticity / Airfoil lie inside the range. A step per channel (S6,
+  ``dt_mode="channel"``) would give Darcy 1.2 M: Table 9 rules it out, so the presets keep the code's step
+  per head.
 * Not reproducible: Navier-Stokes. Table 6's NS architecture (width 256, 1024 tokens, MLP ratio 4) has
-  9.86 M parameters (9,863,936) with Table 6's 4 heads and 10.06 M (10,061,312) with the code's 16 heads (our
-  preset since issue 19): outside 1.1-4.0 under
-  any reading (the paper's "3x fewer parameters than Transolver" on NS is not supported either:
-  Transolver's NS model has 11.23 M). Pinned as what we have.
+  9.86 M parameters (9,855,744 with Table 6's 4 heads and no norm, the paper preset; 10,061,312 with the
+  code's 16 heads and LayerNorm): outside 1.1-4.0 under any reading (the paper's "3x fewer parameters than
+  Transolver" on NS is not supported either: Transolver's NS model has 11.23 M). Pinned as what we have.
 * Algorithm 1's own block (Delta, B, C projected from the convolved branch, per direction) would give
   Pipe 4.42 M, which does not round to 4.0: the published maximum comes from the code's bi-Mamba2.
 """
@@ -144,11 +146,11 @@ PAPER_RANGE = (1.1, 4.0)
 GRIDS = {"darcy": [85, 85], "ns": [64, 64]}  # the paper-scale data grids (the trainer sets grid_size from the data)
 
 
-def preset_model(bench, in_channels):
+def preset_model(bench, in_channels, **overrides):
     cfg = dict(load_experiment(f"lamo/{bench}", "paper")["model"])
     cfg.pop("name")
     extra = {"grid_size": GRIDS[bench]} if bench in GRIDS else {}
-    return ndm.build("lamo", cfg, in_channels=in_channels, out_channels=1, **extra)
+    return ndm.build("lamo", cfg, in_channels=in_channels, out_channels=1, **extra, **overrides)
 
 
 def test_table6_presets_against_table9(capsys):
@@ -163,13 +165,21 @@ def test_table6_presets_against_table9(capsys):
     assert all((lo - 0.05) * 1e6 <= n < (hi + 0.05) * 1e6 for n in inside.values()), inside
     assert round(counts["darcy"] / 1e6, 1) == lo and round(counts["pipe"] / 1e6, 1) == hi
     # formulas for the Table 6 readings
-    # darcy: 4 SSM heads (the authors' code; Table 6 says 1, measured worse at cpu scale, issue 19)
-    assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 4, 4, conv2d=True))
+    # darcy: Table 6's 1 SSM head, Algorithm 1's block (no norm before the gate)
+    assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none")) \
+        == 1_131_456
+    # a step per channel (S6) would not round to Table 9's 1.1 M
+    s6 = ndm.count_parameters(preset_model("darcy", 1, dt_mode="channel"))
+    assert s6 == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none", dt="channel"))
+    assert round(s6 / 1e6, 1) == 1.2
     assert counts["pipe"] == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 4), False, True)
     assert counts["elasticity"] == mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 64, 4), True, False)
     # Navier-Stokes is outside the published range under every reading (see the module docstring)
-    # ns: 16 SSM heads (the authors' code; Table 6 says 4 = 9,863,936, measured worse at cpu scale, issue 19)
-    assert counts["ns"] == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 16, 4, conv2d=True)) == 10_061_312
+    # ns: Table 6's 4 SSM heads, no norm (the code's 16 heads with LayerNorm: 10,061,312)
+    assert counts["ns"] == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 4, 4, conv2d=True, norm="none")) \
+        == 9_855_744
+    code = ndm.count_parameters(preset_model("ns", 10, ssm_heads=16, ssm_norm="layernorm"))
+    assert code == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 16, 4, conv2d=True)) == 10_061_312
     assert counts["ns"] > (hi + 0.05) * 1e6
 
 

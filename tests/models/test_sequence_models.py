@@ -1,8 +1,17 @@
-"""Sequence models (NAC and the baselines): shapes, masks, timestamps, registry round trip."""
+"""Sequence models (NAC and the baselines): shapes, masks, timestamps, registry round trip; NAC's profiles and
+options section, its old flat checkpoints, and the published protocol of the sequence presets' paper scales."""
+import dataclasses
+
 import pytest
 import torch
 
+from neurodyn.errors import ConfigError
+from neurodyn.experiments import load_experiment
 from neurodyn.models import build, load, save
+from neurodyn.models.nac import NACConfig
+from neurodyn.models.registry import make_config, upgrade_config
+from neurodyn.nn import nac as nac_layer
+from neurodyn.nn.nac import PAPER, RELEASED, TUNED, NACOptions
 
 NAMES = ["nac", "gru", "lstm", "cfc", "ltc", "mha", "odernn"]
 CT = ["nac", "cfc", "ltc", "odernn", "mha"]  # models whose output depends on the timestamps
@@ -37,7 +46,7 @@ def test_shapes_padding_and_time(name):
         tp = torch.cat([t, t[:, -1:] + torch.arange(1, 5)], 1)
         mp = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], 1)
         yp = model(xp, tp, mp)
-        kw = {"topk_method": "exact"} if name == "nac" else {}
+        kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
         if name == "nac":  # Algorithm 2's block size depends on the padded length: compare exact Top-K
             model = _build(name, **kw).eval()
             y, yp = model(x, t, mask), model(xp, tp, mp)
@@ -83,5 +92,159 @@ def test_nac_per_step_tokens_are_length_one_sequences():
 
 
 def test_nac_explicit_options_override_compat():
-    m = _build("nac", compat="released", tied_heads=False, backbone_unfolds=3)
+    m = _build("nac", compat="released", options={"tied_heads": False, "backbone_unfolds": 3})
     assert not m.nac.opt.tied_heads and m.nac.opt.backbone_unfolds == 3 and m.nac.opt.dense_sensory
+    assert m.config.options == m.nac.opt   # the config holds every resolved value
+
+
+def test_nac_without_timestamps_ignores_them():
+    """use_time=False: t_sample = 1, as the released scripts (which pass no timestamps) and the paper's "tasks
+    without meaningful timing" (§2.2)."""
+    model = _build("nac", use_time=False).eval()
+    x, t, mask = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x, t, mask), model(x, 3 * t, mask))
+        torch.testing.assert_close(model(x, t, mask), model(x, None, mask))
+
+
+# ---------------------------------------------------------------------------------------- NAC's config
+def test_nac_options_section_takes_the_profile_and_an_override_wins():
+    for compat, table in (("paper", PAPER), ("released", RELEASED), ("tuned", TUNED)):
+        assert make_config("nac", compat=compat).options == table
+        cfg = make_config("nac", {"compat": compat, "options": {"time_horizon": 5, "pair_time": "key"}})
+        assert cfg.options == dataclasses.replace(table, time_horizon=5.0, pair_time="key")
+    # an override equal to another profile's value stays (T = 1 is the paper's, not the tuned profile's)
+    assert make_config("nac", compat="tuned", options={"time_horizon": 1.0}).options.time_horizon == 1.0
+    # through a preset and the command line
+    cfg = load_experiment("nac/event_digits", "tiny", ["model.compat=tuned", "model.options.time_horizon=5"])
+    m = dict(cfg["model"])
+    model = build(m.pop("name"), m, in_channels=2, out_channels=10)
+    assert model.nac.time_horizon == 5.0 and model.nac.opt.ncp_init == "fan_in" and model.config.compat == "tuned"
+
+
+def test_nac_flat_option_keys_get_the_key_they_moved_to():
+    with pytest.raises(ConfigError, match=r"model.time_horizon -> model.options.time_horizon"):
+        make_config("nac", {"time_horizon": 5})
+    bad = load_experiment("nac/event_digits", "tiny", ["model.ncp_init=glorot"])
+    with pytest.raises(ConfigError, match=r"model.ncp_init -> model.options.ncp_init"):
+        build("nac", {k: v for k, v in bad["model"].items() if k != "name"})
+    with pytest.raises(ConfigError, match=r"section 'options' has no config field 'time_horizn'"):
+        make_config("nac", {"options": {"time_horizn": 5}})
+    with pytest.raises(ConfigError, match=r"NAC option time_horizon='abc' is not a number"):
+        make_config("nac", {"options": {"time_horizon": "abc"}})
+    with pytest.raises(ConfigError, match="compat"):
+        make_config("nac", compat="tf")
+
+
+def test_nac_config_is_small_and_every_field_documented_in_one_line_with_its_default():
+    top = dataclasses.fields(NACConfig)
+    assert len(top) <= 25
+    for cls in (NACConfig, NACOptions):
+        doc = cls.__doc__
+        for f in dataclasses.fields(cls):
+            lines = [line.strip() for line in doc.splitlines() if line.strip().startswith(f"{f.name} (")]
+            assert len(lines) == 1, f"{cls.__name__}.{f.name} is not documented in one line"
+            if f.default is not dataclasses.MISSING:
+                said = lines[0].replace('"', "'")
+                assert f", {f.default!r})" in said, f"{cls.__name__}.{f.name}: default {f.default!r} not given"
+
+
+def test_a_saved_nac_config_holds_every_option_so_later_profiles_do_not_change_it(tmp_path, monkeypatch):
+    model = _build("nac")
+    save(model, tmp_path / "m.pt")
+    saved = torch.load(tmp_path / "m.pt", weights_only=True)["model"]["config"]
+    assert saved["compat_version"] == 2 and None not in saved["options"].values()
+    monkeypatch.setitem(nac_layer.PROFILE_OPTIONS, "paper", RELEASED)   # a later release changes the profile
+    again = load(tmp_path / "m.pt")
+    assert again.config.options == PAPER
+    x, t, mask = _batch()
+    torch.testing.assert_close(again(x, t, mask), model(x, t, mask))
+
+
+# A checkpoint as the code before the options section wrote it (``dataclasses.asdict`` of the old NACConfig of
+# _build("nac") under torch.manual_seed(0)): 13 options at the top level, None meaning "from compat", and
+# compat="paper" meaning what the tuned profile holds now (T = 10, query-key gap, spare block, fan-in / He init).
+OLD_LAYOUT = {
+    "in_channels": 3, "out_channels": 4, "d_model": 8, "n_heads": 2, "mode": "exact", "topk": 8, "sparsity": 0.5,
+    "compat": "paper", "phi_activation": "sigmoid", "pair_time": "delta", "learn_horizon": False, "time_scale": 1.0,
+    "use_time": True, "token_mode": "sequence", "seed": 22222, "tied_heads": None, "backbone_unfolds": None,
+    "backbone_activation": None, "dense_sensory": None, "shared_backbone": None, "topk_method": None,
+    "euler_steps": None, "euler_dt": None, "quadrature": None, "eps": None, "ncp_init": None,
+    "topk_spare_blocks": None, "time_horizon": None, "conv_channels": [6], "conv_kernel": 5, "dense": [8],
+    "pool": "last", "per_step": False, "dropout": 0.0, "attn_dropout": 0.0, "front_init": "he"}
+# what that code computed from those weights for _batch()'s x and t (no mask)
+OLD_OUTPUT = [[0.31816864, 0.20431060, 0.17391184, -0.09239404], [0.55885488, 0.16141239, 0.61181468, -0.01671562]]
+
+
+def test_nac_checkpoint_in_the_old_flat_layout_rebuilds_the_model_it_was_trained_as(tmp_path):
+    trained = _build("nac", compat="tuned")           # the same weights the old code drew for compat="paper"
+    torch.save({"model": {"name": "nac", "config": OLD_LAYOUT}, "model_state": trained.state_dict()}, tmp_path / "o.pt")
+    back = load(tmp_path / "o.pt")
+    assert back.config.compat == "tuned" and back.config.options == TUNED
+    x, t, _ = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(back(x, t), torch.tensor(OLD_OUTPUT), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(back(x, t), trained(x, t))
+    # without the legacy mark the old name would be read with today's table: another model (T = 1, ...)
+    wrong = make_config("nac", {k: v for k, v in upgrade_config("nac", OLD_LAYOUT).items() if k != "compat_version"})
+    assert (wrong.options.time_horizon, wrong.options.topk_spare_blocks, wrong.options.eps) == (1.0, 0, 1e-6)
+    # old released checkpoints keep the released profile (and their explicit fields)
+    released = load_old(tmp_path, dict(OLD_LAYOUT, compat="released"), _build("nac", compat="released",
+                        options={"pair_time": "delta", "front_init": "he"}))
+    assert released.config.options == dataclasses.replace(RELEASED, pair_time="delta", front_init="he")
+
+
+def load_old(tmp_path, config, model):
+    torch.save({"model": {"name": "nac", "config": config}, "model_state": model.state_dict()}, tmp_path / "r.pt")
+    back = load(tmp_path / "r.pt")
+    x, t, mask = _batch()
+    torch.testing.assert_close(back(x, t, mask), model(x, t, mask))
+    return back
+
+
+def test_nac_checkpoint_from_before_issue_19_gets_the_values_it_was_built_with():
+    """Before issue 19 the config had no ncp_init, topk_spare_blocks, learn_horizon or front_init and held T and
+    the pair time explicitly: the released code's init, PyTorch's conv init, Algorithm 2's block count."""
+    pre = {k: v for k, v in OLD_LAYOUT.items() if k not in ("ncp_init", "topk_spare_blocks", "learn_horizon",
+                                                              "front_init")}
+    pre.update(time_horizon=1.0, pair_time="query")
+    cfg = make_config("nac", upgrade_config("nac", pre))
+    assert cfg.options == dataclasses.replace(TUNED, ncp_init="glorot", front_init="torch", topk_spare_blocks=0,
+                                              time_horizon=1.0, pair_time="query")
+
+
+# ---------------------------------------------------------------------------------------- presets
+# NAC paper Table 4 (App. D.3), per task: NAC width / heads (baselines: RNN units = d_model, attention the same
+# d_model and heads, "Baselines Hyperparameters Clarification"), conv widths, dense widths, optimizer, lr, batch,
+# epochs.
+TABLE4 = {
+    "event_digits": dict(d_model=64, heads=8, conv=[64, 64], dense=[32], opt="adamw", lr=1e-3, batch=32, epochs=150),
+    "activity": dict(d_model=32, heads=4, conv=[64, 64], dense=[32], opt="adamw", lr=1e-3, batch=20, epochs=500),
+    "bearing": dict(d_model=16, heads=8, conv=[32, 16], dense=[], opt="adamw", lr=1e-3, batch=32, epochs=150),
+}
+# §3.1 / D.3: MNIST 60,000 / 10,000; PAR split 9:1; the bearing split by operating condition (§3.3)
+SPLITS = {"event_digits": (60000, 10000), "activity": (2304, 256)}
+
+
+@pytest.mark.parametrize("task", sorted(TABLE4))
+@pytest.mark.parametrize("name", NAMES)
+def test_paper_scale_of_the_sequence_presets_is_the_published_protocol(name, task):
+    cfg = load_experiment(f"{name}/{task}", "paper")
+    want, m, tr, d = TABLE4[task], cfg["model"], cfg["train"], cfg["data"]
+    assert (tr["optimizer"], tr["lr"], tr["batch_size"], tr["epochs"]) == (want["opt"], want["lr"], want["batch"],
+                                                                          want["epochs"])
+    assert tr.get("scheduler", "none") == "none" and not tr.get("grad_clip")
+    assert list(m["conv_channels"]) == want["conv"] and list(m["dense"]) == want["dense"]
+    if name == "nac":
+        assert (m["d_model"], m["n_heads"], m["mode"], m["topk"], m["sparsity"]) == (
+            want["d_model"], want["heads"], "exact", 8, 0.5)            # NAC-Exact/05s/8k (Table 1, §3.5)
+        assert m["compat"] == "paper" and not m.get("options")
+    else:
+        assert m["hidden"] == want["d_model"]
+        if name == "mha":
+            assert m["n_heads"] == want["heads"]
+    assert d.get("n_val", "auto") == "auto"                             # the paper states no validation split
+    if task in SPLITS:
+        assert (d["n_train"], d["n_test"]) == SPLITS[task]
+    else:
+        assert (d["split_param"], list(d["train_values"])) == ("condition", [0])

@@ -56,7 +56,9 @@ def test_checkpoint_roundtrip_and_old_flat_checkpoints(tmp_path):
     old = {k: v for k, v in raw["model"]["config"].items() if k != "ssm"}
     old.update(d_state=3, expand=1.0, d_conv=3)
     assert upgrade_config("chonn1d", old) == raw["model"]["config"] | {"orders": [2]}   # merge was saved
-    assert upgrade_config("geomano", {"ssm": "1d", "d_state": 4}) == {"ssm_kind": "1d", "ssm": {"d_state": 4}}
+    # (a GeoMaNO config that does not name correction_form / gate predates their paper defaults: the old values)
+    assert upgrade_config("geomano", {"ssm": "1d", "d_state": 4}) == {"ssm_kind": "1d", "ssm": {"d_state": 4},
+                                                                      "correction_form": "cbx", "gate": "split"}
 
 
 def test_chonn_checkpoint_saved_before_the_merge_option_loads_with_summed_directions(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from neurodyn.errors import ConfigError
-from neurodyn.nn.nac import NACAttention
+from neurodyn.nn.nac import PAPER, RELEASED, TUNED, NACAttention, NACOptions, resolve_options
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
 from tests.ops.helpers import nac_gates as _gates
 from neurodyn.ops.nac_logits import exact_logits, steady_logits
@@ -218,29 +218,96 @@ def test_bad_inputs_get_one_clear_sentence():
             layer(*args)
 
 
+# ---------------------------------------------------------------------------------------- the profiles
+def test_paper_profile_is_what_the_paper_prints_and_else_the_released_code():
+    """compat="paper": each value with the place of paper 002 it comes from; where the paper is silent, the
+    released code (RELEASED); where its literal text cannot work, the reading it forces (tested below)."""
+    opt = resolve_options("paper")
+    assert opt == PAPER and not opt.unset()
+    # printed by the paper
+    assert opt.tied_heads is False                 # §2.2: a backbone "with two heads", "separate head layers"
+    assert opt.dense_sensory is False              # Algorithm 1: M_in <- |A_in|
+    assert opt.shared_backbone is False            # §2.2.1: each head has "its own parameterization of phi and omega"
+    assert opt.topk_method == "block"              # Algorithm 2: block centroids, B_s = floor(sqrt(T_k))
+    assert opt.topk_spare_blocks == 0              # Algorithm 2: top_k(S_coarse, ceil(K / B_s)) blocks, no more
+    assert opt.quadrature == "time"                # §2.2, eq. 19: sum_i alpha^(i) v^(i) t^(i)
+    assert opt.time_horizon == 1.0                 # §2.2: t = sigma(t_a t_sample + t_b), "t in [0, 1]"
+    assert opt.learn_horizon is False              # §2.2: no scale of t to learn
+    # readings the paper forces
+    assert opt.backbone_unfolds == 3               # Alg. 1 + eq. 14: the input reaches the motor neurons on update 3
+    assert opt.backbone_activation == "tanh"       # Thm. 2 needs "nonlinear activations" (tanh: our pick)
+    assert opt.euler_dt == 0.0                     # eq. 2 steps over [0, T] (§2.1): dt = t / euler_steps
+    # silent: the released code
+    assert (opt.eps, opt.ncp_init, opt.front_init) == (RELEASED.eps, RELEASED.ncp_init, RELEASED.front_init)
+    assert opt.pair_time == RELEASED.pair_time == "query"  # §2.2 "the sample's timestamp"; the code: t per query
+    assert opt.euler_steps == 6                    # the released experiment scripts (layer default 5)
+
+
+def test_released_and_tuned_profiles():
+    # the authors' released code (docs/papers/notes-nac.md §2.14-2.15)
+    assert resolve_options("released") == NACOptions(
+        tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True, shared_backbone=True,
+        topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5, quadrature="none", eps=1e-6,
+        ncp_init="glorot", front_init="glorot", time_horizon=1.0, learn_horizon=False, pair_time="query")
+    # our measured choices (issue 19): the paper profile but for these, i.e. what compat="paper" meant before
+    tuned = resolve_options("tuned")
+    assert tuned == TUNED
+    differ = {f for f in NACOptions.__dataclass_fields__ if getattr(tuned, f) != getattr(PAPER, f)}
+    assert differ == {"topk_spare_blocks", "eps", "ncp_init", "front_init", "time_horizon", "pair_time"}
+    assert (tuned.topk_spare_blocks, tuned.eps, tuned.ncp_init, tuned.front_init, tuned.time_horizon,
+            tuned.pair_time) == (1, 1e-5, "fan_in", "he", 10.0, "delta")
+
+
+def test_an_option_given_wins_over_every_profile():
+    for compat in ("paper", "released", "tuned"):
+        opt = resolve_options(compat, {"time_horizon": 5, "tied_heads": None}, pair_time="key")
+        assert (opt.time_horizon, opt.pair_time) == (5.0, "key")
+        assert opt.tied_heads == resolve_options(compat).tied_heads   # None: the profile's
+    # a value that happens to be another profile's default is still the user's
+    assert resolve_options("tuned", NACOptions(time_horizon=1.0)).time_horizon == 1.0
+    layer = _layer(compat="released", options={"backbone_unfolds": 3}, tied_heads=False)
+    assert layer.opt.backbone_unfolds == 3 and not layer.opt.tied_heads and layer.opt.dense_sensory
+
+
+@pytest.mark.parametrize("unfolds", [1, 2, 3])
+def test_the_input_reaches_phi_and_omega_on_the_third_backbone_update(unfolds):
+    """The forced reading of Algorithm 1: from the zero state the input enters the inter neurons, the command
+    neurons see it one update later and the motor neurons (phi, omega; eq. 14) on the third."""
+    x, t = _inputs(B=2, T=10)
+    with torch.no_grad():
+        _, d = _layer(backbone_unfolds=unfolds)(x, t, return_details=True)
+    spread = lambda a: a.transpose(0, 1).flatten(1).std(1).min()   # per head, over every pair of the batch
+    varies = spread(d["phi"]) > 1e-4 and spread(d["omega"]) > 1e-4
+    assert varies == (unfolds >= 3)
+
+
 # ---------------------------------------------------------------------------------------- issue 19
 def test_phi_and_omega_vary_with_the_input_at_initialisation():
     """The sparse NCP masks keep a few synapses per neuron; with dense (Glorot / orthogonal) scaling the
     three-layer backbone (and PyTorch's default conv front end) shrank the signal ~10x, so phi ~ 0.50 +- 0.005
-    and omega ~ 0.69 +- 0.01 whatever the input. The fan-in init on the sparse graph keeps them input-dependent."""
+    and omega ~ 0.69 +- 0.01 whatever the input. The tuned profile's fan-in init on the sparse graph (and He conv
+    init) keeps them input-dependent; the released code's Glorot init (also the paper profile's, the paper giving
+    none) stays input-blind at step 0."""
     from neurodyn.models import build
 
     torch.manual_seed(0)
     B, T = 64, 32
     x, t = torch.randn(B, T, 2), torch.sort(torch.rand(B, T), 1).values
-    model = build("nac", dict(in_channels=2, out_channels=10, d_model=32, n_heads=4, conv_channels=(32, 32)))
-    layer = NACAttention(8, d_model=32, n_heads=4)
+    model = build("nac", dict(in_channels=2, out_channels=10, d_model=32, n_heads=4, conv_channels=(32, 32),
+                              compat="tuned"))
+    layer = NACAttention(8, d_model=32, n_heads=4, compat="tuned")
     with torch.no_grad():
         dm = model.details(x, t)
         _, dl = layer(torch.randn(B, T, 8), t, return_details=True)
     for d in (dm, dl):  # std across inputs (the batch), averaged over heads, queries and slots
         assert d["phi"].std(0).mean() > 0.03 and d["omega"].std(0).mean() > 0.06
-    # the released code's init stays available and is input-blind (the old behaviour)
-    torch.manual_seed(0)
-    old = NACAttention(8, d_model=32, n_heads=4, ncp_init="glorot")
-    with torch.no_grad():
-        _, do = old(torch.randn(B, T, 8), t, return_details=True)
-    assert do["phi"].std(0).mean() < 0.02
+    for compat in ("paper", "released"):
+        torch.manual_seed(0)
+        old = NACAttention(8, d_model=32, n_heads=4, compat=compat)
+        assert old.opt.ncp_init == "glorot"
+        with torch.no_grad():
+            _, do = old(torch.randn(B, T, 8), t, return_details=True)
+        assert do["phi"].std(0).mean() < 0.02
 
 
 def test_fan_in_init_preserves_the_variance_through_the_sparse_backbone():
@@ -269,24 +336,26 @@ def test_learned_time_horizon_is_a_parameter_per_head_and_scales_the_pair_time()
     assert d1["t"].max() < 1.0 and d_fixed["t"].max() <= 10.0
 
 
-def test_paper_mode_time_horizon_lets_the_logits_separate_the_keys():
-    """Eq. 17 gives a <= phi t <= T: with T = 1 two softmax weights differ by at most a factor e and NAC
-    mean-pools its K keys (issue 19). Paper mode now uses T = 10 (measured, benchmarks/RESULTS.md); released 1."""
+def test_time_horizon_bounds_the_logits_and_the_tuned_profile_widens_it():
+    """Eq. 17 gives a <= phi t <= T: with T = 1 (the paper's t = sigma(.)) two softmax weights differ by at most a
+    factor e and NAC nearly mean-pools its K keys (issue 19); the tuned profile's T = 10 lets them separate."""
     x, t = _inputs(B=4, T=16)
-    paper, released = _layer(), _layer(compat="released")
-    assert paper.time_horizon == 10.0 and released.time_horizon == 1.0
+    paper, released, tuned = _layer(), _layer(compat="released"), _layer(compat="tuned")
+    assert (paper.time_horizon, released.time_horizon, tuned.time_horizon) == (1.0, 1.0, 10.0)
     with torch.no_grad():
-        _, d = paper(x, t, return_details=True)
-    assert d["t"].max() > 1.0 and (d["logits"] <= 10.0 * d["phi"].clamp_min(0) + 1e-6).all()
+        _, d1 = paper(x, t, return_details=True)
+        _, d10 = tuned(x, t, return_details=True)
+    assert d1["t"].max() <= 1.0 and (d1["logits"] <= d1["phi"].clamp_min(0) + 1e-6).all()
+    assert d10["t"].max() > 1.0 and (d10["logits"] <= 10.0 * d10["phi"].clamp_min(0) + 1e-6).all()
     assert _layer(time_horizon=2.5).time_horizon == 2.5
 
 
 def test_delta_pair_time_sees_only_the_query_key_gap():
-    """pair_time='delta': t_sample = |t_q - t_k|, so shifting every timestamp leaves the layer unchanged, while
-    'query' (t_sample = t_q) changes; a gap between two keys changes 'delta' outputs."""
+    """pair_time='delta' (tuned): t_sample = |t_q - t_k|, so shifting every timestamp leaves the layer unchanged,
+    while 'query' (paper, released: t_sample = t_q) changes; a gap between two keys changes 'delta' outputs."""
     x, t = _inputs(B=2, T=12)
     delta, query = _layer(pair_time="delta"), _layer(pair_time="query")
-    assert _layer().pair_time == "delta"  # the default since issue 19 (measured, benchmarks/RESULTS.md)
+    assert _layer().pair_time == "query" and _layer(compat="tuned").pair_time == "delta"
     with torch.no_grad():
         torch.testing.assert_close(delta(x, t), delta(x, t + 0.7))
         assert not torch.allclose(query(x, t), query(x, t + 0.7))

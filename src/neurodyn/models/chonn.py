@@ -45,31 +45,61 @@ path 0.2, two cells per CKB, the second fed "the current block input together wi
 previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
 v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
 
-The Kirchhoff choices of every CHONN model, checked against the paper (Eqs. 31-38; issue 18). Details in
-:mod:`neurodyn.nn.kirchhoff`; each is a field of :class:`CKBOptions` unless said otherwise.
+Every reading of the four models, in one table (Eqs. 31-38, issue 18; details in :mod:`neurodyn.nn.kirchhoff`,
+each a field of :class:`CKBOptions` unless said otherwise). No CHONN code is public: where the paper is silent
+the value is the field's practice (VMamba, whose block the CKB replaces; Mamba / S4D initialisation), marked
+"ours" where it is neither. The presets' ``paper`` scale uses the paper's and the field's values (``merge:
+sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
 
-* Eq. 31: ``u = SiLU(DSConv(W_u LN(X)))``, ``g = SiLU(W_g LN(X))``; LayerNorm (``norm``, A1), DSConv = depthwise
-  ``d_conv`` x ``d_conv`` + pointwise (``conv_pointwise``; the vision model drops the pointwise, as VMamba).
-* Eqs. 32-34: ``N = ssm.d_state`` states per channel, ``y_k = sum_n c_k[n] v_k[n] + d u_k`` (the paper's
-  ``c_k . v_k``), ``Delta, b_k, c_k`` from ``u_k`` (Eq. 33), ``alpha = exp(-Delta lambda)`` and the exact ZOH
-  ``beta = (1 - alpha) / lambda * b_k`` (Eq. 34) at every scale (``discretization="zoh"``). The ``chonn1d`` cpu
-  preset used Euler ``beta = Delta b_k`` before issue 18; it is back to ZOH (3.7x the CPU time per epoch of
-  ``o4``: 8.2 against 2.2 s, 1000 samples; no measurement showed Euler better).
-* Eq. 35: stage ``r`` is fed the emitted output of stage ``r - 1`` (``cascade_input="prev_output"``; the vision
-  model feeds ``u + y_{r-1}``, the paper's ImageNet text, A9), no nonlinearity between cells (A8), each cell its
-  own parameters. Directions (the paper is silent; A7): every cell scans ``"bi"`` on sequences and ``"cross"``
-  (VMamba's four traversals) on grids, and its ``K`` directions are averaged (``merge="mean"``) before the next
-  cell, so every stage starts at gain 1 whatever ``K`` (issue 18; ``merge="sum"`` is the old ``K^r`` growth).
-* Eq. 36: ``ybar`` is the sum of all ``N`` stage outputs (``aggregate="sum"``). With unit-gain stages that sum
-  is about ``N u`` at initialisation, so the branch (and the first-layer gradient) grows like ``N``, not
-  ``K^N``; that is the paper's equation and is kept.
-* Eqs. 37-38: ``X + W_o(ybar * g)`` with ``W_o`` only when the inner width differs from the model width (A6).
-* Initial time constants (A4, not in the paper): ``lambda[i, n] = n + 1`` and ``softplus(b_Delta)`` log-uniform in
-  ``[1e-3, 1e-1]``, so the initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps. The order
-  family's RC length is ``tau * 256 = 20.5`` points (``Delta lambda = 0.049``), inside that range; the U-Net's CKBs
-  scan 16 (bottleneck, 4 x 4) and 64 points (``dec4``, 8 x 8) at the Poisson cpu scale, shorter than most
-  initial decay lengths. At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is close to
-  its skip ``d u``.
+    option              paper (where)                              our default           why
+    ------------------  -----------------------------------------  --------------------  -----------------------------
+    norm                Norm(X) of Eq. 31, type not given          "layernorm"           VMamba's (notes A1)
+    ssm.d_conv,         DSConv (Eq. 31), kernel not given;          3, True (vision:      VMamba's kernel 3 and its
+    conv_pointwise      ImageNet: "lightweight depthwise conv"     False)                depthwise-only conv for vision
+    discretization      exact ZOH: beta = (1 - alpha) / lambda b   "zoh"                 as printed ("euler": Mamba's
+                        (Eq. 34)                                                         Delta b, option)
+    selective,          Delta, b_k, c_k from u_k (Eq. 33)          True, "none"          as printed; coef_norm
+    coef_norm                                                                            "cascade" / "rms" are ours
+                                                                                         (chonn_unet/poisson cpu:
+                                                                                         order 4 diverged with Eq. 33)
+    cascade_input       Eq. 35: stage r fed y_{r-1}; ImageNet      "prev_output"         as printed for each experiment
+                        text: u + y_{r-1}                          (vision: "prev_output_plus_input")
+    aggregate           Eq. 36: ybar = sum of the N stage outputs  "sum"                 as printed
+    scan                not given (A7)                             "auto": "bi" on       the targets are non-causal:
+                                                                   sequences, "cross"    VMamba's SS1D / SS2D
+                                                                   on grids              traversals
+    merge               not given                                  "mean"                ours (issue 18: every stage
+                                                                                         starts at gain 1 whatever K;
+                                                                                         "sum", VMamba's CrossMerge, is
+                                                                                         the field's and the presets'
+                                                                                         paper scale; LEGACY_DEFAULTS
+                                                                                         rebuilds older checkpoints
+                                                                                         with it)
+    out_norm, W_o       Eqs. 37-38: X + ybar * g, no norm, no      False; W_o only when  as printed; W_o where the
+                        projection                                 widths differ         inner width differs (A6)
+    init                not given                                  lambda[i, n] = n + 1, Mamba / S4D-real (A4)
+                                                                   softplus(b_Delta) in
+                                                                   [1e-3, 1e-1], d = 1
+    dt_rank             not given                                  ceil(width / 16)      Mamba's
+    ssm.d_state         8 (1-D), 16 (Poisson, SWE, NS)             8 (chonn1d), 16       as printed (chonn_vision: 1,
+                                                                                         VMamba v2; not given)
+    chonn1d width       "expansion ratio 16"                       16, expand 1          a LayerNorm over one channel
+                                                                                         is degenerate (A11)
+    chonn_unet          CNO-like (Darcy: N_layers 3, N_res 4,      PDEBench U-Net +      ours: the project has no CNO;
+    backbone            N_res_neck 4, multiplier 32; Poisson:      CKBs                  CHONN-UNet vs U-Net isolates
+                        N_layers 4, width 16)                                            the CKBs
+    ckb_stages          "the deepest encoder-decoder stages"       (bottleneck, dec4)    the deepest of each path
+    chonn_fno ckb_mode, NS: "replaces the w0 convolutional         "replace_skip", (0,)  as printed; layer 0 only is the
+    ckb_layers          branch"; SWE: "inserts a cascaded branch"  (SWE preset:          literal reading (A13)
+                                                                   "parallel")
+    ckb_downsample      SWE: "downsampling factor 2"               1 (SWE preset: 2)     avg-pool, bilinear up (A12)
+
+At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is close to its skip ``d u``; with
+unit-gain stages (``merge="mean"``) the Eq. 36 sum is about ``N u``, so the branch grows like ``N``, not
+``K^N`` as with ``merge="sum"``. The initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps;
+the order family's RC length is ``tau * 256 = 20.5`` points, inside that range. The ``chonn1d`` cpu preset used
+Euler before issue 18 and is back to ZOH (3.7x the CPU time per epoch of ``o4``; no measurement showed Euler
+better).
 """
 from __future__ import annotations
 

@@ -23,6 +23,17 @@ Parameter counts at the paper's settings (64x64, all 32 x 32 modes, H = 64, 4 fr
 FNO2D-R **1,115,841** (Table 5) and Multi Input FNO2D **67,176,129** (Table 2), i.e.
 ``4 (2 H m1 m2 * 2 [* H] + 2 (H^2 + H) + H^2 + H) + (6 + 1) H + (H 4H + 4H + 4H + 1)``. The grid is
 ``i / n`` (the paper's shared positional encoding), and no domain padding (periodic data).
+
+Readings (ST-SSM's baselines, Tables 2 and 5)::
+
+    option               paper                                   our default     why
+    -------------------  --------------------------------------  --------------  ----------------------------------
+    modes                "keep all modes"                        0 = all         as printed
+    projection_channels  FNO's fourier_2d_time.py: 128           256 (= 4H)      only 4H gives the printed counts
+                                                                                 (1,115,841 and 67,176,129)
+    nonlinearity         "passed through a nonlinearity before   GELU after      as printed (App. E.4)
+                         the residual skip" (App. E.4)           MLP_l + W_l
+    reduced weights      the snippet's (in, m1, m2), scale 1/H^2 as printed      as printed (FNO2D-R)
 """
 from __future__ import annotations
 

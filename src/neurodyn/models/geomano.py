@@ -20,16 +20,89 @@ Options beyond the kernel's (``neurodyn.nn.geomamba``): ``encoder="patch"`` repl
 positional embedding (if any) is resized bilinearly from ``latent_grid``. ``decoder`` / ``head`` /
 ``decoder_skip`` / ``slice_reduce`` / ``assign_prior``: see ``neurodyn.nn.geo_encoder``.
 
-Defaults = the paper's Darcy configuration (Table 5: 8 layers, 16 states, width 64; 2-D SSM, R = 0011, no
-positional embedding); the presets ``geomano/darcy`` and ``geomano/navier_stokes`` hold both benchmarks.
-Choices the paper leaves open (notes 2.10): latent grid 8 x 8 (Darcy) / 16 x 16 (NS presets), lifting MLP
-``c -> 2D -> D`` GELU, FFN ratio 1 GELU, SSM expand 1, dt_rank ceil(D/16), depthwise 3 x 3 conv, sum merge,
-PyTorch's default Linear initialisation with an orthogonal assignment projection (``init="trunc_normal"``, the
-Transolver code's, leaves the literal Eq. 6 with a uniform assignment that does not train), Mamba's A / D / dt
-initialisation. The presets also set ``assign_prior = 1`` (a locality prior on the soft assignment, not in the
-paper): the paper calls the encoder geometry-aware and builds the 2-D scan on the latent patches' Manhattan
-distances, which a plain ``softmax(Linear(Y))`` does not guarantee (notes 2.1 items 2 and 5); ``assign_prior = 0``
-is Eq. 6 literally, and benchmarks/RESULTS.md reports both.
+**The defaults are the paper's Darcy configuration** (Table 5, Sec. 5.1, the best row of Table 3a), every
+option read as the paper prints it; where the paper is silent (GeoMaNO's code is not public) the value is the
+field's practice, from the Transolver standard-benchmark code the paper says it follows or from VMamba /
+Mamba, whose kernel it extends. Our own choices are options, off by default. The presets ``geomano/darcy`` and
+``geomano/navier_stokes`` hold both benchmarks; their ``paper`` scale uses these readings, their ``cpu`` scale
+some of ours (said in the preset). One table, every option whose value is a reading (sizes not listed are the
+paper's or the kernel's)::
+
+    option             paper (where)                                our default      why
+    -----------------  -------------------------------------------  ---------------  ------------------------------------
+    correction_form    Eqs. 9-10: sum_s C_s h_s - sum_s R_s Bbar_s  "eq9"            the paper contradicts itself (Alg. 2
+                       x ("eq9"); Alg. 2 line 32: sum_s C_s (h_s -                   prints "alg2"); Eq. 9 is the method's
+                       R_s x) ("alg2")                                               definition, printed twice (Eqs. 9, 10),
+                                                                                     and the one both remarks cite: Remark
+                                                                                     4.1 "input-adaptive residuals
+                                                                                     explicitly on Bx: see Eq. 9", Remark
+                                                                                     4.2 "dampen one, two or three copies
+                                                                                     of Bx"; Alg. 2 subtracts R_s x, not a
+                                                                                     copy of Bbar x, in a GPU-kernel listing
+                                                                                     with other misprints (the shapes of
+                                                                                     Delta_bias, B, C; lines 15 and 29;
+                                                                                     "line 24"). "cbx", sum_s C_s (h_s -
+                                                                                     R_s Bbar_s x), ours: removes exactly
+                                                                                     the duplicated self term (option)
+    correction,        Darcy: fixed "0011" (Table 3a best = Table   "fixed", "0011"  Darcy; geomano/navier_stokes sets
+    r_pattern          1); NS: learnable (Table 3b best)                             "learnable"
+    r_order            digit k = k-th of the Sec. 4.2 directions    "paper"          as printed ("vmamba": VMamba's stack
+                       (Remark 4.2)                                                  order, option)
+    r_init             not stated                                   "zeros"          learnable R starts as the plain kernel
+    ssm_kind           2-D SSM for Darcy, 1-D for NS (Sec. 5.1)     "2d"             Darcy
+    directions         row, row_rev, col, col_rev (Sec. 4.2, Fig.2) "paper"          as printed ("corners": ours, option)
+    gate               Alg. 1 lines 4, 5, 13: one Z = Linear(Z)     "shared"         as printed; "split" (VMamba's
+                       feeds both the conv and the gate act(Z)                       in_proj D -> 2 ED) is an option
+    norm_act           Alg. 1 line 13: act(LN(Y)) * act(Z)          True             as printed (False: VMamba's LN(y))
+    d_mode             Remark 4.1: D in R^N; Alg. 2 line 5: D (ED,) "channel"        the paper contradicts itself; Alg. 2
+                                                                                     and mamba-ssm (Remark 4.1 describes
+                                                                                     Mamba's D, which is per channel)
+    merge              CrossMerge (not defined)                     "sum"            VMamba's CrossMerge
+    kernel_act         sigma (not defined)                          SiLU             VMamba / Mamba
+    ssm.expand         Alg. 1: (B, L, ED) -> (B, L, ED), As (N, ED) 1                as printed
+    ssm.d_conv,        Conv (size not given); dt rank, A / D / dt   3 (depthwise),   VMamba / Mamba
+    dt_rank, init      initialisation not given                     ceil(D/16), Mamba's
+    Bbar               Delta B (Eq. 3, Alg. 2 line 22); App. B Eq.  Delta B          main text and Alg. 2
+                       20 writes the exact ZOH
+    pos_embed          off on 2-D domains, on for NS (Sec. 4.1,     False            Darcy
+                       Table 3)
+    encoder            Eq. 6 soft assignment                        "soft"           as printed ("patch": ours, option)
+    latent_grid        L not given                                  (8, 8)           64 latent tokens = the 64 slices of
+                                                                                     Transolver's Darcy script
+    positional_grid    X not specified beyond the input function    True             Transolver appends (x, y); a
+                                                                                     point-wise Eq. 6 cannot place points
+                                                                                     without them (notes 2.1 item 2)
+    lift_hidden, act   "Linear" = biased FFN with activation        c -> 2D -> D,    Transolver's lifting MLP
+                       (Sec. 4.1)                                   GELU
+    slice_reduce       Eq. 6: Z = LayerNorm(W^T Y)                  "sum"            as printed ("mean": Transolver's)
+    assign_prior       none: W = Softmax(Linear(Y)) (Eq. 6)         0                as printed; > 0 is our locality
+                                                                                     prior (0.04 against 0.18 test rel.
+                                                                                     L2 on Darcy at cpu scale,
+                                                                                     benchmarks/RESULTS.md; the cpu
+                                                                                     presets use 1)
+    decoder            Eq. 7: W = Softmax(Linear_{D -> P}(Z)),      "shared"         Eq. 7 cannot be run as printed (its
+                       Y = W^T Z                                                     head, next row); the decoder is
+                                                                                     Transolver's deslice with the
+                                                                                     encoder's W (resolution independent);
+                                                                                     "literal" (n_points) is Eq. 7's W
+    head               Eq. 7: X = LayerNorm(Linear(Y))              "ln_linear"      as printed it returns only the LN
+                                                                                     bias for one output channel (Darcy,
+                                                                                     NS): refused; Transolver's
+                                                                                     Linear(LN(Y))
+    mlp_ratio          Eq. 8 "Linear" (FFN, size not given)         1 (GELU)         Transolver's default
+    init, assign_init  not stated                                   torch defaults,  Transolver's trunc_normal(0.02)
+                                                                    orthogonal W     leaves Eq. 6's assignment uniform
+                                                                                     and training stalls (RESULTS.md);
+                                                                                     orthogonal: the Transolver / LaMO
+                                                                                     slice projection
+    decoder_skip       none                                         False            as printed (True: ours)
+
+Navier-Stokes (Table 5 and the best row of Table 3b): ``width=256, ssm_kind="1d", correction="learnable",
+pos_embed=True``; the preset also sets a 16 x 16 latent grid (L not given).
+
+A checkpoint saved before ``correction_form`` defaulted to "eq9" and ``gate`` to "shared" names both (every
+saved config names every field); ``LEGACY_DEFAULTS`` gives a saved config that does not name them the values
+the model had then ("cbx", "split").
 
 Parameter count (soft encoder, shared decoder, ln_linear head; ``c = C_in + ctx + 2`` inputs, L latent
 tokens, MLP ratio m, per-kernel count ``P_k`` in ``neurodyn.nn.geomamba``)::
@@ -38,7 +111,9 @@ tokens, MLP ratio m, per-kernel count ``P_k`` in ``neurodyn.nn.geomamba``)::
       + T (4D + P_k + 2 m D^2 + m D + D) + 2D + D C_out + C_out
 
 The paper gives no parameter count; ``tests/models/test_geomano.py`` checks this formula on the paper's
-Darcy (305,089 parameters) and Navier-Stokes (3,731,713, with the presets' 16 x 16 latent grid) configurations.
+Darcy (272,321 parameters) and Navier-Stokes (3,207,425, with the presets' 16 x 16 latent grid)
+configurations (with the shared gate of Algorithm 1; the split gate adds ``T D^2`` per model: 305,089 and
+3,731,713).
 """
 from __future__ import annotations
 
@@ -77,9 +152,10 @@ class GeoMaNOConfig:
         ssm_kind: "2d" (2DGeoMamba-SSM, Darcy) or "1d" (vanilla GeoMamba-SSM, NS).
         directions: "paper" | "vmamba" | "corners" (2-D only) | tuple of names.
         correction: "none" | "fixed" | "learnable";  r_pattern ("0011"), r_order ("paper" | "vmamba" |
-            "directions"), r_init ("zeros" | "pattern"), correction_form ("cbx" | "eq9" | "alg2").
+            "directions"), r_init ("zeros" | "pattern"), correction_form ("eq9": Eqs. 9-10, the paper's |
+            "alg2": Algorithm 2 line 32 | "cbx": ours, exact removal of the self term).
         d_mode: "channel" | "state" | "none" (Mamba's D).  merge: "sum" | "mean".
-        gate: "split" | "shared";  norm_act: act(LN(y)) (True, Algorithm 1) or LN(y) (False, VMamba).
+        gate: "shared" (Algorithm 1) | "split" (VMamba);  norm_act: act(LN(y)) (True, Algorithm 1) or LN(y) (False, VMamba).
         kernel_act: SiLU.  dt_range: initial dt range.
         encoder: "soft" (Eq. 6) | "patch" (hard patches, patch_size).  latent_grid: (h, w) of the soft encoder.
         lift_hidden: lifting MLP hidden width (0: 2D).  slice_reduce: "sum" (LN(W^T Y), paper) | "mean".
@@ -110,10 +186,10 @@ class GeoMaNOConfig:
     r_pattern: str = "0011"
     r_order: str = "paper"
     r_init: str = "zeros"
-    correction_form: str = "cbx"
+    correction_form: str = "eq9"
     d_mode: str = "channel"
     merge: str = "sum"
-    gate: str = "split"
+    gate: str = "shared"
     norm_act: bool = True
     kernel_act: str = "silu"
     dt_range: tuple = (1e-3, 1e-1)
@@ -136,6 +212,9 @@ class GeoMaNOConfig:
 
     # before the SSM section, ``ssm`` was the kind: neurodyn.models.build names the new field for it
     FIELD_MOVES: ClassVar[dict] = {"ssm": "ssm_kind"}
+    # a saved config that does not name these fields was made when they defaulted to ours (every config saved by
+    # neurodyn names every field; this keeps a hand-written or trimmed one rebuilding the model it trained)
+    LEGACY_DEFAULTS: ClassVar[dict] = {"correction_form": "cbx", "gate": "split"}
 
 
 def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:

@@ -46,24 +46,85 @@ by ``variant`` (docs/papers/notes-lamo.md, Sec. 2):
   With ``share_encoder`` one encoder (``Proj_x, Proj_f, Linear, tau``) serves every block (recomputed on
   each block's ``LN_1(h)``; the paper's "shared weights", App. D.2), otherwise each block has its own.
 
-Choices where the paper and the authors' code disagree (all are options; defaults in brackets):
+Every reading, in one table. "paper" is what the paper prints (where: section, equation, table); where it is
+silent the value is the authors' released code (docs/papers/notes-lamo.md 2.5, 2.9); "ours" marks a choice of
+ours. The config defaults serve every variant; the ``lamo/*`` presets' ``paper`` scale sets the paper's value
+wherever it differs from the default (the grids: Table 6's heads, Remark 3.2's corners, Algorithm 1's missing
+norm, the grid code's initialisation), and the ``cpu`` scale says which of the code's choices it keeps::
 
-* SSM block (``neurodyn.nn.mamba.LatentSSM``): layout [Algorithm 1, ``x_proj``] / bi-Mamba2 ``fused``
-  (code for Pipe, Plasticity) / ``hydra`` (code for Elasticity, Airfoil); gate activation [SiLU, paper]
-  vs GELU (grid code); norm [RMSNorm] / LayerNorm (grid code) / none (Algorithm 1); directions combined by
-  [sum, paper] / mean (bi-Mamba2 code); discretisation [Euler ``B^ = Delta B``, code] / exact ZOH
-  (paper Eq. 5); A [scalar per head, code] / diagonal (paper Remark 2.1); heads [Table 6: 1 Darcy, 4
-  otherwise] vs head dim 32/64 in the code.
-* Decoder [shared encoder weights, code] / ``separate`` weights / ``literal`` paper Eq. 14 (fixed N).
-* Residual and MLP act on physical tokens for meshes (code; Transolver's block with the attention
-  replaced), on latent tokens for grids (Eqs. 11-12 literally, and the code).
-* Grid scan orders: [``directions="cross"``: row-major, reversed, column-major, reversed -- the code's
-  VMamba cross-scan, ``ops.cross_scan``] or ``"corners"``: Remark 3.2's "top-left -> bottom-right,
-  bottom-right -> top-left, top-right -> bottom-left, bottom-left -> top-right" read as row-major paths
-  from each corner (rows right-to-left for the last two).
-* Initialisation: mesh variants use truncated-normal(0.02) Linear weights and an orthogonal slice
-  projection (code); grids use PyTorch defaults and a zero positional embedding.
-* Not reproduced: the grid code's unused 2-value "placeholder" parameter (2 parameters).
+    option               paper (where)                             our default          why
+    -------------------  ----------------------------------------  -------------------  ---------------------------------
+    ssm_heads            Table 6, App. D.2: 1 (Darcy), 4 (others)  4                    Table 6 for five of six
+                                                                                        benchmarks; lamo/darcy sets 1
+    a_mode, dt_mode      Remark 2.1: Mamba's A diagonal; Eq. 7     "head", "head"       the paper contradicts itself:
+                         S6 (a step per channel)                                        Table 9 prints 1.1 M for Darcy,
+                                                                                        which only the code's Mamba-2
+                                                                                        heads (a scalar A and a step per
+                                                                                        head) give; a step per channel
+                                                                                        gives 1.2 M, a diagonal A 1.4 M
+                                                                                        ("channel" / "diag": options)
+    discretization       ZOH, Eqs. 4-5 (Prop. 3.3: "aligns with     "euler"              the code and every Mamba kernel;
+                         the Euler method")                                             Prop. 3.3 / Cor. B.6 identify the
+                                                                                        two to first order ("zoh": option,
+                                                                                        head A only)
+    directions (grids)   Remark 3.2: TL -> BR, BR -> TL, TR -> BL,  "auto" = "cross"     the code's VMamba cross-scan
+                         BL -> TR ("corners")                                           (row, row_rev, col, col_rev); the
+                                                                                        grid presets' paper scale sets
+                                                                                        "corners"
+    directions (meshes)  bidirectional (Sec. 3.2, Fig. 1)          "auto" = "bi"        as printed
+    ssm_layout           Algorithm 1: Delta, B, C = Linear(X^) per "x_proj"             as printed (and the grid code);
+                         direction                                                      the mesh presets use the code's
+                                                                                        mixers ("hydra" Elasticity /
+                                                                                        Airfoil, "fused" Pipe): Table 9's
+                                                                                        Pipe maximum 4.0 M comes only from
+                                                                                        the code's bi-Mamba2 (Algorithm 1:
+                                                                                        4.4 M), so the paper contradicts
+                                                                                        itself and its numbers were made
+                                                                                        with the code's mixers
+    ssm_norm             Algorithm 1, Eq. 13: none before the gate  "rmsnorm"            Mamba-2's gated norm (the code's
+                                                                                        mesh mixers); grid code LayerNorm;
+                                                                                        the grid presets' paper scale
+                                                                                        sets "none"
+    ssm_act              SiLU (Eq. 13)                             "silu"               as printed (grid code: GELU)
+    ssm_combine          sum over directions (Eq. 13, Alg. 1 l. 9) "sum"                as printed (bi-Mamba2 code: mean,
+                                                                                        lamo/pipe)
+    ssm_conv, d_conv     kernel 3 (App. D.2); Fig. 1: a Conv1d per  "auto", 3             grids: the code's depthwise 3 x 3
+                         direction                                                      Conv2d (the paper gives no grid
+                                                                                        conv); sequences: causal Conv1d
+                                                                                        per direction as Fig. 1 (Hydra:
+                                                                                        its shared non-causal conv)
+    ssm.d_state, expand  64 (Table 6), 2 (Table 2's best)          64, 2                as printed
+    a_init_range,        not stated                                U[1, 16], dt in      Mamba-2's; the grid code's A = -1,
+    dt_range                                                       [1e-3, 0.1]          dt_bias 0.1 U(0, 1) (a_init_range
+                                                                                        (1, 1), dt_range (0.693, 0.744)) in
+                                                                                        the grid presets' paper scale
+    mlp_ratio            not stated                                4                    the grid code (meshes 1, Pipe 2:
+                                                                                        presets)
+    decoder              Eq. 14: W = Softmax(Linear_{D -> N}(Z))   "shared"             the paper contradicts itself (the
+                         (fixed N); the proof of Thm. B.12 reuses                       proof and the code reuse the
+                         the encoder's W                                                encoder's W, mesh independent);
+                                                                                        "literal": Eq. 14
+    encoder form         Eqs. 9-10: W = softmax(Linear(X)),        the code's slicing   separate x / f projections, a
+    (slice_*)            Z = W^T X                                                      temperature, weighted means, heads
+                                                                                        (Transolver's, which Remark 3.1
+                                                                                        generalises); options reach Eq. 9
+    share_encoder        App. D.2, Table 7: one pair on grids;      True                 per preset (Pipe: unshared)
+                         shared Elasticity / Airfoil, unshared
+                         Pipe / Plasticity
+    patch tokens         Tables 2, 6: 1936 = 44^2 (Darcy), 1024    patch_size 2         as printed (85 padded to 88 as the
+                                                                                        code)
+    pos_embed,           not stated                                True (zeros), True   the grid code
+    positional_grid
+    init, placeholder    not stated                                the code's           trunc_normal(0.02) + orthogonal
+                                                                                        slices on meshes, torch defaults
+                                                                                        on grids; the code's placeholder
+    residual / MLP       Eqs. 11-12 on latent tokens               grids: latent;       the code (Transolver's block) on
+    placement                                                      meshes: physical     meshes
+    grid_transfer        not addressed                             "resample"           ours (RESULTS.md: 1.07x the
+                                                                                        training-resolution error against
+                                                                                        4.1x for "tokens")
+
+Not reproduced: the grid code's unused 2-value "placeholder" parameter (2 parameters).
 
 Parameter counts for Table 6 of the paper and for the authors' scripts: ``tests/models/test_lamo.py``.
 """

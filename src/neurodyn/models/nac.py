@@ -2,60 +2,113 @@
 
 ``Conv1d front end (optional) -> NACAttention(d_model, heads) -> pool (last valid step or mean) ->
 dense head -> out_channels``, over ``x: (B, T, C)`` with timestamps ``t: (B, T)`` and ``mask``.
-The layer, its modes and every reading of the paper are documented in
-:class:`neurodyn.nn.nac.NACAttention`; the config below exposes all of them.
+The layer is :class:`neurodyn.nn.nac.NACAttention`; its docstring explains each option below.
 
-``compat="paper"`` (default) follows the paper; ``compat="released"`` switches every option whose
-field is left ``None`` to the authors' released code (input-independent phi and omega, one output
-neuron for both heads, linear backbone, dense sensory masks, shared backbone, exact Top-K, fixed
-Euler step, no time quadrature). ``token_mode="per_step"`` reproduces the released scripts' length-1
-sequences (PAR, CarRacing, RUL): every time step is attended alone, so the attention weight is 1 and
-NAC reduces to its value path.
+``compat`` names the profile that fills every field of ``options`` left unset: ``"paper"`` (default) is what the
+paper prints, the authors' released code where the paper is silent, and the reading the paper forces where its
+literal text cannot work; ``"released"`` is the authors' released code; ``"tuned"`` holds our measured choices
+(issue 19, benchmarks/RESULTS.md), measured on test splits and to be re-selected on validation. A value given in
+``options`` (``model.options.time_horizon=5``) wins over the profile. Paper references: § = section, eq. =
+equation, Alg. = algorithm, Thm. = theorem of paper 002; "code" = the released code (docs/papers/notes-nac.md
+§2.14-2.15); "forced" = the literal text cannot work and the table's value is the reading it leaves.
+
+=================== ======================================= ========= ======== ====== ==================================
+option              the paper (where)                       default:  released tuned  why the default; why tuned's
+                                                            ``paper``
+=================== ======================================= ========= ======== ====== ==================================
+tied_heads          two heads, "separate head layers" §2.2  False     True     False  paper
+backbone_unfolds    Alg. 1: one update; motors = alpha(b)   3         1        3      forced: input reaches the motor
+                                                                                      neurons (eq. 14) on update 3
+backbone_activation nonlinear (Thm. 2); none named          tanh      linear   tanh   forced nonlinear; tanh is ours
+dense_sensory       M_in = abs(A_in) (Alg. 1)               False     True     False  paper
+shared_backbone     phi, omega per head (§2.2.1)            False     True     False  paper
+topk_method         block centroids (Alg. 2)                block     exact    block  paper
+topk_spare_blocks   M = ceil(K / B_s) blocks (Alg. 2)       0         0        1      paper; top-8 recall ~0.75 -> 0.9
+euler_steps         not given                               6         5        6      code: scripts 6 (layer default 5)
+euler_dt            step of eq. 2 over [0, T] (§2.1)        0 (t/N)   0.5      0      forced: Euler approximates the
+                                                                                      eq.-17 logit at the pair's time
+quadrature          sum alpha v t (eq. 19)                  time      none     time   paper
+eps                 eps > 0 (eq. 16), no value              1e-6      1e-6     1e-5   code (layer default; README: 1e-5)
+ncp_init            not given                               glorot    glorot   fan_in code; phi, omega vary at step 0
+front_init          not given                               glorot    glorot   he     code (Keras' Conv1D); as above
+time_horizon        t = sigma(.) in [0, 1] (§2.2)           1         1        10     paper; lets softmax pick keys
+learn_horizon       not given (no T to learn)               False     False    False  paper; a learned T did not help
+pair_time           "the sample's timestamp" (§2.2)         query     query    delta  code: t per query; shift-
+                                                                                      invariant, tied within noise
+=================== ======================================= ========= ======== ====== ==================================
+
+Not options (the same in every profile): padded keys get logit -inf (the code multiplies the logits by the mask);
+the last Top-K block of a row overlaps its neighbour (the paper is silent on the remainder keys, the PyTorch port
+drops them); the time gate, output projection and dense head start from PyTorch's default init (the code: Keras'
+Glorot). ``token_mode="per_step"`` reproduces the released scripts' length-1 sequences (PAR, CarRacing, RUL):
+every time step is attended alone, so the attention weight is 1 and NAC reduces to its value path;
+``use_time=False`` reproduces scripts that pass no timestamps (``t_sample = 1``, the paper's "no meaningful
+timing").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
 
 import torch
 
 from ..errors import ConfigError, check_choice
-from ..nn.nac import NACAttention
+from ..nn.nac import PROFILES, NACAttention, NACOptions, resolve_options
 from .registry import register
 from .sequence_baselines import SequenceHost
+
+# compat_version 1 (checkpoints saved before compat="tuned" existed): what each compat name meant then
+LEGACY_COMPAT = {"paper": "tuned", "released": "released"}
 
 
 @dataclass
 class NACConfig:
+    """Config of the ``nac`` model (one line per field: type, default, meaning).
+
+    Attributes:
+        in_channels (int, 1): features per step (set from the data by the trainer).
+        out_channels (int, 10): classes or regression targets (set from the data).
+        d_model (int, 64): NAC width (Table 4: 64 E-MNIST, 32 PAR, 16 RUL).
+        n_heads (int, 8): attention heads; must divide d_model (Table 4: 8, 4, 8).
+        mode (str, "exact"): logits: exact (eq. 17; the paper's default, App. B.1.2) | euler (eq. 2) | steady (eq. 18).
+        topk (int | None, 8): keys per query (§3.5 recommends 8); None keeps every pair (NAC-PW).
+        sparsity (float, 0.5): AutoNCP sparsity of every NCP wiring (§3.5 recommends 50 %).
+        phi_activation (str, "sigmoid"): phi = sigmoid (eq. 15) | linear | tanh (the App. D.2 ablations).
+        compat (str, "paper"): the profile that fills the unset ``options``: paper | released | tuned.
+        options (NACOptions, all unset): every profile-dependent choice (table above); a value set here wins.
+        compat_version (int, 2): 1 marks a checkpoint saved before the tuned profile (its "paper" is "tuned").
+        use_time (bool, True): pass the timestamps; False gives t_sample = 1 (the released scripts pass none).
+        time_scale (float, 1.0): timestamps are divided by this first; no preset sets it (old checkpoints hold it).
+        token_mode (str, "sequence"): sequence | per_step (every step its own length-1 sequence, as the code).
+        seed (int, 22222): NCP wiring seed (the ncps and released-code default).
+        conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
+        conv_kernel (int, 5): kernel of every front-end conv.
+        dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
+        pool (str, "last"): sequence output: last valid step | mean over valid steps (every sequence model's host).
+        per_step (bool, False): one output per step (set from the data: PAR's per-step labels).
+        dropout (float, 0.0): dropout in the dense head (Table 4 "Dropout"; CarRacing 0.2, Udacity 0.5).
+        attn_dropout (float, 0.0): dropout on the attention weights (the released layer's option; no preset sets it).
+
+    ``options`` is resolved when the config is made: afterwards every field holds a value, so a saved config
+    rebuilds the same model whatever the profiles become. A config made from another one keeps that one's
+    resolved options: change ``compat`` on a mapping (or a preset), not on a built config.
+    """
+
     in_channels: int = 1
     out_channels: int = 10
     d_model: int = 64
     n_heads: int = 8
-    mode: str = "exact"              # exact | euler | steady
-    topk: int | None = 8             # None: every pair (NAC-PW)
+    mode: str = "exact"
+    topk: int | None = 8
     sparsity: float = 0.5
-    compat: str = "paper"            # paper | released
-    phi_activation: str = "sigmoid"  # sigmoid | linear | tanh (ablations)
-    pair_time: str = "delta"         # delta (|t_q - t_k|) | query | key
-    learn_horizon: bool = False      # T = exp(log T) learned per head, from time_horizon
-    time_scale: float = 1.0          # timestamps are divided by this before the time gate
-    use_time: bool = True            # False: t_sample = 1 (the paper's "no meaningful timing")
-    token_mode: str = "sequence"     # sequence | per_step (released scripts' length-1 sequences)
-    seed: int = 22222                # NCP wiring seed
-    # options left None take the value of `compat` (see neurodyn.nn.nac.PAPER / RELEASED)
-    tied_heads: bool | None = None
-    backbone_unfolds: int | None = None
-    backbone_activation: str | None = None
-    dense_sensory: bool | None = None
-    shared_backbone: bool | None = None
-    topk_method: str | None = None   # block | exact
-    euler_steps: int | None = None
-    euler_dt: float | None = None
-    quadrature: str | None = None    # time | none
-    eps: float | None = None
-    ncp_init: str | None = None      # fan_in | glorot
-    topk_spare_blocks: int | None = None
-    time_horizon: float | None = None  # T: paper mode 10, released 1 (see neurodyn.nn.nac, issue 19)
-    # host network
+    phi_activation: str = "sigmoid"
+    compat: str = "paper"
+    options: NACOptions = field(default_factory=NACOptions)
+    compat_version: int = 2
+    use_time: bool = True
+    time_scale: float = 1.0
+    token_mode: str = "sequence"
+    seed: int = 22222
     conv_channels: tuple = ()
     conv_kernel: int = 5
     dense: tuple = (32,)
@@ -63,16 +116,28 @@ class NACConfig:
     per_step: bool = False
     dropout: float = 0.0
     attn_dropout: float = 0.0
-    front_init: str = "he"           # he: Kaiming-normal (ReLU gain) Conv1d front end | torch: PyTorch's default
+
+    # Checkpoints saved before the options section: the registry's upgrade_config moves their flat option fields
+    # into ``options`` and fills fields they predate with these. compat_version 1 reads compat="paper" as "tuned",
+    # the values that name held then; the other entries predate issue 19 (where the released code's init, PyTorch's
+    # conv init, Algorithm 2's block count and a fixed T were all there was).
+    LEGACY_DEFAULTS: ClassVar[dict] = {"compat_version": 1, "ncp_init": "glorot", "front_init": "torch",
+                                       "topk_spare_blocks": 0, "learn_horizon": False}
+
+    def __post_init__(self) -> None:
+        if isinstance(self.options, Mapping):
+            self.options = NACOptions(**self.options)
+        if self.compat_version not in (1, 2):
+            raise ConfigError(f"nac compat_version must be 1 (a checkpoint before the tuned profile) or 2, "
+                              f"got {self.compat_version!r}")
+        if self.compat_version == 1:
+            self.compat, self.compat_version = LEGACY_COMPAT.get(self.compat, self.compat), 2
+        check_choice("nac compat", self.compat, PROFILES)
+        self.options = resolve_options(self.compat, self.options)
 
     @property
     def hidden(self) -> int:
         return self.d_model
-
-
-OPTION_FIELDS = ("tied_heads", "backbone_unfolds", "backbone_activation", "dense_sensory", "shared_backbone",
-                 "topk_method", "euler_steps", "euler_dt", "quadrature", "eps", "ncp_init", "topk_spare_blocks",
-                 "time_horizon")
 
 
 @register("nac", NACConfig)
@@ -81,22 +146,16 @@ class NACModel(SequenceHost):
 
     def __init__(self, cfg: NACConfig):
         check_choice("nac token_mode", cfg.token_mode, ("sequence", "per_step"))
-        check_choice("nac front_init", cfg.front_init, ("he", "torch"))
         if not cfg.time_scale > 0:
             raise ConfigError(f"nac time_scale must be > 0, got {cfg.time_scale}")
         super().__init__(cfg)
         self.nac = NACAttention(self.core_in, cfg.d_model, cfg.n_heads, mode=cfg.mode, topk=cfg.topk,
                                 sparsity=cfg.sparsity, compat=cfg.compat, phi_activation=cfg.phi_activation,
-                                pair_time=cfg.pair_time,
-                                learn_horizon=cfg.learn_horizon, dropout=cfg.attn_dropout,
-                                seed=cfg.seed, **{k: getattr(cfg, k) for k in OPTION_FIELDS})
-        if cfg.front_init == "he":
-            # PyTorch's Conv1d default (uniform, var 1/(3 fan_in)) followed by ReLU keeps ~0.4 of the std per
-            # layer: NAC then sees inputs ~10x smaller than the data and phi, omega barely depend on them
-            for m in self.front:
-                if isinstance(m, torch.nn.Conv1d):
-                    torch.nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-                    torch.nn.init.zeros_(m.bias)
+                                dropout=cfg.attn_dropout, seed=cfg.seed, options=cfg.options)
+        init = _FRONT_INITS[cfg.options.front_init]
+        for m in self.front:
+            if isinstance(m, torch.nn.Conv1d) and init is not None:
+                init(m)
 
     def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale
@@ -113,3 +172,20 @@ class NACModel(SequenceHost):
         z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale
         return self.nac(z, t, mask, return_details=True)[1]
+
+
+def _glorot(conv: torch.nn.Conv1d) -> None:
+    """Keras' Conv1D default (the released code): Glorot-uniform kernel, zero bias."""
+    torch.nn.init.xavier_uniform_(conv.weight)
+    torch.nn.init.zeros_(conv.bias)
+
+
+def _he(conv: torch.nn.Conv1d) -> None:
+    """Kaiming-normal with the ReLU gain, zero bias (tuned: PyTorch's default conv init followed by ReLU keeps
+    ~0.4 of the std per layer, so NAC saw inputs ~10x smaller than the data and phi, omega barely depended on
+    them at step 0; issue 19)."""
+    torch.nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
+    torch.nn.init.zeros_(conv.bias)
+
+
+_FRONT_INITS: dict[str, Any] = {"glorot": _glorot, "he": _he, "torch": None}

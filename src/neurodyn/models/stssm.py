@@ -49,22 +49,40 @@ smaller or equal coordinates, i.e. it lacks the "full field of view" of the univ
     2D ST-SSM-VM: 369,665 + 8 * 4,160 = 402,945           (2 Linear(64, 64) per spatial layer)
     2D ST-SSM-FF: 369,665 + 4 * 33,408 = 503,297          (one FFNO feed-forward per spatial layer)
 
-``Q``'s hidden width is 256 = 4H (FNO's ``q``), not the "128" of App. E.4: only 256 gives the printed
-totals. Read this way the ST-SSM-FF count needs a single feed-forward per layer, as the listing shows,
-with fourierflow's FFNO settings (factor 4, weight norm), the same that reproduce the FFNO baseline counts.
+Every reading, in one table (no ST-SSM code is public: where the paper is silent the value is the S4 / FFNO
+practice; the ``stssm/*`` presets' ``paper`` scale uses these defaults)::
 
-**Choices where the paper is silent** (all configurable):
+    option               paper (where)                                our default   why
+    -------------------  -------------------------------------------  ------------  ---------------------------------
+    width,               H = 64 (App. E.4); K = 4 (Sec. 5)            64, 4         as printed
+    memory_window
+    n_layers_pre / post  2 + 2 spatial layers (Sec. 3.4; the listing   2, 2          the text and the printed counts
+                         shows 1 + 1)                                                (the paper contradicts itself)
+    projection_channels  Q hidden 128 (App. E.4)                      256 (= 4H)    only 256 gives the printed totals
+                                                                                     (203,713 1-D, 369,665 2-D): the
+                                                                                     paper contradicts itself
+    d_state              not stated                                   64            the only size giving the printed
+                                                                                     counts
+    factorization        sequential x then y (Sec. 3.3); -FF / -VM:   "sequential"  as printed ("parallel", "zigzag":
+                         App. D listings                                             the variants)
+    bidirectional        forward + backward per axis (Sec. 3.3)       True          as printed (False: App. C.1)
+    residual             Fig. 2: "each path includes a residual        "layer"       the paper contradicts itself
+                         connection"; the pseudocode: none                           (caption vs listing): one identity
+                                                                                     per sweep, u + S_fwd(u) + flip
+                                                                                     S_bwd(flip u), the residual of an S4
+                                                                                     block; "path" (2u + ..., the
+                                                                                     identity doubles at every sweep)
+                                                                                     and "none" (the listing) are
+                                                                                     options
+    init, dt_min, dt_max not stated                                   S4D-LegS,     S4's diagonal defaults
+                                                                      [1e-3, 1e-1]
+    FFT convolution      not stated                                   zero-padded   S4's (non-periodic although the
+                                                                                     data are periodic; notes 2.2)
+    positional_grid      E_i = i / L (App. E.4)                       i / n         as printed
+    ff_factor,           ST-SSM-FF's feed-forward (App. D listing 2)  4, True       FFNO's fourierflow settings, the
+    ff_weight_norm                                                                   ones that give the printed counts
 
-* residuals (``residual``): Fig. 2 says "each path includes a residual connection"; the pseudocode has
-  none. ``"layer"`` (default) adds one identity per sweep, ``u + S_fwd(u) + flip S_bwd(flip u)`` (and
-  ``h + M(h)`` for the memory); ``"path"`` gives each direction its own identity, ``2u + ...`` (the
-  literal caption; the identity path doubles at every sweep); ``"none"`` follows the pseudocode. Same
-  parameter count in all three;
-* the S4D initialisation (``init``: S4D-LegS, as S4's diagonal default), ``d_state = 64`` and the
-  ``dt`` range ``[1e-3, 1e-1]`` (S4's defaults); the zero-padded, hence non-periodic, FFT convolution of
-  S4 is kept although the data are periodic (notes §2.2);
-* the coordinate convention ``i / n`` and noise, normalisation and training set-up, which live in the
-  task and the presets (``experiments/stssm/*.yaml``).
+Noise, normalisation, teacher forcing and the loss live in the task and the presets (``experiments/stssm``).
 """
 from __future__ import annotations
 

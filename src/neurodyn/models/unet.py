@@ -25,6 +25,16 @@ possible between the start and the end of each axis, with ``pad_mode``: "reflect
 repeating the edge, falling back to "replicate" on axes too short to mirror), "replicate", "zeros" or
 "circular" (periodic data); the output is cropped back to the input size. Input and output are channels
 last, ``(B, *spatial, C)``, as everywhere in neurodyn.
+
+Readings (PDEBench's ``UNet1d`` / ``UNet2d``, the U-Net baseline of CHONN and ST-SSM)::
+
+    option               PDEBench                                our default  why
+    -------------------  --------------------------------------  -----------  ------------------------------------
+    init_features        32                                      32           as the code
+    block                conv-BN-Tanh x 2, max-pool, transposed  the same     as the code
+                         conv up
+    pad_mode             no padding (sizes must divide by 16)    "reflect"    ours: any grid size (85 x 85 Darcy);
+                                                                              "circular" for periodic data
 """
 from __future__ import annotations
 

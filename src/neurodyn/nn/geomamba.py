@@ -18,7 +18,8 @@ GeoMamba-SSM (per direction d, channel c, state s; ``dt = softplus(dt_d + dt_bia
 ``ssm="1d"`` (Eq. 9, vanilla GeoMamba-SSM, used for Navier-Stokes), over the flattened traversal t::
 
     h_s[t] = Abar_s[t] h_s[t-1] + Bbar_s[t] x[t]
-    y[t]   = sum_s C_s[t] (h_s[t] - R_s Bbar_s[t] x[t]) + D x[t]                (correction_form "cbx")
+    y[t]   = sum_s C_s[t] (h_s[t] - R_s Bbar_s[t] x[t]) + D x[t]                (correction_form "cbx";
+                                                                               "eq9" and "alg2" below)
 
 ``ssm="2d"`` (Eq. 10, 2DGeoMamba-SSM, used for Darcy), on the grid in the direction's frame::
 
@@ -37,7 +38,12 @@ Why R: every one of the four merged directions contains the token's own ``Bbar x
 output counts it 4 times ("duplicate hidden states", Sec. 4.3); with R = 1 in a direction that direction
 becomes an exclusive scan and the count drops by one: 4 / 3 / 2 / 1 for R = 0000 / 0001 / 0011 / 0111.
 
-Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; defaults in brackets:
+Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; the layer's own defaults in brackets.
+The model (``neurodyn.models.geomano.GeoMaNOConfig``) passes every option explicitly and defaults to the
+paper's readings, which differ from this layer's defaults in two places: ``correction_form="eq9"`` (Eqs. 9-10)
+and ``gate="shared"`` (Algorithm 1). The layer keeps ``"cbx"`` (the form for which the 4 / 3 / 2 / 1 count
+above holds exactly) and VMamba's ``"split"`` gate, so a kernel built directly is the one its tests and the
+kernel benchmarks (``benchmarks/geomano_kernel.py``) measure:
 
 ``correction``
     ``"none"`` (R = 0: the paper's "None" rows = Mamba's D only), [``"fixed"``] (``r_pattern``, one 0/1
@@ -50,9 +56,10 @@ Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; defaul
     col, row_rev, col_rev): "0011" corrects the two reversed scans. ``"directions"``: digit k = the k-th
     configured direction. With ``directions="corners"`` the digits always follow (tl, tr, bl, br).
 ``correction_form``
-    [``"cbx"``] ``sum_s C_s (h_s - R_s Bbar_s x)`` (removes exactly the duplicated self term), ``"eq9"``
-    ``sum_s C_s h_s - sum_s R_s Bbar_s x`` (Eqs. 9-10 as printed: correction not multiplied by C),
-    ``"alg2"`` ``sum_s C_s (h_s - R_s x)`` (Algorithm 2 line 32: x not multiplied by Bbar).
+    [``"cbx"``] ``sum_s C_s (h_s - R_s Bbar_s x)`` (ours: removes exactly the duplicated self term),
+    ``"eq9"`` ``sum_s C_s h_s - sum_s R_s Bbar_s x`` (Eqs. 9-10 as printed: correction not multiplied by C;
+    the paper's definition and GeoMaNO's default), ``"alg2"`` ``sum_s C_s (h_s - R_s x)`` (Algorithm 2 line
+    32: x not multiplied by Bbar). Why "eq9" is the paper's reading: ``neurodyn.models.geomano``.
 ``d_mode``
     [``"channel"``] D per direction and channel (mamba-ssm, Algorithm 2 ``D: (ED,)``), ``"state"`` D per
     direction and state (Remark 4.1 ``D in R^N``; ``sum_s D_s x`` is one scalar per direction) or
@@ -68,7 +75,8 @@ Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; defaul
     [``"sum"``] (VMamba's CrossMerge) or ``"mean"`` of the K directions.
 ``gate``
     [``"split"``] ``in_proj: D -> 2 di`` split into the scan branch and the gate (Mamba / VMamba), or
-    ``"shared"``: the literal Algorithm 1, one ``Z = Linear(z)`` feeding both the conv and ``act(Z)``.
+    ``"shared"``: Algorithm 1 as printed, one ``Z = Linear(z)`` feeding both the conv and ``act(Z)``
+    (GeoMaNO's default).
 ``norm_act``
     [True] ``act(LN(y)) * act(g)`` as Algorithm 1 line 13 prints it; False: VMamba's ``LN(y) * act(g)``.
 
