@@ -139,7 +139,7 @@ def test_second_training_is_refused_naming_the_holder_and_a_killed_holder_does_n
         holder.wait(timeout=30)
     assert lock_file(runs / "done").exists()  # left behind by the killed holder, held by nobody
     t0 = time.time()
-    assert main([*TRAIN, "--runs-dir", str(runs), "--run-name", "done", "train.epochs=2"]) == 2  # changed config
+    assert main([*TRAIN, "--runs-dir", str(runs), "--run-name", "done", "train.lr=0.5"]) == 2  # changed config
     assert "another config" in capsys.readouterr().err
     assert main([*TRAIN, "--runs-dir", str(runs), "--run-name", "done"]) == 0  # resumes the finished run
     assert time.time() - t0 < 60

@@ -55,12 +55,15 @@ def test_resume_with_another_config_is_refused(tmp_path, data_dir):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 1))
     saved = (run / "config.yaml").read_text()
-    longer = _cfg("train.scheduler=onecycle", "train.epochs=5")  # the checkpoint's OneCycle was built for 3
-    with pytest.raises(ConfigError, match=r"train\.epochs \(3 -> 5\)"):
-        run_experiment(longer, run, progress=False)
-    assert (run / "config.yaml").read_text() == saved  # the refused run left the folder as it was
-    run_experiment(longer, run, progress=False, resume=False)  # starting over is allowed
-    assert len(_losses(run)) == 5
+    faster = _cfg("train.scheduler=onecycle", "train.lr=0.01")  # the optimizer and schedule were built for another
+    with pytest.raises(ConfigError, match=r"train\.lr \(0\.001 -> 0\.01\)"):
+        run_experiment(faster, run, progress=False)
+    shorter = _cfg("train.scheduler=onecycle", "train.epochs=2")
+    with pytest.raises(ConfigError, match=r"can be extended \(more epochs\) but not shortened"):
+        run_experiment(shorter, run, progress=False)
+    assert (run / "config.yaml").read_text() == saved  # the refused runs left the folder as it was
+    run_experiment(faster, run, progress=False, resume=False)  # starting over is allowed
+    assert len(_losses(run)) == 3
 
 
 def test_best_checkpoint_and_artifacts(tmp_path, data_dir):

@@ -67,7 +67,8 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
 
     A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
     it was built for) and data split, so a changed config would silently train something that is neither
-    the old run nor the new one.
+    the old run nor the new one. The one change allowed is more ``train.epochs``: the run continues to the new
+    count (see :mod:`neurodyn.train.schedule` for what the learning-rate schedule does then).
     """
     saved = run_dir / "config.yaml"
     if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
@@ -77,6 +78,12 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
     diff = _config_differences(old, json.loads(json.dumps(cfg)))
+    if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
+        return  # more epochs: the run continues (neurodyn.train.schedule: a new segment over the added epochs)
+    if "train.epochs" in diff and len(diff) == 1:
+        raise ConfigError(f"run folder {run_dir} was trained for train.epochs={_lookup(old, 'train.epochs')}; a run can "
+                          "be extended (more epochs) but not shortened: evaluate its checkpoints instead, train into "
+                          "a new run folder (--run-name NAME) or start this one over (--fresh)")
     if diff:
         shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
         more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""

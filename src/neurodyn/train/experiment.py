@@ -168,6 +168,9 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now
         check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}", values=False)
     eval_set = monitored_set(data["sets"])
+    if tcfg.early_stop and eval_set is None:
+        raise ConfigError(f"train.early_stop={tcfg.early_stop} stops on the validation split, and this run has none "
+                          "(data.n_val = 0); set data.n_val (e.g. auto) or train.early_stop=0")
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

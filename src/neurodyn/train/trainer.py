@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -30,6 +31,9 @@ from ..models.registry import model_spec
 from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_sum, barrier
+from .logs import RunLogs, parse_loggers
+from .precision import grad_scaler, parse_precision, with_precision
+from .schedule import Schedule
 from .sampling import global_batches, rank_slice
 
 
@@ -61,12 +65,24 @@ class TrainConfig:
     pushforward: int = 0            # autoregressive pushforward: most steps unrolled without gradient
     input_noise: float = 0.0        # autoregressive: std of noise added to normalised input frames
     n_plot: int = 4                 # test samples drawn in the prediction plot
+    accumulate: int = 1             # micro-batches of batch_size per optimizer step (= one batch of accumulate x size)
+    early_stop: int = 0             # stop after this many evaluations without a better validation metric; 0: never
+    precision: str | int = "32"     # 32 | bf16 (autocast, CPU and CUDA) | 16 (float16 + GradScaler, CUDA)
+    compile: bool = False           # torch.compile the model for training
+    log: str | list = "none"        # none | csv | tensorboard, or a list (metrics.jsonl is always written)
 
     def validate(self) -> None:
         if self.epochs < 1:
             raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
+        if self.accumulate < 1:
+            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got {self.accumulate}")
+        if self.early_stop < 0:
+            raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
+                              f"{self.early_stop}")
+        parse_precision(self.precision)
+        parse_loggers(self.log)
         if not self.lr > 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr}")
         if self.optimizer not in ("adamw", "adam"):
@@ -114,10 +130,18 @@ class Trainer:
         self._print_lines = False
         self.interrupt_at = interrupt_at  # test hook: pretend Ctrl-C after (epoch, batch)
         self.ddp = (nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model)
+        if self.cfg.compile:
+            self.ddp = torch.compile(self.ddp)
+        self.train_model = with_precision(self.ddp, self.cfg.precision, self.device)
+        self.eval_model = with_precision(self.model, self.cfg.precision, self.device)
+        self.scaler = grad_scaler(self.cfg.precision, self.device)
         self.optimizer = self._make_optimizer()
-        self.n_batches = math.ceil(len(train_set) / self.cfg.batch_size)
-        self.scheduler = self._make_scheduler()
+        self.n_batches = math.ceil(len(train_set) / self.step_batch)
+        self.schedule = Schedule(self.optimizer, self.cfg.scheduler, self.cfg.lr, self.n_batches, self.cfg.epochs,
+                                 pct_start=self.cfg.pct_start, step_size=self.cfg.step_size, gamma=self.cfg.gamma)
         self.epoch, self.batch, self.global_step = 0, 0, 0
+        self.stale_evals, self.stopped_early = 0, False  # early stopping: evaluations since the best one
+        self.logs = None
         self._epoch_sums = torch.zeros(2, dtype=torch.float64)  # (sum of per-sample losses, samples) this epoch
         self._epoch_t0 = time.time()
         # the evaluation metric that selects best.pt: a task attribute ``monitor = (key, "min" | "max")``
@@ -131,16 +155,15 @@ class Trainer:
     def _make_optimizer(self) -> torch.optim.Optimizer:
         return make_optimizer(self.cfg.optimizer, self.model.parameters(), self.cfg.lr, self.cfg.weight_decay)
 
-    def _make_scheduler(self):
-        c, opt = self.cfg, self.optimizer
-        if c.scheduler == "onecycle":
-            return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=c.lr, total_steps=c.epochs * self.n_batches,
-                                                       pct_start=c.pct_start)
-        if c.scheduler == "step":  # stepped per batch, so the epoch count is scaled
-            return torch.optim.lr_scheduler.StepLR(opt, step_size=c.step_size * self.n_batches, gamma=c.gamma)
-        if c.scheduler == "cosine":
-            return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=c.epochs * self.n_batches)
-        return torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    @property
+    def step_batch(self) -> int:
+        """Samples per optimizer step: ``batch_size`` x ``accumulate``."""
+        return self.cfg.batch_size * self.cfg.accumulate
+
+    @property
+    def scheduler(self):
+        """The learning-rate scheduler of the current segment (:mod:`neurodyn.train.schedule`)."""
+        return self.schedule.scheduler
 
     @property
     def ckpt_dir(self) -> Path:
@@ -165,7 +188,9 @@ class Trainer:
             "model": model_spec(self.model),
             "model_state": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            "scheduler": self.schedule.state_dict(),
+            "early_stop": {"stale_evals": self.stale_evals, "stopped": self.stopped_early},
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "normalizers": {k: m.state_dict() for k, m in self.task.normalizers().items()},
             "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in self.task.normalizers().items()},
             "position": {"epoch": self.epoch, "batch": self.batch, "global_step": self.global_step,
@@ -203,11 +228,15 @@ class Trainer:
     def load(self, path: str | Path) -> None:
         ckpt = read_checkpoint(path, map_location=self.device)
         self.model.load_state_dict(ckpt["model_state"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.scheduler.load_state_dict(ckpt["scheduler"])
+        pos = ckpt["position"]
+        self.schedule.load_state_dict(ckpt["scheduler"], pos["epoch"], self.cfg.epochs)
+        self.optimizer.load_state_dict(ckpt["optimizer"])  # after the schedule: it holds the learning rates reached
+        stop = ckpt.get("early_stop", {})
+        self.stale_evals, self.stopped_early = int(stop.get("stale_evals", 0)), bool(stop.get("stopped", False))
+        if self.scaler is not None and ckpt.get("scaler"):
+            self.scaler.load_state_dict(ckpt["scaler"])
         for k, m in self.task.normalizers().items():
             m.load_state_dict(ckpt["normalizers"][k])
-        pos = ckpt["position"]
         self.epoch, self.batch, self.global_step = pos["epoch"], pos["batch"], pos["global_step"]
         self._epoch_sums = pos["epoch_sums"].cpu().double()
         self.best = ckpt["best"]
@@ -217,6 +246,8 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         self.history.append(record)
         self.log_extra(record)
+        if self.logs is not None:
+            self.logs.epoch(record, self.history)
 
     def log_extra(self, record: dict[str, Any]) -> None:
         """Append ``record`` to ``metrics.jsonl`` (main process). Epochs go through ``_log``, which also keeps
@@ -260,6 +291,8 @@ class Trainer:
         barrier()
         from tqdm.auto import tqdm
 
+        if self.dist.is_main and parse_loggers(self.cfg.log):
+            self.logs = RunLogs(self.run_dir, parse_loggers(self.cfg.log), first_epoch=self.epoch)
         total = self.cfg.epochs * self.n_batches
         on_terminal = sys.stderr.isatty()
         use_bar = self.progress is True or (self.progress is None and on_terminal)
@@ -267,7 +300,7 @@ class Trainer:
         bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
-            while self.epoch < self.cfg.epochs:
+            while self.epoch < self.cfg.epochs and not self.stopped_early:
                 self._train_epoch(bar)
         except KeyboardInterrupt:
             self.save("last.pt")
@@ -276,16 +309,23 @@ class Trainer:
                 print(f"\ninterrupted: saved {self.ckpt_dir / 'last.pt'} at epoch {self.epoch} batch {self.batch}; "
                       "run the same command again to resume")
             raise
+        finally:
+            if self.logs is not None:
+                self.logs.close()
         bar.close()
+        if self.stopped_early and self.dist.is_main and self.progress is not False:
+            print(f"stopped early after epoch {self.epoch}: {self.cfg.early_stop} evaluations without a better "
+                  f"validation {self.monitor_key}", flush=True)
         return self.history
 
     def _train_epoch(self, bar) -> None:
         cfg = self.cfg
-        batches = global_batches(len(self.train_set), cfg.batch_size, cfg.seed, self.epoch, cfg.shuffle,
+        batches = global_batches(len(self.train_set), self.step_batch, cfg.seed, self.epoch, cfg.shuffle,
                                  world=self.dist.world_size)
         if self.batch == 0:
             self._epoch_sums = torch.zeros(2, dtype=torch.float64)
             self._epoch_t0 = time.time()
+            self.schedule.start_epoch(self.epoch)
         self.ddp.train()
         while self.batch < len(batches):
             if self.interrupt_at is not None and self.interrupt_at(self.epoch, self.batch):
@@ -301,11 +341,14 @@ class Trainer:
         improved = False
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
-            record["val"] = self.task.evaluate(self.model, self.eval_batches(self.eval_set))
+            record["val"] = self.task.evaluate(self.eval_model, self.eval_batches(self.eval_set))
             value = record["val"][self.monitor_key]
             improved = value < self.best if self.monitor_mode == "min" else value > self.best
             if improved:
                 self.best = value
+            self.stale_evals = 0 if improved else self.stale_evals + 1
+            if cfg.early_stop and self.stale_evals >= cfg.early_stop:
+                self.stopped_early = record["stopped_early"] = True
         self._log(record)
         self.epoch, self.batch = self.epoch + 1, 0  # checkpoints hold the position to start from
         if improved:
@@ -325,7 +368,7 @@ class Trainer:
         ``steps`` steps after ``warmup``; the steps train the model (use a throwaway trainer)."""
         import statistics
 
-        order = global_batches(len(self.train_set), self.cfg.batch_size, self.cfg.seed, 0, self.cfg.shuffle,
+        order = global_batches(len(self.train_set), self.step_batch, self.cfg.seed, 0, self.cfg.shuffle,
                                world=self.dist.world_size)
         self.ddp.train()
         times = []
@@ -337,22 +380,38 @@ class Trainer:
         return statistics.median(times)
 
     def _step(self, global_ids: torch.Tensor) -> float:
+        """One optimizer step on the global batch ``global_ids``: this rank's share, in ``accumulate`` micro-batches
+        whose gradients add up to the gradient of the global-batch mean loss (the same step as one batch of that
+        size, up to rounding). Returns this rank's mean loss."""
         ids = rank_slice(global_ids, self.dist.rank, self.dist.world_size)
-        batch = self._collate(self.train_set, ids.tolist())
-        loss = self.task.training_loss(self.ddp, batch)
-        if not torch.isfinite(loss):
-            if not nonfinite_tensors(self.model.state_dict()):
-                self.save("last.pt")  # finite weights: the step can be examined from here
-            raise TrainingDiverged(f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
-                                   f"{self._kept(self.ckpt_dir / 'last.pt')}. {self._retry_hint()}")
-        # scaled so that DDP's gradient average equals the gradient of the global-batch mean
-        scale = len(ids) * self.dist.world_size / len(global_ids)
+        micro = [m for m in ids.chunk(self.cfg.accumulate) if len(m)] if len(ids) else []
         self.optimizer.zero_grad(set_to_none=True)
-        (loss * scale).backward()
+        total = torch.zeros((), dtype=torch.float64)
+        for k, part in enumerate(micro):
+            batch = self._collate(self.train_set, part.tolist())
+            sync = k == len(micro) - 1 or not self.dist.enabled
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                loss = self.task.training_loss(self.train_model, batch)
+                if not torch.isfinite(loss):
+                    if not nonfinite_tensors(self.model.state_dict()):
+                        self.save("last.pt")  # finite weights: the step can be examined from here
+                    raise TrainingDiverged(f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
+                                           f"{self._kept(self.ckpt_dir / 'last.pt')}. {self._retry_hint()}")
+                # scaled so that DDP's gradient average equals the gradient of the global-batch mean
+                scale = len(part) * self.dist.world_size / len(global_ids)
+                scaled = loss * scale
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            total += loss.detach().double().cpu() * len(part)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
         if self.cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        value = loss.detach().double().cpu()
-        self._epoch_sums += torch.stack([value * len(ids), torch.tensor(float(len(ids)), dtype=torch.float64)])
-        return float(value)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.schedule.step()
+        n = float(len(ids))
+        self._epoch_sums += torch.stack([total, torch.tensor(n, dtype=torch.float64)])
+        return float(total / max(n, 1.0))

@@ -1,0 +1,154 @@
+"""Trainer options: gradient accumulation, early stopping, CSV / TensorBoard logs, extending a finished run,
+bf16 autocast, torch.compile.
+
+Oracles: accumulation against one batch of the accumulated size; an extended run interrupted and resumed against
+the same extension uninterrupted; early stopping against a scripted validation curve.
+"""
+import csv
+import json
+
+import pytest
+import torch
+
+from neurodyn.errors import ConfigError
+from neurodyn.experiments import load_experiment
+from neurodyn.train.experiment import run_experiment
+from neurodyn.train.runs import read_history
+
+TINY = ["data.n_train=24", "data.n_test=4", "model.width=8", "model.modes=[4,4]", "train.shuffle=true"]
+
+
+def _cfg(*extra):
+    return load_experiment("fno/darcy", "tiny", [*TINY, *extra])
+
+
+def _weights(run):
+    return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model_state"]
+
+
+def test_accumulation_equals_one_batch_of_the_accumulated_size(tmp_path, data_dir):
+    # 21 training samples (24 with 3 carved for validation): steps of 8, 8 and 5 samples, each in micro-batches
+    one = tmp_path / "one"
+    run_experiment(_cfg("train.epochs=2", "train.batch_size=8"), one, progress=False)
+    four = tmp_path / "four"
+    run_experiment(_cfg("train.epochs=2", "train.batch_size=2", "train.accumulate=4"), four, progress=False)
+    for k, w in _weights(one).items():
+        torch.testing.assert_close(_weights(four)[k], w, rtol=2e-5, atol=1e-6)
+    la, lb = ([h["train_loss"] for h in read_history(r)] for r in (one, four))
+    assert la == pytest.approx(lb, rel=1e-5)
+    # the oracle is not trivially met: plain batches of 2 train differently
+    two = tmp_path / "two"
+    run_experiment(_cfg("train.epochs=2", "train.batch_size=2"), two, progress=False)
+    assert any(not torch.allclose(_weights(two)[k], w, rtol=1e-3) for k, w in _weights(one).items())
+
+
+def test_early_stop_stops_on_the_validation_metric_and_stays_stopped(tmp_path, data_dir, monkeypatch):
+    from neurodyn.train import tasks
+
+    curve = iter([0.5, 0.4, 0.45, 0.41, 0.3, 0.2, 0.1, 0.05])  # best at evaluation 2, then two worse ones
+    real = tasks.SteadyTask.evaluate
+    calls = []
+
+    def scripted(self, model, batches):
+        out = real(self, model, batches)
+        calls.append(1)
+        out["rel_l2"] = next(curve)
+        return out
+
+    monkeypatch.setattr(tasks.SteadyTask, "evaluate", scripted)
+    run = tmp_path / "run"
+    run_experiment(_cfg("train.epochs=8", "train.early_stop=2"), run, progress=False)
+    history = read_history(run)
+    assert [h["val"]["rel_l2"] for h in history] == [0.5, 0.4, 0.45, 0.41]
+    assert history[-1].get("stopped_early") is True
+    assert torch.load(run / "checkpoints" / "best.pt", weights_only=True)["position"]["epoch"] == 2
+    run_experiment(_cfg("train.epochs=8", "train.early_stop=2"), run, progress=False)  # resuming: still stopped
+    assert len(read_history(run)) == 4
+
+
+def test_early_stop_needs_a_validation_split(tmp_path, data_dir):
+    with pytest.raises(ConfigError, match="train.early_stop=2 stops on the validation split"):
+        run_experiment(_cfg("train.epochs=2", "train.early_stop=2", "data.n_val=0"), tmp_path / "r", progress=False)
+
+
+def test_csv_log_has_one_row_per_epoch_after_a_resume(tmp_path, data_dir):
+    run = tmp_path / "run"
+    cfg = _cfg("train.epochs=3", "train.log=csv")
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (2, 1))
+    run_experiment(cfg, run, progress=False)
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
+    history = read_history(run)
+    assert [float(r["val_rel_l2"]) for r in rows] == pytest.approx([h["val"]["rel_l2"] for h in history])
+
+
+def test_tensorboard_log(tmp_path, data_dir):
+    pytest.importorskip("torch.utils.tensorboard")
+    run = tmp_path / "run"
+    run_experiment(_cfg("train.epochs=2", "train.log=[csv,tensorboard]"), run, progress=False)
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_tensorboard_missing_is_one_sentence(tmp_path, data_dir, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name.startswith("torch.utils.tensorboard"):
+            raise ImportError("no tensorboard")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    with pytest.raises(ConfigError, match=r"train.log=tensorboard needs the tensorboard package"):
+        run_experiment(_cfg("train.epochs=1", "train.log=tensorboard"), tmp_path / "r", progress=False)
+    with pytest.raises(ConfigError, match="train.log must be none, csv, tensorboard"):
+        run_experiment(_cfg("train.log=wandb"), tmp_path / "r", progress=False)
+
+
+@pytest.mark.parametrize("scheduler", ["onecycle", "cosine"])
+def test_raising_epochs_continues_a_finished_run_with_a_new_segment(tmp_path, data_dir, scheduler):
+    base = [f"train.scheduler={scheduler}", "train.batch_size=8"]
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    for run in (straight, broken):
+        run_experiment(_cfg("train.epochs=2", *base), run, progress=False)
+    run_experiment(_cfg("train.epochs=4", *base), straight, progress=False)
+    with pytest.raises(KeyboardInterrupt):  # the extension, interrupted inside the new segment, then resumed
+        run_experiment(_cfg("train.epochs=4", *base), broken, progress=False, interrupt_at=lambda e, b: (e, b) == (3, 1))
+    run_experiment(_cfg("train.epochs=4", *base), broken, progress=False)
+    history = read_history(straight)
+    assert [h["epoch"] for h in history] == [0, 1, 2, 3]
+    for k, w in _weights(straight).items():
+        assert torch.equal(_weights(broken)[k], w), k
+    # the added epochs ran on a schedule of their own: halfway through it the learning rate is back near train.lr
+    # (one schedule over 4 epochs would be at its last quarter: below 0.15 train.lr for both kinds)
+    lr = _cfg()["train"]["lr"]
+    assert history[2]["lr"] > 0.3 * lr
+    ckpt = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["scheduler"]["segments"] == [2, 4]
+    records = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert sum("test" in r for r in records) == 1  # the test data evaluated once, after the extension
+
+
+def test_bf16_autocast_trains_with_float32_parameters(tmp_path, data_dir):
+    run = tmp_path / "bf16"
+    final = run_experiment(_cfg("train.epochs=2", "train.precision=bf16"), run, progress=False)
+    fp32 = run_experiment(_cfg("train.epochs=2"), tmp_path / "fp32", progress=False)
+    assert all(w.dtype == torch.float32 for w in _weights(run).values() if w.is_floating_point())
+    assert final["rel_l2"] == pytest.approx(fp32["rel_l2"], rel=0.2)  # close to float32 ...
+    assert final["rel_l2"] != fp32["rel_l2"]                           # ... but computed in bfloat16
+    with pytest.raises(ConfigError, match="train.precision=16 .* needs a CUDA device"):
+        run_experiment(_cfg("train.precision=16"), tmp_path / "r16", progress=False)
+    with pytest.raises(ConfigError, match="train.precision must be one of 32, bf16, 16"):
+        run_experiment(_cfg("train.precision=8"), tmp_path / "r8", progress=False)
+
+
+@pytest.mark.slow
+def test_compiled_training_follows_eager(tmp_path, data_dir):
+    eager = tmp_path / "eager"
+    run_experiment(_cfg("train.epochs=1", "train.batch_size=8"), eager, progress=False)
+    compiled = tmp_path / "compiled"
+    run_experiment(_cfg("train.epochs=1", "train.batch_size=8", "train.compile=true"), compiled, progress=False)
+    for k, w in _weights(eager).items():
+        torch.testing.assert_close(_weights(compiled)[k], w, rtol=1e-4, atol=1e-5)
