@@ -10,6 +10,7 @@ export OMP_NUM_THREADS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/neurodyn build-kernels --allow-missing
 	touch $(STAMP)
 
 install: $(STAMP)

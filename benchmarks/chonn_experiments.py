@@ -1,4 +1,4 @@
-"""CHONN experiments (issue 8): drivers, tables and relative-gain plots (the paper's metrics are
+"""CHONN experiments: drivers, tables and relative-gain plots (the paper's metrics are
 ``neurodyn.train.metrics.order_metrics`` / ``poisson_metrics``).
 
 ``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``,
@@ -25,7 +25,7 @@ Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are 
 * ``chonn-rollout`` (Fig. 5b-f): shallow water (10 frames in, rollout to the end) and Navier-Stokes 40-step
   rollouts from m = 3, 5, 10 frames; CHONN-FNO vs FNO; mean and per-step relative L2.
 
-Script-only helpers (issue 18; no training): ``gain [--merges sum mean norm]`` prints the scale of freshly
+Script-only helpers (no training): ``gain [--merges sum mean norm]`` prints the scale of freshly
 built Cascaded Kirchhoff Blocks per stage (:func:`gain_table`); ``curves OUT.png TITLE LABEL=RUN_DIR ...`` plots
 the training losses of finished runs; ``compare-order BEFORE_DIR AFTER_DIR`` puts two order-benchmark records
 side by side.
@@ -516,7 +516,7 @@ def _mean_curves(results, key) -> dict[str, list[float]]:
 
 
 # ------------------------------------------------------------------------------------------------
-# gain of the cascade at initialisation (issue 18)
+# gain of the cascade at initialisation (the measurement behind merge="mean")
 
 GAIN_CASES = (("uni", 1, 16), ("bi", 1, 16), ("cross", 2, 64))  # (scan, dims, d_model)
 
@@ -601,7 +601,7 @@ def run(scale: str, argv: Sequence[str]) -> int:
     if sub == "compare-order":  # compare-order BEFORE_DIR AFTER_DIR: two finished order benchmarks side by side
         print(compare_order(load_results(Path(argv[0])), load_results(Path(argv[1]))))
         return 0
-    if sub == "gain":  # no training: the cascade's scale at initialisation (issue 18)
+    if sub == "gain":  # no training: the cascade's scale at initialisation
         p = argparse.ArgumentParser(prog="chonn_experiments.py gain", description=gain_table.__doc__)
         p.add_argument("--merges", nargs="+", default=["sum", "mean"], help="merge modes of the block")
         p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

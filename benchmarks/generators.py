@@ -40,11 +40,11 @@ class Case:
 
 
 CASES: list[Case] = [
-    # --- issue 2, Darcy (FNO protocol: solved at 421, stored every 5th point = 85; direct 32 for the demo) --
+    # --- Darcy (FNO protocol: solved at 421, stored every 5th point = 85; direct 32 for the demo) -----------
     Case("darcy 421->85 (FNO protocol)", "darcy",
          {"cpu": dict(resolution=32, solve_resolution=63), "paper": dict(resolution=85, solve_resolution=421)},
          {"cpu": 1200, "paper": 1224}, {"cpu": 50, "paper": 4}),
-    # --- issue 4, CHONN generators -------------------------------------------------------------------
+    # --- CHONN generators ----------------------------------------------------------------------------
     Case("poisson K=16 (ID)", "poisson",
          {"cpu": dict(resolution=64, K=16), "paper": dict(resolution=64, K=16)},
          {"cpu": 1408, "paper": 1408}, {"cpu": 256, "paper": 256}),
@@ -57,7 +57,7 @@ CASES: list[Case] = [
     Case("order1d T4", "order1d",
          {"cpu": dict(order=4), "paper": dict(order=4)},
          {"cpu": 3500, "paper": 16000}, {"cpu": 1000, "paper": 1000}),
-    # --- issue 4, ST-SSM 1D generators (presets data/burgers, data/ks) ----------------------------------
+    # --- ST-SSM 1D generators (presets data/burgers, data/ks) -------------------------------------------
     Case("burgers nu=0.001 (PDEBench)", "burgers",
          {"cpu": dict(resolution=128, solve_resolution=1024), "paper": dict(resolution=1024)},
          {"cpu": 640, "paper": 3048}, {"cpu": 16, "paper": 16}),
@@ -70,7 +70,7 @@ CASES: list[Case] = [
     Case("ks nu=0.125", "ks",
          {"cpu": dict(resolution=64, solve_resolution=512, nu=0.125), "paper": dict(resolution=512, nu=0.125)},
          {"cpu": 640, "paper": 2304}, {"cpu": 64, "paper": 64}),
-    # --- issue 4, torus Navier-Stokes (presets data/navier_stokes*, data/torus_vis*) ------------------
+    # --- torus Navier-Stokes (presets data/navier_stokes*, data/torus_vis*) ---------------------------
     # A full sample is 2e4 (cpu) to 5e5 (paper) solver steps, so a shortened run is timed (t_final below;
     # paper: 100 steps of dt = 1e-4 at 256^2) and multiplied by time_scale = full steps / timed steps.
     Case("navier_stokes V1e-5 T20 (TorusLi)", "navier_stokes",
@@ -93,7 +93,7 @@ CASES: list[Case] = [
          {"cpu": dict(resolution=32, sim_resolution=32, nu_min=3e-4, nu_max=3e-3, dt=2e-3, t_final=2.0),
           "paper": dict(t_final=0.01, record_every=0.01)},
          {"cpu": 280, "paper": 1400}, {"cpu": 16, "paper": 2}, {"cpu": 10.0, "paper": 2000.0}),
-    # --- issue 4, LaMO geometry benchmarks (presets data/elasticity, data/pipe; scikit-fem, one core) ---
+    # --- LaMO geometry benchmarks (presets data/elasticity, data/pipe; scikit-fem, one core) ------------
     Case("elasticity (Geo-FNO-like, P=972)", "elasticity",
          {"cpu": dict(n_theta=64, n_rings=6, n_modes=8), "paper": dict()},
          {"cpu": 600, "paper": 1200}, {"cpu": 16, "paper": 8}),

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 
 # Before torch starts OpenMP: on a shared, oversubscribed machine spinning OpenMP workers make 2-thread
-# runs 5-15x slower than 1-thread runs; passive waiting removes that (see benchmarks/RESULTS.md, issue 5).
+# runs 5-15x slower than 1-thread runs; passive waiting removes that (measured on the project's 2-core VM).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse

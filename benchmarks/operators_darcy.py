@@ -1,6 +1,7 @@
 """LaMO vs Transolver vs FNO at cpu scale through the experiment API (same data, same epochs, several seeds).
 
-    # the issue-5 Darcy comparison (each run is one `neurodyn train <preset> --scale cpu` with the overrides)
+    # the Darcy comparison of LaMO, Transolver and FNO (each run is one `neurodyn train <preset> --scale cpu`
+    # with the overrides)
     .venv/bin/python benchmarks/operators_darcy.py --epochs 10 --seeds 0 1 2 \
         --runs lamo=lamo/darcy transolver=transolver/darcy fno=fno/darcy
     # an investigation variant: label=preset followed by ;-separated overrides
@@ -17,7 +18,8 @@ initialisation and the batch order, not the data. The final-epoch test relative 
 papers report) and the best epoch are recorded, one JSON file per run under
 ``benchmarks/results/<tag>/``, so runs can go in parallel processes; ``--report`` prints mean +- std
 over seeds. Runs are skipped when their JSON exists (``--force`` redoes them). Threads: 2
-(``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (see benchmarks/RESULTS.md, issue 5).
+(``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (spinning OpenMP workers slow 2-thread runs on a
+shared machine).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speed and peak-memory benchmark of neurodyn.ops scans (issue 3). Prints markdown tables.
+"""Speed and peak-memory benchmark of neurodyn.ops scans. Prints markdown tables.
 
     .venv/bin/python benchmarks/scan.py                  # full run (a few minutes on 2 cores)
     .venv/bin/python benchmarks/scan.py --quick          # L in {256, 1024}, fewer repeats, no memory

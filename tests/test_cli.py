@@ -101,3 +101,16 @@ def test_truncated_last_checkpoint_on_resume_says_what_to_do(tmp_path, data_dir,
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert str(ckpt) in err and "--fresh" in err and "--which best" in err and err.count("\n") == 0
+
+
+def test_build_kernels_reports_the_cache_or_the_fallback(capsys, monkeypatch):
+    from neurodyn.ops import cpu_kernel
+
+    if cpu_kernel.available():
+        assert main(["build-kernels"]) == 0
+        assert str(cpu_kernel.build_dir()) in capsys.readouterr().out
+    monkeypatch.setattr(cpu_kernel, "get", lambda: None)  # as without a compiler
+    monkeypatch.delenv("NEURODYN_NO_CPP_EXT", raising=False)
+    assert main(["build-kernels"]) == 1
+    assert "pure-PyTorch path" in capsys.readouterr().err
+    assert main(["build-kernels", "--allow-missing"]) == 0

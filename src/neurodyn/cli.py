@@ -178,7 +178,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if final:
             print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
             for k, v in final.items():
-                print(f"  {k:>12s}  {v:.5g}")
+                if isinstance(v, (int, float)):  # per-step curves are in metrics.jsonl and rollout_error.png
+                    print(f"  {k:>12s}  {v:.5g}")
         else:
             print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
         print(f"run folder: {run_dir} (summary.md, predictions.png, learning_curve.png, metrics.jsonl)")
@@ -232,6 +233,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"{name:>14s}  {bench.BENCHMARKS[name].description}")
         return 0
     return bench.run(args.name, args.scale, args.bench_args, folder=args.dir)
+
+
+def cmd_build_kernels(args: argparse.Namespace) -> int:
+    """Compile the fused CPU kernels now (into their content-keyed cache), so no later run waits for them."""
+    from .ops import cpu_kernel
+
+    if cpu_kernel.disabled_by_env():
+        print("NEURODYN_NO_CPP_EXT is set: the pure-PyTorch kernels are used; nothing to build")
+        return 0
+    ops = cpu_kernel.get()
+    if ops is None:  # get() has printed why (no compiler, no ninja, a build error) and what to do
+        print("the fused CPU kernels are not available; every model runs on the pure-PyTorch path", file=sys.stderr)
+        return 0 if args.allow_missing else 1
+    print(f"fused CPU kernels ready in {cpu_kernel.build_dir()}")
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -325,6 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dir", default=None, help="the benchmark scripts folder (default: $NEURODYN_BENCHMARKS, "
                                                "else ./benchmarks)")
     b.set_defaults(func=cmd_bench)
+
+    k = sub.add_parser("build-kernels", help="compile the fused CPU kernels now (otherwise on first use)")
+    k.add_argument("--allow-missing", action="store_true",
+                   help="exit 0 when they cannot be built (no compiler): the pure-PyTorch path is used")
+    k.set_defaults(func=cmd_build_kernels)
 
     i = sub.add_parser("info", help="list models, generators, presets and generated data")
     i.add_argument("what", nargs="?", default="all", choices=("all", "models", "generators", "datasets", "presets", "data"))

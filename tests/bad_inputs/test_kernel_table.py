@@ -203,7 +203,8 @@ def _set(name, value):
     return change
 
 
-# (op, change to valid arguments, the message) for the cases named in the issue and the non-tensor arguments
+# (op, change to valid arguments, the message) for the cases that used to crash or return garbage (an empty B, a
+# short delta or A) and the non-tensor arguments
 SPECIAL = [
     ("selective_scan_fwd", _set("B", torch.empty(0, dtype=F)),
      "neurodyn_scan.selective_scan_fwd: B has shape [0], expected (d, n_pad) = [4, 8] or (batch, groups, L, n_pad) "

@@ -202,9 +202,9 @@ def load_old(tmp_path, config, model):
     return back
 
 
-def test_nac_checkpoint_from_before_issue_19_gets_the_values_it_was_built_with():
-    """Before issue 19 the config had no ncp_init, topk_spare_blocks, learn_horizon or front_init and held T and
-    the pair time explicitly: the released code's init, PyTorch's conv init, Algorithm 2's block count."""
+def test_nac_checkpoint_from_before_the_tuned_options_gets_the_values_it_was_built_with():
+    """Before the tuned choices the config had no ncp_init, topk_spare_blocks, learn_horizon or front_init and held
+    T and the pair time explicitly: the released code's init, PyTorch's conv init, Algorithm 2's block count."""
     pre = {k: v for k, v in OLD_LAYOUT.items() if k not in ("ncp_init", "topk_spare_blocks", "learn_horizon",
                                                               "front_init")}
     pre.update(time_horizon=1.0, pair_time="query")

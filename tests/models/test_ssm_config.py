@@ -68,7 +68,7 @@ def test_chonn_checkpoint_saved_before_the_merge_option_loads_with_summed_direct
     old_model = ndm.build("chonn1d", orders=(3,), width=8, scan="bi", merge="sum")
     ndm.save(old_model, tmp_path / "old.pt")
     raw = torch.load(tmp_path / "old.pt", weights_only=True)
-    del raw["model"]["config"]["merge"]                      # as written before issue 18
+    del raw["model"]["config"]["merge"]                      # as written before merge existed
     torch.save(raw, tmp_path / "old.pt")
     back = ndm.load(tmp_path / "old.pt")
     assert back.config.merge == "sum"

@@ -206,7 +206,7 @@ def test_block_backward_is_finite_and_reaches_every_parameter():
 
 
 # ---------------------------------------------------------------------------------------------------
-# scale at initialisation (issue 18): every stage of the cascade starts at unit gain for every direction count
+# scale at initialisation: every stage of the cascade starts at unit gain for every direction count
 
 _SCALE_CASES = [("uni", 1), ("bi", 1), ("bi", 2), ("cross", 2)]
 
@@ -241,7 +241,7 @@ def test_every_cascade_stage_starts_at_unit_scale_and_gradients_do_not_grow_with
 
 
 def test_summed_directions_grow_as_k_to_the_r():
-    """The pre-issue-18 merge (directions summed after every cell): stage r carries about K^r times the input's
+    """The old merge (directions summed after every cell): stage r carries about K^r times the input's
     scale, which the unit-scale test above rejects."""
     gains, _ = _init_scale(3, "cross", 2, 0, merge="sum")
     assert all(g > 3.0 for g in gains) and math.prod(gains) > 40, gains

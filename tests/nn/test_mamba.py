@@ -223,7 +223,7 @@ def test_wrong_input_shape_is_one_sentence():
         g(torch.randn(2, 10, 8))
 
 
-# ------------------------------------------------------------------------------------------------ issue 19
+# ------------------------------ LatentSSM: Mamba-1's diagonal A, a step per channel, the fused head kernel
 def test_diag_a_initialises_as_mamba1_s4d_real():
     """a_mode='diag' (paper Remark 2.1, Mamba-1): A_n = -n for n = 1..N in every channel and direction."""
     N = 6

@@ -124,7 +124,10 @@ def test_masks_follow_the_ncps_wiring(dense):
     # masked weights get zero gradient and cannot influence the output
     u = torch.randn(32, 8)
     cell.forward_unpruned(u, unfolds=3).sum().backward()
-    assert torch.all(cell.W_rec.grad[0][cell.mask_rec == 0] == 0)
+    if cell.feedforward_only:  # no active neuron feeds an active one: W_rec is a buffer, not a parameter
+        assert "W_rec" not in dict(cell.named_parameters()) and "W_rec" in cell.state_dict()
+    else:
+        assert torch.all(cell.W_rec.grad[0][cell.mask_rec == 0] == 0)
     assert torch.all(cell.W_in.grad[0][cell.mask_in == 0] == 0)
     # disabled neurons hold zero state
     state = cell.step(cell.input_drive(u), None)
@@ -249,7 +252,8 @@ def test_released_and_tuned_profiles():
         tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True, shared_backbone=True,
         topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5, quadrature="none", eps=1e-6,
         ncp_init="glorot", front_init="glorot", time_horizon=1.0, learn_horizon=False, pair_time="query")
-    # our measured choices (issue 19): the paper profile but for these, i.e. what compat="paper" meant before
+    # our measured choices (benchmarks/results/nac.md): the paper profile but for these, i.e. what compat="paper"
+    # meant before
     tuned = resolve_options("tuned")
     assert tuned == TUNED
     differ = {f for f in NACOptions.__dataclass_fields__ if getattr(tuned, f) != getattr(PAPER, f)}
@@ -281,7 +285,7 @@ def test_the_input_reaches_phi_and_omega_on_the_third_backbone_update(unfolds):
     assert varies == (unfolds >= 3)
 
 
-# ---------------------------------------------------------------------------------------- issue 19
+# -------------------------------------- the tuned profile's choices: init, time horizon, pair time
 def test_phi_and_omega_vary_with_the_input_at_initialisation():
     """The sparse NCP masks keep a few synapses per neuron; with dense (Glorot / orthogonal) scaling the
     three-layer backbone (and PyTorch's default conv front end) shrank the signal ~10x, so phi ~ 0.50 +- 0.005
@@ -317,7 +321,7 @@ def test_fan_in_init_preserves_the_variance_through_the_sparse_backbone():
     cell = NCPCell(wiring, "inter", "motor", activation="linear", init="fan_in")
     with torch.no_grad():
         y = cell(u, unfolds=3)
-    assert 0.3 < y.std() < 3.0  # glorot: ~0.1 (issue 19)
+    assert 0.3 < y.std() < 3.0  # glorot: ~0.1
 
 
 def test_learned_time_horizon_is_a_parameter_per_head_and_scales_the_pair_time():
@@ -338,7 +342,7 @@ def test_learned_time_horizon_is_a_parameter_per_head_and_scales_the_pair_time()
 
 def test_time_horizon_bounds_the_logits_and_the_tuned_profile_widens_it():
     """Eq. 17 gives a <= phi t <= T: with T = 1 (the paper's t = sigma(.)) two softmax weights differ by at most a
-    factor e and NAC nearly mean-pools its K keys (issue 19); the tuned profile's T = 10 lets them separate."""
+    factor e and NAC nearly mean-pools its K keys; the tuned profile's T = 10 lets them separate."""
     x, t = _inputs(B=4, T=16)
     paper, released, tuned = _layer(), _layer(compat="released"), _layer(compat="tuned")
     assert (paper.time_horizon, released.time_horizon, tuned.time_horizon) == (1.0, 1.0, 10.0)
@@ -379,3 +383,23 @@ def test_masked_softmax_matches_torch_and_empty_rows_give_zero_without_nan_gradi
     (grad,) = torch.autograd.grad((attn * torch.randn(attn.shape, generator=g, dtype=attn.dtype)).sum(), logits)
     assert torch.isfinite(grad).all() and torch.equal(grad[0, 0], torch.zeros(8, dtype=grad.dtype))
     assert torch.autograd.gradcheck(lambda a: _masked_softmax(a, ok[:1, 1:3]), (logits[:1, 1:3].detach().clone().requires_grad_(True),))
+
+
+def test_feedforward_cells_do_not_depend_on_w_rec_and_every_nac_parameter_gets_a_gradient():
+    """The sensory gates are feed-forward (no active neuron feeds an active one), so W_rec cannot act: it is held as
+    a buffer; DistributedDataParallel then finds no parameter without a gradient."""
+    from neurodyn.models import build
+
+    w = build_autoncp(units_backbone(16), 2, 8, 0.5, seed=7)
+    cell = NCPCell(w, input_group="inter", output_group="motor", disabled=("command",), activation="tanh")
+    assert cell.feedforward_only
+    u = torch.randn(4, 6, 8)
+    before = cell.scan(u)
+    with torch.no_grad():
+        cell.W_rec.normal_()
+    assert torch.equal(cell.scan(u), before) and torch.equal(cell.scan_stepwise(u), before)
+    model = build("nac", in_channels=3, out_channels=4, d_model=8, n_heads=2, dense=(8,))
+    x, t = torch.randn(2, 7, 3), torch.linspace(0, 1, 7).expand(2, 7)
+    model(x, t=t).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    assert not missing, missing

@@ -148,7 +148,7 @@ def test_flat_gather_picks_rows_per_group():
 
 @pytest.mark.parametrize("T,floor", [(32, 0.9), (1024, 0.85)])
 def test_block_topk_short_blocks_cannot_win_and_recall_is_high_on_smooth_keys(T, floor):
-    """Issue 19: a padded (or half-masked) last block's centroid is a mean over fewer keys, won the coarse search
+    """A padded (or half-masked) last block's centroid is a mean over fewer keys, won the coarse search
     too often and then could not fill K (recall 0.70-0.83 against the exhaustive top-8, 4-9 % invalid slots at
     T = 32-96; 0.70-0.72 at T = 1024). Full-size blocks (the last one overlapping) and one spare block: recall
     0.93-0.97 at T = 32 and 0.90 at 1024, no invalid slot."""

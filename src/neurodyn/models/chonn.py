@@ -45,7 +45,7 @@ path 0.2, two cells per CKB, the second fed "the current block input together wi
 previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
 v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
 
-Every reading of the four models, in one table (Eqs. 31-38, issue 18; details in :mod:`neurodyn.nn.kirchhoff`,
+Every reading of the four models, in one table (Eqs. 31-38; details in :mod:`neurodyn.nn.kirchhoff`,
 each a field of :class:`CKBOptions` unless said otherwise). No CHONN code is public: where the paper is silent
 the value is the field's practice (VMamba, whose block the CKB replaces; Mamba / S4D initialisation), marked
 "ours" where it is neither. The presets' ``paper`` scale uses the paper's and the field's values (``merge:
@@ -68,10 +68,10 @@ sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
     scan                not given (A7)                             "auto": "bi" on       the targets are non-causal:
                                                                    sequences, "cross"    VMamba's SS1D / SS2D
                                                                    on grids              traversals
-    merge               not given                                  "mean"                ours (issue 18: every stage
-                                                                                         starts at gain 1 whatever K;
-                                                                                         "sum", VMamba's CrossMerge, is
-                                                                                         the field's and the presets'
+    merge               not given                                  "mean"                ours (every stage starts at
+                                                                                         gain 1 whatever K; "sum",
+                                                                                         VMamba's CrossMerge, is the
+                                                                                         field's and the presets'
                                                                                          paper scale; LEGACY_DEFAULTS
                                                                                          rebuilds older checkpoints
                                                                                          with it)
@@ -98,8 +98,8 @@ At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is c
 unit-gain stages (``merge="mean"``) the Eq. 36 sum is about ``N u``, so the branch grows like ``N``, not
 ``K^N`` as with ``merge="sum"``. The initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps;
 the order family's RC length is ``tau * 256 = 20.5`` points, inside that range. The ``chonn1d`` cpu preset used
-Euler before issue 18 and is back to ZOH (3.7x the CPU time per epoch of ``o4``; no measurement showed Euler
-better).
+Euler with the old summed-direction block and is back to ZOH (3.7x the CPU time per epoch of ``o4``; no
+measurement showed Euler better).
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ class CKBOptions:
     conv_pointwise, scan
     ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
     cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank, merge (how a cell's scan
-    directions are combined: "mean" (default, unit gain per stage) | "sum" (before issue 18) | "norm"), coef_norm
+    directions are combined: "mean" (default, unit gain per stage) | "sum" (the old block) | "norm"), coef_norm
     ("none" = Eq. 33 | "cascade" | "rms": whether cells take Delta, b, c from an RMS-normalised input; see
     ``nn.kirchhoff``). A config redeclares the
     fields whose default differs for its model."""

@@ -7,7 +7,7 @@ The layer is :class:`neurodyn.nn.nac.NACAttention`; its docstring explains each 
 ``compat`` names the profile that fills every field of ``options`` left unset: ``"paper"`` (default) is what the
 paper prints, the authors' released code where the paper is silent, and the reading the paper forces where its
 literal text cannot work; ``"released"`` is the authors' released code; ``"tuned"`` holds our measured choices
-(issue 19, benchmarks/RESULTS.md), measured on test splits and to be re-selected on validation. A value given in
+(benchmarks/results/nac.md), measured on test splits and to be re-selected on validation. A value given in
 ``options`` (``model.options.time_horizon=5``) wins over the profile. Paper references: § = section, eq. =
 equation, Alg. = algorithm, Thm. = theorem of paper 002; "code" = the released code (docs/papers/notes-nac.md
 §2.14-2.15); "forced" = the literal text cannot work and the table's value is the reading it leaves.
@@ -119,8 +119,8 @@ class NACConfig:
 
     # Checkpoints saved before the options section: the registry's upgrade_config moves their flat option fields
     # into ``options`` and fills fields they predate with these. compat_version 1 reads compat="paper" as "tuned",
-    # the values that name held then; the other entries predate issue 19 (where the released code's init, PyTorch's
-    # conv init, Algorithm 2's block count and a fixed T were all there was).
+    # the values that name held then; the other entries predate the tuned choices (when the released code's init,
+    # PyTorch's conv init, Algorithm 2's block count and a fixed T were all there was).
     LEGACY_DEFAULTS: ClassVar[dict] = {"compat_version": 1, "ncp_init": "glorot", "front_init": "torch",
                                        "topk_spare_blocks": 0, "learn_horizon": False}
 
@@ -183,7 +183,7 @@ def _glorot(conv: torch.nn.Conv1d) -> None:
 def _he(conv: torch.nn.Conv1d) -> None:
     """Kaiming-normal with the ReLU gain, zero bias (tuned: PyTorch's default conv init followed by ReLU keeps
     ~0.4 of the std per layer, so NAC saw inputs ~10x smaller than the data and phi, omega barely depended on
-    them at step 0; issue 19)."""
+    them at step 0)."""
     torch.nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
     torch.nn.init.zeros_(conv.bias)
 

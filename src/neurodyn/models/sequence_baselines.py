@@ -206,7 +206,7 @@ class MHAModel(SequenceHost):
     def core(self, z, t, mask):
         h = self.embed(z)
         if t is not None:
-            h = h + time_encoding(t, h.shape[-1])
+            h = h + time_encoding(t, h.shape[-1]).to(h.dtype)  # computed in float32, added in the model's dtype
         B, T, d = h.shape
         H = self.cfg.n_heads
         q, k, v = self.qkv(h).reshape(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)   # (B, H, T, d/H) each

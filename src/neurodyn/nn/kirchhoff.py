@@ -48,7 +48,7 @@ Directions are merged after every cell, so the cell is one linear-in-``u`` opera
 coefficients) and a cascade of cells has the product transfer function of Eq. (46). All directions of a
 cell run as one ``selective_scan`` call with ``K * D`` channels.
 
-Direction merge (``merge``; issue 18). The paper gives no rule. Until issue 18 the ``K`` directions were summed,
+Direction merge (``merge``). The paper gives no rule. Before the direction mean, the ``K`` directions were summed,
 each with its own skip ``d = 1``: at initialisation a cell is close to its skip (``softplus(b_Delta)`` is
 ``1e-3 .. 1e-1`` and ``b_k, c_k`` are linear in ``u``, so the state path is cubic in the input's scale), so every
 cell multiplied the scale by ``K`` and stage ``r`` started at ``K^r`` times ``u`` (cross, order 4: 4 / 16 / 72 /
@@ -61,7 +61,7 @@ three are options:
   0.99-1.00 for uni / bi / cross, orders 1-4), no parameters, and it is the decomposition of notes A7:
   ``T_1 = [causal + anti-causal] / 2``, so ``T_n = T_1^n`` is exactly an ``n``-cell cascade of mean-merged
   bidirectional cells.
-* ``"sum"``: the pre-issue-18 block (gain ``K^r``); kept to reproduce the old records.
+* ``"sum"``: the block before the direction mean (gain ``K^r``); kept to reproduce the old records.
 * ``"norm"``: VMamba-style LayerNorm over the ``D`` channels after every merge (``2 D`` parameters per cell).
   Relative gain 1 from stage 2 on, but stage 1 lifts ``u`` (std about 0.16) to unit absolute scale, 6-9x, so it
   is not a unit-gain cascade. In the selection runs it trained fastest on T4 (see ``merge_select``).
@@ -71,7 +71,7 @@ paths still add up; trained like ``mean`` within one seed's noise, so redundant)
 merged once at the end (unit gain, but for ``K = 2`` its fixed-coefficient transfer function is
 ``[prod_r H_r^fwd + prod_r H_r^bwd] / 2``, without the mixed causal x anti-causal terms of ``T_1^n``; not better).
 
-Coefficient input (``coef_norm``; issue 18). In Eq. (33) ``Delta``, ``b`` and ``c`` are linear maps of the cell's
+Coefficient input (``coef_norm``). In Eq. (33) ``Delta``, ``b`` and ``c`` are linear maps of the cell's
 own input ``u``, so the state path ``c(u) beta(u) u`` is cubic in ``u``'s scale, and an order-n cascade is a
 polynomial of degree ``3^n`` in the block's input (81 at order 4). A Mamba block has one such cell behind a
 LayerNorm; a cascade feeds cells ``2..n`` the raw output of the previous one. Measured on Poisson (chonn_unet,
@@ -279,7 +279,7 @@ class CascadedKirchhoffBlock(nn.Module):
         aggregate: "sum" (Eq. 36) | "last".
         selective, discretization, dt_rank, dt_min, dt_max: the cells.
         merge: how every cell's ``K`` scan directions are combined: "mean" (default; unit gain per stage) |
-            "sum" (pre-issue-18, gain ``K`` per stage) | "norm" (LayerNorm after every merge; module docstring).
+            "sum" (the old block, gain ``K`` per stage) | "norm" (LayerNorm after every merge; module docstring).
         coef_norm: where ``Delta, b, c`` come from: "none" (Eq. 33, default) | "cascade" (cells 2..N from their
             RMS-normalised input) | "rms" (every cell); module docstring.
         residual: add ``X`` (Eq. 38); ``forward(x, residual=False)`` also returns the branch alone.

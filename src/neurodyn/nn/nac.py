@@ -27,8 +27,8 @@ a field of :class:`NACOptions`. A field left ``None`` takes the value of a profi
 * ``"paper"``: what the paper prints; where it is silent, the authors' released code; where it forces a reading
   (the backbone unfolds, a nonlinear backbone, Euler integrating to the pair's time), that reading;
 * ``"released"``: the authors' released code (notes-nac §2.14-2.15);
-* ``"tuned"``: our measured choices (issue 19: time horizon 10, query-key gap, a spare Top-K block, fan-in / He
-  initialisation), measured on test splits; to be re-selected on validation.
+* ``"tuned"``: our measured choices (time horizon 10, query-key gap, a spare Top-K block, fan-in / He
+  initialisation; benchmarks/results/nac.md), measured on test splits; to be re-selected on validation.
 
 The values of each profile and the reason for each are the table in :mod:`neurodyn.models.nac`.
 """
@@ -117,9 +117,9 @@ RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="
                       shared_backbone=True, topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5,
                       quadrature="none", eps=1e-6, ncp_init="glorot", front_init="glorot", time_horizon=1.0,
                       learn_horizon=False, pair_time="query")
-# our measured choices (issue 19, benchmarks/RESULTS.md; measured on test splits, to be re-selected on
-# validation): what compat="paper" meant before this profile existed.
-# validation). Written out, not derived from PAPER: checkpoints saved before the profile existed resolve to it.
+# our measured choices (benchmarks/results/nac.md; measured on test splits, to be re-selected on validation):
+# what compat="paper" meant before this profile existed. Written out, not derived from PAPER: checkpoints saved
+# before the profile existed resolve to it.
 TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
                    shared_backbone=False, topk_method="block", topk_spare_blocks=1, euler_steps=6, euler_dt=0.0,
                    quadrature="time", eps=1e-5, ncp_init="fan_in", front_init="he", time_horizon=10.0,
@@ -225,12 +225,12 @@ class NACAttention(nn.Module):
     * **Top-K**: Algorithm 2 with ``M = ceil(K/B_s) + topk_spare_blocks`` blocks of exactly ``B_s`` real keys
       (in every profile the last block of a row overlaps its neighbour; the paper does not say what happens to
       the ``T_k mod B_s`` remainder keys and the PyTorch port drops them). One spare block (tuned) lifts the
-      recall of the exact top-8 on smooth keys from ~0.75 to >= 0.9 (issue 19). Released (``topk_method``):
-      exact Top-K over the full score matrix (TF code). ``topk=None``: every pair (NAC-PW).
+      recall of the exact top-8 on smooth keys from ~0.75 to >= 0.9 (benchmarks/results/nac.md). Released
+      (``topk_method``): exact Top-K over the full score matrix (TF code). ``topk=None``: every pair (NAC-PW).
     * **Init** (``ncp_init``): ``"glorot"`` (released; the paper gives none) is dense scaling, under which
       phi ~ 0.50 +- 0.005 for any input at step 0; ``"fan_in"`` (tuned) scales each kept synapse by the neuron's
-      actual fan-in, so the sparse layers preserve the variance of their input. Measured on test splits (issue
-      19): with the host's He conv init it lifted event_digits (with the new Top-K, 0.787 -> 0.847 at T = 1) but
+      actual fan-in, so the sparse layers preserve the variance of their input. Measured on test splits: with
+      the host's He conv init it lifted event_digits (with the new Top-K, 0.787 -> 0.847 at T = 1) but
       hurt bearing (RMSE 0.122 -> 0.147, 3 seeds, worse on each).
     * **Time**: ``t = time_horizon * sigmoid(t_a t_sample + t_b)`` with the ``+`` sign of the paper, ``t_a``,
       ``t_b`` affine in u (per head); ``t_sample`` the query's timestamp (``pair_time="query"``: the paper's "the
@@ -371,7 +371,7 @@ class NACAttention(nn.Module):
             w = w * tau
         o = (w[..., None] * flat_gather(v, idx)).sum(-2)                               # (G, T, D)
         o = o.reshape(H, B, T, D).permute(1, 2, 0, 3).reshape(B, T, H * D)
-        y = self.out(o)
+        y = self.out(o.to(self.out.weight.dtype))  # a bfloat16 model's time gate and softmax ran in float32
         if not return_details:
             return y
         view = lambda a: a.reshape(H, B, T, ke).transpose(0, 1)

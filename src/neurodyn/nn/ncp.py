@@ -21,8 +21,8 @@ Initialisation (the paper gives none). ``init="glorot"`` is the authors' release
 Glorot-uniform, W_rec orthogonal over the full square. Both are scaled for a dense matrix, but the masks
 keep only a few synapses per neuron, so every layer of the wiring shrinks the signal by about
 ``sqrt(fan_in_kept / fan_in_dense)``: through NAC's three-layer backbone the output varies ~10x less
-than the input and phi, omega start almost constant (issue 19). ``init="fan_in"`` (default) draws each
-kept synapse from ``N(0, gain^2 / n_j)`` with ``n_j`` the number of synapses neuron ``j`` actually
+than the input and phi, omega start almost constant (benchmarks/results/nac.md). ``init="fan_in"`` (default)
+draws each kept synapse from ``N(0, gain^2 / n_j)`` with ``n_j`` the number of synapses neuron ``j`` actually
 receives (LeCun init on the sparse graph, separately for the input and recurrent matrices), so a
 layer preserves the variance of its input. Always b = 0, w_in = w_out = 1, b_in = b_out = 0. Masked
 weights are multiplied by 0 in every forward pass, so they receive zero gradient and never influence
@@ -155,6 +155,13 @@ class NCPCell(nn.Module):
         active = act_mask.bool()
         # rows and columns of active neurons: does any active neuron feed another one?
         self.feedforward_only = bool(m_rec[active][:, active].sum() == 0)
+        if self.feedforward_only:
+            # the recurrent term is exactly zero (no active neuron feeds an active one): W_rec gets no gradient, so it
+            # is a buffer, not a parameter (DistributedDataParallel refuses parameters without gradients; the state
+            # dict keeps the key, so checkpoints load either way)
+            w_rec = self.W_rec.detach()
+            del self.W_rec
+            self.register_buffer("W_rec", w_rec)
 
     # ------------------------------------------------------------------------------------------
     # With n_cells == 1 tensors are (..., k); with several cells they are (n_cells, ..., k).

@@ -145,10 +145,16 @@ class S4D(nn.Module):
         return f"d_model={self.d_model}, d_state={self.d_state}, init={self.init!r}, window={self.window}"
 
     # -- the linear system ---------------------------------------------------------------------------
+    def _real(self) -> torch.dtype:
+        """The dtype the system is computed in: the parameters', but at least float32 (a bfloat16 or float16 model,
+        or autocast, still builds A, B, C and the kernel in float32; complex bfloat16 does not exist)."""
+        return torch.float64 if self.log_dt.dtype == torch.float64 else torch.float32
+
     def ssm(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(A, B, C, log_dt)``: complex ``(H, N/2)`` x 3 and real ``(H,)``."""
-        A = torch.complex(-torch.exp(self.log_neg_re_A), self.im_A)
-        return A, torch.view_as_complex(self.B), torch.view_as_complex(self.C), self.log_dt
+        """``(A, B, C, log_dt)``: complex ``(H, N/2)`` x 3 and real ``(H,)``, in float32 or float64."""
+        f = self._real()
+        A = torch.complex(-torch.exp(self.log_neg_re_A.to(f)), self.im_A.to(f))
+        return A, torch.view_as_complex(self.B.to(f)), torch.view_as_complex(self.C.to(f)), self.log_dt.to(f)
 
     def kernel(self, L: int) -> torch.Tensor:
         """Convolution kernel ``(H, min(L, window))`` (real)."""
@@ -156,8 +162,12 @@ class S4D(nn.Module):
         return s4d_kernel(A, B, C, log_dt, L, window=self.window)
 
     def conv(self, u: torch.Tensor) -> torch.Tensor:
-        """The linear part ``K * u + D u`` on channels-first ``u: (..., H, L)``."""
-        return fft_conv(u, self.kernel(u.shape[-1]).to(u.dtype), self.D.to(u.dtype))
+        """The linear part ``K * u + D u`` on channels-first ``u: (..., H, L)``; the convolution accumulates in
+        float32 (float64 for float64 input) whatever the input dtype, and returns ``u``'s dtype."""
+        f = torch.float64 if u.dtype == torch.float64 else torch.float32
+        with torch.autocast(u.device.type, enabled=False):
+            y = fft_conv(u.to(f), self.kernel(u.shape[-1]).to(f), self.D.to(f))
+        return y.to(u.dtype)
 
     # -- forward ---------------------------------------------------------------------------------------
     def _check(self, u: torch.Tensor) -> None:

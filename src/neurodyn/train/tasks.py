@@ -17,7 +17,7 @@ from torch import nn
 
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
-from .distributed import all_reduce_sum
+from .distributed import all_reduce_max, all_reduce_sum
 from .metrics import MetricAccumulator
 from .rollout import from_frames, rollout, teacher_forced, to_frames
 
@@ -190,7 +190,9 @@ class AutoregressiveTask(Task):
             acc.update(pred.reshape(b * t, *pred.shape[2:]), true.reshape(b * t, *true.shape[2:]))
         acc.reduce_()
         horizon_sum, other_sum = all_reduce_sum(horizon_sum), all_reduce_sum(other_sum)
-        step_sums = all_reduce_sum(step_sums if step_sums is not None else torch.zeros(0, dtype=torch.float64))
+        # a rank without evaluation samples (a small split over several processes) has no steps: agree on the count
+        steps = int(all_reduce_max(torch.tensor([0 if step_sums is None else len(step_sums)]))[0])
+        step_sums = all_reduce_sum(step_sums if step_sums is not None else torch.zeros(steps, dtype=torch.float64))
         out = {f"frame_{k}": v for k, v in acc.compute().items()}
         n = horizon_sum[1]
         out = {"rel_l2": float(horizon_sum[0] / n), "rel_l2_per_step": (step_sums / n).tolist(),
