@@ -1,2 +1,14 @@
-"""neurodyn: neural-dynamics operators for PDEs and irregular time series."""
+"""neurodyn: neural-dynamics operators for PDEs and irregular time series.
+
+``neurodyn.load_run(path).predict(x)``: a trained run as a predictor in physical units
+(:mod:`neurodyn.train.predict`); the subpackages hold the rest (``models``, ``data``, ``train``, ``ops``, ``nn``).
+"""
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "load_run":  # imported on first use: `import neurodyn` stays light
+        from .train.predict import load_run
+
+        return load_run
+    raise AttributeError(f"module 'neurodyn' has no attribute {name!r}")

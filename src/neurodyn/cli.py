@@ -198,6 +198,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .train.predict import write_predictions
+
+    path, metrics = write_predictions(args.run, args.data, args.out, which=args.which,
+                                      device=args.device or default_device())
+    print(f"predictions of {args.data} written to {path}")
+    if metrics:
+        print(format_metric_table({"predicted": metrics}))
+    return 0
+
+
 def format_metric_table(results: dict[str, dict]) -> str:
     """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list)."""
     names = list(results)
@@ -317,6 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default=None)
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
+
+    pr = sub.add_parser("predict", help="predict a store file with a trained run (physical units) into an HDF5 file")
+    pr.add_argument("run", help="run folder or checkpoint file")
+    pr.add_argument("--data", required=True, metavar="FILE", help="a store file with the run's input fields")
+    pr.add_argument("--out", required=True, metavar="PRED.h5", help="output HDF5 file (dataset 'pred')")
+    pr.add_argument("--which", default="last", choices=("last", "best"))
+    pr.add_argument("--device", default=None)
+    pr.set_defaults(func=cmd_predict)
 
     c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
                        epilog="Further key.path=value arguments apply to every preset (data.* to the shared data, "

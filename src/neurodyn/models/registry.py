@@ -58,12 +58,33 @@ def _sections(config_cls: type) -> dict[str, dataclasses.Field]:
     return out
 
 
+# names other libraries use for our fields (docs/coming-from.md): name -> (our field, what differs)
+FOREIGN_NAMES = {
+    "n_modes": ("modes", "neuraloperator's n_modes counts differently: modes=(m1, m2) keeps what n_modes=(2 m1, "
+                "2 m2 - 1) keeps; docs/coming-from.md"),
+    "hidden_channels": ("width", "neuraloperator's hidden_channels"),
+    "lifting_channel_ratio": ("lifting_channels", "neuraloperator's ratio; ours is the hidden width itself"),
+    "d_model": ("width", "mamba-ssm's d_model"),
+    "d_state": ("ssm", "mamba-ssm's d_state: model.ssm.d_state"),
+    "d_conv": ("ssm", "mamba-ssm's d_conv: model.ssm.d_conv"),
+    "expand": ("ssm", "mamba-ssm's expand: model.ssm.expand"),
+    "units": ("hidden", "ncps' units"),
+}
+
+
 def _unknown_fields(what: str, unknown: list[str], fields: Iterable[str]) -> ConfigError:
     import difflib
 
     fields = list(fields)
-    hints = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
-    said = "; ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+
+    def hint(key: str) -> str:
+        ours, why = FOREIGN_NAMES.get(key, (None, ""))
+        if ours in fields:
+            return f" (did you mean {ours!r}? {why})"
+        close = difflib.get_close_matches(key, fields, n=1)
+        return f" (did you mean {close[0]!r}?)" if close else ""
+
+    said = "; ".join(f"{k!r}{hint(k)}" for k in unknown)
     return ConfigError(f"{what} has no config field {said}; its fields are: {', '.join(fields)}.")
 
 

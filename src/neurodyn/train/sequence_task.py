@@ -53,6 +53,10 @@ class SequenceTask(Task):
         norms = {"input": self.x_norm, "target": self.y_norm}
         return {k: m for k, m in norms.items() if m is not None}
 
+    def spec(self) -> dict[str, Any]:
+        """What rebuilds this task from a checkpoint besides its normalizers (``tasks.task_from_spec``)."""
+        return {"name": self.name, "kind": self.kind, "per_step": self.per_step, "n_targets": self.n_targets}
+
     def expected_output_shape(self, batch: dict[str, torch.Tensor]) -> tuple[int, ...]:
         B, T = batch["x"].shape[:2]
         return (B, T, self.n_targets) if self.per_step else (B, self.n_targets)

@@ -193,6 +193,7 @@ class Trainer:
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "normalizers": {k: m.state_dict() for k, m in self.task.normalizers().items()},
             "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in self.task.normalizers().items()},
+            "task_spec": self.task.spec() if hasattr(self.task, "spec") else None,
             "position": {"epoch": self.epoch, "batch": self.batch, "global_step": self.global_step,
                          "epoch_sums": self._epoch_sums.clone()},
             "rng": rng_state(),

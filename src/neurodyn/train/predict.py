@@ -1,0 +1,149 @@
+"""A trained run as a predictor in physical units: ``neurodyn.load_run(path).predict(x)``.
+
+:func:`load_run` rebuilds the model (eval mode), its normalizers and its task from a checkpoint alone, without the
+dataset: the input is encoded with the training normalizers, the output decoded back to the data's units.
+
+* steady operators: ``predict(x, pos=None, ctx=None)``, ``x (N, *spatial, C_in)`` -> ``(N, *spatial, C_out)``;
+* autoregressive operators: ``predict(history, steps=K, ctx=None)``, the last ``t_in`` frames in the dataset's
+  layout -> the next ``K`` frames, rolled out;
+* sequence models: ``predict(x, t=None, mask=None)`` -> class logits ``(N, classes)`` (``.argmax(-1)``: the class)
+  or regression values in the target's units.
+
+Inputs may be numpy arrays or tensors; they are processed in batches of ``batch_size`` under ``torch.no_grad``.
+Checkpoints written before the task was saved with them are rebuilt through their dataset
+(:func:`neurodyn.train.runs.restore_run`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..checkpoint_io import nonfinite_tensors, read_checkpoint
+from ..data.normalize import Normalizer
+from ..errors import ConfigError, DataError
+from ..models import build
+from ..models.registry import upgrade_config
+from .tasks import task_from_spec
+
+
+@dataclasses.dataclass
+class TrainedRun:
+    """A run's model, normalizers and task, ready to predict in physical units."""
+
+    model: torch.nn.Module
+    task: Any
+    cfg: dict[str, Any]
+    checkpoint: Path
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _tensor(self, a) -> torch.Tensor | None:
+        if a is None:
+            return None
+        t = torch.as_tensor(np.asarray(a) if not torch.is_tensor(a) else a)
+        return t.to(self.device, torch.float32 if t.is_floating_point() else t.dtype)
+
+    @torch.no_grad()
+    def predict(self, x, *, pos=None, ctx=None, t=None, mask=None, steps: int | None = None,
+                batch_size: int = 64) -> torch.Tensor:
+        """Predictions for raw inputs ``x`` (module docstring); returns a CPU tensor in the data's units."""
+        x = self._tensor(x)
+        extra = {k: self._tensor(v) for k, v in (("pos", pos), ("ctx", ctx), ("t", t), ("mask", mask)) if v is not None}
+        name = getattr(self.task, "name", "")
+        if name == "autoregressive":
+            if not steps or steps < 1:
+                raise ConfigError("an autoregressive run predicts a number of frames: give steps=K (K >= 1)")
+        elif steps is not None:
+            raise ConfigError(f"steps= applies to autoregressive runs; this run's task is {name!r}")
+        if name == "sequence" and "mask" not in extra:
+            extra["mask"] = torch.ones(x.shape[:2], dtype=torch.bool, device=self.device)
+        self.model.eval()
+        out = []
+        for i in range(0, len(x), batch_size):
+            batch = {"x": x[i:i + batch_size], **{k: v[i:i + batch_size] for k, v in extra.items()}}
+            if name == "autoregressive":
+                batch["y"] = self._empty_frames(batch["x"], steps)
+            out.append(self.task.predict(self.model, batch).float().cpu())
+        return torch.cat(out) if out else torch.empty(0)
+
+    def _empty_frames(self, x: torch.Tensor, steps: int) -> torch.Tensor:
+        """A placeholder target of ``steps`` frames in the dataset's layout (its values are not read)."""
+        from .rollout import from_frames, to_frames
+
+        history = to_frames(x, self.task.channels, self.task.fac)
+        return from_frames(history.new_zeros(history.shape[0], steps, *history.shape[2:]), self.task.fac)
+
+
+def load_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu") -> TrainedRun:
+    """The run folder's ``checkpoints/<which>.pt`` (``last``: the final model, which the run's summary reports;
+    ``best``: the best validation epoch), or a checkpoint file, as a :class:`TrainedRun` in eval mode."""
+    run = Path(run)
+    if which not in ("last", "best"):
+        raise ConfigError(f"which must be 'last' or 'best', got {which!r}")
+    path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
+    ckpt = read_checkpoint(path, map_location=device)
+    if "experiment" not in ckpt or "model" not in ckpt:
+        raise DataError(f"checkpoint {path} was not written by the neurodyn trainer (no experiment config); load a "
+                        "bare model with neurodyn.models.load")
+    bad = nonfinite_tensors(ckpt["model_state"])
+    if bad:
+        raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}): the run diverged")
+    if not ckpt.get("task_spec"):  # written before checkpoints held their task: rebuild it through the data
+        from .runs import restore_run
+
+        r = restore_run(path, which, device)
+        return TrainedRun(r.model, r.task, r.cfg, path)
+    norms = {}
+    for key, kind in ckpt["normalizer_kinds"].items():
+        norm = Normalizer(kind["kind"], kind["reduce"])
+        norm.load_state_dict(ckpt["normalizers"][key])
+        norms[key] = norm
+    task = task_from_spec(ckpt["task_spec"], norms).to(torch.device(device))
+    name = ckpt["model"]["name"]
+    model = build(name, upgrade_config(name, ckpt["model"]["config"]))
+    model.load_state_dict(ckpt["model_state"])
+    model.to(device).eval()
+    return TrainedRun(model, task, ckpt["experiment"], path)
+
+
+def write_predictions(run: str | Path, data: str | Path, out: str | Path, which: str = "last",
+                      device: str | torch.device = "cpu", batch_size: int = 64) -> tuple[Path, dict[str, Any]]:
+    """Predict every sample of the store file ``data`` (read like the run's test split: same windows and sequence
+    options) and write ``out`` (HDF5: dataset ``pred``, in the data's units and the dataset's layout; attributes name
+    the run, the checkpoint and the source). Returns ``(out, metrics of the predictions against the file's targets)``.
+    The file is written to a temporary name and renamed, so an interrupted call leaves nothing."""
+    import os
+
+    import h5py
+
+    from ..data.assembly import build_test_sets, named_test_files
+    from .runs import batches
+
+    trained = load_run(run, which, device)
+    files = named_test_files({"test_path": [str(data)]}, "--data")
+    dataset = next(iter(build_test_sets(trained.cfg, files).values()))
+    preds = []
+    trained.model.eval()
+    with torch.no_grad():
+        for batch in batches(dataset, batch_size, trained.device):
+            preds.append(trained.task.predict(trained.model, batch).float().cpu())
+        metrics = trained.task.evaluate(trained.model, batches(dataset, batch_size, trained.device))
+    pred = torch.cat(preds).numpy()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("pred", data=pred)
+            f.attrs.update({"run": str(run), "checkpoint": str(trained.checkpoint), "source": str(data),
+                            "model": trained.cfg["model"]["name"], "units": "the data's (normalizers decoded)"})
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return out, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
