@@ -119,6 +119,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
+                    help="also plot the validation rel. L2 per epoch (mean over seeds) of --models on the first --bench")
     args = ap.parse_args()
     dirs = [args.out, *args.reuse]
     if not args.report:
@@ -144,7 +146,22 @@ def main() -> None:
                      summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
         print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     print(report(dirs, args.epochs))
+    if args.plot_curves:
+        plot_curves(dirs, args.bench[0], args.models, args.plot_curves)
+
+
+def plot_curves(dirs, bench: str, models, path: str) -> None:
+    """Validation rel. L2 per epoch, mean over the recorded seeds, one line per model (records that hold a
+    validation ``curve``: those trained with a validation split)."""
+    from neurodyn.plots import plot_seed_mean_curves
+
+    recs = _records(dirs)
+    groups = {m: [r["curve"] for (b, mm, _), r in sorted(recs.items()) if b == bench and mm == m and "n_val" in r]
+              for m in models}
+    plot_seed_mean_curves(groups, path, "validation rel. L2", f"{bench} (cpu), mean over seeds", log=True)
+    print(f"-> {path}")
 
 
 if __name__ == "__main__":
     main()
+

@@ -221,12 +221,44 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
 
 
 def model_spec(model: nn.Module) -> dict[str, Any]:
-    """The part of a checkpoint that rebuilds ``model``: its registered name and config as plain data."""
+    """The part of a checkpoint that rebuilds ``model``: its registered name and config as plain data; for a module
+    that was not built by :func:`build` (a user's own ``nn.Module``), its class (``"package.module:Class"``) and
+    the constructor arguments given to ``neurodyn.train.fit(init=...)`` (``model.neurodyn_init``; ``None``: none)."""
     name = getattr(model, "registry_name", None)
     cfg = getattr(model, "config", None)
-    if name is None or cfg is None:
-        raise ConfigError(f"{type(model).__name__} was not built by neurodyn.models.build; cannot save its config")
-    return {"name": name, "config": _plain(dataclasses.asdict(cfg))}
+    if name is not None and dataclasses.is_dataclass(cfg):
+        return {"name": name, "config": _plain(dataclasses.asdict(cfg))}
+    cls = type(model)
+    return {"class": f"{cls.__module__}:{cls.__qualname__}", "init": _plain(getattr(model, "neurodyn_init", None))}
+
+
+def rebuild(spec: dict[str, Any], model: nn.Module | None = None) -> nn.Module:
+    """The module a checkpoint's ``spec`` (:func:`model_spec`) describes, with fresh weights.
+
+    A registered model is built from its config. A user's class is only looked up in modules the process has
+    already imported (a checkpoint never makes neurodyn import code), must be an ``nn.Module`` and is called with
+    the saved ``init`` arguments; or pass the module itself as ``model`` (its class must match)."""
+    if "name" in spec:
+        return build(spec["name"], upgrade_config(spec["name"], spec["config"]))
+    module_name, _, qualname = str(spec.get("class", "")).partition(":")
+    if model is not None:
+        have = f"{type(model).__module__}:{type(model).__qualname__}"
+        if have != spec.get("class"):
+            raise ConfigError(f"the checkpoint holds a {spec.get('class')}, not the given {have}")
+        return model
+    import sys
+
+    cls = sys.modules.get(module_name)
+    for part in qualname.split(".") if cls is not None else ():
+        cls = getattr(cls, part, None)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ConfigError(f"the checkpoint holds a {spec.get('class')}, which is not imported here: import "
+                          f"{module_name} first, or pass the module (model=...) to rebuild it")
+    try:
+        return cls(**(spec.get("init") or {}))
+    except TypeError as exc:
+        raise ConfigError(f"cannot rebuild {spec['class']} from the checkpoint's init arguments {spec.get('init')} "
+                          f"({exc}); train with neurodyn.train.fit(..., init={{...}}) or pass model=...") from None
 
 
 def _plain(value: Any) -> Any:
@@ -253,8 +285,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Modul
     if "model" not in ckpt or "model_state" not in ckpt:
         raise DataError(f"checkpoint {path} has no model spec ('model' and 'model_state' keys); "
                         "was it written by neurodyn?")
-    spec = ckpt["model"]
-    model = build(spec["name"], upgrade_config(spec["name"], spec["config"]))
+    model = rebuild(ckpt["model"])
     model.load_state_dict(ckpt["model_state"])
     return model
 

@@ -25,8 +25,7 @@ import torch
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.normalize import Normalizer
 from ..errors import ConfigError, DataError
-from ..models import build
-from ..models.registry import upgrade_config
+from ..models.registry import rebuild
 from .tasks import task_from_spec
 
 
@@ -80,9 +79,12 @@ class TrainedRun:
         return from_frames(history.new_zeros(history.shape[0], steps, *history.shape[2:]), self.task.fac)
 
 
-def load_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu") -> TrainedRun:
+def load_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu",
+             model: torch.nn.Module | None = None) -> TrainedRun:
     """The run folder's ``checkpoints/<which>.pt`` (``last``: the final model, which the run's summary reports;
-    ``best``: the best validation epoch), or a checkpoint file, as a :class:`TrainedRun` in eval mode."""
+    ``best``: the best validation epoch), or a checkpoint file, as a :class:`TrainedRun` in eval mode. A run of a
+    user's own module (``neurodyn.train.fit``) is rebuilt from its class when that is imported, or into ``model``
+    (:func:`neurodyn.models.registry.rebuild`)."""
     run = Path(run)
     if which not in ("last", "best"):
         raise ConfigError(f"which must be 'last' or 'best', got {which!r}")
@@ -105,8 +107,7 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
         norm.load_state_dict(ckpt["normalizers"][key])
         norms[key] = norm
     task = task_from_spec(ckpt["task_spec"], norms).to(torch.device(device))
-    name = ckpt["model"]["name"]
-    model = build(name, upgrade_config(name, ckpt["model"]["config"]))
+    model = rebuild(ckpt["model"], model)
     model.load_state_dict(ckpt["model_state"])
     model.to(device).eval()
     return TrainedRun(model, task, ckpt["experiment"], path)

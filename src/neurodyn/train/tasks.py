@@ -54,7 +54,8 @@ class SteadyTask(Task):
         return {"name": self.name}
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = model(self.x_norm.encode(batch["x"]), pos=batch.get("pos"), ctx=batch.get("ctx"))
+        extra = {k: batch[k] for k in ("pos", "ctx") if batch.get(k) is not None}  # a plain model(x) works too
+        out = model(self.x_norm.encode(batch["x"]), **extra)
         return self.y_norm.decode(out)
 
     def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
