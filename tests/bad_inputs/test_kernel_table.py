@@ -182,6 +182,8 @@ def test_valid_arguments_run(op):
     """The starting point of every row is a valid call (so a row fails only by its own defect)."""
     out = _call(op, VALID[op]())
     outs = out if isinstance(out, (list, tuple)) else [out]
+    if op == "scan2d_fwd":  # its checkpoint buffer's last slot is never written (allocated with torch.empty; the
+        outs = outs[:1]     # backward does not read it): only the output itself must be finite
     for t in outs:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             assert torch.isfinite(t).all()

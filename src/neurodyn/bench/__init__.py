@@ -52,6 +52,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                                      "metric table, relative gains", ("darcy",)),
     "chonn-rollout": Benchmark("chonn_experiments.py", "CHONN Fig. 5: CHONN-FNO vs FNO, shallow-water rollout and NS "
                                                        "40-step rollout from 3/5/10 frames", ("rollout",)),
+    "compile-speed": Benchmark("compile_speed.py", "torch.compile (inductor, fullgraph) and bf16 autocast vs eager: "
+                                                   "forward + backward step time, LaMO / GeoMaNO"),
 }
 
 ENV = "NEURODYN_BENCHMARKS"

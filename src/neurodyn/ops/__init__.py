@@ -19,6 +19,10 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * truncated DFT matrices against ``torch.fft`` (``ops.spectral``); :func:`fused_mlp` / :func:`mlp_ref`.
 * ``ops.activations.tanh`` -- ``2 sigmoid(2x) - 1`` on CPU float32, against ``torch.tanh``.
 * :func:`resolve_directions` -- the one scan-direction resolver (``ops.directions``).
+
+The fused C++ kernels are reached through PyTorch operators, ``torch.ops.neurodyn.*`` (``ops.kernel_ops``: a schema,
+a CPU kernel and a fake each), so every function above traces under ``torch.compile(fullgraph=True)`` and
+``torch.export``.
 """
 from .block_topk import block_topk, exact_topk
 from .cross_scan import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices,

@@ -47,7 +47,7 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     ``(G, Tq, K_eff)`` and their validity (False only when fewer than ``K_eff`` distinct real keys
     were reachable: short or heavily masked sequences).
 
-    Every block holds exactly ``B_s`` real keys (issue 19): the real keys of each row are compacted to
+    Every block holds exactly ``B_s`` real keys (so a padded last block cannot win the coarse search): the real keys of each row are compacted to
     the front (a stable sort of the mask) and the last block of a row is ``[n - B_s, n)``, overlapping
     its neighbour instead of being padded or masked. A padded (or half-masked) block's centroid is a
     mean over fewer keys, so its score has a larger spread and it won the coarse search too often --

@@ -26,7 +26,8 @@ from __future__ import annotations
 import torch
 
 from ..errors import check_choice
-from . import cpu_kernel
+from . import kernel_ops
+from .kernel_ops import OPS
 from .selective_scan import _check_float, _shape, compute_dtype, selective_scan, selective_scan_ref
 
 Tensor = torch.Tensor
@@ -88,9 +89,8 @@ def head_scan_ref(u, dt, A, B, C, D=None) -> Tensor:
 class _HeadScanCpu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, dt, A, B, C, D):
-        ext = cpu_kernel.get()
         need = any(ctx.needs_input_grad)
-        y, ckpt = ext.head_scan_fwd(u, dt, A, B, C, D, need)
+        y, ckpt = OPS["head_scan_fwd"](u, dt, A, B, C, D, need)
         ctx.has_D = D is not None
         if need:
             ctx.save_for_backward(u, dt, A, B, C, ckpt, *((D,) if D is not None else ()))
@@ -100,7 +100,7 @@ class _HeadScanCpu(torch.autograd.Function):
     def backward(ctx, gy):
         u, dt, A, B, C, ckpt, *opt = ctx.saved_tensors
         D = opt[0] if ctx.has_D else None
-        gu, gdt, gA, gB, gC, gD = cpu_kernel.get().head_scan_bwd(u, dt, A, B, C, D, ckpt, gy.contiguous())
+        gu, gdt, gA, gB, gC, gD = OPS["head_scan_bwd"](u, dt, A, B, C, D, ckpt, gy.contiguous())
         b, S, L, HP = u.shape
         H, (G, N) = dt.shape[3], B.shape[3:]
         nblk = gdt.shape[-1]
@@ -115,11 +115,9 @@ def head_kernel_applies(u: Tensor, dt: Tensor) -> bool:
     """Whether the fused head kernel can run these tensors: CPU, the kernel builds, P a multiple of its lanes."""
     if u.device.type != "cpu" or u.shape[2] == 0:
         return False
-    ext = cpu_kernel.get()
-    if ext is None:
+    if not kernel_ops.available():
         return False
-    lanes = ext.head_scan_lanes(compute_dtype(u, dt) == torch.float64)
-    return (u.shape[3] // dt.shape[3]) % lanes == 0
+    return (u.shape[3] // dt.shape[3]) % kernel_ops.head_lanes(compute_dtype(u, dt)) == 0
 
 
 def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from ..errors import check_choice
-from . import cpu_kernel
+from . import kernel_ops
+from .kernel_ops import OPS
 from .scan_chunked import chunk_scan
 
 Tensor = torch.Tensor
@@ -19,10 +20,8 @@ Tensor = torch.Tensor
 def _scan3(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool, use_cpp: bool) -> Tensor:
     """Raw scan along dim 1 of contiguous (P, L, Q) tensors (no autograd)."""
     if use_cpp and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        ext = cpu_kernel.get()
-        if ext is not None:
-            return ext.linear_scan(a.contiguous(), x.contiguous(),
-                                   None if h0 is None else h0.contiguous(), reverse)
+        if kernel_ops.available():
+            return OPS["linear_scan"](a.contiguous(), x.contiguous(), None if h0 is None else h0.contiguous(), reverse)
     if reverse:
         return chunk_scan(a.flip(1), x.flip(1), h0).flip(1)
     return chunk_scan(a, x, h0)
@@ -85,7 +84,7 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
     if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
     use_cpp = backend != "torch"
-    if backend == "cpp" and (cpu_kernel.get() is None or x.device.type != "cpu"):
+    if backend == "cpp" and (not kernel_ops.available() or x.device.type != "cpu"):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     h = _LinearScan.apply(a.reshape(P, L, Q).contiguous(), x.reshape(P, L, Q).contiguous(), h0,
                           reverse, use_cpp)

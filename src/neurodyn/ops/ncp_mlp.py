@@ -29,7 +29,8 @@ from typing import Sequence
 
 import torch
 
-from . import cpu_kernel
+from . import kernel_ops
+from .kernel_ops import OPS
 
 Tensor = torch.Tensor
 
@@ -81,7 +82,7 @@ class _NCPMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, act: int, n: int, mask: tuple, patterns: tuple, x: Tensor, *params: Tensor):
         w_in, bias, w_rec, io = _layers(x, n, params)
-        *saved, y, head = cpu_kernel.get().ncp_mlp_fwd(x, w_in, bias, w_rec, list(mask), act, *patterns, io)
+        *saved, y, head = OPS["ncp_mlp_fwd"](x, w_in, bias, w_rec, list(mask), act, *patterns, io)
         ctx.act, ctx.n, ctx.mask, ctx.patterns = act, n, mask, patterns
         ctx.save_for_backward(x, *params, *saved)
         return y, head
@@ -95,8 +96,8 @@ class _NCPMLPFunction(torch.autograd.Function):
         w_in, bias, w_rec, io = _layers(x, n, params)
         if ghead is None or io[2].numel() == 0:
             ghead = x.new_empty(0)
-        g = cpu_kernel.get().ncp_mlp_bwd(x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(),
-                                         ctx.act, *ctx.patterns, io, ghead.contiguous())
+        g = OPS["ncp_mlp_bwd"](x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(), ctx.act,
+                               *ctx.patterns, io, ghead.contiguous())
         gx, per_layer, g_io = g[0], g[1:3 * n + 1], g[3 * n + 1:]
         g_w_in = [per_layer[3 * l] if w_in[l].numel() else None for l in range(n)]
         g_bias = [per_layer[3 * l + 1] for l in range(n)]
@@ -107,7 +108,7 @@ class _NCPMLPFunction(torch.autograd.Function):
 
 def fused_available(x: Tensor) -> bool:
     """Whether :func:`ncp_mlp` runs ``x`` on the compiled kernel (CPU, float32 / float64, kernel built)."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and cpu_kernel.available()
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and kernel_ops.available()
 
 
 def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],

@@ -39,7 +39,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from . import cpu_kernel
+from . import kernel_ops
 from ..errors import check_choice
 from .directions import resolve_directions
 from .linear_scan import linear_scan
@@ -162,7 +162,7 @@ class _Scan2dCpu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dt, A, B, C, D, R, form: int):
         need = any(ctx.needs_input_grad)
-        y, ckpt = cpu_kernel.get().scan2d_fwd(x, dt, A, B, C, D, R, form, need)
+        y, ckpt = kernel_ops.OPS["scan2d_fwd"](x, dt, A, B, C, D, R, form, need)
         ctx.form, ctx.has_D = form, D is not None
         if need:
             ctx.save_for_backward(x, dt, A, B, C, R, ckpt, D if D is not None else torch.empty(0))
@@ -172,8 +172,8 @@ class _Scan2dCpu(torch.autograd.Function):
     def backward(ctx, gy):
         x, dt, A, B, C, R, ckpt, D = ctx.saved_tensors
         D = D if ctx.has_D else None
-        gx, gdt, gA, gB, gC, gD, gR = cpu_kernel.get().scan2d_bwd(x, dt, A, B, C, D, R, ctx.form, ckpt,
-                                                                  gy.contiguous())
+        gx, gdt, gA, gB, gC, gD, gR = kernel_ops.OPS["scan2d_bwd"](x, dt, A, B, C, D, R, ctx.form, ckpt,
+                                                                   gy.contiguous())
         cdt = x.dtype
         return (gx, gdt, gA.sum(0).to(cdt), gB, gC, gD.sum(0).to(cdt) if D is not None else None,
                 gR.sum(0).to(cdt), None)
@@ -208,8 +208,8 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
     check_choice("backend", backend, ("auto", "cpp", "scan", "torch"), error=ValueError)
     on_cpu = x.device.type == "cpu"
     if backend == "auto":
-        backend = "cpp" if on_cpu and cpu_kernel.get() is not None else "torch"
-    if backend == "cpp" and (not on_cpu or cpu_kernel.get() is None):
+        backend = "cpp" if on_cpu and kernel_ops.available() else "torch"
+    if backend == "cpp" and (not on_cpu or not kernel_ops.available()):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     cdt = torch.float64 if any(t is not None and t.dtype == torch.float64 for t in
                                (x, delta, A, B, C, D, delta_bias, args.R)) else torch.float32

@@ -2,14 +2,16 @@
 
 Layout preparation (casting, padding the state size to a multiple of 8, putting input-dependent B/C
 time-major as (b, G, L, n_pad)) is done with ordinary torch ops *outside* the autograd Function, so
-autograd maps the kernel's gradients back to the caller's layouts and dtypes by itself.
+autograd maps the kernel's gradients back to the caller's layouts and dtypes by itself. The Function reaches the
+kernel through the operators ``torch.ops.neurodyn.selective_scan_fwd`` / ``_bwd`` (:mod:`neurodyn.ops.kernel_ops`:
+schemas and fakes), so ``torch.compile`` traces it without a graph break and ``torch.export`` captures it.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from . import cpu_kernel
+from .kernel_ops import OPS
 
 Tensor = torch.Tensor
 
@@ -23,9 +25,8 @@ class _SelectiveScanCpu(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, dt, A, B, C, D, h0, zoh=False):
-        ext = cpu_kernel.get()
         need = any(ctx.needs_input_grad)
-        out, last, ckpt = ext.selective_scan_fwd(u, dt, A, B, C, D, h0, need, zoh)
+        out, last, ckpt = OPS["selective_scan_fwd"](u, dt, A, B, C, D, h0, need, zoh)
         ctx.has = (D is not None, h0 is not None)
         ctx.zoh = zoh
         if need:
@@ -39,8 +40,7 @@ class _SelectiveScanCpu(torch.autograd.Function):
         D, h0 = (t if h else None for t, h in zip(opt, ctx.has))
         gout = torch.zeros_like(u) if gout is None else gout.contiguous()
         glast = None if glast is None else glast.contiguous()
-        gu, gdt, gA, gB, gC, gD, gh0 = cpu_kernel.get().selective_scan_bwd(
-            u, dt, A, B, C, D, h0, ckpt, gout, glast, ctx.zoh)
+        gu, gdt, gA, gB, gC, gD, gh0 = OPS["selective_scan_bwd"](u, dt, A, B, C, D, h0, ckpt, gout, glast, ctx.zoh)
         cdt = u.dtype
         gA = gA.sum(0).to(cdt)
         if B.dim() != 4:

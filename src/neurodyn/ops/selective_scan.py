@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import check_choice
-from . import cpu_kernel
+from . import kernel_ops
 from .scan_chunked import SelectiveScanChunked, default_block
 
 Tensor = torch.Tensor
@@ -169,14 +169,21 @@ def _mamba_fn():
         return None
 
 
+@kernel_ops.constant_for_compile
+def _mamba_available() -> bool:
+    """Whether mamba-ssm's kernel can be dispatched to; a constant for ``torch.compile`` (the import is never
+    traced)."""
+    return _mamba_fn() is not None
+
+
 def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     """The backend ``selective_scan`` would use for these arguments."""
     check_choice("backend", backend, BACKENDS, error=ValueError)
     if backend != "auto":
         return backend
-    if u.is_cuda and initial_state is None and _mamba_fn() is not None:
+    if u.is_cuda and initial_state is None and _mamba_available():
         return "mamba"
-    if u.device.type == "cpu" and cpu_kernel.get() is not None:
+    if u.device.type == "cpu" and kernel_ops.available():
         return "cpp"
     return "torch"
 
@@ -215,7 +222,7 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
         if which == "cpp":
             if u.device.type != "cpu":
                 raise ValueError(f"backend='cpp' needs CPU tensors; u is on {u.device}")
-            if cpu_kernel.get() is None:
+            if not kernel_ops.available():
                 raise RuntimeError("backend='cpp' requested but the fused CPU kernel is unavailable "
                                    "(no compiler/ninja, or NEURODYN_NO_CPP_EXT=1)")
             from .scan_cpu import selective_scan_cpu

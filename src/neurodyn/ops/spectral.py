@@ -13,7 +13,8 @@ axis, ``0..m-1`` and ``-m..-1`` on every other axis (:func:`kept_frequencies`). 
 
 :func:`dft_axis` / :func:`idft_axis` apply the last two to complex data stored real as ``(P, n, Q, 2, m)``
 (real / imaginary parts on axis 3). The reference is ``torch.fft`` (tests/ops/test_spectral.py). Matrices are
-built in float64 and cached per (size, modes, dtype, device).
+built in float64 and cached per (size, modes, dtype, device), except while ``torch.export`` or ``make_fx`` traces
+(they would cache fake tensors: the next call, eager or traced, got a tensor without data).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import math
 from typing import Sequence
 
 import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 __all__ = ["kept_frequencies", "rdft_matrix", "irdft_matrix", "dft_stack", "idft_side", "dft_axis", "idft_axis"]
 
@@ -38,6 +40,8 @@ _CACHE_MAX = 256
 
 
 def _cached(key: tuple, build) -> torch.Tensor:
+    if _tracing_outside_dynamo():
+        return build()  # traced tensors (fake, proxies) must not outlive the trace in the cache
     t = _CACHE.get(key)
     if t is None:
         if len(_CACHE) >= _CACHE_MAX:
@@ -45,6 +49,13 @@ def _cached(key: tuple, build) -> torch.Tensor:
         t = build()
         _CACHE[key] = t
     return t
+
+
+def _tracing_outside_dynamo() -> bool:
+    """Whether a tracer that runs this Python code on fake tensors is active: ``torch.export`` (non-strict, the
+    default), ``make_fx``. (Under Dynamo the cache is fine: a miss becomes a side effect replayed with real tensors, a
+    hit a constant.)"""
+    return not torch.compiler.is_dynamo_compiling() and is_in_torch_dispatch_mode()
 
 
 def _angles(freqs: Sequence[int], n: int) -> torch.Tensor:
