@@ -23,3 +23,28 @@ def data_dir(tmp_path, monkeypatch):
     d = tmp_path / "data"
     monkeypatch.setenv("NEURODYN_DATA", str(d))
     return d
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts the calls into the compiled CPU library by kernel name (every ``torch.ops.neurodyn`` operator runs
+    through ``neurodyn.ops.kernel_ops._ext``); empty when the kernels are unavailable."""
+    import collections
+
+    from neurodyn.ops import kernel_ops
+
+    calls = collections.Counter()
+    ext = kernel_ops.cpu_kernel.get()
+
+    class Spy:
+        def __getattr__(self, name):
+            fn = getattr(ext, name)
+
+            def counted(*args):
+                calls[name] += 1
+                return fn(*args)
+            return counted
+
+    if ext is not None:
+        monkeypatch.setattr(kernel_ops, "_ext", lambda: Spy())
+    return calls

@@ -18,15 +18,11 @@ training mode):
 Each test counts the calls into the compiled kernels (``kernel_ops._ext``): the models that have a fused kernel run
 it compiled and exported, not a fallback. ``fno`` and ``stssm`` have none (spectral / S4D convolutions).
 
-NAC is expected to fail (strict xfail) until its NCP plan is built at construction: ``NCPCell._plan`` builds the
-plan lazily on the first forward, with ``torch.nonzero`` and ``bool()`` on the wiring masks, so a model traced before
-any eager forward sees data-dependent sizes (``Could not guard on data-dependent expression``: under
-``torch.compile`` at nn/ncp.py ``_fused_layers``, under ``torch.export`` in ``NCPCell._plan``); once an eager forward
-has cached the plan, NAC compiles and exports (``test_nac_compiles_and_exports_once_its_plan_exists``).
+NAC builds its NCP plan (which neurons each backbone update computes: ``torch.nonzero`` of the wiring masks) at
+construction (``NCPCell.prepare``), so a fresh model traces with no data-dependent size.
 """
 from __future__ import annotations
 
-import collections
 import copy
 
 import pytest
@@ -41,12 +37,6 @@ GRAD_BACKEND = "aot_eager_decomp_partition"
 TOL = 1e-4
 KERNELS = {"lamo": "head_scan", "geomano": "scan2d", "chonn_unet": "selective_scan", "chonn_fno": "selective_scan",
            "nac": "ncp_mlp"}
-NAC_PLAN = ("NAC's NCP plan is built lazily on the first forward (NCPCell._plan: torch.nonzero and bool() of "
-            "boolean-indexed wiring masks), so tracing a fresh model meets data-dependent sizes: 'Could not guard on "
-            "data-dependent expression' (compile: nn/ncp.py _fused_layers, index_select by the plan's columns; "
-            "export: NCPCell._plan); fixed when the plan is built at construction")
-
-
 def _build(name: str, dtype: torch.dtype = torch.float32):
     """(model, example inputs) of a tiny config in ``dtype``, training mode."""
     model, args = _build32(name)
@@ -86,28 +76,7 @@ def _build32(name: str):
     raise AssertionError(name)
 
 
-MODELS = ["fno", "lamo", "geomano", "stssm", "chonn_unet", "chonn_fno",
-          pytest.param("nac", marks=pytest.mark.xfail(raises=RuntimeError, strict=True, reason=NAC_PLAN))]
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts the calls into the compiled library by kernel (``head_scan`` for head_scan_fwd / _bwd, ...)."""
-    calls = collections.Counter()
-    ext = kernel_ops.cpu_kernel.get()
-
-    class Spy:
-        def __getattr__(self, name):
-            fn = getattr(ext, name)
-
-            def counted(*args):
-                calls[name] += 1
-                return fn(*args)
-            return counted
-
-    if ext is not None:
-        monkeypatch.setattr(kernel_ops, "_ext", lambda: Spy())
-    return calls
+MODELS = ["fno", "lamo", "geomano", "stssm", "chonn_unet", "chonn_fno", "nac"]
 
 
 def _check_kernel(name, calls, passes=("fwd", "bwd")):
@@ -174,28 +143,3 @@ def test_export_captures_the_model(name, kernel_calls):
         got = ep.module()(*args)
     _check_kernel(name, kernel_calls, passes=("fwd",))
     _close(got, want)
-
-
-def test_nac_compiles_and_exports_once_its_plan_exists(kernel_calls):
-    """What the strict xfails above become once the NCP plan is built at construction: with the plan cached by one
-    eager forward, NAC compiles with fullgraph (forward and every gradient as eager) and exports. (Its inductor
-    forward compiles too; left to ``test_inductor_forward_matches_eager`` once the xfail goes, to save a cold
-    inductor compile here.)"""
-    model, args = _build("nac", torch.float64)
-    with torch.no_grad():
-        model(*args)  # builds and caches NCPCell's plan
-    compiled = copy.deepcopy(model)
-    want_y, want_g = _loss_and_grads(model, args)
-    torch._dynamo.reset()
-    kernel_calls.clear()
-    got_y, got_g = _loss_and_grads(compiled, args, torch.compile(compiled, fullgraph=True, backend=GRAD_BACKEND))
-    _check_kernel("nac", kernel_calls)
-    _close(got_y, want_y)
-    for k in want_g:
-        _close(got_g[k], want_g[k])
-    model, args = model.float(), tuple(a.float() if a.is_floating_point() else a for a in args)
-    with torch.no_grad():
-        want = model(*args)
-        ep = torch.export.export(copy.deepcopy(model), args)
-        assert "neurodyn.ncp_mlp_fwd.default" in {str(node.target) for node in ep.graph.nodes}
-        _close(ep.module()(*args), want)

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import collections
 import importlib
 
 import pytest
@@ -180,25 +179,6 @@ def test_operators_are_first_order_primitives():
 
 # ---------------------------------------------------------------------------------------------------------------
 # the wrappers under torch.compile(fullgraph=True) and torch.export
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts the calls into the compiled library (every torch.ops.neurodyn kernel runs through ``_ext``)."""
-    calls = collections.Counter()
-    ext = kernel_ops.cpu_kernel.get()
-
-    class Spy:
-        def __getattr__(self, name):
-            fn = getattr(ext, name)
-
-            def counted(*args):
-                calls[name] += 1
-                return fn(*args)
-            return counted
-
-    monkeypatch.setattr(kernel_ops, "_ext", lambda: Spy())
-    return calls
 
 
 def _wrapper_cases():

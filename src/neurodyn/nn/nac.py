@@ -281,6 +281,7 @@ class NACAttention(nn.Module):
         self.backbone = NCPCell(bb_wiring, input_group="inter", output_group="motor",
                                 activation=opt.backbone_activation, dense_input=False, n_cells=cells,
                                 init=opt.ncp_init)
+        self.backbone.prepare(opt.backbone_unfolds)  # a static plan: torch.compile / torch.export trace through it
         # time gate: t_a and t_b affine in the pair u, per head (or shared)
         self.time_weight = nn.Parameter(torch.empty(cells, 2 * self.head_dim, 2))
         self.time_bias = nn.Parameter(torch.zeros(cells, 2))

@@ -152,6 +152,7 @@ class NCPCell(nn.Module):
             for w, m in ((self.W_in, m_in), (self.W_rec, m_rec)):
                 fan = (m != 0).sum(0).clamp_min(1).to(torch.float32)          # synapses each neuron receives
                 w.data.normal_().mul_(gain / fan.sqrt())
+        self.register_load_state_dict_post_hook(self._rebuild_plans)  # the masks may come from a checkpoint
         active = act_mask.bool()
         # rows and columns of active neurons: does any active neuron feed another one?
         self.feedforward_only = bool(m_rec[active][:, active].sum() == 0)
@@ -259,6 +260,23 @@ class NCPCell(nn.Module):
                 prev = cols
             cache[key] = (p_in, p_rec, m)
         return cache[key]
+
+    def prepare(self, unfolds: int) -> None:
+        """Build the plan of ``unfolds`` updates now (it is a function of the wiring masks alone), so that a traced
+        forward (``torch.compile``, ``torch.export``) finds it made instead of computing data-dependent sizes
+        (``torch.nonzero``); rebuilt after ``load_state_dict`` and on a change of device."""
+        self.__dict__["_prepared"] = sorted(set(self.__dict__.get("_prepared", [])) | {int(unfolds)})
+        self._rebuild_plans()
+
+    def _rebuild_plans(self, *_unused) -> None:
+        self.__dict__["_plans"], self.__dict__["_plan_wirings"] = {}, {}
+        for unfolds in self.__dict__.get("_prepared", []):
+            self._plan_wiring(unfolds)
+
+    def _apply(self, fn, *args, **kwargs):
+        out = super()._apply(fn, *args, **kwargs)
+        self._rebuild_plans()  # .to(device): the cached index tensors follow the masks
+        return out
 
     def _affine(self, x: torch.Tensor, w: torch.Tensor, add: torch.Tensor, per_cell: bool) -> torch.Tensor:
         """``add + x @ w`` per cell, fused; ``add`` is a per-cell vector (n_cells, k) or a tensor like the result."""
