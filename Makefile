@@ -8,7 +8,7 @@ export OMP_NUM_THREADS ?= 2
 # threads made the demo's 2-thread FNO epoch 40x slower (130 s instead of 3.6 s measured side by side)
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# everything but the tests marked @pytest.mark.slow (multi-process runs, end-to-end trainings): about a minute
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# ruff (configured in pyproject.toml) on the sources, the tests and the benchmark scripts
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
 
 # Optional benchmark dependencies (neuraloperator, mambapy), then the benchmarks.
 bench: $(STAMP)

@@ -4,7 +4,8 @@
 ``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``,
 ``python benchmarks/chonn_experiments.py order|poisson|darcy|rollout [--scale cpu] [options]``, or from
 Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
-:func:`neurodyn.train.runs.run_jobs` into ``<out_dir>/runs/<name>`` and writes ``result.json`` beside it. ``<out_dir>/results.json`` is the record of every finished run of the folder,
+:func:`neurodyn.train.runs.run_jobs` into ``<out_dir>/runs/<name>`` and writes ``result.json`` beside it.
+``<out_dir>/results.json`` is the record of every finished run of the folder,
 keyed by run name (``"run": "<stem>-s<seed>"``): each invocation merges its runs into it, so a benchmark
 can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later) and the run folders (large,
 not committed) can be deleted without losing a result. A run recorded in either place is never trained
@@ -39,8 +40,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,7 +63,8 @@ def _jobs(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seed
 
 
 def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], summary: Callable[[dict], str],
-         scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str], train: bool) -> list[dict[str, Any]]:
+         scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str],
+         train: bool) -> list[dict[str, Any]]:
     """Every job for every seed through :func:`neurodyn.train.runs.run_jobs` (store: ``<out_dir>/results.json``)."""
     return run_jobs(_jobs(specs, seeds), out_dir, scale, evaluate=evaluate, summary=summary, tag=tag,
                     overrides=overrides, train=train, workers=WORKERS["n"], threads=WORKERS["threads"])
@@ -86,7 +89,8 @@ def _fmt(m: float, s: float | None = None, digits: int = 4) -> str:
 
 def _header(title: str, scale: str, seeds: Sequence[int], extra: str = "") -> list[str]:
     return [f"## {title}", "", f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; scale `{scale}`; "
-            f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}" + (f"; {extra}" if extra else ""), ""]
+            f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}"
+            + (f"; {extra}" if extra else ""), ""]
 
 
 def _write_tables(out_dir: Path, lines: Sequence[str]) -> str:
@@ -245,12 +249,14 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
         stats[(n, name)] = st
         orders = ORDER_MODELS[name]
         shape = f"{len(orders)} x {orders[0]}"
-        lines.append(f"| T{n} | {name} | {shape} | {rs[0]['params']:,} | " + " | ".join(_fmt(*st[m]) for m in ORDER_METRICS)
+        lines.append(f"| T{n} | {name} | {shape} | {rs[0]['params']:,} | "
+                     + " | ".join(_fmt(*st[m]) for m in ORDER_METRICS)
                      + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
     # CHONN vs depth at matched order: relative reduction of each error, per target, seed-paired
     lines += ["", "Relative reduction of each error by CHONN order n over the depth-n stack on T_n, "
               "`1 - err(o_n) / err(d_n)` (positive: CHONN better), mean ± std over seeds (paired by seed):", "",
-              "| target | RelL2 point | RelL2 spec | RelL2 der | CHONN better on der in |", "| --- | ---: | ---: | ---: | ---: |"]
+              "| target | RelL2 point | RelL2 spec | RelL2 der | CHONN better on der in |",
+              "| --- | ---: | ---: | ---: | ---: |"]
     gains_der = {}
     for n in sorted({k[0] for k in groups}):
         a, b = groups.get((n, f"o{n}"), []), groups.get((n, f"d{n}"), [])
@@ -272,7 +278,8 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
         if (n, "2x2") in groups and (n, "d3") in groups:
             a, b = stats[(n, "2x2")], stats[(n, "d3")]
             pa, pb = groups[(n, "2x2")][0]["params"], groups[(n, "d3")][0]["params"]
-            rows.append(f"| T{n} | {pa:,} / {pb:,} | " + " | ".join(f"{_fmt(*a[m])} / {_fmt(*b[m])}" for m in ORDER_METRICS) + " |")
+            rows.append(f"| T{n} | {pa:,} / {pb:,} | "
+                        + " | ".join(f"{_fmt(*a[m])} / {_fmt(*b[m])}" for m in ORDER_METRICS) + " |")
     if rows:
         lines += ["", "Parameter-matched composite 2x2 (two 2-order blocks) vs depth 3 (three first-order blocks), "
                   "2x2 / D3:", "", "| target | params | RelL2 point | RelL2 spec | RelL2 der |",
@@ -340,7 +347,8 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
     for r in results:
         groups[r["order"]].append(r)
     lines = _header("Poisson order ablation (Fig. 4g)", scale, seeds, f"`neurodyn bench chonn-poisson --scale {scale}`")
-    lines += ["| order | params | ID RelL1 % | ID nRMSE | ID MaxMSE | OOD RelL1 % | OOD nRMSE | OOD MaxMSE | s / epoch | n |",
+    lines += ["| order | params | ID RelL1 % | ID nRMSE | ID MaxMSE | "
+              "OOD RelL1 % | OOD nRMSE | OOD MaxMSE | s / epoch | n |",
               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     means: dict[int, dict[str, float]] = {}
     for order in sorted(groups):
@@ -486,8 +494,9 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
         for r in ns:
             groups[(r["history"], r["model"])].append(r)
         T = len(ns[0]["rel_l2_per_step"])
-        lines += ["", f"Navier-Stokes (nu = 1e-3), mean relative L2 over the {T}-step rollout (targets t = 11..{10 + T}), "
-                  f"mean ± std over seeds; 'CHONN below FNO': steps (of {T}) where CHONN-FNO's mean curve is below FNO's:",
+        lines += ["", f"Navier-Stokes (nu = 1e-3), mean relative L2 over the {T}-step rollout "
+                  f"(targets t = 11..{10 + T}), mean ± std over seeds; 'CHONN below FNO': steps (of {T}) where "
+                  "CHONN-FNO's mean curve is below FNO's:",
                   "", f"| history | CHONN-FNO | FNO | gain | error at step {T}, CHONN-FNO / FNO | CHONN below FNO | "
                   "params CHONN / FNO |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -499,7 +508,8 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
             ca, cb = np.mean([r["rel_l2_per_step"] for r in a], 0), np.mean([r["rel_l2_per_step"] for r in b], 0)
             below = int((ca < cb).sum())
             lines.append(f"| {m} -> 1 | {_fmt(*ma)} | {_fmt(*mb)} | {100 * (1 - ma[0] / mb[0]):+.1f} % | "
-                         f"{ca[-1]:.4g} / {cb[-1]:.4g} | {below} / {len(ca)} | {a[0]['params']:,} / {b[0]['params']:,} |")
+                         f"{ca[-1]:.4g} / {cb[-1]:.4g} | {below} / {len(ca)} | "
+                         f"{a[0]['params']:,} / {b[0]['params']:,} |")
         curves = _mean_curves(ns, lambda r: f"{r['model']} {r['history']}->1")
         plot_rollout_curves(curves, out_dir / "ns_per_step.png", "Navier-Stokes: per-step relative L2")
         lines += ["", f"![ns per step](results/chonn/{out_dir.name}/ns_per_step.png)"]
@@ -562,7 +572,8 @@ def gain_table(merges: Sequence[str], orders: Sequence[int] = (1, 2, 3, 4), seed
                **block_kw) -> str:
     """Markdown table of :func:`init_gain` for every merge, scan mode (``GAIN_CASES``) and order; the
     gradient column is relative to the first-order block of the same merge and scan."""
-    lines = ["| merge | scan | order | stage gains std(y_r)/std(y_r-1) | std(y_r)/std(u) | branch/x | grad / order-1 grad |",
+    lines = ["| merge | scan | order | stage gains std(y_r)/std(y_r-1) | std(y_r)/std(u) | branch/x "
+             "| grad / order-1 grad |",
              "| --- | --- | ---: | --- | --- | ---: | ---: |"]
     for merge in merges:
         for scan, dims, d_model in GAIN_CASES:

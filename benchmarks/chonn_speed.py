@@ -65,7 +65,8 @@ def cases(only):
         for disc in ("zoh", "euler"):
             for n in (1, 2, 3, 4):
                 out.append(("chain", f"order {n}", n, disc,
-                            lambda n=n, disc=disc: ndm.build("chonn1d", orders=(n,), discretization=disc), x, y))
+                            lambda n=n, disc=disc: ndm.build("chonn1d", orders=(n,), ssm={"discretization": disc}),
+                            x, y))
     if "unet" in only:
         x, y = torch.randn(16, 64, 64, 1), torch.randn(16, 64, 64, 1)
         for n in range(5):
@@ -106,7 +107,8 @@ def main(argv=None) -> int:
                      "seconds_per_step": t, "relative_to_backbone": rel})
         print(f"{backbone:8s} {label:8s} {disc:>6s} {params:>10,d} {t:8.4f} {rel:10.2f}", flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"threads": a.threads, "repeats": a.repeats, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    a.out.write_text(json.dumps({"threads": a.threads, "repeats": a.repeats,
+                                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                  "rows": rows}, indent=1))
     return 0
 

@@ -44,7 +44,7 @@ def build(preset: str, scale: str, device: torch.device, data_dir: Path):
     random batch of the preset's batch size."""
     from neurodyn.data.assembly import build_data
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.experiment import build_model
+    from neurodyn.train.experiment import build_model, train_config
 
     cfg = load_experiment(preset, scale)
     if cfg.get("task", "steady") not in _SMALL:
@@ -52,7 +52,7 @@ def build(preset: str, scale: str, device: torch.device, data_dir: Path):
                          f"(grid operator) presets are timed here")
     small = load_experiment(preset, scale, _SMALL[cfg.get("task", "steady")])
     os.environ["NEURODYN_DATA"] = str(data_dir)
-    data = build_data(small, progress=False)
+    data = build_data(small, progress=False, train_window_steps=train_config(small).window_steps)
     torch.manual_seed(0)
     model = build_model(cfg, data["sets"]["train"]).to(device)
     item = data["sets"]["train"][0]

@@ -32,7 +32,7 @@ import sys
 import time
 
 
-def parse() -> argparse.Namespace:
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 85], help="square grid sizes (default 64 85)")
@@ -45,7 +45,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="also check that the two models compute the same function")
     p.add_argument("--ablation", action="store_true",
                    help="also time neurodyn with SpectralConv's FFT path and with unfused lifting/projection MLPs")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def rel_l2(pred, target):
@@ -124,8 +124,8 @@ def check_same_function(args) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
 
-def main() -> None:
-    args = parse()
+def main(argv=None) -> None:
+    args = parse(argv)
     if args.runs < 10:
         sys.exit("--runs must be >= 10")
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -213,6 +213,11 @@ def main() -> None:
             for key in med:
                 print(f"| {grid} | {key} | {med[key]:.1f} ({iqr[key][0]:.1f}-{iqr[key][2]:.1f}) | {cpu_med[key]:.0f} |")
     print(f"# load average at the end: {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} CPUs")
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench fno-speed`` entry point (the scale does not change the shapes)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

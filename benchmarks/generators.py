@@ -103,13 +103,13 @@ CASES: list[Case] = [
 ]
 
 
-def parse() -> argparse.Namespace:
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--runs", type=int, default=3, help="timed chunks per case and scale (median reported)")
     p.add_argument("--scales", nargs="+", default=["cpu", "paper"], choices=["cpu", "paper"])
     p.add_argument("--only", nargs="+", default=None, help="generator names to time (default: all cases)")
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def fmt_time(seconds: float) -> str:
@@ -120,8 +120,8 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def main() -> int:
-    args = parse()
+def main(argv=None) -> int:
+    args = parse(argv)
     import numpy as np
     import torch
 
@@ -151,6 +151,12 @@ def main() -> int:
             print(f"| {case.label} | {scale} | {opts} | {per:.3g} | {1 / per:.3g} | {case.n_samples[scale]} | "
                   f"{fmt_time(per * case.n_samples[scale])} |", flush=True)
     return 0
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench generators`` entry point (the scale does not change the shapes; ``--scales cpu paper``
+    chooses the dataset scales timed)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

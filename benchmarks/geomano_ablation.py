@@ -27,8 +27,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
@@ -37,13 +37,24 @@ from neurodyn.train.runs import Job, load_results, run_jobs  # noqa: E402
 
 DEFAULT_OUT = HERE / "results" / "geomano_ablation"
 PRESETS = {"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}
-_CORR = {"none": ["model.correction=none"], "learnable": ["model.correction=learnable"]}
+_CORR = {"none": ["model.ssm.correction=none"], "learnable": ["model.ssm.correction=learnable"]}
 for _p in ("0001", "0011", "0111"):
-    _CORR[_p] = ["model.correction=fixed", f"model.r_pattern='{_p}'"]
+    _CORR[_p] = ["model.ssm.correction=fixed", f"model.ssm.r_pattern='{_p}'"]
 
 
 def _variant(ssm: str, pe: bool, corr: str, *extra: str) -> list[str]:
-    return [f"model.ssm_kind={ssm}", f"model.pos_embed={str(pe).lower()}", *_CORR[corr], *extra]
+    return [f"model.ssm.kind={ssm}", f"model.pos_embed={str(pe).lower()}", *_CORR[corr], *extra]
+
+
+def _said(overrides: list[str], key: str, value: str | None = None) -> str | None:
+    """The value a record's overrides give the GeoMaNO kernel option ``key`` (``model.ssm.<key>``, or the flat
+    ``model.<key>`` / ``model.ssm_kind`` / ``model.ssm`` of records made before the ssm section held it)."""
+    old = {"kind": ("model.ssm_kind", "model.ssm")}.get(key, (f"model.{key}",))
+    for o in overrides:
+        name, _, v = o.partition("=")
+        if name in (f"model.ssm.{key}", *old) and (value is None or v == value):
+            return v
+    return None
 
 
 #: label -> (overrides, (ssm, pos. emb., coefficient) row of the paper's Table 3 or None)
@@ -59,13 +70,13 @@ for _b, _pes in (("darcy", (False,)), ("ns", (False, True))):
         if _b == "darcy":  # Table 3a's positional-embedding rows
             VARIANTS[_b][f"{_ssm}-pe-none"] = (_variant(_ssm, True, "none"), (_ssm, True, "none"))
 VARIANTS["darcy"].update({
-    "2d-noD-none": (_variant("2d", False, "none", "model.d_mode=none"), None),
-    "1d-noD-none": (_variant("1d", False, "none", "model.d_mode=none"), None),
-    "2d-0011-vmamba-order": (_variant("2d", False, "0011", "model.r_order=vmamba"), None),
+    "2d-noD-none": (_variant("2d", False, "none", "model.ssm.d_mode=none"), None),
+    "1d-noD-none": (_variant("1d", False, "none", "model.ssm.d_mode=none"), None),
+    "2d-0011-vmamba-order": (_variant("2d", False, "0011", "model.ssm.r_order=vmamba"), None),
     "2d-corners-0011": (_variant("2d", False, "0011", "model.directions=corners"), None),
 })
 VARIANTS["ns"].update({
-    "1d-pe-noD-none": (_variant("1d", True, "none", "model.d_mode=none"), None),
+    "1d-pe-noD-none": (_variant("1d", True, "none", "model.ssm.d_mode=none"), None),
 })
 
 #: paper Table 3 (relative L2): (bench, ssm, pos. emb., coefficient) -> value
@@ -112,7 +123,8 @@ def ablation_jobs(scale: str, seeds: Sequence[int], benches: Sequence[str] = ("d
                 overrides, paper_row = table[name]
                 ov = list(common) + list(overrides) + ([f"train.epochs={epochs}"] if epochs else [])
                 jobs.append(model_job(f"{bench}-{name}-s{seed}", PRESETS[bench], ov, seed,
-                                      {"label": name, "bench": bench, "paper_row": list(paper_row) if paper_row else None}))
+                                      {"label": name, "bench": bench,
+                                       "paper_row": list(paper_row) if paper_row else None}))
     return jobs
 
 
@@ -162,13 +174,13 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
             rs = sorted(rows[label], key=lambda r: r["seed"])
             row = tuple(rs[0]["paper_row"]) if rs[0].get("paper_row") else None
             paper = PAPER.get((bench,) + row) if row else None
-            ov = rs[0]["overrides"]  # records before the SSM section say model.ssm=2d
-            ssm = "2D" if "model.ssm_kind=2d" in ov or "model.ssm=2d" in ov else "Vanilla"
-            pe = "✓" if "model.pos_embed=true" in rs[0]["overrides"] else "–"
-            coeff = ("Learnable" if "model.correction=learnable" in rs[0]["overrides"] else
-                     "None" if "model.correction=none" in rs[0]["overrides"] else
-                     next(o.split("=")[1].strip("'") for o in rs[0]["overrides"] if o.startswith("model.r_pattern")))
-            if "model.d_mode=none" in rs[0]["overrides"]:
+            ov = rs[0]["overrides"]
+            ssm = "2D" if _said(ov, "kind") == "2d" else "Vanilla"
+            pe = "✓" if "model.pos_embed=true" in ov else "–"
+            corr = _said(ov, "correction")
+            coeff = ("Learnable" if corr == "learnable" else "None" if corr == "none" else
+                     (_said(ov, "r_pattern") or "").strip("'"))
+            if _said(ov, "d_mode") == "none":
                 coeff += " (no D)"
             finals = [r["final_rel_l2"] for r in rs]
             lines.append(f"| {bench} | {ssm} | {pe} | {coeff} | {label} | {rs[0]['params']:,} | "

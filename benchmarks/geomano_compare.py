@@ -46,7 +46,7 @@ OUT = HERE / "results" / "geomano_compare"
 FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count of the cpu-scale SSM models
 LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
 # the paper's model (GeoMaNO's docstring table): Eq. 6 (no prior), Eq. 9's correction, Algorithm 1's shared gate
-PAPER_MODE = [LITERAL, "model.correction_form=eq9", "model.gate=shared"]
+PAPER_MODE = [LITERAL, "model.ssm.correction_form=eq9", "model.ssm.gate=shared"]
 
 #: bench -> label -> (preset, model section from another preset or None, overrides)
 RUNS = {
@@ -65,7 +65,8 @@ RUNS = {
 #: published relative L2 (paper scale): GeoMaNO Table 1 (FNO, Transolver, GeoMaNO); LaMO Table 1 (LaMO)
 PAPER = {("darcy", "geomano"): 0.0036, ("darcy", "geomano-eq6"): 0.0036, ("darcy", "geomano-paper"): 0.0036,
          ("darcy", "geomano-eqp"): 0.0036, ("darcy", "geomano-paper-eqp"): 0.0036,
-         ("ns", "geomano-paper"): 0.0370, ("ns", "geomano-eq6"): 0.0370, ("darcy", "transolver"): 0.0057, ("darcy", "fno"): 0.0108,
+         ("ns", "geomano-paper"): 0.0370, ("ns", "geomano-eq6"): 0.0370, ("darcy", "transolver"): 0.0057,
+         ("darcy", "fno"): 0.0108,
          ("darcy", "lamo"): 0.0039, ("ns", "geomano"): 0.0370, ("ns", "transolver"): 0.0900,
          ("ns", "fno"): 0.1556, ("ns", "lamo"): 0.0460, ("darcy", "fno-small"): "-", ("ns", "fno-small"): "-"}
 
@@ -108,7 +109,7 @@ def report(dirs, epochs: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", nargs="*", default=["darcy", "ns"], choices=sorted(RUNS))
     ap.add_argument("--models", nargs="*", default=["geomano", "geomano-eq6", "lamo", "transolver", "fno"])
@@ -124,13 +125,15 @@ def main() -> None:
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
-                    help="also plot the validation rel. L2 per epoch (mean over seeds) of --models on the first --bench")
-    args = ap.parse_args()
+                    help="also plot the validation rel. L2 per epoch (mean over seeds) of --models on the first "
+                         "--bench")
+    args = ap.parse_args(argv)
     dirs = [args.out, *args.reuse]
     if not args.report:
-        from geomano_ablation import model_job
-
+        from neurodyn.bench import load_script
         from neurodyn.train.runs import run_jobs
+
+        model_job = load_script(HERE / "geomano_ablation.py").model_job  # also when run by `neurodyn bench`
 
         have = _records(dirs)
         jobs = []
@@ -164,6 +167,11 @@ def plot_curves(dirs, bench: str, models, path: str) -> None:
               for m in models}
     plot_seed_mean_curves(groups, path, "validation rel. L2", f"{bench} (cpu), mean over seeds", log=True)
     print(f"-> {path}")
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench geomano-compare`` entry point: ``--scale`` is the presets' scale."""
+    return main(["--scale", scale, *argv]) or 0
 
 
 if __name__ == "__main__":

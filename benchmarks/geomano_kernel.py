@@ -107,12 +107,13 @@ def measure(name: str, grid: int, batch: int, D: int, N: int, threads: int, warm
     return {"kernel": name, "grid": grid, "batch": batch, "D": D, "N": N, "threads": threads,
             "fwd_bwd_median_s": statistics.median(times), "fwd_bwd_min_s": min(times),
             "fwd_bwd_cpu_median_s": statistics.median(cpu),
-            "fwd_median_s": statistics.median(fwd), "saved_mb": sum(saved.values()) / 2 ** 20, "peak_rss_delta_mb": peak,
+            "fwd_median_s": statistics.median(fwd), "saved_mb": sum(saved.values()) / 2 ** 20,
+            "peak_rss_delta_mb": peak,
             "params": sum(p.numel() for p in m.parameters()), "repeats": repeats, "load_avg": os.getloadavg(),
             "date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", nargs="*", default=list(KERNELS))
     ap.add_argument("--grids", nargs="*", type=int, default=[32, 64, 128])
@@ -124,7 +125,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=str(HERE / "results" / "geomano_kernel.json"))
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         name, grid = args.worker.split(":")
         rec = measure(name, int(grid), args.batch, args.width, args.d_state, args.threads, args.warmup, args.repeats)
@@ -145,7 +146,8 @@ def main() -> None:
             rec = json.loads(line[0][7:])
             recs.append(rec)
             print(f"{name:15s} {grid:4d}^2  fwd+bwd {rec['fwd_bwd_median_s'] * 1e3:9.1f} ms (min "
-                  f"{rec['fwd_bwd_min_s'] * 1e3:9.1f}, cpu {rec['fwd_bwd_cpu_median_s'] * 1e3:9.1f})  fwd {rec['fwd_median_s'] * 1e3:8.1f} ms  saved "
+                  f"{rec['fwd_bwd_min_s'] * 1e3:9.1f}, cpu {rec['fwd_bwd_cpu_median_s'] * 1e3:9.1f})  "
+                  f"fwd {rec['fwd_median_s'] * 1e3:8.1f} ms  saved "
                   f"{rec['saved_mb']:8.1f} MB  peak d {rec['peak_rss_delta_mb']:8.1f} MB  load "
                   f"{rec['load_avg'][0]:.1f}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -154,17 +156,23 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(keep + recs, indent=1))
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     base = {r["grid"]: r for r in keep + recs if r["kernel"] == "plain-lamo"}
-    print("| kernel | grid | fwd+bwd ms (median) | min | x plain | CPU ms (median) | x plain | fwd ms | saved MB | x plain "
-          "| peak RSS dMB |")
+    print("| kernel | grid | fwd+bwd ms (median) | min | x plain | CPU ms (median) | x plain | fwd ms | saved MB "
+          "| x plain | peak RSS dMB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in sorted(keep + recs, key=lambda r: (r["grid"], list(KERNELS).index(r["kernel"]))):
         b = base.get(r["grid"])
         rt = f"{r['fwd_bwd_median_s'] / b['fwd_bwd_median_s']:.2f}" if b else "-"
         rm = f"{r['saved_mb'] / b['saved_mb']:.2f}" if b else "-"
         rc = f"{r['fwd_bwd_cpu_median_s'] / b['fwd_bwd_cpu_median_s']:.2f}" if b else "-"
-        print(f"| {r['kernel']} | {r['grid']}^2 | {r['fwd_bwd_median_s'] * 1e3:.1f} | {r['fwd_bwd_min_s'] * 1e3:.1f} | {rt} "
+        print(f"| {r['kernel']} | {r['grid']}^2 | {r['fwd_bwd_median_s'] * 1e3:.1f} | "
+              f"{r['fwd_bwd_min_s'] * 1e3:.1f} | {rt} "
               f"| {r['fwd_bwd_cpu_median_s'] * 1e3:.1f} | {rc} | {r['fwd_median_s'] * 1e3:.1f} "
               f"| {r['saved_mb']:.1f} | {rm} | {r['peak_rss_delta_mb']:.0f} |")
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench geomano-kernel`` entry point (the scale does not change the shapes)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

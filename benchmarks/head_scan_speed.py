@@ -36,8 +36,8 @@ BACKENDS = {"heads": "heads", "folded": "cpp", "torch": "torch"}
 def inputs(b, S, L, H, P, G, N, seed=0):
     g = torch.Generator().manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    return [r(b, S, L, H * P), 0.01 + 0.5 * torch.rand(b, S, L, H, generator=g), -(0.1 + 2 * torch.rand(S, H, generator=g)),
-            r(b, S, L, G, N), r(b, S, L, G, N), r(S, H * P)]
+    return [r(b, S, L, H * P), 0.01 + 0.5 * torch.rand(b, S, L, H, generator=g),
+            -(0.1 + 2 * torch.rand(S, H, generator=g)), r(b, S, L, G, N), r(b, S, L, G, N), r(S, H * P)]
 
 
 def one_call(backend: str, args, gy, backward: bool) -> float:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
             row.update({f"{n}_ms": 1e3 * med[(n, m)] for n in names})
             row.update({f"{n}/heads": med[(n, m)] / med[("heads", m)] for n in names if n != "heads"})
             rows.append(row)
-    print(f"| shape (b, S, L, H, P, G, N) | mode | " + " | ".join(f"{n} ms" for n in names) + " | "
+    print("| shape (b, S, L, H, P, G, N) | mode | " + " | ".join(f"{n} ms" for n in names) + " | "
           + " | ".join(f"{n} / heads" for n in names if n != "heads") + " |")
     print("|---" * (2 + 2 * len(names) - 1) + "|")
     for r in rows:
@@ -86,6 +86,11 @@ def main(argv=None) -> int:
               + " | " + " | ".join(f"{r[n + '/heads']:.1f}x" for n in names if n != "heads") + " |")
     Path(a.out).write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
     return 0
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench head-scan-speed`` entry point (the scale does not change the shapes)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

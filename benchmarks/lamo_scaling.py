@@ -56,12 +56,12 @@ MODELS = ("lamo", "transolver", "attention")
 GEOMETRIES = ("point_cloud", "grid")
 
 LAMO_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, mlp_ratio=1,
-               ssm=dict(d_state=64, expand=2), ssm_heads=4, ssm_layout="hydra", n_slices=64, slice_heads=8,
+               ssm=dict(d_state=64, expand=2, heads=4, layout="hydra"), n_slices=64, slice_heads=8,
                share_encoder=True)
 TRANSOLVER_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, n_heads=8,
                      n_slices=64, mlp_ratio=1)
 LAMO_GRID = dict(variant="grid", in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4,
-                 ssm=dict(d_state=64, expand=2), ssm_heads=1, ssm_norm="layernorm", patch_size=2, pad_multiple=2)
+                 ssm=dict(d_state=64, expand=2, heads=1, norm="layernorm"), patch_size=2, pad_multiple=2)
 TRANSOLVER_GRID = dict(variant="structured_mesh", in_channels=1, out_channels=1, width=128, n_layers=8,
                        n_heads=8, n_slices=64, mlp_ratio=1, unified_pos=8)
 
@@ -158,7 +158,7 @@ def run_point(model, geometry, n, repeats, threads, timeout):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
@@ -168,7 +168,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lamo_scaling.json"))
     ap.add_argument("--fresh", action="store_true", help="do not resume from the points already in --out")
     ap.add_argument("--worker", nargs=3, metavar=("MODEL", "GEOMETRY", "N"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         model, geometry, n = args.worker
         print(json.dumps(worker(model, geometry, int(n), args.repeats, args.threads)))
@@ -247,6 +247,12 @@ def print_tables(results, sizes, meta) -> None:
                 (n0, t0), (n1, t1) = pts[0], pts[-1]
                 print(f"- {m}: time grows as N^{math.log(t1 / t0) / math.log(n1 / n0):.2f} from N={n0} to N={n1}")
         print()
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench lamo-scaling`` entry point (the scale does not change the shapes; ``--quick`` for a short
+    run)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

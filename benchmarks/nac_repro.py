@@ -80,8 +80,8 @@ def run(scale: str, argv: list[str]) -> int:
     p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
     p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
     p.add_argument("--plot-curves", metavar="OUT.png", default=None,
-                   help="only plot the per-epoch test metric (mean over seeds) of the stored runs of --tasks (one task), "
-                        "--variants, --tag, --set (NAC variants only) and --epochs, one curve per variant")
+                   help="only plot the per-epoch test metric (mean over seeds) of the stored runs of --tasks "
+                        "(one task), --variants, --tag, --set (NAC variants only) and --epochs, one curve per variant")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
@@ -115,7 +115,8 @@ def run(scale: str, argv: list[str]) -> int:
                     run_dir = Path(a.runs_dir) / _run_folder(task, variant, scale, seed, a.tag, a.set)
                     r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
                     final = r.final
-                    rec = {"task": task, "variant": variant, "seed": seed, "scale": scale, "set": list(a.set), "tag": a.tag,
+                    rec = {"task": task, "variant": variant, "seed": seed, "scale": scale,
+                           "set": list(a.set), "tag": a.tag,
                            "curve": [h["val"][METRIC[task][0]] for h in _history(run_dir)], "curve_split": "val",
                            "epochs": cfg["train"]["epochs"], "final": final,
                            "n_train": r.epochs and cfg["data"].get("n_train"), "threads": a.threads,
@@ -188,7 +189,8 @@ def table(records: list[dict], scale: str) -> str:
         budgets = sorted({(r.get("tag", ""), r["epochs"], tuple(r.get("set", ()))) for r in rows})
         for variant, (tag, epochs, extra_set) in ((v, b) for b in budgets for v in (*VARIANTS, *STORED)):
             # one row per variant, tag and budget: runs with other epochs or overrides are not averaged together
-            rs = [r for r in rows if r["variant"] == variant and (r.get("tag", ""), r["epochs"], tuple(r.get("set", ())))
+            rs = [r for r in rows if r["variant"] == variant
+                  and (r.get("tag", ""), r["epochs"], tuple(r.get("set", ())))
                   == (tag, epochs, extra_set)]
             if not rs:
                 continue
@@ -198,7 +200,8 @@ def table(records: list[dict], scale: str) -> str:
                 sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
                 cells.append(f"{statistics.mean(vals):.4f} ± {sd:.4f}" if len(vals) > 1 else f"{vals[0]:.4f}")
             name = f"{variant} [{tag}]" if tag else variant
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(rs)} | {epochs} | {' '.join(extra_set) or '-'} | "
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(rs)} | {epochs} | "
+                         f"{' '.join(extra_set) or '-'} | "
                          f"{statistics.mean(r['train_seconds'] for r in rs):.0f} |")
     return "\n".join(lines)
 

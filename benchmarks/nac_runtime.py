@@ -23,7 +23,6 @@ import datetime
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -145,7 +144,8 @@ def run(scale: str, argv: list[str]) -> int:
         r["n"] = length
         r["params"] = sum(p.numel() for p in model.parameters())
         results["models"][name] = r
-        print(f"{name:>26s}  n={length:5d}  wall {r['median']:8.4f} s (IQR {r['iqr']:.4f})  cpu {r['cpu_median']:8.4f} s"
+        print(f"{name:>26s}  n={length:5d}  wall {r['median']:8.4f} s (IQR {r['iqr']:.4f})  "
+              f"cpu {r['cpu_median']:8.4f} s"
               f"  peak +{r['peak_mb']:8.1f} MB", flush=True)
         del model
     if not a.no_scaling:
@@ -161,12 +161,14 @@ def markdown(res: dict) -> str:
     lines = [f"Run time and peak memory, batch 1, n = {res['n']} (NAC-PW: n = {res['pw_n']}), 64 features, "
              f"d_model 64, 4 heads, forward only; median of {res['runs']} passes after a warm-up, "
              f"{res['threads']} threads, torch {res['torch']}, {res['date']}.", "",
-             "| model | ours: wall time (s) | ours: CPU time (s) | ours: throughput (seq/s, wall) | ours: peak RSS (MB) "
+             "| model | ours: wall time (s) | ours: CPU time (s) | ours: throughput (seq/s, wall) "
+             "| ours: peak RSS (MB) "
              "| paper (T4): run time (s) | paper: peak memory (MB) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, r in res["models"].items():
         pt, pm = PAPER_T5.get(name, (None, None))
         extra = f" (n={r['n']})" if r["n"] != res["n"] else ""
-        lines.append(f"| {name}{extra} | {r['median']:.4f} | {r['cpu_median']:.4f} | {1 / r['median']:.2f} | {r['peak_mb']:.1f} | "
+        lines.append(f"| {name}{extra} | {r['median']:.4f} | {r['cpu_median']:.4f} | {1 / r['median']:.2f} | "
+                     f"{r['peak_mb']:.1f} | "
                      f"{pt if pt is not None else '–'} | {pm if pm is not None else '–'} |")
     if "topk_scaling" in res:
         lines += ["", "Top-K pair selection (K = 8, D = 16, smooth keys): time (s) and peak RSS increase (MB); recall "
@@ -175,8 +177,9 @@ def markdown(res: dict) -> str:
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in res["topk_scaling"]:
             f = lambda k, fmt: (fmt.format(r[k]) if k in r else "–")
-            lines.append(f"| {r['n']} | {f('block_s', '{:.4f}')} | {f('block_mb', '{:.1f}')} | {f('exact_s', '{:.4f}')} | "
-                         f"{f('exact_mb', '{:.1f}')} | {f('recall_random', '{:.3f}')} | {f('recall_smooth', '{:.3f}')} |")
+            lines.append(f"| {r['n']} | {f('block_s', '{:.4f}')} | {f('block_mb', '{:.1f}')} | "
+                         f"{f('exact_s', '{:.4f}')} | {f('exact_mb', '{:.1f}')} | "
+                         f"{f('recall_random', '{:.3f}')} | {f('recall_smooth', '{:.3f}')} |")
     return "\n".join(lines)
 
 

@@ -117,7 +117,7 @@ def plot_curves(tag: str, out: str, extra: list[str]) -> None:
     print("->", out)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", nargs="*", default=["lamo=lamo/darcy", "transolver=transolver/darcy", "fno=fno/darcy"])
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
@@ -133,7 +133,7 @@ def main() -> None:
                     help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra")
     ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=GLOB",
                     help="with --plot-curves: more records, e.g. fno=geomano_compare/ns-fno-s*.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report:
         report(args.tag)
         return
@@ -153,6 +153,11 @@ def main() -> None:
                   f"{rec['params']:,} parameters, {rec['train_seconds']:.0f} s", flush=True)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.tag)
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench operators-darcy`` entry point: ``--scale`` is the presets' scale."""
+    return main(["--scale", scale, *argv]) or 0
 
 
 if __name__ == "__main__":

@@ -188,7 +188,7 @@ def bench_2d(repeats):
         Dk = torch.randn(K, d, generator=g)
         leaves = [x, delta, A, B, C, Dk]
         fx = torch.randn(b, K, d, S, S, n)
-        floor = _time(lambda: torch.exp(fx), repeats)
+        floor = _time(lambda t=fx: torch.exp(t), repeats)  # bound now: the name is deleted below
         del fx
         row = {"grid": f"{S}x{S}", "floor": floor}
         for backend in ("auto", "scan", "torch") if S <= 64 else ("auto", "scan"):
@@ -374,8 +374,9 @@ def main(argv=None):
 
     print(f"# neurodyn scan benchmark  {_dt.datetime.now().isoformat(timespec='seconds')}")
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}, "
-          f"backend auto -> {resolve_backend('auto', torch.zeros(1, 1, 1))}, extension load {build:.1f}s, "
+    auto = resolve_backend("auto", torch.zeros(1, 1, 1))
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"{platform.processor() or platform.machine()}, backend auto -> {auto}, extension load {build:.1f}s, "
           f"mambapy {'yes' if have_pscan else 'not installed'}")
     print(f"shapes: batch {BATCH}, d {DIM}, n {NSTATE}, input-dependent B/C, D, z, softplus; float32; "
           f"load average at start {os.getloadavg()[0]:.1f} (1 min)\n")
@@ -401,8 +402,8 @@ def main(argv=None):
         return "" if ("ref", L, "f+b") in times else "~"
 
     print("## Time (ms, median)\n")
-    head = "| L | ours fwd | ours f+b | torch fwd | torch f+b |" + (" pscan fwd | pscan f+b |" if have_pscan else "") + \
-        " ref fwd | ref f+b | exp floor |"
+    head = ("| L | ours fwd | ours f+b | torch fwd | torch f+b |" + (" pscan fwd | pscan f+b |" if have_pscan else "")
+            + " ref fwd | ref f+b | exp floor |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for L in args.lengths:
@@ -464,12 +465,19 @@ def main(argv=None):
         print(f"| {_ms(c['cross'])} | {_ms(c['full'])} | {100 * c['cross'] / c['full']:.1f}% |")
         s = bench_s4d(reps)
         print(f"\n## S4D layer ({s['shape']}; ms; kernel generation included)\n")
-        print("| s4d_kernel + fft_conv fwd | f+b | direct causal conv1d fwd | f+b | speed-up fwd | speed-up f+b | max abs diff |")
+        print("| s4d_kernel + fft_conv fwd | f+b | direct causal conv1d fwd | f+b | speed-up fwd | speed-up f+b "
+              "| max abs diff |")
         print("|---|---|---|---|---|---|---|")
         print(f"| {_ms(s['fft_fwd'])} | {_ms(s['fft_fb'])} | {_ms(s['direct_fwd'])} | {_ms(s['direct_fb'])} | "
-              f"{s['direct_fwd'] / s['fft_fwd']:.1f}x | {s['direct_fb'] / s['fft_fb']:.1f}x | {s['max_abs_diff']:.1e} |")
+              f"{s['direct_fwd'] / s['fft_fwd']:.1f}x | {s['direct_fb'] / s['fft_fb']:.1f}x | "
+              f"{s['max_abs_diff']:.1e} |")
         bench_knc(reps)
     print(f"\nload average at end {os.getloadavg()[0]:.1f} (1 min); total {time.time() - t0:.0f} s")
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench scan`` entry point (the scale does not change the shapes; ``--quick`` for a short run)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

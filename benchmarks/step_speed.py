@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/step_speed.py [--threads 1 2] [--repeats 5] [--only chonn]
 
 One step = forward, the preset's loss through its task (steady / autoregressive, e.g. a 10-frame rollout
-for the Navier-Stokes presets / sequence), backward and an AdamW step (fused, as the Trainer's). Every model is built from its
-preset (``neurodyn.experiments.load_experiment(preset, "cpu")``) with the channel counts of the preset's
+for the Navier-Stokes presets / sequence), backward and an AdamW step (fused, as the Trainer's). Every model is built
+from its preset (``neurodyn.experiments.load_experiment(preset, "cpu")``) with the channel counts of the preset's
 data (a tiny copy of the dataset is generated once under ``--data-dir`` to read them and fit the
 normalizers); the batch has the preset's ``train.batch_size`` and the shapes of one sample, with random
 values. All models of one thread count are timed interleaved (one step of each per round, after
@@ -36,7 +36,7 @@ PAIRS = [
     ("stssm", "stssm/ks-nu0.1", ["ffno/ks-nu0.1"], []),
     ("chonn_unet", "chonn_unet/poisson", ["unet/poisson"], []),
     ("chonn_fno", "chonn_fno/navier_stokes_rollout", ["fno/navier_stokes_rollout"], []),
-    ("chonn1d", "chonn1d/order1d", ["chonn1d/order1d;model.discretization=euler"], []),  # ZOH (Eq. 34) vs Euler
+    ("chonn1d", "chonn1d/order1d", ["chonn1d/order1d;model.ssm.discretization=euler"], []),  # ZOH (Eq. 34) vs Euler
     ("nac", "nac/bearing", ["gru/bearing", "mha/bearing"], []),
 ]
 # a tiny copy of each dataset: enough samples to fit the normalizers and read one item
@@ -58,16 +58,17 @@ def build_case(preset: str, overrides, data_dir: Path):
     from neurodyn.data.assembly import build_data
     from neurodyn.experiments import load_experiment
     from neurodyn.models import count_parameters
-    from neurodyn.train.experiment import build_model, build_task
+    from neurodyn.train.experiment import build_model, build_task, train_config
     from neurodyn.train.trainer import make_optimizer
 
     cfg = load_experiment(preset, "cpu", list(overrides))
     small = load_experiment(preset, "cpu", list(overrides) + _small_overrides(cfg))
     os.environ["NEURODYN_DATA"] = str(data_dir)
-    data = build_data(small, progress=False)
+    tcfg = train_config(small)
+    data = build_data(small, progress=False, train_window_steps=tcfg.window_steps)
     torch.manual_seed(0)
     model = build_model(cfg, data["sets"]["train"])
-    task = build_task(small, data)
+    task = build_task(small, data, tcfg)
     item = data["sets"]["train"][0]
     bs = int(cfg["train"].get("batch_size", 8))
     gen = torch.Generator().manual_seed(1)
@@ -99,7 +100,7 @@ def train_step(model, task, batch, opt) -> None:
     opt.step()
 
 
-def run(threads: int, cases: dict, repeats: int, warmup: int) -> dict[str, float]:
+def time_cases(threads: int, cases: dict, repeats: int, warmup: int) -> dict[str, float]:
     torch.set_num_threads(threads)
     times: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(warmup + repeats):
@@ -132,7 +133,7 @@ def main(argv=None) -> None:
                "batch": {k: c[5] for k, c in cases.items()}, "repeats": args.repeats, "warmup": args.warmup,
                "torch": torch.__version__, "command": " ".join(["benchmarks/step_speed.py"] + (argv or sys.argv[1:]))}
     for th in args.threads:
-        results["threads"][str(th)] = run(th, cases, args.repeats, args.warmup)
+        results["threads"][str(th)] = time_cases(th, cases, args.repeats, args.warmup)
     rows = []
     for group, seed, baselines, overrides in pairs:
         key = _label(seed, overrides)
@@ -162,6 +163,12 @@ def markdown(rows, threads) -> str:
             cells += [f(r[f"s_{t}"], ".4f"), f(r[f"base_s_{t}"], ".4f"), f(r[f"ratio_{t}"], ".2f")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench step-speed`` entry point (the models are the presets' cpu scale whatever the scale)."""
+    main(list(argv))
+    return 0
 
 
 if __name__ == "__main__":

@@ -111,11 +111,12 @@ def layer_part(args) -> list[dict]:
                 rwall, rcpu = timed(rec, max(3, args.repeats // 2))
             row.update({"step_wall_s_per_token": rwall / (steps * B), "step_cpu_s_per_token": rcpu / (steps * B)})
         rows.append(row)
-        print(f"  L = {L}: {wall * 1e3:.1f} ms fwd+bwd ({cpu * 1e3:.1f} ms CPU), kernel {kwall * 1e3:.2f} ms", flush=True)
+        print(f"  L = {L}: {wall * 1e3:.1f} ms fwd+bwd ({cpu * 1e3:.1f} ms CPU), kernel {kwall * 1e3:.2f} ms",
+              flush=True)
     return rows
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["step", "layer", "both"], default="both")
     ap.add_argument("--batch", type=int, default=4)
@@ -127,7 +128,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=str(HERE / "results" / "stssm_speed.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
             "threads": torch.get_num_threads(), "load_avg_start": os.getloadavg(), "repeats": args.repeats}
@@ -153,7 +154,8 @@ def main() -> None:
         print("|---|---:|---|---:|---:|---:|")
         for r in res["step"]:
             rel = f"{r['cpu_s'] / ref['cpu_s']:.1f}x" if ref else "-"
-            print(f"| {r['model']} | {r['params']:,} | {tuple(r['input'])} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {rel} |")
+            print(f"| {r['model']} | {r['params']:,} | {tuple(r['input'])} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
+                  f"| {rel} |")
     if "layer" in res:
         print("\n| L | B | fwd+bwd wall (ms) | fwd+bwd CPU (ms) | CPU us / token | kernel CPU (ms) | "
               "recurrent step CPU us / token |")
@@ -162,6 +164,11 @@ def main() -> None:
             rec = f"{r['step_cpu_s_per_token'] * 1e6:.1f}" if "step_cpu_s_per_token" in r else "-"
             print(f"| {r['L']} | {r['B']} | {r['fwd_bwd_wall_s'] * 1e3:.1f} | {r['fwd_bwd_cpu_s'] * 1e3:.1f} | "
                   f"{r['fwd_bwd_cpu_s'] / r['tokens'] * 1e6:.2f} | {r['kernel_cpu_s'] * 1e3:.2f} | {rec} |")
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench stssm-speed`` entry point (the scale does not change the shapes)."""
+    return main(list(argv)) or 0
 
 
 if __name__ == "__main__":

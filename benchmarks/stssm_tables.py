@@ -120,14 +120,15 @@ def persistence(table: str, args) -> dict:
     """Relative L2 of the persistence forecast on the table's test split, by the task's own evaluation."""
     from torch.utils.data import default_collate
 
-    from neurodyn.experiments import load_experiment
     from neurodyn.data.assembly import build_data
-    from neurodyn.train.experiment import build_task
+    from neurodyn.experiments import load_experiment
+    from neurodyn.train.experiment import build_task, train_config
 
     preset, extra = next(iter(RUNS[table].values()))  # an ST-SSM preset: time layout, K given frames
     cfg = load_experiment(preset, args.scale, BUDGET[table] + extra + list(args.common))
-    data = build_data(cfg, progress=False)
-    task = build_task(cfg, data)
+    tcfg = train_config(cfg)
+    data = build_data(cfg, progress=False, train_window_steps=tcfg.window_steps)
+    task = build_task(cfg, data, tcfg)
     test = data["sets"]["test"]
     batches = (default_collate([test[i] for i in range(j, min(j + 32, len(test)))]) for j in range(0, len(test), 32))
     res = task.evaluate(_Persistence(test.channels), batches)
@@ -224,7 +225,7 @@ def _plot_per_step(table: str, curves: dict[str, list[float]]) -> None:
             print(f"plot: {path}")
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", choices=sorted(RUNS), required=True)
     ap.add_argument("--only", nargs="*", default=None, help="labels to run (default: all of the table)")
@@ -236,7 +237,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     global OUT
     OUT = HERE / "results" / args.tag
     if args.report:
@@ -258,6 +259,11 @@ def main() -> None:
                   f"{rec['train_seconds']:.0f} s training, load {rec['load_avg'][0]:.1f}", flush=True)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.table, args)
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench stssm-table1 / stssm-table5`` entry point: ``--scale`` is the presets' scale."""
+    return main(["--scale", scale, *argv]) or 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,22 @@ import torch
 torch.set_num_threads(1)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_kernel: needs the compiled CPU kernels; they are built when the first "
+                                       "such test starts (never at import or collection), and the test is skipped "
+                                       "when they are unavailable")
+
+
+def pytest_runtest_setup(item):
+    """Build (or load) the compiled CPU kernels for a test marked ``needs_kernel``, or skip it without them."""
+    if item.get_closest_marker("needs_kernel") is not None:
+        from neurodyn.ops import cpu_kernel
+
+        if cpu_kernel.get() is None:
+            pytest.skip("the compiled CPU kernels are unavailable (no compiler or ninja, a failed build, or "
+                        "NEURODYN_NO_CPP_EXT=1)")
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -14,7 +14,8 @@ bench_chonn = bench.load_script(Path(__file__).resolve().parents[1] / "benchmark
 
 
 def test_relative_gains_pick_the_stronger_baseline_per_metric(tmp_path):
-    gains = bench_chonn.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}}, ["a", "b"])
+    gains = bench_chonn.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}},
+                                       ["a", "b"])
     assert gains["a"] == (pytest.approx(0.5), "u")
     assert gains["b"] == (pytest.approx(-1.0), "f")
     bench_chonn.plot_relative_gain(gains, tmp_path / "g.png", "t")
@@ -32,6 +33,7 @@ def test_default_order_grid_and_registration():
         assert name in bench.available() and bench.BENCHMARKS[name].script == "chonn_experiments.py"
 
 
+@pytest.mark.slow
 def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
     out = tmp_path / "order"
     res = bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")])

@@ -4,6 +4,7 @@ import pytest
 from neurodyn.cli import main
 
 
+@pytest.mark.slow
 def test_generate_train_evaluate_info(tmp_path, data_dir, capsys):
     assert main(["generate", "darcy", "--n", "6", "resolution=9", "--no-progress"]) == 0
     path = capsys.readouterr().out.strip().splitlines()[-1]
@@ -48,6 +49,7 @@ def test_bad_input_gets_one_clear_sentence(tmp_path, data_dir, capsys, argv, nee
         assert not any(tmp_path.glob("fno-darcy-*")), list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_truncated_checkpoint(tmp_path, data_dir, capsys):
     runs = tmp_path / "runs"
     assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress",
@@ -67,6 +69,7 @@ def test_unwritable_output_folder(tmp_path, data_dir, capsys):
     assert "run folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_resume_is_announced_and_stale_temporaries_are_removed(tmp_path, data_dir, capsys):
     runs = tmp_path / "runs"
     argv = ["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "train.epochs=2"]
@@ -82,6 +85,7 @@ def test_resume_is_announced_and_stale_temporaries_are_removed(tmp_path, data_di
     assert not stale.exists()
 
 
+@pytest.mark.slow
 def test_resume_message_names_the_run_and_epoch(tmp_path, data_dir, capsys):
     runs = tmp_path / "runs"
     assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "train.epochs=1"]) == 0
@@ -91,6 +95,7 @@ def test_resume_message_names_the_run_and_epoch(tmp_path, data_dir, capsys):
     assert f"resuming {runs / 'fno-darcy-tiny'} from epoch 1 of 1" in out
 
 
+@pytest.mark.slow
 def test_truncated_last_checkpoint_on_resume_says_what_to_do(tmp_path, data_dir, capsys):
     runs = tmp_path / "runs"
     argv = ["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress", "train.epochs=1"]

@@ -18,6 +18,7 @@ def test_parse_budget():
             parse_budget(bad)
 
 
+@pytest.mark.slow
 def test_every_model_trains_on_the_same_data_and_is_scored_on_the_same_sets(tmp_path, data_dir, capsys):
     out = tmp_path / "cmp"
     records = compare(["fno/darcy", "unet/darcy"], out, "tiny", seeds=(0, 1), epochs=1, data_from="unet/darcy")
@@ -88,3 +89,28 @@ def test_unknown_presets_and_overrides_are_refused_before_any_training(tmp_path,
         compare(["fno/darcy", "unet/darcy"], tmp_path / "cmp", "tiny", epochs=1,
                 preset_overrides={"unet/darcy": ["model.widht=3"]})
     assert not data_dir.exists()  # nothing was generated either
+
+
+def test_parse_entry_gives_label_preset_and_overrides():
+    from neurodyn.compare import parse_entry
+
+    assert parse_entry("fno/darcy") == ("fno/darcy", "fno/darcy", [])
+    assert parse_entry("small=fno/darcy;model.width=8;train.lr=0.01") == ("small", "fno/darcy",
+                                                                          ["model.width=8", "train.lr=0.01"])
+    for bad in ("=fno/darcy", "a/b=fno/darcy", "small="):
+        with pytest.raises(ConfigError, match="LABEL=PRESET"):
+            parse_entry(bad)
+
+
+def test_one_preset_is_compared_under_two_settings_by_label(tmp_path, data_dir):
+    out = tmp_path / "cmp"
+    records = compare(["fno/darcy", "fno-narrow=fno/darcy;model.width=4"], out, "tiny", seeds=(0,), epochs=1)
+    by = {r["preset"]: r for r in records}
+    assert set(by) == {"fno/darcy", "fno-narrow"}
+    widths = {k: yaml.safe_load((out / "runs" / r["run"] / "config.yaml").read_text())["model"]["width"]
+              for k, r in by.items()}
+    assert widths["fno-narrow"] == 4 and widths["fno/darcy"] != 4
+    assert by["fno-narrow"]["params"] < by["fno/darcy"]["params"]
+    assert "| fno (fno-narrow) | 1ep | 1 |" in (out / "compare.md").read_text()
+    with pytest.raises(ConfigError, match="compared twice"):
+        compare(["wide=fno/darcy", "wide=fno/darcy;model.width=4"], out, "tiny", epochs=1)

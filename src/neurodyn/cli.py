@@ -4,6 +4,7 @@ Examples::
 
     neurodyn generate fno/darcy --scale cpu          # the data of a preset
     neurodyn generate darcy --n 100 resolution=64    # a generator directly, options as key=value
+    neurodyn generate --from X_TRAIN.ts --out train.h5   # a file you have (PDE or time series) into a store
     neurodyn train fno/darcy --scale cpu model.width=64 train.epochs=50
     torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
     neurodyn evaluate runs/fno-darcy-cpu --data test32.h5
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .errors import ConfigError, NeurodynError
 
@@ -79,7 +79,8 @@ def _values_may_start_with_dash(argv: Sequence[str], options: Sequence[str]) -> 
 
 def _convert_public(args: argparse.Namespace) -> int:
     """``generate --from FILE``: convert a public file (FNO .mat, PDEBench / The Well HDF5,
-    neuraloperator .pt, Geo-FNO folder) into the store; further key=value words are reader options."""
+    neuraloperator .pt, Geo-FNO folder) or a user's time series (UEA .ts, long-format CSV / Parquet, .npz)
+    into the store; further key=value words are reader options."""
     from .data.formats.convert import convert_to_store
 
     if args.target:
@@ -97,9 +98,9 @@ def _convert_public(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from .data.assembly import data_options, stored_samples
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
-    from .data.assembly import data_options, stored_samples
 
     if args.target and "=" in args.target:  # an optional positional swallows the first key=value
         args.overrides, args.target = [args.target, *args.overrides], None
@@ -230,7 +231,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.epochs is None and args.budget is None:
         raise ConfigError("compare needs a budget: --budget 60s (equal wall-clock) or --epochs N (equal epochs)")
     budget = parse_budget(args.budget) if args.budget is not None else None
-    out = args.out or Path(args.runs_dir) / "compare" / f"{args.presets[0].replace('/', '-')}-{args.scale}"
+    first = args.presets[0].split(";")[0].split("=")[-1]
+    out = args.out or Path(args.runs_dir) / "compare" / f"{first.replace('/', '-')}-{args.scale}"
     compare(args.presets, out, args.scale, seeds=args.seeds, epochs=args.epochs, budget_seconds=budget,
             data_from=args.data_from, overrides=args.overrides, device=args.device or default_device())
     return 0
@@ -288,7 +290,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="neurodyn", description="Neural-dynamics operators: generate data, train, evaluate.")
+    p = argparse.ArgumentParser(prog="neurodyn",
+                                description="Neural-dynamics operators: generate data, train, evaluate.")
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
@@ -296,8 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("target", nargs="?", default=None,
                    help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy); omit with --from")
     g.add_argument("--from", dest="from_file", default=None, metavar="FILE",
-                   help="convert a public dataset file or Geo-FNO folder into the store instead "
-                        "(reader options as key=value, e.g. stride=5 kind=airfoil)")
+                   help="convert a public dataset file or Geo-FNO folder, or your time series (UEA .ts, "
+                        "long-format .csv / .parquet, .npz), into the store instead (reader options as key=value, "
+                        "e.g. stride=5 kind=airfoil, or id=sensor label=activity; docs/your-own-time-series.md)")
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
     g.add_argument("--n", type=int, default=None, help="number of samples (default: the preset's splits, or 100)")
     g.add_argument("--seed", type=int, default=None)
@@ -309,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     t = sub.add_parser("train", help="train a preset; re-running the same command resumes it",
-                       epilog="Further key.path=value arguments override the preset, e.g. model.width=64 train.epochs=20.")
+                       epilog="Further key.path=value arguments override the preset, e.g. model.width=64 "
+                              "train.epochs=20.")
     t.add_argument("preset", help="e.g. fno/darcy (see `neurodyn info presets`)")
     t.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     t.add_argument("--device", default=None, help="default: cuda when available, else cpu")
@@ -340,12 +345,15 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
                        epilog="Further key.path=value arguments apply to every preset (data.* to the shared data, "
                               "e.g. data.test_path=...).")
-    c.add_argument("presets", nargs="+", help="presets whose models are compared, e.g. fno/darcy lamo/darcy")
+    c.add_argument("presets", nargs="+",
+                   help="presets whose models are compared, e.g. fno/darcy lamo/darcy; LABEL=PRESET;key=value "
+                        "compares one preset under other settings, e.g. 'nac-paper=nac/sequence;model.compat=paper'")
     c.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     c.add_argument("--budget", default=None, help="equal wall-clock: training time per model, e.g. 60s, 5m")
     c.add_argument("--epochs", type=int, default=None, help="equal epochs instead of equal time")
     c.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per model (default 0)")
-    c.add_argument("--data-from", default=None, help="the preset whose task and data all models use (default: the first)")
+    c.add_argument("--data-from", default=None,
+                   help="the preset whose task and data all models use (default: the first)")
     c.add_argument("--out", default=None, help="output folder (default: <runs-dir>/compare/<first preset>-<scale>)")
     c.add_argument("--runs-dir", default="runs")
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -367,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(func=cmd_build_kernels)
 
     i = sub.add_parser("info", help="list models, generators, presets and generated data")
-    i.add_argument("what", nargs="?", default="all", choices=("all", "models", "generators", "datasets", "presets", "data"))
+    i.add_argument("what", nargs="?", default="all",
+                   choices=("all", "models", "generators", "datasets", "presets", "data"))
     i.set_defaults(func=cmd_info)
     return p
 

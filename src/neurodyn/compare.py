@@ -11,9 +11,10 @@ a few training steps and one evaluation pass (so the learning-rate schedule is b
 will actually run). Both the epochs and the measured seconds are reported, since an estimate is not a stopwatch.
 
 Writes into ``out_dir``: ``results.json`` (one record per model and seed; a recorded run is never trained
-again, so an interrupted comparison resumes), ``compare.md`` (the table: rel. L2 per test set as mean ± std
-over seeds, parameters, epochs, s/epoch, training seconds) and ``error_vs_time.png`` (the validation
-error against training seconds, one line per run). Run folders go to ``out_dir/runs/``.
+again, so an interrupted comparison resumes), ``compare.md`` (the table: the task's metric per test set, rel. L2
+for fields, accuracy or RMSE for sequences, as mean ± std over seeds, parameters, epochs, s/epoch, training
+seconds) and ``error_vs_time.png`` (the validation metric against training seconds, one line per run). Run
+folders go to ``out_dir/runs/``.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ import math
 import re
 import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -44,6 +46,21 @@ def _stem(preset: str) -> str:
     return preset.replace("/", "-")
 
 
+def parse_entry(text: str) -> tuple[str, str, list[str]]:
+    """A compared model: ``PRESET`` or ``LABEL=PRESET;key=value;...`` -> (label, preset, the entry's overrides).
+
+    The labelled form compares one preset under several settings, e.g. ``nac-paper=nac/sequence;model.compat=paper``
+    beside ``nac/sequence``; a bare preset is its own label."""
+    labelled = "=" in str(text).split(";")[0]
+    label, _, rest = str(text).partition("=") if labelled else (str(text), "", str(text))
+    preset, *overrides = [part.strip() for part in rest.split(";")]
+    label = label.strip() if labelled else preset
+    if not preset or not label or (labelled and "/" in label):
+        raise ConfigError(f"a compared model is PRESET or LABEL=PRESET;key=value;... (a label has no '/'); "
+                          f"got {text!r}")
+    return label, preset, [o for o in overrides if o]
+
+
 def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | torch.device = "cpu") -> dict[str, Any]:
     """How many epochs of ``cfg`` fit in ``budget_seconds`` of training here: the median time of a few training
     steps times the batches per epoch, plus one evaluation pass over the monitored set."""
@@ -53,12 +70,12 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
     from .train.experiment import build_model, build_task, monitored_set, train_config
     from .train.trainer import Trainer
 
-    data = build_data(cfg, device, progress=False)
+    tcfg = train_config(cfg)
+    data = build_data(cfg, device, progress=False, train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
-    task = build_task(cfg, data)
+    task = build_task(cfg, data, tcfg)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(model, task, data["sets"]["train"], None, train_config(cfg), tmp, device=device,
-                          progress=False)
+        trainer = Trainer(model, task, data["sets"]["train"], None, tcfg, tmp, device=device, progress=False)
         step = trainer.measure_step_seconds()
         eval_set = monitored_set(data["sets"])
         t0 = time.perf_counter()
@@ -72,25 +89,32 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
 
 
 def _evaluate(r: RestoredRun) -> dict[str, Any]:
+    """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences) and
+    its validation curve against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""
+    metric = getattr(r.task, "monitor", ("rel_l2", "min"))[0]
     history = read_history(r.run_dir)
     elapsed, times, errors = 0.0, [], []
     for h in history:
         elapsed += h["seconds"]
-        if "val" in h and "rel_l2" in h["val"]:
+        if "val" in h and metric in h["val"]:
             times.append(elapsed)
-            errors.append(h["val"]["rel_l2"])
-    return {"sets": {k: v.get("rel_l2") for k, v in evaluate_restored(r).items()},
+            errors.append(h["val"][metric])
+    return {"sets": {k: v.get(metric) for k, v in evaluate_restored(r).items()}, "metric": metric,
             "curve_seconds": times, "curve_rel_l2": errors}
+
+
+METRIC_NAMES = {"rel_l2": "rel. L2"}
 
 
 def _field_or_sequence(task: str) -> str:
     return "sequence" if task == "sequence" else "field"
 
 
-def check_presets(presets: Sequence[str], scale: str, overrides: Sequence[str], own: dict[str, list[str]],
-                  data_from: str, device: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
-    """Every preset's config on the data of ``data_from``, checked before anything trains; one ConfigError naming
-    the first preset that does not fit and why.
+def check_presets(presets: Sequence[str] | dict[str, tuple[str, list[str]]], scale: str, overrides: Sequence[str],
+                  own: dict[str, list[str]], data_from: str, device: str | torch.device = "cpu"
+                  ) -> dict[str, dict[str, Any]]:
+    """Every compared model's config (by label; ``presets`` is a list of presets or label -> (preset, ...)) on the data
+    of ``data_from``, checked before anything trains; one ConfigError naming the first one that does not fit and why.
 
     In order, so that the cheap checks fail first: every preset and override loads (unknown names and keys); a
     preset made for sequences (``task: sequence``) is not put on fields or the other way round; the train section
@@ -100,21 +124,23 @@ def check_presets(presets: Sequence[str], scale: str, overrides: Sequence[str], 
     from .train.experiment import build_model, build_task, check_config, check_model_accepts
 
     source = _field_or_sequence(preset_config(data_from, scale, overrides)["task"])
-    cfgs = {}
-    for preset in presets:
-        kind = _field_or_sequence(preset_config(preset, scale, overrides, own.get(preset, ()))["task"])
+    labels = presets if isinstance(presets, dict) else {p: (p, []) for p in presets}
+    cfgs, tcfgs = {}, {}
+    for label, (preset, _) in labels.items():
+        kind = _field_or_sequence(preset_config(preset, scale, overrides, own.get(label, ()))["task"])
         if kind != source:
             raise ConfigError(f"preset {preset!r} is a {kind} model and cannot train on the {source} data of "
                               f"{data_from!r}; compare presets of the same kind of task.")
-        cfgs[preset] = cfg = preset_config(preset, scale, overrides, own.get(preset, ()), data_from=data_from)
-        check_config(cfg)
-    data = build_data(cfgs[presets[0]], device, progress=False)
-    test_files = build_test_sets(cfgs[presets[0]])
+        cfgs[label] = cfg = preset_config(preset, scale, overrides, own.get(label, ()), data_from=data_from)
+        tcfgs[label] = check_config(cfg)
+    first = next(iter(cfgs))
+    data = build_data(cfgs[first], device, progress=False, train_window_steps=tcfgs[first].window_steps)
+    test_files = build_test_sets(cfgs[first])
     for preset, cfg in cfgs.items():
         name = cfg["model"]["name"]
         try:
             model = build_model(cfg, data["sets"]["train"])
-            task = build_task(cfg, data)
+            task = build_task(cfg, data, tcfgs[preset])
             check_model_accepts(model, task, data["sets"]["train"], name, data_from)
             for file, dataset in test_files.items():
                 check_model_accepts(model, task, dataset, name, f"test file {file!r}", values=False)
@@ -138,29 +164,37 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         raise ConfigError(f"--epochs must be >= 1; got {epochs}")
     if len(set(presets)) != len(presets):
         raise ConfigError(f"a preset is listed twice: {list(presets)}")
-    data_from = data_from or presets[0]
+    entries = {}
+    for text in presets:
+        label, preset, entry_overrides = parse_entry(text)
+        if label in entries:
+            raise ConfigError(f"{label!r} is compared twice; give one of them a label: LABEL={preset};key=value")
+        entries[label] = (preset, entry_overrides)
+    data_from = data_from or next(iter(entries.values()))[0]
     out_dir = Path(out_dir)
     jobs = []
-    own = {p: list(v) for p, v in (preset_overrides or {}).items()}
-    unknown = sorted(set(own) - set(presets))
+    unknown = sorted(set(preset_overrides or {}) - set(entries))
     if unknown:
         raise ConfigError(f"preset_overrides name presets that are not compared: {unknown}")
-    cfgs = check_presets(presets, scale, overrides, own, data_from, device)  # before anything trains
-    for preset, cfg in cfgs.items():
+    own = {label: [*entry_overrides, *(preset_overrides or {}).get(label, ())]
+           for label, (_, entry_overrides) in entries.items()}
+    cfgs = check_presets(entries, scale, overrides, own, data_from, device)  # before anything trains
+    for label, cfg in cfgs.items():
+        preset = entries[label][0]
         if budget_seconds is not None:
             est = estimate_epochs(cfg, budget_seconds, device)
             n_epochs = est["epochs"]
-            print(f"{preset}: {est['step_seconds']:.3g} s/step, ~{est['estimated_seconds_per_epoch']:.3g} s/epoch "
+            print(f"{label}: {est['step_seconds']:.3g} s/step, ~{est['estimated_seconds_per_epoch']:.3g} s/epoch "
                   f"-> {n_epochs} epochs in {budget_seconds:g} s", flush=True)
         else:
             n_epochs = epochs
         budget = f"{budget_seconds:g}s" if budget_seconds is not None else f"{epochs}ep"
         for seed in seeds:
-            jobs.append(Job(name=f"{_stem(preset)}-{budget}-s{seed}", preset=preset, seed=int(seed),
-                            overrides=[f"train.epochs={n_epochs}"], keys={"preset": preset, "budget": budget},
-                            label=preset, data_from=data_from, model_overrides=own.get(preset, [])))
+            jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}", preset=preset, seed=int(seed),
+                            overrides=[f"train.epochs={n_epochs}"], keys={"preset": label, "budget": budget},
+                            label=label, data_from=data_from, model_overrides=own[label]))
     records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides),
-                       summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items()))
+                       summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None))
     table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")
     (out_dir / "compare.md").write_text(table)
     print("\n" + table)
@@ -187,13 +221,15 @@ def comparison_table(records: Sequence[dict[str, Any]], title: str = "") -> str:
     for r in records:
         groups.setdefault((r["preset"], r["budget"]), []).append(r)
     sets = list(dict.fromkeys(k for r in records for k in r["sets"]))
+    metric = METRIC_NAMES.get(records[0].get("metric", "rel_l2"), records[0].get("metric")) if records else "rel. L2"
     lines = ([f"# {title}", ""] if title else []) + [
-        "| model (preset) | budget | seeds | " + " | ".join(f"rel. L2 {s}" for s in sets)
+        "| model (preset) | budget | seeds | " + " | ".join(f"{metric} {s}" for s in sets)
         + " | parameters | epochs | s/epoch | training s |",
         "| --- | --- | --- |" + " --- |" * len(sets) + " --- | --- | --- | --- |"]
     for (preset, budget), rs in groups.items():
         cells = [_mean_std([r["sets"].get(s) for r in rs]) for s in sets]
         lines.append(f"| {rs[0]['model']} ({preset}) | {budget} | {len(rs)} | " + " | ".join(cells)
                      + f" | {rs[0]['params']:,} | {_mean_std([r['epochs'] for r in rs])} | "
-                     f"{_mean_std([r['seconds_per_epoch'] for r in rs])} | {_mean_std([r['train_seconds'] for r in rs])} |")
+                     f"{_mean_std([r['seconds_per_epoch'] for r in rs])} | "
+                     f"{_mean_std([r['train_seconds'] for r in rs])} |")
     return "\n".join(lines) + "\n"

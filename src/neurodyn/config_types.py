@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import ConfigError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import errno
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class NeurodynError(Exception):
@@ -86,3 +86,14 @@ def check_min(what: str, cfg: object, names: Iterable[str], minimum: int) -> Non
         value = getattr(cfg, name)
         if int(value) < minimum:
             raise ConfigError(f"{what} config field {name} must be >= {minimum}; got {value!r}.")
+
+
+def optional_import(module: str, needed_for: str, install: str):
+    """``importlib.import_module(module)``, or one ConfigError saying what needs it and how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:  # depends on the environment
+        raise ConfigError(f"{needed_for} needs the {module.split('.')[0]!r} package, which is not installed: "
+                          f"{install}") from None

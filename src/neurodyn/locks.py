@@ -3,7 +3,9 @@
 :func:`hold` takes an exclusive POSIX ``flock`` on a lock file without waiting and writes the holder (process
 id, host, command, start time) into it. The operating system releases a ``flock`` when its process exits, however
 it exits (``kill -9`` included), so a lock left by a dead process never blocks the next one: the file may stay,
-but nobody holds it. A holder that ends normally removes the file. A second process is refused with :class:`LockHeld`, naming the holder.
+but nobody holds it. A holder that ends normally removes the file. A second process is refused with
+:class:`LockHeld`, naming the holder, or with ``wait=True`` waits its turn (the dataset store: two processes asking
+for one file take turns, the second finds it made).
 
 Within one process the lock is re-entrant (the command line takes a run folder's lock before ``--fresh`` removes
 the folder, and the training it then starts takes it again). Where the platform has no ``flock`` there is no lock.
@@ -15,8 +17,8 @@ import datetime
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .errors import NeurodynError
 
@@ -37,11 +39,12 @@ def holder_of(lock: str | Path) -> str:
 
 
 @contextlib.contextmanager
-def hold(lock: str | Path, what: str, advice: str = "") -> Iterator[None]:
+def hold(lock: str | Path, what: str, advice: str = "", wait: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on the file ``lock`` for the body of the ``with``.
 
     ``what`` names the locked thing in the refusal (``"run folder runs/x"``), ``advice`` says what to do
-    instead; the refusal reads ``"{what} is in use by {holder}; {advice}"``.
+    instead; the refusal reads ``"{what} is in use by {holder}; {advice}"``. ``wait``: block until the holder
+    releases the lock instead of refusing.
     """
     try:
         import fcntl
@@ -58,7 +61,7 @@ def hold(lock: str | Path, what: str, advice: str = "") -> Iterator[None]:
             _HELD[key][1] -= 1
         return
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fh = _acquire(lock, fcntl)
+    fh = _acquire(lock, fcntl, wait)
     if fh is None:
         raise LockHeld(f"{what} is in use by {holder_of(lock)}" + (f"; {advice}" if advice else "")) from None
     fh.seek(0)
@@ -78,15 +81,16 @@ def hold(lock: str | Path, what: str, advice: str = "") -> Iterator[None]:
         fh.close()
 
 
-def _acquire(lock: Path, fcntl):
-    """The lock file opened and ``flock``-ed without waiting, or ``None`` when a live process holds it.
+def _acquire(lock: Path, fcntl, wait: bool = False):
+    """The lock file opened and ``flock``-ed (waiting for the holder when ``wait``), or ``None`` when a live process
+    holds it and ``wait`` is false.
 
     The holder removes the file before releasing it, so a lock taken on a file that is no longer at ``lock`` (or
     is another file now) is worthless: open again."""
     for _ in range(100):
         fh = open(lock, "a+")
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.close()
             return None

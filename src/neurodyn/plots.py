@@ -1,8 +1,9 @@
 """Plots written into run folders: prediction panels and learning curves (PNG, matplotlib Agg)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -265,9 +266,11 @@ def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> P
         colours.setdefault(key, f"C{len(colours) % 10}")
         ax.plot(r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2,
                 label=key if first else None)
+    metric = records[0].get("metric", "rel_l2") if records else "rel_l2"
     ax.set_xlabel("training time (s)")
-    ax.set_ylabel("validation rel. L2")
-    ax.set_yscale("log")
+    ax.set_ylabel(f"validation {'rel. L2' if metric == 'rel_l2' else metric}")
+    if metric != "accuracy":
+        ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title("error against wall-clock training time")

@@ -77,7 +77,7 @@ def _disk_fills_in_savez(place, mp):
         try:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         except OSError:
-            raise RuntimeError("unexpected pos 37760 vs 37680")
+            raise RuntimeError("unexpected pos 37760 vs 37680") from None
 
     mp.setattr(np, "savez", savez)
 

@@ -15,8 +15,7 @@ import torch
 
 from neurodyn.ops import cpu_kernel
 
-pytestmark = pytest.mark.skipif(not cpu_kernel.available(),
-                                reason="fused CPU kernel unavailable (no compiler or ninja, or NEURODYN_NO_CPP_EXT=1)")
+pytestmark = pytest.mark.needs_kernel
 
 F = torch.float64
 

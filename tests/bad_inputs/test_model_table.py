@@ -42,7 +42,7 @@ SPECS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny(name: str) -> torch.nn.Module:
     return models.build(name, **SPECS[name][0])
 

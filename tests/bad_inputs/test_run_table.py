@@ -122,6 +122,7 @@ _HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_second_training_is_refused_naming_the_holder_and_a_killed_holder_does_not_block(world, capsys):
     from neurodyn.train.run_folder import lock_file
 
@@ -146,6 +147,7 @@ def test_second_training_is_refused_naming_the_holder_and_a_killed_holder_does_n
     assert not lock_file(runs / "done").exists()  # a training that ends releases and removes its lock
 
 
+@pytest.mark.slow
 def test_fresh_restarts_a_run_folder_and_keeps_its_siblings(world, capsys):
     runs = world / "runs" / "sub"
     before = (runs / "done" / "checkpoints" / "last.pt").stat().st_mtime_ns

@@ -18,12 +18,21 @@ def test_gaussian_fit_gives_zero_mean_unit_std_on_train_and_inverts(reduce):
 
 
 def test_minmax_maps_the_training_range_to_unit_interval_only():
-    train = torch.rand(40, 8, 1) * 5 - 1
+    """encode(x) = (x - min) / (max - min + eps) per channel (eps = 1e-5), min / max over the training samples and
+    points: the training extremes go to 0 and 1 (to eps / range), decode inverts it, and a test value outside the
+    training range leaves [0, 1] by the same affine map."""
+    train = torch.rand(40, 8, 2, dtype=torch.float64) * torch.tensor([5.0, 0.5], dtype=torch.float64) - 1
     n = Normalizer("minmax", "channel").fit(train)
     z = n.encode(train)
-    assert z.min() >= 0 and z.max() <= 1 and z.max() > 0.999 and z.min() < 1e-6
+    lo, hi = train.amin((0, 1)), train.amax((0, 1))
+    torch.testing.assert_close(z, (train - lo) / (hi - lo + 1e-5), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(z.amin((0, 1)), torch.zeros(2, dtype=z.dtype), rtol=0, atol=1e-12)
+    torch.testing.assert_close(z.amax((0, 1)), torch.ones(2, dtype=z.dtype), rtol=0, atol=1e-4)
+    torch.testing.assert_close(n.decode(z), train, rtol=1e-12, atol=1e-12)
     # statistics come from the training split alone: a wider test sample leaves [0, 1]
-    assert n.encode(torch.full((1, 8, 1), 10.0)).max() > 1
+    wide = torch.full((1, 8, 2), 10.0, dtype=torch.float64)
+    torch.testing.assert_close(n.encode(wide), (wide - lo) / (hi - lo + 1e-5), rtol=1e-12, atol=1e-12)
+    assert n.encode(wide).min() > 1
 
 
 def test_state_dict_round_trip_rebuilds_the_fitted_map():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from neurodyn.data.generators import get_generator
-from neurodyn.data.store import StoreMeta, StoredDataset, write_store
+from neurodyn.data.store import StoredDataset, StoreMeta, write_store
 from neurodyn.errors import DataError
 
 
@@ -140,6 +140,7 @@ def _write_darcy(path: str, delay: float) -> str:
     return str(write_store(path, meta, chunk, coords=g.coords(cfg), progress=False))
 
 
+@pytest.mark.slow
 def test_two_processes_asking_for_the_same_file_both_get_it(tmp_path):
     """Two runs of one preset start at once, one slower: the slower waits for the faster instead of writing
     into the chunk folder the faster removes when it assembles the file (FileNotFoundError before)."""
@@ -218,7 +219,7 @@ def test_disk_full_while_writing_a_chunk_keeps_the_finished_ones_and_resumes(tmp
             try:
                 raise OSError(errno.ENOSPC, "No space left on device")
             except OSError:
-                raise RuntimeError("unexpected pos 37760 vs 37680")
+                raise RuntimeError("unexpected pos 37760 vs 37680")  # noqa: B904 - chained implicitly, as numpy's is
         real_savez(f, **arrays)
 
     monkeypatch.setattr(np, "savez", savez)

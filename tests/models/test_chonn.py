@@ -83,10 +83,33 @@ def test_chonn_fno_parallel_branch_with_downsampling():
     m = ndm.build("chonn_fno", **cfg, ckb_mode="parallel", ckb_downsample=2, order=2, ssm=dict(d_state=4), scan="bi")
     assert ndm.count_parameters(m) == ndm.count_parameters(fno) + ckb_parameter_count(8, 2, d_state=4, dims=2,
                                                                                        scan="bi")
-    assert m(torch.randn(2, 16, 16, 2)).shape == (2, 16, 16, 2)
-    assert m(torch.randn(1, 15, 17, 2)).shape == (1, 15, 17, 2)  # odd sizes: pooled map upsampled back
-    m1 = ndm.build("chonn_fno", modes=(6,), width=8, ckb_downsample=2)  # 1-D FNO
-    assert m1(torch.randn(2, 32, 1)).shape == (2, 32, 1)
+    # parallel: K v + W v + branch(v), so with the FNO's weights and the branch's gate closed (W_g = 0 -> g = 0) it
+    # is the FNO; the branch runs on the 2 x 2 average-pooled grid (odd sizes: floor) and is upsampled back
+    def copy_fno(model, plain):   # the FNO's weights; a branch layer holds W_l as skips.l.linear
+        sd = plain.state_dict()
+        model.load_state_dict({k: sd[k.replace(".linear.", ".")] for k in model.state_dict() if ".ckb." not in k},
+                              strict=False)
+
+    copy_fno(m, fno)
+    seen = []
+    m.skips[0].ckb.register_forward_hook(lambda mod, args, out: seen.append(tuple(args[0].shape[1:-1])))
+    m1 = ndm.build("chonn_fno", modes=(6,), width=8, ckb_mode="parallel", ckb_downsample=2)  # 1-D FNO
+    fno1 = ndm.build("fno", modes=(6,), width=8)
+    copy_fno(m1, fno1)
+    m1.skips[0].ckb.register_forward_hook(lambda mod, args, out: seen.append(tuple(args[0].shape[1:-1])))
+    cases = [(m, fno, torch.randn(2, 16, 16, 2)), (m, fno, torch.randn(1, 15, 17, 2)),
+             (m1, fno1, torch.randn(2, 32, 1))]
+    with torch.no_grad():
+        open_out = [model(x) for model, _, x in cases]
+        for model in (m, m1):
+            for skip in model.skips:
+                if hasattr(skip, "ckb"):
+                    skip.ckb.in_proj.weight[skip.ckb.in_proj.weight.shape[0] // 2:].zero_()
+        for (model, plain, x), y_open in zip(cases, open_out):
+            assert y_open.shape == x.shape[:-1] + (model.config.out_channels,)
+            torch.testing.assert_close(model(x), plain(x), rtol=1e-5, atol=1e-6)
+            assert (y_open - plain(x)).abs().max() > 1e-3 * plain(x).abs().max()   # the open branch contributes
+    assert seen[:3] == [(8, 8), (7, 8), (16,)]
 
 
 def test_checkpoint_round_trip(tmp_path):
@@ -98,6 +121,7 @@ def test_checkpoint_round_trip(tmp_path):
     assert back.config.order == 3
 
 
+@pytest.mark.slow
 def test_vision_backbone_learns_sklearn_digits():
     datasets = pytest.importorskip("sklearn.datasets")
     torch.manual_seed(0)
@@ -111,7 +135,7 @@ def test_vision_backbone_learns_sklearn_digits():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     t0 = time.time()
     model.train()
-    for epoch in range(2):
+    for _ in range(2):
         for idx in tr[torch.randperm(len(tr))].split(64):
             loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
             opt.zero_grad()

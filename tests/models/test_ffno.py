@@ -96,3 +96,22 @@ def test_ffno_is_fourierflow_shaped():
     assert names["projection.2.parametrizations.weight.original0"].shape == (1, 1)
     y = m(torch.randn(3, 32, 1), ctx=None)
     assert y.shape == (3, 32, 1)
+    # every Linear is weight-normalised: W = g v / |v| per output row, so rescaling v's rows leaves the model as it is
+    # and rescaling g does not; the projection Q is affine (no activation between its two maps), FF is not
+    m = m.double()
+    x = torch.randn(3, 32, 1, dtype=torch.float64)
+    wn = [mod for mod in m.modules() if isinstance(mod, torch.nn.Linear)]
+    assert len(wn) == 1 + 2 * 4 + 2 and all(torch.nn.utils.parametrize.is_parametrized(mod, "weight") for mod in wn)
+    with torch.no_grad():
+        y = m(x)
+        for mod in wn:
+            g, v = mod.parametrizations.weight.original0, mod.parametrizations.weight.original1
+            torch.testing.assert_close(mod.weight, g * v / v.norm(dim=1, keepdim=True), rtol=1e-12, atol=0)
+            v.mul_(torch.rand(v.shape[0], 1, dtype=v.dtype) + 0.5)
+        torch.testing.assert_close(m(x), y, rtol=1e-10, atol=1e-12)
+        wn[-1].parametrizations.weight.original0.mul_(2)
+        assert not torch.allclose(m(x), y)
+        u, w = torch.randn(2, 5, 16, dtype=torch.float64)
+        torch.testing.assert_close(m.projection(0.3 * u + 0.7 * w), 0.3 * m.projection(u) + 0.7 * m.projection(w))
+        ff = m.ff[0]
+        assert not torch.allclose(ff(0.3 * u + 0.7 * w), 0.3 * ff(u) + 0.7 * ff(w))

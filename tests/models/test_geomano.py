@@ -33,7 +33,8 @@ def lin(a, b, bias=True):
 
 def kernel_count(D, N, K=4, learnable_r=False, gate="shared"):
     di, r = D, math.ceil(D / 16)
-    return (lin(D, (1 if gate == "shared" else 2) * di, False) + (di * 9 + di) + K * lin(di, r + 2 * N, False) + K * lin(r, di)
+    return (lin(D, (1 if gate == "shared" else 2) * di, False) + (di * 9 + di) + K * lin(di, r + 2 * N, False)
+            + K * lin(r, di)
             + K * di * N + K * di + (K * di * N if learnable_r else 0) + 2 * di + lin(di, D, False))
 
 
@@ -53,24 +54,28 @@ def _preset_model(preset, scale="paper", overrides=()):
 
 #: what the paper prints, option by option (GeoMaNO, Han, Zhang et al. 2025); the Darcy configuration
 PAPER_DARCY = {
-    "correction_form": "eq9",   # Eq. 9 / Eq. 10: y = sum_s (C_s h_s - R_s Bbar_s x) (Algorithm 2 line 32 differs)
-    "correction": "fixed",      # Table 3a, best row (= Table 1's 0.0036): fixed coefficients ...
-    "r_pattern": "0011",        # ... "0011" (Remark 4.2: one digit per scan direction)
-    "r_order": "paper",         # the digits follow the four directions in the order of Sec. 4.2
     "directions": "paper",      # Sec. 4.2 / Fig. 2: row-major, reversed, column-major, reversed
-    "ssm_kind": "2d",           # Sec. 5.1: 2DGeoMamba-SSM (Eq. 10) for Darcy
     "pos_embed": False,         # Sec. 4.1 / Table 3a: no positional encoding on 2-D domains
-    "gate": "shared",           # Algorithm 1 lines 4, 5, 13: one Z = Linear(Z) feeds the conv and sigma(Z)
-    "norm_act": True,           # Algorithm 1 line 13: sigma(LayerNorm(Y)) * sigma(Z)
     "assign_prior": 0.0,        # Eq. 6: W = Softmax(Linear(Y)), no prior
     "encoder": "soft",          # Eq. 6
     "slice_reduce": "sum",      # Eq. 6: Z = LayerNorm(W^T Y)
     "width": 64, "n_layers": 8,  # Table 5 (Darcy): ED 64, depth 8
 }
-PAPER_SSM = {"d_state": 16, "expand": 1.0}  # Table 5: 16 dstates; Algorithm 1: (B, L, ED) -> (B, L, ED)
+#: the kernel (model.ssm)
+PAPER_SSM = {
+    "d_state": 16, "expand": 1.0,  # Table 5: 16 dstates; Algorithm 1: (B, L, ED) -> (B, L, ED)
+    "correction_form": "eq9",   # Eq. 9 / Eq. 10: y = sum_s (C_s h_s - R_s Bbar_s x) (Algorithm 2 line 32 differs)
+    "correction": "fixed",      # Table 3a, best row (= Table 1's 0.0036): fixed coefficients ...
+    "r_pattern": "0011",        # ... "0011" (Remark 4.2: one digit per scan direction)
+    "r_order": "paper",         # the digits follow the four directions in the order of Sec. 4.2
+    "kind": "2d",               # Sec. 5.1: 2DGeoMamba-SSM (Eq. 10) for Darcy
+    "gate": "shared",           # Algorithm 1 lines 4, 5, 13: one Z = Linear(Z) feeds the conv and sigma(Z)
+    "norm_act": True,           # Algorithm 1 line 13: sigma(LayerNorm(Y)) * sigma(Z)
+}
 #: Navier-Stokes differs in: Table 5 ED 256; Sec. 5.1 vanilla SSM (Eq. 9); Table 3b best row: PE + learnable R
-PAPER_NS = {**PAPER_DARCY, "width": 256, "ssm_kind": "1d", "pos_embed": True, "correction": "learnable"}
-PAPER_NS.pop("r_pattern")
+PAPER_NS = {**PAPER_DARCY, "width": 256, "pos_embed": True}
+PAPER_NS_SSM = {**PAPER_SSM, "kind": "1d", "correction": "learnable"}
+PAPER_NS_SSM.pop("r_pattern")
 
 
 def _kernels(m):
@@ -84,19 +89,24 @@ def test_paper_mode_is_the_paper():
     cfg = GeoMaNOConfig()
     for key, want in PAPER_DARCY.items():
         assert getattr(cfg, key) == want, key
-    assert (cfg.ssm.d_state, cfg.ssm.expand) == (PAPER_SSM["d_state"], PAPER_SSM["expand"])
-    for preset, paper in (("geomano/darcy", PAPER_DARCY), ("geomano/navier_stokes", PAPER_NS)):
+    for key, want in PAPER_SSM.items():
+        assert getattr(cfg.ssm, key) == want, key
+    for preset, paper, paper_ssm in (("geomano/darcy", PAPER_DARCY, PAPER_SSM),
+                                     ("geomano/navier_stokes", PAPER_NS, PAPER_NS_SSM)):
         model = load_experiment(preset, "paper")["model"]
         for key, want in paper.items():
             assert model.get(key, getattr(cfg, key)) == want, (preset, key)
+        for key, want in paper_ssm.items():
+            assert model["ssm"].get(key, getattr(cfg.ssm, key)) == want, (preset, key)
         m = _preset_model(preset)
         for k in _kernels(m):   # what the built kernels do, not only what the config says
             assert k.correction_form == "eq9" and k.gate == "shared" and k.in_proj.out_features == k.d_inner
         assert m.encoder.assign_prior == 0.0
     # the kernel computes Eq. 9: y = sum_s C_s h_s - sum_s R_s Bbar_s x (+ D x); a 1 x L grid with one row
     # direction is the 1-D scan, checked here against a loop written from Eq. 9 itself
-    k = ndm.build("geomano", width=4, n_layers=1, ssm=dict(d_state=3), ssm_kind="1d", directions=["row"],
-                  r_order="directions", r_pattern="1", correction="learnable").blocks[0].mixer.double()
+    k = ndm.build("geomano", width=4, n_layers=1, directions=["row"],
+                  ssm=dict(d_state=3, kind="1d", r_order="directions", r_pattern="1", correction="learnable")
+                  ).blocks[0].mixer.double()
     with torch.no_grad():
         k.R.uniform_(-1, 1)
         k.D.uniform_(-1, 1)
@@ -115,9 +125,10 @@ def test_paper_mode_is_the_paper():
 
 
 def test_old_checkpoints_rebuild_the_model_they_trained(tmp_path):
-    """A config saved before the SSM section (flat d_state / expand / d_conv, ``ssm`` = the kind) with the old
-    defaults cbx / split gate / locality prior rebuilds exactly that model; one that does not name
-    correction_form and gate at all gets the values they had then (LEGACY_DEFAULTS)."""
+    """A config saved before the SSM section (flat d_state / expand / d_conv and kernel options, ``ssm`` = the
+    kind) with the old defaults cbx / split gate / locality prior rebuilds exactly that model; one that does not
+    name correction_form and gate at all gets the values they had then (LEGACY_DEFAULTS: ssm.correction_form,
+    ssm.gate)."""
     from neurodyn.models.registry import upgrade_config
 
     old = dict(in_channels=1, out_channels=1, ctx_channels=0, width=8, n_layers=2, d_state=4, expand=1.0, d_conv=3,
@@ -127,21 +138,21 @@ def test_old_checkpoints_rebuild_the_model_they_trained(tmp_path):
                latent_grid=[2, 2], lift_hidden=0, slice_reduce="sum", assign_prior=1.0, assign_init="orthogonal",
                patch_size=8, pos_embed=False, positional_grid=True, unified_pos=0, decoder="shared", n_points=0,
                head="ln_linear", decoder_skip=False, init="torch", scan_backend="auto")
-    trained = ndm.build("geomano", width=8, n_layers=2, ssm=dict(d_state=4), latent_grid=(2, 2),
-                        correction_form="cbx", gate="split", assign_prior=1.0)
+    trained = ndm.build("geomano", width=8, n_layers=2, ssm=dict(d_state=4, correction_form="cbx", gate="split"),
+                        latent_grid=(2, 2), assign_prior=1.0)
     x = torch.randn(2, 6, 6, 1)
     trimmed = {k: v for k, v in old.items() if k not in ("correction_form", "gate")}
     for saved in (old, trimmed):
         torch.save({"model": {"name": "geomano", "config": saved}, "model_state": trained.state_dict()},
                    tmp_path / "old.pt")
         m = ndm.load(tmp_path / "old.pt")
-        assert (m.config.correction_form, m.config.gate, m.config.assign_prior) == ("cbx", "split", 1.0)
-        assert (m.config.ssm.d_state, m.config.ssm_kind) == (4, "2d")
+        assert (m.config.ssm.correction_form, m.config.ssm.gate, m.config.assign_prior) == ("cbx", "split", 1.0)
+        assert (m.config.ssm.d_state, m.config.ssm.kind) == (4, "2d")
         assert all(k.correction_form == "cbx" and k.in_proj.out_features == 2 * k.d_inner for k in _kernels(m))
         assert torch.equal(m(x), trained(x))
     # today's defaults differ: an old config is not silently rebuilt as the paper's model
-    assert upgrade_config("geomano", trimmed)["correction_form"] == "cbx"
-    assert ndm.build("geomano").config.correction_form == "eq9"
+    assert upgrade_config("geomano", trimmed)["ssm"]["correction_form"] == "cbx"
+    assert ndm.build("geomano").config.ssm.correction_form == "eq9"
 
 
 def test_parameter_counts_of_the_paper_configurations():
@@ -150,25 +161,53 @@ def test_parameter_counts_of_the_paper_configurations():
     ns = _preset_model("geomano/navier_stokes")
     assert ndm.count_parameters(ns) == model_count(10 + 2, 256, 8, 16, 256, learnable_r=True, pos_embed=True) \
         == 3_207_425
-    split = _preset_model("geomano/darcy", overrides=["model.gate=split"])   # VMamba's in_proj D -> 2 ED
+    split = _preset_model("geomano/darcy", overrides=["model.ssm.gate=split"])   # VMamba's in_proj D -> 2 ED
     assert ndm.count_parameters(split) == model_count(1 + 2, 64, 8, 16, 64, gate="split") == 305_089
     for m in (darcy, ns, split):  # the module's closed form agrees
         assert parameter_count(m.config) == ndm.count_parameters(m)
     # R fixed is a buffer, not a parameter; learnable R adds K * di * N per layer
-    learn = ndm.build("geomano", correction="learnable")
+    learn = ndm.build("geomano", ssm=dict(correction="learnable"))
     assert ndm.count_parameters(learn) - ndm.count_parameters(darcy) == 8 * 4 * 64 * 16
 
 
+def _smooth_pair(n: int, batch: int = 2) -> torch.Tensor:
+    """(batch, n, n, 2): two smooth fields sampled on the vertex grid x_i = i / (n - 1) of [0, 1]^2."""
+    g = torch.linspace(0, 1, n, dtype=DT)
+    X, Y = torch.meshgrid(g, g, indexing="ij")
+    k = torch.arange(1, batch + 1, dtype=DT)[:, None, None]
+    f = torch.sin(torch.pi * k * X) * torch.cos(2 * Y) + X * Y
+    return torch.stack([f, f * f], -1)
+
+
 def test_shapes_resolution_independence_and_grads():
-    m = ndm.build("geomano", width=16, n_layers=2, ssm=dict(d_state=4), latent_grid=(4, 4), in_channels=2,
-                  out_channels=3)
+    """The soft encoder sums over the points and LayerNorm removes the scale, so the latent tokens are a
+    quadrature of an integral over the domain: on grids 9, 17, 33, 65 of the same smooth input (vertex-aligned),
+    the outputs at the shared points converge, the gap halving with the grid spacing (first order); the patch
+    encoder's tokens are tied to the grid and do not converge. Every parameter gets a non-zero gradient."""
+    torch.manual_seed(0)
+    kw = dict(width=16, n_layers=2, ssm=dict(d_state=4), latent_grid=(4, 4), in_channels=2, out_channels=3)
+    m = ndm.build("geomano", **kw)
     for hw in ((16, 16), (20, 12)):
         x = torch.randn(2, *hw, 2, requires_grad=True)
         y = m(x)
         assert y.shape == (2, *hw, 3)
         y.pow(2).mean().backward()
         assert torch.isfinite(x.grad).all()
-    assert all(p.grad is not None for n, p in m.named_parameters()), "every parameter is used"
+    zero = [n for n, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not zero, f"parameters without a gradient: {zero}"
+    for encoder in ("soft", "patch"):
+        torch.manual_seed(0)
+        model = ndm.build("geomano", encoder=encoder, patch_size=4, **kw).to(DT).eval()
+        with torch.no_grad():
+            for p in model.parameters():                      # away from the initialisation's symmetries
+                p.add_(0.1 * torch.randn_like(p))
+            ys = {n: model(_smooth_pair(n)) for n in (9, 17, 33, 65)}
+        gaps = [((ys[2 * n - 1][:, ::2, ::2] - ys[n]).abs().max() / ys[n].abs().max()).item() for n in (9, 17, 33)]
+        if encoder == "soft":
+            assert gaps[-1] < 5e-3, gaps
+            assert all(1.8 < a / b < 2.3 for a, b in zip(gaps, gaps[1:])), gaps
+        else:
+            assert min(gaps) > 0.3, gaps
     lit = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), latent_grid=(2, 2), decoder="literal",
                     n_points=64)
     assert lit(torch.randn(1, 8, 8, 1)).shape == (1, 8, 8, 1)
@@ -202,15 +241,35 @@ def test_locality_prior_assigns_points_to_their_cell():
 
 
 def test_patch_encoder_and_positional_embedding():
-    m = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), encoder="patch", patch_size=4,
-                  latent_grid=(3, 3),
-                  pos_embed=True, ssm_kind="1d", correction="learnable")
-    assert m(torch.randn(2, 13, 10, 1)).shape == (2, 13, 10, 1)        # padded to 16 x 12 -> 4 x 3 tokens
+    """A 13 x 10 grid with 4 x 4 patches: zero-padded at the bottom / right to 16 x 12 (4 x 3 tokens) and cropped
+    back, the (3, 3) positional embedding resized bilinearly to the (4, 3) token grid. Oracle: the same weights in a
+    model built for the (4, 3) token grid, whose embedding is F.interpolate of the learned one, run on the input
+    (with the coordinate channels of the real 13 x 10 grid as data) zero-padded by hand, then cropped."""
+    torch.manual_seed(0)
+    kw = dict(width=8, n_layers=1, ssm=dict(d_state=2, kind="1d", correction="learnable"), encoder="patch",
+              patch_size=4, pos_embed=True)
+    m = ndm.build("geomano", latent_grid=(3, 3), **kw).to(DT)
+    oracle = ndm.build("geomano", latent_grid=(4, 3), in_channels=3, positional_grid=False, **kw).to(DT)
+    with torch.no_grad():
+        m.pos_embed.normal_()
+        state = dict(m.state_dict())
+        state["pos_embed"] = torch.nn.functional.interpolate(m.pos_embed.permute(0, 3, 1, 2), size=(4, 3),
+                                                             mode="bilinear", align_corners=False).permute(0, 2, 3, 1)
+        oracle.load_state_dict(state)
+        x = torch.randn(2, 13, 10, 1, dtype=DT)
+        y = m(x)
+        assert y.shape == (2, 13, 10, 1)
+        coords = torch.stack(torch.meshgrid(torch.linspace(0, 1, 13, dtype=DT), torch.linspace(0, 1, 10, dtype=DT),
+                                            indexing="ij"), -1).expand(2, 13, 10, 2)
+        padded = torch.nn.functional.pad(torch.cat([x, coords], -1), (0, 0, 0, 2, 0, 3))   # 16 x 12
+        torch.testing.assert_close(y, oracle(padded)[:, :13, :10], rtol=1e-12, atol=1e-12)
+        m.pos_embed.zero_()                                          # not vacuous: the embedding does enter
+        assert (m(x) - y).abs().max() > 1e-3 * y.abs().max()
 
 
 def test_option_errors():
     with pytest.raises(ConfigError, match="only for ssm='2d'"):
-        ndm.build("geomano", ssm_kind="1d", directions="corners")
+        ndm.build("geomano", ssm=dict(kind="1d"), directions="corners")
     with pytest.raises(ConfigError, match="LayerNorm bias"):
         ndm.build("geomano", head="linear_ln")
     with pytest.raises(ConfigError, match="n_points"):
@@ -220,8 +279,8 @@ def test_option_errors():
 
 
 def test_checkpoint_round_trip(tmp_path):
-    m = ndm.build("geomano", width=8, n_layers=1, ssm=dict(d_state=2), latent_grid=(2, 2), correction="learnable",
-                  directions=["tl", "br"], r_order="directions", r_pattern="01")
+    m = ndm.build("geomano", width=8, n_layers=1, latent_grid=(2, 2), directions=["tl", "br"],
+                  ssm=dict(d_state=2, correction="learnable", r_order="directions", r_pattern="01"))
     ndm.save(m, tmp_path / "m.pt")
     m2 = ndm.load(tmp_path / "m.pt")
     x = torch.randn(1, 6, 6, 1)
@@ -242,16 +301,33 @@ def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path,
         # validation: ours (the paper states none), extra samples so that 1000 still train; cpu keeps our options
         assert paper["data"]["n_train"] == 1000 and paper["data"]["n_val"] == 100
         cpu = load_experiment(preset, "cpu")["model"]
-        assert (cpu["assign_prior"], cpu["correction_form"], cpu["gate"]) == (1.0, "cbx", "split")
+        assert (cpu["assign_prior"], cpu["ssm"]["correction_form"], cpu["ssm"]["gate"]) == (1.0, "cbx", "split")
     assert load_experiment("geomano/darcy", "paper")["train"]["loss"] == "rel_l2+grad"
-    cfg = load_experiment("geomano/darcy", "tiny", ["train.epochs=1"])
-    final = run_experiment(cfg, tmp_path / "darcy", progress=False)
-    assert 0 < final["rel_l2"] < 10
+    import copy
+
+    from neurodyn.train import experiment
+    from neurodyn.train.runs import batches, restore_run
+
+    built, real_build = [], experiment.build_model
+    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
+    try:
+        final = run_experiment(load_experiment("geomano/darcy", "tiny", ["train.epochs=2"]), tmp_path / "darcy",
+                               progress=False)
+    finally:
+        experiment.build_model = real_build
+    r = restore_run(tmp_path / "darcy")
+    with torch.no_grad():   # the reported test error is the saved model's, in physical units, by hand
+        errs = torch.cat([(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
+                          for b in batches(r.data["sets"]["test"], 3)])
+    assert final["rel_l2"] == pytest.approx(errs.mean().item(), rel=1e-5)
+    train = list(batches(r.data["sets"]["train"], 8))   # training lowered the training error of the initial weights
+    before, after = (r.task.evaluate(m.eval(), train)["rel_l2"] for m in (built[0], r.model))
+    assert after < 0.99 * before, (before, after)
 
 
+@pytest.mark.slow
 def test_ablation_driver_covers_table_3_and_is_registered(tmp_path):
     import json
-
     from pathlib import Path
 
     from neurodyn import bench
@@ -259,11 +335,12 @@ def test_ablation_driver_covers_table_3_and_is_registered(tmp_path):
     script = bench.load_script(Path(__file__).resolve().parents[2] / "benchmarks" / "geomano_ablation.py")
     PAPER, VARIANTS, ablation_table = script.PAPER, script.VARIANTS, script.ablation_table
 
-    assert "geomano-ablation" in bench.available() and bench.BENCHMARKS["geomano-ablation"].script == "geomano_ablation.py"
+    assert ("geomano-ablation" in bench.available()
+            and bench.BENCHMARKS["geomano-ablation"].script == "geomano_ablation.py")
     rows = {(b,) + tuple(row) for b in VARIANTS for _, row in VARIANTS[b].values() if row}
     assert rows == set(PAPER)                                   # every row of Table 3 has a variant, and no more
     for b in VARIANTS:
-        for label, (ov, _) in VARIANTS[b].items():              # every variant builds
+        for ov, _ in VARIANTS[b].values():                         # every variant builds
             cfg = load_experiment({"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}[b], "tiny", ov)
             m = dict(cfg["model"])
             m.pop("name")

@@ -15,7 +15,7 @@ prints one decimal, so a count "reproduces" a published number when it rounds to
 * Our paper-scale presets (Table 6 values: heads 1 / 4, d_state 64 everywhere; on grids Algorithm 1's block
   without a norm and Remark 3.2's corner scans; on meshes the code's mixer per benchmark) round to 1.1
   (Darcy: 1,131,456) and 4.0 (Pipe), and Elasticity / Airfoil lie inside the range. A step per channel (S6,
-  ``dt_mode="channel"``) would give Darcy 1.2 M: Table 9 rules it out, so the presets keep the code's step
+  ``ssm.dt_mode="channel"``) would give Darcy 1.2 M: Table 9 rules it out, so the presets keep the code's step
   per head.
 * Not reproducible: Navier-Stokes. Table 6's NS architecture (width 256, 1024 tokens, MLP ratio 4) has
   9.86 M parameters (9,855,744 with Table 6's 4 heads and no norm, the paper preset; 10,061,312 with the
@@ -99,24 +99,24 @@ def mesh_lamo(c_in, c_out, D, L, ratio, M, He, ssm, shared, conv, time=False):
 
 CODE = {
     # Darcy: LaMO_Regular_Grid, width 64, depth 8, patch 2, 88x88 padded, SS2D d_state 64, ceil(64/16)=4 heads
-    "darcy": (dict(variant="grid", in_channels=1, width=64, n_layers=8, mlp_ratio=4, ssm=dict(d_state=64), ssm_heads=4,
-                   ssm_norm="layernorm", ssm_act="gelu", grid_size=(85, 85), pad_multiple=8),
+    "darcy": (dict(variant="grid", in_channels=1, width=64, n_layers=8, mlp_ratio=4,
+                   ssm=dict(d_state=64, heads=4, norm="layernorm", act="gelu"), grid_size=(85, 85), pad_multiple=8),
               grid_lamo(3, 1, 64, 8, 4, 2, 44 * 44, ssm_x_proj(64, 64, 4, 4, conv2d=True)), 1_145_984),
-    "ns": (dict(variant="grid", in_channels=10, width=256, n_layers=8, mlp_ratio=4, ssm=dict(d_state=64), ssm_heads=16,
-                ssm_norm="layernorm", ssm_act="gelu", grid_size=(64, 64)),
+    "ns": (dict(variant="grid", in_channels=10, width=256, n_layers=8, mlp_ratio=4,
+                ssm=dict(d_state=64, heads=16, norm="layernorm", act="gelu"), grid_size=(64, 64)),
            grid_lamo(12, 1, 256, 8, 4, 2, 32 * 32, ssm_x_proj(256, 64, 16, 4, conv2d=True)), 10_061_312),
     # Pipe: Structured_Mesh_2D_unshared, bi-Mamba2 headdim 32 (8 heads), MLP ratio 2
     "pipe": (dict(variant="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=2,
-                  ssm_heads=8, ssm_layout="fused", ssm_combine="mean", share_encoder=False),
+                  ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False),
              mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 8), False, True), 4_020_545),
     # Airfoil: Structured_Mesh_2D_shared, Hydra d_state 1 expand 1 headdim 64 (2 heads)
     "airfoil": (dict(variant="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=1,
-                     ssm_heads=2, ssm=dict(d_state=1, expand=1), ssm_layout="hydra", share_encoder=True),
+                     ssm=dict(d_state=1, expand=1, heads=2, layout="hydra"), share_encoder=True),
                 mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 1, 2, expand=1), True, True), 1_139_577),
     # Plasticity: unshared structured mesh with the time embedding, MLP ratio 1, 4 output channels... as
     # in the notes' analytic count (one output channel per time-conditioned call of the released script)
-    "plasticity": (dict(variant="structured_mesh", in_channels=1, width=128, mlp_ratio=1, ssm_heads=8,
-                        ssm_layout="fused", ssm_combine="mean", share_encoder=False, ctx_channels=1,
+    "plasticity": (dict(variant="structured_mesh", in_channels=1, width=128, mlp_ratio=1,
+                        ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False, ctx_channels=1,
                         time_embedding=True),
                    mesh_lamo(3, 1, 128, 8, 1, 64, 8, ssm_bimamba2(128, 64, 8), False, True, time=True), 3_790_657),
 }
@@ -169,7 +169,7 @@ def test_table6_presets_against_table9(capsys):
     assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none")) \
         == 1_131_456
     # a step per channel (S6) would not round to Table 9's 1.1 M
-    s6 = ndm.count_parameters(preset_model("darcy", 1, dt_mode="channel"))
+    s6 = ndm.count_parameters(preset_model("darcy", 1, ssm=dict(dt_mode="channel")))
     assert s6 == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none", dt="channel"))
     assert round(s6 / 1e6, 1) == 1.2
     assert counts["pipe"] == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 4), False, True)
@@ -178,13 +178,13 @@ def test_table6_presets_against_table9(capsys):
     # ns: Table 6's 4 SSM heads, no norm (the code's 16 heads with LayerNorm: 10,061,312)
     assert counts["ns"] == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 4, 4, conv2d=True, norm="none")) \
         == 9_855_744
-    code = ndm.count_parameters(preset_model("ns", 10, ssm_heads=16, ssm_norm="layernorm"))
+    code = ndm.count_parameters(preset_model("ns", 10, ssm=dict(heads=16, norm="layernorm")))
     assert code == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 16, 4, conv2d=True)) == 10_061_312
     assert counts["ns"] > (hi + 0.05) * 1e6
 
 
 def test_algorithm1_block_does_not_reproduce_the_published_maximum():
-    kw = dict(CODE["pipe"][0], ssm_layout="x_proj", ssm_combine="sum", ssm_norm="rmsnorm", ssm_heads=4)
+    kw = dict(CODE["pipe"][0], ssm=dict(layout="x_proj", combine="sum", norm="rmsnorm", heads=4))
     n = ndm.count_parameters(ndm.build("lamo", **kw))
     assert n == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_x_proj(128, 64, 4, 2, norm="rmsnorm"), False, True)
     assert round(n / 1e6, 1) == 4.4
@@ -198,13 +198,14 @@ def test_darcy_and_ns_token_counts_match_table6():
 # ------------------------------------------------------------------------------------------------
 # behaviour
 
-SMALL = dict(width=16, n_layers=2, ssm=dict(d_state=4), ssm_heads=2, mlp_ratio=2)
+SMALL = dict(width=16, n_layers=2, ssm=dict(d_state=4, heads=2), mlp_ratio=2)
 MESH = dict(SMALL, n_slices=6, slice_heads=4)
 
 
 def test_point_cloud_variant_is_permutation_equivariant():
     for layout in ("x_proj", "hydra", "fused"):
-        m = ndm.build("lamo", variant="point_cloud", in_channels=1, pos_channels=2, ssm_layout=layout, **MESH).to(DT)
+        kw = dict(MESH, ssm=dict(MESH["ssm"], layout=layout))
+        m = ndm.build("lamo", variant="point_cloud", in_channels=1, pos_channels=2, **kw).to(DT)
         x, pos = torch.randn(2, 40, 1, dtype=DT), torch.rand(2, 40, 2, dtype=DT)
         perm = torch.randperm(40)
         torch.testing.assert_close(m(x, pos=pos)[:, perm], m(x[:, perm], pos=pos[:, perm]), rtol=1e-10, atol=1e-12)
@@ -220,9 +221,33 @@ def test_pos_is_ignored_without_pos_channels():
 
 
 def test_point_cloud_runs_on_any_number_of_points():
-    m = ndm.build("lamo", variant="point_cloud", in_channels=2, **MESH)
-    assert m(torch.rand(1, 37, 2)).shape == (1, 37, 1)
-    assert m(torch.rand(3, 500, 2)).shape == (3, 500, 1)
+    """The latent tokens are weighted means over the points (slice_normalize), so the operator is defined for any
+    N and does not depend on how densely the same cloud is sampled: every point taken k times (N -> k N) gives every
+    copy the output of the original point, exactly once the slice totals' eps (1e-5, which would otherwise dominate
+    a slice that holds almost no weight) is 0. One point is a cloud too, and a sample's output does not depend on
+    the other samples of the batch. Weights moved away from the near-zero initialisation, so that points matter."""
+    from neurodyn.nn.slice import SliceEncoder
+
+    torch.manual_seed(0)
+    m = ndm.build("lamo", variant="point_cloud", in_channels=2, **MESH).to(DT)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() >= 2:
+                p.add_(0.3 * torch.randn_like(p))
+    for enc in m.modules():
+        if isinstance(enc, SliceEncoder):
+            enc.eps = 0.0
+    x = torch.rand(3, 37, 2, dtype=DT)
+    with torch.no_grad():
+        y = m(x)
+        assert y.shape == (3, 37, 1)
+        for k in (2, 5):                                                   # 74 and 185 points
+            torch.testing.assert_close(m(x.repeat(1, k, 1)), y.repeat(1, k, 1), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(m(x[1:2]), y[1:2], rtol=1e-12, atol=1e-12)
+        one = m(x[:, :1])
+        assert one.shape == (3, 1, 1)
+        torch.testing.assert_close(m(x[:, :1].repeat(1, 4, 1)), one.repeat(1, 4, 1), rtol=1e-10, atol=1e-12)
+        assert (m(x[:, :20]) - y[:, :20]).abs().max() > 1e-2 * y.abs().max()   # not vacuous: other points matter
 
 
 def test_grid_variant_resolution_handling():
@@ -274,11 +299,30 @@ def test_grid_transfer_resample_agrees_with_the_training_grid_at_shared_points()
 
 
 def test_grid_padding_does_not_leak_into_the_crop():
-    """Output at the real grid points does not depend on the zero padding being there or not."""
-    m = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(8, 8), pad_multiple=4, **SMALL).to(DT)
-    x = torch.randn(1, 6, 6, 1, dtype=DT)
-    y = m(x)
-    assert y.shape == (1, 6, 6, 1) and torch.isfinite(y).all()
+    """A 6 x 6 grid padded to 8 x 8 (pad_multiple 4): the output is the top-left 6 x 6 crop of the same weights run on
+    the input zero-padded at the bottom / right by hand, coordinate channels included (those of the real 6 x 6 grid,
+    padded with zeros, not of an 8 x 8 grid). Oracle: a model built for 8 x 8 (no padding of its own) whose
+    in_channels take the coordinates as data. The latent scans mix all tokens, so what the padding holds does reach
+    the real points: the oracle is not met by any padding (non-zero padding gives another crop)."""
+    torch.manual_seed(0)
+    m = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(6, 6), pad_multiple=4, **SMALL).to(DT).eval()
+    oracle = ndm.build("lamo", variant="grid", in_channels=3, grid_size=(8, 8), pad_multiple=4, positional_grid=False,
+                       **SMALL).to(DT).eval()
+    assert m.token_grid == oracle.token_grid == (4, 4)
+    oracle.load_state_dict(m.state_dict())
+    x = torch.randn(2, 6, 6, 1, dtype=DT)
+    g = torch.linspace(0, 1, 6, dtype=DT)
+    coords = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).expand(2, 6, 6, 2)
+    padded = torch.nn.functional.pad(torch.cat([x, coords], -1), (0, 0, 0, 2, 0, 2))   # zeros below and right
+    with torch.no_grad():
+        m.pos_embed.normal_()
+        oracle.pos_embed.copy_(m.pos_embed)
+        y = m(x)
+        assert y.shape == (2, 6, 6, 1)
+        torch.testing.assert_close(y, oracle(padded)[:, :6, :6], rtol=1e-12, atol=1e-12)
+        other = padded.clone()
+        other[:, 6:], other[:, :, 6:] = 1.0, 1.0
+        assert (oracle(other)[:, :6, :6] - y).abs().max() > 1e-3 * y.abs().max()
 
 
 def test_structured_mesh_variant_and_shared_encoder():
@@ -294,11 +338,26 @@ def test_structured_mesh_variant_and_shared_encoder():
 @pytest.mark.parametrize("variant, x", [("grid", (2, 8, 8, 1)), ("structured_mesh", (2, 5, 4, 1)),
                                         ("point_cloud", (2, 20, 1))])
 def test_float64_and_gradients(variant, x):
+    """float64 end to end: autograd's input gradient equals central finite differences (gradcheck, which a float32
+    step anywhere inside would fail), the float32 model with the same weights computes the same function to float32
+    rounding, and every parameter gets a non-zero gradient."""
+    torch.manual_seed(0)
+    m32 = ndm.build("lamo", variant=variant, in_channels=1, grid_size=(8, 8), **MESH)
     m = ndm.build("lamo", variant=variant, in_channels=1, grid_size=(8, 8), **MESH).to(DT)
-    y = m(torch.randn(*x, dtype=DT))
+    m.load_state_dict(m32.state_dict())
+    with torch.no_grad():
+        for p in m.parameters():   # away from the zero / tiny initialisations, so that every term matters
+            p.add_(0.05 * torch.randn_like(p))
+    m32.load_state_dict(m.state_dict())
+    inp = torch.randn(*x, dtype=DT)
+    y = m(inp)
     assert y.dtype == DT and y.shape == x[:-1] + (1,)
+    torch.testing.assert_close(m32(inp.float()).double(), y, rtol=1e-4, atol=1e-5 * y.abs().max().item())
+    assert torch.autograd.gradcheck(m, (inp[:1].clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5,
+                                    fast_mode=True)
     y.square().sum().backward()
-    assert all(p.grad is not None for p in m.parameters())
+    zero = [n for n, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not zero, f"no gradient reaches {zero}"
 
 
 def test_time_embedding_reads_ctx():
@@ -307,14 +366,64 @@ def test_time_embedding_reads_ctx():
     assert not torch.allclose(m(x, ctx=torch.tensor([[0.1]])), m(x, ctx=torch.tensor([[0.9]])))
 
 
+def _first_direction_only(multi, uni):
+    """Silence every scan direction of ``multi`` after the first (C = 0 and D = 0: that direction outputs zero) and
+    give ``uni`` (the same model with one direction) the first direction's weights."""
+    from neurodyn.nn.mamba import LatentSSM
+
+    with torch.no_grad():
+        for ssm in (s for s in multi.modules() if isinstance(s, LatentSSM)):
+            ssm.x_proj_weight[1:, ssm.dt_rank + ssm.n_groups * ssm.d_state:] = 0
+            ssm.D[1:] = 0
+    want = uni.state_dict()
+    uni.load_state_dict({k: v[: want[k].shape[0]] if v.shape != want[k].shape else v
+                         for k, v in multi.state_dict().items()})
+
+
 def test_options_build_and_run():
-    for kw in (dict(decoder="separate"), dict(decoder="literal", n_points=20), dict(discretization="zoh"),
-               dict(a_mode="diag"), dict(directions="uni"), dict(slice_normalize=False, slice_value_projection=False)):
-        m = ndm.build("lamo", variant="point_cloud", in_channels=1, **dict(MESH, **kw))
-        assert m(torch.randn(2, 20, 1)).shape == (2, 20, 1)
-    for d in ("bi", "corners", "uni"):
-        g = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(8, 8), directions=d, **SMALL)
-        assert g(torch.randn(1, 8, 6, 1)).shape == (1, 8, 6, 1)
+    """Each option builds and runs, and does what it says. Point clouds: every option keeps the model permutation
+    equivariant except Eq. 14's literal decoder (a softmax over a fixed list of N points); the separate decoder with
+    the encoder's assignment weights copied in is the shared decoder. Directions (point cloud and grid): a preset
+    is the sum of its named scans, the first of them row-major / forward: with every later direction silenced,
+    "bi", "cross" and "corners" are the "uni" model with the first direction's weights (and not before)."""
+    from neurodyn.nn.slice import SliceEncoder
+
+    torch.manual_seed(0)
+    x, perm = torch.randn(2, 20, 1, dtype=DT), torch.randperm(20)
+    for kw in (dict(decoder="separate"), dict(decoder="literal", n_points=20),
+               dict(ssm=dict(MESH["ssm"], discretization="zoh")), dict(ssm=dict(MESH["ssm"], a_mode="diag")),
+               dict(directions="uni"), dict(slice_normalize=False, slice_value_projection=False)):
+        m = ndm.build("lamo", variant="point_cloud", in_channels=1, init="torch", **dict(MESH, **kw)).to(DT)
+        with torch.no_grad():
+            y = m(x)
+            assert y.shape == (2, 20, 1)
+            equivariant = torch.allclose(m(x[:, perm]), y[:, perm], rtol=1e-10, atol=1e-12)
+        assert equivariant == (kw.get("decoder") != "literal"), kw
+    shared = ndm.build("lamo", variant="point_cloud", in_channels=1, init="torch", **MESH).to(DT)
+    separate = ndm.build("lamo", variant="point_cloud", in_channels=1, decoder="separate", **MESH).to(DT)
+    separate.load_state_dict(shared.state_dict(), strict=False)
+    with torch.no_grad():
+        assert not torch.allclose(separate(x), shared(x))
+        for blk in separate.blocks:
+            own = {k: v for k, v in shared.encoder.state_dict().items() if k in blk.mixer.decoder.assign.state_dict()}
+            blk.mixer.decoder.assign.load_state_dict(own)
+            assert isinstance(blk.mixer.decoder.assign, SliceEncoder)
+        torch.testing.assert_close(separate(x), shared(x), rtol=1e-12, atol=1e-12)
+
+    cases = [("point_cloud", "bi", dict(variant="point_cloud"), (2, 20, 1))]
+    cases += [("grid", d, dict(variant="grid", grid_size=(8, 6)), (2, 8, 6, 1)) for d in ("bi", "cross", "corners")]
+    for variant, d, kw, shape in cases:
+        torch.manual_seed(1)
+        multi = ndm.build("lamo", in_channels=1, directions=d, init="torch", **dict(MESH, **kw)).to(DT)
+        uni = ndm.build("lamo", in_channels=1, directions="uni", init="torch", **dict(MESH, **kw)).to(DT)
+        inp = torch.randn(*shape, dtype=DT)
+        with torch.no_grad():
+            if variant == "grid":
+                multi.pos_embed.normal_()
+            before = multi(inp)
+            _first_direction_only(multi, uni)
+            assert not torch.allclose(uni(inp), before, rtol=1e-6), (variant, d)
+            torch.testing.assert_close(multi(inp), uni(inp), rtol=1e-10, atol=1e-12, msg=f"{variant} {d}")
 
 
 @pytest.mark.parametrize("kw, call, err, needle", [
@@ -342,12 +451,42 @@ def test_bad_configs(kw, needle):
         ndm.build("lamo", **dict(MESH, **kw))
 
 
+@pytest.mark.slow
 def test_tiny_presets_train_through_the_experiment_api(tmp_path, data_dir):
     """lamo/darcy (grid) and lamo/elasticity (point cloud) at tiny scale: data, normalisers, trainer, eval."""
     pytest.importorskip("skfem")
+    import copy
+
+    from neurodyn.train import experiment
     from neurodyn.train.experiment import run_experiment
+    from neurodyn.train.runs import batches, restore_run
+
+    built = []
+    real_build = experiment.build_model
+
+    def keep_initial(*args, **kwargs):                  # the model as the trainer built it, before any step
+        model = real_build(*args, **kwargs)
+        built.append(copy.deepcopy(model))
+        return model
 
     for preset in ("lamo/darcy", "lamo/elasticity"):
-        cfg = load_experiment(preset, "tiny", ["train.epochs=1"])
-        final = run_experiment(cfg, tmp_path / preset.replace("/", "-"), progress=False)
-        assert 0 < final["rel_l2"] < 10
+        cfg = load_experiment(preset, "tiny", ["train.epochs=2"])
+        run = tmp_path / preset.replace("/", "-")
+        experiment.build_model = keep_initial
+        try:
+            final = run_experiment(cfg, run, progress=False)
+        finally:
+            experiment.build_model = real_build
+        r = restore_run(run)
+        # the reported test error is the saved model's, in physical units: mean_i |pred_i - y_i| / |y_i| by hand
+        errs = []
+        with torch.no_grad():
+            for b in batches(r.data["sets"]["test"], 3):
+                d = (r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
+                errs.append(d)
+        assert final["rel_l2"] == pytest.approx(torch.cat(errs).mean().item(), rel=1e-5)
+        # training lowered the error on the training samples below that of the initial weights
+        train = list(batches(r.data["sets"]["train"], 8))
+        before = r.task.evaluate(built[-1].eval(), train)["rel_l2"]
+        after = r.task.evaluate(r.model, train)["rel_l2"]
+        assert after < 0.995 * before, (preset, before, after)

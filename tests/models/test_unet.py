@@ -1,4 +1,5 @@
 """PDEBench U-Net: parameter count from the architecture, odd grid sizes, context, errors."""
+import numpy as np
 import pytest
 import torch
 
@@ -36,25 +37,78 @@ def test_parameter_count_formula(in_ch, out_ch, f, dims, ctx):
     assert ndm.count_parameters(model) == expected_unet_parameters(in_ch, out_ch, f, dims, ctx)
 
 
+NUMPY_PAD = {"reflect": "reflect", "replicate": "edge", "zeros": "constant", "circular": "wrap"}
+
+
+def explicit_pad(x: torch.Tensor, mode: str) -> tuple[torch.Tensor, list[slice]]:
+    """The model's padding written with numpy: each spatial axis of ``(B, *spatial, C)`` up to a multiple of 16,
+    split ``(total // 2, total - total // 2)``, reflect falling back to replicate on an axis shorter than its pad.
+    Returns the padded array and the slices that crop it back."""
+    a, crops = x.detach().numpy(), [slice(None)]
+    widths = [(0, 0)]
+    for n in x.shape[1:-1]:
+        total = (-n) % 16
+        lo, hi = total // 2, total - total // 2
+        widths.append((lo, hi))
+        crops.append(slice(lo, lo + n))
+    widths.append((0, 0))
+    for axis, (lo, hi) in enumerate(widths):
+        m = NUMPY_PAD[mode]
+        if m == "reflect" and max(lo, hi) >= a.shape[axis]:
+            m = "edge"
+        w = [(0, 0)] * a.ndim
+        w[axis] = (lo, hi)
+        a = np.pad(a, w, mode=m)
+    return torch.from_numpy(a.copy()), crops
+
+
 @pytest.mark.parametrize("size", [(85, 85), (64, 64), (33, 20), (5, 37)])
 def test_2d_shapes_for_any_grid_size(size):
-    model = ndm.build("unet", in_channels=2, out_channels=3, init_features=8)
-    y = model(torch.randn(2, *size, 2))
-    assert y.shape == (2, *size, 3) and y.dtype == torch.float32
+    """Any grid size: the output is the centre crop of the same network run on the input padded by hand (numpy) to
+    the next multiple of 16 with reflect (5 < 11: replicate on that axis), whose size needs no padding."""
+    model = ndm.build("unet", in_channels=2, out_channels=3, init_features=8).double().eval()
+    x = torch.randn(2, *size, 2, dtype=torch.float64)
+    with torch.no_grad():
+        y = model(x)
+        assert y.shape == (2, *size, 3) and y.dtype == torch.float64
+        padded, crop = explicit_pad(x, "reflect")
+        assert all(n % 16 == 0 for n in padded.shape[1:3])
+        torch.testing.assert_close(y, model(padded)[tuple(crop)], rtol=1e-12, atol=1e-12)
 
 
 def test_full_size_forward_85():
-    model = ndm.build("unet", in_channels=1, out_channels=1, init_features=32)
-    assert model(torch.randn(1, 85, 85, 1)).shape == (1, 85, 85, 1)
+    """PDEBench's UNet2d (f = 32, 7.8 M parameters) on Darcy's 85 x 85 grid: reflect-padded by 5 / 6 to 96 x 96
+    (four poolings down to 6 x 6) and cropped back, as the same network run on the 96 x 96 grid padded by hand."""
+    model = ndm.build("unet", in_channels=1, out_channels=1, init_features=32).eval()
+    x = torch.randn(1, 85, 85, 1)
+    with torch.no_grad():
+        y = model(x)
+        assert y.shape == (1, 85, 85, 1)
+        padded, crop = explicit_pad(x, "reflect")
+        assert padded.shape == (1, 96, 96, 1) and crop[1] == slice(5, 90)
+        torch.testing.assert_close(y, model(padded)[tuple(crop)], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("n", [33, 128, 3])
 @pytest.mark.parametrize("pad_mode", ["reflect", "replicate", "zeros", "circular"])
 def test_1d_shapes_and_pad_modes(n, pad_mode):
+    """Each pad mode is the numpy padding of that name (reflect, edge, constant, wrap) to the next multiple of 16,
+    then cropped; the modes differ from each other near the ends."""
     if pad_mode == "circular" and n == 3:
         pytest.skip("circular padding cannot wrap more than the input length")
-    model = ndm.build("unet", dims=1, in_channels=1, out_channels=2, init_features=4, pad_mode=pad_mode)
-    assert model(torch.randn(2, n, 1)).shape == (2, n, 2)
+    torch.manual_seed(0)
+    model = ndm.build("unet", dims=1, in_channels=1, out_channels=2, init_features=4, pad_mode=pad_mode).double()
+    model.eval()
+    x = torch.randn(2, n, 1, dtype=torch.float64) + 1.0
+    with torch.no_grad():
+        y = model(x)
+        assert y.shape == (2, n, 2)
+        padded, crop = explicit_pad(x, pad_mode)
+        torch.testing.assert_close(y, model(padded)[tuple(crop)], rtol=1e-12, atol=1e-12)
+        if n % 16:
+            other = "zeros" if pad_mode != "zeros" else "replicate"
+            model.config.pad_mode = other
+            assert not torch.allclose(model(x), y, rtol=1e-6)
 
 
 def test_padding_is_cropped_where_the_input_was():
@@ -86,8 +140,25 @@ def test_context_and_gradients():
 
 
 def test_eval_mode_batch_of_one():
-    model = ndm.build("unet", init_features=4).eval()
-    assert model(torch.randn(1, 17, 17, 1)).shape == (1, 17, 17, 1)
+    """In eval mode the batch norms use their running statistics, so a batch of one gives each sample the output it
+    has in a larger batch; after a few training steps (running statistics away from 0 / 1) that differs from
+    normalising with the batch's own statistics (training mode)."""
+    torch.manual_seed(0)
+    model = ndm.build("unet", init_features=4)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        loss = model(torch.randn(4, 17, 17, 1) * 3 + 1).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    x = torch.randn(3, 17, 17, 1)
+    with torch.no_grad():
+        batch = model(x)
+        for i in range(3):
+            torch.testing.assert_close(model(x[i : i + 1]), batch[i : i + 1], rtol=1e-5, atol=1e-6)
+        model.train()
+        assert not torch.allclose(model(x), batch, rtol=1e-3)
 
 
 def test_wrong_channels_is_a_clear_error():

@@ -242,14 +242,33 @@ def test_d_modes_and_mean_merge():
 
 
 def test_float32_fast_paths_and_shared_gate():
+    """The float32 fast paths compute the float64 kernel to float32 rounding (output and input gradient), and the
+    shared gate is one Z = Linear(z) feeding both branches: the split-gate kernel whose in_proj stacks the same
+    matrix twice ([W; W]) is the same function."""
     for ssm in ("1d", "2d"):
+        torch.manual_seed(0)
         m = GeoMambaKernel(8, d_state=4, ssm=ssm, gate="shared", norm_act=False, correction="learnable")
+        with torch.no_grad():
+            for p in m.parameters():                                         # R away from 0, D from 1, ...
+                p.add_(0.1 * torch.randn_like(p))
         z = torch.randn(2, 5, 4, 8, requires_grad=True)
         y = m(z)
-        assert y.shape == z.shape and torch.isfinite(y).all()
+        assert y.shape == z.shape and y.dtype == torch.float32
         y.sum().backward()
-        assert torch.isfinite(z.grad).all()
         assert m.in_proj.out_features == 8                                       # one Z for both branches
+        m64 = GeoMambaKernel(8, d_state=4, ssm=ssm, gate="shared", norm_act=False, correction="learnable").to(DT)
+        m64.load_state_dict(m.state_dict())
+        z64 = z.detach().to(DT).requires_grad_(True)
+        y64 = m64(z64)
+        y64.sum().backward()
+        torch.testing.assert_close(y.double(), y64, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(z.grad.double(), z64.grad, rtol=1e-4, atol=1e-5)
+        split = GeoMambaKernel(8, d_state=4, ssm=ssm, gate="split", norm_act=False, correction="learnable").to(DT)
+        state = m64.state_dict()
+        state["in_proj.weight"] = torch.cat([state["in_proj.weight"]] * 2)
+        split.load_state_dict(state)
+        with torch.no_grad():
+            torch.testing.assert_close(split(z64), y64, rtol=1e-12, atol=1e-12)
 
 
 def test_config_errors():

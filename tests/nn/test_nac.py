@@ -8,10 +8,8 @@ import torch
 from neurodyn.errors import ConfigError
 from neurodyn.nn.nac import PAPER, RELEASED, TUNED, NACAttention, NACOptions, resolve_options
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone, units_sensory, wiring_groups
-from tests.ops.helpers import nac_gates as _gates
 from neurodyn.ops.nac_logits import exact_logits, steady_logits
-
-
+from tests.ops.helpers import nac_gates as _gates
 
 
 def _layer(**kw):
@@ -205,6 +203,9 @@ def test_timestamps_enter_through_the_time_gate():
     (dict(topk=0), "topk"),
     (dict(topk_method="approx"), "topk_method"),
     (dict(unknown_option=1), "unknown NAC option"),
+    (dict(eps=0.0), r"eps=0.0 must be > 0"), (dict(euler_dt=-1.0), r"euler_dt=-1.0 must be >= 0"),
+    (dict(backbone_unfolds=0), r"backbone_unfolds=0 must be a whole number >= 1"),
+    (dict(tied_heads=1), "tied_heads=1 is not true or false"), (dict(pair_time="now"), "pair_time"),
 ])
 def test_bad_configuration_gets_one_clear_sentence(kwargs, needle):
     with pytest.raises(ConfigError, match=needle) as e:
@@ -382,7 +383,8 @@ def test_masked_softmax_matches_torch_and_empty_rows_give_zero_without_nan_gradi
     assert torch.allclose(attn[rows], ref[rows]) and torch.equal(attn[~rows], torch.zeros_like(attn[~rows]))
     (grad,) = torch.autograd.grad((attn * torch.randn(attn.shape, generator=g, dtype=attn.dtype)).sum(), logits)
     assert torch.isfinite(grad).all() and torch.equal(grad[0, 0], torch.zeros(8, dtype=grad.dtype))
-    assert torch.autograd.gradcheck(lambda a: _masked_softmax(a, ok[:1, 1:3]), (logits[:1, 1:3].detach().clone().requires_grad_(True),))
+    assert torch.autograd.gradcheck(lambda a: _masked_softmax(a, ok[:1, 1:3]),
+                                    (logits[:1, 1:3].detach().clone().requires_grad_(True),))
 
 
 def test_feedforward_cells_do_not_depend_on_w_rec_and_every_nac_parameter_gets_a_gradient():

@@ -62,7 +62,8 @@ def test_decoder_of_encoder_shapes_and_modes():
     enc = SliceEncoder(12, n_heads=3, n_slices=5).to(DT)
     x = torch.randn(2, 17, 12, dtype=DT)
     tokens, w = enc(x)
-    for dec in (SliceDecoder("shared"), SliceDecoder("separate", 12, 3, 5), SliceDecoder("literal", 12, 3, 5, n_points=17)):
+    for dec in (SliceDecoder("shared"), SliceDecoder("separate", 12, 3, 5),
+                SliceDecoder("literal", 12, 3, 5, n_points=17)):
         y = dec.to(DT)(tokens, w, x)
         assert y.shape == (2, 17, 12)
     with pytest.raises(ValueError, match="not mesh-independent"):

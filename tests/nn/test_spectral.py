@@ -64,7 +64,8 @@ def test_matches_dense_dft(modes, spatial, method):
 def test_gradients_match_finite_differences(method):
     conv = SpectralConv(2, 2, (2, 3), method=method, bias=True).double()
     x = torch.randn(1, 2, 6, 7, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda inp, w, b: torch.func.functional_call(conv, {"weight": w, "bias": b}, (inp,)),
+    assert torch.autograd.gradcheck(lambda inp, w, b: torch.func.functional_call(conv, {"weight": w, "bias": b},
+                                                                                 (inp,)),
                                     (x, conv.weight, conv.bias))
 
 

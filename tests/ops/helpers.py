@@ -1,6 +1,7 @@
 """Input factories and comparison helpers for the scan tests."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 
@@ -42,19 +43,15 @@ def grads(out_and_last, inputs, seed=0):
 
 
 def cpp_available() -> bool:
+    """Whether the compiled CPU kernels load (builds them on the first call): for test bodies only. A test that needs
+    the kernels is marked ``pytest.mark.needs_kernel`` instead, so that importing or collecting it never builds them
+    (``tests/conftest.py``)."""
     from neurodyn.ops import cpu_kernel
 
     return cpu_kernel.get() is not None
 
 
-def _fast_backends():
-    import pytest
-
-    return ["torch", pytest.param("cpp", marks=pytest.mark.skipif(not cpp_available(),
-                                                                   reason="fused CPU kernel unavailable"))]
-
-
-FAST_BACKENDS = _fast_backends()
+FAST_BACKENDS = ["torch", pytest.param("cpp", marks=pytest.mark.needs_kernel)]
 
 
 def nac_gates(n=4096, seed=0, signed=False):

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 import pytest
@@ -19,7 +20,7 @@ import torch
 
 from neurodyn.ops import head_scan, kernel_ops, knc_scan, linear_scan, ncp_mlp, selective_scan, selective_scan_2d
 
-pytestmark = pytest.mark.skipif(not kernel_ops.available(), reason="needs the compiled CPU kernels")
+pytestmark = pytest.mark.needs_kernel
 
 F64 = torch.float64
 
@@ -132,23 +133,43 @@ def _ncp_cases():
         yield label, "ncp_mlp_bwd", (xx, wi, bb, wr, mm, saved, _randn(g, *y.shape), act, pi, pr, ii, ghead)
 
 
-def _cases():
-    if not kernel_ops.available():
-        return []
-    out = []
+# "operator-label" of every case the makers above yield, in their order: named here so that collecting the tests never
+# runs a kernel (the backward cases take a forward's checkpoints); test_opcheck_cases_are_the_ones_named checks it
+OPCHECK_CASES = [
+    "selective_scan_fwd-fwd_var_B_fixed_C_D_h0", "selective_scan_fwd-fwd_fixed_B_zoh_no_ckpt",
+    "selective_scan_bwd-bwd_D_h0_glast", "selective_scan_bwd-bwd_plain",
+    "linear_scan-h0_reverse", "linear_scan-plain",
+    "scan2d_fwd-fwd_form0", "scan2d_fwd-fwd_form1", "scan2d_fwd-fwd_form2", "scan2d_fwd-fwd_no_D_no_ckpt",
+    "scan2d_bwd-bwd_alg2",
+    "head_scan_fwd-fwd_D", "head_scan_fwd-fwd_no_D_no_ckpt", "head_scan_bwd-bwd", "head_scan_fwd-fwd_float32",
+    "ncp_mlp_fwd-fwd_patterns_io_head", "ncp_mlp_fwd-fwd_dense_plain", "ncp_mlp_fwd-fwd_empty_layer",
+    "ncp_mlp_bwd-bwd_patterns_io_head", "ncp_mlp_bwd-bwd_dense_plain", "ncp_mlp_bwd-bwd_empty_layer",
+]
+
+
+@functools.cache
+def _cases() -> dict[str, tuple]:
+    """``{"operator-label": args}`` of every opcheck case (made once, on first use: it runs the kernels)."""
+    out = {}
     for make in (_selective_scan_cases, _linear_scan_cases, _scan2d_cases, _head_scan_cases, _ncp_cases):
-        out += [pytest.param(op, args, id=f"{op}-{label}") for label, op, args in make()]
+        out.update({f"{op}-{label}": args for label, op, args in make()})
     return out
 
 
+@pytest.mark.slow
+def test_opcheck_cases_are_the_ones_named():
+    assert list(_cases()) == OPCHECK_CASES
+
+
 def test_every_operator_has_an_opcheck_case():
-    assert {p.values[0] for p in _cases()} == set(kernel_ops.OPS)
+    assert {case.split("-")[0] for case in OPCHECK_CASES} == set(kernel_ops.OPS)
 
 
-@pytest.mark.parametrize("op, args", _cases())
-def test_opcheck(op, args):
+@pytest.mark.parametrize("case", OPCHECK_CASES)
+@pytest.mark.slow
+def test_opcheck(case):
     # every test: schema, autograd registration, fake against real, AOTAutograd with dynamic shapes
-    result = torch.library.opcheck(kernel_ops.OPS[op], args)
+    result = torch.library.opcheck(kernel_ops.OPS[case.split("-")[0]], _cases()[case])
     assert set(result.values()) == {"SUCCESS"}, result
 
 
@@ -217,7 +238,7 @@ def _wrapper_cases():
 
 
 def _wrapper_params():
-    return list(_wrapper_cases()) if kernel_ops.available() else []
+    return list(_wrapper_cases())  # (making the cases runs no kernel: collecting builds nothing)
 
 
 def _forward_backward(fn, args):
@@ -234,6 +255,7 @@ def _close(got, want, tol):
 
 @pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", _wrapper_params())
+@pytest.mark.slow
 def test_wrapper_compiles_fullgraph_forward_and_backward(name, backend, kernel_calls):
     fwd_op, fn, args = _wrapper_cases()[name]
     want = _forward_backward(fn, args)
@@ -255,6 +277,7 @@ class _Fn(torch.nn.Module):
 
 
 @pytest.mark.parametrize("name", _wrapper_params())
+@pytest.mark.slow
 def test_wrapper_exports(name, kernel_calls):
     fwd_op, fn, args = _wrapper_cases()[name]
     args = tuple(a.detach() for a in args)

@@ -21,7 +21,7 @@ import torch
 import neurodyn
 from neurodyn.ops import cpu_kernel, resolve_backend, selective_scan
 
-from .helpers import cpp_available, grads, rel_err, scan_inputs
+from .helpers import grads, rel_err, scan_inputs
 
 COMPILING = "neurodyn: compiling the fused CPU kernels once (about a minute) into"
 
@@ -114,6 +114,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("ninja") is None or not Path("/proc").is_dir(), reason="needs ninja and /proc")
+@pytest.mark.slow
 def test_build_timeout_stops_the_build_and_falls_back_with_one_line(fresh, monkeypatch, capfd):
     fake_build(monkeypatch, HANGING_NINJA)
     monkeypatch.setenv("NEURODYN_EXT_BUILD_TIMEOUT", "5")
@@ -168,6 +169,7 @@ def test_waiter_uses_the_build_it_waited_for(fresh, monkeypatch, capfd):
     assert COMPILING not in capfd.readouterr().err
 
 
+@pytest.mark.slow
 def test_stale_torch_lock_does_not_hang(tmp_path):
     """A build killed mid-way left torch's ``lock`` file (no owner recorded); torch's build polls it forever. The
     next build removes it and finishes. The fake child waits on that file exactly as torch's build does."""
@@ -269,6 +271,7 @@ def _copy_checkout(dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_cache_directory_is_the_same_for_two_copies_of_the_sources(tmp_path, monkeypatch):
     env = {k: v for k, v in os.environ.items() if k != "NEURODYN_EXT_DIR"}
     dirs = []
@@ -284,7 +287,8 @@ def test_cache_directory_is_the_same_for_two_copies_of_the_sources(tmp_path, mon
     assert dirs[0] == dirs[1] == str(cpu_kernel.build_dir())
 
 
-@pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+@pytest.mark.needs_kernel
+@pytest.mark.slow
 def test_second_checkout_reuses_the_build(tmp_path):
     """A clone with identical sources loads the build this session made (no compile, the library untouched)."""
     so = cpu_kernel.build_dir() / "neurodyn_scan_cpu.so"
@@ -302,7 +306,7 @@ def test_second_checkout_reuses_the_build(tmp_path):
     assert so.stat().st_mtime_ns == before
 
 
-@pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+@pytest.mark.needs_kernel
 def test_concurrent_get_returns_one_module():
     mods = []
     threads = [threading.Thread(target=lambda: mods.append(cpu_kernel.get())) for _ in range(4)]
@@ -313,7 +317,7 @@ def test_concurrent_get_returns_one_module():
     assert len({id(m) for m in mods}) == 1 and mods[0] is not None
 
 
-@pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+@pytest.mark.needs_kernel
 @pytest.mark.parametrize("dtype,tol,lo", [(torch.float32, 3e-7, -87.0), (torch.float64, 1e-15, -700.0)])
 def test_kernel_exp_is_accurate(dtype, tol, lo):
     x = torch.linspace(lo, 80.0, 100001, dtype=dtype)
@@ -321,7 +325,7 @@ def test_kernel_exp_is_accurate(dtype, tol, lo):
     assert ((y - torch.exp(x)).abs() / torch.exp(x)).max() < tol
 
 
-@pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+@pytest.mark.needs_kernel
 @pytest.mark.parametrize("n", [1, 8, 16, 20, 32, 40])
 def test_all_state_sizes_match_torch_path(n):
     """Covers every template specialisation of the kernel (padded n = 8, 16, 32, generic)."""
@@ -337,7 +341,7 @@ def test_all_state_sizes_match_torch_path(n):
         assert rel_err(g1, g0) < 1e-12
 
 
-@pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+@pytest.mark.needs_kernel
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.float64, 1e-12)])
 @pytest.mark.parametrize("n", [5, 16])
 def test_scalar_A_rows_match_reference(dtype, tol, n):

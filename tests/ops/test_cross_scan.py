@@ -2,8 +2,7 @@
 import pytest
 import torch
 
-from neurodyn.ops import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices,
-                          cross_unscan)
+from neurodyn.ops import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan
 
 
 def test_paper_three_by_three_example():

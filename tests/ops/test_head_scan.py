@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from neurodyn.ops import cpu_kernel, head_scan, head_scan_ref, selective_scan_ref
+from neurodyn.ops import head_scan, head_scan_ref, selective_scan_ref
 
 from .helpers import rel_err
 
-needs_kernel = pytest.mark.skipif(not cpu_kernel.available(), reason="fused CPU kernel unavailable")
+needs_kernel = pytest.mark.needs_kernel
 
 
 def head_inputs(b=2, S=2, L=70, H=2, P=16, G=1, N=16, dtype=torch.float64, seed=0, dt_range=(0.01, 0.5)):

@@ -9,9 +9,9 @@ import torch
 
 from neurodyn.ops.knc_scan import knc_scan, knc_scan_ref
 
-from .helpers import cpp_available, rel_err
+from .helpers import rel_err
 
-pytestmark = pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+pytestmark = pytest.mark.needs_kernel
 
 D64 = torch.float64
 
@@ -95,6 +95,7 @@ def test_fused_zoh_is_nan_free_and_accurate_for_delta_in_1e_6_to_1e3(dtype):
         torch.testing.assert_close(a.double(), e, rtol=tol_g * 50, atol=tol_g * e.abs().max().item())
 
 
+@pytest.mark.slow
 def test_fused_cell_long_sequence_matches_reference():
     L = 65536
     g = torch.Generator().manual_seed(6)

@@ -4,11 +4,9 @@ import pytest
 import torch
 
 from neurodyn.ops.block_topk import block_topk, exact_topk, flat_gather
-from .helpers import nac_gates as _gates
 from neurodyn.ops.nac_logits import euler_logits, exact_logits, steady_logits
 
-
-
+from .helpers import nac_gates as _gates
 
 
 def test_closed_form_equals_fine_euler_and_euler_is_first_order():

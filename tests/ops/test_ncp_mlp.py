@@ -7,9 +7,7 @@ import torch
 from neurodyn.nn.ncp import NCPCell, build_autoncp, units_backbone
 from neurodyn.ops.ncp_mlp import ACT_CODES, fused_available, ncp_mlp, ncp_mlp_ref
 
-from .helpers import cpp_available
-
-pytestmark = pytest.mark.skipif(not cpp_available(), reason="needs the compiled CPU kernel")
+pytestmark = pytest.mark.needs_kernel
 
 TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-4, atol=2e-5)}
 
@@ -122,7 +120,8 @@ def test_fused_ncp_with_input_on_every_layer_and_two_threads():
         y, y_ref = (f(x, w_in, bias, w_rec, mask, "tanh") for f in (ncp_mlp, ncp_mlp_ref))
         torch.testing.assert_close(y, y_ref, **TOL[torch.float64])
         leaves = [x, *w_in, *bias, *w_rec[1:]]
-        for got, want in zip(torch.autograd.grad(y.square().sum(), leaves), torch.autograd.grad(y_ref.square().sum(), leaves)):
+        grads, grads_ref = (torch.autograd.grad(out.square().sum(), leaves) for out in (y, y_ref))
+        for got, want in zip(grads, grads_ref):
             torch.testing.assert_close(got, want, **TOL[torch.float64])
     finally:
         torch.set_num_threads(threads)

@@ -132,7 +132,8 @@ def test_real_arithmetic_kernel_matches_complex_vandermonde_forward_and_backward
         assert rel_err(a, e) < tol
     if dtype == torch.float64:
         assert torch.autograd.gradcheck(lambda a, b, c, d: s4d_kernel(torch.complex(a, b), torch.view_as_complex(c),
-                                                                       torch.view_as_complex(d), params[4].detach()[:2], 9),
+                                                                       torch.view_as_complex(d),
+                                                                       params[4].detach()[:2], 9),
                                         [p.detach()[:2, :3].clone().requires_grad_() for p in params[:4]])
 
 

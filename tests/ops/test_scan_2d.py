@@ -4,9 +4,9 @@ import torch
 
 from neurodyn.ops import linear_scan, selective_scan_2d, selective_scan_2d_ref
 
-from .helpers import cpp_available, rel_err
+from .helpers import rel_err
 
-CPP = pytest.mark.skipif(not cpp_available(), reason="fused CPU kernel unavailable")
+CPP = pytest.mark.needs_kernel
 BACKENDS_2D = ["torch", "scan", pytest.param("cpp", marks=CPP)]
 
 F64 = torch.float64
@@ -74,6 +74,7 @@ def test_low_precision(backend, dtype, tol):
 
 
 @pytest.mark.parametrize("backend", BACKENDS_2D)
+@pytest.mark.slow
 def test_gradcheck_small(backend):
     kw = _inputs(b=1, d=1, H=3, W=2, n=2)
     names = list(kw)

@@ -2,8 +2,7 @@
 import pytest
 import torch
 
-from neurodyn.ops.spectral import (dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, kept_frequencies,
-                                   rdft_matrix)
+from neurodyn.ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, kept_frequencies, rdft_matrix
 
 CPU = torch.device("cpu")
 TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-4, atol=1e-4)}

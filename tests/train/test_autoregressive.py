@@ -6,7 +6,7 @@ import torch
 
 from neurodyn.data.datasets import TimeWindowDataset
 from neurodyn.data.normalize import Normalizer
-from neurodyn.data.store import StoreMeta, StoredDataset, write_store
+from neurodyn.data.store import StoredDataset, StoreMeta, write_store
 from neurodyn.errors import ConfigError, DataError
 from neurodyn.train.losses import build_loss
 from neurodyn.train.rollout import from_frames, rollout, teacher_forced, to_frames
@@ -131,6 +131,7 @@ def test_oracle_model_has_zero_rollout_error_and_training_modes_run(store, fac):
 
 
 @pytest.mark.parametrize("mode", ["teacher_forcing", "pushforward"])
+@pytest.mark.slow
 def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
     from neurodyn.plots import write_run_plots
     from neurodyn.train.experiment import run_experiment

@@ -52,6 +52,7 @@ def test_two_processes_follow_one(tmp_path, data_dir, family):
     assert l2 == pytest.approx(l1, rel=tol)
     if tol > 1e-4:
         return
-    w1, w2 = (torch.load(tmp_path / r / "checkpoints" / "last.pt", weights_only=True)["model_state"] for r in ("one", "two"))
+    w1, w2 = (torch.load(tmp_path / r / "checkpoints" / "last.pt", weights_only=True)["model_state"]
+              for r in ("one", "two"))
     for k in w1:  # Adam divides by sqrt(v): a parameter with a near-zero gradient amplifies rounding differences
         torch.testing.assert_close(w2[k], w1[k], rtol=1e-2, atol=5e-3)

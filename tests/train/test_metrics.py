@@ -9,16 +9,8 @@ import pytest
 import torch
 
 from neurodyn.train.losses import relative_lp
-from neurodyn.train.metrics import (
-    METRIC_NAMES,
-    MetricAccumulator,
-    boundary_mask,
-    evaluate_fields,
-    fourier_band_rmse,
-    order_metrics,
-    poisson_metrics,
-    sample_metrics,
-)
+from neurodyn.train.metrics import (METRIC_NAMES, MetricAccumulator, boundary_mask, evaluate_fields, fourier_band_rmse,
+                                    order_metrics, poisson_metrics, sample_metrics)
 
 SHAPES = [(3, 21, 2), (2, 12, 9, 1), (2, 6, 7, 5, 2)]  # 1D odd, 2D even x odd, 3D
 
@@ -240,6 +232,7 @@ def _dist_worker(rank, world, init_file, data_file, out_file):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_accumulator_reduce_across_two_processes(tmp_path):
     import torch.multiprocessing as mp
 

@@ -42,6 +42,7 @@ def _rel_l2(pred, true):
     return ((pred - true).flatten(1).norm(dim=1) / true.flatten(1).norm(dim=1)).mean().item()
 
 
+@pytest.mark.slow
 def test_readme_snippet_reproduces_the_runs_test_error(demo_run, monkeypatch):
     monkeypatch.chdir(demo_run)
     monkeypatch.setenv("NEURODYN_DATA", str(demo_run / "data"))
@@ -58,6 +59,7 @@ def test_readme_snippet_reproduces_the_runs_test_error(demo_run, monkeypatch):
     assert abs(_rel_l2(bare, truth) - reported) > 0.1
 
 
+@pytest.mark.slow
 def test_predict_command_writes_the_predictions_of_a_store_file(demo_run, monkeypatch, capsys):
     monkeypatch.chdir(demo_run)
     monkeypatch.setenv("NEURODYN_DATA", str(demo_run / "data"))

@@ -24,10 +24,12 @@ def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
     assert evaluate_run(tmp_path / "run")["rel_l2"] == pytest.approx(r.final["rel_l2"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
     jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}), Job("old-s0", "fno/darcy", 0, TINY)]
-    recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1, evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])})
+    recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1,
+                    evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])})
     assert [r["run"] for r in recs] == ["new-s0", "old-s0"]  # the older one-file record is not trained again
     assert recs[0]["label"] == "new" and recs[0]["n_eval"] == 4 and recs[0]["seed"] == 0
     assert recs[0]["overrides"][-1] == "train.seed=0" and recs[1]["final_rel_l2"] == 0.5

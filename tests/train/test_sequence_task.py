@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.cli import main
 from neurodyn.experiments import load_experiment
-from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.plots import write_run_plots
 from neurodyn.train.experiment import run_experiment
 from neurodyn.train.runs import evaluate_run, read_history

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from neurodyn.cli import main
 from neurodyn.data.generators import get_generator

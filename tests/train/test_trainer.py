@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
+from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.errors import ConfigError
 from neurodyn.experiments import load_experiment
-from neurodyn.checkpoint_io import read_checkpoint
 from neurodyn.plots import write_run_plots
 from neurodyn.train.experiment import run_experiment
 
@@ -25,7 +25,8 @@ def _weights(run_dir):
 
 
 def _losses(run_dir):
-    return [r["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "train_loss" in (r := json.loads(line))]
+    return [r["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+            if "train_loss" in (r := json.loads(line))]
 
 
 def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
@@ -66,6 +67,7 @@ def test_resume_with_another_config_is_refused(tmp_path, data_dir):
     assert len(_losses(run)) == 3
 
 
+@pytest.mark.slow
 def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
     run = tmp_path / "run"
     final = run_experiment(_cfg(), run, progress=False)
@@ -80,14 +82,39 @@ def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
 
 
 def test_model_load_rebuilds_without_the_script(tmp_path, data_dir):
-    from neurodyn.models import load
+    """``neurodyn.models.load`` rebuilds the trained network from the checkpoint alone: the same architecture
+    (config) and exactly the trained weights, so it computes the trained model's outputs bit for bit; a fresh
+    model of the same config does not."""
+    from neurodyn.models import build, load
+    from neurodyn.train import experiment
+
+    trained = []
+    real_build = experiment.build_model
+
+    def keep(*args, **kwargs):  # the very module the trainer optimises
+        trained.append(real_build(*args, **kwargs))
+        return trained[-1]
 
     run = tmp_path / "run"
-    run_experiment(_cfg(), run, progress=False)
+    experiment.build_model = keep
+    try:
+        run_experiment(_cfg(), run, progress=False)
+    finally:
+        experiment.build_model = real_build
     model = load(run / "checkpoints" / "last.pt")
-    x = torch.randn(2, 16, 16, 1)
     ref = read_checkpoint(run / "checkpoints" / "last.pt")
-    assert ref["model"]["name"] == "fno" and model(x).shape == (2, 16, 16, 1)
+    assert ref["model"]["name"] == "fno" and type(model) is type(trained[0]) and model.config == trained[0].config
+    want = trained[0].state_dict()
+    assert model.state_dict().keys() == want.keys()
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, want[k]), k
+    x = torch.randn(2, 16, 16, 1)
+    trained[0].eval()
+    with torch.no_grad():
+        y = model(x)
+        assert y.shape == (2, 16, 16, 1)
+        assert torch.equal(y, trained[0](x))
+        assert not torch.allclose(build("fno", model.config)(x), y)   # not met by any model of that config
 
 
 def test_divergence_stops_with_position(tmp_path, data_dir, monkeypatch):
@@ -113,6 +140,7 @@ def test_impossible_train_configs(tmp_path, data_dir, override, match):
         run_experiment(_cfg(override), tmp_path / "r", progress=False)
 
 
+@pytest.mark.slow
 def test_two_process_ddp_follows_the_one_process_curve(tmp_path, data_dir):
     args = ["train", "fno/darcy", "--scale", "tiny", "--no-progress", *TINY, "train.epochs=2",
             "--runs-dir", str(tmp_path)]

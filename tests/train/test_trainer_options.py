@@ -26,14 +26,22 @@ def _weights(run):
     return torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model_state"]
 
 
+def _train_both_same_weights(tmp_path, reference, variant, rtol, atol):
+    """Train the overrides ``reference`` and ``variant`` into two folders; their final weights agree within
+    ``rtol`` / ``atol``. Returns the two run folders."""
+    runs = tmp_path / "reference", tmp_path / "variant"
+    for run, extra in zip(runs, (reference, variant)):
+        run_experiment(_cfg(*extra), run, progress=False)
+    for k, w in _weights(runs[0]).items():
+        torch.testing.assert_close(_weights(runs[1])[k], w, rtol=rtol, atol=atol)
+    return runs
+
+
+@pytest.mark.slow
 def test_accumulation_equals_one_batch_of_the_accumulated_size(tmp_path, data_dir):
     # 21 training samples (24 with 3 carved for validation): steps of 8, 8 and 5 samples, each in micro-batches
-    one = tmp_path / "one"
-    run_experiment(_cfg("train.epochs=2", "train.batch_size=8"), one, progress=False)
-    four = tmp_path / "four"
-    run_experiment(_cfg("train.epochs=2", "train.batch_size=2", "train.accumulate=4"), four, progress=False)
-    for k, w in _weights(one).items():
-        torch.testing.assert_close(_weights(four)[k], w, rtol=2e-5, atol=1e-6)
+    one, four = _train_both_same_weights(tmp_path, ["train.epochs=2", "train.batch_size=8"],
+                                         ["train.epochs=2", "train.batch_size=2", "train.accumulate=4"], 2e-5, 1e-6)
     la, lb = ([h["train_loss"] for h in read_history(r)] for r in (one, four))
     assert la == pytest.approx(lb, rel=1e-5)
     # the oracle is not trivially met: plain batches of 2 train differently
@@ -83,11 +91,42 @@ def test_csv_log_has_one_row_per_epoch_after_a_resume(tmp_path, data_dir):
     assert [float(r["val_rel_l2"]) for r in rows] == pytest.approx([h["val"]["rel_l2"] for h in history])
 
 
+def test_the_train_section_is_parsed_and_validated_once(tmp_path, data_dir, monkeypatch):
+    """``TrainConfig`` is the one reader of the train section: one parse, one validation per training run."""
+    from neurodyn.train.trainer import TrainConfig
+
+    calls = []
+    real = TrainConfig.validate
+    monkeypatch.setattr(TrainConfig, "validate", lambda self: calls.append(1) or real(self))
+    run_experiment(_cfg("train.epochs=1"), tmp_path / "r", progress=False)
+    assert len(calls) == 1
+    assert TrainConfig().window_steps == 1
+    assert TrainConfig(train_mode="rollout", rollout_steps=3).window_steps == 3
+    assert TrainConfig(train_mode="pushforward", pushforward=2).window_steps == 3
+    with pytest.raises(ConfigError, match="train.batch_size must be >= 1"):
+        TrainConfig(batch_size=0)  # a config built by hand is validated too
+    # the loss of experiments and of fit() alike (fit() dropped grad_loss_weight before)
+    assert TrainConfig(loss="rel_l2+grad", grad_loss_weight=0.7).loss_fn().weight == 0.7
+
+
 def test_tensorboard_log(tmp_path, data_dir):
     pytest.importorskip("torch.utils.tensorboard")
+    """The event file holds, per epoch (step = epoch + 1), the training loss, learning rate and validation metrics
+    that metrics.jsonl records: read back with TensorBoard's own reader."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     run = tmp_path / "run"
     run_experiment(_cfg("train.epochs=2", "train.log=[csv,tensorboard]"), run, progress=False)
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    events = accumulator.EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    history = read_history(run)
+    want = {"train/loss": [h["train_loss"] for h in history], "train/lr": [h["lr"] for h in history],
+            "val/rel_l2": [h["val"]["rel_l2"] for h in history], "val/rmse": [h["val"]["rmse"] for h in history]}
+    assert set(want) <= set(events.Tags()["scalars"])
+    for tag, values in want.items():
+        logged = events.Scalars(tag)
+        assert [e.step for e in logged] == [1, 2], tag
+        assert [e.value for e in logged] == pytest.approx(values, rel=1e-6), tag   # float32 in the event file
 
 
 def test_tensorboard_missing_is_one_sentence(tmp_path, data_dir, monkeypatch):
@@ -108,6 +147,7 @@ def test_tensorboard_missing_is_one_sentence(tmp_path, data_dir, monkeypatch):
 
 
 @pytest.mark.parametrize("scheduler", ["onecycle", "cosine"])
+@pytest.mark.slow
 def test_raising_epochs_continues_a_finished_run_with_a_new_segment(tmp_path, data_dir, scheduler):
     base = [f"train.scheduler={scheduler}", "train.batch_size=8"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"
@@ -115,7 +155,8 @@ def test_raising_epochs_continues_a_finished_run_with_a_new_segment(tmp_path, da
         run_experiment(_cfg("train.epochs=2", *base), run, progress=False)
     run_experiment(_cfg("train.epochs=4", *base), straight, progress=False)
     with pytest.raises(KeyboardInterrupt):  # the extension, interrupted inside the new segment, then resumed
-        run_experiment(_cfg("train.epochs=4", *base), broken, progress=False, interrupt_at=lambda e, b: (e, b) == (3, 1))
+        run_experiment(_cfg("train.epochs=4", *base), broken, progress=False,
+                       interrupt_at=lambda e, b: (e, b) == (3, 1))
     run_experiment(_cfg("train.epochs=4", *base), broken, progress=False)
     history = read_history(straight)
     assert [h["epoch"] for h in history] == [0, 1, 2, 3]
@@ -146,20 +187,33 @@ def test_bf16_autocast_trains_with_float32_parameters(tmp_path, data_dir):
 
 @pytest.mark.slow
 def test_compiled_training_follows_eager(tmp_path, data_dir):
-    eager = tmp_path / "eager"
-    run_experiment(_cfg("train.epochs=1", "train.batch_size=8"), eager, progress=False)
-    compiled = tmp_path / "compiled"
-    run_experiment(_cfg("train.epochs=1", "train.batch_size=8", "train.compile=true"), compiled, progress=False)
-    for k, w in _weights(eager).items():
-        torch.testing.assert_close(_weights(compiled)[k], w, rtol=1e-4, atol=1e-5)
+    eager = ["train.epochs=1", "train.batch_size=8"]
+    _train_both_same_weights(tmp_path, eager, [*eager, "train.compile=true"], 1e-4, 1e-5)
 
 
-@pytest.mark.parametrize("preset", ["stssm/burgers", "nac/event_digits", "mha/activity", "lamo/darcy", "chonn_unet/darcy"])
+@pytest.mark.parametrize("preset", ["stssm/burgers", "nac/event_digits", "mha/activity", "lamo/darcy",
+                                    "chonn_unet/darcy"])
 def test_every_family_trains_under_bf16(tmp_path, data_dir, preset):
     """bf16 autocast end to end (the S4D convolution and NAC's time gate accumulate in float32)."""
+    import copy
+
+    from neurodyn.train import experiment
+
+    built, real_build = [], experiment.build_model
+    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
     cfg = load_experiment(preset, "tiny", ["train.epochs=1", "train.precision=bf16"])
-    final = run_experiment(cfg, tmp_path / "run", progress=False)
+    try:
+        final = run_experiment(cfg, tmp_path / "run", progress=False)
+    finally:
+        experiment.build_model = real_build
     assert final and all(v == v for v in final.values() if isinstance(v, float))  # finite metrics, no NaN
+    # it trained: every trainable float32 master weight moved from its initial value and is finite (the buffers,
+    # e.g. NAC's wiring masks, stay)
+    init, trained = built[0].state_dict(), _weights(tmp_path / "run")
+    names = [k for k, p in built[0].named_parameters() if p.requires_grad]
+    assert all(trained[k].dtype == torch.float32 and torch.isfinite(trained[k]).all() for k in names)
+    still = [k for k in names if torch.equal(trained[k], init[k])]
+    assert not still, (preset, still)
 
 
 def test_bf16_models_run_in_bf16():
@@ -169,7 +223,16 @@ def test_bf16_models_run_in_bf16():
     for name, kw, x in (("stssm", dict(in_channels=2, out_channels=1, dims=1, width=8, d_state=4), (2, 5, 16, 2)),
                         ("mha", dict(in_channels=3, out_channels=4, hidden=8, n_heads=2), (2, 7, 3)),
                         ("nac", dict(in_channels=3, out_channels=4, d_model=8, n_heads=2, dense=(8,)), (2, 7, 3))):
+        torch.manual_seed(0)
         model = build(name, **kw).to(torch.bfloat16)
+        ref = build(name, **kw)                            # float32, the same (bf16-rounded) weights and input
+        ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
         inp = torch.randn(*x, dtype=torch.bfloat16)
-        out = model(inp, t=torch.linspace(0, 1, x[1]).expand(x[0], x[1]).bfloat16()) if name != "stssm" else model(inp)
+        t = torch.linspace(0, 1, x[1]).expand(x[0], x[1])
+        with torch.no_grad():
+            out = model(inp, t=t.bfloat16()) if name != "stssm" else model(inp)
+            want = ref(inp.float(), t=t) if name != "stssm" else ref(inp.float())
         assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all(), name
+        # the function of the float32 model, to bfloat16's rounding (8 bits: ~0.4 % per operation)
+        err = ((out.float() - want).abs().max() / want.abs().max()).item()
+        assert err < 0.05, (name, err)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..errors import ConfigError, unknown_name
-from .measure import (TensorSizeTracker, current_rss_mb, peak_rss_mb, reset_peak_rss, rss_increase_kib,  # noqa: F401
-                      status_kib, timed)
+from .measure import TensorSizeTracker, current_rss_mb, peak_rss_mb, reset_peak_rss, rss_increase_kib, status_kib, timed  # noqa: F401
 
 SCALES = ("tiny", "cpu", "paper")
 
@@ -35,8 +35,9 @@ class Benchmark(NamedTuple):
 
 
 BENCHMARKS: dict[str, Benchmark] = {
-    "nac_runtime": Benchmark("nac_runtime.py", "NAC paper Table 5: run time and peak memory of NAC modes / Top-K vs "
-                                               "attention, CfC, LTC, GRU, LSTM, ODE-RNN; block Top-K recall and memory"),
+    "nac_runtime": Benchmark("nac_runtime.py", "NAC paper Table 5: run time and peak memory of NAC modes / Top-K "
+                                               "vs attention, CfC, LTC, GRU, LSTM, ODE-RNN; block Top-K recall and "
+                                               "memory"),
     "nac_repro": Benchmark("nac_repro.py", "NAC paper Table 1 at our scale: NAC modes and ablations vs baselines on "
                                            "event digits, activity and bearing RUL, several seeds"),
     "geomano-ablation": Benchmark("geomano_ablation.py", "GeoMaNO paper Table 3 at our scale: 1-D / 2-D SSM x "
@@ -45,7 +46,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "resolution-transfer": Benchmark("resolution_transfer.py", "Darcy trained at 17x17, tested zero-shot at 17x17 "
                                                                "and 33x33: FNO, LaMO (resample / tokens), GeoMaNO"),
     "chonn-order": Benchmark("chonn_experiments.py", "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on "
-                                                     "T1-T4 (point/spectral/derivative RelL2), 2x2 vs depth 3", ("order",)),
+                                                     "T1-T4 (point/spectral/derivative RelL2), 2x2 vs depth 3",
+                             ("order",)),
     "chonn-poisson": Benchmark("chonn_experiments.py", "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB "
                                                        "orders 1-4, ID K=16 / OOD K=20", ("poisson",)),
     "chonn-darcy": Benchmark("chonn_experiments.py", "CHONN Fig. 4c-d: CHONN-UNet vs U-Net vs FNO on Darcy, PDEBench "
@@ -54,6 +56,34 @@ BENCHMARKS: dict[str, Benchmark] = {
                                                        "40-step rollout from 3/5/10 frames", ("rollout",)),
     "compile-speed": Benchmark("compile_speed.py", "torch.compile (inductor, fullgraph) and bf16 autocast vs eager: "
                                                    "forward + backward step time, LaMO / GeoMaNO"),
+    "chonn-speed": Benchmark("chonn_speed.py", "CHONN: training-step time of Cascaded Kirchhoff Blocks of order 1-4 "
+                                               "against their backbones (chain, U-Net, FNO)"),
+    "fno-speed": Benchmark("fno_speed.py", "FNO training step, ours vs neuraloperator's (same architecture; needs "
+                                           "the bench extra)"),
+    "generators": Benchmark("generators.py", "dataset generation speed per generator and the projected time of each "
+                                             "dataset at cpu and paper scale"),
+    "geomano-compare": Benchmark("geomano_compare.py", "GeoMaNO vs LaMO vs Transolver vs FNO on Darcy and "
+                                                       "Navier-Stokes, several seeds"),
+    "geomano-kernel": Benchmark("geomano_kernel.py", "GeoMamba kernel vs a plain four-direction Mamba kernel: time and "
+                                                     "memory on 32^2-128^2 patch grids"),
+    "head-scan-speed": Benchmark("head_scan_speed.py", "ops.head_scan's fused kernel vs the scan folded into channels "
+                                                       "(selective_scan, C++ and PyTorch) at LaMO's shapes"),
+    "lamo-scaling": Benchmark("lamo_scaling.py", "LaMO vs Transolver vs full attention: forward+backward time and peak "
+                                                 "memory per sample as N grows"),
+    "operators-darcy": Benchmark("operators_darcy.py", "LaMO vs Transolver vs FNO on Darcy: same data, epochs and "
+                                                       "seeds (--runs label=preset;overrides for variants)"),
+    "uea-sequences": Benchmark("uea_sequences.py", "NAC (paper and tuned) vs GRU, LSTM, CfC, LTC, MHA on UEA/UCR "
+                                                   "archive files, regular and made irregular, equal epochs and time"),
+    "scan": Benchmark("scan.py", "selective scan speed and peak memory: fused C++ kernel, PyTorch fallback, reference, "
+                                 "mambapy pscan; 2-D, cross-scan, S4D, Kirchhoff sections"),
+    "step-speed": Benchmark("step_speed.py", "training-step time of every seed model against its baselines at the "
+                                             "presets' cpu scale"),
+    "stssm-speed": Benchmark("stssm_speed.py", "ST-SSM vs FFNO training step on 64x64 fields, and one S4D layer's "
+                                               "cost as the sequence grows"),
+    "stssm-table1": Benchmark("stssm_tables.py", "ST-SSM paper Table 1 at our scale: KS nu=0.1, ST-SSM vs FFNO, "
+                                                 "Multi-Input FFNO, S4-FFNO, U-Net", ("--table", "1")),
+    "stssm-table5": Benchmark("stssm_tables.py", "ST-SSM paper Table 5 at our scale: factorisations on a TorusLi-like "
+                                                 "set (ST-SSM, -VM, -FF, FNO2D-R)", ("--table", "5")),
 }
 
 ENV = "NEURODYN_BENCHMARKS"

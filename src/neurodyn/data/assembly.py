@@ -9,8 +9,9 @@ to them; see :mod:`neurodyn.data.normalize` for pointwise statistics on another 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,10 +24,11 @@ from .sequences import SequenceDataset
 from .store import StoredDataset
 
 SPLIT_KEYS = ("generator", "path", "test_path", "n_train", "n_val", "n_test", "seed", "chunk_size",
-              "normalize_input", "normalize_target", "normalize_reduce")
+              "normalize_input", "normalize_target", "normalize_reduce", "shuffle")
 WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
                "context_params", "frames_as_channels")
-SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values")  # (max_len belongs to the generators)
+SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values",  # (max_len belongs to the generators)
+                 "missing", "observed_channels", "drop_steps", "drop_seed")  # see data.sequences.SequenceDataset
 DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
 TASKS = ("steady", "autoregressive", "sequence")
 
@@ -46,15 +48,33 @@ def split_sizes(data_cfg: dict[str, Any]) -> tuple[int, int, int]:
       the end of the training samples, so the file and its test split are the same as without validation and
       the model trains on ``n_train - n_val`` samples;
     * ``0``: no validation split (nothing is selected: ``best.pt`` is not written).
+
+    ``data.n_train: all`` (with ``data.path``): every sample of the file that is not in the test split (nor in an
+    integer ``n_val``) trains, the validation split carved from them as above.
     """
-    n_train, n_test = int(data_cfg.get("n_train", 0)), int(data_cfg.get("n_test", 0))
+    n_test = int(data_cfg.get("n_test", 0))
     n_val = data_cfg.get("n_val", "auto")
+    n_train = data_cfg.get("n_train", 0)
+    if n_train == "all":
+        n_train = _all_samples(data_cfg) - n_test - (n_val if isinstance(n_val, int) and n_val > 0 else 0)
+        if n_train < 1:
+            raise ConfigError(f"data.n_train=all leaves no training sample in {data_cfg['path']} after data.n_test="
+                              f"{n_test} and data.n_val={n_val}")
+    n_train = int(n_train)
     if n_val == "auto":
         carved = max(1, round(VAL_FRACTION * n_train)) if n_train >= 2 else 0
         return n_train - carved, carved, n_test
     if isinstance(n_val, bool) or not isinstance(n_val, int) or n_val < 0:
         raise ConfigError(f"data.n_val must be a whole number >= 0 or 'auto'; got {n_val!r}")
     return n_train, n_val, n_test
+
+
+def _all_samples(data_cfg: dict[str, Any]) -> int:
+    """Samples of the store file ``data.path`` (what ``data.n_train: all`` counts from)."""
+    if not data_cfg.get("path"):
+        raise ConfigError("data.n_train=all counts the samples of a given file: set data.path=STORE (a generator "
+                          "makes the samples the splits ask for, so give it a number)")
+    return StoredDataset(data_cfg["path"], verify=False).n_samples
 
 
 def stored_samples(data_cfg: dict[str, Any]) -> int:
@@ -77,7 +97,8 @@ def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu",
     if data_cfg.get("path"):
         return Path(data_cfg["path"])
     if "generator" not in data_cfg:
-        raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file)")
+        raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file: "
+                          "data.path=STORE, e.g. one made by `neurodyn generate --from FILE`)")
     gen = get_generator(data_cfg["generator"])
     gcfg = gen.make_config(**data_options(data_cfg))
     n = stored_samples(data_cfg)
@@ -92,13 +113,16 @@ def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu",
 
 
 def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
-               is_main: bool = True, barrier: Callable[[], None] | None = None) -> dict[str, Any]:
+               is_main: bool = True, barrier: Callable[[], None] | None = None, *,
+               train_window_steps: int = 1) -> dict[str, Any]:
     """Store file, split datasets and fitted normalizers of an experiment config.
 
     Returns ``path``, ``store``, ``sets`` (``train`` and, when the config has them, ``val`` / ``test``)
     and the normalizers fitted on the training split: ``x_norm`` / ``y_norm`` (steady and sequence
     tasks), ``u_norm`` plus ``cf_norm`` / ``ctx_norm`` when there are context fields / parameters
-    (autoregressive). ``is_main`` / ``barrier``: see :func:`ensure_dataset`."""
+    (autoregressive). ``is_main`` / ``barrier``: see :func:`ensure_dataset`. ``train_window_steps``: model
+    steps one autoregressive training window unrolls (the trainer's ``TrainConfig.window_steps``; this layer
+    reads only the config's ``data`` and ``task``, never its ``train`` section)."""
     d = cfg["data"]
     task = cfg.get("task", "steady")
     if task not in TASKS:
@@ -117,7 +141,7 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
         out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
         out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)
     else:
-        sets = _window_sets(cfg, store, splits)
+        sets = _window_sets(d, store, splits, train_window_steps)
         train = sets["train"]
         frames = torch.stack([train.trajectory(j) for j in range(len(train.ids))])  # (N, T', *spatial, C)
         out["u_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(frames.flatten(0, 1))
@@ -155,6 +179,9 @@ def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dic
                               f"{d.get('train_values')}, fewer than data.n_train + data.n_val = {n_train + n_val}")
     else:
         splits = split_indices(store.n_samples, n_train, n_test, n_val)
+        if d.get("shuffle"):  # a file in class order (most UEA files): random splits, a fixed draw of data.seed
+            perm = np.random.default_rng(int(d.get("seed", 0))).permutation(store.n_samples)
+            splits = {name: np.sort(perm[ids]) for name, ids in splits.items()}
     sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
     train = sets["train"]
     out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
@@ -164,13 +191,9 @@ def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dic
     return out
 
 
-def _window_sets(cfg: dict[str, Any], store: StoredDataset, splits: dict[str, Any]) -> dict[str, Any]:
-    """Training windows of the length the training mode unrolls; full-horizon windows to evaluate."""
-    d, t = cfg["data"], cfg["train"]
+def _window_sets(d: dict[str, Any], store: StoredDataset, splits: dict[str, Any], unroll: int) -> dict[str, Any]:
+    """Training windows of ``unroll`` model steps (of ``data.step`` frames each); full-horizon windows to evaluate."""
     step = int(d.get("step", 1))
-    mode = t.get("train_mode", "teacher_forcing")
-    unroll = {"teacher_forcing": 1, "rollout": int(t.get("rollout_steps", 1)),
-              "pushforward": int(t.get("pushforward", 0)) + 1}.get(mode, 1)
     common = _window_options(d)
     sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * step,
                                        stride=int(d.get("window_stride", 1)), **common)}
@@ -195,7 +218,20 @@ def _window_options(d: dict[str, Any]) -> dict[str, Any]:
 
 def _sequence_options(d: dict[str, Any]) -> dict[str, Any]:
     return dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
-                relative_time=bool(d.get("relative_time", True)))
+                relative_time=bool(d.get("relative_time", True)), missing=d.get("missing", "ffill"),
+                observed_channels=bool(d.get("observed_channels", False)), drop_steps=d.get("drop_steps", 0.0),
+                drop_seed=int(d.get("drop_seed", d.get("seed", 0))))
+
+
+def _training_classes(d: dict[str, Any]) -> list[str] | None:
+    """The class names of the training file ``data.path`` (a converted store), to read a test file's labels by
+    name; ``None`` when there is no such file or it names no classes."""
+    from .sequences import store_classes
+
+    path = d.get("path")
+    if not path or not Path(path).is_file():
+        return None
+    return store_classes(StoredDataset(path, verify=False))
 
 
 def named_test_files(data_cfg: dict[str, Any], option: str = "data.test_path") -> dict[str, Path]:
@@ -218,6 +254,10 @@ def named_test_files(data_cfg: dict[str, Any], option: str = "data.test_path") -
             named[stem] = Path(item)
     else:
         raise ConfigError(f"data.test_path must be a path, a list of paths or {{name: path}}; got {spec!r}")
+    if "test" in named and int(data_cfg.get("n_test", 0) or 0) > 0:  # its results would replace the test split's
+        raise ConfigError(f"{option}: a test file named 'test' ({named['test']}) and the test split (data.n_test="
+                          f"{data_cfg['n_test']}) would share one name; name the file, e.g. "
+                          "data.test_path={held_out: test.h5}")
     for name, path in named.items():
         if path.is_dir():
             raise DataError(f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by "
@@ -240,7 +280,7 @@ def build_test_sets(cfg: dict[str, Any], files: dict[str, str | Path] | None = N
         if task == "steady":
             out[name] = SteadyDataset(store, ids)
         elif task == "sequence":
-            out[name] = SequenceDataset(store, ids, **_sequence_options(d))
+            out[name] = SequenceDataset(store, ids, classes=_training_classes(d), **_sequence_options(d))
         else:
             out[name] = TimeWindowDataset(store, ids, t_out=d.get("t_out"), **_window_options(d))
     return out

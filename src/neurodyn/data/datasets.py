@@ -3,12 +3,12 @@
 ``SteadyDataset`` maps input fields to target fields, sample by sample: items are dicts
 ``{"x": (*spatial, C_in), "y": (*spatial, C_out), "index": ()}``; several fields are concatenated
 along the channel axis in the order the file lists them. Meshes and point clouds store their node
-coordinates as ``fields/pos`` (N, P, d); items then carry ``"pos": (P, d)`` (DESIGN.md's ``pos``). Time-window and sequence datasets plug in
-beside it with the same dict convention.
+coordinates as ``fields/pos`` (N, P, d); items then carry ``"pos": (P, d)`` (DESIGN.md's ``pos``). Time-window and
+sequence datasets plug in beside it with the same dict convention.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -132,7 +132,8 @@ class TimeWindowDataset(Dataset):
                             "(N, T, *spatial, C)")
         if t_in < 1 or (t_out is not None and t_out < 1) or stride < 1 or time_stride < 1 or t_start < 0:
             raise DataError(f"time windows need t_in >= 1, t_out >= 1, stride >= 1, time_stride >= 1, t_start >= 0; "
-                            f"got t_in={t_in}, t_out={t_out}, stride={stride}, time_stride={time_stride}, t_start={t_start}")
+                            f"got t_in={t_in}, t_out={t_out}, stride={stride}, time_stride={time_stride}, "
+                            f"t_start={t_start}")
         self.store, self.field, self.ids = store, field, np.asarray(ids, dtype=np.int64)
         self.frames = np.arange(0, shape[1], time_stride)
         self.n_frames = len(self.frames)
@@ -151,12 +152,14 @@ class TimeWindowDataset(Dataset):
             if fshape is None:
                 raise DataError(f"dataset file {store.path} has no context field 'fields/{name}'")
             if tuple(fshape[-len(self.spatial_shape) - 1:-1]) != self.spatial_shape:
-                raise DataError(f"context field fields/{name} has shape {fshape}, expected the grid {self.spatial_shape}")
+                raise DataError(f"context field fields/{name} has shape {fshape}, "
+                                f"expected the grid {self.spatial_shape}")
         for name in self.context_params:
             if f"params/{name}" not in store.shapes:
                 raise DataError(f"dataset file {store.path} has no context parameter 'params/{name}'; it has "
                                 f"{store.keys('params')}")
-        self.cf_varies = any(len(store.shapes[f"fields/{n}"]) == len(self.spatial_shape) + 3 for n in self.context_fields)
+        self.cf_varies = any(len(store.shapes[f"fields/{n}"]) == len(self.spatial_shape) + 3
+                             for n in self.context_fields)
         self.cf_channels = sum(store.shapes[f"fields/{n}"][-1] for n in self.context_fields)
         self.n_ctx = sum(int(np.prod(store.shapes[f"params/{n}"][1:])) for n in self.context_params)
         nbytes = 4 * len(self.ids) * int(np.prod(shape[1:]))
@@ -165,7 +168,8 @@ class TimeWindowDataset(Dataset):
             u = store.read(key, np.sort(self.ids))[np.argsort(np.argsort(self.ids))][:, self.frames]
             bad = ~np.isfinite(u.reshape(len(self.ids), -1)).all(axis=1)
             if bad.any():
-                raise DataError(f"dataset file {store.path}: {key} has NaN or Inf in sample {int(self.ids[np.argmax(bad)])}")
+                raise DataError(f"dataset file {store.path}: {key} has NaN or Inf in sample "
+                                f"{int(self.ids[np.argmax(bad)])}")
             self.u = torch.from_numpy(np.ascontiguousarray(u, dtype=np.float32))
 
     @property
@@ -183,7 +187,8 @@ class TimeWindowDataset(Dataset):
         """(T', *spatial, C) subsampled frames of the ``j``-th sample of this split."""
         if self.u is not None:
             return self.u[j]
-        return torch.from_numpy(self.store.read(f"fields/{self.field}", int(self.ids[j]))[self.frames].astype(np.float32))
+        return torch.from_numpy(
+            self.store.read(f"fields/{self.field}", int(self.ids[j]))[self.frames].astype(np.float32))
 
     def stack(self, frames: torch.Tensor) -> torch.Tensor:
         """(t, *spatial, C) -> the model layout of several frames."""
@@ -203,7 +208,8 @@ class TimeWindowDataset(Dataset):
                 item["cf_all"] = torch.stack([self._context_fields(j, f) for f in range(s, s + self.t_in + self.t_out)])
         if self.context_params:
             sid = int(self.ids[j])
-            item["ctx"] = torch.cat([torch.as_tensor(self.store.read(f"params/{n}", sid), dtype=torch.float32).reshape(-1)
+            item["ctx"] = torch.cat([torch.as_tensor(self.store.read(f"params/{n}", sid),
+                                                     dtype=torch.float32).reshape(-1)
                                      for n in self.context_params])
         return item
 

@@ -40,7 +40,7 @@ class Normalizer(nn.Module):
         self.register_buffer("shift", torch.zeros(0))
         self.register_buffer("scale", torch.ones(0))
 
-    def fit(self, data: torch.Tensor) -> "Normalizer":
+    def fit(self, data: torch.Tensor) -> Normalizer:
         """Fit on training data (N, *spatial, C) (float64 accumulation)."""
         if data.ndim < 2:
             raise DataError(f"normalizer needs (N, ..., C) data, got shape {tuple(data.shape)}")

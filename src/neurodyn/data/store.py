@@ -32,14 +32,16 @@ import numbers
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import h5py
 import numpy as np
 
 from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno
+from ..locks import hold
 
 LAYOUT_VERSION = 1
 GROUPS = ("fields", "params", "coords")
@@ -67,14 +69,6 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, (tuple, set)):
         return list(obj)
     raise TypeError(f"cannot store {type(obj).__name__} in a dataset config")
-
-
-def array_digest(name: str, arr: np.ndarray, h: "hashlib._Hash | None" = None) -> "hashlib._Hash":
-    """Feed name, dtype, shape and the C-ordered bytes of ``arr`` into a sha256 (new if ``h`` is None)."""
-    h = h or hashlib.sha256()
-    h.update(f"{name}|{arr.dtype.str}|{tuple(arr.shape)}|".encode())
-    h.update(np.ascontiguousarray(arr).tobytes())
-    return h
 
 
 @dataclass(frozen=True)
@@ -144,15 +138,12 @@ def write_store(
     _ensure_writable(path.parent)
     # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
     # the file made, instead of writing chunks into a folder the first one removes when it assembles
-    lock = path.with_name(f".{path.name}.shard{i_shard}of{n_shards}.lock")
-    try:
-        with _exclusive(lock):
-            if path.exists():
-                check_existing_store(path, meta)
-                return path
-            return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
-    finally:
-        lock.unlink(missing_ok=True)
+    # (the lock file goes with its holder: removed while still held, so a waiter re-takes a fresh one)
+    with hold(path.with_name(f".{path.name}.shard{i_shard}of{n_shards}.lock"), f"dataset file {path}", wait=True):
+        if path.exists():
+            check_existing_store(path, meta)
+            return path
+        return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
 
 
 def check_chunk_size(chunk_size: Any) -> None:
@@ -257,22 +248,6 @@ def _describe(ident: Mapping[str, Any], differs: set[str], config_keys: list[tup
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def _exclusive(lock: Path):
-    """An exclusive advisory lock on ``lock`` (POSIX ``flock``; no lock where the platform has none)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: one writer per file is the user's to ensure
-        yield
-        return
-    with open(lock, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress: bool,
@@ -562,7 +537,7 @@ def _all_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
     return out
 
 
-def _dataset_digest(key: str, ds: h5py.Dataset, rows: int = 256) -> "hashlib._Hash":
+def _dataset_digest(key: str, ds: h5py.Dataset, rows: int = 256) -> hashlib._Hash:
     h = hashlib.sha256()
     h.update(f"{key}|{ds.dtype.str}|{tuple(ds.shape)}|".encode())
     if ds.ndim == 0:

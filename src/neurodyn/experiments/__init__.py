@@ -6,8 +6,9 @@ A preset has the sections ``task``, ``data``, ``model``, ``train`` and ``scales`
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 from omegaconf import OmegaConf

@@ -31,10 +31,11 @@ the project's U-Net baseline, so "CHONN-UNet vs U-Net" isolates the CKBs.
   evolution operator"): ``W_l v`` becomes ``CKB(v) = v + CKB_branch(v)``;
 * ``"parallel"`` (shallow water: "inserts a cascaded evolution branch"): ``K_l v + W_l v + CKB_branch(v)``.
 
-``scan="auto"`` is ``"cross"`` on 2-D grids and ``"bi"`` on 1-D ones. ``ckb_downsample = s > 1`` (shallow water's "downsampling factor 2", notes A12) runs the branch on the
-``s x s`` average-pooled map and upsamples it bilinearly; the residual ``v`` stays at full resolution.
-It is implemented by swapping the layer's skip module (``FNO.forward`` calls ``skips[l](v, add=K_l v)``),
-so ``FNO.forward`` is reused unchanged. Padding, grid channels and context work as in ``fno``.
+``scan="auto"`` is ``"cross"`` on 2-D grids and ``"bi"`` on 1-D ones. ``ckb_downsample = s > 1`` (shallow
+water's "downsampling factor 2", notes A12) runs the branch on the ``s x s`` average-pooled map and upsamples it
+bilinearly; the residual ``v`` stays at full resolution. It is implemented by swapping the layer's skip module
+(``FNO.forward`` calls ``skips[l](v, add=K_l v)``), so ``FNO.forward`` is reused unchanged. Padding, grid
+channels and context work as in ``fno``.
 
 ``chonn_vision`` -- a small VMamba-style hierarchical classifier (the ImageNet model of the paper, scaled
 down): patch stem (two 3x3 convolutions with a channel LayerNorm, total stride ``patch_size``), four
@@ -45,21 +46,22 @@ path 0.2, two cells per CKB, the second fed "the current block input together wi
 previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
 v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
 
-Every reading of the four models, in one table (Eqs. 31-38; details in :mod:`neurodyn.nn.kirchhoff`,
-each a field of :class:`CKBOptions` unless said otherwise). No CHONN code is public: where the paper is silent
-the value is the field's practice (VMamba, whose block the CKB replaces; Mamba / S4D initialisation), marked
-"ours" where it is neither. The presets' ``paper`` scale uses the paper's and the field's values (``merge:
-sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
+Every reading of the four models, in one table (Eqs. 31-38; details in :mod:`neurodyn.nn.kirchhoff`, each a
+field of :class:`CKBOptions` or, ``ssm.*``, of its cells' section ``model.ssm`` unless said otherwise). No CHONN
+code is public: where the paper is silent the value is the field's practice (VMamba, whose block the CKB
+replaces; Mamba / S4D initialisation), marked "ours" where it is neither. The presets' ``paper`` scale uses the
+paper's and the field's values (``ssm: {combine: sum, coef_norm: none}``); their ``cpu`` scale says which of ours
+it keeps::
 
     option              paper (where)                              our default           why
     ------------------  -----------------------------------------  --------------------  -----------------------------
     norm                Norm(X) of Eq. 31, type not given          "layernorm"           VMamba's (notes A1)
     ssm.d_conv,         DSConv (Eq. 31), kernel not given;          3, True (vision:      VMamba's kernel 3 and its
     conv_pointwise      ImageNet: "lightweight depthwise conv"     False)                depthwise-only conv for vision
-    discretization      exact ZOH: beta = (1 - alpha) / lambda b   "zoh"                 as printed ("euler": Mamba's
+    ssm.discretization  exact ZOH: beta = (1 - alpha) / lambda b   "zoh"                 as printed ("euler": Mamba's
                         (Eq. 34)                                                         Delta b, option)
-    selective,          Delta, b_k, c_k from u_k (Eq. 33)          True, "none"          as printed; coef_norm
-    coef_norm                                                                            "cascade" / "rms" are ours
+    ssm.selective,      Delta, b_k, c_k from u_k (Eq. 33)          True, "none"          as printed; coef_norm
+    ssm.coef_norm                                                                        "cascade" / "rms" are ours
                                                                                          (chonn_unet/poisson cpu:
                                                                                          order 4 diverged with Eq. 33)
     cascade_input       Eq. 35: stage r fed y_{r-1}; ImageNet      "prev_output"         as printed for each experiment
@@ -68,7 +70,7 @@ sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
     scan                not given (A7)                             "auto": "bi" on       the targets are non-causal:
                                                                    sequences, "cross"    VMamba's SS1D / SS2D
                                                                    on grids              traversals
-    merge               not given                                  "mean"                ours (every stage starts at
+    ssm.combine         not given                                  "mean"                ours (every stage starts at
                                                                                          gain 1 whatever K; "sum",
                                                                                          VMamba's CrossMerge, is the
                                                                                          field's and the presets'
@@ -80,7 +82,7 @@ sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
     init                not given                                  lambda[i, n] = n + 1, Mamba / S4D-real (A4)
                                                                    softplus(b_Delta) in
                                                                    [1e-3, 1e-1], d = 1
-    dt_rank             not given                                  ceil(width / 16)      Mamba's
+    ssm.dt_rank         not given                                  ceil(width / 16)      Mamba's
     ssm.d_state         8 (1-D), 16 (Poisson, SWE, NS)             8 (chonn1d), 16       as printed (chonn_vision: 1,
                                                                                          VMamba v2; not given)
     chonn1d width       "expansion ratio 16"                       16, expand 1          a LayerNorm over one channel
@@ -95,8 +97,8 @@ sum``, ``coef_norm: none``); their ``cpu`` scale says which of ours it keeps::
     ckb_downsample      SWE: "downsampling factor 2"               1 (SWE preset: 2)     avg-pool, bilinear up (A12)
 
 At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is close to its skip ``d u``; with
-unit-gain stages (``merge="mean"``) the Eq. 36 sum is about ``N u``, so the branch grows like ``N``, not
-``K^N`` as with ``merge="sum"``. The initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps;
+unit-gain stages (``ssm.combine="mean"``) the Eq. 36 sum is about ``N u``, so the branch grows like ``N``, not
+``K^N`` as with ``ssm.combine="sum"``. The initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps;
 the order family's RC length is ``tau * 256 = 20.5`` points, inside that range. The ``chonn1d`` cpu preset used
 Euler with the old summed-direction block and is back to ZOH (3.7x the CPU time per epoch of ``o4``; no
 measurement showed Euler better).
@@ -105,6 +107,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -112,9 +115,9 @@ from torch import nn
 
 from ..errors import ConfigError, check_choice
 from ..nn.kirchhoff import CascadedKirchhoffBlock
-from ..nn.ssm_config import SSMConfig
-from .fno import FNO, FNOConfig, check_grid_input
-from .inputs import check_input
+from ..nn.ssm_config import KirchhoffSSMConfig
+from .fno import FNO, FNOConfig
+from .inputs import check_grid_input, check_input
 from .registry import register
 from .unet import UNet, UNetConfig
 
@@ -125,29 +128,35 @@ __all__ = ["CKBOptions", "Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUN
 @dataclass
 class CKBOptions:
     """The Cascaded Kirchhoff Block fields shared by the CHONN configs, with the block's own defaults (see
-    :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`): ssm (``SSMConfig``: d_state, expand, d_conv),
-    conv_pointwise, scan
-    ("uni" | "bi" | "cross", and "auto": "cross" on 2-D grids, "bi" on 1-D ones), norm, out_norm,
-    cascade_input, aggregate, selective, discretization ("zoh" | "euler"), dt_rank, merge (how a cell's scan
-    directions are combined: "mean" (default, unit gain per stage) | "sum" (the old block) | "norm"), coef_norm
-    ("none" = Eq. 33 | "cascade" | "rms": whether cells take Delta, b, c from an RMS-normalised input; see
-    ``nn.kirchhoff``). A config redeclares the
-    fields whose default differs for its model."""
+    :class:`neurodyn.nn.kirchhoff.CascadedKirchhoffBlock`); a config redeclares the fields whose default differs
+    for its model. One line per field (type, default, meaning):
 
-    LEGACY_DEFAULTS = {"merge": "sum"}  # checkpoints saved before the merge option summed the directions
+    Attributes:
+        ssm (KirchhoffSSMConfig, d_state 16, expand 1, d_conv 3, zoh, ...): the cells' scan options
+            (``neurodyn.nn.ssm_config.KirchhoffSSMConfig``: d_state, expand, d_conv, discretization, dt_rank,
+            combine (how a cell's scan directions are merged: mean | sum | norm), selective, coef_norm).
+        conv_pointwise (bool, True): the DSConv's pointwise 1x1 convolution after the depthwise one.
+        scan (str, "bi"): scan directions: uni | bi | cross | auto (cross on 2-D grids, bi on 1-D ones).
+        norm (str, "layernorm"): Norm(X) of Eq. 31: layernorm | none.
+        out_norm (bool, False): LayerNorm on ybar before the gate (VMamba's).
+        cascade_input (str, "prev_output"): what cell r >= 2 reads: prev_output (Eq. 35) | prev_output_plus_input.
+        aggregate (str, "sum"): ybar: sum of the stage outputs (Eq. 36) | last.
+    """
 
-    ssm: SSMConfig = field(default_factory=SSMConfig)
+    # a saved config that does not name the merge of the scan directions predates it: they were summed
+    LEGACY_DEFAULTS: ClassVar[dict] = {"ssm.combine": "sum"}
+    # the flat keys of configs saved before the ssm section held the cells' scan options -> where they are now
+    FIELD_MOVES: ClassVar[dict] = {"merge": "ssm.combine", "discretization": "ssm.discretization",
+                                   "dt_rank": "ssm.dt_rank", "selective": "ssm.selective",
+                                   "coef_norm": "ssm.coef_norm"}
+
+    ssm: KirchhoffSSMConfig = field(default_factory=KirchhoffSSMConfig)
     conv_pointwise: bool = True
     scan: str = "bi"
     norm: str = "layernorm"
     out_norm: bool = False
     cascade_input: str = "prev_output"
     aggregate: str = "sum"
-    selective: bool = True
-    discretization: str = "zoh"
-    dt_rank: str | int = "auto"
-    merge: str = "mean"
-    coef_norm: str = "none"
 
 
 def _field_values(cls: type, cfg) -> dict:
@@ -158,7 +167,8 @@ def _field_values(cls: type, cfg) -> dict:
 def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
     kw = _field_values(CKBOptions, cfg)
     ssm = kw.pop("ssm")
-    kw.update(d_state=ssm.d_state, expand=ssm.expand, d_conv=ssm.d_conv)
+    kw.update(d_state=ssm.d_state, expand=ssm.expand, d_conv=ssm.d_conv, discretization=ssm.discretization,
+              dt_rank=ssm.dt_rank, merge=ssm.combine, selective=ssm.selective, coef_norm=ssm.coef_norm)
     if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
         kw["scan"] = "cross" if dims == 2 else "bi"
     kw.update(extra)
@@ -171,19 +181,26 @@ def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> Casca
 
 @dataclass
 class Chonn1DConfig(CKBOptions):
-    """``chonn1d``: lift, stacked CKBs of the given ``orders``, projection (module docstring).
+    """``chonn1d``: lift, stacked CKBs of the given ``orders``, projection (module docstring). One line per field
+    (type, default, meaning); the CKB fields are :class:`CKBOptions`' (every one of them, with ``ssm.d_state`` 8).
 
-    CKB fields: :class:`CKBOptions` (``ssm.d_state`` 8, ``scan`` "uni" | "bi"). ``conv_padding_mode`` ("zeros" |
-    "circular") pads the DSConv; ``circular_pad`` points copied periodically on each side before the chain
-    (cropped after) let the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0 = off, the
-    paper's setting).
+    Attributes:
+        in_channels (int, 1): input channels (from the data).
+        out_channels (int, 1): output channels (from the data).
+        width (int, 16): channels of the chain ("expansion ratio 16", notes A11).
+        orders (tuple, (1,)): the order of every stacked block: (n,) CHONN of order n, (1,) * n the depth-n stack.
+        ssm (KirchhoffSSMConfig, d_state 8, ...): the cells' scan options (paper: 8 states in 1-D).
+        conv_padding_mode (str, "zeros"): the DSConv's padding: zeros | circular (for periodic signals, notes 6.6;
+            kept as that option, no preset sets it).
+        circular_pad (int, 0): points copied periodically on each side before the chain (cropped after), so that
+            the non-periodic scans see a periodic signal's wrap-around (notes 6.6; 0: off, the paper's setting).
     """
 
     in_channels: int = 1
     out_channels: int = 1
     width: int = 16
     orders: tuple[int, ...] = (1,)
-    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=8))
+    ssm: KirchhoffSSMConfig = field(default_factory=lambda: KirchhoffSSMConfig(d_state=8))
     conv_padding_mode: str = "zeros"
     circular_pad: int = 0
 
@@ -205,7 +222,8 @@ class Chonn1D(nn.Module):
                                     for o in orders)
         self.proj = nn.Linear(config.width, config.out_channels)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input("chonn1d", x, 1, cfg.in_channels, ctx, 0, pos, self)
         p = int(cfg.circular_pad)
@@ -229,8 +247,15 @@ UNET_STAGES = ("enc1", "enc2", "enc3", "enc4", "bottleneck", "dec4", "dec3", "de
 
 @dataclass
 class ChonnUNetConfig(CKBOptions, UNetConfig):
-    """``chonn_unet``: ``UNetConfig`` plus the CKBs (module docstring; ``CKBOptions`` with ``scan`` "cross").
-    ``order = 0``: the plain U-Net."""
+    """``chonn_unet``: ``UNetConfig`` (every field there) plus the CKBs (module docstring) and :class:`CKBOptions`'
+    fields; one line per field of its own (type, default, meaning):
+
+    Attributes:
+        order (int, 2): cells per CKB; 0: no CKB, the plain U-Net.
+        ckb_stages (tuple, ("bottleneck", "dec4")): the stages followed by CKBs (``UNET_STAGES``).
+        ckb_blocks (int, 1): CKBs after each of those stages.
+        scan (str, "cross"): the CKBs' scan directions (VMamba's four traversals on the 2-D maps).
+    """
 
     order: int = 2
     ckb_stages: tuple[str, ...] = ("bottleneck", "dec4")
@@ -279,8 +304,16 @@ class ChonnUNet(UNet):
 
 @dataclass
 class ChonnFNOConfig(CKBOptions, FNOConfig):
-    """``chonn_fno``: ``FNOConfig`` plus the cascaded branch (module docstring; ``CKBOptions`` with ``scan``
-    "auto")."""
+    """``chonn_fno``: ``FNOConfig`` (every field there) plus the cascaded branch (module docstring) and
+    :class:`CKBOptions`' fields; one line per field of its own (type, default, meaning):
+
+    Attributes:
+        order (int, 2): cells per CKB (>= 1).
+        ckb_mode (str, "replace_skip"): replace_skip (NS: the CKB replaces W_l) | parallel (SWE: an added branch).
+        ckb_layers (tuple, (0,)): the Fourier layers with a CKB branch.
+        ckb_downsample (int, 1): the branch runs on the s x s average-pooled map (SWE: 2), upsampled bilinearly.
+        scan (str, "auto"): the CKBs' scan directions (auto: cross on 2-D grids, bi on 1-D).
+    """
 
     order: int = 2
     ckb_mode: str = "replace_skip"
@@ -362,9 +395,24 @@ class ChonnFNO(FNO):
 
 @dataclass
 class ChonnVisionConfig(CKBOptions):
-    """``chonn_vision`` (module docstring). ``in_channels`` / ``num_classes`` of the images; ``patch_size``
-    1, 2 or 4 (stride of the stem); ``dims`` / ``depths`` per stage; CKB fields: :class:`CKBOptions` with
-    VMamba's defaults redeclared below."""
+    """``chonn_vision`` (module docstring): :class:`CKBOptions`' fields with VMamba's defaults redeclared, one line
+    per field of its own or redeclared (type, default, meaning):
+
+    Attributes:
+        in_channels (int, 3): image channels.
+        num_classes (int, 1000): classes.
+        patch_size (int, 4): total stride of the stem: 1 | 2 | 4.
+        dims (tuple, (96, 192, 384, 768)): width of each stage (the paper's Tiny).
+        depths (tuple, (2, 2, 6, 2)): blocks per stage (the paper's Tiny).
+        order (int, 2): cells per CKB ("two cells per CKB").
+        mlp_ratio (float, 4.0): hidden width of each block's MLP, as a multiple of the stage width.
+        drop_path (float, 0.2): the stochastic-depth rate of the last block (linear from 0).
+        ssm (KirchhoffSSMConfig, d_state 1, ...): the cells' scan options (d_state 1: VMamba v2's; not given).
+        conv_pointwise (bool, False): "lightweight depthwise conv" (no pointwise 1x1).
+        scan (str, "cross"): VMamba's four traversals.
+        out_norm (bool, True): VMamba's LayerNorm on ybar before the gate.
+        cascade_input (str, "prev_output_plus_input"): the ImageNet text: cell r >= 2 reads u + y_{r-1}.
+    """
 
     in_channels: int = 3
     num_classes: int = 1000
@@ -374,7 +422,7 @@ class ChonnVisionConfig(CKBOptions):
     order: int = 2
     mlp_ratio: float = 4.0
     drop_path: float = 0.2
-    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=1))
+    ssm: KirchhoffSSMConfig = field(default_factory=lambda: KirchhoffSSMConfig(d_state=1))
     conv_pointwise: bool = False
     scan: str = "cross"
     out_norm: bool = True
@@ -459,7 +507,8 @@ class ChonnVision(nn.Module):
             h = stage(h.movedim(1, -1)).movedim(-1, 1)
         return self.head_norm(h.mean(dim=(2, 3)))
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         c = self.config.in_channels
         check_input("chonn_vision", x, self, f"images (batch, H, W, {c}), channels last", (4,), c)
         if pos is not None or ctx is not None:

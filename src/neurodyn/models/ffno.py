@@ -59,91 +59,41 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
-from ..nn.mlp import ACTIVATIONS, activation
+from ..nn.grids import append_context, periodic_grid
+from ..nn.mlp import ACTIVATIONS, FeedForward, activation, wn_linear
 from ..nn.s4d import S4D, S4D_INITS
-from ..nn.spectral import SpectralConv
-from .fno import append_context, check_grid_extras, check_grid_input
-from .inputs import check_input, grid_shape
+from ..nn.spectral import SpectralConv, resolve_modes
+from .inputs import check_grid_extras, check_grid_input, check_input, grid_shape
 from .registry import register
 
-__all__ = ["FFNOConfig", "FFNO", "S4FFNOConfig", "S4FFNO", "FeedForward", "wn_linear", "periodic_grid",
-           "resolve_modes"]
-
-
-def wn_linear(in_features: int, out_features: int, weight_norm: bool = True) -> nn.Linear:
-    """``nn.Linear``, weight-normalised (``W = g v / |v|`` per output row: ``out`` extra parameters) if asked."""
-    lin = nn.Linear(in_features, out_features)
-    if weight_norm:
-        lin = nn.utils.parametrizations.weight_norm(lin)
-    return lin
-
-
-class FeedForward(nn.Sequential):
-    """fourierflow's ``FeedForward``: ``Linear(H -> fH) -> act -> ... -> Linear(fH -> H)`` [+ LayerNorm(H)].
-
-    ``n_layers`` linear maps (hidden width ``factor * dim``), ``act`` between them, optional weight norm
-    and a final LayerNorm. At ``dim = 64, factor = 4, n_layers = 2`` with weight norm: 33,408 parameters.
-    """
-
-    def __init__(self, dim: int, factor: int = 4, n_layers: int = 2, weight_norm: bool = True,
-                 layer_norm: bool = False, act: str = "gelu"):
-        if n_layers < 1 or factor < 1:
-            raise ConfigError(f"FeedForward needs n_layers >= 1 and factor >= 1; got {n_layers}, {factor}.")
-        layers: list[nn.Module] = []
-        for i in range(n_layers):
-            a = dim if i == 0 else dim * factor
-            b = dim if i == n_layers - 1 else dim * factor
-            layers.append(wn_linear(a, b, weight_norm))
-            if i < n_layers - 1:
-                layers.append(activation(act))
-        if layer_norm:
-            layers.append(nn.LayerNorm(dim))
-        super().__init__(*layers)
-
-
-def periodic_grid(spatial: tuple[int, ...], batch: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """``(B, *spatial, d)`` coordinates ``i / n_a`` in [0, 1) along each axis (grid points of a periodic cell)."""
-    axes = [torch.arange(n, dtype=dtype, device=device) / n for n in spatial]
-    grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
-    return grid.unsqueeze(0).expand(batch, *spatial, len(spatial))
-
-
-def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
-    """Modes per axis with ``0`` replaced by ``grid_size[a] // 2`` (all modes, the ST-SSM paper's setting)."""
-    if isinstance(modes, int):
-        raise ConfigError(f"{name} modes must be a tuple with one entry per spatial axis, e.g. (0,) or (32, 32); "
-                          f"got {modes!r}.")
-    modes = tuple(int(m) for m in modes)
-    if len(modes) not in (1, 2):
-        raise ConfigError(f"{name} supports 1 or 2 spatial axes (len(modes) in (1, 2)); got modes={modes}.")
-    if any(m < 0 for m in modes):
-        raise ConfigError(f"{name} modes must be >= 0 (0 = all, from grid_size); got {modes}.")
-    if any(m == 0 for m in modes):
-        grid = tuple(int(g) for g in (grid_size or ()))
-        if len(grid) != len(modes) or any(g < 2 for g in grid):
-            raise ConfigError(f"{name} modes={modes} asks for all modes (0) but grid_size={grid_size!r} does not "
-                              f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes.")
-        modes = tuple(g // 2 if m == 0 else m for m, g in zip(modes, grid))
-    return modes
+__all__ = ["FFNOConfig", "FFNO", "S4FFNOConfig", "S4FFNO"]
 
 
 @dataclass
 class FFNOConfig:
-    """Configuration of ``FFNO`` (see the module docstring).
+    """Configuration of ``FFNO`` (one line per field: type, default, meaning; see the module docstring). The
+    feed-forward and projection options are fourierflow's, kept as its readings (the module's table).
 
-    Fields:
-        in_channels, out_channels: field channels in and out (filled in from the data).
-        ctx_channels: length of the per-sample context vector (0 = none).
-        modes: Fourier modes kept per axis (its length = number of spatial axes); 0 = all (``grid_size // 2``).
-        grid_size: spatial size per axis, only needed for ``modes`` entries 0.
-        width: channels ``H``. n_layers: Fourier layers.
-        ff_factor, ff_layers, weight_norm, layer_norm: the feed-forward ``FF`` (fourierflow's defaults).
-        activation: inside ``FF`` (the paper: GELU; fourierflow's code: ReLU).
-        projection_channels: hidden width of ``Q``; projection_activation: between its two maps
-            ("identity" as fourierflow).
-        positional_grid: append the coordinates ``i / n``.
-        project_update: project the last layer's update ``b_{L-1}`` (fourierflow) instead of the state ``v_L``.
-        spectral_method: how ``SpectralConv`` transforms ("auto", "dft", "fft").
+    Attributes:
+        in_channels (int, 1): field channels in (filled in from the data).
+        out_channels (int, 1): field channels out (filled in from the data).
+        ctx_channels (int, 0): length of the per-sample context vector (0: none).
+        modes (tuple, (0,)): Fourier modes kept per axis (its length = number of spatial axes); 0: all
+            (``grid_size // 2``, the ST-SSM paper's setting).
+        grid_size (tuple, ()): spatial size per axis, needed only for ``modes`` entries 0 (set from the data).
+        width (int, 64): channels H.
+        n_layers (int, 4): Fourier layers.
+        ff_factor (int, 4): hidden width of the feed-forward FF, as a multiple of H (fourierflow).
+        ff_layers (int, 2): linear maps in FF (fourierflow).
+        weight_norm (bool, True): weight-normalise every linear map (fourierflow; needed for Tables 1-2's counts).
+        layer_norm (bool, False): a LayerNorm at the end of FF (fourierflow's option).
+        activation (str, "gelu"): inside FF (the paper: GELU; fourierflow's code: ReLU).
+        projection_channels (int, 128): hidden width of Q.
+        projection_activation (str, "identity"): between Q's two maps (identity: fourierflow's).
+        positional_grid (bool, True): append the coordinates ``i / n``.
+        project_update (bool, True): project the last layer's update ``b_{L-1}`` (fourierflow) instead of the
+            state ``v_L``.
+        spectral_method (str, "auto"): how SpectralConv transforms: auto | dft | fft.
     """
 
     in_channels: int = 1
@@ -241,7 +191,8 @@ class FFNO(nn.Module):
     def head(self, v: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         return self.projection(b if (self.config.project_update and b is not None) else v)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         self._check_resolution(tuple(x.shape[1:-1]))
@@ -252,13 +203,16 @@ class FFNO(nn.Module):
 
 @dataclass
 class S4FFNOConfig(FFNOConfig):
-    """``FFNOConfig`` plus the temporal S4D memory (see the module docstring).
+    """``FFNOConfig`` (every field above) plus the temporal S4D memory (see the module docstring).
 
-    Fields:
-        memory_window: ``K``, taps of the causal temporal kernel (0: no memory, i.e. a Markovian FFNO that
-            reads the time layout).
-        memory_after: number of Fourier layers before the memory block.
-        d_state, init, dt_min, dt_max: of the S4D block (``neurodyn.nn.s4d.S4D``).
+    Attributes:
+        memory_window (int, 4): K, taps of the causal temporal kernel (0: no memory, a Markovian FFNO that reads
+            the time layout).
+        memory_after (int, 2): Fourier layers before the memory block.
+        d_state (int, 64): states of the S4D block (``neurodyn.nn.s4d.S4D``).
+        init (str, "legs"): the S4D block's initialisation (``neurodyn.nn.s4d.S4D_INITS``).
+        dt_min (float, 1e-3): lower end of the S4D block's initial step.
+        dt_max (float, 1e-1): upper end of the S4D block's initial step.
     """
 
     memory_window: int = 4
@@ -308,7 +262,8 @@ class S4FFNO(FFNO):
         v, b = self.run_layers(v.flatten(0, 1), range(cfg.memory_after, cfg.n_layers))
         return self.head(v, b).unflatten(0, (B, T))  # b is None (state projected) if memory_after == n_layers
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         return self._run(x, ctx, pos, last_only=True)
 
     def forward_sequence(self, x: torch.Tensor, pos: torch.Tensor | None = None,

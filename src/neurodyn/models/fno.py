@@ -51,9 +51,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
+from ..nn.grids import append_context, grid_channels
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
 from ..nn.spectral import SpectralConv
-from .inputs import check_input, grid_shape
+from .inputs import check_grid_input
 from .registry import register
 
 __all__ = ["FNOConfig", "FNO"]
@@ -61,21 +62,24 @@ __all__ = ["FNOConfig", "FNO"]
 
 @dataclass
 class FNOConfig:
-    """Configuration of ``FNO`` (all plain values; see the module docstring for the architecture).
+    """Configuration of ``FNO`` (one line per field: type, default, meaning; the module docstring has the
+    architecture and where each default comes from).
 
-    Fields:
-        in_channels, out_channels: channels of input and output fields (filled in from the data).
-        modes: Fourier modes kept per spatial axis; its length (1 or 2) is the number of spatial axes.
-        width: channels of the Fourier layers.
-        n_layers: number of Fourier layers.
-        lifting_channels / projection_channels: hidden width of the lifting / projection MLP
-            (0 = a single linear map).
-        padding: domain padding as a fraction of each axis' size (0 = none; Li et al. use ~0.1 on Darcy).
-        positional_grid: append normalised coordinates in [0, 1] as extra input channels.
-        activation: one of gelu, relu, tanh, silu, elu, identity.
-        skip: per-layer pointwise path ``W``: "linear", "identity" or "none".
-        ctx_channels: length of the per-sample context vector ``ctx`` (0 = no context).
-        spectral_method: "auto", "dft" or "fft" (how SpectralConv transforms; same result).
+    Attributes:
+        in_channels (int, 1): channels of the input field (filled in from the data).
+        out_channels (int, 1): channels of the output field (filled in from the data).
+        modes (tuple, (12, 12)): Fourier modes kept per spatial axis; its length (1 or 2) is the number of axes.
+        width (int, 32): channels of the Fourier layers.
+        n_layers (int, 4): Fourier layers.
+        lifting_channels (int, 128): hidden width of the lifting MLP (0: one linear map, Li et al.'s fc0).
+        projection_channels (int, 128): hidden width of the projection MLP (0: one linear map).
+        padding (float, 0.0): zero padding at the end of every axis, as a fraction of its size (Li et al.: ~0.1 on
+            Darcy; kept for non-periodic data, no preset pads).
+        positional_grid (bool, True): append the coordinates linspace(0, 1) per axis as input channels.
+        activation (str, "gelu"): gelu | relu | tanh | silu | elu | identity.
+        skip (str, "linear"): the layer's pointwise path W: linear | identity | none.
+        ctx_channels (int, 0): length of the per-sample context vector ``ctx`` (0: none).
+        spectral_method (str, "auto"): how SpectralConv transforms: auto | dft | fft (the same result).
     """
 
     in_channels: int = 1
@@ -108,54 +112,6 @@ def _validate(cfg: FNOConfig) -> None:
     check_choice("FNO skip", cfg.skip, ("linear", "identity", "none"))
     check_choice("FNO activation", str(cfg.activation).lower(), ACTIVATIONS)
     check_choice("FNO spectral_method", cfg.spectral_method, ("auto", "dft", "fft"))
-
-
-def check_grid_input(model_name: str, x: torch.Tensor, n_spatial: int, in_channels: int,
-                     ctx: torch.Tensor | None, ctx_channels: int, pos: torch.Tensor | None, model: nn.Module) -> None:
-    """Shared input checks of grid models: channels-last ``x`` of ``model``'s dtype (:func:`check_input`),
-    optional ``ctx``; ``pos`` must be None."""
-    check_input(model_name, x, model, f"{grid_shape(n_spatial, in_channels)} with {n_spatial} spatial axis(es), "
-                "channels last", (n_spatial + 2,), in_channels)
-    check_grid_extras(model_name, x.shape[0], pos, ctx, ctx_channels)
-
-
-def check_grid_extras(model_name: str, batch: int, pos: torch.Tensor | None, ctx: torch.Tensor | None,
-                      ctx_channels: int, pos_hint: str = " (pass pos=None)") -> None:
-    """A grid model takes no ``pos``, and ``ctx`` as :func:`check_ctx` says."""
-    if pos is not None:
-        raise ValueError(f"{model_name} works on regular grids and takes no pos; got pos of shape "
-                         f"{tuple(pos.shape)}{pos_hint}.")
-    check_ctx(model_name, ctx, batch, ctx_channels)
-
-
-def check_ctx(model_name: str, ctx: torch.Tensor | None, batch: int, ctx_channels: int) -> None:
-    """``ctx`` must be ``(batch, ctx_channels)`` when ``ctx_channels > 0`` and None otherwise."""
-    if ctx_channels > 0:
-        if ctx is None:
-            raise ValueError(f"{model_name} was configured with ctx_channels={ctx_channels} but got ctx=None; "
-                             f"expected ctx of shape ({batch}, {ctx_channels}).")
-        if tuple(ctx.shape) != (batch, ctx_channels):
-            raise ValueError(f"{model_name} context ctx has shape {tuple(ctx.shape)}; expected "
-                             f"({batch}, {ctx_channels}) (batch, ctx_channels).")
-    elif ctx is not None:
-        raise ValueError(f"{model_name} was configured with ctx_channels=0 but got ctx of shape {tuple(ctx.shape)}; "
-                         f"set ctx_channels={ctx.shape[-1] if ctx.dim() else 1} in the config to use it.")
-
-
-def append_context(x: torch.Tensor, ctx: torch.Tensor | None) -> torch.Tensor:
-    """Channels-last ``x (B, *S, C)`` with ``ctx (B, n)`` appended as ``n`` constant channels."""
-    if ctx is None:
-        return x
-    b, *spatial, _ = x.shape
-    c = ctx.to(dtype=x.dtype).view(b, *([1] * len(spatial)), -1).expand(b, *spatial, ctx.shape[-1])
-    return torch.cat([x, c], dim=-1)
-
-
-def grid_channels(spatial: tuple[int, ...], batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``(B, *spatial, d)`` normalised coordinates, ``linspace(0, 1, n_j)`` along axis j."""
-    axes = [torch.linspace(0.0, 1.0, n, dtype=dtype, device=device) for n in spatial]
-    grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1)
-    return grid.unsqueeze(0).expand(batch, *spatial, len(spatial))
 
 
 @register("fno", FNOConfig)
@@ -201,7 +157,8 @@ class FNO(nn.Module):
                 f"or a finer grid."
             )
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
         check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)

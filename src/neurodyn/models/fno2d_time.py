@@ -44,10 +44,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_min
+from ..nn.grids import append_context, periodic_grid
 from ..nn.mlp import ChannelMLP, PointwiseConv
-from ..nn.spectral import SpectralConv
-from .ffno import periodic_grid, resolve_modes
-from .fno import append_context, check_grid_input
+from ..nn.spectral import SpectralConv, resolve_modes
+from .inputs import check_grid_input
 from .registry import register
 
 __all__ = ["FNO2DTimeConfig", "FNO2DTime", "FNO2DRConfig", "FNO2DR", "ReducedSpectralConv2d"]
@@ -83,14 +83,20 @@ class ReducedSpectralConv2d(nn.Module):
 
 @dataclass
 class FNO2DTimeConfig:
-    """Configuration of ``FNO2DTime`` / ``FNO2DR`` (see the module docstring).
+    """Configuration of ``FNO2DTime`` / ``FNO2DR`` (one line per field: type, default, meaning; see the module
+    docstring).
 
-    Fields:
-        in_channels, out_channels, ctx_channels: from the data (``in_channels`` = frames x field channels).
-        modes: (m1, m2); 0 = all (``grid_size // 2``). grid_size: (X, Y), for modes 0.
-        width: H. n_layers: Fourier layers. projection_channels: hidden width of Q (4H).
-        reduced: channel-wise spectral weights (FNO2D-R).
-        positional_grid: append the coordinates ``i / n``.
+    Attributes:
+        in_channels (int, 4): frames x field channels (from the data).
+        out_channels (int, 1): output channels (from the data).
+        ctx_channels (int, 0): length of the per-sample context vector (0: none).
+        modes (tuple, (0, 0)): (m1, m2); 0: all (``grid_size // 2``).
+        grid_size (tuple, ()): (X, Y), needed for modes 0 (set from the data).
+        width (int, 64): channels H.
+        n_layers (int, 4): Fourier layers.
+        projection_channels (int, 256): hidden width of Q (4H).
+        reduced (bool, False): channel-wise spectral weights (FNO2D-R; ``fno2d_r`` sets it).
+        positional_grid (bool, True): append the coordinates ``i / n``.
     """
 
     in_channels: int = 4
@@ -128,7 +134,8 @@ class FNO2DTime(nn.Module):
         self.skips = nn.ModuleList(PointwiseConv(H, H) for _ in range(config.n_layers))
         self.projection = ChannelMLP(H, config.out_channels, config.projection_channels, "gelu")
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, 2, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         x = append_context(x, ctx)
@@ -145,7 +152,8 @@ class FNO2DTime(nn.Module):
 
 @dataclass
 class FNO2DRConfig(FNO2DTimeConfig):
-    """``FNO2DTimeConfig`` with ``reduced=True`` (FNO2D-R, Table 5)."""
+    """``FNO2DTimeConfig`` (every field above) with ``reduced`` (bool, True): FNO2D-R's channel-wise spectral
+    weights (Table 5)."""
 
     reduced: bool = True
 

@@ -26,37 +26,45 @@ field's practice, from the Transolver standard-benchmark code the paper says it 
 Mamba, whose kernel it extends. Our own choices are options, off by default. The presets ``geomano/darcy`` and
 ``geomano/navier_stokes`` hold both benchmarks; their ``paper`` scale uses these readings, their ``cpu`` scale
 some of ours (said in the preset). One table, every option whose value is a reading (sizes not listed are the
-paper's or the kernel's)::
+paper's or the kernel's); the kernel's options, the rows ``correction_form`` to ``dt_rank`` but ``directions``,
+are fields of its section ``model.ssm`` (``neurodyn.nn.ssm_config.GeoMambaSSMConfig``; ``ssm_kind`` is
+``ssm.kind``, ``merge`` ``ssm.combine``, ``kernel_act`` ``ssm.act``)::
 
     option             paper (where)                                our default      why
-    -----------------  -------------------------------------------  ---------------  ------------------------------------
-    correction_form    Eqs. 9-10: sum_s C_s h_s - sum_s R_s Bbar_s  "eq9"            the paper contradicts itself (Alg. 2
-                       x ("eq9"); Alg. 2 line 32: sum_s C_s (h_s -                   prints "alg2"); Eq. 9 is the method's
-                       R_s x) ("alg2")                                               definition, printed twice (Eqs. 9, 10),
-                                                                                     and the one both remarks cite: Remark
-                                                                                     4.1 "input-adaptive residuals
-                                                                                     explicitly on Bx: see Eq. 9", Remark
-                                                                                     4.2 "dampen one, two or three copies
-                                                                                     of Bx"; Alg. 2 subtracts R_s x, not a
-                                                                                     copy of Bbar x, in a GPU-kernel listing
-                                                                                     with other misprints (the shapes of
+    -----------------  -------------------------------------------  ---------------  -----------------------------------
+    correction_form    Eqs. 9-10: sum_s C_s h_s - sum_s R_s Bbar_s  "eq9"            the paper contradicts itself (Alg.
+                       x ("eq9"); Alg. 2 line 32: sum_s C_s (h_s -                   2 prints "alg2"); Eq. 9 is the
+                       R_s x) ("alg2")                                               method's definition, printed twice
+                                                                                     (Eqs. 9, 10), and the one both
+                                                                                     remarks cite: Remark 4.1
+                                                                                     "input-adaptive residuals
+                                                                                     explicitly on Bx: see Eq. 9",
+                                                                                     Remark 4.2 "dampen one, two or
+                                                                                     three copies of Bx"; Alg. 2
+                                                                                     subtracts R_s x, not a copy of Bbar
+                                                                                     x, in a GPU-kernel listing with
+                                                                                     other misprints (the shapes of
                                                                                      Delta_bias, B, C; lines 15 and 29;
                                                                                      "line 24"). "cbx", sum_s C_s (h_s -
-                                                                                     R_s Bbar_s x), ours: removes exactly
-                                                                                     the duplicated self term (option)
+                                                                                     R_s Bbar_s x), ours: removes
+                                                                                     exactly the duplicated self term
+                                                                                     (option)
     correction,        Darcy: fixed "0011" (Table 3a best = Table   "fixed", "0011"  Darcy; geomano/navier_stokes sets
     r_pattern          1); NS: learnable (Table 3b best)                             "learnable"
-    r_order            digit k = k-th of the Sec. 4.2 directions    "paper"          as printed ("vmamba": VMamba's stack
-                       (Remark 4.2)                                                  order, option)
-    r_init             not stated                                   "zeros"          learnable R starts as the plain kernel
+    r_order            digit k = k-th of the Sec. 4.2 directions    "paper"          as printed ("vmamba": VMamba's
+                       (Remark 4.2)                                                  stack order, option)
+    r_init             not stated                                   "zeros"          learnable R starts as the plain
+                                                                                     kernel
     ssm_kind           2-D SSM for Darcy, 1-D for NS (Sec. 5.1)     "2d"             Darcy
-    directions         row, row_rev, col, col_rev (Sec. 4.2, Fig.2) "paper"          as printed ("corners": ours, option)
+    directions         row, row_rev, col, col_rev (Sec. 4.2, Fig.2) "paper"          as printed ("corners": ours,
+                                                                                     option)
     gate               Alg. 1 lines 4, 5, 13: one Z = Linear(Z)     "shared"         as printed; "split" (VMamba's
                        feeds both the conv and the gate act(Z)                       in_proj D -> 2 ED) is an option
     norm_act           Alg. 1 line 13: act(LN(Y)) * act(Z)          True             as printed (False: VMamba's LN(y))
-    d_mode             Remark 4.1: D in R^N; Alg. 2 line 5: D (ED,) "channel"        the paper contradicts itself; Alg. 2
-                                                                                     and mamba-ssm (Remark 4.1 describes
-                                                                                     Mamba's D, which is per channel)
+    d_mode             Remark 4.1: D in R^N; Alg. 2 line 5: D (ED,) "channel"        the paper contradicts itself; Alg.
+                                                                                     2 and mamba-ssm (Remark 4.1
+                                                                                     describes Mamba's D, which is per
+                                                                                     channel)
     merge              CrossMerge (not defined)                     "sum"            VMamba's CrossMerge
     kernel_act         sigma (not defined)                          SiLU             VMamba / Mamba
     ssm.expand         Alg. 1: (B, L, ED) -> (B, L, ED), As (N, ED) 1                as printed
@@ -70,8 +78,9 @@ paper's or the kernel's)::
     latent_grid        L not given                                  (8, 8)           64 latent tokens = the 64 slices of
                                                                                      Transolver's Darcy script
     positional_grid    X not specified beyond the input function    True             Transolver appends (x, y); a
-                                                                                     point-wise Eq. 6 cannot place points
-                                                                                     without them (notes 2.1 item 2)
+                                                                                     point-wise Eq. 6 cannot place
+                                                                                     points without them (notes 2.1 item
+                                                                                     2)
     lift_hidden, act   "Linear" = biased FFN with activation        c -> 2D -> D,    Transolver's lifting MLP
                        (Sec. 4.1)                                   GELU
     slice_reduce       Eq. 6: Z = LayerNorm(W^T Y)                  "sum"            as printed ("mean": Transolver's)
@@ -83,8 +92,9 @@ paper's or the kernel's)::
     decoder            Eq. 7: W = Softmax(Linear_{D -> P}(Z)),      "shared"         Eq. 7 cannot be run as printed (its
                        Y = W^T Z                                                     head, next row); the decoder is
                                                                                      Transolver's deslice with the
-                                                                                     encoder's W (resolution independent);
-                                                                                     "literal" (n_points) is Eq. 7's W
+                                                                                     encoder's W (resolution
+                                                                                     independent); "literal" (n_points)
+                                                                                     is Eq. 7's W
     head               Eq. 7: X = LayerNorm(Linear(Y))              "ln_linear"      as printed it returns only the LN
                                                                                      bias for one output channel (Darcy,
                                                                                      NS): refused; Transolver's
@@ -97,12 +107,14 @@ paper's or the kernel's)::
                                                                                      slice projection
     decoder_skip       none                                         False            as printed (True: ours)
 
-Navier-Stokes (Table 5 and the best row of Table 3b): ``width=256, ssm_kind="1d", correction="learnable",
+Navier-Stokes (Table 5 and the best row of Table 3b): ``width=256, ssm.kind="1d", ssm.correction="learnable",
 pos_embed=True``; the preset also sets a 16 x 16 latent grid (L not given).
 
 A checkpoint saved before ``correction_form`` defaulted to "eq9" and ``gate`` to "shared" names both (every
 saved config names every field); ``LEGACY_DEFAULTS`` gives a saved config that does not name them the values
-the model had then ("cbx", "split").
+the model had then ("cbx", "split"). A config saved before ``model.ssm`` held the kernel's options names them
+at the top level (``gate``, ``merge``, ...): ``FIELD_MOVES`` says where each is now, and loading a checkpoint
+or resuming a run folder moves them (``neurodyn.models.registry.move_fields``).
 
 Parameter count (soft encoder, shared decoder, ln_linear head; ``c = C_in + ctx + 2`` inputs, L latent
 tokens, MLP ratio m, per-kernel count ``P_k`` in ``neurodyn.nn.geomamba``)::
@@ -128,47 +140,50 @@ from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
 from ..nn.geo_encoder import DECODERS, HEADS, GeoDecoder, GeoEncoder
 from ..nn.geomamba import GeoMambaKernel
+from ..nn.grids import append_context, grid_channels, unified_position
+from ..nn.init import trunc_normal_init
 from ..nn.mlp import ACTIVATIONS
-from ..nn.ssm_config import SSMConfig
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
-from .fno import append_context, grid_channels
-from .lamo import check_grid2d_input, trunc_normal_init
+from ..nn.ssm_config import GeoMambaSSMConfig
+from .inputs import check_grid2d_input
 from .registry import register
-from .transolver import unified_position
 
 __all__ = ["GeoMaNOConfig", "GeoMaNO", "kernel_kwargs"]
 
 
 @dataclass
 class GeoMaNOConfig:
-    """Configuration of ``GeoMaNO`` (see the module docstring and ``neurodyn.nn.geomamba`` for the options).
+    """Configuration of ``GeoMaNO`` (one line per field: type, default, meaning; the module docstring's table says
+    where each default comes from, ``neurodyn.nn.geomamba`` what each kernel option does).
 
-    Fields:
-        in_channels, out_channels, ctx_channels: filled in from the data.
-        width: D = ED, the embedding dimension (Table 5: 64 Darcy, 256 NS).  n_layers: T (8).
-        ssm: the SSM sizes (``neurodyn.nn.ssm_config.SSMConfig``): d_state N (16), expand = SSM inner width / D
-            (1), d_conv = depthwise conv size (3; <= 1 off).
-        dt_rank: rank of the dt projection (0: ceil(D / 16)).  mlp_ratio, act: the layer's FFN (1, GELU).
-        ssm_kind: "2d" (2DGeoMamba-SSM, Darcy) or "1d" (vanilla GeoMamba-SSM, NS).
-        directions: "paper" | "vmamba" | "corners" (2-D only) | tuple of names.
-        correction: "none" | "fixed" | "learnable";  r_pattern ("0011"), r_order ("paper" | "vmamba" |
-            "directions"), r_init ("zeros" | "pattern"), correction_form ("eq9": Eqs. 9-10, the paper's |
-            "alg2": Algorithm 2 line 32 | "cbx": ours, exact removal of the self term).
-        d_mode: "channel" | "state" | "none" (Mamba's D).  merge: "sum" | "mean".
-        gate: "shared" (Algorithm 1) | "split" (VMamba);  norm_act: act(LN(y)) (True, Algorithm 1) or LN(y) (False, VMamba).
-        kernel_act: SiLU.  dt_range: initial dt range.
-        encoder: "soft" (Eq. 6) | "patch" (hard patches, patch_size).  latent_grid: (h, w) of the soft encoder.
-        lift_hidden: lifting MLP hidden width (0: 2D).  slice_reduce: "sum" (LN(W^T Y), paper) | "mean".
-        assign_prior: locality prior of the soft assignment (0: off; not in the paper).
-        assign_init: "orthogonal" (the slice projection of the Transolver / LaMO code) | "default" (as ``init``).
-        pos_embed: learned latent positional embedding (paper: on for NS, off for Darcy).
-        positional_grid: append (x1, x2) in [0, 1];  unified_pos: r > 0 replaces them by r^2 distances.
-        decoder: "shared" | "separate" | "literal" (n_points);  head: "ln_linear" | "linear_ln";
-            decoder_skip: add the lifted features before the head (not in the paper).
-        init: "torch" (PyTorch defaults) | "trunc_normal" (Transolver: Linear weights N(0, 0.02) truncated, zero
-            bias; with the literal Eq. 6 (assign_prior 0) the lifted features are then so small that the assignment
-            starts uniform, every latent token is the same, and training stalls -- see benchmarks/RESULTS.md).
-        scan_backend: "auto" | "torch" | "cpp" | "ref".
+    Attributes:
+        in_channels (int, 1): input channels (filled in from the data).
+        out_channels (int, 1): output channels (filled in from the data).
+        ctx_channels (int, 0): length of the per-sample context ``ctx`` (appended as constant channels).
+        width (int, 64): D = ED, the embedding dimension (Table 5: 64 Darcy, 256 NS).
+        n_layers (int, 8): T, GeoMaNO layers.
+        ssm (GeoMambaSSMConfig, d_state 16, expand 1, d_conv 3, kind "2d", ...): the GeoMamba kernel, every scan
+            option (``neurodyn.nn.ssm_config.GeoMambaSSMConfig``: kind, dt_rank, d_mode, combine, gate, norm_act,
+            act, correction, r_pattern, r_order, r_init, correction_form, dt_range, backend).
+        mlp_ratio (float, 1.0): hidden width of each layer's FFN, as a multiple of D.
+        act (str, "gelu"): the FFN's and the lifting's activation.
+        directions (str | tuple, "paper"): scan directions: paper | vmamba | corners (2-D only) | a tuple of names.
+        encoder (str, "soft"): soft (Eq. 6) | patch (hard p x p patches, patch_size; ours).
+        latent_grid (tuple, (8, 8)): (h, w) of the soft encoder's latent tokens (L not given: 64 = Transolver's).
+        lift_hidden (int, 0): hidden width of the lifting MLP (0: 2D).
+        slice_reduce (str, "sum"): soft encoder: LN(W^T Y) (sum, paper) | weighted mean (mean, Transolver).
+        assign_prior (float, 0.0): locality prior of the soft assignment (0: off, the paper; ours).
+        assign_init (str, "orthogonal"): the assignment projection: orthogonal (Transolver / LaMO code) | default.
+        patch_size (int, 8): patch encoder: p.
+        pos_embed (bool, False): a learned latent positional embedding (paper: on for NS, off for Darcy).
+        positional_grid (bool, True): append (x1, x2) in [0, 1].
+        unified_pos (int, 0): r > 0 replaces the coordinates by their r^2 distances to a reference grid.
+        decoder (str, "shared"): shared (the encoder's W) | separate | literal (Eq. 7's W; n_points).
+        n_points (int, 0): the literal decoder's fixed point count.
+        head (str, "ln_linear"): ln_linear (Linear(LN(Y)), Transolver's) | linear_ln (Eq. 7 as printed).
+        decoder_skip (bool, False): add the lifted features before the head (ours).
+        init (str, "torch"): torch (PyTorch defaults) | trunc_normal (Transolver: with assign_prior 0 the
+            assignment starts uniform and training stalls; benchmarks/RESULTS.md).
     """
 
     in_channels: int = 1
@@ -176,23 +191,10 @@ class GeoMaNOConfig:
     ctx_channels: int = 0
     width: int = 64
     n_layers: int = 8
-    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=16, expand=1.0, d_conv=3))
-    dt_rank: int = 0
+    ssm: GeoMambaSSMConfig = field(default_factory=lambda: GeoMambaSSMConfig(d_state=16, expand=1.0, d_conv=3))
     mlp_ratio: float = 1.0
     act: str = "gelu"
-    ssm_kind: str = "2d"
     directions: object = "paper"
-    correction: str = "fixed"
-    r_pattern: str = "0011"
-    r_order: str = "paper"
-    r_init: str = "zeros"
-    correction_form: str = "eq9"
-    d_mode: str = "channel"
-    merge: str = "sum"
-    gate: str = "shared"
-    norm_act: bool = True
-    kernel_act: str = "silu"
-    dt_range: tuple = (1e-3, 1e-1)
     encoder: str = "soft"
     latent_grid: tuple = (8, 8)
     lift_hidden: int = 0
@@ -208,29 +210,33 @@ class GeoMaNOConfig:
     head: str = "ln_linear"
     decoder_skip: bool = False
     init: str = "torch"
-    scan_backend: str = "auto"
 
-    # before the SSM section, ``ssm`` was the kind: neurodyn.models.build names the new field for it
-    FIELD_MOVES: ClassVar[dict] = {"ssm": "ssm_kind"}
+    # where the keys of older layouts are now: before the SSM section ``ssm`` was the kind; before the section held
+    # every kernel option they were flat (neurodyn.models.registry.move_fields)
+    FIELD_MOVES: ClassVar[dict] = {
+        "ssm": "ssm.kind", "ssm_kind": "ssm.kind", "dt_rank": "ssm.dt_rank", "d_mode": "ssm.d_mode",
+        "merge": "ssm.combine", "gate": "ssm.gate", "norm_act": "ssm.norm_act", "kernel_act": "ssm.act",
+        "correction": "ssm.correction", "r_pattern": "ssm.r_pattern", "r_order": "ssm.r_order",
+        "r_init": "ssm.r_init", "correction_form": "ssm.correction_form", "dt_range": "ssm.dt_range",
+        "scan_backend": "ssm.backend"}
     # a saved config that does not name these fields was made when they defaulted to ours (every config saved by
     # neurodyn names every field; this keeps a hand-written or trimmed one rebuilding the model it trained)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"correction_form": "cbx", "gate": "split"}
+    LEGACY_DEFAULTS: ClassVar[dict] = {"ssm.correction_form": "cbx", "ssm.gate": "split"}
 
 
 def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
     """Keyword arguments of ``GeoMambaKernel`` for a model config."""
     directions = cfg.directions if isinstance(cfg.directions, str) else tuple(cfg.directions)
-    return dict(d_state=cfg.ssm.d_state, expand=cfg.ssm.expand, d_conv=cfg.ssm.d_conv, dt_rank=cfg.dt_rank,
-                ssm=cfg.ssm_kind,
-                directions=directions, correction=cfg.correction, r_pattern=cfg.r_pattern, r_order=cfg.r_order,
-                r_init=cfg.r_init, correction_form=cfg.correction_form, d_mode=cfg.d_mode, merge=cfg.merge,
-                gate=cfg.gate, norm_act=cfg.norm_act, act=cfg.kernel_act, dt_range=tuple(cfg.dt_range),
-                scan_backend=cfg.scan_backend)
+    k = cfg.ssm
+    return dict(d_state=k.d_state, expand=k.expand, d_conv=k.d_conv, dt_rank=k.dt_rank, ssm=k.kind,
+                directions=directions, correction=k.correction, r_pattern=k.r_pattern, r_order=k.r_order,
+                r_init=k.r_init, correction_form=k.correction_form, d_mode=k.d_mode, merge=k.combine,
+                gate=k.gate, norm_act=k.norm_act, act=k.act, dt_range=tuple(k.dt_range), scan_backend=k.backend)
 
 
 def _validate(cfg: GeoMaNOConfig) -> None:
     check_min("geomano", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
-    check_min("geomano", cfg, ("ctx_channels", "unified_pos", "n_points", "lift_hidden", "dt_rank"), 0)
+    check_min("geomano", cfg, ("ctx_channels", "unified_pos", "n_points", "lift_hidden"), 0)
     check_choice("geomano encoder ('soft': Eq. 6, 'patch': hard patches)", cfg.encoder, ("soft", "patch"))
     if cfg.encoder == "patch" and cfg.patch_size < 1:
         raise ConfigError(f"geomano patch_size must be >= 1, got {cfg.patch_size}.")
@@ -293,7 +299,8 @@ class GeoMaNO(nn.Module):
             a = torch.cat([a, coords], dim=-1)
         return a, coords
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid2d_input("GeoMaNO", x, cfg.in_channels, pos, ctx, cfg.ctx_channels, self,
                            pos_hint=" (regular grids only, as in the paper)")
@@ -327,8 +334,9 @@ def parameter_count(cfg: GeoMaNOConfig) -> int:
     h = cfg.lift_hidden or 2 * D
     enc = c * h + h + h * D + D + D * L + L + 2 * D + (L * D if cfg.pos_embed else 0)
     K = 4 if isinstance(cfg.directions, str) else len(tuple(cfg.directions))
-    pk = kernel_parameter_count(D, cfg.ssm.d_state, cfg.ssm.expand, cfg.ssm.d_conv, cfg.dt_rank, K,
-                                cfg.correction == "learnable", cfg.d_mode, cfg.gate)
+    k = cfg.ssm
+    pk = kernel_parameter_count(D, k.d_state, k.expand, k.d_conv, k.dt_rank, K, k.correction == "learnable",
+                                k.d_mode, k.gate)
     m = int(round(D * cfg.mlp_ratio))
     layer = 4 * D + pk + (2 * D * m + m + D if m > 0 else -2 * D)
     return enc + cfg.n_layers * layer + 2 * D + D * cfg.out_channels + cfg.out_channels

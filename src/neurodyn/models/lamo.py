@@ -48,71 +48,77 @@ by ``variant`` (docs/papers/notes-lamo.md, Sec. 2):
 
 Every reading, in one table. "paper" is what the paper prints (where: section, equation, table); where it is
 silent the value is the authors' released code (docs/papers/notes-lamo.md 2.5, 2.9); "ours" marks a choice of
-ours. The config defaults serve every variant; the ``lamo/*`` presets' ``paper`` scale sets the paper's value
+ours; ``ssm.*`` are the fields of the scan's section (``model.ssm``, ``neurodyn.nn.ssm_config.LatentSSMConfig``).
+The config defaults serve every variant; the ``lamo/*`` presets' ``paper`` scale sets the paper's value
 wherever it differs from the default (the grids: Table 6's heads, Remark 3.2's corners, Algorithm 1's missing
 norm, the grid code's initialisation), and the ``cpu`` scale says which of the code's choices it keeps::
 
     option               paper (where)                             our default          why
-    -------------------  ----------------------------------------  -------------------  ---------------------------------
-    ssm_heads            Table 6, App. D.2: 1 (Darcy), 4 (others)  4                    Table 6 for five of six
+    -------------------  ----------------------------------------  -------------------  --------------------------------
+    ssm.heads            Table 6, App. D.2: 1 (Darcy), 4 (others)  4                    Table 6 for five of six
                                                                                         benchmarks; lamo/darcy sets 1
-    a_mode, dt_mode      Remark 2.1: Mamba's A diagonal; Eq. 7     "head", "head"       the paper contradicts itself:
+    ssm.a_mode, dt_mode  Remark 2.1: Mamba's A diagonal; Eq. 7     "head", "head"       the paper contradicts itself:
                          S6 (a step per channel)                                        Table 9 prints 1.1 M for Darcy,
                                                                                         which only the code's Mamba-2
                                                                                         heads (a scalar A and a step per
                                                                                         head) give; a step per channel
                                                                                         gives 1.2 M, a diagonal A 1.4 M
                                                                                         ("channel" / "diag": options)
-    discretization       ZOH, Eqs. 4-5 (Prop. 3.3: "aligns with     "euler"              the code and every Mamba kernel;
-                         the Euler method")                                             Prop. 3.3 / Cor. B.6 identify the
-                                                                                        two to first order ("zoh": option,
-                                                                                        head A only)
-    directions (grids)   Remark 3.2: TL -> BR, BR -> TL, TR -> BL,  "auto" = "cross"     the code's VMamba cross-scan
-                         BL -> TR ("corners")                                           (row, row_rev, col, col_rev); the
-                                                                                        grid presets' paper scale sets
-                                                                                        "corners"
+    ssm.discretization   ZOH, Eqs. 4-5 (Prop. 3.3: "aligns with     "euler"             the code and every Mamba kernel;
+                         the Euler method")                                             Prop. 3.3 / Cor. B.6 identify
+                                                                                        the two to first order ("zoh":
+                                                                                        option, head A only)
+    directions (grids)   Remark 3.2: TL -> BR, BR -> TL, TR -> BL,  "auto" = "cross"    the code's VMamba cross-scan
+                         BL -> TR ("corners")                                           (row, row_rev, col, col_rev);
+                                                                                        the grid presets' paper scale
+                                                                                        sets "corners"
     directions (meshes)  bidirectional (Sec. 3.2, Fig. 1)          "auto" = "bi"        as printed
-    ssm_layout           Algorithm 1: Delta, B, C = Linear(X^) per "x_proj"             as printed (and the grid code);
+    ssm.layout           Algorithm 1: Delta, B, C = Linear(X^) per "x_proj"             as printed (and the grid code);
                          direction                                                      the mesh presets use the code's
                                                                                         mixers ("hydra" Elasticity /
-                                                                                        Airfoil, "fused" Pipe): Table 9's
-                                                                                        Pipe maximum 4.0 M comes only from
-                                                                                        the code's bi-Mamba2 (Algorithm 1:
-                                                                                        4.4 M), so the paper contradicts
-                                                                                        itself and its numbers were made
-                                                                                        with the code's mixers
-    ssm_norm             Algorithm 1, Eq. 13: none before the gate  "rmsnorm"            Mamba-2's gated norm (the code's
-                                                                                        mesh mixers); grid code LayerNorm;
-                                                                                        the grid presets' paper scale
-                                                                                        sets "none"
-    ssm_act              SiLU (Eq. 13)                             "silu"               as printed (grid code: GELU)
-    ssm_combine          sum over directions (Eq. 13, Alg. 1 l. 9) "sum"                as printed (bi-Mamba2 code: mean,
-                                                                                        lamo/pipe)
-    ssm_conv, d_conv     kernel 3 (App. D.2); Fig. 1: a Conv1d per  "auto", 3             grids: the code's depthwise 3 x 3
-                         direction                                                      Conv2d (the paper gives no grid
-                                                                                        conv); sequences: causal Conv1d
-                                                                                        per direction as Fig. 1 (Hydra:
-                                                                                        its shared non-causal conv)
+                                                                                        Airfoil, "fused" Pipe): Table
+                                                                                        9's Pipe maximum 4.0 M comes
+                                                                                        only from the code's bi-Mamba2
+                                                                                        (Algorithm 1: 4.4 M), so the
+                                                                                        paper contradicts itself and its
+                                                                                        numbers were made with the
+                                                                                        code's mixers
+    ssm.norm             Algorithm 1, Eq. 13: none before the gate  "rmsnorm"           Mamba-2's gated norm (the code's
+                                                                                        mesh mixers); grid code
+                                                                                        LayerNorm; the grid presets'
+                                                                                        paper scale sets "none"
+    ssm.act              SiLU (Eq. 13)                             "silu"               as printed (grid code: GELU)
+    ssm.combine          sum over directions (Eq. 13, Alg. 1 l. 9) "sum"                as printed (bi-Mamba2 code:
+                                                                                        mean, lamo/pipe)
+    ssm.conv, d_conv     kernel 3 (App. D.2); Fig. 1: a Conv1d per  "auto", 3           grids: the code's depthwise 3 x
+                         direction                                                      3 Conv2d (the paper gives no
+                                                                                        grid conv); sequences: causal
+                                                                                        Conv1d per direction as Fig. 1
+                                                                                        (Hydra: its shared non-causal
+                                                                                        conv)
     ssm.d_state, expand  64 (Table 6), 2 (Table 2's best)          64, 2                as printed
-    a_init_range,        not stated                                U[1, 16], dt in      Mamba-2's; the grid code's A = -1,
-    dt_range                                                       [1e-3, 0.1]          dt_bias 0.1 U(0, 1) (a_init_range
-                                                                                        (1, 1), dt_range (0.693, 0.744)) in
-                                                                                        the grid presets' paper scale
+    ssm.a_init_range,    not stated                                U[1, 16], dt in      Mamba-2's; the grid code's A =
+                                                                                        -1,
+    dt_range                                                       [1e-3, 0.1]          dt_bias 0.1 U(0, 1)
+                                                                                        (a_init_range (1, 1), dt_range
+                                                                                        (0.693, 0.744)) in the grid
+                                                                                        presets' paper scale
     mlp_ratio            not stated                                4                    the grid code (meshes 1, Pipe 2:
                                                                                         presets)
-    decoder              Eq. 14: W = Softmax(Linear_{D -> N}(Z))   "shared"             the paper contradicts itself (the
-                         (fixed N); the proof of Thm. B.12 reuses                       proof and the code reuse the
-                         the encoder's W                                                encoder's W, mesh independent);
-                                                                                        "literal": Eq. 14
+    decoder              Eq. 14: W = Softmax(Linear_{D -> N}(Z))   "shared"             the paper contradicts itself
+                         (fixed N); the proof of Thm. B.12 reuses                       (the proof and the code reuse
+                         the encoder's W                                                the encoder's W, mesh
+                                                                                        independent); "literal": Eq. 14
     encoder form         Eqs. 9-10: W = softmax(Linear(X)),        the code's slicing   separate x / f projections, a
-    (slice_*)            Z = W^T X                                                      temperature, weighted means, heads
-                                                                                        (Transolver's, which Remark 3.1
-                                                                                        generalises); options reach Eq. 9
-    share_encoder        App. D.2, Table 7: one pair on grids;      True                 per preset (Pipe: unshared)
+    (slice_*)            Z = W^T X                                                      temperature, weighted means,
+                                                                                        heads (Transolver's, which
+                                                                                        Remark 3.1 generalises); options
+                                                                                        reach Eq. 9
+    share_encoder        App. D.2, Table 7: one pair on grids;      True                per preset (Pipe: unshared)
                          shared Elasticity / Airfoil, unshared
                          Pipe / Plasticity
-    patch tokens         Tables 2, 6: 1936 = 44^2 (Darcy), 1024    patch_size 2         as printed (85 padded to 88 as the
-                                                                                        code)
+    patch tokens         Tables 2, 6: 1936 = 44^2 (Darcy), 1024    patch_size 2         as printed (85 padded to 88 as
+                                                                                        the code)
     pos_embed,           not stated                                True (zeros), True   the grid code
     positional_grid
     init, placeholder    not stated                                the code's           trunc_normal(0.02) + orthogonal
@@ -121,8 +127,8 @@ norm, the grid code's initialisation), and the ``cpu`` scale says which of the c
     residual / MLP       Eqs. 11-12 on latent tokens               grids: latent;       the code (Transolver's block) on
     placement                                                      meshes: physical     meshes
     grid_transfer        not addressed                             "resample"           ours (RESULTS.md: 1.07x the
-                                                                                        training-resolution error against
-                                                                                        4.1x for "tokens")
+                                                                                        training-resolution error
+                                                                                        against 4.1x for "tokens")
 
 Not reproduced: the grid code's unused 2-value "placeholder" parameter (2 parameters).
 
@@ -132,25 +138,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
+from ..nn.grids import append_context, grid_channels
+from ..nn.init import trunc_normal_init
 from ..nn.mamba import LatentSSM, mixer_directions
-from ..nn.mlp import ACTIVATIONS, ChannelMLP
+from ..nn.mlp import ACTIVATIONS
 from ..nn.patch import PatchEmbed2d, PatchUnembed2d, patch_forward, resize_pos_embed
-from ..nn.slice import SliceDecoder, SliceEncoder
+from ..nn.point_operator import PointOperator, mesh_features
+from ..nn.slice import SliceDecoder, SliceEncoder, slice_clamp
+from ..nn.ssm_config import LatentSSMConfig
 from ..ops.resample import resample_grid
-from ..nn.ssm_config import SSMConfig
-from .fno import append_context, check_ctx, check_grid_extras, grid_channels
-from .inputs import check_input
+from .inputs import check_grid2d_input, check_mesh_input
 from .registry import register
 
-__all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "PointOperator", "timestep_embedding", "mesh_features",
-           "check_grid2d_input", "VARIANTS"]
+__all__ = ["LaMOConfig", "LaMO", "LatentSliceMixer", "VARIANTS"]
 
 VARIANTS = ("grid", "structured_mesh", "point_cloud")
 GRID_TRANSFERS = ("resample", "tokens")
@@ -158,32 +165,46 @@ GRID_TRANSFERS = ("resample", "tokens")
 
 @dataclass
 class LaMOConfig:
-    """Configuration of ``LaMO`` (see the module docstring).
+    """Configuration of ``LaMO`` (one line per field: type, default, meaning; the module docstring's table says
+    where each default comes from).
 
-    Fields:
-        in_channels, out_channels: input / output channels (filled in from the data).
-        variant: "grid", "structured_mesh" or "point_cloud".
-        width: embedding dimension D.  n_layers: latent blocks L.  mlp_ratio, act: channel MLP.
-        ssm: the SSM sizes (``neurodyn.nn.ssm_config.SSMConfig``; Table 6: d_state 64, expand 2, kernel 3).
-        ssm_heads, ssm_groups: heads and B/C groups of the SSM.
-        directions: "auto" (grid: "cross", meshes: "bi"), "uni", "bi", "cross", "corners" (grids) or a tuple
-            of names (``neurodyn.nn.mamba.mixer_directions``).
-        ssm_layout, ssm_conv, ssm_combine, ssm_norm, ssm_act, discretization, a_mode, a_init, dt_mode, a_init_range,
-            dt_range: SSM choices (``neurodyn.nn.mamba``).
-        patch_size, pad_multiple (0: patch_size), grid_size (nominal (H, W): the training grid; sizes the
-            positional embedding), grid_transfer ("resample" | "tokens": inputs of another size),
-            pos_embed, pos_embed_interp: grid variant.
-        positional_grid: append linspace(0, 1) coordinates of the (index) grid (grid and structured mesh).
-        n_slices (M), slice_heads, slice_temperature, slice_clamp (None: [0.1, 5] on structured meshes,
-            none on point clouds; () disables), share_encoder, decoder ("shared" | "separate" | "literal"),
-            n_points (literal decoder only), slice_normalize, slice_value_projection: mesh variants.
-        pos_channels: coordinate channels of ``pos`` used as extra input features (0: ``pos`` is ignored,
-            e.g. when the coordinates are the input ``x`` itself, as for Elasticity).
-        placeholder: learned vector added after the lifting (code).
-        ctx_channels: length of ``ctx`` (appended as constant channels), or with time_embedding the time
-            (``ctx[:, 0]``, sinusoidal embedding -> Linear-SiLU-Linear, added after the lifting).
-        init: "auto" (trunc_normal on meshes, torch defaults on grids), "trunc_normal" or "torch".
-        scan_backend: ``ops.selective_scan`` backend.
+    Attributes:
+        in_channels (int, 1): input channels (filled in from the data).
+        out_channels (int, 1): output channels (filled in from the data).
+        variant (str, "grid"): grid | structured_mesh | point_cloud.
+        width (int, 64): embedding dimension D.
+        n_layers (int, 8): latent blocks L.
+        mlp_ratio (float, 4.0): hidden width of each block's channel MLP, as a multiple of D.
+        act (str, "gelu"): the channel MLP's activation.
+        ssm (LatentSSMConfig, d_state 64, expand 2, d_conv 3, heads 4, ...): the latent SSM, every scan option
+            (``neurodyn.nn.ssm_config.LatentSSMConfig``: heads, groups, layout, conv, combine, norm, act,
+            discretization, a_mode, a_init, dt_mode, a_init_range, dt_range, backend).
+        directions (str | tuple, "auto"): scan orders: auto (grid: cross, meshes: bi) | uni | bi | cross | corners
+            (grids) | a tuple of names (``neurodyn.nn.mamba.mixer_directions``).
+        patch_size (int, 2): grid: p x p patches per token.
+        pad_multiple (int, 0): grid: zero-pad H, W to a multiple of this (0: patch_size).
+        grid_size (tuple, (85, 85)): grid: the training grid (H, W); sizes the positional embedding.
+        grid_transfer (str, "resample"): grid: inputs of another size: resample (onto grid_size) | tokens.
+        pos_embed (bool, True): grid: a learned positional embedding of the token grid (zeros at first).
+        pos_embed_interp (bool, True): grid: resize the positional embedding bilinearly for another token grid.
+        positional_grid (bool, True): append linspace(0, 1) coordinates of the (index) grid (grid, structured mesh).
+        n_slices (int, 64): meshes: latent tokens M.
+        slice_heads (int, 8): meshes: slice heads; must divide width.
+        slice_temperature (float, 0.5): meshes: initial softmax temperature of the slice weights.
+        slice_clamp (tuple | None, None): meshes: temperature clamp (None: [0.1, 5] on structured meshes, none on
+            point clouds; (): off).
+        share_encoder (bool, True): meshes: one slice encoder for every block (App. D.2's shared weights).
+        decoder (str, "shared"): meshes: shared (the encoder's W) | separate | literal (Eq. 14; n_points).
+        n_points (int, 0): meshes: the fixed point count of the literal decoder.
+        slice_normalize (bool, True): meshes: slice tokens are weighted means (False: plain sums, Eq. 10).
+        slice_value_projection (bool, True): meshes: a separate value projection (False: Eq. 9's one projection).
+        pos_channels (int, 0): channels of ``pos`` used as input features (0: ``pos`` ignored, e.g. when the
+            coordinates are ``x`` itself, as for Elasticity).
+        placeholder (bool, True): meshes: a learned vector added after the lifting (the code's).
+        ctx_channels (int, 0): length of ``ctx`` (appended as constant channels; with time_embedding the time).
+        time_embedding (bool, False): meshes: ``ctx[:, 0]`` as a time, sinusoidal embedding -> Linear-SiLU-Linear
+            added after the lifting.
+        init (str, "auto"): auto (trunc_normal on meshes, torch defaults on grids) | trunc_normal | torch.
     """
 
     in_channels: int = 1
@@ -193,21 +214,8 @@ class LaMOConfig:
     n_layers: int = 8
     mlp_ratio: float = 4.0
     act: str = "gelu"
-    ssm: SSMConfig = field(default_factory=lambda: SSMConfig(d_state=64, expand=2.0, d_conv=3))
-    ssm_heads: int = 4
-    ssm_groups: int = 1
-    directions: Union[str, tuple] = "auto"
-    ssm_layout: str = "x_proj"
-    ssm_conv: str = "auto"
-    ssm_combine: str = "sum"
-    ssm_norm: str = "rmsnorm"
-    ssm_act: str = "silu"
-    discretization: str = "euler"
-    a_mode: str = "head"
-    a_init: str = "auto"             # auto: U[a_init_range] per head, A_n = n (Mamba-1) for a_mode=diag
-    dt_mode: str = "head"            # head: a Delta per SSM head (Mamba-2) | channel: per channel (S6, Eq. 7)
-    a_init_range: tuple = (1.0, 16.0)
-    dt_range: tuple = (1e-3, 1e-1)
+    ssm: LatentSSMConfig = field(default_factory=lambda: LatentSSMConfig(d_state=64, expand=2.0, d_conv=3))
+    directions: str | tuple = "auto"
     patch_size: int = 2
     pad_multiple: int = 0
     grid_size: tuple = (85, 85)
@@ -218,7 +226,7 @@ class LaMOConfig:
     n_slices: int = 64
     slice_heads: int = 8
     slice_temperature: float = 0.5
-    slice_clamp: Optional[tuple] = None
+    slice_clamp: tuple | None = None
     share_encoder: bool = True
     decoder: str = "shared"
     n_points: int = 0
@@ -229,12 +237,19 @@ class LaMOConfig:
     ctx_channels: int = 0
     time_embedding: bool = False
     init: str = "auto"
-    scan_backend: str = "auto"
+
+    # the flat keys of configs saved before the ssm section held every scan option -> where they are now
+    FIELD_MOVES: ClassVar[dict] = {
+        "ssm_heads": "ssm.heads", "ssm_groups": "ssm.groups", "ssm_layout": "ssm.layout", "ssm_conv": "ssm.conv",
+        "ssm_combine": "ssm.combine", "ssm_norm": "ssm.norm", "ssm_act": "ssm.act",
+        "discretization": "ssm.discretization", "a_mode": "ssm.a_mode", "a_init": "ssm.a_init",
+        "dt_mode": "ssm.dt_mode", "a_init_range": "ssm.a_init_range", "dt_range": "ssm.dt_range",
+        "scan_backend": "ssm.backend"}
 
 
 def _validate(cfg: LaMOConfig) -> None:
     check_choice("lamo variant", cfg.variant, VARIANTS)
-    check_min("lamo", cfg, ("in_channels", "out_channels", "width", "n_layers", "ssm_heads", "ssm_groups"), 1)
+    check_min("lamo", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
     check_min("lamo", cfg, ("ctx_channels", "pos_channels", "pad_multiple", "n_points"), 0)
     check_choice("lamo act", str(cfg.act).lower(), ACTIVATIONS)
     check_choice("lamo init", cfg.init, ("auto", "trunc_normal", "torch"))
@@ -251,64 +266,6 @@ def _validate(cfg: LaMOConfig) -> None:
     else:
         if cfg.slice_heads < 1 or cfg.width % cfg.slice_heads:
             raise ConfigError(f"lamo width ({cfg.width}) must be divisible by slice_heads ({cfg.slice_heads}).")
-
-
-def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
-    """Sinusoidal embedding ``[cos(t f_k), sin(t f_k)]`` with ``f_k = max_period^(-k / (dim/2))``: (B,) -> (B, dim)."""
-    half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=t.dtype, device=t.device) / half)
-    args = t[:, None] * freqs[None]
-    emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
-    if dim % 2:
-        emb = torch.cat([emb, torch.zeros_like(emb[:, :1])], dim=-1)
-    return emb
-
-
-def check_grid2d_input(name: str, x, in_channels: int, pos, ctx, ctx_channels: int, model: nn.Module,
-                       pos_hint: str = "") -> None:
-    """Check a regular-grid input: ``x (B, H, W, in_channels)`` of ``model``'s dtype, ``pos`` None, ``ctx
-    (B, ctx_channels)`` or None."""
-    check_input(name, x, model, f"(batch, H, W, {in_channels}) on a regular grid, channels last", (4,), in_channels)
-    check_grid_extras(name, x.shape[0], pos, ctx, ctx_channels, pos_hint)
-
-
-def mesh_features(name: str, x: torch.Tensor, pos, ctx, *, model: nn.Module, structured: bool, in_channels: int,
-                  pos_channels: int, ctx_channels: int, positional_grid: bool, ctx_as_channels: bool = True):
-    """Check a mesh / point-cloud input (``x`` of ``model``'s dtype); assemble the per-point features ``(B, N, c)``.
-
-    Returns ``(features, grid)`` where ``grid`` is the (H, W) index grid of a structured mesh (None for
-    point clouds). Feature order: ``[pos, x, ctx (constant), normalised index coordinates]``; ``pos`` is
-    used only when ``pos_channels > 0`` (otherwise ignored: datasets pass it also when it is ``x`` itself).
-    """
-    if structured:
-        check_input(f"{name} (structured mesh)", x, model, f"(batch, H, W, {in_channels}) on the mesh index grid, "
-                    "channels last", (4,), in_channels)
-        b, hh, ww, _ = x.shape
-        grid = (hh, ww)
-        parts = [x.reshape(b, hh * ww, in_channels)]
-    else:
-        check_input(f"{name} (point cloud)", x, model, f"(batch, N, {in_channels})", (3,), in_channels)
-        b = x.shape[0]
-        grid = None
-        parts = [x]
-    n = parts[0].shape[1]
-    if pos_channels > 0:
-        if pos is None:
-            raise ValueError(f"{name} was configured with pos_channels={pos_channels} but got pos=None; expected "
-                             f"pos of shape ({b}, {n}, {pos_channels}).")
-        p = pos.reshape(b, -1, pos.shape[-1]).to(x.dtype)
-        if p.shape != (b, n, pos_channels):
-            raise ValueError(f"{name} pos has shape {tuple(pos.shape)}; expected ({b}, {n}, {pos_channels}) "
-                             f"(one {pos_channels}-d coordinate per point).")
-        parts.insert(0, p)
-    # pos_channels = 0: the coordinates are not a separate input (a dataset may pass pos even when it is
-    # the input x itself, as for Elasticity); they are ignored.
-    check_ctx(name, ctx, b, ctx_channels)
-    if ctx is not None and ctx_as_channels:
-        parts.append(ctx.to(x.dtype)[:, None, :].expand(b, n, ctx.shape[-1]))
-    if structured and positional_grid:
-        parts.append(grid_channels(grid, b, x.dtype, x.device).reshape(b, n, 2))
-    return torch.cat(parts, dim=-1), grid
 
 
 class LatentSliceMixer(nn.Module):
@@ -331,60 +288,7 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
     directions = cfg.directions
     if directions == "auto":
         directions = "cross" if grid else "bi"
-    return LatentSSM(cfg.width, d_state=cfg.ssm.d_state, expand=cfg.ssm.expand, n_heads=cfg.ssm_heads,
-                     n_groups=cfg.ssm_groups, d_conv=cfg.ssm.d_conv, directions=mixer_directions(directions, grid),
-                     layout=cfg.ssm_layout, conv=cfg.ssm_conv, combine=cfg.ssm_combine, norm=cfg.ssm_norm,
-                     act=cfg.ssm_act, discretization=cfg.discretization, a_mode=cfg.a_mode,
-                     a_init=cfg.a_init, dt_mode=cfg.dt_mode,
-                     a_init_range=tuple(cfg.a_init_range), dt_range=tuple(cfg.dt_range), backend=cfg.scan_backend)
-
-
-def trunc_normal_init(model: nn.Module, skip=()) -> None:
-    """Truncated-normal(std 0.02) weights and zero biases for every ``nn.Linear`` not in ``skip`` (code init)."""
-    skip_ids = {id(m) for m in skip}
-    for m in model.modules():
-        if isinstance(m, nn.Linear) and id(m) not in skip_ids:
-            nn.init.trunc_normal_(m.weight, std=0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-
-
-def slice_clamp(clamp, structured: bool):
-    """The configured slice-temperature clamp: None -> [0.1, 5] on structured meshes (none on point clouds),
-    () -> off."""
-    if clamp is None:
-        return (0.1, 5.0) if structured else None
-    return None if len(tuple(clamp)) == 0 else clamp
-
-
-class PointOperator(nn.Module):
-    """The point-token path shared by LaMO's mesh variants and Transolver (config fields ``width``, ``act``,
-    ``placeholder``, ``time_embedding``, ``out_channels``; ``self.blocks``, the last one projecting to C_out)::
-
-        h = MLP_{c -> 2D -> D}(features) + placeholder [+ MLP(timestep_embedding(ctx[:, 0]))]   # (B, N, D)
-        h = block_L( ... block_1(h))                                                      # (B, N, C_out)
-        y = h reshaped to x's shape with C_out channels
-    """
-
-    def _init_lifting(self, c_in: int) -> None:
-        cfg, D = self.config, self.config.width
-        self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
-        self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
-        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
-
-    def _init_weights(self) -> None:
-        """Code initialisation: trunc_normal Linear weights, the slice projections orthogonal (as built)."""
-        trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
-
-    def _forward_points(self, feats: torch.Tensor, grid, ctx, x: torch.Tensor) -> torch.Tensor:
-        h = self.lift(feats)
-        if self.placeholder is not None:
-            h = h + self.placeholder
-        if self.time_fc is not None:
-            h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), self.config.width))[:, None, :]
-        for blk in self.blocks:
-            h = blk(h, grid=grid)
-        return h.reshape(*x.shape[:-1], self.config.out_channels)
+    return LatentSSM.from_config(cfg.width, cfg.ssm, mixer_directions(directions, grid))
 
 
 @register("lamo", LaMOConfig)
@@ -462,13 +366,14 @@ class LaMO(PointOperator):
         y = patch_forward(a, self.multiple, self.patch, self.blocks, self.unpatch, self._grid_pos_embed)
         return resample_grid(y, size) if resample else y
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         if cfg.variant == "grid":
             return self._forward_grid(x, pos, ctx)
         structured = cfg.variant == "structured_mesh"
-        feats, grid = mesh_features("LaMO", x, pos, ctx, model=self, structured=structured,
-                                    in_channels=cfg.in_channels, pos_channels=cfg.pos_channels,
-                                    ctx_channels=cfg.ctx_channels, positional_grid=cfg.positional_grid,
-                                    ctx_as_channels=not cfg.time_embedding)
+        check_mesh_input("LaMO", x, pos, ctx, model=self, structured=structured, in_channels=cfg.in_channels,
+                         pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels)
+        feats, grid = mesh_features(x, pos, ctx, structured=structured, pos_channels=cfg.pos_channels,
+                                    positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
         return self._forward_points(feats, grid, ctx, x)

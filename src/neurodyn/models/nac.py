@@ -47,22 +47,25 @@ timing").
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import torch
 
 from ..errors import ConfigError, check_choice
 from ..nn.nac import PROFILES, NACAttention, NACOptions, resolve_options
+from ..nn.sequence_host import SequenceHost
+from .inputs import check_sequence_input
+from ..nn.sequence_host import HostConfig
 from .registry import register
-from .sequence_baselines import SequenceHost
 
 # compat_version 1 (checkpoints saved before compat="tuned" existed): what each compat name meant then
 LEGACY_COMPAT = {"paper": "tuned", "released": "released"}
 
 
 @dataclass
-class NACConfig:
+class NACConfig(HostConfig):
     """Config of the ``nac`` model (one line per field: type, default, meaning).
 
     Attributes:
@@ -94,9 +97,7 @@ class NACConfig:
     resolved options: change ``compat`` on a mapping (or a preset), not on a built config.
     """
 
-    in_channels: int = 1
-    out_channels: int = 10
-    d_model: int = 64
+    d_model: int = 64  # in_channels, out_channels and the host's fields come from HostConfig
     n_heads: int = 8
     mode: str = "exact"
     topk: int | None = 8
@@ -109,12 +110,6 @@ class NACConfig:
     time_scale: float = 1.0
     token_mode: str = "sequence"
     seed: int = 22222
-    conv_channels: tuple = ()
-    conv_kernel: int = 5
-    dense: tuple = (32,)
-    pool: str = "last"
-    per_step: bool = False
-    dropout: float = 0.0
     attn_dropout: float = 0.0
 
     # Checkpoints saved before the options section: the registry's upgrade_config moves their flat option fields
@@ -156,6 +151,9 @@ class NACModel(SequenceHost):
         for m in self.front:
             if isinstance(m, torch.nn.Conv1d) and init is not None:
                 init(m)
+
+    def check_input(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> None:
+        check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
 
     def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale

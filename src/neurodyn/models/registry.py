@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..config_types import check_field_types
-from ..errors import DataError, ConfigError, unknown_name
+from ..errors import ConfigError, DataError, unknown_name
 
 _MODELS: dict[str, tuple[type[nn.Module], type]] = {}
 
@@ -96,15 +97,43 @@ def _tuples(values: dict[str, Any]) -> dict[str, Any]:
 def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
     """The nested dataclass of ``field`` from a mapping (over the model's defaults) or an instance."""
     default = field.default_factory()
-    if dataclasses.is_dataclass(value):
+    if isinstance(value, type(default)):
         return value
+    if dataclasses.is_dataclass(value):  # e.g. the shared sizes (SSMConfig) given for a model's richer section
+        value = dataclasses.asdict(value)
     if not isinstance(value, Mapping):
-        moved = getattr(config_cls, "FIELD_MOVES", {}).get(field.name)
+        moved = _field_moves(config_cls).get(field.name)
         hint = f" The value {value!r} belongs in the field {moved!r} (model.{moved}={value})." if moved else ""
         raise ConfigError(f"model {name!r} config field {field.name!r} is a section with the fields "
                           f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
                           f"{dataclasses.fields(default)[0].name}=...); got {value!r}.{hint}")
     return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
+
+
+def _field_moves(config_cls: type) -> dict[str, str]:
+    """``{old key: new dotted key}`` of a config whose fields moved (the config's ``FIELD_MOVES``): a flat key
+    that went into a section (LaMO ``ssm_heads`` -> ``ssm.heads``) or, for a section's own name, a non-mapping
+    value that went to a field (GeoMaNO ``ssm: 2d`` -> ``ssm.kind``)."""
+    return dict(getattr(config_cls, "FIELD_MOVES", {}))
+
+
+def _moved_keys(config_cls: type, keys: Iterable[str]) -> dict[str, str]:
+    """``{key: dotted key it moved to}`` for the keys of ``keys`` that are no field of ``config_cls``: renamed ones
+    (``FIELD_MOVES``) and keys of a section given at the top level under their own name (``d_state``)."""
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    moves = _field_moves(config_cls)
+    out = {}
+    for k in keys:
+        if k in fields:
+            continue
+        if k in moves:
+            out[k] = moves[k]
+            continue
+        for s, f in _sections(config_cls).items():
+            if k in {g.name for g in dataclasses.fields(f.default_factory())}:
+                out[k] = f"{s}.{k}"
+                break
+    return out
 
 
 def config_fields(name: str) -> list[str]:
@@ -119,12 +148,12 @@ def check_config_keys(name: str, values: Mapping[str, Any]) -> None:
     sections = _sections(config_cls)
     fields = [f.name for f in dataclasses.fields(config_cls)]
     unknown = [k for k in values if k not in fields]
-    moved = {k: s for k in unknown for s, f in sections.items()
-             if k in {g.name for g in dataclasses.fields(f.default_factory())}}
+    moved = _moved_keys(config_cls, unknown)
     if moved:
-        said = ", ".join(f"model.{k} -> model.{s}.{k}" for k, s in moved.items())
+        said = ", ".join(f"model.{k} -> model.{to}" for k, to in moved.items())
+        section, _, sub = next(iter(moved.values())).partition(".")
         raise ConfigError(f"model {name!r}: config field(s) moved into a section: {said} (in a preset: "
-                          f"'{next(iter(moved.values()))}: {{{next(iter(moved))}: ...}}').")
+                          f"'{section}: {{{sub}: ...}}').")
     if unknown:
         raise _unknown_fields(f"model {name!r}", unknown, fields)
     for key, field in sections.items():
@@ -159,25 +188,59 @@ def make_config(name: str, config: Any = None, **overrides: Any):
     return config_cls(**check_field_types(config_cls, values, "model"))
 
 
-def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved config of the layout before nested sections, rewritten to today's (for checkpoints only).
+def move_fields(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` (a saved model config, or a run folder's ``model`` section without ``name``) with every key of an
+    older layout moved to where it is today, and nothing else changed.
 
-    Top-level keys of a section move into it (``d_state`` -> ``ssm.d_state``); a non-mapping value of a
-    section's name goes to the field named by the config's ``FIELD_MOVES`` (GeoMaNO: ``ssm`` -> ``ssm_kind``);
-    a field the saved config predates takes the value the model had before the field existed, from the
-    config's ``LEGACY_DEFAULTS`` (CHONN: ``merge="sum"``), not today's default.
+    Keys of a section given at the top level move into it (``d_state`` -> ``ssm.d_state``; a top-level field of
+    the same name stays: LaMO's ``act`` is not ``ssm.act``); the config's ``FIELD_MOVES`` renames the others
+    (LaMO ``ssm_heads`` -> ``ssm.heads``, GeoMaNO ``merge`` -> ``ssm.combine``; a non-mapping value of a section's
+    name, GeoMaNO's old ``ssm: 2d``, goes to ``ssm.kind``). Where a saved config holds a key both flat and in its
+    section, the section's value wins. Idempotent: a config of today's layout comes back unchanged.
     """
     _, config_cls = entry(name)
     out = dict(config)
-    for key, value in getattr(config_cls, "LEGACY_DEFAULTS", {}).items():
-        out.setdefault(key, value)
-    for key, field in _sections(config_cls).items():
-        if key in out and not isinstance(out[key], Mapping):
-            out[getattr(config_cls, "FIELD_MOVES", {})[key]] = out.pop(key)
-        sub = {f.name for f in dataclasses.fields(field.default_factory())}
-        moved = {k: out.pop(k) for k in list(out) if k in sub}
-        if moved:
-            out[key] = {**moved, **dict(out.get(key) or {})}
+    sections = _sections(config_cls)
+    nested: dict[str, dict[str, Any]] = {}
+    for key, target in _field_moves(config_cls).items():
+        if key not in out or (key in sections and isinstance(out[key], Mapping)):
+            continue
+        value = out.pop(key)
+        section, _, sub = target.partition(".")
+        if sub:
+            nested.setdefault(section, {})[sub] = value
+        else:
+            out[section] = value
+    for key, to in _moved_keys(config_cls, list(out)).items():
+        section, _, sub = to.partition(".")
+        if section in sections:
+            nested.setdefault(section, {})[sub] = out.pop(key)
+    for section, moved in nested.items():
+        have = out.get(section)
+        out[section] = {**moved, **(dict(have) if isinstance(have, Mapping) else {})}
+    return out
+
+
+def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved config of an older layout rewritten to today's (for checkpoints: every saved config names every
+    field it had).
+
+    :func:`move_fields` puts every key where it is today; a field the saved config predates takes the value the
+    model had before the field existed, from the config's ``LEGACY_DEFAULTS`` (CHONN: ``ssm.combine="sum"``; a
+    flat name is filled before the moves, a dotted one into its section after them), not today's default.
+    """
+    _, config_cls = entry(name)
+    legacy = dict(getattr(config_cls, "LEGACY_DEFAULTS", {}))
+    out = dict(config)
+    for key, value in legacy.items():
+        if "." not in key:
+            out.setdefault(key, value)
+    out = move_fields(name, out)
+    for key, value in legacy.items():
+        section, _, sub = key.partition(".")
+        if sub:
+            have = out.get(section)
+            out[section] = {sub: value, **(dict(have) if isinstance(have, Mapping) else {})}
     return out
 
 

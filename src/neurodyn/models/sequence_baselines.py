@@ -28,34 +28,34 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, check_choice
-from .inputs import check_input
+from ..errors import ConfigError, optional_import
+from ..nn.sequence_host import HostConfig, SequenceHost
+from .inputs import check_sequence_input
 from .registry import register
 
 
 @dataclass
-class SequenceConfig:
-    in_channels: int = 1
-    out_channels: int = 10
-    hidden: int = 64                 # RNN units, attention d_model
-    conv_channels: tuple = ()        # Conv1d front end (stride 1, same padding, ReLU)
-    conv_kernel: int = 5
-    dense: tuple = (32,)             # hidden sizes of the dense head (ReLU)
-    pool: str = "last"               # last | mean
-    per_step: bool = False           # one output per step instead of per sequence
-    dropout: float = 0.0
-    n_heads: int = 4                 # mha only
-    ode_unfolds: int = 6             # ltc only
+class SequenceConfig(HostConfig):
+    """Config of the sequence baselines ``gru``, ``lstm``, ``cfc``, ``ltc``, ``mha``, ``odernn`` (one line per field:
+    type, default, meaning; the host network is ``neurodyn.nn.sequence_host.SequenceHost``).
 
+    Attributes:
+        in_channels (int, 1): features per step (set from the data).
+        out_channels (int, 10): classes or regression targets (set from the data).
+        hidden (int, 64): RNN units; attention d_model (the NAC paper: NAC's d_model).
+        conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
+        conv_kernel (int, 5): kernel of every front-end conv.
+        dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
+        pool (str, "last"): sequence output: last valid step | mean over valid steps.
+        per_step (bool, False): one output per step instead of per sequence (set from the data).
+        dropout (float, 0.0): dropout in the dense head (and on mha's attention weights).
+        n_heads (int, 4): mha only: attention heads; must divide hidden.
+        ode_unfolds (int, 6): ltc only: solver steps per input step (ncps' default; no preset changes it).
+    """
 
-def check_sequence_input(x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, channels: int,
-                         name: str, model: nn.Module) -> None:
-    """``x (B, T, channels)`` of ``model``'s dtype (:func:`check_input`); ``t`` and ``mask`` ``(B, T)`` or None."""
-    check_input(name, x, model, f"(B, T, {channels})", (3,), channels)
-    if t is not None and tuple(t.shape) != tuple(x.shape[:2]):
-        raise ValueError(f"{name}: timestamps must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(t.shape)}")
-    if mask is not None and tuple(mask.shape) != tuple(x.shape[:2]):
-        raise ValueError(f"{name}: mask must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+    hidden: int = 64  # the host's fields come from HostConfig
+    n_heads: int = 4
+    ode_unfolds: int = 6
 
 
 def elapsed(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -66,58 +66,14 @@ def elapsed(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return dt.clamp_min(0.0)
 
 
-class SequenceHost(nn.Module):
-    """Conv front end + ``core`` (subclass) + pooling + dense head."""
+class _Host(SequenceHost):
+    """The host network (``neurodyn.nn.sequence_host``) with the registered models' input check."""
 
-    def __init__(self, cfg: SequenceConfig):
-        super().__init__()
-        check_choice("pool", cfg.pool, ("last", "mean"))
-        if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
-            raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
-        self.cfg = cfg
-        convs, c = [], cfg.in_channels
-        for ch in cfg.conv_channels:
-            convs += [nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2), nn.ReLU()]
-            c = int(ch)
-        self.front = nn.Sequential(*convs)
-        self.core_in = c
-        head, h = [], self.core_out()
-        for d in cfg.dense:
-            head += [nn.Linear(h, int(d)), nn.ReLU(), nn.Dropout(cfg.dropout)]
-            h = int(d)
-        head.append(nn.Linear(h, cfg.out_channels))
-        self.head = nn.Sequential(*head)
-
-    def core_out(self) -> int:
-        return self.cfg.hidden
-
-    def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
-                pos=None, ctx=None) -> torch.Tensor:
+    def check_input(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> None:
         check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
-        if mask is not None:
-            x = x * mask[..., None].to(x.dtype)
-        z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
-        h = self.core(z, t, mask)
-        if not self.cfg.per_step:
-            h = pool(h, mask, self.cfg.pool)
-        return self.head(h)
 
 
-def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
-    """``(B, T, F)`` -> ``(B, F)``: the last valid step or the mean over valid steps."""
-    if mask is None:
-        return h[:, -1] if how == "last" else h.mean(1)
-    m = mask.to(h.dtype)
-    if how == "mean":
-        return (h * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1)
-    last = (mask.long().sum(1) - 1).clamp_min(0)
-    return h[torch.arange(h.shape[0], device=h.device), last]
-
-
-class _TorchRNN(SequenceHost):
+class _TorchRNN(_Host):
     """A host around one ``torch.nn`` recurrent layer ``rnn_cls(core_in, hidden, batch_first=True)``."""
 
     rnn_cls: type[nn.Module] = nn.GRU
@@ -141,15 +97,11 @@ class LSTMModel(_TorchRNN):
 
 
 def _ncps_torch():
-    try:
-        import ncps.torch as nt
-    except ImportError:  # pragma: no cover - environment
-        raise ConfigError("the cfc and ltc baselines need the 'ncps' package (`pip install ncps`)") from None
-    return nt
+    return optional_import("ncps.torch", "the cfc and ltc baselines", "`pip install ncps`")
 
 
 @register("cfc", SequenceConfig)
-class CfCModel(SequenceHost):
+class CfCModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
         self.rnn = _ncps_torch().CfC(self.core_in, cfg.hidden, batch_first=True, return_sequences=True)
@@ -159,7 +111,7 @@ class CfCModel(SequenceHost):
 
 
 @register("ltc", SequenceConfig)
-class LTCModel(SequenceHost):
+class LTCModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
         self.rnn = _ncps_torch().LTC(self.core_in, cfg.hidden, batch_first=True, return_sequences=True,
@@ -194,7 +146,7 @@ def time_encoding(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 @register("mha", SequenceConfig)
-class MHAModel(SequenceHost):
+class MHAModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
         if cfg.hidden % cfg.n_heads:
@@ -217,7 +169,7 @@ class MHAModel(SequenceHost):
 
 
 @register("odernn", SequenceConfig)
-class ODERNNModel(SequenceHost):
+class ODERNNModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
         self.cell = nn.GRUCell(self.core_in, cfg.hidden)

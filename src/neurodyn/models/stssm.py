@@ -28,7 +28,7 @@ arrive as extra input channels.
 * ``"sequential"`` (ST-SSM): ``u <- u + sweep_x(u)``, then ``u <- u + sweep_y(u)``: axes swept one after
   the other (x then y), each sweep with a residual;
 * ``"parallel"`` (ST-SSM-FF, App. D listing 2): ``u <- u + FF(sweep_x(u) + sweep_y(u))`` with FFNO's
-  feed-forward (``models.ffno.FeedForward``, factor 4, weight norm: 33,408 parameters);
+  feed-forward (``nn.mlp.FeedForward``, factor 4, weight norm: 33,408 parameters);
 * ``"zigzag"`` (ST-SSM-VM, App. D listing 1): the grid flattened row by row (``x`` fastest) is swept as one
   sequence of ``X*Y`` points, ``u <- u + W_1 sweep(u)``, then flattened column by column (``y`` fastest),
   ``u <- u + W_2 sweep'(u)``; ``W_1, W_2`` are ``Linear(H, H)``.
@@ -65,12 +65,13 @@ practice; the ``stssm/*`` presets' ``paper`` scale uses these defaults)::
                                                                                      counts
     factorization        sequential x then y (Sec. 3.3); -FF / -VM:   "sequential"  as printed ("parallel", "zigzag":
                          App. D listings                                             the variants)
-    bidirectional        forward + backward per axis (Sec. 3.3)       True          as printed (False: App. C.1)
+    bidirectional        forward + backward per axis (Sec. 3.3)       True          as printed (False: App.
+                                                                                     C.1, twice the layers)
     residual             Fig. 2: "each path includes a residual        "layer"       the paper contradicts itself
                          connection"; the pseudocode: none                           (caption vs listing): one identity
                                                                                      per sweep, u + S_fwd(u) + flip
-                                                                                     S_bwd(flip u), the residual of an S4
-                                                                                     block; "path" (2u + ..., the
+                                                                                     S_bwd(flip u), the residual of an
+                                                                                     S4 block; "path" (2u + ..., the
                                                                                      identity doubles at every sweep)
                                                                                      and "none" (the listing) are
                                                                                      options
@@ -92,11 +93,10 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
-from ..nn.mlp import ChannelMLP
+from ..nn.grids import append_context, periodic_grid
+from ..nn.mlp import ChannelMLP, FeedForward
 from ..nn.s4d import S4D, S4D_INITS
-from .ffno import FeedForward, periodic_grid
-from .fno import append_context, check_grid_extras
-from .inputs import check_input, grid_shape
+from .inputs import check_grid_extras, check_input, grid_shape
 from .registry import register
 
 __all__ = ["STSSMConfig", "STSSM", "BiSweep"]
@@ -107,22 +107,29 @@ RESIDUALS = ("layer", "path", "none")
 
 @dataclass
 class STSSMConfig:
-    """Configuration of ``STSSM`` (see the module docstring).
+    """Configuration of ``STSSM`` (one line per field: type, default, meaning; see the module docstring).
 
-    Fields:
-        in_channels, out_channels: channels per frame in (fields + context fields) and out (from the data).
-        ctx_channels: length of the per-sample context vector (0 = none).
-        dims: number of spatial axes (1 or 2).
-        width: channels ``H`` (64). d_state: S4D state size ``N`` (64).
-        n_layers_pre, n_layers_post: spatial layers before / after the memory (2 and 2).
-        memory_window: ``K``, taps of the causal temporal kernel (4); 0 = no temporal memory.
-        factorization: "sequential" (ST-SSM), "parallel" (ST-SSM-FF) or "zigzag" (ST-SSM-VM).
-        bidirectional: False = forward-only sweeps with twice as many spatial layers (App. C.1).
-        residual: "layer", "path" or "none" (see the module docstring).
-        projection_channels: hidden width of ``Q`` (256 = 4H reproduces the paper's counts).
-        positional_grid: append the coordinates ``i / n`` to the lifting input.
-        init, dt_min, dt_max: S4D initialisation (see ``neurodyn.nn.s4d``).
-        ff_factor, ff_weight_norm: the feed-forward of the "parallel" variant.
+    Attributes:
+        in_channels (int, 1): channels per frame in (fields + context fields; from the data).
+        out_channels (int, 1): channels per frame out (from the data).
+        ctx_channels (int, 0): length of the per-sample context vector (0: none).
+        dims (int, 1): spatial axes, 1 or 2.
+        width (int, 64): channels H.
+        d_state (int, 64): S4D state size N.
+        n_layers_pre (int, 2): spatial layers before the memory.
+        n_layers_post (int, 2): spatial layers after the memory.
+        memory_window (int, 4): K, taps of the causal temporal kernel; 0: no temporal memory.
+        factorization (str, "sequential"): sequential (ST-SSM) | parallel (ST-SSM-FF) | zigzag (ST-SSM-VM).
+        bidirectional (bool, True): False: forward-only sweeps with twice as many spatial layers (App. C.1).
+        residual (str, "layer"): layer | path | none (see the module docstring).
+        projection_channels (int, 256): hidden width of Q (4H reproduces the paper's counts).
+        positional_grid (bool, True): append the coordinates ``i / n`` to the lifting input.
+        init (str, "legs"): S4D initialisation (``neurodyn.nn.s4d``).
+        dt_min (float, 1e-3): lower end of the S4D initial step.
+        dt_max (float, 1e-1): upper end of the S4D initial step.
+        ff_factor (int, 4): the "parallel" variant's feed-forward width, as a multiple of H (fourierflow's, as the
+            FFNO baseline).
+        ff_weight_norm (bool, True): weight norm in that feed-forward (fourierflow's).
     """
 
     in_channels: int = 1
@@ -305,7 +312,8 @@ class STSSM(nn.Module):
             h = h[:, -1:]
         return self.projection(self._spatial(self.post, h))
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         x, timed = self._prepare(x, ctx, pos)
         y = self._run(x, ctx, last_only=True)
         return y if timed else y[:, 0]

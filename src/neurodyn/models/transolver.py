@@ -43,36 +43,47 @@ Readings (Transolver's standard-benchmark scripts, which LaMO and GeoMaNO rerun)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
 from ..nn.blocks import ResidualBlock
+from ..nn.grids import grid_channels, unified_position
 from ..nn.mlp import ACTIVATIONS
-from ..nn.slice import PhysicsAttention
-from .fno import grid_channels
-from .lamo import PointOperator, mesh_features, slice_clamp
+from ..nn.point_operator import PointOperator, mesh_features
+from ..nn.slice import PhysicsAttention, slice_clamp
+from .inputs import check_mesh_input
 from .registry import register
 
-__all__ = ["TransolverConfig", "Transolver", "unified_position"]
+__all__ = ["TransolverConfig", "Transolver"]
 
 
 @dataclass
 class TransolverConfig:
-    """Configuration of ``Transolver``.
+    """Configuration of ``Transolver`` (one line per field: type, default, meaning; the module docstring's table
+    says where each default comes from).
 
-    Fields:
-        in_channels, out_channels: filled in from the data.
-        variant: "structured_mesh" (also regular grids) or "point_cloud".
-        width (D), n_layers (L), n_heads (slice heads H), n_slices (M), mlp_ratio, act, dropout.
-        positional_grid: append the normalised index coordinates (structured meshes).
-        unified_pos: reference-grid size r (0: off); replaces coordinates by r^2 distances.
-        pos_channels: coordinate channels of ``pos`` used as features (0: ``pos`` is ignored).
-        placeholder: learned vector added after the lifting.
-        slice_temperature, slice_clamp (None: [0.1, 5] on structured meshes, none on point clouds; () off).
-        ctx_channels, time_embedding: as in ``LaMOConfig``.
+    Attributes:
+        in_channels (int, 1): input channels (filled in from the data).
+        out_channels (int, 1): output channels (filled in from the data).
+        variant (str, "structured_mesh"): structured_mesh (also regular grids) | point_cloud.
+        width (int, 128): channels D.
+        n_layers (int, 8): blocks L.
+        n_heads (int, 8): slice heads H; must divide width.
+        n_slices (int, 64): slice tokens M.
+        mlp_ratio (float, 1.0): hidden width of each block's MLP, as a multiple of D.
+        act (str, "gelu"): the MLPs' activation.
+        dropout (float, 0.0): dropout in the physics attention (the library's option; its scripts use 0).
+        positional_grid (bool, True): append the normalised index coordinates (structured meshes).
+        unified_pos (int, 0): reference-grid size r (0: off); replaces the coordinates by r^2 distances.
+        pos_channels (int, 0): coordinate channels of ``pos`` used as features (0: ``pos`` is ignored).
+        placeholder (bool, True): a learned vector added after the lifting (the library's; same count either way).
+        slice_temperature (float, 0.5): initial softmax temperature of the slice weights (the library's).
+        slice_clamp (tuple | None, None): temperature clamp (None: [0.1, 5] on structured meshes as the library,
+            none on point clouds; (): off).
+        ctx_channels (int, 0): length of ``ctx`` (appended as constant channels; with time_embedding the time).
+        time_embedding (bool, False): ``ctx[:, 0]`` as a time, embedded and added after the lifting (as LaMO).
     """
 
     in_channels: int = 1
@@ -90,20 +101,14 @@ class TransolverConfig:
     pos_channels: int = 0
     placeholder: bool = True
     slice_temperature: float = 0.5
-    slice_clamp: Optional[tuple] = None
+    slice_clamp: tuple | None = None
     ctx_channels: int = 0
     time_embedding: bool = False
 
 
-def unified_position(coords: torch.Tensor, ref: int) -> torch.Tensor:
-    """Distances of ``(B, N, 2)`` coordinates to the ``ref x ref`` grid ``linspace(0, 1, ref)^2`` -> ``(B, N, ref^2)``."""
-    t = torch.linspace(0.0, 1.0, ref, dtype=coords.dtype, device=coords.device)
-    ref_pts = torch.stack(torch.meshgrid(t, t, indexing="ij"), dim=-1).reshape(-1, 2)
-    return torch.cdist(coords, ref_pts.expand(coords.shape[0], -1, -1))
-
-
 def _validate(cfg: TransolverConfig) -> None:
-    check_choice("transolver variant ('structured_mesh' also for regular grids)", cfg.variant, ("structured_mesh", "point_cloud"))
+    check_choice("transolver variant ('structured_mesh' also for regular grids)", cfg.variant,
+                 ("structured_mesh", "point_cloud"))
     check_min("transolver", cfg, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
     check_min("transolver", cfg, ("unified_pos", "pos_channels", "ctx_channels"), 0)
     if cfg.width % cfg.n_heads:
@@ -147,12 +152,13 @@ class Transolver(PointOperator):
             for l in range(cfg.n_layers))
         self._init_weights()
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         structured = cfg.variant == "structured_mesh"
-        feats, grid = mesh_features("Transolver", x, pos, ctx, model=self, structured=structured,
-                                    in_channels=cfg.in_channels, pos_channels=cfg.pos_channels,
-                                    ctx_channels=cfg.ctx_channels,
+        check_mesh_input("Transolver", x, pos, ctx, model=self, structured=structured, in_channels=cfg.in_channels,
+                         pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels)
+        feats, grid = mesh_features(x, pos, ctx, structured=structured, pos_channels=cfg.pos_channels,
                                     positional_grid=cfg.positional_grid and not cfg.unified_pos,
                                     ctx_as_channels=not cfg.time_embedding)
         if cfg.unified_pos:

@@ -45,8 +45,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice, check_min
+from ..nn.grids import append_context
 from ..nn.mlp import Tanh
-from .fno import append_context, check_grid_input
+from .inputs import check_grid_input
 from .registry import register
 
 __all__ = ["UNetConfig", "UNet"]
@@ -58,14 +59,16 @@ _PAD_MODES = ("reflect", "replicate", "zeros", "circular")
 
 @dataclass
 class UNetConfig:
-    """Configuration of ``UNet`` (PDEBench's UNet1d/UNet2d).
+    """Configuration of ``UNet`` (PDEBench's UNet1d/UNet2d; one line per field: type, default, meaning).
 
-    Fields:
-        in_channels, out_channels: channels of input and output fields (filled in from the data).
-        dims: number of spatial axes, 1 or 2.
-        init_features: channels of the first level (doubling at each of the 4 levels down).
-        ctx_channels: length of the per-sample context vector ``ctx`` (0 = no context).
-        pad_mode: how sizes that are not multiples of 16 are padded: reflect, replicate, zeros, circular.
+    Attributes:
+        in_channels (int, 1): channels of the input field (filled in from the data).
+        out_channels (int, 1): channels of the output field (filled in from the data).
+        dims (int, 2): spatial axes, 1 or 2.
+        init_features (int, 32): channels of the first level (doubling at each of the 4 levels down).
+        ctx_channels (int, 0): length of the per-sample context vector ``ctx`` (0: none).
+        pad_mode (str, "reflect"): padding of sizes that are not multiples of 16: reflect | replicate | zeros |
+            circular.
     """
 
     in_channels: int = 1
@@ -136,7 +139,8 @@ class UNet(nn.Module):
         adds its blocks there."""
         return h
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
+                ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input(self._input_name, x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         h = append_context(x, ctx).movedim(-1, 1)

@@ -36,7 +36,7 @@ neighbouring latent tokens cover neighbouring regions from the first step.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -92,7 +92,8 @@ class GeoEncoder(nn.Module):
                 raise ValueError("assign_prior > 0 needs the point coordinates (B, P, 2).")
             c = latent_centres(self.latent_grid, y.dtype, y.device)
             cell = 1.0 / max(self.latent_grid)
-            logits = logits - self.assign_prior * torch.cdist(coords.to(y.dtype), c.expand(y.shape[0], -1, -1)).pow(2) / cell ** 2
+            logits = logits - self.assign_prior * torch.cdist(coords.to(y.dtype),
+                                                              c.expand(y.shape[0], -1, -1)).pow(2) / cell ** 2
         return torch.softmax(logits, dim=-1)
 
     def forward(self, x: torch.Tensor, coords: torch.Tensor | None = None):
@@ -133,7 +134,8 @@ class GeoDecoder(nn.Module):
         else:
             self.proj, self.norm = nn.Linear(dim, out_channels), nn.LayerNorm(out_channels)
 
-    def forward(self, z: torch.Tensor, w_enc: torch.Tensor | None = None, y: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, w_enc: torch.Tensor | None = None,
+                y: torch.Tensor | None = None) -> torch.Tensor:
         b, d = z.shape[0], z.shape[-1]
         tokens = z.reshape(b, -1, d)                                      # (B, L, D), row-major
         if self.mode == "shared":
@@ -143,7 +145,8 @@ class GeoDecoder(nn.Module):
         else:
             n = y.shape[1] if y is not None else self.n_points
             if n != self.n_points:
-                raise ValueError(f"the literal decoder was built for n_points={self.n_points} grid points but the input "
+                raise ValueError(f"the literal decoder was built for n_points={self.n_points} grid points "
+                                 "but the input "
                                  f"has {n}; it is not resolution independent (use decoder 'shared').")
             w = torch.softmax(self.to_points(tokens), dim=-1)             # (B, L, P): softmax over the points
             out = torch.einsum("blp,bld->bpd", w, tokens)

@@ -92,7 +92,7 @@ no projection bias, ``d_mode="channel"``)::
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -103,14 +103,12 @@ from ..ops import (PAPER_ORDER, VMAMBA_ORDER, cross_scan, cross_unscan, resolve_
                    selective_scan_2d)
 from ..ops.scan_2d import selective_scan_2d_ref
 from .init import inv_softplus
+from .ssm_config import R_ORDERS, GeoMambaSSMConfig
 
 __all__ = ["GeoMambaKernel", "resolve_kernel_directions", "pattern_vector", "CORNERS", "R_ORDERS"]
 
 CORNERS = ("tl", "tr", "bl", "br")
 DIRECTION_SETS = {"paper": tuple(PAPER_ORDER), "vmamba": tuple(VMAMBA_ORDER), "corners": CORNERS}
-R_ORDERS = ("paper", "vmamba", "directions")
-CORRECTIONS = ("none", "fixed", "learnable")
-FORMS = ("cbx", "eq9", "alg2")
 _ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
 _NAMES_2D = set(PAPER_ORDER) | set(CORNERS)
 
@@ -135,7 +133,7 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
     if not isinstance(pattern, str):
         raise ConfigError(f"r_pattern must be a string of 0/1 digits such as '0011', got the number {pattern!r}: quote "
                           f"it (YAML and command-line overrides read 0011 as the octal number 9; write "
-                          f"model.r_pattern=\"'0011'\").")
+                          f"model.ssm.r_pattern=\"'0011'\").")
     if not pattern or set(pattern) - {"0", "1"}:
         raise ConfigError(f"r_pattern {pattern!r} must be a string of 0/1 digits, one per scan direction.")
     check_choice("r_order", r_order, R_ORDERS)
@@ -173,21 +171,17 @@ class GeoMambaKernel(nn.Module):
                  norm_act: bool = True, act: str = "silu", bias: bool = False, conv_bias: bool = True,
                  dt_range: Sequence[float] = (1e-3, 1e-1), dt_floor: float = 1e-4, scan_backend: str = "auto"):
         super().__init__()
-        check_choice("GeoMamba ssm ('1d': vanilla GeoMamba-SSM, '2d': 2DGeoMamba-SSM)", ssm, ("1d", "2d"))
-        for name, value, allowed in (("correction", correction, CORRECTIONS), ("correction_form", correction_form, FORMS),
-                                     ("d_mode", d_mode, ("channel", "state", "none")), ("merge", merge, ("sum", "mean")),
-                                     ("gate", gate, ("split", "shared")), ("act", act, tuple(_ACTS)),
-                                     ("r_init", r_init, ("zeros", "pattern")),
-                                     ("scan_backend", scan_backend, ("auto", "torch", "cpp", "ref"))):
-            check_choice(f"GeoMamba {name}", value, allowed)
+        # the options are validated where a model's ssm section is (neurodyn.nn.ssm_config)
+        GeoMambaSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, kind=ssm, dt_rank=dt_rank, d_mode=d_mode,
+                          combine=merge, gate=gate, norm_act=norm_act, act=act, correction=correction,
+                          r_pattern=r_pattern, r_order=r_order, r_init=r_init, correction_form=correction_form,
+                          dt_range=tuple(dt_range), backend=scan_backend)
         self.d_model, self.d_state = int(d_model), int(d_state)
         self.d_inner = di = int(round(expand * d_model))
         self.dt_rank = r = int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)
         if min(self.d_model, di, self.d_state, r) < 1:
             raise ConfigError(f"GeoMamba needs d_model, d_inner = expand * d_model, d_state and dt_rank >= 1; got "
                               f"{self.d_model}, {di}, {self.d_state}, {r}.")
-        if d_conv > 1 and d_conv % 2 == 0:
-            raise ConfigError(f"GeoMamba d_conv must be odd (a centred 2-D kernel) or <= 1 (no conv), got {d_conv}.")
         self.ssm = ssm
         self.directions = resolve_kernel_directions(directions, ssm)
         self.K = K = len(self.directions)
@@ -204,8 +198,6 @@ class GeoMambaKernel(nn.Module):
         self.x_proj_weight = nn.Parameter(torch.empty(K, r + 2 * N, di).uniform_(-bound, bound))
         self.dt_proj_weight = nn.Parameter(torch.empty(K, di, r).uniform_(-r ** -0.5, r ** -0.5))
         lo, hi = (float(v) for v in dt_range)
-        if not 0 < lo <= hi:
-            raise ConfigError(f"GeoMamba dt_range must be a positive (low, high) pair, got {tuple(dt_range)}.")
         dt = torch.exp(torch.empty(K, di).uniform_(math.log(lo), math.log(hi))).clamp_min(dt_floor)
         self.dt_proj_bias = nn.Parameter(inv_softplus(dt))
         self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(K, di, 1))

@@ -135,15 +135,14 @@ from torch import nn
 from ..errors import ConfigError, check_choice
 from ..ops.knc_scan import knc_scan, merge_sequences, n_directions, scan_sequences
 from .init import inv_softplus
+from .ssm_config import KirchhoffSSMConfig
 
 Tensor = torch.Tensor
 
 __all__ = ["KirchhoffCell", "DSConv", "CascadedKirchhoffBlock", "ckb_parameter_count"]
 
 _DISCRETIZATIONS = ("zoh", "euler")
-MERGES = ("mean", "sum", "norm")
-COEF_NORMS = ("none", "rms")
-BLOCK_COEF_NORMS = COEF_NORMS + ("cascade",)  # "cascade": rms in the cells fed by another cell (r >= 2)
+COEF_NORMS = ("none", "rms")  # a cell's; the block's ("cascade" too) are validated by KirchhoffSSMConfig
 _COEF_EPS = 1e-6
 
 # ---------------------------------------------------------------------------------------------------
@@ -299,8 +298,9 @@ class CascadedKirchhoffBlock(nn.Module):
         check_choice("CascadedKirchhoffBlock norm", norm, ("layernorm", "none"))
         check_choice("CascadedKirchhoffBlock cascade_input", cascade_input, ("prev_output", "prev_output_plus_input"))
         check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
-        check_choice("CascadedKirchhoffBlock merge", merge, MERGES)
-        check_choice("CascadedKirchhoffBlock coef_norm", coef_norm, BLOCK_COEF_NORMS)
+        # the cells' scan options are validated where a model's ssm section is (neurodyn.nn.ssm_config)
+        KirchhoffSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, discretization=discretization,
+                           dt_rank=dt_rank, combine=merge, selective=selective, coef_norm=coef_norm)
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")

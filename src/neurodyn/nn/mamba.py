@@ -21,7 +21,9 @@ All K directions are one scan call: with a step and a decay per head (the defaul
 vectorises over a head's channels); otherwise the directions are folded into the channel axis for one
 ``selective_scan`` call with ``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
 
-Choices where the paper and the authors' code differ (see docs/papers/notes-lamo.md, 2.5 and 2.10), as options:
+Choices where the paper and the authors' code differ (see docs/papers/notes-lamo.md, 2.5 and 2.10), as options
+(validated by :class:`neurodyn.nn.ssm_config.LatentSSMConfig`, LaMO's ``model.ssm`` section, where each is a field:
+``layout``, ``conv``, ``combine``, ``norm``, ``act``, ``discretization``, ``a_mode``, ``a_init``, ``dt_mode``, ...):
 
 ``layout``
     ``"x_proj"`` (default): Algorithm 1 -- ``Delta, B, C <- Linear(X^)`` of the convolved branch, one
@@ -65,16 +67,16 @@ needs ``a_mode="diag"``). ``softplus(dt_bias)`` log-uniform in ``dt_range`` (Mam
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, check_choice
-from ..ops import (PAPER_ORDER, cross_merge, cross_scan, cross_unscan, head_scan, resolve_directions,
-                   selective_scan)
+from ..errors import ConfigError
+from ..ops import PAPER_ORDER, cross_merge, cross_scan, cross_unscan, head_scan, resolve_directions, selective_scan
 from .init import inv_softplus
+from .ssm_config import LatentSSMConfig
 
 __all__ = ["LatentSSM", "RMSNorm", "SEQ_DIRECTIONS", "GRID_DIRECTIONS", "CORNER_DIRECTIONS", "mixer_directions"]
 
@@ -84,9 +86,6 @@ CORNER_DIRECTIONS = ("row", "row_rev", "mirror_row", "mirror_row_rev")  # Remark
 _GRID_NAMES = GRID_DIRECTIONS + tuple(f"mirror_{d}" for d in GRID_DIRECTIONS)
 _GRID_PRESETS = {"uni": ("row",), "bi": ("row", "row_rev"), "cross": GRID_DIRECTIONS, "corners": CORNER_DIRECTIONS}
 _SEQ_PRESETS = {"uni": ("forward",), "bi": SEQ_DIRECTIONS}
-LAYOUTS = ("x_proj", "fused", "hydra")
-CONVS = ("auto", "causal", "same", "none")
-NORMS = ("none", "layernorm", "rmsnorm")
 _ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
 
 
@@ -150,109 +149,111 @@ class LatentSSM(nn.Module):
                  a_init_range: Sequence[float] = (1.0, 16.0), dt_range: Sequence[float] = (1e-3, 1e-1),
                  dt_floor: float = 1e-4, bias: bool = False, conv_bias: bool = True, backend: str = "auto"):
         super().__init__()
-        directions = tuple(directions)
+        cfg = LatentSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, heads=n_heads, groups=n_groups,
+                              layout=layout, conv=conv, combine=combine, norm=norm, act=act,
+                              discretization=discretization, a_mode=a_mode, a_init=a_init, dt_mode=dt_mode,
+                              a_init_range=tuple(a_init_range), dt_range=tuple(dt_range), backend=backend)
+        self._init_sizes(d_model, cfg, tuple(directions), dt_rank)
+        self._init_projections(bias)
+        self.act = _ACTS[cfg.act]()
+        self._init_conv(conv_bias)
+        self._init_state(cfg, dt_floor)
+        self._init_skip()
+        self._init_output(bias)
+
+    @classmethod
+    def from_config(cls, d_model: int, cfg: LatentSSMConfig, directions: Sequence[str]) -> LatentSSM:
+        """The mixer of a model's ``ssm`` section (:class:`~neurodyn.nn.ssm_config.LatentSSMConfig`)."""
+        return cls(d_model, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.heads, n_groups=cfg.groups,
+                   d_conv=cfg.d_conv, directions=directions, layout=cfg.layout, conv=cfg.conv, combine=cfg.combine,
+                   norm=cfg.norm, act=cfg.act, discretization=cfg.discretization, a_mode=cfg.a_mode,
+                   a_init=cfg.a_init, dt_mode=cfg.dt_mode, a_init_range=tuple(cfg.a_init_range),
+                   dt_range=tuple(cfg.dt_range), backend=cfg.backend)
+
+    # construction, in parameter order (in_proj, x_proj, dt_proj, conv, A_log, dt_bias, D, fc_D, norm, out_proj)
+
+    def _init_sizes(self, d_model: int, cfg: LatentSSMConfig, directions: tuple[str, ...], dt_rank) -> None:
+        """The sizes and the resolved choices; what depends on ``d_model`` or the token layout is checked here
+        (the rest by ``cfg``)."""
         self.grid = bool(directions) and directions[0] in _GRID_NAMES
         self.directions = mixer_directions(directions, self.grid)
-        self.d_model, self.d_state, self.d_conv = int(d_model), int(d_state), int(d_conv)
-        self.d_inner = int(round(expand * d_model))
-        self.n_heads, self.n_groups = int(n_heads), int(n_groups)
-        K, di, H, G, N = len(self.directions), self.d_inner, self.n_heads, self.n_groups, self.d_state
-        self.K = K
-        for name, value, allowed in (("layout", layout, LAYOUTS), ("conv", conv, CONVS),
-                                     ("combine", combine, ("sum", "mean")), ("norm", norm, NORMS),
-                                     ("act", act, tuple(_ACTS)), ("discretization", discretization, ("euler", "zoh")),
-                                     ("a_mode", a_mode, ("head", "diag")),
-                                     ("a_init", a_init, ("auto", "uniform", "s4d_real")),
-                                     ("dt_mode", dt_mode, ("head", "channel"))):
-            check_choice(f"ssm {name}", value, allowed)
-        if a_init == "s4d_real" and a_mode != "diag":
-            raise ConfigError("ssm a_init='s4d_real' (A_n = -n per state) needs a_mode='diag'.")
-        if dt_mode == "channel" and layout != "x_proj":
-            raise ConfigError(f"ssm dt_mode='channel' (a Delta per channel through dt_proj) needs layout='x_proj', "
-                              f"got layout={layout!r}.")
-        if discretization == "zoh" and a_mode != "head":
-            raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
-                              "diagonal A does not factor through the Euler kernel.")
-        if layout == "hydra" and a_mode != "head":
-            raise ConfigError("ssm layout='hydra' shares a scalar A per head between directions; use a_mode='head'.")
-        if min(self.d_model, di, H, G, N) < 1 or di % H or H % G:
-            raise ConfigError(f"ssm needs d_inner = expand * d_model = {di} divisible by n_heads = {H}, and n_heads "
-                              f"divisible by n_groups = {G} (all >= 1, d_state = {N} >= 1).")
+        self.d_model, self.d_state, self.d_conv = int(d_model), int(cfg.d_state), int(cfg.d_conv)
+        self.d_inner = di = int(round(cfg.expand * d_model))
+        self.n_heads, self.n_groups = H, G = int(cfg.heads), int(cfg.groups)
+        self.K = len(self.directions)
+        if min(self.d_model, di) < 1 or di % H:
+            raise ConfigError(f"ssm needs d_inner = expand * d_model = {di} divisible by n_heads = {H} "
+                              f"(ssm.heads; d_model = {self.d_model} >= 1), and n_heads divisible by n_groups = {G}.")
+        conv = cfg.conv
         if conv == "auto":
-            conv = "same" if (self.grid or layout == "hydra") else "causal"
+            conv = "same" if (self.grid or cfg.layout == "hydra") else "causal"
         if self.d_conv < 2:
             conv = "none"
         if conv == "same" and self.d_conv % 2 == 0:
             raise ConfigError(f"ssm conv='same' needs an odd d_conv (centred kernel), got {self.d_conv}.")
-        lo, hi = (float(v) for v in a_init_range)
-        dlo, dhi = (float(v) for v in dt_range)
-        if not (0 < lo <= hi) or not (0 < dlo <= dhi):
-            raise ConfigError(f"ssm a_init_range {tuple(a_init_range)} and dt_range {tuple(dt_range)} must be "
-                              "positive (low, high) pairs.")
-        self.layout, self.conv_mode, self.combine, self.norm_kind = layout, conv, combine, norm
-        self.discretization, self.a_mode, self.backend = discretization, a_mode, backend
-        self.a_init = ("s4d_real" if a_mode == "diag" else "uniform") if a_init == "auto" else a_init
-        self.dt_mode = dt_mode
-        self.dt_rank = (int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)) if dt_mode == "channel" else H
+        self.layout, self.conv_mode, self.combine, self.norm_kind = cfg.layout, conv, cfg.combine, cfg.norm
+        self.discretization, self.a_mode, self.backend = cfg.discretization, cfg.a_mode, cfg.backend
+        self.a_init = ("s4d_real" if cfg.a_mode == "diag" else "uniform") if cfg.a_init == "auto" else cfg.a_init
+        self.dt_mode = cfg.dt_mode
+        self.dt_rank = (int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)) if cfg.dt_mode == "channel" else H
         if self.dt_rank < 1:
             raise ConfigError(f"ssm dt_rank must be >= 1, got {dt_rank}.")
         self.head_dim = di // H
 
-        # projections --------------------------------------------------------------------------
-        if layout == "x_proj":
-            d_in_proj, conv_ch = 2 * di, di
-        elif layout == "fused":
-            d_in_proj, conv_ch = 2 * di + 2 * G * N + H, di + 2 * G * N
-        else:  # hydra: per-direction B, C, dt
-            d_in_proj, conv_ch = 2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N
-        self.conv_channels = conv_ch
+    def _init_projections(self, bias: bool) -> None:
+        """``in_proj`` (its width and the convolved channels per layout) and the x_proj layout's ``x_proj`` /
+        ``dt_proj`` weights."""
+        K, di, H, G, N = self.K, self.d_inner, self.n_heads, self.n_groups, self.d_state
+        d_in_proj, self.conv_channels = {
+            "x_proj": (2 * di, di),
+            "fused": (2 * di + 2 * G * N + H, di + 2 * G * N),
+            "hydra": (2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N),   # per-direction B, C, dt
+        }[self.layout]
         self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=bias)
-        if layout == "x_proj":
+        if self.layout == "x_proj":
             bound = 1.0 / math.sqrt(di)
             self.x_proj_weight = nn.Parameter(torch.empty(K, self.dt_rank + 2 * G * N, di).uniform_(-bound, bound))
-            if dt_mode == "channel":
+            if self.dt_mode == "channel":
                 r = self.dt_rank ** -0.5
                 self.dt_proj_weight = nn.Parameter(torch.empty(K, di, self.dt_rank).uniform_(-r, r))
-        self.act = _ACTS[act]()
 
-        # convolution --------------------------------------------------------------------------
-        if conv == "causal":  # one depthwise kernel per direction and channel, left-padded
-            self.conv = nn.Conv1d(K * conv_ch, K * conv_ch, self.d_conv, groups=K * conv_ch, bias=conv_bias,
-                                  padding=self.d_conv - 1)
-        elif conv == "same":
+    def _init_conv(self, conv_bias: bool) -> None:
+        K, c, k = self.K, self.conv_channels, self.d_conv
+        if self.conv_mode == "causal":  # one depthwise kernel per direction and channel, left-padded
+            self.conv = nn.Conv1d(K * c, K * c, k, groups=K * c, bias=conv_bias, padding=k - 1)
+        elif self.conv_mode == "same":
             cls = nn.Conv2d if self.grid else nn.Conv1d
-            self.conv = cls(conv_ch, conv_ch, self.d_conv, groups=conv_ch, bias=conv_bias, padding=self.d_conv // 2)
+            self.conv = cls(c, c, k, groups=c, bias=conv_bias, padding=k // 2)
         else:
             self.conv = None
 
-        # SSM parameters -----------------------------------------------------------------------
-        n_sets = 1 if layout == "hydra" else K  # hydra shares A and dt_bias between directions
-        if a_mode == "head":
+    def _init_state(self, cfg: LatentSSMConfig, dt_floor: float) -> None:
+        """``A_log`` and ``dt_bias`` (one set per direction; hydra shares one set between them)."""
+        di, H, N = self.d_inner, self.n_heads, self.d_state
+        lo, hi = (float(v) for v in cfg.a_init_range)
+        dlo, dhi = (float(v) for v in cfg.dt_range)
+        n_sets = 1 if self.layout == "hydra" else self.K
+        if self.a_mode == "head":
             a = torch.empty(n_sets, H).uniform_(lo, hi)
         elif self.a_init == "s4d_real":  # Mamba-1: A_n = -n for every channel
             a = torch.arange(1, N + 1, dtype=torch.float32).expand(n_sets, di, N).clone()
         else:
             a = torch.empty(n_sets, di, N).uniform_(lo, hi)
         self.A_log = nn.Parameter(torch.log(a))
-        n_dt = di if dt_mode == "channel" else H
+        n_dt = di if self.dt_mode == "channel" else H
         dt = torch.exp(torch.empty(n_sets, n_dt).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
         self.dt_bias = nn.Parameter(inv_softplus(dt))
-        if layout == "x_proj":
-            self.D = nn.Parameter(torch.ones(K, di))
-        elif layout == "fused":
-            self.D = nn.Parameter(torch.ones(K, H))
-        else:
-            self.D = nn.Parameter(torch.ones(H))
-            self.fc_D = nn.Linear(di, H, bias=False)
 
-        # output -------------------------------------------------------------------------------
-        if norm == "rmsnorm":
-            self.norm = RMSNorm(di)
-        elif norm == "layernorm":
-            self.norm = nn.LayerNorm(di)
+    def _init_skip(self) -> None:
+        """``D``: per direction and channel (x_proj), per direction and head (fused), per head plus the hydra
+        layout's diagonal ``fc_D``."""
+        if self.layout == "x_proj":
+            self.D = nn.Parameter(torch.ones(self.K, self.d_inner))
+        elif self.layout == "fused":
+            self.D = nn.Parameter(torch.ones(self.K, self.n_heads))
         else:
-            self.norm = nn.Identity()
-        self.out_proj = nn.Linear(di, self.d_model, bias=bias)
+            self.D = nn.Parameter(torch.ones(self.n_heads))
+            self.fc_D = nn.Linear(self.d_inner, self.n_heads, bias=False)
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, heads={self.n_heads}, "
@@ -377,54 +378,75 @@ class LatentSSM(nn.Module):
 
     # ----------------------------------------------------------------------------------------------
 
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
+    def _init_output(self, bias: bool) -> None:
+        """The norm before (fused: after) the gate and ``out_proj``."""
+        if self.norm_kind == "rmsnorm":
+            self.norm = RMSNorm(self.d_inner)
+        elif self.norm_kind == "layernorm":
+            self.norm = nn.LayerNorm(self.d_inner)
+        else:
+            self.norm = nn.Identity()
+        self.out_proj = nn.Linear(self.d_inner, self.d_model, bias=bias)
+
+    # the three layouts: in_proj output -> (gate z, x (b, K, L, di), dt, B, C in scan order, x before ordering)
+
+    def _branches_x_proj(self, proj: torch.Tensor, shape):
+        """Algorithm 1: ``Delta, B, C = x_proj(conv(x))`` per direction (``dt_proj`` after it per channel)."""
+        di, G, N = self.d_inner, self.n_groups, self.d_state
+        x, z = proj.split([di, di], dim=-1)
+        if self.conv_mode == "same":
+            x = self._same_conv(x, shape)
+        xs = self._act_ordered(x, shape)                                   # (b, K, L, di)
+        dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)       # (b, K, L, R + 2GN)
+        dt, Bm, Cm = dbl.split([self.dt_rank, G * N, G * N], dim=-1)
+        if self.dt_mode == "channel":
+            dt = torch.einsum("bklr,kdr->bkld", dt, self.dt_proj_weight)  # (b, K, L, di)
+        return z, xs, dt, Bm, Cm, None
+
+    def _branches_fused(self, proj: torch.Tensor, shape):
+        """Mamba-2: ``in_proj`` emits ``x, B, C, dt``; ``x, B, C`` go through the per-direction convolution."""
+        di, H, G, N = self.d_inner, self.n_heads, self.n_groups, self.d_state
+        z, xbc, dt = proj.split([di, di + 2 * G * N, H], dim=-1)
+        if self.conv_mode == "same":
+            xbc = self._same_conv(xbc, shape)
+        xbc = self._act_ordered(xbc, shape)
+        xs, Bm, Cm = xbc.split([di, G * N, G * N], dim=-1)
+        return z, xs, self._order(dt, shape), Bm, Cm, None                # dt: (b, K, L, H)
+
+    def _branches_hydra(self, proj: torch.Tensor, shape):
+        """Hydra: one shared convolution; ``in_proj`` emits a ``B, C, dt`` per direction, each direction reads its
+        own."""
+        K, di, H, G, N = self.K, self.d_inner, self.n_heads, self.n_groups, self.d_state
+        b, L = proj.shape[:2]
+        z, xbc, dt = proj.split([di, di + 2 * K * G * N, K * H], dim=-1)
+        if self.conv_mode == "same":
+            xbc = self._same_conv(xbc, shape)
+        xbc = self.act(xbc)
+        x_og, bc = xbc.split([di, 2 * K * G * N], dim=-1)
+        xs = self._order(x_og, shape)
+        bc = self._order(bc, shape).reshape(b, K, L, K, 2 * G * N)
+        bc = torch.stack([bc[:, k, :, k] for k in range(K)], dim=1)       # direction k uses its own B, C
+        Bm, Cm = bc.split([G * N, G * N], dim=-1)
+        dt = self._order(dt, shape).reshape(b, K, L, K, H)
+        dt = torch.stack([dt[:, k, :, k] for k in range(K)], dim=1)
+        return z, xs, dt, Bm, Cm, x_og
+
+    def _tokens(self, u: torch.Tensor):
+        """``u`` as a ``(B, L, d_model)`` token sequence and the ``(H, W)`` of a token grid (None for sequences)."""
         if self.grid:
             if u.dim() != 4 or u.shape[-1] != self.d_model:
                 raise ValueError(f"LatentSSM with grid directions {self.directions} takes a token grid (batch, H, W, "
                                  f"{self.d_model}); got shape {tuple(u.shape)}.")
             b, Hh, Ww, _ = u.shape
-            shape = (Hh, Ww)
-            flat = u.reshape(b, Hh * Ww, self.d_model)
-        else:
-            if u.dim() != 3 or u.shape[-1] != self.d_model:
-                raise ValueError(f"LatentSSM takes a token sequence (batch, L, {self.d_model}); got shape "
-                                 f"{tuple(u.shape)}.")
-            shape, flat = None, u
-        b, L, _ = flat.shape
-        K, di, H, G, N, P = self.K, self.d_inner, self.n_heads, self.n_groups, self.d_state, self.head_dim
-        proj = self.in_proj(flat)
+            return u.reshape(b, Hh * Ww, self.d_model), (Hh, Ww)
+        if u.dim() != 3 or u.shape[-1] != self.d_model:
+            raise ValueError(f"LatentSSM takes a token sequence (batch, L, {self.d_model}); got shape "
+                             f"{tuple(u.shape)}.")
+        return u, None
 
-        if self.layout == "x_proj":
-            x, z = proj.split([di, di], dim=-1)
-            if self.conv_mode == "same":
-                x = self._same_conv(x, shape)
-            xs = self._act_ordered(x, shape)                               # (b, K, L, di)
-            dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)   # (b, K, L, R + 2GN)
-            dt, Bm, Cm = dbl.split([self.dt_rank, G * N, G * N], dim=-1)
-            if self.dt_mode == "channel":
-                dt = torch.einsum("bklr,kdr->bkld", dt, self.dt_proj_weight)  # (b, K, L, di)
-        elif self.layout == "fused":
-            z, xbc, dt = proj.split([di, di + 2 * G * N, H], dim=-1)
-            if self.conv_mode == "same":
-                xbc = self._same_conv(xbc, shape)
-            xbc = self._act_ordered(xbc, shape)
-            xs, Bm, Cm = xbc.split([di, G * N, G * N], dim=-1)
-            dt = self._order(dt, shape)                                    # (b, K, L, H)
-        else:  # hydra
-            z, xbc, dt = proj.split([di, di + 2 * K * G * N, K * H], dim=-1)
-            if self.conv_mode == "same":
-                xbc = self._same_conv(xbc, shape)
-            elif self.conv_mode == "causal":
-                raise ConfigError("ssm layout='hydra' uses one shared non-causal convolution (conv='same' or 'none').")
-            xbc = self.act(xbc)
-            x_og, bc = xbc.split([di, 2 * K * G * N], dim=-1)
-            xs = self._order(x_og, shape)
-            bc = self._order(bc, shape).reshape(b, K, L, K, 2 * G * N)
-            bc = torch.stack([bc[:, k, :, k] for k in range(K)], dim=1)   # direction k uses its own B, C
-            Bm, Cm = bc.split([G * N, G * N], dim=-1)
-            dt = self._order(dt, shape).reshape(b, K, L, K, H)
-            dt = torch.stack([dt[:, k, :, k] for k in range(K)], dim=1)
-
+    def _scan(self, xs, dt, Bm, Cm) -> torch.Tensor:
+        """The K directions' selective scans, ``(b, K, L, di)`` in scan order (without hydra's diagonal term)."""
+        K, P = self.K, self.head_dim
         dt_b = self.dt_bias.expand(K, self.dt_bias.shape[-1]) if self.layout == "hydra" else self.dt_bias
         if self.layout == "x_proj":
             Dskip = self.D                                                 # (K, di)
@@ -433,17 +455,19 @@ class LatentSSM(nn.Module):
         else:
             Dskip = None  # hydra: diagonal term added after the merge
         if self.a_mode == "head" and self.dt_mode == "head":
-            y = self._scan_heads(xs, dt, dt_b, Bm, Cm, Dskip)
-        else:
-            y = self._scan_channels(xs, dt, dt_b, Bm, Cm, Dskip)
+            return self._scan_heads(xs, dt, dt_b, Bm, Cm, Dskip)
+        return self._scan_channels(xs, dt, dt_b, Bm, Cm, Dskip)
 
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        flat, shape = self._tokens(u)
+        branches = {"x_proj": self._branches_x_proj, "fused": self._branches_fused, "hydra": self._branches_hydra}
+        z, xs, dt, Bm, Cm, x_og = branches[self.layout](self.in_proj(flat), shape)
+        y = self._scan(xs, dt, Bm, Cm)
         if self.layout == "hydra":  # exclude the diagonal: position t takes the state after t-1
             y = F.pad(y[:, :, :-1], (0, 0, 1, 0))
         y = self._merge(y, shape)
         if self.layout == "hydra":
-            diag = (self.fc_D(x_og) + self.D).repeat_interleave(P, dim=-1)
-            y = y + x_og * diag
-
+            y = y + x_og * (self.fc_D(x_og) + self.D).repeat_interleave(self.head_dim, dim=-1)
         if self.layout == "fused":
             y = self.norm(y * self.act(z))
         else:

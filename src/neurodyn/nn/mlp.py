@@ -2,7 +2,8 @@
 
 ``ChannelMLP`` maps ``(..., C_in) -> (..., C_out)`` with ``nn.Linear`` layers, i.e. it acts on the last axis
 and is the same function at every grid point (a stack of 1x1 convolutions). FNO uses it for lifting and
-projection. ``PointwiseConv`` is the channels-first counterpart (FNO's per-layer skip ``W``).
+projection. ``PointwiseConv`` is the channels-first counterpart (FNO's per-layer skip ``W``). ``FeedForward`` is
+fourierflow's weight-normalised feed-forward (FFNO, ST-SSM).
 
 A ``Linear -> act -> Linear`` MLP on a large grid is bound by memory traffic, not arithmetic: the hidden
 layer (e.g. 128 channels on 8 x 85 x 85 points, 30 MB) is written, activated, read back and kept for the
@@ -13,7 +14,7 @@ gradients only (no ``create_graph`` double backward); switch it off for that.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -22,7 +23,7 @@ from ..errors import ConfigError, unknown_name
 from ..ops.activations import tanh
 from ..ops.fused_mlp import FUSABLE, fused_mlp
 
-__all__ = ["ChannelMLP", "PointwiseConv", "Tanh", "activation", "ACTIVATIONS"]
+__all__ = ["ChannelMLP", "PointwiseConv", "FeedForward", "Tanh", "activation", "wn_linear", "ACTIVATIONS"]
 
 
 class Tanh(nn.Module):
@@ -128,3 +129,34 @@ class ChannelMLP(nn.Sequential):
             first, last = self[0], self[-1]
             return fused_mlp(x, first.weight, first.bias, last.weight, last.bias, self.activation_name)
         return super().forward(x)
+
+
+def wn_linear(in_features: int, out_features: int, weight_norm: bool = True) -> nn.Linear:
+    """``nn.Linear``, weight-normalised (``W = g v / |v|`` per output row: ``out`` extra parameters) if asked."""
+    lin = nn.Linear(in_features, out_features)
+    if weight_norm:
+        lin = nn.utils.parametrizations.weight_norm(lin)
+    return lin
+
+
+class FeedForward(nn.Sequential):
+    """fourierflow's ``FeedForward``: ``Linear(H -> fH) -> act -> ... -> Linear(fH -> H)`` [+ LayerNorm(H)].
+
+    ``n_layers`` linear maps (hidden width ``factor * dim``), ``act`` between them, optional weight norm
+    and a final LayerNorm. At ``dim = 64, factor = 4, n_layers = 2`` with weight norm: 33,408 parameters.
+    """
+
+    def __init__(self, dim: int, factor: int = 4, n_layers: int = 2, weight_norm: bool = True,
+                 layer_norm: bool = False, act: str = "gelu"):
+        if n_layers < 1 or factor < 1:
+            raise ConfigError(f"FeedForward needs n_layers >= 1 and factor >= 1; got {n_layers}, {factor}.")
+        layers: list[nn.Module] = []
+        for i in range(n_layers):
+            a = dim if i == 0 else dim * factor
+            b = dim if i == n_layers - 1 else dim * factor
+            layers.append(wn_linear(a, b, weight_norm))
+            if i < n_layers - 1:
+                layers.append(activation(act))
+        if layer_norm:
+            layers.append(nn.LayerNorm(dim))
+        super().__init__(*layers)

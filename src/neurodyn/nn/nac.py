@@ -35,8 +35,9 @@ The values of each profile and the reason for each are the table in :mod:`neurod
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -86,21 +87,21 @@ class NACOptions:
     """
 
     tied_heads: bool | None = None
-    backbone_unfolds: int | None = None
-    backbone_activation: str | None = None
+    backbone_unfolds: int | None = field(default=None, metadata={"min": 1})
+    backbone_activation: str | None = field(default=None, metadata={"choices": ACTIVATIONS})
     dense_sensory: bool | None = None
     shared_backbone: bool | None = None
-    topk_method: str | None = None
-    topk_spare_blocks: int | None = None
-    euler_steps: int | None = None
-    euler_dt: float | None = None
-    quadrature: str | None = None
-    eps: float | None = None
-    ncp_init: str | None = None
-    front_init: str | None = None
-    time_horizon: float | None = None
+    topk_method: str | None = field(default=None, metadata={"choices": TOPK_METHODS})
+    topk_spare_blocks: int | None = field(default=None, metadata={"min": 0})
+    euler_steps: int | None = field(default=None, metadata={"min": 1})
+    euler_dt: float | None = field(default=None, metadata={"min": 0.0})
+    quadrature: str | None = field(default=None, metadata={"choices": QUADRATURES})
+    eps: float | None = field(default=None, metadata={"above": 0.0})
+    ncp_init: str | None = field(default=None, metadata={"choices": INITS})
+    front_init: str | None = field(default=None, metadata={"choices": FRONT_INITS})
+    time_horizon: float | None = field(default=None, metadata={"above": 0.0})
     learn_horizon: bool | None = None
-    pair_time: str | None = None
+    pair_time: str | None = field(default=None, metadata={"choices": PAIR_TIMES})
 
     def unset(self) -> list[str]:
         """Names of the fields left to the profile."""
@@ -126,32 +127,27 @@ TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="ta
                    learn_horizon=False, pair_time="delta")
 PROFILE_OPTIONS = {"paper": PAPER, "released": RELEASED, "tuned": TUNED}
 
-_BOOLS = ("tied_heads", "dense_sensory", "shared_backbone", "learn_horizon")
-_INTS = {"backbone_unfolds": 1, "topk_spare_blocks": 0, "euler_steps": 1}            # name -> minimum
-_CHOICES = {"backbone_activation": ACTIVATIONS, "topk_method": TOPK_METHODS, "quadrature": QUADRATURES,
-            "ncp_init": INITS, "front_init": FRONT_INITS, "pair_time": PAIR_TIMES}
-
-
 def _checked(opt: NACOptions) -> NACOptions:
-    """``opt`` (every field set) with ints widened to floats where a number is meant; one ConfigError otherwise."""
-    for name in _BOOLS:
-        if not isinstance(getattr(opt, name), bool):
-            raise ConfigError(f"NAC option {name}={getattr(opt, name)!r} is not true or false")
-    for name, low in _INTS.items():
-        v = getattr(opt, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ConfigError(f"NAC option {name}={v!r} must be a whole number >= {low}")
+    """``opt`` (every field set) with ints widened to floats where a number is meant; one ConfigError otherwise.
+    What each field takes comes from its declaration: its type (bool, int, float, str) and its metadata (``min``,
+    ``above``: the bound of a number; ``choices``: the names a string may be)."""
     numbers = {}
-    for name in ("euler_dt", "eps", "time_horizon"):
-        v = getattr(opt, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"NAC option {name}={v!r} is not a number")
-        numbers[name] = float(v)
-    if numbers["euler_dt"] < 0 or not numbers["eps"] > 0 or not numbers["time_horizon"] > 0:
-        raise ConfigError(f"NAC needs euler_dt >= 0 (0: t / euler_steps), eps > 0 and time_horizon > 0; got "
-                          f"{numbers['euler_dt']}, {numbers['eps']}, {numbers['time_horizon']}")
-    for name, choices in _CHOICES.items():
-        check_choice(f"NAC {name}", getattr(opt, name), choices)
+    for f in fields(opt):
+        v, kind, meta = getattr(opt, f.name), str(f.type).split(" |")[0], f.metadata
+        if kind == "bool" and not isinstance(v, bool):
+            raise ConfigError(f"NAC option {f.name}={v!r} is not true or false")
+        if kind == "int" and (isinstance(v, bool) or not isinstance(v, int) or v < meta["min"]):
+            raise ConfigError(f"NAC option {f.name}={v!r} must be a whole number >= {meta['min']}")
+        if kind == "float":
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ConfigError(f"NAC option {f.name}={v!r} is not a number")
+            numbers[f.name] = float(v)
+            if ("min" in meta and v < meta["min"]) or ("above" in meta and not v > meta["above"]):
+                bound = f">= {meta['min']}" if "min" in meta else f"> {meta['above']}"
+                why = " (0: t / euler_steps)" if f.name == "euler_dt" else ""
+                raise ConfigError(f"NAC option {f.name}={v!r} must be {bound}{why}")
+        if kind == "str":
+            check_choice(f"NAC {f.name}", v, meta["choices"])
     return replace(opt, **numbers)
 
 

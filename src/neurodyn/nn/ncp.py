@@ -31,12 +31,12 @@ the output.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
-from ..errors import ConfigError, check_choice
+from ..errors import ConfigError, check_choice, optional_import
 from ..ops.activations import tanh
 from ..ops.ncp_mlp import fused_available, ncp_mlp
 
@@ -56,12 +56,7 @@ def units_backbone(d_model: int) -> int:
 
 
 def _ncps():
-    try:
-        from ncps import wirings
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigError("NAC needs the 'ncps' package for its NCP wirings; install it with "
-                          "`pip install ncps` (or `pip install neurodyn[ncps]`)") from None
-    return wirings
+    return optional_import("ncps.wirings", "NAC's NCP wirings", "`pip install ncps` (or `pip install neurodyn[ncps]`)")
 
 
 def build_autoncp(units: int, output_size: int, in_features: int, sparsity: float, seed: int = 22222):
@@ -243,7 +238,7 @@ class NCPCell(nn.Module):
         out = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec,
                       in_scale=self.w_in, in_shift=self.b_in, head=head)
         y, read = out if head is not None else (out, None)
-        shape = lambda t: t.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, t.shape[-1])  # noqa: E731
+        shape = lambda t: t.reshape(*(() if self.n_cells == 1 else (self.n_cells,)), *lead, t.shape[-1])  # noqa: E731
         return shape(y), None if read is None else shape(read)
 
     def _plan_wiring(self, unfolds: int) -> tuple[list, list, list]:
@@ -288,7 +283,7 @@ class NCPCell(nn.Module):
         else:
             a2 = add.flatten(0, -2) if self.n_cells == 1 else add.flatten(1, -2)
         out = torch.addmm(a2, x2, w[0]) if self.n_cells == 1 else torch.baddbmm(a2, x2, w)
-        return out.reshape(*((() if self.n_cells == 1 else (self.n_cells,))), *lead, w.shape[-1])
+        return out.reshape(*(() if self.n_cells == 1 else (self.n_cells,)), *lead, w.shape[-1])
 
     def forward_unpruned(self, u: torch.Tensor, unfolds: int = 1) -> torch.Tensor:
         """``forward`` computing every neuron at every update (test oracle)."""

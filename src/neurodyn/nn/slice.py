@@ -31,16 +31,24 @@ discretisation-invariant, which is why the code does not use it).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError, check_choice
 
-__all__ = ["SliceEncoder", "SliceDecoder", "PhysicsAttention", "deslice", "pool"]
+__all__ = ["SliceEncoder", "SliceDecoder", "PhysicsAttention", "deslice", "pool", "slice_clamp"]
 
 PROJECTIONS = ("linear", "conv2d")
+
+
+def slice_clamp(clamp, structured: bool):
+    """A config's slice-temperature clamp: None -> [0.1, 5] on structured meshes (none on point clouds),
+    () -> off."""
+    if clamp is None:
+        return (0.1, 5.0) if structured else None
+    return None if len(tuple(clamp)) == 0 else clamp
 
 
 def pool(values: torch.Tensor, weights: torch.Tensor, normalize: bool = True, eps: float = 1e-5) -> torch.Tensor:

@@ -51,7 +51,7 @@ flop estimate. DFT matrices are built in float64 and cached per (size, modes, dt
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -59,13 +59,33 @@ from torch import nn
 from ..errors import ConfigError, check_choice
 from ..ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, rdft_matrix
 
-__all__ = ["SpectralConv", "neuralop_n_modes"]
+__all__ = ["SpectralConv", "neuralop_n_modes", "resolve_modes"]
 
 
 def neuralop_n_modes(modes: Sequence[int]) -> tuple[int, ...]:
     """neuraloperator's ``n_modes`` that keeps the same frequencies as our ``modes`` (see module doc)."""
     modes = tuple(int(m) for m in modes)
     return tuple(2 * m for m in modes[:-1]) + (2 * modes[-1] - 1,)
+
+
+def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
+    """Modes per axis with ``0`` replaced by ``grid_size[a] // 2`` (all modes, the ST-SSM paper's setting; FFNO,
+    FNO-2D-time). ``name`` is the model named in the ConfigError for a malformed ``modes``."""
+    if isinstance(modes, int):
+        raise ConfigError(f"{name} modes must be a tuple with one entry per spatial axis, e.g. (0,) or (32, 32); "
+                          f"got {modes!r}.")
+    modes = tuple(int(m) for m in modes)
+    if len(modes) not in (1, 2):
+        raise ConfigError(f"{name} supports 1 or 2 spatial axes (len(modes) in (1, 2)); got modes={modes}.")
+    if any(m < 0 for m in modes):
+        raise ConfigError(f"{name} modes must be >= 0 (0 = all, from grid_size); got {modes}.")
+    if any(m == 0 for m in modes):
+        grid = tuple(int(g) for g in (grid_size or ()))
+        if len(grid) != len(modes) or any(g < 2 for g in grid):
+            raise ConfigError(f"{name} modes={modes} asks for all modes (0) but grid_size={grid_size!r} does not "
+                              f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes.")
+        modes = tuple(g // 2 if m == 0 else m for m, g in zip(modes, grid))
+    return modes
 
 
 class SpectralConv(nn.Module):

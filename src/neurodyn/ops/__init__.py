@@ -25,8 +25,7 @@ a CPU kernel and a fake each), so every function above traces under ``torch.comp
 ``torch.export``.
 """
 from .block_topk import block_topk, exact_topk
-from .cross_scan import (PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices,
-                         cross_unscan)
+from .cross_scan import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan
 from .directions import resolve_directions
 from .fused_mlp import fused_mlp, mlp_ref
 from .head_scan import head_scan, head_scan_ref
@@ -39,7 +38,8 @@ from .scan_2d import selective_scan_2d, selective_scan_2d_ref
 from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
 
 __all__ = [
-    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "head_scan", "head_scan_ref", "knc_scan", "knc_scan_ref",
+    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "head_scan", "head_scan_ref",
+    "knc_scan", "knc_scan_ref",
     "euler_logits", "exact_logits", "steady_logits", "ncp_mlp", "ncp_mlp_ref",
     "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
     "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",

@@ -8,6 +8,7 @@ blocks cover every key), not equality. :func:`flat_gather` gathers the picked ro
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -47,11 +48,11 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     ``(G, Tq, K_eff)`` and their validity (False only when fewer than ``K_eff`` distinct real keys
     were reachable: short or heavily masked sequences).
 
-    Every block holds exactly ``B_s`` real keys (so a padded last block cannot win the coarse search): the real keys of each row are compacted to
-    the front (a stable sort of the mask) and the last block of a row is ``[n - B_s, n)``, overlapping
-    its neighbour instead of being padded or masked. A padded (or half-masked) block's centroid is a
-    mean over fewer keys, so its score has a larger spread and it won the coarse search too often --
-    and then could not fill the K slots (4-5 % invalid slots at T = 32 with no mask at all). Blocks
+    Every block holds exactly ``B_s`` real keys (so a padded last block cannot win the coarse search): the real
+    keys of each row are compacted to the front (a stable sort of the mask) and the last block of a row is
+    ``[n - B_s, n)``, overlapping its neighbour instead of being padded or masked. A padded (or half-masked)
+    block's centroid is a mean over fewer keys, so its score has a larger spread and it won the coarse search too
+    often -- and then could not fill the K slots (4-5 % invalid slots at T = 32 with no mask at all). Blocks
     that repeat an earlier block (rows shorter than ``N_b B_s``) are skipped and keys picked twice by
     overlapping blocks count once. ``spare_blocks`` (default 1; Algorithm 2's ``M = ceil(K/B_s)`` is
     0) scores one block more than needed to hold K keys: the true top keys of a temporally smooth
@@ -66,14 +67,46 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
         raise ValueError(f"block_topk spare_blocks must be >= 0, got {spare_blocks}")
     G, Tk, D = k.shape
     Tq = q.shape[1]
-    dev = k.device
     bs = max(1, math.isqrt(Tk))
     nb = -(-Tk // bs)
     m = min(nb, max(1, -(-topk // bs)) + spare_blocks)
     k_eff = min(topk, m * bs)
     if G == 0 or Tq == 0 or Tk == 0:  # no groups, queries or keys: empty picks (Tk = 0 picks none per query)
-        return (torch.zeros(G, Tq, k_eff, dtype=torch.long, device=dev),
-                torch.zeros(G, Tq, k_eff, dtype=torch.bool, device=dev))
+        return (torch.zeros(G, Tq, k_eff, dtype=torch.long, device=k.device),
+                torch.zeros(G, Tq, k_eff, dtype=torch.bool, device=k.device))
+    blocks = _key_blocks(k, key_mask, bs, nb)
+    # blocks can overlap (and a key be reached twice) only when some row is shorter than nb * bs
+    may_repeat = key_mask is not None or Tk % bs != 0
+    # when the picked blocks hold at least a quarter of the keys, a (chunk, Tk) score matrix costs at most 4x the
+    # candidates' scores and replaces a gather of whole blocks and one small matmul per query (NAC, Tk = 16: 3 of 4)
+    score_all = nb <= 4 * m
+    idx_parts, ok_parts = [], []
+    for lo in range(0, Tq, query_chunk):
+        pick, ok = _pick(q[:, lo:lo + query_chunk], blocks, m, k_eff, may_repeat, score_all)
+        order = blocks.order
+        idx_parts.append(pick if order is None else order.gather(1, pick.reshape(G, -1)).reshape(pick.shape))
+        ok_parts.append(ok)
+    # invalid picks (fewer reachable real keys than K) point at a real position and are marked invalid
+    return torch.cat(idx_parts, 1), torch.cat(ok_parts, 1)
+
+
+class _KeyBlocks(NamedTuple):
+    """The keys of each row split into ``nb`` blocks of ``bs`` (:func:`block_topk`'s docstring)."""
+
+    order: torch.Tensor | None  # (G, Tk): compacted position -> key index (None: no mask, keys in place)
+    kc: torch.Tensor            # (G, Tk, D): the keys, real ones first
+    ids: torch.Tensor           # (G, nb, bs): compacted position of each block's keys
+    kb: torch.Tensor            # (G, nb, bs, D): each block's keys
+    centroid: torch.Tensor      # (G, nb, D): mean of each block's real keys
+    block_off: torch.Tensor     # (G, nb): empty blocks and repeats of the block before
+    ok_block: torch.Tensor      # (G, nb, bs): real keys of blocks in use
+
+
+def _key_blocks(k: torch.Tensor, key_mask: torch.Tensor | None, bs: int, nb: int) -> _KeyBlocks:
+    """Real keys compacted to the front of each row, cut into ``nb`` blocks of ``bs`` keys, the last block of a row
+    ``[n - bs, n)``; the blocks' centroids."""
+    G, Tk, D = k.shape
+    dev = k.device
     if key_mask is None:
         order, kc = None, k
         n = torch.full((G,), Tk, dtype=torch.long, device=dev)
@@ -94,38 +127,34 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     repeat[:, 1:] = starts[:, 1:] == starts[:, :-1]
     block_off = (count == 0) | repeat                                       # (G, nb)
     ok_block = vb & ~block_off[..., None]                                   # (G, nb, bs)
-    # blocks can overlap (and a key be reached twice) only when some row is shorter than nb * bs
-    may_repeat = key_mask is not None or Tk % bs != 0
-    first_block = (torch.arange(G, device=dev) * nb)[:, None, None]
-    # when the picked blocks hold at least a quarter of the keys, a (chunk, Tk) score matrix costs at most 4x the
-    # candidates' scores and replaces a gather of whole blocks and one small matmul per query (NAC, Tk = 16: 3 of 4)
-    score_all = nb <= 4 * m
-    idx_parts, ok_parts = [], []
-    for lo in range(0, Tq, query_chunk):
-        qc = q[:, lo:lo + query_chunk]                                      # (G, c, D)
-        c = qc.shape[1]
-        coarse = (qc @ centroid.transpose(1, 2)).masked_fill(block_off[:, None, :], float("-inf"))
-        rows = (_best(coarse, m) + first_block).reshape(-1)                 # picked blocks as rows of (G nb, .)
-        take = lambda t: t.reshape(G * nb, -1).index_select(0, rows)  # noqa: E731 - whole blocks, one copy each
-        cand = take(ids).reshape(G, c, m * bs)                              # positions in the compacted row
-        cand_ok = take(ok_block).reshape(G, c, m * bs)
-        if may_repeat:  # overlapping blocks: a key reached twice counts once
-            srt, perm = torch.sort(cand.masked_fill(~cand_ok, -1), dim=-1)
-            dup = torch.zeros_like(cand_ok)
-            dup.scatter_(-1, perm, F.pad((srt[..., 1:] == srt[..., :-1]) & (srt[..., 1:] >= 0), (1, 0), value=False))
-            cand_ok = cand_ok & ~dup
-        if score_all:  # the candidates are a large share of the keys: score every key at once, then pick
-            fine = (qc @ kc.transpose(1, 2)).gather(-1, cand)
-        else:
-            k_cand = take(kb).reshape(G, c, m * bs, D)                       # whole blocks: contiguous copies
-            fine = torch.matmul(k_cand, qc[..., None])[..., 0]              # (G, c, m*bs)
-        fine = fine.masked_fill(~cand_ok, float("-inf"))
-        top = _best(fine, k_eff)
-        pick = cand.gather(-1, top)
-        idx_parts.append(pick if order is None else order.gather(1, pick.reshape(G, -1)).reshape(pick.shape))
-        ok_parts.append(cand_ok.gather(-1, top))
-    # invalid picks (fewer reachable real keys than K) point at a real position and are marked invalid
-    return torch.cat(idx_parts, 1), torch.cat(ok_parts, 1)
+    return _KeyBlocks(order, kc, ids, kb, centroid, block_off, ok_block)
+
+
+def _pick(qc: torch.Tensor, blocks: _KeyBlocks, m: int, k_eff: int, may_repeat: bool,
+          score_all: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk of queries ``qc: (G, c, D)``: the best ``m`` blocks by centroid score, then the best ``k_eff`` of
+    their keys. Returns the picks as compacted positions ``(G, c, k_eff)`` and their validity."""
+    G, nb, bs, D = blocks.kb.shape
+    c = qc.shape[1]
+    first_block = (torch.arange(G, device=qc.device) * nb)[:, None, None]
+    coarse = (qc @ blocks.centroid.transpose(1, 2)).masked_fill(blocks.block_off[:, None, :], float("-inf"))
+    rows = (_best(coarse, m) + first_block).reshape(-1)                     # picked blocks as rows of (G nb, .)
+    take = lambda t: t.reshape(G * nb, -1).index_select(0, rows)  # noqa: E731 - whole blocks, one copy each
+    cand = take(blocks.ids).reshape(G, c, m * bs)                           # positions in the compacted row
+    cand_ok = take(blocks.ok_block).reshape(G, c, m * bs)
+    if may_repeat:  # overlapping blocks: a key reached twice counts once
+        srt, perm = torch.sort(cand.masked_fill(~cand_ok, -1), dim=-1)
+        dup = torch.zeros_like(cand_ok)
+        dup.scatter_(-1, perm, F.pad((srt[..., 1:] == srt[..., :-1]) & (srt[..., 1:] >= 0), (1, 0), value=False))
+        cand_ok = cand_ok & ~dup
+    if score_all:  # the candidates are a large share of the keys: score every key at once, then pick
+        fine = (qc @ blocks.kc.transpose(1, 2)).gather(-1, cand)
+    else:
+        k_cand = take(blocks.kb).reshape(G, c, m * bs, D)                    # whole blocks: contiguous copies
+        fine = torch.matmul(k_cand, qc[..., None])[..., 0]                  # (G, c, m*bs)
+    fine = fine.masked_fill(~cand_ok, float("-inf"))
+    top = _best(fine, k_eff)
+    return cand.gather(-1, top), cand_ok.gather(-1, top)
 
 
 def exact_topk(q: torch.Tensor, k: torch.Tensor, topk: int,

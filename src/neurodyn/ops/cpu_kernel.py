@@ -51,7 +51,9 @@ _NAME = "neurodyn_scan_cpu"
 _CSRC = Path(__file__).with_name("csrc")
 _SOURCES = (_CSRC / "selective_scan_cpu.cpp", _CSRC / "head_scan_cpu.cpp", _CSRC / "ncp_cpu.cpp")
 _HEADERS = (_CSRC / "fast_math.h", _CSRC / "checks.h")
-_CFLAGS = ["-O3", "-fopenmp", "-std=c++17"] + (
+# (no -std: torch's cpp_extension passes the standard its headers need, -std=c++20 with torch 2.13; one of ours after
+# it would override it)
+_CFLAGS = ["-O3", "-fopenmp"] + (
     ["-march=native"] if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else [])
 _LDFLAGS = ["-fopenmp"]
 _LOCK = threading.Lock()

@@ -17,7 +17,7 @@ permutations of :func:`cross_scan_indices`.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

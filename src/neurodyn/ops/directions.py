@@ -7,7 +7,7 @@ Each caller owns its vocabulary (``names``) and presets; this module owns the ru
 """
 from __future__ import annotations
 
-from typing import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 __all__ = ["resolve_directions"]
 

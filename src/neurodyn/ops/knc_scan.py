@@ -16,7 +16,7 @@ modes ``uni`` / ``bi`` / ``cross`` through :mod:`neurodyn.ops.cross_scan`.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -117,7 +117,6 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     """
     check_choice("knc_scan discretization", discretization, _DISCRETIZATIONS)
     batch, D, L = u.shape
-    N = lam.shape[1]
     if b.dim() == 3:
         b = b.unsqueeze(1)
     if resolve_backend(backend, u) == "cpp":

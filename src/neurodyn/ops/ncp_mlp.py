@@ -6,7 +6,8 @@ of :class:`neurodyn.nn.ncp.NCPCell` computes)::
     s_0 = act(x W_in_0 + b_0) * mask_0
     s_l = act(x W_in_l + b_l + s_{l-1} W_rec_l) * mask_l        (l >= 1)
 
-with ``W_in_l (C, a, h_l)``, ``b_l (C, h_l)``, ``W_rec_l (C, h_{l-1}, h_l)`` (``None`` for ``l = 0``), ``mask_l (h_l,)``.
+with ``W_in_l (C, a, h_l)``, ``b_l (C, h_l)``, ``W_rec_l (C, h_{l-1}, h_l)`` (``None`` for ``l = 0``),
+``mask_l (h_l,)``.
 Returns ``s_{n-1}: (C, M, h_{n-1})``. In NAC the backbone runs on every query-key pair (16,384 rows of 8 inputs and
 36 / 16 / 2 neurons at the cpu presets); as separate batched matmuls and elementwise ops it was half of a NAC
 training step, most of it memory passes over ``(C, M, 36)`` activations. The fused op keeps one row's activations
@@ -25,7 +26,7 @@ the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M,
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -139,7 +140,8 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
             raise ValueError(f"ncp_mlp {name} has shape {tuple(t.shape)}, expected (cells, features) = {shape}")
     if head is not None and (head[0].dim() != 3 or tuple(head[0].shape[:2]) != (C, a)
                              or tuple(head[1].shape) != (C, head[0].shape[2])):
-        raise ValueError(f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) with cells, features = {C}, {a}; "
+        raise ValueError(f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) "
+                         f"with cells, features = {C}, {a}; "
                          f"got {tuple(head[0].shape)}, {tuple(head[1].shape)}")
     if not fused_available(x):
         return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)

@@ -8,7 +8,7 @@ linear along each axis is reproduced exactly, and going from ``2n - 1`` points t
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -34,13 +34,13 @@ directions (``merge=True``) or ``(batch, K, d, H, W)``.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
-from . import kernel_ops
 from ..errors import check_choice
+from . import kernel_ops
 from .directions import resolve_directions
 from .linear_scan import linear_scan
 
@@ -240,7 +240,7 @@ def selective_scan_2d_ref(x, delta, A, B, C, D=None, R=None, *, delta_bias=None,
         dt = _dt(dk, bk, delta_softplus)
         P, Q = (W, H) if transpose else (H, W)
 
-        def cell(p, q):  # grid cell visited at outer step p, inner step q
+        def cell(p, q, P=P, Q=Q, fh=fh, fw=fw, transpose=transpose):  # cell visited at outer step p, inner q
             p = P - 1 - p if fh else p
             q = Q - 1 - q if fw else q
             return (q, p) if transpose else (p, q)

@@ -275,87 +275,113 @@ class SelectiveScanChunked(torch.autograd.Function):
         D, z, bias, h0 = (t if h else None for t, h in zip((D, z, bias, h0), ctx.has))
         b, d, L = u.shape
         n = A.shape[1]
-        Bc, Cc = _Coef(B), _Coef(C)
         if gout is None:
             gout = torch.zeros_like(u)
-        gu, gdelta = torch.empty_like(u), torch.empty_like(u)
-        gz = torch.empty_like(u) if hasz else None
-        gA, gB, gC = torch.zeros_like(A), torch.zeros_like(B), torch.zeros_like(C)
-        gD = torch.zeros(d, dtype=u.dtype, device=u.device) if hasD else None
+        g = _Grads(u, A, B, C, hasD, hasz)
         g_end = None if glast is None else glast.reshape(b * d, n)
         starts = list(range(0, L, ctx.block))
         if ctx.sequential:
-            raw, dt_tm, u_tm, y_tm = seq_saved
-            gout_tm = time_major(gout)
-            if hasz:  # the gate: gz from the saved ungated output, the gradient reaching y
-                z_tm = time_major(z)
-                sz = torch.sigmoid(z_tm)
-                gz.copy_((gout_tm * y_tm * sz * (1 + z_tm * (1 - sz))).permute(1, 2, 0))
-                gout_tm = gout_tm * z_tm * sz
-            gdelta_tm, gu_tm = torch.empty_like(u_tm), torch.empty_like(u_tm)
-            ws = Workspace((min(ctx.block, L), b, d, n), u)
-        for i in reversed(range(len(starts))):
-            s = starts[i]
-            e = min(L, s + ctx.block)
-            if ctx.sequential:
+            g_end = _backward_sequential(ctx, g, gout, seq_saved, bstates, starts, g_end, A, B, C, D, z)
+        else:
+            Bc, Cc = _Coef(B), _Coef(C)
+            for i in reversed(range(len(starts))):
+                s = starts[i]
+                blk = _Block(s, min(L, s + ctx.block), u, delta, A, bias, ctx.softplus)
                 h_in = bstates[i] if (i > 0 or hash0) else None
-                sb = SequentialBlock(s, e, dt_tm, u_tm, A, B, C)
-                a = sb.decay(ws.get("a", e - s))
-                h = sb.states(a, h_in, ws.get("h", e - s))
-                gy = gout_tm[s:e]
-                if hasD:
-                    gD += (gy * sb.u).sum((0, 1))
-                gdelta_tm[s:e], gu_tm[s:e], gA_b, gB_b, gC_b, g_start = sb.backward(
-                    a, h, h_in, gy, None if g_end is None else g_end.view(b, d, n), ws.get("lam", e - s))
-                gA += gA_b
-                _add_coef_grad(gB, gB_b, Bc.var, s, e)
-                _add_coef_grad(gC, gC_b, Cc.var, s, e)
-                g_end = g_start.reshape(b * d, n)
-                continue
-            blk = _Block(s, e, u, delta, A, bias, ctx.softplus)
-            T, pad = blk.T, blk.pad
-            Bb, Cb = Bc.block(s, e, pad, T), Cc.block(s, e, pad, T)
-            h_in = bstates[i] if (i > 0 or hash0) else None
-            x, h = blk.states(Bc, Bb, h_in)
-            gy = _to_tm(F.pad(gout[..., s:e], (0, pad)), T)  # (T, b, d, nc)
-            if hasz:
-                zt = _to_tm(F.pad(z[..., s:e], (0, pad)), T)
-                y = blk.output(Cc, Cb, h, D)
-                sz = torch.sigmoid(zt)
-                gz[..., s:e] = _from_tm(gy * y * sz * (1 + zt * (1 - sz)))[..., : e - s]
-                gy = gy * zt * sz
-            if hasD:
-                gD += (gy * blk.u).sum(dim=(0, 1, 3))
-            q = Cc.mul(gy.unsqueeze(-1), Cb)
-            _, _, _, nc, _ = q.shape
-            flat = lambda v: v.view(T, b * d, nc, n)  # noqa: E731
-            lam, g_start = _tm_reverse(flat(blk.a), flat(q), flat(blk.la), g_end)
-            lam = lam.view_as(q)
-            gla = lam * (h - x)  # dL/d(dt A): a_t h_{t-1} = h_t - x_t
-            gA += (gla * blk.dt.unsqueeze(-1)).sum(dim=(0, 1, 3))
-            lamB = Bc.mul(lam, Bb).sum(-1)  # (T, b, d, nc)
-            gdt = (gla * A[None, None, :, None, :]).sum(-1) + lamB * blk.u
-            if ctx.softplus:
-                raw = blk.raw
-                gdt = gdt * _softplus_grad(raw)
-            gdelta[..., s:e] = _from_tm(gdt)[..., : e - s]
-            gu_t = lamB * blk.dt + (gy * D[None, None, :, None] if hasD else 0)
-            gu[..., s:e] = _from_tm(gu_t)[..., : e - s]
-            gBb = Bc.reduce(lam * blk.du, e - s)
-            gCb = Cc.reduce(gy.unsqueeze(-1) * h, e - s)
-            _add_coef_grad(gB, gBb, Bc.var, s, e)
-            _add_coef_grad(gC, gCb, Cc.var, s, e)
-            g_end = g_start
-        if ctx.sequential:
-            if hasD:
-                gu_tm.addcmul_(gout_tm, D)
-            if ctx.softplus:
-                gdelta_tm.mul_(_softplus_grad(raw))
-            gdelta.copy_(gdelta_tm.permute(1, 2, 0))
-            gu.copy_(gu_tm.permute(1, 2, 0))
-        gbias = gdelta.sum(dim=(0, 2)) if hasbias else None
+                g_end = _backward_block(blk, g, gout, g_end, h_in, A, D, z, Bc, Cc, ctx.softplus)
+        gbias = g.delta.sum(dim=(0, 2)) if hasbias else None
         gh0 = g_end.view(b, d, n) if hash0 else None
-        return gu, gdelta, gA, gB, gC, gD, gz, gbias, gh0, None, None
+        return g.u, g.delta, g.A, g.B, g.C, g.D, g.z, gbias, gh0, None, None
+
+
+class _Grads:
+    """The gradients :meth:`SelectiveScanChunked.backward` fills block by block (``D`` / ``z``: None when absent)."""
+
+    def __init__(self, u: Tensor, A: Tensor, B: Tensor, C: Tensor, hasD: bool, hasz: bool):
+        self.u, self.delta = torch.empty_like(u), torch.empty_like(u)
+        self.z = torch.empty_like(u) if hasz else None
+        self.A, self.B, self.C = torch.zeros_like(A), torch.zeros_like(B), torch.zeros_like(C)
+        self.D = torch.zeros(u.shape[1], dtype=u.dtype, device=u.device) if hasD else None
+
+
+def _backward_block(blk: _Block, g: _Grads, gout: Tensor, g_end: Tensor | None, h_in: Tensor | None, A: Tensor,
+                    D: Tensor | None, z: Tensor | None, Bc: _Coef, Cc: _Coef, softplus: bool) -> Tensor:
+    """One outer block of the chunked path, backwards: its states recomputed from ``h_in``, the adjoint scanned back
+    from ``g_end`` (the gradient reaching its last state); fills ``g`` and returns the gradient at its first state."""
+    s, e, T, pad = blk.s, blk.e, blk.T, blk.pad
+    b, d = gout.shape[:2]
+    n = A.shape[1]
+    Bb, Cb = Bc.block(s, e, pad, T), Cc.block(s, e, pad, T)
+    x, h = blk.states(Bc, Bb, h_in)
+    gy = _to_tm(F.pad(gout[..., s:e], (0, pad)), T)  # (T, b, d, nc)
+    if z is not None:
+        zt = _to_tm(F.pad(z[..., s:e], (0, pad)), T)
+        y = blk.output(Cc, Cb, h, D)
+        sz = torch.sigmoid(zt)
+        g.z[..., s:e] = _from_tm(gy * y * sz * (1 + zt * (1 - sz)))[..., : e - s]
+        gy = gy * zt * sz
+    if D is not None:
+        g.D += (gy * blk.u).sum(dim=(0, 1, 3))
+    q = Cc.mul(gy.unsqueeze(-1), Cb)
+    _, _, _, nc, _ = q.shape
+    flat = lambda v: v.view(T, b * d, nc, n)  # noqa: E731
+    lam, g_start = _tm_reverse(flat(blk.a), flat(q), flat(blk.la), g_end)
+    lam = lam.view_as(q)
+    gla = lam * (h - x)  # dL/d(dt A): a_t h_{t-1} = h_t - x_t
+    g.A += (gla * blk.dt.unsqueeze(-1)).sum(dim=(0, 1, 3))
+    lamB = Bc.mul(lam, Bb).sum(-1)  # (T, b, d, nc)
+    gdt = (gla * A[None, None, :, None, :]).sum(-1) + lamB * blk.u
+    if softplus:
+        gdt = gdt * _softplus_grad(blk.raw)
+    g.delta[..., s:e] = _from_tm(gdt)[..., : e - s]
+    gu_t = lamB * blk.dt + (gy * D[None, None, :, None] if D is not None else 0)
+    g.u[..., s:e] = _from_tm(gu_t)[..., : e - s]
+    _add_coef_grad(g.B, Bc.reduce(lam * blk.du, e - s), Bc.var, s, e)
+    _add_coef_grad(g.C, Cc.reduce(gy.unsqueeze(-1) * h, e - s), Cc.var, s, e)
+    return g_start
+
+
+def _backward_sequential(ctx, g: _Grads, gout: Tensor, seq_saved, bstates: Tensor, starts: list[int],
+                         g_end: Tensor | None, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
+                         z: Tensor | None) -> Tensor | None:
+    """The sequential CPU path backwards, block by block in time-major layout from the saved forward (the raw and
+    softplus'd steps, the inputs, the ungated output); fills ``g`` and returns the gradient at the first state."""
+    raw, dt_tm, u_tm, y_tm = seq_saved
+    L, b, d = u_tm.shape
+    n = A.shape[1]
+    hash0 = ctx.has[3]
+    Bc, Cc = _Coef(B), _Coef(C)
+    gout_tm = time_major(gout)
+    if z is not None:  # the gate: gz from the saved ungated output, the gradient reaching y
+        z_tm = time_major(z)
+        sz = torch.sigmoid(z_tm)
+        g.z.copy_((gout_tm * y_tm * sz * (1 + z_tm * (1 - sz))).permute(1, 2, 0))
+        gout_tm = gout_tm * z_tm * sz
+    gdelta_tm, gu_tm = torch.empty_like(u_tm), torch.empty_like(u_tm)
+    ws = Workspace((min(ctx.block, L), b, d, n), u_tm)
+    for i in reversed(range(len(starts))):
+        s = starts[i]
+        e = min(L, s + ctx.block)
+        h_in = bstates[i] if (i > 0 or hash0) else None
+        sb = SequentialBlock(s, e, dt_tm, u_tm, A, B, C)
+        a = sb.decay(ws.get("a", e - s))
+        h = sb.states(a, h_in, ws.get("h", e - s))
+        gy = gout_tm[s:e]
+        if D is not None:
+            g.D += (gy * sb.u).sum((0, 1))
+        gdelta_tm[s:e], gu_tm[s:e], gA_b, gB_b, gC_b, g_start = sb.backward(
+            a, h, h_in, gy, None if g_end is None else g_end.view(b, d, n), ws.get("lam", e - s))
+        g.A += gA_b
+        _add_coef_grad(g.B, gB_b, Bc.var, s, e)
+        _add_coef_grad(g.C, gC_b, Cc.var, s, e)
+        g_end = g_start.reshape(b * d, n)
+    if D is not None:
+        gu_tm.addcmul_(gout_tm, D)
+    if ctx.softplus:
+        gdelta_tm.mul_(_softplus_grad(raw))
+    g.delta.copy_(gdelta_tm.permute(1, 2, 0))
+    g.u.copy_(gu_tm.permute(1, 2, 0))
+    return g_end
 
 
 def default_block(b: int, d: int, n: int, L: int, device: torch.device | None = None) -> int:

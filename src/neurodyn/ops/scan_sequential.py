@@ -84,7 +84,8 @@ class SequentialBlock:
         return torch.einsum("lbgdn,lbgn->lbgd", self._split(x, W), W).reshape(x.shape[:3])
 
     def contract_channels(self, v: Tensor, x: Tensor, W: Tensor) -> Tensor:
-        """Gradient of the coefficient from ``sum_d v[d] x[d, n]``: ``(d, n)`` for a fixed one, else ``(b, G, n, Lb)``."""
+        """Gradient of the coefficient from ``sum_d v[d] x[d, n]``: ``(d, n)`` for a fixed one, else
+        ``(b, G, n, Lb)``."""
         if W.dim() == 2:
             return (x * v.unsqueeze(-1)).sum((0, 1))
         g = torch.matmul(self._split(v, W).unsqueeze(-2), self._split(x, W)).squeeze(-2)  # (Lb, b, G, n)

@@ -19,7 +19,7 @@ built in float64 and cached per (size, modes, dtype, device), except while ``tor
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode

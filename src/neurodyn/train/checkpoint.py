@@ -16,6 +16,7 @@ import torch
 import yaml
 
 from ..errors import ConfigError
+from ..models.registry import available, move_fields
 
 
 def rng_state() -> dict[str, Any]:
@@ -77,18 +78,35 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         old = yaml.safe_load(saved.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
+    old = _today_layout(old)
     diff = _config_differences(old, json.loads(json.dumps(cfg)))
-    if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
+    if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) \
+            and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
         return  # more epochs: the run continues (neurodyn.train.schedule: a new segment over the added epochs)
     if "train.epochs" in diff and len(diff) == 1:
-        raise ConfigError(f"run folder {run_dir} was trained for train.epochs={_lookup(old, 'train.epochs')}; a run can "
-                          "be extended (more epochs) but not shortened: evaluate its checkpoints instead, train into "
-                          "a new run folder (--run-name NAME) or start this one over (--fresh)")
+        raise ConfigError(f"run folder {run_dir} was trained for train.epochs={_lookup(old, 'train.epochs')}; a run "
+                          "can be extended (more epochs) but not shortened: evaluate its checkpoints instead, train "
+                          "into a new run folder (--run-name NAME) or start this one over (--fresh)")
     if diff:
         shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
         more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
         raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
-                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over (--fresh)")
+                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over "
+                          "(--fresh)")
+
+
+def _today_layout(cfg: Any) -> Any:
+    """A stored run config with its ``model`` section in today's layout (keys of an older one, such as LaMO's
+    ``ssm_heads``, moved to ``ssm.heads``: :func:`neurodyn.models.registry.move_fields`), so that a run folder
+    written before a config field moved compares equal to the same config spelled today."""
+    model = cfg.get("model") if isinstance(cfg, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("name"), str):
+        return cfg
+    name = model["name"]
+    if name not in available():  # a user's module (neurodyn.train.fit): nothing moved
+        return cfg
+    rest = {k: v for k, v in model.items() if k != "name"}
+    return {**cfg, "model": {"name": name, **move_fields(name, rest)}}
 
 
 def _lookup(cfg: Any, dotted: str) -> Any:

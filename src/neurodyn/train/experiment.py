@@ -9,7 +9,6 @@ the data's channel counts and the task, trains with the one trainer and writes `
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,20 +16,19 @@ from typing import Any
 import torch
 import yaml
 
-from ..data.assembly import build_data, build_test_sets, data_options, named_test_files
-from ..data.generators import get_generator
-from ..data.datasets import SteadyDataset
-from ..config_types import check_field_types
 from ..checkpoint_io import read_checkpoint
+from ..data.assembly import build_data, build_test_sets, data_options, named_test_files
+from ..data.datasets import SteadyDataset
+from ..data.generators import get_generator
 from ..errors import ConfigError
 from ..models import build, count_parameters
 from ..models.registry import check_config_keys, config_fields
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
-from .losses import build_loss
 from .run_folder import training_lock
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
+
 
 def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
     """Input/output channel counts (and context length) the model needs for this data and task."""
@@ -92,11 +90,10 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
                           f"{tuple(want[1:])}")
 
 
-def build_task(cfg: dict[str, Any], data: dict[str, Any]):
-    t = cfg["train"]
-    name = t.get("loss", "rel_l2")
-    kwargs = {"weight": t.get("grad_loss_weight", 0.1)} if name == "rel_l2+grad" else {}
-    loss = build_loss(name, **kwargs)
+def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
+    """The task of ``cfg`` on ``data``: its loss and training / evaluation modes come from ``tcfg`` (the parsed
+    train section, :func:`train_config`), its normalizers from ``data``."""
+    loss = tcfg.loss_fn()
     if cfg.get("task", "steady") == "steady":
         return SteadyTask(loss, data["x_norm"], data["y_norm"])
     if cfg.get("task") == "sequence":
@@ -108,17 +105,13 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any]):
     train = data["sets"]["train"]
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
                               step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
-                              ctx_norm=data.get("ctx_norm"), train_mode=t.get("train_mode", "teacher_forcing"),
-                              pushforward=int(t.get("pushforward", 0)), input_noise=float(t.get("input_noise", 0.0)),
-                              eval_mode=t.get("eval_mode", "rollout"))
+                              ctx_norm=data.get("ctx_norm"), train_mode=tcfg.train_mode, pushforward=tcfg.pushforward,
+                              input_noise=tcfg.input_noise, eval_mode=tcfg.eval_mode)
 
 
 def train_config(cfg: dict[str, Any]) -> TrainConfig:
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(cfg["train"]) - fields)
-    if unknown:
-        raise ConfigError(f"train section has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
-    return TrainConfig(**check_field_types(TrainConfig, cfg["train"], "train"))
+    """The train section of ``cfg`` parsed and validated, once: every training setting is read from the result."""
+    return TrainConfig.from_options(cfg.get("train") or {})
 
 
 def check_config(cfg: dict[str, Any]) -> TrainConfig:
@@ -128,7 +121,6 @@ def check_config(cfg: dict[str, Any]) -> TrainConfig:
     Runs before anything compares the config with a run folder's, so a typo is reported as a typo (with the
     closest key), never as "trained with another config"."""
     tcfg = train_config(cfg)
-    tcfg.validate()
     model = cfg.get("model") or {}
     if "name" not in model:
         raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
@@ -160,9 +152,9 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress is not False, dist.is_main, barrier)
+    data = build_data(cfg, device, progress is not False, dist.is_main, barrier, train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
-    task = build_task(cfg, data)
+    task = build_task(cfg, data, tcfg)
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
     test_sets = build_test_sets(cfg)
     for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now

@@ -11,20 +11,18 @@ predicts in physical units wherever the class is importable (or with ``load_run(
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
+import yaml
 from torch import nn
 from torch.utils.data import Dataset
 
-import yaml
-
-from ..config_types import check_field_types
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .checkpoint import check_resume_config
-from .losses import build_loss
 from .run_folder import training_lock
 from .tasks import SteadyTask
 from .trainer import TrainConfig, Trainer
@@ -74,15 +72,10 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
     (``epochs``, ``batch_size``, ``lr``, ``loss``, ``scheduler``, ``precision``, ``accumulate``, ``early_stop``, ...;
     see :class:`neurodyn.train.trainer.TrainConfig`). Running it again resumes (``resume=False`` starts over).
     """
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(train_options) - fields)
-    if unknown:
-        raise ConfigError(f"fit() got unknown training option(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
-    tcfg = TrainConfig(**check_field_types(TrainConfig, train_options, "train"))
-    tcfg.validate()
+    tcfg = TrainConfig.from_options(train_options, unknown="fit() got unknown training option(s)")
     train_set, val_set = _as_dataset(train, "train"), _as_dataset(val, "val")
     x, y = _stacked(train_set)
-    task = SteadyTask(build_loss(tcfg.loss), Normalizer(normalize, normalize_reduce).fit(x),
+    task = SteadyTask(tcfg.loss_fn(), Normalizer(normalize, normalize_reduce).fit(x),
                       Normalizer(normalize, normalize_reduce).fit(y))
     if init is not None:
         model.neurodyn_init = dict(init)

@@ -70,11 +70,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Callable, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
-from torch import Tensor, nn
 import torch.nn.functional as F
+from torch import Tensor, nn
 
 from ..errors import ConfigError, unknown_name
 
@@ -94,8 +95,8 @@ __all__ = [
     "available_losses",
 ]
 
-Quadrature = Union[None, float, Sequence[float], Tensor]
-Spacing = Union[None, float, Sequence[float]]
+Quadrature = None | float | Sequence[float] | Tensor
+Spacing = None | float | Sequence[float]
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -241,7 +241,7 @@ class MetricAccumulator:
         norms = torch.linalg.vector_norm(target.detach().reshape(target.shape[0], -1).double(), dim=1)
         self._zero_targets += int((norms <= self.eps).sum())
 
-    def reduce_(self) -> "MetricAccumulator":
+    def reduce_(self) -> MetricAccumulator:
         """All-reduce sums, counts (SUM) and maxima (MAX) over the default process group, in place.
 
         No-op unless ``torch.distributed`` is available and initialised, or when already reduced. Every

@@ -129,12 +129,11 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     trained = load_run(run, which, device)
     files = named_test_files({"test_path": [str(data)]}, "--data")
     dataset = next(iter(build_test_sets(trained.cfg, files).values()))
-    preds = []
+    preds: list[torch.Tensor] = []
     trained.model.eval()
-    with torch.no_grad():
-        for batch in batches(dataset, batch_size, trained.device):
-            preds.append(trained.task.predict(trained.model, batch).float().cpu())
-        metrics = trained.task.evaluate(trained.model, batches(dataset, batch_size, trained.device))
+    with torch.no_grad():  # one pass: the evaluation hands over the predictions it scores
+        metrics = trained.task.evaluate(trained.model, batches(dataset, batch_size, trained.device),
+                                        keep=lambda p: preds.append(p.float().cpu()))
     pred = torch.cat(preds).numpy()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ Trajectory frames travel in one of two layouts (``TimeWindowDataset.frames_as_ch
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

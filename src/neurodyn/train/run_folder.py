@@ -15,8 +15,8 @@ import contextlib
 import fnmatch
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 

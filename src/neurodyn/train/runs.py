@@ -21,8 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import default_collate
@@ -106,8 +107,9 @@ def restore_run(run: str | Path, which: str = "last", device: str | torch.device
         raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}"
                         f"{' ...' if len(bad) > 3 else ''}): the run diverged; train it again with a lower train.lr "
                         "(--fresh, or a new folder with --run-name NAME)")
-    data = build_data(cfg, device, progress=False)
-    task = build_task(cfg, data)
+    tcfg = TrainConfig(**ckpt["train_config"])
+    data = build_data(cfg, device, progress=False, train_window_steps=tcfg.window_steps)
+    task = build_task(cfg, data, tcfg)
     for key, norm in task.normalizers().items():
         norm.load_state_dict(ckpt["normalizers"][key])
     model = build(ckpt["model"]["name"], upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))
@@ -115,7 +117,7 @@ def restore_run(run: str | Path, which: str = "last", device: str | torch.device
     device = torch.device(device)
     model.to(device).eval()
     task.to(device)
-    return RestoredRun(cfg, data, task, model, TrainConfig(**ckpt["train_config"]), path)
+    return RestoredRun(cfg, data, task, model, tcfg, path)
 
 
 def batches(dataset, batch_size: int = 32, device: str | torch.device | None = None,
@@ -155,8 +157,6 @@ def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str |
     by their stems, or ``{name: path}``), or by default on its test split (``"test"``) and the separate test
     files of its config (``data.test_path``). A file the model cannot take (another channel count, a
     resolution the model refuses) is one ConfigError naming it."""
-    from ..data.assembly import build_test_sets, named_test_files
-    from .experiment import check_model_accepts
 
     return evaluate_restored(restore_run(run, which, device), files)
 
@@ -276,7 +276,8 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
                      test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
                      epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"], upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
+                     params=count_parameters(build(ckpt["model"]["name"],
+                                                   upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
                      n_train=n_train, n_test=n_test,
                      final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
                      env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
@@ -347,8 +348,8 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
     **evaluate(restored run)}``, written to ``<runs_dir>/<name>/result.json`` and merged into
     ``<store_dir>/results.json`` after every run (``runs_dir`` defaults to ``<store_dir>/runs``). With
     ``train=False`` only recorded runs are returned; ``retrain`` trains recorded jobs again and replaces
-    their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh process,
-    that many at a time (``threads``: torch threads of each process or of this one); ``evaluate`` and the
+    their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh
+    process, that many at a time (``threads``: torch threads of each process or of this one); ``evaluate`` and the
     recording always run here. Prints ``[tag] <label> seed <seed>: <summary(record)>`` per new record.
     """
     store_dir = Path(store_dir)

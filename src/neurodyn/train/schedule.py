@@ -68,7 +68,8 @@ class Schedule:
             self.segments.append(epochs)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"scheduler": self.scheduler.state_dict(), "segments": list(self.segments), "current": list(self.current)}
+        return {"scheduler": self.scheduler.state_dict(), "segments": list(self.segments),
+                "current": list(self.current)}
 
     def load_state_dict(self, state: dict[str, Any], epoch: int, epochs: int) -> None:
         """Restore from a checkpoint at ``epoch`` (the next epoch to train); ``epochs`` is the run's ``train.epochs``

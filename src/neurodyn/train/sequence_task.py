@@ -2,7 +2,8 @@
 
 Batches are dicts ``{"x": (B, T, C), "t": (B, T), "mask": (B, T) bool, "y": ...}`` (see
 ``data.sequences``). The model is called as ``model(x_norm, t=t, mask=mask)``; inputs are normalised
-per channel on the valid steps of the training split, padded steps are zeroed.
+per channel on the valid steps of the training split, padded steps are zeroed, and a value left missing (NaN)
+becomes 0, the training mean.
 
 * classification: cross-entropy on logits ``(B, n_classes)`` (or ``(B, T, n_classes)`` per step,
   averaged over valid steps); evaluation reports ``accuracy`` (monitored, higher is better) and ``nll``.
@@ -12,7 +13,8 @@ per channel on the valid steps of the training split, padded steps are zeroed.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +31,8 @@ def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") 
     ``exp(-d/13) - 1`` for early predictions (``d < 0``) and ``exp(d/10) - 1`` for late ones
     (``d >= 0``), summed (``reduction="sum"``), averaged (``"mean"``) or per element (``"none"``)."""
     if pred.shape != target.shape:
-        raise ValueError(f"rul_score: prediction shape {tuple(pred.shape)} differs from target shape {tuple(target.shape)}")
+        raise ValueError(f"rul_score: prediction shape {tuple(pred.shape)} differs from target shape "
+                         f"{tuple(target.shape)}")
     d = (pred - target).double()
     s = torch.where(d < 0, torch.exp(-d / 13.0) - 1.0, torch.exp(d / 10.0) - 1.0)
     return {"sum": s.sum, "mean": s.mean, "none": lambda: s}[reduction]()
@@ -63,7 +66,9 @@ class SequenceTask(Task):
 
     def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         mask = batch["mask"].bool()
-        x = self.x_norm.encode(batch["x"]) * mask[..., None].to(batch["x"].dtype)
+        # a value still missing (NaN: data.missing=mean, or a channel never observed in its sequence) becomes the
+        # training mean, 0 once normalised
+        x = torch.nan_to_num(self.x_norm.encode(batch["x"]), nan=0.0) * mask[..., None].to(batch["x"].dtype)
         return model(x, t=batch.get("t"), mask=mask)
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -85,10 +90,15 @@ class SequenceTask(Task):
         return err[m].mean() if m is not None else err.mean()
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
+                 keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+        """Metrics of ``model`` over ``batches``; ``keep`` (a function) is given each batch's :meth:`predict`, so one
+        pass over the data both scores and predicts."""
         sums = torch.zeros(6, dtype=torch.float64)  # (count, correct|se, nll|ae, score, -, -)
         for batch in batches:
             pred = self.predict(model, batch)
+            if keep is not None:
+                keep(pred)
             y = batch["y"]
             m = self._step_mask(batch)
             if m is not None:

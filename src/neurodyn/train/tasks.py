@@ -10,7 +10,8 @@ every task and only calls ``training_loss``, ``evaluate``, ``normalizers`` and `
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ class Task:
     def normalizers(self) -> dict[str, nn.Module]:
         raise NotImplementedError
 
-    def to(self, device: torch.device) -> "Task":
+    def to(self, device: torch.device) -> Task:
         for m in self.normalizers().values():
             m.to(device)
         return self
@@ -63,10 +64,16 @@ class SteadyTask(Task):
         return self.loss_fn(self.predict(model, batch), batch["y"])
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
+                 keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+        """Metrics of ``model`` over ``batches``; ``keep`` (a function) is given each batch's :meth:`predict`, so one
+        pass over the data both scores and predicts."""
         acc = MetricAccumulator()
         for batch in batches:
-            acc.update(self.predict(model, batch), batch["y"])
+            pred = self.predict(model, batch)
+            if keep is not None:
+                keep(pred)
+            acc.update(pred, batch["y"])
         acc.reduce_()
         return acc.compute()
 
@@ -180,17 +187,23 @@ class AutoregressiveTask(Task):
         return self.loss_fn(pred.reshape(b * t, *pred.shape[2:]), target.reshape(b * t, *target.shape[2:]))
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> dict[str, Any]:
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
+                 keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+        """Metrics of ``model`` over ``batches`` in both modes (``rel_l2`` in ``eval_mode``); ``keep`` (a function)
+        is given each batch's rollout (:meth:`predict`'s default), so one pass both scores and predicts."""
         acc = MetricAccumulator()
         step_sums: torch.Tensor | None = None
         horizon_sum = torch.zeros(2, dtype=torch.float64)
         other = "teacher_forcing" if self.eval_mode == "rollout" else "rollout"
         other_sum = torch.zeros(1, dtype=torch.float64)
         for batch in batches:
-            pred = to_frames(self.predict(model, batch, self.eval_mode), self.channels, self.fac)
+            raw = {mode: self.predict(model, batch, mode) for mode in (self.eval_mode, other)}
+            if keep is not None:
+                keep(raw["rollout"])
+            pred = to_frames(raw[self.eval_mode], self.channels, self.fac)
             true = to_frames(batch["y"], self.channels, self.fac)
             b, t = true.shape[:2]
-            other_pred = to_frames(self.predict(model, batch, other), self.channels, self.fac)
+            other_pred = to_frames(raw[other], self.channels, self.fac)
             other_sum += _horizon_rel_l2(other_pred, true).sum().cpu()
             err = (pred - true).double().reshape(b, t, -1)
             ref = true.double().reshape(b, t, -1)
@@ -223,8 +236,8 @@ def task_from_spec(spec: dict[str, Any], normalizers: dict[str, nn.Module], loss
         return SteadyTask(loss, normalizers["input"], normalizers["target"])
     if name == "autoregressive":
         return AutoregressiveTask(loss, normalizers["u"], int(spec["channels"]), bool(spec["frames_as_channels"]),
-                                  step=int(spec["step"]), cf_norm=normalizers.get("cf"), ctx_norm=normalizers.get("ctx"),
-                                  eval_mode=spec.get("eval_mode", "rollout"))
+                                  step=int(spec["step"]), cf_norm=normalizers.get("cf"),
+                                  ctx_norm=normalizers.get("ctx"), eval_mode=spec.get("eval_mode", "rollout"))
     if name == "sequence":
         from .sequence_task import SequenceTask
 

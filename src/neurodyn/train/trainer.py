@@ -3,7 +3,8 @@
 * AdamW (or Adam) with OneCycleLR stepped per batch (the neural-operator protocol), StepLR or cosine
   as options; gradient clipping; a tqdm bar with loss and rate.
 * ``runs/<name>/``: ``metrics.jsonl`` (one line per epoch with the validation metrics, then the test metrics once),
-  ``checkpoints/last.pt`` and ``best.pt`` (the best validation epoch) holding config, weights, optimizer, scheduler, normalizers, position and every RNG state.
+  ``checkpoints/last.pt`` and ``best.pt`` (the best validation epoch) holding config, weights, optimizer, scheduler,
+  normalizers, position and every RNG state.
 * Exact resume: the batch order is a function of (seed, epoch) (``sampling.py``) and every RNG state
   is restored, so a run stopped after any batch and resumed ends with the same weights.
   Ctrl-C saves ``last.pt`` at the current batch before exiting.
@@ -18,23 +19,25 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
+from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
+from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
-from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
 from .precision import grad_scaler, parse_precision, with_precision
-from .schedule import Schedule
 from .sampling import global_batches, rank_slice
+from .schedule import Schedule
 
 
 class TrainingDiverged(NeurodynError, RuntimeError):
@@ -71,13 +74,40 @@ class TrainConfig:
     compile: bool = False           # torch.compile the model for training
     log: str | list = "none"        # none | csv | tensorboard, or a list (metrics.jsonl is always written)
 
+    def __post_init__(self) -> None:
+        self.validate()  # the one validation: every TrainConfig, parsed or built by hand, is checked when made
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)"
+                     ) -> TrainConfig:
+        """The one parse of a ``train`` section (or of :func:`neurodyn.train.fitting.fit`'s keyword options): an
+        unknown key (``unknown`` leads the message), a value of the wrong type or out of range is one ConfigError."""
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(options) - known)
+        if extra:
+            raise ConfigError(f"{unknown} {', '.join(extra)}; known: {', '.join(sorted(known))}")
+        return cls(**check_field_types(cls, options, "train"))
+
+    def loss_fn(self) -> nn.Module:
+        """The training loss ``loss`` names (``grad_loss_weight`` weighs the gradient term of ``rel_l2+grad``)."""
+        from .losses import build_loss
+
+        return build_loss(self.loss, **({"weight": self.grad_loss_weight} if self.loss == "rel_l2+grad" else {}))
+
+    @property
+    def window_steps(self) -> int:
+        """Model steps one autoregressive training window unrolls: 1 (teacher forcing), ``rollout_steps``
+        (rollout) or ``pushforward + 1`` (pushforward); the data layer cuts training windows that long."""
+        return {"rollout": self.rollout_steps, "pushforward": self.pushforward + 1}.get(self.train_mode, 1)
+
     def validate(self) -> None:
         if self.epochs < 1:
             raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if self.accumulate < 1:
-            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got {self.accumulate}")
+            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
+                              f"{self.accumulate}")
         if self.early_stop < 0:
             raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
                               f"{self.early_stop}")
@@ -114,8 +144,7 @@ class Trainer:
                  config: TrainConfig, run_dir: str | Path, experiment: dict[str, Any] | None = None,
                  device: str | torch.device = "cpu", dist_info: DistInfo | None = None,
                  progress: bool | None = None, interrupt_at: Callable[[int, int], bool] | None = None):
-        config.validate()
-        self.cfg = config
+        self.cfg = config  # validated when it was made (TrainConfig.__post_init__)
         self.device = torch.device(device)
         self.dist = dist_info or DistInfo()
         if self.cfg.batch_size < self.dist.world_size:
@@ -285,8 +314,8 @@ class Trainer:
             self.load(last)
             self._trim_log()
             if self.dist.is_main and self.progress is not False:
-                print(f"resuming {self.run_dir} from epoch {self.epoch}" + (f" batch {self.batch}" if self.batch else "")
-                      + f" of {self.cfg.epochs}", flush=True)
+                at = f" batch {self.batch}" if self.batch else ""
+                print(f"resuming {self.run_dir} from epoch {self.epoch}{at} of {self.cfg.epochs}", flush=True)
         elif self.dist.is_main:
             (self.run_dir / "metrics.jsonl").write_text("")
         barrier()
@@ -297,7 +326,8 @@ class Trainer:
         total = self.cfg.epochs * self.n_batches
         on_terminal = sys.stderr.isatty()
         use_bar = self.progress is True or (self.progress is None and on_terminal)
-        self._print_lines = self.dist.is_main and (self.progress == "lines" or (self.progress is None and not on_terminal))
+        self._print_lines = self.dist.is_main and (self.progress == "lines"
+                                                   or (self.progress is None and not on_terminal))
         bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:

@@ -185,7 +185,8 @@ class Writers:
                 t1.attrs["field_names"] = t2.attrs["field_names"] = []
                 return path, arr
             t0.attrs["field_names"] = ["density", "pressure_x_only", "mask"]
-            put(t0, "density", arr["density"] if bad != "density" else arr["density"][:, :, :-1], True, True, [True, True])
+            put(t0, "density", arr["density"] if bad != "density" else arr["density"][:, :, :-1], True, True,
+                [True, True])
             put(t0, "pressure_x_only", arr["pressure_x_only"], True, True, [True, False])
             put(t0, "mask", arr["mask"], False, False, [True, True])
             t1.attrs["field_names"] = ["velocity"]

@@ -35,9 +35,14 @@ def test_missing_empty_and_unknown_files(tmp_path):
     with pytest.raises(DataError, match=r"numpy file .*random.npy is not one of Geo-FNO's files"):
         read_public(npy)
     npz = tmp_path / "arrays.npz"
-    np.savez(npz, x=np.zeros(2))
-    with pytest.raises(DataError, match=r"zip archive .*arrays.npz is not a torch file \(it holds \['x.npy'\]\)"):
+    np.savez(npz, x=np.zeros(2))  # an .npz is read as time series (x, y): it lacks y
+    with pytest.raises(DataError, match=r"arrays.npz: no array 'y'"):
         read_public(npz)
+    with open(tmp_path / "arrays.bin", "wb") as fh:  # a zip archive of arrays under another name
+        np.savez(fh, a=np.zeros(2))
+    with pytest.raises(DataError, match=r"zip archive .*arrays.bin is neither a torch file nor a sequence .npz "
+                                        r"\(it holds \['a.npy'\]\)"):
+        read_public(tmp_path / "arrays.bin")
     fake_mat = tmp_path / "fake.mat"
     fake_mat.write_bytes(b"\x00" * 300)
     with pytest.raises(DataError, match=r"MATLAB file .*fake.mat could not be read"):

@@ -30,7 +30,7 @@ def _cole_hopf_cell_averages(n, t, nu, m=2048):
     return -2 * nu * np.diff(np.log(phi)) * n
 
 
-@pytest.mark.parametrize("limiter,flux,cells", [("mc", "godunov", (256, 512, 1024)),
+@pytest.mark.parametrize("limiter,flux,cells", [pytest.param("mc", "godunov", (256, 512, 1024), marks=pytest.mark.slow),
                                                 ("minmod", "rusanov", (128, 256)),
                                                 ("vanleer", "roe", (128, 256))])
 def test_second_order_convergence_to_cole_hopf_solution(limiter, flux, cells):

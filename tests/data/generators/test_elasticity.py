@@ -4,8 +4,13 @@ import pytest
 pytest.importorskip("skfem")
 
 from neurodyn.data.generators import get_generator  # noqa: E402
-from neurodyn.data.generators.elasticity import (lame, radius_function, solve_linear_elasticity,  # noqa: E402
-                                                 void_cell_grid, von_mises)
+from neurodyn.data.generators.elasticity import (  # noqa: E402
+    lame,
+    radius_function,
+    solve_linear_elasticity,
+    void_cell_grid,
+    von_mises,
+)
 from neurodyn.data.generators.pipe import structured_p2_mesh  # noqa: E402
 from neurodyn.errors import ConfigError  # noqa: E402
 

@@ -17,7 +17,7 @@ from neurodyn.data.generators.grf import periodic_grf_2d
 from neurodyn.data.generators.navier_stokes import (FNO_GRF_SIGMA, SolverBlowUp, SpectralForcing, li_forcing,
                                                     random_forcing_quadratures, solve_vorticity)
 from neurodyn.data.generators.spectral import (dealias_mask_2d, derivative_wavenumbers, max_dealiased_wavenumber,
-                                              nested_normals_2d)
+                                               nested_normals_2d)
 from neurodyn.errors import ConfigError, DataError
 
 TWO_PI = 2 * math.pi
@@ -215,7 +215,8 @@ def test_spectral_helpers_follow_fno_conventions():
     assert m[85, 85] and not m[86, 0] and not m[0, 86] and m[256 - 85, 0] and not m[256 - 86, 0]
     assert int(m.sum()) == (2 * 85 + 1) * 86
     k = derivative_wavenumbers(8)
-    assert k.tolist() == [0, 1, 2, 3, 0, -3, -2, -1] and derivative_wavenumbers(8, rfft=True).tolist() == [0, 1, 2, 3, 0]
+    assert (k.tolist() == [0, 1, 2, 3, 0, -3, -2, -1]
+            and derivative_wavenumbers(8, rfft=True).tolist() == [0, 1, 2, 3, 0])
 
 
 def _tiny(name, **kw):
@@ -320,8 +321,8 @@ def test_impossible_configs_are_refused(name, bad):
                                     "data/torus_vis", "data/torus_vis_force"])
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(preset, scale):
-    from neurodyn.experiments import load_experiment
     from neurodyn.data.assembly import data_options
+    from neurodyn.experiments import load_experiment
 
     d = load_experiment(preset, scale)["data"]
     cfg = get_generator(d["generator"]).make_config(**data_options(d))

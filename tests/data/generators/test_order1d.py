@@ -112,7 +112,8 @@ def test_split_seeds_reproduce_separate_files_and_chunking_does_not_matter(data_
 
 @pytest.mark.parametrize("bad", [dict(order=0), dict(order=9), dict(tau=0.0), dict(tau=-0.1), dict(wavenumber="freq"),
                                  dict(broadband_max_mode=128), dict(pulse_width_min=0.0), dict(pulses_min=4),
-                                 dict(split_sizes=[10, 2], split_seeds=[42]), dict(split_sizes=[1, 1], split_seeds=[4, 4])])
+                                 dict(split_sizes=[10, 2], split_seeds=[42]),
+                                 dict(split_sizes=[1, 1], split_seeds=[4, 4])])
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("order1d").make_config(**bad)
@@ -120,8 +121,8 @@ def test_impossible_configs_are_refused(bad):
 
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(scale):
-    from neurodyn.experiments import load_experiment
     from neurodyn.data.assembly import data_options
+    from neurodyn.experiments import load_experiment
 
     d = load_experiment("data/order1d", scale, ["data.order=3"])["data"]
     cfg = get_generator(d["generator"]).make_config(**data_options(d))

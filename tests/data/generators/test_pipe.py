@@ -45,6 +45,7 @@ def test_straight_pipe_gives_poiseuille_flow_exactly():
                                8 * (10 - np.linspace(0, 10, 17)), atol=1e-9)
 
 
+@pytest.mark.slow
 def test_bent_pipe_converges_under_refinement():
     # Self-convergence of the nodal velocity on a bent pipe (same centreline at every resolution):
     # P2 velocities on a smooth geometry converge at rate ~3 (RMS over the shared nodes).

@@ -86,7 +86,8 @@ def test_generator_fields_boundary_ood_and_determinism():
     assert not np.array_equal(g.generate(cfg, np.array([2]), seed=1, device="cpu")["fields/f"][0], out["fields/f"][2])
 
 
-@pytest.mark.parametrize("bad", [dict(K=0), dict(resolution=16, K=15), dict(resolution=16, K=17, include_boundary=False),
+@pytest.mark.parametrize("bad", [dict(K=0), dict(resolution=16, K=15),
+                                 dict(resolution=16, K=17, include_boundary=False),
                                  dict(r=-11.0), dict(r=float("nan")), dict(solver="multigrid"), dict(resolution=2)])
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
@@ -96,8 +97,8 @@ def test_impossible_configs_are_refused(bad):
 @pytest.mark.parametrize("preset, k", [("data/poisson", 16), ("data/poisson_ood", 20)])
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(preset, k, scale):
-    from neurodyn.experiments import load_experiment
     from neurodyn.data.assembly import data_options
+    from neurodyn.experiments import load_experiment
 
     d = load_experiment(preset, scale)["data"]
     cfg = get_generator(d["generator"]).make_config(**data_options(d))

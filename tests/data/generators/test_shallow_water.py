@@ -146,8 +146,8 @@ def test_impossible_configs_are_refused(bad):
 
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(scale):
-    from neurodyn.experiments import load_experiment
     from neurodyn.data.assembly import data_options
+    from neurodyn.experiments import load_experiment
 
     d = load_experiment("data/shallow_water", scale)["data"]
     cfg = get_generator(d["generator"]).make_config(**data_options(d))

@@ -1,4 +1,4 @@
-"""Readers of public PDE dataset files, and their conversion into the project's store.
+"""Readers of public PDE dataset files and of a user's own time series, and their conversion into the project's store.
 
 ``read_public(path, kind=None, **options)`` finds the format of ``path`` from its content (magic bytes,
 then the arrays inside) and returns a :class:`PublicDataset` in the project's layout (fields
@@ -13,6 +13,10 @@ format          files                                                           
 ``neuralop-pt`` neuraloperator's ``torch.save(dict(x=..., y=...))`` files                  neuralop_pt
 ``geo-fno``     Geo-FNO folders: airfoil, pipe, elasticity (.npy), plasticity (.mat)       geofno
 ``the-well``    The Well HDF5 files                                                        the_well
+``uea-ts``      UEA/UCR archive ``.ts`` time series (into a sequence store)                timeseries
+``csv``         long-format CSV time series: one row per observation (``.csv``, ``.tsv``)  timeseries
+``parquet``     the same table as Parquet (needs pyarrow)                                  timeseries
+``sequence-npz`` ``.npz`` with ``x (N, T, C)``, ``y`` [, ``t``, ``mask``, ``classes``]      timeseries
 =============== ========================================================================= ===========
 
 ``kind`` forces a format (one of the names above) or, for Geo-FNO folders, names the set
@@ -28,7 +32,8 @@ from typing import Any
 from ...errors import DataError, unknown_name
 from .base import PublicDataset
 
-FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well")
+FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well", "uea-ts", "csv", "parquet", "sequence-npz")
+SEQUENCE_FORMATS = ("uea-ts", "csv", "parquet", "sequence-npz")
 GEO_FNO_SETS = ("airfoil", "pipe", "elasticity", "plasticity")
 KINDS = FORMATS + GEO_FNO_SETS
 
@@ -76,6 +81,9 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
                         "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat); "
                         "give a file path for the other formats")
     head = _head(path)
+    sequence_format = _sequence_format(path, head)
+    if sequence_format is not None:
+        return sequence_format, None
     if not head:
         raise DataError(f"file {path} is empty; expected a public dataset file (.mat, .h5/.hdf5, .pt, .npy)")
     if head.startswith(b"MATLAB"):
@@ -100,8 +108,10 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
             raise read_failed(path, exc, "zip archive (torch file)") from None
         if any(n.endswith("data.pkl") for n in names):
             return "neuralop-pt", None
-        raise DataError(f"zip archive {path} is not a torch file (it holds {names[:5]}); expected a neuraloperator "
-                        ".pt file saved with torch.save")
+        if "x.npy" in names or path.suffix.lower() == ".npz":
+            return "sequence-npz", None
+        raise DataError(f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {names[:5]}); "
+                        "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)")
     if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) format
         return "neuralop-pt", None
     if _is_hdf5(path, head):
@@ -124,7 +134,28 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
     if path.suffix.lower() == ".mat":
         return _mat_kind(path)
     raise DataError(f"cannot tell the format of {path} (it starts with {head[:8]!r}); expected a MATLAB .mat, an "
-                    "HDF5 (PDEBench, The Well), a torch .pt or a Geo-FNO .npy file")
+                    "HDF5 (PDEBench, The Well), a torch .pt or a Geo-FNO .npy file, or time series: a UEA .ts, a "
+                    "long-format .csv / .parquet or a .npz (or name the format with kind=csv|uea-ts|parquet|"
+                    "sequence-npz)")
+
+
+def _sequence_format(path: Path, head: bytes) -> str | None:
+    """The time-series format of ``path`` from its suffix or first bytes (``None``: not a time-series file)."""
+    suffix = path.suffix.lower()
+    if suffix == ".ts":
+        return "uea-ts"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
+    if suffix in (".parquet", ".pq") or head.startswith(b"PAR1"):
+        return "parquet"
+    if suffix == ".npz" and not head:
+        return "sequence-npz"  # the reader says the file is empty
+    if head[:1] in (b"@", b"#", b"%"):
+        from .timeseries import looks_like_ts
+
+        if looks_like_ts(head if len(head) >= 128 else _head(path, 4096)):
+            return "uea-ts"
+    return None
 
 
 def _mat_kind(path: Path) -> tuple[str, str | None]:
@@ -149,6 +180,10 @@ def read_public(path: str | Path, kind: str | None = None, **options: Any) -> Pu
         fmt, geo = sniff(path)
     if fmt != "geo-fno" and path.is_dir():
         raise DataError(f"{path} is a folder; the {fmt} reader reads one file")
+    if fmt in SEQUENCE_FORMATS:
+        from .timeseries import read_sequence_file
+
+        return read_sequence_file(path, fmt, **options)
     if fmt == "fno-mat":
         from .fno_mat import read
     elif fmt == "pdebench":

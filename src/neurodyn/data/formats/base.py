@@ -12,9 +12,10 @@ the shape found and the shape expected.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,11 +30,13 @@ Fetch = Callable[[int, int], np.ndarray]
 
 @dataclass
 class ArraySource:
-    """One lazily read per-sample array: its final shape ``(N, ...)``, a label for messages, a fetcher."""
+    """One lazily read per-sample array: its final shape ``(N, ...)``, a label for messages, a fetcher, and the
+    dtype it is stored as (float32, except integer arrays such as class labels and masks)."""
 
     shape: tuple[int, ...]
     label: str
     fetch: Fetch
+    dtype: Any = np.float32
 
 
 class PublicDataset:
@@ -56,7 +59,9 @@ class PublicDataset:
         self.format, self.kind, self.path, self.files = format, kind, Path(path), [Path(f) for f in files]
         self.fields = dict(fields)
         self.params = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in (params or {}).items()}
-        self.coords = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in (coords or {}).items()}
+        # (reshaped: ascontiguousarray makes a 0-d array 1-d, and a scalar such as n_classes stays a scalar)
+        self.coords = {k: np.ascontiguousarray(v, dtype=np.float32).reshape(np.shape(v))
+                       for k, v in (coords or {}).items()}
         self.inputs, self.targets = tuple(inputs), tuple(targets)
         self.info = dict(info or {})
         self.options = dict(options or {})
@@ -103,7 +108,7 @@ class PublicDataset:
         if group != "fields" or name not in self.fields:
             raise DataError(f"{self.path}: no array {key!r} was read; there are {sorted(self.shapes)}")
         src = self.fields[name]
-        arr = np.ascontiguousarray(src.fetch(lo, hi), dtype=np.float32)
+        arr = np.ascontiguousarray(src.fetch(lo, hi), dtype=src.dtype)
         want = (hi - lo, *src.shape[1:])
         if arr.shape != want:  # a reader bug rather than a bad file, but say it plainly
             raise DataError(f"{src.label}: read samples {lo}:{hi} with shape {arr.shape}, expected {want}")
@@ -143,10 +148,6 @@ def require_shape(label: str, shape: tuple[int, ...], expected: str, ok: bool) -
     """Raise ``DataError`` saying ``label`` has ``shape`` when ``expected`` (a description) was wanted."""
     if not ok:
         raise DataError(f"{label} has shape {tuple(int(s) for s in shape)}, expected {expected}")
-
-
-def missing_key(path: Path, key: str, have: list[str], what: str) -> DataError:
-    return DataError(f"file {path} has no {key!r} ({what}); it holds {sorted(have)}")
 
 
 def select(n: int, max_samples: int) -> int:

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, as_1d, make_options, open_h5, options_dict,
-                   read_failed, require_shape, select, stride_slices, strided_len)
+from .base import (ArraySource, PublicDataset, ReaderOptions, as_1d, make_options, open_h5, options_dict, read_failed,
+                   require_shape, select, stride_slices, strided_len)
 
 NAME = "fno-mat"
 

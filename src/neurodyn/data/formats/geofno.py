@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed,
-                   require_shape, select, stride_slices, strided_len)
+from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
+                   select, stride_slices, strided_len)
 
 NAME = "geo-fno"
 SETS = ("airfoil", "pipe", "elasticity", "plasticity")
@@ -160,10 +160,12 @@ def _mesh2d(kind: str, folder: Path, files: list[Path], arrays: list[np.ndarray]
     else:
         channels = (opts.channels,) if isinstance(opts.channels, int) else tuple(opts.channels)
         if not channels or not all(isinstance(c, int) and c >= 0 for c in channels):
-            raise ConfigError(f"option channels must be None, 'all' or a list of channel indices >= 0, got {opts.channels!r}")
+            raise ConfigError(f"option channels must be None, 'all' or a list of channel indices >= 0, "
+                              f"got {opts.channels!r}")
     if max(channels) >= Q.shape[1]:
         raise DataError(f"array {fq} has shape {Q.shape} with {Q.shape[1]} channels, expected channel {max(channels)}"
-                        + (" (the Mach number, the benchmark target)" if kind == "airfoil" and opts.channels is None else ""))
+                        + (" (the Mach number, the benchmark target)"
+                           if kind == "airfoil" and opts.channels is None else ""))
     n = select(X.shape[0], opts.max_samples)
     sl = stride_slices(opts.stride, 2)
     h, w = (strided_len(s, st.step) for s, st in zip(X.shape[1:], sl))
@@ -186,7 +188,8 @@ def _mesh2d(kind: str, folder: Path, files: list[Path], arrays: list[np.ndarray]
 def _elasticity(folder: Path, files: list[Path], arrays: list[np.ndarray], opts) -> PublicDataset:
     xy, sigma = arrays
     fxy, fs = (p.name for p in files)
-    require_shape(f"array {fxy}", xy.shape, "(P, 2, N): P points, 2 coordinates, N samples", xy.ndim == 3 and xy.shape[1] == 2)
+    require_shape(f"array {fxy}", xy.shape, "(P, 2, N): P points, 2 coordinates, N samples",
+                  xy.ndim == 3 and xy.shape[1] == 2)
     require_shape(f"array {fs}", sigma.shape, f"({xy.shape[0]}, {xy.shape[2]}) = (P, N) like {fxy}",
                   sigma.shape == (xy.shape[0], xy.shape[2]))
     if opts.stride != 1:
@@ -199,7 +202,8 @@ def _elasticity(folder: Path, files: list[Path], arrays: list[np.ndarray], opts)
                                  "u": ArraySource((n, p, 1), f"array {fs}",
                                                   lambda lo, hi: np.transpose(sigma[:, lo:hi])[..., None])},
                          inputs=("pos",), targets=("u",), options=options_dict(opts),
-                         info={"source_keys": {"pos": f"{fxy} (P, 2, N) -> (N, P, 2)", "u": f"{fs} (P, N) -> (N, P, 1)"}})
+                         info={"source_keys": {"pos": f"{fxy} (P, 2, N) -> (N, P, 2)",
+                                               "u": f"{fs} (P, N) -> (N, P, 1)"}})
 
 
 def _plasticity(path: Path, opts) -> PublicDataset:
@@ -237,6 +241,7 @@ def _plasticity(path: Path, opts) -> PublicDataset:
                          fields={"a": ArraySource((n, nx, ny, 1), mat.label("input"), a),
                                  "u": ArraySource((n, nt, nx, ny, u_shape[4]), mat.label("output"), u)},
                          coords=coords, inputs=("a",), targets=("u",), options=options_dict(opts),
-                         info={"source_keys": {"a": "input (repeated along y)", "u": "output (N, X, Y, T, C) -> (N, T, X, Y, C)"},
+                         info={"source_keys": {"a": "input (repeated along y)",
+                                               "u": "output (N, X, Y, T, C) -> (N, T, X, Y, C)"},
                                "matlab_version": mat.version,
                                "coords": "normalised linspace(0, 1, n) per axis, as the Neural-Solver-Library"})

@@ -29,8 +29,8 @@ import numpy as np
 
 from ...checkpoint_io import unsafe_pickle_reason
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed,
-                   require_shape, select, stride_slices)
+from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
+                   select, stride_slices)
 
 NAME = "neuralop-pt"
 
@@ -61,7 +61,8 @@ def read(path: Path, **options: Any) -> PublicDataset:
 
     opts = make_options(PtOptions, NAME, options)
     if opts.channel_dim is not None and (not isinstance(opts.channel_dim, int) or opts.channel_dim < 1):
-        raise ConfigError(f"option channel_dim must be None (channels squeezed) or an axis >= 1, got {opts.channel_dim!r}")
+        raise ConfigError(f"option channel_dim must be None (channels squeezed) or an axis >= 1, "
+                          f"got {opts.channel_dim!r}")
     path = Path(path)
     obj = _load(path)
     if not isinstance(obj, dict):

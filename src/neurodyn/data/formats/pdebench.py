@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, h5_read, make_options, open_h5, options_dict,
-                   read_failed, require_shape, select, stride_slices, strided_len)
+from .base import (ArraySource, PublicDataset, ReaderOptions, h5_read, make_options, open_h5, options_dict, read_failed,
+                   require_shape, select, stride_slices, strided_len)
 
 NAME = "pdebench"
 AXES = "xyz"
@@ -67,7 +67,8 @@ def _time(path: Path, t: np.ndarray | None, n_t: int, label: str) -> tuple[np.nd
         return np.arange(n_t, dtype=np.float64), "absent; snapshot indices 0..T-1 stored"
     t = np.asarray(t, dtype=np.float64).reshape(-1)
     if t.shape[0] < n_t:
-        raise DataError(f"{label} of {path.name} has shape {t.shape}, expected at least ({n_t},), one time per snapshot")
+        raise DataError(f"{label} of {path.name} has shape {t.shape}, expected at least ({n_t},), "
+                        "one time per snapshot")
     note = "as stored" if t.shape[0] == n_t else f"first {n_t} of its {t.shape[0]} values kept"
     return t[:n_t], note
 

@@ -8,8 +8,10 @@
   ``sequence, tag id, timestamp (100-ns ticks), date, x, y, z, activity``; four tags
   (010-000-024-033 left ankle, 010-000-030-096 right ankle, 020-000-033-111 chest, 020-000-032-221
   belt), 11 activities, 25 recordings A01..E05.
-* **UEA/sktime .ts files** (BasicMotions and friends): ``@``-header lines then ``@data``; one case a
-  line, dimensions separated by ``:``, values by ``,``, the class label last.
+* **UEA/UCR .ts files** (BasicMotions and friends; the format of the sktime / aeon archive files): ``@``-header
+  lines then ``@data``; one case a line, dimensions separated by ``:``, values by ``,`` (``?``: missing), or
+  ``(timestamp,value)`` pairs under ``@timeStamps true``; the class label (``@classLabel``) or the regression
+  target (``@targetLabel``) last. :func:`read_ts_cases` reads everything; :func:`read_ts` the values and labels.
 * **PRONOSTIA / FEMTO** (IEEE PHM 2012): one folder per bearing (``Bearing1_1``...) with
   ``acc_NNNNN.csv`` snapshots (hour, minute, second, microsecond, horizontal, vertical acceleration;
   2560 rows at 25.6 kHz every 10 s; some files use ``;``) and optional ``temp_NNNNN.csv`` (hour,
@@ -153,36 +155,259 @@ def read_person_activity(path: str) -> list[dict[str, np.ndarray]]:
 # UEA / sktime .ts
 # --------------------------------------------------------------------------------------------------
 
-def read_ts(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
-    """Cases of a .ts file: a list of ``(length, dims)`` float arrays and their class labels."""
+@dataclass
+class TsCases:
+    """The cases of a UEA/UCR ``.ts`` file, as written (nothing dropped, nothing filled).
+
+    ``xs[i]``: ``(n_i, dims)`` float64, NaN where a value is missing (``?``, or a dimension shorter than the
+    case's longest); ``ts[i]``: ``(n_i,)`` timestamps (``@timeStamps true``: the union of the dimensions'
+    timestamps, datetimes as seconds since the case's first one; otherwise ``None``); ``labels[i]``: the class
+    label (a string) or the regression target (a float); ``lines[i]``: the case's line number; ``classes``: the
+    ``@classLabel`` values in declared order (empty when none are declared); ``task``: ``classification`` or
+    ``regression`` (``@targetLabel true``); ``header``: every ``@`` tag (lower case) and its value.
+    """
+
+    path: Path
+    xs: list[np.ndarray]
+    ts: list[np.ndarray] | None
+    labels: list
+    lines: list[int]
+    classes: tuple[str, ...]
+    task: str
+    header: dict[str, str]
+    datetime_stamps: bool = False
+
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+_MISSING = ("?", "nan", "NaN", "NAN", "")
+
+
+def _split_outside_parens(line: str, sep: str) -> list[str]:
+    """``line`` split at ``sep`` where it is not inside parentheses (timestamps such as ``(2007-01-01 00:00:00,1)``
+    hold the separator)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(line[start:i])
+            start = i + 1
+    parts.append(line[start:])
+    return parts
+
+
+def _numbers(text: str, where: str, what: str) -> np.ndarray:
+    """Comma-separated numbers, ``?`` (or NaN) for a missing one; one DataError naming the first bad value."""
+    values = [v.strip() for v in text.split(",")]
+    try:
+        return np.asarray([np.nan if v in _MISSING else v for v in values], dtype=np.float64)
+    except ValueError:
+        bad = next(v for v in values if v not in _MISSING and not is_number(v))
+        raise DataError(f"{where}: {what} holds the non-numeric value {bad!r}; expected numbers, '?' for a "
+                        "missing value") from None
+
+
+def is_number(v: str) -> bool:
+    """Whether ``float(v)`` reads the text (a value of a .ts or CSV file)."""
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+_STAMPED = re.compile(r"\(\s*([^,()]*?)\s*,\s*([^()]*?)\s*\)\s*(?:,|$)")
+
+
+def _stamped(text: str, where: str, what: str) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``(t1,v1),(t2,v2),...`` -> (times, values, whether the times were datetimes)."""
+    text = text.strip()
+    times, values, pos = [], [], 0
+    for m in _STAMPED.finditer(text):
+        if m.start() != pos:
+            break
+        times.append(m.group(1))
+        values.append(m.group(2))
+        pos = m.end()
+    if pos != len(text) or not times:
+        raise DataError(f"{where}: {what} is not a list of (timestamp,value) pairs, as @timeStamps true declares "
+                        f"(it starts {text[:40]!r})")
+    vals = _numbers(",".join(values), where, what)
+    stamps, dated = parse_times(times, where, what)
+    return stamps, vals, dated
+
+
+def parse_times(values: list[str], where: str, what: str) -> tuple[np.ndarray, bool]:
+    """Timestamps as float64: numbers as given, or ISO dates and times (``2007-01-01 00:01:00``) as POSIX seconds
+    (``dated`` True); a mix, or a value that is neither, is one DataError."""
+    try:
+        return np.asarray(values, dtype=np.float64), False
+    except ValueError:
+        pass
+    import datetime as _dt
+
+    out = []
+    for v in values:
+        try:
+            stamp = _dt.datetime.fromisoformat(v.strip())
+        except ValueError:
+            raise DataError(f"{where}: {what} holds the timestamp {v!r}, which is neither a number nor an ISO "
+                            "date and time (2007-01-01 00:01:00); every timestamp must be one or the other") from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=_dt.timezone.utc)
+        out.append(stamp.timestamp())
+    return np.asarray(out, dtype=np.float64), True
+
+
+def _flag(value: str, tag: str, where: str) -> bool:
+    word = value.split()[0].lower() if value.split() else ""
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise DataError(f"{where}: @{tag} must be followed by true or false, got {value!r}")
+
+
+def read_text_lines(path: Path, what: str) -> list[str]:
+    """The lines of a UTF-8 text file; a file that is not text is one DataError naming the line of the bad byte."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x}); expected a {what}") from None
+    return text.splitlines()
+
+
+def read_ts_cases(path: str | Path) -> TsCases:
+    """Parse a UEA/UCR ``.ts`` file (format of the sktime / aeon archive files); see :class:`TsCases`.
+
+    Headers (case-insensitive): ``@problemName``, ``@timeStamps``, ``@missing``, ``@univariate``,
+    ``@dimensions``, ``@equalLength``, ``@seriesLength``, ``@classLabel true <labels...>`` or ``@targetLabel
+    true``, then ``@data`` and one case a line: dimensions separated by ``:``, values by ``,``, ``?`` for a
+    missing value, the label or target last. A file that declares neither label kind is read with a class
+    label last. Every problem is one DataError naming the file and the line.
+    """
     p = Path(path)
     if not p.is_file():
         raise DataError(f".ts file {p} does not exist")
-    xs, labels, in_data = [], [], False
-    for lineno, line in enumerate(p.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
+    lines = read_text_lines(p, "UEA/UCR .ts file")
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{p}:1: the file is empty; expected @-header lines (@problemName, @classLabel ...), then "
+                        "@data and one case a line")
+    header: dict[str, str] = {}
+    xs, ts, labels, where_lines = [], [], [], []
+    in_data, dims, dims_from = False, None, ""
+    classes: tuple[str, ...] = ()
+    task, has_label, stamped, any_dated, any_plain = "classification", True, False, False, False
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "%")):
             continue
+        where = f"{p}:{lineno}"
         if not in_data:
-            if line.lower().startswith("@data"):
+            if not line.startswith("@"):
+                raise DataError(f"{where}: expected an @-header line or @data before the cases, got {line[:40]!r}")
+            tag, _, value = line[1:].partition(" ")
+            tag, value = tag.lower(), value.strip()
+            header[tag] = value
+            if tag == "data":
                 in_data = True
+                if "classlabel" in header and "targetlabel" in header and \
+                        _flag(header["classlabel"], "classLabel", where) and \
+                        _flag(header["targetlabel"], "targetLabel", where):
+                    raise DataError(f"{where}: the header declares both @classLabel true and @targetLabel true; "
+                                    "a case has one label")
+            elif tag == "classlabel":
+                if _flag(value, "classLabel", where):
+                    classes = tuple(value.split()[1:])
+                    if not classes:
+                        raise DataError(f"{where}: @classLabel true must list the class labels")
+                    task, has_label = "classification", True
+                elif "targetlabel" not in header:
+                    has_label = False
+            elif tag == "targetlabel":
+                if _flag(value, "targetLabel", where):
+                    task, has_label = "regression", True
+                elif not classes:
+                    has_label = "classlabel" not in header
+            elif tag == "timestamps":
+                stamped = _flag(value, "timeStamps", where)
+            elif tag == "univariate" and _flag(value, "univariate", where):
+                dims, dims_from = 1, "@univariate true"
+            elif tag == "dimensions":
+                try:
+                    dims, dims_from = int(value), f"@dimensions {value}"
+                except ValueError:
+                    raise DataError(f"{where}: @dimensions must be a whole number, got {value!r}") from None
             continue
-        parts = line.split(":")
-        if len(parts) < 2:
-            raise DataError(f"{p}:{lineno}: a case needs dimensions separated by ':' and a class label last")
-        try:
-            dims = [np.asarray([float(v) if v != "?" else np.nan for v in d.split(",")]) for d in parts[:-1]]
-        except ValueError:
-            raise DataError(f"{p}:{lineno}: non-numeric value in a dimension") from None
-        n = max(len(d) for d in dims)
-        arr = np.full((n, len(dims)), np.nan, dtype=np.float32)
-        for j, d in enumerate(dims):
-            arr[:len(d), j] = d
+        parts = [q.strip() for q in _split_outside_parens(line, ":")]
+        n_dims = len(parts) - (1 if has_label else 0)
+        if has_label and (len(parts) < 2 or parts[-1] == ""):
+            raise DataError(f"{where}: the {'target' if task == 'regression' else 'class label'} is missing; a case "
+                            "is its dimensions separated by ':' then the label after the last ':'")
+        if dims is None:
+            dims, dims_from = n_dims, f"the first case (line {lineno})"
+        if n_dims != dims:
+            hint = (" (the label may be missing)" if has_label and n_dims == dims - 1 else "")
+            raise DataError(f"{where}: the case has {n_dims} dimension(s) where {dims_from} says {dims}{hint}; "
+                            "dimensions are separated by ':' and the label comes last")
+        label = parts[-1] if has_label else None
+        if has_label and task == "regression":
+            try:
+                label = float(label)
+            except ValueError:
+                raise DataError(f"{where}: the target {parts[-1]!r} is not a number (@targetLabel true)") from None
+        elif has_label and classes and label not in classes:
+            hint = " (the label looks like values: it may be missing)" if "," in label else ""
+            raise DataError(f"{where}: class label {label!r} is not one of the @classLabel values "
+                            f"({', '.join(classes)}){hint}")
+        dim_texts = parts[:n_dims]
+        for j, d in enumerate(dim_texts):
+            if not d:
+                raise DataError(f"{where}: dimension {j + 1} is empty; expected comma-separated values")
+        if stamped:
+            per_dim = [_stamped(d, where, f"dimension {j + 1}") for j, d in enumerate(dim_texts)]
+            any_dated |= any(dated for _, _, dated in per_dim)
+            any_plain |= any(not dated for _, _, dated in per_dim)
+            if any_dated and any_plain:
+                raise DataError(f"{where}: timestamps mix numbers and dates; use one kind in a file")
+            stamps = np.unique(np.concatenate([s for s, _, _ in per_dim]))
+            arr = np.full((len(stamps), dims), np.nan)
+            for j, (s, v, _) in enumerate(per_dim):
+                arr[np.searchsorted(stamps, s), j] = v
+            if any_dated:
+                stamps = stamps - stamps[0]
+            ts.append(stamps)
+        else:
+            cols = [_numbers(d, where, f"dimension {j + 1}") for j, d in enumerate(dim_texts)]
+            arr = np.full((max(len(c) for c in cols), dims), np.nan)
+            for j, c in enumerate(cols):
+                arr[:len(c), j] = c
         xs.append(arr)
-        labels.append(parts[-1].strip())
-    if not in_data or not xs:
-        raise DataError(f".ts file {p} has no @data section with cases")
-    return xs, labels
+        labels.append(label)
+        where_lines.append(lineno)
+    last = len(lines)
+    if not in_data:
+        raise DataError(f"{p}:{last}: the file ends without an @data line; expected @-header lines, then @data and "
+                        "one case a line")
+    if not xs:
+        raise DataError(f"{p}:{last}: the @data section holds no cases")
+    if not has_label:
+        task = "none"
+    return TsCases(p, xs, ts if stamped else None, labels, where_lines, classes, task, header, any_dated)
+
+
+def read_ts(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
+    """Cases of a .ts file: a list of ``(length, dims)`` float32 arrays (NaN where a value is missing or a dimension
+    is shorter) and their labels as written (see :func:`read_ts_cases` for timestamps, targets and classes)."""
+    cases = read_ts_cases(path)
+    return [x.astype(np.float32) for x in cases.xs], [str(v) if v is not None else "" for v in cases.labels]
 
 
 def sktime_dataset_path(name: str, split: str) -> Path:

@@ -31,6 +31,7 @@ Axes not varying over samples or time are broadcast so every sample is complete.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,52 @@ def read(path: Path, **options: Any) -> PublicDataset:
         return _read(path, f, opts)
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """The file's sizes and the slices the options keep: ``D`` spatial axes named ``spatial_dims`` of ``sizes``,
+    ``B`` trajectories of ``T`` steps, the first ``n`` read; ``sl`` / ``ts`` the spatial / time strides, giving
+    ``out_sp`` / ``out_t`` points."""
+
+    D: int
+    B: int
+    T: int
+    n: int
+    spatial_dims: list[str]
+    sizes: tuple[int, ...]
+    sl: tuple[slice, ...]
+    ts: slice
+    out_sp: tuple[int, ...]
+    out_t: int
+
+
 def _read(path: Path, f, opts) -> PublicDataset:
+    grid = _grid(path, f, opts)
+    coords, params = _axes(path, f["dimensions"], grid)
+    dynamic, static, ch_dyn, ch_static = _field_specs(path, f, grid)
+    fields = {"u": ArraySource((grid.n, grid.out_t, *grid.out_sp, len(ch_dyn)),
+                               f"time-varying fields ({', '.join(s[1] for s in dynamic)}) of {path.name}",
+                               _fetcher(path, grid, dynamic, True))}
+    if static:
+        fields["static"] = ArraySource((grid.n, *grid.out_sp, len(ch_static)),
+                                       f"time-invariant fields ({', '.join(s[1] for s in static)}) of {path.name}",
+                                       _fetcher(path, grid, static, False))
+    shared_scalars = _scalars(path, f, grid, params)
+    sim = {str(p): _s(f.attrs[p]) for p in _s(f.attrs.get("simulation_parameters", [])) if p in f.attrs}
+    bcs = {}
+    if "boundary_conditions" in f:
+        for name, g in f["boundary_conditions"].items():
+            bcs[name] = {k: _s(g.attrs[k]) for k in ("bc_type", "associated_dims") if k in g.attrs}
+    info = {"dataset_name": _s(f.attrs.get("dataset_name", "")), "grid_type": _s(f.attrs.get("grid_type", "")),
+            "channels": ch_dyn, "static_channels": ch_static, "simulation_parameters": sim,
+            "shared_scalars": shared_scalars, "boundary_conditions": bcs, "spatial_dims": grid.spatial_dims}
+    return PublicDataset(format=NAME, kind=str(info["dataset_name"] or "trajectories"), path=path, files=[path],
+                         fields=fields, params=params, coords=coords, inputs=("u",), targets=("u",),
+                         options=options_dict(opts), info=info,
+                         param_labels={k: f"array {k!r} of {path.name}" for k in params})
+
+
+def _grid(path: Path, f, opts) -> _Grid:
+    """The root attributes and ``dimensions`` checked, the sizes read and the options' slices."""
     for a in REQUIRED_ATTRS:
         if a not in f.attrs:
             raise DataError(f"HDF5 file {path} lacks root attribute {a!r}; a file of The Well has "
@@ -91,28 +137,36 @@ def _read(path: Path, f, opts) -> PublicDataset:
             raise DataError(f"file {path} has no 'dimensions/{d}'; it holds {sorted(dims.keys())}")
     sizes = tuple(int(dims[d].shape[-1]) for d in spatial_dims)
     T = int(dims["time"].shape[-1])
-    n = select(B, opts.max_samples)
     sl = stride_slices(opts.stride, D)
-    ts = slice(None, None, opts.time_stride)
-    out_sp = tuple(strided_len(s, st.step) for s, st in zip(sizes, sl))
-    out_t = strided_len(T, opts.time_stride)
+    return _Grid(D, B, T, select(B, opts.max_samples), spatial_dims, sizes, sl,
+                 slice(None, None, opts.time_stride), tuple(strided_len(s, st.step) for s, st in zip(sizes, sl)),
+                 strided_len(T, opts.time_stride))
 
+
+def _axes(path: Path, dims, grid: _Grid) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``(coords, params)``: each spatial axis and the time, as a shared coordinate or, when it varies per
+    trajectory, a parameter."""
     coords: dict[str, np.ndarray] = {}
     params: dict[str, np.ndarray] = {}
 
     def axis_values(key: str, want: int, sv: bool, index) -> np.ndarray:
-        ds = dims[key]
-        arr = np.asarray(ds[()], dtype=np.float64)
-        expect = (B, want) if sv else (want,)
+        arr = np.asarray(dims[key][()], dtype=np.float64)
+        expect = (grid.B, want) if sv else (want,)
         require_shape(f"array 'dimensions/{key}' of {path.name}", arr.shape, f"{expect}", arr.shape == expect)
-        return arr[:n][:, index] if sv else arr[index]
+        return arr[:grid.n][:, index] if sv else arr[index]
 
-    for d, size, st in zip(spatial_dims, sizes, sl):
+    for d, size, st in zip(grid.spatial_dims, grid.sizes, grid.sl):
         sv = bool(_s(dims[d].attrs.get("sample_varying", False)))
         (params if sv else coords)[d] = axis_values(d, size, sv, st)
     t_sv = bool(_s(dims["time"].attrs.get("sample_varying", False)))
-    (params if t_sv else coords)["t"] = axis_values("time", T, t_sv, ts)
+    (params if t_sv else coords)["t"] = axis_values("time", grid.T, t_sv, grid.ts)
+    return coords, params
 
+
+def _field_specs(path: Path, f, grid: _Grid) -> tuple[list, list, list[str], list[str]]:
+    """``(dynamic, static, dynamic channel names, static channel names)``: every field of t0/t1/t2_fields as
+    ``(group, name, sample_varying, time_varying, dim_varying, order)``, its shape checked against its attributes."""
+    D, spatial_dims = grid.D, grid.spatial_dims
     dynamic, static, ch_dyn, ch_static = [], [], [], []
     for order in range(3):
         gname = f"t{order}_fields"
@@ -129,7 +183,7 @@ def _read(path: Path, f, opts) -> PublicDataset:
             dv = [bool(v) for v in _s(ds.attrs.get("dim_varying", [True] * D))]
             if len(dv) != D:
                 raise DataError(f"field '{gname}/{name}' of {path.name} has dim_varying {dv}, expected {D} values")
-            lead = ((B,) if sv else ()) + ((T,) if tv else ()) + tuple(s for s, v in zip(sizes, dv) if v)
+            lead = ((grid.B,) if sv else ()) + ((grid.T,) if tv else ()) + tuple(s for s, v in zip(grid.sizes, dv) if v)
             shape = tuple(ds.shape)
             tails = [(D,) * order] + ([(D * D,)] if order == 2 else [])
             ok = any(shape == lead + tail for tail in tails)
@@ -145,65 +199,55 @@ def _read(path: Path, f, opts) -> PublicDataset:
                 static.append(spec)
                 ch_static += [f"{name}_{c}" if c else name for c in comps]
     if not dynamic:
-        raise DataError(f"file {path} has no time-varying field in t0_fields/t1_fields/t2_fields; expected at least one "
-                        "(the trajectory to learn)")
+        raise DataError(f"file {path} has no time-varying field in t0_fields/t1_fields/t2_fields; expected at least "
+                        "one (the trajectory to learn)")
+    return dynamic, static, ch_dyn, ch_static
 
-    def fetcher(specs: list, with_time: bool):
-        def fetch(lo: int, hi: int) -> np.ndarray:
-            parts = []
-            with open_h5(path) as h:
-                for gname, name, sv, tv, dv, order in specs:
-                    index = ((slice(lo, hi),) if sv else ()) + ((ts,) if tv else ()) + \
-                        tuple(st for st, v in zip(sl, dv) if v)
-                    try:
-                        arr = np.asarray(h[gname][name][index], dtype=np.float32)
-                    except (OSError, ValueError) as exc:
-                        raise read_failed(path, exc, f"field '{gname}/{name}' of HDF5 file") from None
-                    if not sv:
-                        arr = arr[None]
-                    for j, v in enumerate(dv):
-                        if not v:
-                            arr = np.expand_dims(arr, (2 if with_time else 1) + j)
-                    target = (hi - lo, *((out_t,) if with_time else ()), *out_sp)
-                    arr = arr.reshape(*arr.shape[:len(target)], -1)  # tensor axes -> D**order channels
-                    parts.append(np.broadcast_to(arr, (*target, arr.shape[-1])))
-            return np.concatenate(parts, axis=-1)
-        return fetch
 
-    fields = {"u": ArraySource((n, out_t, *out_sp, len(ch_dyn)),
-                               f"time-varying fields ({', '.join(s[1] for s in dynamic)}) of {path.name}",
-                               fetcher(dynamic, True))}
-    if static:
-        fields["static"] = ArraySource((n, *out_sp, len(ch_static)),
-                                       f"time-invariant fields ({', '.join(s[1] for s in static)}) of {path.name}",
-                                       fetcher(static, False))
+def _fetcher(path: Path, grid: _Grid, specs: list, with_time: bool):
+    """``fetch(lo, hi)``: trajectories ``lo:hi`` of the fields ``specs`` as channels, broadcast over the axes a field
+    does not vary along."""
+    def fetch(lo: int, hi: int) -> np.ndarray:
+        parts = []
+        with open_h5(path) as h:
+            for gname, name, sv, tv, dv, _order in specs:
+                index = ((slice(lo, hi),) if sv else ()) + ((grid.ts,) if tv else ()) + \
+                    tuple(st for st, v in zip(grid.sl, dv) if v)
+                try:
+                    arr = np.asarray(h[gname][name][index], dtype=np.float32)
+                except (OSError, ValueError) as exc:
+                    raise read_failed(path, exc, f"field '{gname}/{name}' of HDF5 file") from None
+                if not sv:
+                    arr = arr[None]
+                for j, v in enumerate(dv):
+                    if not v:
+                        arr = np.expand_dims(arr, (2 if with_time else 1) + j)
+                target = (hi - lo, *((grid.out_t,) if with_time else ()), *grid.out_sp)
+                arr = arr.reshape(*arr.shape[:len(target)], -1)  # tensor axes -> D**order channels
+                parts.append(np.broadcast_to(arr, (*target, arr.shape[-1])))
+        return np.concatenate(parts, axis=-1)
+    return fetch
 
-    shared_scalars: dict[str, Any] = {}
-    if "scalars" in f:
-        for name in _names(f["scalars"]):
-            if name not in f["scalars"]:
-                raise DataError(f"file {path}: scalars lists {name!r} in field_names but has no such dataset")
-            ds = f["scalars"][name]
-            sv = bool(_s(ds.attrs.get("sample_varying", False)))
-            tv = bool(_s(ds.attrs.get("time_varying", False)))
-            arr = np.asarray(ds[()], dtype=np.float64)
-            if sv:
-                want = (B, T) if tv else (B,)
-                require_shape(f"scalar 'scalars/{name}' of {path.name}", arr.shape, f"{want}",
-                              arr.shape == want or (not tv and arr.shape == (B, 1)))
-                arr = arr.reshape(B, -1)[:n] if tv else arr.reshape(B)[:n]
-                params[name] = arr[:, ts] if tv else arr
-            else:
-                shared_scalars[name] = arr.reshape(-1).tolist() if arr.size > 1 else float(arr.reshape(-1)[0])
-    sim = {str(p): _s(f.attrs[p]) for p in _s(f.attrs.get("simulation_parameters", [])) if p in f.attrs}
-    bcs = {}
-    if "boundary_conditions" in f:
-        for name, g in f["boundary_conditions"].items():
-            bcs[name] = {k: _s(g.attrs[k]) for k in ("bc_type", "associated_dims") if k in g.attrs}
-    info = {"dataset_name": _s(f.attrs.get("dataset_name", "")), "grid_type": _s(f.attrs.get("grid_type", "")),
-            "channels": ch_dyn, "static_channels": ch_static, "simulation_parameters": sim,
-            "shared_scalars": shared_scalars, "boundary_conditions": bcs, "spatial_dims": spatial_dims}
-    return PublicDataset(format=NAME, kind=str(info["dataset_name"] or "trajectories"), path=path, files=[path],
-                         fields=fields, params=params, coords=coords, inputs=("u",), targets=("u",),
-                         options=options_dict(opts), info=info,
-                         param_labels={k: f"array {k!r} of {path.name}" for k in params})
+
+def _scalars(path: Path, f, grid: _Grid, params: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per-trajectory scalars into ``params``; returns the scalars every trajectory shares."""
+    shared: dict[str, Any] = {}
+    if "scalars" not in f:
+        return shared
+    B, T = grid.B, grid.T
+    for name in _names(f["scalars"]):
+        if name not in f["scalars"]:
+            raise DataError(f"file {path}: scalars lists {name!r} in field_names but has no such dataset")
+        ds = f["scalars"][name]
+        sv = bool(_s(ds.attrs.get("sample_varying", False)))
+        tv = bool(_s(ds.attrs.get("time_varying", False)))
+        arr = np.asarray(ds[()], dtype=np.float64)
+        if sv:
+            want = (B, T) if tv else (B,)
+            require_shape(f"scalar 'scalars/{name}' of {path.name}", arr.shape, f"{want}",
+                          arr.shape == want or (not tv and arr.shape == (B, 1)))
+            arr = arr.reshape(B, -1)[:grid.n] if tv else arr.reshape(B)[:grid.n]
+            params[name] = arr[:, grid.ts] if tv else arr
+        else:
+            shared[name] = arr.reshape(-1).tolist() if arr.size > 1 else float(arr.reshape(-1)[0])
+    return shared

@@ -10,8 +10,9 @@ import contextlib
 import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -89,6 +90,7 @@ class Generator(ABC):
 
     def validate(self, cfg) -> None:
         """Raise ConfigError naming the field when ``cfg`` is impossible. Default: accept."""
+        return None
 
     @abstractmethod
     def generate(self, cfg, ids: np.ndarray, seed: int, device: torch.device) -> dict[str, np.ndarray]:

@@ -81,7 +81,8 @@ def solve_darcy(a: np.ndarray, f: np.ndarray | float = 1.0, face_mean: str = "ar
     s = a.shape[0]
     rhs = np.broadcast_to(np.asarray(f, dtype=np.float64), (s, s))[1:-1, 1:-1].ravel()
     u = np.zeros((s, s))
-    u[1:-1, 1:-1] = spla.spsolve(darcy_matrix(a, face_mean).tocsc(), rhs, permc_spec="MMD_AT_PLUS_A").reshape(s - 2, s - 2)
+    u[1:-1, 1:-1] = spla.spsolve(darcy_matrix(a, face_mean).tocsc(), rhs,
+                                 permc_spec="MMD_AT_PLUS_A").reshape(s - 2, s - 2)
     return u
 
 

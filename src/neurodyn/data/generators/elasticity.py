@@ -49,8 +49,9 @@ in float64 on the CPU (scikit-fem/SciPy; ``device`` is not used), storage float3
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse.linalg as spla

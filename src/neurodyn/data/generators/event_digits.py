@@ -95,12 +95,14 @@ class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsCon
     def coords(self, cfg: EventDigitsConfig) -> dict[str, np.ndarray]:
         return {"n_classes": np.array(10)}
 
-    def generate(self, cfg: EventDigitsConfig, ids: np.ndarray, seed: int, device: torch.device) -> dict[str, np.ndarray]:
+    def generate(self, cfg: EventDigitsConfig, ids: np.ndarray, seed: int,
+                 device: torch.device) -> dict[str, np.ndarray]:
         images, labels = self._images(cfg)
         n = len(images)
         if int(ids.max()) >= n:
             raise DataError(f"event_digits source {cfg.source} has {n} images; cannot make sample {int(ids.max())}")
-        order = np.random.default_rng(seed).permutation(n) if (cfg.source == "sklearn" and cfg.shuffle) else np.arange(n)
+        order = (np.random.default_rng(seed).permutation(n) if (cfg.source == "sklearn" and cfg.shuffle)
+                 else np.arange(n))
         src = order[ids]
         thr = cfg.threshold or (8.0 if cfg.source == "sklearn" else 128.0)
         max_len = cfg.max_len or (32 if cfg.source == "sklearn" else 256)

@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -114,7 +113,7 @@ class SpectralForcing:
     """
 
     f_c: torch.Tensor
-    f_s: Optional[torch.Tensor] = None
+    f_s: torch.Tensor | None = None
     delta: float = 0.0
 
 
@@ -390,6 +389,26 @@ class _TorusGenerator(Generator):
         n_rec = int(round(cfg.t_final / cfg.record_every))
         return {"x": x, "y": x.copy(), "t": np.arange(n_rec + 1, dtype=np.float64) * cfg.record_every}
 
+    def validate(self, cfg) -> None:
+        g = self.name
+        _coerce_numbers(cfg, g)
+        _check_grids(cfg, g)
+        nu_min = self.check_physics(cfg, g)
+        _steps(cfg, g)
+        _check_cfl(cfg, g, self._forcing_terms(cfg), nu_min)
+
+    def check_physics(self, cfg, g: str) -> float:
+        """Raise ConfigError for an impossible viscosity or forcing; return the smallest viscosity (for the CFL)."""
+        raise NotImplementedError
+
+    def viscosity_tag(self, cfg) -> str:
+        raise NotImplementedError
+
+    def tag(self, cfg) -> str:
+        """``V<viscosity>_r<resolution>[from<sim_resolution>]_T<t_final>`` (the dataset file's name part)."""
+        fine = f"from{cfg.sim_resolution}" if cfg.sim_resolution != cfg.resolution else ""
+        return f"V{self.viscosity_tag(cfg)}_r{cfg.resolution}{fine}_T{cfg.t_final:g}"
+
     def _grid(self, cfg, device) -> torch.Tensor:
         return torch.arange(cfg.sim_resolution, dtype=torch.float64, device=device) / cfg.sim_resolution
 
@@ -436,20 +455,15 @@ class NavierStokesGenerator(_TorusGenerator):
     def _forcing_terms(self, cfg) -> list[tuple[float, float]]:
         return [(cfg.forcing_scale, math.sqrt(2.0))] * 2 if cfg.forcing == "li" else []
 
-    def validate(self, cfg: NavierStokesConfig) -> None:
-        g = self.name
-        _coerce_numbers(cfg, g)
-        _check_grids(cfg, g)
+    def check_physics(self, cfg: NavierStokesConfig, g: str) -> float:
         if not cfg.nu > 0:
             raise ConfigError(f"{g} nu (viscosity) must be > 0, got {cfg.nu}")
         if cfg.forcing not in ("li", "none"):
             raise ConfigError(f"{g} forcing must be 'li' or 'none', got {cfg.forcing!r}")
-        _steps(cfg, g)
-        _check_cfl(cfg, g, self._forcing_terms(cfg), cfg.nu)
+        return cfg.nu
 
-    def tag(self, cfg: NavierStokesConfig) -> str:
-        fine = f"from{cfg.sim_resolution}" if cfg.sim_resolution != cfg.resolution else ""
-        return f"V{cfg.nu:g}_r{cfg.resolution}{fine}_T{cfg.t_final:g}"
+    def viscosity_tag(self, cfg: NavierStokesConfig) -> str:
+        return f"{cfg.nu:g}"
 
     def generate(self, cfg: NavierStokesConfig, ids, seed, device):
         device = torch.device(device)
@@ -480,10 +494,7 @@ class TorusVisGenerator(_TorusGenerator):
             terms += [(cfg.forcing_scale, p)] * 4 + [(cfg.forcing_scale, p * math.sqrt(2.0))] * 2
         return terms
 
-    def validate(self, cfg: TorusVisConfig) -> None:
-        g = self.name
-        _coerce_numbers(cfg, g)
-        _check_grids(cfg, g)
+    def check_physics(self, cfg: TorusVisConfig, g: str) -> float:
         if not cfg.nu_min > 0:
             raise ConfigError(f"{g} nu_min (viscosity) must be > 0, got {cfg.nu_min}")
         if not cfg.nu_max >= cfg.nu_min:
@@ -496,12 +507,10 @@ class TorusVisGenerator(_TorusGenerator):
                               f"2/3 dealiasing at sim_resolution {cfg.sim_resolution}), got {cfg.forcing_cycles}")
         if not math.isfinite(cfg.forcing_delta):
             raise ConfigError(f"{g} forcing_delta must be finite, got {cfg.forcing_delta}")
-        _steps(cfg, g)
-        _check_cfl(cfg, g, self._forcing_terms(cfg), cfg.nu_min)
+        return cfg.nu_min
 
-    def tag(self, cfg: TorusVisConfig) -> str:
-        fine = f"from{cfg.sim_resolution}" if cfg.sim_resolution != cfg.resolution else ""
-        return f"V{cfg.nu_min:g}-{cfg.nu_max:g}_r{cfg.resolution}{fine}_T{cfg.t_final:g}"
+    def viscosity_tag(self, cfg: TorusVisConfig) -> str:
+        return f"{cfg.nu_min:g}-{cfg.nu_max:g}"
 
     def generate(self, cfg: TorusVisConfig, ids, seed, device):
         device = torch.device(device)

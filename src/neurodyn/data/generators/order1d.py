@@ -165,7 +165,8 @@ class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=(
             raise ConfigError(f"order1d split_sizes must be >= 1 and split_seeds >= 0, got {list(cfg.split_sizes)} "
                               f"and {list(cfg.split_seeds)}")
         if len(set(cfg.split_seeds)) != len(cfg.split_seeds):
-            raise ConfigError(f"order1d split_seeds {list(cfg.split_seeds)} repeat a seed: the splits would share samples")
+            raise ConfigError(f"order1d split_seeds {list(cfg.split_seeds)} repeat a seed: "
+                              "the splits would share samples")
 
     def run(self, cfg: Order1DConfig, n_samples: int, seed: int = 0, path: str | Path | None = None, **kw):
         if cfg.split_sizes and n_samples != sum(cfg.split_sizes):

@@ -67,18 +67,14 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-from ...errors import ConfigError, DataError
+from ...errors import ConfigError, DataError, optional_import
 from .base import Generator, register_generator, sample_rng
 
 
 def import_skfem():
     """scikit-fem, or a ConfigError saying how to install it."""
-    try:
-        import skfem
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigError("the geometry generators (elasticity, pipe) need scikit-fem: "
-                          "pip install scikit-fem (or neurodyn[fem])") from None
-    return skfem
+    return optional_import("skfem", "the geometry generators (elasticity, pipe)",
+                           "pip install scikit-fem (or neurodyn[fem])")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,7 +152,7 @@ def hermite_centreline(x: np.ndarray, xk: np.ndarray, yk: np.ndarray, mk: np.nda
     return f, fp, fpp
 
 
-def pipe_grid(cfg: "PipeConfig", control_y: np.ndarray, control_slope: np.ndarray, refine: int = 1) -> np.ndarray:
+def pipe_grid(cfg: PipeConfig, control_y: np.ndarray, control_slope: np.ndarray, refine: int = 1) -> np.ndarray:
     """(H, W, 2) node coordinates of the pipe with the given centreline control values.
 
     ``refine`` r > 1 gives the ((H-1) r + 1, (W-1) r + 1) grid whose every r-th node is the stored grid.

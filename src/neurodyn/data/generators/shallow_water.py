@@ -101,7 +101,8 @@ def _normal_flux(hl, unl, utl, hr, unr, utr, g: float, flux: str) -> torch.Tenso
     return (sr * fl - sl * fr + sl * sr * (qr - ql)) / (sr - sl)
 
 
-def swe_rhs(q: torch.Tensor, dx: float, dy: float, g: float, flux: str = "hll", limiter: str = "minmod") -> torch.Tensor:
+def swe_rhs(q: torch.Tensor, dx: float, dy: float, g: float, flux: str = "hll",
+            limiter: str = "minmod") -> torch.Tensor:
     """-(dF/dx + dG/dy) for conserved q = (h, hu, hv): (B, 3, Nx, Ny), transmissive boundaries."""
     p = F.pad(q, (2, 2, 2, 2), mode="replicate")
     h = p[:, 0]

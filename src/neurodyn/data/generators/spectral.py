@@ -43,11 +43,6 @@ def rfft2_wavenumbers(n: int, device=None, dtype=torch.float64) -> tuple[torch.T
     return fft_wavenumbers(n, device, dtype)[:, None], rfft_wavenumbers(n, device, dtype)[None, :]
 
 
-def dealias_mask_1d(n: int, fraction: float = 2.0 / 3.0, device=None) -> torch.Tensor:
-    """(n // 2 + 1,) bool rfft mask keeping |k| <= fraction * n/2 (Orszag's 2/3 rule by default)."""
-    return rfft_wavenumbers(n, device).abs() <= fraction * (n // 2)
-
-
 def dealias_mask_2d(n: int, fraction: float = 2.0 / 3.0, device=None) -> torch.Tensor:
     """(n, n//2+1) bool rfft2 mask keeping |kx| <= fraction * n/2 and |ky| <= fraction * n/2.
 

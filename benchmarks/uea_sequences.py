@@ -1,0 +1,204 @@
+"""NAC against the recurrent and attention baselines on real UEA/UCR archive files, regular and made irregular.
+
+    # the files that ship inside the sktime wheel (nothing downloads at run time; fetch the wheel once):
+    #   pip download sktime==1.2.0 --no-deps -d /tmp/wheels && unzip -q /tmp/wheels/sktime-*.whl \
+    #       'sktime/datasets/data/*' -d /tmp/sktime && UEA=/tmp/sktime/sktime/datasets/data
+    .venv/bin/python benchmarks/uea_sequences.py --uea-dir $UEA --seeds 0 1 2 --threads 1
+    .venv/bin/python benchmarks/uea_sequences.py --report          # the tables of what is recorded
+
+Every dataset's ``<NAME>_TRAIN.ts`` and ``<NAME>_TEST.ts`` are converted with ``neurodyn generate --from`` into
+sequence stores (``--stores``), and every comparison is ``neurodyn.compare.compare`` (the same as
+``neurodyn compare``) of the models in ``MODELS`` on them: the training file trains (``data.n_val`` = 20 % of it
+validates: ``best.pt`` and NAC's paper/tuned choice are made on it), the test file is scored once at the end.
+Two budgets: equal epochs (``--epochs``, the cpu presets' 30) and equal wall-clock (``--budget`` of training per
+model, epochs estimated from timed steps before training). Two variants: ``regular`` (the files as they are)
+and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped at random, the kept ones keep
+their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``;
+a recorded run is not trained again, so the driver resumes.
+
+The report puts beside ours the 1-nearest-neighbour accuracy with Euclidean distance computed here on the same
+converted stores (equal-length sets) and, for the univariate sets, the published 1-NN Euclidean / DTW accuracies
+of the UCR archive 2018's table. Our 1-NN ED matching the published one checks that the conversion read the
+files exactly.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "uea_sequences"
+
+DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels")
+#: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it and with our tuned choices
+MODELS = ("nac-paper=nac/sequence;model.compat=paper", "nac-tuned=nac/sequence;model.compat=tuned",
+          "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence")
+#: published 1-NN test accuracies (1 - error rate) of the UCR archive 2018's table (ED; DTW with a full window) for
+#: the univariate sets; none given for the multivariate ones (their published baselines differ in normalisation)
+PUBLISHED = {"GunPoint": {"1-NN ED": 0.913, "1-NN DTW": 0.907},
+             "ItalyPowerDemand": {"1-NN ED": 0.955, "1-NN DTW": 0.950},
+             "ArrowHead": {"1-NN ED": 0.800, "1-NN DTW": 0.703}}
+
+
+def default_uea_dir() -> Path | None:
+    """The archive folder of an installed sktime (found without importing it), else None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sktime")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
+
+
+def convert(uea_dir: Path, name: str, stores: Path) -> tuple[Path, Path]:
+    """``neurodyn generate --from`` of the dataset's train and test files (skipped when the stores exist)."""
+    out = []
+    for split in ("TRAIN", "TEST"):
+        src, dst = uea_dir / name / f"{name}_{split}.ts", stores / f"{name}_{split}.h5"
+        if not src.exists():
+            raise SystemExit(f"{src} does not exist: give --uea-dir, the folder holding {name}/{name}_{split}.ts")
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([sys.executable, "-m", "neurodyn", "generate", "--from", str(src), "--out", str(dst),
+                            "--no-progress"], check=True)
+        out.append(dst)
+    return out[0], out[1]
+
+
+def _read_store(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return f["fields/x"][()], f["fields/mask"][()], f["fields/y"][()]
+
+
+def one_nn_euclidean(train: Path, test: Path) -> float | None:
+    """Test accuracy of the 1-nearest-neighbour classifier with Euclidean distance on the whole series (the
+    archives' baseline); None for unequal-length sets (the distance is not defined there)."""
+    x, m, y = _read_store(train)
+    xt, mt, yt = _read_store(test)
+    if not (m.all() and mt.all()) or x.shape[1:] != xt.shape[1:]:
+        return None
+    a, b = x.reshape(len(x), -1).astype(np.float64), xt.reshape(len(xt), -1).astype(np.float64)
+    d = (b * b).sum(1)[:, None] - 2 * b @ a.T + (a * a).sum(1)[None]
+    return float((y[d.argmin(1)] == yt).mean())
+
+
+def n_val(train: Path) -> int:
+    """20 % of the training file (at least 4) validates."""
+    x, _, _ = _read_store(train)
+    return max(4, round(0.2 * len(x)))
+
+
+def groups(args) -> list[tuple[str, str, str]]:
+    budgets = ([f"{args.epochs}ep"] if args.epochs else []) + ([args.budget] if args.budget else [])
+    return [(d, v, b) for b in budgets for v in args.variants for d in args.datasets]
+
+
+def run_all(args) -> None:
+    import torch
+
+    from neurodyn.compare import compare, parse_budget
+
+    torch.set_num_threads(args.threads)
+    uea = Path(args.uea_dir) if args.uea_dir else default_uea_dir()
+    if uea is None:
+        raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see the module docstring)")
+    for dataset, variant, budget in groups(args):
+        train, test = convert(uea, dataset, Path(args.stores))
+        overrides = [f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}"]
+        if variant == "irregular":
+            overrides.append(f"data.drop_steps={args.drop}")
+        out = Path(args.out) / f"{dataset}-{variant}-{budget}"
+        print(f"== {dataset} {variant} {budget}", flush=True)
+        kwargs = ({"epochs": int(budget[:-2])} if budget.endswith("ep")
+                  else {"budget_seconds": parse_budget(budget)})
+        compare(list(MODELS), out, "cpu", seeds=args.seeds, overrides=overrides, **kwargs)
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f} (1 seed)"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def report(args) -> str:
+    """One table per budget: test accuracy (mean ± std over seeds) per dataset and variant, s/epoch, and the
+    1-NN references."""
+    lines = []
+    stores = Path(args.stores)
+    for budget in sorted({b for _, _, b in groups(args)}, key=lambda b: not b.endswith("ep")):
+        cols = [(d, v) for d in args.datasets for v in args.variants]
+        recs = {}
+        for d, v in cols:
+            path = Path(args.out) / f"{d}-{v}-{budget}" / "results.json"
+            recs[(d, v)] = json.loads(path.read_text()) if path.exists() else []
+        if not any(recs.values()):
+            continue
+        lines += [f"### Test accuracy, {budget} per model (mean ± std over seeds; validation: 20 % of the train "
+                  "file)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
+                  "| --- |" + " ---: |" * (len(cols) + 1)]
+        for entry in MODELS:
+            label = entry.split("=")[0] if "=" in entry.split(";")[0] else entry
+            cells, speeds = [], []
+            for key in cols:
+                rs = [r for r in recs[key] if r["preset"] == label]
+                accs = [v for r in rs for v in r["sets"].values() if v is not None]  # the one test file
+                cells.append(_mean_std(accs) + (f" [{statistics.mean(r['epochs'] for r in rs):.0f} ep]"
+                                                if rs and not budget.endswith("ep") else ""))
+                speeds += [r["seconds_per_epoch"] for r in rs]
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {statistics.median(speeds):.2f} |"
+                         if speeds else f"| {label} | " + " | ".join(cells) + " | - |")
+        ours = {d: one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
+                if (stores / f"{d}_TRAIN.h5").exists() else None for d in args.datasets}
+        lines.append("| 1-NN ED, ours (same stores) | " + " | ".join(
+            f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols) + " | - |")
+        for ref in ("1-NN ED", "1-NN DTW"):
+            lines.append(f"| {ref}, published | " + " | ".join(
+                f"{PUBLISHED.get(d, {}).get(ref, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--uea-dir", default=None, help="folder holding <NAME>/<NAME>_TRAIN.ts (default: sktime's)")
+    ap.add_argument("--datasets", nargs="*", default=list(DATASETS[:3]))
+    ap.add_argument("--variants", nargs="*", default=["regular", "irregular"], choices=["regular", "irregular"])
+    ap.add_argument("--drop", type=float, default=0.5, help="fraction of steps dropped in the irregular variant")
+    ap.add_argument("--epochs", type=int, default=30, help="equal-epochs budget (0: none)")
+    ap.add_argument("--budget", default="30s", help="equal wall-clock budget per model ('' for none)")
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--stores", default="runs/bench/uea/stores")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.report:
+        run_all(args)
+    text = report(args)
+    print(text)
+    (Path(args.out) / "report.md").parent.mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "report.md").write_text(text)
+    return 0
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench uea-sequences`` entry point (the presets' cpu scale; ``scale`` is not used)."""
+    return main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

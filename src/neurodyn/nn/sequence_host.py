@@ -1,0 +1,99 @@
+"""The host network of the sequence models (the NAC paper's Table 4): front end, sequence layer, pooling, head.
+
+``x (B, T, C)`` -> optional Conv1d front end (stride 1, same padding, ReLU) -> ``core`` (the sequence layer of a
+subclass: an RNN, attention, NAC) -> pooling over time (the last valid step or the mean over valid steps; none
+with ``per_step``) -> dense layers (ReLU, dropout) -> ``out_channels``. ``t: (B, T)`` timestamps and
+``mask: (B, T)`` (True for real steps, a prefix) reach ``core``; padded steps are zeroed before the front end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError, check_choice
+
+__all__ = ["HostConfig", "SequenceHost", "pool"]
+
+
+@dataclass
+class HostConfig:
+    """The host network's fields, which every sequence model's config inherits (``NACConfig``, ``SequenceConfig``).
+
+    Attributes:
+        in_channels (int, 1): features per step (set from the data).
+        out_channels (int, 10): classes or regression targets (set from the data).
+        conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; NAC Table 4 "Conv layers").
+        conv_kernel (int, 5): kernel of every front-end conv.
+        dense (tuple, (32,)): hidden widths of the dense head (ReLU; NAC Table 4 "Dense").
+        pool (str, "last"): sequence output: last valid step | mean over valid steps.
+        per_step (bool, False): one output per step instead of per sequence (set from the data).
+        dropout (float, 0.0): dropout in the dense head.
+    """
+
+    in_channels: int = 1
+    out_channels: int = 10
+    conv_channels: tuple = ()
+    conv_kernel: int = 5
+    dense: tuple = (32,)
+    pool: str = "last"
+    per_step: bool = False
+    dropout: float = 0.0
+
+
+class SequenceHost(nn.Module):
+    """Conv front end + ``core`` (subclass) + pooling + dense head, for a config with the fields ``in_channels``,
+    ``out_channels``, ``hidden``, ``conv_channels``, ``conv_kernel``, ``dense``, ``pool``, ``per_step`` and
+    ``dropout``. A subclass defines ``core(z, t, mask)`` and ``check_input(x, t, mask)`` (a registered model
+    checks with ``neurodyn.models.inputs.check_sequence_input``)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        check_choice("pool", cfg.pool, ("last", "mean"))
+        if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
+            raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
+        self.cfg = cfg
+        convs, c = [], cfg.in_channels
+        for ch in cfg.conv_channels:
+            convs += [nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2), nn.ReLU()]
+            c = int(ch)
+        self.front = nn.Sequential(*convs)
+        self.core_in = c
+        head, h = [], self.core_out()
+        for d in cfg.dense:
+            head += [nn.Linear(h, int(d)), nn.ReLU(), nn.Dropout(cfg.dropout)]
+            h = int(d)
+        head.append(nn.Linear(h, cfg.out_channels))
+        self.head = nn.Sequential(*head)
+
+    def core_out(self) -> int:
+        return self.cfg.hidden
+
+    def core(self, z: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def check_input(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> None:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                pos=None, ctx=None) -> torch.Tensor:
+        self.check_input(x, t, mask)
+        if mask is not None:
+            x = x * mask[..., None].to(x.dtype)
+        z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
+        h = self.core(z, t, mask)
+        if not self.cfg.per_step:
+            h = pool(h, mask, self.cfg.pool)
+        return self.head(h)
+
+
+def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
+    """``(B, T, F)`` -> ``(B, F)``: the last valid step or the mean over valid steps."""
+    if mask is None:
+        return h[:, -1] if how == "last" else h.mean(1)
+    m = mask.to(h.dtype)
+    if how == "mean":
+        return (h * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp_min(1)
+    last = (mask.long().sum(1) - 1).clamp_min(0)
+    return h[torch.arange(h.shape[0], device=h.device), last]

@@ -1,0 +1,122 @@
+"""The layering of ARCHITECTURE.md, checked on the source: each package imports only the packages below it, and
+the layers under ``train/`` never read a config's ``train`` section (``TrainConfig`` is its one reader)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "neurodyn"
+BASE = {"errors", "config_types", "checkpoint_io", "locks", "__version__"}  # layer 0: anyone may import these
+# package -> the packages it may import besides BASE (ARCHITECTURE.md's table)
+ALLOWED = {"ops": set(), "nn": {"ops"}, "models": {"nn", "ops"}, "data": {"ops"}}
+BELOW_TRAIN = tuple(ALLOWED)
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((SRC / package).rglob("*.py"))
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The top-level ``neurodyn`` packages (or modules) that ``path`` imports, relative imports resolved."""
+    rel = path.relative_to(SRC).with_suffix("").parts
+    here = list(rel[:-1]) if rel[-1] != "__init__" else list(rel[:-1])
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                target = here[:len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
+                names = target[:1] or [a.name for a in node.names]
+            elif (node.module or "").split(".")[0] == "neurodyn":
+                parts = node.module.split(".")
+                names = parts[1:2] or [a.name for a in node.names]
+            else:
+                continue
+            out.update(names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("neurodyn."))
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_packages_import_only_the_layers_below(package):
+    bad = {}
+    for path in _modules(package):
+        extra = _imported_packages(path) - BASE - ALLOWED[package] - {package}
+        if extra:
+            bad[str(path.relative_to(SRC))] = sorted(extra)
+    assert not bad, f"{package}/ imports above its layer (ARCHITECTURE.md): {bad}"
+
+
+def test_train_imports_neither_plots_nor_the_cli():
+    bad = {str(p.relative_to(SRC)): sorted(_imported_packages(p) & {"plots", "cli", "compare", "bench"})
+           for p in _modules("train")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_nn_holds_no_kernel():
+    """A reference implementation (``def *_ref``) or an autograd Function belongs to ops/, beside its kernel."""
+    bad = []
+    for path in _modules("nn"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.endswith("_ref"):
+                bad.append(f"{path.name}: def {node.name}")
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Function") for b in node.bases):
+                bad.append(f"{path.name}: class {node.name}")
+    assert not bad
+
+
+def _train_section_reads(path: Path, root: Path = SRC) -> list[str]:
+    """Places in ``path`` that read a config's train section: ``X["train"]`` or ``X.get("train", ...)`` where ``X``
+    is a config (a name or attribute containing ``cfg``, ``config`` or ``experiment``). ``sets["train"]`` (the
+    training split) is not a config."""
+    def is_config(node: ast.AST) -> bool:
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        return any(word in name.lower() for word in ("cfg", "config", "experiment"))
+
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        key = base = None
+        if isinstance(node, ast.Subscript):
+            key, base = node.slice, node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args):
+            key, base = node.args[0], node.func.value
+        if isinstance(key, ast.Constant) and key.value == "train" and is_config(base):
+            hits.append(f"{path.relative_to(root)}:{node.lineno}")
+    return hits
+
+
+def test_layers_below_train_never_read_the_train_section():
+    """Training settings reach data/, models/, nn/ and ops/ as arguments (e.g. ``build_data(...,
+    train_window_steps=TrainConfig.window_steps)``), parsed once by ``TrainConfig.from_options``."""
+    hits = [hit for package in BELOW_TRAIN for path in _modules(package) for hit in _train_section_reads(path)]
+    assert not hits, f"read the train section below train/: {hits}"
+
+
+def test_the_train_section_check_finds_a_read(tmp_path):
+    """The check above sees the reads it is meant to refuse, and not the training split."""
+    probe = tmp_path / "probe.py"
+    probe.write_text('t = cfg["train"]\nu = self.config.get("train", {})\nv = sets["train"]\n')
+    assert _train_section_reads(probe, tmp_path) == ["probe.py:1", "probe.py:2"]
+
+
+def test_data_and_task_take_the_training_settings_as_arguments(tmp_path, monkeypatch):
+    """An autoregressive config with no train section at all builds its data and task: the length of the training
+    windows and the task's modes come from the parsed ``TrainConfig`` (here a pushforward of up to 2 steps)."""
+    from neurodyn.data.assembly import build_data
+    from neurodyn.experiments import load_experiment
+    from neurodyn.train.experiment import build_task, train_config
+
+    monkeypatch.setenv("NEURODYN_DATA", str(tmp_path))
+    cfg = load_experiment("fno/navier_stokes_rollout", "tiny", [
+        "data.n_train=2", "data.n_test=1", "data.n_val=0", "train.train_mode=pushforward", "train.pushforward=2",
+        "train.input_noise=0.25", "train.eval_mode=teacher_forcing"])
+    tcfg = train_config(cfg)
+    no_train = {k: v for k, v in cfg.items() if k != "train"}
+    data = build_data(no_train, progress=False, train_window_steps=tcfg.window_steps)
+    assert data["sets"]["train"].t_out == 3 * int(cfg["data"].get("step", 1))
+    task = build_task(no_train, data, tcfg)
+    assert (task.train_mode, task.pushforward, task.input_noise, task.eval_mode) == (
+        "pushforward", 2, 0.25, "teacher_forcing")
