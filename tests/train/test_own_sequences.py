@@ -203,3 +203,27 @@ def test_every_sequence_model_has_a_generic_preset():
     for model in SEQUENCE_MODELS:
         cfg = load_experiment(f"{model}/sequence", "cpu", ["data.path=x.h5"])
         assert cfg["task"] == "sequence" and cfg["data"]["n_train"] == "all" and cfg["model"]["name"] == model
+
+
+def test_predict_fills_missing_values_as_training_did(tmp_path, capsys):
+    """load_run(...).predict on raw inputs with NaN gives the model exactly the inputs the training data layer built
+    (ffill, observed indicators), so its logits equal the model's on the dataset's own tensors."""
+    from neurodyn import load_run
+    from neurodyn.data.sequences import SequenceDataset
+
+    src = write_ts(tmp_path / "Gaps_TRAIN.ts", _cases(12, 0), missing=True)
+    store = StoredDataset(convert(src, tmp_path / "gaps.h5"))
+    run = train(tmp_path, "gru/sequence", f"data.path={store.path}", "data.n_test=4", "data.observed_channels=true",
+                "train.epochs=1")
+    raw = np.where(store.read("fields/observed").astype(bool), store.read("fields/x"), np.nan)
+    t, mask = store.read("fields/t"), store.read("fields/mask").astype(bool)
+    assert np.isnan(raw[mask]).any()                                  # the file has missing values inside sequences
+    ds = SequenceDataset(store, np.arange(store.n_samples), observed_channels=True)
+    r = load_run(run)
+    batch = {"x": ds.x, "t": torch.as_tensor(t), "mask": torch.as_tensor(mask)}
+    with torch.no_grad():
+        want = r.task.predict(r.model, batch)
+    got = r.predict(raw, t=t, mask=mask)
+    torch.testing.assert_close(got, want.float(), rtol=0, atol=1e-6)
+    mean_filled = r.predict(np.nan_to_num(raw, nan=0.0), t=t, mask=mask)  # zero-filling gives other logits
+    assert not torch.allclose(mean_filled, want.float(), atol=1e-4)

@@ -296,6 +296,22 @@ def _compact(keep: np.ndarray, x: np.ndarray, t: np.ndarray, step_y: np.ndarray 
     return x2, t2, m2, y2, obs2
 
 
+def prepare_raw_inputs(x: np.ndarray, mask: np.ndarray, missing: str = "ffill",
+                       observed_channels: bool = False) -> np.ndarray:
+    """Raw inputs ``x (N, T, C)`` with NaN for a missing value, as a run trained with ``data.missing`` and
+    ``data.observed_channels`` saw them: filled (``ffill``; ``mean`` and ``drop`` leave NaN, which the task encodes
+    as the training mean: one prediction cannot drop steps) and with the ``C`` observed indicators appended when the
+    run had them. ``mask (N, T)``: the sequences' steps. Returns float32 ``(N, T, C)`` or ``(N, T, 2C)``."""
+    x = np.asarray(x, dtype=np.float32)
+    m = np.asarray(mask, dtype=bool)
+    obs = np.isfinite(x)
+    if not obs.all():
+        x = _fill_missing(np.where(obs, x, 0.0), obs, m, "ffill" if missing == "ffill" else "mean")
+    if observed_channels:
+        x = np.concatenate([x, (obs & m[..., None]).astype(np.float32)], axis=-1)
+    return x
+
+
 def _fill_missing(x: np.ndarray, obs: np.ndarray, m: np.ndarray, missing: str) -> np.ndarray:
     """``x`` with its unobserved values filled as ``missing`` says (module doc); NaN where the training mean goes."""
     obs = obs & m[..., None]

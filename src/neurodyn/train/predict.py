@@ -7,7 +7,8 @@ dataset: the input is encoded with the training normalizers, the output decoded 
 * autoregressive operators: ``predict(history, steps=K, ctx=None)``, the last ``t_in`` frames in the dataset's
   layout -> the next ``K`` frames, rolled out;
 * sequence models: ``predict(x, t=None, mask=None)`` -> class logits ``(N, classes)`` (``.argmax(-1)``: the class)
-  or regression values in the target's units.
+  or regression values in the target's units; NaN in ``x`` is a missing value, filled as the run's
+  ``data.missing`` filled it in training (and the observed indicators appended with ``data.observed_channels``).
 
 Inputs may be numpy arrays or tensors; they are processed in batches of ``batch_size`` under ``torch.no_grad``.
 Checkpoints written before the task was saved with them are rebuilt through their dataset
@@ -24,6 +25,7 @@ import torch
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.normalize import Normalizer
+from ..data.sequences import prepare_raw_inputs
 from ..errors import ConfigError, DataError
 from ..models.registry import rebuild
 from .tasks import task_from_spec
@@ -60,8 +62,13 @@ class TrainedRun:
                 raise ConfigError("an autoregressive run predicts a number of frames: give steps=K (K >= 1)")
         elif steps is not None:
             raise ConfigError(f"steps= applies to autoregressive runs; this run's task is {name!r}")
-        if name == "sequence" and "mask" not in extra:
-            extra["mask"] = torch.ones(x.shape[:2], dtype=torch.bool, device=self.device)
+        if name == "sequence":
+            if "mask" not in extra:
+                extra["mask"] = torch.ones(x.shape[:2], dtype=torch.bool, device=self.device)
+            d = self.cfg.get("data", {})
+            x = torch.from_numpy(prepare_raw_inputs(x.cpu().numpy(), extra["mask"].cpu().numpy(),
+                                                    d.get("missing", "ffill"), bool(d.get("observed_channels"))))
+            x = x.to(self.device)
         self.model.eval()
         out = []
         for i in range(0, len(x), batch_size):
