@@ -113,3 +113,25 @@ def test_physics_attention_matches_an_explicit_per_head_loop():
         a = torch.softmax(att.to_q(z) @ att.to_k(z).T / (D // H) ** 0.5, dim=-1)
         out[:, h] = w @ (a @ att.to_v(z))
     torch.testing.assert_close(att(x)[0], att.to_out(out.reshape(N, D)), rtol=1e-12, atol=1e-12)
+
+
+def test_conv2d_projection_convolves_the_row_major_index_grid():
+    """Point n = i * W + j sits at row i, column j of the (H, W) index grid: the 3x3 projection of a point equals
+    an explicit sum over its in-grid neighbours (zero padding), on a non-square grid, so a swapped H / W or a
+    column-major reading fails."""
+    torch.manual_seed(0)
+    H, W, dim = 3, 5, 4
+    enc = SliceEncoder(dim, n_heads=2, n_slices=3, projection="conv2d").double()
+    conv = enc.in_project_x
+    x = torch.randn(2, H * W, dim, dtype=DT)
+    got = enc._project(conv, x, (H, W)).transpose(1, 2).reshape(2, H * W, dim)  # (B, N, dim)
+    want = torch.zeros_like(got)
+    for i in range(H):
+        for j in range(W):
+            acc = conv.bias.expand(2, dim).clone()
+            for di in (-1, 0, 1):
+                for dj in (-1, 0, 1):
+                    if 0 <= i + di < H and 0 <= j + dj < W:
+                        acc = acc + x[:, (i + di) * W + (j + dj)] @ conv.weight[:, :, di + 1, dj + 1].T
+            want[:, i * W + j] = acc
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
