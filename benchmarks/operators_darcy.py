@@ -64,8 +64,9 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
     rec = {
         "label": label, "preset": preset, "scale": args.scale, "seed": seed,
         "overrides": ov + [f"@model={s}" for s in swap[:1]] + model_ov,
-        **{k: res[k] for k in ("final_rel_l2", "best_rel_l2", "epochs", "train_seconds", "wall_seconds", "params",
-                               "n_train", "n_test", "final_train_loss")},
+        **{k: res.get(k) for k in ("final_rel_l2", "best_val_rel_l2", "test_rel_l2_at_best_val", "epochs",
+                                   "train_seconds", "wall_seconds", "params", "n_train", "n_val", "n_test",
+                                   "final_train_loss")},
         "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
         "final_metrics": {k: v for k, v in r.final.items() if isinstance(v, (int, float))}, "curve": r.curve,
     }
@@ -83,18 +84,19 @@ def report(tag: str) -> None:
         print(f"no runs recorded under benchmarks/results/{tag}")
         return
     print("| run | preset (scale) | params | epochs | seeds | test rel. L2 (final), mean +- std | per seed | "
-          "best epoch mean | train s/epoch |")
+          "best validation rel. L2 (older records: best test epoch †) | train s/epoch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for label, rs in rows.items():
         rs.sort(key=lambda r: r["seed"])
         finals = [r["final_rel_l2"] for r in rs]
-        best = [r["best_rel_l2"] for r in rs]
+        best = [r["best_val_rel_l2"] if r.get("best_val_rel_l2") is not None else r["best_rel_l2"] for r in rs]
+        dagger = "" if all(r.get("best_val_rel_l2") is not None for r in rs) else " †"
         std = statistics.stdev(finals) if len(finals) > 1 else 0.0
         extra = [o for o in rs[0]["overrides"] if not o.startswith(("train.seed", "train.epochs"))]
         name = label + (f" (`{' '.join(extra)}`)" if extra else "")
         print(f"| {name} | {rs[0]['preset']} ({rs[0]['scale']}) | {rs[0]['params']:,} | {rs[0]['epochs']} | "
               f"{','.join(str(r['seed']) for r in rs)} | {statistics.mean(finals):.4f} +- {std:.4f} | "
-              f"{' '.join(f'{v:.4f}' for v in finals)} | {statistics.mean(best):.4f} | "
+              f"{' '.join(f'{v:.4f}' for v in finals)} | {statistics.mean(best):.4f}{dagger} | "
               f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
 
 
@@ -111,7 +113,8 @@ def plot_curves(tag: str, out: str, extra: list[str]) -> None:
         label, _, pattern = item.partition("=")
         groups[label] = [json.loads(f.read_text()) for f in sorted((HERE / "results").glob(pattern))]
     curves = {label: [r["curve"] for r in rs if r.get("curve")] for label, rs in groups.items()}
-    means = plot_seed_mean_curves(curves, out, "test rel. L2", f"{tag}: mean over seeds", log=True)
+    means = plot_seed_mean_curves(curves, out, "validation rel. L2 (older records: test)", f"{tag}: mean over seeds",
+                                  log=True)
     for label, m in means.items():
         print(f"{label} ({len(curves[label])} seeds): " + " / ".join(f"{v:.4f}" for v in m))
     print("->", out)
@@ -149,7 +152,9 @@ def main(argv=None) -> None:
                 print(f"{label} seed {seed}: recorded already ({out})")
                 continue
             rec = run_one(label, preset, overrides, seed, args, out)
-            print(f"{label} seed {seed}: test rel. L2 {rec['final_rel_l2']:.4f} (best {rec['best_rel_l2']:.4f}), "
+            best = rec["best_val_rel_l2"]
+            print(f"{label} seed {seed}: test rel. L2 {rec['final_rel_l2']:.4f} (best validation "
+                  f"{'-' if best is None else format(best, '.4f')}), "
                   f"{rec['params']:,} parameters, {rec['train_seconds']:.0f} s", flush=True)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.tag)
