@@ -64,3 +64,58 @@ def kernel_calls(monkeypatch):
     if ext is not None:
         monkeypatch.setattr(kernel_ops, "_ext", lambda: Spy())
     return calls
+
+
+class TinyRun:
+    """A finished ``run_experiment``: its final metrics, a copy of the model as built before any training step, the
+    very module the trainer optimised, and the run restored from its checkpoint (``restore_run``)."""
+
+    def __init__(self, final, initial, module, run_dir):
+        from neurodyn.train.runs import restore_run
+
+        self.final, self.initial, self.module = final, initial, module
+        self.restored = restore_run(run_dir)
+
+    def test_rel_l2_by_hand(self) -> float:
+        """mean_i |pred_i - y_i| / |y_i| of the saved model on the test split, in physical units."""
+        from neurodyn.train.runs import batches
+
+        r = self.restored
+        with torch.no_grad():
+            errs = [(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
+                    for b in batches(r.data["sets"]["test"], 3)]
+        return torch.cat(errs).mean().item()
+
+    def train_errors(self) -> tuple[float, float]:
+        """The training split's rel. L2 of the initial and of the trained model."""
+        from neurodyn.train.runs import batches
+
+        r = self.restored
+        train = list(batches(r.data["sets"]["train"], 8))
+        return tuple(r.task.evaluate(m.eval(), train)["rel_l2"] for m in (self.initial, r.model))
+
+
+@pytest.fixture
+def tiny_run(monkeypatch):
+    """``tiny_run(cfg, run_dir) -> TinyRun``: ``run_experiment`` keeping a copy of the model as the trainer built
+    it, for tests that check what training did."""
+    import copy
+
+    from neurodyn.train import experiment
+
+    def run(cfg, run_dir):
+        built, real_build = [], experiment.build_model
+
+        def keep_initial(*args, **kwargs):
+            model = real_build(*args, **kwargs)
+            built.append((copy.deepcopy(model), model))
+            return model
+
+        monkeypatch.setattr(experiment, "build_model", keep_initial)
+        try:
+            final = experiment.run_experiment(cfg, run_dir, progress=False)
+        finally:
+            monkeypatch.setattr(experiment, "build_model", real_build)
+        return TinyRun(final, *built[-1], run_dir)
+
+    return run

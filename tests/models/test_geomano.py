@@ -287,9 +287,7 @@ def test_checkpoint_round_trip(tmp_path):
     assert torch.equal(m(x), m2(x))
 
 
-def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path, data_dir):
-    from neurodyn.train.experiment import run_experiment
-
+def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path, data_dir, tiny_run):
     for preset in ("geomano/darcy", "geomano/navier_stokes"):
         for scale in ("tiny", "cpu", "paper"):
             cfg = load_experiment(preset, scale)
@@ -303,25 +301,10 @@ def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path,
         cpu = load_experiment(preset, "cpu")["model"]
         assert (cpu["assign_prior"], cpu["ssm"]["correction_form"], cpu["ssm"]["gate"]) == (1.0, "cbx", "split")
     assert load_experiment("geomano/darcy", "paper")["train"]["loss"] == "rel_l2+grad"
-    import copy
-
-    from neurodyn.train import experiment
-    from neurodyn.train.runs import batches, restore_run
-
-    built, real_build = [], experiment.build_model
-    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
-    try:
-        final = run_experiment(load_experiment("geomano/darcy", "tiny", ["train.epochs=2"]), tmp_path / "darcy",
-                               progress=False)
-    finally:
-        experiment.build_model = real_build
-    r = restore_run(tmp_path / "darcy")
-    with torch.no_grad():   # the reported test error is the saved model's, in physical units, by hand
-        errs = torch.cat([(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
-                          for b in batches(r.data["sets"]["test"], 3)])
-    assert final["rel_l2"] == pytest.approx(errs.mean().item(), rel=1e-5)
-    train = list(batches(r.data["sets"]["train"], 8))   # training lowered the training error of the initial weights
-    before, after = (r.task.evaluate(m.eval(), train)["rel_l2"] for m in (built[0], r.model))
+    run = tiny_run(load_experiment("geomano/darcy", "tiny", ["train.epochs=2"]), tmp_path / "darcy")
+    # the reported test error is the saved model's, in physical units, by hand
+    assert run.final["rel_l2"] == pytest.approx(run.test_rel_l2_by_hand(), rel=1e-5)
+    before, after = run.train_errors()   # training lowered the training error of the initial weights
     assert after < 0.99 * before, (before, after)
 
 

@@ -452,41 +452,13 @@ def test_bad_configs(kw, needle):
 
 
 @pytest.mark.slow
-def test_tiny_presets_train_through_the_experiment_api(tmp_path, data_dir):
+def test_tiny_presets_train_through_the_experiment_api(tmp_path, data_dir, tiny_run):
     """lamo/darcy (grid) and lamo/elasticity (point cloud) at tiny scale: data, normalisers, trainer, eval."""
     pytest.importorskip("skfem")
-    import copy
-
-    from neurodyn.train import experiment
-    from neurodyn.train.experiment import run_experiment
-    from neurodyn.train.runs import batches, restore_run
-
-    built = []
-    real_build = experiment.build_model
-
-    def keep_initial(*args, **kwargs):                  # the model as the trainer built it, before any step
-        model = real_build(*args, **kwargs)
-        built.append(copy.deepcopy(model))
-        return model
-
     for preset in ("lamo/darcy", "lamo/elasticity"):
-        cfg = load_experiment(preset, "tiny", ["train.epochs=2"])
-        run = tmp_path / preset.replace("/", "-")
-        experiment.build_model = keep_initial
-        try:
-            final = run_experiment(cfg, run, progress=False)
-        finally:
-            experiment.build_model = real_build
-        r = restore_run(run)
+        run = tiny_run(load_experiment(preset, "tiny", ["train.epochs=2"]), tmp_path / preset.replace("/", "-"))
         # the reported test error is the saved model's, in physical units: mean_i |pred_i - y_i| / |y_i| by hand
-        errs = []
-        with torch.no_grad():
-            for b in batches(r.data["sets"]["test"], 3):
-                d = (r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
-                errs.append(d)
-        assert final["rel_l2"] == pytest.approx(torch.cat(errs).mean().item(), rel=1e-5)
+        assert run.final["rel_l2"] == pytest.approx(run.test_rel_l2_by_hand(), rel=1e-5)
         # training lowered the error on the training samples below that of the initial weights
-        train = list(batches(r.data["sets"]["train"], 8))
-        before = r.task.evaluate(built[-1].eval(), train)["rel_l2"]
-        after = r.task.evaluate(r.model, train)["rel_l2"]
+        before, after = run.train_errors()
         assert after < 0.995 * before, (preset, before, after)

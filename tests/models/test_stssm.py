@@ -150,27 +150,19 @@ def test_zero_damping_integer_frequency_kernel_is_an_ffno_fourier_kernel():
 
 
 # -- a tiny run through the preset ------------------------------------------------------------------
-def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path):
-    import copy
-
+def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path, tiny_run):
     from neurodyn.experiments import load_experiment
-    from neurodyn.train import experiment
-    from neurodyn.train.experiment import run_experiment
-    from neurodyn.train.runs import batches, restore_run
+    from neurodyn.train.runs import batches
 
     cfg = load_experiment("stssm/ks-nu0.1", "tiny")
-    built, real_build = [], experiment.build_model
-    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
-    try:
-        final = run_experiment(cfg, tmp_path / "run", progress=False)
-    finally:
-        experiment.build_model = real_build
+    run = tiny_run(cfg, tmp_path / "run")
+    final = run.final
     assert math.isfinite(final["rel_l2"])
     n_steps = cfg["data"]["n_frames"] - cfg["data"]["t_in"]
     assert len(final["rel_l2_per_step"]) == n_steps
     # the reported errors are those of a rollout written here: the saved model fed its own (de-normalised)
     # predictions back, t_in = 4 frames in, one frame out per step, never a true frame after the first t_in
-    r = restore_run(tmp_path / "run")
+    r = run.restored
     norm, t_in = r.task.u_norm, cfg["data"]["t_in"]
     per_step, horizon = [], []
     with torch.no_grad():
@@ -185,6 +177,5 @@ def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path):
     assert final["rel_l2_per_step"] == pytest.approx(torch.cat(per_step).mean(0).tolist(), rel=1e-5)
     assert final["rel_l2"] == pytest.approx(torch.cat(horizon).mean().item(), rel=1e-5)
     assert final["rel_l2_per_step"][-1] > final["rel_l2_per_step"][0]   # errors accumulate along the rollout
-    train = list(batches(r.data["sets"]["train"], 8))   # training lowered the training error of the initial weights
-    before, after = (r.task.evaluate(m.eval(), train)["rel_l2"] for m in (built[0], r.model))
+    before, after = run.train_errors()   # training lowered the training error of the initial weights
     assert after < 0.97 * before, (before, after)

@@ -109,29 +109,14 @@ def test_bad_config_and_input():
 
 
 @pytest.mark.slow
-def test_tiny_pipe_preset_trains_through_the_experiment_api(tmp_path, data_dir):
+def test_tiny_pipe_preset_trains_through_the_experiment_api(tmp_path, data_dir, tiny_run):
     pytest.importorskip("skfem")
-    import copy
-
-    from neurodyn.train import experiment
-    from neurodyn.train.experiment import run_experiment
-    from neurodyn.train.runs import batches, restore_run
-
-    built, real_build = [], experiment.build_model
-    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
-    try:
-        final = run_experiment(load_experiment("transolver/pipe", "tiny", ["train.epochs=3"]), tmp_path / "run",
-                               progress=False)
-    finally:
-        experiment.build_model = real_build
-    r = restore_run(tmp_path / "run")
-    with torch.no_grad():   # the reported test error is the saved model's, in physical units, by hand
-        errs = torch.cat([(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
-                          for b in batches(r.data["sets"]["test"], 3)])
-    assert final["rel_l2"] == pytest.approx(errs.mean().item(), rel=1e-5)
+    run = tiny_run(load_experiment("transolver/pipe", "tiny", ["train.epochs=3"]), tmp_path / "run")
+    # the reported test error is the saved model's, in physical units, by hand
+    assert run.final["rel_l2"] == pytest.approx(run.test_rel_l2_by_hand(), rel=1e-5)
     # training lowered the training error of the initial weights; at this scale the pipe's flow is barely learnt
     # (the mean field, ~0.49, is the baseline), so the decrease is small but strict
-    train = list(batches(r.data["sets"]["train"], 8))
-    before, after = (r.task.evaluate(m.eval(), train)["rel_l2"] for m in (built[0], r.model))
+    before, after = run.train_errors()
     assert after < before, (before, after)
-    assert any(not torch.equal(a, b) for a, b in zip(built[0].state_dict().values(), r.model.state_dict().values()))
+    assert any(not torch.equal(a, b) for a, b in zip(run.initial.state_dict().values(),
+                                                     run.restored.model.state_dict().values()))

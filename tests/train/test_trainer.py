@@ -81,26 +81,14 @@ def test_best_checkpoint_and_artifacts(tmp_path, data_dir):
     assert "rel_l2" in (run / "summary.md").read_text()
 
 
-def test_model_load_rebuilds_without_the_script(tmp_path, data_dir):
+def test_model_load_rebuilds_without_the_script(tmp_path, data_dir, tiny_run):
     """``neurodyn.models.load`` rebuilds the trained network from the checkpoint alone: the same architecture
     (config) and exactly the trained weights, so it computes the trained model's outputs bit for bit; a fresh
     model of the same config does not."""
     from neurodyn.models import build, load
-    from neurodyn.train import experiment
-
-    trained = []
-    real_build = experiment.build_model
-
-    def keep(*args, **kwargs):  # the very module the trainer optimises
-        trained.append(real_build(*args, **kwargs))
-        return trained[-1]
 
     run = tmp_path / "run"
-    experiment.build_model = keep
-    try:
-        run_experiment(_cfg(), run, progress=False)
-    finally:
-        experiment.build_model = real_build
+    trained = [tiny_run(_cfg(), run).module]   # the very module the trainer optimised
     model = load(run / "checkpoints" / "last.pt")
     ref = read_checkpoint(run / "checkpoints" / "last.pt")
     assert ref["model"]["name"] == "fno" and type(model) is type(trained[0]) and model.config == trained[0].config

@@ -193,24 +193,15 @@ def test_compiled_training_follows_eager(tmp_path, data_dir):
 
 @pytest.mark.parametrize("preset", ["stssm/burgers", "nac/event_digits", "mha/activity", "lamo/darcy",
                                     "chonn_unet/darcy"])
-def test_every_family_trains_under_bf16(tmp_path, data_dir, preset):
+def test_every_family_trains_under_bf16(tmp_path, data_dir, preset, tiny_run):
     """bf16 autocast end to end (the S4D convolution and NAC's time gate accumulate in float32)."""
-    import copy
-
-    from neurodyn.train import experiment
-
-    built, real_build = [], experiment.build_model
-    experiment.build_model = lambda *a, **k: built.append(copy.deepcopy(m := real_build(*a, **k))) or m
-    cfg = load_experiment(preset, "tiny", ["train.epochs=1", "train.precision=bf16"])
-    try:
-        final = run_experiment(cfg, tmp_path / "run", progress=False)
-    finally:
-        experiment.build_model = real_build
+    run = tiny_run(load_experiment(preset, "tiny", ["train.epochs=1", "train.precision=bf16"]), tmp_path / "run")
+    final, initial = run.final, run.initial
     assert final and all(v == v for v in final.values() if isinstance(v, float))  # finite metrics, no NaN
     # it trained: every trainable float32 master weight moved from its initial value and is finite (the buffers,
     # e.g. NAC's wiring masks, stay)
-    init, trained = built[0].state_dict(), _weights(tmp_path / "run")
-    names = [k for k, p in built[0].named_parameters() if p.requires_grad]
+    init, trained = initial.state_dict(), _weights(tmp_path / "run")
+    names = [k for k, p in initial.named_parameters() if p.requires_grad]
     assert all(trained[k].dtype == torch.float32 and torch.isfinite(trained[k]).all() for k in names)
     still = [k for k in names if torch.equal(trained[k], init[k])]
     assert not still, (preset, still)
