@@ -110,11 +110,12 @@ def _field_or_sequence(task: str) -> str:
     return "sequence" if task == "sequence" else "field"
 
 
-def check_presets(presets: Sequence[str] | dict[str, tuple[str, list[str]]], scale: str, overrides: Sequence[str],
+def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrides: Sequence[str],
                   own: dict[str, list[str]], data_from: str, device: str | torch.device = "cpu"
                   ) -> dict[str, dict[str, Any]]:
-    """Every compared model's config (by label; ``presets`` is a list of presets or label -> (preset, ...)) on the data
-    of ``data_from``, checked before anything trains; one ConfigError naming the first one that does not fit and why.
+    """Every compared model's config (by label; ``entries``: label -> (preset, its overrides), as ``parse_entry``
+    gives them) on the data of ``data_from``, checked before anything trains; one ConfigError naming the first one
+    that does not fit and why.
 
     In order, so that the cheap checks fail first: every preset and override loads (unknown names and keys); a
     preset made for sequences (``task: sequence``) is not put on fields or the other way round; the train section
@@ -124,9 +125,8 @@ def check_presets(presets: Sequence[str] | dict[str, tuple[str, list[str]]], sca
     from .train.experiment import build_model, build_task, check_config, check_model_accepts
 
     source = _field_or_sequence(preset_config(data_from, scale, overrides)["task"])
-    labels = presets if isinstance(presets, dict) else {p: (p, []) for p in presets}
     cfgs, tcfgs = {}, {}
-    for label, (preset, _) in labels.items():
+    for label, (preset, _) in entries.items():
         kind = _field_or_sequence(preset_config(preset, scale, overrides, own.get(label, ()))["task"])
         if kind != source:
             raise ConfigError(f"preset {preset!r} is a {kind} model and cannot train on the {source} data of "
