@@ -44,6 +44,8 @@ from neurodyn.train.runs import load_results  # noqa: E402
 
 OUT = HERE / "results" / "geomano_compare"
 FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count of the cpu-scale SSM models
+FNO_SMALL_NS = ["model.width=14", "model.modes=[6,6]"]  # FNO at LaMO's parameter count on "ns4" (set below)
+TRANSOLVER_TUNED: list[str] = []  # learning rate and slice count chosen on the Darcy validation split (set below)
 LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
 # the paper's model (GeoMaNO's docstring table): Eq. 6 (no prior), Eq. 9's correction, Algorithm 1's shared gate
 PAPER_MODE = [LITERAL, "model.ssm.correction_form=eq9", "model.ssm.gate=shared"]
@@ -61,14 +63,28 @@ RUNS = {
            "geomano-paper": ("geomano/navier_stokes", None, PAPER_MODE),
            "lamo": ("lamo/ns", None, []), "transolver": ("transolver/ns", None, []),
            "fno": ("lamo/ns", "fno/darcy", []), "fno-small": ("lamo/ns", "fno/darcy", FNO_SMALL)},
+    # the protocol-matched Navier-Stokes runs: the lowest viscosity our solver resolves on a grid this machine
+    # trains (NS4_DATA; the presets' data sections are the same, so every model reads one file)
+    "ns4": {"lamo": ("lamo/ns", None, []), "geomano": ("geomano/navier_stokes", None, []),
+            "transolver": ("transolver/ns", None, TRANSOLVER_TUNED),
+            "fno": ("lamo/ns", "fno/darcy", []), "fno-small": ("lamo/ns", "fno/darcy", FNO_SMALL_NS)},
 }
+#: data and evaluation of the "ns4" runs: nu = 1e-4 simulated at 64^2 (dt 2e-3; it resolves nu = 1e-4 to about
+#: 1 % over t <= 20) and stored 32^2, frames 1..10 -> 11..20; 250 training, 50 validation (every epoch: the
+#: learning curve and best.pt) and 200 test trajectories (the FNO protocol's test count)
+NS4_DATA = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
+            "data.n_val=50", "data.n_test=200", "train.eval_every=1"]
+BENCH_COMMON = {"ns4": NS4_DATA}
 #: published relative L2 (paper scale): GeoMaNO Table 1 (FNO, Transolver, GeoMaNO); LaMO Table 1 (LaMO)
 PAPER = {("darcy", "geomano"): 0.0036, ("darcy", "geomano-eq6"): 0.0036, ("darcy", "geomano-paper"): 0.0036,
          ("darcy", "geomano-eqp"): 0.0036, ("darcy", "geomano-paper-eqp"): 0.0036,
          ("ns", "geomano-paper"): 0.0370, ("ns", "geomano-eq6"): 0.0370, ("darcy", "transolver"): 0.0057,
          ("darcy", "fno"): 0.0108,
          ("darcy", "lamo"): 0.0039, ("ns", "geomano"): 0.0370, ("ns", "transolver"): 0.0900,
-         ("ns", "fno"): 0.1556, ("ns", "lamo"): 0.0460, ("darcy", "fno-small"): "-", ("ns", "fno-small"): "-"}
+         ("ns", "fno"): 0.1556, ("ns", "lamo"): 0.0460, ("darcy", "fno-small"): "-", ("ns", "fno-small"): "-",
+         # nu = 1e-5 at the papers' scale: LaMO Table 1 (LaMO, Transolver, FNO), GeoMaNO Table 1 (GeoMaNO)
+         ("ns4", "lamo"): 0.0460, ("ns4", "geomano"): 0.0370, ("ns4", "transolver"): 0.0957, ("ns4", "fno"): 0.1556,
+         ("ns4", "fno-small"): "-"}
 
 
 def _records(dirs) -> dict:
@@ -127,8 +143,14 @@ def main(argv=None) -> None:
     ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
                     help="also plot the validation rel. L2 per epoch (mean over seeds) of --models on the first "
                          "--bench")
+    ap.add_argument("--estimate", action="store_true",
+                    help="only time a few training steps of each --models run (at --threads) and print the CPU "
+                         "hours of --epochs x --seeds")
     args = ap.parse_args(argv)
     dirs = [args.out, *args.reuse]
+    if args.estimate:
+        print(estimate(args))
+        return
     if not args.report:
         from neurodyn.bench import load_script
         from neurodyn.train.runs import run_jobs
@@ -141,11 +163,15 @@ def main(argv=None) -> None:
             for bench in args.bench:
                 for model in args.models:
                     preset, model_from, extra_ov = RUNS[bench][model]
+                    if (bench, model) == ("ns4", "transolver") and not TRANSOLVER_TUNED:
+                        raise SystemExit("ns4: TRANSOLVER_TUNED is not set yet (benchmarks/protocol.py's "
+                                         "transolver-tuning chooses it on the Darcy validation split)")
                     prev = have.get((bench, model, seed))
                     if prev is not None and prev["epochs"] == args.epochs and not args.force:
                         continue
                     jobs.append(model_job(f"{bench}-{model}-s{seed}", preset,
-                                          [*args.common, *extra_ov, f"train.epochs={args.epochs}"], seed,
+                                          [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov,
+                                           f"train.epochs={args.epochs}"], seed,
                                           {"label": model, "bench": bench}, model_from))
         if jobs:  # chosen above (a record with other epochs is trained again and replaced)
             run_jobs(jobs, args.out, args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
@@ -155,6 +181,25 @@ def main(argv=None) -> None:
     print(report(dirs, args.epochs))
     if args.plot_curves:
         plot_curves(dirs, args.bench[0], args.models, args.plot_curves)
+
+
+def estimate(args) -> str:
+    """The parameters, seconds per epoch and CPU hours of ``--epochs`` x ``--seeds`` of each ``--bench`` /
+    ``--models`` run, from a few timed training steps at ``--threads`` (:func:`neurodyn.compare.estimate_table`)."""
+    import torch
+
+    from neurodyn.compare import estimate_table
+    from neurodyn.train.runs import preset_config
+
+    torch.set_num_threads(args.threads)
+    cfgs = {}
+    for bench in args.bench:
+        for model in args.models:
+            preset, model_from, extra_ov = RUNS[bench][model]
+            common = [*BENCH_COMMON.get(bench, []), *args.common, *(o for o in extra_ov if not o.startswith("model."))]
+            cfgs[f"{bench} {model}"] = preset_config(preset, args.scale, common,
+                                                     [o for o in extra_ov if o.startswith("model.")], model_from)
+    return estimate_table(cfgs, args.epochs, len(args.seeds))
 
 
 def plot_curves(dirs, bench: str, models, path: str) -> None:

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 HERE = Path(__file__).parent
 OUT = HERE / "results" / "stssm_tables"
@@ -99,10 +100,31 @@ def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
         "train_loss_curve": [h["train_loss"] for h in history],
         "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
+        **validation_record(run_dir),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rec, indent=1))
     return rec
+
+
+def validation_record(run_dir: Path) -> dict:
+    """What the validation split chose in a finished run folder: ``n_val``, the validation rollout error per
+    evaluated epoch (``curve``), its best value and epoch, and the test errors of the checkpoint it selected
+    (``best.pt``: ``test_rel_l2_at_best_val``, ``test_rel_l2_teacher_forced_at_best_val``); ``{}`` when the run
+    had no validation split."""
+    from neurodyn.data.assembly import split_sizes
+    from neurodyn.train.runs import read_history, read_test_metrics
+
+    evaluated = [h for h in read_history(run_dir) if "rel_l2" in h.get("val", {})]
+    if not evaluated:
+        return {}
+    curve = [h["val"]["rel_l2"] for h in evaluated]
+    at_best = read_test_metrics(run_dir).get("test", {}).get("best", {})
+    return {"n_val": split_sizes(yaml.safe_load((run_dir / "config.yaml").read_text())["data"])[1], "curve": curve,
+            "curve_epochs": [h["epoch"] + 1 for h in evaluated], "best_val_rel_l2": min(curve),
+            "best_val_epoch": evaluated[curve.index(min(curve))]["epoch"] + 1,
+            "test_rel_l2_at_best_val": at_best.get("rel_l2"),
+            "test_rel_l2_teacher_forced_at_best_val": at_best.get("rel_l2_teacher_forced")}
 
 
 class _Persistence(torch.nn.Module):
@@ -135,6 +157,16 @@ def persistence(table: str, args) -> dict:
     return {"rel_l2": res["rel_l2"], "teacher_forced": res["rel_l2_teacher_forced"],
             "first_step": res["rel_l2_per_step"][0], "per_step": res["rel_l2_per_step"],
             "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
+
+
+def backfill(table: str, runs_dir: Path) -> None:
+    """Add :func:`validation_record` to the recorded runs of ``table`` written before records kept it, from
+    their run folders under ``runs_dir`` (those that are still there)."""
+    for f in sorted((OUT / f"table{table}").glob("*.json")):
+        rec = json.loads(f.read_text())
+        run_dir = runs_dir / f"table{table}" / f.stem
+        if "n_val" not in rec and (run_dir / "metrics.jsonl").exists():
+            f.write_text(json.dumps({**rec, **validation_record(run_dir)}, indent=1))
 
 
 def load(table: str) -> dict[str, list[dict]]:
@@ -237,9 +269,16 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--estimate", action="store_true",
+                    help="only time a few training steps of each run (at --threads) and print the CPU hours of "
+                         "--seeds runs with the budget and --common overrides")
     args = ap.parse_args(argv)
     global OUT
     OUT = HERE / "results" / args.tag
+    if args.estimate:
+        print(estimate(args))
+        return
+    backfill(args.table, Path(args.runs_dir) / args.tag)
     if args.report:
         report(args.table, args)
         return
@@ -259,6 +298,19 @@ def main(argv=None) -> None:
                   f"{rec['train_seconds']:.0f} s training, load {rec['load_avg'][0]:.1f}", flush=True)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.table, args)
+
+
+def estimate(args) -> str:
+    """Parameters, seconds per epoch and CPU hours of the table's runs (:func:`neurodyn.compare.estimate_table`)."""
+    from neurodyn.compare import estimate_table
+    from neurodyn.experiments import load_experiment
+
+    torch.set_num_threads(args.threads)
+    labels = args.only or list(RUNS[args.table])
+    cfgs = {label: load_experiment(RUNS[args.table][label][0], args.scale,
+                                   BUDGET[args.table] + RUNS[args.table][label][1] + list(args.common))
+            for label in labels}
+    return estimate_table(cfgs, next(iter(cfgs.values()))["train"]["epochs"], len(args.seeds))
 
 
 def run(scale: str, argv: list[str]) -> int:

@@ -88,6 +88,29 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
             "step_seconds": step}
 
 
+def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
+                   device: str | torch.device = "cpu") -> str:
+    """Markdown: for each labelled config, its parameters, the seconds per epoch :func:`estimate_epochs` measures
+    (at the current ``torch.get_num_threads()``) and the CPU hours of ``epochs`` x ``seeds`` runs of it
+    (seconds x threads); the total last. What a protocol-matched experiment will cost, before it starts."""
+    from .data.assembly import build_data
+    from .models import count_parameters
+    from .train.experiment import build_model
+
+    threads = torch.get_num_threads()
+    lines = [f"| run | params | s / epoch ({threads} thread{'s' if threads > 1 else ''}) | "
+             f"CPU-h ({epochs} epochs x {seeds} seeds) |", "|---|---:|---:|---:|"]
+    total = 0.0
+    for label, cfg in cfgs.items():
+        params = count_parameters(build_model(cfg, build_data(cfg, device, progress=False)["sets"]["train"]))
+        per_epoch = estimate_epochs(cfg, 1.0, device)["estimated_seconds_per_epoch"]
+        hours = per_epoch * threads * epochs * seeds / 3600
+        total += hours
+        lines.append(f"| {label} | {params:,} | {per_epoch:.0f} | {hours:.2f} |")
+    lines.append(f"| total | | | {total:.2f} |")
+    return "\n".join(lines)
+
+
 def _evaluate(r: RestoredRun) -> dict[str, Any]:
     """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences) and
     its validation curve against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""

@@ -35,3 +35,23 @@ def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     assert recs[0]["overrides"][-1] == "train.seed=0" and recs[1]["final_rel_l2"] == 0.5
     stored = json.loads((tmp_path / "results.json").read_text())
     assert [r["run"] for r in stored] == ["old-s0", "new-s0"] and load_results(tmp_path) == stored
+
+
+def test_a_reworded_preset_description_still_resumes_and_a_changed_setting_does_not(tmp_path):
+    """The resume check compares what trains (model, data, train sections), not the preset's prose: a run folder
+    whose stored ``description`` differs from today's resumes, while the same folder with another learning rate
+    is still refused."""
+    import yaml
+
+    from neurodyn.errors import ConfigError
+    from neurodyn.experiments import load_experiment
+    from neurodyn.train.checkpoint import check_resume_config
+
+    cfg = json.loads(json.dumps(load_experiment("fno/darcy", "tiny")))
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.pt").write_bytes(b"")
+    (run / "config.yaml").write_text(yaml.safe_dump({**cfg, "description": "an older wording"}, sort_keys=False))
+    check_resume_config(cfg, run)
+    with pytest.raises(ConfigError, match=r"train.lr"):
+        check_resume_config({**cfg, "train": {**cfg["train"], "lr": cfg["train"]["lr"] * 2}}, run)

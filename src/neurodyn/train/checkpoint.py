@@ -63,13 +63,17 @@ def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".") or "<root>"]
 
 
+PROSE_KEYS = ("description",)  # a preset's text: rewording it changes nothing that was trained
+
+
 def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     """Refuse to resume a run folder whose checkpoint was trained with another config.
 
     A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
     it was built for) and data split, so a changed config would silently train something that is neither
-    the old run nor the new one. The one change allowed is more ``train.epochs``: the run continues to the new
-    count (see :mod:`neurodyn.train.schedule` for what the learning-rate schedule does then).
+    the old run nor the new one. The preset's prose (``description``) is not compared. The one change allowed is
+    more ``train.epochs``: the run continues to the new count (see :mod:`neurodyn.train.schedule` for what the
+    learning-rate schedule does then).
     """
     saved = run_dir / "config.yaml"
     if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
@@ -79,7 +83,7 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
     old = _today_layout(old)
-    diff = _config_differences(old, json.loads(json.dumps(cfg)))
+    diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
     if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) \
             and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
         return  # more epochs: the run continues (neurodyn.train.schedule: a new segment over the added epochs)

@@ -1,0 +1,191 @@
+"""The protocol-matched experiments: the paper experiments that fit two cores, as two resumable queues.
+
+    neurodyn bench protocol --status        # per experiment: runs recorded, runs in progress (epoch), runs left
+    neurodyn bench protocol --lanes a b     # both queues, one process each (1 torch thread), until done
+    neurodyn bench protocol --lanes b       # one queue
+
+Each experiment is one invocation of its driver (below), which skips recorded runs and resumes an interrupted
+one from its ``last.pt``; so the same command continues after any interruption, over as many sittings as it
+takes. A sitting ends with ``benchmarks/tools/protocol_snapshot.py`` and a commit: the machine keeps nothing
+outside the repository. Every run trains with a validation split that alone selects its ``best.pt``; the test
+split is evaluated once, at the end of the run.
+
+Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM's Table 5 at 32 x 32. Lane ``b``:
+Transolver's learning rate and slice count tuned on the Darcy validation split, the chosen setting's other two
+seeds, the Navier-Stokes comparison at nu = 1e-4, then ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs. The
+estimates, the records and the verdicts are in ``benchmarks/results/{chonn,lamo,geomano,stssm}.md``
+("Protocol-matched runs").
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "protocol"
+
+TRANSOLVER_GRID = [(lr, m) for lr in ("5e-4", "1e-3", "2e-3", "4e-3", "8e-3") for m in (16, 32, 64)]
+TRANSOLVER_TAG = "protocol/transolver_tuning"
+# ST-SSM's Table 5 on the Navier-Stokes nu = 1e-4 trajectories of the "ns4" comparison (the same file): 32 x 32
+# stored from a 64 x 64 solve; 250 train / 50 validation / 200 test; frames 7..10 given, 11..20 predicted
+TABLE5_32 = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
+             "data.n_val=50", "data.n_test=200", "train.eval_every=1"]
+TABLE5_EPOCHS = 5
+NS4_EPOCHS = 15
+
+
+class Experiment(NamedTuple):
+    lane: str
+    script: str
+    argv: Callable[[], list[str]]  # the driver's arguments (built when the experiment starts)
+    records: Callable[[], int]     # runs recorded so far
+    total: int                     # runs in the experiment
+    runs_dir: Path                 # where its run folders are
+    runs: str = "*"                # the names of its run folders there (a glob)
+
+
+def _json_count(folder: Path) -> int:
+    return len([f for f in folder.glob("*.json") if f.name != "results.json"])
+
+
+def _store_count(folder: Path) -> int:
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from neurodyn.train.runs import load_results
+
+    return len(load_results(folder)) if folder.exists() else 0
+
+
+def transolver_choice() -> tuple[str, str, int]:
+    """``(label, lr, slices)`` of the tuning run with the lowest best validation rel. L2 (seed 0)."""
+    recs = [json.loads(f.read_text()) for f in sorted((HERE / "results" / TRANSOLVER_TAG).glob("*-s0.json"))]
+    if len(recs) < len(TRANSOLVER_GRID):
+        raise SystemExit(f"the Transolver tuning has {len(recs)} of {len(TRANSOLVER_GRID)} runs recorded")
+    best = min(recs, key=lambda r: r["best_val_rel_l2"])
+    lr, m = best["label"].removeprefix("transolver-lr").split("-m")
+    return best["label"], lr, int(m)
+
+
+def _transolver_runs(grid) -> list[str]:
+    return [f"transolver-lr{lr}-m{m}=transolver/darcy;train.lr={lr};model.n_slices={m}" for lr, m in grid]
+
+
+def _operators_darcy(seeds: list[int], grid) -> list[str]:
+    return ["--seeds", *map(str, seeds), "--epochs", "10", "--threads", "1", "--tag", TRANSOLVER_TAG,
+            "--runs-dir", str(OUT / "transolver_tuning" / "runs"), "--runs", *_transolver_runs(grid)]
+
+
+def _chosen_seeds() -> list[str]:
+    _, lr, m = transolver_choice()
+    return _operators_darcy([1, 2], [(lr, m)])
+
+
+def _stssm(table: str, tag: str, only: list[str], common: list[str]) -> list[str]:
+    return ["--table", table, *(["--only", *only] if only else []), "--seeds", "0", "1", "2", "--threads", "1",
+            "--common", *common, "--tag", f"protocol/{tag}", "--runs-dir", str(OUT / tag / "runs")]
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "chonn-order": Experiment(
+        "a", "chonn_experiments.py",
+        lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(OUT / "chonn_order"),
+                 "--threads", "1"],
+        lambda: _store_count(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
+    "stssm-table5-32": Experiment(
+        "a", "stssm_tables.py",
+        lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"]),
+        lambda: _json_count(OUT / "stssm_table5_32" / "table5"), 12, OUT / "stssm_table5_32" / "runs"),
+    "transolver-tuning": Experiment(
+        "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
+        lambda: len(list((OUT / "transolver_tuning").glob("*-s0.json"))), len(TRANSOLVER_GRID),
+        OUT / "transolver_tuning" / "runs", "*-s0"),
+    "transolver-seeds": Experiment(
+        "b", "operators_darcy.py", _chosen_seeds,
+        lambda: len([f for f in (OUT / "transolver_tuning").glob("*.json") if not f.stem.endswith("-s0")]), 2,
+        OUT / "transolver_tuning" / "runs", "*-s[12]"),
+    "ns4": Experiment(
+        "b", "geomano_compare.py",
+        lambda: ["--bench", "ns4", "--models", "lamo", "geomano", "transolver", "fno", "fno-small", "--epochs",
+                 str(NS4_EPOCHS), "--seeds", "0", "1", "2", "--threads", "1", "--jobs", "1",
+                 "--out", str(OUT / "ns4"), "--runs-dir", str(OUT / "ns4" / "runs"),
+                 "--plot-curves", str(OUT / "ns4" / "curves.png")],
+        lambda: _store_count(OUT / "ns4"), 15, OUT / "ns4" / "runs"),
+    "stssm-ks": Experiment(
+        "b", "stssm_tables.py",
+        lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
+                       ["train.epochs=50", "train.eval_every=1"]),
+        lambda: _json_count(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
+}
+
+
+def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
+    """``name epoch/epochs`` of every run folder under ``runs_dir`` named like ``runs`` that has started and not
+    finished."""
+    out = []
+    for metrics in sorted(runs_dir.rglob("metrics.jsonl")) if runs_dir.exists() else []:
+        if not fnmatch.fnmatch(metrics.parent.name, runs):
+            continue
+        recs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        if any("test" in r and "train_loss" not in r for r in recs) or not (metrics.parent / "config.yaml").exists():
+            continue
+        epochs = yaml.safe_load((metrics.parent / "config.yaml").read_text())["train"]["epochs"]
+        done = len([r for r in recs if "train_loss" in r])
+        has_ckpt = (metrics.parent / "checkpoints" / "last.pt").exists()
+        out.append(f"{metrics.parent.name} {done}/{epochs}{'' if has_ckpt else ' (no last.pt: starts over)'}")
+    return out
+
+
+def status() -> str:
+    lines = ["| lane | experiment | recorded | in progress |", "|---|---|---:|---|"]
+    for name, e in EXPERIMENTS.items():
+        running = ", ".join(in_progress(e.runs_dir, e.runs))
+        lines.append(f"| {e.lane} | {name} | {e.records()} / {e.total} | {running} |")
+    return "\n".join(lines)
+
+
+def run_lane(lane: str) -> int:
+    """Every experiment of ``lane`` in order, each its driver in a child process with 1 torch thread."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    for name, e in EXPERIMENTS.items():
+        if e.lane != lane or e.records() >= e.total:
+            continue
+        cmd = [sys.executable, str(HERE / e.script), *e.argv()]
+        print(f"[lane {lane}] {name}: {' '.join(cmd)}", flush=True)
+        code = subprocess.call(cmd, env=env)
+        if code:
+            print(f"[lane {lane}] {name} exited with {code}; the lane stops here", flush=True)
+            return code
+    print(f"[lane {lane}] done", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--status", action="store_true", help="print what is recorded, running and left")
+    ap.add_argument("--lanes", nargs="*", default=[], choices=sorted({e.lane for e in EXPERIMENTS.values()}),
+                    help="run these lanes, each in its own process")
+    args = ap.parse_args(argv)
+    if args.status or not args.lanes:
+        print(status())
+        return 0
+    if len(args.lanes) == 1:
+        return run_lane(args.lanes[0])
+    procs = [subprocess.Popen([sys.executable, __file__, "--lanes", lane]) for lane in args.lanes]
+    return max(p.wait() for p in procs)
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench protocol`` entry point (the experiments fix their own scales)."""
+    return main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
