@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/tools/protocol_snapshot.py --dry-run  # only list it
 
 A sitting's machine keeps nothing outside the repository, and ignored files are not carried over either, so a
-run that is still training resumes next time only from checkpoints that were committed. Under
-``benchmarks/results/protocol/`` every run folder (a folder with ``metrics.jsonl``) is staged with its
+run that is still training resumes next time only from checkpoints that were committed. Everything under
+``benchmarks/results/protocol/`` that git does not ignore (records, tables, plots) is staged, every run folder (a folder with ``metrics.jsonl``) is staged with its
 ``config.yaml``, ``metrics.jsonl`` and summaries; the checkpoints (``checkpoints/last.pt`` and ``best.pt``: the
 optimizer and scheduler state for an exact resume, and the model the validation split selected) are staged:
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB")
     if not args.dry_run and files + ckpts:
         subprocess.run(["git", "-C", str(REPO), "add", "--force", "--", *map(str, files + ckpts)], check=True)
-        subprocess.run(["git", "-C", str(REPO), "add", "--update", "--", str(args.root)], check=True)
+        subprocess.run(["git", "-C", str(REPO), "add", "--", str(args.root)], check=True)  # records, plots
     return 0
 
 
