@@ -50,6 +50,35 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
     assert len(_losses(broken)) == 3
 
 
+def test_sigterm_saves_the_batch_it_stopped_at_and_the_run_resumes_to_identical_weights(tmp_path, data_dir):
+    """A SIGTERM (a scheduler's pre-emption, a session's stop) in the middle of epoch 1 interrupts like Ctrl-C:
+    last.pt holds that batch, the process' own SIGTERM handler is back afterwards, and the resumed run ends with
+    the weights and losses of an uninterrupted one."""
+    import os
+    import signal
+
+    cfg = _cfg("train.scheduler=onecycle")
+    whole = tmp_path / "whole"
+    run_experiment(cfg, whole, progress=False)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminate_at(epoch, batch):
+        if (epoch, batch) == (1, 2):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return False
+
+    stopped = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, stopped, progress=False, interrupt_at=terminate_at)
+    assert signal.getsignal(signal.SIGTERM) is before
+    pos = read_checkpoint(stopped / "checkpoints" / "last.pt")["position"]
+    assert (pos["epoch"], pos["batch"]) == (1, 2)
+    run_experiment(cfg, stopped, progress=False)
+    a, b = _weights(whole), _weights(stopped)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _losses(whole) == _losses(stopped)
+
+
 def test_resume_with_another_config_is_refused(tmp_path, data_dir):
     cfg = _cfg("train.scheduler=onecycle")
     run = tmp_path / "run"

@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -331,8 +333,9 @@ class Trainer:
         bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
-            while self.epoch < self.cfg.epochs and not self.stopped_early:
-                self._train_epoch(bar)
+            with self._terminate_as_interrupt():
+                while self.epoch < self.cfg.epochs and not self.stopped_early:
+                    self._train_epoch(bar)
         except KeyboardInterrupt:
             self.save("last.pt")
             bar.close()
@@ -348,6 +351,25 @@ class Trainer:
             print(f"stopped early after epoch {self.epoch}: {self.cfg.early_stop} evaluations without a better "
                   f"validation {self.monitor_key}", flush=True)
         return self.history
+
+    @contextlib.contextmanager
+    def _terminate_as_interrupt(self):
+        """SIGTERM (a batch scheduler's pre-emption, a session's stop, ``kill``) interrupts training as Ctrl-C does:
+        ``last.pt`` is saved at the current batch and the run resumes exactly from there. Only in the main thread
+        of a single process: under DDP the launcher stops every rank, and a save that waits for the others could
+        hang."""
+        if self.dist.world_size > 1 or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        previous = signal.signal(signal.SIGTERM, interrupt)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def _train_epoch(self, bar) -> None:
         cfg = self.cfg
