@@ -155,6 +155,7 @@ def persistence(table: str, args) -> dict:
     batches = (default_collate([test[i] for i in range(j, min(j + 32, len(test)))]) for j in range(0, len(test), 32))
     res = task.evaluate(_Persistence(test.channels), batches)
     return {"rel_l2": res["rel_l2"], "teacher_forced": res["rel_l2_teacher_forced"],
+            "resolution": cfg["data"].get("resolution"),
             "first_step": res["rel_l2_per_step"][0], "per_step": res["rel_l2_per_step"],
             "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
 
@@ -191,8 +192,8 @@ def report(table: str, args=None) -> None:
         print(f"no runs recorded under {OUT / f'table{table}'}")
         return
     lines = ["| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
-             "1st step | steps 1-5 | train min / run | final train loss |",
-             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "1st step | steps 1-5 | train min / run | final train loss | rollout at best validation (epoch) |",
+             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     means, forced, curves = {}, {}, {}
     for label in RUNS[table]:
         rs = sorted(rows.get(label, []), key=lambda r: r["seed"])
@@ -211,7 +212,7 @@ def report(table: str, args=None) -> None:
                      f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
                      f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
                      f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
-                     f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} |")
+                     f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} | {_at_best(rs)} |")
     if args is not None:
         res = [""] if table == "5" else [64, 32]
         for r in res:
@@ -219,8 +220,9 @@ def report(table: str, args=None) -> None:
                 args.common = [c for c in args.common if not c.startswith("data.resolution")] + [f"data.resolution={r}"]
             p = persistence(table, args)
             curves[f"persistence{f'-r{r}' if r else ''}"] = p["per_step"]
-            lines.append(f"| persistence u(t+1) = u(t) | 0 | {r or 16} | - | {p['rel_l2']:.4f} | - | "
-                         f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - |")
+            lines.append(f"| persistence u(t+1) = u(t) | 0 | {p['resolution']} | - | {p['rel_l2']:.4f} | - | "
+                         f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - "
+                         "| - |")
     for g in _by_resolution(table, means).values():
         if len(g) < 2:
             continue
@@ -235,6 +237,16 @@ def report(table: str, args=None) -> None:
     print(text)
     (OUT / f"table{table}.md").write_text(text + "\n")
     _plot_per_step(table, curves)
+
+
+def _at_best(rs: list[dict]) -> str:
+    """The test rollout error of the checkpoint the validation split chose (mean +- std) and its epochs, or "-"
+    for records without a validation split."""
+    chosen = [r for r in rs if r.get("test_rel_l2_at_best_val") is not None]
+    if len(chosen) < len(rs):
+        return "-"
+    return (f"{_ms([r['test_rel_l2_at_best_val'] for r in chosen])} "
+            f"({', '.join(str(r['best_val_epoch']) for r in chosen)})")
 
 
 def _by_resolution(table: str, names) -> dict[str, list[str]]:
