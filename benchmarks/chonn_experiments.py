@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -71,6 +72,11 @@ def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], sum
 
 
 WORKERS = {"n": 0, "threads": None}  # --workers: trainings in parallel processes (run_jobs), each with --threads
+
+
+def _rel(out_dir: Path) -> str:
+    """``out_dir`` relative to this folder (the results pages' links start here)."""
+    return os.path.relpath(Path(out_dir).resolve(), HERE)
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -286,7 +292,7 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
                   "| --- | ---: | ---: | ---: | ---: |", *rows]
     if gains_der:
         _plot_order_gains(gains_der, out_dir / "order_derivative_gain.png")
-        lines += ["", f"![derivative gain](results/chonn/{out_dir.name}/order_derivative_gain.png)"]
+        lines += ["", f"![derivative gain]({_rel(out_dir)}/order_derivative_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -370,7 +376,7 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
                            f"Poisson: CHONN-UNet order {best} (best ID RelL1) vs U-Net")
         lines += ["", f"Relative gain of the best order ({best}) over order 0: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
-            "", f"![poisson gain](results/chonn/{out_dir.name}/poisson_gain.png)"]
+            "", f"![poisson gain]({_rel(out_dir)}/poisson_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -436,7 +442,7 @@ def report_darcy(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> st
         plot_relative_gain(gains, out_dir / "darcy_gain.png", "Darcy: CHONN-UNet vs stronger of U-Net / FNO")
         lines += ["", "Relative gain of CHONN-UNet over the stronger baseline per metric: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} % (vs {v[1]})" for k, v in gains.items()),
-            "", f"![darcy gain](results/chonn/{out_dir.name}/darcy_gain.png)"]
+            "", f"![darcy gain]({_rel(out_dir)}/darcy_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -484,10 +490,10 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
             plot_relative_gain(gains, out_dir / "swe_gain.png", "Shallow water: CHONN-FNO vs FNO")
             lines += ["", "Relative gain of CHONN-FNO over FNO: " + ", ".join(
                 f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
-                "", f"![swe gain](results/chonn/{out_dir.name}/swe_gain.png)"]
+                "", f"![swe gain]({_rel(out_dir)}/swe_gain.png)"]
         curves = _mean_curves(swe, lambda r: r["model"])
         plot_rollout_curves(curves, out_dir / "swe_per_step.png", "Shallow water: per-step relative L2")
-        lines += ["", f"![swe per step](results/chonn/{out_dir.name}/swe_per_step.png)"]
+        lines += ["", f"![swe per step]({_rel(out_dir)}/swe_per_step.png)"]
     ns = [r for r in results if r["task"] == "ns"]
     if ns:
         groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
@@ -512,7 +518,7 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
                          f"{a[0]['params']:,} / {b[0]['params']:,} |")
         curves = _mean_curves(ns, lambda r: f"{r['model']} {r['history']}->1")
         plot_rollout_curves(curves, out_dir / "ns_per_step.png", "Navier-Stokes: per-step relative L2")
-        lines += ["", f"![ns per step](results/chonn/{out_dir.name}/ns_per_step.png)"]
+        lines += ["", f"![ns per step]({_rel(out_dir)}/ns_per_step.png)"]
     return _write_tables(out_dir, lines)
 
 

@@ -3,6 +3,7 @@
     neurodyn bench protocol --status        # per experiment: runs recorded, runs in progress (epoch), runs left
     neurodyn bench protocol --lanes a b     # both queues, one process each (1 torch thread), until done
     neurodyn bench protocol --lanes b       # one queue
+    neurodyn bench protocol --report        # every experiment's report.md (tables, plots) from its records
 
 Each experiment is one invocation of its driver (below), which skips recorded runs and resumes an interrupted
 one from its ``last.pt``; so the same command continues after any interruption, over as many sittings as it
@@ -139,6 +140,54 @@ EXPERIMENTS: dict[str, Experiment] = {
 }
 
 
+#: experiment -> (driver, its report arguments, the file its printed report is written to)
+REPORTS: dict[str, tuple[str, Callable[[], list[str]], Path]] = {
+    "chonn-order": ("chonn_experiments.py", lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out",
+                                                     str(OUT / "chonn_order"), "--report"],
+                    OUT / "chonn_order" / "report.md"),
+    "transolver-tuning": ("operators_darcy.py", lambda: ["--report", "--tag", TRANSOLVER_TAG],
+                          OUT / "transolver_tuning" / "report.md"),
+    "darcy-50": ("operators_darcy.py", lambda: ["--report", "--tag", DARCY50_TAG], OUT / "darcy_50" / "report.md"),
+    "ns4": ("geomano_compare.py",
+            lambda: ["--report", "--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno",
+                     "fno-small", "--epochs", str(NS4_EPOCHS), "--out", str(OUT / "ns4"),
+                     "--plot-curves", str(OUT / "ns4" / "curves.png")], OUT / "ns4" / "report.md"),
+    "stssm-ks": ("stssm_tables.py", lambda: ["--table", "1", "--report", "--no-persistence", "--tag",
+                                             "protocol/stssm_ks", "--runs-dir", str(OUT / "stssm_ks" / "runs")],
+                 OUT / "stssm_ks" / "report.md"),
+    "stssm-table5-32": ("stssm_tables.py", lambda: ["--table", "5", "--report", "--tag", "protocol/stssm_table5_32",
+                                                    "--runs-dir", str(OUT / "stssm_table5_32" / "runs"),
+                                                    "--common", *TABLE5_32], OUT / "stssm_table5_32" / "report.md"),
+}
+
+
+def report() -> None:
+    """Every experiment's tables from its records (its driver's ``--report``), written to its ``report.md``, and the
+    CHONN order family's validation curves (mean over seeds per target and model)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    for name, (script, argv, path) in REPORTS.items():
+        if not EXPERIMENTS[name].records():
+            continue
+        done = subprocess.run([sys.executable, str(HERE / script), *argv()], env=env, capture_output=True,
+                              text=True)
+        if done.returncode:
+            print(f"{name}: the report failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+            continue
+        text = done.stdout.replace(f"]({os.path.relpath(path.parent, HERE)}/", "](")  # links from beside it
+        path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n{text}")
+        print(f"{name}: {path.relative_to(HERE.parent)}")
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from neurodyn.plots import plot_seed_mean_curves
+    from neurodyn.train.runs import load_results
+
+    groups: dict[str, list[list[float]]] = {}
+    for r in sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"])):
+        groups.setdefault(f"T{r['target']} {r['model']}", []).append(r["curve"])
+    if groups:
+        plot_seed_mean_curves(groups, OUT / "chonn_order" / "curves.png", "validation rel. L2",
+                              "CHONN order family (paper protocol): validation", log=True)
+
+
 def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
     """``name epoch/epochs`` of every run folder under ``runs_dir`` named like ``runs`` that has started and not
     finished."""
@@ -186,9 +235,13 @@ def run_lane(lane: str) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--status", action="store_true", help="print what is recorded, running and left")
+    ap.add_argument("--report", action="store_true", help="write every experiment's report.md from its records")
     ap.add_argument("--lanes", nargs="*", default=[], choices=sorted({e.lane for e in EXPERIMENTS.values()}),
                     help="run these lanes, each in its own process")
     args = ap.parse_args(argv)
+    if args.report:
+        report()
+        return 0
     if args.status or not args.lanes:
         print(status())
         return 0

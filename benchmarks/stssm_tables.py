@@ -213,7 +213,7 @@ def report(table: str, args=None) -> None:
                      f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
                      f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
                      f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} | {_at_best(rs)} |")
-    if args is not None:
+    if args is not None and not args.no_persistence:
         res = [""] if table == "5" else [64, 32]
         for r in res:
             if r:
@@ -281,6 +281,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--no-persistence", action="store_true",
+                    help="leave the persistence forecast out of the report (it generates the data when missing)")
     ap.add_argument("--estimate", action="store_true",
                     help="only time a few training steps of each run (at --threads) and print the CPU hours of "
                          "--seeds runs with the budget and --common overrides")
