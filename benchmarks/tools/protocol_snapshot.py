@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/tools/protocol_snapshot.py --dry-run  # only list it
 
 A sitting's machine keeps nothing outside the repository, and ignored files are not carried over either, so a
-run that is still training resumes next time only from checkpoints that were committed. Everything under
-``benchmarks/results/protocol/`` that git does not ignore (records, tables, plots) is staged, every run folder (a folder with ``metrics.jsonl``) is staged with its
-``config.yaml``, ``metrics.jsonl`` and summaries; the checkpoints (``checkpoints/last.pt`` and ``best.pt``: the
-optimizer and scheduler state for an exact resume, and the model the validation split selected) are staged:
+run that is still training resumes next time only from checkpoints that were committed. Staged: everything
+under ``benchmarks/results/protocol/`` that git does not ignore (records, tables, plots); every run folder's
+files (``config.yaml``, ``metrics.jsonl``, summaries); and the checkpoints (``checkpoints/last.pt`` and
+``best.pt``: the optimizer and scheduler state for an exact resume, and the model the validation split selected):
 
 * for a run still training (no test evaluation in its ``metrics.jsonl`` yet), whatever their size;
 * for a finished run only when they are small (``--keep-below``, 0.5 MB) or tracked already: a finished run's
