@@ -180,12 +180,32 @@ def report() -> None:
     from neurodyn.plots import plot_seed_mean_curves
     from neurodyn.train.runs import load_results
 
+    chonn = sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"]))
+    curves = {  # folder -> (label -> validation curves of its seeds, title)
+        "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
+        "darcy_50": (_group(_json_records(OUT / "darcy_50"), lambda r: r["label"]), "Darcy, 50 epochs"),
+        "stssm_ks": (_group(_json_records(OUT / "stssm_ks" / "table1"), lambda r: r["label"]),
+                     "KS nu = 0.1, 64 points, 10-step rollout"),
+        "stssm_table5_32": (_group(_json_records(OUT / "stssm_table5_32" / "table5"), lambda r: r["label"]),
+                            "Table 5 at 32 x 32 (NS nu = 1e-4), rollout"),
+    }
+    for folder, (groups, title) in curves.items():
+        if groups:
+            plot_seed_mean_curves(groups, OUT / folder / "curves.png", "validation rel. L2", title, log=True)
+            print(f"curves: {(OUT / folder / 'curves.png').relative_to(HERE.parent)}")
+
+
+def _json_records(folder: Path) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if f.name != "results.json"]
+
+
+def _group(records: list[dict], label: Callable[[dict], str]) -> dict[str, list[list[float]]]:
+    """label -> the validation curves of the records that have one (runs with a validation split)."""
     groups: dict[str, list[list[float]]] = {}
-    for r in sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"])):
-        groups.setdefault(f"T{r['target']} {r['model']}", []).append(r["curve"])
-    if groups:
-        plot_seed_mean_curves(groups, OUT / "chonn_order" / "curves.png", "validation rel. L2",
-                              "CHONN order family (paper protocol): validation", log=True)
+    for r in records:
+        if r.get("curve"):
+            groups.setdefault(label(r), []).append(r["curve"])
+    return groups
 
 
 def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:

@@ -244,7 +244,8 @@ def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: st
             continue
         n = min(len(c) for c in curves)
         means[label] = np.mean([list(c)[:n] for c in curves], axis=0)
-        ax.plot(np.arange(1, n + 1), means[label], label=f"{label} ({len(curves)} seeds)")
+        seeds = f"{len(curves)} seed{'s' if len(curves) > 1 else ''}"
+        ax.plot(np.arange(1, n + 1), means[label], label=f"{label} ({seeds})")
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("epoch"), ax.set_ylabel(ylabel), ax.grid(True, which="both", alpha=0.3), ax.legend(fontsize=7)
