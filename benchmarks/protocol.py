@@ -49,21 +49,23 @@ class Experiment(NamedTuple):
     lane: str
     script: str
     argv: Callable[[], list[str]]  # the driver's arguments (built when the experiment starts)
-    records: Callable[[], int]     # runs recorded so far
+    records: Callable[[], list[dict]]  # the records of the runs finished so far
     total: int                     # runs in the experiment
     runs_dir: Path                 # where its run folders are
     runs: str = "*"                # the names of its run folders there (a glob)
 
 
-def _json_count(folder: Path) -> int:
-    return len([f for f in folder.glob("*.json") if f.name != "results.json"])
+def _json_records(folder: Path) -> list[dict]:
+    """The one-file-per-run records of a folder."""
+    return [json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if f.name != "results.json"]
 
 
-def _store_count(folder: Path) -> int:
+def _store_records(folder: Path) -> list[dict]:
+    """The records of a ``run_jobs`` store folder."""
     sys.path.insert(0, str(HERE.parent / "src"))
     from neurodyn.train.runs import load_results
 
-    return len(load_results(folder)) if folder.exists() else 0
+    return load_results(folder) if folder.exists() else []
 
 
 def transolver_choice() -> tuple[str, str, int]:
@@ -109,34 +111,34 @@ EXPERIMENTS: dict[str, Experiment] = {
         "a", "chonn_experiments.py",
         lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(OUT / "chonn_order"),
                  "--threads", "1"],
-        lambda: _store_count(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
+        lambda: _store_records(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
     "stssm-table5-32": Experiment(
         "a", "stssm_tables.py",
         lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"]),
-        lambda: _json_count(OUT / "stssm_table5_32" / "table5"), 12, OUT / "stssm_table5_32" / "runs"),
+        lambda: _json_records(OUT / "stssm_table5_32" / "table5"), 12, OUT / "stssm_table5_32" / "runs"),
     "transolver-tuning": Experiment(
         "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
-        lambda: len(list((OUT / "transolver_tuning").glob("*-s0.json"))), len(TRANSOLVER_GRID),
+        lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] == 0], len(TRANSOLVER_GRID),
         OUT / "transolver_tuning" / "runs", "*-s0"),
     "transolver-seeds": Experiment(
         "b", "operators_darcy.py", _chosen_seeds,
-        lambda: len([f for f in (OUT / "transolver_tuning").glob("*.json") if not f.stem.endswith("-s0")]), 2,
+        lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] != 0], 2,
         OUT / "transolver_tuning" / "runs", "*-s[12]"),
     "darcy-50": Experiment(
         "b", "operators_darcy.py", _darcy_50,
-        lambda: _json_count(HERE / "results" / DARCY50_TAG), 2, OUT / "darcy_50" / "runs"),
+        lambda: _json_records(HERE / "results" / DARCY50_TAG), 2, OUT / "darcy_50" / "runs"),
     "ns4": Experiment(
         "b", "geomano_compare.py",
         lambda: ["--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno", "fno-small", "--epochs",
                  str(NS4_EPOCHS), "--seeds", "0", "1", "2", "--threads", "1", "--jobs", "1",
                  "--out", str(OUT / "ns4"), "--runs-dir", str(OUT / "ns4" / "runs"),
                  "--plot-curves", str(OUT / "ns4" / "curves.png")],
-        lambda: _store_count(OUT / "ns4"), 15, OUT / "ns4" / "runs"),
+        lambda: _store_records(OUT / "ns4"), 15, OUT / "ns4" / "runs"),
     "stssm-ks": Experiment(
         "b", "stssm_tables.py",
         lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
                        ["train.epochs=50", "train.eval_every=1"]),
-        lambda: _json_count(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
+        lambda: _json_records(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
 }
 
 
@@ -195,10 +197,6 @@ def report() -> None:
             print(f"curves: {(OUT / folder / 'curves.png').relative_to(HERE.parent)}")
 
 
-def _json_records(folder: Path) -> list[dict]:
-    return [json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if f.name != "results.json"]
-
-
 def _group(records: list[dict], label: Callable[[dict], str]) -> dict[str, list[list[float]]]:
     """label -> the validation curves of the records that have one (runs with a validation split)."""
     groups: dict[str, list[list[float]]] = {}
@@ -226,10 +224,13 @@ def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
 
 
 def status() -> str:
-    lines = ["| lane | experiment | recorded | in progress |", "|---|---|---:|---|"]
+    lines = ["| lane | experiment | recorded | training CPU hours (recorded runs) | in progress |",
+             "|---|---|---:|---:|---|"]
     for name, e in EXPERIMENTS.items():
         running = ", ".join(in_progress(e.runs_dir, e.runs))
-        lines.append(f"| {e.lane} | {name} | {e.records()} / {e.total} | {running} |")
+        recs = e.records()
+        hours = sum(r.get("train_seconds") or 0.0 for r in recs) / 3600  # every epoch, over all sittings
+        lines.append(f"| {e.lane} | {name} | {len(recs)} / {e.total} | {hours:.2f} | {running} |")
     return "\n".join(lines)
 
 
@@ -237,7 +238,7 @@ def run_lane(lane: str) -> int:
     """The first unfinished experiment of ``lane``, its driver in a child process with 1 torch thread; then this
     script starts over (re-read, so that an edit to the queue takes effect at the next experiment)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
-    todo = [(name, e) for name, e in EXPERIMENTS.items() if e.lane == lane and e.records() < e.total]
+    todo = [(name, e) for name, e in EXPERIMENTS.items() if e.lane == lane and len(e.records()) < e.total]
     if not todo:
         print(f"[lane {lane}] done", flush=True)
         return 0
@@ -245,8 +246,8 @@ def run_lane(lane: str) -> int:
     cmd = [sys.executable, str(HERE / e.script), *e.argv()]
     print(f"[lane {lane}] {name}: {' '.join(cmd)}", flush=True)
     code = subprocess.call(cmd, env=env)
-    if code or e.records() < e.total:
-        print(f"[lane {lane}] {name} exited with {code} and {e.records()} of {e.total} runs recorded; the lane "
+    if code or len(e.records()) < e.total:
+        print(f"[lane {lane}] {name} exited with {code} and {len(e.records())} of {e.total} runs recorded; the lane "
               "stops here", flush=True)
         return code or 1
     os.execv(sys.executable, [sys.executable, __file__, "--lanes", lane])
