@@ -31,6 +31,8 @@ from typing import NamedTuple
 
 import yaml
 
+from neurodyn.train.runs import read_history, read_test_metrics
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "protocol"
 
@@ -213,11 +215,10 @@ def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
     for metrics in sorted(runs_dir.rglob("metrics.jsonl")) if runs_dir.exists() else []:
         if not fnmatch.fnmatch(metrics.parent.name, runs):
             continue
-        recs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-        if any("test" in r and "train_loss" not in r for r in recs) or not (metrics.parent / "config.yaml").exists():
-            continue
+        if read_test_metrics(metrics.parent) or not (metrics.parent / "config.yaml").exists():
+            continue  # finished (every protocol run has test data), or not started
         epochs = yaml.safe_load((metrics.parent / "config.yaml").read_text())["train"]["epochs"]
-        done = len([r for r in recs if "train_loss" in r])
+        done = len(read_history(metrics.parent))
         has_ckpt = (metrics.parent / "checkpoints" / "last.pt").exists()
         out.append(f"{metrics.parent.name} {done}/{epochs}{'' if has_ckpt else ' (no last.pt: starts over)'}")
     return out

@@ -45,31 +45,37 @@ def test_models_keep_their_own_training_settings(tmp_path):
 
 
 def test_budget_gives_more_epochs_to_a_larger_budget(data_dir):
+    """More budget, more epochs; the count is the budget over the measured epoch time, and the parameter count is
+    that of the model the config builds."""
+    from neurodyn.data.assembly import build_data
+    from neurodyn.models import count_parameters
+    from neurodyn.train.experiment import build_model
+
     cfg = preset_config("fno/darcy", "tiny")
     small = estimate_epochs(cfg, 1e-6)
     large = estimate_epochs(cfg, 1e4)
     assert small["epochs"] == 1 and large["epochs"] > 10
     assert large["epochs"] == int(1e4 // large["estimated_seconds_per_epoch"])
+    built = build_model(cfg, build_data(cfg, progress=False)["sets"]["train"])
+    assert small["params"] == large["params"] == count_parameters(built)
 
 
-def test_estimate_table_counts_parameters_and_adds_up_the_cpu_hours(data_dir, monkeypatch):
-    """Each row: the built model's parameter count and seconds per epoch x threads x epochs x seeds in hours; the
+def test_estimate_table_adds_up_the_cpu_hours(monkeypatch):
+    """Each row: the estimate's parameter count and seconds per epoch x threads x epochs x seeds in hours; the
     total row is their sum."""
     import neurodyn.compare as cmp
-    from neurodyn.data.assembly import build_data
-    from neurodyn.models import count_parameters
-    from neurodyn.train.experiment import build_model
 
     cfgs = {"fno": preset_config("fno/darcy", "tiny"), "unet": preset_config("unet/darcy", "tiny")}
-    seconds = {"fno": 36.0, "unet": 72.0}
+    seconds, params = {"fno": 36.0, "unet": 72.0}, {"fno": 12345, "unet": 678}
     monkeypatch.setattr(cmp, "estimate_epochs", lambda cfg, budget, device="cpu": {
-        "estimated_seconds_per_epoch": seconds[cfg["model"]["name"]]})
+        "estimated_seconds_per_epoch": seconds[cfg["model"]["name"]], "params": params[cfg["model"]["name"]]})
     monkeypatch.setattr(cmp.torch, "get_num_threads", lambda: 2)
-    rows = [line.split("|")[1:-1] for line in estimate_table(cfgs, epochs=10, seeds=3).splitlines()[2:]]
-    table = {r[0].strip(): [c.strip() for c in r[1:]] for r in rows}
-    for label, cfg in cfgs.items():
-        params = count_parameters(build_model(cfg, build_data(cfg, progress=False)["sets"]["train"]))
-        assert table[label][0] == f"{params:,}"
+    lines = estimate_table(cfgs, epochs=10, seeds=3).splitlines()
+    assert "2 threads" in lines[0] and "10 epochs x 3 seeds" in lines[0]
+    table = {r[0].strip(): [c.strip() for c in r[1:]] for r in (line.split("|")[1:-1] for line in lines[2:])}
+    for label in cfgs:
+        assert table[label][0] == f"{params[label]:,}"
+        assert float(table[label][1]) == seconds[label]
         assert float(table[label][2]) == pytest.approx(seconds[label] * 2 * 10 * 3 / 3600, abs=0.005)
     assert float(table["total"][2]) == pytest.approx((36 + 72) * 2 * 10 * 3 / 3600, abs=0.005)
 

@@ -16,21 +16,14 @@ files (``config.yaml``, ``metrics.jsonl``, summaries); and the checkpoints (``ch
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from neurodyn.train.runs import read_test_metrics
+
 REPO = Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "benchmarks" / "results" / "protocol"
-
-
-def finished(run_dir: Path) -> bool:
-    """True when the run's ``metrics.jsonl`` holds its one test evaluation (written after the last epoch)."""
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        if line.strip() and "test" in (rec := json.loads(line)) and "train_loss" not in rec:
-            return True
-    return False
 
 
 def plan(root: Path, keep_below: int) -> tuple[list[Path], list[Path]]:
@@ -41,7 +34,8 @@ def plan(root: Path, keep_below: int) -> tuple[list[Path], list[Path]]:
         run = metrics.parent
         files += [f for f in sorted(run.iterdir()) if f.is_file() and not f.name.startswith(".")]
         found = sorted((run / "checkpoints").glob("*.pt"))
-        ckpts += found if not finished(run) else [c for c in found if c.stat().st_size < keep_below]
+        # every protocol run has test data, so its test evaluation (written after the last epoch) marks it finished
+        ckpts += found if not read_test_metrics(run) else [c for c in found if c.stat().st_size < keep_below]
     return files, ckpts
 
 
@@ -61,13 +55,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files, ckpts = plan(args.root, int(args.keep_below * 2**20))
     new = sorted(set(ckpts) - set(tracked(ckpts)))
-    print(f"{len(files)} run files and {len(ckpts)} checkpoints to stage; new checkpoints "
-          f"({sum(p.stat().st_size for p in new) / 2**20:.1f} MB):")
-    for p in new:
-        print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB")
-    if not args.dry_run and files + ckpts:
+    if not args.dry_run and files + ckpts:  # staged before anything is printed: a closed pipe cannot stop it
         subprocess.run(["git", "-C", str(REPO), "add", "--force", "--", *map(str, files + ckpts)], check=True)
         subprocess.run(["git", "-C", str(REPO), "add", "--", str(args.root)], check=True)  # records, plots
+    print(f"{len(files)} run files and {len(ckpts)} checkpoints {'to stage' if args.dry_run else 'staged'}; new "
+          f"checkpoints ({sum(p.stat().st_size for p in new) / 2**20:.1f} MB):")
+    for p in new:
+        print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB")
     return 0
 
 

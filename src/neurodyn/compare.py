@@ -63,10 +63,12 @@ def parse_entry(text: str) -> tuple[str, str, list[str]]:
 
 def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | torch.device = "cpu") -> dict[str, Any]:
     """How many epochs of ``cfg`` fit in ``budget_seconds`` of training here: the median time of a few training
-    steps times the batches per epoch, plus one evaluation pass over the monitored set."""
+    steps times the batches per epoch, plus one evaluation pass over the monitored set. Also the timed model's
+    parameter count (``params``)."""
     import time
 
     from .data.assembly import build_data
+    from .models import count_parameters
     from .train.experiment import build_model, build_task, monitored_set, train_config
     from .train.trainer import Trainer
 
@@ -85,7 +87,7 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
         evaluation = time.perf_counter() - t0
     epoch = step * trainer.n_batches + evaluation
     return {"epochs": max(1, int(budget_seconds // epoch)), "estimated_seconds_per_epoch": epoch,
-            "step_seconds": step}
+            "step_seconds": step, "params": count_parameters(model)}
 
 
 def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
@@ -93,17 +95,13 @@ def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
     """Markdown: for each labelled config, its parameters, the seconds per epoch :func:`estimate_epochs` measures
     (at the current ``torch.get_num_threads()``) and the CPU hours of ``epochs`` x ``seeds`` runs of it
     (seconds x threads); the total last. What a protocol-matched experiment will cost, before it starts."""
-    from .data.assembly import build_data
-    from .models import count_parameters
-    from .train.experiment import build_model
-
     threads = torch.get_num_threads()
     lines = [f"| run | params | s / epoch ({threads} thread{'s' if threads > 1 else ''}) | "
              f"CPU-h ({epochs} epochs x {seeds} seeds) |", "|---|---:|---:|---:|"]
     total = 0.0
     for label, cfg in cfgs.items():
-        params = count_parameters(build_model(cfg, build_data(cfg, device, progress=False)["sets"]["train"]))
-        per_epoch = estimate_epochs(cfg, 1.0, device)["estimated_seconds_per_epoch"]
+        estimate = estimate_epochs(cfg, 1.0, device)
+        params, per_epoch = estimate["params"], estimate["estimated_seconds_per_epoch"]
         hours = per_epoch * threads * epochs * seeds / 3600
         total += hours
         lines.append(f"| {label} | {params:,} | {per_epoch:.0f} | {hours:.2f} |")
