@@ -155,27 +155,17 @@ def main(argv=None) -> None:
         print(estimate(args))
         return
     if not args.report:
-        from neurodyn.bench import load_script
         from neurodyn.train.runs import run_jobs
-
-        model_job = load_script(HERE / "geomano_ablation.py").model_job  # also when run by `neurodyn bench`
 
         have = _records(dirs)
         jobs = []
         for seed in args.seeds:
             for bench in args.bench:
                 for model in args.models:
-                    preset, model_from, extra_ov = RUNS[bench][model]
-                    if (bench, model) == ("ns4", "transolver") and not TRANSOLVER_TUNED:
-                        raise SystemExit("ns4: TRANSOLVER_TUNED is not set yet (benchmarks/protocol.py's "
-                                         "transolver-tuning chooses it on the Darcy validation split)")
                     prev = have.get((bench, model, seed))
                     if prev is not None and prev["epochs"] == args.epochs and not args.force:
                         continue
-                    jobs.append(model_job(f"{bench}-{model}-s{seed}", preset,
-                                          [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov,
-                                           f"train.epochs={args.epochs}"], seed,
-                                          {"label": model, "bench": bench}, model_from))
+                    jobs.append(compare_job(bench, model, seed, args))
         if jobs:  # chosen above (a record with other epochs is trained again and replaced)
             run_jobs(jobs, args.out, args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
                      runs_dir=Path(args.runs_dir) / args.scale, workers=max(1, args.jobs), threads=args.threads,
@@ -186,22 +176,28 @@ def main(argv=None) -> None:
         plot_curves(dirs, args.bench[0], args.models, args.plot_curves)
 
 
+def compare_job(bench: str, model: str, seed: int, args):
+    """The :class:`~neurodyn.train.runs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
+    from neurodyn.bench import load_script
+
+    model_job = load_script(HERE / "geomano_ablation.py").model_job  # also when run by `neurodyn bench`
+    preset, model_from, extra_ov = RUNS[bench][model]
+    return model_job(f"{bench}-{model}-s{seed}", preset,
+                     [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov, f"train.epochs={args.epochs}"], seed,
+                     {"label": model, "bench": bench}, model_from)
+
+
 def estimate(args) -> str:
     """The parameters, seconds per epoch and CPU hours of ``--epochs`` x ``--seeds`` of each ``--bench`` /
     ``--models`` run, from a few timed training steps at ``--threads`` (:func:`neurodyn.compare.estimate_table`)."""
     import torch
 
     from neurodyn.compare import estimate_table
-    from neurodyn.train.runs import preset_config
+    from neurodyn.train.runs import job_config
 
     torch.set_num_threads(args.threads)
-    cfgs = {}
-    for bench in args.bench:
-        for model in args.models:
-            preset, model_from, extra_ov = RUNS[bench][model]
-            common = [*BENCH_COMMON.get(bench, []), *args.common, *(o for o in extra_ov if not o.startswith("model."))]
-            cfgs[f"{bench} {model}"] = preset_config(preset, args.scale, common,
-                                                     [o for o in extra_ov if o.startswith("model.")], model_from)
+    cfgs = {f"{bench} {model}": job_config(compare_job(bench, model, args.seeds[0], args), args.scale)
+            for bench in args.bench for model in args.models}
     return estimate_table(cfgs, args.epochs, len(args.seeds))
 
 

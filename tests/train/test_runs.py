@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from neurodyn.train.runs import Job, evaluate_run, load_results, read_history, restore_run, run_jobs, train_preset
+from neurodyn.train.runs import (Job, evaluate_run, job_config, load_results, read_history, restore_run, run_jobs,
+                                 train_preset)
 
 TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
 
@@ -27,12 +28,19 @@ def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
 @pytest.mark.slow
 def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
-    jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}), Job("old-s0", "fno/darcy", 0, TINY)]
+    import yaml
+
+    jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
+            Job("old-s0", "fno/darcy", 0, TINY)]
     recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1,
-                    evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])})
+                    evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])}, overrides=["train.lr=2e-3"])
+    # job_config: the config the worker process trained with, as its run folder stored it
+    saved = yaml.safe_load((tmp_path / "runs" / "new-s0" / "config.yaml").read_text())
+    assert job_config(jobs[0], "tiny", ["train.lr=2e-3"]) == saved
+    assert saved["model"]["width"] == 6 and saved["train"]["lr"] == 2e-3 and saved["train"]["seed"] == 0
     assert [r["run"] for r in recs] == ["new-s0", "old-s0"]  # the older one-file record is not trained again
     assert recs[0]["label"] == "new" and recs[0]["n_eval"] == 4 and recs[0]["seed"] == 0
-    assert recs[0]["overrides"][-1] == "train.seed=0" and recs[1]["final_rel_l2"] == 0.5
+    assert recs[0]["overrides"][-2:] == ["train.seed=0", "train.lr=2e-3"] and recs[1]["final_rel_l2"] == 0.5
     stored = json.loads((tmp_path / "results.json").read_text())
     assert [r["run"] for r in stored] == ["old-s0", "new-s0"] and load_results(tmp_path) == stored
 

@@ -393,6 +393,12 @@ def _overrides(job: Job, common: Sequence[str]) -> list[str]:
     return [*job.overrides, f"train.seed={job.seed}", *common]
 
 
+def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict[str, Any]:
+    """The config :func:`run_jobs` trains ``job`` with (``common``: its run list's common overrides)."""
+    return preset_config(job.preset, scale, _overrides(job, common), job.model_overrides, job.model_from,
+                         job.data_from)
+
+
 def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool) -> RunResult:
     return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
                         model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
