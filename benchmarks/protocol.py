@@ -233,13 +233,17 @@ def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
 
 
 def status() -> str:
-    lines = ["| lane | experiment | recorded | training CPU hours (recorded runs) | in progress |",
-             "|---|---|---:|---:|---|"]
+    """Per experiment: runs recorded, the training CPU hours they took, the runs in progress, and a rough guess of
+    the hours left (the recorded runs' mean per run, times the runs not yet recorded; "?" before the first)."""
+    lines = ["| lane | experiment | recorded | training CPU hours (recorded runs) | left, CPU hours (guess) "
+             "| in progress |",
+             "|---|---|---:|---:|---:|---|"]
     for name, e in EXPERIMENTS.items():
         running = ", ".join(in_progress(e.runs_dir, e.runs))
         recs = e.records()
-        hours = sum(r.get("train_seconds") or 0.0 for r in recs) / 3600  # every epoch, over all sittings
-        lines.append(f"| {e.lane} | {name} | {len(recs)} / {e.total} | {hours:.2f} | {running} |")
+        spent = [r.get("train_seconds") or 0.0 for r in recs]  # every epoch, over all sittings
+        left = f"{sum(spent) / len(spent) * (e.total - len(recs)) / 3600:.1f}" if spent else "?"
+        lines.append(f"| {e.lane} | {name} | {len(recs)} / {e.total} | {sum(spent) / 3600:.2f} | {left} | {running} |")
     return "\n".join(lines)
 
 
