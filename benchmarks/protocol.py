@@ -186,6 +186,7 @@ def report() -> None:
             print(f"{name}: the report failed:\n{done.stderr[-2000:]}", file=sys.stderr)
             continue
         text = done.stdout.replace(f"]({os.path.relpath(path.parent, HERE)}/", "](")  # links from beside it
+        text = text.replace(f"{path.parent}/", "").replace(f"{HERE.parent}/", "")  # no machine paths in the page
         path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n{text}")
         print(f"{name}: {path.relative_to(HERE.parent)}")
     sys.path.insert(0, str(HERE.parent / "src"))
