@@ -33,6 +33,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -176,15 +177,20 @@ def main(argv=None) -> None:
         plot_curves(dirs, args.bench[0], args.models, args.plot_curves)
 
 
-def compare_job(bench: str, model: str, seed: int, args):
-    """The :class:`~neurodyn.train.runs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
+@functools.cache
+def _ablation():
+    """``geomano_ablation.py`` as a module, imported once (also when this script runs under `neurodyn bench`)."""
     from neurodyn.bench import load_script
 
-    model_job = load_script(HERE / "geomano_ablation.py").model_job  # also when run by `neurodyn bench`
+    return load_script(HERE / "geomano_ablation.py")
+
+
+def compare_job(bench: str, model: str, seed: int, args):
+    """The :class:`~neurodyn.train.runs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
     preset, model_from, extra_ov = RUNS[bench][model]
-    return model_job(f"{bench}-{model}-s{seed}", preset,
-                     [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov, f"train.epochs={args.epochs}"], seed,
-                     {"label": model, "bench": bench}, model_from)
+    return _ablation().model_job(f"{bench}-{model}-s{seed}", preset,
+                                 [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov,
+                                  f"train.epochs={args.epochs}"], seed, {"label": model, "bench": bench}, model_from)
 
 
 def estimate(args) -> str:

@@ -109,6 +109,15 @@ def _stssm(table: str, tag: str, only: list[str], common: list[str], seeds: tupl
             "--common", *common, "--tag", f"protocol/{tag}", "--runs-dir", str(OUT / tag / "runs")]
 
 
+def _table5_32(lane: str, seeds: tuple[int, ...]) -> Experiment:
+    """ST-SSM's Table 5 at 32 x 32 (its 4 models) for ``seeds``: the records and run folders of those seeds only."""
+    return Experiment(
+        lane, "stssm_tables.py",
+        lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"], seeds),
+        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["seed"] in seeds],
+        4 * len(seeds), OUT / "stssm_table5_32" / "runs", f"*-s[{''.join(map(str, seeds))}]")
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "chonn-order": Experiment(
         "a", "chonn_experiments.py",
@@ -116,11 +125,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                  "--threads", "1"],
         lambda: _store_records(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
     # Table 5's seeds 0, 1 in lane a and seed 2 in lane b: the two lanes' queues then take about equally long
-    "stssm-table5-32": Experiment(
-        "a", "stssm_tables.py",
-        lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"], (0, 1)),
-        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["seed"] in (0, 1)], 8,
-        OUT / "stssm_table5_32" / "runs", "*-s[01]"),
+    "stssm-table5-32": _table5_32("a", (0, 1)),
     "transolver-tuning": Experiment(
         "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
         lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] == 0], len(TRANSOLVER_GRID),
@@ -144,11 +149,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
                        ["train.epochs=50", "train.eval_every=1"]),
         lambda: _json_records(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
-    "stssm-table5-32-s2": Experiment(
-        "b", "stssm_tables.py",
-        lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"], (2,)),
-        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["seed"] == 2], 4,
-        OUT / "stssm_table5_32" / "runs", "*-s2"),
+    "stssm-table5-32-s2": _table5_32("b", (2,)),
 }
 
 

@@ -27,9 +27,9 @@ def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
 
 @pytest.mark.slow
 def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
-    (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
     import yaml
 
+    (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
     jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
             Job("old-s0", "fno/darcy", 0, TINY)]
     recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1,
