@@ -199,7 +199,7 @@ def report() -> None:
         "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
         "darcy_50": (_group(_json_records(OUT / "darcy_50"), lambda r: r["label"]), "Darcy, 50 epochs"),
         "stssm_ks": (_group(_json_records(OUT / "stssm_ks" / "table1"), lambda r: r["label"]),
-                     "KS nu = 0.1, 64 points, 10-step rollout"),
+                     "KS nu = 0.1, 64 points, 22-step rollout"),
         "stssm_table5_32": (_group(_json_records(OUT / "stssm_table5_32" / "table5"), lambda r: r["label"]),
                             "Table 5 at 32 x 32 (NS nu = 1e-4), rollout"),
     }
