@@ -195,18 +195,24 @@ def report() -> None:
     from neurodyn.train.runs import load_results
 
     chonn = sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"]))
+    ks, table5 = _json_records(OUT / "stssm_ks" / "table1"), _json_records(OUT / "stssm_table5_32" / "table5")
     curves = {  # folder -> (label -> validation curves of its seeds, title)
         "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
         "darcy_50": (_group(_json_records(OUT / "darcy_50"), lambda r: r["label"]), "Darcy, 50 epochs"),
-        "stssm_ks": (_group(_json_records(OUT / "stssm_ks" / "table1"), lambda r: r["label"]),
-                     "KS nu = 0.1, 64 points, 22-step rollout"),
-        "stssm_table5_32": (_group(_json_records(OUT / "stssm_table5_32" / "table5"), lambda r: r["label"]),
-                            "Table 5 at 32 x 32 (NS nu = 1e-4), rollout"),
+        "stssm_ks": (_group(ks, lambda r: r["label"]), f"KS nu = 0.1, 64 points, {_rollout_steps(ks)} rollout"),
+        "stssm_table5_32": (_group(table5, lambda r: r["label"]),
+                            f"Table 5 at 32 x 32 (NS nu = 1e-4), {_rollout_steps(table5)} rollout"),
     }
     for folder, (groups, title) in curves.items():
         if groups:
             plot_seed_mean_curves(groups, OUT / folder / "curves.png", "validation rel. L2", title, log=True)
             print(f"curves: {(OUT / folder / 'curves.png').relative_to(HERE.parent)}")
+
+
+def _rollout_steps(records: list[dict]) -> str:
+    """``"22-step"``: the rollout length the records' per-step errors were measured over (the data's, not a literal)."""
+    steps = sorted({len(r["rel_l2_per_step"]) for r in records if r.get("rel_l2_per_step")})
+    return "/".join(map(str, steps)) + "-step" if steps else "multi-step"
 
 
 def _group(records: list[dict], label: Callable[[dict], str]) -> dict[str, list[list[float]]]:
