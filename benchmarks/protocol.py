@@ -11,11 +11,11 @@ takes. A sitting ends with ``benchmarks/tools/protocol_snapshot.py`` and a commi
 outside the repository. Every run trains with a validation split that alone selects its ``best.pt``; the test
 split is evaluated once, at the end of the run.
 
-Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM's Table 5 at 32 x 32. Lane ``b``:
+Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM-VM of Table 5 at 32 x 32. Lane ``b``:
 Transolver's learning rate and slice count tuned on the Darcy validation split, the chosen setting's other two
 seeds, the chosen Transolver and an FNO of its size for 50 epochs, the Navier-Stokes comparison at
-nu = 1e-4, then ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs. The protocols, estimates, records and verdicts are
-in ``benchmarks/results/protocol.md``.
+nu = 1e-4, ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs, then Table 5's other three models. The protocols,
+estimates, records and verdicts are in ``benchmarks/results/protocol.md``.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ DARCY50_TAG = "protocol/darcy_50"
 # stored from a 64 x 64 solve; 250 train / 50 validation / 200 test; frames 7..10 given, 11..20 predicted
 TABLE5_32 = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
              "data.n_val=50", "data.n_test=200", "train.eval_every=1"]
-TABLE5_EPOCHS = 5
+TABLE5_EPOCHS = 8  # the most that fits about 6 CPU hours (protocol.md, 4b)
 NS4_EPOCHS = 30
 
 
@@ -54,7 +54,7 @@ class Experiment(NamedTuple):
     records: Callable[[], list[dict]]  # the records of the runs finished so far
     total: int                     # runs in the experiment
     runs_dir: Path                 # where its run folders are
-    runs: str = "*"                # the names of its run folders there (a glob)
+    runs: tuple[str, ...] = ("*",)  # the names of its run folders there (globs)
 
 
 def _json_records(folder: Path) -> list[dict]:
@@ -109,13 +109,13 @@ def _stssm(table: str, tag: str, only: list[str], common: list[str], seeds: tupl
             "--common", *common, "--tag", f"protocol/{tag}", "--runs-dir", str(OUT / tag / "runs")]
 
 
-def _table5_32(lane: str, seeds: tuple[int, ...]) -> Experiment:
-    """ST-SSM's Table 5 at 32 x 32 (its 4 models) for ``seeds``: the records and run folders of those seeds only."""
+def _table5_32(lane: str, labels: tuple[str, ...]) -> Experiment:
+    """ST-SSM's Table 5 at 32 x 32 for the models ``labels`` (seeds 0, 1, 2): their records and run folders only."""
     return Experiment(
         lane, "stssm_tables.py",
-        lambda: _stssm("5", "stssm_table5_32", [], [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"], seeds),
-        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["seed"] in seeds],
-        4 * len(seeds), OUT / "stssm_table5_32" / "runs", f"*-s[{''.join(map(str, seeds))}]")
+        lambda: _stssm("5", "stssm_table5_32", list(labels), [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"]),
+        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["label"] in labels],
+        3 * len(labels), OUT / "stssm_table5_32" / "runs", tuple(f"{label}-s?" for label in labels))
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -124,16 +124,17 @@ EXPERIMENTS: dict[str, Experiment] = {
         lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(OUT / "chonn_order"),
                  "--threads", "1"],
         lambda: _store_records(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
-    # Table 5's seeds 0, 1 in lane a and seed 2 in lane b: the two lanes' queues then take about equally long
-    "stssm-table5-32": _table5_32("a", (0, 1)),
+    # Table 5's zigzag ST-SSM-VM (half its CPU hours) in lane a, its other three models in lane b: the two
+    # lanes' queues then take about equally long
+    "stssm-table5-32-vm": _table5_32("a", ("stssm-vm",)),
     "transolver-tuning": Experiment(
         "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
         lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] == 0], len(TRANSOLVER_GRID),
-        OUT / "transolver_tuning" / "runs", "*-s0"),
+        OUT / "transolver_tuning" / "runs", ("*-s0",)),
     "transolver-seeds": Experiment(
         "b", "operators_darcy.py", _chosen_seeds,
         lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] != 0], 2,
-        OUT / "transolver_tuning" / "runs", "*-s[12]"),
+        OUT / "transolver_tuning" / "runs", ("*-s[12]",)),
     "darcy-50": Experiment(
         "b", "operators_darcy.py", _darcy_50,
         lambda: _json_records(HERE / "results" / DARCY50_TAG), 6, OUT / "darcy_50" / "runs"),
@@ -149,7 +150,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
                        ["train.epochs=50", "train.eval_every=1"]),
         lambda: _json_records(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
-    "stssm-table5-32-s2": _table5_32("b", (2,)),
+    "stssm-table5-32": _table5_32("b", ("stssm", "stssm-ff", "fno2d-r")),
 }
 
 
@@ -165,7 +166,7 @@ REPORTS: dict[str, tuple[str, Callable[[], list[str]], Path]] = {
             lambda: ["--report", "--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno",
                      "fno-small", "--epochs", str(NS4_EPOCHS), "--out", str(OUT / "ns4"),
                      "--plot-curves", str(OUT / "ns4" / "curves.png")], OUT / "ns4" / "report.md"),
-    "stssm-ks": ("stssm_tables.py", lambda: ["--table", "1", "--report", "--no-persistence", "--tag",
+    "stssm-ks": ("stssm_tables.py", lambda: ["--table", "1", "--report", "--tag",
                                              "protocol/stssm_ks", "--runs-dir", str(OUT / "stssm_ks" / "runs")],
                  OUT / "stssm_ks" / "report.md"),
     "stssm-table5-32": ("stssm_tables.py", lambda: ["--table", "5", "--report", "--tag", "protocol/stssm_table5_32",
@@ -224,12 +225,12 @@ def _group(records: list[dict], label: Callable[[dict], str]) -> dict[str, list[
     return groups
 
 
-def in_progress(runs_dir: Path, runs: str = "*") -> list[str]:
-    """``name epoch/epochs`` of every run folder under ``runs_dir`` named like ``runs`` that has started and not
-    finished."""
+def in_progress(runs_dir: Path, runs: tuple[str, ...] = ("*",)) -> list[str]:
+    """``name epoch/epochs`` of every run folder under ``runs_dir`` named like one of the globs ``runs`` that has
+    started and not finished."""
     out = []
     for metrics in sorted(runs_dir.rglob("metrics.jsonl")) if runs_dir.exists() else []:
-        if not fnmatch.fnmatch(metrics.parent.name, runs):
+        if not any(fnmatch.fnmatch(metrics.parent.name, glob) for glob in runs):
             continue
         if read_test_metrics(metrics.parent) or not (metrics.parent / "config.yaml").exists():
             continue  # finished (every protocol run has test data), or not started

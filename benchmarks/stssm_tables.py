@@ -214,12 +214,14 @@ def report(table: str, args=None) -> None:
                      f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
                      f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} | {_at_best(rs)} |")
     if args is not None and not args.no_persistence:
-        res = [""] if table == "5" else [64, 32]
+        # persistence only at the resolutions that have runs: a plot of the baseline alone says nothing
+        res = [""] if table == "5" else [r for r, g in _by_resolution(table, means).items() if g]
         for r in res:
             if r:
-                args.common = [c for c in args.common if not c.startswith("data.resolution")] + [f"data.resolution={r}"]
+                args.common = [c for c in args.common if not c.startswith("data.resolution")] + [
+                    f"data.resolution={r.removeprefix('r')}"]
             p = persistence(table, args)
-            curves[f"persistence{f'-r{r}' if r else ''}"] = p["per_step"]
+            curves[f"persistence{'-' + r if r else ''}"] = p["per_step"]
             lines.append(f"| persistence u(t+1) = u(t) | 0 | {p['resolution']} | - | {p['rel_l2']:.4f} | - | "
                          f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - "
                          "| - |")
@@ -236,7 +238,7 @@ def report(table: str, args=None) -> None:
     text = "\n".join(lines)
     print(text)
     (OUT / f"table{table}.md").write_text(text + "\n")
-    _plot_per_step(table, curves)
+    _plot_per_step(table, curves, _scale_label(args))
 
 
 def _at_best(rs: list[dict]) -> str:
@@ -256,14 +258,23 @@ def _by_resolution(table: str, names) -> dict[str, list[str]]:
     return {f"r{r}": [k for k in names if k.endswith(f"-r{r}")] for r in (64, 32)}
 
 
-def _plot_per_step(table: str, curves: dict[str, list[float]]) -> None:
-    """Mean per-step rollout error of each run, one plot per resolution (Table 1) or one plot (Table 5)."""
+def _scale_label(args) -> str:
+    """What the plot titles call the runs: ``"cpu scale"`` for the default results folder, else its tag
+    (``"protocol/stssm_ks"``), since a tagged run list overrides the scale's budget."""
+    if args is None or args.tag == "stssm_tables":
+        return f"{getattr(args, 'scale', 'cpu')} scale"
+    return args.tag
+
+
+def _plot_per_step(table: str, curves: dict[str, list[float]], scale_label: str = "cpu scale") -> None:
+    """Mean per-step rollout error of each run, one plot per resolution (Table 1) or one plot (Table 5); a
+    resolution with only baselines (persistence) gets no plot."""
     from neurodyn.plots import plot_rollout_curves
 
     for suffix, names in _by_resolution(table, curves).items():
-        if names:
+        if any("persistence" not in k for k in names):
             path = OUT / f"table{table}{'_' + suffix if suffix else ''}_per_step.png"
-            title = f"ST-SSM Table {table}, cpu scale{', ' + suffix if suffix else ''}: rollout error per step"
+            title = f"ST-SSM Table {table}, {scale_label}{', ' + suffix if suffix else ''}: rollout error per step"
             plot_rollout_curves({k: curves[k] for k in names}, path, title,
                                 baselines=[k for k in names if "persistence" in k], log=True)
             print(f"plot: {path}")
