@@ -42,7 +42,8 @@ import torch
 import yaml
 
 HERE = Path(__file__).parent
-OUT = HERE / "results" / "stssm_tables"
+DEFAULT_TAG = "stssm_tables"  # the cpu-scale results folder, benchmarks/results/<tag>/
+OUT = HERE / "results" / DEFAULT_TAG
 
 # label -> (preset, extra overrides); the budget is added per table
 RUNS = {
@@ -261,18 +262,17 @@ def _by_resolution(table: str, names) -> dict[str, list[str]]:
 def _scale_label(args) -> str:
     """What the plot titles call the runs: ``"cpu scale"`` for the default results folder, else its tag
     (``"protocol/stssm_ks"``), since a tagged run list overrides the scale's budget."""
-    if args is None or args.tag == "stssm_tables":
+    if args is None or args.tag == DEFAULT_TAG:
         return f"{getattr(args, 'scale', 'cpu')} scale"
     return args.tag
 
 
-def _plot_per_step(table: str, curves: dict[str, list[float]], scale_label: str = "cpu scale") -> None:
-    """Mean per-step rollout error of each run, one plot per resolution (Table 1) or one plot (Table 5); a
-    resolution with only baselines (persistence) gets no plot."""
+def _plot_per_step(table: str, curves: dict[str, list[float]], scale_label: str) -> None:
+    """Mean per-step rollout error of each run, one plot per resolution (Table 1) or one plot (Table 5)."""
     from neurodyn.plots import plot_rollout_curves
 
     for suffix, names in _by_resolution(table, curves).items():
-        if any("persistence" not in k for k in names):
+        if names:
             path = OUT / f"table{table}{'_' + suffix if suffix else ''}_per_step.png"
             title = f"ST-SSM Table {table}, {scale_label}{', ' + suffix if suffix else ''}: rollout error per step"
             plot_rollout_curves({k: curves[k] for k in names}, path, title,
@@ -287,7 +287,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="extra overrides for every run")
-    ap.add_argument("--tag", default="stssm_tables", help="results go to benchmarks/results/<tag>/table<k>/")
+    ap.add_argument("--tag", default=DEFAULT_TAG, help="results go to benchmarks/results/<tag>/table<k>/")
     ap.add_argument("--runs-dir", default="runs/bench/stssm_tables")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
