@@ -4,7 +4,7 @@
 ``neurodyn bench chonn-order | chonn-poisson | chonn-darcy | chonn-rollout [--scale cpu] [options]``,
 ``python benchmarks/chonn_experiments.py order|poisson|darcy|rollout [--scale cpu] [options]``, or from
 Python ``run_order_benchmark(scale, seeds, out_dir)`` etc. Every run trains a preset with
-:func:`neurodyn.train.runs.run_jobs` into ``<out_dir>/runs/<name>`` and writes ``result.json`` beside it.
+:func:`neurodyn.bench.jobs.run_jobs` into ``<out_dir>/runs/<name>`` and writes ``result.json`` beside it.
 ``<out_dir>/results.json`` is the record of every finished run of the folder,
 keyed by run name (``"run": "<stem>-s<seed>"``): each invocation merges its runs into it, so a benchmark
 can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later) and the run folders (large,
@@ -52,7 +52,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from neurodyn.train.metrics import order_metrics, poisson_metrics  # noqa: E402
-from neurodyn.train.runs import Job, RestoredRun, batches, load_results, predict, read_history, run_jobs  # noqa: E402
+from neurodyn.train.runs import RestoredRun, batches, predict, read_history  # noqa: E402
+from neurodyn.bench.jobs import Job, load_results, run_jobs  # noqa: E402
 
 RESULTS_DIR = HERE / "results" / "chonn"
 
@@ -66,7 +67,7 @@ def _jobs(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seed
 def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], summary: Callable[[dict], str],
          scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str],
          train: bool) -> list[dict[str, Any]]:
-    """Every job for every seed through :func:`neurodyn.train.runs.run_jobs` (store: ``<out_dir>/results.json``)."""
+    """Every job for every seed through :func:`neurodyn.bench.jobs.run_jobs` (store: ``<out_dir>/results.json``)."""
     return run_jobs(_jobs(specs, seeds), out_dir, scale, evaluate=evaluate, summary=summary, tag=tag,
                     overrides=overrides, train=train, workers=WORKERS["n"], threads=WORKERS["threads"])
 

@@ -4,7 +4,7 @@ Trains the ``geomano/darcy`` (and with ``--bench ns`` the ``geomano/navier_stoke
 every variant of Table 3 -- SSM (vanilla 1-D / 2-D) x positional embedding x geometric correction (None =
 Mamba's D only, fixed 0001 / 0011 / 0111, learnable) -- plus rows the paper does not have: neither D nor R,
 R in VMamba's digit order, the four-corner 2-D scan. Every run is one training of the preset with
-overrides (``neurodyn.train.runs.run_jobs``), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
+overrides (``neurodyn.bench.jobs.run_jobs``), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
 ``torch.set_num_threads(threads)``), its record kept in ``out_dir/results.json`` (the earlier layout, one
 ``<run>.json`` per run, is still read; recorded runs are skipped, ``--force`` redoes them).
 The table gives mean +- std over seeds of the final-epoch test relative L2 beside the paper's number.
@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from neurodyn.train.runs import Job, load_results, run_jobs  # noqa: E402
+from neurodyn.bench.jobs import Job, load_results, run_jobs  # noqa: E402
 
 DEFAULT_OUT = HERE / "results" / "geomano_ablation"
 PRESETS = {"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}

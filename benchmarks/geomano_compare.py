@@ -18,7 +18,7 @@ data, epochs and seeds; each model keeps its preset's loss, batch size, lr and s
   the ``fno/darcy`` cpu model section (there is no fno/ns preset): nu = 1e-3, 32 x 32, 200 / 40 trajectories,
   10 -> 10 frames, teacher forcing, 10-step rollout evaluation.
 
-Every run trains in its own process (``neurodyn.train.runs.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
+Every run trains in its own process (``neurodyn.bench.jobs.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
 ``torch.set_num_threads(--threads)``) and is recorded in ``benchmarks/results/geomano_compare/results.json``
 (older records there, one JSON file per run, are still read; a run recorded with the same epochs is
 skipped, ``--force`` redoes it). ``--reuse DIR`` reads records of another driver with the same
@@ -41,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from neurodyn.train.runs import load_results  # noqa: E402
+from neurodyn.bench.jobs import load_results  # noqa: E402
 
 OUT = HERE / "results" / "geomano_compare"
 FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count of the cpu-scale SSM models
@@ -156,7 +156,7 @@ def main(argv=None) -> None:
         print(estimate(args))
         return
     if not args.report:
-        from neurodyn.train.runs import run_jobs
+        from neurodyn.bench.jobs import run_jobs
 
         have = _records(dirs)
         jobs = []
@@ -186,7 +186,7 @@ def _ablation():
 
 
 def compare_job(bench: str, model: str, seed: int, args):
-    """The :class:`~neurodyn.train.runs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
+    """The :class:`~neurodyn.bench.jobs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
     preset, model_from, extra_ov = RUNS[bench][model]
     return _ablation().model_job(f"{bench}-{model}-s{seed}", preset,
                                  [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov,
@@ -199,7 +199,7 @@ def estimate(args) -> str:
     import torch
 
     from neurodyn.compare import estimate_table
-    from neurodyn.train.runs import job_config
+    from neurodyn.bench.jobs import job_config
 
     torch.set_num_threads(args.threads)
     cfgs = {f"{bench} {model}": job_config(compare_job(bench, model, args.seeds[0], args), args.scale)

@@ -85,7 +85,7 @@ def run(scale: str, argv: list[str]) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
-    from neurodyn.train.runs import train_preset
+    from neurodyn.bench.jobs import train_preset
 
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

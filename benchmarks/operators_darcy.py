@@ -48,8 +48,8 @@ def parse_run(text: str) -> tuple[str, str, list[str]]:
 
 
 def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
-    """Train one run (``neurodyn.train.runs.train_preset``) and write its record to ``out``."""
-    from neurodyn.train.runs import train_preset
+    """Train one run (``neurodyn.bench.jobs.train_preset``) and write its record to ``out``."""
+    from neurodyn.bench.jobs import train_preset
 
     swap = [o.split("=", 1)[1] for o in overrides if o.startswith("@model=")]
     overrides = [o for o in overrides if not o.startswith("@model=")]

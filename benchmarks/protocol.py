@@ -65,7 +65,7 @@ def _json_records(folder: Path) -> list[dict]:
 def _store_records(folder: Path) -> list[dict]:
     """The records of a ``run_jobs`` store folder."""
     sys.path.insert(0, str(HERE.parent / "src"))
-    from neurodyn.train.runs import load_results
+    from neurodyn.bench.jobs import load_results
 
     return load_results(folder) if folder.exists() else []
 
@@ -193,7 +193,7 @@ def report() -> None:
         print(f"{name}: {path.relative_to(HERE.parent)}")
     sys.path.insert(0, str(HERE.parent / "src"))
     from neurodyn.plots import plot_seed_mean_curves
-    from neurodyn.train.runs import load_results
+    from neurodyn.bench.jobs import load_results
 
     chonn = sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"]))
     ks, table5 = _json_records(OUT / "stssm_ks" / "table1"), _json_records(OUT / "stssm_table5_32" / "table5")

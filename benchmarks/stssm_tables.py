@@ -81,7 +81,8 @@ PAPER = {
 
 
 def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
-    from neurodyn.train.runs import read_history, train_preset
+    from neurodyn.train.runs import read_history
+    from neurodyn.bench.jobs import train_preset
 
     preset, extra = RUNS[table][label]
     ov = BUDGET[table] + extra + list(args.common) + [f"train.seed={seed}"]

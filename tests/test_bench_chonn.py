@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from neurodyn import bench
-from neurodyn.train.runs import load_results
+from neurodyn.bench.jobs import load_results
 
 bench_chonn = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "chonn_experiments.py")
 

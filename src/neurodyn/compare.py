@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from .errors import ConfigError
-from .train.runs import Job, RestoredRun, evaluate_restored, preset_config, read_history, run_jobs
+from .train.runs import RestoredRun, evaluate_restored, read_history
+from .bench.jobs import Job, preset_config, run_jobs
 
 __all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table"]
 

@@ -1,10 +1,11 @@
-"""The run API: train a preset, restore / evaluate / read a run, and job lists into a results store."""
+"""The experiment queue (:mod:`neurodyn.bench.jobs`): train a preset, job lists into a results store; and the
+restore / evaluate / read functions of :mod:`neurodyn.train.runs` on the runs it trains."""
 import json
 
 import pytest
 
-from neurodyn.train.runs import (Job, evaluate_run, job_config, load_results, read_history, restore_run, run_jobs,
-                                 train_preset)
+from neurodyn.bench.jobs import Job, job_config, load_results, run_jobs, train_preset
+from neurodyn.train.runs import evaluate_run, read_history, restore_run
 
 TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
 
