@@ -10,8 +10,8 @@ keyed by run name (``"run": "<stem>-s<seed>"``): each invocation merges its runs
 can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later) and the run folders (large,
 not committed) can be deleted without losing a result. A run recorded in either place is never trained
 again; the tables and plots always cover every recorded run, and ``--report`` only rebuilds them.
-Outputs in ``out_dir`` (default ``benchmarks/results/chonn/<name>``): ``results.json``, ``tables.md`` and
-PNG plots.
+Outputs in ``out_dir`` (default ``benchmarks/results/chonn_<name>``): ``results.json``, ``tables.md`` (its
+images linked from beside it) and PNG plots.
 
 Experiments (paper 000, Figs. 3-5; the paper reports figures only, so these are our own measurements):
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import time
@@ -55,7 +54,7 @@ from neurodyn.train.metrics import order_metrics, poisson_metrics  # noqa: E402
 from neurodyn.train.runs import RestoredRun, batches, predict, read_history  # noqa: E402
 from neurodyn.bench.jobs import Job, load_results, run_jobs  # noqa: E402
 
-RESULTS_DIR = HERE / "results" / "chonn"
+RESULTS = HERE / "results"  # experiment folders: results/chonn_<experiment>
 
 
 def _jobs(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seeds: Sequence[int]) -> list[Job]:
@@ -73,11 +72,6 @@ def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], sum
 
 
 WORKERS = {"n": 0, "threads": None}  # --workers: trainings in parallel processes (run_jobs), each with --threads
-
-
-def _rel(out_dir: Path) -> str:
-    """``out_dir`` relative to this folder (the results pages' links start here)."""
-    return os.path.relpath(Path(out_dir).resolve(), HERE)
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -200,7 +194,7 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
         return order_metrics(*predict(r.task, r.model, r.data["sets"]["test"]))
 
     return _run("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
-                     scale, seeds, Path(out_dir or RESULTS_DIR / "order"), overrides, train)
+                     scale, seeds, Path(out_dir or RESULTS / "chonn_order"), overrides, train)
 
 
 def compare_order(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
@@ -293,7 +287,7 @@ def report_order(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds
                   "| --- | ---: | ---: | ---: | ---: |", *rows]
     if gains_der:
         _plot_order_gains(gains_der, out_dir / "order_derivative_gain.png")
-        lines += ["", f"![derivative gain]({_rel(out_dir)}/order_derivative_gain.png)"]
+        lines += ["", "![derivative gain](order_derivative_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -344,7 +338,7 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
 
     return _run("chonn-poisson", jobs, evaluate,
                      lambda rec: f"ID RelL1 {rec['id_rel_l1_pct']:.3f} %, OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %",
-                     scale, seeds, Path(out_dir or RESULTS_DIR / "poisson"), overrides, train)
+                     scale, seeds, Path(out_dir or RESULTS / "chonn_poisson"), overrides, train)
 
 
 def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -377,7 +371,7 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
                            f"Poisson: CHONN-UNet order {best} (best ID RelL1) vs U-Net")
         lines += ["", f"Relative gain of the best order ({best}) over order 0: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
-            "", f"![poisson gain]({_rel(out_dir)}/poisson_gain.png)"]
+            "", "![poisson gain](poisson_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -412,7 +406,7 @@ def run_darcy_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_d
                 "train_loss_curve": [h["train_loss"] for h in read_history(r.run_dir)]}
 
     return _run("chonn-darcy", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
-                     Path(out_dir or RESULTS_DIR / "darcy"), overrides, train)
+                     Path(out_dir or RESULTS / "chonn_darcy"), overrides, train)
 
 
 def _model_table(results, key: str, metrics: Sequence[str], order: Sequence[str]) -> tuple[list[str], dict]:
@@ -443,7 +437,7 @@ def report_darcy(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> st
         plot_relative_gain(gains, out_dir / "darcy_gain.png", "Darcy: CHONN-UNet vs stronger of U-Net / FNO")
         lines += ["", "Relative gain of CHONN-UNet over the stronger baseline per metric: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} % (vs {v[1]})" for k, v in gains.items()),
-            "", f"![darcy gain]({_rel(out_dir)}/darcy_gain.png)"]
+            "", "![darcy gain](darcy_gain.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -472,7 +466,7 @@ def run_rollout_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                 **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
 
     return _run("chonn-rollout", jobs, evaluate, lambda rec: f"rel_l2 {rec['rel_l2']:.4g}", scale, seeds,
-                     Path(out_dir or RESULTS_DIR / "rollout"), overrides, train)
+                     Path(out_dir or RESULTS / "chonn_rollout"), overrides, train)
 
 
 def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
@@ -491,10 +485,10 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
             plot_relative_gain(gains, out_dir / "swe_gain.png", "Shallow water: CHONN-FNO vs FNO")
             lines += ["", "Relative gain of CHONN-FNO over FNO: " + ", ".join(
                 f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
-                "", f"![swe gain]({_rel(out_dir)}/swe_gain.png)"]
+                "", "![swe gain](swe_gain.png)"]
         curves = _mean_curves(swe, lambda r: r["model"])
         plot_rollout_curves(curves, out_dir / "swe_per_step.png", "Shallow water: per-step relative L2")
-        lines += ["", f"![swe per step]({_rel(out_dir)}/swe_per_step.png)"]
+        lines += ["", "![swe per step](swe_per_step.png)"]
     ns = [r for r in results if r["task"] == "ns"]
     if ns:
         groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
@@ -519,7 +513,7 @@ def report_rollout(results, out_dir: Path, scale: str, seeds: Sequence[int]) -> 
                          f"{a[0]['params']:,} / {b[0]['params']:,} |")
         curves = _mean_curves(ns, lambda r: f"{r['model']} {r['history']}->1")
         plot_rollout_curves(curves, out_dir / "ns_per_step.png", "Navier-Stokes: per-step relative L2")
-        lines += ["", f"![ns per step]({_rel(out_dir)}/ns_per_step.png)"]
+        lines += ["", "![ns per step](ns_per_step.png)"]
     return _write_tables(out_dir, lines)
 
 
@@ -637,7 +631,7 @@ def run(scale: str, argv: Sequence[str]) -> int:
 
     p = argparse.ArgumentParser(prog=f"neurodyn bench {name}", description=BENCHMARKS[name].description)
     p.add_argument("--seeds", type=int, nargs="+", default=list(default_seeds), help="training seeds")
-    p.add_argument("--out", type=Path, default=None, help=f"output folder (default {RESULTS_DIR / sub})")
+    p.add_argument("--out", type=Path, default=None, help=f"output folder (default {RESULTS / f'chonn_{sub}'})")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--report", action="store_true", help="only rebuild tables and plots from finished runs")
     p.add_argument("--only", nargs="+", default=None,
@@ -651,7 +645,7 @@ def run(scale: str, argv: Sequence[str]) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(int(a.threads))
     WORKERS.update(n=int(a.workers), threads=int(a.threads))
-    out = Path(a.out or RESULTS_DIR / sub)
+    out = Path(a.out or RESULTS / f"chonn_{sub}")
     kw: dict[str, Any] = {"overrides": a.overrides, "train": not a.report}
     if a.only:
         if sub == "order":

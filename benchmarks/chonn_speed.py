@@ -13,7 +13,7 @@ Backbones (the cpu-scale experiment shapes):
   w0 branch replaced by a CKB (d_state 8, bi scan, as the cpu preset); order 0 = the FNO.
 
 Median over ``--repeats`` steps after two warm-up steps; results printed as a table and written to
-``benchmarks/results/chonn/speed.json``.
+``benchmarks/results/chonn_speed/chonn_speed.json``.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--only", nargs="+", default=["chain", "unet", "fno"])
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "chonn" / "speed.json")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "chonn_speed" / "chonn_speed.json")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)

@@ -15,8 +15,8 @@ one graph, e.g. a CUDA extension without a fake, it is said on stderr and timed 
 table gives the median seconds per step over ``--repeats`` rounds and compiled / eager (below 1: compiled is faster).
 
 ``--device`` defaults to ``cuda`` when available, else ``cpu`` (the fused C++ kernels run on CPU; on CUDA the scans
-take mamba-ssm's kernels when installed, else the PyTorch path). Results: ``benchmarks/results/compile_speed.json``
-(``--out``) and a Markdown table on stdout.
+take mamba-ssm's kernels when installed, else the PyTorch path). Results:
+``benchmarks/results/compile_speed/compile_speed.json`` (``--out``) and a Markdown table on stdout.
 """
 from __future__ import annotations
 
@@ -141,7 +141,8 @@ def run(scale: str, argv) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/neurodyn_compile_speed_data"))
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "compile_speed.json")
+    ap.add_argument("--out", type=Path,
+                    default=ROOT / "benchmarks" / "results" / "compile_speed" / "compile_speed.json")
     args = ap.parse_args(list(argv))
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)

@@ -5,8 +5,8 @@ every variant of Table 3 -- SSM (vanilla 1-D / 2-D) x positional embedding x geo
 Mamba's D only, fixed 0001 / 0011 / 0111, learnable) -- plus rows the paper does not have: neither D nor R,
 R in VMamba's digit order, the four-corner 2-D scan. Every run is one training of the preset with
 overrides (``neurodyn.bench.jobs.run_jobs``), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
-``torch.set_num_threads(threads)``), its record kept in ``out_dir/results.json`` (the earlier layout, one
-``<run>.json`` per run, is still read; recorded runs are skipped, ``--force`` redoes them).
+``torch.set_num_threads(threads)``), its record kept in ``out_dir/results.json`` (older records,
+``runs/<run>/result.json``, are read too; recorded runs are skipped, ``--force`` redoes them).
 The table gives mean +- std over seeds of the final-epoch test relative L2 beside the paper's number.
 
     neurodyn bench geomano-ablation --scale cpu                      # Darcy, seeds 0 1, all variants
@@ -130,13 +130,13 @@ def ablation_jobs(scale: str, seeds: Sequence[int], benches: Sequence[str] = ("d
 
 def run_ablation(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: str | Path = DEFAULT_OUT,
                  benches: Sequence[str] = ("darcy",), variants: Sequence[str] | None = None, jobs: int = 1,
-                 epochs: int = 0, threads: int = 2, runs_dir: str | Path = "runs/bench/geomano_ablation",
+                 epochs: int = 0, threads: int = 2, runs_dir: str | Path | None = None,
                  force: bool = False, common: Sequence[str] = ()) -> list[dict]:
     """Train every (variant, seed) not yet recorded under ``out_dir``, ``jobs`` processes at a time; return
     all records there."""
     todo = ablation_jobs(scale, seeds, benches, variants, epochs, threads, common)
     run_jobs(todo, out_dir, scale, tag="geomano-ablation", retrain=force, resume=not force,
-             runs_dir=Path(runs_dir) / scale, workers=max(1, jobs), threads=threads,
+             runs_dir=Path(runs_dir or f"runs/bench/geomano_ablation/{scale}"), workers=max(1, jobs), threads=threads,
              summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
     return load_records(out_dir)
 
@@ -201,7 +201,8 @@ def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
     ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--runs-dir", default="runs/bench/geomano_ablation")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default "
+                    "runs/bench/geomano_ablation/<scale>; <out>/runs to keep them beside their records)")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true", help="only print the table of recorded runs")
     ap.add_argument("--list", action="store_true", help="list the variants and their overrides")

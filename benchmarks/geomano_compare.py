@@ -48,7 +48,7 @@ FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count
 FNO_SMALL_NS = FNO_SMALL  # on "ns4" (10 input frames) 119,255 parameters against LaMO's 122,304
 GEOMANO_EQP_NS = ["model.width=49"]  # GeoMaNO (ours) on "ns4" at LaMO's size: 122,271 parameters (width 32: 65,857)
 # the learning rate and slice count chosen on the Darcy validation split (benchmarks/protocol.py's transolver-tuning,
-# 15 settings, best validation rel. L2 0.0886: benchmarks/results/protocol/transolver_tuning/)
+# 15 settings, best validation rel. L2 0.0886: benchmarks/results/protocol_transolver_tuning/)
 TRANSOLVER_TUNED = ["train.lr=2e-3", "model.n_slices=16"]
 LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
 # the paper's model (GeoMaNO's docstring table): Eq. 6 (no prior), Eq. 9's correction, Algorithm 1's shared gate
@@ -140,7 +140,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
     ap.add_argument("--reuse", nargs="*", default=[], help="record directories of other drivers to take runs from")
-    ap.add_argument("--runs-dir", default="runs/bench/geomano_compare")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default "
+                    "runs/bench/geomano_compare/<scale>; <out>/runs to keep them beside their records)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
@@ -169,7 +170,8 @@ def main(argv=None) -> None:
                     jobs.append(compare_job(bench, model, seed, args))
         if jobs:  # chosen above (a record with other epochs is trained again and replaced)
             run_jobs(jobs, args.out, args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
-                     runs_dir=Path(args.runs_dir) / args.scale, workers=max(1, args.jobs), threads=args.threads,
+                     runs_dir=Path(args.runs_dir or f"runs/bench/geomano_compare/{args.scale}"),
+                     workers=max(1, args.jobs), threads=args.threads,
                      summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
         print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     print(report(dirs, args.epochs))

@@ -19,7 +19,7 @@ and in process CPU time (the sum over the threads; less sensitive to other proce
 ``saved MB`` = bytes of the distinct tensors autograd saves for backward during one forward (deterministic; the
 activation memory a training step holds), ``peak dMB`` = growth of the process's peak RSS over one
 forward+backward after the warm-up (noisy, includes allocator behaviour). Writes
-``benchmarks/results/geomano_kernel.json``.
+``benchmarks/results/geomano_kernel/geomano_kernel.json``.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=str(HERE / "results" / "geomano_kernel.json"))
+    ap.add_argument("--out", default=str(HERE / "results" / "geomano_kernel" / "geomano_kernel.json"))
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:

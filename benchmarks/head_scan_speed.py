@@ -9,7 +9,7 @@ preset (8, 4, 256, 4, 16, 1, 16) and at the paper preset (4, 4, 1936, 4, 32, 1, 
 selective-scan kernel (``backend="cpp"``, including the layout copies around it), ``torch`` = folded onto the
 pure-PyTorch chunked scan. Forward and forward + backward of a random projection of the output; all
 implementations of a shape are timed interleaved (one call each per round) after a warm-up round; medians of
-``--repeats`` rounds. Results: ``benchmarks/results/head_scan_speed.json`` and a Markdown table.
+``--repeats`` rounds. Results: ``benchmarks/results/head_scan_speed/head_scan_speed.json`` and a Markdown table.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
     ap.add_argument("--skip-torch", action="store_true", help="leave out the pure-PyTorch fallback")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "head_scan_speed.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "head_scan_speed" / "head_scan_speed.json"))
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     names = [n for n in BACKENDS if not (a.skip_torch and n == "torch")]
@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['shape']} {tuple(r['dims'])} | {r['mode']} | " + " | ".join(f"{r[n + '_ms']:.2f}" for n in names)
               + " | " + " | ".join(f"{r[n + '/heads']:.1f}x" for n in names if n != "heads") + " |")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
     return 0
 

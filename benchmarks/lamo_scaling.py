@@ -165,7 +165,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--attention-max", type=int, default=16384)
     ap.add_argument("--timeout", type=int, default=1800)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lamo_scaling.json"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lamo_scaling" / "lamo_scaling.json"))
     ap.add_argument("--fresh", action="store_true", help="do not resume from the points already in --out")
     ap.add_argument("--worker", nargs=3, metavar=("MODEL", "GEOMETRY", "N"))
     args = ap.parse_args(argv)

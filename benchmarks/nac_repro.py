@@ -76,7 +76,7 @@ def run(scale: str, argv: list[str]) -> int:
                    help="further preset overrides for every run, e.g. data.n_train=500 (recorded with the results)")
     p.add_argument("--tag", default="", help="a label for runs of changed code or defaults (kept apart in the table)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(HERE / "results" / "nac_repro.jsonl"))
+    p.add_argument("--out", default=str(HERE / "results" / "nac_repro" / "nac_repro.jsonl"))
     p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
     p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
     p.add_argument("--plot-curves", metavar="OUT.png", default=None,

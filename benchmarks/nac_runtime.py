@@ -123,7 +123,7 @@ def run(scale: str, argv: list[str]) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--no-scaling", action="store_true")
-    p.add_argument("--out", default=str(HERE / "results" / f"nac_runtime_{scale}.json"))
+    p.add_argument("--out", default=str(HERE / "results" / "nac_runtime" / f"nac_runtime_{scale}.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     n = a.n or (128 if scale == "tiny" else 1024)

@@ -15,9 +15,9 @@ Every run calls ``neurodyn.train.experiment.run_experiment`` on the preset at ``
 with ``train.epochs``, ``train.seed`` and the run's own overrides (plus ``--common`` overrides applied to
 every run), so the models see the same generated data file and split. ``train.seed`` changes the
 initialisation and the batch order, not the data. The final-epoch test relative L2 (the number the
-papers report) and the best epoch are recorded, one JSON file per run under
-``benchmarks/results/<tag>/``, so runs can go in parallel processes; ``--report`` prints mean +- std
-over seeds. Runs are skipped when their JSON exists (``--force`` redoes them). Threads: 2
+papers report) and the best epoch are recorded, one record per run,
+``benchmarks/results/<tag>/runs/<run>/result.json``, so runs can go in parallel processes; ``--report`` prints
+mean +- std over seeds. Runs are skipped when their JSON exists (``--force`` redoes them). Threads: 2
 (``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (spinning OpenMP workers slow 2-thread runs on a
 shared machine).
 """
@@ -58,7 +58,8 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
         ov.append(f"train.epochs={args.epochs}")
     model_ov = [o for o in overrides if o.startswith("model.")]
     # with a swap: the model section of another preset (same scale), then the run's model overrides
-    r = train_preset(preset, args.scale, Path(args.runs_dir) / args.tag / f"{label}-s{seed}", ov, seed=seed,
+    runs_dir = Path(args.runs_dir) if args.runs_dir else Path("runs") / "bench" / args.tag
+    r = train_preset(preset, args.scale, runs_dir / f"{label}-s{seed}", ov, seed=seed,
                      model_overrides=model_ov, model_from=swap[0] if swap else None, resume=not args.force)
     res = r.record()
     rec = {
@@ -76,9 +77,10 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
 
 
 def report(tag: str) -> None:
+    from neurodyn.bench.jobs import read_run_records
+
     rows: dict[str, list[dict]] = {}
-    for f in sorted((HERE / "results" / tag).glob("*.json")):
-        r = json.loads(f.read_text())
+    for r in read_run_records(HERE / "results" / tag):
         rows.setdefault(r["label"], []).append(r)
     if not rows:
         print(f"no runs recorded under benchmarks/results/{tag}")
@@ -102,16 +104,17 @@ def report(tag: str) -> None:
 
 def plot_curves(tag: str, out: str, extra: list[str]) -> None:
     """Test rel. L2 per epoch, mean over seeds, of every label recorded under ``tag`` plus ``extra`` entries
-    ``label=<glob of record JSONs relative to benchmarks/results>`` (e.g. another tag's FNO runs), on one log axis."""
+    ``label=<experiment>/<glob of run names>`` (e.g. another experiment's FNO runs), on one log axis."""
+    from neurodyn.bench.jobs import read_run_records
     from neurodyn.plots import plot_seed_mean_curves
 
     groups: dict[str, list[dict]] = {}
-    for f in sorted((HERE / "results" / tag).glob("*.json")):
-        r = json.loads(f.read_text())
+    for r in read_run_records(HERE / "results" / tag):
         groups.setdefault(r["label"], []).append(r)
     for item in extra:
         label, _, pattern = item.partition("=")
-        groups[label] = [json.loads(f.read_text()) for f in sorted((HERE / "results").glob(pattern))]
+        experiment, _, runs = pattern.partition("/")
+        groups[label] = read_run_records(HERE / "results" / experiment, runs or "*")
     curves = {label: [r["curve"] for r in rs if r.get("curve")] for label, rs in groups.items()}
     means = plot_seed_mean_curves(curves, out, "validation rel. L2 (older records: test)", f"{tag}: mean over seeds",
                                   log=True)
@@ -128,14 +131,15 @@ def main(argv=None) -> None:
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
     ap.add_argument("--tag", default="operators_darcy")
-    ap.add_argument("--runs-dir", default="runs/bench")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default runs/bench/<tag>; "
+                    "benchmarks/results/<tag>/runs to keep them beside their records)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
                     help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra")
     ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=GLOB",
-                    help="with --plot-curves: more records, e.g. fno=geomano_compare/ns-fno-s*.json")
+                    help="with --plot-curves: more records, e.g. fno=geomano_compare/ns-fno-s*")
     args = ap.parse_args(argv)
     if args.report:
         report(args.tag)
@@ -147,7 +151,7 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         for item in args.runs:
             label, preset, overrides = parse_run(item)
-            out = HERE / "results" / args.tag / f"{label}-s{seed}.json"
+            out = HERE / "results" / args.tag / "runs" / f"{label}-s{seed}" / "result.json"
             if out.exists() and not args.force:
                 print(f"{label} seed {seed}: recorded already ({out})")
                 continue

@@ -15,13 +15,13 @@ Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM-VM of Ta
 Transolver's learning rate and slice count tuned on the Darcy validation split, the chosen setting's other two
 seeds, the chosen Transolver and an FNO of its size for 50 epochs, the Navier-Stokes comparison at
 nu = 1e-4, ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs, then Table 5's other three models. The protocols,
-estimates, records and verdicts are in ``benchmarks/results/protocol.md``.
+estimates, records and verdicts are in ``benchmarks/results/protocol.md``; each experiment's records, report and
+run folders are in ``benchmarks/results/protocol_<experiment>/`` (the one layout of ``benchmarks/README.md``).
 """
 from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import os
 import subprocess
 import sys
@@ -31,14 +31,22 @@ from typing import NamedTuple
 
 import yaml
 
-from neurodyn.train.runs import read_history, read_test_metrics
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # a checkout's neurodyn when run directly
+from neurodyn.bench.jobs import load_results, read_run_records  # noqa: E402
+from neurodyn.train.runs import read_history, read_test_metrics  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "protocol"
+RESULTS = HERE / "results"
+
+
+def folder(name: str) -> Path:
+    """The experiment folder of protocol experiment ``name``: ``benchmarks/results/protocol_<name>``."""
+    return RESULTS / f"protocol_{name}"
+
 
 TRANSOLVER_GRID = [(lr, m) for lr in ("5e-4", "1e-3", "2e-3", "4e-3", "8e-3") for m in (16, 32, 64)]
-TRANSOLVER_TAG = "protocol/transolver_tuning"
-DARCY50_TAG = "protocol/darcy_50"
+TRANSOLVER_TAG = "protocol_transolver_tuning"
+DARCY50_TAG = "protocol_darcy_50"
 # ST-SSM's Table 5 on the Navier-Stokes nu = 1e-4 trajectories of the "ns4" comparison (the same file): 32 x 32
 # stored from a 64 x 64 solve; 250 train / 50 validation / 200 test; frames 7..10 given, 11..20 predicted
 TABLE5_32 = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
@@ -57,22 +65,14 @@ class Experiment(NamedTuple):
     runs: tuple[str, ...] = ("*",)  # the names of its run folders there (globs)
 
 
-def _json_records(folder: Path) -> list[dict]:
-    """The one-file-per-run records of a folder."""
-    return [json.loads(f.read_text()) for f in sorted(folder.glob("*.json")) if f.name != "results.json"]
-
-
-def _store_records(folder: Path) -> list[dict]:
+def _store_records(experiment: Path) -> list[dict]:
     """The records of a ``run_jobs`` store folder."""
-    sys.path.insert(0, str(HERE.parent / "src"))
-    from neurodyn.bench.jobs import load_results
-
-    return load_results(folder) if folder.exists() else []
+    return load_results(experiment) if experiment.exists() else []
 
 
 def transolver_choice() -> tuple[str, str, int]:
     """``(label, lr, slices)`` of the tuning run with the lowest best validation rel. L2 (seed 0)."""
-    recs = [json.loads(f.read_text()) for f in sorted((HERE / "results" / TRANSOLVER_TAG).glob("*-s0.json"))]
+    recs = read_run_records(RESULTS / TRANSOLVER_TAG, "*-s0")
     if len(recs) < len(TRANSOLVER_GRID):
         raise SystemExit(f"the Transolver tuning has {len(recs)} of {len(TRANSOLVER_GRID)} runs recorded")
     best = min(recs, key=lambda r: r["best_val_rel_l2"])
@@ -86,7 +86,7 @@ def _transolver_runs(grid) -> list[str]:
 
 def _operators_darcy(seeds: list[int], grid) -> list[str]:
     return ["--seeds", *map(str, seeds), "--epochs", "10", "--threads", "1", "--tag", TRANSOLVER_TAG,
-            "--runs-dir", str(OUT / "transolver_tuning" / "runs"), "--runs", *_transolver_runs(grid)]
+            "--runs-dir", str(RESULTS / TRANSOLVER_TAG / "runs"), "--runs", *_transolver_runs(grid)]
 
 
 def _chosen_seeds() -> list[str]:
@@ -99,14 +99,14 @@ def _darcy_50() -> list[str]:
     the FNO at 10 epochs a matter of the budget?"""
     _, lr, m = transolver_choice()
     return ["--seeds", "0", "1", "2", "--epochs", "50", "--threads", "1", "--tag", DARCY50_TAG,
-            "--runs-dir", str(OUT / "darcy_50" / "runs"), "--runs", *_transolver_runs([(lr, m)]),
+            "--runs-dir", str(RESULTS / DARCY50_TAG / "runs"), "--runs", *_transolver_runs([(lr, m)]),
             "fno-small=fno/darcy;model.width=14;model.modes=[6,6]"]
 
 
 def _stssm(table: str, tag: str, only: list[str], common: list[str], seeds: tuple[int, ...] = (0, 1, 2)
            ) -> list[str]:
     return ["--table", table, *(["--only", *only] if only else []), "--seeds", *map(str, seeds), "--threads", "1",
-            "--common", *common, "--tag", f"protocol/{tag}", "--runs-dir", str(OUT / tag / "runs")]
+            "--common", *common, "--tag", f"protocol_{tag}", "--runs-dir", str(folder(tag) / "runs")]
 
 
 def _table5_32(lane: str, labels: tuple[str, ...]) -> Experiment:
@@ -114,42 +114,42 @@ def _table5_32(lane: str, labels: tuple[str, ...]) -> Experiment:
     return Experiment(
         lane, "stssm_tables.py",
         lambda: _stssm("5", "stssm_table5_32", list(labels), [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"]),
-        lambda: [r for r in _json_records(OUT / "stssm_table5_32" / "table5") if r["label"] in labels],
-        3 * len(labels), OUT / "stssm_table5_32" / "runs", tuple(f"{label}-s?" for label in labels))
+        lambda: [r for r in read_run_records(folder("stssm_table5_32")) if r["label"] in labels],
+        3 * len(labels), folder("stssm_table5_32") / "runs", tuple(f"{label}-s?" for label in labels))
 
 
 EXPERIMENTS: dict[str, Experiment] = {
     "chonn-order": Experiment(
         "a", "chonn_experiments.py",
-        lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(OUT / "chonn_order"),
+        lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(folder("chonn_order")),
                  "--threads", "1"],
-        lambda: _store_records(OUT / "chonn_order"), 24, OUT / "chonn_order" / "runs"),
+        lambda: _store_records(folder("chonn_order")), 24, folder("chonn_order") / "runs"),
     # Table 5's zigzag ST-SSM-VM (half its CPU hours) in lane a, its other three models in lane b: the two
     # lanes' queues then take about equally long
     "stssm-table5-32-vm": _table5_32("a", ("stssm-vm",)),
     "transolver-tuning": Experiment(
         "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
-        lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] == 0], len(TRANSOLVER_GRID),
-        OUT / "transolver_tuning" / "runs", ("*-s0",)),
+        lambda: [r for r in read_run_records(RESULTS / TRANSOLVER_TAG) if r["seed"] == 0], len(TRANSOLVER_GRID),
+        RESULTS / TRANSOLVER_TAG / "runs", ("*-s0",)),
     "transolver-seeds": Experiment(
         "b", "operators_darcy.py", _chosen_seeds,
-        lambda: [r for r in _json_records(OUT / "transolver_tuning") if r["seed"] != 0], 2,
-        OUT / "transolver_tuning" / "runs", ("*-s[12]",)),
+        lambda: [r for r in read_run_records(RESULTS / TRANSOLVER_TAG) if r["seed"] != 0], 2,
+        RESULTS / TRANSOLVER_TAG / "runs", ("*-s[12]",)),
     "darcy-50": Experiment(
         "b", "operators_darcy.py", _darcy_50,
-        lambda: _json_records(HERE / "results" / DARCY50_TAG), 6, OUT / "darcy_50" / "runs"),
+        lambda: read_run_records(RESULTS / DARCY50_TAG), 6, RESULTS / DARCY50_TAG / "runs"),
     "ns4": Experiment(
         "b", "geomano_compare.py",
         lambda: ["--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno", "fno-small", "--epochs",
                  str(NS4_EPOCHS), "--seeds", "0", "1", "2", "--threads", "1", "--jobs", "1",
-                 "--out", str(OUT / "ns4"), "--runs-dir", str(OUT / "ns4" / "runs"),
-                 "--plot-curves", str(OUT / "ns4" / "curves.png")],
-        lambda: _store_records(OUT / "ns4"), 15, OUT / "ns4" / "runs"),
+                 "--out", str(folder("ns4")), "--runs-dir", str(folder("ns4") / "runs"),
+                 "--plot-curves", str(folder("ns4") / "curves.png")],
+        lambda: _store_records(folder("ns4")), 15, folder("ns4") / "runs"),
     "stssm-ks": Experiment(
         "b", "stssm_tables.py",
         lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
                        ["train.epochs=50", "train.eval_every=1"]),
-        lambda: _json_records(OUT / "stssm_ks" / "table1"), 9, OUT / "stssm_ks" / "runs"),
+        lambda: read_run_records(folder("stssm_ks")), 9, folder("stssm_ks") / "runs"),
     "stssm-table5-32": _table5_32("b", ("stssm", "stssm-ff", "fno2d-r")),
 }
 
@@ -157,21 +157,21 @@ EXPERIMENTS: dict[str, Experiment] = {
 #: experiment -> (driver, its report arguments, the file its printed report is written to)
 REPORTS: dict[str, tuple[str, Callable[[], list[str]], Path]] = {
     "chonn-order": ("chonn_experiments.py", lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out",
-                                                     str(OUT / "chonn_order"), "--report"],
-                    OUT / "chonn_order" / "report.md"),
+                                                     str(folder("chonn_order")), "--report"],
+                    folder("chonn_order") / "report.md"),
     "transolver-tuning": ("operators_darcy.py", lambda: ["--report", "--tag", TRANSOLVER_TAG],
-                          OUT / "transolver_tuning" / "report.md"),
-    "darcy-50": ("operators_darcy.py", lambda: ["--report", "--tag", DARCY50_TAG], OUT / "darcy_50" / "report.md"),
+                          RESULTS / TRANSOLVER_TAG / "report.md"),
+    "darcy-50": ("operators_darcy.py", lambda: ["--report", "--tag", DARCY50_TAG], RESULTS / DARCY50_TAG / "report.md"),
     "ns4": ("geomano_compare.py",
             lambda: ["--report", "--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno",
-                     "fno-small", "--epochs", str(NS4_EPOCHS), "--out", str(OUT / "ns4"),
-                     "--plot-curves", str(OUT / "ns4" / "curves.png")], OUT / "ns4" / "report.md"),
+                     "fno-small", "--epochs", str(NS4_EPOCHS), "--out", str(folder("ns4")),
+                     "--plot-curves", str(folder("ns4") / "curves.png")], folder("ns4") / "report.md"),
     "stssm-ks": ("stssm_tables.py", lambda: ["--table", "1", "--report", "--tag",
-                                             "protocol/stssm_ks", "--runs-dir", str(OUT / "stssm_ks" / "runs")],
-                 OUT / "stssm_ks" / "report.md"),
-    "stssm-table5-32": ("stssm_tables.py", lambda: ["--table", "5", "--report", "--tag", "protocol/stssm_table5_32",
-                                                    "--runs-dir", str(OUT / "stssm_table5_32" / "runs"),
-                                                    "--common", *TABLE5_32], OUT / "stssm_table5_32" / "report.md"),
+                                             "protocol_stssm_ks", "--runs-dir", str(folder("stssm_ks") / "runs")],
+                 folder("stssm_ks") / "report.md"),
+    "stssm-table5-32": ("stssm_tables.py", lambda: ["--table", "5", "--report", "--tag", "protocol_stssm_table5_32",
+                                                    "--runs-dir", str(folder("stssm_table5_32") / "runs"),
+                                                    "--common", *TABLE5_32], folder("stssm_table5_32") / "report.md"),
 }
 
 
@@ -191,23 +191,21 @@ def report() -> None:
         text = text.replace(f"{path.parent}/", "").replace(f"{HERE.parent}/", "")  # no machine paths in the page
         path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n{text}")
         print(f"{name}: {path.relative_to(HERE.parent)}")
-    sys.path.insert(0, str(HERE.parent / "src"))
     from neurodyn.plots import plot_seed_mean_curves
-    from neurodyn.bench.jobs import load_results
 
-    chonn = sorted(load_results(OUT / "chonn_order"), key=lambda r: (r["target"], r["model"]))
-    ks, table5 = _json_records(OUT / "stssm_ks" / "table1"), _json_records(OUT / "stssm_table5_32" / "table5")
-    curves = {  # folder -> (label -> validation curves of its seeds, title)
+    chonn = sorted(load_results(folder("chonn_order")), key=lambda r: (r["target"], r["model"]))
+    ks, table5 = read_run_records(folder("stssm_ks")), read_run_records(folder("stssm_table5_32"))
+    curves = {  # experiment -> (label -> validation curves of its seeds, title)
         "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
-        "darcy_50": (_group(_json_records(OUT / "darcy_50"), lambda r: r["label"]), "Darcy, 50 epochs"),
+        "darcy_50": (_group(read_run_records(folder("darcy_50")), lambda r: r["label"]), "Darcy, 50 epochs"),
         "stssm_ks": (_group(ks, lambda r: r["label"]), f"KS nu = 0.1, 64 points, {_rollout_steps(ks)} rollout"),
         "stssm_table5_32": (_group(table5, lambda r: r["label"]),
                             f"Table 5 at 32 x 32 (NS nu = 1e-4), {_rollout_steps(table5)} rollout"),
     }
-    for folder, (groups, title) in curves.items():
+    for name, (groups, title) in curves.items():
         if groups:
-            plot_seed_mean_curves(groups, OUT / folder / "curves.png", "validation rel. L2", title, log=True)
-            print(f"curves: {(OUT / folder / 'curves.png').relative_to(HERE.parent)}")
+            plot_seed_mean_curves(groups, folder(name) / "curves.png", "validation rel. L2", title, log=True)
+            print(f"curves: {(folder(name) / 'curves.png').relative_to(HERE.parent)}")
 
 
 def _rollout_steps(records: list[dict]) -> str:

@@ -10,7 +10,7 @@ grows with the input) to show what the resampling buys.
     python benchmarks/resolution_transfer.py [--scale cpu] [--seeds 0 1 2] [--epochs 10] [--threads 1]
 
 Writes ``benchmarks/results/resolution_transfer/{compare.md,results.json,error_vs_time.png}`` (and
-``lamo_tokens/`` for the second LaMO mode).
+``<out>_lamo_tokens/`` for the second LaMO mode).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def run(scale: str, argv: list[str]) -> int:
     fno_modes = {"fno/darcy": ["model.modes=[8,8]"]}  # 17 points hold 9 rfft modes
     compare(PRESETS, args.out, scale, seeds=args.seeds, epochs=args.epochs, data_from="fno/darcy",
             overrides=common, preset_overrides=fno_modes)
-    compare(["lamo/darcy"], Path(args.out) / "lamo_tokens", scale, seeds=args.seeds, epochs=args.epochs,
+    compare(["lamo/darcy"], Path(f"{args.out}_lamo_tokens"), scale, seeds=args.seeds, epochs=args.epochs,
             data_from="fno/darcy", overrides=common, preset_overrides={"lamo/darcy": ["model.grid_transfer=tokens"]})
     return 0
 

@@ -11,7 +11,7 @@ values. All models of one thread count are timed interleaved (one step of each p
 ``--warmup`` rounds), so a load change on the shared machine hits every model alike; the table gives the
 median over ``--repeats`` rounds of the wall-clock seconds per step and its ratio to the pair's baseline.
 
-Results: ``benchmarks/results/step_speed.json`` (``--out``); the table is printed as Markdown.
+Results: ``benchmarks/results/step_speed/step_speed.json`` (``--out``); the table is printed as Markdown.
 """
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--only", nargs="+", default=None, help="groups to run (lamo geomano stssm chonn_unet ...)")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/neurodyn_step_speed_data"))
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_speed.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_speed" / "step_speed.json")
     args = ap.parse_args(argv)
 
     pairs = [p for p in PAIRS if args.only is None or p[0] in args.only]

@@ -14,7 +14,7 @@ the same number of tokens ``B * L`` (``--tokens``) at every length, so the per-t
 streaming inference (forward only, per token). Every number is the median of ``--repeats`` timed calls
 after a warm-up, wall clock and the process's CPU time (``time.process_time``; on a shared machine the
 wall clock also counts waiting for a core). Threads: ``--threads`` (2), ``OMP_WAIT_POLICY=PASSIVE``.
-Results go to ``benchmarks/results/stssm_speed.json`` and are printed as Markdown tables.
+Results go to ``benchmarks/results/stssm_speed/stssm_speed.json`` and are printed as Markdown tables.
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def main(argv=None) -> None:
     ap.add_argument("--max-recurrent", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(HERE / "results" / "stssm_speed.json"))
+    ap.add_argument("--out", default=str(HERE / "results" / "stssm_speed" / "stssm_speed.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,

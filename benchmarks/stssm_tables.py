@@ -17,10 +17,11 @@ get only the last given frame). ``train.seed`` changes initialisation and batch 
 numbers recorded are the final model's test relative L2 over the whole horizon (the paper's eq. 11),
 computed on de-normalised fields, twice: rolled out from the given frames (``rel_l2``) and teacher-forced,
 every frame predicted from the true frames before it (``rel_l2_teacher_forced``; the paper's ST-SSM rows
-are "teacher-forced" and which of the two it scored is not stated). One JSON file per run under
-``benchmarks/results/<tag>/table<k>/`` (tag ``stssm_tables``); existing runs are skipped (``--force`` redoes
-them). The report adds the persistence forecast ``u(t+1) = u(t)`` on the same test split, scored by the same
-task evaluation, as the floor a trained model has to beat, and the first-step and steps-1-5 errors next to
+are "teacher-forced" and which of the two it scored is not stated). One record per run,
+``benchmarks/results/<tag>/runs/<run>/result.json`` (tag ``stssm_tables``; its ``table`` key names the table);
+existing runs are skipped (``--force`` redoes them). The report adds the persistence forecast ``u(t+1) =
+u(t)`` on the same test split, scored by the same task evaluation, as the floor a trained model has to beat,
+and the first-step and steps-1-5 errors next to
 the whole-horizon one.
 Threads: ``--threads`` (2) with ``OMP_WAIT_POLICY=PASSIVE`` (set below when unset).
 """
@@ -86,7 +87,7 @@ def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
 
     preset, extra = RUNS[table][label]
     ov = BUDGET[table] + extra + list(args.common) + [f"train.seed={seed}"]
-    run_dir = Path(args.runs_dir) / args.tag / f"table{table}" / f"{label}-s{seed}"
+    run_dir = runs_dir(args) / f"{label}-s{seed}"
     cpu0 = time.process_time()
     r = train_preset(preset, args.scale, run_dir, ov, seed=seed, resume=not args.force)
     cpu = time.process_time() - cpu0
@@ -162,21 +163,29 @@ def persistence(table: str, args) -> dict:
             "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
 
 
-def backfill(table: str, runs_dir: Path) -> None:
+def runs_dir(args) -> Path:
+    """Where the run folders train: ``--runs-dir``, by default ``runs/bench/<tag>`` (outside the results)."""
+    return Path(args.runs_dir) if args.runs_dir else Path("runs") / "bench" / args.tag
+
+
+def backfill(table: str, runs: Path) -> None:
     """Add :func:`validation_record` to the recorded runs of ``table`` written before records kept it, from
-    their run folders under ``runs_dir`` (those that are still there)."""
-    for f in sorted((OUT / f"table{table}").glob("*.json")):
+    their run folders under ``runs`` (those that are still there)."""
+    for f in sorted(OUT.glob("runs/*/result.json")):
         rec = json.loads(f.read_text())
-        run_dir = runs_dir / f"table{table}" / f.stem
+        if rec.get("table") != table:
+            continue
+        run_dir = runs / f.parent.name
         if "n_val" not in rec and (run_dir / "metrics.jsonl").exists():
             f.write_text(json.dumps({**rec, **validation_record(run_dir)}, indent=1))
 
 
 def load(table: str) -> dict[str, list[dict]]:
     rows: dict[str, list[dict]] = {}
-    for f in sorted((OUT / f"table{table}").glob("*.json")):
+    for f in sorted(OUT.glob("runs/*/result.json")):
         r = json.loads(f.read_text())
-        rows.setdefault(r["label"], []).append(r)
+        if r.get("table") == table:
+            rows.setdefault(r["label"], []).append(r)
     return rows
 
 
@@ -191,7 +200,7 @@ def report(table: str, args=None) -> None:
     run (and of persistence) in ``<OUT>/table<k>_per_step.png``."""
     rows = load(table)
     if not rows:
-        print(f"no runs recorded under {OUT / f'table{table}'}")
+        print(f"no runs of table {table} recorded under {OUT / 'runs'}")
         return
     lines = ["| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
              "1st step | steps 1-5 | train min / run | final train loss | rollout at best validation (epoch) |",
@@ -262,7 +271,7 @@ def _by_resolution(table: str, names) -> dict[str, list[str]]:
 
 def _scale_label(args) -> str:
     """What the plot titles call the runs: ``"cpu scale"`` for the default results folder, else its tag
-    (``"protocol/stssm_ks"``), since a tagged run list overrides the scale's budget."""
+    (``"protocol_stssm_ks"``), since a tagged run list overrides the scale's budget."""
     if args is None or args.tag == DEFAULT_TAG:
         return f"{getattr(args, 'scale', 'cpu')} scale"
     return args.tag
@@ -288,8 +297,10 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="extra overrides for every run")
-    ap.add_argument("--tag", default=DEFAULT_TAG, help="results go to benchmarks/results/<tag>/table<k>/")
-    ap.add_argument("--runs-dir", default="runs/bench/stssm_tables")
+    ap.add_argument("--tag", default=DEFAULT_TAG, help="the experiment folder: records go to "
+                    "benchmarks/results/<tag>/runs/<run>/result.json, the report to <tag>/table<k>.md")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default runs/bench/<tag>; "
+                    "benchmarks/results/<tag>/runs to keep them beside their records)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
@@ -304,7 +315,7 @@ def main(argv=None) -> None:
     if args.estimate:
         print(estimate(args))
         return
-    backfill(args.table, Path(args.runs_dir) / args.tag)
+    backfill(args.table, runs_dir(args))
     if args.report:
         report(args.table, args)
         return
@@ -315,7 +326,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"unknown run(s) {unknown}; table {args.table} has {list(RUNS[args.table])}")
     for seed in args.seeds:
         for label in labels:
-            out = OUT / f"table{args.table}" / f"{label}-s{seed}.json"
+            out = OUT / "runs" / f"{label}-s{seed}" / "result.json"
             if out.exists() and not args.force:
                 print(f"{label} seed {seed}: recorded already ({out})")
                 continue

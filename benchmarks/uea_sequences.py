@@ -119,11 +119,17 @@ def run_all(args) -> None:
         overrides = [f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}"]
         if variant == "irregular":
             overrides.append(f"data.drop_steps={args.drop}")
-        out = Path(args.out) / f"{dataset}-{variant}-{budget}"
+        out = store(args, dataset, variant, budget)
         print(f"== {dataset} {variant} {budget}", flush=True)
         kwargs = ({"epochs": int(budget[:-2])} if budget.endswith("ep")
                   else {"budget_seconds": parse_budget(budget)})
         compare(list(MODELS), out, "cpu", seeds=args.seeds, overrides=overrides, **kwargs)
+
+
+def store(args, dataset: str, variant: str, budget: str) -> Path:
+    """The experiment folder of one comparison: ``uea_<dataset>-<variant>-<budget>`` beside the report's folder
+    (``--out``, default ``benchmarks/results/uea_sequences``)."""
+    return Path(args.out).parent / f"uea_{dataset}-{variant}-{budget}"
 
 
 def _mean_std(values: list[float]) -> str:
@@ -143,7 +149,7 @@ def report(args) -> str:
         cols = [(d, v) for d in args.datasets for v in args.variants]
         recs = {}
         for d, v in cols:
-            path = Path(args.out) / f"{d}-{v}-{budget}" / "results.json"
+            path = store(args, d, v, budget) / "results.json"
             recs[(d, v)] = json.loads(path.read_text()) if path.exists() else []
         if not any(recs.values()):
             continue

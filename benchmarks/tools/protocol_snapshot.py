@@ -1,17 +1,20 @@
-"""Stage the protocol-matched runs' state for a commit, so that the next sitting resumes them exactly.
+"""Stage the experiments' run state for a commit: records always, checkpoints only while their run trains.
 
-    .venv/bin/python benchmarks/tools/protocol_snapshot.py            # stage (git add) what the next sitting needs
+    .venv/bin/python benchmarks/tools/protocol_snapshot.py            # stage what the next sitting needs
     .venv/bin/python benchmarks/tools/protocol_snapshot.py --dry-run  # only list it
 
 A sitting's machine keeps nothing outside the repository, and ignored files are not carried over either, so a
-run that is still training resumes next time only from checkpoints that were committed. Staged: everything
-under ``benchmarks/results/protocol/`` that git does not ignore (records, tables, plots); every run folder's
-files (``config.yaml``, ``metrics.jsonl``, summaries); and the checkpoints (``checkpoints/last.pt`` and
-``best.pt``: the optimizer and scheduler state for an exact resume, and the model the validation split selected):
+run that is still training resumes next time only from checkpoints that were committed. For every run folder
+``benchmarks/results/<experiment>/runs/<run>/`` (one with a ``metrics.jsonl``):
 
-* for a run still training (no test evaluation in its ``metrics.jsonl`` yet), whatever their size;
-* for a finished run only when they are small (``--keep-below``, 0.5 MB) or tracked already: a finished run's
-  numbers are in its records, and the larger checkpoints of finished runs would only grow the repository.
+* its records (``config.yaml``, ``metrics.jsonl``, ``summary.md``, ``result.json``, small plots) are staged;
+* while the run trains (no test evaluation in its ``metrics.jsonl`` yet), its ``checkpoints/last.pt`` and
+  ``best.pt`` (the optimizer and scheduler state for an exact resume, and the model the validation split
+  selected) are staged too, whatever git's ignore rules say;
+* once it has finished, its checkpoints leave the tree (``git rm --cached``: the files stay on this disk, and git
+  history keeps the versions committed while it ran). The tree at rest holds no checkpoint (``.ci/check_tree.py``).
+
+Everything else under ``benchmarks/results/`` that git does not ignore (reports, tables, plots) is staged as well.
 """
 from __future__ import annotations
 
@@ -20,23 +23,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-from neurodyn.train.runs import read_test_metrics
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))  # a checkout's neurodyn when run directly
+from neurodyn.train.runs import read_test_metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-PROTOCOL = REPO / "benchmarks" / "results" / "protocol"
+RESULTS = REPO / "benchmarks" / "results"
+TRACKED_FILE_LIMIT = 2 * 2**20  # the tree check's limit for one tracked file (.ci/check_tree.py)
 
 
-def plan(root: Path, keep_below: int) -> tuple[list[Path], list[Path]]:
-    """``(files, checkpoints)`` to stage under ``root``: every run folder's files, and the checkpoints of the runs
-    still training plus those of finished runs below ``keep_below`` bytes (tracked ones are staged anyway)."""
-    files, ckpts = [], []
-    for metrics in sorted(root.rglob("metrics.jsonl")):
+def plan(root: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """``(files, training, finished)`` under ``root``: every run folder's record files, the checkpoints of the runs
+    still training, and the checkpoints of the finished runs."""
+    files, training, finished = [], [], []
+    for metrics in sorted(root.glob("*/runs/*/metrics.jsonl")):
         run = metrics.parent
         files += [f for f in sorted(run.iterdir()) if f.is_file() and not f.name.startswith(".")]
         found = sorted((run / "checkpoints").glob("*.pt"))
-        # every protocol run has test data, so its test evaluation (written after the last epoch) marks it finished
-        ckpts += found if not read_test_metrics(run) else [c for c in found if c.stat().st_size < keep_below]
-    return files, ckpts
+        # every experiment run has test data, so its test evaluation (written after the last epoch) marks it finished
+        (finished if read_test_metrics(run) else training).extend(found)
+    return files, training, finished
 
 
 def tracked(paths: list[Path]) -> list[Path]:
@@ -49,19 +54,27 @@ def tracked(paths: list[Path]) -> list[Path]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--root", type=Path, default=PROTOCOL)
-    ap.add_argument("--keep-below", type=float, default=0.5, help="MB: finished runs' checkpoints kept below this")
+    ap.add_argument("--root", type=Path, default=RESULTS, help="the results folder (experiment folders under it)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
-    files, ckpts = plan(args.root, int(args.keep_below * 2**20))
-    new = sorted(set(ckpts) - set(tracked(ckpts)))
-    if not args.dry_run and files + ckpts:  # staged before anything is printed: a closed pipe cannot stop it
-        subprocess.run(["git", "-C", str(REPO), "add", "--force", "--", *map(str, files + ckpts)], check=True)
-        subprocess.run(["git", "-C", str(REPO), "add", "--", str(args.root)], check=True)  # records, plots
-    print(f"{len(files)} run files and {len(ckpts)} checkpoints {'to stage' if args.dry_run else 'staged'}; new "
-          f"checkpoints ({sum(p.stat().st_size for p in new) / 2**20:.1f} MB):")
-    for p in new:
-        print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB")
+    files, training, finished = plan(args.root)
+    leaving = tracked(finished)
+    if not args.dry_run:  # staged before anything is printed: a closed pipe cannot stop it
+        if files + training:
+            subprocess.run(["git", "-C", str(REPO), "add", "--force", "--", *map(str, files + training)], check=True)
+        if leaving:
+            subprocess.run(["git", "-C", str(REPO), "rm", "--cached", "--quiet", "--", *map(str, leaving)],
+                           check=True)
+        subprocess.run(["git", "-C", str(REPO), "add", "--", str(args.root)], check=True)  # reports, plots
+    verb = "to stage" if args.dry_run else "staged"
+    print(f"{len(files)} run files and {len(training)} checkpoints of runs still training {verb} "
+          f"({sum(p.stat().st_size for p in training) / 2**20:.1f} MB); {len(leaving)} checkpoints of finished runs "
+          f"{'to take' if args.dry_run else 'taken'} out of the tree")
+    for p in training:
+        large = p.stat().st_size > TRACKED_FILE_LIMIT
+        print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB"
+              + ("  (over the 2 MB limit of one tracked file: CI refuses it; resume this run in this sitting)"
+                 if large else ""))
     return 0
 
 

@@ -161,6 +161,23 @@ def load_results(store_dir: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def record_path(experiment: str | Path, run: str) -> Path:
+    """Where the record of ``run`` of an experiment folder lives: ``<experiment>/runs/<run>/result.json``."""
+    return Path(experiment) / "runs" / run / "result.json"
+
+
+def read_run_records(experiment: str | Path, runs: str = "*") -> list[dict[str, Any]]:
+    """The records ``runs/<run>/result.json`` of an experiment folder whose run name matches the glob ``runs``,
+    in run-name order (the one-record-per-run drivers; :func:`load_results` also merges ``results.json``)."""
+    found = []
+    for f in sorted(Path(experiment).glob(f"runs/{runs}/result.json")):
+        try:
+            found.append(json.loads(f.read_text()))
+        except json.JSONDecodeError as e:
+            raise DataError(f"{f} is not valid JSON ({e}); expected one run's record") from None
+    return found
+
+
 def save_results(store_dir: str | Path, records: list[dict[str, Any]]) -> None:
     """Write ``results.json`` through a temporary file, so an interruption never leaves half of it."""
     store_dir = Path(store_dir)

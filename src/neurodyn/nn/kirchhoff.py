@@ -54,7 +54,7 @@ each with its own skip ``d = 1``: at initialisation a cell is close to its skip 
 cell multiplied the scale by ``K`` and stage ``r`` started at ``K^r`` times ``u`` (cross, order 4: 4 / 16 / 72 /
 3000, the branch 107x ``x``; a stack of first-order blocks stays at ``K`` with residuals between), which
 rigged the order-n cascade against depth stacking. Five candidates were measured at commit 28f6b38
-(``benchmarks/chonn_experiments.py gain``; ``benchmarks/results/chonn/merge_select/``, see benchmarks/RESULTS.md);
+(``benchmarks/chonn_experiments.py gain``; ``benchmarks/results/chonn_merge_*/``, see benchmarks/RESULTS.md);
 three are options:
 
 * ``"mean"`` (default): the average of the directions. Every stage starts at gain 1 for every ``K`` (measured

@@ -1,0 +1,70 @@
+"""`.ci/check_tree.py`: the tracked tree's size rules, on small repositories the tests build, and on this one."""
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("check_tree", ROOT / ".ci" / "check_tree.py")
+check_tree = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check_tree)
+
+
+def _repo(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for name, data in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(data)
+    subprocess.run(["git", "-C", str(repo), "add", "--force", "--all"], check=True)
+    return repo
+
+
+RUN = "benchmarks/results/exp/runs/a-s0"
+EPOCH = json.dumps({"epoch": 0, "train_loss": 1.0}) + "\n"
+TEST = json.dumps({"test": {"test": {"last": {"rel_l2": 0.1}}}}) + "\n"
+
+
+def test_this_repository_passes():
+    assert check_tree.problems(ROOT) == []
+
+
+def test_a_small_clean_tree_passes(tmp_path):
+    assert check_tree.problems(_repo(tmp_path, {"src/a.py": b"x = 1\n", "tests/fixtures/tiny.pt": b"0" * 100})) == []
+
+
+def test_a_file_over_two_megabytes_is_named(tmp_path):
+    found = check_tree.problems(_repo(tmp_path, {"big.bin": b"0" * (2 * 2**20 + 1), "ok.bin": b"0" * 2**20}))
+    assert len(found) == 1 and found[0].startswith("big.bin is 2.0 MB, over the 2 MB limit")
+
+
+def test_a_tree_over_twenty_megabytes_names_its_largest_files(tmp_path):
+    files = {f"data/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(11)}
+    found = check_tree.problems(_repo(tmp_path, files))
+    assert len(found) == 1 and "the tracked tree is 22.0 MB, over the 20 MB limit" in found[0]
+
+
+@pytest.mark.parametrize("metrics, allowed", [(EPOCH, True), (EPOCH + TEST, False), (None, False)],
+                         ids=["run-still-training", "run-finished", "no-metrics"])
+def test_a_checkpoint_rests_only_while_its_run_trains(tmp_path, metrics, allowed):
+    files = {f"{RUN}/checkpoints/last.pt": b"0" * 100}
+    if metrics is not None:
+        files[f"{RUN}/metrics.jsonl"] = metrics.encode()
+    found = check_tree.problems(_repo(tmp_path, files))
+    assert (found == []) == allowed
+    if not allowed:
+        assert found[0].startswith(f"{RUN}/checkpoints/last.pt is a tracked checkpoint outside the tests' fixtures")
+
+
+def test_a_checkpoint_outside_results_and_fixtures_is_refused(tmp_path):
+    found = check_tree.problems(_repo(tmp_path, {"model.pt": b"0", "tests/model.pt": b"0"}))
+    assert [f.split(" ")[0] for f in found] == ["model.pt", "tests/model.pt"]
+
+
+def test_the_command_line_exits_1_with_one_sentence_per_problem(tmp_path):
+    repo = _repo(tmp_path, {"model.pt": b"0"})
+    done = subprocess.run(["python3", str(ROOT / ".ci" / "check_tree.py"), str(repo)], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.count("check_tree: ") == 1 and "model.pt" in done.stderr
