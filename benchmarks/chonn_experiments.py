@@ -341,6 +341,23 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                      scale, seeds, Path(out_dir or RESULTS / "chonn_poisson"), overrides, train)
 
 
+def best_poisson_order(groups: dict[int, list[dict]], means: dict[int, dict[str, float]]) -> tuple[int, str]:
+    """The CKB order (> 0) whose gain over order 0 the report shows, and how it was chosen: the lowest mean best
+    validation rel. L2 (``best_val_rel_l2``) when every run of every order records one; otherwise the lowest mean
+    in-distribution **test** RelL1, which is a choice on the test split and is labelled so (†)."""
+    orders = [o for o in means if o > 0]
+
+    def val(o: int) -> float | None:
+        vs = [r.get("best_val_rel_l2") for r in groups[o]]
+        ok = vs and all(isinstance(v, (int, float)) and math.isfinite(v) for v in vs)
+        return float(np.mean(vs)) if ok else None
+
+    vals = {o: val(o) for o in orders}
+    if all(v is not None for v in vals.values()):
+        return min(orders, key=lambda o: vals[o]), "lowest validation rel. L2"
+    return min(orders, key=lambda o: means[o]["id_rel_l1_pct"]), "lowest test ID RelL1: chosen on test †"
+
+
 def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, seeds: Sequence[int]) -> str:
     from collections import defaultdict
 
@@ -365,11 +382,11 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
                      + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
     if 0 in means and len(means) > 1:
         keys = [f"{p}_{m}" for p in ("id", "ood") for m in POISSON_METRICS]
-        best = min((o for o in means if o > 0), key=lambda o: means[o]["id_rel_l1_pct"])
+        best, how = best_poisson_order(groups, means)
         gains = relative_gains(means[best], {"order 0": means[0]}, keys)
         plot_relative_gain(gains, out_dir / "poisson_gain.png",
-                           f"Poisson: CHONN-UNet order {best} (best ID RelL1) vs U-Net")
-        lines += ["", f"Relative gain of the best order ({best}) over order 0: " + ", ".join(
+                           f"Poisson: CHONN-UNet order {best} ({how}) vs U-Net")
+        lines += ["", f"Relative gain of the order chosen by {how} ({best}) over order 0: " + ", ".join(
             f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
             "", "![poisson gain](poisson_gain.png)"]
     return _write_tables(out_dir, lines)
