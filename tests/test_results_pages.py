@@ -1,0 +1,261 @@
+"""The summary page shows what its records hold: numbers a row of benchmarks/RESULTS.md cites are recomputed here
+from the run records under benchmarks/results/ (mean and sample std over seeds, CPU hours, validation choices) and
+must appear, formatted as on the page, in that row; and every ``page.md#anchor`` link of the benchmark pages
+points at a heading that exists.
+
+Each check names a row by the start of its text, the records it reads and how the page formats the result. A
+number edited on the page without its record, a record re-run without the page, a renamed heading or a test-selected
+number put where the validation-selected one belongs fails here. Only reads records (no training).
+"""
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SUMMARY = ROOT / "benchmarks" / "RESULTS.md"
+
+
+# ------------------------------------------------------------------------------------------------
+# records
+
+
+def runs(experiment: str, *names: str) -> list[dict]:
+    """The ``result.json`` of ``<experiment>/runs/<name>`` for each name (all must exist)."""
+    out = []
+    for name in names:
+        path = RESULTS / experiment / "runs" / name / "result.json"
+        assert path.exists(), f"record missing: {path.relative_to(ROOT)}"
+        out.append(json.loads(path.read_text()))
+    return out
+
+
+def seeds(experiment: str, stem: str, seeds=(0, 1, 2)) -> list[dict]:
+    return runs(experiment, *(f"{stem}-s{s}" for s in seeds))
+
+
+def field(rs: list[dict], key: str) -> list[float]:
+    return [r[key] for r in rs]
+
+
+def ms(values: list[float], digits: int = 4, std_sig: int | None = None) -> str:
+    """``mean ± std`` as the page writes it: the mean to ``digits`` decimals, the sample std to the same decimals
+    or, with ``std_sig``, to that many significant digits (the CHONN reports)."""
+    m, s = statistics.mean(values), statistics.stdev(values)
+    std = f"{s:.{std_sig}g}" if std_sig else f"{s:.{digits}f}"
+    return f"{m:.{digits}f} ± {std}"
+
+
+def mean(values: list[float], digits: int = 4) -> str:
+    return f"{statistics.mean(values):.{digits}f}"
+
+
+def cpu_hours(rs: list[dict], digits: int = 1) -> str:
+    return f"{sum(r['train_seconds'] for r in rs) / 3600:.{digits}f} CPU-h"
+
+
+def chonn_gains(experiment: str, seeds_=(0, 1, 2)) -> str:
+    """``-0.10 / -0.38 / -0.03``: mean over seeds of 1 - der(o_n) / der(d_n) for T2 / T3 / T4."""
+    records = json.loads((RESULTS / experiment / "results.json").read_text())
+    recs = {(r["target"], r["model"], r["seed"]): r for r in records}
+    gains = []
+    for t in (2, 3, 4):
+        g = [1 - recs[(t, f"o{t}", s)]["rel_l2_der"] / recs[(t, f"d{t}", s)]["rel_l2_der"] for s in seeds_]
+        gains.append(f"{statistics.mean(g):.2f}")
+    return " / ".join(gains)
+
+
+def nac_val(task: str, variant: str, metric: str) -> list[float]:
+    lines = (RESULTS / "nac_repro" / "nac_repro.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines if x.strip()]
+    vals = [r["final"][metric] for r in recs if r.get("tag") == "val" and r["task"] == task and r["variant"] == variant]
+    assert len(vals) == 3, (task, variant, len(vals))
+    return vals
+
+
+def uea_validation_choice(variant: str, budget: str = "30s") -> str:
+    """NAC's test accuracy on BasicMotions / GunPoint / ItalyPowerDemand, of the profile (paper or tuned) with the
+    higher mean best validation accuracy (ties: paper), as ``0.900 / 0.684 / 0.882``."""
+    cells = []
+    for ds in ("BasicMotions", "GunPoint", "ItalyPowerDemand"):
+        recs = json.loads((RESULTS / f"uea_{ds}-{variant}-{budget}" / "results.json").read_text())
+        score, test = {}, {}
+        for profile in ("nac-paper", "nac-tuned"):
+            rs = [r for r in recs if r["preset"] == profile]
+            score[profile] = statistics.mean(max(r["curve_rel_l2"]) for r in rs)  # validation accuracy per epoch
+            test[profile] = statistics.mean(next(iter(r["sets"].values())) for r in rs)
+        chosen = "nac-paper" if score["nac-paper"] >= score["nac-tuned"] else "nac-tuned"
+        cells.append(f"{test[chosen]:.3f}")
+    return " / ".join(cells)
+
+
+def per_sample(model: str, baseline: str) -> str:
+    d = json.loads((RESULTS / "step_speed" / "step_speed.json").read_text())
+    t, b = d["threads"]["1"], d["batch"]
+    return f"{(t[model] / b[model]) / (t[baseline] / b[baseline]):.2f}"
+
+
+# ------------------------------------------------------------------------------------------------
+# what each summary row must show
+
+
+def _checks():
+    ks = {m: seeds("protocol_stssm_ks", f"{m}-r64") for m in ("stssm", "mi-ffno", "s4ffno")}
+    t5 = {m: seeds("protocol_stssm_table5_32", m) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")}
+    ns4 = {m: seeds("protocol_ns4", f"ns4-{m}") for m in ("lamo", "geomano-eqp", "transolver", "fno", "fno-small")}
+    eq = {m: seeds("protocol_geomano_lamo_equal", f"darcy-{m}") for m in ("lamo", "geomano-eqp", "geomano-paper-eqp")}
+    d50 = {m: seeds("protocol_darcy_50", m) for m in ("transolver-lr2e-3-m16", "fno-small")}
+    tuned10 = seeds("protocol_transolver_tuning", "transolver-lr2e-3-m16")
+    co = {}
+    for r in json.loads((RESULTS / "protocol_chonn_order" / "results.json").read_text()):
+        co.setdefault(f"T{r['target']}-{r['model']}", []).append(r)
+    assert all(len(v) == 3 for v in co.values()) and len(co) == 8
+    chonn_all = [r for v in co.values() for r in v]
+
+    def der(key):
+        return ms(field(co[key], "rel_l2_der"), 3, std_sig=2)
+
+    def point(key):
+        return mean(field(co[key], "rel_l2_point"), 3)
+
+    tf_lead = 1 - statistics.mean(field(ks["stssm"], "rel_l2_teacher_forced")) / statistics.mean(
+        field(ks["s4ffno"], "rel_l2_teacher_forced"))
+    return {
+        "LaMO Darcy 50 epochs": ("| Protocol-scaled: Darcy, Transolver tuned", [
+            f"LaMO {ms(field(eq['lamo'], 'final_rel_l2'))} †",
+            f"Transolver {ms(field(d50['transolver-lr2e-3-m16'], 'final_rel_l2'))}",
+            f"FNO of its size {ms(field(d50['fno-small'], 'final_rel_l2'))}",
+            f"Transolver {ms(field(tuned10, 'final_rel_l2'))}",
+        ]),
+        "Navier-Stokes nu = 1e-4": ("| Protocol-scaled: Navier-Stokes nu = 1e-4", [
+            f"LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} †",
+            f"GeoMaNO (our variant, equal size) {ms(field(ns4['geomano-eqp'], 'final_rel_l2'))}",
+            f"Transolver {ms(field(ns4['transolver'], 'final_rel_l2'))}",
+            f"FNO of LaMO's size {ms(field(ns4['fno-small'], 'final_rel_l2'))}",
+            f"2.4 M FNO {ms(field(ns4['fno'], 'final_rel_l2'))}",
+            cpu_hours([r for rs in ns4.values() for r in rs]),
+        ]),
+        "GeoMaNO NS at LaMO's size": ("| Protocol-scaled: GeoMaNO on Navier-Stokes", [
+            f"{ms(field(ns4['geomano-eqp'], 'final_rel_l2'))} vs LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} †",
+        ]),
+        "GeoMaNO against LaMO, equal parameters": ("| Protocol-scaled: GeoMaNO against LaMO", [
+            f"LaMO {ms(field(eq['lamo'], 'test_rel_l2_at_best_val'))} †",
+            f"GeoMaNO ours (chosen on validation) {ms(field(eq['geomano-eqp'], 'test_rel_l2_at_best_val'))}",
+            f"the paper's model {ms(field(eq['geomano-paper-eqp'], 'test_rel_l2_at_best_val'))}",
+            cpu_hours([r for rs in eq.values() for r in rs], 2),
+        ]),
+        "ST-SSM Table 5 at 32 x 32": ("| Protocol-scaled: Table 5 at 32 x 32", [
+            f"ST-SSM {ms(field(t5['stssm'], 'rel_l2'))} / FF {ms(field(t5['stssm-ff'], 'rel_l2'))} / "
+            f"VM {ms(field(t5['stssm-vm'], 'rel_l2'))} / FNO2D-R {ms(field(t5['fno2d-r'], 'rel_l2'))}",
+            "teacher-forced " + " / ".join(mean(field(t5[m], "rel_l2_teacher_forced"))
+                                           for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")),
+            cpu_hours([r for rs in t5.values() for r in rs]),
+        ]),
+        "ST-SSM KS at 50 epochs": ("| Protocol-scaled: KS (Table 1)", [
+            "rollout " + " / ".join(ms(field(ks[m], "rel_l2")) for m in ("stssm", "mi-ffno", "s4ffno")),
+            "at best validation " + " / ".join(mean(field(ks[m], "test_rel_l2_at_best_val"))
+                                               for m in ("stssm", "mi-ffno", "s4ffno")),
+            "teacher-forced " + " / ".join(ms(field(ks[m], "rel_l2_teacher_forced"))
+                                           for m in ("stssm", "mi-ffno", "s4ffno")),
+            f"{100 * tf_lead:.1f} % ahead of S4-FFNO",
+            cpu_hours([r for rs in ks.values() for r in rs]),
+        ]),
+        "CHONN order family at the paper's protocol": ("| Protocol-matched (part of Fig. 3)", [
+            f"T2 o2 {der('T2-o2')} vs d2 {der('T2-d2')}", f"T3 o3 {der('T3-o3')} vs d3 {der('T3-d3')}",
+            f"T4 o4 {der('T4-o4')} vs d4 {der('T4-d4')}", f"2x2 {der('T3-2x2')} vs d3",
+            f"point error T2 {point('T2-o2')} vs {point('T2-d2')}, T3 {point('T3-o3')} vs {point('T3-d3')}, "
+            f"T4 {point('T4-o4')} vs {point('T4-d4')}, 2x2 {point('T3-2x2')}",
+            f"T1 o1 {der('T1-o1')}", cpu_hours(chonn_all),
+        ]),
+        "CHONN order family at cpu scale": ("| Order-n CKB beats n stacked", [
+            f"{chonn_gains('chonn_order_v3')} (40 epochs)", f"{chonn_gains('chonn_order_long_v3')} (60 epochs",
+        ]),
+        "NAC event_digits, chosen on validation": ("| NAC-Exact most accurate on event-based digits", [
+            f"event_digits {ms(nac_val('event_digits', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation",
+        ]),
+        "NAC activity, chosen on validation": ("| NAC-Exact most accurate on activity", [
+            f"activity {ms(nac_val('activity', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation)",
+        ]),
+        "NAC bearing, chosen on validation": ("| NAC-Exact best remaining-life Score", [
+            f"bearing RMSE {ms(nac_val('bearing', 'paper', 'rmse'), 3)} "
+            f"(Score {ms(nac_val('bearing', 'paper', 'score'), 2)}; the paper profile, chosen on validation",
+        ]),
+        "NAC on UEA/UCR, chosen on validation": ("| Real data, not the paper's", [
+            f"(paper or tuned profile, chosen on validation) {uea_validation_choice('regular')} regular, "
+            f"{uea_validation_choice('irregular')} irregular",
+        ]),
+        "LaMO cost per sample": ("| Training cost per sample, LaMO", [
+            f"| {per_sample('lamo/darcy', 'fno/darcy')} (per step"]),
+        "GeoMaNO cost per sample": ("| Training cost per sample, GeoMaNO", [
+            f"| {per_sample('geomano/darcy', 'fno/darcy')} (per step"]),
+    }
+
+
+CHECKS = _checks()
+
+
+def _row(prefix: str) -> str:
+    rows = [line for line in SUMMARY.read_text().splitlines() if line.startswith(prefix)]
+    assert len(rows) == 1, f"{len(rows)} rows of RESULTS.md start with {prefix!r}"
+    return rows[0]
+
+
+def _missing(row: str, expected: list[str]) -> list[str]:
+    return [text for text in expected if text not in row]
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_summary_row_shows_what_its_records_hold(name):
+    prefix, expected = CHECKS[name]
+    missing = _missing(_row(prefix), expected)
+    assert not missing, f"RESULTS.md row {prefix!r} lacks, as recomputed from its records: {missing}"
+
+
+def test_a_changed_number_would_fail():
+    """The checks are not vacuous: the Navier-Stokes row with LaMO's mean off by 0.0001, or with its † dropped,
+    fails them."""
+    prefix, expected = CHECKS["Navier-Stokes nu = 1e-4"]
+    row = _row(prefix)
+    lamo = expected[0].split()[1]  # "0.1726"
+    off = f"{float(lamo) + 0.0001:.4f}"
+    assert not _missing(row, expected)
+    assert _missing(row.replace(f"LaMO {lamo}", f"LaMO {off}"), expected)
+    assert _missing(row.replace(" † (16 heads", " (16 heads"), expected)
+
+
+def test_only_the_chonn_order_family_is_called_protocol_matched():
+    rows = [line for line in SUMMARY.read_text().splitlines() if line.lower().startswith("| protocol-matched")]
+    assert len(rows) == 1 and "part of Fig. 3" in rows[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# anchors
+
+PAGES = [SUMMARY, ROOT / "benchmarks" / "README.md", *sorted(RESULTS.glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    heads = [line.lstrip("#").strip() for line in page.read_text().splitlines() if re.match(r"#{1,6} ", line)]
+    return {slug(h) for h in heads}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_anchor_links_point_at_existing_headings(page):
+    for target, anchor in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        dest = (page.parent / target).resolve() if target else page
+        if dest.suffix != ".md" or not dest.exists():
+            continue  # a missing file is test_docs.py's to report
+        assert anchor in anchors(dest), f"{page.name} links to {target}#{anchor}: no such heading"
