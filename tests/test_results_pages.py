@@ -121,9 +121,57 @@ def _checks():
     def point(key):
         return mean(field(co[key], "rel_l2_point"), 3)
 
+    lamo_h4 = [runs(e, f"lamo-h4-s{s}")[0] for e, s in (("lamo_i19", 0), ("lamo_i19_s1", 1), ("lamo_i19_s2", 2))]
+    op = {m: seeds("operators_darcy", m) for m in ("transolver", "fno", "fno-small")}
+    gc = {m: seeds("geomano_compare", m) for m in ("darcy-geomano", "darcy-geomano-eq6")}
+    gc |= {m: seeds("geomano_compare", m, (0, 1)) for m in ("ns-geomano", "ns-transolver", "ns-fno")}
+    lamo_ns = seeds("lamo_ns_i19", "lamo-h16")
+    gval = json.loads((RESULTS / "geomano_val" / "results.json").read_text())
+    gv = {m: [r for r in gval if r["label"] == m] for m in ("geomano", "geomano-paper")}
+    st = {m: seeds("stssm_tables", m) for m in ("stssm-r64", "s4ffno-r64", "stssm-r32", "s4ffno-r32", "stssm",
+                                                 "stssm-ff", "stssm-vm", "fno2d-r")}
+
+    def ro(m, d=4):
+        return mean(field(st[m], "rel_l2"), d)
+
+    cpu = {
+        "cpu: Darcy, LaMO below Transolver": ("| Darcy: LaMO below Transolver", [
+            f"{ms(field(lamo_h4, 'final_rel_l2'))} † vs {ms(field(op['transolver'], 'final_rel_l2'))}"]),
+        "cpu: Darcy, Transolver below FNO": ("| Darcy: Transolver below FNO", [
+            f"FNO {ms(field(op['fno'], 'final_rel_l2'))} (2.37 M) and {ms(field(op['fno-small'], 'final_rel_l2'))}"]),
+        "cpu: NS, LaMO below Transolver": ("| Navier-Stokes: LaMO below Transolver", [
+            f"{ms(field(lamo_ns, 'final_rel_l2'))} † vs {ms(field(gc['ns-transolver'], 'final_rel_l2'))}"]),
+        "cpu: NS, FNO": ("| Navier-Stokes: FNO behind both", [f"FNO {ms(field(gc['ns-fno'], 'final_rel_l2'))}"]),
+        "cpu: Darcy, GeoMaNO below Transolver": ("| Darcy: GeoMaNO below Transolver", [
+            f"Eq. 6: {ms(field(gc['darcy-geomano-eq6'], 'final_rel_l2'))}",
+            f"prior †: {ms(field(gc['darcy-geomano'], 'final_rel_l2'))}"]),
+        "cpu: NS, GeoMaNO below Transolver": ("| Navier-Stokes: GeoMaNO below Transolver", [
+            f"Eq. 6: {mean(field(seeds('geomano_compare', 'ns-geomano-eq6', (0,)), 'final_rel_l2'))} (1 seed)",
+            f"prior †: {ms(field(gc['ns-geomano'], 'final_rel_l2'))}"]),
+        "cpu: GeoMaNO paper model against ours, on validation": ("| Paper's model vs our choices", [
+            f"validation {ms(field(gv['geomano-paper'], 'best_val_rel_l2'))} vs "
+            f"{ms(field(gv['geomano'], 'best_val_rel_l2'))}",
+            f"test {ms(field(gv['geomano-paper'], 'test_rel_l2_at_best_val'))} vs "
+            f"{ms(field(gv['geomano'], 'test_rel_l2_at_best_val'))}"]),
+        "cpu: ST-SSM KS 64 points": ("| Table 1, KS nu = 0.1, 64 points", [
+            f"teacher-forced {ms(field(st['stssm-r64'], 'rel_l2_teacher_forced'))}, 2nd behind S4-FFNO "
+            f"{ms(field(st['s4ffno-r64'], 'rel_l2_teacher_forced'))}",
+            f"rollout {ms(field(st['stssm-r64'], 'rel_l2'), 3)}"]),
+        "cpu: ST-SSM KS 32 points": ("| Table 1, KS nu = 0.1, 32 points", [
+            f"teacher-forced {ms(field(st['stssm-r32'], 'rel_l2_teacher_forced'))}, best (S4-FFNO "
+            f"{ms(field(st['s4ffno-r32'], 'rel_l2_teacher_forced'))})"]),
+        "cpu: ST-SSM Table 5 ordering": ("| Table 5 ordering", [
+            f"rollout VM {ro('stssm-vm')} < FNO2D-R {ro('fno2d-r')} < ST-SSM {ro('stssm')} < FF {ro('stssm-ff')}"]),
+        "cpu: ST-SSM Table 5, sequential against parallel": ("| Table 5: sequential axes", [
+            f"{ms(field(st['stssm'], 'rel_l2'))} vs {ms(field(st['stssm-ff'], 'rel_l2'))} (teacher-forced "
+            f"{mean(field(st['stssm'], 'rel_l2_teacher_forced'))} vs "
+            f"{mean(field(st['stssm-ff'], 'rel_l2_teacher_forced'))})"]),
+        "cpu: ST-SSM Table 5, against FNO2D-R": ("| Table 5: ST-SSM beats FNO2D-R", [
+            f"{ro('stssm')} vs {ms(field(st['fno2d-r'], 'rel_l2'))}"]),
+    }
     tf_lead = 1 - statistics.mean(field(ks["stssm"], "rel_l2_teacher_forced")) / statistics.mean(
         field(ks["s4ffno"], "rel_l2_teacher_forced"))
-    return {
+    return cpu | {
         "LaMO Darcy 50 epochs": ("| Protocol-scaled: Darcy, Transolver tuned", [
             f"LaMO {ms(field(eq['lamo'], 'final_rel_l2'))} †",
             f"Transolver {ms(field(d50['transolver-lr2e-3-m16'], 'final_rel_l2'))}",
