@@ -47,15 +47,17 @@ def test_result_paths_named_in_benchmark_pages_exist(page):
 
 def test_results_follow_the_one_layout():
     """``results/`` holds details pages and experiment folders; an experiment folder holds files and ``runs/``;
-    ``runs/`` holds one folder per run, of files (and ``checkpoints/`` while a run trains, never tracked at rest)."""
-    for entry in RESULTS.iterdir():
+    ``runs/`` holds one folder per run, of files (and ``checkpoints/`` while a run trains, never tracked at rest).
+    Hidden entries (a training run's lock file) are transient and skipped."""
+    visible = lambda folder: (p for p in folder.iterdir() if not p.name.startswith("."))  # noqa: E731
+    for entry in visible(RESULTS):
         if entry.is_file():
             assert entry.suffix == ".md", f"{entry.name}: only details pages lie directly in benchmarks/results"
             continue
-        for item in entry.iterdir():
+        for item in visible(entry):
             if item.is_dir():
                 assert item.name == "runs", f"{entry.name}/{item.name}: an experiment folder holds no other folder"
-                for run in item.iterdir():
+                for run in visible(item):
                     assert run.is_dir(), f"{entry.name}/runs/{run.name}: runs/ holds one folder per run"
-                    for f in run.iterdir():
+                    for f in visible(run):
                         assert f.is_file() or f.name == "checkpoints", f"{entry.name}/runs/{run.name}/{f.name}"
