@@ -73,7 +73,7 @@ RUNS = {
            "geomano-paper": ("geomano/navier_stokes", None, PAPER_MODE),
            "lamo": ("lamo/ns", None, []), "transolver": ("transolver/ns", None, []),
            "fno": ("lamo/ns", "fno/darcy", []), "fno-small": ("lamo/ns", "fno/darcy", FNO_SMALL)},
-    # the protocol-matched Navier-Stokes runs: the lowest viscosity our solver resolves on a grid this machine
+    # the protocol-scaled Navier-Stokes runs: the lowest viscosity our solver resolves on a grid this machine
     # trains (NS4_DATA; the presets' data sections are the same, so every model reads one file)
     "ns4": {"lamo": ("lamo/ns", None, []), "lamo-h4": ("lamo/ns", None, ["model.ssm.heads=4"]),
             "lamo-paper": ("lamo/ns", None, LAMO_PAPER), "geomano-eqp": ("geomano/navier_stokes", None, GEOMANO_EQP_NS),

@@ -1,4 +1,4 @@
-"""The protocol-matched experiments: the paper experiments that fit two cores, as two resumable queues.
+"""The protocol experiments: paper experiments at their protocol (CHONN) or scaled to two cores, as resumable queues.
 
     neurodyn bench protocol --status        # per experiment: runs recorded, runs in progress (epoch), runs left
     neurodyn bench protocol --lanes a b     # both queues, one process each (1 torch thread), until done

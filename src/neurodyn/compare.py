@@ -95,7 +95,7 @@ def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
                    device: str | torch.device = "cpu") -> str:
     """Markdown: for each labelled config, its parameters, the seconds per epoch :func:`estimate_epochs` measures
     (at the current ``torch.get_num_threads()``) and the CPU hours of ``epochs`` x ``seeds`` runs of it
-    (seconds x threads); the total last. What a protocol-matched experiment will cost, before it starts."""
+    (seconds x threads); the total last. What a paper experiment at our scale will cost, before it starts."""
     threads = torch.get_num_threads()
     lines = [f"| run | params | s / epoch ({threads} thread{'s' if threads > 1 else ''}) | "
              f"CPU-h ({epochs} epochs x {seeds} seeds) |", "|---|---:|---:|---:|"]

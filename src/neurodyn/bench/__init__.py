@@ -62,8 +62,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                            "the bench extra)"),
     "generators": Benchmark("generators.py", "dataset generation speed per generator and the projected time of each "
                                              "dataset at cpu and paper scale"),
-    "protocol": Benchmark("protocol.py", "the protocol-matched paper experiments as two resumable queues "
-                                         "(--status, --lanes a b)"),
+    "protocol": Benchmark("protocol.py", "the paper experiments at the papers' protocol or scaled to two cores, "
+                                         "as resumable queues (--status, --lanes a b c)"),
     "geomano-compare": Benchmark("geomano_compare.py", "GeoMaNO vs LaMO vs Transolver vs FNO on Darcy and "
                                                        "Navier-Stokes, several seeds"),
     "geomano-kernel": Benchmark("geomano_kernel.py", "GeoMamba kernel vs a plain four-direction Mamba kernel: time and "
