@@ -41,7 +41,9 @@ flattening of a 2-D grid (Eq. 29: "L is the flattened spatial length"). ``scan``
 * ``"bi"``: forward plus reversed, each with its own parameters, outputs averaged (``merge="mean"``): the
   cell is ``[K_fwd(u) + flip(K_bwd(flip(u)))] / 2``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
   ``(1 + tau^2 k^2)^-1 = [1/(1 + i tau k) + 1/(1 - i tau k)] / 2`` is a causal plus an anti-causal RC
-  filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them;
+  filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them (on the whole line; on a
+  periodic grid the scans do not wrap around, and the model's LayerNorm bounds its nonlinear part, so a block
+  approaches T_1 without representing it exactly: ``tests/models/test_chonn_t1.py``);
 * ``"cross"`` (2-D only): VMamba's four traversals ``row, col, row_rev, col_rev`` (``ops.VMAMBA_ORDER``).
 
 Directions are merged after every cell, so the cell is one linear-in-``u`` operator (for fixed
@@ -59,8 +61,8 @@ three are options:
 
 * ``"mean"`` (default): the average of the directions. Every stage starts at gain 1 for every ``K`` (measured
   0.99-1.00 for uni / bi / cross, orders 1-4), no parameters, and it is the decomposition of notes A7:
-  ``T_1 = [causal + anti-causal] / 2``, so ``T_n = T_1^n`` is exactly an ``n``-cell cascade of mean-merged
-  bidirectional cells.
+  ``T_1 = [causal + anti-causal] / 2``, so on the whole line ``T_n = T_1^n`` is an ``n``-cell cascade of
+  mean-merged bidirectional cells.
 * ``"sum"``: the block before the direction mean (gain ``K^r``); kept to reproduce the old records.
 * ``"norm"``: VMamba-style LayerNorm over the ``D`` channels after every merge (``2 D`` parameters per cell).
   Relative gain 1 from stage 2 on, but stage 1 lifts ``u`` (std about 0.16) to unit absolute scale, 6-9x, so it
