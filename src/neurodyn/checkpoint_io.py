@@ -95,7 +95,8 @@ def check_device(device: str | torch.device, option: str = "--device") -> torch.
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint dict; missing, truncated or foreign files raise one DataError naming the file."""
     path = Path(path)
-    check_device(map_location, "device")
+    if isinstance(map_location, (str, torch.device)):  # (torch also takes a mapping or a function)
+        check_device(map_location, "device")
     if path.is_dir():
         for name in ("last.pt", "best.pt"):
             if (path / "checkpoints" / name).exists():
