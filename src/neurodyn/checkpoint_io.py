@@ -104,9 +104,10 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                 break
         else:
             raise DataError(f"run folder {path} has no checkpoints/last.pt or checkpoints/best.pt")
+    for given in (path, *path.parents):  # a run "folder" that is a named pipe is refused as such
+        check_not_special(given, "checkpoint" if given == path else "run")
     if not path.exists():
         raise DataError(f"checkpoint {path} does not exist")
-    check_not_special(path, "checkpoint")
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError, KeyError,

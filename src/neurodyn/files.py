@@ -102,8 +102,8 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         try:
             yield tmp
         finally:
-            if held:
-                signal.signal(signal.SIGINT, previous)
+            if held:  # (None: a handler installed from C; the default one is restored then)
+                signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
         if interrupted:
             raise KeyboardInterrupt
         os.replace(tmp, path)

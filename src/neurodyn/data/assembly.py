@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, DataError
+from ..files import check_not_special
 from .datasets import SteadyDataset, TimeWindowDataset, split_indices
 from .generators import get_generator
 from .normalize import Normalizer
@@ -274,6 +275,7 @@ def named_test_files(data_cfg: dict[str, Any], option: str = "data.test_path") -
         if path.is_dir():
             raise DataError(f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by "
                             "neurodyn generate)")
+        check_not_special(path, f"{option} {name}:")
         if not path.is_file():
             raise DataError(f"{option} {name}: file {path} does not exist")
     return named
