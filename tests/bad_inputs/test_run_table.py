@@ -108,6 +108,26 @@ def _malicious_checkpoint(world: Path, mp) -> None:
     torch.save({"model_state": Evil()}, world / "evil.pt")
 
 
+def _read_only_predictions_folder(world: Path, mp) -> None:
+    """Creating the predictions' file fails as h5py says it in a read-only folder."""
+    import h5py
+
+    real = h5py.File.__init__
+
+    def refuse(self, name, mode="r", *args, **kwargs):
+        if mode == "r":
+            return real(self, name, mode, *args, **kwargs)
+        raise OSError(errno.EROFS, f"Unable to synchronously create file (unable to open file: name = '{name}', "
+                                   "errno = 30, error message = 'Read-only file system', flags = 13, o_flags = 242)")
+
+    mp.setattr(h5py.File, "__init__", refuse)
+
+
+def _users_config_in_folder(world: Path, mp) -> None:
+    (world / "runs" / "sub" / "mine").mkdir()
+    (world / "runs" / "sub" / "mine" / "config.yaml").write_text("learning_rate: 0.1\n")
+
+
 def _disk_full_writing_predictions(world: Path, mp) -> None:
     import h5py
 
@@ -166,6 +186,11 @@ CASES = [
      "precious.txt is a file, not a folder; choose another --out"),
     ("predict-disk-full", [*PREDICT, "{world}/victim/pred.h5"], _disk_full_writing_predictions,
      "is full (writing the predictions to pred.h5); nothing was written"),
+    ("predict-out-read-only", [*PREDICT, "{world}/victim/pred.h5"], _read_only_predictions_folder,
+     "pred.h5 (Read-only file system); nothing was written: choose another --out"),
+    ("train-over-a-users-config", [*TRAIN, "--run-name", "mine"], _users_config_in_folder,
+     "holds a config.yaml that is not a neurodyn run config (no model and train sections), which a training does "
+     "not write over"),
     # lock files: never followed, never truncated, and one sentence when they cannot be made
     ("lock-is-a-symlink", [*TRAIN, "--run-name", "new"], _lock_links_to_victim, "is a symbolic link, which a lock "
      "never follows"),
@@ -219,6 +244,9 @@ def test_bad_run_input(world, trained, capsys, monkeypatch, argv, setup, expecte
         assert (world / "runs" / "sub" / setup / "data.csv").read_text() == "mine"
     if setup is _user_file_in_run:
         assert (world / "runs" / "sub" / "done" / "notes.txt").read_text() == "mine"
+    if setup is _users_config_in_folder:
+        assert [p.name for p in (world / "runs" / "sub" / "mine").iterdir()] == ["config.yaml"]
+        assert (world / "runs" / "sub" / "mine" / "config.yaml").read_text() == "learning_rate: 0.1\n"
 
 
 _HOLDER = textwrap.dedent("""

@@ -17,6 +17,7 @@ Checkpoints written before the task was saved with them are rebuilt through thei
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,7 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
         if disk_full_errno(exc) is not None:
             raise DiskFullError(f"the disk holding {out.parent} is full (writing the predictions to {out.name}); "
                                 "nothing was written: free space there or choose another --out") from None
-        reason = exc.strerror or str(exc).split("(")[0].strip() or type(exc).__name__
+        reason = os.strerror(exc.errno) if exc.errno else _first_line(exc)
         raise DataError(f"cannot write the predictions to {out} ({reason}); nothing was written: choose another "
                         "--out") from None
     return out, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
@@ -200,6 +201,11 @@ def check_output(out: str | Path, data: str | Path, run: str | Path, which: str 
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise DataError(f"--out {out} already exists; choose another --out, or pass --overwrite to replace it")
     return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _same_file(a: Path, b: Path) -> bool:
