@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import signal
@@ -44,22 +45,31 @@ def check_not_special(path: str | Path, what: str = "file") -> None:
                         "one first)")
 
 
-def side_path(path: str | Path, prefix: str = ".", suffix: str = "") -> Path:
-    """``<folder>/<prefix><name><suffix>`` beside ``path``; when that is longer than :data:`NAME_MAX` bytes the name is
-    cut and a hash of the whole name keeps it unique."""
+def side_path(path: str | Path, prefix: str = ".", suffix: str = "", reserve: int = 0) -> Path:
+    """``<folder>/<prefix><name><suffix>`` beside ``path``; when that is longer than :data:`NAME_MAX` bytes (less
+    ``reserve``, kept for what a caller appends) the name is cut and a hash of the whole name keeps it unique."""
     path = Path(path)
     name = f"{prefix}{path.name}{suffix}"
-    if len(name.encode()) <= NAME_MAX:
+    if len(name.encode()) <= NAME_MAX - reserve:
         return path.with_name(name)
     digest = hashlib.sha1(path.name.encode()).hexdigest()[:12]
-    room = NAME_MAX - len(f"{prefix}~{digest}{suffix}".encode())
+    room = NAME_MAX - reserve - len(f"{prefix}~{digest}{suffix}".encode())
     head = path.name.encode()[:room].decode(errors="ignore")
     return path.with_name(f"{prefix}{head}~{digest}{suffix}")
 
 
+_PID_ROOM = len(".4294967295.tmp")  # the widest ".<pid>.tmp"
+
+
+def _temporary_stem(path: str | Path) -> Path:
+    """``.<name>`` beside ``path``, the part of its temporaries' names before ``.<pid>.tmp``."""
+    return side_path(path, ".", "", reserve=_PID_ROOM)
+
+
 def temporary_path(path: str | Path) -> Path:
     """The temporary file this process writes ``path`` through: ``.<name>.<pid>.tmp`` beside it."""
-    return side_path(path, ".", f".{os.getpid()}.tmp")
+    stem = _temporary_stem(path)
+    return stem.with_name(f"{stem.name}.{os.getpid()}.tmp")
 
 
 def _alive(pid: int) -> bool:
@@ -75,9 +85,9 @@ def _alive(pid: int) -> bool:
 def remove_dead_temporaries(path: str | Path) -> list[Path]:
     """Delete the temporaries of ``path`` (:func:`temporary_path`) left by processes of this machine that no longer
     run (killed while writing); returns what was removed. A live writer's temporary is left alone."""
-    stem = side_path(path, ".", "").name
+    stem = _temporary_stem(path).name
     removed = []
-    for tmp in Path(path).parent.glob(f"{stem}.*.tmp") if Path(path).parent.is_dir() else []:
+    for tmp in Path(path).parent.glob(f"{glob.escape(stem)}.*.tmp") if Path(path).parent.is_dir() else []:
         pid = tmp.name[len(stem) + 1:-len(".tmp")]
         if pid.isdigit() and not _alive(int(pid)) and not tmp.is_symlink():
             tmp.unlink(missing_ok=True)

@@ -146,7 +146,7 @@ def _fifo(place, mp, name="f.csv") -> Path:
         raise TimeoutError(f"reading the named pipe {name} blocked")
 
     signal.signal(signal.SIGALRM, blocked)  # restored by _no_alarm_left
-    signal.alarm(20)
+    signal.alarm(120)  # long enough for a loaded machine; only a blocked read reaches it
     os.mkfifo(place / name)
     return place / name
 
