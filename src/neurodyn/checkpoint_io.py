@@ -7,20 +7,22 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .errors import DataError, DiskFullError, disk_full_errno
+from .errors import ConfigError, DataError, DiskFullError, disk_full_errno
+from .files import check_not_special, temporary_path
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as f:
             torch.save(obj, f)
@@ -60,21 +62,41 @@ def remove_stale_temporaries(folder: str | Path) -> list[Path]:
 
 
 def unsafe_pickle_reason(exc: BaseException) -> str | None:
-    """Why ``torch.load(weights_only=True)`` refused a file (``"the global argparse.Namespace"``), or ``None`` when
-    ``exc`` is not such a refusal. torch's first lines are generic advice; the reason follows "WeightsUnpickler
-    error:"."""
+    """Why ``torch.load(weights_only=True)`` refused a file (``"the global argparse.Namespace"``, ``"the global
+    posix.system"``), or ``None`` when ``exc`` is not such a refusal. torch's first lines are generic advice (and
+    differ between a global it could allow and one from a module it blocks); the reason is the line that names
+    the global."""
     text = str(exc).strip()
-    if not (isinstance(exc, pickle.UnpicklingError) and "WeightsUnpickler error:" in text):
+    if not (isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in text):
         return None
-    detail = text.split("WeightsUnpickler error:", 1)[1].strip()
-    reason = (f"the global {detail.split('GLOBAL ', 1)[1].split()[0]}" if "GLOBAL " in detail
-              else (detail.splitlines() or [""])[0].split(". ")[0].strip(" ."))
-    return reason[:200]
+    named = re.search(r"GLOBAL ([\w.]+)", text)
+    return f"the global {named.group(1).rstrip('.')}" if named else None
+
+
+def check_device(device: str | torch.device, option: str = "--device") -> torch.device:
+    """``device`` as a ``torch.device`` this machine has; one ConfigError for a name torch does not know or a GPU
+    that is not there (rather than a failure, later, that reads like a damaged file)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"{option} {device!r} is not a device; expected cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"{option} {device}: this machine has no usable CUDA GPU (torch.cuda.is_available() "
+                              f"is False); leave {option} out or give {option} cpu")
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"{option} {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError(f"{option} {device}: this machine has no usable Apple GPU; give {option} cpu")
+    return dev
 
 
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint dict; missing, truncated or foreign files raise one DataError naming the file."""
     path = Path(path)
+    if isinstance(map_location, (str, torch.device)):  # (torch also takes a mapping or a function)
+        check_device(map_location, "device")
     if path.is_dir():
         for name in ("last.pt", "best.pt"):
             if (path / "checkpoints" / name).exists():
@@ -82,6 +104,8 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                 break
         else:
             raise DataError(f"run folder {path} has no checkpoints/last.pt or checkpoints/best.pt")
+    for given in (path, *path.parents):  # a run "folder" that is a named pipe is refused as such
+        check_not_special(given, "checkpoint" if given == path else "run")
     if not path.exists():
         raise DataError(f"checkpoint {path} does not exist")
     try:
@@ -96,8 +120,11 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         reason = unsafe_pickle_reason(exc)
         if reason is not None:
             raise DataError(f"checkpoint {path} is not a neurodyn checkpoint: it holds Python objects that are not "
-                            f"allowed to load safely (torch.load weights_only=True): {reason}{hint}") from None
+                            f"allowed to load safely (torch.load weights_only=True): {reason}; nothing of it was "
+                            f"loaded or run{hint}") from None
+        detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
         first = ("bytes that are not a pickle" if isinstance(exc, (KeyError, IndexError))
+                 else f"bytes that are not a pickle: {detail[0].split('. ')[0]}" if "Weights only load failed" in text
                  else text.splitlines()[0] if text else type(exc).__name__)
         raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]}){hint}") from None
     if not isinstance(obj, dict):

@@ -29,6 +29,13 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _device(args: argparse.Namespace) -> str:
+    """``--device`` checked against this machine (one sentence for a GPU it lacks), or the default."""
+    from .checkpoint_io import check_device
+
+    return str(check_device(args.device)) if args.device else default_device()
+
+
 def _parse_shard(text: str) -> tuple[int, int]:
     try:
         i, n = (int(v) for v in text.split("/"))
@@ -128,7 +135,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
         raise unknown_name("preset or generator", args.target, available_presets() + available_generators())
     gcfg = gen.make_config(**options)
-    path = gen.run(gcfg, n, seed=seed, path=args.out, device=args.device or default_device(),
+    path = gen.run(gcfg, n, seed=seed, path=args.out, device=_device(args),
                    chunk_size=args.chunk_size, shard=args.shard, progress=not args.no_progress)
     if path is None:
         print(f"shard {args.shard[0]}/{args.shard[1]} done; the file is assembled when every shard has finished")
@@ -155,7 +162,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_experiment(args.preset, args.scale, args.overrides)
     run_dir = _run_dir(args, cfg)
     check_config(cfg)  # a bad key or value is reported before --fresh removes anything or a run is compared
-    device = torch.device(args.device or default_device())
+    device = torch.device(_device(args))
     dist = init_from_env(device)
     if device.type == "cuda" and dist.enabled:
         device = torch.device("cuda", dist.local_rank)
@@ -190,7 +197,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .train.runs import evaluate_sets
 
-    results = evaluate_sets(args.run, files=args.data or None, device=args.device or default_device(),
+    results = evaluate_sets(args.run, files=args.data or None, device=_device(args),
                             which=args.which)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -203,7 +210,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .train.predict import write_predictions
 
     path, metrics = write_predictions(args.run, args.data, args.out, which=args.which,
-                                      device=args.device or default_device())
+                                      device=_device(args), overwrite=args.overwrite)
     print(f"predictions of {args.data} written to {path}")
     if metrics:
         print(format_metric_table({"predicted": metrics}))
@@ -234,7 +241,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     first = args.presets[0].split(";")[0].split("=")[-1]
     out = args.out or Path(args.runs_dir) / "compare" / f"{first.replace('/', '-')}-{args.scale}"
     compare(args.presets, out, args.scale, seeds=args.seeds, epochs=args.epochs, budget_seconds=budget,
-            data_from=args.data_from, overrides=args.overrides, device=args.device or default_device())
+            data_from=args.data_from, overrides=args.overrides, device=_device(args))
     return 0
 
 
@@ -338,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("run", help="run folder or checkpoint file")
     pr.add_argument("--data", required=True, metavar="FILE", help="a store file with the run's input fields")
     pr.add_argument("--out", required=True, metavar="PRED.h5", help="output HDF5 file (dataset 'pred')")
+    pr.add_argument("--overwrite", action="store_true",
+                    help="replace --out when it exists (never the input, nor a run's files)")
     pr.add_argument("--which", default="last", choices=("last", "best"))
     pr.add_argument("--device", default=None)
     pr.set_defaults(func=cmd_predict)
@@ -398,7 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NeurodynError as exc:
         print(f"neurodyn {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if str(exc):  # what the interrupted step kept or discarded
+            print(f"neurodyn {args.command}: interrupted; {exc}", file=sys.stderr)
         return 130
 
 

@@ -10,14 +10,17 @@ epochs that fits in B seconds of training on this machine, estimated before trai
 a few training steps and one evaluation pass (so the learning-rate schedule is built for the epochs the model
 will actually run). Both the epochs and the measured seconds are reported, since an estimate is not a stopwatch.
 
-Writes into ``out_dir``: ``results.json`` (one record per model and seed; a recorded run is never trained
-again, so an interrupted comparison resumes), ``compare.md`` (the table: the task's metric per test set, rel. L2
+Writes into ``out_dir``: ``results.json`` (one record per model, seed and config: a run's name ends with a hash
+of its resolved config, so a recorded run is reused only for that very config, never after the overrides change,
+and an interrupted comparison resumes), ``compare.md`` (the table: the task's metric per test set, rel. L2
 for fields, accuracy or RMSE for sequences, as mean ± std over seeds, parameters, epochs, s/epoch, training
 seconds) and ``error_vs_time.png`` (the validation metric against training seconds, one line per run). Run
 folders go to ``out_dir/runs/``.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import statistics
@@ -45,6 +48,13 @@ def parse_budget(text: str) -> float:
 
 def _stem(preset: str) -> str:
     return preset.replace("/", "-")
+
+
+def config_key(cfg: dict[str, Any]) -> str:
+    """A short hash of a resolved config (its prose left out): names a compared run, so that a recorded run is
+    reused only for the very config it trained, and changed overrides train anew."""
+    text = json.dumps({k: v for k, v in cfg.items() if k != "description"}, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
 def parse_entry(text: str) -> tuple[str, str, list[str]]:
@@ -186,6 +196,11 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         raise ConfigError(f"--epochs must be >= 1; got {epochs}")
     if len(set(presets)) != len(presets):
         raise ConfigError(f"a preset is listed twice: {list(presets)}")
+    seeds = [int(s) for s in seeds]
+    twice = next((s for s in seeds if seeds.count(s) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"seed {twice} is listed twice in --seeds {' '.join(map(str, seeds))}; one seed is one run, "
+                          "so give distinct seeds (e.g. --seeds 0 1)")
     entries = {}
     for text in presets:
         label, preset, entry_overrides = parse_entry(text)
@@ -212,7 +227,7 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
             n_epochs = epochs
         budget = f"{budget_seconds:g}s" if budget_seconds is not None else f"{epochs}ep"
         for seed in seeds:
-            jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}", preset=preset, seed=int(seed),
+            jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}", preset=preset, seed=int(seed),
                             overrides=[f"train.epochs={n_epochs}"], keys={"preset": label, "budget": budget},
                             label=label, data_from=data_from, model_overrides=own[label]))
     records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides),

@@ -138,6 +138,45 @@ def _test_set_is_a_folder(place, mp):
     build_test_sets({"task": "steady", "data": {"test_path": [str(place / "folder")]}})  # as `evaluate --data`
 
 
+def _fifo(place, mp, name="f.csv") -> Path:
+    """A named pipe nobody writes to (reading it would block forever), and an alarm that ends a blocked read."""
+    import signal
+
+    def blocked(*args):
+        raise TimeoutError(f"reading the named pipe {name} blocked")
+
+    signal.signal(signal.SIGALRM, blocked)  # restored by _no_alarm_left
+    signal.alarm(120)  # long enough for a loaded machine; only a blocked read reaches it
+    os.mkfifo(place / name)
+    return place / name
+
+
+def _stored_dataset_of_a_fifo(place, mp):
+    from neurodyn.data.store import StoredDataset
+
+    StoredDataset(_fifo(place, mp, "pipe.h5"))
+
+
+def _convert(place, name, text, **options):
+    from neurodyn.data.formats import convert_to_store
+
+    (place / name).write_text(text)
+    convert_to_store(place / name, out=place / "conv.h5", **options)
+
+
+def _ts_shared_timestamp(place, mp):
+    _convert(place, "stamped.ts", "@problemName S\n@timeStamps true\n@univariate true\n@classLabel true a b\n"
+                                  "@data\n(1,10),(1,20),(2,30):a\n(1,5),(2,6):b\n")
+
+
+def _ts_infinite_value(place, mp):
+    _convert(place, "inf.ts", "@problemName S\n@univariate true\n@classLabel true a b\n@data\n1,2,3:a\n4,inf,6:b\n")
+
+
+def _csv_infinite_value(place, mp):
+    _convert(place, "long.csv", "id,time,v,label\n1,0,1.5,a\n1,1,-inf,a\n2,0,3,b\n")
+
+
 def _stored_dataset_of_a_folder(place, mp):
     from neurodyn.data.store import StoredDataset
 
@@ -181,6 +220,21 @@ CASES = [
      "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
     ("stored-dataset-of-a-folder", _stored_dataset_of_a_folder, None,
      "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
+    # issue 42: special files are refused, never opened (a named pipe blocks its reader forever)
+    ("from-a-fifo", ["generate", "--from", "{p}/f.csv", "--out", "{p}/new.h5"], _fifo,
+     "input {p}/f.csv is a named pipe (FIFO), not a regular file"),
+    ("train-data-path-fifo", ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--runs-dir", "{p}/runs",
+                              "data.path={p}/f.csv"], _fifo, "{p}/f.csv is a named pipe (FIFO), not a regular file"),
+    ("stored-dataset-of-a-fifo", _stored_dataset_of_a_fifo, None, "pipe.h5 is a named pipe (FIFO)"),
+    # generation's shard lock never follows a link
+    ("shard-lock-is-a-symlink", [*GEN, "--out", "{p}/new.h5"], lambda place, mp: (
+        _text_file(place, mp), (place / ".new.h5.shard0of1.lock").symlink_to(place / "notes.txt")),
+     "is a symbolic link, which a lock never follows"),
+    # converted files keep every observation and value, or are refused naming the file and line
+    ("ts-two-values-at-one-timestamp", _ts_shared_timestamp, None,
+     "stamped.ts:6: dimension 1 holds 2 values at the timestamp 1; expected one value per timestamp"),
+    ("ts-infinite-value", _ts_infinite_value, None, "inf.ts:6: dimension 1 holds the infinite value 'inf'"),
+    ("csv-infinite-value", _csv_infinite_value, None, "long.csv:3: column 'v' holds the infinite value '-inf'"),
 ]
 
 
@@ -200,6 +254,16 @@ def _run_case(call, setup, place, monkeypatch, capsys) -> str:
     return err
 
 
+@pytest.fixture(autouse=True)
+def _no_alarm_left():
+    import signal
+
+    previous = signal.getsignal(signal.SIGALRM)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.mark.parametrize("call,setup,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_data_input(place, darcy_store, monkeypatch, capsys, call, setup, expected):
     message = _run_case(call, setup, place, monkeypatch, capsys)
@@ -210,6 +274,37 @@ def test_bad_data_input(place, darcy_store, monkeypatch, capsys, call, setup, ex
         assert (place / "notes.txt").read_text() == "mine"
     if (place / "folder").exists():
         assert [p.name for p in (place / "folder").iterdir()] == ["keep.txt"]
-    left = [p for p in place.rglob("*") if p.name.endswith((".tmp", ".lock"))]
+    left = [p for p in place.rglob("*") if p.name.endswith((".tmp", ".lock")) and not p.is_symlink()]
     assert not left, left
     assert not (place / "new.h5").exists() and not (place / "conv.h5").exists()
+    assert not (place / "runs").exists() or not any((place / "runs").iterdir())
+
+
+# ------------------------------------------------------------------------------------------------
+# behaviours that are not refusals
+
+
+def test_info_data_names_a_fifo_among_the_stores_and_goes_on(place, monkeypatch, capsys):
+    (place / "data").mkdir()
+    shutil.copy(place / "darcy.h5", place / "data" / "darcy.h5")
+    _fifo(place / "data", monkeypatch, "pipe.h5")
+    assert main(["info", "data"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("darcy.h5  [darcy" in line for line in lines), lines
+    assert any("pipe.h5  (unreadable: dataset file" in line and "is a named pipe (FIFO)" in line for line in lines)
+
+
+def test_an_assembly_removes_the_temporaries_of_killed_assemblies(place, capsys):
+    dead = place / ".new.h5.999999999.tmp"  # left by an assembly killed with kill -9 (no process has this id)
+    live = place / f".new.h5.{os.getppid()}.tmp"  # a running process's own
+    dead.write_text("half")
+    live.write_text("half")
+    assert main([*GEN, "--out", str(place / "new.h5")]) == 0, capsys.readouterr().err
+    assert not dead.exists() and live.exists()
+
+
+def test_a_long_legal_out_name_generates(place, capsys):
+    out = place / ("d" * 252 + ".h5")  # 255 characters: its lock, chunk folder and temporaries need shorter names
+    assert main([*GEN, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert out.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    assert sorted(p.name for p in place.iterdir()) == sorted(["darcy.h5", out.name])

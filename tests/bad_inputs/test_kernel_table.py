@@ -248,3 +248,32 @@ def test_special_cases(op, change, message):
     change(args)
     with pytest.raises(RuntimeError, match=re.escape(message)):
         _call(op, args)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the kernel cache
+
+
+@pytest.mark.slow
+def test_a_truncated_library_in_the_cache_is_rebuilt_or_bypassed_never_loaded(tmp_path):
+    """A cached library cut to half its size (a disk that filled, a copy cut short) used to be loaded as it was: a bus
+    error (exit 135) in every process that needed the kernels. Now the cache is verified first; with no compiler to
+    rebuild it (CXX points nowhere) the pure-PyTorch path is used, said in one line, and the scans still run."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    cache = tmp_path / "ext"
+    shutil.copytree(cpu_kernel.build_dir(), cache, ignore=shutil.ignore_patterns("*.o", "*.lock", "lock"))
+    library = cache / "neurodyn_scan_cpu.so"
+    library.write_bytes(library.read_bytes()[:library.stat().st_size // 2])
+    probe = ("import torch; from neurodyn import ops; from neurodyn.ops import cpu_kernel; "
+             "print(cpu_kernel.get() is None, ops.selective_scan_ref(*[torch.ones(1, 2, 3)] * 2, -torch.ones(2, 1), "
+             "torch.ones(1, 1, 3), torch.ones(1, 1, 3)).shape)")
+    env = {**os.environ, "NEURODYN_EXT_DIR": str(cache), "CXX": str(tmp_path / "no-compiler"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["True", "torch.Size([1,", "2,", "3])"], done.stdout
+    warning = [line for line in done.stderr.splitlines() if "neurodyn:" in line]
+    assert len(warning) == 1 and "pure-PyTorch path" in warning[0], done.stderr

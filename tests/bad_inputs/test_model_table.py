@@ -85,6 +85,29 @@ def foreign_checkpoint(ctx):
     read_checkpoint(path)
 
 
+class _Evil:
+    """Deletes the file ``canary`` when unpickled (what a malicious checkpoint does, harmlessly)."""
+
+    def __init__(self, canary):
+        self.canary = str(canary)
+
+    def __reduce__(self):
+        import os
+
+        return os.remove, (self.canary,)
+
+
+def malicious_checkpoint(ctx):
+    canary = ctx.tmp_path / "canary.txt"
+    canary.write_text("alive")
+    path = ctx.tmp_path / "evil.pt"
+    torch.save({"model": {"name": "fno"}, "model_state": _Evil(canary)}, path)
+    try:
+        read_checkpoint(path)
+    finally:
+        assert canary.read_text() == "alive"  # nothing of the file ran
+
+
 def text_checkpoint(ctx):
     path = ctx.tmp_path / "notes.pt"
     path.write_text("hello")
@@ -118,6 +141,9 @@ CASES = [
      "argparse.Namespace"),
     ("checkpoint-text-file", text_checkpoint, DataError, "is truncated or not a neurodyn checkpoint (bytes that are "
      "not a pickle)"),
+    ("checkpoint-malicious-pickle", malicious_checkpoint, DataError, "evil.pt is not a neurodyn checkpoint: it holds "
+     "Python objects that are not allowed to load safely (torch.load weights_only=True): the global posix.remove; "
+     "nothing of it was loaded or run"),
     # 6. compare checks every preset before any training
     ("compare-sequence-on-fields", compare_without_training(["fno/darcy", "nac/activity"]), ConfigError,
      "preset 'nac/activity' is a sequence model and cannot train on the field data of 'fno/darcy'"),

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, DataError
+from ..files import check_not_special
 from .datasets import SteadyDataset, TimeWindowDataset, split_indices
 from .generators import get_generator
 from .normalize import Normalizer
@@ -52,6 +53,7 @@ def split_sizes(data_cfg: dict[str, Any]) -> tuple[int, int, int]:
     ``data.n_train: all`` (with ``data.path``): every sample of the file that is not in the test split (nor in an
     integer ``n_val``) trains, the validation split carved from them as above.
     """
+    _check_counts(data_cfg)
     n_test = int(data_cfg.get("n_test", 0))
     n_val = data_cfg.get("n_val", "auto")
     n_train = data_cfg.get("n_train", 0)
@@ -67,6 +69,17 @@ def split_sizes(data_cfg: dict[str, Any]) -> tuple[int, int, int]:
     if isinstance(n_val, bool) or not isinstance(n_val, int) or n_val < 0:
         raise ConfigError(f"data.n_val must be a whole number >= 0 or 'auto'; got {n_val!r}")
     return n_train, n_val, n_test
+
+
+def _check_counts(data_cfg: dict[str, Any]) -> None:
+    """data.n_train (``all`` or a whole number >= 0) and data.n_test (a whole number >= 0), as given."""
+    for key in ("n_train", "n_test"):
+        value = data_cfg.get(key, 0)
+        if key == "n_train" and value == "all":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            also = ", or all (every sample of data.path)" if key == "n_train" else ""
+            raise ConfigError(f"data.{key} must be a whole number >= 0{also}; got {value!r}")
 
 
 def _all_samples(data_cfg: dict[str, Any]) -> int:
@@ -262,6 +275,7 @@ def named_test_files(data_cfg: dict[str, Any], option: str = "data.test_path") -
         if path.is_dir():
             raise DataError(f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by "
                             "neurodyn generate)")
+        check_not_special(path, f"{option} {name}:")
         if not path.is_file():
             raise DataError(f"{option} {name}: file {path} does not exist")
     return named

@@ -41,6 +41,7 @@ import h5py
 import numpy as np
 
 from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno
+from ..files import check_not_special, remove_dead_temporaries, side_path, temporary_path
 from ..locks import hold
 
 LAYOUT_VERSION = 1
@@ -106,6 +107,11 @@ ChunkFn = Callable[[np.ndarray], Mapping[str, np.ndarray]]
 """Makes samples ``ids`` (1-D int array) and returns ``{"fields/a": (len(ids), ...), "params/nu": ...}``."""
 
 
+def partial_folder(path: str | Path) -> Path:
+    """The folder of finished chunk files while ``path`` is made: ``<name>.partial`` beside it."""
+    return side_path(path, "", ".partial")
+
+
 def _chunk_path(partial: Path, k: int) -> Path:
     return partial / f"chunk_{k:06d}.npz"
 
@@ -139,7 +145,7 @@ def write_store(
     # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
     # the file made, instead of writing chunks into a folder the first one removes when it assembles
     # (the lock file goes with its holder: removed while still held, so a waiter re-takes a fresh one)
-    with hold(path.with_name(f".{path.name}.shard{i_shard}of{n_shards}.lock"), f"dataset file {path}", wait=True):
+    with hold(side_path(path, ".", f".shard{i_shard}of{n_shards}.lock"), f"dataset file {path}", wait=True):
         if path.exists():
             check_existing_store(path, meta)
             return path
@@ -172,6 +178,7 @@ def store_identity(path: str | Path) -> dict[str, Any]:
     """The identity attributes (:data:`IDENTITY`) of the existing store file ``path``; a folder, a file that
     is not HDF5 or an HDF5 file that is not a store is one DataError."""
     path = Path(path)
+    check_not_special(path, "--out")
     if path.is_dir():
         raise DataError(f"{path} is a directory; expected an HDF5 store file (give a file name inside it, "
                         f"e.g. {path / 'data.h5'})")
@@ -254,7 +261,7 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
                   on_chunk) -> Path | None:
     """The body of :func:`write_store` under its lock."""
     i_shard, n_shards = shard
-    partial = path.with_name(path.name + ".partial")
+    partial = partial_folder(path)
     with _disk_full_as_data_error(path, partial, "starting the chunk folder"):
         partial.mkdir(parents=True, exist_ok=True)
         _check_or_write_partial_meta(partial, meta)
@@ -447,7 +454,8 @@ def _check_chunk(arrays: Mapping[str, np.ndarray], ids: np.ndarray, meta: StoreM
 
 def _atomic_npz(target: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` as ``target`` (an .npz) through a temporary file that is renamed, or removed on failure."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    remove_dead_temporaries(target)
+    tmp = temporary_path(target)
     try:
         with open(tmp, "wb") as f:
             np.savez(f, **{k.replace("/", "__"): v for k, v in arrays.items()})
@@ -472,7 +480,8 @@ def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords:
     """Write the HDF5 file from the chunks under a temporary name in ``path``'s folder, fsync it and rename it
     into place; the temporary file is removed on any failure. A full disk raises its OSError (ENOSPC) once
     HDF5 has closed the file (see :class:`_SkipWriteWhenFull`), so nothing half-written is left at ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_dead_temporaries(path)  # of an assembly killed with kill -9
+    tmp = temporary_path(path)
     try:
         with open(tmp, "w+b", buffering=0) as raw:
             sink = _SkipWriteWhenFull(raw)
@@ -573,6 +582,7 @@ class StoredDataset:
         if not self.path.exists():
             raise DataError(f"dataset file {self.path} does not exist; generate it with `neurodyn generate` "
                             "or check the path")
+        check_not_special(self.path, "dataset file")
         self._file: h5py.File | None = None
         self._pid: int | None = None
         try:

@@ -265,6 +265,22 @@ def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
     return model
 
 
+def check_model_config(name: str, config: Any = None) -> None:
+    """Every check model ``name`` makes of ``config`` when it is built (its keys, types and values: a negative width,
+    an unknown variant), without allocating it: the model is built on the meta device. Raises the ConfigError its
+    build would; a construction step that meta tensors cannot run (data-dependent, such as NAC's wiring, after
+    every value check) ends the check quietly, the real build runs it."""
+    cls, _ = entry(name)
+    cfg = make_config(name, config)
+    try:
+        with torch.device("meta"):
+            cls(cfg)
+    except ConfigError:
+        raise
+    except (NotImplementedError, RuntimeError):
+        pass
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is an allocator's refusal (torch.OutOfMemoryError, CPU "can't allocate memory", MemoryError)."""
     if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):  # = torch.OutOfMemoryError (torch >= 2.5)

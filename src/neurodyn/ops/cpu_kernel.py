@@ -15,6 +15,12 @@ the sources and headers are copied into ``<dir>/src`` and built from there, so e
 shares one build. The build uses ``-march=native``, so the cpu tag (a hash of the CPU model and flags) keeps
 machines that share a home directory apart. A build is finished when ``<dir>/built`` holds the source hash.
 
+The cache is verified before the library is loaded: a damaged library (a disk that filled, a copy cut short) loaded
+into the process kills it (a bus error), so the build records the library's sha256 in ``<dir>/built.sha256`` and
+every process compares it first. A library built before checksums were recorded is test-loaded once in a child
+process (which alone dies if it is damaged) and its checksum recorded. A damaged library is rebuilt, announced by
+one line, or, when it cannot be, the pure-PyTorch path is used with the one-line warning.
+
 Concurrency and failures: one process builds a directory at a time, holding an ``flock`` on ``<dir>/build.lock``
 for the whole build (its build child holds it too); the OS releases it when they end or die, so a killed build
 never blocks later ones, which wait for a live builder up to the timeout. The builder first deletes a ``<dir>/lock``
@@ -37,7 +43,7 @@ import sys
 import threading
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
@@ -161,6 +167,60 @@ def _is_built(directory: Path) -> bool:
     return stamp == _source_tag() and (directory / f"{_NAME}.so").is_file()
 
 
+_DIGEST = "built.sha256"  # beside ``built`` (not in it: processes of older versions share the cache and read it)
+
+
+def _library_digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    with open(directory / f"{_NAME}.so", "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cache_state(directory: Path) -> str:
+    """``"ok"``; ``"damaged"`` (the library differs from the checksum its build recorded, or a child process could
+    not load it); ``"unverified"`` (built before checksums were recorded); or ``"missing"`` (no finished build)."""
+    if not _is_built(directory):
+        return "missing"
+    try:
+        want = (directory / _DIGEST).read_text().strip()
+    except OSError:
+        return "unverified"
+    try:
+        return "ok" if want == _library_digest(directory) else "damaged"
+    except OSError:
+        return "damaged"
+
+
+def _record_digest(directory: Path) -> None:
+    tmp = directory / f"{_DIGEST}.{os.getpid()}.tmp"
+    tmp.write_text(_library_digest(directory))
+    os.replace(tmp, directory / _DIGEST)
+
+
+def _loads_in_child(directory: Path) -> bool:
+    """Whether the library loads in a child process (a damaged one kills the child only)."""
+    code = "import sys, torch; torch.ops.load_library(sys.argv[1])"
+    try:
+        return subprocess.run([sys.executable, "-c", code, str(directory / f"{_NAME}.so")], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=300).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _verified(directory: Path) -> str:
+    """:func:`_cache_state`, with an unverified build test-loaded in a child and its checksum recorded when it loads."""
+    state = _cache_state(directory)
+    if state == "unverified":
+        if not _loads_in_child(directory):
+            return "damaged"
+        with suppress(OSError):  # a read-only cache: verified again next time
+            _record_digest(directory)
+        return "ok"
+    return state
+
+
 @contextmanager
 def _build_lock(directory: Path, deadline: float):
     """Hold an exclusive ``flock`` on ``directory/build.lock`` (yields the open lock file); while another process
@@ -254,23 +314,28 @@ def _run_child(directory: Path, deadline: float, env: dict[str, str], lock) -> N
             f"or {_SKIP}).")
 
 
-def _compile(directory: Path, timeout: float) -> None:
+def _compile(directory: Path, timeout: float, damaged: bool = False) -> None:
     """Build the kernels into ``directory`` unless another process did; bounded by ``timeout`` seconds in all
-    (waiting for another process's build included)."""
+    (waiting for another process's build included). ``damaged``: the cached library failed its check (it is
+    removed, so that the build links it again rather than finding it up to date)."""
     deadline = time.monotonic() + timeout
     env = _build_env()
     directory.mkdir(parents=True, exist_ok=True)
     late = f"using the pure-PyTorch path (raise {_ENV_TIMEOUT} to allow longer, or {_SKIP})"
     try:
         with _build_lock(directory, deadline) as lock:
-            if _is_built(directory):  # another process finished while we waited
-                return
-            (directory / "built").unlink(missing_ok=True)
+            if _cache_state(directory) == "ok" or (not damaged and _is_built(directory)):  # another process
+                return                                                                     # finished meanwhile
+            for name in ("built", _DIGEST, f"{_NAME}.so"):
+                (directory / name).unlink(missing_ok=True)
             (directory / "lock").unlink(missing_ok=True)  # torch's lock of a killed build: live builders hold ours
-            print(f"neurodyn: compiling the fused CPU kernels once (about a minute) into {directory}",
+            print(f"neurodyn: the cached fused CPU kernels in {directory} are damaged (their checksum or a test load "
+                  "failed); rebuilding them (about a minute)" if damaged else
+                  f"neurodyn: compiling the fused CPU kernels once (about a minute) into {directory}",
                   file=sys.stderr, flush=True)
             _copy_sources(directory)
             _run_child(directory, deadline, env, lock)
+            _record_digest(directory)
             tmp = directory / "built.tmp"
             tmp.write_text(_source_tag())
             os.replace(tmp, directory / "built")
@@ -296,8 +361,9 @@ def _last_line(exc: BaseException) -> str:
 def _build():
     """Build the kernels if needed and load them; raises (_Unavailable with the warning) when they cannot be used."""
     directory = build_dir()
-    if not _is_built(directory):
-        _compile(directory, _timeout())
+    state = _verified(directory)
+    if state != "ok":
+        _compile(directory, _timeout(), damaged=state == "damaged")
     try:
         return _load(directory)
     except Exception as exc:  # noqa: BLE001 - a library that does not load is a failed build

@@ -17,15 +17,15 @@ import torch
 import yaml
 
 from ..checkpoint_io import read_checkpoint
-from ..data.assembly import build_data, build_test_sets, data_options, named_test_files
+from ..data.assembly import build_data, build_test_sets, data_options, named_test_files, split_sizes
 from ..data.datasets import SteadyDataset
 from ..data.generators import get_generator
 from ..errors import ConfigError
 from ..models import build, count_parameters
-from ..models.registry import check_config_keys, config_fields
+from ..models.registry import check_model_config, config_fields
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
-from .run_folder import training_lock
+from .run_folder import foreign_config, training_lock
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import TrainConfig, Trainer
 
@@ -115,17 +115,21 @@ def train_config(cfg: dict[str, Any]) -> TrainConfig:
 
 
 def check_config(cfg: dict[str, Any]) -> TrainConfig:
-    """Every key and value of ``cfg`` that can be checked without data: the train section, the model's name and
-    keys, the generator's options, the test files. Returns the train config.
+    """Every key and value of ``cfg`` that can be checked without data: the train section, the model's name, keys
+    and values (built on the meta device), the split sizes, the generator's options, the test files. Returns the
+    train config.
 
     Runs before anything compares the config with a run folder's, so a typo is reported as a typo (with the
-    closest key), never as "trained with another config"."""
+    closest key), never as "trained with another config"; and before any side effect (``--fresh`` removing a run,
+    data generated or loaded), so a value refused later cannot have cost anything."""
     tcfg = train_config(cfg)
     model = cfg.get("model") or {}
     if "name" not in model:
         raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
-    check_config_keys(model["name"], {k: v for k, v in model.items() if k != "name"})
+    check_model_config(model["name"], {k: v for k, v in model.items() if k != "name"})
     data = cfg.get("data") or {}
+    if data.get("n_train") != "all":  # ("all" counts the samples of data.path: checked when it is read)
+        split_sizes(data)
     if data.get("generator") and not data.get("path"):
         get_generator(data["generator"]).make_config(**data_options(data))
     named_test_files(data)  # a missing test file fails before any data is generated or loaded
@@ -149,6 +153,10 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
 def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, resume: bool, dist: DistInfo,
                 progress: bool | None, interrupt_at) -> dict[str, Any]:
     """The body of :func:`run_experiment`, under the run folder's lock."""
+    why = foreign_config(run_dir)
+    if why:
+        raise ConfigError(f"run folder {run_dir} holds a config.yaml that {why}, which a training does not write "
+                          "over; train into another folder with --run-name NAME")
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .checkpoint import check_resume_config
-from .run_folder import training_lock
+from .run_folder import foreign_config, training_lock
 from .tasks import SteadyTask
 from .trainer import TrainConfig, Trainer
 
@@ -74,6 +74,10 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
     """
     tcfg = TrainConfig.from_options(train_options, unknown="fit() got unknown training option(s)")
     train_set, val_set = _as_dataset(train, "train"), _as_dataset(val, "val")
+    if len(train_set) == 0:
+        raise ConfigError("fit() got no training samples (train holds 0); give at least one (x, y) pair")
+    if val_set is not None and len(val_set) == 0:
+        raise ConfigError("fit() got an empty val; give at least one (x, y) pair, or val=None for no validation")
     x, y = _stacked(train_set)
     task = SteadyTask(tcfg.loss_fn(), Normalizer(normalize, normalize_reduce).fit(x),
                       Normalizer(normalize, normalize_reduce).fit(y))
@@ -85,6 +89,10 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
                   "train": dataclasses.asdict(tcfg)}
     run_dir = Path(run_dir)
     with training_lock(run_dir):
+        why = foreign_config(run_dir)
+        if why:
+            raise ConfigError(f"run_dir {run_dir} holds a config.yaml that {why}, which fit() does not write over; "
+                              "give run_dir a new folder (or one that fit() trained)")
         if resume:
             check_resume_config(experiment, run_dir)  # changed settings are refused (more epochs continue)
         run_dir.mkdir(parents=True, exist_ok=True)

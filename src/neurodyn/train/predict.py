@@ -17,6 +17,7 @@ Checkpoints written before the task was saved with them are rebuilt through thei
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ import torch
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.normalize import Normalizer
 from ..data.sequences import prepare_raw_inputs
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
+from ..files import atomic_output, check_not_special
 from ..models.registry import rebuild
+from .run_folder import is_run_entry
 from .tasks import task_from_spec
 
 
@@ -54,6 +57,7 @@ class TrainedRun:
     def predict(self, x, *, pos=None, ctx=None, t=None, mask=None, steps: int | None = None,
                 batch_size: int = 64) -> torch.Tensor:
         """Predictions for raw inputs ``x`` (module docstring); returns a CPU tensor in the data's units."""
+        check_batch_size(batch_size)
         x = self._tensor(x)
         extra = {k: self._tensor(v) for k, v in (("pos", pos), ("ctx", ctx), ("t", t), ("mask", mask)) if v is not None}
         name = getattr(self.task, "name", "")
@@ -121,18 +125,22 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
 
 
 def write_predictions(run: str | Path, data: str | Path, out: str | Path, which: str = "last",
-                      device: str | torch.device = "cpu", batch_size: int = 64) -> tuple[Path, dict[str, Any]]:
+                      device: str | torch.device = "cpu", batch_size: int = 64,
+                      overwrite: bool = False) -> tuple[Path, dict[str, Any]]:
     """Predict every sample of the store file ``data`` (read like the run's test split: same windows and sequence
     options) and write ``out`` (HDF5: dataset ``pred``, in the data's units and the dataset's layout; attributes name
     the run, the checkpoint and the source). Returns ``(out, metrics of the predictions against the file's targets)``.
-    The file is written to a temporary name and renamed, so an interrupted call leaves nothing."""
-    import os
 
+    ``out`` is checked before anything is loaded (:func:`check_output`): never the input, nor a file of the run, nor
+    an existing file unless ``overwrite``. It is written to a temporary name and renamed, so an interrupted or failed
+    call leaves nothing (and removes the temporaries of killed calls)."""
     import h5py
 
     from ..data.assembly import build_test_sets, named_test_files
     from .runs import batches
 
+    check_batch_size(batch_size)
+    out = check_output(out, data, run, which, overwrite)
     trained = load_run(run, which, device)
     files = named_test_files({"test_path": [str(data)]}, "--data")
     dataset = next(iter(build_test_sets(trained.cfg, files).values()))
@@ -142,15 +150,66 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
         metrics = trained.task.evaluate(trained.model, batches(dataset, batch_size, trained.device),
                                         keep=lambda p: preds.append(p.float().cpu()))
     pred = torch.cat(preds).numpy()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        with h5py.File(tmp, "w") as f:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(out) as tmp, h5py.File(tmp, "w") as f:
             f.create_dataset("pred", data=pred)
             f.attrs.update({"run": str(run), "checkpoint": str(trained.checkpoint), "source": str(data),
                             "model": trained.cfg["model"]["name"], "units": "the data's (normalizers decoded)"})
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"nothing was written to {out}") from None
+    except OSError as exc:
+        if disk_full_errno(exc) is not None:
+            raise DiskFullError(f"the disk holding {out.parent} is full (writing the predictions to {out.name}); "
+                                "nothing was written: free space there or choose another --out") from None
+        reason = os.strerror(exc.errno) if exc.errno else _first_line(exc)
+        raise DataError(f"cannot write the predictions to {out} ({reason}); nothing was written: choose another "
+                        "--out") from None
     return out, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def check_batch_size(batch_size: Any) -> None:
+    """Raise ConfigError unless ``batch_size`` is an integer >= 1."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a whole number >= 1 (samples per forward pass); got {batch_size!r}")
+
+
+def check_output(out: str | Path, data: str | Path, run: str | Path, which: str = "last",
+                 overwrite: bool = False) -> Path:
+    """``out`` as a Path once it is known not to destroy anything: not empty, not a folder or special file, not the
+    input ``data``, not the run's checkpoint nor a file a run writes in its folder, and not an existing file unless
+    ``overwrite``; one ConfigError or DataError otherwise."""
+    if not str(out).strip():
+        raise ConfigError("--out is empty; give the path of the HDF5 file to write, e.g. --out pred.h5")
+    out, run = Path(out), Path(run)
+    check_not_special(out, "--out")
+    if out.is_dir():
+        raise DataError(f"--out {out} is a folder; give a file name inside it, e.g. --out {out / 'pred.h5'}")
+    blocked = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise DataError(f"--out {out} cannot be written: {blocked} is a file, not a folder; choose another --out")
+    if _same_file(out, Path(data)):
+        raise DataError(f"--out {out} is the input --data file; predictions never replace their input: choose "
+                        "another --out")
+    run_dir = run.parent.parent if run.is_file() and run.parent.name == "checkpoints" else run
+    target = out.resolve()
+    if (_same_file(out, run) or _same_file(out, run / "checkpoints" / f"{which}.pt")
+            or (run_dir / "checkpoints").resolve() in target.parents
+            or (target.parent == run_dir.resolve() and is_run_entry(out.name))):
+        raise DataError(f"--out {out} would replace a file of the run {run_dir}; write the predictions outside its "
+                        "checkpoints/ folder and under a name a run does not use (e.g. pred.h5)")
+    if (out.exists() or out.is_symlink()) and not overwrite:
+        raise DataError(f"--out {out} already exists; choose another --out, or pass --overwrite to replace it")
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfigError
+from ..files import side_path
 from ..locks import hold
 
 # what a run writes into its folder (the trainer, the summary, the plots, the results store); patterns
@@ -40,9 +41,8 @@ def run_folder(runs_dir: str | Path, name: str) -> Path:
 
 
 def lock_file(run_dir: str | Path) -> Path:
-    """The lock file of a run folder: ``.<name>.lock`` beside it."""
-    run_dir = Path(run_dir)
-    return run_dir.parent / f".{run_dir.name}.lock"
+    """The lock file of a run folder: ``.<name>.lock`` beside it (a long name shortened: :func:`side_path`)."""
+    return side_path(run_dir, ".", ".lock")
 
 
 def training_lock(run_dir: str | Path) -> contextlib.AbstractContextManager:
@@ -51,10 +51,31 @@ def training_lock(run_dir: str | Path) -> contextlib.AbstractContextManager:
                 "wait for that training to finish, or train into another folder with --run-name NAME")
 
 
+def is_run_entry(name: str) -> bool:
+    """Whether a run writes an entry of this name into its folder."""
+    return any(fnmatch.fnmatch(name, pattern) for pattern in RUN_ENTRIES)
+
+
 def foreign_entries(run_dir: Path) -> list[str]:
     """Entries of ``run_dir`` that a run does not write."""
-    return sorted(p.name for p in run_dir.iterdir()
-                  if not any(fnmatch.fnmatch(p.name, pattern) for pattern in RUN_ENTRIES))
+    return sorted(p.name for p in run_dir.iterdir() if not is_run_entry(p.name))
+
+
+def foreign_config(run_dir: Path) -> str | None:
+    """What is wrong with ``run_dir/config.yaml`` when it is there and is not a run's config (``None`` otherwise):
+    a training that would write its own over it must not."""
+    config = run_dir / "config.yaml"
+    if not (config.exists() or config.is_symlink()):
+        return None
+    if config.is_symlink() or not config.is_file():
+        return "is not a regular file"
+    try:
+        cfg = yaml.safe_load(config.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "is not a neurodyn run config (not readable YAML)"
+    if not (isinstance(cfg, dict) and "model" in cfg and "train" in cfg):
+        return "is not a neurodyn run config (no model and train sections)"
+    return None
 
 
 def why_not_a_run_folder(run_dir: Path) -> str | None:
@@ -63,12 +84,7 @@ def why_not_a_run_folder(run_dir: Path) -> str | None:
         return "it is a symbolic link"
     if not run_dir.is_dir():
         return "it is not a folder"
-    config = run_dir / "config.yaml"
-    try:
-        cfg = yaml.safe_load(config.read_text()) if config.is_file() else None
-    except (OSError, yaml.YAMLError):
-        cfg = None
-    if not (isinstance(cfg, dict) and "model" in cfg and "train" in cfg):
+    if not (run_dir / "config.yaml").is_file() or foreign_config(run_dir):
         return "it holds no neurodyn config.yaml"
     if not ((run_dir / "checkpoints").is_dir() or (run_dir / "metrics.jsonl").is_file()):
         return "it holds no checkpoints/ or metrics.jsonl"

@@ -265,6 +265,14 @@ class Trainer:
         self.optimizer.load_state_dict(ckpt["optimizer"])  # after the schedule: it holds the learning rates reached
         stop = ckpt.get("early_stop", {})
         self.stale_evals, self.stopped_early = int(stop.get("stale_evals", 0)), bool(stop.get("stopped", False))
+        trained_for = ((ckpt.get("experiment") or {}).get("train") or {}).get("epochs")
+        if self.stopped_early and isinstance(trained_for, int) and self.cfg.epochs > trained_for:
+            # the run stopped early and was given more epochs: the one reason to do that is to train on
+            self.stale_evals, self.stopped_early = 0, False
+            if self.dist.is_main and self.progress is not False:
+                print(f"{self.run_dir} stopped early after epoch {pos['epoch']}; train.epochs is raised from "
+                      f"{trained_for} to {self.cfg.epochs}, so it trains on with a fresh early-stopping patience "
+                      f"({self.cfg.early_stop} evaluations)", flush=True)
         if self.scaler is not None and ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
         for k, m in self.task.normalizers().items():

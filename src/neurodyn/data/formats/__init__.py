@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, unknown_name
+from ...files import check_not_special
 from .base import PublicDataset
 
 FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well", "uea-ts", "csv", "parquet", "sequence-npz")
@@ -172,6 +173,7 @@ def read_public(path: str | Path, kind: str | None = None, **options: Any) -> Pu
         raise unknown_name("public data kind", kind, KINDS)
     if not path.exists():
         raise DataError(f"{path} does not exist; give the path of a public dataset file (or Geo-FNO folder)")
+    check_not_special(path, "input")
     if kind in GEO_FNO_SETS:
         fmt, geo = "geo-fno", kind
     elif kind is not None:

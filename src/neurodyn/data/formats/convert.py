@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from ..store import (DiskFullError, StoreMeta, check_chunk_size, data_root, identity_difference, store_identity,
-                     write_store)
+from ..store import (DiskFullError, StoreMeta, check_chunk_size, data_root, identity_difference, partial_folder,
+                     store_identity, write_store)
 from . import read_public
 from .base import READER_VERSION, PublicDataset
 
@@ -89,7 +89,7 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     if path.exists():
         _check_existing(path, meta)
         return path
-    partial = path.with_name(path.name + ".partial")
+    partial = partial_folder(path)
     ours = not partial.exists()
     try:
         done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import DataError
+from ...files import check_not_special
 
 # --------------------------------------------------------------------------------------------------
 # MNIST
@@ -202,11 +203,15 @@ def _numbers(text: str, where: str, what: str) -> np.ndarray:
     """Comma-separated numbers, ``?`` (or NaN) for a missing one; one DataError naming the first bad value."""
     values = [v.strip() for v in text.split(",")]
     try:
-        return np.asarray([np.nan if v in _MISSING else v for v in values], dtype=np.float64)
+        out = np.asarray([np.nan if v in _MISSING else v for v in values], dtype=np.float64)
     except ValueError:
         bad = next(v for v in values if v not in _MISSING and not is_number(v))
         raise DataError(f"{where}: {what} holds the non-numeric value {bad!r}; expected numbers, '?' for a "
                         "missing value") from None
+    if np.isinf(out).any():
+        raise DataError(f"{where}: {what} holds the infinite value {values[int(np.argmax(np.isinf(out)))]!r}; "
+                        "expected finite numbers, '?' for a missing value")
+    return out
 
 
 def is_number(v: str) -> bool:
@@ -236,6 +241,11 @@ def _stamped(text: str, where: str, what: str) -> tuple[np.ndarray, np.ndarray, 
                         f"(it starts {text[:40]!r})")
     vals = _numbers(",".join(values), where, what)
     stamps, dated = parse_times(times, where, what)
+    _, first, counts = np.unique(stamps, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        i = int(np.argmax(counts > 1))
+        raise DataError(f"{where}: {what} holds {counts[i]} values at the timestamp {times[first[i]]}; expected one "
+                        "value per timestamp in a dimension (merge or drop the repeated observations in the file)")
     return stamps, vals, dated
 
 
@@ -272,6 +282,7 @@ def _flag(value: str, tag: str, where: str) -> bool:
 
 def read_text_lines(path: Path, what: str) -> list[str]:
     """The lines of a UTF-8 text file; a file that is not text is one DataError naming the line of the bad byte."""
+    check_not_special(path, what)
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -385,6 +385,9 @@ def _from_table(path: Path, fmt: str, header: list[str], rows: list[tuple[str, l
             except ValueError:
                 raise DataError(f"{where}: column {header[j]!r} holds the non-numeric value {v!r}; expected a "
                                 "number, or an empty cell / ? / NaN for a missing value") from None
+            if np.isinf(values[r, k]):
+                raise DataError(f"{where}: column {header[j]!r} holds the infinite value {v!r}; expected a finite "
+                                "number, or an empty cell / ? / NaN for a missing value")
     if time_col is not None:
         times = []
         for where, cells in rows:
