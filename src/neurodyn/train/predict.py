@@ -27,7 +27,7 @@ from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.normalize import Normalizer
 from ..data.sequences import prepare_raw_inputs
 from ..errors import ConfigError, DataError
-from ..models.registry import rebuild
+from ..models.registry import module_device, rebuild
 from .tasks import task_from_spec
 
 
@@ -42,7 +42,7 @@ class TrainedRun:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return module_device(self.model)
 
     def _tensor(self, a) -> torch.Tensor | None:
         if a is None:
@@ -96,7 +96,7 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     if which not in ("last", "best"):
         raise ConfigError(f"which must be 'last' or 'best', got {which!r}")
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
-    ckpt = read_checkpoint(path, map_location=device)
+    ckpt = read_checkpoint(path, map_location="cpu")  # built on the CPU, then moved once: nothing stays behind
     if "experiment" not in ckpt or "model" not in ckpt:
         raise DataError(f"checkpoint {path} was not written by the neurodyn trainer (no experiment config); load a "
                         "bare model with neurodyn.models.load")
