@@ -5,7 +5,7 @@ and the GPU-hours of the paper protocols, in one run (under 5 minutes on one H10
     neurodyn bench gpu --scale tiny     # small shapes, few repeats: runs on the CPU in seconds (the test's run)
     python benchmarks/gpu.py [--scale tiny] [--device cpu|cuda] [--ops ...] [--models lamo nac ...]
         [--modes fp32 bf16 compiled] [--backends torch triton] [--repeats 5] [--warmup 2] [--threads 1]
-        [--compile-budget 150] [--out benchmarks/results/gpu]
+        [--compile-budget 90] [--time-limit 270] [--out benchmarks/results/gpu]
 
 **Memory bandwidth.** The median time of a large device-to-device copy (1 GiB; 64 MiB at tiny scale) gives the
 bandwidth ``2 x bytes / time`` (read once, written once), measured in the same run as everything it is compared with.
@@ -27,8 +27,10 @@ vs ffno/ks-nu0.1, chonn_unet/poisson vs unet/poisson, chonn_fno/navier_stokes_ro
 nac/bearing vs gru/bearing) at the presets' cpu and paper scales (tiny at tiny scale), both at the seed preset's
 batch size (equal batch), in float32, bf16 autocast (``train.precision=bf16``'s wrapper) and compiled
 (``torch.compile`` of the model, float32; its first step, the compilation, is reported apart, and models are compiled
-in order until ``--compile-budget`` seconds of compilation are spent). Reported: ms per step and per sample, peak
-memory (CUDA: ``max_memory_allocated``; CPU: the step's peak-RSS increase) and the seed / baseline ratio per sample.
+in order until ``--compile-budget`` seconds of compilation are spent; a model not started within ``--time-limit``
+seconds of the run, default 270, is listed as skipped, so that the run ends within 5 minutes whatever the device).
+Reported: ms per step and per sample, peak memory (CUDA: ``max_memory_allocated``; CPU: the step's peak-RSS increase)
+and the seed / baseline ratio per sample. Paper-scale datasets are stand-ins of the same shapes (``_small_data``).
 
 **Protocols.** The GPU-hours of each paper preset's training (``train.epochs`` x steps per epoch, ``ceil(training
 windows / train.batch_size)``, from the paper config; the windows per sample from its data) from the measured paper-
@@ -36,7 +38,8 @@ scale step per sample times the preset's own batch (training steps only: evaluat
 they are computed from the tiny steps, which only exercises the arithmetic.
 
 Timing: CUDA events around each call (``torch.cuda.synchronize`` before), ``time.perf_counter`` on the CPU (threads
-set by ``--threads``); ``--warmup`` calls, then the median of ``--repeats``. Writes ``gpu.json`` and ``report.md`` to
+set by ``--threads``); ``--warmup`` calls, then the median of ``--repeats`` (full scale: 2 + 5 per op, 1 + 3 per
+model step; tiny: 1 + 3). Writes ``gpu.json`` and ``report.md`` to
 ``--out`` (default ``benchmarks/results/gpu/``) and prints the report.
 """
 from __future__ import annotations
@@ -76,7 +79,7 @@ SETTINGS = {
     "tiny": dict(batch=2, width=32, state=4, width_2d=8, width_knc=16, heads=2, lengths=(64, 256), repeats=3,
                  warmup=1, copy_mib=64, model_scales=("tiny",)),
     "full": dict(batch=8, width=1024, state=16, width_2d=64, width_knc=256, heads=16, lengths=(1024, 4096, 16384),
-                 repeats=5, warmup=2, copy_mib=1024, model_scales=("cpu", "paper")),
+                 repeats=5, warmup=2, copy_mib=1024, model_scales=("cpu", "paper"), model_repeats=3, model_warmup=1),
 }
 
 
@@ -197,6 +200,8 @@ def measure_op(op: str, L: int, backend: str, s: dict, device: torch.device, ban
     try:
         with torch.no_grad():
             y = call(backend, *args)
+    except torch.cuda.OutOfMemoryError as exc:
+        return {**row, "skipped": f"out of memory: {' '.join(str(exc).split())[:120]}"}
     except Exception as exc:  # noqa: BLE001 - a refused backend is reported, anything else raised
         if not _refused(exc):
             raise
@@ -231,14 +236,18 @@ def measure_op(op: str, L: int, backend: str, s: dict, device: torch.device, ban
 
 
 def _small_data(preset: str, scale: str) -> list[str]:
-    """Overrides that make a paper-scale dataset cheap to generate, or generable at all; only its shapes are used:
-    Darcy solved at its own resolution (not 421), and a bearing preset's real files (PRONOSTIA, a user's folder)
-    replaced by the generator's synthetic bearings (the same 16 features per snapshot and window)."""
+    """Overrides that make a paper-scale dataset cheap to generate, or generable at all; only its shapes (and the
+    normalizers' statistics) are used: Darcy solved at its own resolution (not 421), Navier-Stokes simulated at its
+    stored resolution with a larger step, and a bearing preset's real files (PRONOSTIA, a user's folder) replaced by
+    the generator's synthetic bearings (the same 16 features per snapshot and window)."""
     from neurodyn.experiments import load_experiment
 
     data = load_experiment(preset, scale)["data"]
     if data.get("generator") == "darcy":
         return [f"data.solve_resolution={data['resolution']}"]
+    if data.get("generator") == "navier_stokes" and data.get("sim_resolution", 0) > data.get("resolution", 0):
+        # simulated at the stored 64^2 with a 20x larger step (the paper's 256^2 at 1e-4: 500 000 steps to t = 50)
+        return [f"data.sim_resolution={data['resolution']}", "data.dt=2.0e-3"]
     if data.get("generator") == "bearing" and data.get("source") != "synthetic":
         # 28 bearings, 7 per condition: the paper's 7 training bearings of condition 0; 1024 points per snapshot
         return ["data.source=synthetic", "data.conditions=[0,1,2,3]", "data.n_test=21", "data.n_points=1024"]
@@ -305,8 +314,10 @@ def _train_step(model, task, batch, opt) -> None:
     opt.step()
 
 
-def model_rows(pairs, model_scales, modes, device, repeats, warmup, data_dir, compile_budget) -> list[dict]:
-    """Every (model scale, pair, role, mode) step; pairs at the seed preset's batch size."""
+def model_rows(pairs, model_scales, modes, device, repeats, warmup, data_dir, compile_budget,
+               deadline: float = math.inf) -> list[dict]:
+    """Every (model scale, pair, role, mode) step; pairs at the seed preset's batch size. A model not started by
+    ``deadline`` (``time.perf_counter()``) is listed as skipped."""
     from neurodyn.experiments import load_experiment
 
     rows, compile_spent = [], 0.0
@@ -315,6 +326,9 @@ def model_rows(pairs, model_scales, modes, device, repeats, warmup, data_dir, co
             batch = int(load_experiment(seed, scale)["train"].get("batch_size", 8))
             for role, preset in (("seed", seed), ("baseline", base)):
                 head = {"group": group, "role": role, "preset": preset, "model_scale": scale, "batch": batch}
+                if time.perf_counter() > deadline:
+                    rows += [{**head, "mode": mode, "skipped": "--time-limit reached"} for mode in modes]
+                    continue
                 try:
                     model, task, data, opt, params = build_model_case(preset, scale, batch, device, data_dir)
                 except Exception as exc:  # noqa: BLE001 - a preset that cannot be built here is reported
@@ -436,7 +450,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
-    p.add_argument("--compile-budget", type=float, default=150.0, help="seconds of torch.compile to spend at most")
+    p.add_argument("--compile-budget", type=float, default=90.0, help="seconds of torch.compile to spend at most")
+    p.add_argument("--time-limit", type=float, default=270.0,
+                   help="seconds after which no further model is started (the rest are listed as skipped)")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "neurodyn_gpu_bench_data")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
@@ -468,12 +484,17 @@ def run(scale: str, argv: list[str]) -> int:
             for backend in args.backends:
                 row = measure_op(op, L, backend, s, device, res["bandwidth"]["bytes_per_s"], repeats, warmup)
                 res["ops"].append(row)
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
                 print(f"  {op:15s} L={L:<6d} {backend:7s} " + (f"skipped: {row['skipped'][:80]}" if "skipped" in row
                       else f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_x_floor']:.1f}x floor), fwd+bwd "
                            f"{row['fwdbwd_ms']:.3f} ms ({row['fwdbwd_x_floor']:.1f}x floor)"), flush=True)
     pairs = [p for p in PAIRS if p[0] in args.models]
-    res["models"] = model_rows(pairs, s["model_scales"], args.modes, device, repeats, warmup, args.data_dir,
-                               args.compile_budget)
+    # the models' steps take longer than the ops' calls: fewer repeats by default (their medians are steadier)
+    m_repeats = args.repeats or s.get("model_repeats", repeats)
+    m_warmup = s.get("model_warmup", warmup) if args.warmup is None else args.warmup
+    res["models"] = model_rows(pairs, s["model_scales"], args.modes, device, m_repeats, m_warmup, args.data_dir,
+                               args.compile_budget, t0 + args.time_limit)
     res["ratios"] = ratios(res["models"])
     res["protocol_scale"] = s["model_scales"][-1]
     res["protocols"] = protocols(res["models"], res["protocol_scale"], args.data_dir, device)
