@@ -30,6 +30,21 @@ def fno_run(tmp_path_factory):
         mp.undo()
 
 
+@pytest.fixture(scope="module", params=["fno/navier_stokes_rollout", "gru/activity"])
+def other_run(request, tmp_path_factory):
+    """A one-epoch tiny run of an autoregressive and of a sequence preset."""
+    from neurodyn.train.runs import train_preset
+
+    root = tmp_path_factory.mktemp("devices")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NEURODYN_DATA", str(root / "data"))
+    try:
+        train_preset(request.param, "tiny", root / "run", ["train.epochs=1"], seed=1)
+        yield root / "run"
+    finally:
+        mp.undo()
+
+
 def _devices(model, task) -> set[torch.device]:
     tensors = [*model.parameters(), *model.buffers(), *(b for m in task.normalizers().values() for b in m.buffers())]
     return {t.device for t in tensors}
@@ -75,3 +90,14 @@ def test_a_run_evaluates_predicts_and_plots_on_the_default_device(fno_run, monke
     (fno_run / "predictions.png").unlink(missing_ok=True)
     write_run_plots(fno_run, device=device)
     assert (fno_run / "predictions.png").stat().st_size > 0
+
+
+def test_autoregressive_and_sequence_runs_restore_on_a_device(other_run, monkeypatch):
+    monkeypatch.setenv("NEURODYN_DATA", str(other_run.parent / "data"))
+    meta = torch.device("meta")
+    for restored in (restore_run(other_run, device=meta), load_run(other_run, device=meta)):
+        assert _devices(restored.model, restored.task) == {meta}
+    r = restore_run(other_run, device=meta)
+    check_model_accepts(r.model, r.task, r.data["sets"]["test"], r.cfg["model"]["name"])
+    batch = next(batches(r.data["sets"]["test"], 2, meta))
+    assert r.task.predict(r.model, batch).device == meta
