@@ -101,3 +101,20 @@ def test_autoregressive_and_sequence_runs_restore_on_a_device(other_run, monkeyp
     check_model_accepts(r.model, r.task, r.data["sets"]["test"], r.cfg["model"]["name"])
     batch = next(batches(r.data["sets"]["test"], 2, meta))
     assert r.task.predict(r.model, batch).device == meta
+
+
+def test_job_lists_train_on_the_requested_device(tmp_path, monkeypatch):
+    """``run_jobs(..., device=)`` (what ``neurodyn compare --device`` trains through) hands the device to every
+    training it runs."""
+    from neurodyn.train import runs
+
+    seen = []
+
+    def fake_train(*args, device="cpu", **kwargs):
+        seen.append(str(device))
+        raise KeyboardInterrupt  # stop before anything trains
+
+    monkeypatch.setattr(runs, "train_preset", fake_train)
+    with pytest.raises(KeyboardInterrupt):
+        runs.run_jobs([runs.Job("a", "fno/darcy", 0)], tmp_path, "tiny", device="meta")
+    assert seen == ["meta"]
