@@ -7,6 +7,7 @@ from torch.utils.data import default_collate
 
 from neurodyn.experiments import available_presets, load_experiment
 from neurodyn.nn.mlp import ChannelMLP
+from neurodyn.train.losses import available_losses, build_loss
 
 # presets whose data a user supplies (a converted public file: no generator); their models train in other presets
 USER_DATA = ("_geofno", "/sequence")
@@ -87,3 +88,18 @@ def test_fused_channel_mlp_under_autocast_equals_the_plain_layers():
     for a, b in zip(*grads):
         assert a.dtype == torch.float32  # the master weights' gradients
         torch.testing.assert_close(a, b, rtol=3e-2, atol=3e-2 * b.abs().max().item())
+
+
+@pytest.mark.parametrize("name", available_losses())
+def test_every_loss_of_a_bfloat16_prediction_is_computed_in_float32_under_autocast(name):
+    """A model under autocast hands the loss a bfloat16 prediction: every loss gives what it gives, without autocast,
+    for that prediction's values in float32 (nothing inside it is cast down), and a finite float32 number."""
+    torch.manual_seed(0)
+    target = torch.randn(3, 16, 12, 2) + 2.0
+    pred = (target + 0.1 * torch.randn_like(target)).bfloat16()
+    loss = build_loss(name)
+    want = loss(pred.float(), target)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss(pred, target)
+    assert got.dtype == torch.float32 and torch.isfinite(got)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
