@@ -53,19 +53,20 @@ def _label(preset: str, overrides) -> str:
     return preset + "".join(f" [{o.split('.', 1)[1]}]" for o in overrides)
 
 
-def build_case(preset: str, overrides, data_dir: Path):
-    """(model, task, batch, optimizer, n_params) of a preset at cpu scale on a random batch of its shapes."""
+def build_case(preset: str, overrides, data_dir: Path, scale: str = "cpu", device="cpu"):
+    """(model, task, batch, optimizer, n_params, batch size) of a preset at ``scale`` (default cpu) on a random batch
+    of its shapes (the dataset copy generated on ``device``; everything returned is on the CPU)."""
     from neurodyn.data.assembly import build_data
     from neurodyn.experiments import load_experiment
     from neurodyn.models import count_parameters
     from neurodyn.train.experiment import build_model, build_task, train_config
     from neurodyn.train.trainer import make_optimizer
 
-    cfg = load_experiment(preset, "cpu", list(overrides))
-    small = load_experiment(preset, "cpu", list(overrides) + _small_overrides(cfg))
+    cfg = load_experiment(preset, scale, list(overrides))
+    small = load_experiment(preset, scale, list(overrides) + _small_overrides(cfg))
     os.environ["NEURODYN_DATA"] = str(data_dir)
     tcfg = train_config(small)
-    data = build_data(small, progress=False, train_window_steps=tcfg.window_steps)
+    data = build_data(small, device, progress=False, train_window_steps=tcfg.window_steps)
     torch.manual_seed(0)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(small, data, tcfg)

@@ -10,7 +10,18 @@ import torch
 torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu",
+                     help="the torch device the model, op and trainer tests that take the `device` fixture run on "
+                          "(default cpu; e.g. cuda, cuda:1); a device this machine lacks skips them")
+
+
 def pytest_configure(config):
+    text = config.getoption("--device")
+    try:
+        torch.device(text)
+    except RuntimeError:
+        raise pytest.UsageError(f"--device {text!r} is not a torch device (cpu, cuda, cuda:1, ...)") from None
     config.addinivalue_line("markers", "needs_kernel: needs the compiled CPU kernels; they are built when the first "
                                        "such test starts (never at import or collection), and the test is skipped "
                                        "when they are unavailable")
@@ -24,6 +35,25 @@ def pytest_runtest_setup(item):
         if cpu_kernel.get() is None:
             pytest.skip("the compiled CPU kernels are unavailable (no compiler or ninja, a failed build, or "
                         "NEURODYN_NO_CPP_EXT=1)")
+
+
+def _usable(device: torch.device) -> bool:
+    """Whether tensors can be created on ``device`` here."""
+    try:
+        torch.zeros(1, device=device)
+    except (RuntimeError, AssertionError):  # torch raises AssertionError for a CUDA device in a CPU-only build
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def device(request) -> torch.device:
+    """The device of ``pytest --device`` (default cpu) for the model, op and trainer tests that take it; the tests
+    are skipped when this machine has no such device."""
+    dev = torch.device(request.config.getoption("--device"))  # checked in pytest_configure
+    if not _usable(dev):
+        pytest.skip(f"--device {dev}: this machine has no such device")
+    return dev
 
 
 @pytest.fixture(autouse=True)

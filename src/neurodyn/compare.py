@@ -230,7 +230,7 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
             jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}", preset=preset, seed=int(seed),
                             overrides=[f"train.epochs={n_epochs}"], keys={"preset": label, "budget": budget},
                             label=label, data_from=data_from, model_overrides=own[label]))
-    records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides),
+    records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides), device=device,
                        summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None))
     table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")
     (out_dir / "compare.md").write_text(table)

@@ -21,13 +21,13 @@ def test_chonn1d_parameter_count_and_matched_budgets():
     assert abs(p22 - p3) / p3 < 0.01
 
 
-def test_chonn1d_shapes_and_circular_padding():
-    m = ndm.build("chonn1d", orders=(2,), circular_pad=8)
-    x = torch.randn(3, 40, 1)
+def test_chonn1d_shapes_and_circular_padding(device):
+    m = ndm.build("chonn1d", orders=(2,), circular_pad=8).to(device)
+    x = torch.randn(3, 40, 1, device=device)
     assert m(x).shape == (3, 40, 1)
     # with circular padding the model is equivariant to circular shifts far from... the padded border only
     # approximately; exactly: padding p then cropping equals running on the explicitly padded signal
-    m0 = ndm.build("chonn1d", orders=(2,), circular_pad=0)
+    m0 = ndm.build("chonn1d", orders=(2,), circular_pad=0).to(device)
     m0.load_state_dict(m.state_dict())
     xp = torch.cat([x[:, -8:], x, x[:, :8]], dim=1)
     torch.testing.assert_close(m(x), m0(xp)[:, 8:48])

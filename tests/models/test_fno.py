@@ -73,16 +73,16 @@ def test_default_build_and_config_round_trip():
     assert ndm.count_parameters(again) == ndm.count_parameters(model)
 
 
-def test_shapes_dtype_and_channels_last():
-    model = small(in_channels=3, out_channels=2)
-    x = torch.randn(2, 20, 24, 3)
+def test_shapes_dtype_and_channels_last(device):
+    model = small(in_channels=3, out_channels=2).to(device)
+    x = torch.randn(2, 20, 24, 3, device=device)
     y = model(x)
-    assert y.shape == (2, 20, 24, 2) and y.dtype == torch.float32
+    assert y.shape == (2, 20, 24, 2) and y.dtype == torch.float32 and y.device == x.device
     # 1D
-    model1 = small(modes=(6,), in_channels=2, out_channels=5)
-    assert model1(torch.randn(3, 40, 2)).shape == (3, 40, 5)
+    model1 = small(modes=(6,), in_channels=2, out_channels=5).to(device)
+    assert model1(torch.randn(3, 40, 2, device=device)).shape == (3, 40, 5)
     # another resolution with the same weights
-    assert model(torch.randn(1, 33, 17, 3)).shape == (1, 33, 17, 2)
+    assert model(torch.randn(1, 33, 17, 3, device=device)).shape == (1, 33, 17, 2)
 
 
 def test_axes_are_spatial_then_channels():
@@ -117,10 +117,10 @@ def test_context_channels_change_the_output():
         small()(x, ctx=ctx)
 
 
-def test_gradients_flow_to_every_parameter():
-    model = small(padding=0.25, ctx_channels=1)
-    x = torch.randn(2, 12, 12, 1, requires_grad=True)
-    loss = model(x, ctx=torch.ones(2, 1)).square().mean()
+def test_gradients_flow_to_every_parameter(device):
+    model = small(padding=0.25, ctx_channels=1).to(device)
+    x = torch.randn(2, 12, 12, 1, device=device, requires_grad=True)
+    loss = model(x, ctx=torch.ones(2, 1, device=device)).square().mean()
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name

@@ -127,10 +127,10 @@ def test_padding_is_cropped_where_the_input_was():
     torch.testing.assert_close(y, y.flip(1))
 
 
-def test_context_and_gradients():
-    model = ndm.build("unet", init_features=4, ctx_channels=2)
-    x = torch.randn(2, 20, 20, 1)
-    ctx = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
+def test_context_and_gradients(device):
+    model = ndm.build("unet", init_features=4, ctx_channels=2).to(device)
+    x = torch.randn(2, 20, 20, 1, device=device)
+    ctx = torch.tensor([[0.5, -1.0], [2.0, 0.0]], device=device)
     y = model(x, ctx=ctx)
     assert not torch.allclose(y, model(x, ctx=ctx + 1))
     y.square().mean().backward()

@@ -51,18 +51,17 @@ def test_knc_scan_equals_direct_loop_of_the_recurrence():
 @pytest.mark.parametrize("disc", ["zoh", "euler"])
 @pytest.mark.parametrize("groups", [0, 1, 2])  # 0: fixed (D, N) b and c
 @pytest.mark.parametrize("reverse", [False, True])
-def test_knc_scan_matches_reference_forward_and_gradients(disc, groups, reverse):
+def test_knc_scan_matches_reference_forward_and_gradients(disc, groups, reverse, device):
     torch.manual_seed(2)
     B, D, N, L = 2, 4, 3, 13
-    u = torch.randn(B, D, L, dtype=D64, requires_grad=True)
-    delta = (torch.rand(B, D, L, dtype=D64) * 0.8 + 1e-3).requires_grad_()
-    lam = (torch.rand(D, N, dtype=D64) * 4 + 0.1).requires_grad_()
+    u = torch.randn(B, D, L, dtype=D64)
+    delta = torch.rand(B, D, L, dtype=D64) * 0.8 + 1e-3
+    lam = torch.rand(D, N, dtype=D64) * 4 + 0.1
     shape = (D, N) if groups == 0 else (B, groups, N, L)
-    b = torch.randn(*shape, dtype=D64, requires_grad=True)
-    c = torch.randn(*shape, dtype=D64, requires_grad=True)
-    d = torch.randn(D, dtype=D64, requires_grad=True)
-    args = (u, delta, lam, b, c, d)
+    b, c, d = torch.randn(*shape, dtype=D64), torch.randn(*shape, dtype=D64), torch.randn(D, dtype=D64)
+    args = tuple(t.to(device).requires_grad_() for t in (u, delta, lam, b, c, d))
     y = knc_scan(*args, disc, reverse=reverse)
+    assert y.device == args[0].device
     y_ref = knc_scan_ref(*args, disc, reverse=reverse)
     torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-10)
     w = torch.randn_like(y)

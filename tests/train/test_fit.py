@@ -26,10 +26,10 @@ def _data(n, seed):
     return x, 3.0 * torch.sin(x) + 10.0  # physical units: far from the normalised range
 
 
-def test_a_users_module_trains_checkpoints_resumes_and_predicts(tmp_path):
+def test_a_users_module_trains_checkpoints_resumes_and_predicts(tmp_path, device):
     train, val, test = _data(64, 0), _data(16, 1), _data(16, 2)
     run = tmp_path / "run"
-    options = dict(epochs=20, batch_size=16, lr=1e-2, scheduler="cosine")
+    options = dict(epochs=20, batch_size=16, lr=1e-2, scheduler="cosine", device=device)
     with pytest.raises(KeyboardInterrupt):  # interrupted, then resumed: the same weights as a straight run
         from neurodyn.train import trainer as tr
 
@@ -57,7 +57,8 @@ def test_a_users_module_trains_checkpoints_resumes_and_predicts(tmp_path):
     history = read_history(run)
     assert len(history) == 20 and history[-1]["val"]["rel_l2"] < history[0]["val"]["rel_l2"]
     # predictions in physical units from the run folder alone (the class is imported here)
-    trained = neurodyn.load_run(run)
+    trained = neurodyn.load_run(run, device=device)
+    assert trained.device.type == device.type
     pred = trained.predict(test[0])
     err = ((pred - test[1]).flatten(1).norm(dim=1) / test[1].flatten(1).norm(dim=1)).mean()
     assert err < 0.05 and isinstance(trained.model, TinyNet) and not trained.model.training

@@ -29,18 +29,18 @@ def _losses(run_dir):
             if "train_loss" in (r := json.loads(line))]
 
 
-def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
+def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, device):
     cfg = _cfg("train.scheduler=onecycle")
     whole = tmp_path / "whole"
-    run_experiment(cfg, whole, progress=False)
+    run_experiment(cfg, whole, device=device, progress=False)
 
     broken = tmp_path / "broken"
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C in the middle of epoch 1
-        run_experiment(cfg, broken, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 2))
+        run_experiment(cfg, broken, device=device, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 2))
     pos = read_checkpoint(broken / "checkpoints" / "last.pt")["position"]
     assert (pos["epoch"], pos["batch"]) == (1, 2)
     torch.manual_seed(123)  # the resumed run must not depend on the process' RNG state
-    run_experiment(cfg, broken, progress=False)
+    run_experiment(cfg, broken, device=device, progress=False)
 
     a, b = _weights(whole), _weights(broken)
     assert a.keys() == b.keys()

@@ -60,6 +60,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                                "against their backbones (chain, U-Net, FNO)"),
     "fno-speed": Benchmark("fno_speed.py", "FNO training step, ours vs neuraloperator's (same architecture; needs "
                                            "the bench extra)"),
+    "gpu": Benchmark("gpu.py", "the scans' forward / backward against the memory floor, seed models vs baselines per "
+                               "sample (fp32, bf16, compiled), paper protocols' GPU-hours; --scale tiny on a CPU"),
     "generators": Benchmark("generators.py", "dataset generation speed per generator and the projected time of each "
                                              "dataset at cpu and paper scale"),
     "protocol": Benchmark("protocol.py", "the paper experiments at the papers' protocol or scaled to two cores, "

@@ -207,8 +207,8 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
              evaluate: Callable[[RestoredRun], dict[str, Any]] | None = None,
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
              train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
-             workers: int = 0,
-             threads: int | None = None) -> list[dict[str, Any]]:
+             workers: int = 0, threads: int | None = None,
+             device: str | torch.device = "cpu") -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``store_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
@@ -216,8 +216,9 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
     ``<store_dir>/results.json`` after every run (``runs_dir`` defaults to ``<store_dir>/runs``). With
     ``train=False`` only recorded runs are returned; ``retrain`` trains recorded jobs again and replaces
     their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh
-    process, that many at a time (``threads``: torch threads of each process or of this one); ``evaluate`` and the
-    recording always run here. Prints ``[tag] <label> seed <seed>: <summary(record)>`` per new record.
+    process, that many at a time (``threads``: torch threads of each process or of this one); ``device``: where every
+    job trains; ``evaluate`` and the recording always run here. Prints ``[tag] <label> seed <seed>:
+    <summary(record)>`` per new record.
     """
     store_dir = Path(store_dir)
     runs_dir = Path(runs_dir) if runs_dir is not None else store_dir / "runs"
@@ -245,12 +246,12 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
         print(f"[{tag or store_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)
 
     if workers > 0:
-        _run_in_processes(todo, scale, overrides, runs_dir, resume, workers, threads, record)
+        _run_in_processes(todo, scale, overrides, runs_dir, resume, workers, threads, record, str(device))
     else:
         if threads:
             torch.set_num_threads(threads)
         for job in todo:
-            record(job, _train_job(job, scale, overrides, runs_dir, resume))
+            record(job, _train_job(job, scale, overrides, runs_dir, resume, device))
     if store:  # also records runs that only their folders held
         save_results(store_dir, store)
     return [recorded[j.name] for j in jobs if j.name in recorded]
@@ -266,14 +267,16 @@ def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict
                          job.data_from)
 
 
-def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool) -> RunResult:
+def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
+               device: str | torch.device = "cpu") -> RunResult:
     return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
                         model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
-                        resume=resume)
+                        resume=resume, device=device)
 
 
 def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-                      workers: int, threads: int | None, done: Callable[[Job, RunResult], None]) -> None:
+                      workers: int, threads: int | None, done: Callable[[Job, RunResult], None],
+                      device: str = "cpu") -> None:
     """Train every job in its own ``python -m neurodyn.bench.jobs`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
     package_root = str(Path(__file__).resolve().parents[2])  # the workers import this same neurodyn
@@ -286,7 +289,7 @@ def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], ru
         while pending and len(running) < workers:
             job = pending.pop(0)
             spec = {"job": job._asdict(), "scale": scale, "common": list(common), "runs_dir": str(runs_dir),
-                    "resume": resume, "threads": threads}
+                    "resume": resume, "threads": threads, "device": device}
             running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn.bench.jobs", json.dumps(spec)],
                                                   env=env)))
             print(f"started {job.label or job.name} seed {job.seed} ({len(pending)} queued)", flush=True)
@@ -307,7 +310,8 @@ def _worker(spec_json: str) -> int:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     job = Job(**spec["job"])
-    result = _train_job(job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"])
+    result = _train_job(job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"],
+                        spec.get("device", "cpu"))
     (Path(result.run_dir) / "run_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
     return 0
 

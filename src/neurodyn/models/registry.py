@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -297,6 +298,12 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
             continue
         total += p.numel() * (2 if p.is_complex() else 1)
     return total
+
+
+def module_device(model: nn.Module) -> torch.device:
+    """The device of a module's first parameter (or buffer); the CPU for a module that holds no tensor."""
+    first = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def model_spec(model: nn.Module) -> dict[str, Any]:

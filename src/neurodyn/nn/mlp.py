@@ -127,7 +127,15 @@ class ChannelMLP(nn.Sequential):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused and x.numel() // max(x.shape[-1], 1) * self[0].out_features >= 1 << 20:
             first, last = self[0], self[-1]
-            return fused_mlp(x, first.weight, first.bias, last.weight, last.bias, self.activation_name)
+            params = (first.weight, first.bias, last.weight, last.bias)
+            kind = x.device.type
+            if torch.is_autocast_enabled(kind):
+                # the fused MLP's tiled matmuls write into slices (out=), which autocast does not cast: cast the
+                # input and weights to the autocast dtype here, as autocast casts the plain path's nn.Linear layers
+                dtype = torch.get_autocast_dtype(kind)
+                with torch.autocast(kind, enabled=False):
+                    return fused_mlp(x.to(dtype), *(p.to(dtype) for p in params), self.activation_name)
+            return fused_mlp(x, *params, self.activation_name)
         return super().forward(x)
 
 

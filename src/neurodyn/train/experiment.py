@@ -22,7 +22,7 @@ from ..data.datasets import SteadyDataset
 from ..data.generators import get_generator
 from ..errors import ConfigError
 from ..models import build, count_parameters
-from ..models.registry import check_model_config, config_fields
+from ..models.registry import check_model_config, config_fields, module_device
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .run_folder import foreign_config, training_lock
@@ -71,7 +71,8 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
     file, after the whole training). ``values=False`` passes zeros of the sample's shapes instead of its
     values (for test data before training: nothing of it may reach the model before training ends)."""
     item = dataset[0]
-    batch = {k: v[None] if values else torch.zeros_like(v[None])
+    device = module_device(model)  # the model may already be on an accelerator; the dataset's samples never are
+    batch = {k: (v[None] if values else torch.zeros_like(v[None])).to(device)
              for k, v in item.items() if torch.is_tensor(v) and v.dim() > 0}
     was_training = model.training
     model.eval()  # a shape check: no batch-norm statistics of one sample (nor an update of the running ones)

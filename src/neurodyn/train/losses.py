@@ -60,6 +60,12 @@ Definitions
     assumes the unit domain along each axis: ``h = 1/n`` if periodic (points ``k/n``), ``h = 1/(n-1)``
     otherwise (points ``linspace(0, 1, n)``).
 
+Precision
+---------
+Losses are computed in float32 or wider: float16 / bfloat16 inputs (a model's output under ``torch.autocast``, as
+``train.precision=bf16`` and Lightning's bf16-mixed call it) are taken to float32 first, so that differences of
+neighbouring values and norms do not round to 8 bits.
+
 NaN policy
 ----------
 Losses never check for NaN or raise on it (that would force a device synchronisation every step): a NaN
@@ -158,6 +164,11 @@ def _spacing(h: Spacing, shape: Sequence[int], periodic: bool, where: str) -> tu
     return hs
 
 
+def at_least_float32(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors, float16 / bfloat16 ones as float32 (module docstring, "Precision")."""
+    return tuple(t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors)
+
+
 # ----------------------------------------------------------------------------------------------------
 # functional losses
 
@@ -182,6 +193,7 @@ def relative_lp(pred: Tensor, target: Tensor, p: float = 2, reduction: str = "me
     """
     where = "relative_lp"
     check_fields(pred, target, where, min_spatial=0, max_spatial=None)
+    pred, target = at_least_float32(pred, target)
     _check_reduction(reduction, where)
     if not (p > 0):
         raise ValueError(f"{where}: p must be positive (or math.inf), got {p!r}.")
@@ -217,6 +229,7 @@ def relative_lp(pred: Tensor, target: Tensor, p: float = 2, reduction: str = "me
 def mse(pred: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error per sample (over all points and channels), then reduced over the batch."""
     check_fields(pred, target, "mse", min_spatial=0, max_spatial=None)
+    pred, target = at_least_float32(pred, target)
     _check_reduction(reduction, "mse")
     per_sample = (pred - target).pow(2).reshape(pred.shape[0], -1).mean(dim=1)
     return _reduce(per_sample, reduction)
@@ -255,6 +268,7 @@ def gradient_loss(pred: Tensor, target: Tensor, weight: float = 0.1, h: Spacing 
     """
     where = "gradient_loss"
     check_fields(pred, target, where, min_spatial=2, max_spatial=2)
+    pred, target = at_least_float32(pred, target)
     _check_reduction(reduction, where)
     if mode not in ("reference", "interior"):
         raise ValueError(f"{where}: mode must be 'reference' or 'interior', got {mode!r}.")
@@ -293,6 +307,7 @@ def h1_loss(pred: Tensor, target: Tensor, periodic: bool = False, h: Spacing = N
     where = "h1_loss"
     n_spatial = check_fields(pred, target, where, min_spatial=1, max_spatial=3)
     _check_reduction(reduction, where)
+    pred, target = at_least_float32(pred, target)
     spatial = pred.shape[1:-1]
     if not periodic and min(spatial) < 3:
         raise ValueError(f"{where}: non-periodic differences need at least 3 points per axis, got spatial "

@@ -29,7 +29,7 @@ from ..data.normalize import Normalizer
 from ..data.sequences import prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
 from ..files import atomic_output, check_not_special
-from ..models.registry import rebuild
+from ..models.registry import module_device, rebuild
 from .run_folder import is_run_entry
 from .tasks import task_from_spec
 
@@ -45,7 +45,7 @@ class TrainedRun:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return module_device(self.model)
 
     def _tensor(self, a) -> torch.Tensor | None:
         if a is None:
@@ -100,7 +100,7 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     if which not in ("last", "best"):
         raise ConfigError(f"which must be 'last' or 'best', got {which!r}")
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
-    ckpt = read_checkpoint(path, map_location=device)
+    ckpt = read_checkpoint(path, map_location="cpu")  # built on the CPU, then moved once: nothing stays behind
     if "experiment" not in ckpt or "model" not in ckpt:
         raise DataError(f"checkpoint {path} was not written by the neurodyn trainer (no experiment config); load a "
                         "bare model with neurodyn.models.load")

@@ -24,7 +24,7 @@ from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.assembly import build_data
 from ..errors import ConfigError, DataError
 from ..models import build
-from ..models.registry import upgrade_config
+from ..models.registry import module_device, upgrade_config
 from .experiment import build_task
 from .trainer import TrainConfig
 
@@ -87,10 +87,14 @@ class RestoredRun:
 
 
 def restore_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu") -> RestoredRun:
-    """Restore a run folder (its ``checkpoints/<which>.pt``) or a checkpoint file."""
+    """Restore a run folder (its ``checkpoints/<which>.pt``) or a checkpoint file, with the model and every
+    normalizer of the task on ``device`` (the data stays on the CPU: :func:`batches` moves it).
+
+    The checkpoint is read onto the CPU and everything built from it is moved once, at the end, so no tensor of the
+    restored task or model stays behind on another device."""
     run = Path(run)
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
-    ckpt = read_checkpoint(path, map_location=device)
+    ckpt = read_checkpoint(path, map_location="cpu")
     cfg = ckpt.get("experiment")
     if not cfg:
         raise DataError(f"checkpoint {path} holds no experiment config; it was not written by the trainer")
@@ -159,7 +163,7 @@ def evaluate_restored(r: RestoredRun, files: Sequence[str | Path] | dict[str, st
     from ..data.assembly import build_test_sets, named_test_files
     from .experiment import check_model_accepts
 
-    dev = next(r.model.parameters()).device
+    dev = module_device(r.model)
     sets: dict[str, Any] = {}
     if files is None:
         if "test" in r.data["sets"]:

@@ -503,7 +503,10 @@ std::vector<at::Tensor> ncp_mlp_bwd(const at::Tensor& x, std::vector<at::Tensor>
       });
     });
   });
-  at::Tensor total = acc.view({threads, sh.C, gl.per_cell, R}).sum({0, 3});
+  // the dims as an IntArrayRef: a bare {0, 3} is ambiguous between sum's IntArrayRef and DimnameList overloads
+  // under -std=c++17, which the cpp_extension of torch <= 2.11 passes (benchmarks/tools/check_kernel_headers.py)
+  const int64_t summed[] = {0, 3};
+  at::Tensor total = acc.view({threads, sh.C, gl.per_cell, R}).sum(at::IntArrayRef(summed));
   // a compact per-synapse gradient -> the (C, rows, cols) weight gradient, zero off the synapses
   auto place = [&](int64_t offset, const Synapses& syn, int64_t rows, int64_t cols) {
     at::Tensor dense = at::zeros({sh.C, rows * cols}, x.options());
