@@ -1,0 +1,353 @@
+"""Triton kernels of the selective scan (forward, and backward by chunked recomputation). Loaded by
+:func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+
+The recurrence, in scan order ``s = 0 .. L-1`` (time ``t = s``, or ``t = L-1-s`` when ``REVERSE``)::
+
+    dt_s = softplus(delta_t + bias)   (or delta_t + bias)        a_s = exp(dt_s A),  x_s = dt_s B_t u_t   (b, d, n)
+    h_s  = a_s h_{s-1} + x_s            (h_{-1} = h0 or 0)
+    y_t  = sum_n C_t h_s + D u_t        out_t = y_t silu(z_t)    (or y_t)
+
+Layout: ``u, delta, z, out: (batch, d, L)``; ``A: (d, n)``; ``B, C``: ``(d, n)`` fixed or ``(batch, G, n, L)``
+(channel ``i`` in group ``i // (d / G)``); ``D, bias: (d,)``; ``h0, last: (batch, d, n)``; all contiguous. Inputs
+may be float16/bfloat16/float32/float64; each load is converted to the accumulation dtype ``ACC`` (float32, or
+float64 when an input is float64).
+
+Forward: one program per (batch element, block of ``BD`` channels); the ``(BD, BN)`` states stay in registers while
+the program walks L in chunks of ``BL`` steps. A chunk is one ``(BD, BN, BL)`` tile: its decays and inputs are loaded
+(coalesced along L), the chunk-local recurrence is ``tl.associative_scan`` with the first-order combine
+``(a1, x1) . (a2, x2) = (a1 a2, a2 x1 + x2)``, and the state entering the chunk is added as ``A_prefix h_prev``.
+With ``SAVE_CKPT`` the state entering each chunk is stored, ``ckpt: (batch, d, nchunks, n)``.
+
+Backward (the adjoint ``lam_s = dLoss/dh_s``)::
+
+    lam_s   = C_t gy_t + a_{s+1} lam_{s+1},          lam_{L-1} = C gy + glast,   gy = gout silu(z) (or gout)
+    gx_s = lam_s:  gu_t = sum_n lam_s dt_s B_t + D gy_t,   gB_t = sum_{d in group} lam_s dt_s u_t,
+    gdt_s   = sum_n lam_s (A a_s h_{s-1} + B_t u_t),  gA = sum_{b,s} lam_s dt_s a_s h_{s-1},  gC_t = sum gy_t h_s,
+    gz = gout y dsilu(z),  gdelta = gdt sigmoid(delta + bias) (softplus) or gdt,  gh0 = a_0 lam_0
+
+with ``a_s h_{s-1} = h_s - x_s``. The programs walk the chunks from the last to the first: each recomputes its
+chunk's states from the stored state entering it (one associative scan), then runs the adjoint as a reverse
+associative scan with the next step's decay ``a_{s+1}`` (1 past the end), carrying ``lam`` across chunks. Per-program
+partial sums (gA, fixed gB/gC, gD, gbias) are written per batch element and summed by the caller; input-dependent
+gB/gC are summed over a group's channels with ``tl.atomic_add`` into an ``ACC`` buffer (one add per (n, t) when a
+channel block lies in one group, the usual case, else one per channel).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _combine(a1, x1, a2, x2):
+    return a1 * a2, a2 * x1 + x2
+
+
+@triton.jit
+def _softplus(v):
+    # log1p(exp(v)) with Kahan's log1p (accurate where exp(v) is tiny); v itself above 20, as torch
+    e = tl.exp(tl.minimum(v, 20.0))
+    w = 1.0 + e
+    lp = tl.where(w == 1.0, e, tl.log(w) * (e / tl.where(w == 1.0, 1.0, w - 1.0)))
+    return tl.where(v > 20.0, v, lp)
+
+
+@triton.jit
+def _sigmoid(v):
+    return 1.0 / (1.0 + tl.exp(-v))
+
+
+@triton.jit
+def _step(delta_ptr, idx, mask, bias, ACC: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr):
+    """(pre-activation, dt) at ``idx``; dt is 0 where ``mask`` is false (so the decay there is 1)."""
+    pre = tl.load(delta_ptr + idx, mask=mask, other=0.0).to(ACC)
+    if HAS_BIAS:
+        pre = pre + bias[:, None]
+    dt = pre
+    if SOFTPLUS:
+        dt = _softplus(pre)
+    return pre, tl.where(mask, dt, 0.0)
+
+
+@triton.jit
+def _coef(ptr, fixed, b, offs_d, offs_n, t, mask3, n, L, n_groups, gsize, ACC: tl.constexpr, VAR: tl.constexpr):
+    """B or C on the (BD, BN, BL) tile: the fixed (BD, BN) matrix broadcast, or the input-dependent values."""
+    if VAR:
+        row = ((b * n_groups + offs_d // gsize) * n)[:, None, None] + offs_n[None, :, None]
+        return tl.load(ptr + row * L + t[None, None, :], mask=mask3, other=0.0).to(ACC)
+    else:
+        return fixed[:, :, None]
+
+
+@triton.jit
+def _times(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
+    s = c * BL + offs_s
+    if REVERSE:
+        t = L - 1 - s
+    else:
+        t = s
+    return s, t
+
+
+@triton.jit
+def _selective_scan_fwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, h0_ptr, out_ptr, last_ptr, ckpt_ptr,
+    dim, L, n, nchunks, gb_n, gb_size, gc_n, gc_size,
+    ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, BL: tl.constexpr,
+    B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr,
+):
+    b = tl.program_id(0)
+    offs_d = tl.program_id(1) * BD + tl.arange(0, BD)
+    offs_n = tl.arange(0, BN)
+    offs_s = tl.arange(0, BL)
+    mask_d = offs_d < dim
+    mask_dn = mask_d[:, None] & (offs_n < n)[None, :]
+    dn = offs_d[:, None] * n + offs_n[None, :]
+    bdn = b * dim * n + dn
+    A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    bias = tl.zeros((BD,), ACC)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
+    Dv = tl.zeros((BD,), ACC)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
+    Bf = tl.zeros((BD, BN), ACC)
+    if not B_VAR:
+        Bf = tl.load(B_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    Cf = tl.zeros((BD, BN), ACC)
+    if not C_VAR:
+        Cf = tl.load(C_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    h = tl.zeros((BD, BN), ACC)
+    if HAS_H0:
+        h = tl.load(h0_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
+    row = (b * dim + offs_d) * L
+    ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
+    for c in range(nchunks):
+        if SAVE_CKPT:
+            tl.store(ckpt_ptr + ck_row + c * n, h, mask=mask_dn)
+        s, t = _times(c, L, offs_s, BL, REVERSE)
+        m2 = mask_d[:, None] & (s < L)[None, :]
+        m3 = mask_dn[:, :, None] & (s < L)[None, None, :]
+        idx = row[:, None] + t[None, :]
+        u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
+        pre, dt = _step(delta_ptr, idx, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
+        a = tl.exp(dt[:, None, :] * A[:, :, None])
+        Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, ACC, B_VAR)
+        x = (dt * u)[:, None, :] * Bt
+        pa, px = tl.associative_scan((a, x), 2, _combine)
+        hs = px + pa * h[:, :, None]
+        Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
+        y = tl.sum(hs * Ct, 1) + Dv[:, None] * u
+        if HAS_Z:
+            zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
+            y = y * zz * _sigmoid(zz)
+        tl.store(out_ptr + idx, y, mask=m2)
+        # the state after the chunk (steps past L keep it: their decay is 1 and their input 0)
+        h = tl.sum(tl.where((offs_s == BL - 1)[None, None, :], hs, 0.0), 2)
+    tl.store(last_ptr + bdn, h, mask=mask_dn)
+
+
+@triton.jit
+def _reduce_coef_grad(gptr, g3, b, offs_d, offs_n, t, mask3, n, L, n_groups, gsize, first_d,
+                      ALIGNED: tl.constexpr):
+    """Add the (BD, BN, BL) per-channel terms of an input-dependent B or C gradient into ``(batch, G, n, L)``."""
+    if ALIGNED:  # the whole channel block lies in one group: sum over it, one add per (n, t)
+        row = (b * n_groups + first_d // gsize) * n + offs_n
+        m = tl.max(mask3.to(tl.int32), 0) > 0
+        tl.atomic_add(gptr + row[:, None] * L + t[None, :], tl.sum(g3, 0), mask=m)
+    else:
+        row = ((b * n_groups + offs_d // gsize) * n)[:, None, None] + offs_n[None, :, None]
+        tl.atomic_add(gptr + row * L + t[None, None, :], g3, mask=mask3)
+
+
+@triton.jit
+def _selective_scan_bwd_kernel(
+    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, h0_ptr, ckpt_ptr, gout_ptr, glast_ptr,
+    gu_ptr, gdelta_ptr, gz_ptr, gh0_ptr, gA_ptr, gB_ptr, gC_ptr, gD_ptr, gbias_ptr,
+    dim, L, n, nchunks, gb_n, gb_size, gc_n, gc_size,
+    ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, BL: tl.constexpr,
+    B_VAR: tl.constexpr, C_VAR: tl.constexpr, B_ALIGNED: tl.constexpr, C_ALIGNED: tl.constexpr,
+    HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_H0: tl.constexpr,
+    HAS_GLAST: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+):
+    b = tl.program_id(0)
+    first_d = tl.program_id(1) * BD
+    offs_d = first_d + tl.arange(0, BD)
+    offs_n = tl.arange(0, BN)
+    offs_s = tl.arange(0, BL)
+    mask_d = offs_d < dim
+    mask_dn = mask_d[:, None] & (offs_n < n)[None, :]
+    dn = offs_d[:, None] * n + offs_n[None, :]
+    bdn = b * dim * n + dn
+    A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    bias = tl.zeros((BD,), ACC)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
+    Dv = tl.zeros((BD,), ACC)
+    if HAS_D:
+        Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
+    Bf = tl.zeros((BD, BN), ACC)
+    if not B_VAR:
+        Bf = tl.load(B_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    Cf = tl.zeros((BD, BN), ACC)
+    if not C_VAR:
+        Cf = tl.load(C_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
+    lam = tl.zeros((BD, BN), ACC)  # lam entering the chunk from its end: lam_{s_end + 1}
+    if HAS_GLAST:
+        lam = tl.load(glast_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
+    gA = tl.zeros((BD, BN), ACC)
+    gBf = tl.zeros((BD, BN), ACC)
+    gCf = tl.zeros((BD, BN), ACC)
+    gD = tl.zeros((BD,), ACC)
+    gbias = tl.zeros((BD,), ACC)
+    row = (b * dim + offs_d) * L
+    ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
+    for i in range(nchunks):
+        c = nchunks - 1 - i
+        h = tl.load(ckpt_ptr + ck_row + c * n, mask=mask_dn, other=0.0).to(ACC)
+        s, t = _times(c, L, offs_s, BL, REVERSE)
+        m2 = mask_d[:, None] & (s < L)[None, :]
+        m3 = mask_dn[:, :, None] & (s < L)[None, None, :]
+        idx = row[:, None] + t[None, :]
+        # the chunk's states, recomputed from the state entering it
+        u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
+        pre, dt = _step(delta_ptr, idx, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
+        a = tl.exp(dt[:, None, :] * A[:, :, None])
+        Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, ACC, B_VAR)
+        x = (dt * u)[:, None, :] * Bt
+        pa, px = tl.associative_scan((a, x), 2, _combine)
+        hs = px + pa * h[:, :, None]
+        Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
+        gy = tl.load(gout_ptr + idx, mask=m2, other=0.0).to(ACC)
+        if HAS_Z:
+            y = tl.sum(hs * Ct, 1) + Dv[:, None] * u
+            zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
+            sg = _sigmoid(zz)
+            tl.store(gz_ptr + idx, gy * y * sg * (1.0 + zz * (1.0 - sg)), mask=m2)
+            gy = gy * zz * sg
+        # the adjoint: reverse scan with the next step's decay (1 past the end of the sequence)
+        s1, t1 = _times(c, L, offs_s + 1, BL, REVERSE)
+        m2n = mask_d[:, None] & (s1 < L)[None, :]
+        pre1, dt1 = _step(delta_ptr, row[:, None] + t1[None, :], m2n, bias, ACC, HAS_BIAS, SOFTPLUS)
+        a1 = tl.exp(dt1[:, None, :] * A[:, :, None])
+        qa, qx = tl.associative_scan((a1, gy[:, None, :] * Ct), 2, _combine, reverse=True)
+        lams = qx + qa * lam[:, :, None]
+        lam = tl.sum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
+        ldt = lams * dt[:, None, :]
+        gu = tl.sum(ldt * Bt, 1) + Dv[:, None] * gy
+        ah = hs - x  # a_s h_{s-1}
+        gdt = tl.sum(lams * (ah * A[:, :, None] + Bt * u[:, None, :]), 1)
+        gA += tl.sum(ah * ldt, 2)
+        if SOFTPLUS:
+            gdt = gdt * _sigmoid(pre)
+        gdt = tl.where(m2, gdt, 0.0)
+        tl.store(gu_ptr + idx, gu, mask=m2)
+        tl.store(gdelta_ptr + idx, gdt, mask=m2)
+        gbias += tl.sum(gdt, 1)
+        gD += tl.sum(gy * u, 1)
+        gB3 = ldt * u[:, None, :]
+        if B_VAR:
+            _reduce_coef_grad(gB_ptr, gB3, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, first_d, B_ALIGNED)
+        else:
+            gBf += tl.sum(gB3, 2)
+        gC3 = gy[:, None, :] * hs
+        if C_VAR:
+            _reduce_coef_grad(gC_ptr, gC3, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, first_d, C_ALIGNED)
+        else:
+            gCf += tl.sum(gC3, 2)
+    if HAS_H0:  # gh0 = a_0 lam_0
+        s0, t0 = _times(0, L, offs_s, BL, REVERSE)
+        first = (s0 == 0)[None, :]
+        pre0, dt0 = _step(delta_ptr, row[:, None] + t0[None, :], mask_d[:, None] & first, bias, ACC, HAS_BIAS,
+                          SOFTPLUS)
+        dt0 = tl.sum(dt0, 1)
+        tl.store(gh0_ptr + bdn, tl.exp(dt0[:, None] * A) * lam, mask=mask_dn)
+    tl.store(gA_ptr + bdn, gA, mask=mask_dn)
+    if not B_VAR:
+        tl.store(gB_ptr + bdn, gBf, mask=mask_dn)
+    if not C_VAR:
+        tl.store(gC_ptr + bdn, gCf, mask=mask_dn)
+    tl.store(gD_ptr + b * dim + offs_d, gD, mask=mask_d)
+    tl.store(gbias_ptr + b * dim + offs_d, gbias, mask=mask_d)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# launchers (arguments prepared by neurodyn.ops.triton_ops: contiguous, B/C 2-D or 4-D)
+
+
+def _acc(*tensors) -> tl.dtype:
+    return tl.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else tl.float32
+
+
+def _groups(W: Tensor, dim: int) -> tuple[int, int]:
+    """(groups, channels per group) of an input-dependent coefficient; (1, 1) for a fixed one (unused)."""
+    if W.dim() == 4:
+        return W.shape[1], dim // W.shape[1]
+    return 1, 1
+
+
+def _warps(bd: int, bn: int, bl: int) -> int:
+    return 8 if bd * bn * bl >= 4096 else 4
+
+
+def fwd(u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l, block_d):
+    """Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n), ckpt (batch, d, nchunks, n) or empty)``;
+    last and ckpt in the accumulation dtype."""
+    batch, dim, L = u.shape
+    n = A.shape[1]
+    acc = _acc(u, delta, A, B, C, D, z, bias, h0)
+    cdt = torch.float64 if acc == tl.float64 else torch.float32
+    nchunks = triton.cdiv(L, block_l)
+    out = torch.empty_like(u)
+    last = u.new_empty(batch, dim, n, dtype=cdt)
+    ckpt = u.new_empty(batch, dim, nchunks, n, dtype=cdt) if save_ckpt else u.new_empty(0, dtype=cdt)
+    bn = triton.next_power_of_2(n)
+    (gbn, gbs), (gcn, gcs) = _groups(B, dim), _groups(C, dim)
+    grid = (batch, triton.cdiv(dim, block_d))
+    _selective_scan_fwd_kernel[grid](
+        u, delta, A, B, C, u if D is None else D, u if z is None else z, u if bias is None else bias,
+        u if h0 is None else h0, out, last, ckpt if save_ckpt else last,
+        dim, L, n, nchunks, gbn, gbs, gcn, gcs,
+        ACC=acc, BD=block_d, BN=bn, BL=block_l, B_VAR=B.dim() == 4, C_VAR=C.dim() == 4, HAS_D=D is not None,
+        HAS_Z=z is not None, HAS_BIAS=bias is not None, HAS_H0=h0 is not None, SOFTPLUS=softplus, REVERSE=reverse,
+        SAVE_CKPT=save_ckpt, num_warps=_warps(block_d, bn, block_l),
+    )
+    return out, last, ckpt
+
+
+def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d):
+    """Returns ``(gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias)``: gu, gdelta, gz like u/delta/z; gh0 (batch, d, n);
+    gA (batch, d, n), fixed gB/gC (batch, d, n), gD and gbias (batch, d) per batch element (to be summed over it);
+    input-dependent gB/gC like B/C; everything but gu/gdelta/gz in the accumulation dtype, empty when absent."""
+    batch, dim, L = u.shape
+    n = A.shape[1]
+    acc = _acc(u, delta, A, B, C, D, z, bias, h0)
+    cdt = torch.float64 if acc == tl.float64 else torch.float32
+    nchunks = ckpt.shape[2]
+    bn = triton.next_power_of_2(n)
+    (gbn, gbs), (gcn, gcs) = _groups(B, dim), _groups(C, dim)
+    new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
+    empty = new(0)
+    gu, gdelta = torch.empty_like(u), torch.empty_like(delta)
+    gz = torch.empty_like(z) if z is not None else empty
+    gh0 = new(batch, dim, n) if h0 is not None else empty
+    gA = new(batch, dim, n)
+    coef = lambda W: u.new_zeros(W.shape, dtype=cdt) if W.dim() == 4 else new(batch, dim, n)  # noqa: E731
+    gB, gC = coef(B), coef(C)
+    gD, gbias = new(batch, dim), new(batch, dim)
+    grid = (batch, triton.cdiv(dim, block_d))
+    _selective_scan_bwd_kernel[grid](
+        u, delta, A, B, C, u if D is None else D, u if z is None else z, u if bias is None else bias,
+        u if h0 is None else h0, ckpt, gout, gout if glast is None else glast,
+        gu, gdelta, gu if z is None else gz, gA if h0 is None else gh0, gA, gB, gC, gD, gbias,
+        dim, L, n, nchunks, gbn, gbs, gcn, gcs,
+        ACC=acc, BD=block_d, BN=bn, BL=block_l, B_VAR=B.dim() == 4, C_VAR=C.dim() == 4,
+        B_ALIGNED=gbs % block_d == 0, C_ALIGNED=gcs % block_d == 0, HAS_D=D is not None, HAS_Z=z is not None,
+        HAS_BIAS=bias is not None, HAS_H0=h0 is not None, HAS_GLAST=glast is not None, SOFTPLUS=softplus,
+        REVERSE=reverse, num_warps=_warps(block_d, bn, block_l),
+    )
+    return gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias
