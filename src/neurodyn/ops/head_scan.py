@@ -18,8 +18,9 @@ Backends: ``"heads"`` is the fused CPU kernel (``csrc/head_scan_cpu.cpp``): the 
 head's shared step, decay, B and C are read once per step for 16 (float) or 8 (double) channels, the sum over
 states is a multiply-add per state and nothing is transposed. It needs ``P`` to be a multiple of that lane count.
 ``"auto"`` takes it for CPU tensors when it applies and otherwise folds into channels and calls
-:func:`selective_scan` with its own ``"auto"``; ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
-:func:`selective_scan` backend.
+:func:`selective_scan` with its own ``"auto"`` (for CUDA tensors: the Triton selective-scan kernel when ``triton``
+imports, the folded channels sharing their head's step); ``"triton"``, ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"``
+fold and force that :func:`selective_scan` backend.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ Tensor = torch.Tensor
 
 __all__ = ["head_scan", "head_scan_ref", "HEAD_SCAN_BACKENDS"]
 
-HEAD_SCAN_BACKENDS = ("auto", "heads", "cpp", "torch", "ref", "mamba")
+HEAD_SCAN_BACKENDS = ("auto", "heads", "triton", "cpp", "torch", "ref", "mamba")
 
 
 def _check_head_args(u, dt, A, B, C, D) -> None:

@@ -67,6 +67,15 @@ def _chunks(n: int, size: int) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 # selective scan
 
+def _check_layout(u: Tensor, B: Tensor, C: Tensor) -> None:
+    """The operators take arguments validated by :func:`neurodyn.ops.selective_scan.check_selective_scan_args`; the one
+    layout the kernels could misread silently is a 3-D (batch, n, L) coefficient (pass it as (batch, 1, n, L))."""
+    for name, W in (("B", B), ("C", C)):
+        if W.dim() not in (2, 4):
+            raise ValueError(f"selective_scan_triton: {name} has shape {tuple(W.shape)}; the operator takes (d, n) or "
+                             f"(batch, groups, n, L) (a (batch, n, L) coefficient as (batch, 1, n, L))")
+
+
 _SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, Tensor? delta_bias, "
             "Tensor? h0")
 
@@ -75,6 +84,7 @@ _SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Te
     f"({_SS_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, int block_d) "
     "-> (Tensor, Tensor, Tensor)"))
 def _ss_fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d):
+    _check_layout(u, B, C)
     k = triton_kernels.load("selective_scan", u.device)
     return k.fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d)
 
@@ -93,6 +103,7 @@ def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, sav
     f"({_SS_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, int block_l, int block_d) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
 def _ss_bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d):
+    _check_layout(u, B, C)
     k = triton_kernels.load("selective_scan", u.device)
     return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d)
 

@@ -12,6 +12,12 @@ not on the order of imports; with ``TRITON_INTERPRET=1`` in the environment ever
 kernels on CPU tensors (in the interpreter, slowly: tests only) must be asked for with ``TRITON_INTERPRET=1``
 (:func:`check_device`).
 
+The same holds for Triton's own library: ``tl.sum``, ``tl.zeros``, ``tl.sigmoid`` ... are ``@triton.jit`` functions
+decorated when ``triton`` is imported, and the interpreter cannot call a compiled one ("Cannot call @triton.jit'd
+outside of the scope of a kernel"). So the kernels use only Triton's builtins (``tl.reduce`` with
+``tl.standard._sum_combine`` for a sum, ``tl.full`` for zeros) and their own helpers, and run in the interpreter
+whether or not ``triton`` was first imported under ``TRITON_INTERPRET=1``.
+
 ``NEURODYN_NO_TRITON=1`` makes :func:`available` false, so that ``backend="auto"`` never picks the kernels.
 """
 from __future__ import annotations
@@ -43,11 +49,11 @@ def interpreter_requested() -> bool:
 
 def triton_importable() -> bool:
     """Whether ``import triton`` succeeds (false on platforms or torch builds without it)."""
-    if importlib.util.find_spec("triton") is None:
-        return False
     try:
+        if importlib.util.find_spec("triton") is None:
+            return False
         import triton  # noqa: F401
-    except Exception:  # noqa: BLE001 - a broken install counts as absent
+    except Exception:  # noqa: BLE001 - a broken or blocked install counts as absent
         return False
     return True
 

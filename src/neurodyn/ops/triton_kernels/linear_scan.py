@@ -23,6 +23,12 @@ def _combine(a1, x1, a2, x2):
 
 
 @triton.jit
+def _rsum(x, axis: tl.constexpr):
+    # tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function (see the package docstring)
+    return tl.reduce(x, axis, tl.standard._sum_combine)
+
+
+@triton.jit
 def _rows(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
     s = c * BL + offs_s
     if REVERSE:
@@ -39,7 +45,7 @@ def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.
     offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
     offs_s = tl.arange(0, BL)
     mq = offs_q < Q
-    h = tl.zeros((BQ,), ACC)
+    h = tl.full((BQ,), 0.0, ACC)
     if HAS_H0:
         h = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
     for c in range(nchunks):
@@ -51,7 +57,7 @@ def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.
         pa, px = tl.associative_scan((a, x), 0, _combine)
         hs = px + pa * h[None, :]
         tl.store(h_ptr + idx, hs, mask=m)
-        h = tl.sum(tl.where((offs_s == BL - 1)[:, None], hs, 0.0), 0)
+        h = _rsum(tl.where((offs_s == BL - 1)[:, None], hs, 0.0), 0)
 
 
 @triton.jit
@@ -61,10 +67,10 @@ def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr
     offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
     offs_s = tl.arange(0, BL)
     mq = offs_q < Q
-    h0 = tl.zeros((BQ,), ACC)
+    h0 = tl.full((BQ,), 0.0, ACC)
     if HAS_H0:
         h0 = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
-    lam = tl.zeros((BQ,), ACC)
+    lam = tl.full((BQ,), 0.0, ACC)
     for i in range(nchunks):
         c = nchunks - 1 - i
         s, t = _rows(c, L, offs_s, BL, REVERSE)
@@ -76,7 +82,7 @@ def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr
         g = tl.load(g_ptr + idx, mask=m, other=0.0).to(ACC)
         qa, qx = tl.associative_scan((a1, g), 0, _combine, reverse=True)
         lams = qx + qa * lam[None, :]
-        lam = tl.sum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
+        lam = _rsum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
         sp, tp = _rows(c, L, offs_s - 1, BL, REVERSE)
         mp = (sp >= 0)[:, None] & m
         hp = tl.load(h_ptr + (p * L + tp)[:, None] * Q + offs_q[None, :], mask=mp, other=0.0).to(ACC)
@@ -86,7 +92,7 @@ def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr
     if HAS_H0:
         s0, t0 = _rows(0, L, offs_s, BL, REVERSE)
         m0 = (s0 == 0)[:, None] & mq[None, :]
-        a0 = tl.sum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
+        a0 = _rsum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
         tl.store(gh0_ptr + p * Q + offs_q, a0 * lam, mask=mq)
 
 

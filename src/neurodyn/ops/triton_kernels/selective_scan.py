@@ -47,6 +47,12 @@ def _combine(a1, x1, a2, x2):
 
 
 @triton.jit
+def _rsum(x, axis: tl.constexpr):
+    # tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function (see the package docstring)
+    return tl.reduce(x, axis, tl.standard._sum_combine)
+
+
+@triton.jit
 def _softplus(v):
     # log1p(exp(v)) with Kahan's log1p (accurate where exp(v) is tiny); v itself above 20, as torch
     e = tl.exp(tl.minimum(v, 20.0))
@@ -109,19 +115,19 @@ def _selective_scan_fwd_kernel(
     dn = offs_d[:, None] * n + offs_n[None, :]
     bdn = b * dim * n + dn
     A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    bias = tl.zeros((BD,), ACC)
+    bias = tl.full((BD,), 0.0, ACC)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
-    Dv = tl.zeros((BD,), ACC)
+    Dv = tl.full((BD,), 0.0, ACC)
     if HAS_D:
         Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
-    Bf = tl.zeros((BD, BN), ACC)
+    Bf = tl.full((BD, BN), 0.0, ACC)
     if not B_VAR:
         Bf = tl.load(B_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    Cf = tl.zeros((BD, BN), ACC)
+    Cf = tl.full((BD, BN), 0.0, ACC)
     if not C_VAR:
         Cf = tl.load(C_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    h = tl.zeros((BD, BN), ACC)
+    h = tl.full((BD, BN), 0.0, ACC)
     if HAS_H0:
         h = tl.load(h0_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
     row = (b * dim + offs_d) * L
@@ -141,13 +147,13 @@ def _selective_scan_fwd_kernel(
         pa, px = tl.associative_scan((a, x), 2, _combine)
         hs = px + pa * h[:, :, None]
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
-        y = tl.sum(hs * Ct, 1) + Dv[:, None] * u
+        y = _rsum(hs * Ct, 1) + Dv[:, None] * u
         if HAS_Z:
             zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
             y = y * zz * _sigmoid(zz)
         tl.store(out_ptr + idx, y, mask=m2)
         # the state after the chunk (steps past L keep it: their decay is 1 and their input 0)
-        h = tl.sum(tl.where((offs_s == BL - 1)[None, None, :], hs, 0.0), 2)
+        h = _rsum(tl.where((offs_s == BL - 1)[None, None, :], hs, 0.0), 2)
     tl.store(last_ptr + bdn, h, mask=mask_dn)
 
 
@@ -157,8 +163,8 @@ def _reduce_coef_grad(gptr, g3, b, offs_d, offs_n, t, mask3, n, L, n_groups, gsi
     """Add the (BD, BN, BL) per-channel terms of an input-dependent B or C gradient into ``(batch, G, n, L)``."""
     if ALIGNED:  # the whole channel block lies in one group: sum over it, one add per (n, t)
         row = (b * n_groups + first_d // gsize) * n + offs_n
-        m = tl.max(mask3.to(tl.int32), 0) > 0
-        tl.atomic_add(gptr + row[:, None] * L + t[None, :], tl.sum(g3, 0), mask=m)
+        m = _rsum(mask3.to(tl.int32), 0) > 0
+        tl.atomic_add(gptr + row[:, None] * L + t[None, :], _rsum(g3, 0), mask=m)
     else:
         row = ((b * n_groups + offs_d // gsize) * n)[:, None, None] + offs_n[None, :, None]
         tl.atomic_add(gptr + row * L + t[None, None, :], g3, mask=mask3)
@@ -184,26 +190,26 @@ def _selective_scan_bwd_kernel(
     dn = offs_d[:, None] * n + offs_n[None, :]
     bdn = b * dim * n + dn
     A = tl.load(A_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    bias = tl.zeros((BD,), ACC)
+    bias = tl.full((BD,), 0.0, ACC)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
-    Dv = tl.zeros((BD,), ACC)
+    Dv = tl.full((BD,), 0.0, ACC)
     if HAS_D:
         Dv = tl.load(D_ptr + offs_d, mask=mask_d, other=0.0).to(ACC)
-    Bf = tl.zeros((BD, BN), ACC)
+    Bf = tl.full((BD, BN), 0.0, ACC)
     if not B_VAR:
         Bf = tl.load(B_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    Cf = tl.zeros((BD, BN), ACC)
+    Cf = tl.full((BD, BN), 0.0, ACC)
     if not C_VAR:
         Cf = tl.load(C_ptr + dn, mask=mask_dn, other=0.0).to(ACC)
-    lam = tl.zeros((BD, BN), ACC)  # lam entering the chunk from its end: lam_{s_end + 1}
+    lam = tl.full((BD, BN), 0.0, ACC)  # lam entering the chunk from its end: lam_{s_end + 1}
     if HAS_GLAST:
         lam = tl.load(glast_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
-    gA = tl.zeros((BD, BN), ACC)
-    gBf = tl.zeros((BD, BN), ACC)
-    gCf = tl.zeros((BD, BN), ACC)
-    gD = tl.zeros((BD,), ACC)
-    gbias = tl.zeros((BD,), ACC)
+    gA = tl.full((BD, BN), 0.0, ACC)
+    gBf = tl.full((BD, BN), 0.0, ACC)
+    gCf = tl.full((BD, BN), 0.0, ACC)
+    gD = tl.full((BD,), 0.0, ACC)
+    gbias = tl.full((BD,), 0.0, ACC)
     row = (b * dim + offs_d) * L
     ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
     for i in range(nchunks):
@@ -224,7 +230,7 @@ def _selective_scan_bwd_kernel(
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
         gy = tl.load(gout_ptr + idx, mask=m2, other=0.0).to(ACC)
         if HAS_Z:
-            y = tl.sum(hs * Ct, 1) + Dv[:, None] * u
+            y = _rsum(hs * Ct, 1) + Dv[:, None] * u
             zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
             sg = _sigmoid(zz)
             tl.store(gz_ptr + idx, gy * y * sg * (1.0 + zz * (1.0 - sg)), mask=m2)
@@ -236,35 +242,35 @@ def _selective_scan_bwd_kernel(
         a1 = tl.exp(dt1[:, None, :] * A[:, :, None])
         qa, qx = tl.associative_scan((a1, gy[:, None, :] * Ct), 2, _combine, reverse=True)
         lams = qx + qa * lam[:, :, None]
-        lam = tl.sum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
+        lam = _rsum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
         ldt = lams * dt[:, None, :]
-        gu = tl.sum(ldt * Bt, 1) + Dv[:, None] * gy
+        gu = _rsum(ldt * Bt, 1) + Dv[:, None] * gy
         ah = hs - x  # a_s h_{s-1}
-        gdt = tl.sum(lams * (ah * A[:, :, None] + Bt * u[:, None, :]), 1)
-        gA += tl.sum(ah * ldt, 2)
+        gdt = _rsum(lams * (ah * A[:, :, None] + Bt * u[:, None, :]), 1)
+        gA += _rsum(ah * ldt, 2)
         if SOFTPLUS:
             gdt = gdt * _sigmoid(pre)
         gdt = tl.where(m2, gdt, 0.0)
         tl.store(gu_ptr + idx, gu, mask=m2)
         tl.store(gdelta_ptr + idx, gdt, mask=m2)
-        gbias += tl.sum(gdt, 1)
-        gD += tl.sum(gy * u, 1)
+        gbias += _rsum(gdt, 1)
+        gD += _rsum(gy * u, 1)
         gB3 = ldt * u[:, None, :]
         if B_VAR:
             _reduce_coef_grad(gB_ptr, gB3, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, first_d, B_ALIGNED)
         else:
-            gBf += tl.sum(gB3, 2)
+            gBf += _rsum(gB3, 2)
         gC3 = gy[:, None, :] * hs
         if C_VAR:
             _reduce_coef_grad(gC_ptr, gC3, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, first_d, C_ALIGNED)
         else:
-            gCf += tl.sum(gC3, 2)
+            gCf += _rsum(gC3, 2)
     if HAS_H0:  # gh0 = a_0 lam_0
         s0, t0 = _times(0, L, offs_s, BL, REVERSE)
         first = (s0 == 0)[None, :]
         pre0, dt0 = _step(delta_ptr, row[:, None] + t0[None, :], mask_d[:, None] & first, bias, ACC, HAS_BIAS,
                           SOFTPLUS)
-        dt0 = tl.sum(dt0, 1)
+        dt0 = _rsum(dt0, 1)
         tl.store(gh0_ptr + bdn, tl.exp(dt0[:, None] * A) * lam, mask=mask_dn)
     tl.store(gA_ptr + bdn, gA, mask=mask_dn)
     if not B_VAR:
@@ -331,10 +337,9 @@ def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse,
     bn = triton.next_power_of_2(n)
     (gbn, gbs), (gcn, gcs) = _groups(B, dim), _groups(C, dim)
     new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
-    empty = new(0)
     gu, gdelta = torch.empty_like(u), torch.empty_like(delta)
-    gz = torch.empty_like(z) if z is not None else empty
-    gh0 = new(batch, dim, n) if h0 is not None else empty
+    gz = torch.empty_like(z) if z is not None else new(0)  # (empty outputs: distinct tensors, no output aliases)
+    gh0 = new(batch, dim, n) if h0 is not None else new(0)
     gA = new(batch, dim, n)
     coef = lambda W: u.new_zeros(W.shape, dtype=cdt) if W.dim() == 4 else new(batch, dim, n)  # noqa: E731
     gB, gC = coef(B), coef(C)
