@@ -13,7 +13,8 @@ import textwrap
 import pytest
 import torch
 
-from neurodyn.ops import head_scan, head_scan_ref, linear_scan, selective_scan, selective_scan_ref, triton_kernels
+from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
+                          selective_scan_ref, triton_kernels)
 from neurodyn.ops import triton_ops
 
 from .helpers import rel_err, scan_inputs
@@ -116,7 +117,7 @@ def test_selective_scan_without_grad_saves_no_checkpoints(device):
     args = {k: None if v is None else v.detach() for k, v in args.items()}
     _, _, ckpt = triton_ops.OPS["selective_scan_triton"](
         args["u"], args["delta"], args["A"], args["B"].unsqueeze(1), args["C"].unsqueeze(1), None, None, None, None,
-        False, False, False, 8, 2)
+        False, False, False, 8, 2, False)
     assert ckpt.numel() == 0
     out = selective_scan(**args, backend="triton")
     torch.testing.assert_close(out, selective_scan(**args, backend="ref"), rtol=1e-5, atol=1e-5)
@@ -189,6 +190,30 @@ def test_head_scan_matches_reference(device, dtype):
     _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
 
 
+# Kirchhoff cell: (discretization, groups (0: fixed b, c), reverse, dtype)
+KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", KNC_CASES, ids=lambda c: f"{c[0]}-g{c[1]}{'-rev' if c[2] else ''}-{str(c[3])[6:]}")
+def test_knc_scan_matches_reference(device, case):
+    """The cell's exact ZOH input factor in the kernel (x = delta lambda on both sides of its series' 1/4 switch)."""
+    disc, groups, reverse, dtype = case
+    g = torch.Generator().manual_seed(9)
+    B, D, N, L = 2, 6, 3, 19
+    shape = (D, N) if groups == 0 else (B, groups, N, L)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    base = [r(B, D, L), torch.rand(B, D, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
+            torch.rand(D, N, generator=g, dtype=torch.float64) * 4 + 0.1, r(*shape), r(*shape), r(D)]
+    args = [t.to(device, dtype).requires_grad_() for t in base]
+    ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
+    y = knc_scan(*args, disc, reverse=reverse, backend="triton")
+    want = knc_scan_ref(*ref_args, disc, reverse=reverse)
+    assert y.dtype == dtype
+    _compare((y,), (want,), TOL[dtype])
+    _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # operators: opcheck, export; the interpreter / compiled split of the kernel modules
 
@@ -197,7 +222,7 @@ def _ss_op_args(grad):
     args = scan_inputs(1, 3, 10, 2, dtype=torch.float32, bc="var", groups=1, with_h0=True)
     t = {k: v.requires_grad_(grad) for k, v in args.items()}
     return (t["u"], t["delta"], t["A"], t["B"].unsqueeze(1), t["C"].unsqueeze(1), t["D"], t["z"], t["delta_bias"],
-            t["initial_state"], True, True, True, 8, 2)
+            t["initial_state"], True, True, True, 8, 2, False)
 
 
 def _opcheck_cases():
@@ -205,7 +230,7 @@ def _opcheck_cases():
     with torch.no_grad():
         _, _, ckpt = triton_ops.OPS["selective_scan_triton"](*fwd)
     bwd = (*[t.detach() if isinstance(t, torch.Tensor) else t for t in fwd[:9]], ckpt, torch.randn(1, 3, 10),
-           torch.randn(1, 3, 2), True, True, 8, 2)
+           torch.randn(1, 3, 2), True, True, 8, 2, False)
     g = torch.Generator().manual_seed(8)
     a = (0.5 + 0.5 * torch.rand(2, 9, 3, generator=g)).requires_grad_()
     x, h0 = torch.randn(2, 9, 3, generator=g).requires_grad_(), torch.randn(2, 3, generator=g).requires_grad_()

@@ -9,9 +9,10 @@ formula (``register_autograd``), which calls the matching ``*_bwd`` operator, so
 differentiable. The backward operators are first order.
 
 * ``selective_scan_triton(u, delta, A, B, C, D?, z?, delta_bias?, h0?, softplus, reverse, save_checkpoints,
-  block_l, block_d) -> (out, last, ckpt)`` and ``selective_scan_triton_bwd``: the selective scan of
+  block_l, block_d, zoh) -> (out, last, ckpt)`` and ``selective_scan_triton_bwd``: the selective scan of
   :mod:`neurodyn.ops.selective_scan` with bias, softplus, D, the z gate, reverse, initial and last state in one
-  kernel; ``B, C`` fixed ``(d, n)`` or ``(batch, G, n, L)``. ``ckpt (batch, d, ceil(L / block_l), n)`` holds the state
+  kernel; ``B, C`` fixed ``(d, n)`` or ``(batch, G, n, L)``; ``zoh``: the Kirchhoff cell's exact ZOH input
+  (:mod:`neurodyn.ops.knc_scan`). ``ckpt (batch, d, ceil(L / block_l), n)`` holds the state
   entering every chunk of ``block_l`` steps (empty unless ``save_checkpoints``); the backward recomputes each chunk's
   states from it.
 * ``linear_scan_triton(a, x, h0?, reverse, block_l, block_q) -> h`` and ``linear_scan_triton_bwd``:
@@ -81,16 +82,17 @@ _SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Te
 
 
 @torch.library.custom_op("neurodyn::selective_scan_triton", mutates_args=(), schema=(
-    f"({_SS_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, int block_d) "
+    f"({_SS_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, int block_d, bool zoh) "
     "-> (Tensor, Tensor, Tensor)"))
-def _ss_fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d):
+def _ss_fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh):
     _check_layout(u, B, C)
     k = triton_kernels.load("selective_scan", u.device)
-    return k.fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d)
+    return k.fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh)
 
 
 @_ss_fwd.register_fake
-def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d):
+def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d,
+                 zoh):
     batch, dim, L = u.shape
     n = A.shape[1]
     cdt = _cdt(u, delta, A, B, C, D, z, delta_bias, h0)
@@ -100,16 +102,18 @@ def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, sav
 
 
 @torch.library.custom_op("neurodyn::selective_scan_triton_bwd", mutates_args=(), schema=(
-    f"({_SS_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, int block_l, int block_d) "
+    f"({_SS_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, int block_l, int block_d, "
+    "bool zoh) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
-def _ss_bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d):
+def _ss_bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
     _check_layout(u, B, C)
     k = triton_kernels.load("selective_scan", u.device)
-    return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d)
+    return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh)
 
 
 @_ss_bwd.register_fake
-def _ss_bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d):
+def _ss_bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d,
+                 zoh):
     batch, dim, _ = u.shape
     n = A.shape[1]
     cdt = _cdt(u, delta, A, B, C, D, z, delta_bias, h0)
@@ -121,8 +125,8 @@ def _ss_bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, sof
 
 
 def _ss_setup(ctx, inputs, output):
-    u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save, block_l, block_d = inputs
-    ctx.flags = (softplus, reverse, block_l, block_d)
+    u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save, block_l, block_d, zoh = inputs
+    ctx.flags = (softplus, reverse, block_l, block_d, zoh)
     ctx.has = tuple(t is not None for t in (D, z, delta_bias, h0))
     opt = [t for t in (D, z, delta_bias, h0) if t is not None]
     ctx.save_for_backward(u, delta, A, B, C, output[2], *opt)
@@ -135,15 +139,14 @@ def _ss_backward(ctx, gout, glast, _gckpt):
     if ckpt.numel() == 0 and u.numel() > 0:
         raise RuntimeError("selective_scan_triton: backward without checkpoints (the forward was called with "
                            "save_checkpoints=False)")
-    softplus, reverse, block_l, block_d = ctx.flags
     gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias = _ss_bwd(
         u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout.contiguous(), None if glast is None else glast.contiguous(),
-        softplus, reverse, block_l, block_d)
+        *ctx.flags)
     like = lambda g, t: g.to(t.dtype)  # noqa: E731
     return (gu, gdelta, like(gA.sum(0), A), like(gB if B.dim() == 4 else gB.sum(0), B),
             like(gC if C.dim() == 4 else gC.sum(0), C), like(gD.sum(0), D) if D is not None else None,
             gz if z is not None else None, like(gbias.sum(0), delta_bias) if delta_bias is not None else None,
-            like(gh0, h0) if h0 is not None else None, None, None, None, None, None)
+            like(gh0, h0) if h0 is not None else None, None, None, None, None, None, None)
 
 
 _ss_fwd.register_autograd(_ss_backward, setup_context=_ss_setup)
@@ -154,16 +157,19 @@ def _needs_grad(*tensors) -> bool:
 
 
 def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False, reverse=False,
-                          initial_state=None):
+                          initial_state=None, zoh=False):
     """The selective scan on the Triton kernels; arguments validated, ``B, C`` 2-D ``(d, n)`` or 4-D
-    ``(batch, G, n, L)``. Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n) in float32/64)``."""
+    ``(batch, G, n, L)``. Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n) in float32/64)``.
+
+    ``zoh=True``: the Kirchhoff cell's exact zero-order-hold input factor ``(1 - exp(dt A)) / (-A)`` in place of
+    ``dt`` (``A < 0``; :func:`neurodyn.ops.knc_scan.knc_scan`)."""
     triton_kernels.check_device(u, "selective_scan")
     batch, dim, L = u.shape
     block_l, block_d = scan_blocks(dim, A.shape[1], L)
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     save = _needs_grad(u, delta, A, B, C, D, z, delta_bias, initial_state)
     out, last, _ = _ss_fwd(c(u), c(delta), c(A), c(B), c(C), c(D), c(z), c(delta_bias), c(initial_state), softplus,
-                           reverse, save, block_l, block_d)
+                           reverse, save, block_l, block_d, zoh)
     return out, last
 
 

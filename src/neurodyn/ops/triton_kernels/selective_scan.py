@@ -3,9 +3,13 @@
 
 The recurrence, in scan order ``s = 0 .. L-1`` (time ``t = s``, or ``t = L-1-s`` when ``REVERSE``)::
 
-    dt_s = softplus(delta_t + bias)   (or delta_t + bias)        a_s = exp(dt_s A),  x_s = dt_s B_t u_t   (b, d, n)
+    dt_s = softplus(delta_t + bias)   (or delta_t + bias)        a_s = exp(dt_s A),  x_s = w_s B_t u_t   (b, d, n)
     h_s  = a_s h_{s-1} + x_s            (h_{-1} = h0 or 0)
     y_t  = sum_n C_t h_s + D u_t        out_t = y_t silu(z_t)    (or y_t)
+
+with the input factor ``w_s = dt_s`` (Mamba's Euler input) or, with ``ZOH``, the Kirchhoff cell's exact zero-order
+hold ``w_s = (1 - a_s) / lambda = dt_s phi(dt_s lambda)``, ``lambda = -A > 0`` (:mod:`neurodyn.ops.knc_scan`;
+``dw/ddt = a``, ``dw/dA = dt^2 psi``, :func:`_zoh_factors`).
 
 Layout: ``u, delta, z, out: (batch, d, L)``; ``A: (d, n)``; ``B, C``: ``(d, n)`` fixed or ``(batch, G, n, L)``
 (channel ``i`` in group ``i // (d / G)``); ``D, bias: (d,)``; ``h0, last: (batch, d, n)``; all contiguous. Inputs
@@ -21,8 +25,9 @@ With ``SAVE_CKPT`` the state entering each chunk is stored, ``ckpt: (batch, d, n
 Backward (the adjoint ``lam_s = dLoss/dh_s``)::
 
     lam_s   = C_t gy_t + a_{s+1} lam_{s+1},          lam_{L-1} = C gy + glast,   gy = gout silu(z) (or gout)
-    gx_s = lam_s:  gu_t = sum_n lam_s dt_s B_t + D gy_t,   gB_t = sum_{d in group} lam_s dt_s u_t,
-    gdt_s   = sum_n lam_s (A a_s h_{s-1} + B_t u_t),  gA = sum_{b,s} lam_s dt_s a_s h_{s-1},  gC_t = sum gy_t h_s,
+    gx_s = lam_s:  gu_t = sum_n lam_s w_s B_t + D gy_t,   gB_t = sum_{d in group} lam_s w_s u_t,
+    gdt_s   = sum_n lam_s (A a_s h_{s-1} + dw/ddt B_t u_t),  gC_t = sum gy_t h_s,
+    gA      = sum_{b,s} lam_s (dt_s a_s h_{s-1} + dw/dA B_t u_t),
     gz = gout y dsilu(z),  gdelta = gdt sigmoid(delta + bias) (softplus) or gdt,  gh0 = a_0 lam_0
 
 with ``a_s h_{s-1} = h_s - x_s``. The programs walk the chunks from the last to the first: each recomputes its
@@ -67,6 +72,45 @@ def _sigmoid(v):
 
 
 @triton.jit
+def _zoh_factors(xz, a):
+    """``(phi, psi)`` of ``x = dt lambda >= 0`` with ``a = exp(-x)``: ``phi = (1 - a) / x`` (the ZOH input factor over
+    dt) and ``psi = (phi - a) / x`` (its derivative's), by their Taylor series below x = 1/4 (no cancellation; 13
+    and 12 terms, float64-exact there; a compiled kernel rounds the literals to float32, about 1e-9 of phi) and
+    the closed forms above."""
+    small = xz < 0.25
+    xs = tl.maximum(xz, 0.25)
+    # Horner: sum_k (-x)^k / (k+1)!  and  sum_k (-1)^(k+1) k x^(k-1) / (k+1)!
+    phi_series = 1.6059043836821613e-10
+    phi_series = phi_series * xz + -2.08767569878681e-09
+    phi_series = phi_series * xz + 2.505210838544172e-08
+    phi_series = phi_series * xz + -2.755731922398589e-07
+    phi_series = phi_series * xz + 2.7557319223985893e-06
+    phi_series = phi_series * xz + -2.48015873015873e-05
+    phi_series = phi_series * xz + 0.0001984126984126984
+    phi_series = phi_series * xz + -0.001388888888888889
+    phi_series = phi_series * xz + 0.008333333333333333
+    phi_series = phi_series * xz + -0.041666666666666664
+    phi_series = phi_series * xz + 0.16666666666666666
+    phi_series = phi_series * xz + -0.5
+    phi_series = phi_series * xz + 1.0
+    psi_series = -1.9270852604185937e-09
+    psi_series = psi_series * xz + 2.296443268665491e-08
+    psi_series = psi_series * xz + -2.505210838544172e-07
+    psi_series = psi_series * xz + 2.48015873015873e-06
+    psi_series = psi_series * xz + -2.2045855379188714e-05
+    psi_series = psi_series * xz + 0.00017361111111111112
+    psi_series = psi_series * xz + -0.0011904761904761906
+    psi_series = psi_series * xz + 0.006944444444444444
+    psi_series = psi_series * xz + -0.03333333333333333
+    psi_series = psi_series * xz + 0.125
+    psi_series = psi_series * xz + -0.3333333333333333
+    psi_series = psi_series * xz + 0.5
+    phi = tl.where(small, phi_series, (1.0 - a) / xs)
+    psi = tl.where(small, psi_series, (phi - a) / xs)
+    return phi, psi
+
+
+@triton.jit
 def _step(delta_ptr, idx, mask, bias, ACC: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr):
     """(pre-activation, dt) at ``idx``; dt is 0 where ``mask`` is false (so the decay there is 1)."""
     pre = tl.load(delta_ptr + idx, mask=mask, other=0.0).to(ACC)
@@ -104,9 +148,9 @@ def _selective_scan_fwd_kernel(
     dim, L, n, nchunks, gb_n, gb_size, gc_n, gc_size,
     ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, BL: tl.constexpr,
     B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr,
+    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr, ZOH: tl.constexpr,
 ):
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # (64-bit offsets: tensors past 2^31 elements)
     offs_d = tl.program_id(1) * BD + tl.arange(0, BD)
     offs_n = tl.arange(0, BN)
     offs_s = tl.arange(0, BL)
@@ -141,9 +185,14 @@ def _selective_scan_fwd_kernel(
         idx = row[:, None] + t[None, :]
         u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
         pre, dt = _step(delta_ptr, idx, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
-        a = tl.exp(dt[:, None, :] * A[:, :, None])
+        dA = dt[:, None, :] * A[:, :, None]
+        a = tl.exp(dA)
         Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, ACC, B_VAR)
-        x = (dt * u)[:, None, :] * Bt
+        w = dt[:, None, :]
+        if ZOH:
+            phi, psi = _zoh_factors(-dA, a)
+            w = w * phi
+        x = w * (u[:, None, :] * Bt)
         pa, px = tl.associative_scan((a, x), 2, _combine)
         hs = px + pa * h[:, :, None]
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
@@ -178,9 +227,9 @@ def _selective_scan_bwd_kernel(
     ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, BL: tl.constexpr,
     B_VAR: tl.constexpr, C_VAR: tl.constexpr, B_ALIGNED: tl.constexpr, C_ALIGNED: tl.constexpr,
     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_H0: tl.constexpr,
-    HAS_GLAST: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
+    HAS_GLAST: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, ZOH: tl.constexpr,
 ):
-    b = tl.program_id(0)
+    b = tl.program_id(0).to(tl.int64)  # (64-bit offsets: tensors past 2^31 elements)
     first_d = tl.program_id(1) * BD
     offs_d = first_d + tl.arange(0, BD)
     offs_n = tl.arange(0, BN)
@@ -222,9 +271,15 @@ def _selective_scan_bwd_kernel(
         # the chunk's states, recomputed from the state entering it
         u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
         pre, dt = _step(delta_ptr, idx, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
-        a = tl.exp(dt[:, None, :] * A[:, :, None])
+        dA = dt[:, None, :] * A[:, :, None]
+        a = tl.exp(dA)
         Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, ACC, B_VAR)
-        x = (dt * u)[:, None, :] * Bt
+        bu = u[:, None, :] * Bt
+        w = dt[:, None, :]
+        if ZOH:
+            phi, psi = _zoh_factors(-dA, a)
+            w = w * phi
+        x = w * bu
         pa, px = tl.associative_scan((a, x), 2, _combine)
         hs = px + pa * h[:, :, None]
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
@@ -243,11 +298,15 @@ def _selective_scan_bwd_kernel(
         qa, qx = tl.associative_scan((a1, gy[:, None, :] * Ct), 2, _combine, reverse=True)
         lams = qx + qa * lam[:, :, None]
         lam = _rsum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
-        ldt = lams * dt[:, None, :]
-        gu = _rsum(ldt * Bt, 1) + Dv[:, None] * gy
+        lw = lams * w
+        gu = _rsum(lw * Bt, 1) + Dv[:, None] * gy
         ah = hs - x  # a_s h_{s-1}
-        gdt = _rsum(lams * (ah * A[:, :, None] + Bt * u[:, None, :]), 1)
-        gA += _rsum(ah * ldt, 2)
+        if ZOH:  # dw/ddt = a, dw/dA = dt^2 psi
+            gdt = _rsum(lams * (ah * A[:, :, None] + bu * a), 1)
+            gA += _rsum(lams * dt[:, None, :] * (ah + bu * dt[:, None, :] * psi), 2)
+        else:  # w = dt
+            gdt = _rsum(lams * (ah * A[:, :, None] + bu), 1)
+            gA += _rsum(ah * lw, 2)
         if SOFTPLUS:
             gdt = gdt * _sigmoid(pre)
         gdt = tl.where(m2, gdt, 0.0)
@@ -255,7 +314,7 @@ def _selective_scan_bwd_kernel(
         tl.store(gdelta_ptr + idx, gdt, mask=m2)
         gbias += _rsum(gdt, 1)
         gD += _rsum(gy * u, 1)
-        gB3 = ldt * u[:, None, :]
+        gB3 = lw * u[:, None, :]
         if B_VAR:
             _reduce_coef_grad(gB_ptr, gB3, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, first_d, B_ALIGNED)
         else:
@@ -300,7 +359,7 @@ def _warps(bd: int, bn: int, bl: int) -> int:
     return 8 if bd * bn * bl >= 4096 else 4
 
 
-def fwd(u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l, block_d):
+def fwd(u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l, block_d, zoh):
     """Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n), ckpt (batch, d, nchunks, n) or empty)``;
     last and ckpt in the accumulation dtype."""
     batch, dim, L = u.shape
@@ -320,12 +379,12 @@ def fwd(u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l
         dim, L, n, nchunks, gbn, gbs, gcn, gcs,
         ACC=acc, BD=block_d, BN=bn, BL=block_l, B_VAR=B.dim() == 4, C_VAR=C.dim() == 4, HAS_D=D is not None,
         HAS_Z=z is not None, HAS_BIAS=bias is not None, HAS_H0=h0 is not None, SOFTPLUS=softplus, REVERSE=reverse,
-        SAVE_CKPT=save_ckpt, num_warps=_warps(block_d, bn, block_l),
+        SAVE_CKPT=save_ckpt, ZOH=zoh, num_warps=_warps(block_d, bn, block_l),
     )
     return out, last, ckpt
 
 
-def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d):
+def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
     """Returns ``(gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias)``: gu, gdelta, gz like u/delta/z; gh0 (batch, d, n);
     gA (batch, d, n), fixed gB/gC (batch, d, n), gD and gbias (batch, d) per batch element (to be summed over it);
     input-dependent gB/gC like B/C; everything but gu/gdelta/gz in the accumulation dtype, empty when absent."""
@@ -353,6 +412,6 @@ def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse,
         ACC=acc, BD=block_d, BN=bn, BL=block_l, B_VAR=B.dim() == 4, C_VAR=C.dim() == 4,
         B_ALIGNED=gbs % block_d == 0, C_ALIGNED=gcs % block_d == 0, HAS_D=D is not None, HAS_Z=z is not None,
         HAS_BIAS=bias is not None, HAS_H0=h0 is not None, HAS_GLAST=glast is not None, SOFTPLUS=softplus,
-        REVERSE=reverse, num_warps=_warps(block_d, bn, block_l),
+        REVERSE=reverse, ZOH=zoh, num_warps=_warps(block_d, bn, block_l),
     )
     return gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias
