@@ -72,6 +72,18 @@ def _sigmoid(v):
 
 
 @triton.jit
+def _poly12(x, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12):
+    """``sum_k c_k x^k`` (Horner)."""
+    p = c12 * x + c11
+    p = (p * x + c10) * x + c9
+    p = (p * x + c8) * x + c7
+    p = (p * x + c6) * x + c5
+    p = (p * x + c4) * x + c3
+    p = (p * x + c2) * x + c1
+    return p * x + c0
+
+
+@triton.jit
 def _zoh_factors(xz, a):
     """``(phi, psi)`` of ``x = dt lambda >= 0`` with ``a = exp(-x)``: ``phi = (1 - a) / x`` (the ZOH input factor over
     dt) and ``psi = (phi - a) / x`` (its derivative's), by their Taylor series below x = 1/4 (no cancellation; 13
@@ -79,32 +91,13 @@ def _zoh_factors(xz, a):
     the closed forms above."""
     small = xz < 0.25
     xs = tl.maximum(xz, 0.25)
-    # Horner: sum_k (-x)^k / (k+1)!  and  sum_k (-1)^(k+1) k x^(k-1) / (k+1)!
-    phi_series = 1.6059043836821613e-10
-    phi_series = phi_series * xz + -2.08767569878681e-09
-    phi_series = phi_series * xz + 2.505210838544172e-08
-    phi_series = phi_series * xz + -2.755731922398589e-07
-    phi_series = phi_series * xz + 2.7557319223985893e-06
-    phi_series = phi_series * xz + -2.48015873015873e-05
-    phi_series = phi_series * xz + 0.0001984126984126984
-    phi_series = phi_series * xz + -0.001388888888888889
-    phi_series = phi_series * xz + 0.008333333333333333
-    phi_series = phi_series * xz + -0.041666666666666664
-    phi_series = phi_series * xz + 0.16666666666666666
-    phi_series = phi_series * xz + -0.5
-    phi_series = phi_series * xz + 1.0
-    psi_series = -1.9270852604185937e-09
-    psi_series = psi_series * xz + 2.296443268665491e-08
-    psi_series = psi_series * xz + -2.505210838544172e-07
-    psi_series = psi_series * xz + 2.48015873015873e-06
-    psi_series = psi_series * xz + -2.2045855379188714e-05
-    psi_series = psi_series * xz + 0.00017361111111111112
-    psi_series = psi_series * xz + -0.0011904761904761906
-    psi_series = psi_series * xz + 0.006944444444444444
-    psi_series = psi_series * xz + -0.03333333333333333
-    psi_series = psi_series * xz + 0.125
-    psi_series = psi_series * xz + -0.3333333333333333
-    psi_series = psi_series * xz + 0.5
+    # the series' coefficients, constant term first: (-1)^k / (k+1)!  and  (-1)^k (k+1) / (k+2)!
+    phi_series = _poly12(xz, 1.0, -0.5, 0.16666666666666666, -0.041666666666666664, 0.008333333333333333,
+        -0.001388888888888889, 0.0001984126984126984, -2.48015873015873e-05, 2.7557319223985893e-06,
+        -2.755731922398589e-07, 2.505210838544172e-08, -2.08767569878681e-09, 1.6059043836821613e-10)
+    psi_series = _poly12(xz, 0.5, -0.3333333333333333, 0.125, -0.03333333333333333, 0.006944444444444444,
+        -0.0011904761904761906, 0.00017361111111111112, -2.2045855379188714e-05, 2.48015873015873e-06,
+        -2.505210838544172e-07, 2.296443268665491e-08, -1.9270852604185937e-09, 0.0)
     phi = tl.where(small, phi_series, (1.0 - a) / xs)
     psi = tl.where(small, psi_series, (phi - a) / xs)
     return phi, psi
