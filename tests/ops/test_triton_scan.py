@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
-                          selective_scan_ref, triton_kernels)
+                          selective_scan_2d, selective_scan_2d_ref, selective_scan_ref, triton_kernels)
 from neurodyn.ops import triton_ops
 
 from .helpers import rel_err, scan_inputs
@@ -209,6 +209,25 @@ def test_knc_scan_matches_reference(device, case):
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
     y = knc_scan(*args, disc, reverse=reverse, backend="triton")
     want = knc_scan_ref(*ref_args, disc, reverse=reverse)
+    assert y.dtype == dtype
+    _compare((y,), (want,), TOL[dtype])
+    _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,form", [(torch.float32, "cbx"), (torch.bfloat16, "alg2")])
+def test_scan_2d_matches_reference(device, dtype, form):
+    """GeoMaNO's 2-D scan with its correction, four directions, each a row and a column scan on the Triton kernel."""
+    g = torch.Generator().manual_seed(10)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    b, d, H, W, n = 1, 2, 5, 6, 3
+    base = [r(b, d, H, W), torch.rand(b, d, H, W, generator=g, dtype=torch.float64), -0.1 - torch.rand(
+        d, n, generator=g, dtype=torch.float64), r(b, n, H, W), r(b, n, H, W), r(d)]
+    args = [t.to(device, dtype).requires_grad_() for t in base]
+    ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
+    opts = dict(R="0110", correction_form=form, delta_softplus=True)
+    y = selective_scan_2d(*args, **opts, backend="triton")
+    want = selective_scan_2d_ref(*ref_args, **opts)
     assert y.dtype == dtype
     _compare((y,), (want,), TOL[dtype])
     _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
