@@ -384,3 +384,43 @@ def test_package_works_without_triton(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**__import__("os").environ, "NEURODYN_NO_CPP_EXT": "1"})
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the compiled path, without a GPU
+
+
+def _compile_sm90(kernel, ints, constexprs, num_warps=4):
+    """Compile ``kernel`` for an H100 (sm_90) the way a launch would, down to a cubin (Triton's own ptxas)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig = {a: "constexpr" if a in constexprs else "i32" if a in ints else "*bf16" if a.startswith("u_") else "*fp32"
+           for a in kernel.arg_names}
+    compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    return compiled.asm
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
+    """The interpreter runs the kernels' Python; this runs Triton's compiler on them (AST -> TTIR -> TTGIR -> LLVM ->
+    PTX -> cubin for sm_90, float32 accumulation, bfloat16 u), the path a CUDA launch takes, at the default tiles."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # (the default; unset, triton 3.9 warns that 3.10 changes it)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    tl = pytest.importorskip("triton.language")
+    ss = triton_kernels.load("selective_scan", torch.device("cuda"))
+    ls = triton_kernels.load("linear_scan", torch.device("cuda"))
+    ints = {"dim", "L", "n", "nchunks", "gb_n", "gb_size", "gc_n", "gc_size", "Q"}
+    flags = dict(ACC=tl.float32, BD=4, BN=16, BL=32, B_VAR=True, C_VAR=False, HAS_D=True, HAS_Z=True, HAS_BIAS=True,
+                 HAS_H0=True, SOFTPLUS=True)
+    for reverse, zoh in ((False, False), (True, True)):
+        common = dict(flags, REVERSE=reverse, ZOH=zoh)
+        assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, ints, dict(common, SAVE_CKPT=True))
+        assert "cubin" in _compile_sm90(ss._selective_scan_bwd_kernel, ints, dict(
+            common, B_ALIGNED=not zoh, C_ALIGNED=False, HAS_GLAST=True))
+    for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
+        assert "cubin" in _compile_sm90(getattr(ls, name), ints, dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
+                                                                          REVERSE=True))
