@@ -36,6 +36,7 @@ def _small_blocks(monkeypatch):
     monkeypatch.setattr(triton_ops, "SCAN_TILE", 64)    # n = 3 -> 4 states: 2 channels per program
     monkeypatch.setattr(triton_ops, "LINEAR_BLOCK_L", 8)
     monkeypatch.setattr(triton_ops, "LINEAR_TILE", 32)  # 4 columns per program
+    monkeypatch.setattr(triton_ops, "SCAN2D_TILE", 32)  # one channel per program at n = 3, W = 6
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
@@ -215,9 +216,16 @@ def test_knc_scan_matches_reference(device, case):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype,form", [(torch.float32, "cbx"), (torch.bfloat16, "alg2")])
-def test_scan_2d_matches_reference(device, dtype, form):
-    """GeoMaNO's 2-D scan with its correction, four directions, each a row and a column scan on the Triton kernel."""
+@pytest.mark.parametrize("dtype,form,fused", [(torch.float32, "cbx", True), (torch.bfloat16, "alg2", True),
+                                              (torch.float32, "eq9", True), (torch.float32, "cbx", False)])
+def test_scan_2d_matches_reference(device, dtype, form, fused, monkeypatch):
+    """GeoMaNO's 2-D scan with its correction, in two directions (frames: as is, and transposed and flipped), on the
+    fused kernel (checkpoints every 4 of 5 or 6 rows, 2 channel blocks) or, for rows too long for it, on the
+    linear-scan kernel."""
+    if not fused:
+        monkeypatch.setattr(triton_ops, "SCAN2D_MAX_ROW", 16)
+    calls = []
+    monkeypatch.setattr(triton_ops, "_s2_bwd", _counting(triton_ops._s2_bwd, calls))
     g = torch.Generator().manual_seed(10)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     b, d, H, W, n = 1, 2, 5, 6, 3
@@ -225,12 +233,20 @@ def test_scan_2d_matches_reference(device, dtype, form):
         d, n, generator=g, dtype=torch.float64), r(b, n, H, W), r(b, n, H, W), r(d)]
     args = [t.to(device, dtype).requires_grad_() for t in base]
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
-    opts = dict(R="0110", correction_form=form, delta_softplus=True)
+    opts = dict(R="01", directions=("row", "col_rev"), correction_form=form, delta_softplus=True)
     y = selective_scan_2d(*args, **opts, backend="triton")
     want = selective_scan_2d_ref(*ref_args, **opts)
     assert y.dtype == dtype
     _compare((y,), (want,), TOL[dtype])
     _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
+    assert len(calls) == (2 if fused else 0)  # one backward per direction on the fused kernel
+
+
+def _counting(fn, calls):
+    def wrapper(*args):
+        calls.append(1)
+        return fn(*args)
+    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -255,7 +271,16 @@ def _opcheck_cases():
     x, h0 = torch.randn(2, 9, 3, generator=g).requires_grad_(), torch.randn(2, 3, generator=g).requires_grad_()
     with torch.no_grad():
         h = triton_ops.OPS["linear_scan_triton"](a, x, h0, True, 8, 2)
+    gx = torch.Generator().manual_seed(11)
+    r = lambda *s: torch.randn(*s, generator=gx).requires_grad_()  # noqa: E731
+    s2 = (r(1, 2, 5, 3), torch.rand(1, 2, 5, 3, generator=gx).requires_grad_(), (-0.5 - torch.rand(
+        2, 3, generator=gx)).requires_grad_(), r(1, 3, 5, 3), r(1, 3, 5, 3), r(2), r(2, 3), 0)
+    with torch.no_grad():
+        _, ckpt2 = triton_ops.OPS["scan2d_triton"](*s2, True, 4, 1)
     return {
+        "scan2d_triton": (*s2, True, 4, 1),
+        "scan2d_triton_bwd": (*[t.detach() if isinstance(t, torch.Tensor) else t for t in s2], ckpt2,
+                              torch.randn(1, 2, 5, 3), 4, 1),
         "selective_scan_triton": fwd,
         "selective_scan_triton_bwd": bwd,
         "linear_scan_triton": (a, x, h0, True, 8, 2),
@@ -390,7 +415,7 @@ def test_package_works_without_triton(tmp_path):
 # the compiled path, without a GPU
 
 
-def _compile_sm90(kernel, ints, constexprs, num_warps=4):
+def _compile_sm90(kernel, ints, constexprs, num_warps=4):  # float32 pointers (bfloat16 for u)
     """Compile ``kernel`` for an H100 (sm_90) the way a launch would, down to a cubin (Triton's own ptxas)."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -424,3 +449,8 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
         assert "cubin" in _compile_sm90(getattr(ls, name), ints, dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))
+    s2 = triton_kernels.load("scan_2d", torch.device("cuda"))
+    for form in (0, 2):
+        common = dict(ACC=tl.float32, BD=1, BN=16, BW=128, ROWS=4, FORM=form, HAS_D=True)
+        assert "cubin" in _compile_sm90(s2._scan2d_fwd_kernel, ints | {"H", "W", "nblk"}, dict(common, SAVE_CKPT=True))
+        assert "cubin" in _compile_sm90(s2._scan2d_bwd_kernel, ints | {"H", "W", "nblk"}, common)

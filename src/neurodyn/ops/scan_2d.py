@@ -15,12 +15,14 @@ an exclusive scan (its own ``bx`` term removed exactly).
 
 Backends: ``"cpp"`` = a fused CPU kernel that runs the row scan and the column scan cell by cell
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
-backward (row checkpoints + the two adjoint recurrences); ``"scan"`` = a row then a column
-:func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"triton"`` = the same two
-scans on the Triton linear-scan kernel (:mod:`neurodyn.ops.triton_ops`; states of size ``(batch, d, H, W, n)`` are
-materialised: a fused 2-D Triton kernel is not written yet); ``"torch"`` = the same with the pure-PyTorch chunked
-scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel builds, ``"triton"`` for CUDA tensors when ``triton``
-imports (pending a GPU measurement), else ``"torch"``. float16/bfloat16 inputs are computed in float32.
+backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = a fused Triton kernel per direction
+(:mod:`neurodyn.ops.triton_ops`: a row's states in registers, row scans as associative scans, the column scan
+carried from row to row; backward from row checkpoints), or, for rows too long for it (``n_pow2 * W_pow2 > 2048``,
+e.g. n = 16 and W > 128), the ``"scan"`` path on the Triton linear-scan kernel; ``"scan"`` = a row then a column
+:func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"torch"`` = the same with the
+pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel builds, ``"triton"`` for CUDA
+tensors when ``triton`` imports (pending a GPU measurement), else ``"torch"``. float16/bfloat16 inputs are computed
+in float32.
 
 Directions (``directions=``): ``"paper"`` = GeoMaNO's four cross-scan traversals
 ``("row", "row_rev", "col", "col_rev")`` (the 2-D scan starting at the top-left / bottom-right corner,
@@ -45,6 +47,7 @@ from ..errors import check_choice
 from . import kernel_ops, triton_kernels
 from .directions import resolve_directions
 from .linear_scan import linear_scan
+from .triton_ops import scan2d_blocks, scan2d_triton
 
 Tensor = torch.Tensor
 
@@ -195,6 +198,13 @@ def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
         FORMS.index(form) if Rk is not None else 0)
 
 
+def _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
+    c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
+    R = torch.zeros_like(c(Ak)) if Rk is None else c(Rk)
+    return scan2d_triton(c(xk), _dt(c(dk), c(bk), softplus), c(Ak), c(Bk), c(Ck), c(Dk), R,
+                         FORMS.index(form) if Rk is not None else 0)
+
+
 def _direction_scan(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, backend):
     dt = _dt(dk, bk, softplus)
     a = torch.exp(dt.unsqueeze(-1) * Ak[:, None, None, :])  # (batch, d, H, W, n)
@@ -224,6 +234,8 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
         xk, dk, Bk, Ck = (_to_frame(t, spec) for t in (x, dk, Bk, Ck))
         if backend == "cpp":
             y = _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
+        elif backend == "triton" and x.numel() > 0 and scan2d_blocks(x.shape[1], Ak.shape[-1], xk.shape[-1]):
+            y = _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
         else:
             c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
             y = _direction_scan(c(xk), c(dk), c(Ak), c(Bk), c(Ck), c(Dk), c(bk), c(Rk), delta_softplus,

@@ -17,6 +17,9 @@ differentiable. The backward operators are first order.
   states from it.
 * ``linear_scan_triton(a, x, h0?, reverse, block_l, block_q) -> h`` and ``linear_scan_triton_bwd``:
   ``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)``.
+* ``scan2d_triton(x, dt, A, B, C, D?, R, form, save_checkpoints, rows, block_d) -> (y, ckpt)`` and
+  ``scan2d_triton_bwd``: one direction of GeoMaNO's 2-D scan with its correction, in the direction's frame;
+  ``ckpt (batch, d, ceil(H / rows), n, W)`` holds the column states entering every block of ``rows`` rows.
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from . import triton_kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["OPS", "scan_blocks", "linear_blocks", "selective_scan_triton", "linear_scan_triton"]
+__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "selective_scan_triton", "linear_scan_triton",
+           "scan2d_triton"]
 
 # tile sizes (elements per program's register tile; the chunk length is also the checkpoint interval). Chosen without
 # a GPU run: at n = 16 a selective-scan program holds 4 channels x 16 states x 32 steps; the speed is unmeasured.
@@ -34,6 +38,10 @@ SCAN_BLOCK_L = 32
 SCAN_TILE = 2048
 LINEAR_BLOCK_L = 32
 LINEAR_TILE = 2048
+SCAN2D_ROWS = 4          # 2-D scan: a checkpoint every 4 rows (the backward recomputes up to 3 rows per row)
+SCAN2D_TILE = 2048
+SCAN2D_MAX_ROW = 2048    # states of one channel's row (n_pow2 x W_pow2) the 2-D kernel holds in registers (ptxas for
+                         # sm_90: the backward spills beyond 8 per thread, 2048 with 8 warps)
 
 
 def _pow2(x: int) -> int:
@@ -226,5 +234,80 @@ def linear_scan_triton(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -
                    block_q)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# 2-D scan, one direction in its frame
+
+
+def scan2d_blocks(dim: int, n: int, W: int) -> tuple[int, int] | None:
+    """``(rows, block_d)`` of the 2-D kernels (a checkpoint every ``rows`` rows; ``block_d`` channels per program, a
+    ``(block_d, n_pow2, W_pow2)`` tile of about ``SCAN2D_TILE`` elements), or None when one channel's row of states
+    exceeds ``SCAN2D_MAX_ROW`` elements (the kernel holds a whole row in registers)."""
+    row = _pow2(n) * _pow2(W)
+    if row > SCAN2D_MAX_ROW:
+        return None
+    return SCAN2D_ROWS, _floor_pow2(min(_pow2(dim), max(SCAN2D_TILE // row, 1)))
+
+
+_S2_ARGS = "Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, int form"
+
+
+@torch.library.custom_op("neurodyn::scan2d_triton", mutates_args=(), schema=(
+    f"({_S2_ARGS}, bool save_checkpoints, int rows, int block_d) -> (Tensor, Tensor)"))
+def _s2_fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
+    return triton_kernels.load("scan_2d", x.device).fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d)
+
+
+@_s2_fwd.register_fake
+def _s2_fwd_fake(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
+    batch, dim, H, W = x.shape
+    ckpt = x.new_empty(batch, dim, _chunks(H, rows), A.shape[1], W) if save_checkpoints else x.new_empty(0)
+    return x.new_empty(x.shape), ckpt
+
+
+@torch.library.custom_op("neurodyn::scan2d_triton_bwd", mutates_args=(), schema=(
+    f"({_S2_ARGS}, Tensor ckpt, Tensor gy, int rows, int block_d) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
+    return triton_kernels.load("scan_2d", x.device).bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d)
+
+
+@_s2_bwd.register_fake
+def _s2_bwd_fake(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
+    batch, dim = x.shape[:2]
+    n = A.shape[1]
+    return (x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty(batch, dim, n), B.new_empty(B.shape),
+            C.new_empty(C.shape), x.new_empty(batch, dim), x.new_empty(batch, dim, n))
+
+
+def _s2_setup(ctx, inputs, output):
+    x, dt, A, B, C, D, R, form, save, rows, block_d = inputs
+    ctx.flags = (form, rows, block_d)
+    ctx.has_D = D is not None
+    ctx.save_for_backward(x, dt, A, B, C, R, output[1], *((D,) if D is not None else ()))
+
+
+def _s2_backward(ctx, gy, _gckpt):
+    x, dt, A, B, C, R, ckpt, *opt = ctx.saved_tensors
+    D = opt[0] if ctx.has_D else None
+    form, rows, block_d = ctx.flags
+    gx, gdt, gA, gB, gC, gD, gR = _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy.contiguous(), rows, block_d)
+    return (gx, gdt, gA.sum(0), gB, gC, gD.sum(0) if D is not None else None, gR.sum(0), None, None, None, None)
+
+
+_s2_fwd.register_autograd(_s2_backward, setup_context=_s2_setup)
+
+
+def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
+    """One direction of :func:`neurodyn.ops.scan_2d.selective_scan_2d` in its frame on the fused Triton kernel:
+    ``x, dt (batch, d, H, W)`` (dt final), ``A, R (d, n)``, ``B, C (batch, n, H, W)``, ``D (d,)`` or None, one
+    float32/float64 dtype; ``form`` indexes ``("cbx", "eq9", "alg2")``. Returns ``y (batch, d, H, W)``. The caller
+    checks :func:`scan2d_blocks` first (None: the row is too long for the kernel)."""
+    triton_kernels.check_device(x, "selective_scan_2d")
+    rows, block_d = scan2d_blocks(x.shape[1], A.shape[1], x.shape[3])
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    save = _needs_grad(x, dt, A, B, C, D, R)
+    return _s2_fwd(c(x), c(dt), c(A), c(B), c(C), c(D), c(R), form, save, rows, block_d)[0]
+
+
 OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
-       "linear_scan_triton_bwd": _ls_bwd}
+       "linear_scan_triton_bwd": _ls_bwd, "scan2d_triton": _s2_fwd, "scan2d_triton_bwd": _s2_bwd}

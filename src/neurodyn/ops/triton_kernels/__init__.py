@@ -34,7 +34,7 @@ from ..kernel_ops import constant_for_compile
 
 _ENV_DISABLE = "NEURODYN_NO_TRITON"
 _HERE = Path(__file__).parent
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # (reentrant: a kernel module loads the shared helpers while being loaded)
 _MODULES: dict[tuple[str, bool], object] = {}
 
 
@@ -80,10 +80,18 @@ def load(name: str, device: torch.device):
     """The kernel module ``name`` (``"selective_scan"``, ``"linear_scan"``) built for ``device``: interpreted for CPU
     tensors or when ``TRITON_INTERPRET=1``, compiled otherwise."""
     interpret = device.type == "cpu" or interpreter_requested()
+    mod = _MODULES.get((name, interpret))
+    return mod if mod is not None else _load_build(name, interpret)
+
+
+def shared():
+    """The helpers module ``common.py`` of the build being loaded: called by a kernel module at its import, while
+    :func:`load` has set ``TRITON_INTERPRET`` for that build."""
+    return _load_build("common", interpreter_requested())
+
+
+def _load_build(name: str, interpret: bool):
     key = (name, interpret)
-    mod = _MODULES.get(key)
-    if mod is not None:
-        return mod
     with _LOCK:
         if key not in _MODULES:
             _MODULES[key] = _exec(name, interpret)

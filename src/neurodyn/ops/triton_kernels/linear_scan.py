@@ -16,16 +16,10 @@ import torch
 import triton
 import triton.language as tl
 
+from neurodyn.ops.triton_kernels import shared
 
-@triton.jit
-def _combine(a1, x1, a2, x2):
-    return a1 * a2, a2 * x1 + x2
+common = shared()  # combine, rsum (this build's)
 
-
-@triton.jit
-def _rsum(x, axis: tl.constexpr):
-    # tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function (see the package docstring)
-    return tl.reduce(x, axis, tl.standard._sum_combine)
 
 
 @triton.jit
@@ -54,10 +48,10 @@ def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.
         idx = (p * L + t)[:, None] * Q + offs_q[None, :]
         a = tl.load(a_ptr + idx, mask=m, other=1.0).to(ACC)
         x = tl.load(x_ptr + idx, mask=m, other=0.0).to(ACC)
-        pa, px = tl.associative_scan((a, x), 0, _combine)
+        pa, px = tl.associative_scan((a, x), 0, common.combine)
         hs = px + pa * h[None, :]
         tl.store(h_ptr + idx, hs, mask=m)
-        h = _rsum(tl.where((offs_s == BL - 1)[:, None], hs, 0.0), 0)
+        h = common.rsum(tl.where((offs_s == BL - 1)[:, None], hs, 0.0), 0)
 
 
 @triton.jit
@@ -80,9 +74,9 @@ def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr
         a1 = tl.load(a_ptr + (p * L + t1)[:, None] * Q + offs_q[None, :], mask=(s1 < L)[:, None] & mq[None, :],
                      other=1.0).to(ACC)
         g = tl.load(g_ptr + idx, mask=m, other=0.0).to(ACC)
-        qa, qx = tl.associative_scan((a1, g), 0, _combine, reverse=True)
+        qa, qx = tl.associative_scan((a1, g), 0, common.combine, reverse=True)
         lams = qx + qa * lam[None, :]
-        lam = _rsum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
+        lam = common.rsum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
         sp, tp = _rows(c, L, offs_s - 1, BL, REVERSE)
         mp = (sp >= 0)[:, None] & m
         hp = tl.load(h_ptr + (p * L + tp)[:, None] * Q + offs_q[None, :], mask=mp, other=0.0).to(ACC)
@@ -92,7 +86,7 @@ def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr
     if HAS_H0:
         s0, t0 = _rows(0, L, offs_s, BL, REVERSE)
         m0 = (s0 == 0)[:, None] & mq[None, :]
-        a0 = _rsum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
+        a0 = common.rsum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
         tl.store(gh0_ptr + p * Q + offs_q, a0 * lam, mask=mq)
 
 

@@ -43,18 +43,12 @@ import torch
 import triton
 import triton.language as tl
 
+from neurodyn.ops.triton_kernels import shared
+
+common = shared()  # combine, rsum (this build's)
+
 Tensor = torch.Tensor
 
-
-@triton.jit
-def _combine(a1, x1, a2, x2):
-    return a1 * a2, a2 * x1 + x2
-
-
-@triton.jit
-def _rsum(x, axis: tl.constexpr):
-    # tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function (see the package docstring)
-    return tl.reduce(x, axis, tl.standard._sum_combine)
 
 
 @triton.jit
@@ -186,16 +180,16 @@ def _selective_scan_fwd_kernel(
             phi, psi = _zoh_factors(-dA, a)
             w = w * phi
         x = w * (u[:, None, :] * Bt)
-        pa, px = tl.associative_scan((a, x), 2, _combine)
+        pa, px = tl.associative_scan((a, x), 2, common.combine)
         hs = px + pa * h[:, :, None]
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
-        y = _rsum(hs * Ct, 1) + Dv[:, None] * u
+        y = common.rsum(hs * Ct, 1) + Dv[:, None] * u
         if HAS_Z:
             zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
             y = y * zz * _sigmoid(zz)
         tl.store(out_ptr + idx, y, mask=m2)
         # the state after the chunk (steps past L keep it: their decay is 1 and their input 0)
-        h = _rsum(tl.where((offs_s == BL - 1)[None, None, :], hs, 0.0), 2)
+        h = common.rsum(tl.where((offs_s == BL - 1)[None, None, :], hs, 0.0), 2)
     tl.store(last_ptr + bdn, h, mask=mask_dn)
 
 
@@ -205,8 +199,8 @@ def _reduce_coef_grad(gptr, g3, b, offs_d, offs_n, t, mask3, n, L, n_groups, gsi
     """Add the (BD, BN, BL) per-channel terms of an input-dependent B or C gradient into ``(batch, G, n, L)``."""
     if ALIGNED:  # the whole channel block lies in one group: sum over it, one add per (n, t)
         row = (b * n_groups + first_d // gsize) * n + offs_n
-        m = _rsum(mask3.to(tl.int32), 0) > 0
-        tl.atomic_add(gptr + row[:, None] * L + t[None, :], _rsum(g3, 0), mask=m)
+        m = common.rsum(mask3.to(tl.int32), 0) > 0
+        tl.atomic_add(gptr + row[:, None] * L + t[None, :], common.rsum(g3, 0), mask=m)
     else:
         row = ((b * n_groups + offs_d // gsize) * n)[:, None, None] + offs_n[None, :, None]
         tl.atomic_add(gptr + row * L + t[None, None, :], g3, mask=mask3)
@@ -273,12 +267,12 @@ def _selective_scan_bwd_kernel(
             phi, psi = _zoh_factors(-dA, a)
             w = w * phi
         x = w * bu
-        pa, px = tl.associative_scan((a, x), 2, _combine)
+        pa, px = tl.associative_scan((a, x), 2, common.combine)
         hs = px + pa * h[:, :, None]
         Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, ACC, C_VAR)
         gy = tl.load(gout_ptr + idx, mask=m2, other=0.0).to(ACC)
         if HAS_Z:
-            y = _rsum(hs * Ct, 1) + Dv[:, None] * u
+            y = common.rsum(hs * Ct, 1) + Dv[:, None] * u
             zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
             sg = _sigmoid(zz)
             tl.store(gz_ptr + idx, gy * y * sg * (1.0 + zz * (1.0 - sg)), mask=m2)
@@ -288,41 +282,41 @@ def _selective_scan_bwd_kernel(
         m2n = mask_d[:, None] & (s1 < L)[None, :]
         pre1, dt1 = _step(delta_ptr, row[:, None] + t1[None, :], m2n, bias, ACC, HAS_BIAS, SOFTPLUS)
         a1 = tl.exp(dt1[:, None, :] * A[:, :, None])
-        qa, qx = tl.associative_scan((a1, gy[:, None, :] * Ct), 2, _combine, reverse=True)
+        qa, qx = tl.associative_scan((a1, gy[:, None, :] * Ct), 2, common.combine, reverse=True)
         lams = qx + qa * lam[:, :, None]
-        lam = _rsum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
+        lam = common.rsum(tl.where((offs_s == 0)[None, None, :], lams, 0.0), 2)
         lw = lams * w
-        gu = _rsum(lw * Bt, 1) + Dv[:, None] * gy
+        gu = common.rsum(lw * Bt, 1) + Dv[:, None] * gy
         ah = hs - x  # a_s h_{s-1}
         if ZOH:  # dw/ddt = a, dw/dA = dt^2 psi
-            gdt = _rsum(lams * (ah * A[:, :, None] + bu * a), 1)
-            gA += _rsum(lams * dt[:, None, :] * (ah + bu * dt[:, None, :] * psi), 2)
+            gdt = common.rsum(lams * (ah * A[:, :, None] + bu * a), 1)
+            gA += common.rsum(lams * dt[:, None, :] * (ah + bu * dt[:, None, :] * psi), 2)
         else:  # w = dt
-            gdt = _rsum(lams * (ah * A[:, :, None] + bu), 1)
-            gA += _rsum(ah * lw, 2)
+            gdt = common.rsum(lams * (ah * A[:, :, None] + bu), 1)
+            gA += common.rsum(ah * lw, 2)
         if SOFTPLUS:
             gdt = gdt * _sigmoid(pre)
         gdt = tl.where(m2, gdt, 0.0)
         tl.store(gu_ptr + idx, gu, mask=m2)
         tl.store(gdelta_ptr + idx, gdt, mask=m2)
-        gbias += _rsum(gdt, 1)
-        gD += _rsum(gy * u, 1)
+        gbias += common.rsum(gdt, 1)
+        gD += common.rsum(gy * u, 1)
         gB3 = lw * u[:, None, :]
         if B_VAR:
             _reduce_coef_grad(gB_ptr, gB3, b, offs_d, offs_n, t, m3, n, L, gb_n, gb_size, first_d, B_ALIGNED)
         else:
-            gBf += _rsum(gB3, 2)
+            gBf += common.rsum(gB3, 2)
         gC3 = gy[:, None, :] * hs
         if C_VAR:
             _reduce_coef_grad(gC_ptr, gC3, b, offs_d, offs_n, t, m3, n, L, gc_n, gc_size, first_d, C_ALIGNED)
         else:
-            gCf += _rsum(gC3, 2)
+            gCf += common.rsum(gC3, 2)
     if HAS_H0:  # gh0 = a_0 lam_0
         s0, t0 = _times(0, L, offs_s, BL, REVERSE)
         first = (s0 == 0)[None, :]
         pre0, dt0 = _step(delta_ptr, row[:, None] + t0[None, :], mask_d[:, None] & first, bias, ACC, HAS_BIAS,
                           SOFTPLUS)
-        dt0 = _rsum(dt0, 1)
+        dt0 = common.rsum(dt0, 1)
         tl.store(gh0_ptr + bdn, tl.exp(dt0[:, None] * A) * lam, mask=mask_dn)
     tl.store(gA_ptr + bdn, gA, mask=mask_dn)
     if not B_VAR:
