@@ -15,6 +15,9 @@ differentiable. The backward operators are first order.
   (:mod:`neurodyn.ops.knc_scan`). ``ckpt (batch, d, ceil(L / block_l), n)`` holds the state
   entering every chunk of ``block_l`` steps (empty unless ``save_checkpoints``); the backward recomputes each chunk's
   states from it.
+* ``head_scan_triton(u, dt, A, B, C, D?, save_checkpoints, block_l, block_d) -> (y, ckpt)`` and
+  ``head_scan_triton_bwd``: the multi-head scan of :mod:`neurodyn.ops.head_scan` on the same kernels, reading its
+  time-major layout in place (strides, one step and decay per head).
 * ``linear_scan_triton(a, x, h0?, reverse, block_l, block_q) -> h`` and ``linear_scan_triton_bwd``:
   ``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)``.
 * ``scan2d_triton(x, dt, A, B, C, D?, R, form, save_checkpoints, rows, block_d) -> (y, ckpt)`` and
@@ -29,8 +32,8 @@ from . import triton_kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "selective_scan_triton", "linear_scan_triton",
-           "scan2d_triton"]
+__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "selective_scan_triton", "head_scan_triton",
+           "linear_scan_triton", "scan2d_triton"]
 
 # tile sizes (elements per program's register tile; the chunk length is also the checkpoint interval). Chosen without
 # a GPU run: at n = 16 a selective-scan program holds 4 channels x 16 states x 32 steps; the speed is unmeasured.
@@ -183,6 +186,77 @@ def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, so
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# multi-head scan (time-major): the selective-scan kernels reading head_scan's layout in place
+
+
+@torch.library.custom_op("neurodyn::head_scan_triton", mutates_args=(), schema=(
+    "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, bool save_checkpoints, int block_l, int block_d) "
+    "-> (Tensor, Tensor)"))
+def _hs_fwd(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
+    return triton_kernels.load("selective_scan", u.device).head_fwd(u, dt, A, B, C, D, save_checkpoints, block_l,
+                                                                    block_d)
+
+
+@_hs_fwd.register_fake
+def _hs_fwd_fake(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
+    batch, S, L, HP = u.shape
+    cdt = _cdt(u, dt, A, B, C, D)
+    ckpt = (u.new_empty(batch * S, HP, _chunks(L, block_l), B.shape[4], dtype=cdt) if save_checkpoints
+            else u.new_empty(0, dtype=cdt))
+    return u.new_empty(u.shape), ckpt
+
+
+@torch.library.custom_op("neurodyn::head_scan_triton_bwd", mutates_args=(), schema=(
+    "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor ckpt, Tensor gy, int block_l, "
+    "int block_d) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _hs_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
+    return triton_kernels.load("selective_scan", u.device).head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d)
+
+
+@_hs_bwd.register_fake
+def _hs_bwd_fake(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
+    batch, S, L, HP = u.shape
+    cdt = _cdt(u, dt, A, B, C, D)
+    new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
+    return (u.new_empty(u.shape), u.new_empty(u.shape), new(batch * S, HP, B.shape[4]), new(*B.shape), new(*C.shape),
+            new(batch * S, HP))
+
+
+def _hs_setup(ctx, inputs, output):
+    u, dt, A, B, C, D, save, block_l, block_d = inputs
+    ctx.blocks = (block_l, block_d)
+    ctx.has_D = D is not None
+    ctx.save_for_backward(u, dt, A, B, C, output[1], *((D,) if D is not None else ()))
+
+
+def _hs_backward(ctx, gy, _gckpt):
+    u, dt, A, B, C, ckpt, *opt = ctx.saved_tensors
+    D = opt[0] if ctx.has_D else None
+    gu, gdt, gA, gB, gC, gD = _hs_bwd(u, dt, A, B, C, D, ckpt, gy.contiguous(), *ctx.blocks)
+    batch, S, L, HP = u.shape
+    H = dt.shape[3]
+    P = HP // H
+    return (gu, gdt.view(batch, S, L, H, P).sum(-1).to(dt.dtype),
+            gA.view(batch, S, H, P, -1).sum((0, 3, 4)).to(A.dtype), gB.to(B.dtype), gC.to(C.dtype),
+            gD.view(batch, S, HP).sum(0).to(D.dtype) if D is not None else None, None, None, None)
+
+
+_hs_fwd.register_autograd(_hs_backward, setup_context=_hs_setup)
+
+
+def head_scan_triton(u, dt, A, B, C, D=None) -> Tensor:
+    """:func:`neurodyn.ops.head_scan.head_scan` on the selective-scan kernels, reading its time-major layout in place
+    (arguments validated): ``u (batch, S, L, H P)``, ``dt (batch, S, L, H)``, ``A (S, H)``, ``B, C (batch, S, L, G,
+    N)``, ``D (S, H P)``; ``y`` like u. One program per (batch, set, block of channels); a channel reads its head's
+    step and decay, its group's B and C."""
+    triton_kernels.check_device(u, "head_scan")
+    block_l, block_d = scan_blocks(u.shape[3], B.shape[4], u.shape[2])
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    save = _needs_grad(u, dt, A, B, C, D)
+    return _hs_fwd(c(u), c(dt), c(A), c(B), c(C), c(D), save, block_l, block_d)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # linear scan
 
 
@@ -310,4 +384,5 @@ def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
 
 
 OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
-       "linear_scan_triton_bwd": _ls_bwd, "scan2d_triton": _s2_fwd, "scan2d_triton_bwd": _s2_bwd}
+       "linear_scan_triton_bwd": _ls_bwd, "scan2d_triton": _s2_fwd, "scan2d_triton_bwd": _s2_bwd,
+       "head_scan_triton": _hs_fwd, "head_scan_triton_bwd": _hs_bwd}
