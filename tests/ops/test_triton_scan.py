@@ -30,14 +30,19 @@ TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float64: 1e-12}
 
 
 @pytest.fixture(autouse=True)
-def _small_blocks(monkeypatch):
-    """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes); the interpreter allowed."""
+def _small_blocks(monkeypatch, request):
+    """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes); the interpreter allowed
+    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too)."""
     monkeypatch.setattr(triton_ops, "SCAN_BLOCK_L", 8)
     monkeypatch.setattr(triton_ops, "SCAN_TILE", 64)    # n = 3 -> 4 states: 2 channels per program
     monkeypatch.setattr(triton_ops, "LINEAR_BLOCK_L", 8)
     monkeypatch.setattr(triton_ops, "LINEAR_TILE", 32)  # 4 columns per program
     monkeypatch.setattr(triton_ops, "SCAN2D_TILE", 32)  # one channel per program at n = 3, W = 6
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("device") == "cuda":
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 def _on(args, device, dtype):
