@@ -117,6 +117,21 @@ def test_selective_scan_float64_and_single_step(device):
         _compare(_loss_grads(got, leaves), _loss_grads(want, leaves), TOL[torch.float64])
 
 
+def test_selective_scan_mixed_dtypes():
+    """bfloat16 activations (u, z) with float32 parameters and steps: each gradient in its input's dtype."""
+    base = scan_inputs(2, 4, 13, 3, dtype=torch.float64, bc="var", with_h0=True)
+    args = {k: v.to(torch.bfloat16 if k in ("u", "z") else torch.float32).requires_grad_() for k, v in base.items()}
+    ref_args = {k: v.detach().double().requires_grad_() for k, v in args.items()}
+    leaves, ref_leaves = [args[k] for k in NAMES], [ref_args[k] for k in NAMES]
+    got = _ss_call(args, True, True, backend="triton")
+    want = _ss_call(ref_args, True, True, backend="ref")
+    assert got[0].dtype == torch.bfloat16
+    _compare(got, want, TOL[torch.bfloat16])
+    got_g = _loss_grads(got, leaves)
+    assert [g.dtype for g in got_g] == [t.dtype for t in leaves]
+    _compare(got_g, _loss_grads(want, ref_leaves), TOL[torch.bfloat16])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_selective_scan_without_grad_saves_no_checkpoints(device):
     args = _on(scan_inputs(1, 3, 9, 2, bc="var"), device, torch.float32)

@@ -218,7 +218,7 @@ def _hs_bwd_fake(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
     batch, S, L, HP = u.shape
     cdt = _cdt(u, dt, A, B, C, D)
     new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
-    return (u.new_empty(u.shape), u.new_empty(u.shape), new(batch * S, HP, B.shape[4]), new(*B.shape), new(*C.shape),
+    return (u.new_empty(u.shape), new(*u.shape), new(batch * S, HP, B.shape[4]), new(*B.shape), new(*C.shape),
             new(batch * S, HP))
 
 

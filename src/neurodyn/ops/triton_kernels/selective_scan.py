@@ -399,14 +399,15 @@ def _launch_fwd(layout, batch, u, delta, A, B, C, D, z, bias, h0, softplus, reve
 
 
 def _launch_bwd(layout, batch, u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse, block_l,
-                block_d, zoh, var_b, var_c):
+                block_d, zoh, var_b, var_c, per_head=False):
     dim, L, n = layout[:3]
     gb_size, gc_size = layout[15], layout[20]
     acc = _acc(u, delta, A, B, C, D, z, bias, h0)
     cdt = torch.float64 if acc == tl.float64 else torch.float32
     bn = triton.next_power_of_2(n)
     new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
-    gu, gdelta = torch.empty_like(u), torch.empty_like(u)  # (gdelta one per channel, in u's layout)
+    # gdelta: one per channel, in u's layout (delta's dtype; for heads a partial sum over a head's channels: cdt)
+    gu, gdelta = torch.empty_like(u), u.new_empty(u.shape, dtype=cdt if per_head else delta.dtype)
     gz = torch.empty_like(z) if z is not None else new(0)  # (empty outputs: distinct tensors, no output aliases)
     gh0 = new(batch, dim, n) if h0 is not None else new(0)
     gA = new(batch, dim, n)
@@ -451,10 +452,11 @@ def head_fwd(u, dt, A, B, C, D, save_ckpt, block_l, block_d):
 
 
 def head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
-    """``(gu like u, gdt per channel like u (to be summed over each head's P channels), gA (batch S, H P, N), gB,
-    gC like B, C, gD (batch S, H P))``: gA and gD per batch element and set, in the accumulation dtype."""
+    """``(gu like u, gdt per channel of u's shape (to be summed over each head's P channels), gA (batch S, H P, N),
+    gB, gC like B, C, gD (batch S, H P))``: all but gu in the accumulation dtype, gA and gD per batch element and
+    set."""
     batch, S = u.shape[:2]
     gu, gdt, _, _, gA, gB, gC, gD, _ = _launch_bwd(
         _head_layout(u, dt, A, B), batch * S, u, dt, A, B, C, D, None, None, None, ckpt, gy, None, False, False,
-        block_l, block_d, False, True, True)
+        block_l, block_d, False, True, True, per_head=True)
     return gu, gdt, gA, gB, gC, gD
