@@ -11,10 +11,12 @@ with the input factor ``w_s = dt_s`` (Mamba's Euler input) or, with ``ZOH``, the
 hold ``w_s = (1 - a_s) / lambda = dt_s phi(dt_s lambda)``, ``lambda = -A > 0`` (:mod:`neurodyn.ops.knc_scan`;
 ``dw/ddt = a``, ``dw/dA = dt^2 psi``, :func:`_zoh_factors`).
 
-Layout: ``u, delta, z, out: (batch, d, L)``; ``A: (d, n)``; ``B, C``: ``(d, n)`` fixed or ``(batch, G, n, L)``
-(channel ``i`` in group ``i // (d / G)``); ``D, bias: (d,)``; ``h0, last: (batch, d, n)``; all contiguous. Inputs
-may be float16/bfloat16/float32/float64; each load is converted to the accumulation dtype ``ACC`` (float32, or
-float64 when an input is float64).
+Layout (:func:`_standard_layout`): ``u, delta, z, out: (batch, d, L)``; ``A: (d, n)``; ``B, C``: ``(d, n)`` fixed
+or ``(batch, G, n, L)`` (channel ``i`` in group ``i // (d / G)``); ``D, bias: (d,)``; ``h0, last: (batch, d, n)``;
+all contiguous. The kernels address u-like tensors, delta, A, D and input-dependent B/C through strides, so that the
+multi-head scan's time-major tensors are read in place (:func:`_head_layout`: batch and sets folded into the programs'
+batch index, a channel reading its head's step and decay). Inputs may be float16/bfloat16/float32/float64; each load
+is converted to the accumulation dtype ``ACC`` (float32, or float64 when an input is float64).
 
 Forward: one program per (batch element, block of ``BD`` channels); the ``(BD, BN)`` states stay in registers while
 the program walks L in chunks of ``BL`` steps. A chunk is one ``(BD, BN, BL)`` tile: its decays and inputs are loaded
