@@ -16,7 +16,9 @@ The same holds for Triton's own library: ``tl.sum``, ``tl.zeros``, ``tl.sigmoid`
 decorated when ``triton`` is imported, and the interpreter cannot call a compiled one ("Cannot call @triton.jit'd
 outside of the scope of a kernel"). So the kernels use only Triton's builtins (``tl.reduce`` with
 ``tl.standard._sum_combine`` for a sum, ``tl.full`` for zeros) and their own helpers, and run in the interpreter
-whether or not ``triton`` was first imported under ``TRITON_INTERPRET=1``.
+whether or not ``triton`` was first imported under ``TRITON_INTERPRET=1``. (The converse does not hold: in a process
+that imported ``triton`` under ``TRITON_INTERPRET=1`` its library is interpreted and nothing compiles, which is why
+that variable makes every call interpreted.)
 
 ``NEURODYN_NO_TRITON=1`` makes :func:`available` false, so that ``backend="auto"`` never picks the kernels.
 """
