@@ -166,8 +166,10 @@ def test_mamba_backend_requires_cuda():
         selective_scan(a["u"], a["delta"], a["A"], a["B"], a["C"], backend="mamba")
 
 
-def test_auto_dispatches_to_mamba_for_cuda_tensors(monkeypatch):
+def test_auto_dispatches_to_mamba_for_cuda_tensors_without_triton(monkeypatch):
+    """mamba-ssm is auto's CUDA choice when the Triton kernels are off (tests/ops/test_triton_scan.py: with them)."""
     ss = importlib.import_module("neurodyn.ops.selective_scan")
+    monkeypatch.setenv("NEURODYN_NO_TRITON", "1")
 
     class FakeCuda:
         is_cuda = True
@@ -176,6 +178,8 @@ def test_auto_dispatches_to_mamba_for_cuda_tensors(monkeypatch):
     monkeypatch.setattr(ss, "_mamba_fn", lambda: (lambda *a, **k: None))
     assert ss.resolve_backend("auto", FakeCuda()) == "mamba"
     assert ss.resolve_backend("auto", FakeCuda(), initial_state=torch.zeros(1)) != "mamba"
+    monkeypatch.delenv("NEURODYN_NO_TRITON")
+    assert ss.resolve_backend("auto", FakeCuda()) == ("triton" if ss.triton_kernels.available() else "mamba")
     monkeypatch.undo()
     monkeypatch.setenv("NEURODYN_NO_MAMBA_SSM", "1")
     assert ss._mamba_fn() is None  # the environment switch turns the dispatch off

@@ -18,7 +18,7 @@ TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "m
 @pytest.fixture(scope="module")
 def fno_run(tmp_path_factory):
     """A one-epoch tiny FNO run (trained on the CPU) and its data folder."""
-    from neurodyn.train.runs import train_preset
+    from neurodyn.bench.jobs import train_preset
 
     root = tmp_path_factory.mktemp("devices")
     mp = pytest.MonkeyPatch()
@@ -33,7 +33,7 @@ def fno_run(tmp_path_factory):
 @pytest.fixture(scope="module", params=["fno/navier_stokes_rollout", "gru/activity"])
 def other_run(request, tmp_path_factory):
     """A one-epoch tiny run of an autoregressive and of a sequence preset."""
-    from neurodyn.train.runs import train_preset
+    from neurodyn.bench.jobs import train_preset
 
     root = tmp_path_factory.mktemp("devices")
     mp = pytest.MonkeyPatch()

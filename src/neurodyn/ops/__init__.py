@@ -22,7 +22,9 @@ Every fast primitive has a slow, obviously correct reference beside it:
 
 The fused C++ kernels are reached through PyTorch operators, ``torch.ops.neurodyn.*`` (``ops.kernel_ops``: a schema,
 a CPU kernel and a fake each), so every function above traces under ``torch.compile(fullgraph=True)`` and
-``torch.export``.
+``torch.export``. On CUDA the scans (selective, multi-head, Kirchhoff-cell, linear, 2-D) run on Triton kernels
+(``ops.triton_kernels``, registered as ``torch.ops.neurodyn.*_triton`` by ``ops.triton_ops``: schema, fake, autograd)
+when ``triton`` imports: ``backend="triton"``, the ``"auto"`` choice for CUDA tensors pending a GPU measurement.
 """
 from .block_topk import block_topk, exact_topk
 from .cross_scan import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan

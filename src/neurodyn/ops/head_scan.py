@@ -18,7 +18,9 @@ Backends: ``"heads"`` is the fused CPU kernel (``csrc/head_scan_cpu.cpp``): the 
 head's shared step, decay, B and C are read once per step for 16 (float) or 8 (double) channels, the sum over
 states is a multiply-add per state and nothing is transposed. It needs ``P`` to be a multiple of that lane count.
 ``"auto"`` takes it for CPU tensors when it applies and otherwise folds into channels and calls
-:func:`selective_scan` with its own ``"auto"``; ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
+:func:`selective_scan` with its own ``"auto"``; for CUDA tensors when ``triton`` imports it takes ``"triton"``: the
+Triton selective-scan kernels reading this layout in place (:func:`neurodyn.ops.triton_ops.head_scan_triton`, no
+fold; the default pending a GPU measurement). ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
 :func:`selective_scan` backend.
 """
 from __future__ import annotations
@@ -26,15 +28,16 @@ from __future__ import annotations
 import torch
 
 from ..errors import check_choice
-from . import kernel_ops
+from . import kernel_ops, triton_kernels
 from .kernel_ops import OPS
 from .selective_scan import _check_float, _shape, compute_dtype, selective_scan, selective_scan_ref
+from .triton_ops import head_scan_triton
 
 Tensor = torch.Tensor
 
 __all__ = ["head_scan", "head_scan_ref", "HEAD_SCAN_BACKENDS"]
 
-HEAD_SCAN_BACKENDS = ("auto", "heads", "cpp", "torch", "ref", "mamba")
+HEAD_SCAN_BACKENDS = ("auto", "heads", "triton", "cpp", "torch", "ref", "mamba")
 
 
 def _check_head_args(u, dt, A, B, C, D) -> None:
@@ -126,6 +129,8 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     _check_head_args(u, dt, A, B, C, D)
     if u.numel() == 0:  # no steps, samples, sets or channels: y is as empty as u, whatever the backend
         return u.clone()
+    if backend == "triton" or (backend == "auto" and u.is_cuda and triton_kernels.available()):
+        return head_scan_triton(u, dt, A, B, C, D)
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):
         lanes = "16 (float32) or 8 (float64)"

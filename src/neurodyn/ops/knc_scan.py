@@ -7,7 +7,7 @@ For channel ``i`` of ``D``, state ``n`` of ``N`` and step ``k`` (``Delta > 0``, 
     v_k[i,n]     = alpha_k[i,n] v_{k-1}[i,n] + beta_k[i,n] u_k[i]                   (Eq. 32)
     y_k[i]       = sum_n c_k[n] v_k[i,n] + d[i] u_k[i]                              (Eq. 32)
 
-:func:`knc_scan` runs it in the fused CPU kernel (the ZOH factor computed in-kernel), or on
+:func:`knc_scan` runs it in the fused CPU kernel or the Triton kernel (the ZOH factor computed in-kernel), or on
 :func:`neurodyn.ops.selective_scan` (``A = -lambda``, ``B_eff = b phi(Delta lambda)`` with
 ``phi(x) = (1 - e^-x) / x``, see :class:`_ZOHInput`); :func:`knc_scan_ref` is the plain loop.
 :func:`knc_impulse_response` / :func:`knc_transfer_function` are the fixed-coefficient closed forms
@@ -24,6 +24,7 @@ from ..errors import ConfigError, check_choice
 from .cross_scan import VMAMBA_ORDER, cross_scan, cross_unscan
 from .directions import resolve_directions
 from .selective_scan import check_selective_scan_args, compute_dtype, resolve_backend, selective_scan
+from .triton_ops import selective_scan_triton
 
 Tensor = torch.Tensor
 
@@ -110,8 +111,9 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     Returns ``y: (batch, D, L)``.
 
     backend: as :func:`neurodyn.ops.selective_scan`. ``"cpp"`` (the ``"auto"`` choice on CPU when the
-    kernel builds) runs the whole cell, the ZOH factor included, in the fused CPU kernel (forward and
-    backward, nothing of size ``(batch, D, N, L)`` allocated). The other backends run
+    kernel builds) and ``"triton"`` (the ``"auto"`` choice on CUDA when ``triton`` imports) run the whole cell, the
+    ZOH factor included, in one fused kernel (forward and backward, nothing of size ``(batch, D, N, L)``
+    allocated). The other backends run
     :func:`neurodyn.ops.selective_scan` on ``B_eff = b * phi(delta * lambda)``, built once as a
     ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer (:class:`_ZOHInput`).
     """
@@ -119,8 +121,11 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     batch, D, L = u.shape
     if b.dim() == 3:
         b = b.unsqueeze(1)
-    if resolve_backend(backend, u) == "cpp":
+    which = resolve_backend(backend, u)
+    if which == "cpp":
         return _knc_scan_cpp(u, delta, lam, b, c, d, discretization == "zoh", reverse)
+    if which == "triton" and u.numel() > 0:
+        return _knc_scan_triton(u, delta, lam, b, c, d, discretization == "zoh", reverse)
     if delta.dim() == 1:  # time-invariant step
         if b.dim() != 2:
             raise ValueError("knc_scan: a per-channel constant delta (D,) needs a fixed b (D, N)")
@@ -137,11 +142,9 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     return selective_scan(u, delta, -lam, B_eff, c, d, reverse=reverse, backend=backend)
 
 
-def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
-    """The cell on the fused CPU kernel: the ZOH factor ``(1 - e^{-Delta lambda}) / lambda`` (or Euler's
-    ``Delta``) is computed per step and state inside the scan, forward and backward."""
-    from .scan_cpu import selective_scan_cpu
-
+def _fused_args(u, delta, lam, b, c, d):
+    """The cell's arguments as a fused kernel's selective scan takes them: ``(delta (batch, D, L), A = -lam, b, c)``
+    with b, c validated (2-D or 4-D)."""
     batch, D, L = u.shape
     if delta.dim() == 1:  # time-invariant step
         if b.dim() != 2:
@@ -149,6 +152,22 @@ def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
         delta = delta[None, :, None].expand(batch, D, L)
     A = -lam
     b, c = check_selective_scan_args(u, delta, A, b, c, d)
+    return delta, A, b, c
+
+
+def _knc_scan_triton(u, delta, lam, b, c, d, zoh, reverse):
+    """The cell on the Triton selective-scan kernel with its ZOH input factor (``zoh``), scanning either way in-kernel
+    (:func:`neurodyn.ops.triton_ops.selective_scan_triton`)."""
+    delta, A, b, c = _fused_args(u, delta, lam, b, c, d)
+    return selective_scan_triton(u, delta, A, b, c, d, reverse=reverse, zoh=zoh)[0]
+
+
+def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
+    """The cell on the fused CPU kernel: the ZOH factor ``(1 - e^{-Delta lambda}) / lambda`` (or Euler's
+    ``Delta``) is computed per step and state inside the scan, forward and backward."""
+    from .scan_cpu import selective_scan_cpu
+
+    delta, A, b, c = _fused_args(u, delta, lam, b, c, d)
     cdt = compute_dtype(u, delta, A, b, c, d)
     if reverse:
         u, delta = u.flip(-1), delta.flip(-1)

@@ -3,16 +3,18 @@
 The building block of the 2-D scan (a row scan, then a column scan). ``a`` are decays (normally in
 [0, 1], e.g. ``exp(delta * A)``); ``a`` and ``x`` broadcast to a common shape. Forward and backward
 (the adjoint ``lam_t = g_t + a_{t+1} lam_{t+1}``; ``dx = lam``, ``da_t = lam_t h_{t-1}``) run on the
-fused C++ kernel for CPU tensors when it is available, else on the chunked PyTorch scan.
+fused C++ kernel for CPU tensors when it is available, on the Triton kernels (:mod:`neurodyn.ops.triton_ops`) for CUDA
+tensors when ``triton`` imports (the default pending a GPU measurement), else on the chunked PyTorch scan.
 """
 from __future__ import annotations
 
 import torch
 
 from ..errors import check_choice
-from . import kernel_ops
+from . import kernel_ops, triton_kernels
 from .kernel_ops import OPS
 from .scan_chunked import chunk_scan
+from .triton_ops import linear_scan_triton
 
 Tensor = torch.Tensor
 
@@ -61,10 +63,11 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
     """``h_t = a_t h_{t-1} + x_t`` along ``dim`` (``h_{-1} = h0``; ``reverse`` runs from the end).
 
     ``a`` and ``x`` broadcast to the output shape ``S``; ``h0`` has ``S`` without ``dim``.
-    ``backend``: ``"auto"`` (C++ kernel on CPU when available), ``"cpp"`` or ``"torch"``.
+    ``backend``: ``"auto"`` (C++ kernel on CPU when available, Triton kernel on CUDA when ``triton`` imports),
+    ``"triton"`` (CPU tensors need ``TRITON_INTERPRET=1``: the interpreter), ``"cpp"`` or ``"torch"``.
     Differentiable in ``a``, ``x`` and ``h0``.
     """
-    check_choice("backend", backend, ("auto", "cpp", "torch"), error=ValueError)
+    check_choice("backend", backend, ("auto", "triton", "cpp", "torch"), error=ValueError)
     shape = torch.broadcast_shapes(a.shape, x.shape)
     dim = dim % len(shape)
     a, x = a.expand(shape), x.expand(shape)
@@ -83,6 +86,9 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
         h0 = h0.reshape(P, Q)
     if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
+    if backend == "triton" or (backend == "auto" and x.is_cuda and triton_kernels.available()):
+        h = linear_scan_triton(a.reshape(P, L, Q), x.reshape(P, L, Q), h0, reverse)
+        return h.reshape(shape)
     use_cpp = backend != "torch"
     if backend == "cpp" and (not kernel_ops.available() or x.device.type != "cpu"):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")

@@ -15,10 +15,14 @@ an exclusive scan (its own ``bx`` term removed exactly).
 
 Backends: ``"cpp"`` = a fused CPU kernel that runs the row scan and the column scan cell by cell
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
-backward (row checkpoints + the two adjoint recurrences); ``"scan"`` = a row then a column
-:func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"torch"`` = the
-same with the pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel
-builds, else ``"torch"``. float16/bfloat16 inputs are computed in float32.
+backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = a fused Triton kernel per direction
+(:mod:`neurodyn.ops.triton_ops`: a row's states in registers, row scans as associative scans, the column scan
+carried from row to row; backward from row checkpoints), or, for rows too long for it (``n_pow2 * W_pow2 > 2048``,
+e.g. n = 16 and W > 128), the ``"scan"`` path on the Triton linear-scan kernel; ``"scan"`` = a row then a column
+:func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"torch"`` = the same with the
+pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel builds, ``"triton"`` for CUDA
+tensors when ``triton`` imports (pending a GPU measurement), else ``"torch"``. float16/bfloat16 inputs are computed
+in float32.
 
 Directions (``directions=``): ``"paper"`` = GeoMaNO's four cross-scan traversals
 ``("row", "row_rev", "col", "col_rev")`` (the 2-D scan starting at the top-left / bottom-right corner,
@@ -40,9 +44,10 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import check_choice
-from . import kernel_ops
+from . import kernel_ops, triton_kernels
 from .directions import resolve_directions
 from .linear_scan import linear_scan
+from .triton_ops import scan2d_blocks, scan2d_triton
 
 Tensor = torch.Tensor
 
@@ -55,6 +60,7 @@ _DIRS = {
 }
 PRESETS = {"paper": ("row", "row_rev", "col", "col_rev"), "corners": ("tl", "tr", "bl", "br")}
 FORMS = ("cbx", "eq9", "alg2")
+BACKENDS = ("auto", "cpp", "triton", "scan", "torch")
 
 
 def _to_frame(t: Tensor, spec) -> Tensor:
@@ -192,6 +198,13 @@ def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
         FORMS.index(form) if Rk is not None else 0)
 
 
+def _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
+    c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
+    R = torch.zeros_like(c(Ak)) if Rk is None else c(Rk)
+    return scan2d_triton(c(xk), _dt(c(dk), c(bk), softplus), c(Ak), c(Bk), c(Ck), c(Dk), R,
+                         FORMS.index(form) if Rk is not None else 0)
+
+
 def _direction_scan(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, backend):
     dt = _dt(dk, bk, softplus)
     a = torch.exp(dt.unsqueeze(-1) * Ak[:, None, None, :])  # (batch, d, H, W, n)
@@ -205,10 +218,11 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
                       directions="paper", correction_form="cbx", merge=True, backend="auto"):
     """2-D selective scan over several directions (see the module docstring for the equations)."""
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
-    check_choice("backend", backend, ("auto", "cpp", "scan", "torch"), error=ValueError)
+    check_choice("backend", backend, BACKENDS, error=ValueError)
     on_cpu = x.device.type == "cpu"
     if backend == "auto":
-        backend = "cpp" if on_cpu and kernel_ops.available() else "torch"
+        backend = ("cpp" if on_cpu and kernel_ops.available() else
+                   "triton" if x.is_cuda and triton_kernels.available() else "torch")
     if backend == "cpp" and (not on_cpu or not kernel_ops.available()):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     cdt = torch.float64 if any(t is not None and t.dtype == torch.float64 for t in
@@ -220,10 +234,12 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
         xk, dk, Bk, Ck = (_to_frame(t, spec) for t in (x, dk, Bk, Ck))
         if backend == "cpp":
             y = _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
+        elif backend == "triton" and x.numel() > 0 and scan2d_blocks(x.shape[1], Ak.shape[-1], xk.shape[-1]):
+            y = _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
         else:
             c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
             y = _direction_scan(c(xk), c(dk), c(Ak), c(Bk), c(Ck), c(Dk), c(bk), c(Rk), delta_softplus,
-                                correction_form, "auto" if backend == "scan" else "torch")
+                                correction_form, {"scan": "auto", "triton": "triton"}.get(backend, "torch"))
         outs.append(_from_frame(y, spec).to(x.dtype))
     return sum(outs) if merge else torch.stack(outs, dim=1)
 

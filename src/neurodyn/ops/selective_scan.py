@@ -11,6 +11,11 @@ Shapes (mamba-ssm's ``selective_scan_fn`` convention): ``u, delta, z: (batch, d,
 real; ``B, C``: ``(d, n)`` fixed, or input-dependent ``(batch, n, L)`` or ``(batch, groups, n, L)``
 (channel ``i`` uses group ``i // (d // groups)``); ``D, delta_bias: (d,)``;
 ``initial_state: (batch, d, n)``. ``reverse=True`` runs the recurrence from ``t = L-1`` down to 0.
+Backends (``selective_scan(backend=...)``): ``"triton"`` (the Triton kernels of :mod:`neurodyn.ops.triton_ops`, the
+default for CUDA tensors when ``triton`` imports: one fused kernel per direction, backward by chunked recomputation),
+``"mamba"`` (mamba-ssm's CUDA kernel), ``"cpp"`` (the fused CPU kernel), ``"torch"`` (the chunked PyTorch scan),
+``"ref"`` (the loop below).
+
 Returns ``out (batch, d, L)`` in u's dtype, and with ``return_last_state`` also the final state
 ``(batch, d, n)`` (after the last step taken, i.e. position 0 when ``reverse``) in the compute dtype
 (float32, or float64 when an input is float64). float16/bfloat16 inputs are computed in float32.
@@ -24,12 +29,13 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import check_choice
-from . import kernel_ops
+from . import kernel_ops, triton_kernels
 from .scan_chunked import SelectiveScanChunked, default_block
+from .triton_ops import selective_scan_triton
 
 Tensor = torch.Tensor
 
-BACKENDS = ("auto", "mamba", "cpp", "torch", "ref")
+BACKENDS = ("auto", "triton", "mamba", "cpp", "torch", "ref")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -181,6 +187,8 @@ def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     check_choice("backend", backend, BACKENDS, error=ValueError)
     if backend != "auto":
         return backend
+    if u.is_cuda and triton_kernels.available():
+        return "triton"
     if u.is_cuda and initial_state is None and _mamba_available():
         return "mamba"
     if u.device.type == "cpu" and kernel_ops.available():
@@ -194,17 +202,23 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     """Selective scan with mamba-ssm's ``selective_scan_fn`` signature (see the module docstring).
 
     Extra keyword arguments: ``reverse`` (scan from the end), ``initial_state (batch, d, n)``,
-    ``backend``: ``"auto"`` (mamba-ssm's CUDA kernel for CUDA tensors when installed and no
-    ``initial_state``; the fused C++ kernel for CPU tensors when it builds; otherwise the chunked
-    PyTorch scan), or one of ``"mamba"``, ``"cpp"``, ``"torch"``, ``"ref"`` to force one; setting
-    ``NEURODYN_NO_MAMBA_SSM=1`` or passing ``backend="torch"`` turns the mamba-ssm dispatch off.
-    ``block`` sets the outer block length of the chunked PyTorch path (memory vs. speed).
+    ``backend``: ``"auto"`` (for CUDA tensors the Triton kernels when ``triton`` imports, else mamba-ssm's CUDA
+    kernel when installed and no ``initial_state``; the fused C++ kernel for CPU tensors when it builds; otherwise
+    the chunked PyTorch scan), or one of ``"triton"``, ``"mamba"``, ``"cpp"``, ``"torch"``, ``"ref"`` to force one;
+    ``NEURODYN_NO_TRITON=1`` / ``NEURODYN_NO_MAMBA_SSM=1`` take those out of ``"auto"``. The Triton default on CUDA
+    is pending a GPU measurement against mamba-ssm and the PyTorch path (issue 43). ``"triton"`` on CPU tensors runs
+    the kernels in Triton's interpreter and needs ``TRITON_INTERPRET=1`` (tests). ``block`` sets the outer block
+    length of the chunked PyTorch path (memory vs. speed).
     """
     B, C = check_selective_scan_args(u, delta, A, B, C, D, z, delta_bias, initial_state)
     which = resolve_backend(backend, u, initial_state)
     if which == "ref":
         return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                   return_last_state, reverse, initial_state)
+    if which == "triton" and u.numel() > 0:  # one kernel: bias, softplus, z, D and reverse included
+        out, last = selective_scan_triton(u, delta, A, B, C, D, z, delta_bias, delta_softplus, reverse,
+                                          initial_state)
+        return (out, last) if return_last_state else out
     if reverse:  # every fast path scans forward; flip the time axis around it
         fl = lambda t: None if t is None or t.dim() < 3 else t.flip(-1)  # noqa: E731
         u, delta, z = fl(u), fl(delta), fl(z)

@@ -1,0 +1,120 @@
+"""Triton kernels of the scans, loaded lazily: importing :mod:`neurodyn` never imports ``triton``.
+
+The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``) import ``triton`` at their top and
+are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops` call when they run.
+
+Two builds of each kernel module: Triton decides between compiling a ``@triton.jit`` function for the GPU and running
+it in its CPU interpreter when the function is *decorated* (``triton.jit`` reads ``TRITON_INTERPRET`` then, not at
+launch; triton 3.x). So :func:`load` executes a kernel module's file twice, as two module objects: once as it stands
+(compiled kernels, for CUDA tensors) and once with ``TRITON_INTERPRET=1`` set while its decorators run (interpreted
+kernels, for CPU tensors), restoring the variable afterwards. Which one a call gets depends on its tensors' device,
+not on the order of imports; with ``TRITON_INTERPRET=1`` in the environment every call is interpreted. Running the
+kernels on CPU tensors (in the interpreter, slowly: tests only) must be asked for with ``TRITON_INTERPRET=1``
+(:func:`check_device`).
+
+The same holds for Triton's own library: ``tl.sum``, ``tl.zeros``, ``tl.sigmoid`` ... are ``@triton.jit`` functions
+decorated when ``triton`` is imported, and the interpreter cannot call a compiled one ("Cannot call @triton.jit'd
+outside of the scope of a kernel"). So the kernels use only Triton's builtins (``tl.reduce`` with
+``tl.standard._sum_combine`` for a sum, ``tl.full`` for zeros) and their own helpers, and run in the interpreter
+whether or not ``triton`` was first imported under ``TRITON_INTERPRET=1``. (The converse does not hold: in a process
+that imported ``triton`` under ``TRITON_INTERPRET=1`` its library is interpreted and nothing compiles, which is why
+that variable makes every call interpreted.)
+
+``NEURODYN_NO_TRITON=1`` makes :func:`available` false, so that ``backend="auto"`` never picks the kernels.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+from ..kernel_ops import constant_for_compile
+
+_ENV_DISABLE = "NEURODYN_NO_TRITON"
+_HERE = Path(__file__).parent
+_LOCK = threading.RLock()  # (reentrant: a kernel module loads the shared helpers while being loaded)
+_MODULES: dict[tuple[str, bool], object] = {}
+
+
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0")
+
+
+def interpreter_requested() -> bool:
+    """Whether ``TRITON_INTERPRET=1`` is set: Triton's CPU interpreter may run the kernels (on CPU tensors)."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip() == "1"
+
+
+def triton_importable() -> bool:
+    """Whether ``import triton`` succeeds (false on platforms or torch builds without it)."""
+    try:
+        if importlib.util.find_spec("triton") is None:
+            return False
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001 - a broken or blocked install counts as absent
+        return False
+    return True
+
+
+@constant_for_compile
+def available() -> bool:
+    """Whether the Triton kernels can be dispatched to: ``triton`` imports and ``NEURODYN_NO_TRITON`` is unset.
+
+    A constant for ``torch.compile`` (evaluated once while tracing, never traced into)."""
+    return not _env_on(_ENV_DISABLE) and triton_importable()
+
+
+def check_device(t: torch.Tensor, what: str) -> None:
+    """Raise one clear error unless the kernels can run on ``t``'s device: CUDA, or CPU under the interpreter."""
+    if not triton_importable():
+        raise RuntimeError(f"{what}: backend='triton' needs the triton package (pip install 'neurodyn[triton]')")
+    if t.is_cuda or (t.device.type == "cpu" and interpreter_requested()):
+        return
+    raise ValueError(f"{what}: backend='triton' needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1, which runs "
+                     f"the kernels in Triton's CPU interpreter); got tensors on {t.device}")
+
+
+def load(name: str, device: torch.device):
+    """The kernel module ``name`` (``"selective_scan"``, ``"linear_scan"``) built for ``device``: interpreted for CPU
+    tensors or when ``TRITON_INTERPRET=1``, compiled otherwise."""
+    interpret = device.type == "cpu" or interpreter_requested()
+    mod = _MODULES.get((name, interpret))
+    return mod if mod is not None else _load_build(name, interpret)
+
+
+def shared():
+    """The helpers module ``common.py`` of the build being loaded: called by a kernel module at its import, while
+    :func:`load` has set ``TRITON_INTERPRET`` for that build."""
+    return _load_build("common", interpreter_requested())
+
+
+def _load_build(name: str, interpret: bool):
+    key = (name, interpret)
+    with _LOCK:
+        if key not in _MODULES:
+            _MODULES[key] = _exec(name, interpret)
+        return _MODULES[key]
+
+
+def _exec(name: str, interpret: bool):
+    full = f"{__name__}.{name}" + ("_interpreted" if interpret else "")
+    spec = importlib.util.spec_from_file_location(full, _HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    try:
+        sys.modules[full] = mod  # (triton resolves a kernel's globals through its module)
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(full, None)
+        raise
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+    return mod

@@ -1,0 +1,19 @@
+"""Helpers shared by the Triton kernel modules, loaded like them once per build (compiled / interpreted): a kernel
+module reaches them through :func:`neurodyn.ops.triton_kernels.shared` while the loader executes it."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def combine(a1, x1, a2, x2):
+    """The first-order recurrence's associative combine: ``(a1, x1) . (a2, x2) = (a1 a2, a2 x1 + x2)``."""
+    return a1 * a2, a2 * x1 + x2
+
+
+@triton.jit
+def rsum(x, axis: tl.constexpr):
+    """tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function, decorated when triton was
+    imported, which the interpreter cannot call unless that was under TRITON_INTERPRET=1 (see the package docstring)."""
+    return tl.reduce(x, axis, tl.standard._sum_combine)

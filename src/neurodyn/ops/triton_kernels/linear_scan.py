@@ -1,0 +1,117 @@
+"""Triton kernels of the first-order linear scan ``h_t = a_t h_{t-1} + x_t`` along dim 1 of contiguous ``(P, L, Q)``
+tensors (``h_{-1} = h0 (P, Q)`` or 0; ``REVERSE`` runs from ``t = L-1`` down). Loaded by
+:func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+
+One program per (row p, block of ``BQ`` columns), walking L in chunks of ``BL`` steps: a chunk is a ``(BL, BQ)`` tile
+(coalesced along Q), scanned with ``tl.associative_scan`` and the first-order combine, plus the carried state.
+Accumulation in float32 (float64 for float64 inputs), h stored in x's dtype.
+
+Backward, with ``h`` the forward's output (nothing is recomputed): the adjoint ``lam_s = g_s + a_{s+1} lam_{s+1}``
+(a reverse associative scan with the next step's decay, 1 past the end), ``gx = lam``, ``ga_s = lam_s h_{s-1}``
+(``h0`` or 0 before the first step), ``gh0 = a_0 lam_0``.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from neurodyn.ops.triton_kernels import shared
+
+common = shared()  # combine, rsum (this build's)
+
+
+
+@triton.jit
+def _rows(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
+    s = c * BL + offs_s
+    if REVERSE:
+        t = L - 1 - s
+    else:
+        t = s
+    return s, t
+
+
+@triton.jit
+def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.constexpr, BL: tl.constexpr,
+                            BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
+    p = tl.program_id(0)
+    offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
+    offs_s = tl.arange(0, BL)
+    mq = offs_q < Q
+    h = tl.full((BQ,), 0.0, ACC)
+    if HAS_H0:
+        h = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
+    for c in range(nchunks):
+        s, t = _rows(c, L, offs_s, BL, REVERSE)
+        m = (s < L)[:, None] & mq[None, :]
+        idx = (p * L + t)[:, None] * Q + offs_q[None, :]
+        a = tl.load(a_ptr + idx, mask=m, other=1.0).to(ACC)
+        x = tl.load(x_ptr + idx, mask=m, other=0.0).to(ACC)
+        pa, px = tl.associative_scan((a, x), 0, common.combine)
+        hs = px + pa * h[None, :]
+        tl.store(h_ptr + idx, hs, mask=m)
+        h = common.rsum(tl.where((offs_s == BL - 1)[:, None], hs, 0.0), 0)
+
+
+@triton.jit
+def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr, L, Q, nchunks, ACC: tl.constexpr,
+                            BL: tl.constexpr, BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
+    p = tl.program_id(0)
+    offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
+    offs_s = tl.arange(0, BL)
+    mq = offs_q < Q
+    h0 = tl.full((BQ,), 0.0, ACC)
+    if HAS_H0:
+        h0 = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
+    lam = tl.full((BQ,), 0.0, ACC)
+    for i in range(nchunks):
+        c = nchunks - 1 - i
+        s, t = _rows(c, L, offs_s, BL, REVERSE)
+        m = (s < L)[:, None] & mq[None, :]
+        idx = (p * L + t)[:, None] * Q + offs_q[None, :]
+        s1, t1 = _rows(c, L, offs_s + 1, BL, REVERSE)
+        a1 = tl.load(a_ptr + (p * L + t1)[:, None] * Q + offs_q[None, :], mask=(s1 < L)[:, None] & mq[None, :],
+                     other=1.0).to(ACC)
+        g = tl.load(g_ptr + idx, mask=m, other=0.0).to(ACC)
+        qa, qx = tl.associative_scan((a1, g), 0, common.combine, reverse=True)
+        lams = qx + qa * lam[None, :]
+        lam = common.rsum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
+        sp, tp = _rows(c, L, offs_s - 1, BL, REVERSE)
+        mp = (sp >= 0)[:, None] & m
+        hp = tl.load(h_ptr + (p * L + tp)[:, None] * Q + offs_q[None, :], mask=mp, other=0.0).to(ACC)
+        hp = tl.where((sp < 0)[:, None], h0[None, :], hp)
+        tl.store(gx_ptr + idx, lams, mask=m)
+        tl.store(ga_ptr + idx, lams * hp, mask=m)
+    if HAS_H0:
+        s0, t0 = _rows(0, L, offs_s, BL, REVERSE)
+        m0 = (s0 == 0)[:, None] & mq[None, :]
+        a0 = common.rsum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
+        tl.store(gh0_ptr + p * Q + offs_q, a0 * lam, mask=mq)
+
+
+def _acc(*tensors):
+    return tl.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else tl.float32
+
+
+def fwd(a, x, h0, reverse, block_l, block_q):
+    """``h (P, L, Q)`` in x's dtype."""
+    P, L, Q = x.shape
+    h = torch.empty_like(x)
+    grid = (P, triton.cdiv(Q, block_q))
+    _linear_scan_fwd_kernel[grid](a, x, x if h0 is None else h0, h, L, Q, triton.cdiv(L, block_l),
+                                  ACC=_acc(a, x, h0), BL=block_l, BQ=block_q, HAS_H0=h0 is not None,
+                                  REVERSE=reverse)
+    return h
+
+
+def bwd(a, h, h0, gh, reverse, block_l, block_q):
+    """``(ga, gx, gh0)`` like a, h and h0 (gh0 empty without h0)."""
+    P, L, Q = h.shape
+    ga, gx = torch.empty_like(a), torch.empty_like(h)
+    gh0 = torch.empty_like(h0) if h0 is not None else h.new_empty(0)
+    grid = (P, triton.cdiv(Q, block_q))
+    _linear_scan_bwd_kernel[grid](a, h, h if h0 is None else h0, gh, ga, gx, gx if h0 is None else gh0, L, Q,
+                                  triton.cdiv(L, block_l), ACC=_acc(a, h, h0), BL=block_l, BQ=block_q,
+                                  HAS_H0=h0 is not None, REVERSE=reverse)
+    return ga, gx, gh0

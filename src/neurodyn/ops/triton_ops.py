@@ -1,0 +1,388 @@
+"""The Triton kernels as PyTorch operators: ``torch.ops.neurodyn.*_triton``, each with a schema, a fake and autograd.
+
+Defined with ``torch.library.custom_op`` at import, without importing ``triton``: an operator's implementation loads
+its kernel module (:func:`neurodyn.ops.triton_kernels.load`) when it first runs, on CUDA tensors compiled, on CPU
+tensors in Triton's interpreter. The fakes compute every output's shape and dtype from the arguments, the block sizes
+included (they are arguments of the schema, chosen by :func:`scan_blocks`), so ``torch.compile`` and
+``torch.export`` trace through the operators without running them; the forward operators carry their autograd
+formula (``register_autograd``), which calls the matching ``*_bwd`` operator, so an exported graph stays
+differentiable. The backward operators are first order.
+
+* ``selective_scan_triton(u, delta, A, B, C, D?, z?, delta_bias?, h0?, softplus, reverse, save_checkpoints,
+  block_l, block_d, zoh) -> (out, last, ckpt)`` and ``selective_scan_triton_bwd``: the selective scan of
+  :mod:`neurodyn.ops.selective_scan` with bias, softplus, D, the z gate, reverse, initial and last state in one
+  kernel; ``B, C`` fixed ``(d, n)`` or ``(batch, G, n, L)``; ``zoh``: the Kirchhoff cell's exact ZOH input
+  (:mod:`neurodyn.ops.knc_scan`). ``ckpt (batch, d, ceil(L / block_l), n)`` holds the state
+  entering every chunk of ``block_l`` steps (empty unless ``save_checkpoints``); the backward recomputes each chunk's
+  states from it.
+* ``head_scan_triton(u, dt, A, B, C, D?, save_checkpoints, block_l, block_d) -> (y, ckpt)`` and
+  ``head_scan_triton_bwd``: the multi-head scan of :mod:`neurodyn.ops.head_scan` on the same kernels, reading its
+  time-major layout in place (strides, one step and decay per head).
+* ``linear_scan_triton(a, x, h0?, reverse, block_l, block_q) -> h`` and ``linear_scan_triton_bwd``:
+  ``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)``.
+* ``scan2d_triton(x, dt, A, B, C, D?, R, form, save_checkpoints, rows, block_d) -> (y, ckpt)`` and
+  ``scan2d_triton_bwd``: one direction of GeoMaNO's 2-D scan with its correction, in the direction's frame;
+  ``ckpt (batch, d, ceil(H / rows), n, W)`` holds the column states entering every block of ``rows`` rows.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import triton_kernels
+
+Tensor = torch.Tensor
+
+__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "selective_scan_triton", "head_scan_triton",
+           "linear_scan_triton", "scan2d_triton"]
+
+# tile sizes (elements per program's register tile; the chunk length is also the checkpoint interval). Chosen without
+# a GPU run: at n = 16 a selective-scan program holds 4 channels x 16 states x 32 steps; the speed is unmeasured.
+SCAN_BLOCK_L = 32
+SCAN_TILE = 2048
+LINEAR_BLOCK_L = 32
+LINEAR_TILE = 2048
+SCAN2D_ROWS = 4          # 2-D scan: a checkpoint every 4 rows (the backward recomputes up to 3 rows per row)
+SCAN2D_TILE = 2048
+SCAN2D_MAX_ROW = 2048    # states of one channel's row (n_pow2 x W_pow2) the 2-D kernel holds in registers (ptxas for
+                         # sm_90: the backward spills beyond 8 per thread, 2048 with 8 warps)
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def _floor_pow2(x: int) -> int:
+    return 1 << (max(int(x), 1).bit_length() - 1)
+
+
+def scan_blocks(dim: int, n: int, L: int) -> tuple[int, int]:
+    """``(block_l, block_d)`` of the selective-scan kernels: chunks of ``block_l`` steps (a power of two, at most
+    ``SCAN_BLOCK_L``), ``block_d`` channels per program so that a ``(block_d, n_pow2, block_l)`` tile has about
+    ``SCAN_TILE`` elements."""
+    bl = max(min(SCAN_BLOCK_L, _pow2(L)), 4)
+    return bl, _floor_pow2(min(_pow2(dim), SCAN_TILE // (_pow2(n) * bl)))
+
+
+def linear_blocks(L: int, Q: int) -> tuple[int, int]:
+    """``(block_l, block_q)`` of the linear-scan kernels (tiles of about ``LINEAR_TILE`` elements)."""
+    bl = max(min(LINEAR_BLOCK_L, _pow2(L)), 4)
+    return bl, _floor_pow2(min(_pow2(Q), LINEAR_TILE // bl))
+
+
+def _cdt(*tensors) -> torch.dtype:
+    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _chunks(n: int, size: int) -> int:
+    return (n + size - 1) // size
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# selective scan
+
+def _check_layout(u: Tensor, B: Tensor, C: Tensor) -> None:
+    """The operators take arguments validated by :func:`neurodyn.ops.selective_scan.check_selective_scan_args`; the one
+    layout the kernels could misread silently is a 3-D (batch, n, L) coefficient (pass it as (batch, 1, n, L))."""
+    for name, W in (("B", B), ("C", C)):
+        if W.dim() not in (2, 4):
+            raise ValueError(f"selective_scan_triton: {name} has shape {tuple(W.shape)}; the operator takes (d, n) or "
+                             f"(batch, groups, n, L) (a (batch, n, L) coefficient as (batch, 1, n, L))")
+
+
+_SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, Tensor? delta_bias, "
+            "Tensor? h0")
+
+
+@torch.library.custom_op("neurodyn::selective_scan_triton", mutates_args=(), schema=(
+    f"({_SS_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, int block_d, bool zoh) "
+    "-> (Tensor, Tensor, Tensor)"))
+def _ss_fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh):
+    _check_layout(u, B, C)
+    k = triton_kernels.load("selective_scan", u.device)
+    return k.fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh)
+
+
+@_ss_fwd.register_fake
+def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d,
+                 zoh):
+    batch, dim, L = u.shape
+    n = A.shape[1]
+    cdt = _cdt(u, delta, A, B, C, D, z, delta_bias, h0)
+    ckpt = (u.new_empty(batch, dim, _chunks(L, block_l), n, dtype=cdt) if save_checkpoints
+            else u.new_empty(0, dtype=cdt))
+    return u.new_empty(u.shape), u.new_empty(batch, dim, n, dtype=cdt), ckpt
+
+
+@torch.library.custom_op("neurodyn::selective_scan_triton_bwd", mutates_args=(), schema=(
+    f"({_SS_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, int block_l, int block_d, "
+    "bool zoh) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _ss_bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
+    _check_layout(u, B, C)
+    k = triton_kernels.load("selective_scan", u.device)
+    return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh)
+
+
+@_ss_bwd.register_fake
+def _ss_bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d,
+                 zoh):
+    batch, dim, _ = u.shape
+    n = A.shape[1]
+    cdt = _cdt(u, delta, A, B, C, D, z, delta_bias, h0)
+    new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
+    coef = lambda W: new(*W.shape) if W.dim() == 4 else new(batch, dim, n)  # noqa: E731
+    return (u.new_empty(u.shape), delta.new_empty(delta.shape), z.new_empty(z.shape) if z is not None else new(0),
+            new(batch, dim, n) if h0 is not None else new(0), new(batch, dim, n), coef(B), coef(C), new(batch, dim),
+            new(batch, dim))
+
+
+def _ss_setup(ctx, inputs, output):
+    u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save, block_l, block_d, zoh = inputs
+    ctx.flags = (softplus, reverse, block_l, block_d, zoh)
+    ctx.has = tuple(t is not None for t in (D, z, delta_bias, h0))
+    opt = [t for t in (D, z, delta_bias, h0) if t is not None]
+    ctx.save_for_backward(u, delta, A, B, C, output[2], *opt)
+
+
+def _ss_backward(ctx, gout, glast, _gckpt):
+    u, delta, A, B, C, ckpt, *rest = ctx.saved_tensors
+    it = iter(rest)
+    D, z, delta_bias, h0 = (next(it) if h else None for h in ctx.has)
+    if ckpt.numel() == 0 and u.numel() > 0:
+        raise RuntimeError("selective_scan_triton: backward without checkpoints (the forward was called with "
+                           "save_checkpoints=False)")
+    gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias = _ss_bwd(
+        u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout.contiguous(), None if glast is None else glast.contiguous(),
+        *ctx.flags)
+    like = lambda g, t: g.to(t.dtype)  # noqa: E731
+    return (gu, gdelta, like(gA.sum(0), A), like(gB if B.dim() == 4 else gB.sum(0), B),
+            like(gC if C.dim() == 4 else gC.sum(0), C), like(gD.sum(0), D) if D is not None else None,
+            gz if z is not None else None, like(gbias.sum(0), delta_bias) if delta_bias is not None else None,
+            like(gh0, h0) if h0 is not None else None, None, None, None, None, None, None)
+
+
+_ss_fwd.register_autograd(_ss_backward, setup_context=_ss_setup)
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False, reverse=False,
+                          initial_state=None, zoh=False):
+    """The selective scan on the Triton kernels; arguments validated, ``B, C`` 2-D ``(d, n)`` or 4-D
+    ``(batch, G, n, L)``. Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n) in float32/64)``.
+
+    ``zoh=True``: the Kirchhoff cell's exact zero-order-hold input factor ``(1 - exp(dt A)) / (-A)`` in place of
+    ``dt`` (``A < 0``; :func:`neurodyn.ops.knc_scan.knc_scan`)."""
+    triton_kernels.check_device(u, "selective_scan")
+    batch, dim, L = u.shape
+    block_l, block_d = scan_blocks(dim, A.shape[1], L)
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    save = _needs_grad(u, delta, A, B, C, D, z, delta_bias, initial_state)
+    out, last, _ = _ss_fwd(c(u), c(delta), c(A), c(B), c(C), c(D), c(z), c(delta_bias), c(initial_state), softplus,
+                           reverse, save, block_l, block_d, zoh)
+    return out, last
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# multi-head scan (time-major): the selective-scan kernels reading head_scan's layout in place
+
+
+@torch.library.custom_op("neurodyn::head_scan_triton", mutates_args=(), schema=(
+    "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, bool save_checkpoints, int block_l, int block_d) "
+    "-> (Tensor, Tensor)"))
+def _hs_fwd(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
+    return triton_kernels.load("selective_scan", u.device).head_fwd(u, dt, A, B, C, D, save_checkpoints, block_l,
+                                                                    block_d)
+
+
+@_hs_fwd.register_fake
+def _hs_fwd_fake(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
+    batch, S, L, HP = u.shape
+    cdt = _cdt(u, dt, A, B, C, D)
+    ckpt = (u.new_empty(batch * S, HP, _chunks(L, block_l), B.shape[4], dtype=cdt) if save_checkpoints
+            else u.new_empty(0, dtype=cdt))
+    return u.new_empty(u.shape), ckpt
+
+
+@torch.library.custom_op("neurodyn::head_scan_triton_bwd", mutates_args=(), schema=(
+    "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor ckpt, Tensor gy, int block_l, "
+    "int block_d) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _hs_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
+    return triton_kernels.load("selective_scan", u.device).head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d)
+
+
+@_hs_bwd.register_fake
+def _hs_bwd_fake(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
+    batch, S, L, HP = u.shape
+    cdt = _cdt(u, dt, A, B, C, D)
+    new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
+    return (u.new_empty(u.shape), new(*u.shape), new(batch * S, HP, B.shape[4]), new(*B.shape), new(*C.shape),
+            new(batch * S, HP))
+
+
+def _hs_setup(ctx, inputs, output):
+    u, dt, A, B, C, D, save, block_l, block_d = inputs
+    ctx.blocks = (block_l, block_d)
+    ctx.has_D = D is not None
+    ctx.save_for_backward(u, dt, A, B, C, output[1], *((D,) if D is not None else ()))
+
+
+def _hs_backward(ctx, gy, _gckpt):
+    u, dt, A, B, C, ckpt, *opt = ctx.saved_tensors
+    D = opt[0] if ctx.has_D else None
+    gu, gdt, gA, gB, gC, gD = _hs_bwd(u, dt, A, B, C, D, ckpt, gy.contiguous(), *ctx.blocks)
+    batch, S, L, HP = u.shape
+    H = dt.shape[3]
+    P = HP // H
+    return (gu, gdt.view(batch, S, L, H, P).sum(-1).to(dt.dtype),
+            gA.view(batch, S, H, P, -1).sum((0, 3, 4)).to(A.dtype), gB.to(B.dtype), gC.to(C.dtype),
+            gD.view(batch, S, HP).sum(0).to(D.dtype) if D is not None else None, None, None, None)
+
+
+_hs_fwd.register_autograd(_hs_backward, setup_context=_hs_setup)
+
+
+def head_scan_triton(u, dt, A, B, C, D=None) -> Tensor:
+    """:func:`neurodyn.ops.head_scan.head_scan` on the selective-scan kernels, reading its time-major layout in place
+    (arguments validated): ``u (batch, S, L, H P)``, ``dt (batch, S, L, H)``, ``A (S, H)``, ``B, C (batch, S, L, G,
+    N)``, ``D (S, H P)``; ``y`` like u. One program per (batch, set, block of channels); a channel reads its head's
+    step and decay, its group's B and C."""
+    triton_kernels.check_device(u, "head_scan")
+    block_l, block_d = scan_blocks(u.shape[3], B.shape[4], u.shape[2])
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    save = _needs_grad(u, dt, A, B, C, D)
+    return _hs_fwd(c(u), c(dt), c(A), c(B), c(C), c(D), save, block_l, block_d)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# linear scan
+
+
+@torch.library.custom_op("neurodyn::linear_scan_triton", mutates_args=(), schema=(
+    "(Tensor a, Tensor x, Tensor? h0, bool reverse, int block_l, int block_q) -> Tensor"))
+def _ls_fwd(a, x, h0, reverse, block_l, block_q):
+    return triton_kernels.load("linear_scan", x.device).fwd(a, x, h0, reverse, block_l, block_q)
+
+
+@_ls_fwd.register_fake
+def _ls_fwd_fake(a, x, h0, reverse, block_l, block_q):
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("neurodyn::linear_scan_triton_bwd", mutates_args=(), schema=(
+    "(Tensor a, Tensor h, Tensor? h0, Tensor gh, bool reverse, int block_l, int block_q) -> (Tensor, Tensor, Tensor)"))
+def _ls_bwd(a, h, h0, gh, reverse, block_l, block_q):
+    return triton_kernels.load("linear_scan", h.device).bwd(a, h, h0, gh, reverse, block_l, block_q)
+
+
+@_ls_bwd.register_fake
+def _ls_bwd_fake(a, h, h0, gh, reverse, block_l, block_q):
+    return a.new_empty(a.shape), h.new_empty(h.shape), h0.new_empty(h0.shape) if h0 is not None else h.new_empty(0)
+
+
+def _ls_setup(ctx, inputs, output):
+    a, x, h0, reverse, block_l, block_q = inputs
+    ctx.flags = (reverse, block_l, block_q)
+    ctx.has_h0 = h0 is not None
+    ctx.save_for_backward(a, output, *((h0,) if h0 is not None else ()))
+
+
+def _ls_backward(ctx, gh):
+    a, h, *opt = ctx.saved_tensors
+    h0 = opt[0] if ctx.has_h0 else None
+    ga, gx, gh0 = _ls_bwd(a, h, h0, gh.contiguous(), *ctx.flags)
+    return ga, gx, gh0 if h0 is not None else None, None, None, None
+
+
+_ls_fwd.register_autograd(_ls_backward, setup_context=_ls_setup)
+
+
+def linear_scan_triton(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -> Tensor:
+    """``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)`` tensors ``a``, ``x`` (``h0: (P, Q)``) on the Triton
+    kernels; ``h`` in x's dtype, accumulated in float32 (float64 for float64 inputs)."""
+    triton_kernels.check_device(x, "linear_scan")
+    block_l, block_q = linear_blocks(x.shape[1], x.shape[2])
+    return _ls_fwd(a.contiguous(), x.contiguous(), None if h0 is None else h0.contiguous(), reverse, block_l,
+                   block_q)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2-D scan, one direction in its frame
+
+
+def scan2d_blocks(dim: int, n: int, W: int) -> tuple[int, int] | None:
+    """``(rows, block_d)`` of the 2-D kernels (a checkpoint every ``rows`` rows; ``block_d`` channels per program, a
+    ``(block_d, n_pow2, W_pow2)`` tile of about ``SCAN2D_TILE`` elements), or None when one channel's row of states
+    exceeds ``SCAN2D_MAX_ROW`` elements (the kernel holds a whole row in registers)."""
+    row = _pow2(n) * _pow2(W)
+    if row > SCAN2D_MAX_ROW:
+        return None
+    return SCAN2D_ROWS, _floor_pow2(min(_pow2(dim), max(SCAN2D_TILE // row, 1)))
+
+
+_S2_ARGS = "Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, int form"
+
+
+@torch.library.custom_op("neurodyn::scan2d_triton", mutates_args=(), schema=(
+    f"({_S2_ARGS}, bool save_checkpoints, int rows, int block_d) -> (Tensor, Tensor)"))
+def _s2_fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
+    return triton_kernels.load("scan_2d", x.device).fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d)
+
+
+@_s2_fwd.register_fake
+def _s2_fwd_fake(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
+    batch, dim, H, W = x.shape
+    ckpt = x.new_empty(batch, dim, _chunks(H, rows), A.shape[1], W) if save_checkpoints else x.new_empty(0)
+    return x.new_empty(x.shape), ckpt
+
+
+@torch.library.custom_op("neurodyn::scan2d_triton_bwd", mutates_args=(), schema=(
+    f"({_S2_ARGS}, Tensor ckpt, Tensor gy, int rows, int block_d) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
+    return triton_kernels.load("scan_2d", x.device).bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d)
+
+
+@_s2_bwd.register_fake
+def _s2_bwd_fake(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
+    batch, dim = x.shape[:2]
+    n = A.shape[1]
+    return (x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty(batch, dim, n), B.new_empty(B.shape),
+            C.new_empty(C.shape), x.new_empty(batch, dim), x.new_empty(batch, dim, n))
+
+
+def _s2_setup(ctx, inputs, output):
+    x, dt, A, B, C, D, R, form, save, rows, block_d = inputs
+    ctx.flags = (form, rows, block_d)
+    ctx.has_D = D is not None
+    ctx.save_for_backward(x, dt, A, B, C, R, output[1], *((D,) if D is not None else ()))
+
+
+def _s2_backward(ctx, gy, _gckpt):
+    x, dt, A, B, C, R, ckpt, *opt = ctx.saved_tensors
+    D = opt[0] if ctx.has_D else None
+    form, rows, block_d = ctx.flags
+    gx, gdt, gA, gB, gC, gD, gR = _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy.contiguous(), rows, block_d)
+    return (gx, gdt, gA.sum(0), gB, gC, gD.sum(0) if D is not None else None, gR.sum(0), None, None, None, None)
+
+
+_s2_fwd.register_autograd(_s2_backward, setup_context=_s2_setup)
+
+
+def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
+    """One direction of :func:`neurodyn.ops.scan_2d.selective_scan_2d` in its frame on the fused Triton kernel:
+    ``x, dt (batch, d, H, W)`` (dt final), ``A, R (d, n)``, ``B, C (batch, n, H, W)``, ``D (d,)`` or None, one
+    float32/float64 dtype; ``form`` indexes ``("cbx", "eq9", "alg2")``. Returns ``y (batch, d, H, W)``. The caller
+    checks :func:`scan2d_blocks` first (None: the row is too long for the kernel)."""
+    triton_kernels.check_device(x, "selective_scan_2d")
+    rows, block_d = scan2d_blocks(x.shape[1], A.shape[1], x.shape[3])
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    save = _needs_grad(x, dt, A, B, C, D, R)
+    return _s2_fwd(c(x), c(dt), c(A), c(B), c(C), c(D), c(R), form, save, rows, block_d)[0]
+
+
+OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
+       "linear_scan_triton_bwd": _ls_bwd, "scan2d_triton": _s2_fwd, "scan2d_triton_bwd": _s2_bwd,
+       "head_scan_triton": _hs_fwd, "head_scan_triton_bwd": _hs_bwd}
