@@ -106,7 +106,7 @@ def test_autoregressive_and_sequence_runs_restore_on_a_device(other_run, monkeyp
 def test_job_lists_train_on_the_requested_device(tmp_path, monkeypatch):
     """``run_jobs(..., device=)`` (what ``neurodyn compare --device`` trains through) hands the device to every
     training it runs."""
-    from neurodyn.train import runs
+    from neurodyn.bench import jobs as runs
 
     seen = []
 
