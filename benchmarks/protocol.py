@@ -164,7 +164,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                        ["train.epochs=50", "train.eval_every=1"]),
         lambda: read_run_records(folder("stssm_ks")), 9, folder("stssm_ks") / "runs"),
     "stssm-table5-32": _table5_32("b", ("stssm", "stssm-ff", "fno2d-r")),
-    # issue 44's open claims (lane c): LaMO's paper configuration against the code's (its heads re-selected on
+    # the papers' open claims (lane c): LaMO's paper configuration against the code's (its heads re-selected on
     # validation), at the budgets of the rows they extend; the 2.37 M FNO at Darcy's 50 epochs; the paper's GeoMaNO
     # on NS nu = 1e-4 at LaMO's size
     "lamo-config-darcy": _compare("c", "lamo_config_darcy", "darcy", ("lamo-h1", "lamo-paper"), 50,

@@ -220,7 +220,7 @@ CASES = [
      "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
     ("stored-dataset-of-a-folder", _stored_dataset_of_a_folder, None,
      "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
-    # issue 42: special files are refused, never opened (a named pipe blocks its reader forever)
+    # special files are refused, never opened (a named pipe blocks its reader forever)
     ("from-a-fifo", ["generate", "--from", "{p}/f.csv", "--out", "{p}/new.h5"], _fifo,
      "input {p}/f.csv is a named pipe (FIFO), not a regular file"),
     ("train-data-path-fifo", ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--runs-dir", "{p}/runs",

@@ -171,7 +171,7 @@ CASES = [
      "the value is not plain YAML"),
     ("yaml-python-tag-generate", ["generate", "darcy", "resolution=!!python/object/apply:os.system [ls]"], None,
      "the value is not plain YAML"),
-    # issue 42: outputs never replace an input, a run's files or an existing file
+    # outputs never replace an input, a run's files or an existing file
     ("predict-out-is-its-input", [*PREDICT, "{world}/in.h5"], None, "is the input --data file; predictions never "
      "replace their input"),
     ("predict-out-a-checkpoint", [*PREDICT, "{world}/runs/sub/done/checkpoints/last.pt"], None,
