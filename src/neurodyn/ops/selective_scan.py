@@ -207,8 +207,8 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     the chunked PyTorch scan), or one of ``"triton"``, ``"mamba"``, ``"cpp"``, ``"torch"``, ``"ref"`` to force one;
     ``NEURODYN_NO_TRITON=1`` / ``NEURODYN_NO_MAMBA_SSM=1`` take those out of ``"auto"``. The Triton default on CUDA
     is pending a GPU measurement against mamba-ssm and the PyTorch path (``neurodyn bench gpu``). ``"triton"`` on CPU
-    tensors runs the kernels in Triton's interpreter and needs ``TRITON_INTERPRET=1`` (tests). ``block`` sets the outer block
-    length of the chunked PyTorch path (memory vs. speed).
+    tensors runs the kernels in Triton's interpreter and needs ``TRITON_INTERPRET=1`` (tests). ``block`` sets the outer
+    block length of the chunked PyTorch path (memory vs. speed).
     """
     B, C = check_selective_scan_args(u, delta, A, B, C, D, z, delta_bias, initial_state)
     which = resolve_backend(backend, u, initial_state)
