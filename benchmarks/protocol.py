@@ -130,6 +130,21 @@ def _compare(lane: str, name: str, bench: str, models: tuple[str, ...], epochs: 
         folder(name) / "runs")
 
 
+CHONN_SEEDS = (42, 43, 44)
+CHONN_FIG3C = ("4:2x3", "4:3x2")
+CHONN_FIG3A = tuple(f"{t}:o{n}" for t in (1, 2, 3, 4) for n in (1, 2, 3, 4) if n != t)
+
+
+def _chonn_order(name: str, only: tuple[str, ...], seeds: tuple[int, ...]) -> Experiment:
+    """The (target, model) pairs ``only`` (``TARGET:MODEL``) of the CHONN order benchmark at the paper's protocol,
+    for ``seeds``, into ``protocol_<name>``."""
+    return Experiment(
+        "c", "chonn_experiments.py",
+        lambda: ["order", "--scale", "paper", "--seeds", *map(str, seeds), "--only", *only, "--out", str(folder(name)),
+                 "--threads", "1"],
+        lambda: _store_records(folder(name)), len(only) * len(seeds), folder(name) / "runs")
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "chonn-order": Experiment(
         "a", "chonn_experiments.py",
@@ -177,6 +192,12 @@ EXPERIMENTS: dict[str, Experiment] = {
         ("fno-s[0-9]",)),
     "ns4-paper-configs": _compare("c", "ns4_paper_configs", "ns4", ("lamo-h4", "lamo-paper", "geomano-paper-eqp"),
                                   NS4_EPOCHS, "ns4"),
+    # CHONN's Fig. 3c on T4 (the highest-order target, where the paper says the effect is strongest): the composites
+    # 2x3 (parameter-matched to depth 4, whose runs chonn-order holds) and 3x2, the three seeds of chonn-order
+    "chonn-fig3c": _chonn_order("chonn_fig3c", CHONN_FIG3C, CHONN_SEEDS),
+    # Fig. 3a's off-diagonal: CHONN orders 1-4 on every target T1-T4 (the diagonal is chonn-order's), seed 42 as the
+    # paper's single training seed
+    "chonn-fig3a": _chonn_order("chonn_fig3a", CHONN_FIG3A, CHONN_SEEDS[:1]),
 }
 
 
@@ -217,6 +238,13 @@ def report() -> None:
         text = text.replace(f"{path.parent}/", "").replace(f"{HERE.parent}/", "")  # no machine paths in the page
         path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n{text}")
         print(f"{name}: {path.relative_to(HERE.parent)}")
+    for name in SELECTIONS:
+        text = selection_report(name)
+        if text:
+            path = folder(name) / "report.md"
+            path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n"
+                            f"{text}\n\n![validation curves](curves.png)\n")
+            print(f"{name}: {path.relative_to(HERE.parent)}")
     from neurodyn.plots import plot_seed_mean_curves
 
     chonn = sorted(load_results(folder("chonn_order")), key=lambda r: (r["target"], r["model"]))
@@ -225,6 +253,8 @@ def report() -> None:
         "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
         "darcy_50": (_group(read_run_records(folder("darcy_50")), lambda r: r["label"]), "Darcy, 50 epochs"),
         "stssm_ks": (_group(ks, lambda r: r["label"]), f"KS nu = 0.1, 64 points, {_rollout_steps(ks)} rollout"),
+        **{name: (_group(_store_records(folder(name)) + [r for r in _store_records(folder(reuse)) if r["label"] in labels],
+                         lambda r: r["label"]), title.split(" (")[0]) for name, (reuse, labels, title) in SELECTIONS.items()},
         "stssm_table5_32": (_group(table5, lambda r: r["label"]),
                             f"Table 5 at 32 x 32 (NS nu = 1e-4), {_rollout_steps(table5)} rollout"),
     }
@@ -232,6 +262,58 @@ def report() -> None:
         if groups:
             plot_seed_mean_curves(groups, folder(name) / "curves.png", "validation rel. L2", title, log=True)
             print(f"curves: {(folder(name) / 'curves.png').relative_to(HERE.parent)}")
+
+
+#: lane c's comparisons: experiment -> (the reused experiment, its labels that join the comparison, title)
+SELECTIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "lamo_config_darcy": ("geomano_lamo_equal", ("lamo",),
+                          "LaMO's configurations on Darcy, 50 epochs (`lamo` is the code's: 4 heads)"),
+    "ns4_paper_configs": ("ns4", ("lamo", "geomano-eqp"),
+                          "LaMO's configurations and the paper's GeoMaNO on Navier-Stokes nu = 1e-4, 30 epochs "
+                          "(`lamo` is the code's: 16 heads; `geomano-eqp` ours)"),
+}
+
+
+def selection_table(records: list[dict], title: str) -> str:
+    """Markdown: per label, parameters, seeds, the best validation rel. L2 (what selects), the test rel. L2 of that
+    ``best.pt`` and of the final model (mean +- std over seeds), training CPU hours; then the label validation
+    chooses among LaMO's configurations (``lamo*``; lowest mean best validation rel. L2), among those with all the
+    seeds of the most complete one."""
+    groups: dict[str, list[dict]] = {}
+    for r in sorted(records, key=lambda r: (r["label"], r["seed"])):
+        groups.setdefault(r["label"], []).append(r)
+
+    def ms(values: list[float]) -> str:
+        mean = sum(values) / len(values)
+        if len(values) < 2:
+            return f"{mean:.4f} (1 seed)"
+        std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+        return f"{mean:.4f} ± {std:.4f}"
+
+    lines = [f"### {title}", "", "| model | params | seeds | best validation rel. L2 | test rel. L2 at best "
+             "validation | test rel. L2, final model | training CPU hours |", "|---|---:|---|---:|---:|---:|---:|"]
+    for label, rs in groups.items():
+        at_best = [r.get("test_rel_l2_at_best_val") or r["final_rel_l2"] for r in rs]
+        lines.append(f"| {label} | {rs[0]['params']:,} | {' '.join(str(r['seed']) for r in rs)} | "
+                     f"{ms([r['best_val_rel_l2'] for r in rs])} | {ms(at_best)} | "
+                     f"{ms([r['final_rel_l2'] for r in rs])} | {sum(r['train_seconds'] for r in rs) / 3600:.2f} |")
+    lamo = {k: rs for k, rs in groups.items() if k.startswith("lamo")}
+    most = max(len(rs) for rs in lamo.values())
+    full = {k: rs for k, rs in lamo.items() if len(rs) == most}
+    pick = min(full, key=lambda k: sum(r["best_val_rel_l2"] for r in full[k]) / most)
+    lines += ["", f"LaMO's configuration chosen on validation (lowest mean best validation rel. L2 over {most} seed(s), "
+                  f"among {', '.join(sorted(full))}): **{pick}**."]
+    return "\n".join(lines)
+
+
+def selection_report(name: str) -> str | None:
+    """The :func:`selection_table` of lane c's comparison ``name`` (its records and the reused labels), or None
+    before its first record."""
+    reuse, labels, title = SELECTIONS[name]
+    own = _store_records(folder(name))
+    if not own:
+        return None
+    return selection_table(own + [r for r in _store_records(folder(reuse)) if r["label"] in labels], title)
 
 
 def _rollout_steps(records: list[dict]) -> str:

@@ -64,6 +64,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                "sample (fp32, bf16, compiled), paper protocols' GPU-hours; --scale tiny on a CPU"),
     "generators": Benchmark("generators.py", "dataset generation speed per generator and the projected time of each "
                                              "dataset at cpu and paper scale"),
+    "ns-resolution": Benchmark("ns_resolution.py", "Navier-Stokes nu = 1e-4: the 64^2 data's solve against 128^2 and "
+                                                   "256^2 solves over t <= 20, same and own initial draws"),
     "protocol": Benchmark("protocol.py", "the paper experiments at the papers' protocol or scaled to two cores, "
                                          "as resumable queues (--status, --lanes a b c)"),
     "geomano-compare": Benchmark("geomano_compare.py", "GeoMaNO vs LaMO vs Transolver vs FNO on Darcy and "
