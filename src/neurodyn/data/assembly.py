@@ -150,6 +150,10 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     out: dict[str, Any] = {"path": path, "store": store}
     if task == "steady":
         sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
+        if sets["train"].has_mask and reduce != "channel":
+            raise ConfigError(f"dataset file {path} holds point clouds of different sizes (padded, with "
+                              f"fields/mask); per-point statistics (data.normalize_reduce={reduce}) mean nothing "
+                              "there: set data.normalize_reduce=channel")
         x_train, y_train = sets["train"].tensors()
         out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
         out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)

@@ -91,12 +91,17 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
                           f"{tuple(want[1:])}")
 
 
+def is_point_cloud(dataset) -> bool:
+    """Whether a steady dataset holds point clouds (one point axis with coordinates ``pos``), not grids."""
+    return bool(getattr(dataset, "has_pos", False)) and len(getattr(dataset, "spatial_shape", ())) == 1
+
+
 def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
     """The task of ``cfg`` on ``data``: its loss and training / evaluation modes come from ``tcfg`` (the parsed
     train section, :func:`train_config`), its normalizers from ``data``."""
     loss = tcfg.loss_fn()
     if cfg.get("task", "steady") == "steady":
-        return SteadyTask(loss, data["x_norm"], data["y_norm"])
+        return SteadyTask(loss, data["x_norm"], data["y_norm"], grid=not is_point_cloud(data["sets"]["train"]))
     if cfg.get("task") == "sequence":
         from .sequence_task import SequenceTask
 
