@@ -182,7 +182,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if dist.is_main:
         from .plots import write_run_plots
 
-        write_run_plots(run_dir, device=device)
+        plots = write_run_plots(run_dir, device=device)
         if final:
             print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
             for k, v in final.items():
@@ -190,7 +190,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     print(f"  {k:>12s}  {v:.5g}")
         else:
             print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
-        print(f"run folder: {run_dir} (summary.md, predictions.png, learning_curve.png, metrics.jsonl)")
+        print(f"run folder: {run_dir} (summary.md, {', '.join(plots)}, metrics.jsonl)")
     return 0
 
 

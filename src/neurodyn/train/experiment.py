@@ -258,6 +258,7 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
     if not tests:
         lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
     lines += ["Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
-              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
-              "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
+              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", ""]
+    # no image links here: the plots are drawn above this layer, which links each one it writes
+    # (neurodyn.plots.link_plots), so a summary never links an image that does not exist
     (run_dir / "summary.md").write_text("\n".join(lines))
