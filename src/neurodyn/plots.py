@@ -382,10 +382,10 @@ def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: st
 
 
 def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Validation rel. L2 against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
-    :mod:`neurodyn.compare` records), one colour per preset; log-scaled error."""
-    import matplotlib.pyplot as plt
-
+    """The validation metric against training seconds, one line per run (``curve_seconds`` / ``curve_rel_l2`` of
+    :mod:`neurodyn.compare` records: the run's monitored metric, named by ``metric``), one colour per preset, and
+    the budget (``budget``: ``"<B>s"`` a dashed line at B seconds, ``"<N>ep"`` named in the title). The axis names
+    the metric; error metrics are log-scaled, accuracy is not."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     colours: dict[str, Any] = {}
     for r in records:
@@ -395,11 +395,20 @@ def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> P
         ax.plot(r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2,
                 label=key if first else None)
     metric = records[0].get("metric", "rel_l2") if records else "rel_l2"
+    name = {"rel_l2": "relative L2", "rmse": "RMSE", "accuracy": "accuracy"}.get(metric, metric)
     ax.set_xlabel("training time (s)")
-    ax.set_ylabel(f"validation {'rel. L2' if metric == 'rel_l2' else metric}")
-    if metric != "accuracy":
+    ax.set_ylabel(f"validation {name}" + (" (higher is better)" if metric == "accuracy" else " (lower is better)"))
+    if metric != "accuracy" and any(v > 0 for r in records for v in r["curve_rel_l2"]):
         ax.set_yscale("log")
+    budgets = sorted({str(r["budget"]) for r in records if r.get("budget")})
+    seconds = [float(b[:-1]) for b in budgets if b.endswith("s") and b[:-1].replace(".", "", 1).isdigit()]
+    for k, b in enumerate(seconds):
+        ax.axvline(b, color="0.3", ls="--", lw=1, label=f"budget {b:g} s" if k == 0 or len(seconds) > 1 else None)
+    epochs = [b[:-2] for b in budgets if b.endswith("ep")]
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title("error against wall-clock training time")
+    title = f"validation {name} against wall-clock training time"
+    if epochs:
+        title += f"\n(budget: {', '.join(epochs)} epoch{'s' if epochs != ['1'] else ''} per model)"
+    ax.set_title(title, fontsize=10)
     return save_figure(fig, path)
