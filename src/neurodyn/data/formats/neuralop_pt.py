@@ -64,7 +64,7 @@ def read(path: Path, **options: Any) -> PublicDataset:
 
     path = Path(path)
     obj = _load(path)
-    if isinstance(obj, list):  # one dict per sample: point clouds (neuraloperator's car files)
+    if isinstance(obj, list) and obj and all(isinstance(s, dict) for s in obj):  # point clouds (car files)
         from .point_cloud import from_samples
 
         return from_samples(path, obj, **options)
@@ -74,7 +74,7 @@ def read(path: Path, **options: Any) -> PublicDataset:
                           f"got {opts.channel_dim!r}")
     if not isinstance(obj, dict):
         raise DataError(f"file {path} holds a {type(obj).__name__}; expected a dict with tensors 'x' and 'y' "
-                        "(neuraloperator's layout)")
+                        "(neuraloperator's layout), or a list of per-sample dicts (point clouds)")
     for key in ("x", "y"):
         if key not in obj:
             raise DataError(f"file {path} has no {key!r} (the {'input' if key == 'x' else 'output'} tensor); it holds "
