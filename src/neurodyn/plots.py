@@ -108,8 +108,8 @@ def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, obj
     fig, ax = plt.subplots(figsize=(6.4, 4))
     lines = []
     if history:
-        lines += ax.semilogy([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], "s-", ms=3, color="C0",
-                             label=f"training objective ({objective})")
+        epochs, losses = [h["epoch"] + 1 for h in history], [h["train_loss"] for h in history]
+        lines += ax.semilogy(epochs, losses, "s-", ms=3, color="C0", label=f"training objective ({objective})")
         ev = [(h["epoch"] + 1, h["val"]["rel_l2"]) for h in history if "val" in h and "rel_l2" in h["val"]]
         if ev:
             ax2 = ax.twinx()
@@ -345,8 +345,8 @@ def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, pa
     fig, ax = plt.subplots(figsize=(6.4, 4))
     lines = []
     if history:
-        lines += ax.plot([h["epoch"] + 1 for h in history], [h["train_loss"] for h in history], "s-", ms=3, color="C0",
-                         label=f"training objective ({objective})")
+        epochs, losses = [h["epoch"] + 1 for h in history], [h["train_loss"] for h in history]
+        lines += ax.plot(epochs, losses, "s-", ms=3, color="C0", label=f"training objective ({objective})")
         ev = [(h["epoch"] + 1, h["val"][key]) for h in history if "val" in h and key in h["val"]]
         if ev:
             ax2 = ax.twinx()

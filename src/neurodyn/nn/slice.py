@@ -132,7 +132,8 @@ class SliceEncoder(nn.Module):
         """``(B, N, D)`` -> slice weights ``(B, H, N, M)`` (each row sums to one over M)."""
         return self.weights_from(self._project(self.in_project_x, x, grid))
 
-    def forward(self, x: torch.Tensor, grid=None, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, grid=None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, N, D)`` -> ``(tokens (B, H, M, d_h), weights (B, H, N, M))``.
 
         ``mask (B, N)`` (True on real points of padded point clouds) zeroes the weights of padded points, so the
