@@ -45,7 +45,7 @@ def figures(monkeypatch):
 
     def keep(fig, path, dpi=90):
         kept[Path(path).name] = fig
-        fig.canvas.draw()
+        fig.tight_layout()
         fig.savefig(path, dpi=dpi)
         return Path(path)
 
