@@ -88,7 +88,7 @@ def _convert_public(args: argparse.Namespace) -> int:
     """``generate --from FILE``: convert a public file (FNO .mat, PDEBench / The Well HDF5,
     neuraloperator .pt, Geo-FNO folder) or a user's time series (UEA .ts, long-format CSV / Parquet, .npz)
     into the store; further key=value words are reader options."""
-    from .data.formats.convert import convert_to_store
+    from .data.formats.convert import conversion_summary, convert_to_store
 
     if args.target:
         raise ConfigError(f"give either a preset/generator ({args.target}) or --from FILE, not both")
@@ -100,7 +100,7 @@ def _convert_public(args: argparse.Namespace) -> int:
         raise ConfigError("--shard does not apply to --from (a conversion is one process); leave it out")
     path = convert_to_store(args.from_file, out=args.out, kind=kind, chunk_size=args.chunk_size,
                             progress=not args.no_progress, **options)
-    print(path)
+    print(conversion_summary(path))
     return 0
 
 
@@ -182,7 +182,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if dist.is_main:
         from .plots import write_run_plots
 
-        write_run_plots(run_dir, device=device)
+        plots = write_run_plots(run_dir, device=device)
         if final:
             print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
             for k, v in final.items():
@@ -190,7 +190,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     print(f"  {k:>12s}  {v:.5g}")
         else:
             print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
-        print(f"run folder: {run_dir} (summary.md, predictions.png, learning_curve.png, metrics.jsonl)")
+        print(f"run folder: {run_dir} (summary.md, {', '.join(plots)}, metrics.jsonl)")
     return 0
 
 

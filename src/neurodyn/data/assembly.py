@@ -101,6 +101,30 @@ def data_options(data_cfg: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data_cfg.items() if k not in DATA_KEYS}
 
 
+def without_generator(data_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The data section of a run on a file (``data.path``) without the generator and its options, which describe
+    data the run never made nor read (a preset's ``generator: darcy, resolution: 32`` under a user's file);
+    unchanged without ``data.path``."""
+    if not data_cfg.get("path"):
+        return data_cfg
+    return {k: v for k, v in data_cfg.items() if k in DATA_KEYS and k != "generator"}
+
+
+def file_record(path: str | Path) -> dict[str, Any]:
+    """What a run records of the store file it read: ``path``, ``sha256`` of the file's bytes, the ``shapes`` of
+    its arrays (``fields/...``: ``(N, ...)``) and, for a converted file, ``converted_from`` (each source file's
+    name, size and sha256)."""
+    from .formats.convert import file_digest
+
+    path = Path(path)
+    store = StoredDataset(path, verify=False)
+    out = {"path": str(path), "sha256": file_digest(path),
+           "shapes": {k: list(map(int, v)) for k, v in sorted(store.shapes.items())}}
+    if store.config.get("source"):  # a conversion (neurodyn generate --from): the files it was made from
+        out["converted_from"] = store.config["source"]
+    return out
+
+
 def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
                    is_main: bool = True, barrier: Callable[[], None] | None = None) -> Path:
     """Path of the store file the config describes, generating it first when missing.
@@ -150,6 +174,10 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     out: dict[str, Any] = {"path": path, "store": store}
     if task == "steady":
         sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
+        if sets["train"].has_mask and reduce != "channel":
+            raise ConfigError(f"dataset file {path} holds point clouds of different sizes (padded, with "
+                              f"fields/mask); per-point statistics (data.normalize_reduce={reduce}) mean nothing "
+                              "there: set data.normalize_reduce=channel")
         x_train, y_train = sets["train"].tensors()
         out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), reduce).fit(x_train)
         out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), reduce).fit(y_train)

@@ -3,7 +3,9 @@
 ``SteadyDataset`` maps input fields to target fields, sample by sample: items are dicts
 ``{"x": (*spatial, C_in), "y": (*spatial, C_out), "index": ()}``; several fields are concatenated
 along the channel axis in the order the file lists them. Meshes and point clouds store their node
-coordinates as ``fields/pos`` (N, P, d); items then carry ``"pos": (P, d)`` (DESIGN.md's ``pos``). Time-window and
+coordinates as ``fields/pos`` (N, P, d); items then carry ``"pos": (P, d)`` (DESIGN.md's ``pos``). Point clouds of
+different point counts are padded to the largest and stored with ``fields/mask`` (N, P, 1), 1 on real points and
+0 on padding; items then carry ``"mask": (P,)`` bool, which the task's loss, metrics and model honour. Time-window and
 sequence datasets plug in beside it with the same dict convention.
 """
 from __future__ import annotations
@@ -74,6 +76,8 @@ class SteadyDataset(Dataset):
         self.y = _read_fields(store, self.targets, self.ids, in_memory)
         self.has_pos = "fields/pos" in store.shapes  # also when pos is the input itself (point clouds)
         self.pos = _read_fields(store, ("pos",), self.ids, in_memory) if self.has_pos else None
+        self.has_mask = "fields/mask" in store.shapes
+        self.mask = _read_fields(store, ("mask",), self.ids, True)[..., 0] > 0.5 if self.has_mask else None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -91,14 +95,21 @@ class SteadyDataset(Dataset):
         if self.has_pos:
             item["pos"] = self.pos[i] if self.pos is not None else torch.from_numpy(
                 self.store.read("fields/pos", int(self.ids[i])).astype(np.float32))
+        if self.mask is not None:
+            item["mask"] = self.mask[i]
         return item
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """All inputs and targets of this split (for fitting normalizers)."""
+        """All inputs and targets of this split (for fitting normalizers); padded point clouds give their real
+        points only, ``(M, C_in)`` and ``(M, C_out)``."""
         if self.x is not None:
-            return self.x, self.y
-        items = [self[i] for i in range(len(self))]
-        return torch.stack([it["x"] for it in items]), torch.stack([it["y"] for it in items])
+            x, y = self.x, self.y
+        else:
+            items = [self[i] for i in range(len(self))]
+            x, y = torch.stack([it["x"] for it in items]), torch.stack([it["y"] for it in items])
+        if self.mask is not None:
+            return x[self.mask], y[self.mask]
+        return x, y
 
 
 class TimeWindowDataset(Dataset):

@@ -276,8 +276,8 @@ class LatentSliceMixer(nn.Module):
         self.encoder, self.ssm, self.decoder = encoder, ssm, decoder
         self.to_out = nn.Linear(dim, dim)
 
-    def forward(self, u: torch.Tensor, grid=None) -> torch.Tensor:
-        z, w = self.encoder(u, grid)                               # (B, He, M, dh), (B, He, N, M)
+    def forward(self, u: torch.Tensor, grid=None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        z, w = self.encoder(u, grid, mask)                              # (B, He, M, dh), (B, He, N, M)
         b, he, m, dh = z.shape
         seq = self.ssm(z.permute(0, 2, 1, 3).reshape(b, m, he * dh))  # latent tokens in slice order
         z = seq.reshape(b, m, he, dh).permute(0, 2, 1, 3)
@@ -367,13 +367,16 @@ class LaMO(PointOperator):
         return resample_grid(y, size) if resample else y
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+                ctx: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         if cfg.variant == "grid":
+            if mask is not None:
+                raise ValueError("LaMO (grid) takes no point mask; masks are for padded point clouds "
+                                 "(variant='point_cloud')")
             return self._forward_grid(x, pos, ctx)
         structured = cfg.variant == "structured_mesh"
         check_mesh_input("LaMO", x, pos, ctx, model=self, structured=structured, in_channels=cfg.in_channels,
                          pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels)
         feats, grid = mesh_features(x, pos, ctx, structured=structured, pos_channels=cfg.pos_channels,
                                     positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
-        return self._forward_points(feats, grid, ctx, x)
+        return self._forward_points(feats, grid, ctx, x, mask)

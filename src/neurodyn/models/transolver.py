@@ -153,7 +153,7 @@ class Transolver(PointOperator):
         self._init_weights()
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+                ctx: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         structured = cfg.variant == "structured_mesh"
         check_mesh_input("Transolver", x, pos, ctx, model=self, structured=structured, in_channels=cfg.in_channels,
@@ -169,4 +169,4 @@ class Transolver(PointOperator):
             else:
                 k = cfg.pos_channels or cfg.in_channels  # pos comes first in the features; else x is the coordinates
                 feats = torch.cat([unified_position(feats[..., :k], cfg.unified_pos), feats[..., k:]], dim=-1)
-        return self._forward_points(feats, grid, ctx, x)
+        return self._forward_points(feats, grid, ctx, x, mask)

@@ -79,12 +79,21 @@ class PointOperator(nn.Module):
         """Code initialisation: trunc_normal Linear weights, the slice projections orthogonal (as built)."""
         trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
 
-    def _forward_points(self, feats: torch.Tensor, grid, ctx, x: torch.Tensor) -> torch.Tensor:
+    def _forward_points(self, feats: torch.Tensor, grid, ctx, x: torch.Tensor,
+                        mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``mask (B, N)``: True on the real points of point clouds padded to a common N; the slice tokens pool
+        those only, so each real point's output is the one of its cloud without the padding."""
+        extra = {}
+        if mask is not None:
+            if grid is not None or tuple(mask.shape) != tuple(feats.shape[:2]):
+                raise ValueError(f"a point mask is for point clouds and has shape (B, N) = {tuple(feats.shape[:2])}; "
+                                 f"got {tuple(mask.shape)}" + (" on a structured mesh" if grid is not None else ""))
+            extra["mask"] = mask.bool()
         h = self.lift(feats)
         if self.placeholder is not None:
             h = h + self.placeholder
         if self.time_fc is not None:
             h = h + self.time_fc(timestep_embedding(ctx[:, 0].to(h.dtype), self.config.width))[:, None, :]
         for blk in self.blocks:
-            h = blk(h, grid=grid)
+            h = blk(h, grid=grid, **extra)
         return h.reshape(*x.shape[:-1], self.config.out_channels)

@@ -132,12 +132,18 @@ class SliceEncoder(nn.Module):
         """``(B, N, D)`` -> slice weights ``(B, H, N, M)`` (each row sums to one over M)."""
         return self.weights_from(self._project(self.in_project_x, x, grid))
 
-    def forward(self, x: torch.Tensor, grid=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B, N, D)`` -> ``(tokens (B, H, M, d_h), weights (B, H, N, M))``."""
+    def forward(self, x: torch.Tensor, grid=None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B, N, D)`` -> ``(tokens (B, H, M, d_h), weights (B, H, N, M))``.
+
+        ``mask (B, N)`` (True on real points of padded point clouds) zeroes the weights of padded points, so the
+        tokens pool the real points only (the weights returned for the padded points are zero too)."""
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"slice encoder takes physical tokens (batch, N, {self.dim}); got shape {tuple(x.shape)}.")
         x_mid = self._project(self.in_project_x, x, grid)
         w = self.weights_from(x_mid)
+        if mask is not None:
+            w = w * mask[:, None, :, None].to(w.dtype)
         values = x_mid if self.in_project_fx is None else self._project(self.in_project_fx, x, grid)
         return pool(values, w, self.normalize, self.eps), w
 
@@ -204,8 +210,8 @@ class PhysicsAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.to_out = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, grid=None) -> torch.Tensor:
-        tokens, w = self.encoder(x, grid)
+    def forward(self, x: torch.Tensor, grid=None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        tokens, w = self.encoder(x, grid, mask)
         q, k, v = self.to_q(tokens), self.to_k(tokens), self.to_v(tokens)
         attn = self.dropout(torch.softmax(q @ k.transpose(-1, -2) * self.scale, dim=-1))
         return self.to_out(deslice(attn @ v, w))

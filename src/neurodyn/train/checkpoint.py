@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import yaml
 
+from ..data.assembly import without_generator
 from ..errors import ConfigError
 from ..models.registry import available, move_fields
 
@@ -83,6 +84,8 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
     old = _today_layout(old)
+    if isinstance(old, dict) and isinstance(old.get("data"), dict):  # what the run recorded of its file is no setting
+        old = {**old, "data": without_generator({k: v for k, v in old["data"].items() if k != "file"})}
     diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
     if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) \
             and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):

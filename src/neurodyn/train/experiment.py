@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from ..checkpoint_io import read_checkpoint
-from ..data.assembly import build_data, build_test_sets, data_options, named_test_files, split_sizes
+from ..data.assembly import (build_data, build_test_sets, data_options, file_record, named_test_files, split_sizes,
+                             without_generator)
 from ..data.datasets import SteadyDataset
 from ..data.generators import get_generator
 from ..errors import ConfigError
@@ -91,12 +92,17 @@ def check_model_accepts(model: torch.nn.Module, task, dataset, name: str, what: 
                           f"{tuple(want[1:])}")
 
 
+def is_point_cloud(dataset) -> bool:
+    """Whether a steady dataset holds point clouds (one point axis with coordinates ``pos``), not grids."""
+    return bool(getattr(dataset, "has_pos", False)) and len(getattr(dataset, "spatial_shape", ())) == 1
+
+
 def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
     """The task of ``cfg`` on ``data``: its loss and training / evaluation modes come from ``tcfg`` (the parsed
     train section, :func:`train_config`), its normalizers from ``data``."""
     loss = tcfg.loss_fn()
     if cfg.get("task", "steady") == "steady":
-        return SteadyTask(loss, data["x_norm"], data["y_norm"])
+        return SteadyTask(loss, data["x_norm"], data["y_norm"], grid=not is_point_cloud(data["sets"]["train"]))
     if cfg.get("task") == "sequence":
         from .sequence_task import SequenceTask
 
@@ -146,6 +152,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     so a second training of the same folder is refused instead of interleaving with this one."""
     dist = dist or DistInfo()
     run_dir = Path(run_dir)
+    if isinstance(cfg.get("data"), dict):
+        cfg = {**cfg, "data": without_generator(cfg["data"])}
     tcfg = check_config(cfg)
     with training_lock(run_dir) if dist.is_main else contextlib.nullcontext():
         return _run_locked(cfg, tcfg, run_dir, device, resume, dist, progress, interrupt_at)
@@ -172,9 +180,10 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if tcfg.early_stop and eval_set is None:
         raise ConfigError(f"train.early_stop={tcfg.early_stop} stops on the validation split, and this run has none "
                           "(data.n_val = 0); set data.n_val (e.g. auto) or train.early_stop=0")
+    recorded = recorded_config(cfg, data["path"])
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
     trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=cfg,
                       device=device, dist_info=dist, progress=progress, interrupt_at=interrupt_at)
     if dist.is_main and progress is not False:
@@ -185,12 +194,20 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     history = trainer.fit(resume=resume)
     tests = evaluate_tests(trainer, task, data["sets"].get("test"), test_sets)
     if dist.is_main:
-        write_summary(cfg, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
+        write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode, tests=tests)
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
                   for name, m in tests.items() if name != "test"})
     return final
+
+
+def recorded_config(cfg: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The config a run writes (``config.yaml``, ``summary.md``): ``cfg``, and for a run on a file (``data.path``)
+    the file it read under ``data.file`` (path, sha256, shapes: :func:`~neurodyn.data.assembly.file_record`)."""
+    if not cfg["data"].get("path"):
+        return cfg
+    return {**cfg, "data": {**cfg["data"], "file": file_record(path)}}
 
 
 def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -253,6 +270,7 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
     if not tests:
         lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
     lines += ["Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
-              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", "",
-              "![predictions](predictions.png)", "", "![learning curve](learning_curve.png)", ""]
+              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", ""]
+    # no image links here: the plots are drawn above this layer, which links each one it writes
+    # (neurodyn.plots.link_plots), so a summary never links an image that does not exist
     (run_dir / "summary.md").write_text("\n".join(lines))

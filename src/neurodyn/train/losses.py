@@ -411,6 +411,27 @@ _LOSSES: dict[str, type[nn.Module]] = {
 }
 
 
+def masked_loss(loss: nn.Module, pred: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """``loss(pred, target)`` over the real points of padded point clouds only: ``mask (B, *spatial)`` is True on
+    real points. Each sample's value is the one of the sample without its padding: relative Lp takes the mask as
+    0/1 quadrature weights (both norms run over the real points); MSE divides each sample's squared error by its
+    own point count. Other losses (gradients, H1) assume a grid, which padded points do not have."""
+    m = mask.to(device=pred.device, dtype=torch.float32 if pred.dtype in (torch.float16, torch.bfloat16)
+                else pred.dtype)
+    if isinstance(loss, RelativeLpLoss):
+        if loss.quadrature is not None:
+            raise ConfigError("a relative Lp loss with quadrature weights cannot also take a point mask; drop "
+                              "the loss's quadrature for padded point clouds")
+        return relative_lp(pred, target, loss.p, loss.reduction, loss.eps, quadrature=m)
+    if isinstance(loss, MSELoss):
+        pred, target = at_least_float32(pred, target)
+        per_point = (pred - target).pow(2).mean(dim=-1) * m
+        per_sample = per_point.reshape(pred.shape[0], -1).sum(1) / m.reshape(pred.shape[0], -1).sum(1).clamp_min(1)
+        return _reduce(per_sample, loss.reduction)
+    raise ConfigError(f"loss {type(loss).__name__} assumes a grid and cannot skip the padded points of ragged point "
+                      "clouds; use train.loss rel_l2, rel_l1 or mse")
+
+
 def available_losses() -> list[str]:
     """Sorted names accepted by :func:`build_loss`."""
     return sorted(_LOSSES)

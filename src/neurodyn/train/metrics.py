@@ -48,6 +48,11 @@ and over ranks with ``reduce_()``, gives the same numbers as :func:`evaluate_fie
 ``grid=False`` (meshes, point clouds: ``spatial == (N,)`` without grid structure) drops ``brmse`` and
 the ``frmse_*`` bands, which need a uniform grid.
 
+``mask`` (point clouds padded to a common point count: ``(B, *spatial)`` bool, True on real points) restricts
+every metric to the real points of each sample: the sums and means above run over them only (``rmse``
+divides by the sample's own point count), so a padded sample scores exactly as the same sample unpadded.
+A mask needs ``grid=False`` (padding breaks the grid the boundary and spectral metrics assume).
+
 Zero targets: ``rel_l2`` (and ``nrmse``) of a sample whose target is all zero is undefined; its denominator is
 clamped to ``eps``, so it reports the error norm times ``1/eps``. :meth:`MetricAccumulator.compute` then warns
 once, with the number of such samples, pointing to the absolute metrics beside it (values are unchanged).
@@ -149,11 +154,12 @@ def fourier_band_rmse(err: Tensor, bands: Sequence[int] = DEFAULT_BANDS) -> Tens
 
 @torch.no_grad()
 def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAULT_BANDS, grid: bool = True,
-                   eps: float = 1e-12) -> dict[str, Tensor]:
+                   eps: float = 1e-12, mask: Tensor | None = None) -> dict[str, Tensor]:
     """Per-sample metric values, float64 tensors of shape ``(B, C)`` (``rel_l2``: ``(B, 1)``).
 
     Keys are :data:`METRIC_NAMES` (without ``brmse``/``frmse_*`` when ``grid=False``). ``crmse`` holds the
-    per-sample ``|mean pred - mean target|``; ``max_err`` the per-sample max ``|e|``. See the module docstring.
+    per-sample ``|mean pred - mean target|``; ``max_err`` the per-sample max ``|e|``. ``mask`` ``(B, *spatial)``
+    (True on real points; ``grid=False`` only) restricts them to the real points. See the module docstring.
     """
     check_fields(pred, target, "metrics", min_spatial=1, max_spatial=3)
     _check_bands(bands)
@@ -162,14 +168,28 @@ def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAU
     spatial = tuple(pred.shape[1:-1])
     err = pred - target
     e = err.reshape(B, -1, C)
+    if mask is not None:
+        if grid:
+            raise ValueError("metrics: a point mask needs grid=False (padded points have no grid).")
+        if tuple(mask.shape) != (B, *spatial):
+            raise ValueError(f"metrics: mask of shape {tuple(mask.shape)} does not match the points "
+                             f"{(B, *spatial)} of fields {tuple(pred.shape)}.")
+        m = mask.reshape(B, -1, 1).to(pred.device).bool()
+        e = torch.where(m, e, torch.zeros((), dtype=e.dtype, device=e.device))
+        t = torch.where(m, target.reshape(B, -1, C), torch.zeros((), dtype=e.dtype, device=e.device))
+        count = m.sum(dim=1).double().clamp_min(1)  # (B, 1): each sample's real points
+    else:
+        t = target.reshape(B, -1, C)
+        count = torch.full((B, 1), float(e.shape[1]), dtype=torch.float64, device=e.device)
     e2 = e.square()
-    rmse = e2.mean(dim=1).sqrt()
+    rmse = (e2.sum(dim=1) / count).sqrt()
     out = {
-        "rel_l2": relative_lp(pred, target, 2, reduction="none", eps=eps).unsqueeze(1),
+        "rel_l2": (e.reshape(B, -1).norm(dim=1) / t.reshape(B, -1).norm(dim=1).clamp_min(eps)).unsqueeze(1)
+        if mask is not None else relative_lp(pred, target, 2, reduction="none", eps=eps).unsqueeze(1),
         "rmse": rmse,
-        "nrmse": rmse / target.reshape(B, -1, C).square().mean(dim=1).sqrt().clamp_min(eps),
+        "nrmse": rmse / (t.square().sum(dim=1) / count).sqrt().clamp_min(eps),
         "max_err": e.abs().amax(dim=1),
-        "crmse": e.mean(dim=1).abs(),
+        "crmse": (e.sum(dim=1) / count).abs(),
     }
     if grid:
         mask = boundary_mask(spatial, pred.device).reshape(-1)
@@ -217,11 +237,12 @@ class MetricAccumulator:
             fill = -math.inf if _KIND[n] == "max" else 0.0
             self._stats[n] = torch.full((size,), fill, dtype=torch.float64, device=device)
 
-    def update(self, pred: Tensor, target: Tensor) -> None:
-        """Add a batch of fields ``(B, *spatial, C)``."""
+    def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
+        """Add a batch of fields ``(B, *spatial, C)`` (``mask`` ``(B, *spatial)``: the real points of padded
+        point clouds, ``grid=False`` only)."""
         if self._reduced:
             raise RuntimeError("MetricAccumulator.update() after reduce_(): call reset() to start a new evaluation.")
-        vals = sample_metrics(pred, target, bands=self.bands, grid=self.grid, eps=self.eps)
+        vals = sample_metrics(pred, target, bands=self.bands, grid=self.grid, eps=self.eps, mask=mask)
         channels = pred.shape[-1]
         if self._stats is None:
             self._init_stats(channels, vals["rmse"].device)
@@ -238,7 +259,8 @@ class MetricAccumulator:
             else:  # torch.maximum and amax propagate NaN
                 self._stats[n] = torch.maximum(self._stats[n], v.amax(dim=0))
         self._count += pred.shape[0]
-        norms = torch.linalg.vector_norm(target.detach().reshape(target.shape[0], -1).double(), dim=1)
+        kept = target.detach() if mask is None else target.detach() * mask[..., None].to(target.dtype)
+        norms = torch.linalg.vector_norm(kept.reshape(target.shape[0], -1).double(), dim=1)
         self._zero_targets += int((norms <= self.eps).sum())
 
     def reduce_(self) -> MetricAccumulator:

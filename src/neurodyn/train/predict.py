@@ -4,6 +4,8 @@
 dataset: the input is encoded with the training normalizers, the output decoded back to the data's units.
 
 * steady operators: ``predict(x, pos=None, ctx=None)``, ``x (N, *spatial, C_in)`` -> ``(N, *spatial, C_out)``;
+  point clouds padded to a common size add ``mask=(N, P)`` (True on real points; the outputs at padding are
+  meaningless);
 * autoregressive operators: ``predict(history, steps=K, ctx=None)``, the last ``t_in`` frames in the dataset's
   layout -> the next ``K`` frames, rolled out;
 * sequence models: ``predict(x, t=None, mask=None)`` -> class logits ``(N, classes)`` (``.argmax(-1)``: the class)

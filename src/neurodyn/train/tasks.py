@@ -19,6 +19,7 @@ from torch import nn
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .distributed import all_reduce_max, all_reduce_sum
+from .losses import masked_loss
 from .metrics import MetricAccumulator
 from .rollout import from_frames, rollout, teacher_forced, to_frames
 
@@ -38,42 +39,51 @@ class Task:
 
 
 class SteadyTask(Task):
-    """``pred = y_norm.decode(model(x_norm.encode(x)))``; the loss is taken on physical units (FNO protocol)."""
+    """``pred = y_norm.decode(model(x_norm.encode(x)))``; the loss is taken on physical units (FNO protocol).
+
+    ``grid``: whether the fields lie on a uniform grid (False for point clouds: no boundary or spectral
+    metrics). A batch with ``mask`` (B, N) (point clouds padded to a common point count, True on real points)
+    is scored on its real points only, in the loss (:func:`~neurodyn.train.losses.masked_loss`) and the
+    metrics, and the model is given the mask."""
 
     name = "steady"
 
-    def __init__(self, loss: LossFn, x_norm: Normalizer, y_norm: Normalizer):
+    def __init__(self, loss: LossFn, x_norm: Normalizer, y_norm: Normalizer, grid: bool = True):
         self.loss_fn = loss
         self.x_norm = x_norm
         self.y_norm = y_norm
+        self.grid = bool(grid)
 
     def normalizers(self) -> dict[str, nn.Module]:
         return {"input": self.x_norm, "target": self.y_norm}
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds this task from a checkpoint besides its normalizers (:func:`task_from_spec`)."""
-        return {"name": self.name}
+        return {"name": self.name, "grid": self.grid}
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        extra = {k: batch[k] for k in ("pos", "ctx") if batch.get(k) is not None}  # a plain model(x) works too
+        extra = {k: batch[k] for k in ("pos", "ctx", "mask") if batch.get(k) is not None}  # a plain model(x) works too
         out = model(self.x_norm.encode(batch["x"]), **extra)
         return self.y_norm.decode(out)
 
     def training_loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean of the per-sample loss over the batch."""
-        return self.loss_fn(self.predict(model, batch), batch["y"])
+        """Mean of the per-sample loss over the batch (over each sample's real points when it is padded)."""
+        pred = self.predict(model, batch)
+        if batch.get("mask") is not None:
+            return masked_loss(self.loss_fn, pred, batch["y"], batch["mask"])
+        return self.loss_fn(pred, batch["y"])
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
                  keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
         """Metrics of ``model`` over ``batches``; ``keep`` (a function) is given each batch's :meth:`predict`, so one
         pass over the data both scores and predicts."""
-        acc = MetricAccumulator()
+        acc = MetricAccumulator(grid=self.grid)
         for batch in batches:
             pred = self.predict(model, batch)
             if keep is not None:
                 keep(pred)
-            acc.update(pred, batch["y"])
+            acc.update(pred, batch["y"], batch.get("mask"))
         acc.reduce_()
         return acc.compute()
 
@@ -233,7 +243,7 @@ def task_from_spec(spec: dict[str, Any], normalizers: dict[str, nn.Module], loss
     loss = loss or build_loss("rel_l2")
     name = spec.get("name")
     if name == "steady":
-        return SteadyTask(loss, normalizers["input"], normalizers["target"])
+        return SteadyTask(loss, normalizers["input"], normalizers["target"], grid=spec.get("grid", True))
     if name == "autoregressive":
         return AutoregressiveTask(loss, normalizers["u"], int(spec["channels"]), bool(spec["frames_as_channels"]),
                                   step=int(spec["step"]), cf_norm=normalizers.get("cf"),

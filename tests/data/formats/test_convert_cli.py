@@ -8,7 +8,8 @@ def test_generate_from_file_with_out_and_reader_options(make, tmp_path, capsys):
     src, a, u, t = make.fno_ns()
     out = tmp_path / "ns.h5"
     assert main(["generate", "--from", str(src), "--out", str(out), "time_stride=2", "--no-progress"]) == 0
-    assert capsys.readouterr().out.strip() == str(out)
+    # one line: the file written, what it holds
+    assert capsys.readouterr().out.strip() == f"{out}: 2 samples (fno-mat), per sample u (3, 8, 8, 1)"
     s = StoredDataset(out)
     assert s.shapes["fields/u"] == (2, 3, 8, 8, 1) and s.config["reader_options"]["time_stride"] == 2
     np.testing.assert_array_equal(s.read("fields/u")[1, 1, ..., 0], u[1, ..., 1].astype(np.float32))
@@ -21,8 +22,8 @@ def test_generate_from_folder_default_path_under_neurodyn_data(make, data_dir, c
     make.geofno_mesh("airfoil", folder="naca")
     make.geofno_mesh("pipe", folder="naca", H=11, W=5, C=2)
     assert main(["generate", "--from", str(make.root / "naca"), "kind=pipe", "stride=[2, 1]", "--no-progress"]) == 0
-    path = capsys.readouterr().out.strip()
-    assert path == str(data_dir / "imported" / "naca_pipe_stride2-1.h5")
+    path = data_dir / "imported" / "naca_pipe_stride2-1.h5"
+    assert capsys.readouterr().out.strip() == f"{path}: 3 samples (geo-fno), per sample pos (6, 5, 2), u (6, 5, 1)"
     assert StoredDataset(path).shapes["fields/u"] == (3, 6, 5, 1)
 
 

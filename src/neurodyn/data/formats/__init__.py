@@ -17,6 +17,9 @@ format          files                                                           
 ``csv``         long-format CSV time series: one row per observation (``.csv``, ``.tsv``)  timeseries
 ``parquet``     the same table as Parquet (needs pyarrow)                                  timeseries
 ``sequence-npz`` ``.npz`` with ``x (N, T, C)``, ``y`` [, ``t``, ``mask``, ``classes``]      timeseries
+``point-cloud`` point clouds of any sizes: a torch list of per-sample dicts (neuraloperator's  point_cloud
+                car files: ``vertices``, ``press``), or ``.npz`` with ``x (N, P, d)``,
+                ``y (N, P, c)`` [, ``mask``]
 =============== ========================================================================= ===========
 
 ``kind`` forces a format (one of the names above) or, for Geo-FNO folders, names the set
@@ -33,7 +36,8 @@ from ...errors import DataError, unknown_name
 from ...files import check_not_special
 from .base import PublicDataset
 
-FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well", "uea-ts", "csv", "parquet", "sequence-npz")
+FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well", "uea-ts", "csv", "parquet", "sequence-npz",
+           "point-cloud")
 SEQUENCE_FORMATS = ("uea-ts", "csv", "parquet", "sequence-npz")
 GEO_FNO_SETS = ("airfoil", "pipe", "elasticity", "plasticity")
 KINDS = FORMATS + GEO_FNO_SETS
@@ -110,7 +114,9 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
         if any(n.endswith("data.pkl") for n in names):
             return "neuralop-pt", None
         if "x.npy" in names or path.suffix.lower() == ".npz":
-            return "sequence-npz", None
+            from .point_cloud import looks_like_npz
+
+            return ("point-cloud" if looks_like_npz(path) else "sequence-npz"), None
         raise DataError(f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {names[:5]}); "
                         "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)")
     if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) format
@@ -186,6 +192,8 @@ def read_public(path: str | Path, kind: str | None = None, **options: Any) -> Pu
         from .timeseries import read_sequence_file
 
         return read_sequence_file(path, fmt, **options)
+    if fmt == "point-cloud":
+        return _read_point_cloud(path, options)
     if fmt == "fno-mat":
         from .fno_mat import read
     elif fmt == "pdebench":
@@ -199,6 +207,21 @@ def read_public(path: str | Path, kind: str | None = None, **options: Any) -> Pu
 
         return read_geo(path, kind=geo, **options)
     return read(path, **options)
+
+
+def _read_point_cloud(path: Path, options: dict[str, Any]) -> PublicDataset:
+    """A point-cloud ``.npz``, or a torch file holding a list of per-sample dicts."""
+    from . import point_cloud
+
+    if _head(path, 4) == _ZIP_MAGIC and not point_cloud.torch_archive(path):
+        return point_cloud.read_npz(path, **options)
+    from .neuralop_pt import _load
+
+    obj = _load(path)
+    if not isinstance(obj, list):
+        raise DataError(f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
+                        "per-sample dicts (points and target)")
+    return point_cloud.from_samples(path, obj, **options)
 
 
 def convert_to_store(*args: Any, **kwargs: Any):

@@ -104,6 +104,30 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     return path
 
 
+def conversion_summary(path: str | Path) -> str:
+    """One line describing the converted store at ``path``: samples and shapes (PDE fields), points (point clouds:
+    min / max per sample, coordinate dimensions, output channels) or sequences (count, classes, lengths)."""
+    from ..store import StoredDataset
+
+    store = StoredDataset(path, verify=False)
+    info = store.config.get("info", {})
+    fmt = store.config.get("format", "?")
+    if "n_sequences" in info:
+        lo, hi = info.get("steps", ["?", "?"])
+        what = (f"{len(info['classes'])} classes ({', '.join(map(str, info['classes'][:6]))}"
+                f"{', ...' if len(info['classes']) > 6 else ''})" if info.get("classes") else "regression targets")
+        lengths = f"length {lo}" if lo == hi else f"lengths {lo}..{hi}"
+        return (f"{path}: {info['n_sequences']} sequences ({fmt}), {what}, {lengths}, "
+                f"{len(info.get('channels', []))} channel(s)")
+    if "points_min" in info:
+        from .point_cloud import summary_line
+
+        return f"{path}: {summary_line(store.n_samples, info)} ({fmt})"
+    shapes = ", ".join(f"{k.removeprefix('fields/')} {tuple(v[1:])}" for k, v in sorted(store.shapes.items())
+                       if k.startswith("fields/"))
+    return f"{path}: {store.n_samples} samples ({fmt}), per sample {shapes}"
+
+
 def _check_existing(path: Path, meta: StoreMeta) -> None:
     """Accept an existing ``path`` only if it is the store of this conversion (same reader, version, source,
     options and sample count); a folder, a foreign file or another conversion is one DataError."""
@@ -113,4 +137,4 @@ def _check_existing(path: Path, meta: StoreMeta) -> None:
                         f"has {difference[1]}); choose another --out or delete it")
 
 
-__all__ = ["convert_to_store", "default_out", "file_digest"]
+__all__ = ["convert_to_store", "conversion_summary", "default_out", "file_digest"]

@@ -15,6 +15,9 @@ Two layouts are recognised (shapes after moving channels last):
   inputs ("a",), targets ("u",). neuraloperator's processor repeats ``a`` along T to learn the map
   a -> u(t, x) on the (T, X) grid; a consumer doing the same broadcasts ``fields/a`` over T.
 
+A file holding a list of per-sample dicts (point clouds of any sizes, as neuraloperator's car files) is read by
+:mod:`~neurodyn.data.formats.point_cloud`.
+
 Other tensors with N rows and at most 2 axes become ``params/<name>``; anything else is listed in
 ``info["ignored"]``. The files carry no grid, so no ``coords`` are stored.
 """
@@ -59,15 +62,19 @@ def read(path: Path, **options: Any) -> PublicDataset:
     """Read a neuraloperator ``.pt`` dict with tensors ``x`` (input) and ``y`` (output)."""
     import torch
 
+    path = Path(path)
+    obj = _load(path)
+    if isinstance(obj, list) and obj and all(isinstance(s, dict) for s in obj):  # point clouds (car files)
+        from .point_cloud import from_samples
+
+        return from_samples(path, obj, **options)
     opts = make_options(PtOptions, NAME, options)
     if opts.channel_dim is not None and (not isinstance(opts.channel_dim, int) or opts.channel_dim < 1):
         raise ConfigError(f"option channel_dim must be None (channels squeezed) or an axis >= 1, "
                           f"got {opts.channel_dim!r}")
-    path = Path(path)
-    obj = _load(path)
     if not isinstance(obj, dict):
         raise DataError(f"file {path} holds a {type(obj).__name__}; expected a dict with tensors 'x' and 'y' "
-                        "(neuraloperator's layout)")
+                        "(neuraloperator's layout), or a list of per-sample dicts (point clouds)")
     for key in ("x", "y"):
         if key not in obj:
             raise DataError(f"file {path} has no {key!r} (the {'input' if key == 'x' else 'output'} tensor); it holds "
