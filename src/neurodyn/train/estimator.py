@@ -93,7 +93,7 @@ class _SequenceEstimator:
         the trainer's test hook (a Ctrl-C at that batch)."""
         from ..data.formats import convert_to_store
         from ..experiments import load_experiment
-        from .experiment import run_experiment
+        from .experiment import check_config, run_experiment
         from .predict import load_run
 
         X, t, mask = _series(X, t, mask)
@@ -108,6 +108,7 @@ class _SequenceEstimator:
         if cfg.get("task") != "sequence":
             raise ConfigError(f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
                               "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)")
+        check_config(cfg)  # the train options and model keys, before anything is written
         run_dir = Path(self.run_dir) if self.run_dir is not None else Path(tempfile.mkdtemp(prefix="neurodyn-fit-"))
         digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode()
                                        for _, a in sorted(arrays.items()))).hexdigest()[:16]
@@ -149,27 +150,30 @@ class SequenceClassifier(_SequenceEstimator):
         y = _array(y, "y")
         if y.ndim != 1 or len(y) != n:
             raise ConfigError(f"y has shape {y.shape}; expected one label per sequence, shape (N,) = ({n},)")
-        self.classes_ = np.unique(y)
-        names = np.asarray([str(c) for c in self.classes_])
+        classes = np.unique(y)
+        names = np.asarray([str(c) for c in classes])
         if len(set(names.tolist())) != len(names):
-            raise ConfigError(f"the labels {self.classes_.tolist()} are not distinct as text; give distinct labels")
-        return np.searchsorted(self.classes_, y).astype(np.int64), {"classes": names}
+            raise ConfigError(f"the labels {classes.tolist()} are not distinct as text; give distinct labels")
+        self._fitting = classes  # becomes classes_ once the training succeeded
+        return np.searchsorted(classes, y).astype(np.int64), {"classes": names}
 
     def _after_fit(self, store):
         from ..data.sequences import store_classes
         from ..data.store import StoredDataset
 
+        self.classes_ = self._fitting
         stored = store_classes(StoredDataset(store)) or [str(c) for c in self.classes_]
         self._columns = [stored.index(str(c)) for c in self.classes_]  # logits column of each of classes_
 
     def predict_proba(self, X, t=None, mask=None) -> np.ndarray:
         """``(N, K)`` class probabilities (columns in the order of ``classes_``; rows sum to 1)."""
-        logits = self._raw(X, t, mask)[:, self._columns]
+        logits = self._raw(X, t, mask)[:, self._columns]  # (refuses an estimator not fitted yet)
         return torch.softmax(logits.double(), -1).numpy()
 
     def predict(self, X, t=None, mask=None) -> np.ndarray:
         """``(N,)`` labels, values of ``classes_``."""
-        return self.classes_[self._raw(X, t, mask)[:, self._columns].argmax(-1).numpy()]
+        columns = self._raw(X, t, mask)[:, self._columns].argmax(-1).numpy()
+        return self.classes_[columns]
 
     def score(self, X, y, t=None, mask=None) -> float:
         """Accuracy on ``X``, ``y``."""
@@ -187,8 +191,11 @@ class SequenceRegressor(_SequenceEstimator):
                               f"with N = {n}")
         if not np.isfinite(y).all():
             raise ConfigError("y holds NaN or Inf; every sequence needs a finite target")
-        self._vector = y.ndim == 2
+        self._fitting = y.ndim == 2
         return y.astype(np.float64), {}
+
+    def _after_fit(self, store):
+        self._vector = self._fitting
 
     def predict(self, X, t=None, mask=None) -> np.ndarray:
         """``(N,)`` (or ``(N, k)`` for 2-D targets) predictions in the targets' units."""
