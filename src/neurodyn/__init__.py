@@ -2,7 +2,8 @@
 
 ``neurodyn.load_run(path).predict(x)``: a trained run as a predictor in physical units
 (:mod:`neurodyn.train.predict`); ``neurodyn.SequenceClassifier`` / ``SequenceRegressor``: scikit-learn-style
-estimators over the sequence presets (:mod:`neurodyn.train.estimator`); the subpackages hold the rest (``models``, ``data``, ``train``, ``ops``, ``nn``).
+estimators over the sequence presets (:mod:`neurodyn.train.estimator`); the subpackages hold the rest
+(``models``, ``data``, ``train``, ``ops``, ``nn``).
 """
 __version__ = "0.1.0"
 

@@ -14,8 +14,8 @@ becomes 0, the training mean.
   as scikit-learn's ``r2_score``), and for a remaining-useful-life task (``rul=True``: the bearing data) the NAC
   paper's RUL ``score`` (eq. 58, summed over samples as written) with ``score_mean`` (per sample).
 
-Models fitted in one pass (``fits_in_one_pass``: ``models.fitted_baselines``) are fitted by :meth:`SequenceTask.fit_model`
-on the training batches, normalised as for training.
+Models fitted in one pass (``fits_in_one_pass``: ``models.fitted_baselines``) are fitted by
+:meth:`SequenceTask.fit_model` on the training batches, normalised as for training.
 """
 from __future__ import annotations
 
