@@ -124,3 +124,17 @@ def test_unfitted_predicts_zeros_and_bad_configs_are_refused():
         build("knn", in_channels=1, out_channels=2, distance="cosine")
     with pytest.raises(ConfigError, match="n_features"):
         build("minirocket", in_channels=1, out_channels=2, n_features=10)
+
+
+@pytest.mark.parametrize("name,extra", [("knn", {"distance": "dtw"}), ("minirocket", {"n_features": 500})])
+def test_fit_on_the_device_matches_the_cpu(device, name, extra):
+    """Fitted on ``pytest --device``: the same draws and predictions as on the CPU (float64, so that the PPV
+    thresholds compare the same numbers)."""
+    x, y = sine_or_square(20, 13, length=24)
+    x = x.double()
+    outs = []
+    for dev in (torch.device("cpu"), device):
+        m = build(name, in_channels=1, out_channels=2, **extra).double().to(dev)
+        m.fit(x.to(dev), None, None, y.to(dev))
+        outs.append(m(x.to(dev)).cpu())
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-6, atol=1e-6)

@@ -117,6 +117,8 @@ class FittedSequenceModel(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None
                 ) -> torch.Tensor:
         check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
+        if not x.is_floating_point():
+            raise ValueError(f"{type(self).__name__} expects floating-point input x; got {x.dtype}; call x.float()")
         if not bool(self.fitted):
             return x.new_zeros(x.shape[0], self.cfg.out_channels)
         return self.predict(self._series(x, mask)).to(x.dtype)
