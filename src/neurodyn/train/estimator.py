@@ -20,7 +20,7 @@ Settings: ``model`` is any sequence preset (``nac/sequence``, ``gru/sequence``, 
 Inputs: ``X (N, L, C)`` (``(N, L)``: one channel), NaN for a missing value; ``t (N, L)`` or ``(L,)`` timestamps;
 ``mask (N, L)`` 1 on a real step. The classifier keeps the labels' own values (``classes_``, sorted): strings,
 integers or anything NumPy sorts; ``predict`` returns them. Probabilities are the softmax of the model's logits
-(for ``knn``: 1 - 1e-6 (K - 1) for the neighbour's class; for ``minirocket``: a softmax of ridge scores, not
+(for ``knn``: about 1 - 1e-6 (K - 1) for the neighbour's class; for ``minirocket``: a softmax of ridge scores, not
 calibrated). The regressor takes ``y (N,)`` or ``(N, k)`` numbers.
 """
 from __future__ import annotations
