@@ -1,7 +1,9 @@
 """neurodyn: neural-dynamics operators for PDEs and irregular time series.
 
 ``neurodyn.load_run(path).predict(x)``: a trained run as a predictor in physical units
-(:mod:`neurodyn.train.predict`); the subpackages hold the rest (``models``, ``data``, ``train``, ``ops``, ``nn``).
+(:mod:`neurodyn.train.predict`); ``neurodyn.SequenceClassifier`` / ``SequenceRegressor``: scikit-learn-style
+estimators over the sequence presets (:mod:`neurodyn.train.estimator`); the subpackages hold the rest
+(``models``, ``data``, ``train``, ``ops``, ``nn``).
 """
 __version__ = "0.1.0"
 
@@ -11,4 +13,8 @@ def __getattr__(name: str):
         from .train.predict import load_run
 
         return load_run
+    if name in ("SequenceClassifier", "SequenceRegressor"):
+        from .train import estimator
+
+        return getattr(estimator, name)
     raise AttributeError(f"module 'neurodyn' has no attribute {name!r}")

@@ -89,6 +89,12 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
     task = build_task(cfg, data, tcfg)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(model, task, data["sets"]["train"], None, tcfg, tmp, device=device, progress=False)
+        if trainer.fitted:  # fitted in one pass (models.fitted_baselines): one epoch, whatever the budget
+            t0 = time.perf_counter()
+            task.fit_model(model, trainer.eval_batches(data["sets"]["train"]))
+            fit = time.perf_counter() - t0
+            return {"epochs": 1, "estimated_seconds_per_epoch": fit, "step_seconds": fit / trainer.n_batches,
+                    "params": count_parameters(model)}
         step = trainer.measure_step_seconds()
         eval_set = monitored_set(data["sets"])
         t0 = time.perf_counter()

@@ -39,7 +39,10 @@ SPECS = {
     "nac": (dict(in_channels=1, out_channels=3, d_model=8, n_heads=2, topk=2), SEQ),
     **{name: (dict(hidden=8), SEQ) for name in ("gru", "lstm", "cfc", "ltc", "odernn")},
     "mha": (dict(hidden=8, n_heads=2), SEQ),
+    # fitted in one pass: no parameters, so any floating dtype (the input's is kept)
+    **{name: (dict(in_channels=1, out_channels=3), SEQ) for name in ("majority", "knn", "minirocket")},
 }
+FITTED = ("majority", "knn", "minirocket")
 
 
 @functools.cache
@@ -125,7 +128,8 @@ CASES = [
     ("geomano-int64", call_model("geomano", torch.int64), ValueError, "got int64; call x.float()"),
     ("geomano-batch-0", call_model("geomano", batch=0), ValueError, "GeoMaNO input x has batch size 0"),
     *[(f"{name}-float64", call_model(name, torch.float64), ValueError, "expects float32 input like its parameters")
-      for name in SPECS if name not in ("fno", "geomano")],
+      for name in SPECS if name not in ("fno", "geomano", *FITTED)],
+    *[(f"{name}-int64", call_model(name, torch.int64), ValueError, "expects floating-point input") for name in FITTED],
     *[(f"{name}-batch-0", call_model(name, batch=0), ValueError, "input x has batch size 0")
       for name in SPECS if name not in ("fno", "geomano")],
     ("nac-int64", call_model("nac", torch.int64), ValueError, "NACModel expects float32 input"),

@@ -13,7 +13,7 @@ from neurodyn.data.store import StoredDataset
 from neurodyn.errors import ConfigError
 from neurodyn.experiments import available_presets, load_experiment
 
-SEQUENCE_MODELS = ("nac", "gru", "lstm", "cfc", "ltc", "mha", "odernn")
+SEQUENCE_MODELS = ("nac", "gru", "lstm", "cfc", "ltc", "mha", "odernn", "majority", "knn", "minirocket")
 
 
 def _cases(n: int, seed: int, length=(6, 10)):

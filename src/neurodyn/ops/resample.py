@@ -31,3 +31,25 @@ def resample_grid(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     else:
         out = F.interpolate(chw, size=size, mode=_MODES[dims], align_corners=True)
     return out.movedim(1, -1)
+
+
+def resample_steps(x: torch.Tensor, mask: torch.Tensor | None, length: int) -> torch.Tensor:
+    """Each series' real steps, linearly interpolated to ``length`` steps: ``x (B, T, C)``, ``mask (B, T)`` (True
+    on a real step; they need not be a prefix; ``None``: all real) -> ``(B, length, C)``.
+
+    Vertex-aligned in the step index, as :func:`resample_grid`: a series of ``n`` real steps is read at positions
+    ``i (n - 1) / (length - 1)``, so ``n == length`` returns the steps unchanged and a series linear in its step is
+    reproduced exactly; a series of one step is repeated."""
+    B, T, C = x.shape
+    if mask is None:
+        mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
+    mask = mask.bool()
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)      # real steps first, in their order
+    packed = torch.gather(x, 1, order[..., None].expand(B, T, C))
+    n = mask.sum(1).clamp_min(1).to(x.dtype)                                  # (B,)
+    pos = torch.arange(length, device=x.device, dtype=x.dtype)[None] * ((n[:, None] - 1) / max(length - 1, 1))
+    lo = pos.floor().long().clamp(0, T - 1)
+    hi = (lo + 1).clamp(max=(n.long() - 1)[:, None]).clamp(0, T - 1)
+    w = (pos - lo.to(x.dtype))[..., None]
+    take = lambda idx: torch.gather(packed, 1, idx[..., None].expand(B, length, C))  # noqa: E731
+    return take(lo) * (1 - w) + take(hi) * w

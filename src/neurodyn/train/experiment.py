@@ -108,7 +108,7 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
 
         train = data["sets"]["train"]
         return SequenceTask(train.kind, data["x_norm"], data.get("y_norm"), per_step=train.per_step,
-                            n_targets=train.n_targets)
+                            n_targets=train.n_targets, rul=cfg["data"].get("generator") == "bearing")
     train = data["sets"]["train"]
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
                               step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
@@ -194,8 +194,11 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     history = trainer.fit(resume=resume)
     tests = evaluate_tests(trainer, task, data["sets"].get("test"), test_sets)
     if dist.is_main:
+        baselines = {} if dist.enabled else baseline_scores(trainer, task, data["sets"]["train"],
+                                                            _tested(data["sets"].get("test"), test_sets))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
-                      mode=trainer.monitor_mode, tests=tests)
+                      mode=trainer.monitor_mode, tests=tests, baselines=baselines,
+                      classes=getattr(data["sets"]["train"], "classes", None))
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
                   for name, m in tests.items() if name != "test"})
@@ -214,7 +217,7 @@ def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any
     """The one evaluation of the test data, after training: ``{set: {"last": metrics, "best": metrics}}`` for the
     test split (``"test"``) and each test file, of the final model (``last``) and of the checkpoint the validation
     split selected (``best``, when there is one). Logged as one record of ``metrics.jsonl``."""
-    sets = ({"test": test_split} if test_split is not None and len(test_split) else {}) | dict(test_files)
+    sets = _tested(test_split, test_files)
     if not sets:
         return {}
     model = trainer.model
@@ -231,6 +234,36 @@ def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any
     return out
 
 
+def _tested(test_split, test_files: dict[str, Any]) -> dict[str, Any]:
+    return ({"test": test_split} if test_split is not None and len(test_split) else {}) | dict(test_files)
+
+
+# the 1-NN baseline of a run's summary is skipped above this many (train x test series x steps x channels)
+KNN_SUMMARY_LIMIT = 2e10
+
+
+def baseline_scores(trainer: Trainer, task, train_set, sets: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the simplest predictors score on each test set of a sequence run (per-sequence targets), for the
+    summary: ``majority`` (the most frequent training class, or the training mean) and ``1-NN`` (the nearest
+    training series, squared Euclidean distance, ``models.fitted_baselines``), fitted on the training split with
+    the run's normalizers. ``{set: {"majority": metrics, "1-NN": metrics | None}}``; 1-NN is None (skipped) where
+    it would cost more than ``KNN_SUMMARY_LIMIT`` element operations."""
+    if getattr(task, "name", "") != "sequence" or task.per_step or not sets or not len(train_set):
+        return {}
+    out: dict[str, dict[str, Any]] = {name: {} for name in sets}
+    for label, name in (("majority", "majority"), ("1-NN", "knn")):
+        model = build(name, in_channels=train_set.in_channels, out_channels=task.n_targets).to(trainer.device)
+        size = train_set[0]["x"].numel()
+        if name == "knn" and len(train_set) * sum(len(ds) for ds in sets.values()) * size > KNN_SUMMARY_LIMIT:
+            out = {k: v | {label: None} for k, v in out.items()}
+            continue
+        task.fit_model(model, trainer.eval_batches(train_set))
+        model.eval()
+        for set_name, ds in sets.items():
+            out[set_name][label] = task.evaluate(model, trainer.eval_batches(ds))
+    return out
+
+
 def monitored_set(sets: dict[str, Any]):
     """What the trainer evaluates each epoch and selects ``best.pt`` by: the validation split, or nothing (then
     nothing is selected). Never the test split or a test file: they are evaluated once, after training."""
@@ -238,10 +271,23 @@ def monitored_set(sets: dict[str, Any]):
     return val if val is not None and len(val) else None
 
 
+def confusion_table(confusion: list[list[int]], classes: list[str] | None = None) -> list[str]:
+    """Markdown lines of a confusion matrix ``confusion[true][predicted]``, rows and columns named by ``classes``
+    (class indices where there are none)."""
+    names = [str(c) for c in classes] if classes and len(classes) == len(confusion) else \
+        [str(k) for k in range(len(confusion))]
+    return (["Confusion matrix of the final model (rows: true class, columns: predicted):", "",
+             "| true / predicted | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+            + [f"| {name} | " + " | ".join(str(v) for v in row) + " |" for name, row in zip(names, confusion)])
+
+
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
-                  monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None) -> None:
+                  monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
+                  baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
-    split and test files (the final model, and the checkpoint the validation split selected)."""
+    split and test files (the final model, and the checkpoint the validation split selected), beside the
+    ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
+    class, columns: predicted; named by ``classes``) where the task reports one."""
     pick = min if mode == "min" else max
     curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
     name = "rel. L2" if monitor == "rel_l2" else monitor
@@ -259,13 +305,21 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
              "- test: evaluated once, after training, with the training normalizers", ""]
     for set_name, by_model in (tests or {}).items():
         keys = [k for k, v in by_model["last"].items() if isinstance(v, (int, float))]
-        models = [m for m in ("last", "best") if m in by_model]
-        header = {"last": "final model", "best": "best validation epoch"}
+        columns = {m: by_model[m] for m in ("last", "best") if m in by_model}
+        base = (baselines or {}).get(set_name, {})
+        columns.update({label: metrics for label, metrics in base.items() if metrics is not None})
+        header = {"last": "final model", "best": "best validation epoch", "majority": "majority (baseline)",
+                  "1-NN": "1-NN Euclidean (baseline)"}
         title = "Test split" if set_name == "test" else f"Test file `{set_name}`"
-        lines += [f"{title}:", "", "| metric | " + " | ".join(header[m] for m in models) + " |",
-                  "| --- |" + " --- |" * len(models)]
-        lines += [f"| {k} | " + " | ".join(f"{by_model[m].get(k, float('nan')):.5g}" for m in models) + " |"
+        lines += [f"{title}:", "", "| metric | " + " | ".join(header.get(m, m) for m in columns) + " |",
+                  "| --- |" + " --- |" * len(columns)]
+        lines += [f"| {k} | " + " | ".join(f"{c.get(k, float('nan')):.5g}" for c in columns.values()) + " |"
                   for k in keys]
+        if base.get("1-NN", 0) is None:
+            lines += ["", f"(1-NN skipped: more than {KNN_SUMMARY_LIMIT:.0e} element operations; train the "
+                      "`knn/sequence` preset to score it)"]
+        if "confusion" in by_model["last"]:
+            lines += ["", *confusion_table(by_model["last"]["confusion"], classes)]
         lines.append("")
     if not tests:
         lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]

@@ -27,7 +27,7 @@ from ..locks import hold
 # what a run writes into its folder (the trainer, the summary, the plots, the results store); patterns
 RUN_ENTRIES = ("config.yaml", "metrics.jsonl", "metrics.csv", "summary.md", "checkpoints", "tensorboard",
                "predictions.png", "learning_curve.png", "rollout.gif", "rollout_error.png", "result.json",
-               "run_result.json", ".*.tmp")
+               "run_result.json", "estimator_data", ".*.tmp")
 
 
 def run_folder(runs_dir: str | Path, name: str) -> Path:

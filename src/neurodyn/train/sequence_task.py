@@ -6,10 +6,16 @@ per channel on the valid steps of the training split, padded steps are zeroed, a
 becomes 0, the training mean.
 
 * classification: cross-entropy on logits ``(B, n_classes)`` (or ``(B, T, n_classes)`` per step,
-  averaged over valid steps); evaluation reports ``accuracy`` (monitored, higher is better) and ``nll``.
+  averaged over valid steps); evaluation reports ``accuracy`` (monitored, higher is better), ``nll``,
+  ``balanced_accuracy`` (the mean over the classes present of each class's recall) and ``confusion``
+  (``confusion[true][predicted]`` counts, a list of lists).
 * regression: MSE on targets normalised with the training statistics; evaluation reports ``mse``,
-  ``rmse`` (monitored, lower is better), ``mae`` and the NAC paper's RUL ``score`` (eq. 58, summed
-  over samples as written) with ``score_mean`` (per sample).
+  ``rmse`` (monitored, lower is better), ``mae`` and ``r2`` (``1 - SSE / SST`` per target, averaged over targets,
+  as scikit-learn's ``r2_score``), and for a remaining-useful-life task (``rul=True``: the bearing data) the NAC
+  paper's RUL ``score`` (eq. 58, summed over samples as written) with ``score_mean`` (per sample).
+
+Models fitted in one pass (``fits_in_one_pass``: ``models.fitted_baselines``) are fitted by
+:meth:`SequenceTask.fit_model` on the training batches, normalised as for training.
 """
 from __future__ import annotations
 
@@ -44,12 +50,13 @@ class SequenceTask(Task):
     name = "sequence"
 
     def __init__(self, kind: str, x_norm: Normalizer, y_norm: Normalizer | None = None, per_step: bool = False,
-                 n_targets: int = 1):
+                 n_targets: int = 1, rul: bool = False):
         if kind not in ("classification", "regression"):
             raise ConfigError(f"sequence task kind must be classification or regression, got {kind!r}")
         if kind == "regression" and y_norm is None:
             raise ConfigError("a regression sequence task needs a target normalizer")
         self.kind, self.x_norm, self.y_norm, self.per_step, self.n_targets = kind, x_norm, y_norm, per_step, n_targets
+        self.rul = bool(rul)
         self.monitor = ("accuracy", "max") if kind == "classification" else ("rmse", "min")
 
     def normalizers(self) -> dict[str, nn.Module]:
@@ -58,18 +65,40 @@ class SequenceTask(Task):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds this task from a checkpoint besides its normalizers (``tasks.task_from_spec``)."""
-        return {"name": self.name, "kind": self.kind, "per_step": self.per_step, "n_targets": self.n_targets}
+        return {"name": self.name, "kind": self.kind, "per_step": self.per_step, "n_targets": self.n_targets,
+                "rul": self.rul}
 
     def expected_output_shape(self, batch: dict[str, torch.Tensor]) -> tuple[int, ...]:
         B, T = batch["x"].shape[:2]
         return (B, T, self.n_targets) if self.per_step else (B, self.n_targets)
 
-    def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         mask = batch["mask"].bool()
         # a value still missing (NaN: data.missing=mean, or a channel never observed in its sequence) becomes the
         # training mean, 0 once normalised
-        x = torch.nan_to_num(self.x_norm.encode(batch["x"]), nan=0.0) * mask[..., None].to(batch["x"].dtype)
+        return torch.nan_to_num(self.x_norm.encode(batch["x"]), nan=0.0) * mask[..., None].to(batch["x"].dtype), mask
+
+    def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        x, mask = self._inputs(batch)
         return model(x, t=batch.get("t"), mask=mask)
+
+    @torch.no_grad()
+    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> None:
+        """Fit a model fitted in one pass (``model.fit(x, t, mask, y)``) on ``batches``: the inputs normalised as
+        for training, class indices or normalised regression targets."""
+        xs, ts, ms, ys = [], [], [], []
+        for batch in batches:
+            x, mask = self._inputs(batch)
+            xs.append(x)
+            ms.append(mask)
+            ts.append(batch.get("t"))
+            ys.append(batch["y"] if self.kind == "classification" else self.y_norm.encode(batch["y"]))
+        if not xs:
+            raise ConfigError("a fitted model needs at least one training sequence; the training split is empty")
+        T = max(x.shape[1] for x in xs)
+        pad = lambda a: torch.nn.functional.pad(a, (0, 0, 0, T - a.shape[1]) if a.dim() == 3 else (0, T - a.shape[1]))  # noqa: E731
+        t = None if any(v is None for v in ts) else torch.cat([pad(v) for v in ts])
+        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys))
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Class logits, or regression values in the data's units."""
@@ -94,7 +123,10 @@ class SequenceTask(Task):
                  keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
         """Metrics of ``model`` over ``batches``; ``keep`` (a function) is given each batch's :meth:`predict`, so one
         pass over the data both scores and predicts."""
-        sums = torch.zeros(6, dtype=torch.float64)  # (count, correct|se, nll|ae, score, -, -)
+        K = self.n_targets
+        sums = torch.zeros(4, dtype=torch.float64)  # (count, correct | se, nll | ae, rul score)
+        confusion = torch.zeros(K, K, dtype=torch.float64)                 # classification: [true, predicted]
+        moments = torch.zeros(3, K, dtype=torch.float64)                   # regression: per target sum y, y^2, se
         for batch in batches:
             pred = self.predict(model, batch)
             if keep is not None:
@@ -104,17 +136,32 @@ class SequenceTask(Task):
             if m is not None:
                 pred, y = pred[m], y[m]
             if self.kind == "classification":
-                sums += torch.tensor([len(y), (pred.argmax(-1) == y).sum().item(),
-                                      F.cross_entropy(pred.double(), y, reduction="sum").item(), 0, 0, 0],
+                guess = pred.argmax(-1)
+                sums += torch.tensor([len(y), (guess == y).sum().item(),
+                                      F.cross_entropy(pred.double(), y, reduction="sum").item(), 0],
                                      dtype=torch.float64)
+                confusion += torch.bincount((y * K + guess).flatten().cpu(), minlength=K * K).reshape(K, K).double()
             else:
                 d = (pred - y).double()
+                yd = y.double().reshape(-1, K)
+                moments += torch.stack([yd.sum(0), yd.square().sum(0), d.reshape(-1, K).square().sum(0)]).cpu()
                 sums += torch.tensor([d.numel(), d.square().sum().item(), d.abs().sum().item(),
-                                      rul_score(pred, y).item(), 0, 0], dtype=torch.float64)
+                                      rul_score(pred, y).item() if self.rul else 0.0], dtype=torch.float64)
         sums = all_reduce_sum(sums)
         n = max(float(sums[0]), 1.0)
         if self.kind == "classification":
-            return {"accuracy": float(sums[1]) / n, "nll": float(sums[2]) / n, "n": int(sums[0])}
+            confusion = all_reduce_sum(confusion)
+            present = confusion.sum(1) > 0
+            recall = confusion.diagonal()[present] / confusion.sum(1)[present]
+            return {"accuracy": float(sums[1]) / n, "balanced_accuracy": float(recall.mean()) if len(recall) else 0.0,
+                    "nll": float(sums[2]) / n, "n": int(sums[0]),
+                    "confusion": [[int(v) for v in row] for row in confusion.tolist()]}
+        moments = all_reduce_sum(moments)
+        rows = n / K
+        sst = moments[1] - moments[0].square() / rows
+        r2 = torch.where(sst > 0, 1.0 - moments[2] / sst.clamp_min(1e-300), torch.zeros_like(sst))
         mse = float(sums[1]) / n
-        return {"rmse": mse ** 0.5, "mse": mse, "mae": float(sums[2]) / n, "score": float(sums[3]),
-                "score_mean": float(sums[3]) / n, "n": int(sums[0])}
+        out = {"rmse": mse ** 0.5, "mse": mse, "mae": float(sums[2]) / n, "r2": float(r2.mean()), "n": int(sums[0])}
+        if self.rul:
+            out.update(score=float(sums[3]), score_mean=float(sums[3]) / n)
+        return out

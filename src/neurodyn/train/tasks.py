@@ -252,5 +252,6 @@ def task_from_spec(spec: dict[str, Any], normalizers: dict[str, nn.Module], loss
         from .sequence_task import SequenceTask
 
         return SequenceTask(spec["kind"], normalizers["input"], normalizers.get("target"),
-                            per_step=bool(spec["per_step"]), n_targets=int(spec["n_targets"]))
+                            per_step=bool(spec["per_step"]), n_targets=int(spec["n_targets"]),
+                            rul=bool(spec.get("rul", False)))
     raise ConfigError(f"cannot rebuild a task of kind {name!r}; expected steady, autoregressive or sequence")

@@ -152,6 +152,12 @@ class Trainer:
         if self.cfg.batch_size < self.dist.world_size:
             raise ConfigError(f"train.batch_size {self.cfg.batch_size} is smaller than the {self.dist.world_size} "
                               "processes; every process needs at least one sample per batch")
+        # a fitted model (``fits_in_one_pass``, e.g. the knn and minirocket baselines) is fitted by its task in one
+        # pass over the training split during the first epoch, with no optimizer step; that epoch ends its training
+        self.fitted = bool(getattr(model, "fits_in_one_pass", False))
+        if self.fitted and self.dist.enabled:
+            raise ConfigError(f"model {getattr(model, 'registry_name', type(model).__name__)!r} is fitted in one pass, "
+                              "not trained by gradient descent; run it in one process (no torchrun)")
         self.model = model.to(self.device)
         self.task = task.to(self.device)
         self.train_set, self.eval_set = train_set, eval_set
@@ -184,7 +190,10 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------- set-up
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.cfg.optimizer, self.model.parameters(), self.cfg.lr, self.cfg.weight_decay)
+        params = list(self.model.parameters())
+        if not params and self.fitted:  # nothing to optimise: a placeholder keeps the checkpoint's layout
+            params = [nn.Parameter(torch.zeros(1, device=self.device))]
+        return make_optimizer(self.cfg.optimizer, params, self.cfg.lr, self.cfg.weight_decay)
 
     @property
     def step_batch(self) -> int:
@@ -342,7 +351,7 @@ class Trainer:
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
             with self._terminate_as_interrupt():
-                while self.epoch < self.cfg.epochs and not self.stopped_early:
+                while self.epoch < self.cfg.epochs and not self.stopped_early and not (self.fitted and self.epoch):
                     self._train_epoch(bar)
         except KeyboardInterrupt:
             self.save("last.pt")
@@ -388,7 +397,9 @@ class Trainer:
             self._epoch_t0 = time.time()
             self.schedule.start_epoch(self.epoch)
         self.ddp.train()
-        while self.batch < len(batches):
+        if self.fitted:
+            self._fit_pass(bar)
+        while self.batch < len(batches) and not self.fitted:
             if self.interrupt_at is not None and self.interrupt_at(self.epoch, self.batch):
                 raise KeyboardInterrupt
             loss = self._step(batches[self.batch])
@@ -423,6 +434,19 @@ class Trainer:
                 shown = f"  val {key} {value:.4g}" if "val" in record else ""
                 print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
                       f"({record['seconds']:.1f} s)", flush=True)
+
+    @torch.no_grad()
+    def _fit_pass(self, bar) -> None:
+        """A fitted model's training: the task fits it on every training batch, and the epoch's training loss is
+        the fitted model's mean loss on the training split."""
+        self.task.fit_model(self.model, self.eval_batches(self.train_set))
+        self.model.eval()
+        for batch in self.eval_batches(self.train_set):
+            n = len(batch["x"])
+            loss = self.task.training_loss(self.eval_model, batch).double().cpu()
+            self._epoch_sums += torch.stack([loss * n, torch.tensor(float(n), dtype=torch.float64)])
+        self.global_step += 1
+        bar.update(self.n_batches)
 
     def measure_step_seconds(self, steps: int = 5, warmup: int = 2) -> float:
         """Median wall time (s) of one training step (forward, loss, backward, optimizer) on this machine, from
