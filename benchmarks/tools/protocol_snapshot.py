@@ -7,7 +7,9 @@ A sitting's machine keeps nothing outside the repository, and ignored files are 
 run that is still training resumes next time only from checkpoints that were committed. For every run folder
 ``benchmarks/results/<experiment>/runs/<run>/`` (one with a ``metrics.jsonl``):
 
-* its records (``config.yaml``, ``metrics.jsonl``, ``summary.md``, ``result.json``, small plots) are staged;
+* its records (``config.yaml``, ``metrics.jsonl``, ``summary.md``, ``result.json``, small plots) are staged; a
+  ``summary.md`` that links images the folder lacks (written by a driver started before summaries linked only the
+  plots drawn) keeps only the links to the images it has;
 * while the run trains (no test evaluation in its ``metrics.jsonl`` yet), its ``checkpoints/last.pt`` and
   ``best.pt`` (the optimizer and scheduler state for an exact resume, and the model the validation split
   selected) are staged too, whatever git's ignore rules say;
@@ -19,11 +21,13 @@ Everything else under ``benchmarks/results/`` that git does not ignore (reports,
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))  # a checkout's neurodyn when run directly
+from neurodyn.plots import link_plots  # noqa: E402
 from neurodyn.train.runs import read_test_metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +48,21 @@ def plan(root: Path) -> tuple[list[Path], list[Path], list[Path]]:
     return files, training, finished
 
 
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def drop_dead_image_links(run: Path) -> bool:
+    """Keep only the image links of ``run/summary.md`` whose files exist; True when it changed the file."""
+    summary = run / "summary.md"
+    if not summary.is_file():
+        return False
+    linked = IMAGE_LINK.findall(summary.read_text())
+    if all((run / name).is_file() for name in linked):
+        return False
+    link_plots(run, [name for name in linked if (run / name).is_file()])
+    return True
+
+
 def tracked(paths: list[Path]) -> list[Path]:
     if not paths:
         return []
@@ -59,6 +78,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files, training, finished = plan(args.root)
     leaving = tracked(finished)
+    relinked = [] if args.dry_run else [run for run in sorted({f.parent for f in files}) if drop_dead_image_links(run)]
     if not args.dry_run:  # staged before anything is printed: a closed pipe cannot stop it
         if files + training:
             subprocess.run(["git", "-C", str(REPO), "add", "--force", "--", *map(str, files + training)], check=True)
@@ -70,6 +90,8 @@ def main(argv=None) -> int:
     print(f"{len(files)} run files and {len(training)} checkpoints of runs still training {verb} "
           f"({sum(p.stat().st_size for p in training) / 2**20:.1f} MB); {len(leaving)} checkpoints of finished runs "
           f"{'to take' if args.dry_run else 'taken'} out of the tree")
+    for run in relinked:
+        print(f"  {run.relative_to(REPO)}/summary.md: links to images it lacks dropped")
     for p in training:
         large = p.stat().st_size > TRACKED_FILE_LIMIT
         print(f"  {p.relative_to(REPO)}  {p.stat().st_size / 2**20:.2f} MB"
