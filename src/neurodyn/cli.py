@@ -440,7 +440,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as one line (``neurodyn: warning: ...``), not Python's two with the source line."""
+    return f"neurodyn: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    warnings.formatwarning = _one_line_warning
     parser = build_parser()
     argv = _values_may_start_with_dash(sys.argv[1:] if argv is None else argv,
                                        ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))

@@ -62,7 +62,7 @@ from ..errors import ConfigError, check_choice, check_min
 from ..nn.grids import append_context, periodic_grid
 from ..nn.mlp import ACTIVATIONS, FeedForward, activation, wn_linear
 from ..nn.s4d import S4D, S4D_INITS
-from ..nn.spectral import SpectralConv, resolve_modes
+from ..nn.spectral import SpectralConv, clamp_modes, resolve_modes
 from .inputs import check_grid_extras, check_grid_input, check_input, grid_shape
 from .registry import register
 
@@ -80,7 +80,8 @@ class FFNOConfig:
         ctx_channels (int, 0): length of the per-sample context vector (0: none).
         modes (tuple, (0,)): Fourier modes kept per axis (its length = number of spatial axes); 0: all
             (``grid_size // 2``, the ST-SSM paper's setting).
-        grid_size (tuple, ()): spatial size per axis, needed only for ``modes`` entries 0 (set from the data).
+        grid_size (tuple, ()): spatial size per axis, needed only for ``modes`` entries 0 (set from the data); modes
+            it cannot hold are cut to ``n // 2 + 1``, with one warning.
         width (int, 64): channels H.
         n_layers (int, 4): Fourier layers.
         ff_factor (int, 4): hidden width of the feed-forward FF, as a multiple of H (fourierflow).
@@ -116,7 +117,9 @@ class FFNOConfig:
 
 
 def _validate(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
-    modes = resolve_modes(name, cfg.modes, cfg.grid_size)
+    # every axis has its own 1-D transform, a half spectrum: n // 2 + 1 modes fit
+    modes = clamp_modes(name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size,
+                        half_axes=(True,) * len(tuple(cfg.modes)))
     check_min(name, cfg, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
     if int(cfg.ctx_channels) < 0:
         raise ConfigError(f"{name} ctx_channels must be >= 0; got {cfg.ctx_channels!r}.")

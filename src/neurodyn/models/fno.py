@@ -53,7 +53,7 @@ from torch import nn
 from ..errors import ConfigError, check_choice, check_min
 from ..nn.grids import append_context, grid_channels
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
-from ..nn.spectral import SpectralConv
+from ..nn.spectral import SpectralConv, clamp_modes
 from .inputs import check_grid_input
 from .registry import register
 
@@ -80,6 +80,8 @@ class FNOConfig:
         skip (str, "linear"): the layer's pointwise path W: linear | identity | none.
         ctx_channels (int, 0): length of the per-sample context vector ``ctx`` (0: none).
         spectral_method (str, "auto"): how SpectralConv transforms: auto | dft | fft (the same result).
+        grid_size (tuple, ()): the training grid (set from the data); modes it cannot hold are cut to what it holds
+            (``n // 2`` on the first axis of 2D, ``n // 2 + 1`` on the last, after padding), with one warning.
     """
 
     in_channels: int = 1
@@ -95,6 +97,7 @@ class FNOConfig:
     skip: str = "linear"
     ctx_channels: int = 0
     spectral_method: str = "auto"
+    grid_size: tuple[int, ...] = ()
 
 
 def _validate(cfg: FNOConfig) -> None:
@@ -121,7 +124,8 @@ class FNO(nn.Module):
     Shapes: ``x (B, n_1[, n_2], in_channels)`` -> ``y (B, n_1[, n_2], out_channels)``; ``ctx (B, ctx_channels)``
     when the config has ``ctx_channels > 0``. Works at any resolution large enough for the modes
     (``2*modes[0] <= n_1`` and ``modes[-1] <= n_2 // 2 + 1`` after padding in 2D; ``modes[0] <= n_1 // 2 + 1``
-    in 1D). See the module docstring for the equations and the parameter count.
+    in 1D); built for a ``grid_size`` smaller than that, it keeps the modes that grid holds (``self.modes``).
+    See the module docstring for the equations and the parameter count.
     """
 
     def __init__(self, config: FNOConfig):
@@ -129,7 +133,8 @@ class FNO(nn.Module):
         _validate(config)
         self.config = config
         self.n_spatial = d = len(config.modes)
-        modes = tuple(int(m) for m in config.modes)
+        grid = [int(n) + int(round(config.padding * int(n))) for n in config.grid_size]  # the grid the layers see
+        self.modes = modes = clamp_modes(type(self).__name__, config.modes, grid)
         lift_in = config.in_channels + config.ctx_channels + (d if config.positional_grid else 0)
         self.lifting = ChannelMLP(lift_in, config.width, config.lifting_channels, config.activation)
         self.spectral = nn.ModuleList(
@@ -146,7 +151,7 @@ class FNO(nn.Module):
         self.projection = ChannelMLP(config.width, config.out_channels, config.projection_channels, config.activation)
 
     def _check_resolution(self, spatial: tuple[int, ...], pads: list[int]) -> None:
-        modes = tuple(int(m) for m in self.config.modes)
+        modes = self.modes
         need = [2 * m for m in modes[:-1]] + [max(2 * (modes[-1] - 1), 1)]
         padded = tuple(n + p for n, p in zip(spatial, pads))
         if any(n < k for n, k in zip(padded, need)):

@@ -51,6 +51,7 @@ flop estimate. DFT matrices are built in float64 and cached per (size, modes, dt
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -59,7 +60,7 @@ from torch import nn
 from ..errors import ConfigError, check_choice
 from ..ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, rdft_matrix
 
-__all__ = ["SpectralConv", "neuralop_n_modes", "resolve_modes"]
+__all__ = ["SpectralConv", "neuralop_n_modes", "resolve_modes", "grid_modes", "clamp_modes"]
 
 
 def neuralop_n_modes(modes: Sequence[int]) -> tuple[int, ...]:
@@ -86,6 +87,40 @@ def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
                               f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes.")
         modes = tuple(g // 2 if m == 0 else m for m, g in zip(modes, grid))
     return modes
+
+
+def grid_modes(modes: Sequence[int], grid: Sequence[int], half_axes: Sequence[bool] | None = None) -> tuple[int, ...]:
+    """The modes a grid holds: per axis ``min(m, n // 2)`` where both signs are kept (non-last axes of one
+    ``SpectralConv``: ``2 m <= n``) and ``min(m, n // 2 + 1)`` on a half-spectrum axis (the real FFT's last axis:
+    ``m <= n // 2 + 1``). ``half_axes`` marks the half-spectrum axes (default: the last one only)."""
+    modes, grid = tuple(int(m) for m in modes), tuple(int(n) for n in grid)
+    half = tuple(half_axes) if half_axes is not None else (False,) * (len(modes) - 1) + (True,)
+    return tuple(min(m, n // 2 + 1 if h else n // 2) for m, n, h in zip(modes, grid, half))
+
+
+_SAID: set = set()
+
+
+def clamp_modes(name: str, modes: Sequence[int], grid: Sequence[int] | None,
+                half_axes: Sequence[bool] | None = None) -> tuple[int, ...]:
+    """``modes`` cut to what ``grid`` holds (:func:`grid_modes`), with one warning line when that changes them (as
+    neuraloperator does on a grid smaller than its modes); ``modes`` as they are when ``grid`` is empty (unknown)."""
+    modes = tuple(int(m) for m in modes)
+    if not grid:
+        return modes
+    if len(tuple(grid)) != len(modes):
+        raise ConfigError(f"{name} grid_size {tuple(grid)} needs one size per axis of modes={modes}.")
+    kept = grid_modes(modes, grid, half_axes)
+    if min(kept) < 1:
+        raise ConfigError(f"{name}: a grid of size {tuple(grid)} holds no Fourier mode on some axis; give at least 2 "
+                          "points per axis.")
+    said = (name, modes, tuple(int(n) for n in grid), kept)
+    if kept != modes and said not in _SAID:  # once per process: a run builds its model more than once
+        _SAID.add(said)
+        warnings.warn(f"{name}: modes={modes} do not fit the {tuple(int(n) for n in grid)} grid; using modes={kept} "
+                      "(what the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)", UserWarning,
+                      stacklevel=3)
+    return kept
 
 
 class SpectralConv(nn.Module):
