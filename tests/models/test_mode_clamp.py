@@ -14,14 +14,6 @@ from neurodyn.experiments import load_experiment
 from neurodyn.train.experiment import build_model
 
 
-@pytest.fixture(autouse=True)
-def _say_again(monkeypatch):
-    """Each test hears the warning anew (it is said once per process)."""
-    from neurodyn.nn import spectral
-
-    monkeypatch.setattr(spectral, "_SAID", set())
-
-
 def held(m: int, n: int, half: bool) -> int:
     """Independently of the code: the largest kept count on an axis of n points. Both signs kept: 0..m-1 and
     -m..-1 must be 2m distinct frequencies of the n-point DFT; half spectrum: rfft's output length."""
@@ -92,3 +84,17 @@ def test_modes_the_grid_holds_are_kept_silently():
         warnings.simplefilter("error")
         assert ndm.build("fno", modes=(8, 9), width=4, grid_size=(16, 16)).modes == (8, 9)
         assert ndm.build("fno", modes=(12, 12), width=4).modes == (12, 12)  # no grid known: as given
+
+
+def test_the_channelwise_layer_of_fno2d_r_cuts_its_weight_on_a_small_grid():
+    from neurodyn.models.fno2d_time import ReducedSpectralConv2d
+
+    big = ReducedSpectralConv2d(3, (12, 12)).double()
+    x = torch.randn(2, 3, 10, 16, dtype=torch.float64)
+    with pytest.warns(UserWarning, match=re.escape("using modes=(5, 9)")):
+        y = big(x)
+    small = ReducedSpectralConv2d(3, (5, 9)).double()
+    with torch.no_grad():  # corner 0: frequencies 0..4 (rows 0..4); corner 1: -5..-1 (the last 5 of -12..-1)
+        small.weight[0] = big.weight[0, :, :5, :9]
+        small.weight[1] = big.weight[1, :, 12 - 5:, :9]
+    torch.testing.assert_close(y, small(x), atol=1e-12, rtol=0)

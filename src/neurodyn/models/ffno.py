@@ -177,13 +177,6 @@ class FFNO(nn.Module):
         """The update ``b_l = FF_l(K_l(v))``."""
         return self.ff[l](self.kernel(l, v))
 
-    def _check_resolution(self, spatial) -> None:
-        for a, (n, m) in enumerate(zip(spatial, self.modes)):
-            if m > n // 2 + 1:
-                raise ValueError(f"{type(self).__name__} keeps {m} modes along axis {a} but the input has only "
-                                 f"{n} points there (at most n // 2 + 1 = {n // 2 + 1} modes); use a finer grid or "
-                                 "fewer modes.")
-
     def run_layers(self, v: torch.Tensor, layers: range) -> tuple[torch.Tensor, torch.Tensor | None]:
         b = None
         for l in layers:
@@ -198,7 +191,6 @@ class FFNO(nn.Module):
                 ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
-        self._check_resolution(tuple(x.shape[1:-1]))
         v = self.lifting(self._features(x, ctx))
         v, b = self.run_layers(v, range(cfg.n_layers))
         return self.head(v, b)
@@ -249,7 +241,6 @@ class S4FFNO(FFNO):
         check_input("S4FFNO", x, self, f"the time layout {grid_shape(d, cfg.in_channels, frames=True)} "
                     "(data.frames_as_channels: false)", (d + 3,), cfg.in_channels)
         check_grid_extras("S4FFNO", x.shape[0], pos, ctx, cfg.ctx_channels)
-        self._check_resolution(tuple(x.shape[2:-1]))
         if last_only:
             x = x[:, -max(cfg.memory_window, 1):]
         B, T = x.shape[:2]

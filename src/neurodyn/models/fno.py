@@ -124,7 +124,8 @@ class FNO(nn.Module):
     Shapes: ``x (B, n_1[, n_2], in_channels)`` -> ``y (B, n_1[, n_2], out_channels)``; ``ctx (B, ctx_channels)``
     when the config has ``ctx_channels > 0``. Works at any resolution large enough for the modes
     (``2*modes[0] <= n_1`` and ``modes[-1] <= n_2 // 2 + 1`` after padding in 2D; ``modes[0] <= n_1 // 2 + 1``
-    in 1D); built for a ``grid_size`` smaller than that, it keeps the modes that grid holds (``self.modes``).
+    in 1D); on a smaller grid its layers keep the modes the grid holds (``nn.spectral.grid_modes``), and built for
+    a ``grid_size`` smaller than that, it has only those modes (``self.modes``).
     See the module docstring for the equations and the parameter count.
     """
 
@@ -150,26 +151,13 @@ class FNO(nn.Module):
         self.act = activation(config.activation)
         self.projection = ChannelMLP(config.width, config.out_channels, config.projection_channels, config.activation)
 
-    def _check_resolution(self, spatial: tuple[int, ...], pads: list[int]) -> None:
-        modes = self.modes
-        need = [2 * m for m in modes[:-1]] + [max(2 * (modes[-1] - 1), 1)]
-        padded = tuple(n + p for n, p in zip(spatial, pads))
-        if any(n < k for n, k in zip(padded, need)):
-            after = f" ({padded} after padding)" if any(pads) else ""
-            raise ValueError(
-                f"FNO with modes={modes} needs a grid of at least {tuple(need)} points (2*modes on non-last axes, "
-                f"2*(modes-1) on the last), but input x has spatial size {spatial}{after}; use fewer modes "
-                f"or a finer grid."
-            )
-
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
         check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         b, *spatial, _ = x.shape
-        pads = [int(round(cfg.padding * n)) for n in spatial]
-        self._check_resolution(tuple(spatial), pads)
+        pads = [int(round(cfg.padding * n)) for n in spatial]  # a grid smaller than the modes: SpectralConv cuts them
         x = append_context(x, ctx)
         if cfg.positional_grid:
             x = torch.cat([x, grid_channels(tuple(spatial), b, x.dtype, x.device)], dim=-1)

@@ -69,12 +69,10 @@ class ReducedSpectralConv2d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, X, Y = x.shape
-        m1, m2 = self.modes
-        if 2 * m1 > X or m2 > Y // 2 + 1:
-            raise ValueError(f"ReducedSpectralConv2d with modes={self.modes} needs a grid of at least "
-                             f"({2 * m1}, {2 * (m2 - 1)}); got ({X}, {Y}).")
+        m, (m1, m2) = self.modes[0], clamp_modes("ReducedSpectralConv2d", self.modes, (X, Y))  # what the grid holds
         xf = torch.fft.rfft2(x)
-        w = torch.view_as_complex(self.weight)
+        w = torch.view_as_complex(self.weight)[:, :, :, :m2]
+        w = torch.stack([w[0, :, :m1], w[1, :, m - m1:]])  # frequencies 0..m1-1 and -m1..-1
         out = torch.zeros_like(xf)
         out[:, :, :m1, :m2] = xf[:, :, :m1, :m2] * w[0]
         out[:, :, X - m1:, :m2] = xf[:, :, X - m1:, :m2] * w[1]
