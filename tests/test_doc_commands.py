@@ -82,7 +82,7 @@ def commands():
     out = []
     for doc in DOCS:
         for start, block in fenced_blocks(doc):
-            for i, (line, text) in enumerate(block):
+            for i, (line, _) in enumerate(block):
                 out.append(pytest.param(doc, start, i, id=f"{doc.relative_to(ROOT)}:{line}"))
     return out
 
@@ -221,8 +221,8 @@ class Block:
             for f in self.files:
                 self._in_folder(FILES[f])
         while len(self.results) <= index:
-            line, text = self.commands[len(self.results)]
-            self.results.append(self._in_folder(lambda: run_command(text)))
+            text = self.commands[len(self.results)][1]
+            self.results.append(self._in_folder(lambda text=text: run_command(text)))
         return self.results[index]
 
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import neurodyn.models as ndm
-from neurodyn.cli import main
 from neurodyn.data.assembly import build_data
 from neurodyn.experiments import load_experiment
 from neurodyn.train.experiment import build_model
