@@ -17,7 +17,7 @@ What the test changes, and nothing else (the tiny-scale rule):
 
 Each fenced block runs in its own empty folder (with its own ``$NEURODYN_DATA``), its commands in document order:
 a block is one example, and a later command may use what an earlier one made (``train`` then ``evaluate``). The
-whole file takes about a minute on one core.
+whole file takes about a minute on one core (marked slow: ``make test`` runs it, ``make test-fast`` does not).
 """
 from __future__ import annotations
 
@@ -253,6 +253,7 @@ def workspace(tmp_path_factory):
     return tmp_path_factory.mktemp("doc-commands")
 
 
+@pytest.mark.slow  # about 50 s in all: trainings, comparisons and conversions
 @pytest.mark.parametrize("doc, start, index", commands())
 def test_doc_command_runs(doc, start, index, workspace, capsys):
     key = (doc, start)

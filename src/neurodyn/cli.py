@@ -399,8 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_predict)
 
     c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
-                       epilog="Further key.path=value arguments apply to every preset (data.* to the shared data, "
-                              "e.g. data.test_path=...).")
+                       epilog="Further key.path=value arguments, anywhere on the line, apply to every preset "
+                              "(data.* to the shared data, e.g. data.test_path=...); a word whose part before '=' "
+                              "has a dot is such an override, any other word a compared model.")
     c.add_argument("presets", nargs="+",
                    help="presets whose models are compared, e.g. fno/darcy lamo/darcy; LABEL=PRESET;key=value "
                         "compares one preset under other settings, e.g. 'nac-paper=nac/sequence;model.compat=paper'")
