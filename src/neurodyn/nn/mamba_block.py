@@ -93,6 +93,10 @@ class Mamba(nn.Module):
                                                                                     math.log(dt_max))
         dt = torch.exp(log_dt).clamp_min(floor)
         self.dt_proj.bias.copy_(inv_softplus(dt))
+        # the markers mamba-ssm's training code reads: keep this init; no weight decay on A_log and D
+        self.dt_proj.bias._no_reinit = True
+        self.A_log._no_weight_decay = True
+        self.D._no_weight_decay = True
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, d_conv={self.d_conv}, "
