@@ -34,6 +34,22 @@ def test_info_prints_the_resolved_config_of_a_preset(capsys):
     assert yaml.safe_load(capsys.readouterr().out)["data"] == load_experiment("fno/darcy", "cpu")["data"]
     assert main(["info", "fno/darcyy"]) == 2
     assert "unknown info topic or preset 'fno/darcyy'" in capsys.readouterr().err
+    assert main(["info", "models", "model.width=7"]) == 2
+    assert "apply to a preset's config" in capsys.readouterr().err
+
+
+def test_compare_seeds_take_the_integers_that_follow(monkeypatch, tmp_path, capsys):
+    import neurodyn.compare as cmp
+
+    seen = {}
+    monkeypatch.setattr(cmp, "compare", lambda presets, out, scale, **kw: seen.update(presets=presets, **kw))
+    assert main(["compare", "--seeds", "3", "4", "fno/darcy", "--epochs", "1", "--runs-dir", str(tmp_path)]) == 0
+    assert seen["presets"] == ["fno/darcy"] and seen["seeds"] == [3, 4]
+    assert main(["compare", "fno/darcy", "--epochs", "1", "--runs-dir", str(tmp_path)]) == 0
+    assert seen["seeds"] == [0]  # the default
+    with pytest.raises(SystemExit):  # --seeds without a number: argparse's own message
+        main(["compare", "fno/darcy", "--seeds", "0", "--seeds", "--epochs", "1"])
+    assert "--seeds" in capsys.readouterr().err
 
 
 def test_no_progress_keeps_the_header_and_epoch_lines_and_quiet_drops_them(tmp_path, data_dir, capsys):

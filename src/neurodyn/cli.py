@@ -96,10 +96,11 @@ def _seeds_apart(argv: Sequence[str]) -> list[str]:
             i += 1
             continue
         i += 1
+        start = i
         while i < len(words) and re.fullmatch(r"-?\d+", words[i]):
             out.append(f"--seeds={words[i]}")
             i += 1
-        if not out or not out[-1].startswith("--seeds="):
+        if i == start:
             out.append("--seeds")  # no integer follows: argparse says what --seeds expects
     return out
 
@@ -312,6 +313,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models import available
 
     what = args.what
+    if what in INFO_LISTS and args.overrides:
+        raise ConfigError(f"key=value overrides ({' '.join(args.overrides)}) apply to a preset's config: "
+                          "neurodyn info PRESET [--scale S] key=value ...")
     if what not in INFO_LISTS:
         if what not in available_presets():
             from .errors import unknown_name
