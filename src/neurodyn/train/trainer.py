@@ -35,7 +35,7 @@ from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
 from .checkpoint import rng_state, set_rng_state
-from .distributed import DistInfo, all_reduce_sum, barrier
+from .distributed import DistInfo, all_reduce_max, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
 from .precision import grad_scaler, parse_precision, with_precision
 from .sampling import global_batches, rank_slice
@@ -379,7 +379,9 @@ class Trainer:
         if not limit or not self.history or self.batch:
             return False
         spent = sum(h["seconds"] for h in self.history)
-        return spent >= limit or spent + spent / len(self.history) > 1.1 * limit
+        over = spent >= limit or spent + spent / len(self.history) > 1.1 * limit
+        # every process stops together (each measured its own seconds): one over the limit stops them all
+        return bool(all_reduce_max(torch.tensor([float(over)], dtype=torch.float64))[0] > 0)
 
     @contextlib.contextmanager
     def _terminate_as_interrupt(self):
