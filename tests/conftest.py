@@ -63,6 +63,14 @@ def _seed():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _modes_warning_anew(monkeypatch):
+    """Each test hears the warning about modes a grid cannot hold anew (it is said once per process)."""
+    from neurodyn.nn import spectral
+
+    monkeypatch.setattr(spectral, "_SAID", set())
+
+
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     """An empty $NEURODYN_DATA for tests that generate datasets."""

@@ -28,7 +28,7 @@ def test_generate_train_evaluate_info(tmp_path, data_dir, capsys):
     (["train", "fno/darcy", "--scale", "huge"], "unknown scale"),
     (["train", "fno/darcy", "--scale", "tiny", "model.name=fnoo"], "Did you mean 'fno'"),
     (["train", "fno/darcy", "--scale", "tiny", "model.widht=3"], "did you mean 'width'"),
-    (["train", "fno/darcy", "--scale", "tiny", "model.modes=[40,40]"], "modes"),
+    (["train", "fno/darcy", "--scale", "tiny", "model.modes=[0,3]"], "FNO modes must be positive"),
     (["train", "fno/darcy", "--scale", "tiny", "data.generator=darsy"], "Did you mean 'darcy'"),
     (["train", "fno/darcy", "--scale", "tiny", "data.n_train=0"], "n_train >= 1"),
     (["train", "fno/darcy", "--scale", "tiny", "train.epochs=abc"], "train.epochs='abc' is not an integer"),

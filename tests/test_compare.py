@@ -142,3 +142,37 @@ def test_one_preset_is_compared_under_two_settings_by_label(tmp_path, data_dir):
     assert "| fno (fno-narrow) | 1ep | 1 |" in (out / "compare.md").read_text()
     with pytest.raises(ConfigError, match="compared twice"):
         compare(["wide=fno/darcy", "wide=fno/darcy;model.width=4"], out, "tiny", epochs=1)
+
+
+@pytest.mark.parametrize("argv", [
+    ["nac/sequence", "gru/sequence", "--seeds", "0", "1", "2", "data.path=X.h5", "data.test_path=Y.h5"],
+    ["data.path=X.h5", "data.test_path=Y.h5", "nac/sequence", "gru/sequence", "--seeds", "0", "1", "2"],
+    ["nac/sequence", "data.path=X.h5", "gru/sequence", "--seeds", "0", "1", "2", "data.test_path=Y.h5"],
+    ["--seeds", "0", "1", "2", "nac/sequence", "data.path=X.h5", "data.test_path=Y.h5", "gru/sequence"],
+])
+def test_cli_compare_takes_overrides_anywhere_on_the_line(argv, monkeypatch, tmp_path):
+    """A word whose part before '=' is a dotted key is an override; every other word is a compared entry."""
+    import neurodyn.compare as cmp
+
+    seen = {}
+    monkeypatch.setattr(cmp, "compare", lambda presets, out, scale, **kw: seen.update(presets=presets, **kw))
+    assert main(["compare", *argv, "--epochs", "1", "--runs-dir", str(tmp_path)]) == 0
+    assert seen["presets"] == ["nac/sequence", "gru/sequence"]
+    assert seen["overrides"] == ["data.path=X.h5", "data.test_path=Y.h5"]
+    assert seen["seeds"] == [0, 1, 2]
+
+
+def test_cli_compare_keeps_labelled_entries_apart_from_overrides(monkeypatch, tmp_path):
+    import neurodyn.compare as cmp
+    from neurodyn.compare import is_override, parse_entry
+
+    seen = {}
+    monkeypatch.setattr(cmp, "compare", lambda presets, out, scale, **kw: seen.update(presets=presets, **kw))
+    entry = "nac-paper=nac/sequence;model.compat=paper"
+    assert main(["compare", "data.drop_steps=0.5", "nac/sequence", entry, "--epochs", "1",
+                 "--runs-dir", str(tmp_path)]) == 0
+    assert seen["presets"] == ["nac/sequence", entry] and seen["overrides"] == ["data.drop_steps=0.5"]
+    assert not is_override(entry) and not is_override("fno/darcy") and is_override("model.ssm.d_state=8")
+    assert is_override("data.test_path={a: a.h5, b: b.h5}")
+    with pytest.raises(ConfigError, match="no '.'"):  # a dotted label would read as an override
+        parse_entry("v1.2=fno/darcy")

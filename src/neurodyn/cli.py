@@ -1,4 +1,4 @@
-"""Command line: ``neurodyn generate | train | evaluate | compare | bench | info``.
+"""Command line: ``neurodyn generate | train | evaluate | predict | compare | bench | build-kernels | info``.
 
 Examples::
 
@@ -11,11 +11,13 @@ Examples::
     neurodyn compare fno/darcy lamo/darcy geomano/darcy --budget 60s --seeds 0 1
     neurodyn bench nac_runtime --scale cpu           # a named benchmark (see `neurodyn bench --list`)
     neurodyn info
+    neurodyn info fno/darcy --scale tiny             # a preset's resolved config, as YAML
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +83,25 @@ def _values_may_start_with_dash(argv: Sequence[str], options: Sequence[str]) -> 
             continue
         out.append(words[i])
         i += 1
+    return out
+
+
+def _seeds_apart(argv: Sequence[str]) -> list[str]:
+    """``--seeds 0 1 2 fno/darcy`` -> ``--seeds=0 --seeds=1 --seeds=2 fno/darcy``: the integers after ``--seeds`` are
+    its values, and the words after them stay the models (argparse would take them as seeds too)."""
+    out, words, i = [], list(argv), 0
+    while i < len(words):
+        if words[i] != "--seeds":
+            out.append(words[i])
+            i += 1
+            continue
+        i += 1
+        start = i
+        while i < len(words) and re.fullmatch(r"-?\d+", words[i]):
+            out.append(f"--seeds={words[i]}")
+            i += 1
+        if i == start:
+            out.append("--seeds")  # no integer follows: argparse says what --seeds expects
     return out
 
 
@@ -170,8 +191,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         # run_experiment refuses to resume a folder trained with another config
         with fresh_or_kept(run_dir, fresh=args.fresh, is_main=dist.is_main):
-            final = run_experiment(cfg, run_dir, device=device, resume=not args.fresh, dist=dist,
-                                   progress=False if args.no_progress else None)
+            # --quiet: no bar, no header or epoch lines; --no-progress: no bar, the lines stay
+            progress = False if args.quiet else "lines" if args.no_progress else None
+            final = run_experiment(cfg, run_dir, device=device, resume=not args.fresh, dist=dist, progress=progress)
             if dist.enabled:  # every rank finishes together: a rank that exits while another still writes its
                 barrier()     # summary can abort in gloo's threads ("terminate called without an active exception")
     finally:
@@ -240,7 +262,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget is not None else None
     first = args.presets[0].split(";")[0].split("=")[-1]
     out = args.out or Path(args.runs_dir) / "compare" / f"{first.replace('/', '-')}-{args.scale}"
-    compare(args.presets, out, args.scale, seeds=args.seeds, epochs=args.epochs, budget_seconds=budget,
+    compare(args.presets, out, args.scale, seeds=args.seeds or [0], epochs=args.epochs, budget_seconds=budget,
             data_from=args.data_from, overrides=args.overrides, device=_device(args))
     return 0
 
@@ -270,6 +292,20 @@ def cmd_build_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+INFO_LISTS = ("all", "models", "generators", "datasets", "presets", "data")
+
+
+def _print_preset_config(preset: str, scale: str, overrides: Sequence[str]) -> int:
+    """``neurodyn info PRESET``: the config a ``train`` of it at ``scale`` (with the overrides) would run, as YAML."""
+    import yaml
+
+    from .experiments import load_experiment
+
+    cfg = load_experiment(preset, scale, list(overrides))
+    print(yaml.safe_dump(cfg, sort_keys=False).rstrip())
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .data.generators import available_generators
     from .data.store import StoredDataset, data_root, stored_files
@@ -277,6 +313,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models import available
 
     what = args.what
+    if what in INFO_LISTS and args.overrides:
+        raise ConfigError(f"key=value overrides ({' '.join(args.overrides)}) apply to a preset's config: "
+                          "neurodyn info PRESET [--scale S] key=value ...")
+    if what not in INFO_LISTS:
+        if what not in available_presets():
+            from .errors import unknown_name
+
+            raise unknown_name("info topic or preset", what, list(INFO_LISTS) + available_presets())
+        return _print_preset_config(what, args.scale, args.overrides)
     if what in ("all", "models"):
         print("models:     " + ", ".join(available()))
     if what in ("all", "generators", "datasets"):
@@ -297,8 +342,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="neurodyn",
                                 description="Neural-dynamics operators: generate data, train, evaluate.")
+    p.add_argument("--version", action="version", version=f"neurodyn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
@@ -328,7 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--runs-dir", default="runs")
     t.add_argument("--run-name", default=None, help="default: <preset>-<scale>")
     t.add_argument("--fresh", action="store_true", help="delete an existing run folder of that name first")
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true",
+                   help="no progress bar; the run header and one line per epoch are still printed")
+    t.add_argument("--quiet", action="store_true", help="no progress bar, no header and no epoch lines; the test "
+                                                        "metrics at the end are still printed")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split, its test files, or given files")
@@ -352,15 +403,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_predict)
 
     c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
-                       epilog="Further key.path=value arguments apply to every preset (data.* to the shared data, "
-                              "e.g. data.test_path=...).")
+                       epilog="Further key.path=value arguments, anywhere on the line, apply to every preset "
+                              "(data.* to the shared data, e.g. data.test_path=...); a word whose part before '=' "
+                              "has a dot is such an override, any other word a compared model.")
     c.add_argument("presets", nargs="+",
                    help="presets whose models are compared, e.g. fno/darcy lamo/darcy; LABEL=PRESET;key=value "
                         "compares one preset under other settings, e.g. 'nac-paper=nac/sequence;model.compat=paper'")
     c.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     c.add_argument("--budget", default=None, help="equal wall-clock: training time per model, e.g. 60s, 5m")
     c.add_argument("--epochs", type=int, default=None, help="equal epochs instead of equal time")
-    c.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds per model (default 0)")
+    c.add_argument("--seeds", type=int, nargs="+", action="extend", default=None,
+                   help="seeds per model (default 0)")
     c.add_argument("--data-from", default=None,
                    help="the preset whose task and data all models use (default: the first)")
     c.add_argument("--out", default=None, help="output folder (default: <runs-dir>/compare/<first preset>-<scale>)")
@@ -383,23 +436,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 0 when they cannot be built (no compiler): the pure-PyTorch path is used")
     k.set_defaults(func=cmd_build_kernels)
 
-    i = sub.add_parser("info", help="list models, generators, presets and generated data")
+    i = sub.add_parser("info", help="list models, generators, presets and generated data; or a preset's resolved "
+                                    "config (neurodyn info fno/darcy --scale tiny)")
     i.add_argument("what", nargs="?", default="all",
-                   choices=("all", "models", "generators", "datasets", "presets", "data"))
+                   help=f"{' | '.join(INFO_LISTS)} | a preset name (its config at --scale, as YAML)")
+    i.add_argument("--scale", default="cpu", help="the scale of a preset's config: tiny | cpu | paper (default cpu)")
     i.set_defaults(func=cmd_info)
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as one line (``neurodyn: warning: ...``), not Python's two with the source line."""
+    return f"neurodyn: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    warnings.formatwarning = _one_line_warning
     parser = build_parser()
     argv = _values_may_start_with_dash(sys.argv[1:] if argv is None else argv,
                                        ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))
+    moved = []
+    if argv and argv[0] == "compare":  # overrides may stand anywhere, even between the models or after --seeds
+        from .compare import is_override
+
+        moved = [w for w in argv[1:] if is_override(w)]
+        argv = _seeds_apart([w for w in argv if w not in moved])
     args, extra = parser.parse_known_args(argv)
+    extra = moved + extra
     if args.command == "bench":  # everything neurodyn does not know belongs to the benchmark script
         args.bench_args, extra = extra, []
     else:  # key=value overrides may stand anywhere among the options
         stray = [a for a in extra if "=" not in a or a.startswith("-")]
-        if stray or (extra and args.command not in ("train", "generate", "compare")):
+        if stray or (extra and args.command not in ("train", "generate", "compare", "info")):
             parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
     args.overrides = extra
     try:

@@ -8,7 +8,9 @@ scored on the same test sets (the test split and every ``data.test_path`` file, 
 Equal budgets: ``epochs=N`` gives every model N epochs; ``budget_seconds=B`` gives every model the number of
 epochs that fits in B seconds of training on this machine, estimated before training from the median time of
 a few training steps and one evaluation pass (so the learning-rate schedule is built for the epochs the model
-will actually run). Both the epochs and the measured seconds are reported, since an estimate is not a stopwatch.
+will actually run), and ``train.time_limit`` stops a run after the epoch that used the budget (or before one
+that would end more than 10 % past it), so a short estimate cannot overrun it. Both the epochs and the measured
+seconds are reported.
 
 Writes into ``out_dir``: ``results.json`` (one record per model, seed and config: a run's name ends with a hash
 of its resolved config, so a recorded run is reused only for that very config, never after the overrides change,
@@ -35,7 +37,18 @@ from .errors import ConfigError
 from .train.runs import RestoredRun, evaluate_restored, read_history
 from .bench.jobs import Job, preset_config, run_jobs
 
-__all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table"]
+__all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table", "is_override"]
+
+# ``section.key[.key...]=value``: a config override; a compared entry is ``PRESET`` or ``LABEL=PRESET;...`` with a
+# label without dots, so the two never look alike
+_OVERRIDE = re.compile(r"[A-Za-z_][\w-]*(\.[\w-]+)+=")
+
+
+def is_override(word: str) -> bool:
+    """Whether a word of ``neurodyn compare``'s command line is a config override (``data.path=X``: the part
+    before the first ``=`` is a dotted key) rather than a compared entry (``PRESET`` or ``LABEL=PRESET;...``,
+    whose label holds no dot)."""
+    return bool(_OVERRIDE.match(str(word)))
 
 
 def parse_budget(text: str) -> float:
@@ -66,9 +79,9 @@ def parse_entry(text: str) -> tuple[str, str, list[str]]:
     label, _, rest = str(text).partition("=") if labelled else (str(text), "", str(text))
     preset, *overrides = [part.strip() for part in rest.split(";")]
     label = label.strip() if labelled else preset
-    if not preset or not label or (labelled and "/" in label):
-        raise ConfigError(f"a compared model is PRESET or LABEL=PRESET;key=value;... (a label has no '/'); "
-                          f"got {text!r}")
+    if not preset or not label or (labelled and ("/" in label or "." in label)):
+        raise ConfigError(f"a compared model is PRESET or LABEL=PRESET;key=value;... (a label has no '/' and no "
+                          f"'.': a dotted key=value is an override); got {text!r}")
     return label, preset, [o for o in overrides if o]
 
 
@@ -232,9 +245,11 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         else:
             n_epochs = epochs
         budget = f"{budget_seconds:g}s" if budget_seconds is not None else f"{epochs}ep"
+        # the estimate sizes the schedule; the time limit holds the budget when the estimate was short
+        limit = [f"train.time_limit={budget_seconds:g}"] if budget_seconds is not None else []
         for seed in seeds:
             jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}", preset=preset, seed=int(seed),
-                            overrides=[f"train.epochs={n_epochs}"], keys={"preset": label, "budget": budget},
+                            overrides=[f"train.epochs={n_epochs}", *limit], keys={"preset": label, "budget": budget},
                             label=label, data_from=data_from, model_overrides=own[label]))
     records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides), device=device,
                        summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None))

@@ -37,8 +37,8 @@ def test_modes_zero_means_all_and_needs_the_grid():
     assert m.modes == (16, 8)
     with pytest.raises(ConfigError, match="grid_size"):
         build("ffno", modes=(0,))
-    with pytest.raises(ValueError, match="modes"):
-        build("ffno", modes=(40,), width=8)(torch.randn(1, 32, 1))
+    with pytest.warns(UserWarning, match=r"modes=\(40,\) do not fit the \(32,\) grid; using modes=\(17,\)"):
+        assert build("ffno", modes=(40,), width=8)(torch.randn(1, 32, 1)).shape == (1, 32, 1)
 
 
 @pytest.mark.parametrize("name, shape", [("ffno", (2, 16, 12, 3)), ("fno2d_r", (2, 16, 12, 3)),

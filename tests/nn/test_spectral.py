@@ -106,15 +106,34 @@ def test_resolution_invariance(method):
     assert y_fine.std() > 0.1
 
 
-def test_too_many_modes_is_a_clear_error():
-    conv = SpectralConv(1, 1, (12, 12))
-    conv(torch.randn(1, 1, 24, 22))  # the smallest grid that holds them
-    with pytest.raises(ValueError, match=r"modes=\(12, 12\).*\(23, 22\).*axis 0 needs at least 24"):
-        conv(torch.randn(1, 1, 23, 22))
-    with pytest.raises(ValueError, match=r"axis 1 needs at least 22"):
-        conv(torch.randn(1, 1, 24, 21))
-    with pytest.raises(ValueError, match=r"expected \(batch, 1, n, n\)"):
+def _weight_of(complex_weight: torch.Tensor) -> torch.Tensor:
+    """The stored layout (M, C_in, 2, C_out), modes axis by axis, from a complex (C_in, C_out, *kept) weight."""
+    ci, co = complex_weight.shape[:2]
+    w = complex_weight.reshape(ci, co, -1).permute(2, 0, 1)
+    return torch.stack([w.real, w.imag], dim=2)
+
+
+@pytest.mark.parametrize("method", ["dft", "fft"])
+def test_a_grid_smaller_than_the_modes_keeps_the_modes_it_holds(method):
+    conv = SpectralConv(2, 3, (12, 12), method=method, bias=True).double()
+    conv(torch.randn(1, 2, 24, 22, dtype=torch.float64))  # the smallest grid that holds them: nothing said
+    x = torch.randn(2, 2, 23, 21, dtype=torch.float64)
+    with pytest.warns(UserWarning, match=r"SpectralConv: modes=\(12, 12\) do not fit the \(23, 21\) grid; using "
+                                         r"modes=\(11, 11\)"):
+        y = conv(x)
+    # the layer built with those modes and the lowest frequencies of the weight: rows 0..10 and -11..-1 of the
+    # first axis (stored at 0..11 and 12..23), columns 0..10 of the last
+    small = SpectralConv(2, 3, (11, 11), method=method, bias=True).double()
+    cw = conv.complex_weight().detach()
+    rows = list(range(11)) + list(range(24 - 11, 24))
+    with torch.no_grad():
+        small.weight.copy_(_weight_of(cw[:, :, rows, :11]))
+        small.bias.copy_(conv.bias)
+    torch.testing.assert_close(y, small(x), atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match=r"expected \(batch, 2, n, n\)"):
         conv(torch.randn(1, 24, 24))
+    with pytest.raises(ValueError, match="holds no Fourier mode"):
+        conv(torch.randn(1, 2, 1, 24))
     with pytest.raises(ConfigError):
         SpectralConv(1, 1, (0, 3))
     with pytest.raises(ConfigError):

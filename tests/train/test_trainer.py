@@ -169,6 +169,7 @@ def test_two_process_ddp_follows_the_one_process_curve(tmp_path, data_dir):
                           "--master_port", str(29500 + os.getpid() % 1000), "-m", "neurodyn", *args,
                           "--run-name", "two"], env=env, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
+    assert "processes: 1" in one.stdout and two.stdout.count("processes: 2") == 1  # the main process's header
     l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
     assert len(l1) == len(l2) == 2
     for a, b in zip(l1, l2):

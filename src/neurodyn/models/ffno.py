@@ -62,7 +62,7 @@ from ..errors import ConfigError, check_choice, check_min
 from ..nn.grids import append_context, periodic_grid
 from ..nn.mlp import ACTIVATIONS, FeedForward, activation, wn_linear
 from ..nn.s4d import S4D, S4D_INITS
-from ..nn.spectral import SpectralConv, resolve_modes
+from ..nn.spectral import SpectralConv, clamp_modes, resolve_modes
 from .inputs import check_grid_extras, check_grid_input, check_input, grid_shape
 from .registry import register
 
@@ -80,7 +80,8 @@ class FFNOConfig:
         ctx_channels (int, 0): length of the per-sample context vector (0: none).
         modes (tuple, (0,)): Fourier modes kept per axis (its length = number of spatial axes); 0: all
             (``grid_size // 2``, the ST-SSM paper's setting).
-        grid_size (tuple, ()): spatial size per axis, needed only for ``modes`` entries 0 (set from the data).
+        grid_size (tuple, ()): spatial size per axis, needed only for ``modes`` entries 0 (set from the data); modes
+            it cannot hold are cut to ``n // 2 + 1``, with one warning.
         width (int, 64): channels H.
         n_layers (int, 4): Fourier layers.
         ff_factor (int, 4): hidden width of the feed-forward FF, as a multiple of H (fourierflow).
@@ -116,7 +117,9 @@ class FFNOConfig:
 
 
 def _validate(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
-    modes = resolve_modes(name, cfg.modes, cfg.grid_size)
+    # every axis has its own 1-D transform, a half spectrum: n // 2 + 1 modes fit
+    modes = clamp_modes(name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size,
+                        half_axes=(True,) * len(tuple(cfg.modes)))
     check_min(name, cfg, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
     if int(cfg.ctx_channels) < 0:
         raise ConfigError(f"{name} ctx_channels must be >= 0; got {cfg.ctx_channels!r}.")
@@ -174,13 +177,6 @@ class FFNO(nn.Module):
         """The update ``b_l = FF_l(K_l(v))``."""
         return self.ff[l](self.kernel(l, v))
 
-    def _check_resolution(self, spatial) -> None:
-        for a, (n, m) in enumerate(zip(spatial, self.modes)):
-            if m > n // 2 + 1:
-                raise ValueError(f"{type(self).__name__} keeps {m} modes along axis {a} but the input has only "
-                                 f"{n} points there (at most n // 2 + 1 = {n // 2 + 1} modes); use a finer grid or "
-                                 "fewer modes.")
-
     def run_layers(self, v: torch.Tensor, layers: range) -> tuple[torch.Tensor, torch.Tensor | None]:
         b = None
         for l in layers:
@@ -195,7 +191,6 @@ class FFNO(nn.Module):
                 ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
-        self._check_resolution(tuple(x.shape[1:-1]))
         v = self.lifting(self._features(x, ctx))
         v, b = self.run_layers(v, range(cfg.n_layers))
         return self.head(v, b)
@@ -246,7 +241,6 @@ class S4FFNO(FFNO):
         check_input("S4FFNO", x, self, f"the time layout {grid_shape(d, cfg.in_channels, frames=True)} "
                     "(data.frames_as_channels: false)", (d + 3,), cfg.in_channels)
         check_grid_extras("S4FFNO", x.shape[0], pos, ctx, cfg.ctx_channels)
-        self._check_resolution(tuple(x.shape[2:-1]))
         if last_only:
             x = x[:, -max(cfg.memory_window, 1):]
         B, T = x.shape[:2]

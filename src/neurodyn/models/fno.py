@@ -53,7 +53,7 @@ from torch import nn
 from ..errors import ConfigError, check_choice, check_min
 from ..nn.grids import append_context, grid_channels
 from ..nn.mlp import ACTIVATIONS, ChannelMLP, PointwiseConv, activation
-from ..nn.spectral import SpectralConv
+from ..nn.spectral import SpectralConv, clamp_modes
 from .inputs import check_grid_input
 from .registry import register
 
@@ -80,6 +80,8 @@ class FNOConfig:
         skip (str, "linear"): the layer's pointwise path W: linear | identity | none.
         ctx_channels (int, 0): length of the per-sample context vector ``ctx`` (0: none).
         spectral_method (str, "auto"): how SpectralConv transforms: auto | dft | fft (the same result).
+        grid_size (tuple, ()): the training grid (set from the data); modes it cannot hold are cut to what it holds
+            (``n // 2`` on the first axis of 2D, ``n // 2 + 1`` on the last, after padding), with one warning.
     """
 
     in_channels: int = 1
@@ -95,6 +97,7 @@ class FNOConfig:
     skip: str = "linear"
     ctx_channels: int = 0
     spectral_method: str = "auto"
+    grid_size: tuple[int, ...] = ()
 
 
 def _validate(cfg: FNOConfig) -> None:
@@ -121,7 +124,9 @@ class FNO(nn.Module):
     Shapes: ``x (B, n_1[, n_2], in_channels)`` -> ``y (B, n_1[, n_2], out_channels)``; ``ctx (B, ctx_channels)``
     when the config has ``ctx_channels > 0``. Works at any resolution large enough for the modes
     (``2*modes[0] <= n_1`` and ``modes[-1] <= n_2 // 2 + 1`` after padding in 2D; ``modes[0] <= n_1 // 2 + 1``
-    in 1D). See the module docstring for the equations and the parameter count.
+    in 1D); on a smaller grid its layers keep the modes the grid holds (``nn.spectral.grid_modes``), and built for
+    a ``grid_size`` smaller than that, it has only those modes (``self.modes``).
+    See the module docstring for the equations and the parameter count.
     """
 
     def __init__(self, config: FNOConfig):
@@ -129,7 +134,8 @@ class FNO(nn.Module):
         _validate(config)
         self.config = config
         self.n_spatial = d = len(config.modes)
-        modes = tuple(int(m) for m in config.modes)
+        grid = [int(n) + int(round(config.padding * int(n))) for n in config.grid_size]  # the grid the layers see
+        self.modes = modes = clamp_modes(type(self).__name__, config.modes, grid)
         lift_in = config.in_channels + config.ctx_channels + (d if config.positional_grid else 0)
         self.lifting = ChannelMLP(lift_in, config.width, config.lifting_channels, config.activation)
         self.spectral = nn.ModuleList(
@@ -145,26 +151,13 @@ class FNO(nn.Module):
         self.act = activation(config.activation)
         self.projection = ChannelMLP(config.width, config.out_channels, config.projection_channels, config.activation)
 
-    def _check_resolution(self, spatial: tuple[int, ...], pads: list[int]) -> None:
-        modes = tuple(int(m) for m in self.config.modes)
-        need = [2 * m for m in modes[:-1]] + [max(2 * (modes[-1] - 1), 1)]
-        padded = tuple(n + p for n, p in zip(spatial, pads))
-        if any(n < k for n, k in zip(padded, need)):
-            after = f" ({padded} after padding)" if any(pads) else ""
-            raise ValueError(
-                f"FNO with modes={modes} needs a grid of at least {tuple(need)} points (2*modes on non-last axes, "
-                f"2*(modes-1) on the last), but input x has spatial size {spatial}{after}; use fewer modes "
-                f"or a finer grid."
-            )
-
     def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
                 ctx: torch.Tensor | None = None) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
         check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         b, *spatial, _ = x.shape
-        pads = [int(round(cfg.padding * n)) for n in spatial]
-        self._check_resolution(tuple(spatial), pads)
+        pads = [int(round(cfg.padding * n)) for n in spatial]  # a grid smaller than the modes: SpectralConv cuts them
         x = append_context(x, ctx)
         if cfg.positional_grid:
             x = torch.cat([x, grid_channels(tuple(spatial), b, x.dtype, x.device)], dim=-1)

@@ -46,7 +46,7 @@ from torch import nn
 from ..errors import ConfigError, check_min
 from ..nn.grids import append_context, periodic_grid
 from ..nn.mlp import ChannelMLP, PointwiseConv
-from ..nn.spectral import SpectralConv, resolve_modes
+from ..nn.spectral import SpectralConv, clamp_modes, resolve_modes
 from .inputs import check_grid_input
 from .registry import register
 
@@ -69,12 +69,10 @@ class ReducedSpectralConv2d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, X, Y = x.shape
-        m1, m2 = self.modes
-        if 2 * m1 > X or m2 > Y // 2 + 1:
-            raise ValueError(f"ReducedSpectralConv2d with modes={self.modes} needs a grid of at least "
-                             f"({2 * m1}, {2 * (m2 - 1)}); got ({X}, {Y}).")
+        m, (m1, m2) = self.modes[0], clamp_modes("ReducedSpectralConv2d", self.modes, (X, Y))  # what the grid holds
         xf = torch.fft.rfft2(x)
-        w = torch.view_as_complex(self.weight)
+        w = torch.view_as_complex(self.weight)[:, :, :, :m2]
+        w = torch.stack([w[0, :, :m1], w[1, :, m - m1:]])  # frequencies 0..m1-1 and -m1..-1
         out = torch.zeros_like(xf)
         out[:, :, :m1, :m2] = xf[:, :, :m1, :m2] * w[0]
         out[:, :, X - m1:, :m2] = xf[:, :, X - m1:, :m2] * w[1]
@@ -91,7 +89,8 @@ class FNO2DTimeConfig:
         out_channels (int, 1): output channels (from the data).
         ctx_channels (int, 0): length of the per-sample context vector (0: none).
         modes (tuple, (0, 0)): (m1, m2); 0: all (``grid_size // 2``).
-        grid_size (tuple, ()): (X, Y), needed for modes 0 (set from the data).
+        grid_size (tuple, ()): (X, Y), needed for modes 0 (set from the data); modes it cannot hold are cut to
+            (X // 2, Y // 2 + 1), with one warning.
         width (int, 64): channels H.
         n_layers (int, 4): Fourier layers.
         projection_channels (int, 256): hidden width of Q (4H).
@@ -121,6 +120,7 @@ class FNO2DTime(nn.Module):
         modes = resolve_modes(name, config.modes, config.grid_size)
         if len(modes) != 2:
             raise ConfigError(f"{name} is a 2-D model: modes needs 2 entries; got {tuple(config.modes)}.")
+        modes = clamp_modes(name, modes, config.grid_size)
         check_min(name, config, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
         self.config, self.modes = config, modes
         H = config.width

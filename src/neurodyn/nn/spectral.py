@@ -20,7 +20,9 @@ Which frequencies are kept (``modes = (m_1, ..., m_d)``, one entry per spatial a
 
 So a 2D layer with ``modes=(12, 12)`` keeps ``24 x 12`` complex frequencies per (in, out) channel pair and
 has ``2 * C_in * C_out * 24 * 12`` real parameters, exactly like Li et al.'s ``SpectralConv2d(.., 12, 12)``.
-A grid can hold these modes when ``2 * m_j <= n_j`` (non-last axes) and ``m_d <= n_d // 2 + 1``.
+A grid can hold these modes when ``2 * m_j <= n_j`` (non-last axes) and ``m_d <= n_d // 2 + 1``; on a smaller
+grid the layer keeps the modes it holds (``grid_modes``: the lowest frequencies, with their slice of the weight)
+and says so once, as neuraloperator's layer does.
 
 neuraloperator (>= 1.0) counts modes differently: its ``n_modes[j]`` is the *total* number kept along axis
 ``j`` (centred on zero), and along the last axis it keeps ``n_modes[-1] // 2 + 1``. The same frequency set as
@@ -51,6 +53,7 @@ flop estimate. DFT matrices are built in float64 and cached per (size, modes, dt
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -59,7 +62,7 @@ from torch import nn
 from ..errors import ConfigError, check_choice
 from ..ops.spectral import dft_axis, dft_stack, idft_axis, idft_side, irdft_matrix, rdft_matrix
 
-__all__ = ["SpectralConv", "neuralop_n_modes", "resolve_modes"]
+__all__ = ["SpectralConv", "neuralop_n_modes", "resolve_modes", "grid_modes", "clamp_modes"]
 
 
 def neuralop_n_modes(modes: Sequence[int]) -> tuple[int, ...]:
@@ -86,6 +89,40 @@ def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
                               f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes.")
         modes = tuple(g // 2 if m == 0 else m for m, g in zip(modes, grid))
     return modes
+
+
+def grid_modes(modes: Sequence[int], grid: Sequence[int], half_axes: Sequence[bool] | None = None) -> tuple[int, ...]:
+    """The modes a grid holds: per axis ``min(m, n // 2)`` where both signs are kept (non-last axes of one
+    ``SpectralConv``: ``2 m <= n``) and ``min(m, n // 2 + 1)`` on a half-spectrum axis (the real FFT's last axis:
+    ``m <= n // 2 + 1``). ``half_axes`` marks the half-spectrum axes (default: the last one only)."""
+    modes, grid = tuple(int(m) for m in modes), tuple(int(n) for n in grid)
+    half = tuple(half_axes) if half_axes is not None else (False,) * (len(modes) - 1) + (True,)
+    return tuple(min(m, n // 2 + 1 if h else n // 2) for m, n, h in zip(modes, grid, half))
+
+
+_SAID: set = set()
+
+
+def clamp_modes(name: str, modes: Sequence[int], grid: Sequence[int] | None,
+                half_axes: Sequence[bool] | None = None) -> tuple[int, ...]:
+    """``modes`` cut to what ``grid`` holds (:func:`grid_modes`), with one warning line when that changes them (as
+    neuraloperator does on a grid smaller than its modes); ``modes`` as they are when ``grid`` is empty (unknown)."""
+    modes = tuple(int(m) for m in modes)
+    if not grid:
+        return modes
+    if len(tuple(grid)) != len(modes):
+        raise ConfigError(f"{name} grid_size {tuple(grid)} needs one size per axis of modes={modes}.")
+    kept = grid_modes(modes, grid, half_axes)
+    if min(kept) < 1:
+        raise ConfigError(f"{name}: a grid of size {tuple(grid)} holds no Fourier mode on some axis; give at least 2 "
+                          "points per axis.")
+    said = (name, modes, tuple(int(n) for n in grid), kept)
+    if kept != modes and said not in _SAID:  # once per process: a run builds its model more than once
+        _SAID.add(said)
+        warnings.warn(f"{name}: modes={modes} do not fit the {tuple(int(n) for n in grid)} grid; using modes={kept} "
+                      "(what the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)", UserWarning,
+                      stacklevel=3)
+    return kept
 
 
 class SpectralConv(nn.Module):
@@ -153,18 +190,27 @@ class SpectralConv(nn.Module):
                 f"{', '.join(['n'] * d)}) (channels-first, {d} spatial axes)."
             )
         spatial = x.shape[2:]
-        bad = [j for j in range(d - 1) if 2 * self.modes[j] > spatial[j]]
-        if spatial[-1] // 2 + 1 < self.modes[-1]:
-            bad.append(d - 1)
-        if bad:
-            need = [2 * m for m in self.modes[:-1]] + [2 * (self.modes[-1] - 1)]
-            raise ValueError(
-                f"SpectralConv with modes={self.modes} cannot run on a grid of size {tuple(spatial)}: axis "
-                f"{bad[0]} needs at least {need[bad[0]]} points (grid >= {tuple(need)}: 2*modes on non-last "
-                f"axes, 2*(modes-1) on the last); use fewer modes or a finer grid."
-            )
+        if min(grid_modes(self.modes, spatial)) < 1:
+            raise ValueError(f"SpectralConv input x has spatial size {tuple(spatial)}: a grid holds no Fourier mode "
+                             "along an axis of fewer than 2 points (but the last); give at least 2 points per axis.")
 
-    def _use_dft(self, spatial: Sequence[int]) -> bool:
+    def _spectrum(self, spatial: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...], torch.Tensor]:
+        """The kept modes, their shape and the weight for a grid of size ``spatial``: all of them, or, on a grid
+        smaller than the modes, those it holds (:func:`grid_modes`: the lowest frequencies of each axis, both signs
+        on the non-last axes) with their slice of the weight, said once (as neuraloperator does)."""
+        modes = clamp_modes("SpectralConv", self.modes, tuple(spatial))
+        if modes == self.modes:
+            return self.modes, self.kept_shape, self.weight
+        d = len(modes)
+        w = self.weight.view(*self.kept_shape, self.in_channels, 2, self.out_channels)
+        for j in range(d - 1):  # frequencies 0..m'-1 and -m'..-1 of the layout 0..m-1, -m..-1
+            m, k = self.modes[j], modes[j]
+            w = torch.cat([w.narrow(j, 0, k), w.narrow(j, 2 * m - k, k)], dim=j)
+        w = w.narrow(d - 1, 0, modes[-1])
+        kept = tuple(2 * m for m in modes[:-1]) + (modes[-1],)
+        return modes, kept, w.reshape(math.prod(kept), self.in_channels, 2, self.out_channels)
+
+    def _use_dft(self, spatial: Sequence[int], modes: Sequence[int], kept: Sequence[int]) -> bool:
         if self.method != "auto":
             return self.method == "dft"
         # Multiply-adds per (batch, channel) slice of the forward transform: the full-size GEMM of the last
@@ -173,21 +219,23 @@ class SpectralConv(nn.Module):
         # The crossover is ~2*m_d = n_d/4 in 1D (n=1024: m=128) and beyond 2*m = n/2 in 2D.
         d = len(spatial)
         numel = math.prod(spatial)
-        dft = numel * 2 * self.modes[-1]
+        dft = numel * 2 * modes[-1]
         for j in range(d - 1):
-            rest = math.prod(self.kept_shape[:j]) * math.prod(spatial[j + 1 : d - 1]) * 2 * self.modes[-1]
-            dft += 4 * self.modes[j] * spatial[j] * rest
+            rest = math.prod(kept[:j]) * math.prod(spatial[j + 1 : d - 1]) * 2 * modes[-1]
+            dft += 4 * modes[j] * spatial[j] * rest
         fft = 8 * 2.5 * numel * math.log2(max(numel, 2))
         return dft <= fft
 
     # -- forward --------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.check_input(x)
-        if self._use_dft(x.shape[2:]):
-            return self._forward_dft(x)
-        return self._forward_fft(x)
+        modes, kept, weight = self._spectrum(x.shape[2:])
+        if self._use_dft(x.shape[2:], modes, kept):
+            return self._forward_dft(x, modes, kept, weight)
+        return self._forward_fft(x, modes, kept, weight)
 
-    def _mix(self, t: torch.Tensor, batch: int, dc_bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    def _mix(self, t: torch.Tensor, batch: int, weight: torch.Tensor,
+             dc_bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """``t: (M, 2B, C_in)`` (real parts of the batch, then imaginary) -> real, imag ``(M, B, C_out)``.
 
         With a bias, ``dc_bias * bias`` is added to the real part of mode 0 (the zero frequency), which the
@@ -195,20 +243,19 @@ class SpectralConv(nn.Module):
         """
         m_tot = t.shape[0]
         co = self.out_channels
-        p = torch.bmm(t, self.weight.view(m_tot, self.in_channels, 2 * co)).view(m_tot, 2, batch, 2, co)
+        p = torch.bmm(t, weight.view(m_tot, self.in_channels, 2 * co)).view(m_tot, 2, batch, 2, co)
         (rr, ri), (ir, ii) = (o.unbind(2) for o in p.unbind(1))
         real, imag = rr - ii, ri + ir
         if self.bias is not None and dc_bias:
             real = torch.cat([real[:1] + dc_bias * self.bias, real[1:]], dim=0)
         return real, imag
 
-    def _forward_dft(self, x: torch.Tensor) -> torch.Tensor:
+    def _forward_dft(self, x: torch.Tensor, modes, kept, weight) -> torch.Tensor:
         b, ci = x.shape[:2]
         co = self.out_channels
         spatial = tuple(x.shape[2:])
         d = len(spatial)
-        m_last, n_last = self.modes[-1], spatial[-1]
-        kept = self.kept_shape
+        m_last, n_last = modes[-1], spatial[-1]
         dt, dev = x.dtype, x.device
         # 1. last axis: real DFT by one GEMM -> (B, C, n_1..n_{d-1}, 2, m_d)
         t = x.reshape(-1, n_last) @ rdft_matrix(n_last, m_last, dt, dev)
@@ -216,35 +263,35 @@ class SpectralConv(nn.Module):
         for j in range(d - 1):
             p = b * ci * math.prod(kept[:j])
             q = math.prod(spatial[j + 1 : d - 1])
-            t = dft_axis(t.view(p, spatial[j], q, 2, m_last), dft_stack(spatial[j], self.modes[j], dt, dev), p)
+            t = dft_axis(t.view(p, spatial[j], q, 2, m_last), dft_stack(spatial[j], modes[j], dt, dev), p)
         # 3. channel mixing per kept mode: (B, C, K.., 2, m_d) -> (M, 2B, C) -> bmm -> (B, C_out, K.., 2, m_d)
         t = t.view(b, ci, *kept[:-1], 2, m_last).permute(*range(2, d + 1), d + 2, d + 1, 0, 1)
-        real, imag = self._mix(t.reshape(-1, 2 * b, ci), b, dc_bias=float(math.prod(spatial)))
+        real, imag = self._mix(t.reshape(-1, 2 * b, ci), b, weight, dc_bias=float(math.prod(spatial)))
         t = torch.stack([real, imag], dim=1).view(*kept, 2, b, co)
         t = t.permute(d + 1, d + 2, *range(d - 1), d, d - 1).contiguous()
         # 4. inverse on the other axes, then the last axis by one GEMM back to full size
         for j in range(d - 1):
             p = b * co * math.prod(spatial[:j])
             q = math.prod(kept[j + 1 : d - 1])
-            t = idft_axis(t.view(p, kept[j], q, 2, m_last), idft_side(spatial[j], self.modes[j], dt, dev), p)
+            t = idft_axis(t.view(p, kept[j], q, 2, m_last), idft_side(spatial[j], modes[j], dt, dev), p)
         y = t.reshape(-1, 2 * m_last) @ irdft_matrix(n_last, m_last, dt, dev)
         return y.view(b, co, *spatial)
 
-    def _forward_fft(self, x: torch.Tensor) -> torch.Tensor:
+    def _forward_fft(self, x: torch.Tensor, modes, kept, weight) -> torch.Tensor:
         b, ci = x.shape[:2]
         spatial = tuple(x.shape[2:])
         d = len(spatial)
-        xf = torch.fft.rfft(x, dim=-1)[..., : self.modes[-1]]
+        xf = torch.fft.rfft(x, dim=-1)[..., : modes[-1]]
         for j in range(d - 1):
-            n, m = spatial[j], self.modes[j]
+            n, m = spatial[j], modes[j]
             xf = torch.fft.fft(xf, dim=2 + j)
             xf = torch.cat([xf.narrow(2 + j, 0, m), xf.narrow(2 + j, n - m, m)], dim=2 + j)
         # (B, C, *kept) complex -> (M, 2B, C)
         t = torch.view_as_real(xf).movedim(-1, 0).reshape(2, b, ci, -1).permute(3, 0, 1, 2).reshape(-1, 2 * b, ci)
-        real, imag = self._mix(t, b)  # (M, B, Co) each
-        out = torch.complex(real, imag).permute(1, 2, 0).reshape(b, self.out_channels, *self.kept_shape)
+        real, imag = self._mix(t, b, weight)  # (M, B, Co) each
+        out = torch.complex(real, imag).permute(1, 2, 0).reshape(b, self.out_channels, *kept)
         for j in range(d - 1):
-            n, m = spatial[j], self.modes[j]
+            n, m = spatial[j], modes[j]
             zshape = list(out.shape)
             zshape[2 + j] = n - 2 * m
             z = out.new_zeros(zshape)

@@ -169,7 +169,8 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress is not False, dist.is_main, barrier, train_window_steps=tcfg.window_steps)
+    data = build_data(cfg, device, progress not in (False, "lines"), dist.is_main, barrier,
+                      train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data, tcfg)
     check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
@@ -190,7 +191,8 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
         tests = f" + test files {', '.join(f'{k} ({len(v)})' for k, v in test_sets.items())}" if test_sets else ""
         sizes = " / ".join(f"{len(data['sets'][k]) if k in data['sets'] else 0} {k}" for k in ("train", "val", "test"))
         print(f"{cfg.get('preset', 'experiment')} [{cfg.get('scale', '?')}]: model {cfg['model']['name']} with "
-              f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}", flush=True)
+              f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}; "
+              f"processes: {dist.world_size}", flush=True)
     history = trainer.fit(resume=resume)
     tests = evaluate_tests(trainer, task, data["sets"].get("test"), test_sets)
     if dist.is_main:

@@ -35,7 +35,7 @@ from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError
 from ..models.registry import model_spec
 from .checkpoint import rng_state, set_rng_state
-from .distributed import DistInfo, all_reduce_sum, barrier
+from .distributed import DistInfo, all_reduce_max, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
 from .precision import grad_scaler, parse_precision, with_precision
 from .sampling import global_batches, rank_slice
@@ -74,6 +74,7 @@ class TrainConfig:
     early_stop: int = 0             # stop after this many evaluations without a better validation metric; 0: never
     precision: str | int = "32"     # 32 | bf16 (autocast, CPU and CUDA) | 16 (float16 + GradScaler, CUDA)
     compile: bool = False           # torch.compile the model for training
+    time_limit: float = 0.0         # seconds of training (epochs with their evaluations); 0: none (see _out_of_time)
     log: str | list = "none"        # none | csv | tensorboard, or a list (metrics.jsonl is always written)
 
     def __post_init__(self) -> None:
@@ -110,6 +111,9 @@ class TrainConfig:
         if self.accumulate < 1:
             raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
                               f"{self.accumulate}")
+        if not self.time_limit >= 0:
+            raise ConfigError(f"train.time_limit is seconds of training (0: no limit) and must be >= 0, got "
+                              f"{self.time_limit}")
         if self.early_stop < 0:
             raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
                               f"{self.early_stop}")
@@ -168,6 +172,8 @@ class Trainer:
         self.interrupt_at = interrupt_at  # test hook: pretend Ctrl-C after (epoch, batch)
         self.ddp = (nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model)
         if self.cfg.compile:
+            if self.dist.is_main and progress is not False:
+                print("compiling the model with torch.compile; the first step takes minutes on a CPU", flush=True)
             self.ddp = torch.compile(self.ddp)
         self.train_model = with_precision(self.ddp, self.cfg.precision, self.device)
         self.eval_model = with_precision(self.model, self.cfg.precision, self.device)
@@ -351,7 +357,8 @@ class Trainer:
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
             with self._terminate_as_interrupt():
-                while self.epoch < self.cfg.epochs and not self.stopped_early and not (self.fitted and self.epoch):
+                while (self.epoch < self.cfg.epochs and not self.stopped_early and not (self.fitted and self.epoch)
+                       and not self._out_of_time()):
                     self._train_epoch(bar)
         except KeyboardInterrupt:
             self.save("last.pt")
@@ -364,10 +371,27 @@ class Trainer:
             if self.logs is not None:
                 self.logs.close()
         bar.close()
+        if self.epoch < self.cfg.epochs and self._out_of_time() and self.dist.is_main and self.progress is not False:
+            spent = sum(h["seconds"] for h in self.history)
+            print(f"stopped at the time limit after epoch {self.epoch}: {spent:.1f} s of train.time_limit="
+                  f"{self.cfg.time_limit:g} s", flush=True)
         if self.stopped_early and self.dist.is_main and self.progress is not False:
             print(f"stopped early after epoch {self.epoch}: {self.cfg.early_stop} evaluations without a better "
                   f"validation {self.monitor_key}", flush=True)
         return self.history
+
+    def _out_of_time(self) -> bool:
+        """Whether ``train.time_limit`` forbids another epoch: the epochs so far (training and evaluation, as
+        ``metrics.jsonl`` records them, so a resumed run decides the same) have used the limit, or one more epoch
+        of their mean length would end more than 10 % past it. Whole epochs only: the schedule and the records
+        stay those of complete epochs."""
+        limit = self.cfg.time_limit
+        if not limit or not self.history or self.batch:
+            return False
+        spent = sum(h["seconds"] for h in self.history)
+        over = spent >= limit or spent + spent / len(self.history) > 1.1 * limit
+        # every process stops together (each measured its own seconds): one over the limit stops them all
+        return bool(all_reduce_max(torch.tensor([float(over)], dtype=torch.float64))[0] > 0)
 
     @contextlib.contextmanager
     def _terminate_as_interrupt(self):
