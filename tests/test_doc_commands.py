@@ -186,6 +186,8 @@ FILES = {
     "log.csv": lambda: _csv("log.csv"),
     "uea/BasicMotions_TRAIN.ts": lambda: _uea("uea/BasicMotions_TRAIN.ts", 16),
     "uea/BasicMotions_TEST.ts": lambda: _uea("uea/BasicMotions_TEST.ts", 8),
+    "stores/GunPoint_TRAIN.h5": lambda: _sequence_store("stores/GunPoint_TRAIN.h5", 24),
+    "stores/GunPoint_TEST.h5": lambda: _sequence_store("stores/GunPoint_TEST.h5", 8),
 }
 
 
