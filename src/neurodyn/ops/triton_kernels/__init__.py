@@ -68,6 +68,19 @@ def available() -> bool:
     return not _env_on(_ENV_DISABLE) and triton_importable()
 
 
+def is_cuda(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on a CUDA device: the device check of :func:`chosen` (one function, so that a test can make a
+    CPU tensor claim CUDA)."""
+    return t.is_cuda
+
+
+def chosen(backend: str, t: torch.Tensor) -> bool:
+    """Whether a scan called with ``backend`` on ``t`` runs on the Triton kernels: ``"triton"`` asked for (checked by
+    :func:`check_device` when the kernels run), or ``"auto"`` with ``t`` on CUDA and the kernels :func:`available`.
+    CPU tensors under ``"auto"`` keep the CPU kernels (or the PyTorch path)."""
+    return backend == "triton" or (backend == "auto" and is_cuda(t) and available())
+
+
 def check_device(t: torch.Tensor, what: str) -> None:
     """Raise one clear error unless the kernels can run on ``t``'s device: CUDA, or CPU under the interpreter."""
     if not triton_importable():
