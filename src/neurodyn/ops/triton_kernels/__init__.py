@@ -1,7 +1,8 @@
 """Triton kernels of the scans, loaded lazily: importing :mod:`neurodyn` never imports ``triton``.
 
-The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``) import ``triton`` at their top and
-are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops` call when they run.
+The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``, ``scan_2d.py``, ``ncp_mlp.py``) import
+``triton`` at their top and are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops`
+call when they run.
 
 Two builds of each kernel module: Triton decides between compiling a ``@triton.jit`` function for the GPU and running
 it in its CPU interpreter when the function is *decorated* (``triton.jit`` reads ``TRITON_INTERPRET`` then, not at
