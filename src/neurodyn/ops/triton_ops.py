@@ -389,12 +389,14 @@ def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------------------------
 # NCP backbone (packed layers: neurodyn.ops.ncp_mlp.pack_layers)
 
-NCP_BLOCK_M = 64  # rows per program: (64, H) activations and the (A, H), (H, H) weights of one layer in registers
+NCP_BLOCK_M = 64   # rows per program at most
+NCP_TILE = 4096    # elements of a program's (rows, H) activations (unmeasured: no GPU run yet)
 
 
-def ncp_blocks(M: int) -> int:
-    """Rows per program of the NCP kernels (a power of two, at least 16: ``tl.dot``'s smallest)."""
-    return max(16, min(NCP_BLOCK_M, _pow2(M)))
+def ncp_blocks(M: int, H: int) -> int:
+    """Rows per program of the NCP kernels for ``M`` rows of ``H`` packed neurons: a power of two, at least 16
+    (``tl.dot``'s smallest), with a ``(rows, H)`` tile of about ``NCP_TILE`` elements."""
+    return max(16, min(NCP_BLOCK_M, _pow2(M), _floor_pow2(NCP_TILE // H)))
 
 
 _NCP_ARGS = "Tensor x, Tensor w_in, Tensor bias, Tensor w_rec, Tensor mask, Tensor? in_scale, Tensor? in_shift"
@@ -455,7 +457,7 @@ def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: T
     triton_kernels.check_device(x, "ncp_mlp")
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     return _ncp_fwd(c(x), c(w_in), c(bias), c(w_rec), c(mask), c(in_scale), c(in_shift), act, h_out,
-                    ncp_blocks(x.shape[1]))
+                    ncp_blocks(x.shape[1], w_in.shape[3]))
 
 
 OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
