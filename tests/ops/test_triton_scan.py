@@ -485,9 +485,10 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
         assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))
     nc = triton_kernels.load("ncp_mlp", torch.device("cuda"))
-    common = dict(ACC=tl.float32, A=16, H=64, BM=64, ACT=1, HAS_AFFINE=True)
-    assert "cubin" in _compile_sm90(nc._ncp_fwd_kernel, common)
-    assert "cubin" in _compile_sm90(nc._ncp_bwd_kernel, common)
+    for H, BM in ((64, 64), (128, 32)):  # (NAC's cpu preset: 73 neurons -> 128, blocks of 32 rows, 8 warps)
+        common = dict(ACC=tl.float32, A=16, H=H, BM=BM, ACT=1, HAS_AFFINE=True)
+        assert "cubin" in _compile_sm90(nc._ncp_fwd_kernel, common, nc._warps(H))
+        assert "cubin" in _compile_sm90(nc._ncp_bwd_kernel, common, nc._warps(H))
     s2 = triton_kernels.load("scan_2d", torch.device("cuda"))
     for form in (0, 2):
         common = dict(ACC=tl.float32, BD=1, BN=16, BW=128, ROWS=4, FORM=form, HAS_D=True)
