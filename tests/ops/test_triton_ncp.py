@@ -162,3 +162,10 @@ def test_a_nac_model_runs_its_backbone_on_the_kernels(monkeypatch):
         assert (a is None) == (b is None)
         if a is not None and b.abs().sum() > 0:
             assert _rel(a, b) < 1e-4
+
+
+def test_programs_sharing_a_gradient_slot(monkeypatch):
+    """More row blocks (5) than copies of the weight-gradient buffers (2): programs add into shared copies."""
+    monkeypatch.setattr(triton_kernels.load("ncp_mlp", torch.device("cpu")), "GRAD_SLOTS", 2)
+    kw_ref, kw = _problem(2, 70, 5, (19, 7, 2), torch.float32, "cpu", affine=True, seed=6)
+    _check(kw_ref, kw, "tanh", torch.float32)

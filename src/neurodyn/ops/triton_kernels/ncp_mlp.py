@@ -20,7 +20,9 @@ walks the layers from the last: with ``g_l = dLoss/ds_l`` (``g_{n-1}`` = the out
     gxs += p_l W_in[c, l]^T,  g_{l-1} = p_l W_rec[c, l]^T
     gx = gxs * in_scale,  g_in_scale[c] += sum_rows gxs x,  g_in_shift[c] += sum_rows gxs
 
-The per-cell weight gradients are summed over the programs with ``tl.atomic_add`` into float32 buffers.
+The per-cell weight gradients are summed over the programs with ``tl.atomic_add`` into float32 buffers of ``slots``
+copies (program ``i`` adds into copy ``i % slots``, so that fewer programs contend for one address; the launcher sums
+the copies).
 """
 from __future__ import annotations
 
@@ -118,7 +120,7 @@ def _ncp_fwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, y_
 
 @triton.jit
 def _ncp_bwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gy_ptr, s_ptr, gx_ptr, gw_in_ptr,
-                    gb_ptr, gw_rec_ptr, gsc_ptr, gsh_ptr, M, a, n, h_out, n_cells, rows,
+                    gb_ptr, gw_rec_ptr, gsc_ptr, gsh_ptr, M, a, n, h_out, n_cells, rows, slots,
                     ACC: tl.constexpr, A: tl.constexpr, H: tl.constexpr, BM: tl.constexpr, ACT: tl.constexpr,
                     HAS_AFFINE: tl.constexpr):
     c = tl.program_id(0).to(tl.int64)
@@ -144,7 +146,7 @@ def _ncp_bwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gy
         s = tl.load(s_ptr + l * layer + srow)
         p = g * mask[None, :] * _act_grad(s, ACT)
         s_prev = tl.load(s_ptr + tl.maximum(l - 1, 0) * layer + srow) * tl.where(l > 0, 1.0, 0.0)  # s_{-1} = 0
-        cl = c * n + l
+        cl = ((c * slots + tl.program_id(1) % slots) * n + l)  # this program's slot of the gradient buffers
         tl.atomic_add(gw_in_ptr + cl * A * H + wa, tl.dot(tl.trans(xs), p, input_precision="ieee"))
         tl.atomic_add(gb_ptr + cl * H + offs_h, common.rsum(p, 0))
         tl.atomic_add(gw_rec_ptr + cl * H * H + wh, tl.dot(tl.trans(s_prev), p, input_precision="ieee"))
@@ -179,20 +181,24 @@ def fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m):
     return y
 
 
+GRAD_SLOTS = 16  # copies of the weight-gradient buffers (unmeasured: no GPU run yet)
+
+
 def bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act, block_m):
     """``(gx like x, gw_in, gbias, gw_rec like the packed layers, g_in_scale, g_in_shift (C, a) or empty)``, all but
     gx in float32."""
     C, M, a, n, A, H = _dims(x, w_in, w_rec)
     blocks = triton.cdiv(M, block_m)
+    slots = min(blocks, GRAD_SLOTS)
     f32 = dict(dtype=torch.float32, device=x.device)
     scratch = torch.empty(n, C, blocks * block_m, H, **f32)
     gx = torch.empty_like(x)
-    gw_in, gb, gw_rec = (torch.zeros(t.shape, **f32) for t in (w_in, bias, w_rec))
+    gw_in, gb, gw_rec = (torch.zeros(C, slots, *t.shape[1:], **f32) for t in (w_in, bias, w_rec))
     affine = in_scale is not None
     gsc, gsh = (torch.zeros(C, a, **f32) for _ in range(2)) if affine else (x.new_empty(0, dtype=torch.float32),
                                                                             x.new_empty(0, dtype=torch.float32))
     _ncp_bwd_kernel[(C, blocks)](
         x, in_scale if affine else x, in_shift if affine else x, w_in, bias, w_rec, mask, gy, scratch, gx, gw_in,
-        gb, gw_rec, gsc if affine else gx, gsh if affine else gx, M, a, n, gy.shape[2], C, blocks * block_m,
+        gb, gw_rec, gsc if affine else gx, gsh if affine else gx, M, a, n, gy.shape[2], C, blocks * block_m, slots,
         ACC=tl.float32, A=A, H=H, BM=block_m, ACT=act, HAS_AFFINE=affine, num_warps=_warps(H))
-    return gx, gw_in, gb, gw_rec, gsc, gsh
+    return gx, gw_in.sum(1), gb.sum(1), gw_rec.sum(1), gsc, gsh
