@@ -14,8 +14,10 @@ bandwidth ``2 x bytes / time`` (read once, written once), measured in the same r
 ``triton`` before its kernels exist, is listed as skipped with the op's message): the selective scan (B = 8,
 D = 1024, N = 16, with D, z, delta_bias and softplus, as Mamba calls it), the multi-head scan (the same 1024 channels
 as 16 heads of 64, one decay per head), the linear scan ((8, 1024, L)), GeoMaNO's 2-D scan (8 x 64 channels, N = 16,
-a sqrt(L) x sqrt(L) grid, the paper's four directions and correction R = 1) and the Kirchhoff scan (8 x 256
-channels, N = 16, ZOH), at L = 1k / 4k / 16k. For each: the forward (no autograd) and the forward + backward (a fixed
+a sqrt(L) x sqrt(L) grid, the paper's four directions and correction R = 1), the Kirchhoff scan (8 x 256
+channels, N = 16, ZOH) and NAC's NCP backbone (``ncp_mlp``: 4 cells of 2 B L query-key pairs, 16 inputs, NAC's
+cpu-preset layers of 73 / 33 / 2 neurons with their synapse patterns and the sensory scaling; ``torch`` is its
+batched-matmul reference), at L = 1k / 4k / 16k. For each: the forward (no autograd) and the forward + backward (a fixed
 output gradient) in ms, and the memory floor: the bytes every input is read and every output written once (forward:
 inputs + output; forward + backward: that, plus the inputs and the output's gradient read again and one gradient per
 differentiable input written), its time at the measured bandwidth (``floor_ms``), the achieved GB/s (bytes / measured
@@ -61,7 +63,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 import torch  # noqa: E402
 
 OUT = HERE / "results" / "gpu"
-OPS = ("selective_scan", "head_scan", "linear_scan", "scan_2d", "knc_scan")
+OPS = ("selective_scan", "head_scan", "linear_scan", "scan_2d", "knc_scan", "ncp_mlp")
 MODES = ("fp32", "bf16", "compiled")
 BACKENDS = ("torch", "triton")
 # (group, seed preset, baseline preset)
@@ -178,7 +180,29 @@ def op_case(op: str, L: int, s: dict, device: torch.device):
         dk = s["width_knc"]
         args = (t(b, dk, L), t(b, dk, L, lo=1e-3, hi=0.5), t(dk, n, lo=0.1, hi=4.0), t(b, n, L), t(b, n, L), t(dk))
         return args, lambda be, *a: ops.knc_scan(*a, "zoh", backend=be), f"B={b} D={dk} N={n} ZOH"
+    if op == "ncp_mlp":
+        return _ncp_case(2 * b * L, t, g, device)
     raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
+
+
+def _ncp_case(rows: int, t, g: torch.Generator, device: torch.device):
+    """NAC's backbone call (cpu preset): 4 cells, ``rows`` rows (query-key pairs) of 16 features, layers of 73 / 33 /
+    2 neurons (input into the first only), about a third of the synapses in the patterns, the sensory scaling."""
+    from neurodyn import ops
+
+    cells, a, widths = 4, 16, (73, 33, 2)
+    args = (t(cells, rows, a), t(cells, a, widths[0]), *(t(cells, h) for h in widths),
+            *(t(cells, p, h) for p, h in zip(widths, widths[1:])), t(cells, a, lo=0.5, hi=1.5), t(cells, a))
+    mask = [torch.ones(h, device=device) for h in widths]
+    pattern_in = [(torch.rand(a, widths[0], generator=g) < 0.35).float().to(device), None, None]
+    pattern_rec = [None] + [(torch.rand(p, h, generator=g) < 0.35).float().to(device)
+                            for p, h in zip(widths, widths[1:])]
+
+    def call(be, x, w_in, b0, b1, b2, r1, r2, scale, shift):
+        return ops.ncp_mlp(x, [w_in, None, None], [b0, b1, b2], [None, r1, r2], mask, "tanh", pattern_in, pattern_rec,
+                           scale, shift, backend=be)
+
+    return args, call, f"cells={cells} rows={rows} in={a} layers={'/'.join(map(str, widths))}"
 
 
 def _refused(exc: BaseException) -> bool:

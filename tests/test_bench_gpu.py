@@ -77,3 +77,25 @@ def test_model_steps_ratios_and_protocol_hours(report):
     assert lamo["step_s"] == pytest.approx(by[("lamo", "seed", "fp32")]["per_sample_ms"] * 4 / 1e3)
     for p in res["protocols"]:
         assert p["gpu_hours"] == pytest.approx(p["epochs"] * p["steps_per_epoch"] * p["step_s"] / 3600)
+
+
+def test_every_triton_kernel_is_benchmarked(monkeypatch):
+    """The ``triton`` rows of the ops reach every Triton kernel module (run in the interpreter at toy sizes) and report
+    fwd and fwd+bwd ms and GB/s."""
+    from neurodyn.ops import triton_kernels
+
+    if not triton_kernels.triton_importable():
+        pytest.skip("triton is not installed")
+    import torch
+
+    gpu = load_script(SCRIPT, "neurodyn_bench_test_gpu_triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    loaded, load = set(), triton_kernels.load
+    monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.add(name) or load(name, device))
+    toy = dict(batch=1, width=4, state=2, width_2d=2, width_knc=2, heads=2)
+    for op in gpu.OPS:
+        row = gpu.measure_op(op, 16, "triton", toy, torch.device("cpu"), 1e9, 1, 0)
+        assert "skipped" not in row, row
+        assert all(row[k] > 0 for k in ("fwd_ms", "fwdbwd_ms", "fwd_gbps", "fwdbwd_gbps"))
+    kernels = {f.stem for f in Path(triton_kernels.__file__).parent.glob("*.py")} - {"__init__", "common"}
+    assert loaded == kernels

@@ -303,7 +303,11 @@ def _opcheck_cases():
         2, 2, generator=gx)).requires_grad_(), r(1, 2, 9, 1, 3), r(1, 2, 9, 1, 3), r(2, 4))
     with torch.no_grad():
         _, ckpt_h = triton_ops.OPS["head_scan_triton"](*hs, True, 8, 2)
+    ncp = (r(2, 19, 5), r(2, 2, 16, 16), r(2, 2, 16), r(2, 2, 16, 16), (torch.rand(2, 16, generator=gx) > 0.3).float(),
+           r(2, 5), r(2, 5))
     return {
+        "ncp_mlp_triton": (*ncp, 1, 3, 16),
+        "ncp_mlp_triton_bwd": (*[t.detach() for t in ncp], torch.randn(2, 19, 3), 1, 16),
         "head_scan_triton": (*hs, True, 8, 2),
         "head_scan_triton_bwd": (*[t.detach() for t in hs], ckpt_h, torch.randn(1, 2, 9, 4), 8, 2),
         "scan2d_triton": (*s2, True, 4, 1),
@@ -480,6 +484,11 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
         assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))
+    nc = triton_kernels.load("ncp_mlp", torch.device("cuda"))
+    for H, BM in ((64, 64), (128, 32)):  # (NAC's cpu preset: 73 neurons -> 128, blocks of 32 rows, 8 warps)
+        common = dict(ACC=tl.float32, A=16, H=H, BM=BM, ACT=1, HAS_AFFINE=True)
+        assert "cubin" in _compile_sm90(nc._ncp_fwd_kernel, common, nc._warps(H))
+        assert "cubin" in _compile_sm90(nc._ncp_bwd_kernel, common, nc._warps(H))
     s2 = triton_kernels.load("scan_2d", torch.device("cuda"))
     for form in (0, 2):
         common = dict(ACC=tl.float32, BD=1, BN=16, BW=128, ROWS=4, FORM=form, HAS_D=True)

@@ -134,7 +134,8 @@ class CKBOptions:
     Attributes:
         ssm (KirchhoffSSMConfig, d_state 16, expand 1, d_conv 3, zoh, ...): the cells' scan options
             (``neurodyn.nn.ssm_config.KirchhoffSSMConfig``: d_state, expand, d_conv, discretization, dt_rank,
-            combine (how a cell's scan directions are merged: mean | sum | norm), selective, coef_norm).
+            combine (how a cell's scan directions are merged: mean | sum | norm), selective, coef_norm, backend
+            (the scan kernel: auto | triton | torch | cpp | ref)).
         conv_pointwise (bool, True): the DSConv's pointwise 1x1 convolution after the depthwise one.
         scan (str, "bi"): scan directions: uni | bi | cross | auto (cross on 2-D grids, bi on 1-D ones).
         norm (str, "layernorm"): Norm(X) of Eq. 31: layernorm | none.
@@ -168,7 +169,8 @@ def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> Casca
     kw = _field_values(CKBOptions, cfg)
     ssm = kw.pop("ssm")
     kw.update(d_state=ssm.d_state, expand=ssm.expand, d_conv=ssm.d_conv, discretization=ssm.discretization,
-              dt_rank=ssm.dt_rank, merge=ssm.combine, selective=ssm.selective, coef_norm=ssm.coef_norm)
+              dt_rank=ssm.dt_rank, merge=ssm.combine, selective=ssm.selective, coef_norm=ssm.coef_norm,
+              backend=ssm.backend)
     if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
         kw["scan"] = "cross" if dims == 2 else "bi"
     kw.update(extra)

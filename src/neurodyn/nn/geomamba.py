@@ -159,8 +159,9 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
 class GeoMambaKernel(nn.Module):
     """GeoMamba kernel (Algorithm 1): token grid ``(B, H, W, d_model) -> (B, H, W, d_model)``.
 
-    See the module docstring for the equations and options. ``scan_backend``: ``"auto"`` (fused CPU
-    kernels / mamba-ssm on CUDA / chunked PyTorch), ``"torch"``, ``"cpp"`` or ``"ref"`` (the sequential
+    See the module docstring for the equations and options. ``scan_backend``: ``"auto"`` (the Triton kernels for
+    CUDA tensors when ``triton`` imports, the fused CPU kernels for CPU tensors, else chunked PyTorch),
+    ``"triton"`` (CUDA, or CPU under ``TRITON_INTERPRET=1``), ``"torch"``, ``"cpp"`` or ``"ref"`` (the sequential
     oracles ``selective_scan_ref`` / ``selective_scan_2d_ref``; slow, for tests).
     """
 

@@ -302,7 +302,7 @@ class CascadedKirchhoffBlock(nn.Module):
         check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
         # the cells' scan options are validated where a model's ssm section is (neurodyn.nn.ssm_config)
         KirchhoffSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, discretization=discretization,
-                           dt_rank=dt_rank, combine=merge, selective=selective, coef_norm=coef_norm)
+                           dt_rank=dt_rank, combine=merge, selective=selective, coef_norm=coef_norm, backend=backend)
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")

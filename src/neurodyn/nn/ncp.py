@@ -91,8 +91,9 @@ class NCPCell(nn.Module):
     the neurons read as ``y``. ``disabled``: groups whose state is forced to 0 (``mask_act``).
     ``dense_input=True`` replaces ``|A_in|`` by a dense mask over the input group's columns (the
     authors' released code); ``False`` follows Algorithm 1. ``fused``: :meth:`forward` runs its updates as
-    one compiled CPU op (:func:`neurodyn.ops.ncp_mlp.ncp_mlp`, same values to rounding) when the input is a
-    float CPU tensor and the kernel is built; otherwise, and with ``fused=False``, as batched matmuls.
+    one fused op (:func:`neurodyn.ops.ncp_mlp.ncp_mlp`, same values to rounding) when the input is a float CPU
+    tensor and the C++ kernel is built, or a CUDA tensor and ``triton`` imports (the Triton kernels); otherwise,
+    and with ``fused=False``, as batched matmuls.
     """
 
     def __init__(self, wiring, input_group: str = "inter", output_group: str = "motor",

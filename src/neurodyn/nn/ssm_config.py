@@ -93,7 +93,9 @@ class LatentSSMConfig(SSMConfig):
         dt_mode (str, "head"): head (a step per head) | channel (a step per channel, S6, Eq. 7; x_proj only).
         a_init_range (tuple, (1.0, 16.0)): -A ~ U[low, high] per head at initialisation ((1, 1): the grid code).
         dt_range (tuple, (1e-3, 1e-1)): softplus(dt_bias) log-uniform in [low, high] at initialisation.
-        backend (str, "auto"): the scan kernel (``ops.head_scan`` / ``ops.selective_scan`` backends).
+        backend (str, "auto"): the scan kernel (``ops.head_scan`` / ``ops.selective_scan`` backends): auto (Triton
+            on CUDA when ``triton`` imports, the fused CPU kernels on CPU) | triton (CUDA, or CPU under
+            ``TRITON_INTERPRET=1``) | torch | cpp | ref | mamba (mamba-ssm's CUDA kernel, only when named).
     """
 
     # sizes
@@ -117,7 +119,7 @@ class LatentSSMConfig(SSMConfig):
     dt_range: tuple = (1e-3, 1e-1)
     backend: str = "auto"
 
-    BACKENDS: ClassVar[tuple] = ("auto", "torch", "cpp", "ref", "mamba")
+    BACKENDS: ClassVar[tuple] = ("auto", "triton", "torch", "cpp", "ref", "mamba")
 
     def __post_init__(self):
         super().__post_init__()
@@ -169,7 +171,9 @@ class GeoMambaSSMConfig(SSMConfig):
         r_init (str, "zeros"): learnable R starts at zeros (the plain kernel) | pattern.
         correction_form (str, "eq9"): eq9 (Eqs. 9-10) | alg2 (Algorithm 2 line 32) | cbx (ours).
         dt_range (tuple, (1e-3, 1e-1)): initial dt log-uniform in [low, high] (Mamba's).
-        backend (str, "auto"): the scan kernel: auto | torch | cpp | ref (the sequential oracles; tests).
+        backend (str, "auto"): the scan kernel: auto (Triton on CUDA when ``triton`` imports, the fused CPU kernels
+            on CPU) | triton (CUDA, or CPU under ``TRITON_INTERPRET=1``) | torch | cpp | ref (the sequential oracles;
+            tests).
     """
 
     # the sizes d_state (16), expand (1.0) and d_conv (3) are SSMConfig's
@@ -190,7 +194,7 @@ class GeoMambaSSMConfig(SSMConfig):
     dt_range: tuple = (1e-3, 1e-1)
     backend: str = "auto"
 
-    BACKENDS: ClassVar[tuple] = ("auto", "torch", "cpp", "ref")
+    BACKENDS: ClassVar[tuple] = ("auto", "triton", "torch", "cpp", "ref")
 
     def __post_init__(self):
         super().__post_init__()
@@ -223,6 +227,9 @@ class KirchhoffSSMConfig(SSMConfig):
         selective (bool, True): Delta, b, c from the input (Eq. 33); False: time-invariant cells.
         coef_norm (str, "none"): none (Eq. 33) | cascade (cells 2..N from their RMS-normalised input) | rms (every
             cell).
+        backend (str, "auto"): the cells' scan kernel (``ops.knc_scan``): auto (Triton on CUDA when ``triton``
+            imports, the fused CPU kernel on CPU) | triton (CUDA, or CPU under ``TRITON_INTERPRET=1``) | torch | cpp |
+            ref (the sequential oracle; tests).
     """
 
     discretization: str = "zoh"
@@ -230,6 +237,9 @@ class KirchhoffSSMConfig(SSMConfig):
     combine: str = "mean"
     selective: bool = True
     coef_norm: str = "none"
+    backend: str = "auto"
+
+    BACKENDS: ClassVar[tuple] = ("auto", "triton", "torch", "cpp", "ref")
 
     def __post_init__(self):
         super().__post_init__()

@@ -129,7 +129,7 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     _check_head_args(u, dt, A, B, C, D)
     if u.numel() == 0:  # no steps, samples, sets or channels: y is as empty as u, whatever the backend
         return u.clone()
-    if backend == "triton" or (backend == "auto" and u.is_cuda and triton_kernels.available()):
+    if triton_kernels.chosen(backend, u):
         return head_scan_triton(u, dt, A, B, C, D)
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):

@@ -86,7 +86,7 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
         h0 = h0.reshape(P, Q)
     if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
-    if backend == "triton" or (backend == "auto" and x.is_cuda and triton_kernels.available()):
+    if triton_kernels.chosen(backend, x):
         h = linear_scan_triton(a.reshape(P, L, Q), x.reshape(P, L, Q), h0, reverse)
         return h.reshape(shape)
     use_cpp = backend != "torch"

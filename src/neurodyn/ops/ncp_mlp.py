@@ -23,19 +23,31 @@ Input affine and head (both optional, so that NAC's per-pair input scaling and t
 over the pairs instead of as small matmuls and elementwise ops): with ``in_scale, in_shift (C, a)`` the layers read
 ``x * in_scale + in_shift`` (NCP's sensory scaling ``u * w_in + b_in``); with ``head = (W_h (C, a, o), b_h (C, o))``
 the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M, o)``.
+
+Backends (``ncp_mlp(backend=...)``): ``"cpp"`` (the fused CPU kernel; float32 / float64 CPU tensors), ``"triton"``
+(the Triton kernels of :mod:`neurodyn.ops.triton_ops` on the layers packed by :func:`pack_layers`: float16 / bfloat16
+/ float32 inputs computed in float32, the backward recomputing the layer outputs; CUDA tensors, or CPU tensors under
+``TRITON_INTERPRET=1``), ``"torch"`` (:func:`ncp_mlp_ref`); ``"auto"``: ``"triton"`` for CUDA tensors when
+``triton`` imports (not float64), ``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
-from . import kernel_ops
+from ..errors import check_choice
+from . import kernel_ops, triton_kernels
 from .kernel_ops import OPS
+from .triton_ops import ncp_mlp_triton
 
 Tensor = torch.Tensor
 
-__all__ = ["ncp_mlp", "ncp_mlp_ref", "ACT_CODES"]
+__all__ = ["ncp_mlp", "ncp_mlp_ref", "pack_layers", "ACT_CODES", "BACKENDS"]
+
+BACKENDS = ("auto", "triton", "cpp", "torch")
+_TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 ACT_CODES = {"linear": 0, "tanh": 1, "relu": 2, "sigmoid": 3}
 _REF_ACTS = {"linear": lambda v: v, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
@@ -107,16 +119,71 @@ class _NCPMLPFunction(torch.autograd.Function):
         return (None, None, None, None, gx, *g_w_in, *g_bias, *g_w_rec, *g_io)
 
 
-def fused_available(x: Tensor) -> bool:
-    """Whether :func:`ncp_mlp` runs ``x`` on the compiled kernel (CPU, float32 / float64, kernel built)."""
+def _cpp_applies(x: Tensor) -> bool:
     return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and kernel_ops.available()
+
+
+def resolve_backend(backend: str, x: Tensor) -> str:
+    """The backend :func:`ncp_mlp` uses for ``x`` (module docstring)."""
+    check_choice("ncp_mlp backend", backend, BACKENDS, error=ValueError)
+    if backend != "auto":
+        return backend
+    if triton_kernels.chosen("auto", x) and x.dtype in _TRITON_DTYPES:
+        return "triton"
+    return "cpp" if _cpp_applies(x) else "torch"
+
+
+def fused_available(x: Tensor) -> bool:
+    """Whether :func:`ncp_mlp` (``backend="auto"``) runs ``x`` on a fused kernel: the compiled CPU kernel (CPU,
+    float32 / float64, kernel built) or the Triton kernels (CUDA, ``triton`` importable)."""
+    return resolve_backend("auto", x) != "torch"
+
+
+def _width(k: int) -> int:
+    """A packed width: the next power of two, at least 16 (``tl.dot``'s smallest)."""
+    return max(16, 1 << max(int(k) - 1, 0).bit_length())
+
+
+def pack_layers(x: Tensor, w_in, bias, w_rec, mask, pattern_in=None, pattern_rec=None):
+    """The layers as the Triton kernels read them: ``(w_in (C, n, A, H), bias (C, n, H), w_rec (C, n, H, H), mask
+    (n, H), h_out)`` in float32, the patterns applied (``W * pattern``), missing input terms and ``w_rec[0]`` as
+    zeros, every layer zero-padded to ``H`` neurons and the input to ``A`` features (:func:`_width`). Differentiable
+    (stacking and padding): the gradients of the packed tensors flow back to the listed weights."""
+    C, _, a = x.shape
+    n = len(bias)
+    widths = [int(b.shape[-1]) for b in bias]
+    A, H = _width(a), _width(max(widths))
+    pattern_in = pattern_in or [None] * n
+    pattern_rec = pattern_rec or [None] * n
+    f32 = dict(dtype=torch.float32, device=x.device)
+
+    def pad(w, pattern, rows):
+        w = w.float() if pattern is None else w.float() * pattern.float()
+        return F.pad(w, (0, H - w.shape[-1], 0, rows - w.shape[-2]))
+
+    packed_in = torch.stack([torch.zeros(C, A, H, **f32) if w is None else pad(w, pt, A)
+                             for w, pt in zip(w_in, pattern_in)], 1)
+    packed_rec = torch.stack([torch.zeros(C, H, H, **f32)] + [pad(w, pt, H) for w, pt in
+                                                             zip(list(w_rec)[1:], list(pattern_rec)[1:])], 1)
+    packed_b = torch.stack([F.pad(b.float(), (0, H - b.shape[-1])) for b in bias], 1)
+    packed_m = torch.stack([F.pad(m.detach().float(), (0, H - m.shape[-1])) for m in mask])
+    return packed_in, packed_b, packed_rec, packed_m, widths[-1]
+
+
+def _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head):
+    if x.dtype not in _TRITON_DTYPES:
+        raise ValueError(f"ncp_mlp backend='triton' takes float16 / bfloat16 / float32 inputs, got {x.dtype}")
+    w_in_p, b_p, w_rec_p, m_p, h_out = pack_layers(x, w_in, bias, w_rec, mask, pattern_in, pattern_rec)
+    y = ncp_mlp_triton(x, w_in_p, b_p, w_rec_p, m_p, ACT_CODES[activation], h_out, in_scale, in_shift)
+    return y if head is None else (y, torch.baddbmm(head[1][:, None, :], x, head[0]))
 
 
 def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
             mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
             pattern_rec: Sequence[Tensor | None] | None = None, in_scale: Tensor | None = None,
-            in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None):
-    """The module docstring's layers: the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere.
+            in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None, backend: str = "auto"):
+    """The module docstring's layers on the ``backend`` of the module docstring (``"auto"``: the Triton kernels on
+    CUDA, the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere).
 
     ``x (C, M, a)``; ``w_in[l] (C, a, h_l)`` or ``None`` (no input term), ``bias[l] (C, h_l)``,
     ``w_rec[l] (C, h_{l-1}, h_l)`` with ``w_rec[0]`` ignored, ``mask[l] (h_l,)`` (constant); optional synapse
@@ -143,7 +210,13 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
         raise ValueError(f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) "
                          f"with cells, features = {C}, {a}; "
                          f"got {tuple(head[0].shape)}, {tuple(head[1].shape)}")
-    if not fused_available(x):
+    which = resolve_backend(backend, x)
+    if which == "triton":
+        return _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
+    if which == "cpp" and not _cpp_applies(x):
+        raise ValueError(f"ncp_mlp backend='cpp' needs float32 / float64 CPU tensors and the compiled kernel; got "
+                         f"{x.dtype} on {x.device}" + ("" if kernel_ops.available() else " (the kernel is not built)"))
+    if which == "torch":
         return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     dt = x.dtype
     c = lambda t: t.to(dt).contiguous()  # noqa: E731

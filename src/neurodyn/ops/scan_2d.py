@@ -220,9 +220,10 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
     check_choice("backend", backend, BACKENDS, error=ValueError)
     on_cpu = x.device.type == "cpu"
-    if backend == "auto":
-        backend = ("cpp" if on_cpu and kernel_ops.available() else
-                   "triton" if x.is_cuda and triton_kernels.available() else "torch")
+    if triton_kernels.chosen(backend, x):
+        backend = "triton"
+    elif backend == "auto":
+        backend = "cpp" if on_cpu and kernel_ops.available() else "torch"
     if backend == "cpp" and (not on_cpu or not kernel_ops.available()):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     cdt = torch.float64 if any(t is not None and t.dtype == torch.float64 for t in

@@ -185,10 +185,10 @@ def _mamba_available() -> bool:
 def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     """The backend ``selective_scan`` would use for these arguments."""
     check_choice("backend", backend, BACKENDS, error=ValueError)
+    if triton_kernels.chosen(backend, u):
+        return "triton"
     if backend != "auto":
         return backend
-    if u.is_cuda and triton_kernels.available():
-        return "triton"
     if u.is_cuda and initial_state is None and _mamba_available():
         return "mamba"
     if u.device.type == "cpu" and kernel_ops.available():

@@ -23,6 +23,9 @@ differentiable. The backward operators are first order.
 * ``scan2d_triton(x, dt, A, B, C, D?, R, form, save_checkpoints, rows, block_d) -> (y, ckpt)`` and
   ``scan2d_triton_bwd``: one direction of GeoMaNO's 2-D scan with its correction, in the direction's frame;
   ``ckpt (batch, d, ceil(H / rows), n, W)`` holds the column states entering every block of ``rows`` rows.
+* ``ncp_mlp_triton(x, w_in, bias, w_rec, mask, in_scale?, in_shift?, act, h_out, block_m) -> y`` and
+  ``ncp_mlp_triton_bwd``: the pruned NCP backbone of :mod:`neurodyn.ops.ncp_mlp` on its packed layers; the backward
+  recomputes the layer outputs (the forward saves only its inputs).
 """
 from __future__ import annotations
 
@@ -32,8 +35,8 @@ from . import triton_kernels
 
 Tensor = torch.Tensor
 
-__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "selective_scan_triton", "head_scan_triton",
-           "linear_scan_triton", "scan2d_triton"]
+__all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "ncp_blocks", "selective_scan_triton",
+           "head_scan_triton", "linear_scan_triton", "scan2d_triton", "ncp_mlp_triton"]
 
 # tile sizes (elements per program's register tile; the chunk length is also the checkpoint interval). Chosen without
 # a GPU run: at n = 16 a selective-scan program holds 4 channels x 16 states x 32 steps; the speed is unmeasured.
@@ -383,6 +386,81 @@ def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
     return _s2_fwd(c(x), c(dt), c(A), c(B), c(C), c(D), c(R), form, save, rows, block_d)[0]
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# NCP backbone (packed layers: neurodyn.ops.ncp_mlp.pack_layers)
+
+NCP_BLOCK_M = 64   # rows per program at most
+NCP_TILE = 4096    # elements of a program's (rows, H) activations (unmeasured: no GPU run yet)
+
+
+def ncp_blocks(M: int, H: int) -> int:
+    """Rows per program of the NCP kernels for ``M`` rows of ``H`` packed neurons: a power of two, at least 16
+    (``tl.dot``'s smallest), with a ``(rows, H)`` tile of about ``NCP_TILE`` elements."""
+    return max(16, min(NCP_BLOCK_M, _pow2(M), _floor_pow2(NCP_TILE // H)))
+
+
+_NCP_ARGS = "Tensor x, Tensor w_in, Tensor bias, Tensor w_rec, Tensor mask, Tensor? in_scale, Tensor? in_shift"
+
+
+@torch.library.custom_op("neurodyn::ncp_mlp_triton", mutates_args=(), schema=(
+    f"({_NCP_ARGS}, int act, int h_out, int block_m) -> Tensor"))
+def _ncp_fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m):
+    return triton_kernels.load("ncp_mlp", x.device).fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out,
+                                                        block_m)
+
+
+@_ncp_fwd.register_fake
+def _ncp_fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m):
+    return x.new_empty(x.shape[0], x.shape[1], h_out)
+
+
+@torch.library.custom_op("neurodyn::ncp_mlp_triton_bwd", mutates_args=(), schema=(
+    f"({_NCP_ARGS}, Tensor gy, int act, int block_m) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
+def _ncp_bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act, block_m):
+    return triton_kernels.load("ncp_mlp", x.device).bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act,
+                                                        block_m)
+
+
+@_ncp_bwd.register_fake
+def _ncp_bwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act, block_m):
+    new = lambda *shape: x.new_empty(*shape, dtype=torch.float32)  # noqa: E731
+    io = (new(x.shape[0], x.shape[2]), new(x.shape[0], x.shape[2])) if in_scale is not None else (new(0), new(0))
+    return x.new_empty(x.shape), new(*w_in.shape), new(*bias.shape), new(*w_rec.shape), *io
+
+
+def _ncp_setup(ctx, inputs, output):
+    x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m = inputs
+    ctx.flags = (act, block_m)
+    ctx.affine = in_scale is not None
+    ctx.save_for_backward(x, w_in, bias, w_rec, mask, *((in_scale, in_shift) if ctx.affine else ()))
+
+
+def _ncp_backward(ctx, gy):
+    x, w_in, bias, w_rec, mask, *io = ctx.saved_tensors
+    in_scale, in_shift = io if ctx.affine else (None, None)
+    gx, gw_in, gb, gw_rec, gsc, gsh = _ncp_bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy.contiguous(),
+                                               *ctx.flags)
+    like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
+    return (gx, like(gw_in, w_in), like(gb, bias), like(gw_rec, w_rec), None, like(gsc, in_scale),
+            like(gsh, in_shift), None, None, None)
+
+
+_ncp_fwd.register_autograd(_ncp_backward, setup_context=_ncp_setup)
+
+
+def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: Tensor, act: int, h_out: int,
+                   in_scale: Tensor | None = None, in_shift: Tensor | None = None) -> Tensor:
+    """The NCP backbone on the Triton kernels, on packed layers (:func:`neurodyn.ops.ncp_mlp.pack_layers`):
+    ``x (C, M, a)``, ``w_in (C, n, A, H)``, ``bias (C, n, H)``, ``w_rec (C, n, H, H)``, ``mask (n, H)``, optional
+    ``in_scale, in_shift (C, a)``; ``act`` a code of ``ACT_CODES``. Returns ``y (C, M, h_out)`` in x's dtype (float32
+    arithmetic)."""
+    triton_kernels.check_device(x, "ncp_mlp")
+    c = lambda t: None if t is None else t.contiguous()  # noqa: E731
+    return _ncp_fwd(c(x), c(w_in), c(bias), c(w_rec), c(mask), c(in_scale), c(in_shift), act, h_out,
+                    ncp_blocks(x.shape[1], w_in.shape[3]))
+
+
 OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
        "linear_scan_triton_bwd": _ls_bwd, "scan2d_triton": _s2_fwd, "scan2d_triton_bwd": _s2_bwd,
-       "head_scan_triton": _hs_fwd, "head_scan_triton_bwd": _hs_bwd}
+       "head_scan_triton": _hs_fwd, "head_scan_triton_bwd": _hs_bwd, "ncp_mlp_triton": _ncp_fwd,
+       "ncp_mlp_triton_bwd": _ncp_bwd}

@@ -1,7 +1,8 @@
 """Triton kernels of the scans, loaded lazily: importing :mod:`neurodyn` never imports ``triton``.
 
-The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``) import ``triton`` at their top and
-are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops` call when they run.
+The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``, ``scan_2d.py``, ``ncp_mlp.py``) import
+``triton`` at their top and are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops`
+call when they run.
 
 Two builds of each kernel module: Triton decides between compiling a ``@triton.jit`` function for the GPU and running
 it in its CPU interpreter when the function is *decorated* (``triton.jit`` reads ``TRITON_INTERPRET`` then, not at
@@ -66,6 +67,19 @@ def available() -> bool:
 
     A constant for ``torch.compile`` (evaluated once while tracing, never traced into)."""
     return not _env_on(_ENV_DISABLE) and triton_importable()
+
+
+def is_cuda(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on a CUDA device: the device check of :func:`chosen` (one function, so that a test can make a
+    CPU tensor claim CUDA)."""
+    return t.is_cuda
+
+
+def chosen(backend: str, t: torch.Tensor) -> bool:
+    """Whether a scan called with ``backend`` on ``t`` runs on the Triton kernels: ``"triton"`` asked for (checked by
+    :func:`check_device` when the kernels run), or ``"auto"`` with ``t`` on CUDA and the kernels :func:`available`.
+    CPU tensors under ``"auto"`` keep the CPU kernels (or the PyTorch path)."""
+    return backend == "triton" or (backend == "auto" and is_cuda(t) and available())
 
 
 def check_device(t: torch.Tensor, what: str) -> None:

@@ -17,3 +17,15 @@ def rsum(x, axis: tl.constexpr):
     """tl.sum's reduction, called directly: tl.sum is itself a @triton.jit function, decorated when triton was
     imported, which the interpreter cannot call unless that was under TRITON_INTERPRET=1 (see the package docstring)."""
     return tl.reduce(x, axis, tl.standard._sum_combine)
+
+
+@triton.jit
+def steps(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
+    """``(s, t)`` of chunk ``c``'s lanes ``offs_s``: scan steps ``s = c BL + offs_s`` and the times they read,
+    ``t = s`` or, with ``REVERSE``, ``t = L - 1 - s`` (lanes with ``s`` outside ``[0, L)`` are the caller's to mask)."""
+    s = c * BL + offs_s
+    if REVERSE:
+        t = L - 1 - s
+    else:
+        t = s
+    return s, t

@@ -18,34 +18,38 @@ import triton.language as tl
 
 from neurodyn.ops.triton_kernels import shared
 
-common = shared()  # combine, rsum (this build's)
-
+common = shared()  # combine, rsum, steps (this build's)
 
 
 @triton.jit
-def _rows(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
-    s = c * BL + offs_s
-    if REVERSE:
-        t = L - 1 - s
-    else:
-        t = s
-    return s, t
+def _program(h0_ptr, Q, ACC: tl.constexpr, BL: tl.constexpr, BQ: tl.constexpr, HAS_H0: tl.constexpr):
+    """A program's row ``p``, columns ``offs_q`` (mask ``mq``), chunk lanes ``offs_s`` and initial state (``h0``'s
+    row, or zeros)."""
+    p = tl.program_id(0)
+    offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
+    offs_s = tl.arange(0, BL)
+    mq = offs_q < Q
+    h0 = tl.full((BQ,), 0.0, ACC)
+    if HAS_H0:
+        h0 = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
+    return p, offs_q, offs_s, mq, h0
+
+
+@triton.jit
+def _tile(p, c, L, Q, offs_s, offs_q, mq, BL: tl.constexpr, REVERSE: tl.constexpr):
+    """Steps ``s`` of chunk ``c``'s lanes ``offs_s``, the mask of the ``(BL, BQ)`` tile (steps in ``[0, L)``, columns
+    in Q's range: the caller adds ``s >= 0`` for lanes before the chunk) and its offsets in the ``(P, L, Q)``
+    tensors."""
+    s, t = common.steps(c, L, offs_s, BL, REVERSE)
+    return s, (s < L)[:, None] & mq[None, :], (p * L + t)[:, None] * Q + offs_q[None, :]
 
 
 @triton.jit
 def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.constexpr, BL: tl.constexpr,
                             BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
-    p = tl.program_id(0)
-    offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
-    offs_s = tl.arange(0, BL)
-    mq = offs_q < Q
-    h = tl.full((BQ,), 0.0, ACC)
-    if HAS_H0:
-        h = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
+    p, offs_q, offs_s, mq, h = _program(h0_ptr, Q, ACC, BL, BQ, HAS_H0)
     for c in range(nchunks):
-        s, t = _rows(c, L, offs_s, BL, REVERSE)
-        m = (s < L)[:, None] & mq[None, :]
-        idx = (p * L + t)[:, None] * Q + offs_q[None, :]
+        s, m, idx = _tile(p, c, L, Q, offs_s, offs_q, mq, BL, REVERSE)
         a = tl.load(a_ptr + idx, mask=m, other=1.0).to(ACC)
         x = tl.load(x_ptr + idx, mask=m, other=0.0).to(ACC)
         pa, px = tl.associative_scan((a, x), 0, common.combine)
@@ -57,36 +61,27 @@ def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.
 @triton.jit
 def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr, L, Q, nchunks, ACC: tl.constexpr,
                             BL: tl.constexpr, BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
-    p = tl.program_id(0)
-    offs_q = tl.program_id(1) * BQ + tl.arange(0, BQ)
-    offs_s = tl.arange(0, BL)
-    mq = offs_q < Q
-    h0 = tl.full((BQ,), 0.0, ACC)
-    if HAS_H0:
-        h0 = tl.load(h0_ptr + p * Q + offs_q, mask=mq, other=0.0).to(ACC)
+    p, offs_q, offs_s, mq, h0 = _program(h0_ptr, Q, ACC, BL, BQ, HAS_H0)
     lam = tl.full((BQ,), 0.0, ACC)
     for i in range(nchunks):
         c = nchunks - 1 - i
-        s, t = _rows(c, L, offs_s, BL, REVERSE)
-        m = (s < L)[:, None] & mq[None, :]
-        idx = (p * L + t)[:, None] * Q + offs_q[None, :]
-        s1, t1 = _rows(c, L, offs_s + 1, BL, REVERSE)
-        a1 = tl.load(a_ptr + (p * L + t1)[:, None] * Q + offs_q[None, :], mask=(s1 < L)[:, None] & mq[None, :],
-                     other=1.0).to(ACC)
+        s, m, idx = _tile(p, c, L, Q, offs_s, offs_q, mq, BL, REVERSE)
+        _, m1, idx1 = _tile(p, c, L, Q, offs_s + 1, offs_q, mq, BL, REVERSE)  # the next step
+        a1 = tl.load(a_ptr + idx1, mask=m1, other=1.0).to(ACC)
         g = tl.load(g_ptr + idx, mask=m, other=0.0).to(ACC)
         qa, qx = tl.associative_scan((a1, g), 0, common.combine, reverse=True)
         lams = qx + qa * lam[None, :]
         lam = common.rsum(tl.where((offs_s == 0)[:, None], lams, 0.0), 0)
-        sp, tp = _rows(c, L, offs_s - 1, BL, REVERSE)
+        sp, _, idxp = _tile(p, c, L, Q, offs_s - 1, offs_q, mq, BL, REVERSE)  # the previous step
         mp = (sp >= 0)[:, None] & m
-        hp = tl.load(h_ptr + (p * L + tp)[:, None] * Q + offs_q[None, :], mask=mp, other=0.0).to(ACC)
+        hp = tl.load(h_ptr + idxp, mask=mp, other=0.0).to(ACC)
         hp = tl.where((sp < 0)[:, None], h0[None, :], hp)
         tl.store(gx_ptr + idx, lams, mask=m)
         tl.store(ga_ptr + idx, lams * hp, mask=m)
     if HAS_H0:
-        s0, t0 = _rows(0, L, offs_s, BL, REVERSE)
+        s0, _, idx0 = _tile(p, 0, L, Q, offs_s, offs_q, mq, BL, REVERSE)
         m0 = (s0 == 0)[:, None] & mq[None, :]
-        a0 = common.rsum(tl.load(a_ptr + (p * L + t0)[:, None] * Q + offs_q[None, :], mask=m0, other=0.0).to(ACC), 0)
+        a0 = common.rsum(tl.load(a_ptr + idx0, mask=m0, other=0.0).to(ACC), 0)
         tl.store(gh0_ptr + p * Q + offs_q, a0 * lam, mask=mq)
 
 

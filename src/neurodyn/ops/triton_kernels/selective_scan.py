@@ -123,6 +123,21 @@ def _coef(ptr, fixed, b, offs_d, offs_n, t, mask3, gsize, s_b, s_g, s_n, s_t, AC
 
 
 @triton.jit
+def _rows(dim, n, nchunks, su_b, su_d, sd_b, sd_d, dt_div, BD: tl.constexpr, BN: tl.constexpr, BL: tl.constexpr):
+    """A program's batch index ``b`` (64-bit offsets: tensors past 2^31 elements), chunk lanes ``offs_s``, and the
+    offsets of its rows: ``bdn`` in (batch, d, n) tensors, ``urow`` in u-like ones (u, z, out and their gradients;
+    gdelta too, one per channel), ``drow`` in delta, ``ck_row`` in the checkpoints (chunk 0)."""
+    b = tl.program_id(0).to(tl.int64)
+    offs_d = tl.program_id(1) * BD + tl.arange(0, BD)
+    offs_n = tl.arange(0, BN)
+    bdn = b * dim * n + offs_d[:, None] * n + offs_n[None, :]
+    urow = b * su_b + offs_d * su_d
+    drow = b * sd_b + (offs_d // dt_div) * sd_d
+    ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
+    return b, tl.arange(0, BL), bdn, urow, drow, ck_row
+
+
+@triton.jit
 def _prologue(A_ptr, B_ptr, C_ptr, D_ptr, bias_ptr, b, dim, n, dt_div, sets, sa_s, sa_d, sa_n, sD_s,
               ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, B_VAR: tl.constexpr, C_VAR: tl.constexpr,
               HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr):
@@ -153,13 +168,35 @@ def _prologue(A_ptr, B_ptr, C_ptr, D_ptr, bias_ptr, b, dim, n, dt_div, sets, sa_
 
 
 @triton.jit
-def _times(c, L, offs_s, BL: tl.constexpr, REVERSE: tl.constexpr):
-    s = c * BL + offs_s
-    if REVERSE:
-        t = L - 1 - s
-    else:
-        t = s
-    return s, t
+def _chunk(c, h, u_ptr, delta_ptr, B_ptr, C_ptr, A, bias, Bf, Cf, b, offs_d, offs_n, offs_s, mask_d, mask_dn, urow,
+           drow, L, su_t, sd_t, gb_size, sb_b, sb_g, sb_n, sb_t, gc_size, sc_b, sc_g, sc_n, sc_t,
+           ACC: tl.constexpr, BL: tl.constexpr, B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_BIAS: tl.constexpr,
+           SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, ZOH: tl.constexpr):
+    """Chunk ``c`` of the recurrence from the state ``h (BD, BN)`` entering it, as the forward computes it and the
+    backward recomputes it: ``(t, m2, m3, idx, u, pre, dt, a, Bt, bu, w, psi, x, hs, Ct)`` with the times ``t (BL,)``,
+    the masks of the ``(BD, BL)`` and ``(BD, BN, BL)`` tiles, u's offsets ``idx``, the inputs, the step's
+    pre-activation and value, the decay ``a``, ``B_t``, ``B_t u_t``, the input factor ``w`` (with ZOH its
+    derivative's factor ``psi``; else ``psi`` is unused), ``x = w B_t u_t``, the states ``hs`` and ``C_t``."""
+    s, t = common.steps(c, L, offs_s, BL, REVERSE)
+    m2 = mask_d[:, None] & (s < L)[None, :]
+    m3 = mask_dn[:, :, None] & (s < L)[None, None, :]
+    idx = urow[:, None] + t[None, :] * su_t
+    u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
+    pre, dt = _step(delta_ptr, drow[:, None] + t[None, :] * sd_t, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
+    dA = dt[:, None, :] * A[:, :, None]
+    a = tl.exp(dA)
+    Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, gb_size, sb_b, sb_g, sb_n, sb_t, ACC, B_VAR)
+    bu = u[:, None, :] * Bt
+    w = dt[:, None, :]
+    psi = w
+    if ZOH:
+        phi, psi = _zoh_factors(-dA, a)
+        w = w * phi
+    x = w * bu
+    pa, px = tl.associative_scan((a, x), 2, common.combine)
+    hs = px + pa * h[:, :, None]
+    Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, gc_size, sc_b, sc_g, sc_n, sc_t, ACC, C_VAR)
+    return t, m2, m3, idx, u, pre, dt, a, Bt, bu, w, psi, x, hs, Ct
 
 
 @triton.jit
@@ -171,38 +208,20 @@ def _selective_scan_fwd_kernel(
     B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
     HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr, ZOH: tl.constexpr,
 ):
-    b = tl.program_id(0).to(tl.int64)  # (64-bit offsets: tensors past 2^31 elements)
+    b, offs_s, bdn, urow, drow, ck_row = _rows(dim, n, nchunks, su_b, su_d, sd_b, sd_d, dt_div, BD, BN, BL)
     first_d, offs_d, offs_n, mask_d, mask_dn, dn, A, bias, Dv, Bf, Cf = _prologue(
         A_ptr, B_ptr, C_ptr, D_ptr, bias_ptr, b, dim, n, dt_div, sets, sa_s, sa_d, sa_n, sD_s, ACC, BD, BN, B_VAR,
         C_VAR, HAS_D, HAS_BIAS)
-    offs_s = tl.arange(0, BL)
-    bdn = b * dim * n + dn
     h = tl.full((BD, BN), 0.0, ACC)
     if HAS_H0:
         h = tl.load(h0_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
-    urow = b * su_b + offs_d * su_d  # u, z, out and their gradients (gdelta too: one per channel)
-    drow = b * sd_b + (offs_d // dt_div) * sd_d  # delta
-    ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
     for c in range(nchunks):
         if SAVE_CKPT:
             tl.store(ckpt_ptr + ck_row + c * n, h, mask=mask_dn)
-        s, t = _times(c, L, offs_s, BL, REVERSE)
-        m2 = mask_d[:, None] & (s < L)[None, :]
-        m3 = mask_dn[:, :, None] & (s < L)[None, None, :]
-        idx = urow[:, None] + t[None, :] * su_t
-        u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
-        pre, dt = _step(delta_ptr, drow[:, None] + t[None, :] * sd_t, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
-        dA = dt[:, None, :] * A[:, :, None]
-        a = tl.exp(dA)
-        Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, gb_size, sb_b, sb_g, sb_n, sb_t, ACC, B_VAR)
-        w = dt[:, None, :]
-        if ZOH:
-            phi, psi = _zoh_factors(-dA, a)
-            w = w * phi
-        x = w * (u[:, None, :] * Bt)
-        pa, px = tl.associative_scan((a, x), 2, common.combine)
-        hs = px + pa * h[:, :, None]
-        Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, gc_size, sc_b, sc_g, sc_n, sc_t, ACC, C_VAR)
+        t, m2, m3, idx, u, pre, dt, a, Bt, bu, w, psi, x, hs, Ct = _chunk(
+            c, h, u_ptr, delta_ptr, B_ptr, C_ptr, A, bias, Bf, Cf, b, offs_d, offs_n, offs_s, mask_d, mask_dn, urow,
+            drow, L, su_t, sd_t, gb_size, sb_b, sb_g, sb_n, sb_t, gc_size, sc_b, sc_g, sc_n, sc_t, ACC, BL, B_VAR,
+            C_VAR, HAS_BIAS, SOFTPLUS, REVERSE, ZOH)
         y = common.rsum(hs * Ct, 1) + Dv[:, None] * u
         if HAS_Z:
             zz = tl.load(z_ptr + idx, mask=m2, other=0.0).to(ACC)
@@ -237,12 +256,10 @@ def _selective_scan_bwd_kernel(
     HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_H0: tl.constexpr,
     HAS_GLAST: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, ZOH: tl.constexpr,
 ):
-    b = tl.program_id(0).to(tl.int64)  # (64-bit offsets: tensors past 2^31 elements)
+    b, offs_s, bdn, urow, drow, ck_row = _rows(dim, n, nchunks, su_b, su_d, sd_b, sd_d, dt_div, BD, BN, BL)
     first_d, offs_d, offs_n, mask_d, mask_dn, dn, A, bias, Dv, Bf, Cf = _prologue(
         A_ptr, B_ptr, C_ptr, D_ptr, bias_ptr, b, dim, n, dt_div, sets, sa_s, sa_d, sa_n, sD_s, ACC, BD, BN, B_VAR,
         C_VAR, HAS_D, HAS_BIAS)
-    offs_s = tl.arange(0, BL)
-    bdn = b * dim * n + dn
     lam = tl.full((BD, BN), 0.0, ACC)  # lam entering the chunk from its end: lam_{s_end + 1}
     if HAS_GLAST:
         lam = tl.load(glast_ptr + bdn, mask=mask_dn, other=0.0).to(ACC)
@@ -251,31 +268,14 @@ def _selective_scan_bwd_kernel(
     gCf = tl.full((BD, BN), 0.0, ACC)
     gD = tl.full((BD,), 0.0, ACC)
     gbias = tl.full((BD,), 0.0, ACC)
-    urow = b * su_b + offs_d * su_d  # u, z, out and their gradients (gdelta too: one per channel)
-    drow = b * sd_b + (offs_d // dt_div) * sd_d  # delta
-    ck_row = ((b * dim + offs_d) * nchunks)[:, None] * n + offs_n[None, :]
     for i in range(nchunks):
         c = nchunks - 1 - i
         h = tl.load(ckpt_ptr + ck_row + c * n, mask=mask_dn, other=0.0).to(ACC)
-        s, t = _times(c, L, offs_s, BL, REVERSE)
-        m2 = mask_d[:, None] & (s < L)[None, :]
-        m3 = mask_dn[:, :, None] & (s < L)[None, None, :]
-        idx = urow[:, None] + t[None, :] * su_t
         # the chunk's states, recomputed from the state entering it
-        u = tl.load(u_ptr + idx, mask=m2, other=0.0).to(ACC)
-        pre, dt = _step(delta_ptr, drow[:, None] + t[None, :] * sd_t, m2, bias, ACC, HAS_BIAS, SOFTPLUS)
-        dA = dt[:, None, :] * A[:, :, None]
-        a = tl.exp(dA)
-        Bt = _coef(B_ptr, Bf, b, offs_d, offs_n, t, m3, gb_size, sb_b, sb_g, sb_n, sb_t, ACC, B_VAR)
-        bu = u[:, None, :] * Bt
-        w = dt[:, None, :]
-        if ZOH:
-            phi, psi = _zoh_factors(-dA, a)
-            w = w * phi
-        x = w * bu
-        pa, px = tl.associative_scan((a, x), 2, common.combine)
-        hs = px + pa * h[:, :, None]
-        Ct = _coef(C_ptr, Cf, b, offs_d, offs_n, t, m3, gc_size, sc_b, sc_g, sc_n, sc_t, ACC, C_VAR)
+        t, m2, m3, idx, u, pre, dt, a, Bt, bu, w, psi, x, hs, Ct = _chunk(
+            c, h, u_ptr, delta_ptr, B_ptr, C_ptr, A, bias, Bf, Cf, b, offs_d, offs_n, offs_s, mask_d, mask_dn, urow,
+            drow, L, su_t, sd_t, gb_size, sb_b, sb_g, sb_n, sb_t, gc_size, sc_b, sc_g, sc_n, sc_t, ACC, BL, B_VAR,
+            C_VAR, HAS_BIAS, SOFTPLUS, REVERSE, ZOH)
         gy = tl.load(gout_ptr + idx, mask=m2, other=0.0).to(ACC)
         if HAS_Z:
             y = common.rsum(hs * Ct, 1) + Dv[:, None] * u
@@ -284,7 +284,7 @@ def _selective_scan_bwd_kernel(
             tl.store(gz_ptr + idx, gy * y * sg * (1.0 + zz * (1.0 - sg)), mask=m2)
             gy = gy * zz * sg
         # the adjoint: reverse scan with the next step's decay (1 past the end of the sequence)
-        s1, t1 = _times(c, L, offs_s + 1, BL, REVERSE)
+        s1, t1 = common.steps(c, L, offs_s + 1, BL, REVERSE)
         m2n = mask_d[:, None] & (s1 < L)[None, :]
         pre1, dt1 = _step(delta_ptr, drow[:, None] + t1[None, :] * sd_t, m2n, bias, ACC, HAS_BIAS, SOFTPLUS)
         a1 = tl.exp(dt1[:, None, :] * A[:, :, None])
@@ -320,7 +320,7 @@ def _selective_scan_bwd_kernel(
         else:
             gCf += common.rsum(gC3, 2)
     if HAS_H0:  # gh0 = a_0 lam_0
-        s0, t0 = _times(0, L, offs_s, BL, REVERSE)
+        s0, t0 = common.steps(0, L, offs_s, BL, REVERSE)
         first = (s0 == 0)[None, :]
         pre0, dt0 = _step(delta_ptr, drow[:, None] + t0[None, :] * sd_t, mask_d[:, None] & first, bias, ACC,
                           HAS_BIAS, SOFTPLUS)
