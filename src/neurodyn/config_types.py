@@ -80,3 +80,32 @@ def _example(cls: type, key: str) -> Any:
         if f.name == key and f.default is not dataclasses.MISSING:
             return f.default
     return None
+
+
+# The value checks a config's ``__post_init__`` runs (with ``errors.check_choice`` and ``errors.check_min``): each
+# raises one ConfigError that names ``what`` (e.g. ``"NAC option eps"``), the value and what it must be.
+
+def check_flag(what: str, value: Any) -> bool:
+    """``value`` if it is ``True`` or ``False``; else ConfigError ``"{what}={value!r} is not true or false"``."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{what}={value!r} is not true or false")
+    return value
+
+
+def check_whole(what: str, value: Any, minimum: int) -> int:
+    """``value`` if it is an integer (not a bool) ``>= minimum``; else ConfigError saying so."""
+    if not _is_integer(value) or value < minimum:
+        raise ConfigError(f"{what}={value!r} must be a whole number >= {minimum}")
+    return int(value)
+
+
+def check_number(what: str, value: Any, *, minimum: float | None = None, above: float | None = None,
+                 why: str = "") -> float:
+    """``value`` as a float if it is a real number (not a bool) ``>= minimum`` and ``> above`` (each bound when
+    given); else ConfigError naming the bound, followed by ``why`` (e.g. ``" (0: t / euler_steps)"``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{what}={value!r} is not a number")
+    if (minimum is not None and value < minimum) or (above is not None and not value > above):
+        bound = f">= {minimum}" if minimum is not None and value < minimum else f"> {above}"
+        raise ConfigError(f"{what}={value!r} must be {bound}{why}")
+    return float(value)
