@@ -3,8 +3,9 @@
 ``CASES``: a preset, one bad ``model.*`` or ``train.*`` override and the words the error must hold (the field and
 the value, and what is expected). The configs validate themselves when they are made, and ``train`` makes them
 before anything else, so each case must leave the world as it was: the run folder that ``--fresh`` would remove
-(a real one: a run's config.yaml and metrics.jsonl) still holds its files byte for byte, no data set was generated or loaded into the data folder, the runs folder holds
-nothing new. The whole table runs in seconds (no data, no model is allocated).
+(a real one: a run's config.yaml and metrics.jsonl) still holds its files byte for byte, no data set was
+generated or loaded into the data folder, and nothing else was written. The whole table runs in seconds (no data,
+no model is allocated).
 """
 import pytest
 

@@ -104,7 +104,8 @@ class FNOConfig:
             raise ConfigError(f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
                               f"got {self.modes!r}.")
         if len(self.modes) not in (1, 2):
-            raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(self.modes)}.")
+            raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); "
+                              f"got modes={tuple(self.modes)}.")
         if any(int(m) < 1 for m in self.modes):
             raise ConfigError(f"FNO modes must be positive; got modes={tuple(self.modes)}.")
         check_min("FNO", self, ("in_channels", "out_channels", "width", "n_layers"), 1)
