@@ -7,9 +7,14 @@ before anything else, so each case must leave the world as it was: the run folde
 generated or loaded into the data folder, and nothing else was written. The whole table runs in seconds (no data,
 no model is allocated).
 """
+import dataclasses
+import re
+
 import pytest
 
+from neurodyn import models
 from neurodyn.cli import main
+from neurodyn.errors import ConfigError
 from neurodyn.train.run_folder import why_not_a_run_folder
 
 CASES = [
@@ -78,3 +83,52 @@ def test_every_kind_of_config_is_in_the_table():
     models = {preset.split("/")[0] for _, preset, override, _ in CASES if override.startswith("model.")}
     assert len(models) >= 6
     assert any(o.startswith("train.") for _, _, o, _ in CASES)
+
+
+# every registered model: one bad value -> make_config (no module built) refuses it with these words
+MAKE = [
+    ("fno", dict(activation="swish"), "FNO activation must be one of"),
+    ("ffno", dict(width=0), "FFNO config field width must be >= 1; got 0"),
+    ("s4_ffno", dict(init="zoh"), "S4FFNO init must be one of 'legs', 'lin', 'inv'; got 'zoh'"),
+    ("fno2d_time", dict(n_layers=0), "FNO2DTime config field n_layers must be >= 1; got 0"),
+    ("fno2d_r", dict(projection_channels=-1), "FNO2DR config field projection_channels must be >= 1; got -1"),
+    ("unet", dict(dims=3), "UNet dims must be one of 1, 2; got 3"),
+    ("chonn_unet", dict(ckb_stages=("enc9",)), "chonn_unet ckb_stages must be distinct names from"),
+    ("chonn_fno", dict(ckb_layers=(7,)), "chonn_fno ckb_layers must be distinct layer indices in [0, 4); got (7,)"),
+    ("chonn1d", dict(orders=()), "chonn1d orders must be a non-empty list of block orders >= 1; got ()"),
+    ("chonn_vision", dict(patch_size=3), "chonn_vision patch_size must be one of 1, 2, 4; got 3"),
+    ("geomano", dict(latent_grid=(0, 4)), "geomano latent_grid must be (h, w) with h, w >= 1, got (0, 4)"),
+    ("lamo", dict(variant="bogus", width=-3), "lamo variant must be one of"),
+    ("transolver", dict(width=10, n_heads=4), "transolver width (10) must be divisible by n_heads (4)"),
+    ("stssm", dict(dims=1, factorization="parallel"), "STSSM factorization='parallel' (ST-SSM-FF / -VM) is a 2-D"),
+    ("nac", dict(options={"backbone_unfolds": 0}), "NAC option backbone_unfolds=0 must be a whole number >= 1"),
+    ("gru", dict(hidden=0), "sequence models need in_channels, out_channels and hidden >= 1"),
+    ("lstm", dict(pool="first"), "pool must be one of 'last', 'mean'; got 'first'"),
+    ("cfc", dict(out_channels=0), "sequence models need in_channels, out_channels and hidden >= 1"),
+    ("ltc", dict(ode_unfolds=0), "sequence model config field ode_unfolds must be >= 1; got 0"),
+    ("odernn", dict(in_channels=0), "sequence models need in_channels, out_channels and hidden >= 1"),
+    ("mha", dict(n_heads=0), "sequence model config field n_heads must be >= 1; got 0"),
+    ("majority", dict(per_step=True), "the majority baseline predicts one output per sequence"),
+    ("knn", dict(window=1.5), "model.window is a fraction of the length in [0, 1], got 1.5"),
+    ("minirocket", dict(alpha_min=0.0), "model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max"),
+]
+
+
+def test_every_registered_model_is_in_the_make_table():
+    assert sorted(name for name, _, _ in MAKE) == models.available()
+
+
+@pytest.mark.parametrize("name, values, words", MAKE, ids=[c[0] for c in MAKE])
+def test_a_config_refuses_a_bad_value_when_it_is_made(name, values, words):
+    with pytest.raises(ConfigError) as info:
+        models.make_config(name, **values)
+    assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
+    with pytest.raises(ConfigError, match=re.escape(words)):  # the dataclass itself, made by hand
+        _by_hand(models.registry.entry(name)[1], values)
+
+
+def _by_hand(config_cls: type, values: dict):
+    """``config_cls(**values)`` without the registry; a mapping becomes its section's dataclass."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    return config_cls(**{k: type(fields[k].default_factory())(**v) if isinstance(v, dict) else v
+                         for k, v in values.items()})
