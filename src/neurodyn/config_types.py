@@ -5,6 +5,12 @@ arrives as a string. :func:`check_field_types` turns that into one ConfigError n
 the expected type, before anything is built or written; ints are accepted where a float is declared.
 Fields declared with other types (tuples, unions, ``object``) are left to the config's own validation.
 Generator configs use the same check with a ``subject`` (``generator 'darcy' option resolution='abc' ...``).
+
+That validation is each config dataclass's ``__post_init__`` (the one idiom: a config checks itself when it is
+made, so ``make_config`` and ``neurodyn train`` refuse a bad value before anything is built, removed or
+generated). It runs ``errors.check_choice`` / ``errors.check_min`` and the value checks below
+(:func:`check_flag`, :func:`check_whole`, :func:`check_number`), each one ConfigError naming the field, the
+value and what it must be.
 """
 from __future__ import annotations
 
@@ -82,8 +88,7 @@ def _example(cls: type, key: str) -> Any:
     return None
 
 
-# The value checks a config's ``__post_init__`` runs (with ``errors.check_choice`` and ``errors.check_min``): each
-# raises one ConfigError that names ``what`` (e.g. ``"NAC option eps"``), the value and what it must be.
+# the value checks of a config's __post_init__ (module docstring); ``what`` names the field ("NAC option eps")
 
 def check_flag(what: str, value: Any) -> bool:
     """``value`` if it is ``True`` or ``False``; else ConfigError ``"{what}={value!r} is not true or false"``."""

@@ -146,6 +146,7 @@ TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="ta
                    learn_horizon=False, pair_time="delta")
 PROFILE_OPTIONS = {"paper": PAPER, "released": RELEASED, "tuned": TUNED}
 
+
 def check_attention(mode: str, d_model: int, n_heads: int, topk: int | None, phi_activation: str) -> None:
     """One ConfigError for a value of the layer's own arguments (not the options) that it cannot take; the
     ``nac`` model's config runs it when it is made, the layer when it is built from arguments."""
