@@ -5,6 +5,12 @@ arrives as a string. :func:`check_field_types` turns that into one ConfigError n
 the expected type, before anything is built or written; ints are accepted where a float is declared.
 Fields declared with other types (tuples, unions, ``object``) are left to the config's own validation.
 Generator configs use the same check with a ``subject`` (``generator 'darcy' option resolution='abc' ...``).
+
+That validation is each config dataclass's ``__post_init__`` (the one idiom: a config checks itself when it is
+made, so ``make_config`` and ``neurodyn train`` refuse a bad value before anything is built, removed or
+generated). It runs ``errors.check_choice`` / ``errors.check_min`` and the value checks below
+(:func:`check_flag`, :func:`check_whole`, :func:`check_number`), each one ConfigError naming the field, the
+value and what it must be.
 """
 from __future__ import annotations
 
@@ -80,3 +86,31 @@ def _example(cls: type, key: str) -> Any:
         if f.name == key and f.default is not dataclasses.MISSING:
             return f.default
     return None
+
+
+# the value checks of a config's __post_init__ (module docstring); ``what`` names the field ("NAC option eps")
+
+def check_flag(what: str, value: Any) -> bool:
+    """``value`` if it is ``True`` or ``False``; else ConfigError ``"{what}={value!r} is not true or false"``."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{what}={value!r} is not true or false")
+    return value
+
+
+def check_whole(what: str, value: Any, minimum: int) -> int:
+    """``value`` if it is an integer (not a bool) ``>= minimum``; else ConfigError saying so."""
+    if not _is_integer(value) or value < minimum:
+        raise ConfigError(f"{what}={value!r} must be a whole number >= {minimum}")
+    return int(value)
+
+
+def check_number(what: str, value: Any, *, minimum: float | None = None, above: float | None = None,
+                 why: str = "") -> float:
+    """``value`` as a float if it is a real number (not a bool) ``>= minimum`` and ``> above`` (each bound when
+    given); else ConfigError naming the bound, followed by ``why`` (e.g. ``" (0: t / euler_steps)"``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{what}={value!r} is not a number")
+    if (minimum is not None and value < minimum) or (above is not None and not value > above):
+        bound = f">= {minimum}" if minimum is not None and value < minimum else f"> {above}"
+        raise ConfigError(f"{what}={value!r} must be {bound}{why}")
+    return float(value)

@@ -96,8 +96,8 @@ def test_the_train_section_is_parsed_and_validated_once(tmp_path, data_dir, monk
     from neurodyn.train.trainer import TrainConfig
 
     calls = []
-    real = TrainConfig.validate
-    monkeypatch.setattr(TrainConfig, "validate", lambda self: calls.append(1) or real(self))
+    real = TrainConfig.__post_init__
+    monkeypatch.setattr(TrainConfig, "__post_init__", lambda self: calls.append(1) or real(self))
     run_experiment(_cfg("train.epochs=1"), tmp_path / "r", progress=False)
     assert len(calls) == 1
     assert TrainConfig().window_steps == 1

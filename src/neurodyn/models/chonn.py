@@ -159,6 +159,12 @@ class CKBOptions:
     cascade_input: str = "prev_output"
     aggregate: str = "sum"
 
+    def __post_init__(self) -> None:
+        check_choice("chonn scan", self.scan, ("uni", "bi", "cross", "auto"))
+        check_choice("chonn norm", self.norm, ("layernorm", "none"))
+        check_choice("chonn cascade_input", self.cascade_input, ("prev_output", "prev_output_plus_input"))
+        check_choice("chonn aggregate", self.aggregate, ("sum", "last"))
+
 
 def _field_values(cls: type, cfg) -> dict:
     """The values in ``cfg`` of the fields of the dataclass ``cls`` (one of ``cfg``'s bases)."""
@@ -206,6 +212,14 @@ class Chonn1DConfig(CKBOptions):
     conv_padding_mode: str = "zeros"
     circular_pad: int = 0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        orders = tuple(int(o) for o in self.orders)
+        if not orders or min(orders) < 1:
+            raise ConfigError(f"chonn1d orders must be a non-empty list of block orders >= 1; got {self.orders!r}")
+        if int(self.circular_pad) < 0:
+            raise ConfigError(f"chonn1d circular_pad must be >= 0; got {self.circular_pad!r}")
+
 
 @register("chonn1d", Chonn1DConfig)
 class Chonn1D(nn.Module):
@@ -214,10 +228,6 @@ class Chonn1D(nn.Module):
     def __init__(self, config: Chonn1DConfig):
         super().__init__()
         orders = tuple(int(o) for o in config.orders)
-        if not orders or min(orders) < 1:
-            raise ConfigError(f"chonn1d orders must be a non-empty list of block orders >= 1; got {config.orders!r}")
-        if int(config.circular_pad) < 0:
-            raise ConfigError(f"chonn1d circular_pad must be >= 0; got {config.circular_pad!r}")
         self.config = config
         self.lift = nn.Linear(config.in_channels, config.width)
         self.blocks = nn.ModuleList(_ckb(config, config.width, o, 1, conv_padding_mode=config.conv_padding_mode)
@@ -264,6 +274,17 @@ class ChonnUNetConfig(CKBOptions, UNetConfig):
     ckb_blocks: int = 1
     scan: str = "cross"
 
+    def __post_init__(self) -> None:
+        UNetConfig.__post_init__(self)
+        CKBOptions.__post_init__(self)
+        bad = [s for s in self.ckb_stages if s not in UNET_STAGES]
+        if bad or len(set(self.ckb_stages)) != len(self.ckb_stages):
+            raise ConfigError(f"chonn_unet ckb_stages must be distinct names from {', '.join(UNET_STAGES)}; "
+                              f"got {tuple(self.ckb_stages)!r}")
+        if int(self.order) < 0 or int(self.ckb_blocks) < 1:
+            raise ConfigError(f"chonn_unet needs order >= 0 and ckb_blocks >= 1; got order={self.order!r}, "
+                              f"ckb_blocks={self.ckb_blocks!r}")
+
 
 @register("chonn_unet", ChonnUNetConfig)
 class ChonnUNet(UNet):
@@ -272,13 +293,6 @@ class ChonnUNet(UNet):
     def __init__(self, config: ChonnUNetConfig):
         super().__init__(UNetConfig(**_field_values(UNetConfig, config)))
         self.config = config
-        bad = [s for s in config.ckb_stages if s not in UNET_STAGES]
-        if bad or len(set(config.ckb_stages)) != len(config.ckb_stages):
-            raise ConfigError(f"chonn_unet ckb_stages must be distinct names from {', '.join(UNET_STAGES)}; "
-                              f"got {tuple(config.ckb_stages)!r}")
-        if int(config.order) < 0 or int(config.ckb_blocks) < 1:
-            raise ConfigError(f"chonn_unet needs order >= 0 and ckb_blocks >= 1; got order={config.order!r}, "
-                              f"ckb_blocks={config.ckb_blocks!r}")
         f = config.init_features
         width = {"bottleneck": 16 * f}
         for k in range(1, 5):
@@ -322,6 +336,18 @@ class ChonnFNOConfig(CKBOptions, FNOConfig):
     ckb_layers: tuple[int, ...] = (0,)
     ckb_downsample: int = 1
     scan: str = "auto"
+
+    def __post_init__(self) -> None:
+        FNOConfig.__post_init__(self)
+        CKBOptions.__post_init__(self)
+        check_choice("chonn_fno ckb_mode", self.ckb_mode, ("replace_skip", "parallel"))
+        layers = tuple(int(l) for l in self.ckb_layers)
+        if any(l < 0 or l >= self.n_layers for l in layers) or len(set(layers)) != len(layers):
+            raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {self.n_layers}); "
+                              f"got {tuple(self.ckb_layers)!r}")
+        if int(self.order) < 1 or int(self.ckb_downsample) < 1:
+            raise ConfigError(f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={self.order!r}, "
+                              f"ckb_downsample={self.ckb_downsample!r}")
 
 
 class _PlainSkip(nn.Module):
@@ -368,14 +394,7 @@ class ChonnFNO(FNO):
     def __init__(self, config: ChonnFNOConfig):
         super().__init__(FNOConfig(**_field_values(FNOConfig, config)))
         self.config = config
-        check_choice("chonn_fno ckb_mode", config.ckb_mode, ("replace_skip", "parallel"))
         layers = tuple(int(l) for l in config.ckb_layers)
-        if any(l < 0 or l >= config.n_layers for l in layers) or len(set(layers)) != len(layers):
-            raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {config.n_layers}); "
-                              f"got {tuple(config.ckb_layers)!r}")
-        if int(config.order) < 1 or int(config.ckb_downsample) < 1:
-            raise ConfigError(f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={config.order!r}, "
-                              f"ckb_downsample={config.ckb_downsample!r}")
         parallel = config.ckb_mode == "parallel"
         skips = []
         for l in range(config.n_layers):
@@ -430,6 +449,13 @@ class ChonnVisionConfig(CKBOptions):
     out_norm: bool = True
     cascade_input: str = "prev_output_plus_input"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("chonn_vision patch_size", self.patch_size, (1, 2, 4))
+        if len(self.dims) != len(self.depths) or not self.dims or min(self.depths) < 0:
+            raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={self.dims!r}, "
+                              f"depths={self.depths!r}")
+
 
 class DropPath(nn.Module):
     """Stochastic depth per sample (identity in eval mode or with ``p = 0``)."""
@@ -475,10 +501,6 @@ class ChonnVision(nn.Module):
 
     def __init__(self, config: ChonnVisionConfig):
         super().__init__()
-        check_choice("chonn_vision patch_size", config.patch_size, (1, 2, 4))
-        if len(config.dims) != len(config.depths) or not config.dims or min(config.depths) < 0:
-            raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={config.dims!r}, "
-                              f"depths={config.depths!r}")
         self.config = config
         d0 = config.dims[0]
         s1, s2 = {1: (1, 1), 2: (2, 1), 4: (2, 2)}[config.patch_size]

@@ -54,6 +54,7 @@ both as ST-SSM's baselines)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -115,17 +116,22 @@ class FFNOConfig:
     project_update: bool = True
     spectral_method: str = "auto"
 
+    MODEL: ClassVar[str] = "FFNO"  # the name its messages give
 
-def _validate(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
-    # every axis has its own 1-D transform, a half spectrum: n // 2 + 1 modes fit
-    modes = clamp_modes(name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size,
-                        half_axes=(True,) * len(tuple(cfg.modes)))
-    check_min(name, cfg, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
-    if int(cfg.ctx_channels) < 0:
-        raise ConfigError(f"{name} ctx_channels must be >= 0; got {cfg.ctx_channels!r}.")
-    for key in ("activation", "projection_activation"):
-        check_choice(f"{name} {key}", str(getattr(cfg, key)).lower(), ACTIVATIONS)
-    return modes
+    def __post_init__(self) -> None:
+        name = self.MODEL
+        check_min(name, self, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
+        if int(self.ctx_channels) < 0:
+            raise ConfigError(f"{name} ctx_channels must be >= 0; got {self.ctx_channels!r}.")
+        for key in ("activation", "projection_activation"):
+            check_choice(f"{name} {key}", str(getattr(self, key)).lower(), ACTIVATIONS)
+
+
+def _modes(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
+    """The modes of ``cfg`` on its ``grid_size`` (set from the data): every axis has its own 1-D transform, a half
+    spectrum, so ``n // 2 + 1`` modes fit."""
+    return clamp_modes(name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size,
+                       half_axes=(True,) * len(tuple(cfg.modes)))
 
 
 @register("ffno", FFNOConfig)
@@ -135,7 +141,7 @@ class FFNO(nn.Module):
 
     def __init__(self, config: FFNOConfig):
         super().__init__()
-        self.modes = _validate(config, type(self).__name__)
+        self.modes = _modes(config, type(self).__name__)
         self.config = config
         self.n_spatial = d = len(self.modes)
         H = config.width
@@ -217,6 +223,17 @@ class S4FFNOConfig(FFNOConfig):
     dt_min: float = 1e-3
     dt_max: float = 1e-1
 
+    MODEL: ClassVar[str] = "S4FFNO"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.memory_after <= self.n_layers:
+            raise ConfigError(f"S4FFNO memory_after must be in 0..n_layers={self.n_layers}; "
+                              f"got {self.memory_after}.")
+        if self.memory_window < 0:
+            raise ConfigError(f"S4FFNO memory_window must be >= 0 (0 = no memory); got {self.memory_window}.")
+        check_choice("S4FFNO init", self.init, S4D_INITS)
+
 
 @register("s4_ffno", S4FFNOConfig)
 class S4FFNO(FFNO):
@@ -226,12 +243,6 @@ class S4FFNO(FFNO):
 
     def __init__(self, config: S4FFNOConfig):
         super().__init__(config)
-        if not 0 <= config.memory_after <= config.n_layers:
-            raise ConfigError(f"S4FFNO memory_after must be in 0..n_layers={config.n_layers}; "
-                              f"got {config.memory_after}.")
-        if config.memory_window < 0:
-            raise ConfigError(f"S4FFNO memory_window must be >= 0 (0 = no memory); got {config.memory_window}.")
-        check_choice("S4FFNO init", config.init, S4D_INITS)
         self.memory = (S4D(config.width, config.d_state, config.init, config.dt_min, config.dt_max,
                            window=config.memory_window) if config.memory_window > 0 else None)
 

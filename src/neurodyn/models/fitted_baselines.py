@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -63,6 +64,15 @@ class FittedConfig:
     per_step: bool = False
     length: int = 0
 
+    MODEL: ClassVar[str] = "majority"  # the registered name its messages give
+
+    def __post_init__(self) -> None:
+        check_min(self.MODEL, self, ("in_channels", "out_channels"), 1)
+        check_min(self.MODEL, self, ("length",), 0)
+        if self.per_step:
+            raise ConfigError(f"the {self.MODEL} baseline predicts one output per sequence, and these "
+                              "data have per-step targets; use a sequence model (e.g. gru/sequence) for them")
+
 
 class FittedSequenceModel(nn.Module):
     """A model fitted in one pass (module docstring). Subclasses implement :meth:`fit_state` and :meth:`predict`."""
@@ -72,12 +82,7 @@ class FittedSequenceModel(nn.Module):
 
     def __init__(self, cfg: FittedConfig):
         super().__init__()
-        check_min(type(self).registry_name, cfg, ("in_channels", "out_channels"), 1)
-        check_min(type(self).registry_name, cfg, ("length",), 0)
-        if cfg.per_step:
-            raise ConfigError(f"the {type(self).registry_name} baseline predicts one output per sequence, and these "
-                              "data have per-step targets; use a sequence model (e.g. gru/sequence) for them")
-        self.cfg = cfg
+        self.cfg = cfg  # validated when it was made (FittedConfig.__post_init__)
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
         self.register_buffer("regression", torch.zeros((), dtype=torch.bool))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
@@ -165,14 +170,19 @@ class KNNConfig(FittedConfig):
     distance: str = "euclidean"
     window: float = 0.1
 
+    MODEL: ClassVar[str] = "knn"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("model.distance", self.distance, ("euclidean", "dtw"))
+        if not 0 <= self.window <= 1:
+            raise ConfigError(f"model.window is a fraction of the length in [0, 1], got {self.window}")
+
 
 @register("knn", KNNConfig)
 class KNNModel(FittedSequenceModel):
     def __init__(self, cfg: KNNConfig):
         super().__init__(cfg)
-        check_choice("model.distance", cfg.distance, ("euclidean", "dtw"))
-        if not 0 <= cfg.window <= 1:
-            raise ConfigError(f"model.window is a fraction of the length in [0, 1], got {cfg.window}")
         self.register_buffer("train_x", torch.zeros(0, 0, cfg.in_channels))
         self.register_buffer("train_out", torch.zeros(0, cfg.out_channels))
 
@@ -210,6 +220,16 @@ class MiniRocketConfig(FittedConfig):
     n_alphas: int = 10
     seed: int = 0
 
+    MODEL: ClassVar[str] = "minirocket"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_min("minirocket", self, ("n_features",), 84)
+        check_min("minirocket", self, ("max_dilations", "n_alphas"), 1)
+        if not 0 < self.alpha_min <= self.alpha_max:
+            raise ConfigError(f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
+                              f"{self.alpha_min}, {self.alpha_max}")
+
 
 @register("minirocket", MiniRocketConfig)
 class MiniRocketModel(FittedSequenceModel):
@@ -217,11 +237,6 @@ class MiniRocketModel(FittedSequenceModel):
 
     def __init__(self, cfg: MiniRocketConfig):
         super().__init__(cfg)
-        check_min("minirocket", cfg, ("n_features",), 84)
-        check_min("minirocket", cfg, ("max_dilations", "n_alphas"), 1)
-        if not 0 < cfg.alpha_min <= cfg.alpha_max:
-            raise ConfigError(f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
-                              f"{cfg.alpha_min}, {cfg.alpha_max}")
         for name, shape, dtype in (("dilations", (0,), torch.long), ("per_dilation", (0,), torch.long),
                                    ("channels", (0, 84, cfg.in_channels), torch.float32),
                                    ("biases", (0,), torch.float32), ("feature_mean", (0,), torch.float32),

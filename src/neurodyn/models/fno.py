@@ -99,22 +99,22 @@ class FNOConfig:
     spectral_method: str = "auto"
     grid_size: tuple[int, ...] = ()
 
-
-def _validate(cfg: FNOConfig) -> None:
-    if isinstance(cfg.modes, int):
-        raise ConfigError(f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
-                          f"got {cfg.modes!r}.")
-    if len(cfg.modes) not in (1, 2):
-        raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(cfg.modes)}.")
-    if any(int(m) < 1 for m in cfg.modes):
-        raise ConfigError(f"FNO modes must be positive; got modes={tuple(cfg.modes)}.")
-    check_min("FNO", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
-    check_min("FNO", cfg, ("lifting_channels", "projection_channels", "ctx_channels"), 0)
-    if not 0.0 <= float(cfg.padding) <= 1.0:
-        raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {cfg.padding!r}.")
-    check_choice("FNO skip", cfg.skip, ("linear", "identity", "none"))
-    check_choice("FNO activation", str(cfg.activation).lower(), ACTIVATIONS)
-    check_choice("FNO spectral_method", cfg.spectral_method, ("auto", "dft", "fft"))
+    def __post_init__(self) -> None:
+        if isinstance(self.modes, int):
+            raise ConfigError(f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
+                              f"got {self.modes!r}.")
+        if len(self.modes) not in (1, 2):
+            raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); "
+                              f"got modes={tuple(self.modes)}.")
+        if any(int(m) < 1 for m in self.modes):
+            raise ConfigError(f"FNO modes must be positive; got modes={tuple(self.modes)}.")
+        check_min("FNO", self, ("in_channels", "out_channels", "width", "n_layers"), 1)
+        check_min("FNO", self, ("lifting_channels", "projection_channels", "ctx_channels"), 0)
+        if not 0.0 <= float(self.padding) <= 1.0:
+            raise ConfigError(f"FNO padding is a fraction of the grid size in [0, 1]; got {self.padding!r}.")
+        check_choice("FNO skip", self.skip, ("linear", "identity", "none"))
+        check_choice("FNO activation", str(self.activation).lower(), ACTIVATIONS)
+        check_choice("FNO spectral_method", self.spectral_method, ("auto", "dft", "fft"))
 
 
 @register("fno", FNOConfig)
@@ -131,7 +131,6 @@ class FNO(nn.Module):
 
     def __init__(self, config: FNOConfig):
         super().__init__()
-        _validate(config)
         self.config = config
         self.n_spatial = d = len(config.modes)
         grid = [int(n) + int(round(config.padding * int(n))) for n in config.grid_size]  # the grid the layers see

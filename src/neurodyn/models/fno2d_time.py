@@ -38,6 +38,7 @@ Readings (ST-SSM's baselines, Tables 2 and 5)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -109,6 +110,11 @@ class FNO2DTimeConfig:
     reduced: bool = False
     positional_grid: bool = True
 
+    MODEL: ClassVar[str] = "FNO2DTime"  # the name its messages give
+
+    def __post_init__(self) -> None:
+        check_min(self.MODEL, self, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
+
 
 @register("fno2d_time", FNO2DTimeConfig)
 class FNO2DTime(nn.Module):
@@ -121,7 +127,6 @@ class FNO2DTime(nn.Module):
         if len(modes) != 2:
             raise ConfigError(f"{name} is a 2-D model: modes needs 2 entries; got {tuple(config.modes)}.")
         modes = clamp_modes(name, modes, config.grid_size)
-        check_min(name, config, ("in_channels", "out_channels", "width", "n_layers", "projection_channels"), 1)
         self.config, self.modes = config, modes
         H = config.width
         self.lifting = nn.Linear(config.in_channels + config.ctx_channels + (2 if config.positional_grid else 0), H)
@@ -156,6 +161,8 @@ class FNO2DRConfig(FNO2DTimeConfig):
     weights (Table 5)."""
 
     reduced: bool = True
+
+    MODEL: ClassVar[str] = "FNO2DR"
 
 
 @register("fno2d_r", FNO2DRConfig)

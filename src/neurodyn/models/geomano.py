@@ -223,6 +223,20 @@ class GeoMaNOConfig:
     # neurodyn names every field; this keeps a hand-written or trimmed one rebuilding the model it trained)
     LEGACY_DEFAULTS: ClassVar[dict] = {"ssm.correction_form": "cbx", "ssm.gate": "split"}
 
+    def __post_init__(self) -> None:
+        check_min("geomano", self, ("in_channels", "out_channels", "width", "n_layers"), 1)
+        check_min("geomano", self, ("ctx_channels", "unified_pos", "n_points", "lift_hidden"), 0)
+        check_choice("geomano encoder ('soft': Eq. 6, 'patch': hard patches)", self.encoder, ("soft", "patch"))
+        if self.encoder == "patch" and self.patch_size < 1:
+            raise ConfigError(f"geomano patch_size must be >= 1, got {self.patch_size}.")
+        check_choice("geomano decoder", self.decoder, DECODERS)
+        check_choice("geomano head", self.head, HEADS)
+        check_choice("geomano act", str(self.act).lower(), ACTIVATIONS)
+        check_choice("geomano assign_init", self.assign_init, ("orthogonal", "default"))
+        check_choice("geomano init", self.init, ("trunc_normal", "torch"))
+        if len(tuple(self.latent_grid)) != 2 or min(int(s) for s in self.latent_grid) < 1:
+            raise ConfigError(f"geomano latent_grid must be (h, w) with h, w >= 1, got {self.latent_grid!r}.")
+
 
 def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
     """Keyword arguments of ``GeoMambaKernel`` for a model config."""
@@ -232,21 +246,6 @@ def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
                 directions=directions, correction=k.correction, r_pattern=k.r_pattern, r_order=k.r_order,
                 r_init=k.r_init, correction_form=k.correction_form, d_mode=k.d_mode, merge=k.combine,
                 gate=k.gate, norm_act=k.norm_act, act=k.act, dt_range=tuple(k.dt_range), scan_backend=k.backend)
-
-
-def _validate(cfg: GeoMaNOConfig) -> None:
-    check_min("geomano", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
-    check_min("geomano", cfg, ("ctx_channels", "unified_pos", "n_points", "lift_hidden"), 0)
-    check_choice("geomano encoder ('soft': Eq. 6, 'patch': hard patches)", cfg.encoder, ("soft", "patch"))
-    if cfg.encoder == "patch" and cfg.patch_size < 1:
-        raise ConfigError(f"geomano patch_size must be >= 1, got {cfg.patch_size}.")
-    check_choice("geomano decoder", cfg.decoder, DECODERS)
-    check_choice("geomano head", cfg.head, HEADS)
-    check_choice("geomano act", str(cfg.act).lower(), ACTIVATIONS)
-    check_choice("geomano assign_init", cfg.assign_init, ("orthogonal", "default"))
-    check_choice("geomano init", cfg.init, ("trunc_normal", "torch"))
-    if len(tuple(cfg.latent_grid)) != 2 or min(int(s) for s in cfg.latent_grid) < 1:
-        raise ConfigError(f"geomano latent_grid must be (h, w) with h, w >= 1, got {cfg.latent_grid!r}.")
 
 
 @register("geomano", GeoMaNOConfig)
@@ -259,7 +258,6 @@ class GeoMaNO(nn.Module):
 
     def __init__(self, config: GeoMaNOConfig):
         super().__init__()
-        _validate(config)
         self.config = cfg = config
         D = cfg.width
         coord = cfg.unified_pos ** 2 if cfg.unified_pos else (2 if cfg.positional_grid else 0)

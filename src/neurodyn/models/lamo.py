@@ -246,26 +246,25 @@ class LaMOConfig:
         "dt_mode": "ssm.dt_mode", "a_init_range": "ssm.a_init_range", "dt_range": "ssm.dt_range",
         "scan_backend": "ssm.backend"}
 
-
-def _validate(cfg: LaMOConfig) -> None:
-    check_choice("lamo variant", cfg.variant, VARIANTS)
-    check_min("lamo", cfg, ("in_channels", "out_channels", "width", "n_layers"), 1)
-    check_min("lamo", cfg, ("ctx_channels", "pos_channels", "pad_multiple", "n_points"), 0)
-    check_choice("lamo act", str(cfg.act).lower(), ACTIVATIONS)
-    check_choice("lamo init", cfg.init, ("auto", "trunc_normal", "torch"))
-    if cfg.time_embedding and cfg.ctx_channels < 1:
-        raise ConfigError("lamo time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
-    if cfg.variant == "grid":
-        if cfg.patch_size < 1:
-            raise ConfigError(f"lamo patch_size must be >= 1, got {cfg.patch_size}.")
-        if len(tuple(cfg.grid_size)) != 2 or min(int(s) for s in cfg.grid_size) < 1:
-            raise ConfigError(f"lamo grid_size must be (H, W) of the nominal input grid, got {cfg.grid_size!r}.")
-        check_choice("lamo grid_transfer", cfg.grid_transfer, GRID_TRANSFERS)
-        if cfg.time_embedding:
-            raise ConfigError("lamo time_embedding is implemented for the mesh variants only.")
-    else:
-        if cfg.slice_heads < 1 or cfg.width % cfg.slice_heads:
-            raise ConfigError(f"lamo width ({cfg.width}) must be divisible by slice_heads ({cfg.slice_heads}).")
+    def __post_init__(self) -> None:
+        check_choice("lamo variant", self.variant, VARIANTS)
+        check_min("lamo", self, ("in_channels", "out_channels", "width", "n_layers"), 1)
+        check_min("lamo", self, ("ctx_channels", "pos_channels", "pad_multiple", "n_points"), 0)
+        check_choice("lamo act", str(self.act).lower(), ACTIVATIONS)
+        check_choice("lamo init", self.init, ("auto", "trunc_normal", "torch"))
+        if self.time_embedding and self.ctx_channels < 1:
+            raise ConfigError("lamo time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
+        if self.variant == "grid":
+            if self.patch_size < 1:
+                raise ConfigError(f"lamo patch_size must be >= 1, got {self.patch_size}.")
+            if len(tuple(self.grid_size)) != 2 or min(int(s) for s in self.grid_size) < 1:
+                raise ConfigError(f"lamo grid_size must be (H, W) of the nominal input grid, got {self.grid_size!r}.")
+            check_choice("lamo grid_transfer", self.grid_transfer, GRID_TRANSFERS)
+            if self.time_embedding:
+                raise ConfigError("lamo time_embedding is implemented for the mesh variants only.")
+        else:
+            if self.slice_heads < 1 or self.width % self.slice_heads:
+                raise ConfigError(f"lamo width ({self.width}) must be divisible by slice_heads ({self.slice_heads}).")
 
 
 class LatentSliceMixer(nn.Module):
@@ -302,7 +301,6 @@ class LaMO(PointOperator):
 
     def __init__(self, config: LaMOConfig):
         super().__init__()
-        _validate(config)
         self.config = cfg = config
         D = cfg.width
         if cfg.variant == "grid":

@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..errors import ConfigError, check_choice
-from ..nn.nac import PROFILES, NACAttention, NACOptions, resolve_options
+from ..nn.nac import PROFILES, NACAttention, NACOptions, check_attention, resolve_options
 from ..nn.sequence_host import SequenceHost
 from .inputs import check_sequence_input
 from ..nn.sequence_host import HostConfig
@@ -120,6 +120,11 @@ class NACConfig(HostConfig):
                                        "topk_spare_blocks": 0, "learn_horizon": False}
 
     def __post_init__(self) -> None:
+        super().__post_init__()
+        check_attention(self.mode, self.d_model, self.n_heads, self.topk, self.phi_activation)
+        check_choice("nac token_mode", self.token_mode, ("sequence", "per_step"))
+        if not self.time_scale > 0:
+            raise ConfigError(f"nac time_scale must be > 0, got {self.time_scale}")
         if isinstance(self.options, Mapping):
             self.options = NACOptions(**self.options)
         if self.compat_version not in (1, 2):
@@ -140,9 +145,6 @@ class NACModel(SequenceHost):
     """NAC in the paper's host network; ``forward(x, t=None, mask=None)``."""
 
     def __init__(self, cfg: NACConfig):
-        check_choice("nac token_mode", cfg.token_mode, ("sequence", "per_step"))
-        if not cfg.time_scale > 0:
-            raise ConfigError(f"nac time_scale must be > 0, got {cfg.time_scale}")
         super().__init__(cfg)
         self.nac = NACAttention(self.core_in, cfg.d_model, cfg.n_heads, mode=cfg.mode, topk=cfg.topk,
                                 sparsity=cfg.sparsity, compat=cfg.compat, phi_activation=cfg.phi_activation,

@@ -267,10 +267,12 @@ def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
 
 
 def check_model_config(name: str, config: Any = None) -> None:
-    """Every check model ``name`` makes of ``config`` when it is built (its keys, types and values: a negative width,
-    an unknown variant), without allocating it: the model is built on the meta device. Raises the ConfigError its
-    build would; a construction step that meta tensors cannot run (data-dependent, such as NAC's wiring, after
-    every value check) ends the check quietly, the real build runs it."""
+    """Every check model ``name`` makes of ``config`` when it is built, without allocating it: the config is made
+    (its keys, types and values, which the config dataclass checks itself: a negative width, an unknown variant),
+    then the model is built on the meta device for the few checks only its constructor can make (modes against
+    ``grid_size``, mha's heads against the width its config shares with the other baselines). Raises the
+    ConfigError its build would; a construction step that meta tensors cannot run (data-dependent, such as NAC's
+    wiring, after every value check) ends the check quietly, the real build runs it."""
     cls, _ = entry(name)
     cfg = make_config(name, config)
     try:

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError, optional_import
+from ..errors import ConfigError, check_min, optional_import
 from ..nn.sequence_host import HostConfig, SequenceHost
 from .inputs import check_sequence_input
 from .registry import register
@@ -56,6 +56,10 @@ class SequenceConfig(HostConfig):
     hidden: int = 64  # the host's fields come from HostConfig
     n_heads: int = 4
     ode_unfolds: int = 6
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_min("sequence model", self, ("n_heads", "ode_unfolds"), 1)
 
 
 def elapsed(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -149,7 +153,7 @@ def time_encoding(t: torch.Tensor, dim: int) -> torch.Tensor:
 class MHAModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
-        if cfg.hidden % cfg.n_heads:
+        if cfg.hidden % cfg.n_heads:  # mha's alone (the config serves every baseline): checked when it is built
             raise ConfigError(f"mha hidden {cfg.hidden} must be divisible by n_heads {cfg.n_heads}")
         self.embed = nn.Linear(self.core_in, cfg.hidden)
         self.qkv = nn.Linear(cfg.hidden, 3 * cfg.hidden)

@@ -152,17 +152,16 @@ class STSSMConfig:
     ff_factor: int = 4
     ff_weight_norm: bool = True
 
-
-def _validate(cfg: STSSMConfig) -> None:
-    check_choice("STSSM dims", cfg.dims, (1, 2))
-    check_min("STSSM", cfg, ("in_channels", "out_channels", "width", "d_state", "projection_channels"), 1)
-    check_min("STSSM", cfg, ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"), 0)
-    check_choice("STSSM factorization", cfg.factorization, FACTORIZATIONS)
-    check_choice("STSSM residual", cfg.residual, RESIDUALS)
-    check_choice("STSSM init", cfg.init, S4D_INITS)
-    if cfg.factorization != "sequential" and cfg.dims != 2:
-        raise ConfigError(f"STSSM factorization={cfg.factorization!r} (ST-SSM-FF / -VM) is a 2-D variant; "
-                          "with dims=1 use 'sequential'.")
+    def __post_init__(self) -> None:
+        check_choice("STSSM dims", self.dims, (1, 2))
+        check_min("STSSM", self, ("in_channels", "out_channels", "width", "d_state", "projection_channels"), 1)
+        check_min("STSSM", self, ("ctx_channels", "n_layers_pre", "n_layers_post", "memory_window"), 0)
+        check_choice("STSSM factorization", self.factorization, FACTORIZATIONS)
+        check_choice("STSSM residual", self.residual, RESIDUALS)
+        check_choice("STSSM init", self.init, S4D_INITS)
+        if self.factorization != "sequential" and self.dims != 2:
+            raise ConfigError(f"STSSM factorization={self.factorization!r} (ST-SSM-FF / -VM) is a 2-D variant; "
+                              "with dims=1 use 'sequential'.")
 
 
 class BiSweep(nn.Module):
@@ -254,7 +253,6 @@ class STSSM(nn.Module):
 
     def __init__(self, config: STSSMConfig):
         super().__init__()
-        _validate(config)
         self.config = cfg = config
         d = cfg.dims
         H = cfg.width

@@ -105,22 +105,21 @@ class TransolverConfig:
     ctx_channels: int = 0
     time_embedding: bool = False
 
-
-def _validate(cfg: TransolverConfig) -> None:
-    check_choice("transolver variant ('structured_mesh' also for regular grids)", cfg.variant,
-                 ("structured_mesh", "point_cloud"))
-    check_min("transolver", cfg, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
-    check_min("transolver", cfg, ("unified_pos", "pos_channels", "ctx_channels"), 0)
-    if cfg.width % cfg.n_heads:
-        raise ConfigError(f"transolver width ({cfg.width}) must be divisible by n_heads ({cfg.n_heads}).")
-    check_choice("transolver act", str(cfg.act).lower(), ACTIVATIONS)
-    if cfg.time_embedding and cfg.ctx_channels < 1:
-        raise ConfigError("transolver time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
-    if cfg.unified_pos and cfg.variant == "point_cloud" and cfg.pos_channels not in (0, 2):
-        raise ConfigError(f"transolver unified_pos needs 2-d coordinates; pos_channels is {cfg.pos_channels}.")
-    if cfg.unified_pos and cfg.variant == "point_cloud" and cfg.pos_channels == 0 and cfg.in_channels != 2:
-        raise ConfigError("transolver unified_pos on a point cloud without pos treats x as the coordinates, so "
-                          f"in_channels must be 2; got {cfg.in_channels}.")
+    def __post_init__(self) -> None:
+        check_choice("transolver variant ('structured_mesh' also for regular grids)", self.variant,
+                     ("structured_mesh", "point_cloud"))
+        check_min("transolver", self, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
+        check_min("transolver", self, ("unified_pos", "pos_channels", "ctx_channels"), 0)
+        if self.width % self.n_heads:
+            raise ConfigError(f"transolver width ({self.width}) must be divisible by n_heads ({self.n_heads}).")
+        check_choice("transolver act", str(self.act).lower(), ACTIVATIONS)
+        if self.time_embedding and self.ctx_channels < 1:
+            raise ConfigError("transolver time_embedding reads the time from ctx[:, 0]; set ctx_channels >= 1.")
+        if self.unified_pos and self.variant == "point_cloud" and self.pos_channels not in (0, 2):
+            raise ConfigError(f"transolver unified_pos needs 2-d coordinates; pos_channels is {self.pos_channels}.")
+        if self.unified_pos and self.variant == "point_cloud" and self.pos_channels == 0 and self.in_channels != 2:
+            raise ConfigError("transolver unified_pos on a point cloud without pos treats x as the coordinates, so "
+                              f"in_channels must be 2; got {self.in_channels}.")
 
 
 @register("transolver", TransolverConfig)
@@ -129,7 +128,6 @@ class Transolver(PointOperator):
 
     def __init__(self, config: TransolverConfig):
         super().__init__()
-        _validate(config)
         self.config = cfg = config
         D = cfg.width
         structured = cfg.variant == "structured_mesh"

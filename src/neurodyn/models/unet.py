@@ -78,6 +78,13 @@ class UNetConfig:
     ctx_channels: int = 0
     pad_mode: str = "reflect"
 
+    def __post_init__(self) -> None:
+        check_choice("UNet dims", self.dims, (1, 2))
+        check_min("UNet", self, ("in_channels", "out_channels", "init_features"), 1)
+        if int(self.ctx_channels) < 0:
+            raise ConfigError(f"UNet ctx_channels must be >= 0; got {self.ctx_channels!r}.")
+        check_choice("UNet pad_mode", self.pad_mode, _PAD_MODES)
+
 
 def _block(conv: type[nn.Module], norm: type[nn.Module], c_in: int, c: int) -> nn.Sequential:
     return nn.Sequential(
@@ -93,11 +100,6 @@ class UNet(nn.Module):
 
     def __init__(self, config: UNetConfig):
         super().__init__()
-        check_choice("UNet dims", config.dims, (1, 2))
-        check_min("UNet", config, ("in_channels", "out_channels", "init_features"), 1)
-        if int(config.ctx_channels) < 0:
-            raise ConfigError(f"UNet ctx_channels must be >= 0; got {config.ctx_channels!r}.")
-        check_choice("UNet pad_mode", config.pad_mode, _PAD_MODES)
         self.config = config
         conv, norm, up, pool = {
             1: (nn.Conv1d, nn.BatchNorm1d, nn.ConvTranspose1d, nn.MaxPool1d),

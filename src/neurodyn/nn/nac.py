@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config_types import check_flag, check_number, check_whole
 from ..errors import ConfigError, check_choice
 from ..ops.activations import tanh
 from ..ops.block_topk import block_topk, exact_topk, flat_gather
@@ -87,21 +88,39 @@ class NACOptions:
     """
 
     tied_heads: bool | None = None
-    backbone_unfolds: int | None = field(default=None, metadata={"min": 1})
-    backbone_activation: str | None = field(default=None, metadata={"choices": ACTIVATIONS})
+    backbone_unfolds: int | None = None
+    backbone_activation: str | None = None
     dense_sensory: bool | None = None
     shared_backbone: bool | None = None
-    topk_method: str | None = field(default=None, metadata={"choices": TOPK_METHODS})
-    topk_spare_blocks: int | None = field(default=None, metadata={"min": 0})
-    euler_steps: int | None = field(default=None, metadata={"min": 1})
-    euler_dt: float | None = field(default=None, metadata={"min": 0.0})
-    quadrature: str | None = field(default=None, metadata={"choices": QUADRATURES})
-    eps: float | None = field(default=None, metadata={"above": 0.0})
-    ncp_init: str | None = field(default=None, metadata={"choices": INITS})
-    front_init: str | None = field(default=None, metadata={"choices": FRONT_INITS})
-    time_horizon: float | None = field(default=None, metadata={"above": 0.0})
+    topk_method: str | None = None
+    topk_spare_blocks: int | None = None
+    euler_steps: int | None = None
+    euler_dt: float | None = None
+    quadrature: str | None = None
+    eps: float | None = None
+    ncp_init: str | None = None
+    front_init: str | None = None
+    time_horizon: float | None = None
     learn_horizon: bool | None = None
-    pair_time: str | None = field(default=None, metadata={"choices": PAIR_TIMES})
+    pair_time: str | None = None
+
+    def __post_init__(self) -> None:
+        """Every value that is set (``None``: the profile's) checked; ints become floats where a number is meant."""
+        for name in ("tied_heads", "dense_sensory", "shared_backbone", "learn_horizon"):
+            if getattr(self, name) is not None:
+                check_flag(f"NAC option {name}", getattr(self, name))
+        for name, least in (("backbone_unfolds", 1), ("topk_spare_blocks", 0), ("euler_steps", 1)):
+            if getattr(self, name) is not None:
+                check_whole(f"NAC option {name}", getattr(self, name), least)
+        for name, bound in (("euler_dt", dict(minimum=0.0, why=" (0: t / euler_steps)")), ("eps", dict(above=0.0)),
+                            ("time_horizon", dict(above=0.0))):
+            if getattr(self, name) is not None:  # frozen: the widened number is set past __setattr__
+                object.__setattr__(self, name, check_number(f"NAC option {name}", getattr(self, name), **bound))
+        for name, allowed in (("backbone_activation", ACTIVATIONS), ("topk_method", TOPK_METHODS),
+                              ("quadrature", QUADRATURES), ("ncp_init", INITS), ("front_init", FRONT_INITS),
+                              ("pair_time", PAIR_TIMES)):
+            if getattr(self, name) is not None:
+                check_choice(f"NAC {name}", getattr(self, name), allowed)
 
     def unset(self) -> list[str]:
         """Names of the fields left to the profile."""
@@ -127,28 +146,18 @@ TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="ta
                    learn_horizon=False, pair_time="delta")
 PROFILE_OPTIONS = {"paper": PAPER, "released": RELEASED, "tuned": TUNED}
 
-def _checked(opt: NACOptions) -> NACOptions:
-    """``opt`` (every field set) with ints widened to floats where a number is meant; one ConfigError otherwise.
-    What each field takes comes from its declaration: its type (bool, int, float, str) and its metadata (``min``,
-    ``above``: the bound of a number; ``choices``: the names a string may be)."""
-    numbers = {}
-    for f in fields(opt):
-        v, kind, meta = getattr(opt, f.name), str(f.type).split(" |")[0], f.metadata
-        if kind == "bool" and not isinstance(v, bool):
-            raise ConfigError(f"NAC option {f.name}={v!r} is not true or false")
-        if kind == "int" and (isinstance(v, bool) or not isinstance(v, int) or v < meta["min"]):
-            raise ConfigError(f"NAC option {f.name}={v!r} must be a whole number >= {meta['min']}")
-        if kind == "float":
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise ConfigError(f"NAC option {f.name}={v!r} is not a number")
-            numbers[f.name] = float(v)
-            if ("min" in meta and v < meta["min"]) or ("above" in meta and not v > meta["above"]):
-                bound = f">= {meta['min']}" if "min" in meta else f"> {meta['above']}"
-                why = " (0: t / euler_steps)" if f.name == "euler_dt" else ""
-                raise ConfigError(f"NAC option {f.name}={v!r} must be {bound}{why}")
-        if kind == "str":
-            check_choice(f"NAC {f.name}", v, meta["choices"])
-    return replace(opt, **numbers)
+
+def check_attention(mode: str, d_model: int, n_heads: int, topk: int | None, phi_activation: str) -> None:
+    """One ConfigError for a value of the layer's own arguments (not the options) that it cannot take; the
+    ``nac`` model's config runs it when it is made, the layer when it is built from arguments."""
+    check_choice("NAC mode", mode, MODES)
+    if d_model < 2:
+        raise ConfigError(f"NAC d_model must be >= 2 (the sensory-gate sizing rule fails for 1), got {d_model}")
+    if n_heads < 1 or d_model % n_heads:
+        raise ConfigError(f"NAC d_model {d_model} must be divisible by n_heads {n_heads}")
+    if topk is not None and topk < 1:
+        raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
+    check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
 
 
 def resolve_options(compat: str = "paper", options: NACOptions | Mapping[str, Any] | None = None,
@@ -162,7 +171,7 @@ def resolve_options(compat: str = "paper", options: NACOptions | Mapping[str, An
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise ConfigError(f"unknown NAC option(s) {', '.join(unknown)}; known: {', '.join(names)}")
-    return _checked(replace(PROFILE_OPTIONS[compat], **{k: v for k, v in given.items() if v is not None}))
+    return replace(PROFILE_OPTIONS[compat], **{k: v for k, v in given.items() if v is not None})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -250,14 +259,7 @@ class NACAttention(nn.Module):
                  phi_activation: str = "sigmoid", dropout: float = 0.0, seed: int = 22222,
                  options: NACOptions | Mapping[str, Any] | None = None, **overrides: Any):
         super().__init__()
-        check_choice("NAC mode", mode, MODES)
-        if d_model < 2:
-            raise ConfigError(f"NAC d_model must be >= 2 (the sensory-gate sizing rule fails for 1), got {d_model}")
-        if n_heads < 1 or d_model % n_heads:
-            raise ConfigError(f"NAC d_model {d_model} must be divisible by n_heads {n_heads}")
-        if topk is not None and topk < 1:
-            raise ConfigError(f"NAC topk must be >= 1 or None (every pair), got {topk}")
-        check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
+        check_attention(mode, d_model, n_heads, topk, phi_activation)
         opt = resolve_options(compat, options, **overrides)
         self.opt, self.compat = opt, compat
         self.in_features, self.d_model, self.n_heads = in_features, d_model, n_heads

@@ -41,6 +41,11 @@ class HostConfig:
     per_step: bool = False
     dropout: float = 0.0
 
+    def __post_init__(self) -> None:
+        check_choice("pool", self.pool, ("last", "mean"))
+        if self.in_channels < 1 or self.out_channels < 1 or self.hidden < 1:
+            raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
+
 
 class SequenceHost(nn.Module):
     """Conv front end + ``core`` (subclass) + pooling + dense head, for a config with the fields ``in_channels``,
@@ -50,10 +55,7 @@ class SequenceHost(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        check_choice("pool", cfg.pool, ("last", "mean"))
-        if cfg.in_channels < 1 or cfg.out_channels < 1 or cfg.hidden < 1:
-            raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
-        self.cfg = cfg
+        self.cfg = cfg  # validated when it was made (HostConfig.__post_init__)
         convs, c = [], cfg.in_channels
         for ch in cfg.conv_channels:
             convs += [nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2), nn.ReLU()]

@@ -32,14 +32,16 @@ from torch.utils.data import Dataset, default_collate
 
 from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
 from ..config_types import check_field_types
-from ..errors import ConfigError, NeurodynError
+from ..errors import ConfigError, NeurodynError, check_choice
 from ..models.registry import model_spec
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_max, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
+from .losses import available_losses
 from .precision import grad_scaler, parse_precision, with_precision
 from .sampling import global_batches, rank_slice
 from .schedule import Schedule
+from .tasks import AutoregressiveTask
 
 
 class TrainingDiverged(NeurodynError, RuntimeError):
@@ -78,7 +80,43 @@ class TrainConfig:
     log: str | list = "none"        # none | csv | tensorboard, or a list (metrics.jsonl is always written)
 
     def __post_init__(self) -> None:
-        self.validate()  # the one validation: every TrainConfig, parsed or built by hand, is checked when made
+        """The one validation: every TrainConfig, parsed or built by hand, is checked when it is made."""
+        if self.epochs < 1:
+            raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
+        if self.accumulate < 1:
+            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
+                              f"{self.accumulate}")
+        for name, least, meaning in (("eval_batch_size", 0, " (0: batch_size)"), ("eval_every", 1, ""),
+                                     ("step_size", 1, ""), ("rollout_steps", 1, ""), ("pushforward", 0, ""),
+                                     ("n_plot", 0, "")):
+            if getattr(self, name) < least:
+                raise ConfigError(f"train.{name} must be >= {least}{meaning}, got {getattr(self, name)}")
+        if not self.time_limit >= 0:
+            raise ConfigError(f"train.time_limit is seconds of training (0: no limit) and must be >= 0, got "
+                              f"{self.time_limit}")
+        if self.early_stop < 0:
+            raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
+                              f"{self.early_stop}")
+        parse_precision(self.precision)
+        parse_loggers(self.log)
+        if not self.lr > 0:
+            raise ConfigError(f"train.lr must be > 0, got {self.lr}")
+        for name in ("weight_decay", "grad_clip", "input_noise", "grad_loss_weight"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.pct_start <= 1:
+            raise ConfigError(f"train.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]; got {self.pct_start}")
+        if self.optimizer not in ("adamw", "adam"):
+            raise ConfigError(f"train.optimizer must be 'adamw' or 'adam', got {self.optimizer!r}")
+        if self.scheduler not in ("onecycle", "step", "cosine", "none"):
+            raise ConfigError(f"train.scheduler must be onecycle, step, cosine or none, got {self.scheduler!r}")
+        check_choice("train.loss", self.loss, available_losses())
+        check_choice("train.train_mode", self.train_mode, AutoregressiveTask.MODES)
+        check_choice("train.eval_mode", self.eval_mode, AutoregressiveTask.EVAL_MODES)
+        if self.train_mode == "pushforward" and self.pushforward < 1:
+            raise ConfigError("train.train_mode=pushforward needs train.pushforward >= 1 (the most unrolled steps)")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)"
@@ -103,28 +141,6 @@ class TrainConfig:
         (rollout) or ``pushforward + 1`` (pushforward); the data layer cuts training windows that long."""
         return {"rollout": self.rollout_steps, "pushforward": self.pushforward + 1}.get(self.train_mode, 1)
 
-    def validate(self) -> None:
-        if self.epochs < 1:
-            raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
-        if self.batch_size < 1:
-            raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
-        if self.accumulate < 1:
-            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
-                              f"{self.accumulate}")
-        if not self.time_limit >= 0:
-            raise ConfigError(f"train.time_limit is seconds of training (0: no limit) and must be >= 0, got "
-                              f"{self.time_limit}")
-        if self.early_stop < 0:
-            raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
-                              f"{self.early_stop}")
-        parse_precision(self.precision)
-        parse_loggers(self.log)
-        if not self.lr > 0:
-            raise ConfigError(f"train.lr must be > 0, got {self.lr}")
-        if self.optimizer not in ("adamw", "adam"):
-            raise ConfigError(f"train.optimizer must be 'adamw' or 'adam', got {self.optimizer!r}")
-        if self.scheduler not in ("onecycle", "step", "cosine", "none"):
-            raise ConfigError(f"train.scheduler must be onecycle, step, cosine or none, got {self.scheduler!r}")
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
