@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "neurodyn"
-BASE = {"errors", "config_types", "checkpoint_io", "locks", "files", "__version__"}  # layer 0: anyone may import these
+BASE = {"errors", "config_types", "checkpoint_io", "locks", "files", "_version"}  # layer 0: anyone may import these
 # package -> the packages it may import besides BASE (ARCHITECTURE.md's table)
 ALLOWED = {"ops": set(), "nn": {"ops"}, "models": {"nn", "ops"}, "data": {"ops"}}
 BELOW_TRAIN = tuple(ALLOWED)
@@ -120,3 +120,107 @@ def test_data_and_task_take_the_training_settings_as_arguments(tmp_path, monkeyp
     task = build_task(no_train, data, tcfg)
     assert (task.train_mode, task.pushforward, task.input_noise, task.eval_mode) == (
         "pushforward", 2, 0.25, "teacher_forcing")
+
+
+# ------------------------------------------------------------------------------------------------
+# the module import graph
+
+
+def _module_name(path: Path, root: Path = SRC) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(path: Path, modules: set[str], root: Path = SRC) -> set[str]:
+    """The ``neurodyn`` modules ``path`` imports anywhere in it (inside functions too): ``from .a import b`` is the
+    module ``a.b`` when that is a module, else ``a``. A package's implicit import of its parents is not counted."""
+    name = _module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.update(f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m in modules and m != name}
+
+
+def import_cycles(root: Path = SRC) -> list[list[str]]:
+    """The strongly connected components (more than one module) of the import graph of the modules under ``root``
+    (Tarjan's algorithm, iterative)."""
+    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+    graph = {m: sorted(_module_imports(p, set(paths), root)) for m, p in paths.items()}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on_stack.add(v)
+            if i < len(graph[v]):
+                work.append((v, i + 1))
+                w = graph[v][i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            for w in graph[v]:
+                if w in on_stack:
+                    low[v] = min(low[v], low[w])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    """No import cycle between modules, counting imports deferred into functions (a lazy import that exists to
+    break a cycle is still a cycle)."""
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "neurodyn"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert import_cycles(pkg) == [["neurodyn.a", "neurodyn.sub.b"]]
+
+
+def test_no_module_imports_the_package_root():
+    """The root ``neurodyn/__init__.py`` reaches the top layer lazily (``load_run``): nothing below imports it."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = _module_name(path)
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module or "")
+                if target == "neurodyn" and any(not (SRC / a.name).exists() and not (SRC / f"{a.name}.py").exists()
+                                                for a in node.names):
+                    bad.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not bad, f"import names from the package root: {bad}"

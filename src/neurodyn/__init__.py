@@ -5,7 +5,7 @@
 estimators over the sequence presets (:mod:`neurodyn.train.estimator`); the subpackages hold the rest
 (``models``, ``data``, ``train``, ``ops``, ``nn``).
 """
-from ._version import __version__
+from ._version import __version__ as __version__
 
 
 

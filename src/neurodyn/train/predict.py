@@ -39,7 +39,7 @@ from ..files import atomic_output, check_not_special
 from ..models.registry import module_device, rebuild
 from .experiment import build_task, check_model_accepts
 from .run_folder import is_run_entry
-from .tasks import task_from_spec
+from .task_spec import task_from_spec
 from .trainer import TrainConfig
 
 
