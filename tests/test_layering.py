@@ -224,3 +224,30 @@ def test_no_module_imports_the_package_root():
                                                 for a in node.names):
                     bad.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert not bad, f"import names from the package root: {bad}"
+
+
+def private_imports(roots=(SRC, SRC.parents[1] / "benchmarks")) -> list[str]:
+    """``from X import _name`` of a neurodyn module or a benchmark script: a private name used outside its file."""
+    local = {p.stem for p in (SRC.parents[1] / "benchmarks").rglob("*.py")} | {"tools"}
+    bad = []
+    for root in roots:
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                top = (node.module or "").split(".")[0]
+                if node.level == 0 and top != "neurodyn" and top not in local:
+                    continue
+                bad += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_private_name_is_imported_from_another_file():
+    """A helper another file needs is public (or lives where both can reach it)."""
+    assert private_imports() == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    (tmp_path / "probe.py").write_text("from neurodyn.ops.knc_scan import knc_scan, _hidden\nfrom os import _exit\n")
+    assert private_imports((tmp_path,)) == ["probe.py:1 _hidden"]

@@ -215,9 +215,9 @@ def _read_point_cloud(path: Path, options: dict[str, Any]) -> PublicDataset:
 
     if _head(path, 4) == _ZIP_MAGIC and not point_cloud.torch_archive(path):
         return point_cloud.read_npz(path, **options)
-    from .neuralop_pt import _load
+    from .neuralop_pt import load_torch_file
 
-    obj = _load(path)
+    obj = load_torch_file(path)
     if not isinstance(obj, list):
         raise DataError(f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
                         "per-sample dicts (points and target)")
