@@ -251,3 +251,93 @@ def test_no_private_name_is_imported_from_another_file():
 def test_the_private_import_check_finds_one(tmp_path):
     (tmp_path / "probe.py").write_text("from neurodyn.ops.knc_scan import knc_scan, _hidden\nfrom os import _exit\n")
     assert private_imports((tmp_path,)) == ["probe.py:1 _hidden"]
+
+
+# ------------------------------------------------------------------------------------------------
+# ARCHITECTURE.md and the command list, against the code
+
+ROOT = SRC.parents[1]
+GROUPED = {"data/generators", "data/formats", "ops/triton_kernels", "experiments"}  # named as a whole: `generators/`
+
+
+def architecture_rows() -> dict[int, str]:
+    """``{layer: the text of its row(s)}`` of ARCHITECTURE.md's module table, in the table's order (checked)."""
+    rows: dict[int, str] = {}
+    order = []
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            layer = int(cells[0])
+            order.append(layer)
+            rows[layer] = rows.get(layer, "") + " " + cells[1] + " " + cells[2]
+    assert order == sorted(order), f"ARCHITECTURE.md's table is not in layer order: {order}"
+    return rows
+
+
+def _named(text: str) -> set[str]:
+    """Every name in backticks, without a trailing ``/`` or ``.py``, and each dotted / slashed part of it."""
+    import re
+
+    out = set()
+    for word in re.findall(r"`([^`]+)`", text):
+        word = word.strip().removesuffix("/").removesuffix(".py")
+        out.add(word)
+        out.update(re.split(r"[./]", word))
+    return out
+
+
+def test_the_architecture_table_names_every_module_in_its_layer():
+    rows = architecture_rows()
+    where = {}
+    for layer, text in rows.items():
+        for name in _named(text):
+            where.setdefault(name, set()).add(layer)
+    missing = []
+    top = sorted(p for p in SRC.iterdir() if (p.suffix == ".py" and p.stem != "__init__")
+                 or (p.is_dir() and (p / "__init__.py").exists()))
+    for entry in top:
+        if entry.stem not in where:
+            missing.append(entry.name)
+            continue
+        if entry.is_dir() and entry.name not in GROUPED:
+            layers = where[entry.stem]
+            for f in sorted(entry.iterdir()):
+                name = f.stem
+                if name.startswith("__") or not (f.suffix == ".py" or (f / "__init__.py").exists()):
+                    continue
+                if name not in _named(" ".join(rows[k] for k in layers)):
+                    missing.append(f"{entry.name}/{f.name}")
+    assert not missing, f"ARCHITECTURE.md's table does not name: {missing}"
+
+
+def test_the_architecture_table_names_no_module_that_does_not_exist():
+    import re
+
+    ghosts = []
+    for text in architecture_rows().values():
+        for word in re.findall(r"`([a-z_/]+(?:/|\.py))`", text):
+            if not (SRC / word).exists() and not any((p / word).exists() for p in SRC.iterdir() if p.is_dir()):
+                ghosts.append(word)
+    assert not ghosts, f"ARCHITECTURE.md names modules that do not exist: {ghosts}"
+
+
+def _subcommands() -> list[str]:
+    import argparse
+
+    from neurodyn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+def test_the_documented_subcommands_are_the_parsers():
+    import re
+
+    import neurodyn.cli
+
+    commands = _subcommands()
+    cli_doc = re.search(r"``neurodyn ([a-z\- |]+)``", neurodyn.cli.__doc__).group(1)
+    assert [c.strip() for c in cli_doc.split("|")] == commands
+    row = architecture_rows()[max(architecture_rows())]
+    listed = re.search(r"`neurodyn ([a-z\- /]+)`", row).group(1)
+    assert [c.strip() for c in listed.split("/")] == commands
