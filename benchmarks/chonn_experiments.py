@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from neurodyn.train.metrics import order_metrics, poisson_metrics  # noqa: E402
-from neurodyn.train.runs import RestoredRun, batches, predict, read_history  # noqa: E402
+from neurodyn.train.runs import TrainedRun, batches, predict, read_history  # noqa: E402
 from neurodyn.bench.jobs import Job, load_results, run_jobs  # noqa: E402
 
 RESULTS = HERE / "results"  # experiment folders: results/chonn_<experiment>
@@ -63,7 +63,7 @@ def _jobs(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seed
             for seed in seeds for stem, label, preset, overrides, keys in specs]
 
 
-def _run(tag: str, specs, evaluate: Callable[[RestoredRun], dict[str, Any]], summary: Callable[[dict], str],
+def _run(tag: str, specs, evaluate: Callable[[TrainedRun], dict[str, Any]], summary: Callable[[dict], str],
          scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str],
          train: bool) -> list[dict[str, Any]]:
     """Every job for every seed through :func:`neurodyn.bench.jobs.run_jobs` (store: ``<out_dir>/results.json``)."""
@@ -190,8 +190,8 @@ def run_order_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1, 2), ou
                  [f"data.order={n}", f"model.orders={list(ORDER_MODELS[name])}"], {"target": n, "model": name})
             for n, name in (grid or default_order_grid(targets))]
 
-    def evaluate(r: RestoredRun) -> dict[str, Any]:
-        return order_metrics(*predict(r.task, r.model, r.data["sets"]["test"]))
+    def evaluate(r: TrainedRun) -> dict[str, Any]:
+        return order_metrics(*predict(r.task, r.model, r.split("test")))
 
     return _run("chonn-order", jobs, evaluate, lambda rec: ", ".join(f"{k} {rec[k]:.4g}" for k in ORDER_METRICS),
                      scale, seeds, Path(out_dir or RESULTS / "chonn_order"), overrides, train)
@@ -329,8 +329,8 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
                  [] if order == 0 else [f"model.order={order}"], {"order": order}) for order in orders]
     ood = []  # the OOD test set, built when first needed
 
-    def evaluate(r: RestoredRun) -> dict[str, Any]:
-        rec = {f"id_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, r.data["sets"]["test"], 16)).items()}
+    def evaluate(r: TrainedRun) -> dict[str, Any]:
+        rec = {f"id_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, r.split("test"), 16)).items()}
         if not ood:
             ood.append(_ood_dataset(scale))
         rec.update({f"ood_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, ood[0], 16)).items()})
@@ -417,8 +417,8 @@ def run_darcy_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_d
                  [*DARCY_PROTOCOL.get(scale, []), *DARCY_MODEL_OVERRIDES.get(scale, {}).get(name, [])], {"model": name})
             for name in models]
 
-    def evaluate(r: RestoredRun) -> dict[str, Any]:
-        pred, true = predict(r.task, r.model, r.data["sets"]["test"], 20)
+    def evaluate(r: TrainedRun) -> dict[str, Any]:
+        pred, true = predict(r.task, r.model, r.split("test"), 20)
         return {**evaluate_fields(pred, true), "rel_l1_pct": poisson_metrics(pred, true)["rel_l1_pct"],
                 "train_loss_curve": [h["train_loss"] for h in read_history(r.run_dir)]}
 
@@ -477,8 +477,8 @@ def run_rollout_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
     jobs = [(f"{task_name}-m{m}-{name}", f"{task_name} m={m} {name}", preset, ov,
                  {"task": task_name, "model": name, "history": m}) for task_name, name, m, preset, ov in runs]
 
-    def evaluate(r: RestoredRun) -> dict[str, Any]:
-        ev = r.task.evaluate(r.model, batches(r.data["sets"]["test"], 10))
+    def evaluate(r: TrainedRun) -> dict[str, Any]:
+        ev = r.task.evaluate(r.model, batches(r.split("test"), 10))
         return {"rel_l2": ev["rel_l2"], "rel_l2_per_step": ev["rel_l2_per_step"],
                 **{k: ev[f"frame_{k}"] for k in ROLLOUT_FIELD_METRICS if f"frame_{k}" in ev}}
 

@@ -288,11 +288,11 @@ def bench_s4d(repeats):
 def bench_knc(repeats, threads_note=""):
     """Kirchhoff cell (ops.knc_scan), forward + backward, interleaved: the fused kernel with the ZOH
     factor in-kernel (``zoh``) against the same kernel with Euler's input term (``euler``), the previous
-    ZOH path (``_ZOHInput`` building ``B_eff (batch, D, L, N)``, then the generic fused scan: ``zoh B_eff``)
+    ZOH path (``ZOHInput`` building ``B_eff (batch, D, L, N)``, then the generic fused scan: ``zoh B_eff``)
     and the pure-PyTorch path (``zoh torch``). Shapes of chonn1d's cells: batch 32, D 32 x 2 directions,
     N 8 (padded 8), input-dependent b, c (one group)."""
     from neurodyn.ops import selective_scan
-    from neurodyn.ops.knc_scan import _ZOHInput, knc_scan
+    from neurodyn.ops.knc_scan import ZOHInput, knc_scan
 
     rows = []
     for (batch, D, N, L) in ((32, 64, 8, 256), (4, 64, 16, 4096)):
@@ -306,7 +306,7 @@ def bench_knc(repeats, threads_note=""):
         args = (u, delta, lam, b, c, d)
 
         def beff_path():
-            B_eff = _ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
+            B_eff = ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
             return selective_scan(u, delta, -lam, B_eff, c, d, backend="cpp")
 
         fns = {"zoh": lambda: knc_scan(*args, "zoh"), "euler": lambda: knc_scan(*args, "euler"),

@@ -106,13 +106,13 @@ def kernel_calls(monkeypatch):
 
 class TinyRun:
     """A finished ``run_experiment``: its final metrics, a copy of the model as built before any training step, the
-    very module the trainer optimised, and the run restored from its checkpoint (``restore_run``)."""
+    very module the trainer optimised, and the run restored from its checkpoint (``load_run``)."""
 
     def __init__(self, final, initial, module, run_dir):
-        from neurodyn.train.runs import restore_run
+        from neurodyn.train.runs import load_run
 
         self.final, self.initial, self.module = final, initial, module
-        self.restored = restore_run(run_dir)
+        self.restored = load_run(run_dir)
 
     def test_rel_l2_by_hand(self) -> float:
         """mean_i |pred_i - y_i| / |y_i| of the saved model on the test split, in physical units."""
@@ -121,7 +121,7 @@ class TinyRun:
         r = self.restored
         with torch.no_grad():
             errs = [(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
-                    for b in batches(r.data["sets"]["test"], 3)]
+                    for b in batches(r.split("test"), 3)]
         return torch.cat(errs).mean().item()
 
     def train_errors(self) -> tuple[float, float]:
@@ -129,7 +129,7 @@ class TinyRun:
         from neurodyn.train.runs import batches
 
         r = self.restored
-        train = list(batches(r.data["sets"]["train"], 8))
+        train = list(batches(r.split("train"), 8))
         return tuple(r.task.evaluate(m.eval(), train)["rel_l2"] for m in (self.initial, r.model))
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from neurodyn.bench.jobs import Job, job_config, load_results, run_jobs, train_preset
-from neurodyn.train.runs import evaluate_run, read_history, restore_run
+from neurodyn.train.runs import evaluate_run, load_run, read_history
 
 TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
 
@@ -21,7 +21,7 @@ def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
     rec = r.record()
     assert rec["final_rel_l2"] == r.final["rel_l2"] and rec["model"] == "fno" and json.dumps(rec)
     assert rec["best_val_rel_l2"] == r.best and rec["test_rel_l2_at_best_val"] == r.test_at_best["rel_l2"]
-    restored = restore_run(tmp_path / "run")
+    restored = load_run(tmp_path / "run")
     assert restored.run_dir == tmp_path / "run" and not restored.model.training
     assert evaluate_run(tmp_path / "run")["rel_l2"] == pytest.approx(r.final["rel_l2"], rel=1e-5)
 
@@ -34,7 +34,7 @@ def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
             Job("old-s0", "fno/darcy", 0, TINY)]
     recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1,
-                    evaluate=lambda r: {"n_eval": len(r.data["sets"]["test"])}, overrides=["train.lr=2e-3"])
+                    evaluate=lambda r: {"n_eval": len(r.split("test"))}, overrides=["train.lr=2e-3"])
     # job_config: the config the worker process trained with, as its run folder stored it
     saved = yaml.safe_load((tmp_path / "runs" / "new-s0" / "config.yaml").read_text())
     assert job_config(jobs[0], "tiny", ["train.lr=2e-3"]) == saved

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "neurodyn"
-BASE = {"errors", "config_types", "checkpoint_io", "locks", "files", "__version__"}  # layer 0: anyone may import these
+BASE = {"errors", "config_types", "checkpoint_io", "locks", "files", "_version"}  # layer 0: anyone may import these
 # package -> the packages it may import besides BASE (ARCHITECTURE.md's table)
 ALLOWED = {"ops": set(), "nn": {"ops"}, "models": {"nn", "ops"}, "data": {"ops"}}
 BELOW_TRAIN = tuple(ALLOWED)
@@ -120,3 +120,224 @@ def test_data_and_task_take_the_training_settings_as_arguments(tmp_path, monkeyp
     task = build_task(no_train, data, tcfg)
     assert (task.train_mode, task.pushforward, task.input_noise, task.eval_mode) == (
         "pushforward", 2, 0.25, "teacher_forcing")
+
+
+# ------------------------------------------------------------------------------------------------
+# the module import graph
+
+
+def _module_name(path: Path, root: Path = SRC) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(path: Path, modules: set[str], root: Path = SRC) -> set[str]:
+    """The ``neurodyn`` modules ``path`` imports anywhere in it (inside functions too): ``from .a import b`` is the
+    module ``a.b`` when that is a module, else ``a``. A package's implicit import of its parents is not counted."""
+    name = _module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.update(f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m in modules and m != name}
+
+
+def import_cycles(root: Path = SRC) -> list[list[str]]:
+    """The strongly connected components (more than one module) of the import graph of the modules under ``root``
+    (Tarjan's algorithm, iterative)."""
+    paths = {_module_name(p, root): p for p in root.rglob("*.py")}
+    graph = {m: sorted(_module_imports(p, set(paths), root)) for m, p in paths.items()}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on_stack.add(v)
+            if i < len(graph[v]):
+                work.append((v, i + 1))
+                w = graph[v][i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            for w in graph[v]:
+                if w in on_stack:
+                    low[v] = min(low[v], low[w])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    """No import cycle between modules, counting imports deferred into functions (a lazy import that exists to
+    break a cycle is still a cycle)."""
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "neurodyn"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert import_cycles(pkg) == [["neurodyn.a", "neurodyn.sub.b"]]
+
+
+def test_no_module_imports_the_package_root():
+    """The root ``neurodyn/__init__.py`` reaches the top layer lazily (``load_run``): nothing below imports it."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = _module_name(path)
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                          if node.level else node.module or "")
+                if target == "neurodyn" and any(not (SRC / a.name).exists() and not (SRC / f"{a.name}.py").exists()
+                                                for a in node.names):
+                    bad.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not bad, f"import names from the package root: {bad}"
+
+
+def private_imports(roots=(SRC, SRC.parents[1] / "benchmarks")) -> list[str]:
+    """``from X import _name`` of a neurodyn module or a benchmark script: a private name used outside its file."""
+    local = {p.stem for p in (SRC.parents[1] / "benchmarks").rglob("*.py")} | {"tools"}
+    bad = []
+    for root in roots:
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                top = (node.module or "").split(".")[0]
+                if node.level == 0 and top != "neurodyn" and top not in local:
+                    continue
+                bad += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_private_name_is_imported_from_another_file():
+    """A helper another file needs is public (or lives where both can reach it)."""
+    assert private_imports() == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    (tmp_path / "probe.py").write_text("from neurodyn.ops.knc_scan import knc_scan, _hidden\nfrom os import _exit\n")
+    assert private_imports((tmp_path,)) == ["probe.py:1 _hidden"]
+
+
+# ------------------------------------------------------------------------------------------------
+# ARCHITECTURE.md and the command list, against the code
+
+ROOT = SRC.parents[1]
+GROUPED = {"data/generators", "data/formats", "ops/triton_kernels", "experiments"}  # named as a whole: `generators/`
+
+
+def architecture_rows() -> dict[int, str]:
+    """``{layer: the text of its row(s)}`` of ARCHITECTURE.md's module table, in the table's order (checked)."""
+    rows: dict[int, str] = {}
+    order = []
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            layer = int(cells[0])
+            order.append(layer)
+            rows[layer] = rows.get(layer, "") + " " + cells[1] + " " + cells[2]
+    assert order == sorted(order), f"ARCHITECTURE.md's table is not in layer order: {order}"
+    return rows
+
+
+def _named(text: str) -> set[str]:
+    """Every name in backticks, without a trailing ``/`` or ``.py``, and each dotted / slashed part of it."""
+    import re
+
+    out = set()
+    for word in re.findall(r"`([^`]+)`", text):
+        word = word.strip().removesuffix("/").removesuffix(".py")
+        out.add(word)
+        out.update(re.split(r"[./]", word))
+    return out
+
+
+def test_the_architecture_table_names_every_module_in_its_layer():
+    rows = architecture_rows()
+    where = {}
+    for layer, text in rows.items():
+        for name in _named(text):
+            where.setdefault(name, set()).add(layer)
+    missing = []
+    top = sorted(p for p in SRC.iterdir() if (p.suffix == ".py" and p.stem != "__init__")
+                 or (p.is_dir() and (p / "__init__.py").exists()))
+    for entry in top:
+        if entry.stem not in where:
+            missing.append(entry.name)
+            continue
+        if entry.is_dir() and entry.name not in GROUPED:
+            layers = where[entry.stem]
+            for f in sorted(entry.iterdir()):
+                name = f.stem
+                if name.startswith("__") or not (f.suffix == ".py" or (f / "__init__.py").exists()):
+                    continue
+                if name not in _named(" ".join(rows[k] for k in layers)):
+                    missing.append(f"{entry.name}/{f.name}")
+    assert not missing, f"ARCHITECTURE.md's table does not name: {missing}"
+
+
+def test_the_architecture_table_names_no_module_that_does_not_exist():
+    import re
+
+    ghosts = []
+    for text in architecture_rows().values():
+        for word in re.findall(r"`([a-z_/]+(?:/|\.py))`", text):
+            if not (SRC / word).exists() and not any((p / word).exists() for p in SRC.iterdir() if p.is_dir()):
+                ghosts.append(word)
+    assert not ghosts, f"ARCHITECTURE.md names modules that do not exist: {ghosts}"
+
+
+def _subcommands() -> list[str]:
+    import argparse
+
+    from neurodyn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+def test_the_documented_subcommands_are_the_parsers():
+    import re
+
+    import neurodyn.cli
+
+    commands = _subcommands()
+    cli_doc = re.search(r"``neurodyn ([a-z\- |]+)``", neurodyn.cli.__doc__).group(1)
+    assert [c.strip() for c in cli_doc.split("|")] == commands
+    row = architecture_rows()[max(architecture_rows())]
+    listed = re.search(r"`neurodyn ([a-z\- /]+)`", row).group(1)
+    assert [c.strip() for c in listed.split("/")] == commands

@@ -342,7 +342,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     p = argparse.ArgumentParser(prog="neurodyn",
                                 description="Neural-dynamics operators: generate data, train, evaluate.")

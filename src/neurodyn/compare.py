@@ -34,7 +34,8 @@ from typing import Any
 import torch
 
 from .errors import ConfigError
-from .train.runs import RestoredRun, evaluate_restored, read_history
+from .train.predict import TrainedRun
+from .train.runs import read_history
 from .bench.jobs import Job, preset_config, run_jobs
 
 __all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table", "is_override"]
@@ -139,7 +140,7 @@ def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
     return "\n".join(lines)
 
 
-def _evaluate(r: RestoredRun) -> dict[str, Any]:
+def _evaluate(r: TrainedRun) -> dict[str, Any]:
     """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences) and
     its validation curve against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""
     metric = getattr(r.task, "monitor", ("rel_l2", "min"))[0]
@@ -150,7 +151,7 @@ def _evaluate(r: RestoredRun) -> dict[str, Any]:
         if "val" in h and metric in h["val"]:
             times.append(elapsed)
             errors.append(h["val"][metric])
-    return {"sets": {k: v.get(metric) for k, v in evaluate_restored(r).items()}, "metric": metric,
+    return {"sets": {k: v.get(metric) for k, v in r.evaluate().items()}, "metric": metric,
             "curve_seconds": times, "curve_rel_l2": errors}
 
 

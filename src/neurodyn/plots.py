@@ -200,14 +200,13 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     ``rollout_error.png`` of the first set; sequence: the confusion matrix (classification, class names on the
     axes) or prediction against target (regression). Always ``learning_curve.png``.
     """
-    from .data.assembly import build_test_sets
-    from .train.runs import read_history, restore_run
+    from .train.predict import load_run
+    from .train.runs import read_history
 
     run_dir = Path(run_dir)
-    run = restore_run(run_dir, device=device)
+    run = load_run(run_dir, device=device)
     history = read_history(run_dir)
-    test = run.data["sets"].get("test")
-    sets = ({"test": test} if test is not None and len(test) else {}) | build_test_sets(run.cfg)
+    sets = {name: dataset for name, dataset in run.test_sets().items() if len(dataset)}
     written = []
     for k, (name, dataset) in enumerate(sets.items()):
         out = run_dir / ("predictions.png" if k == 0 else f"predictions_{_file_name(name)}.png")
@@ -236,7 +235,7 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
 
     task, model = run.task, run.model
     if getattr(task, "name", "") == "sequence":
-        classes = getattr(run.data["sets"]["train"], "classes", None)
+        classes = getattr(dataset, "classes", None)  # the test split's (the training store's) class names
         plot_sequence_predictions(task, model, batches(dataset, run.eval_batch_size, device), out, title=label,
                                   class_names=classes)
         return [out.name]

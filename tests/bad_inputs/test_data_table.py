@@ -101,7 +101,7 @@ def _fno_mat(place: Path) -> Path:
 
 
 def _convert_disk_full(place, mp):
-    from neurodyn.data.formats import convert_to_store
+    from neurodyn.data.formats.convert import convert_to_store
 
     src = _fno_mat(place)
     _disk_fills_in_savez(place, mp)
@@ -113,7 +113,7 @@ def _convert_disk_full(place, mp):
 
 
 def _convert_chunk_size_zero(place, mp):
-    from neurodyn.data.formats import convert_to_store
+    from neurodyn.data.formats.convert import convert_to_store
 
     convert_to_store(_fno_mat(place), out=place / "conv.h5", chunk_size=0)
 
@@ -158,7 +158,7 @@ def _stored_dataset_of_a_fifo(place, mp):
 
 
 def _convert(place, name, text, **options):
-    from neurodyn.data.formats import convert_to_store
+    from neurodyn.data.formats.convert import convert_to_store
 
     (place / name).write_text(text)
     convert_to_store(place / name, out=place / "conv.h5", **options)

@@ -166,7 +166,7 @@ def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path, tiny_ru
     norm, t_in = r.task.u_norm, cfg["data"]["t_in"]
     per_step, horizon = [], []
     with torch.no_grad():
-        for b in batches(r.data["sets"]["test"], 1):
+        for b in batches(r.split("test"), 1):
             frames = b["x"]                                                   # (1, t_in, X, 1), physical units
             assert frames.shape[1] == t_in and b["y"].shape[1] == n_steps
             for _ in range(n_steps):

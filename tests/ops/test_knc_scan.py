@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from neurodyn.ops import VMAMBA_ORDER, cross_scan, cross_scan_indices
-from neurodyn.ops.knc_scan import (_ZOHInput, knc_impulse_response, knc_phi, knc_scan, knc_scan_ref,
+from neurodyn.ops.knc_scan import (ZOHInput, knc_impulse_response, knc_phi, knc_scan, knc_scan_ref,
                                    knc_transfer_function, merge_sequences, n_directions, scan_sequences)
 
 D64 = torch.float64
@@ -76,9 +76,9 @@ def test_zoh_input_function_gradcheck_and_float32_agreement():
     delta = (torch.rand(2, 4, 5, dtype=D64) + 0.01).requires_grad_()
     lam = (torch.rand(4, 3, dtype=D64) + 0.5).requires_grad_()
     bt = torch.randn(2, 2, 5, 3, dtype=D64, requires_grad=True)
-    assert torch.autograd.gradcheck(_ZOHInput.apply, (delta, lam, bt))
+    assert torch.autograd.gradcheck(ZOHInput.apply, (delta, lam, bt))
     want = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * bt.repeat_interleave(2, dim=1)
-    torch.testing.assert_close(_ZOHInput.apply(delta, lam, bt), want)
+    torch.testing.assert_close(ZOHInput.apply(delta, lam, bt), want)
     x = torch.tensor([0.0, 1e-9, 1e-3, 0.5, 3.0, 40.0])
     exact = torch.tensor([1.0, 1.0, (1 - math.exp(-1e-3)) / 1e-3, (1 - math.exp(-0.5)) / 0.5,
                           (1 - math.exp(-3.0)) / 3.0, 1 / 40.0])

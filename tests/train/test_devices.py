@@ -10,7 +10,7 @@ import torch
 from neurodyn.cli import default_device, main
 from neurodyn.train.experiment import check_model_accepts
 from neurodyn.train.predict import load_run
-from neurodyn.train.runs import batches, evaluate_run, read_test_metrics, restore_run
+from neurodyn.train.runs import batches, evaluate_run, read_test_metrics
 
 TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
 
@@ -53,11 +53,11 @@ def _devices(model, task) -> set[torch.device]:
 def test_a_run_restored_on_a_device_holds_every_tensor_there(fno_run, monkeypatch):
     monkeypatch.setenv("NEURODYN_DATA", str(fno_run.parent / "data"))
     meta = torch.device("meta")
-    r = restore_run(fno_run, device=meta)
+    r = load_run(fno_run, device=meta)
     assert _devices(r.model, r.task) == {meta}
     # the shape check of `evaluate` takes a CPU sample of the data to the model's device
-    check_model_accepts(r.model, r.task, r.data["sets"]["test"], "fno")
-    batch = next(batches(r.data["sets"]["test"], 2, meta))
+    check_model_accepts(r.model, r.task, r.split("test"), "fno")
+    batch = next(batches(r.split("test"), 2, meta))
     pred = r.task.predict(r.model, batch)
     assert pred.device == meta and pred.shape == batch["y"].shape
     trained = load_run(fno_run, device=meta)
@@ -75,7 +75,7 @@ def test_a_run_evaluates_predicts_and_plots_on_the_default_device(fno_run, monke
     monkeypatch.setenv("NEURODYN_DATA", str(fno_run.parent / "data"))
     device = torch.device(default_device())
     reported = read_test_metrics(fno_run)["test"]["last"]["rel_l2"]
-    r = restore_run(fno_run, device=device)
+    r = load_run(fno_run, device=device)
     assert {d.type for d in _devices(r.model, r.task)} == {device.type}
     assert evaluate_run(fno_run, device=device)["rel_l2"] == pytest.approx(reported, rel=1e-4)
     assert main(["evaluate", str(fno_run), "--json"]) == 0  # no --device: the default device
@@ -84,7 +84,7 @@ def test_a_run_evaluates_predicts_and_plots_on_the_default_device(fno_run, monke
     out = tmp_path / "pred.h5"
     assert main(["predict", str(fno_run), "--data", str(store), "--out", str(out)]) == 0
     with h5py.File(out) as f:
-        assert f["pred"].shape[1:] == tuple(r.data["sets"]["test"][0]["y"].shape)
+        assert f["pred"].shape[1:] == tuple(r.split("test")[0]["y"].shape)
     from neurodyn.plots import write_run_plots
 
     (fno_run / "predictions.png").unlink(missing_ok=True)
@@ -95,11 +95,11 @@ def test_a_run_evaluates_predicts_and_plots_on_the_default_device(fno_run, monke
 def test_autoregressive_and_sequence_runs_restore_on_a_device(other_run, monkeypatch):
     monkeypatch.setenv("NEURODYN_DATA", str(other_run.parent / "data"))
     meta = torch.device("meta")
-    for restored in (restore_run(other_run, device=meta), load_run(other_run, device=meta)):
+    for restored in (load_run(other_run, device=meta),):
         assert _devices(restored.model, restored.task) == {meta}
-    r = restore_run(other_run, device=meta)
-    check_model_accepts(r.model, r.task, r.data["sets"]["test"], r.cfg["model"]["name"])
-    batch = next(batches(r.data["sets"]["test"], 2, meta))
+    r = load_run(other_run, device=meta)
+    check_model_accepts(r.model, r.task, r.split("test"), r.cfg["model"]["name"])
+    batch = next(batches(r.split("test"), 2, meta))
     assert r.task.predict(r.model, batch).device == meta
 
 

@@ -9,7 +9,7 @@ import torch
 
 from neurodyn.cli import main
 from neurodyn.errors import ConfigError
-from neurodyn.train.runs import read_test_metrics, restore_run
+from neurodyn.train.runs import load_run, read_test_metrics
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -46,7 +46,7 @@ def _rel_l2(pred, true):
 def test_readme_snippet_reproduces_the_runs_test_error(demo_run, monkeypatch):
     monkeypatch.chdir(demo_run)
     monkeypatch.setenv("NEURODYN_DATA", str(demo_run / "data"))
-    test = restore_run(demo_run / "runs" / "demo").data["sets"]["test"]
+    test = load_run(demo_run / "runs" / "demo").split("test")
     a, truth = test.tensors()
     scope = {"a": a}
     exec(_snippet("load_run"), scope)  # noqa: S102 - the README's own code
@@ -67,7 +67,7 @@ def test_predict_command_writes_the_predictions_of_a_store_file(demo_run, monkey
     out = demo_run / "pred.h5"
     assert main(["predict", "runs/demo", "--data", str(data), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    run = restore_run(demo_run / "runs" / "demo")
+    run = load_run(demo_run / "runs" / "demo")
     from neurodyn.data.store import StoredDataset
 
     store = StoredDataset(data)
@@ -88,8 +88,8 @@ def test_autoregressive_and_sequence_runs_predict(tmp_path, data_dir):
 
     cfg = load_experiment("stssm/burgers", "tiny", ["train.epochs=1"])
     run_experiment(cfg, tmp_path / "ar", progress=False)
-    r = restore_run(tmp_path / "ar")
-    batch = next(iter(torch.utils.data.DataLoader(r.data["sets"]["test"], batch_size=2)))
+    r = load_run(tmp_path / "ar")
+    batch = next(iter(torch.utils.data.DataLoader(r.split("test"), batch_size=2)))
     run = neurodyn.load_run(tmp_path / "ar")
     steps = r.task.spec()["step"] * (batch["y"].shape[1] if not r.task.fac else 1)
     with torch.no_grad():
@@ -101,8 +101,8 @@ def test_autoregressive_and_sequence_runs_predict(tmp_path, data_dir):
 
     cfg = load_experiment("gru/activity", "tiny", ["train.epochs=1"])
     run_experiment(cfg, tmp_path / "seq", progress=False)
-    r = restore_run(tmp_path / "seq")
-    batch = next(iter(torch.utils.data.DataLoader(r.data["sets"]["test"], batch_size=3)))
+    r = load_run(tmp_path / "seq")
+    batch = next(iter(torch.utils.data.DataLoader(r.split("test"), batch_size=3)))
     with torch.no_grad():
         want = r.task.predict(r.model, batch)
     got = neurodyn.load_run(tmp_path / "seq").predict(batch["x"], t=batch.get("t"), mask=batch["mask"])

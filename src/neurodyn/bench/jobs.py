@@ -34,7 +34,8 @@ from ..errors import DataError
 from ..models import build, count_parameters
 from ..models.registry import upgrade_config
 from ..train.experiment import run_experiment
-from ..train.runs import RestoredRun, read_history, read_test_metrics, restore_run
+from ..train.predict import TrainedRun, load_run
+from ..train.runs import read_history, read_test_metrics
 
 # ------------------------------------------------------------------------------------------------
 # training a preset
@@ -204,7 +205,7 @@ class Job(NamedTuple):
 
 
 def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
-             evaluate: Callable[[RestoredRun], dict[str, Any]] | None = None,
+             evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
              train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
              workers: int = 0, threads: int | None = None,
@@ -234,7 +235,7 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
         if job.data_from:
             rec["data_from"] = job.data_from
         if evaluate is not None:
-            rec.update(evaluate(restore_run(result.run_dir)))
+            rec.update(evaluate(load_run(result.run_dir)))
         rec = json.loads(json.dumps(rec))
         (Path(result.run_dir) / "result.json").write_text(json.dumps(rec, indent=1))
         if job.name in recorded:  # retrained

@@ -1,7 +1,9 @@
 """Datasets of an experiment config: the store file (generated when missing), the splits, the windows
 or sequences a task trains on, and the normalizers fitted on the training split.
 
-``build_data(cfg)`` is the one entry point (training, evaluation and the benchmark drivers all use it).
+``build_data(cfg)`` is the one entry point of training (and of the benchmark drivers that train);
+``build_split_sets(cfg, names)`` reads the asked splits of a trained run's existing store file (nothing generated,
+no normalizer fitted: evaluation uses the checkpoint's).
 ``build_test_sets(cfg)`` adds the separate test files of ``data.test_path`` (one path, a list of paths, or
 ``{name: path}``), each read whole with the same windows / sequence options as the test split, so a model
 trained at one resolution can be scored at others (the normalizers fitted on the training split are applied
@@ -9,7 +11,7 @@ to them; see :mod:`neurodyn.data.normalize` for pointwise statistics on another 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +201,18 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
 def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, Any]:
     """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
     d = cfg["data"]
+    splits = _sequence_splits(d, path, store)
+    sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
+    train = sets["train"]
+    out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
+    out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
+    if train.kind == "regression":
+        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), "channel").fit(train.targets())
+    return out
+
+
+def _sequence_splits(d: dict[str, Any], path: Path, store: StoredDataset) -> dict[str, np.ndarray]:
+    """Sample ids of each sequence split: by index (shuffled with ``data.shuffle``), or by a per-sample parameter."""
     n_train, n_val, n_test = split_sizes(d)
     if d.get("split_param"):
         key = f"params/{d['split_param']}"
@@ -223,13 +237,51 @@ def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dic
         if d.get("shuffle"):  # a file in class order (most UEA files): random splits, a fixed draw of data.seed
             perm = np.random.default_rng(int(d.get("seed", 0))).permutation(store.n_samples)
             splits = {name: np.sort(perm[ids]) for name, ids in splits.items()}
-    sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
-    train = sets["train"]
-    out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
-    out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
-    if train.kind == "regression":
-        out["y_norm"] = Normalizer(d.get("normalize_target", "gaussian"), "channel").fit(train.targets())
-    return out
+    return splits
+
+
+def stored_path(data_cfg: dict[str, Any], why: str = "") -> Path:
+    """Path of the store file a data section describes, which must exist: never generated here (a trained run's
+    data is read, not remade). One DataError naming the file and ``why`` it was wanted otherwise."""
+    if data_cfg.get("path"):
+        path = Path(data_cfg["path"])
+    elif "generator" in data_cfg:
+        gen = get_generator(data_cfg["generator"])
+        path = gen.default_path(gen.make_config(**data_options(data_cfg)), stored_samples(data_cfg),
+                                int(data_cfg.get("seed", 0)))
+    else:
+        raise ConfigError(f"the data section {data_cfg!r} names no store file (neither 'path' nor 'generator')"
+                          f"{'; ' + why if why else ''}")
+    check_not_special(path, "data file")
+    if not path.is_file():
+        raise DataError(f"the data file {path} does not exist{'; ' + why if why else ''}: make it again with "
+                        "`neurodyn generate` (same preset and data options), or give files with --data FILE")
+    return path
+
+
+def build_split_sets(cfg: dict[str, Any], names: Sequence[str] = ("test",), *,
+                     train_window_steps: int = 1) -> dict[str, Any]:
+    """``{name: dataset}`` of the asked splits (``train`` / ``val`` / ``test``) of a config's existing store file,
+    exactly as :func:`build_data` splits and windows it, without generating data nor fitting normalizers (a trained
+    run's checkpoint holds its normalizers). A split the config leaves empty is absent from the result."""
+    d = cfg["data"]
+    task = cfg.get("task", "steady")
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    unknown = sorted(set(names) - {"train", "val", "test"})
+    if unknown:
+        raise ConfigError(f"unknown split(s) {unknown}; the splits are train, val and test")
+    path = stored_path(d, f"it holds the {'/'.join(names)} split of this run")
+    store = StoredDataset(path)
+    if task == "sequence":
+        splits = _nonempty(_sequence_splits(d, path, store))
+        return {n: SequenceDataset(store, splits[n], **_sequence_options(d)) for n in names if n in splits}
+    n_train, n_val, n_test = split_sizes(d)
+    splits = _nonempty(split_indices(store.n_samples, n_train, n_test, n_val))
+    if task == "steady":
+        return {n: SteadyDataset(store, splits[n]) for n in names if n in splits}
+    sets = _window_sets(d, store, splits, train_window_steps)
+    return {n: sets[n] for n in names if n in sets}
 
 
 def _window_sets(d: dict[str, Any], store: StoredDataset, splits: dict[str, Any], unroll: int) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .._version import __version__
 from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno
 from ..files import check_not_special, remove_dead_temporaries, side_path, temporary_path
 from ..locks import hold
@@ -523,8 +524,6 @@ def _write_arrays(f: h5py.File, partial: Path, meta: StoreMeta, n_chunks: int,
 
 def _write_checksums(f: h5py.File, meta: StoreMeta) -> None:
     """Each dataset's sha256, the identity attributes of ``meta``, the file checksum and the library version."""
-    from .. import __version__
-
     for key, ds in sorted(_all_datasets(f).items()):
         ds.attrs["sha256"] = _dataset_digest(key, ds).hexdigest()
     for k, v in meta.as_attrs().items():

@@ -390,8 +390,6 @@ def _import_all() -> None:
     import importlib
     import pkgutil
 
-    from .. import models as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # the model files beside this one
         if info.name != "registry" and not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            importlib.import_module(f"{__package__}.{info.name}")

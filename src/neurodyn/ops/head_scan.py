@@ -30,7 +30,7 @@ import torch
 from ..errors import check_choice
 from . import kernel_ops, triton_kernels
 from .kernel_ops import OPS
-from .selective_scan import _check_float, _shape, compute_dtype, selective_scan, selective_scan_ref
+from .selective_scan import check_float, compute_dtype, selective_scan, selective_scan_ref, shape_text
 from .triton_ops import head_scan_triton
 
 Tensor = torch.Tensor
@@ -42,26 +42,26 @@ HEAD_SCAN_BACKENDS = ("auto", "heads", "triton", "cpp", "torch", "ref", "mamba")
 
 def _check_head_args(u, dt, A, B, C, D) -> None:
     for name, t in (("u", u), ("dt", dt), ("A", A), ("B", B), ("C", C)) + ((("D", D),) if D is not None else ()):
-        _check_float(name, t)
+        check_float(name, t)
         if t.device != u.device:
             raise ValueError(f"{name} is on {t.device} but u is on {u.device}; all inputs must share a device")
     if u.dim() != 4:
-        raise ValueError(f"u has shape {_shape(u)}, expected (batch, sets, L, heads * head_dim)")
+        raise ValueError(f"u has shape {shape_text(u)}, expected (batch, sets, L, heads * head_dim)")
     b, S, L, HP = u.shape
     if dt.dim() != 4 or tuple(dt.shape[:3]) != (b, S, L) or dt.shape[3] < 1 or HP % dt.shape[3]:
-        raise ValueError(f"dt has shape {_shape(dt)}, expected (batch, sets, L, heads) = ({b}, {S}, {L}, H) with H "
+        raise ValueError(f"dt has shape {shape_text(dt)}, expected (batch, sets, L, heads) = ({b}, {S}, {L}, H) with H "
                          f"dividing the {HP} channels of u")
     H = dt.shape[3]
     if tuple(A.shape) != (S, H):
-        raise ValueError(f"A has shape {_shape(A)}, expected (sets, heads) = ({S}, {H})")
+        raise ValueError(f"A has shape {shape_text(A)}, expected (sets, heads) = ({S}, {H})")
     for name, t in (("B", B), ("C", C)):
         if t.dim() != 5 or tuple(t.shape[:3]) != (b, S, L) or t.shape[3] < 1 or H % t.shape[3] or t.shape[4] < 1:
-            raise ValueError(f"{name} has shape {_shape(t)}, expected (batch, sets, L, groups, N) = ({b}, {S}, {L}, "
-                             f"G, N) with G dividing the {H} heads")
+            raise ValueError(f"{name} has shape {shape_text(t)}, expected (batch, sets, L, groups, N) = ({b}, {S}, "
+                             f"{L}, G, N) with G dividing the {H} heads")
     if B.shape != C.shape:
-        raise ValueError(f"B has shape {_shape(B)} but C has {_shape(C)}; they must match")
+        raise ValueError(f"B has shape {shape_text(B)} but C has {shape_text(C)}; they must match")
     if D is not None and tuple(D.shape) != (S, HP):
-        raise ValueError(f"D has shape {_shape(D)}, expected (sets, channels) = ({S}, {HP})")
+        raise ValueError(f"D has shape {shape_text(D)}, expected (sets, channels) = ({S}, {HP})")
 
 
 def fold_to_channels(u, dt, A, B, C, D):
@@ -135,7 +135,7 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     if backend == "heads" and not head_kernel_applies(u, dt):
         lanes = "16 (float32) or 8 (float64)"
         raise ValueError(f"backend='heads' needs CPU tensors, the compiled kernel and channels per head a multiple "
-                         f"of {lanes}; got u {_shape(u)} on {u.device} with {dt.shape[3]} heads")
+                         f"of {lanes}; got u {shape_text(u)} on {u.device} with {dt.shape[3]} heads")
     if not use_kernel:
         return _unfold(selective_scan(*fold_to_channels(u, dt, A, B, C, D), backend=backend), u)
     cdt = compute_dtype(u, dt, A, B, C, D)

@@ -9,7 +9,7 @@ For channel ``i`` of ``D``, state ``n`` of ``N`` and step ``k`` (``Delta > 0``, 
 
 :func:`knc_scan` runs it in the fused CPU kernel or the Triton kernel (the ZOH factor computed in-kernel), or on
 :func:`neurodyn.ops.selective_scan` (``A = -lambda``, ``B_eff = b phi(Delta lambda)`` with
-``phi(x) = (1 - e^-x) / x``, see :class:`_ZOHInput`); :func:`knc_scan_ref` is the plain loop.
+``phi(x) = (1 - e^-x) / x``, see :class:`ZOHInput`); :func:`knc_scan_ref` is the plain loop.
 :func:`knc_impulse_response` / :func:`knc_transfer_function` are the fixed-coefficient closed forms
 (Eqs. 44-45). Scan layouts (:func:`scan_sequences` / :func:`merge_sequences`) express the cell's traversal
 modes ``uni`` / ``bi`` / ``cross`` through :mod:`neurodyn.ops.cross_scan`.
@@ -53,7 +53,7 @@ def knc_phi(x: Tensor) -> Tensor:
     return -torch.expm1(-x) / x
 
 
-class _ZOHInput(torch.autograd.Function):
+class ZOHInput(torch.autograd.Function):
     """``B_eff[b, i, t, n] = phi(delta[b, i, t] lam[i, n]) * bt[b, i // (D/G), t, n]``, time-major.
 
     The same function as ``knc_phi(delta[..., None] * lam) * bt`` (grouped), with in-place arithmetic
@@ -72,7 +72,7 @@ class _ZOHInput(torch.autograd.Function):
     def forward(ctx, delta, lam, bt):
         batch, D, L = delta.shape
         G, N = bt.shape[1], lam.shape[1]
-        x = _ZOHInput._x(delta, lam)
+        x = ZOHInput._x(delta, lam)
         phi = torch.neg(x).expm1_().neg_().div_(x)  # (1 - e^-x) / x
         out = (phi.view(batch, G, D // G, L, N) * bt.unsqueeze(2)).view(batch, D, L, N)
         ctx.save_for_backward(delta, lam, bt, phi)
@@ -86,7 +86,7 @@ class _ZOHInput(torch.autograd.Function):
         g5 = g.reshape(batch, G, D // G, L, N)
         gbt = (g5 * phi.view_as(g5)).sum(2) if ctx.needs_input_grad[2] else None
         # dphi/dx = (e^-x - phi) / x with e^-x = 1 - x phi (no second exponential)
-        x = _ZOHInput._x(delta, lam)
+        x = ZOHInput._x(delta, lam)
         t = torch.mul(x, phi).neg_().add_(1.0).sub_(phi).div_(x)
         t = t.view_as(g5).mul_(g5).mul_(bt.unsqueeze(2)).view(batch, D, L, N)
         gdelta = (t * lam[None, :, None, :]).sum(-1) if ctx.needs_input_grad[0] else None
@@ -115,7 +115,7 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
     ZOH factor included, in one fused kernel (forward and backward, nothing of size ``(batch, D, N, L)``
     allocated). The other backends run
     :func:`neurodyn.ops.selective_scan` on ``B_eff = b * phi(delta * lambda)``, built once as a
-    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer (:class:`_ZOHInput`).
+    ``(batch, D, N, L)`` view of a time-major ``(batch, D, L, N)`` buffer (:class:`ZOHInput`).
     """
     check_choice("knc_scan discretization", discretization, _DISCRETIZATIONS)
     batch, D, L = u.shape
@@ -136,7 +136,7 @@ def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Ten
             B_eff = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * b[None, :, None, :]
             B_eff = B_eff.transpose(-1, -2)
         else:
-            B_eff = _ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
+            B_eff = ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
     else:
         B_eff = b
     return selective_scan(u, delta, -lam, B_eff, c, d, reverse=reverse, backend=backend)

@@ -48,11 +48,13 @@ def _fmt(shape) -> str:
     return str(shape)
 
 
-def _shape(t: Tensor) -> str:
+def shape_text(t: Tensor) -> str:
+    """A tensor's shape as ``(a, b, c)``, for error messages."""
     return _fmt(t.shape)
 
 
-def _check_float(name: str, t: Tensor) -> None:
+def check_float(name: str, t: Tensor) -> None:
+    """TypeError unless ``t`` (argument ``name``) is a floating-point tensor."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in _FLOATS:
@@ -62,12 +64,12 @@ def _check_float(name: str, t: Tensor) -> None:
 
 def _expect(name: str, t: Tensor, shape: tuple, desc: str) -> None:
     if tuple(t.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {_shape(t)}, expected {desc} = {_fmt(shape)}")
+        raise ValueError(f"{name} has shape {shape_text(t)}, expected {desc} = {_fmt(shape)}")
 
 
 def _check_coef(name: str, W: Tensor, batch: int, dim: int, n: int, L: int) -> Tensor:
     """Validate B or C and return it with input-dependent forms as (batch, groups, n, L)."""
-    _check_float(name, W)
+    check_float(name, W)
     if W.dim() == 2:
         _expect(name, W, (dim, n), "(d, n) for a fixed matrix")
         return W
@@ -77,36 +79,36 @@ def _check_coef(name: str, W: Tensor, batch: int, dim: int, n: int, L: int) -> T
     if W.dim() == 4:
         g = W.shape[1]
         if g < 1 or dim % g:
-            raise ValueError(f"{name} has shape {_shape(W)}: its groups dimension {g} must divide d = {dim}")
+            raise ValueError(f"{name} has shape {shape_text(W)}: its groups dimension {g} must divide d = {dim}")
         _expect(name, W, (batch, g, n, L), "(batch, groups, n, L)")
         return W
-    raise ValueError(f"{name} has shape {_shape(W)}, expected (d, n) = ({dim}, {n}), (batch, n, L) = "
+    raise ValueError(f"{name} has shape {shape_text(W)}, expected (d, n) = ({dim}, {n}), (batch, n, L) = "
                      f"({batch}, {n}, {L}) or (batch, groups, n, L)")
 
 
 def check_selective_scan_args(u, delta, A, B, C, D=None, z=None, delta_bias=None, initial_state=None):
     """Validate shapes, dtypes and devices; return (B, C) normalised to 2-D or 4-D."""
-    _check_float("u", u)
+    check_float("u", u)
     if u.dim() != 3:
-        raise ValueError(f"u has shape {_shape(u)}, expected (batch, d, L)")
+        raise ValueError(f"u has shape {shape_text(u)}, expected (batch, d, L)")
     batch, dim, L = u.shape
-    _check_float("delta", delta)
+    check_float("delta", delta)
     _expect("delta", delta, (batch, dim, L), "(batch, d, L) like u")
     if not isinstance(A, torch.Tensor) or A.is_complex():
         raise TypeError("A must be a real floating tensor of shape (d, n); complex A is not supported")
-    _check_float("A", A)
+    check_float("A", A)
     if A.dim() != 2 or A.shape[0] != dim:
-        raise ValueError(f"A has shape {_shape(A)}, expected (d, n) with d = {dim}")
+        raise ValueError(f"A has shape {shape_text(A)}, expected (d, n) with d = {dim}")
     n = A.shape[1]
     if n < 1:
-        raise ValueError(f"A has shape {_shape(A)}: the state size n must be at least 1")
+        raise ValueError(f"A has shape {shape_text(A)}: the state size n must be at least 1")
     B = _check_coef("B", B, batch, dim, n, L)
     C = _check_coef("C", C, batch, dim, n, L)
     for name, t, shape, desc in (("D", D, (dim,), "(d,)"), ("z", z, (batch, dim, L), "(batch, d, L)"),
                                  ("delta_bias", delta_bias, (dim,), "(d,)"),
                                  ("initial_state", initial_state, (batch, dim, n), "(batch, d, n)")):
         if t is not None:
-            _check_float(name, t)
+            check_float(name, t)
             _expect(name, t, shape, desc)
     for name, t in (("delta", delta), ("A", A), ("B", B), ("C", C), ("D", D), ("z", z),
                     ("delta_bias", delta_bias), ("initial_state", initial_state)):

@@ -91,7 +91,7 @@ class _SequenceEstimator:
     def fit(self, X, y, t=None, mask=None, *, interrupt_at=None):
         """Train the preset on ``X``, ``y`` (module docstring); returns ``self``. ``interrupt_at(epoch, batch)``:
         the trainer's test hook (a Ctrl-C at that batch)."""
-        from ..data.formats import convert_to_store
+        from ..data.formats.convert import convert_to_store
         from ..experiments import load_experiment
         from .experiment import check_config, run_experiment
         from .predict import load_run

@@ -13,8 +13,11 @@ dataset: the input is encoded with the training normalizers, the output decoded 
   ``data.missing`` filled it in training (and the observed indicators appended with ``data.observed_channels``).
 
 Inputs may be numpy arrays or tensors; they are processed in batches of ``batch_size`` under ``torch.no_grad``.
-Checkpoints written before the task was saved with them are rebuilt through their dataset
-(:func:`neurodyn.train.runs.restore_run`).
+Checkpoints written before the task was saved with them are rebuilt through their dataset.
+
+:func:`load_run` is the one way a trained run is restored (``neurodyn predict / evaluate / compare``, the run plots,
+the benchmark drivers): data is read only when asked for (:meth:`TrainedRun.split`, :meth:`TrainedRun.test_sets`),
+from the run's existing store or from given files, never generated, and always with the checkpoint's normalizers.
 """
 from __future__ import annotations
 
@@ -25,15 +28,22 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import default_collate
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
+from ..data.assembly import build_data, build_split_sets, build_test_sets, named_test_files
 from ..data.normalize import Normalizer
 from ..data.sequences import prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
 from ..files import atomic_output, check_not_special
 from ..models.registry import module_device, rebuild
+from .experiment import build_task, check_model_accepts
 from .run_folder import is_run_entry
-from .tasks import task_from_spec
+from .task_spec import task_from_spec
+from .trainer import TrainConfig
+
+
+FIT_SOURCE = "neurodyn.train.fit"  # data.source of a run trained by neurodyn.train.fit on arrays (no store)
 
 
 @dataclasses.dataclass
@@ -44,10 +54,59 @@ class TrainedRun:
     task: Any
     cfg: dict[str, Any]
     checkpoint: Path
+    train_config: TrainConfig
 
     @property
     def device(self) -> torch.device:
         return module_device(self.model)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.checkpoint.parent.parent
+
+    @property
+    def eval_batch_size(self) -> int:
+        return self.train_config.eval_batch_size or self.train_config.batch_size
+
+    def split(self, name: str = "test"):
+        """The dataset of split ``name`` (``train`` / ``val`` / ``test``) of the run's store file, read as in training
+        (nothing generated: the file must exist). One ConfigError when the run has no such split (a run of
+        ``neurodyn.train.fit`` has none: evaluate it on files)."""
+        if self.cfg.get("data", {}).get("source") == FIT_SOURCE:
+            raise ConfigError(f"the run {self.run_dir} was trained by neurodyn.train.fit on arrays, so it has no "
+                              f"stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data FILE`")
+        found = build_split_sets(self.cfg, (name,), train_window_steps=self.train_config.window_steps)
+        if name not in found:
+            raise ConfigError(f"the experiment of {self.checkpoint} has no {name} split (data.n_{name} = 0); evaluate "
+                              "it on files with `neurodyn evaluate RUN --data FILE`")
+        return found[name]
+
+    def test_sets(self, files=None) -> dict[str, Any]:
+        """``{name: dataset}`` to score: ``files`` (store files, named by their stems, or ``{name: path}``), or by
+        default the test split (``"test"``) and the separate test files of the config (``data.test_path``)."""
+        if files is not None:
+            named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))},
+                                                                           "--data")
+            return build_test_sets(self.cfg, named)
+        sets: dict[str, Any] = {}
+        if self.cfg.get("data", {}).get("source") != FIT_SOURCE:
+            sets.update(build_split_sets(self.cfg, ("test",), train_window_steps=self.train_config.window_steps))
+            sets.update(build_test_sets(self.cfg))
+        if not sets:
+            why = ("was trained by neurodyn.train.fit on arrays" if self.cfg.get("data", {}).get("source") == FIT_SOURCE
+                   else "has no test split and no data.test_path")
+            raise ConfigError(f"the run {self.run_dir} {why}; give store files to evaluate it on "
+                              "(`neurodyn evaluate RUN --data FILE`)")
+        return sets
+
+    def evaluate(self, files=None) -> dict[str, dict[str, Any]]:
+        """``{name: metrics}`` on :meth:`test_sets` ``(files)`` with the checkpoint's normalizers. A file the model
+        cannot take (another channel count, a resolution the model refuses) is one ConfigError naming it."""
+        out = {}
+        for name, dataset in self.test_sets(files).items():
+            check_model_accepts(self.model, self.task, dataset, self.cfg["model"]["name"], what=f"{name!r}")
+            out[name] = self.task.evaluate(self.model, batches(dataset, self.eval_batch_size, self.device))
+        return out
 
     def _tensor(self, a) -> torch.Tensor | None:
         if a is None:
@@ -109,21 +168,35 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     bad = nonfinite_tensors(ckpt["model_state"])
     if bad:
         raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}): the run diverged")
-    if not ckpt.get("task_spec"):  # written before checkpoints held their task: rebuild it through the data
-        from .runs import restore_run
-
-        r = restore_run(path, which, device)
-        return TrainedRun(r.model, r.task, r.cfg, path)
-    norms = {}
-    for key, kind in ckpt["normalizer_kinds"].items():
-        norm = Normalizer(kind["kind"], kind["reduce"])
-        norm.load_state_dict(ckpt["normalizers"][key])
-        norms[key] = norm
-    task = task_from_spec(ckpt["task_spec"], norms).to(torch.device(device))
+    tcfg = TrainConfig(**ckpt["train_config"])
+    if ckpt.get("task_spec"):
+        norms = {}
+        for key, kind in ckpt["normalizer_kinds"].items():
+            norm = Normalizer(kind["kind"], kind["reduce"])
+            norm.load_state_dict(ckpt["normalizers"][key])
+            norms[key] = norm
+        task = task_from_spec(ckpt["task_spec"], norms)
+    else:  # written before checkpoints held their task: its structure comes from the data, its statistics from here
+        cfg = ckpt["experiment"]
+        task = build_task(cfg, build_data(cfg, "cpu", progress=False, train_window_steps=tcfg.window_steps), tcfg)
+        for key, norm in task.normalizers().items():
+            norm.load_state_dict(ckpt["normalizers"][key])
+    task.to(torch.device(device))
     model = rebuild(ckpt["model"], model)
     model.load_state_dict(ckpt["model_state"])
     model.to(device).eval()
-    return TrainedRun(model, task, ckpt["experiment"], path)
+    return TrainedRun(model, task, ckpt["experiment"], path, tcfg)
+
+
+def batches(dataset, batch_size: int = 32, device: str | torch.device | None = None,
+            count: int | None = None):
+    """The first ``count`` (default all) samples of ``dataset`` in collated batches, on ``device``."""
+    n = len(dataset) if count is None else min(count, len(dataset))
+    for i in range(0, n, batch_size):
+        batch = default_collate([dataset[j] for j in range(i, min(n, i + batch_size))])
+        if device is not None:
+            batch = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+        yield batch
 
 
 def write_predictions(run: str | Path, data: str | Path, out: str | Path, which: str = "last",
@@ -137,9 +210,6 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     an existing file unless ``overwrite``. It is written to a temporary name and renamed, so an interrupted or failed
     call leaves nothing (and removes the temporaries of killed calls)."""
     import h5py
-
-    from ..data.assembly import build_test_sets, named_test_files
-    from .runs import batches
 
     check_batch_size(batch_size)
     out = check_output(out, data, run, which, overwrite)

@@ -64,7 +64,7 @@ class SequenceTask(Task):
         return {k: m for k, m in norms.items() if m is not None}
 
     def spec(self) -> dict[str, Any]:
-        """What rebuilds this task from a checkpoint besides its normalizers (``tasks.task_from_spec``)."""
+        """What rebuilds this task from a checkpoint besides its normalizers (``task_spec.task_from_spec``)."""
         return {"name": self.name, "kind": self.kind, "per_step": self.per_step, "n_targets": self.n_targets,
                 "rul": self.rul}
 

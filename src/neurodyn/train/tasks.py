@@ -58,7 +58,7 @@ class SteadyTask(Task):
         return {"input": self.x_norm, "target": self.y_norm}
 
     def spec(self) -> dict[str, Any]:
-        """What rebuilds this task from a checkpoint besides its normalizers (:func:`task_from_spec`)."""
+        """What rebuilds this task from a checkpoint besides its normalizers (``task_spec.task_from_spec``)."""
         return {"name": self.name, "grid": self.grid}
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -146,7 +146,7 @@ class AutoregressiveTask(Task):
         return {k: m for k, m in norms.items() if m is not None}
 
     def spec(self) -> dict[str, Any]:
-        """What rebuilds this task from a checkpoint besides its normalizers (:func:`task_from_spec`)."""
+        """What rebuilds this task from a checkpoint besides its normalizers (``task_spec.task_from_spec``)."""
         return {"name": self.name, "channels": self.channels, "frames_as_channels": self.fac, "step": self.step,
                 "eval_mode": self.eval_mode}
 
@@ -232,26 +232,3 @@ class AutoregressiveTask(Task):
                f"rel_l2_{self.eval_mode.replace('_forcing', '_forced')}": float(horizon_sum[0] / n),
                f"rel_l2_{other.replace('_forcing', '_forced')}": float(other_sum[0] / n), **out}
         return out
-
-
-def task_from_spec(spec: dict[str, Any], normalizers: dict[str, nn.Module], loss: LossFn | None = None) -> Task:
-    """The task a checkpoint was trained with, for prediction and evaluation: ``spec`` from :meth:`Task.spec`,
-    ``normalizers`` loaded from the checkpoint (keys of :meth:`Task.normalizers`). ``loss`` only matters for
-    training (default: relative L2)."""
-    from .losses import build_loss
-
-    loss = loss or build_loss("rel_l2")
-    name = spec.get("name")
-    if name == "steady":
-        return SteadyTask(loss, normalizers["input"], normalizers["target"], grid=spec.get("grid", True))
-    if name == "autoregressive":
-        return AutoregressiveTask(loss, normalizers["u"], int(spec["channels"]), bool(spec["frames_as_channels"]),
-                                  step=int(spec["step"]), cf_norm=normalizers.get("cf"),
-                                  ctx_norm=normalizers.get("ctx"), eval_mode=spec.get("eval_mode", "rollout"))
-    if name == "sequence":
-        from .sequence_task import SequenceTask
-
-        return SequenceTask(spec["kind"], normalizers["input"], normalizers.get("target"),
-                            per_step=bool(spec["per_step"]), n_targets=int(spec["n_targets"]),
-                            rul=bool(spec.get("rul", False)))
-    raise ConfigError(f"cannot rebuild a task of kind {name!r}; expected steady, autoregressive or sequence")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from neurodyn.data.datasets import SteadyDataset
-from neurodyn.data.formats import convert_to_store
+from neurodyn.data.formats.convert import convert_to_store
 from neurodyn.data.store import StoredDataset
 from neurodyn.errors import DataError
 

@@ -46,7 +46,7 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
 
-__all__ = ["read_public", "sniff", "PublicDataset", "FORMATS", "KINDS", "convert_to_store"]
+__all__ = ["read_public", "sniff", "PublicDataset", "FORMATS", "KINDS"]
 
 
 def _head(path: Path, n: int = 128) -> bytes:
@@ -215,17 +215,10 @@ def _read_point_cloud(path: Path, options: dict[str, Any]) -> PublicDataset:
 
     if _head(path, 4) == _ZIP_MAGIC and not point_cloud.torch_archive(path):
         return point_cloud.read_npz(path, **options)
-    from .neuralop_pt import _load
+    from .neuralop_pt import load_torch_file
 
-    obj = _load(path)
+    obj = load_torch_file(path)
     if not isinstance(obj, list):
         raise DataError(f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
                         "per-sample dicts (points and target)")
     return point_cloud.from_samples(path, obj, **options)
-
-
-def convert_to_store(*args: Any, **kwargs: Any):
-    """See :func:`neurodyn.data.formats.convert.convert_to_store`."""
-    from .convert import convert_to_store as _convert
-
-    return _convert(*args, **kwargs)

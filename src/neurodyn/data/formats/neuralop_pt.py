@@ -45,7 +45,7 @@ class PtOptions(ReaderOptions):
     channel_dim: Any = None
 
 
-def _load(path: Path) -> Any:
+def load_torch_file(path: Path) -> Any:
     import torch
 
     try:
@@ -63,7 +63,7 @@ def read(path: Path, **options: Any) -> PublicDataset:
     import torch
 
     path = Path(path)
-    obj = _load(path)
+    obj = load_torch_file(path)
     if isinstance(obj, list) and obj and all(isinstance(s, dict) for s in obj):  # point clouds (car files)
         from .point_cloud import from_samples
 

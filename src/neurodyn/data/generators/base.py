@@ -159,11 +159,9 @@ def _import_all() -> None:
     import importlib
     import pkgutil
 
-    from .. import generators as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # the generator files beside this one
         if info.name not in ("base",) and not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def as_numpy(t: torch.Tensor) -> np.ndarray:
