@@ -253,8 +253,8 @@ def report() -> None:
         "chonn_order": (_group(chonn, lambda r: f"T{r['target']} {r['model']}"), "CHONN order family (paper protocol)"),
         "darcy_50": (_group(read_run_records(folder("darcy_50")), lambda r: r["label"]), "Darcy, 50 epochs"),
         "stssm_ks": (_group(ks, lambda r: r["label"]), f"KS nu = 0.1, 64 points, {_rollout_steps(ks)} rollout"),
-        **{name: (_group(_store_records(folder(name)) + [r for r in _store_records(folder(reuse)) if r["label"] in labels],
-                         lambda r: r["label"]), title.split(" (")[0]) for name, (reuse, labels, title) in SELECTIONS.items()},
+        **{name: (_group(_selection_records(name), lambda r: r["label"]), title.split(" (")[0])
+           for name, (_, _, title) in SELECTIONS.items()},
         "stssm_table5_32": (_group(table5, lambda r: r["label"]),
                             f"Table 5 at 32 x 32 (NS nu = 1e-4), {_rollout_steps(table5)} rollout"),
     }
@@ -301,19 +301,23 @@ def selection_table(records: list[dict], title: str) -> str:
     most = max(len(rs) for rs in lamo.values())
     full = {k: rs for k, rs in lamo.items() if len(rs) == most}
     pick = min(full, key=lambda k: sum(r["best_val_rel_l2"] for r in full[k]) / most)
-    lines += ["", f"LaMO's configuration chosen on validation (lowest mean best validation rel. L2 over {most} seed(s), "
-                  f"among {', '.join(sorted(full))}): **{pick}**."]
+    lines += ["", f"LaMO's configuration chosen on validation (lowest mean best validation rel. L2 over {most} "
+                  f"seed(s), among {', '.join(sorted(full))}): **{pick}**."]
     return "\n".join(lines)
 
 
 def selection_report(name: str) -> str | None:
     """The :func:`selection_table` of lane c's comparison ``name`` (its records and the reused labels), or None
     before its first record."""
-    reuse, labels, title = SELECTIONS[name]
-    own = _store_records(folder(name))
-    if not own:
+    if not _store_records(folder(name)):
         return None
-    return selection_table(own + [r for r in _store_records(folder(reuse)) if r["label"] in labels], title)
+    return selection_table(_selection_records(name), SELECTIONS[name][2])
+
+
+def _selection_records(name: str) -> list[dict]:
+    """The records of lane c's comparison ``name`` and the labels it reuses from another experiment."""
+    reuse, labels, _ = SELECTIONS[name]
+    return _store_records(folder(name)) + [r for r in _store_records(folder(reuse)) if r["label"] in labels]
 
 
 def _rollout_steps(records: list[dict]) -> str:
