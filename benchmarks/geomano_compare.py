@@ -81,9 +81,9 @@ RUNS = {
             "transolver": ("transolver/ns", None, TRANSOLVER_TUNED),
             "fno": ("lamo/ns", "fno/darcy", []), "fno-small": ("lamo/ns", "fno/darcy", FNO_SMALL_NS)},
 }
-#: data and evaluation of the "ns4" runs: nu = 1e-4 simulated at 64^2 (dt 2e-3; it resolves nu = 1e-4 to about
-#: 1 % over t <= 20) and stored 32^2, frames 1..10 -> 11..20; 250 training, 50 validation (every epoch: the
-#: learning curve and best.pt) and 200 test trajectories (the FNO protocol's test count)
+#: data and evaluation of the "ns4" runs: nu = 1e-4 simulated at 64^2 (dt 2e-3; within 0.15 % of a 256^2 solve to
+#: t = 12, 1.4 % at t = 20: `neurodyn bench ns-resolution`) and stored 32^2, frames 1..10 -> 11..20; 250 training,
+#: 50 validation (every epoch: the learning curve and best.pt) and 200 test trajectories (the FNO protocol's count)
 NS4_DATA = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
             "data.n_val=50", "data.n_test=200", "train.eval_every=1"]
 BENCH_COMMON = {"ns4": NS4_DATA}
