@@ -206,7 +206,7 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     run_dir = Path(run_dir)
     run = load_run(run_dir, device=device)
     history = read_history(run_dir)
-    sets = {name: dataset for name, dataset in run.test_sets().items() if len(dataset)}
+    sets = {name: dataset for name, dataset in run.test_sets(required=False).items() if len(dataset)}
     written = []
     for k, (name, dataset) in enumerate(sets.items()):
         out = run_dir / ("predictions.png" if k == 0 else f"predictions_{_file_name(name)}.png")

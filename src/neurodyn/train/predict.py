@@ -81,9 +81,10 @@ class TrainedRun:
                               "it on files with `neurodyn evaluate RUN --data FILE`")
         return found[name]
 
-    def test_sets(self, files=None) -> dict[str, Any]:
+    def test_sets(self, files=None, required: bool = True) -> dict[str, Any]:
         """``{name: dataset}`` to score: ``files`` (store files, named by their stems, or ``{name: path}``), or by
-        default the test split (``"test"``) and the separate test files of the config (``data.test_path``)."""
+        default the test split (``"test"``) and the separate test files of the config (``data.test_path``). A run
+        with neither is one ConfigError saying what to give, or ``{}`` when not ``required``."""
         if files is not None:
             named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))},
                                                                            "--data")
@@ -92,7 +93,7 @@ class TrainedRun:
         if self.cfg.get("data", {}).get("source") != FIT_SOURCE:
             sets.update(build_split_sets(self.cfg, ("test",), train_window_steps=self.train_config.window_steps))
             sets.update(build_test_sets(self.cfg))
-        if not sets:
+        if not sets and required:
             why = ("was trained by neurodyn.train.fit on arrays" if self.cfg.get("data", {}).get("source") == FIT_SOURCE
                    else "has no test split and no data.test_path")
             raise ConfigError(f"the run {self.run_dir} {why}; give store files to evaluate it on "
