@@ -21,13 +21,12 @@ Everything else under ``benchmarks/results/`` that git does not ignore (reports,
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))  # a checkout's neurodyn when run directly
-from neurodyn.plots import link_plots  # noqa: E402
+from neurodyn.plots import link_plots, linked_images  # noqa: E402
 from neurodyn.train.runs import read_test_metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,18 +47,12 @@ def plan(root: Path) -> tuple[list[Path], list[Path], list[Path]]:
     return files, training, finished
 
 
-IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
-
-
 def drop_dead_image_links(run: Path) -> bool:
     """Keep only the image links of ``run/summary.md`` whose files exist; True when it changed the file."""
-    summary = run / "summary.md"
-    if not summary.is_file():
-        return False
-    linked = IMAGE_LINK.findall(summary.read_text())
+    linked = linked_images(run)
     if all((run / name).is_file() for name in linked):
         return False
-    link_plots(run, [name for name in linked if (run / name).is_file()])
+    link_plots(run, linked)  # relinks only the names that exist
     return True
 
 

@@ -1,6 +1,7 @@
 """Plots written into run folders: prediction panels and learning curves (PNG, matplotlib Agg)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,15 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
 
 
 PLOTS_HEADER = "## Plots"
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def linked_images(run_dir: str | Path) -> list[str]:
+    """The image file names ``run_dir/summary.md`` links (``![...](name)``), in order; ``[]`` without a summary."""
+    summary = Path(run_dir) / "summary.md"
+    return IMAGE_LINK.findall(summary.read_text()) if summary.is_file() else []
 
 
 def link_plots(run_dir: str | Path, names: Sequence[str]) -> None:
