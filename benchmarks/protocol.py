@@ -14,7 +14,9 @@ split is evaluated once, at the end of the run.
 Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM-VM of Table 5 at 32 x 32. Lane ``b``:
 Transolver's learning rate and slice count tuned on the Darcy validation split, the chosen setting's other two
 seeds, the chosen Transolver and an FNO of its size for 50 epochs, the Navier-Stokes comparison at
-nu = 1e-4, ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs, then Table 5's other three models. The protocols,
+nu = 1e-4, ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs, then Table 5's other three models. Lane ``c``: the papers'
+open claims (LaMO's paper configuration, the 2.37 M FNO at 50 epochs, the paper's GeoMaNO on NS, CHONN's Fig. 3c);
+lane ``d``: CHONN's Fig. 3a off-diagonal, beside lane ``c`` on the second core. The protocols,
 estimates, records and verdicts are in ``benchmarks/results/protocol.md``; each experiment's records, report and
 run folders are in ``benchmarks/results/protocol_<experiment>/`` (the one layout of ``benchmarks/README.md``).
 """
@@ -135,11 +137,11 @@ CHONN_FIG3C = ("4:2x3", "4:3x2")
 CHONN_FIG3A = tuple(f"{t}:o{n}" for t in (1, 2, 3, 4) for n in (1, 2, 3, 4) if n != t)
 
 
-def _chonn_order(name: str, only: tuple[str, ...], seeds: tuple[int, ...]) -> Experiment:
+def _chonn_order(lane: str, name: str, only: tuple[str, ...], seeds: tuple[int, ...]) -> Experiment:
     """The (target, model) pairs ``only`` (``TARGET:MODEL``) of the CHONN order benchmark at the paper's protocol,
-    for ``seeds``, into ``protocol_<name>``."""
+    for ``seeds``, into ``protocol_<name>``, queued in ``lane``."""
     return Experiment(
-        "c", "chonn_experiments.py",
+        lane, "chonn_experiments.py",
         lambda: ["order", "--scale", "paper", "--seeds", *map(str, seeds), "--only", *only, "--out", str(folder(name)),
                  "--threads", "1"],
         lambda: _store_records(folder(name)), len(only) * len(seeds), folder(name) / "runs")
@@ -194,10 +196,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                                   NS4_EPOCHS, "ns4"),
     # CHONN's Fig. 3c on T4 (the highest-order target, where the paper says the effect is strongest): the composites
     # 2x3 (parameter-matched to depth 4, whose runs chonn-order holds) and 3x2, the three seeds of chonn-order
-    "chonn-fig3c": _chonn_order("chonn_fig3c", CHONN_FIG3C, CHONN_SEEDS),
+    "chonn-fig3c": _chonn_order("c", "chonn_fig3c", CHONN_FIG3C, CHONN_SEEDS),
     # Fig. 3a's off-diagonal: CHONN orders 1-4 on every target T1-T4 (the diagonal is chonn-order's), seed 42 as the
-    # paper's single training seed
-    "chonn-fig3a": _chonn_order("chonn_fig3a", CHONN_FIG3A, CHONN_SEEDS[:1]),
+    # paper's single training seed; its own lane d, so that it runs beside lane c on the second core
+    "chonn-fig3a": _chonn_order("d", "chonn_fig3a", CHONN_FIG3A, CHONN_SEEDS[:1]),
 }
 
 
