@@ -1,4 +1,4 @@
-"""NAC against the recurrent and attention baselines on real UEA/UCR archive files, regular and made irregular.
+"""Every sequence model and the archive's simple baselines on real UEA/UCR archive files, regular and made irregular.
 
     # the files that ship inside the sktime wheel (nothing downloads at run time; fetch the wheel once):
     #   pip download sktime==1.2.0 --no-deps -d /tmp/wheels && unzip -q /tmp/wheels/sktime-*.whl \
@@ -16,10 +16,13 @@ and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped 
 their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``;
 a recorded run is not trained again, so the driver resumes.
 
-The report puts beside ours the 1-nearest-neighbour accuracy with Euclidean distance computed here on the same
-converted stores (equal-length sets) and, for the univariate sets, the published 1-NN Euclidean / DTW accuracies
-of the UCR archive 2018's table. Our 1-NN ED matching the published one checks that the conversion read the
-files exactly.
+The models: NAC (paper and tuned profiles), GRU, LSTM, CfC, LTC, MHA, ODE-RNN, and the fitted baselines (majority
+class or training mean, 1-NN Euclidean, MiniRocket; one pass per seed, whatever the budget). The classification
+files are BasicMotions, GunPoint, ItalyPowerDemand, ArrowHead and JapaneseVowels; Covid3Month is a regression file
+(RMSE, with R^2 beside it). The report puts beside ours the published MiniRocket accuracies and the 1-nearest-
+neighbour accuracy with Euclidean distance computed here on the same converted stores (equal-length sets) and, for
+the univariate sets, the published 1-NN Euclidean / DTW accuracies of the UCR archive 2018's table. Our 1-NN ED
+matching the published one checks that the conversion read the files exactly.
 """
 from __future__ import annotations
 
@@ -39,15 +42,23 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "uea_sequences"
 
-DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "JapaneseVowels")
+DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "JapaneseVowels")
+#: regression files of the archive (Monash / UEA regression archive): scored by RMSE, with R^2 beside it
+REGRESSION = ("Covid3Month",)
 #: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it and with our tuned choices
 MODELS = ("nac-paper=nac/sequence;model.compat=paper", "nac-tuned=nac/sequence;model.compat=tuned",
-          "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence")
+          "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence", "odernn/sequence",
+          "majority/sequence", "knn/sequence", "minirocket/sequence")
+#: the fitted baselines (one pass, no epochs): trained once per seed, whatever the budget
+BASELINES = ("majority/sequence", "knn/sequence", "minirocket/sequence")
 #: published 1-NN test accuracies (1 - error rate) of the UCR archive 2018's table (ED; DTW with a full window) for
 #: the univariate sets; none given for the multivariate ones (their published baselines differ in normalisation)
 PUBLISHED = {"GunPoint": {"1-NN ED": 0.913, "1-NN DTW": 0.907},
              "ItalyPowerDemand": {"1-NN ED": 0.955, "1-NN DTW": 0.950},
              "ArrowHead": {"1-NN ED": 0.800, "1-NN DTW": 0.703}}
+#: MiniRocket's published test accuracy (Dempster, Schmidt and Webb 2021, KDD; the mean over the default split and
+#: 29 resamples, their results_ucr109_mean table) for the univariate sets; the paper has no multivariate results
+PUBLISHED_MINIROCKET = {"GunPoint": 0.992, "ItalyPowerDemand": 0.960, "ArrowHead": 0.881}
 
 
 def default_uea_dir() -> Path | None:
@@ -140,48 +151,97 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def report(args) -> str:
-    """One table per budget: test accuracy (mean ± std over seeds) per dataset and variant, s/epoch, and the
-    1-NN references."""
+def _label(entry: str) -> str:
+    return entry.split("=")[0] if "=" in entry.split(";")[0] else entry
+
+
+def _records(args, cols, budget) -> dict:
+    recs = {}
+    for d, v in cols:
+        path = store(args, d, v, budget) / "results.json"
+        recs[(d, v)] = json.loads(path.read_text()) if path.exists() else []
+    return recs
+
+
+def _model_rows(recs, cols, budget, cell) -> list[str]:
+    """One row per model: ``cell(records of one column)`` per column, then the median seconds per epoch."""
     lines = []
+    for entry in MODELS:
+        label = _label(entry)
+        cells, speeds = [], []
+        for key in cols:
+            rs = [r for r in recs[key] if r["preset"] == label]
+            fitted = entry in BASELINES
+            cells.append(cell(rs) + (f" [{statistics.mean(r['epochs'] for r in rs):.0f} ep]"
+                                     if rs and not fitted and not budget.endswith("ep") else ""))
+            speeds += [r["seconds_per_epoch"] for r in rs if not fitted]
+        speed = f"{statistics.median(speeds):.2f}" if speeds else "-"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {speed} |")
+    return lines
+
+
+def _test_values(rs: list[dict], key: str | None = None) -> list[float]:
+    """The one test file's main metric per record, or its metric ``key`` (e.g. ``r2``)."""
+    if key is None:
+        return [v for r in rs for v in r["sets"].values() if v is not None]
+    return [m[key] for r in rs for m in r.get("set_metrics", {}).values() if key in m]
+
+
+def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
+    cols = [(d, v) for d in datasets for v in args.variants]
+    recs = _records(args, cols, budget)
+    if not any(recs.values()):
+        return []
     stores = Path(args.stores)
+    lines = [f"### Test accuracy, {budget} per model (mean ± std over seeds; validation: 20 % of the train "
+             "file)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
+             "| --- |" + " ---: |" * (len(cols) + 1)]
+    lines += _model_rows(recs, cols, budget, lambda rs: _mean_std(_test_values(rs)))
+    ours = {d: one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
+            if (stores / f"{d}_TRAIN.h5").exists() else None for d in datasets}
+    lines.append("| 1-NN ED, ours (same stores, whole train file) | " + " | ".join(
+        f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols) + " | - |")
+    for ref in ("1-NN ED", "1-NN DTW"):
+        lines.append(f"| {ref}, published (UCR archive 2018) | " + " | ".join(
+            f"{PUBLISHED.get(d, {}).get(ref, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
+    lines.append("| MiniRocket, published (Dempster et al. 2021) | " + " | ".join(
+        f"{PUBLISHED_MINIROCKET.get(d, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
+    return lines + [""]
+
+
+def _regression_table(args, budget: str, datasets: list[str]) -> list[str]:
+    cols = [(d, v) for d in datasets for v in args.variants]
+    recs = _records(args, cols, budget)
+    if not any(recs.values()):
+        return []
+    lines = [f"### Regression: test RMSE / R^2, {budget} per model (mean over seeds; `majority` predicts the "
+             "training mean)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
+             "| --- |" + " ---: |" * (len(cols) + 1)]
+
+    def cell(rs):
+        rmse, r2 = _test_values(rs), _test_values(rs, "r2")
+        if not rmse:
+            return "-"
+        return _mean_std(rmse) + (f" / R^2 {statistics.mean(r2):.3f}" if r2 else "")
+    return lines + _model_rows(recs, cols, budget, cell) + [""]
+
+
+def report(args) -> str:
+    """One table per budget and task: classification accuracy (mean ± std over seeds) per dataset and variant with
+    the 1-NN and MiniRocket references; regression RMSE with R^2; seconds per epoch of the trained models."""
+    lines = []
+    classes = [d for d in args.datasets if d not in REGRESSION]
+    regress = [d for d in args.datasets if d in REGRESSION]
     for budget in sorted({b for _, _, b in groups(args)}, key=lambda b: not b.endswith("ep")):
-        cols = [(d, v) for d in args.datasets for v in args.variants]
-        recs = {}
-        for d, v in cols:
-            path = store(args, d, v, budget) / "results.json"
-            recs[(d, v)] = json.loads(path.read_text()) if path.exists() else []
-        if not any(recs.values()):
-            continue
-        lines += [f"### Test accuracy, {budget} per model (mean ± std over seeds; validation: 20 % of the train "
-                  "file)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
-                  "| --- |" + " ---: |" * (len(cols) + 1)]
-        for entry in MODELS:
-            label = entry.split("=")[0] if "=" in entry.split(";")[0] else entry
-            cells, speeds = [], []
-            for key in cols:
-                rs = [r for r in recs[key] if r["preset"] == label]
-                accs = [v for r in rs for v in r["sets"].values() if v is not None]  # the one test file
-                cells.append(_mean_std(accs) + (f" [{statistics.mean(r['epochs'] for r in rs):.0f} ep]"
-                                                if rs and not budget.endswith("ep") else ""))
-                speeds += [r["seconds_per_epoch"] for r in rs]
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {statistics.median(speeds):.2f} |"
-                         if speeds else f"| {label} | " + " | ".join(cells) + " | - |")
-        ours = {d: one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
-                if (stores / f"{d}_TRAIN.h5").exists() else None for d in args.datasets}
-        lines.append("| 1-NN ED, ours (same stores) | " + " | ".join(
-            f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols) + " | - |")
-        for ref in ("1-NN ED", "1-NN DTW"):
-            lines.append(f"| {ref}, published | " + " | ".join(
-                f"{PUBLISHED.get(d, {}).get(ref, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
-        lines.append("")
+        lines += _classification_table(args, budget, classes) if classes else []
+        lines += _regression_table(args, budget, regress) if regress else []
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--uea-dir", default=None, help="folder holding <NAME>/<NAME>_TRAIN.ts (default: sktime's)")
-    ap.add_argument("--datasets", nargs="*", default=list(DATASETS[:3]))
+    ap.add_argument("--datasets", nargs="*", default=[*DATASETS, *REGRESSION])
     ap.add_argument("--variants", nargs="*", default=["regular", "irregular"], choices=["regular", "irregular"])
     ap.add_argument("--drop", type=float, default=0.5, help="fraction of steps dropped in the irregular variant")
     ap.add_argument("--epochs", type=int, default=30, help="equal-epochs budget (0: none)")

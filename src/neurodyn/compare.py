@@ -141,8 +141,9 @@ def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
 
 
 def _evaluate(r: TrainedRun) -> dict[str, Any]:
-    """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences) and
-    its validation curve against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""
+    """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences),
+    every scalar metric of each test set (``set_metrics``: e.g. R^2 and MAE beside RMSE), and its validation curve
+    against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""
     metric = getattr(r.task, "monitor", ("rel_l2", "min"))[0]
     history = read_history(r.run_dir)
     elapsed, times, errors = 0.0, [], []
@@ -151,7 +152,10 @@ def _evaluate(r: TrainedRun) -> dict[str, Any]:
         if "val" in h and metric in h["val"]:
             times.append(elapsed)
             errors.append(h["val"][metric])
-    return {"sets": {k: v.get(metric) for k, v in r.evaluate().items()}, "metric": metric,
+    scores = r.evaluate()
+    return {"sets": {k: v.get(metric) for k, v in scores.items()}, "metric": metric,
+            "set_metrics": {k: {m: float(x) for m, x in v.items() if isinstance(x, (int, float))}
+                            for k, v in scores.items()},
             "curve_seconds": times, "curve_rel_l2": errors}
 
 

@@ -101,3 +101,21 @@ def test_compare_fits_baselines_once(tmp_path, stores, capsys):
     assert by["knn/sequence"] > by["majority/sequence"]
     assert "knn/sequence" in (tmp_path / "cmp" / "compare.md").read_text()
     capsys.readouterr()
+
+
+def test_compare_records_every_metric_of_a_regression_test_file(tmp_path, capsys):
+    """A regression record keeps R^2 and MAE beside the RMSE it ranks by, consistent with one another: the training
+    mean's R^2 on the test file is 1 - mean((y - mean_train)^2) / var(y) <= 0 (every training case trains: no
+    validation split), and RMSE >= MAE always."""
+    train_h5 = sine_or_square_npz(tmp_path / "phase_train.npz", 40, 3, regression=True)
+    test_h5 = sine_or_square_npz(tmp_path / "phase_test.npz", 30, 4, regression=True)
+    recs = compare(["majority/sequence", "minirocket/sequence"], tmp_path / "cmp", "tiny", epochs=1,
+                   overrides=[f"data.path={train_h5}", f"data.test_path={test_h5}", "data.n_val=0"])
+    by = {r["preset"]: r["set_metrics"]["phase_test"] for r in recs}
+    assert all(r["set_metrics"]["phase_test"]["rmse"] == r["sets"]["phase_test"] for r in recs)
+    assert all(m["rmse"] >= m["mae"] for m in by.values())
+    y_train, y_test = np.load(tmp_path / "phase_train.npz")["y"], np.load(tmp_path / "phase_test.npz")["y"]
+    mean_r2 = 1 - np.mean((y_test - y_train.mean()) ** 2) / np.var(y_test)
+    assert by["majority/sequence"]["r2"] == pytest.approx(mean_r2, abs=2e-3)
+    assert by["minirocket/sequence"]["r2"] > 0.8 > by["majority/sequence"]["r2"]
+    capsys.readouterr()
