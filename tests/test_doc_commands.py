@@ -169,7 +169,7 @@ def _csv(name: str) -> None:
 
 def _sequence_store(name: str, n: int) -> None:
     _uea(name + ".ts", n)
-    _generate("--from", name + ".ts", "--out", name)
+    assert main(["convert", name + ".ts", "--out", name, "--no-progress"]) == 0
 
 
 # file name -> how the test writes it (in the block's folder, before the block runs)
