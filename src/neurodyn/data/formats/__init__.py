@@ -85,17 +85,7 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
     if not path.exists():
         raise DataError(f"{path} does not exist; give the path of a public dataset file (or Geo-FNO folder)")
     if path.is_dir():
-        from .geofno import detect
-
-        found = detect(path)
-        if len(found) == 1:
-            return "geo-fno", found[0]
-        if found:
-            raise DataError(f"folder {path} holds several Geo-FNO sets ({', '.join(found)}); choose one with "
-                            "kind=<name>")
-        raise DataError(f"folder {path} holds no known public data set; a folder is read as a Geo-FNO set "
-                        "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat); "
-                        "give a file path for the other formats")
+        return _sniff_folder(path)
     head = _head(path)
     sequence_format = _sequence_format(path, head)
     if sequence_format is not None:
@@ -113,48 +103,73 @@ def sniff(path: str | Path) -> tuple[str, str | None]:
         raise DataError(f"numpy file {path} is not one of Geo-FNO's files (NACA_Cylinder_*.npy, Pipe_*.npy, "
                         "Random_UnitCell_*_10.npy); pass kind=airfoil|pipe|elasticity with its folder")
     if head.startswith(_ZIP_MAGIC):  # torch's archives hold <name>/data.pkl; .npz and others do not
-        import zipfile
-
-        try:
-            with zipfile.ZipFile(path) as z:
-                names = z.namelist()
-        except (zipfile.BadZipFile, OSError) as exc:
-            from .base import read_failed
-
-            raise read_failed(path, exc, "zip archive (torch file)") from None
-        if any(n.endswith("data.pkl") for n in names):
-            return "neuralop-pt", None
-        if "x.npy" in names or path.suffix.lower() == ".npz":
-            from .point_cloud import looks_like_npz
-
-            return ("point-cloud" if looks_like_npz(path) else "sequence-npz"), None
-        raise DataError(f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {names[:5]}); "
-                        "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)")
+        return _sniff_zip(path)
     if head[:1] == b"\x80":  # a pickle: torch's legacy (non-zip) format
         return "neuralop-pt", None
     if _is_hdf5(path, head):
-        from .base import open_h5
-
-        with open_h5(path) as f:
-            from . import pdebench, the_well
-
-            if path.suffix.lower() == ".mat" or any("MATLAB_class" in ds.attrs for ds in f.values()):
-                keys = set(f.keys())
-            elif the_well.looks_like(f):
-                return "the-well", None
-            elif pdebench.looks_like(f):
-                return "pdebench", None
-            else:
-                raise DataError(f"HDF5 file {path} holds {sorted(f.keys())} and root attributes {sorted(f.attrs)}, "
-                                "which match no known layout; expected PDEBench ('tensor', 'density', seed groups), "
-                                "The Well (t0_fields, dimensions) or a MATLAB v7.3 file")
-        return ("geo-fno", "plasticity") if {"input", "output"} <= keys else ("fno-mat", None)
+        return _sniff_hdf5(path)
     if path.suffix.lower() == ".mat":
         return _mat_kind(path)
     raise DataError(f"cannot tell the format of {path} (it starts with {head[:8]!r}); expected a MATLAB .mat, an "
                     "HDF5 (PDEBench, The Well), a torch .pt or a Geo-FNO .npy file, or time series: a UEA .ts, a "
                     "long-format .csv / .parquet or a .npz (or name the format with kind=csv|uea-ts|parquet|"
                     "sequence-npz)")
+
+
+def _sniff_folder(path: Path) -> tuple[str, str | None]:
+    """A folder is a Geo-FNO set (the papers' raw folders, MNIST and bearings, are read only with ``kind=``)."""
+    from .geofno import detect
+
+    found = detect(path)
+    if len(found) == 1:
+        return "geo-fno", found[0]
+    if found:
+        raise DataError(f"folder {path} holds several Geo-FNO sets ({', '.join(found)}); choose one with "
+                        "kind=<name>")
+    raise DataError(f"folder {path} holds no known public data set; a folder is read as a Geo-FNO set "
+                    "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat), or as MNIST or "
+                    "bearing folders with kind=mnist|pronostia|xjtu; give a file path for the other formats")
+
+
+def _sniff_zip(path: Path) -> tuple[str, str | None]:
+    """A zip archive: a torch file (``<name>/data.pkl``), a point-cloud or a sequence ``.npz``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        from .base import read_failed
+
+        raise read_failed(path, exc, "zip archive (torch file)") from None
+    if any(n.endswith("data.pkl") for n in names):
+        return "neuralop-pt", None
+    if "x.npy" in names or path.suffix.lower() == ".npz":
+        from .point_cloud import looks_like_npz
+
+        return ("point-cloud" if looks_like_npz(path) else "sequence-npz"), None
+    raise DataError(f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {names[:5]}); "
+                    "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)")
+
+
+def _sniff_hdf5(path: Path) -> tuple[str, str | None]:
+    """An HDF5 file: The Well, PDEBench, or a MATLAB v7.3 file (FNO's, or Geo-FNO's plasticity)."""
+    from .base import open_h5
+
+    with open_h5(path) as f:
+        from . import pdebench, the_well
+
+        if path.suffix.lower() == ".mat" or any("MATLAB_class" in ds.attrs for ds in f.values()):
+            keys = set(f.keys())
+        elif the_well.looks_like(f):
+            return "the-well", None
+        elif pdebench.looks_like(f):
+            return "pdebench", None
+        else:
+            raise DataError(f"HDF5 file {path} holds {sorted(f.keys())} and root attributes {sorted(f.attrs)}, "
+                            "which match no known layout; expected PDEBench ('tensor', 'density', seed groups), "
+                            "The Well (t0_fields, dimensions) or a MATLAB v7.3 file")
+    return ("geo-fno", "plasticity") if {"input", "output"} <= keys else ("fno-mat", None)
 
 
 def _sequence_format(path: Path, head: bytes) -> str | None:
