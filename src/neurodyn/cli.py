@@ -147,7 +147,24 @@ def old_generate_from(argv: list[str]) -> list[str]:
         return argv
     print(f"neurodyn: note: `neurodyn generate --from FILE` is now `neurodyn convert FILE` (same options); "
           f"running `neurodyn convert {src} ...`", file=sys.stderr)
-    return ["convert", src, *rest]
+    return ["convert", src, *_without(rest, _IGNORED_BY_FROM)]
+
+
+_IGNORED_BY_FROM = ("--scale", "--seed", "--device")
+"""Options ``generate --from`` accepted and a conversion never used; the old spelling drops them."""
+
+
+def _without(words: list[str], options: Sequence[str]) -> list[str]:
+    """``words`` less ``options`` and their values (``--opt V`` or ``--opt=V``)."""
+    out, i = [], 0
+    while i < len(words):
+        if words[i] in options:
+            i += 2
+            continue
+        if not ("=" in words[i] and words[i].split("=", 1)[0] in options):
+            out.append(words[i])
+        i += 1
+    return out
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
