@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/uea_sequences.py --uea-dir $UEA --seeds 0 1 2 --threads 1
     .venv/bin/python benchmarks/uea_sequences.py --report          # the tables of what is recorded
 
-Every dataset's ``<NAME>_TRAIN.ts`` and ``<NAME>_TEST.ts`` are converted with ``neurodyn generate --from`` into
+Every dataset's ``<NAME>_TRAIN.ts`` and ``<NAME>_TEST.ts`` are converted with ``neurodyn convert`` into
 sequence stores (``--stores``), and every comparison is ``neurodyn.compare.compare`` (the same as
 ``neurodyn compare``) of the models in ``MODELS`` on them: the training file trains (``data.n_val`` = 20 % of it
 validates: ``best.pt`` and NAC's paper/tuned choice are made on it), the test file is scored once at the end.
@@ -76,7 +76,7 @@ def default_uea_dir() -> Path | None:
 
 
 def convert(uea_dir: Path, name: str, stores: Path) -> tuple[Path, Path]:
-    """``neurodyn generate --from`` of the dataset's train and test files (skipped when the stores exist)."""
+    """``neurodyn convert`` of the dataset's train and test files (skipped when the stores exist)."""
     out = []
     for split in ("TRAIN", "TEST"):
         src, dst = uea_dir / name / f"{name}_{split}.ts", stores / f"{name}_{split}.h5"
@@ -84,7 +84,7 @@ def convert(uea_dir: Path, name: str, stores: Path) -> tuple[Path, Path]:
             raise SystemExit(f"{src} does not exist: give --uea-dir, the folder holding {name}/{name}_{split}.ts")
         if not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run([sys.executable, "-m", "neurodyn", "generate", "--from", str(src), "--out", str(dst),
+            subprocess.run([sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst),
                             "--no-progress"], check=True)
         out.append(dst)
     return out[0], out[1]

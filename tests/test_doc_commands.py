@@ -167,9 +167,17 @@ def _csv(name: str) -> None:
     Path(name).write_text("\n".join(rows) + "\n")
 
 
+def _person_activity(name: str) -> None:
+    """UCI's person-activity layout: recording, tag, 100-ns ticks, date, x, y, z, activity (two activities)."""
+    tags = ["010-000-024-033", "010-000-030-096", "020-000-033-111", "020-000-032-221"]
+    rows = [f"A0{rec},{tags[i % 4]},{633790226051280329 + 2_110_000 * i},27.05.2009 14:03:25:127,{i % 5}.0,{rec}.0,"
+            f"{i % 3}.0,{['walking', 'lying'][(i // 10) % 2]}" for rec in range(8) for i in range(130)]
+    Path(name).write_text("\n".join(rows) + "\n")
+
+
 def _sequence_store(name: str, n: int) -> None:
     _uea(name + ".ts", n)
-    _generate("--from", name + ".ts", "--out", name)
+    assert main(["convert", name + ".ts", "--out", name, "--no-progress"]) == 0
 
 
 # file name -> how the test writes it (in the block's folder, before the block runs)
@@ -184,6 +192,7 @@ FILES = {
     "test.h5": lambda: _sequence_store("test.h5", 8),
     "all.h5": lambda: _sequence_store("all.h5", 140),
     "log.csv": lambda: _csv("log.csv"),
+    "ConfLongDemo_JSI.txt": lambda: _person_activity("ConfLongDemo_JSI.txt"),
     "uea/BasicMotions_TRAIN.ts": lambda: _uea("uea/BasicMotions_TRAIN.ts", 16),
     "uea/BasicMotions_TEST.ts": lambda: _uea("uea/BasicMotions_TEST.ts", 8),
     "stores/GunPoint_TRAIN.h5": lambda: _sequence_store("stores/GunPoint_TRAIN.h5", 24),

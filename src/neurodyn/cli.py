@@ -1,10 +1,10 @@
-"""Command line: ``neurodyn generate | train | evaluate | predict | compare | bench | build-kernels | info``.
+"""Command line: ``neurodyn generate | convert | train | evaluate | predict | compare | bench | build-kernels | info``.
 
 Examples::
 
     neurodyn generate fno/darcy --scale cpu          # the data of a preset
     neurodyn generate darcy --n 100 resolution=64    # a generator directly, options as key=value
-    neurodyn generate --from X_TRAIN.ts --out train.h5   # a file you have (PDE or time series) into a store
+    neurodyn convert X_TRAIN.ts --out train.h5       # a file you have (PDE or time series) into a store
     neurodyn train fno/darcy --scale cpu model.width=64 train.epochs=50
     torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
     neurodyn evaluate runs/fno-darcy-cpu --data test32.h5
@@ -12,6 +12,10 @@ Examples::
     neurodyn bench nac_runtime --scale cpu           # a named benchmark (see `neurodyn bench --list`)
     neurodyn info
     neurodyn info fno/darcy --scale tiny             # a preset's resolved config, as YAML
+
+``generate`` makes data (a preset's, or a generator's); ``convert`` is the one way a real file enters the store.
+The older spelling ``neurodyn generate --from FILE ...`` still works: it runs ``neurodyn convert FILE ...`` and
+says so in one line (:func:`old_generate_from`).
 """
 from __future__ import annotations
 
@@ -105,24 +109,62 @@ def _seeds_apart(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def _convert_public(args: argparse.Namespace) -> int:
-    """``generate --from FILE``: convert a public file (FNO .mat, PDEBench / The Well HDF5,
-    neuraloperator .pt, Geo-FNO folder) or a user's time series (UEA .ts, long-format CSV / Parquet, .npz)
-    into the store; further key=value words are reader options."""
+def cmd_convert(args: argparse.Namespace) -> int:
+    """``convert FILE``: a public file (FNO .mat, PDEBench / The Well HDF5, neuraloperator .pt, Geo-FNO folder), a
+    user's time series (UEA .ts, long-format CSV / Parquet, .npz) or point clouds, or a raw file of the sequence
+    papers (``kind=person-activity | mnist | pronostia | xjtu``) into the store; key=value words are reader
+    options (``kind=`` names the format)."""
     from .data.formats.convert import conversion_summary, convert_to_store
 
-    if args.target:
-        raise ConfigError(f"give either a preset/generator ({args.target}) or --from FILE, not both")
     options = _key_values(args.overrides, "reader option")
     kind = options.pop("kind", None)
     if args.n is not None:
+        if args.n < 1:
+            raise ConfigError(f"--n is the number of samples to convert and must be >= 1; got {args.n}")
         options.setdefault("max_samples", args.n)
-    if tuple(args.shard) != (0, 1):
-        raise ConfigError("--shard does not apply to --from (a conversion is one process); leave it out")
-    path = convert_to_store(args.from_file, out=args.out, kind=kind, chunk_size=args.chunk_size,
+    path = convert_to_store(args.file, out=args.out, kind=kind, chunk_size=args.chunk_size,
                             progress=not args.no_progress, **options)
     print(conversion_summary(path))
     return 0
+
+
+def old_generate_from(argv: list[str]) -> list[str]:
+    """``generate ... --from FILE ...`` (the spelling before ``convert``) as ``convert FILE ...``, with one line on
+    stderr naming the new spelling; any other command line unchanged."""
+    if not argv or argv[0] != "generate":
+        return argv
+    rest = list(argv[1:])
+    for i, word in enumerate(rest):
+        if word == "--from" and i + 1 < len(rest):
+            src = rest[i + 1]
+            del rest[i:i + 2]
+            break
+        if word.startswith("--from="):
+            src = word.split("=", 1)[1]
+            del rest[i]
+            break
+    else:
+        return argv
+    print(f"neurodyn: note: `neurodyn generate --from FILE` is now `neurodyn convert FILE` (same options); "
+          f"running `neurodyn convert {src} ...`", file=sys.stderr)
+    return ["convert", src, *_without(rest, _IGNORED_BY_FROM)]
+
+
+_IGNORED_BY_FROM = ("--scale", "--seed", "--device")
+"""Options ``generate --from`` accepted and a conversion never used; the old spelling drops them."""
+
+
+def _without(words: list[str], options: Sequence[str]) -> list[str]:
+    """``words`` less ``options`` and their values (``--opt V`` or ``--opt=V``)."""
+    out, i = [], 0
+    while i < len(words):
+        if words[i] in options:
+            i += 2
+            continue
+        if not ("=" in words[i] and words[i].split("=", 1)[0] in options):
+            out.append(words[i])
+        i += 1
+    return out
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -130,14 +172,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .data.generators import available_generators, get_generator
     from .experiments import available_presets, load_experiment
 
-    if args.target and "=" in args.target:  # an optional positional swallows the first key=value
-        args.overrides, args.target = [args.target, *args.overrides], None
     if args.n is not None and args.n < 1:
         raise ConfigError(f"--n is the number of samples to make and must be >= 1; got {args.n}")
-    if getattr(args, "from_file", None):
-        return _convert_public(args)
-    if not args.target:
-        raise ConfigError("neurodyn generate needs a preset or generator name (see `neurodyn info`), or --from FILE")
     if args.target in available_presets():
         cfg = load_experiment(args.target, args.scale, [f"data.{o}" if not o.startswith("data.") else o
                                                          for o in args.overrides])
@@ -341,22 +377,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ._version import __version__
-
-    p = argparse.ArgumentParser(prog="neurodyn",
-                                description="Neural-dynamics operators: generate data, train, evaluate.")
-    p.add_argument("--version", action="version", version=f"neurodyn {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _add_generate(sub) -> None:
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
-                       epilog="Further key=value arguments set generator options (data.key=value for presets).")
-    g.add_argument("target", nargs="?", default=None,
-                   help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy); omit with --from")
-    g.add_argument("--from", dest="from_file", default=None, metavar="FILE",
-                   help="convert a public dataset file or Geo-FNO folder, or your time series (UEA .ts, "
-                        "long-format .csv / .parquet, .npz), into the store instead (reader options as key=value, "
-                        "e.g. stride=5 kind=airfoil, or id=sensor label=activity; docs/your-own-time-series.md)")
+                       epilog="Further key=value arguments set generator options (data.key=value for presets). "
+                              "A file you have enters through `neurodyn convert FILE`.")
+    g.add_argument("target", help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy)")
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
     g.add_argument("--n", type=int, default=None, help="number of samples (default: the preset's splits, or 100)")
     g.add_argument("--seed", type=int, default=None)
@@ -367,6 +392,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-progress", action="store_true")
     g.set_defaults(func=cmd_generate)
 
+
+def _add_convert(sub) -> None:
+    v = sub.add_parser("convert", help="convert a file you have into the store (the one way a real file enters)",
+                       epilog="Further key=value arguments are reader options, e.g. stride=5 kind=airfoil, or "
+                              "id=sensor label=activity (docs/your-own-time-series.md); kind= names the format "
+                              "(kind=person-activity | mnist | pronostia | xjtu for the sequence papers' raw files).")
+    v.add_argument("file", help="a public dataset file or Geo-FNO folder, or your time series (UEA .ts, long-format "
+                                ".csv / .parquet, .npz) or point clouds")
+    v.add_argument("--out", default=None, help="output store file (default: $NEURODYN_DATA/imported/<name>.h5)")
+    v.add_argument("--n", type=int, default=None, help="convert only the first N samples (reader option "
+                                                       "max_samples)")
+    v.add_argument("--chunk-size", type=int, default=None)
+    v.add_argument("--no-progress", action="store_true")
+    v.set_defaults(func=cmd_convert)
+
+
+def _add_train_evaluate_predict(sub) -> None:
     t = sub.add_parser("train", help="train a preset; re-running the same command resumes it",
                        epilog="Further key.path=value arguments override the preset, e.g. model.width=64 "
                               "train.epochs=20.")
@@ -402,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default=None)
     pr.set_defaults(func=cmd_predict)
 
+
+def _add_compare(sub) -> None:
     c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
                        epilog="Further key.path=value arguments, anywhere on the line, apply to every preset "
                               "(data.* to the shared data, e.g. data.test_path=...); a word whose part before '=' "
@@ -422,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default=None)
     c.set_defaults(func=cmd_compare)
 
+
+def _add_bench_kernels_info(sub) -> None:
     b = sub.add_parser("bench", help="run a named benchmark (tables printed, files under benchmarks/results/)",
                        epilog="Arguments after NAME that neurodyn does not know go to the benchmark script.")
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
@@ -442,6 +488,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"{' | '.join(INFO_LISTS)} | a preset name (its config at --scale, as YAML)")
     i.add_argument("--scale", default="cpu", help="the scale of a preset's config: tiny | cpu | paper (default cpu)")
     i.set_defaults(func=cmd_info)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    p = argparse.ArgumentParser(prog="neurodyn",
+                                description="Neural-dynamics operators: generate data, train, evaluate.")
+    p.add_argument("--version", action="version", version=f"neurodyn {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_generate, _add_convert, _add_train_evaluate_predict, _add_compare, _add_bench_kernels_info):
+        add(sub)
     return p
 
 
@@ -455,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     warnings.formatwarning = _one_line_warning
     parser = build_parser()
-    argv = _values_may_start_with_dash(sys.argv[1:] if argv is None else argv,
+    argv = _values_may_start_with_dash(old_generate_from(list(sys.argv[1:] if argv is None else argv)),
                                        ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))
     moved = []
     if argv and argv[0] == "compare":  # overrides may stand anywhere, even between the models or after --seeds
@@ -469,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.bench_args, extra = extra, []
     else:  # key=value overrides may stand anywhere among the options
         stray = [a for a in extra if "=" not in a or a.startswith("-")]
-        if stray or (extra and args.command not in ("train", "generate", "compare", "info")):
+        if stray or (extra and args.command not in ("train", "generate", "convert", "compare", "info")):
             parser.error(f"unrecognized arguments: {' '.join(stray or extra)} (overrides are key.path=value)")
     args.overrides = extra
     try:

@@ -221,7 +221,7 @@ CASES = [
     ("stored-dataset-of-a-folder", _stored_dataset_of_a_folder, None,
      "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
     # special files are refused, never opened (a named pipe blocks its reader forever)
-    ("from-a-fifo", ["generate", "--from", "{p}/f.csv", "--out", "{p}/new.h5"], _fifo,
+    ("from-a-fifo", ["convert", "{p}/f.csv", "--out", "{p}/new.h5"], _fifo,
      "input {p}/f.csv is a named pipe (FIFO), not a regular file"),
     ("train-data-path-fifo", ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--runs-dir", "{p}/runs",
                               "data.path={p}/f.csv"], _fifo, "{p}/f.csv is a named pipe (FIFO), not a regular file"),

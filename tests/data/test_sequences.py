@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from neurodyn.data.formats import sequences as fmt
+from neurodyn.data.formats import bearings, mnist, person_activity, ts
 from neurodyn.data.generators import get_generator
 from neurodyn.data.generators.bearing import morlet_cwt, snapshot_features
-from neurodyn.data.generators.event_digits import event_encode
+from neurodyn.data.formats.mnist import event_encode
 from neurodyn.data.sequences import SequenceDataset, pad_sequences
 from neurodyn.data.store import StoredDataset
 from neurodyn.errors import ConfigError, DataError
@@ -147,10 +147,10 @@ def test_mnist_idx_folder_and_npz(tmp_path, data_dir):
     _idx(folder / "train-labels-idx1-ubyte.gz", labels[:5], gz=True)
     _idx(folder / "t10k-images-idx3-ubyte", imgs[5:])
     _idx(folder / "t10k-labels-idx1-ubyte", labels[5:])
-    x, y, n_train = fmt.read_mnist(str(folder))
+    x, y, n_train = mnist.read_mnist(str(folder))
     assert np.array_equal(x, imgs) and np.array_equal(y, labels) and n_train == 5
     np.savez(tmp_path / "mnist.npz", x_train=imgs[:5], y_train=labels[:5], x_test=imgs[5:], y_test=labels[5:])
-    x2, y2, _ = fmt.read_mnist(str(tmp_path / "mnist.npz"))
+    x2, y2, _ = mnist.read_mnist(str(tmp_path / "mnist.npz"))
     assert np.array_equal(x2, imgs)
     gen = get_generator("event_digits")
     out = gen.generate(gen.make_config(source="mnist", source_path=str(folder)), np.arange(7), 0, torch.device("cpu"))
@@ -159,9 +159,9 @@ def test_mnist_idx_folder_and_npz(tmp_path, data_dir):
     pixels = np.concatenate([np.full(int(round(d * 28)), v) for v, d in out["fields/x"][6][m]])
     assert np.array_equal(pixels, (imgs[6].ravel() >= 128).astype(int))
     (folder / "t10k-labels-idx1-ubyte").write_bytes(b"\x00\x00\x08\x01\x00\x00\x00\x09abc")
-    fmt.read_mnist.cache_clear()
+    mnist.read_mnist.cache_clear()
     with pytest.raises(DataError, match="declares shape"):
-        fmt.read_mnist(str(folder))
+        mnist.read_mnist(str(folder))
 
 
 PAR_LINES = (
@@ -179,7 +179,7 @@ PAR_LINES = (
 def test_person_activity_file(tmp_path, data_dir):
     p = tmp_path / "ConfLongDemo_JSI.txt"
     p.write_text(PAR_LINES)
-    recs = fmt.read_person_activity(str(p))
+    recs = person_activity.read_person_activity(str(p))
     assert [r["name"] for r in recs] == ["A01", "A02"]
     assert recs[0]["x"].shape == (3, 7) and recs[0]["x"][1, :4].tolist() == [0, 0, 1, 0]
     assert recs[0]["t"][0] == 0 and abs(recs[0]["t"][1] - 0.0540584) < 1e-6
@@ -191,19 +191,19 @@ def test_person_activity_file(tmp_path, data_dir):
     bad = tmp_path / "bad.txt"
     bad.write_text(PAR_LINES.replace("walking", "flying", 1))
     with pytest.raises(DataError, match="unknown activity"):
-        fmt.read_person_activity(str(bad))
+        person_activity.read_person_activity(str(bad))
 
 
 def test_ts_file(tmp_path):
     p = tmp_path / "Tiny_TRAIN.ts"
     p.write_text("@problemName Tiny\n@timeStamps false\n@univariate false\n@classLabel true a b\n@data\n"
                  "1.0,2.0,3.0:4.0,5.0,6.0:a\n0.5,0.25:1,2:b\n")
-    xs, labels = fmt.read_ts(p)
+    xs, labels = ts.read_ts(p)
     assert labels == ["a", "b"] and xs[0].shape == (3, 2) and xs[0][:, 1].tolist() == [4, 5, 6]
     assert xs[1].shape == (2, 2)
     (tmp_path / "bad.ts").write_text("@data\n1,x:a\n")
     with pytest.raises(DataError, match="non-numeric"):
-        fmt.read_ts(tmp_path / "bad.ts")
+        ts.read_ts(tmp_path / "bad.ts")
 
 
 def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
@@ -216,7 +216,7 @@ def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
                 for j in range(256)]
         (b / f"acc_{i + 1:05d}.csv").write_text("\n".join(rows) + "\n")
     (b / "temp_00001.csv").write_text("9,39,0,0,35.1\n9,39,1,0,35.3\n")
-    run = fmt.read_pronostia_bearing(b)
+    run = bearings.read_pronostia_bearing(b)
     assert run.signals.shape == (3, 2, 256) and run.times.tolist() == [0, 10, 20] and run.condition == 0
     assert run.temperature is not None and len(run.temperature) == 3
     x = tmp_path / "xjtu" / "37.5Hz11kN" / "Bearing2_1"
@@ -225,7 +225,7 @@ def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
         rows = ["Horizontal_vibration_signals,Vertical_vibration_signals"]
         rows += [f"{rng.normal():.3f},{rng.normal():.3f}" for _ in range(300)]
         (x / f"{i}.csv").write_text("\n".join(rows) + "\n")
-    xr = fmt.read_xjtu_bearing(x)
+    xr = bearings.read_xjtu_bearing(x)
     assert xr.signals.shape == (3, 2, 300) and xr.times.tolist() == [0, 60, 540] and xr.condition == 1
     gen = get_generator("bearing")
     for source, root in (("pronostia", tmp_path / "pronostia"), ("xjtu", tmp_path / "xjtu")):
@@ -233,4 +233,4 @@ def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
                            torch.device("cpu"))
         assert out["fields/x"].shape == (1, 3, 16) and np.isclose(out["fields/y"][0, -1, 0], 1.0)
     with pytest.raises(DataError, match="no pronostia bearing folders"):
-        fmt.list_bearings(tmp_path / "xjtu", "pronostia")
+        bearings.list_bearings(tmp_path / "xjtu", "pronostia")

@@ -20,7 +20,7 @@ def sine_or_square_npz(path, n, seed, length=40, regression=False):
     target = np.cos(phase[:, 0]) if regression else np.array(["sine", "square"])[y]
     np.savez(path, x=x[..., None], y=target)
     out = path.with_suffix(".h5")
-    assert main(["generate", "--from", str(path), "--out", str(out), "--no-progress"]) == 0
+    assert main(["convert", str(path), "--out", str(out), "--no-progress"]) == 0
     return out
 
 

@@ -1,4 +1,4 @@
-"""A user's own time series end to end through the command line: `neurodyn generate --from FILE` (UEA .ts,
+"""A user's own time series end to end through the command line: `neurodyn convert FILE` (UEA .ts,
 long-format CSV, .npz), then `neurodyn train <model>/sequence data.path=STORE data.test_path=TEST`, `evaluate
 --data`, `predict` and `compare` on the converted stores, and every sequence preset trained on such a store."""
 import json
@@ -62,7 +62,7 @@ WRITERS = {"ts": (write_ts, ".ts"), "csv": (write_csv, ".csv"), "npz": (write_np
 
 
 def convert(src, out):
-    assert main(["generate", "--from", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert main(["convert", str(src), "--out", str(out), "--no-progress"]) == 0
     return out
 
 
@@ -163,7 +163,7 @@ def test_missing_values_irregular_steps_and_regression_train(tmp_path, capsys):
 
 def test_a_store_needs_a_path_and_all_counts_its_samples(tmp_path, stores):
     train_h5, _ = stores
-    with pytest.raises(ConfigError, match=r"data.path=STORE, e.g. one made by `neurodyn generate --from FILE`"):
+    with pytest.raises(ConfigError, match=r"data.path=STORE, e.g. one made by `neurodyn convert FILE`"):
         from neurodyn.data.assembly import build_data
 
         build_data(load_experiment("gru/sequence", "tiny"))

@@ -72,7 +72,7 @@ def write_darcy_pt(path: Path, n: int, seed: int, size: int = 16) -> Path:
 
 
 def convert(src: Path, out: Path, capsys, *options) -> tuple[Path, str]:
-    assert main(["generate", "--from", str(src), "--out", str(out), "--no-progress", *options]) == 0
+    assert main(["convert", str(src), "--out", str(out), "--no-progress", *options]) == 0
     return out, capsys.readouterr().out
 
 

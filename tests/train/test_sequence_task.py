@@ -57,7 +57,7 @@ def test_regression_run_with_condition_split_and_windows(tmp_path, data_dir):
 
 
 def test_per_step_classification(tmp_path, data_dir):
-    from neurodyn.data.formats.sequences import read_person_activity
+    from neurodyn.data.formats.person_activity import read_person_activity
 
     p = tmp_path / "par.txt"
     rows = []

@@ -122,7 +122,7 @@ def file_record(path: str | Path) -> dict[str, Any]:
     store = StoredDataset(path, verify=False)
     out = {"path": str(path), "sha256": file_digest(path),
            "shapes": {k: list(map(int, v)) for k, v in sorted(store.shapes.items())}}
-    if store.config.get("source"):  # a conversion (neurodyn generate --from): the files it was made from
+    if store.config.get("source"):  # a conversion (neurodyn convert): the files it was made from
         out["converted_from"] = store.config["source"]
     return out
 
@@ -137,7 +137,7 @@ def ensure_dataset(data_cfg: dict[str, Any], device: str | torch.device = "cpu",
         return Path(data_cfg["path"])
     if "generator" not in data_cfg:
         raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file: "
-                          "data.path=STORE, e.g. one made by `neurodyn generate --from FILE`)")
+                          "data.path=STORE, e.g. one made by `neurodyn convert FILE`)")
     gen = get_generator(data_cfg["generator"])
     gcfg = gen.make_config(**data_options(data_cfg))
     n = stored_samples(data_cfg)

@@ -1,6 +1,9 @@
-"""Ragged, irregularly sampled sequences: the store layout and the torch Dataset over it.
+"""Ragged, irregularly sampled sequences: the store layout, how a reader's cases become it, and the torch Dataset
+over it. Every sequence store is made here or by the sequence generators; the readers of files only parse.
 
-Store layout written by the sequence generators (``event_digits``, ``activity``, ``bearing``)::
+Store layout written by the sequence generators (``event_digits``, ``activity``, ``bearing``) and by
+:func:`build_sequences` (every sequence reader of :mod:`neurodyn.data.formats`: ``ts``, ``long_table``,
+``sequence_npz``, ``person_activity``, ``mnist``, ``bearings``)::
 
     fields/x     (N, T_max, C) float32   observations, zero after the end of a sequence
     fields/t     (N, T_max)    float32   timestamps (non-decreasing over the valid steps)
@@ -8,11 +11,17 @@ Store layout written by the sequence generators (``event_digits``, ``activity``,
     fields/y     (N,) int64              class per sequence, or (N, k) float32 regression targets,
                                           or (N, T_max) int64 / (N, T_max, k) float32 per step
     fields/observed (N, T_max, C) uint8  optional (converted files with missing values): 1 where observed
-    params/...   per-sequence extras (condition, source index, ...)
+    params/...   per-sequence extras (length, condition, source index, ...)
     coords/n_classes  () int             for classification sets
 
-Stores converted from a user's files (``neurodyn generate --from``, :mod:`neurodyn.data.formats.timeseries`)
-also name their classes in the config (``info.classes``).
+Stores converted from a user's files (``neurodyn convert FILE``) also name their classes in the config
+(``info.classes``).
+
+Writing (:func:`build_sequences`): a reader hands its ragged :class:`Cases` (NaN for a missing value); a step at
+which no channel is observed is not a step (its timestamp leaves with it); timestamps must be finite and in time
+order, and those beyond ``2^23`` are shifted to start at 0 per sequence (float32). The options every reader takes
+(:data:`COMMON_OPTIONS`, checked by :func:`sequence_options`): ``max_samples``, ``classes`` (the class names in
+index order), ``dt`` (time between steps where a file gives no timestamps).
 
 Missing values (``fields/observed``), option ``missing``: every model takes one mask per step (padding), so a
 value missing at a step where other channels were observed is filled, never left at zero silently:
@@ -36,6 +45,9 @@ targets yields windows of ``window`` consecutive valid steps whose target is the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,6 +72,31 @@ def pad_sequences(seqs: Sequence[np.ndarray], length: int, fill: float = 0.0) ->
         out[i, :n] = s[:n]
         mask[i, :n] = 1
     return out, mask
+
+
+def take_sequences(data, ids: np.ndarray, length: int) -> dict[str, np.ndarray]:
+    """Sequences ``ids`` of a sequence store ``data`` (a :class:`~neurodyn.data.formats.base.PublicDataset`) padded
+    or cut to ``length`` steps: ``fields/x, t, mask, y`` (per-step ``y`` too; ``t`` repeats the last timestamp
+    after the end) and ``params/<name>``, in the order of ``ids``."""
+    ids = np.asarray(ids, dtype=np.int64)
+    lo, hi = int(ids.min()), int(ids.max()) + 1
+    rows = ids - lo
+    part = {k: v[rows] for k, v in data.chunk(lo, hi).items()}
+    T = part["fields/x"].shape[1]
+    n = min(T, length)
+    out = {}
+    for key in ("fields/x", "fields/t", "fields/mask", "fields/y"):
+        a = part[key]
+        if key == "fields/y" and (a.ndim < 2 or a.shape[1] != T):
+            out[key] = a
+            continue
+        pad = np.zeros((len(ids), length, *a.shape[2:]), dtype=a.dtype)
+        pad[:, :n] = a[:, :n]
+        if key == "fields/t" and length > n:
+            pad[:, n:] = a[:, n - 1:n]
+        out[key] = pad
+    out.update({k: v for k, v in part.items() if k.startswith("params/")})
+    return out
 
 
 def check_sequence_arrays(arrays: dict[str, np.ndarray], where: str) -> None:
@@ -88,95 +125,29 @@ class SequenceDataset(Dataset):
                  window_stride: int = 1, relative_time: bool = True, missing: str = "ffill",
                  observed_channels: bool = False, drop_steps: float = 0.0, drop_seed: int = 0,
                  classes: Sequence[str] | None = None):
-        for key in ("fields/x", "fields/t", "fields/mask", "fields/y"):
-            if key not in store.shapes:
-                raise DataError(f"dataset file {store.path} is not a sequence dataset: it lacks {key!r} "
-                                f"(it has {sorted(store.shapes)})")
-        if missing not in MISSING:
-            raise ConfigError(f"data.missing must be one of {', '.join(MISSING)}, got {missing!r}")
-        if isinstance(drop_steps, bool) or not isinstance(drop_steps, (int, float)) or not 0 <= drop_steps < 1:
-            raise ConfigError(f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got "
-                              f"{drop_steps!r}")
+        _check_options(store, missing, drop_steps)
         self.store = store
         self.ids = np.asarray(ids, dtype=np.int64)
-        order = np.argsort(self.ids)
-        inv = np.argsort(order)
-        read = lambda k: store.read(k, self.ids[order])[inv] if len(self.ids) else store.read(k, slice(0, 0))
-        x, t, m, y = (read(k) for k in ("fields/x", "fields/t", "fields/mask", "fields/y"))
-        check_sequence_arrays({"fields/x": x, "fields/t": t, "fields/mask": m, "fields/y": y}, str(store.path))
-        T = x.shape[1]
-        obs = read("fields/observed").astype(bool) if "fields/observed" in store.shapes else None
-        if obs is not None and obs.shape != x.shape:
-            raise DataError(f"dataset file {store.path}: fields/observed {obs.shape} must have the shape of fields/x "
-                            f"{x.shape}")
-        m = m.astype(bool)
-        values = x if obs is None else np.where(obs, x, 0.0)
-        if not np.isfinite(values[m]).all() or not np.isfinite(t[m]).all():
-            raise DataError(f"dataset file {store.path}: NaN or Inf in the valid steps of fields/x or fields/t")
+        x, t, m, y, obs = _read_split(store, self.ids)
         self.kind = "classification" if np.issubdtype(y.dtype, np.integer) else "regression"
-        step_targets = y.ndim >= 2 and y.shape[1] == T and (self.kind == "classification" or y.ndim == 3)
-        keep = m.copy()
-        if obs is not None and missing == "drop":
-            keep &= obs.all(-1)
-            emptied = m.any(1) & ~keep.any(1)
-            if emptied.any():
-                raise DataError(f"dataset file {store.path}: sequence {int(self.ids[np.argmax(emptied)])} has no step "
-                                "at which every channel is observed, so data.missing=drop leaves nothing of it; use "
-                                "data.missing=ffill or mean")
-        if drop_steps:
-            keep = _drop_at_random(keep, float(drop_steps), int(drop_seed), _file_salt(store), self.ids)
+        per_step = y.ndim >= 2 and y.shape[1] == x.shape[1] and (self.kind == "classification" or y.ndim == 3)
+        keep = _kept_steps(store, self.ids, m, obs, missing, float(drop_steps), int(drop_seed))
         if not np.array_equal(keep, m):
-            x, t, m, y, obs = _compact(keep, x, t, y if step_targets else None, obs, y)
-        measured = None
-        if obs is not None:
-            x = _fill_missing(x.astype(np.float32), obs, m, missing)
-            measured = obs
-        if observed_channels:
-            ind = obs if obs is not None else np.ones(x.shape, dtype=bool)
-            x = np.concatenate([x, (ind & m[..., None]).astype(np.float32)], axis=-1)
-            if measured is not None:
-                measured = np.concatenate([measured, np.ones_like(measured)], axis=-1)
-        self.measured = None if measured is None else torch.from_numpy(measured & m[..., None])
+            x, t, m, y, obs = _compact(keep, x, t, y if per_step else None, obs, y)
+        x, self.measured = _model_inputs(x, obs, m, missing, observed_channels)
         self.missing, self.observed_channels, self.drop_steps = missing, bool(observed_channels), float(drop_steps)
         self.classes = store_classes(store)
         if classes is not None and self.kind == "classification":
-            y = self._to_training_classes(y, list(classes), m if step_targets else None)
-        per_step = step_targets
+            y = self._to_training_classes(y, list(classes), m if per_step else None)
         if self.kind == "regression" and y.ndim == 1:
             y = y[:, None]
-        lengths = m.astype(bool).sum(1)
+        lengths = m.sum(1)
         if len(lengths) and lengths.min() < 1:
-            bad = int(self.ids[np.argmin(lengths)])
-            raise DataError(f"dataset file {store.path}: sequence {bad} has no valid step")
-        if self.kind == "classification":
-            if classes is not None and self.classes is not None:
-                self.n_classes = len(classes)
-            elif "coords/n_classes" in store.shapes:
-                self.n_classes = int(np.asarray(store.read("coords/n_classes", ())).reshape(-1)[0])
-            else:
-                self.n_classes = int(store.read("fields/y").max()) + 1
-            self.n_targets = self.n_classes
-        else:
-            self.n_classes = None
-            self.n_targets = int(y.shape[-1])
-        self.window = int(window)
-        if window < 0 or window_stride < 1:
-            raise DataError(f"sequence windows need window >= 0 and window_stride >= 1, got {window}, {window_stride}")
-        if self.window:
-            if not per_step:
-                raise DataError(f"dataset file {store.path}: data.window needs per-step targets (fields/y of shape "
-                                f"(N, T, ...)), got fields/y of shape {y.shape}")
-            self.items = [(i, e) for i, n in enumerate(lengths) for e in range(self.window - 1, int(n), window_stride)]
-            if not self.items:
-                raise DataError(f"dataset file {store.path}: no sequence has {self.window} valid steps for data.window")
-            self.length = self.window
-            self.per_step = False
-        else:
-            self.length = int(max_len or T)
-            if self.length < 1:
-                raise DataError(f"data.max_len must be >= 1, got {max_len}")
-            self.items = [(i, -1) for i in range(len(self.ids))]
-            self.per_step = per_step
+            raise DataError(f"dataset file {store.path}: sequence {int(self.ids[np.argmin(lengths)])} has no valid "
+                            "step")
+        self.n_classes = self._count_classes(classes) if self.kind == "classification" else None
+        self.n_targets = self.n_classes if self.kind == "classification" else int(y.shape[-1])
+        self._set_items(lengths, per_step, y, int(window), window_stride, max_len, x.shape[1])
         self.relative_time = relative_time
         self.x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         self.t = torch.from_numpy(np.ascontiguousarray(t, dtype=np.float32))
@@ -184,6 +155,36 @@ class SequenceDataset(Dataset):
         self.y = torch.from_numpy(np.ascontiguousarray(y)).long() if self.kind == "classification" \
             else torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32))
         self.in_channels = int(x.shape[-1])
+
+    def _count_classes(self, classes: Sequence[str] | None) -> int:
+        """The training data's class count, else the store's ``coords/n_classes``, else the largest label + 1."""
+        if classes is not None and self.classes is not None:
+            return len(classes)
+        if "coords/n_classes" in self.store.shapes:
+            return int(np.asarray(self.store.read("coords/n_classes", ())).reshape(-1)[0])
+        return int(self.store.read("fields/y").max()) + 1
+
+    def _set_items(self, lengths: np.ndarray, per_step: bool, y: np.ndarray, window: int, window_stride: int,
+                   max_len: int | None, T: int) -> None:
+        """``self.items``: ``(sequence, window end)`` pairs (``-1``: the whole sequence), and the item length."""
+        path = self.store.path
+        self.window = window
+        if window < 0 or window_stride < 1:
+            raise DataError(f"sequence windows need window >= 0 and window_stride >= 1, got {window}, {window_stride}")
+        if not window:
+            self.length = int(max_len or T)
+            if self.length < 1:
+                raise DataError(f"data.max_len must be >= 1, got {max_len}")
+            self.items = [(i, -1) for i in range(len(self.ids))]
+            self.per_step = per_step
+            return
+        if not per_step:
+            raise DataError(f"dataset file {path}: data.window needs per-step targets (fields/y of shape "
+                            f"(N, T, ...)), got fields/y of shape {y.shape}")
+        self.items = [(i, e) for i, n in enumerate(lengths) for e in range(window - 1, int(n), window_stride)]
+        if not self.items:
+            raise DataError(f"dataset file {path}: no sequence has {window} valid steps for data.window")
+        self.length, self.per_step = window, False
 
     def __len__(self) -> int:
         return len(self.items)
@@ -243,6 +244,68 @@ class SequenceDataset(Dataset):
         if self.window:
             return torch.stack([self.y[j, e] for j, e in self.items])
         return self.y[self.m] if self.per_step else self.y
+
+
+def _check_options(store: StoredDataset, missing: str, drop_steps) -> None:
+    for key in ("fields/x", "fields/t", "fields/mask", "fields/y"):
+        if key not in store.shapes:
+            raise DataError(f"dataset file {store.path} is not a sequence dataset: it lacks {key!r} "
+                            f"(it has {sorted(store.shapes)})")
+    if missing not in MISSING:
+        raise ConfigError(f"data.missing must be one of {', '.join(MISSING)}, got {missing!r}")
+    if isinstance(drop_steps, bool) or not isinstance(drop_steps, (int, float)) or not 0 <= drop_steps < 1:
+        raise ConfigError(f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got "
+                          f"{drop_steps!r}")
+
+
+def _read_split(store: StoredDataset, ids: np.ndarray):
+    """``x, t, mask (bool), y, observed (bool or None)`` of the samples ``ids`` (in that order), checked."""
+    order = np.argsort(ids)
+    inv = np.argsort(order)
+    read = lambda k: store.read(k, ids[order])[inv] if len(ids) else store.read(k, slice(0, 0))
+    x, t, m, y = (read(k) for k in ("fields/x", "fields/t", "fields/mask", "fields/y"))
+    check_sequence_arrays({"fields/x": x, "fields/t": t, "fields/mask": m, "fields/y": y}, str(store.path))
+    obs = read("fields/observed").astype(bool) if "fields/observed" in store.shapes else None
+    if obs is not None and obs.shape != x.shape:
+        raise DataError(f"dataset file {store.path}: fields/observed {obs.shape} must have the shape of fields/x "
+                        f"{x.shape}")
+    m = m.astype(bool)
+    values = x if obs is None else np.where(obs, x, 0.0)
+    if not np.isfinite(values[m]).all() or not np.isfinite(t[m]).all():
+        raise DataError(f"dataset file {store.path}: NaN or Inf in the valid steps of fields/x or fields/t")
+    return x, t, m, y, obs
+
+
+def _kept_steps(store: StoredDataset, ids: np.ndarray, m: np.ndarray, obs: np.ndarray | None, missing: str,
+                drop_steps: float, drop_seed: int) -> np.ndarray:
+    """The steps kept ``(N, T)`` bool: the mask, less the steps with a missing channel (``missing=drop``) and the
+    ``drop_steps`` fraction drawn at random."""
+    keep = m.copy()
+    if obs is not None and missing == "drop":
+        keep &= obs.all(-1)
+        emptied = m.any(1) & ~keep.any(1)
+        if emptied.any():
+            raise DataError(f"dataset file {store.path}: sequence {int(ids[np.argmax(emptied)])} has no step "
+                            "at which every channel is observed, so data.missing=drop leaves nothing of it; use "
+                            "data.missing=ffill or mean")
+    if drop_steps:
+        keep = _drop_at_random(keep, drop_steps, drop_seed, _file_salt(store), ids)
+    return keep
+
+
+def _model_inputs(x: np.ndarray, obs: np.ndarray | None, m: np.ndarray, missing: str, observed_channels: bool):
+    """``x`` filled as ``missing`` says (with the observed indicators appended when ``observed_channels``), and the
+    ``(N, T, C')`` bool tensor of the measured values (``None`` when every value was measured)."""
+    measured = None
+    if obs is not None:
+        x = _fill_missing(x.astype(np.float32), obs, m, missing)
+        measured = obs
+    if observed_channels:
+        ind = obs if obs is not None else np.ones(x.shape, dtype=bool)
+        x = np.concatenate([x, (ind & m[..., None]).astype(np.float32)], axis=-1)
+        if measured is not None:
+            measured = np.concatenate([measured, np.ones_like(measured)], axis=-1)
+    return x, (None if measured is None else torch.from_numpy(measured & m[..., None]))
 
 
 def store_classes(store: StoredDataset) -> list[str] | None:
@@ -325,3 +388,158 @@ def _fill_missing(x: np.ndarray, obs: np.ndarray, m: np.ndarray, missing: str) -
     filled = np.take_along_axis(x, np.broadcast_to(src, x.shape), axis=1)
     seen = obs.any(axis=1, keepdims=True)
     return np.where(seen, filled, np.nan).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing: a reader's ragged cases -> the padded store arrays (every sequence reader ends here)
+# --------------------------------------------------------------------------------------------------
+
+COMMON_OPTIONS = {"max_samples": 0, "classes": None, "dt": 1.0}
+"""Options every sequence reader takes (module doc of :mod:`neurodyn.data.formats.ts` and its siblings)."""
+TIME_PRECISION = 2.0 ** 23  # float32 keeps steps of 1 only below this: larger timestamps are shifted per sequence
+
+
+def sequence_options(reader: str, defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` reader options over ``defaults`` (a superset of :data:`COMMON_OPTIONS`), checked: an unknown name
+    or a bad ``max_samples`` / ``dt`` / ``classes`` / ``per_step`` is one ConfigError."""
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ConfigError(f"reader {reader!r} has no option(s) {', '.join(unknown)}; its options are: "
+                          f"{', '.join(sorted(defaults))}")
+    opts = {**defaults, **given}
+    m = opts["max_samples"]
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+        raise ConfigError(f"option max_samples must be an int >= 0 (0: all samples), got {m!r}")
+    dt = opts["dt"]
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
+        raise ConfigError(f"option dt (time between steps where the file has no timestamps) must be > 0, got {dt!r}")
+    opts["dt"] = float(dt)
+    if opts["classes"] is not None:
+        if isinstance(opts["classes"], str) or not isinstance(opts["classes"], (list, tuple)) or not opts["classes"]:
+            raise ConfigError(f"option classes must be a list of class names, e.g. classes=[walk, run], got "
+                              f"{opts['classes']!r}")
+        opts["classes"] = [str(c) for c in opts["classes"]]
+        if len(set(opts["classes"])) != len(opts["classes"]):
+            raise ConfigError(f"option classes lists a name twice: {opts['classes']}")
+    if "per_step" in opts and not isinstance(opts["per_step"], bool):
+        raise ConfigError(f"option per_step must be true or false, got {opts['per_step']!r}")
+    return opts
+
+
+def _natural_key(name: str):
+    try:
+        return (0, float(name), "")
+    except ValueError:
+        return (1, 0.0, name)
+
+
+def class_list(found: Sequence[str], declared: Sequence[str] | None, given: Sequence[str] | None) -> list[str]:
+    """The class names in index order: the ``classes`` option, else those the file declares, else the labels found
+    sorted (numbers numerically)."""
+    if given:
+        return list(given)
+    if declared:
+        return list(declared)
+    return sorted(set(found), key=_natural_key)
+
+
+def label_index(label: str, classes: list[str], where: str, what: str) -> int:
+    """The index of ``label`` in ``classes``; one DataError naming ``where`` for a label outside them."""
+    try:
+        return classes.index(label)
+    except ValueError:
+        raise DataError(f"{where}: {what} {label!r} is not one of the classes ({', '.join(classes)}); name every "
+                        "class with the option classes=[...]") from None
+
+
+@dataclass
+class Cases:
+    """Ragged sequences as a reader found them: ``xs[i] (n_i, C)`` (NaN: missing) at times ``ts[i] (n_i,)`` with
+    targets ``ys[i]`` (a class index, a float or a float vector, or per step an ``(n_i,)`` array); ``where[i]``
+    starts the message of a problem with sequence ``i`` (file and line)."""
+
+    xs: list[np.ndarray]
+    ts: list[np.ndarray]
+    ys: list[Any]
+    where: list[str]
+
+
+def _clean_case(x, t, y, where: str, per_step: bool) -> tuple[np.ndarray, np.ndarray, Any, bool]:
+    """One case without its all-missing steps (a step at which no channel is observed is not a step), its
+    timestamps checked (finite, in time order) and shifted to start at 0 when float32 would round them."""
+    x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    rows = np.isfinite(x).any(axis=1)
+    if not rows.any():
+        raise DataError(f"{where} holds no observed value (every value is missing); remove it")
+    bad_t = rows & ~np.isfinite(t)
+    if bad_t.any():
+        raise DataError(f"{where} has no finite timestamp at step {int(np.argmax(bad_t)) + 1}")
+    x, t = x[rows], t[rows]
+    if np.any(np.diff(t) < 0):
+        j = int(np.argmax(np.diff(t) < 0)) + 1
+        raise DataError(f"{where} has timestamps that decrease at step {j + 1} ({t[j - 1]:g} then {t[j]:g}); "
+                        "expected them in time order")
+    shifted = bool(np.abs(t).max() >= TIME_PRECISION)
+    return x, (t - t[0] if shifted else t), (np.asarray(y)[rows] if per_step else y), shifted
+
+
+def _pad_cases(xs: list[np.ndarray], ts: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """``x (N, T, C)`` (0 where missing or after the end), ``observed (N, T, C)``, ``t (N, T)`` (the last
+    timestamp repeated after the end), ``mask (N, T)``, ``lengths (N,)``; ``T`` the longest case."""
+    n, c = len(xs), xs[0].shape[1]
+    lengths = np.asarray([len(x) for x in xs], dtype=np.int64)
+    T = int(lengths.max())
+    out = {"x": np.zeros((n, T, c), dtype=np.float32), "observed": np.zeros((n, T, c), dtype=np.uint8),
+           "t": np.zeros((n, T), dtype=np.float32), "mask": np.zeros((n, T), dtype=np.uint8), "lengths": lengths}
+    for i, (xi, ti) in enumerate(zip(xs, ts)):
+        L, ok = len(xi), np.isfinite(xi)
+        out["x"][i, :L] = np.where(ok, xi, 0.0)
+        out["observed"][i, :L] = ok
+        out["t"][i, :L], out["t"][i, L:] = ti, ti[-1]
+        out["mask"][i, :L] = 1
+    return out
+
+
+def _pad_targets(ys: list[Any], task: str, per_step: bool, T: int) -> np.ndarray:
+    dtype = np.int64 if task == "classification" else np.float32
+    if not per_step:
+        return np.asarray(ys, dtype=dtype)
+    y = np.zeros((len(ys), T, *np.shape(ys[0])[1:]), dtype=dtype)
+    for i, yi in enumerate(ys):
+        y[i, :len(yi)] = yi
+    return y
+
+
+def build_sequences(path: Path, fmt: str, cases: Cases, *, task: str, classes: list[str] | None, per_step: bool,
+                    channels: list[str], options: dict[str, Any], info: dict[str, Any],
+                    params: dict[str, np.ndarray] | None = None, files: list[Path] | None = None):
+    """``cases`` as a :class:`~neurodyn.data.formats.base.PublicDataset` in the store layout of the module doc:
+    ``fields/x, t, mask, y`` (``observed`` when a value is missing inside a sequence), ``params/length`` (and
+    ``params``, one value per case), ``coords/n_classes`` and ``info.classes`` for classes."""
+    from .formats.base import ArraySource, PublicDataset
+
+    n = options.get("max_samples") or len(cases.xs)
+    cleaned = [_clean_case(x, t, y, w, per_step) for x, t, y, w in
+               zip(cases.xs[:n], cases.ts[:n], cases.ys[:n], cases.where[:n])]
+    xs, ts, ys, shifted = (list(v) for v in zip(*cleaned))
+    arrays = _pad_cases(xs, ts)
+    arrays["y"] = _pad_targets(ys, task, per_step, arrays["x"].shape[1])
+    missing = int(((arrays["observed"] == 0) & (arrays["mask"][..., None] == 1)).sum())
+    names = ("x", "t", "mask", "y") + (("observed",) if missing else ())
+    fields = {k: ArraySource(tuple(arrays[k].shape), f"{path}: {k}", lambda lo, hi, a=arrays[k]: a[lo:hi],
+                             dtype=arrays[k].dtype) for k in names}
+    spacing = [np.diff(ti) for ti in ts if len(ti) > 1]
+    lengths = arrays["lengths"]
+    info = {**info, "task": task, "per_step": per_step, "channels": channels, "n_sequences": len(xs),
+            "steps": [int(lengths.min()), int(lengths.max())], "missing_values": missing,
+            "irregular": bool(spacing) and not all(np.allclose(d, spacing[0][0]) for d in spacing)}
+    if classes is not None:
+        info["classes"] = list(classes)
+    if any(shifted):
+        info["time_shifted"] = "timestamps beyond 2^23 are stored from each sequence's first one (float32)"
+    extra = {k: np.asarray(v)[:n] for k, v in (params or {}).items()}
+    return PublicDataset(format=fmt, kind=task, path=path, files=files or [path], fields=fields,
+                         params={"length": lengths.astype(np.float32), **extra},
+                         coords={"n_classes": np.asarray(len(classes))} if classes is not None else {},
+                         inputs=("x", "t", "mask") + (("observed",) if missing else ()), targets=("y",), info=info,
+                         options={k: list(v) if isinstance(v, tuple) else v for k, v in options.items()})

@@ -594,7 +594,7 @@ class StoredDataset:
                 if missing:
                     raise DataError(f"dataset file {self.path} lacks attribute(s) {', '.join(missing)}; it is "
                                     "not a neurodyn store file (convert public files with "
-                                    "`neurodyn generate --from FILE`)")
+                                    "`neurodyn convert FILE`)")
                 if verify:
                     self._verify(f)
         except OSError as exc:

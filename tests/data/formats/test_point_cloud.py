@@ -134,7 +134,7 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
     samples = car_samples(14)
     torch.save(samples, tmp_path / "mini_car.pt")
     store = tmp_path / "car.h5"
-    assert main(["generate", "--from", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
+    assert main(["convert", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
     sizes = [len(s["vertices"]) for s in samples]
     line = capsys.readouterr().out.strip()
     assert line == (f"{store}: 14 point clouds, {min(sizes)}..{max(sizes)} points (padded, with fields/mask), "
@@ -158,7 +158,7 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
 def test_ragged_clouds_need_channel_statistics(tmp_path, data_dir, capsys):
     torch.save(car_samples(14), tmp_path / "mini_car.pt")
     store = tmp_path / "car.h5"
-    assert main(["generate", "--from", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
+    assert main(["convert", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
     assert main(["train", "lamo/elasticity_geofno", "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"),
                  f"data.path={store}", "data.n_train=10", "data.n_test=4", "data.normalize_reduce=pointwise"]) == 2
     assert "set data.normalize_reduce=channel" in capsys.readouterr().err

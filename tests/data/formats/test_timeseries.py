@@ -34,7 +34,7 @@ def _write(path, text):
 
 
 def _convert(src, out, *options):
-    assert main(["generate", "--from", str(src), "--out", str(out), "--no-progress", *options]) == 0
+    assert main(["convert", str(src), "--out", str(out), "--no-progress", *options]) == 0
     return StoredDataset(out)
 
 
@@ -207,7 +207,7 @@ def test_parquet_table(tmp_path, monkeypatch):
 def test_bad_files_are_one_sentence_naming_the_file_and_line(tmp_path, capsys, name, text, where):
     src = _write(tmp_path / name, text)
     out = tmp_path / "out.h5"
-    assert main(["generate", "--from", str(src), "--out", str(out), "--no-progress"]) == 2
+    assert main(["convert", str(src), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(src) in err, err
     assert __import__("re").search(where, err), err

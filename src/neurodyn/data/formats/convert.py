@@ -1,4 +1,4 @@
-"""Convert a public dataset file into a store file (``neurodyn generate --from FILE [--out PATH]``).
+"""Convert a public dataset file into a store file (``neurodyn convert FILE [--out PATH]``).
 
 The result is an ordinary store file (atomic, resumable, checksummed; see ``data/store.py``) whose
 ``generator`` is ``import:<format>`` and whose config records what was read: every source file's

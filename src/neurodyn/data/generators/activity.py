@@ -18,6 +18,10 @@ Sources:
 * ``par``: the real UCI file ``ConfLongDemo_JSI.txt`` at ``source_path``: each recording cut into chunks
   of ``max_len`` readings (``[one-hot tag, x, y, z]``, ``t`` in seconds from the chunk's start),
   labels per step (11 activities), i.e. the paper's per-time-step classification.
+
+The real files are read by the converter (:mod:`neurodyn.data.formats.ts` for BasicMotions,
+:mod:`neurodyn.data.formats.person_activity` for ``par``, with a one-line note naming ``neurodyn convert
+ConfLongDemo_JSI.txt kind=person-activity chunk=64``, the one route for real files); this module only generates.
 """
 from __future__ import annotations
 
@@ -28,8 +32,8 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences
-from .base import Generator, check_source, register_generator, sample_seed
+from ..sequences import pad_sequences, take_sequences
+from .base import Generator, check_source, real_file, register_generator, sample_seed
 
 
 @dataclass
@@ -57,34 +61,19 @@ def _templates(cfg: ActivityConfig) -> dict[str, np.ndarray]:
     }
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
 def _basicmotions() -> tuple[np.ndarray, np.ndarray, int]:
-    from ..formats.sequences import read_ts, sktime_dataset_path
+    """BasicMotions TRAIN then TEST, read by the converter's ``.ts`` reader: ``x (80, 100, 6)``, ``y (80,)`` (the
+    class names sorted), the class count."""
+    from ..formats.ts import sktime_dataset_path
 
-    xs, labels = [], []
-    for split in ("train", "test"):
-        x, y = read_ts(sktime_dataset_path("BasicMotions", split))
-        xs += x
-        labels += y
-    classes = sorted(set(labels))
-    n = max(len(a) for a in xs)
-    return np.stack([np.pad(a, ((0, n - len(a)), (0, 0))) for a in xs]), \
-        np.asarray([classes.index(c) for c in labels], dtype=np.int64), len(classes)
-
-
-@lru_cache(maxsize=2)
-def _par_chunks(path: str, chunk: int) -> tuple[list, list, list, list]:
-    from ..formats.sequences import read_person_activity
-
-    xs, ts, ys, names = [], [], [], []
-    for rec in read_person_activity(path):
-        for lo in range(0, len(rec["x"]), chunk):
-            sl = slice(lo, lo + chunk)
-            xs.append(rec["x"][sl])
-            ts.append(rec["t"][sl] - rec["t"][sl][0])
-            ys.append(rec["y"][sl])
-            names.append(rec["name"])
-    return xs, ts, ys, names
+    paths = [sktime_dataset_path("BasicMotions", split) for split in ("train", "test")]
+    classes = tuple(sorted(real_file("activity", "basicmotions", paths[0], "uea-ts", note=False).info["classes"]))
+    stores = [real_file("activity", "basicmotions", p, "uea-ts", note=False, classes=classes) for p in paths]
+    n = max(s.read("fields/x").shape[1] for s in stores)
+    x = np.concatenate([np.pad(s.read("fields/x"), ((0, 0), (0, n - s.read("fields/x").shape[1]), (0, 0)))
+                        for s in stores])
+    return x, np.concatenate([s.read("fields/y") for s in stores]).astype(np.int64), len(classes)
 
 
 @register_generator
@@ -151,13 +140,13 @@ class ActivityGenerator(Generator, name="activity", config=ActivityConfig, input
         return self._pack(xs, ts, y_all[ids], max(cfg.max_len, x_all.shape[1]))
 
     def _par(self, cfg: ActivityConfig, ids: np.ndarray) -> dict[str, np.ndarray]:
-        xs, ts, ys, _ = _par_chunks(cfg.source_path, cfg.max_len)
-        if int(ids.max()) >= len(xs):
-            raise DataError(f"{cfg.source_path} gives {len(xs)} chunks of {cfg.max_len} readings; cannot make sample "
-                            f"{int(ids.max())}")
-        y, _ = pad_sequences([ys[i] for i in ids], cfg.max_len)
-        out = self._pack([xs[i] for i in ids], [ts[i] for i in ids], y, cfg.max_len)
-        return out
+        data = real_file("activity", "par", cfg.source_path, "person-activity", chunk=cfg.max_len)
+        if int(ids.max()) >= data.n_samples:
+            raise DataError(f"{cfg.source_path} gives {data.n_samples} chunks of {cfg.max_len} readings; cannot make "
+                            f"sample {int(ids.max())}")
+        out = take_sequences(data, ids, cfg.max_len)
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
+            {"params/length": out["fields/mask"].sum(1).astype(np.int64)}
 
     @staticmethod
     def _pack(xs, ts, y, length: int) -> dict[str, np.ndarray]:

@@ -183,6 +183,35 @@ def check_source(generator: str, cfg, choices: Sequence[str], needs_file: Sequen
         raise ConfigError(f"{generator} source={cfg.source} needs data.source_path ({file_hint})")
 
 
+_REAL_FILES: dict[tuple, Any] = {}
+
+
+def real_file(generator: str, source: str, path: str | Path, kind: str, note: bool = True, **options: Any):
+    """The sequence store of the real file ``path`` as the converter reads it (``read_public(path, kind=kind,
+    **options)``): a generator's real-file source goes through the one reader of the format. ``note`` prints one
+    line (a warning) naming the route for real files, ``neurodyn convert``. Kept per (file, modification time,
+    kind, options), so a generator's chunks read the file once."""
+    from ..formats import read_public
+
+    p = Path(path)
+    try:
+        stamp = p.stat().st_mtime_ns
+    except OSError:
+        stamp = None  # the reader says the file does not exist
+    key = (str(p), stamp, kind, tuple(sorted(options.items())))
+    if key not in _REAL_FILES:
+        if note:
+            import warnings
+
+            opts = "".join(f" {k}={v}" for k, v in sorted(options.items()))
+            warnings.warn(f"{generator} source={source} reads {p} through the converter; real files enter through "
+                          f"`neurodyn convert {p} kind={kind}{opts} --out STORE`, then train with data.path=STORE",
+                          stacklevel=2)
+        _REAL_FILES.clear()  # one file at a time: they can be large
+        _REAL_FILES[key] = read_public(p, kind=kind, **options)
+    return _REAL_FILES[key]
+
+
 def solve_grid(generator: str, cfg, minimum: int, nodes: bool) -> int:
     """The solver's grid size ``cfg.solve_resolution`` (default ``cfg.resolution``), checked: the resolution is at
     least ``minimum`` and the solver grid subsamples to it (``nodes``: ``solve - 1`` a multiple of

@@ -24,20 +24,22 @@ so "train on condition 0, test on the others" is ``split_param: condition, train
 
 Real files (``source="pronostia"`` or ``"xjtu"``, ``source_path`` = the data folder): one sample per
 bearing folder (natural order), the same features, the label the life fraction (``linear``: the
-physics-based labels of the paper's ref. 2025b are not public); XJTU-SY has no temperature (0).
+physics-based labels of the paper's ref. 2025b are not public); XJTU-SY has no temperature (0). They are read
+by the converter (:mod:`neurodyn.data.formats.bearings`, which holds the features too, with a one-line note
+naming ``neurodyn convert FOLDER kind=pronostia``, the one route for real files); this module only generates.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences
-from .base import Generator, check_source, register_generator, sample_rng
+from ..sequences import pad_sequences, take_sequences
+from ..formats.bearings import morlet_cwt, run_features, snapshot_features
+from .base import Generator, check_source, real_file, register_generator, sample_rng
 
 # rpm, load (kN), fault ("outer" | "inner"), resonance (Hz)
 CONDITIONS = ((1800, 4.0, "outer", 3000.0), (1650, 4.2, "outer", 3000.0), (1500, 5.0, "outer", 3000.0),
@@ -60,40 +62,6 @@ class BearingConfig:
     label: str = "piecewise"        # piecewise | linear
     max_len: int = 0                # padded length (0: life_max)
     max_snapshots: int = 0          # real files: keep at most this many snapshots (0: all)
-
-
-# --------------------------------------------------------------------------------------------------
-# Features
-# --------------------------------------------------------------------------------------------------
-
-def morlet_cwt(x: torch.Tensor, fs: float, freqs: torch.Tensor, w0: float = 6.0) -> torch.Tensor:
-    """Complex Morlet CWT of ``x: (..., n)`` at ``freqs`` (Hz), by FFT: ``(..., n_freqs, n)``.
-
-    Analytic Morlet, ``psi_hat(s w) = 2 exp(-(s w - w0)^2 / 2)`` for ``w > 0`` with scale
-    ``s = w0 / (2 pi f)``, normalised so that ``A cos(2 pi f t)`` has modulus ``~A`` at frequency f.
-    """
-    n = x.shape[-1]
-    X = torch.fft.fft(x.to(torch.float64), dim=-1)
-    w = 2 * math.pi * torch.fft.fftfreq(n, d=1.0 / fs, dtype=torch.float64, device=x.device)
-    s = w0 / (2 * math.pi * freqs.to(torch.float64))
-    psi = 2.0 * torch.exp(-0.5 * (s[:, None] * w[None, :] - w0) ** 2) * (w > 0)
-    return torch.fft.ifft(X[..., None, :] * psi, dim=-1)
-
-
-def snapshot_features(signals: torch.Tensor, fs: float, n_freqs: int = 24) -> torch.Tensor:
-    """The 7 features per axis of snapshots ``(n, axes, points)`` -> ``(n, 7 * axes)``."""
-    freqs = torch.logspace(math.log10(fs / 256), math.log10(fs / 2.5), n_freqs, dtype=torch.float64)
-    x = signals.to(torch.float64)
-    power = morlet_cwt(x, fs, freqs).abs().square().mean(-1)               # (n, axes, n_freqs)
-    energy = torch.log10(power.sum(-1) + 1e-12)
-    dominant = freqs[power.argmax(-1)] / 1000.0
-    p = power / power.sum(-1, keepdim=True).clamp_min(1e-30)
-    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
-    mean, std = x.mean(-1), x.std(-1, unbiased=False).clamp_min(1e-12)
-    z = (x - mean[..., None]) / std[..., None]
-    skew, kurt = z.pow(3).mean(-1), z.pow(4).mean(-1)
-    feats = torch.stack([energy, dominant, entropy, kurt, skew, mean, std], -1)  # (n, axes, 7)
-    return feats.reshape(len(x), -1).float()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,22 +112,6 @@ def synthetic_run(cfg: BearingConfig, condition: int, gen: torch.Generator) -> d
             "label": label.float().numpy()}
 
 
-def run_features(signals: torch.Tensor, times_s: np.ndarray, temperature: np.ndarray | None, fs: float,
-                 n_freqs: int) -> np.ndarray:
-    """``(n, 16)``: 7 CWT/statistical features per axis, operating hours, temperature."""
-    feats = snapshot_features(signals, fs, n_freqs).numpy()
-    temp = np.zeros(len(times_s), dtype=np.float32) if temperature is None else np.asarray(temperature, np.float32)
-    return np.concatenate([feats, (np.asarray(times_s) / 3600.0)[:, None], temp[:, None]], 1).astype(np.float32)
-
-
-@lru_cache(maxsize=2)
-def _real_runs(source: str, path: str, max_snapshots: int):
-    from ..formats.sequences import list_bearings, read_pronostia_bearing, read_xjtu_bearing
-
-    read = read_pronostia_bearing if source == "pronostia" else read_xjtu_bearing
-    return [read(f, max_snapshots) for f in list_bearings(path, source)]
-
-
 @register_generator
 class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=("x", "t", "mask"),
                        targets=("y",), chunk_size=8):
@@ -180,27 +132,17 @@ class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=(
         return cfg.source
 
     def generate(self, cfg: BearingConfig, ids: np.ndarray, seed: int, device: torch.device) -> dict[str, np.ndarray]:
+        if cfg.source != "synthetic":
+            return self._real(cfg, ids)
         xs, ts, ys, conds = [], [], [], []
-        if cfg.source == "synthetic":
-            for i in ids:
-                cond = int(cfg.conditions[int(i) % len(cfg.conditions)])
-                run = synthetic_run(cfg, cond, sample_rng(seed, int(i)))
-                xs.append(run_features(run["signals"], run["times"], run["temperature"], cfg.fs, cfg.n_freqs))
-                ts.append((run["times"] / 3600.0).astype(np.float32))
-                ys.append(run["label"][:, None])
-                conds.append(cond)
-            length = cfg.max_len or cfg.life_max
-        else:
-            runs = _real_runs(cfg.source, cfg.source_path, cfg.max_snapshots)
-            if int(ids.max()) >= len(runs):
-                raise DataError(f"{cfg.source_path} holds {len(runs)} bearings; cannot make sample {int(ids.max())}")
-            for i in ids:
-                r = runs[int(i)]
-                xs.append(run_features(torch.from_numpy(r.signals), r.times, r.temperature, r.fs, cfg.n_freqs))
-                ts.append((r.times / 3600.0).astype(np.float32))
-                ys.append((r.times / max(r.times[-1], 1e-9)).astype(np.float32)[:, None])
-                conds.append(r.condition)
-            length = cfg.max_len or max(len(r.times) for r in runs)
+        for i in ids:
+            cond = int(cfg.conditions[int(i) % len(cfg.conditions)])
+            run = synthetic_run(cfg, cond, sample_rng(seed, int(i)))
+            xs.append(run_features(run["signals"], run["times"], run["temperature"], cfg.fs, cfg.n_freqs))
+            ts.append((run["times"] / 3600.0).astype(np.float32))
+            ys.append(run["label"][:, None])
+            conds.append(cond)
+        length = cfg.max_len or cfg.life_max
         x, mask = pad_sequences(xs, length)
         t, _ = pad_sequences(ts, length)
         y, _ = pad_sequences(ys, length)
@@ -208,3 +150,18 @@ class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=(
         t = np.where(mask.astype(bool), t, last)
         return {"fields/x": x, "fields/t": t.astype(np.float32), "fields/mask": mask, "fields/y": y.astype(np.float32),
                 "params/condition": np.asarray(conds, dtype=np.int64), "params/length": mask.sum(1).astype(np.int64)}
+
+    def _real(self, cfg: BearingConfig, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Bearings ``ids`` of the folder at ``source_path``, read and featurised by the converter."""
+        data = real_file("bearing", cfg.source, cfg.source_path, cfg.source, max_snapshots=cfg.max_snapshots,
+                         n_freqs=cfg.n_freqs)
+        if int(ids.max()) >= data.n_samples:
+            raise DataError(f"{cfg.source_path} holds {data.n_samples} bearings; cannot make sample {int(ids.max())}")
+        out = take_sequences(data, ids, cfg.max_len or data.fields["x"].shape[1])
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
+            {"params/condition": out["params/condition"].astype(np.int64),
+             "params/length": out["fields/mask"].sum(1).astype(np.int64)}
+
+
+__all__ = ["BearingConfig", "BearingGenerator", "CONDITIONS", "N_FEATURES", "synthetic_run", "morlet_cwt",
+           "snapshot_features", "run_features"]

@@ -10,10 +10,11 @@ Sources:
 * ``sklearn`` (default, offline): scikit-learn's bundled 8x8 digits (1,797 images, intensities
   0..16, threshold 8 = half range as 128/255 for MNIST), 64 pixels -> 15..29 events (mean 19.9),
   padded to 32. Samples are a fixed permutation (from ``seed``) of the 1,797 images.
-* ``mnist``: the real MNIST files at ``source_path`` (IDX folder or Keras' mnist.npz; see
-  ``data.formats.sequences``), threshold 128, 784 pixels -> about 53 events, padded to 256 as the
-  paper. Samples are the 60,000 training images then the 10,000 test images, in file order
-  (``n_train=60000, n_test=10000`` is the standard split).
+* ``mnist``: the real MNIST files at ``source_path`` (IDX folder or Keras' mnist.npz), threshold 128, 784
+  pixels -> about 53 events, padded to 256 as the paper. Samples are the 60,000 training images then the
+  10,000 test images, in file order (``n_train=60000, n_test=10000`` is the standard split). The files are read
+  and encoded by the converter (:mod:`neurodyn.data.formats.mnist`, with a one-line note naming ``neurodyn
+  convert MNIST_FOLDER kind=mnist``, the one route for real files); the encoding is :func:`event_encode` there.
 
 Fields: ``x (N, max_len, 2)``, ``t``, ``mask``, ``y (N,)`` the digit; ``params/source_index``.
 """
@@ -26,8 +27,9 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences
-from .base import Generator, check_source, register_generator
+from ..sequences import pad_sequences, take_sequences
+from ..formats.mnist import event_encode
+from .base import Generator, check_source, real_file, register_generator
 
 
 @dataclass
@@ -37,20 +39,6 @@ class EventDigitsConfig:
     threshold: float = 0.0      # pixel >= threshold is 1 (0: 8 for sklearn, 128 for mnist)
     max_len: int = 0            # events kept per sequence (0: 32 sklearn, 256 mnist)
     shuffle: bool = True        # sklearn only: permute the images by the seed
-
-
-def event_encode(binary: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run-length events of a flat 0/1 sequence: features ``(E, 2) = (value, duration / width)`` and
-    timestamps ``(E,) = end of run / L``."""
-    b = np.asarray(binary).astype(np.int8).ravel()
-    L = len(b)
-    if L == 0:
-        raise DataError("cannot event-encode an empty sequence")
-    ends = np.flatnonzero(np.diff(b) != 0) + 1
-    ends = np.append(ends, L)
-    starts = np.concatenate([[0], ends[:-1]])
-    feats = np.stack([b[starts].astype(np.float32), (ends - starts).astype(np.float32) / width], axis=1)
-    return feats, (ends / L).astype(np.float32)
 
 
 @lru_cache(maxsize=1)
@@ -84,28 +72,20 @@ class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsCon
     def tag(self, cfg: EventDigitsConfig) -> str:
         return cfg.source
 
-    def _images(self, cfg: EventDigitsConfig):
-        if cfg.source == "sklearn":
-            return _sklearn_digits()
-        from ..formats.sequences import read_mnist
-
-        images, labels, _ = read_mnist(cfg.source_path)
-        return images, labels
-
     def coords(self, cfg: EventDigitsConfig) -> dict[str, np.ndarray]:
         return {"n_classes": np.array(10)}
 
     def generate(self, cfg: EventDigitsConfig, ids: np.ndarray, seed: int,
                  device: torch.device) -> dict[str, np.ndarray]:
-        images, labels = self._images(cfg)
+        thr = cfg.threshold or (8.0 if cfg.source == "sklearn" else 128.0)
+        max_len = cfg.max_len or (32 if cfg.source == "sklearn" else 256)
+        if cfg.source == "mnist":
+            return self._mnist(cfg, ids, thr, max_len)
+        images, labels = _sklearn_digits()
         n = len(images)
         if int(ids.max()) >= n:
             raise DataError(f"event_digits source {cfg.source} has {n} images; cannot make sample {int(ids.max())}")
-        order = (np.random.default_rng(seed).permutation(n) if (cfg.source == "sklearn" and cfg.shuffle)
-                 else np.arange(n))
-        src = order[ids]
-        thr = cfg.threshold or (8.0 if cfg.source == "sklearn" else 128.0)
-        max_len = cfg.max_len or (32 if cfg.source == "sklearn" else 256)
+        src = np.random.default_rng(seed).permutation(n)[ids] if cfg.shuffle else np.asarray(ids)
         width = images.shape[-1]
         feats, times = zip(*(event_encode(images[i].reshape(-1) >= thr, width) for i in src))
         x, mask = pad_sequences(feats, max_len)
@@ -115,3 +95,14 @@ class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsCon
         t = np.where(mask.astype(bool), t, last)
         return {"fields/x": x, "fields/t": t, "fields/mask": mask, "fields/y": labels[src],
                 "params/source_index": src.astype(np.int64)}
+
+    def _mnist(self, cfg: EventDigitsConfig, ids: np.ndarray, threshold: float, max_len: int) -> dict[str, np.ndarray]:
+        """MNIST images ``ids`` (file order) as events, encoded by the converter's MNIST reader."""
+        data = real_file("event_digits", "mnist", cfg.source_path, "mnist", threshold=float(threshold),
+                         max_len=int(max_len))
+        if int(ids.max()) >= data.n_samples:
+            raise DataError(f"event_digits source {cfg.source} has {data.n_samples} images; cannot make sample "
+                            f"{int(ids.max())}")
+        out = take_sequences(data, ids, max_len)
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
+            {"params/source_index": np.asarray(ids, dtype=np.int64)}

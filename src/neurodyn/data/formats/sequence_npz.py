@@ -1,0 +1,146 @@
+"""Sequences as ``np.savez`` arrays: the one reader of a sequence ``.npz``, into a sequence store
+(:func:`neurodyn.data.sequences.build_sequences`).
+
+``np.savez(FILE, x=(N, T, C) or (N, T), y=(N,) [, t=(N, T) or (T,)] [, mask=(N, T)] [, classes=(K,)])``: NaN in
+``x`` for a missing value; ``mask`` 0 where a sequence has no step (need not be a prefix); ``y`` integer or string
+class labels (``classes`` names the indices), float regression targets, or per-step labels ``(N, T)``. Options
+(``neurodyn convert FILE.npz key=value``): those of every sequence reader (``max_samples``, ``classes``, ``dt``) and
+``per_step`` (a float ``y (N, T)`` is per-step targets rather than ``T`` targets per sequence). Every problem is one
+DataError naming the file and the sample. (A point-cloud ``.npz``, ``x (N, P, d)`` with ``y (N, P, c)``, is
+:mod:`neurodyn.data.formats.point_cloud`'s.)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import DataError
+from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
+
+NPZ_OPTIONS = {**COMMON_OPTIONS, "per_step": False}
+
+
+def _load(path: Path) -> dict[str, np.ndarray]:
+    from .base import read_failed
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise DataError(f"{path}: sample 0: an array holds Python objects; save plain numeric (or string) "
+                            "arrays with np.savez") from None
+        raise read_failed(path, exc, ".npz file") from None
+    except Exception as exc:  # a damaged zip or member
+        raise read_failed(path, exc, ".npz file") from None
+    for key in ("x", "y"):
+        if key not in arrays:
+            raise DataError(f"{path}: no array {key!r}; the file holds {sorted(arrays) or 'nothing'} and needs x "
+                            "(N, T, C) and y (N,) (optional t (N, T), mask (N, T), classes (K,))")
+    return arrays
+
+
+def _values(path: Path, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """``x`` as float64 ``(N, T, C)``, checked."""
+    x = arrays["x"]
+    if x.ndim == 2:
+        x = x[..., None]
+    if x.ndim != 3 or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+        raise DataError(f"{path}: x has shape {x.shape} and dtype {x.dtype}; expected numbers of shape (N, T, C)")
+    n, T, _ = x.shape
+    if n == 0 or T == 0:
+        raise DataError(f"{path}: x has shape {x.shape}; expected at least one sequence of one step")
+    x = x.astype(np.float64)
+    if np.isinf(x).any():
+        i = int(np.argmax(np.isinf(x).reshape(n, -1).any(1)))
+        raise DataError(f"{path}: sample {i}: x holds Inf; expected finite values, NaN for a missing one")
+    return x
+
+
+def _times_and_mask(path: Path, arrays: dict[str, np.ndarray], n: int, T: int, dt: float):
+    """``t (N, T)``, its description, and the step mask ``(N, T)`` bool (all ones without ``mask``)."""
+    if "t" in arrays:
+        t = np.asarray(arrays["t"], dtype=np.float64)
+        if t.shape == (T,):
+            t = np.broadcast_to(t, (n, T))
+        if t.shape != (n, T):
+            raise DataError(f"{path}: t has shape {t.shape}; expected (N, T) = {(n, T)} or (T,) = {(T,)}")
+        stamps = "the file's t"
+    else:
+        t, stamps = np.broadcast_to(np.arange(T) * dt, (n, T)), f"step index x dt = {dt:g}"
+    if "mask" not in arrays:
+        return t, stamps, np.ones((n, T), dtype=bool)
+    m = np.asarray(arrays["mask"])
+    if m.shape != (n, T):
+        raise DataError(f"{path}: mask has shape {m.shape}; expected (N, T) = {(n, T)}")
+    if not np.isin(m, (0, 1)).all():
+        i = int(np.argmax((~np.isin(m, (0, 1))).any(1)))
+        raise DataError(f"{path}: sample {i}: mask holds values other than 0 and 1")
+    return t, stamps, m.astype(bool)
+
+
+def _class_codes(path: Path, y: np.ndarray, names: list[str] | None, m: np.ndarray, per_step: bool,
+                 given: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """Integer or string labels ``y`` as indices into the class list (``names``, ``given``, or the labels sorted)."""
+    n = len(y)
+    raw = y.astype(str) if y.dtype.kind in "US" else y
+    if names is not None and np.issubdtype(raw.dtype, np.integer):
+        if raw.min() < 0 or raw.max() >= len(names):
+            i = int(np.argmax(((raw < 0) | (raw >= len(names))).reshape(n, -1).any(1)))
+            raise DataError(f"{path}: sample {i}: y holds a class index outside 0..{len(names) - 1} (classes has "
+                            f"{len(names)} names)")
+        labels = np.asarray(names)[raw]
+    else:
+        labels = raw.astype(str)
+    classes = class_list(list(np.unique(labels[m] if per_step else labels)), names, given)
+    lookup = {c: k for k, c in enumerate(classes)}
+    codes = np.zeros(labels.shape, dtype=np.int64)
+    for idx, lab in np.ndenumerate(labels):
+        if per_step and not m[idx]:
+            continue
+        if lab not in lookup:
+            raise DataError(f"{path}: sample {idx[0]}: label {lab!r} is not one of the classes "
+                            f"({', '.join(classes)}); name every class with the option classes=[...]")
+        codes[idx] = lookup[lab]
+    return codes, classes
+
+
+def _targets(path: Path, arrays: dict[str, np.ndarray], m: np.ndarray, opts: dict[str, Any]):
+    """``(y, task, classes, per_step)``: class indices or float targets, checked against ``x``'s ``(N, T)``."""
+    y = arrays["y"]
+    n, T = m.shape
+    per_step = opts["per_step"] or (y.ndim == 2 and y.shape == (n, T) and
+                                    (np.issubdtype(y.dtype, np.integer) or y.dtype.kind in "USb"))
+    if y.shape[0] != n:
+        raise DataError(f"{path}: y has {y.shape[0]} entries for {n} sequences in x")
+    if per_step and y.shape[:2] != (n, T):
+        raise DataError(f"{path}: per_step=true needs y of shape (N, T) = {(n, T)}, got {y.shape}")
+    if y.dtype.kind in "USb" or np.issubdtype(y.dtype, np.integer):
+        names = [str(c) for c in arrays["classes"]] if "classes" in arrays else None
+        codes, classes = _class_codes(path, y, names, m, per_step, opts["classes"])
+        return codes, "classification", classes, per_step
+    if not np.issubdtype(y.dtype, np.floating):
+        raise DataError(f"{path}: y has dtype {y.dtype}; expected integer or string class labels, or float targets")
+    bad = ~np.isfinite(y.reshape(n, -1)).all(1) if not per_step else ~(np.isfinite(y) | ~m).all(1)
+    if bad.any():
+        raise DataError(f"{path}: sample {int(np.argmax(bad))}: y holds NaN or Inf; every sequence needs a target")
+    return y, "regression", None, per_step
+
+
+def read_sequence_npz(path: Path, **given: Any):
+    """``np.savez`` arrays (module doc) as a sequence store."""
+    opts = sequence_options("sequence-npz", NPZ_OPTIONS, given)
+    arrays = _load(path)
+    x = _values(path, arrays)
+    n, T, c = x.shape
+    t, stamps, m = _times_and_mask(path, arrays, n, T, opts["dt"])
+    y, task, classes, per_step = _targets(path, arrays, m, opts)
+    cases = Cases([np.where(m[i][:, None], x[i], np.nan) for i in range(n)], [t[i] for i in range(n)],
+                  [y[i] for i in range(n)], [f"{path}: sample {i}" for i in range(n)])
+    return build_sequences(path, "sequence-npz", cases, task=task, classes=classes, per_step=per_step,
+                           channels=[f"x_{j}" for j in range(c)], options=opts, info={"timestamps": stamps})
+
+
+__all__ = ["read_sequence_npz", "NPZ_OPTIONS"]
