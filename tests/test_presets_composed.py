@@ -83,8 +83,9 @@ def test_no_two_preset_files_carry_the_same_data_section():
                 copies[json.dumps(mapping, sort_keys=True)].append(f"{name}: {where}")
     found = []
     for text, places in copies.items():
-        generators = [_generator(p.split(":")[0]) for p in places]
-        if len(places) > 1 and len(set(generators)) < len(generators):
+        files = sorted({p.split(":")[0] for p in places})  # one file's scales may repeat a mapping of its own
+        generators = [_generator(f) for f in files]
+        if len(set(generators)) < len(generators):
             found.append(f"{', '.join(places)} all hold {text}")
     assert not found, "data sections copied instead of composed (move them to a dataset file):\n" + "\n".join(found)
 
