@@ -352,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
                        epilog="Further key=value arguments set generator options (data.key=value for presets).")
     g.add_argument("target", nargs="?", default=None,
-                   help="a preset (e.g. fno/darcy) or a generator name (e.g. darcy); omit with --from")
+                   help="a preset (e.g. fno/darcy), a dataset file of presets (e.g. data/darcy_fno) or a "
+                        "generator name (e.g. darcy); omit with --from")
     g.add_argument("--from", dest="from_file", default=None, metavar="FILE",
                    help="convert a public dataset file or Geo-FNO folder, or your time series (UEA .ts, "
                         "long-format .csv / .parquet, .npz), into the store instead (reader options as key=value, "
