@@ -19,8 +19,8 @@ docs/papers/notes-geomano.md#geomano-model-paper-vs-code):
 * ``encoder="soft"`` (``"patch"``: ours), ``latent_grid=(8, 8)``, ``assign_prior=0`` (> 0: our locality prior).
 * ``LEGACY_DEFAULTS`` / ``FIELD_MOVES`` rebuild configs saved before ``correction_form``, ``gate`` and ``model.ssm``.
 
-Parameter count: the formula in the notes section above, checked in ``tests/models/test_geomano.py``
-(272,321 for the paper's Darcy configuration).
+Parameter count: :func:`parameter_count` below (the formula with its terms is in the notes section above),
+checked in ``tests/models/test_geomano.py``: 272,321 for the paper's Darcy configuration.
 """
 from __future__ import annotations
 

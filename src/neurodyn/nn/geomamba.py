@@ -22,6 +22,10 @@ Choices that matter (each an option; the layer's defaults differ from the model'
   ("cbx" here, "eq9" the paper's, "alg2").
 * ``d_mode``, ``directions`` ("paper", "vmamba", "corners"), ``merge`` ("sum" / "mean"), ``gate``, ``norm_act``.
 * Initialisation (Mamba): ``A_log = log(1..N)``, D = 1, ``softplus(dt_bias)`` log-uniform in ``dt_range``.
+
+Parameters per kernel (K directions, ``di = expand * D``, r = dt_rank, N = d_state, k = d_conv; split gate)::
+
+    2 D di + (di k^2 + di) + K (r + 2N) di + K (r di + di) + K di N + K di [+ K di N learnable R] + 2 di + di D
 """
 from __future__ import annotations
 

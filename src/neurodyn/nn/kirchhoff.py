@@ -286,7 +286,12 @@ def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int =
                         d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
                         out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto",
                         merge: str = "mean") -> int:
-    """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (module docstring)."""
+    """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (``m = d_model``, ``D`` inner, ``N`` states,
+    ``R = dt_rank``, ``K`` directions, ``s`` spatial axes, ``k = d_conv``; selective cells)::
+
+        2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
+        + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D) + [order * 2D (merge="norm")]
+    """
     m, D, N = d_model, int(round(expand * d_model)), d_state
     R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
     total = (2 * m if norm == "layernorm" else 0) + 2 * m * D + D * d_conv ** dims + D
