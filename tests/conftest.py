@@ -157,3 +157,19 @@ def tiny_run(monkeypatch):
         return TinyRun(final, *built[-1], run_dir)
 
     return run
+
+
+@pytest.fixture
+def test_split_rel_l2():
+    """``f(run) -> float``: a run's test-split relative L2 recomputed from its checkpoint's predictions on the raw
+    test samples, ``mean_b ||pred_b - y_b|| / ||y_b||`` written out here (an oracle for the numbers a run records)."""
+    def rel_l2(run) -> float:
+        from neurodyn.train.runs import load_run
+
+        trained = load_run(run)
+        split = trained.split("test")
+        x = torch.stack([split[i]["x"] for i in range(len(split))])
+        y = torch.stack([split[i]["y"] for i in range(len(split))]).double()
+        pred = trained.predict(x).double()
+        return ((pred - y).flatten(1).norm(dim=1) / y.flatten(1).norm(dim=1)).mean().item()
+    return rel_l2

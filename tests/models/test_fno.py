@@ -2,6 +2,7 @@
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -194,3 +195,38 @@ def test_fused_lifting_mlp_matches_plain_layers(act):
     assert "FusedMLP" in type(out.grad_fn.next_functions[0][0]).__name__
     mlp.fused = False
     torch.testing.assert_close(out, mlp(big), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["dft", "fft"])
+@pytest.mark.parametrize("modes, spatial", [((4,), (16,)), ((3, 2), (8, 6))])
+def test_one_linear_fourier_layer_equals_an_explicit_dft(method, modes, spatial):
+    """One Fourier layer between identity lifting and projection, without grid, skip or padding, is
+    ``y = irfftn(R rfftn(x)) + bias``: checked against the DFT written out as sums over grid points and kept
+    frequencies (numpy, no FFT), with hand-set complex weights R_{oi}(k) that mix the two channels."""
+    c = 2
+    model = ndm.build("fno", in_channels=c, out_channels=c, modes=modes, width=c, n_layers=1, lifting_channels=0,
+                      projection_channels=0, positional_grid=False, skip="none", padding=0.0,
+                      spectral_method=method).double()
+    conv = model.spectral[0]
+    with torch.no_grad():
+        for linear in (model.lifting[0], model.projection[0]):
+            linear.weight.copy_(torch.eye(c)), linear.bias.zero_()
+        conv.weight.copy_(torch.arange(conv.weight.numel(), dtype=torch.float64).reshape(conv.weight.shape)
+                          .mul(0.37).sin())
+        conv.bias.copy_(torch.tensor([0.5, -0.25]))
+    x = torch.randn(2, *spatial, c, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # kept frequencies per axis, in the weight's order: 0..m-1 then -m..-1 on non-last axes, 0..m-1 on the last
+    freqs = [list(range(m)) + list(range(-m, 0)) for m in modes[:-1]] + [list(range(modes[-1]))]
+    w = conv.weight.detach().numpy()
+    R = (w[:, :, 0] + 1j * w[:, :, 1]).reshape(*[len(f) for f in freqs], c, c)  # (*kept, C_in, C_out)
+    grids = np.meshgrid(*[np.arange(n) for n in spatial], indexing="ij")
+    xn, want = x.numpy(), np.zeros((2, *spatial, c))
+    for index in np.ndindex(*[len(f) for f in freqs]):
+        k = [f[i] for f, i in zip(freqs, index)]
+        phase = sum(kj * g / n for kj, g, n in zip(k, grids, spatial))  # (n_1, ..., n_d)
+        xhat = (xn * np.exp(-2j * np.pi * phase)[..., None]).reshape(2, -1, c).sum(1)  # forward DFT at k
+        yhat = xhat @ R[index]  # (B, C_out)
+        weight = 1.0 if k[-1] == 0 else 2.0  # the half spectrum: k and -k on the last axis
+        want += weight * np.real(yhat.reshape(2, *[1] * len(spatial), c) * np.exp(2j * np.pi * phase)[..., None])
+    want = want / np.prod(spatial) + np.array([0.5, -0.25])
+    np.testing.assert_allclose(model(x).detach().numpy(), want, rtol=1e-10, atol=1e-10)

@@ -174,7 +174,7 @@ def test_table6_presets_against_table9(capsys):
     assert round(s6 / 1e6, 1) == 1.2
     assert counts["pipe"] == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 4), False, True)
     assert counts["elasticity"] == mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 64, 4), True, False)
-    # Navier-Stokes is outside the published range under every reading (see the module docstring)
+    # Navier-Stokes is outside the published range under every reading (notes-lamo.md, "LaMO model: paper vs code")
     # ns: Table 6's 4 SSM heads, no norm (the code's 16 heads with LayerNorm: 10,061,312)
     assert counts["ns"] == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 4, 4, conv2d=True, norm="none")) \
         == 9_855_744

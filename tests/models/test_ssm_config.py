@@ -194,7 +194,7 @@ def test_a_run_folder_written_before_the_move_resumes_and_rebuilds_the_same_mode
         torch.testing.assert_close(back(x), model(x), rtol=0, atol=0)
 
 
-def test_a_tiny_lamo_run_written_in_the_old_layout_resumes(tmp_path, data_dir):
+def test_a_tiny_lamo_run_written_in_the_old_layout_resumes(tmp_path, data_dir, test_split_rel_l2):
     """End to end: a run folder whose config.yaml and checkpoints name the flat keys continues (more epochs)
     instead of being refused as "trained with another config"."""
     pytest.importorskip("skfem")
@@ -211,7 +211,8 @@ def test_a_tiny_lamo_run_written_in_the_old_layout_resumes(tmp_path, data_dir):
     (run / "config.yaml").write_text(yaml.safe_dump(stored, sort_keys=False))
     shutil.copy(run / "checkpoints" / "last.pt", tmp_path / "epoch1.pt")
     final = run_experiment(load_experiment("lamo/darcy", "tiny", ["train.epochs=2"]), run, progress=False)
-    assert 0 < final["rel_l2"] < 10
+    assert final["rel_l2"] == pytest.approx(test_split_rel_l2(run), rel=1e-4)  # the resumed model's own score
+    assert final["rel_l2"] != pytest.approx(test_split_rel_l2(tmp_path / "epoch1.pt"), rel=1e-4)  # trained on
     assert torch.load(run / "checkpoints" / "last.pt", weights_only=True)["position"]["epoch"] == 2
 
 

@@ -22,6 +22,9 @@ def test_closed_form_equals_fine_euler_and_euler_is_first_order():
 
 
 def test_theorem_1_multi_connection_and_euler_step_condition():
+    """Theorem 1: with M connections the logit stays in [min_j A_j, max_j A_j] (with 0), A_j = phi_j / omega_j,
+    for the ODE and for Euler with dt omega <= 1. Oracles: the ODE's solution and the Euler recurrence's closed
+    form a_k = a* + (a_0 - a*) (1 - dt omega)^k, both written here, not the library's."""
     g = torch.Generator().manual_seed(3)
     M, n = 5, 2000
     f_phi = torch.randn(n, M, generator=g, dtype=torch.float64)
@@ -30,14 +33,22 @@ def test_theorem_1_multi_connection_and_euler_step_condition():
     lo, hi = A.amin(1).clamp(max=0), A.amax(1).clamp(min=0)
     a0 = lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)
     phi, om = f_phi.sum(1), f_om.sum(1)
-    a = a0.clone()
+    star = phi / om
+    assert torch.all(star >= lo) and torch.all(star <= hi)  # a* is an omega-weighted mean of the A_j
+    for t in (0.01, 0.5, 3.0, 50.0):  # the ODE's solution, and the library's closed form equal to it
+        ode = star + (a0 - star) * torch.exp(-om * t)
+        assert torch.all(ode >= lo - 1e-12) and torch.all(ode <= hi + 1e-12)
+        assert torch.allclose(exact_logits(phi, om, t, a0), ode, rtol=0, atol=1e-12)
     dt = 0.9 / om  # dt * omega <= 1: Euler stays inside
-    for _ in range(200):
-        a = a + dt * (-om * a + phi)
+    for steps in (1, 7, 200):
+        a = euler_logits(phi, om, None, steps, dt=dt, a0=a0)
+        assert torch.allclose(a, star + (a0 - star) * (1 - dt * om) ** steps, rtol=0, atol=1e-10)
         assert torch.all(a >= lo - 1e-12) and torch.all(a <= hi + 1e-12)
-    # negative control: the released scripts' dt = 1.5 with omega > 4/3 overshoots the interval
-    a = euler_logits(phi[:1] * 0 + 1.0, torch.tensor([1.5], dtype=torch.float64), None, 3, dt=1.5)
-    assert a.item() > 1.0 / 1.5
+    # negative control: the released scripts' dt = 1.5 with omega = 1.5 > 4/3 overshoots the interval [0, 1/1.5];
+    # by hand, a <- a + 1.5 (1 - 1.5 a) = 1.5 - 1.25 a from 0: 1.5, -0.375, 1.96875
+    a = euler_logits(torch.tensor([1.0], dtype=torch.float64), torch.tensor([1.5], dtype=torch.float64), None, 3,
+                     dt=1.5)
+    assert a.item() == pytest.approx(1.96875, abs=1e-12) and a.item() > 1.0 / 1.5
 
 
 def test_gradients_match_eqs_56_57():

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from neurodyn.cli import main
 from neurodyn.data.generators import get_generator
@@ -11,7 +12,7 @@ from neurodyn.data.store import StoredDataset
 from neurodyn.errors import ConfigError, DataError
 from neurodyn.experiments import load_experiment
 from neurodyn.train.experiment import run_experiment
-from neurodyn.train.runs import evaluate_sets, read_history, read_test_file_metrics
+from neurodyn.train.runs import evaluate_sets, load_run, read_history, read_test_file_metrics
 
 
 def darcy_file(tmp_path, resolution, n, seed):
@@ -46,6 +47,17 @@ def test_training_evaluates_every_test_file_with_the_training_normalizers(tmp_pa
     assert final["test9/rel_l2"] == pytest.approx(logged["test9"]["rel_l2"])
     assert len(read_history(run)) == 2                      # the test-file record is not an epoch
     assert "Test file `test17`" in (run / "summary.md").read_text()
+    # the test-file number is the training normalizers' number: recomputed here from the checkpoint's predictions on
+    # the file's raw inputs (mean over samples of ||pred - u|| / ||u||), and normalizers refit on the test file itself
+    # give another number
+    stored = StoredDataset(files["test9"])
+    a, u = torch.from_numpy(stored.read("fields/a")), torch.from_numpy(stored.read("fields/u")).double()
+    trained = load_run(run)
+    rel = lambda pred: ((pred.double() - u).flatten(1).norm(dim=1) / u.flatten(1).norm(dim=1)).mean().item()  # noqa: E731
+    assert rel(trained.predict(a)) == pytest.approx(logged["test9"]["rel_l2"], rel=1e-4)
+    norms = trained.task.normalizers()
+    norms["input"].fit(a.float()), norms["target"].fit(u.float())
+    assert rel(trained.predict(a)) != pytest.approx(logged["test9"]["rel_l2"], rel=1e-2)
     # the validation split (carved from the 24 training samples) is what each epoch evaluates, not a test file
     assert read_history(run)[-1]["val"]["rel_l2"] != pytest.approx(logged["test9"]["rel_l2"])
     # re-evaluating the checkpoint gives the logged numbers; files can also be given explicitly

@@ -1,107 +1,29 @@
 """CHONN backbones (paper 000: Circuit-inspired High-Order Neural Networks), built from the Cascaded Kirchhoff
-Block of :mod:`neurodyn.nn.kirchhoff`. Four registered models:
+Block (CKB) of :mod:`neurodyn.nn.kirchhoff`. Four registered models:
 
-``chonn1d`` -- the order-defined 1-D benchmark model ("SS1DPassOnlyChain", Fig. 3)::
+``chonn1d`` (Fig. 3), ``x: (B, L, C_in) -> (B, L, C_out)``::
 
-    x (B, L, C_in) -> [circular pad p] -> Linear(C_in -> width) -> CKB(orders[0]) -> ... -> CKB(orders[-1])
-                   -> Linear(width -> C_out) -> [crop p]
+    x -> [circular pad] -> Linear(C_in -> width) -> CKB(orders[0]) -> ... -> CKB(orders[-1]) -> Linear -> [crop]
 
-  ``orders`` lists the order of every stacked block: ``(n,)`` is CHONN of order n, ``(1,) * n`` the
-  depth-n stack of first-order blocks ("D n"), ``(o,) * k`` the composite ``o x k`` (2x2, 2x3, ...).
-  Only the emitted outputs pass between the cells of a block ("PassOnly", Eq. 35). "Expansion ratio 16"
-  is read as width 16 with ``expand = 1`` (notes A11: a LayerNorm over one channel would be degenerate).
-  Parameter count: ``C_in*w + w + sum_blocks ckb(w, order) + w*C_out + C_out``.
+  ``orders``: ``(n,)`` is CHONN of order n, ``(1,) * n`` the depth-n stack of first-order blocks.
 
-``chonn_unet`` -- the PDEBench U-Net of ``models/unet.py`` (the Foundation's baseline, subclassed, not
-copied) with ``ckb_blocks`` CKBs of order ``order`` after each stage in ``ckb_stages`` (paper: "in the
-deepest encoder-decoder stages, where the receptive fields are largest"). Stage names: ``enc1..enc4``
-(after encoder block k, before pooling, resolution n / 2^(k-1), width f 2^(k-1)), ``bottleneck``
-(n / 16, 16 f), ``dec4..dec1`` (after decoder block k, n / 2^(k-1), f 2^(k-1)). Default
-``("bottleneck", "dec4")``: the deepest stage of the encoder path and of the decoder path. 2-D CKBs scan
-the flattened feature map (``scan="cross"``: VMamba's four traversals). ``order = 0`` builds no CKB and is
-exactly the U-Net (same parameters, same initialisation for a seed): Poisson's "order 0" baseline.
-The paper's backbone is CNO-like (CNO / MambaNO hyper-parameter names; notes 2.7); we put the blocks in
-the project's U-Net baseline, so "CHONN-UNet vs U-Net" isolates the CKBs.
+``chonn_unet``: the PDEBench U-Net of ``models/unet.py`` with ``ckb_blocks`` CKBs of ``order`` after each stage
+in ``ckb_stages`` (``enc1..enc4``, ``bottleneck``, ``dec4..dec1``; default ``("bottleneck", "dec4")``);
+``order = 0`` is exactly the U-Net.
 
-``chonn_fno`` -- the FNO of ``models/fno.py`` with a cascaded evolution branch in the Fourier layers
-``ckb_layers`` (default ``(0,)``). Layer ``l`` of the FNO computes ``v' = sigma(K_l v + W_l v)``;
-``ckb_mode``:
+``chonn_fno``: the FNO of ``models/fno.py`` with a cascaded branch in layers ``ckb_layers``; layer l computes
+``sigma(K_l v + W_l v)`` and ``ckb_mode="replace_skip"`` makes ``W_l v = v + CKB_branch(v)`` (Navier-Stokes),
+``"parallel"`` adds ``CKB_branch(v)`` (shallow water; ``ckb_downsample`` runs it on a pooled map).
 
-* ``"replace_skip"`` (Navier-Stokes: "replaces the w0 convolutional branch with the cascaded state-space
-  evolution operator"): ``W_l v`` becomes ``CKB(v) = v + CKB_branch(v)``;
-* ``"parallel"`` (shallow water: "inserts a cascaded evolution branch"): ``K_l v + W_l v + CKB_branch(v)``.
+``chonn_vision``: a small VMamba-style classifier, ``(B, H, W, C) -> (B, num_classes)``: patch stem, four
+stages of ``x += DropPath(CKB_branch(x)); x += DropPath(MLP(LN(x)))``, pooled LayerNorm head.
 
-``scan="auto"`` is ``"cross"`` on 2-D grids and ``"bi"`` on 1-D ones. ``ckb_downsample = s > 1`` (shallow
-water's "downsampling factor 2", notes A12) runs the branch on the ``s x s`` average-pooled map and upsamples it
-bilinearly; the residual ``v`` stays at full resolution. It is implemented by swapping the layer's skip module
-(``FNO.forward`` calls ``skips[l](v, add=K_l v)``), so ``FNO.forward`` is reused unchanged. Padding, grid
-channels and context work as in ``fno``.
+Choices that matter (each an option; the full paper-vs-code table is in
+docs/papers/notes-chonn.md#chonn-models-paper-vs-code):
 
-``chonn_vision`` -- a small VMamba-style hierarchical classifier (the ImageNet model of the paper, scaled
-down): patch stem (two 3x3 convolutions with a channel LayerNorm, total stride ``patch_size``), four
-stages of ``depths[i]`` blocks ``x = x + DropPath(CKB_branch(x)); x = x + DropPath(MLP(LN(x)))`` at width
-``dims[i]``, strided 3x3 convolution + LayerNorm between stages, head LayerNorm -> global average pool ->
-Linear. The paper's Tiny: ``dims=(96, 192, 384, 768), depths=(2, 2, 6, 2)``, patch 4, MLP ratio 4, drop
-path 0.2, two cells per CKB, the second fed "the current block input together with the response of the
-previous cell" (``cascade_input="prev_output_plus_input"``, notes A9). ``d_state`` is not given (VMamba
-v2: 1; our default). Input ``(B, H, W, C)`` channels last, output logits ``(B, num_classes)``.
-
-Every reading of the four models, in one table (Eqs. 31-38; details in :mod:`neurodyn.nn.kirchhoff`, each a
-field of :class:`CKBOptions` or, ``ssm.*``, of its cells' section ``model.ssm`` unless said otherwise). No CHONN
-code is public: where the paper is silent the value is the field's practice (VMamba, whose block the CKB
-replaces; Mamba / S4D initialisation), marked "ours" where it is neither. The presets' ``paper`` scale uses the
-paper's and the field's values (``ssm: {combine: sum, coef_norm: none}``); their ``cpu`` scale says which of ours
-it keeps::
-
-    option              paper (where)                              our default           why
-    ------------------  -----------------------------------------  --------------------  -----------------------------
-    norm                Norm(X) of Eq. 31, type not given          "layernorm"           VMamba's (notes A1)
-    ssm.d_conv,         DSConv (Eq. 31), kernel not given;          3, True (vision:      VMamba's kernel 3 and its
-    conv_pointwise      ImageNet: "lightweight depthwise conv"     False)                depthwise-only conv for vision
-    ssm.discretization  exact ZOH: beta = (1 - alpha) / lambda b   "zoh"                 as printed ("euler": Mamba's
-                        (Eq. 34)                                                         Delta b, option)
-    ssm.selective,      Delta, b_k, c_k from u_k (Eq. 33)          True, "none"          as printed; coef_norm
-    ssm.coef_norm                                                                        "cascade" / "rms" are ours
-                                                                                         (chonn_unet/poisson cpu:
-                                                                                         order 4 diverged with Eq. 33)
-    cascade_input       Eq. 35: stage r fed y_{r-1}; ImageNet      "prev_output"         as printed for each experiment
-                        text: u + y_{r-1}                          (vision: "prev_output_plus_input")
-    aggregate           Eq. 36: ybar = sum of the N stage outputs  "sum"                 as printed
-    scan                not given (A7)                             "auto": "bi" on       the targets are non-causal:
-                                                                   sequences, "cross"    VMamba's SS1D / SS2D
-                                                                   on grids              traversals
-    ssm.combine         not given                                  "mean"                ours (every stage starts at
-                                                                                         gain 1 whatever K; "sum",
-                                                                                         VMamba's CrossMerge, is the
-                                                                                         field's and the presets'
-                                                                                         paper scale; LEGACY_DEFAULTS
-                                                                                         rebuilds older checkpoints
-                                                                                         with it)
-    out_norm, W_o       Eqs. 37-38: X + ybar * g, no norm, no      False; W_o only when  as printed; W_o where the
-                        projection                                 widths differ         inner width differs (A6)
-    init                not given                                  lambda[i, n] = n + 1, Mamba / S4D-real (A4)
-                                                                   softplus(b_Delta) in
-                                                                   [1e-3, 1e-1], d = 1
-    ssm.dt_rank         not given                                  ceil(width / 16)      Mamba's
-    ssm.d_state         8 (1-D), 16 (Poisson, SWE, NS)             8 (chonn1d), 16       as printed (chonn_vision: 1,
-                                                                                         VMamba v2; not given)
-    chonn1d width       "expansion ratio 16"                       16, expand 1          a LayerNorm over one channel
-                                                                                         is degenerate (A11)
-    chonn_unet          CNO-like (Darcy: N_layers 3, N_res 4,      PDEBench U-Net +      ours: the project has no CNO;
-    backbone            N_res_neck 4, multiplier 32; Poisson:      CKBs                  CHONN-UNet vs U-Net isolates
-                        N_layers 4, width 16)                                            the CKBs
-    ckb_stages          "the deepest encoder-decoder stages"       (bottleneck, dec4)    the deepest of each path
-    chonn_fno ckb_mode, NS: "replaces the w0 convolutional         "replace_skip", (0,)  as printed; layer 0 only is the
-    ckb_layers          branch"; SWE: "inserts a cascaded branch"  (SWE preset:          literal reading (A13)
-                                                                   "parallel")
-    ckb_downsample      SWE: "downsampling factor 2"               1 (SWE preset: 2)     avg-pool, bilinear up (A12)
-
-At initialisation ``b_k, c_k`` are small and linear in ``u``, so every cell is close to its skip ``d u``; with
-unit-gain stages (``ssm.combine="mean"``) the Eq. 36 sum is about ``N u``, so the branch grows like ``N``, not
-``K^N`` as with ``ssm.combine="sum"``. The initial decay lengths ``1 / (Delta lambda)`` span 1.25 to 1000 steps;
-the order family's RC length is ``tau * 256 = 20.5`` points, inside that range. The ``chonn1d`` cpu preset used
-Euler with the old summed-direction block and is back to ZOH (3.7x the CPU time per epoch of ``o4``; no
-measurement showed Euler better).
+* ``ssm.combine="mean"`` (ours): every cascade stage starts at gain 1; "sum" (VMamba's) is the presets' paper scale.
+* ``scan="auto"``: "bi" on sequences, "cross" on grids (the targets are non-causal).
+* ``chonn_unet`` puts the CKBs in the project's U-Net, not the paper's CNO-like backbone (isolates the CKBs).
 """
 from __future__ import annotations
 

@@ -36,20 +36,9 @@ each of the last ``max(K, 1)`` frames, the causal S4D along time with its kernel
 ``K = memory_window`` (4), ``v <- v + M(v)``, and the remaining layers and projection on the last frame;
 it returns ``(B, 1, *spatial, C_out)``, the next frame. Tables 1-2: FFNO + 20,736 exactly.
 
-Readings (FFNO: Tran et al. and their fourierflow code; S4-FFNO: Buitrago et al., whose code is not public;
-both as ST-SSM's baselines)::
-
-    option                   paper                                 our default      why
-    -----------------------  ------------------------------------  ---------------  --------------------------------
-    ff_factor, ff_layers,    ST-SSM App. E.4: hidden 128           4, 2, True       fourierflow's defaults: only they
-    weight_norm                                                                     give the counts of Tables 1-2
-    modes                    "keep all modes" (ST-SSM)             0 = all          as printed
-    projection,              fourierflow: Linear(H, 128) ->        128, identity,   as the code
-    project_update           Linear(128, C_out), last update       True
-    memory_window, d_state,  K = 4 (ST-SSM Sec. 5); the S4D block  4, 64, 2         the printed FFNO + 20,736 counts
-    memory_after             after layer 2 (MemNO)
-    init, dt_min, dt_max     not stated                            S4D-LegS,        S4's defaults
-                                                                   [1e-3, 1e-1]
+Readings: fourierflow's defaults (``ff_factor=4``, two feed-forward layers, weight norm) where ST-SSM's App. E.4
+says otherwise, since only they give the printed counts; the table is in
+docs/papers/notes-stssm.md#ffno-and-s4-ffno-baselines-paper-vs-code.
 """
 from __future__ import annotations
 

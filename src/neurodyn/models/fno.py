@@ -29,18 +29,9 @@ with ``prod(kept) = 2*m_1 * m_2`` in 2D and ``m_1`` in 1D, ``MLP(a -> h -> b) = 
 (``a*b + b`` when ``h = 0``). Li et al.'s ``fourier_2d.py`` (modes 12, width 32, grid on, lifting 0,
 projection 128) has 2,368,001 parameters, and so has ``build("fno", modes=(12, 12), lifting_channels=0)``.
 
-Readings (the FNO paper and Li et al.'s scripts, which the baselines of LaMO, GeoMaNO and CHONN use)::
-
-    option               paper / Li et al.'s code               our default  why
-    -------------------  -------------------------------------  -----------  -----------------------------------------
-    lifting_channels     fc0: one Linear (fourier_2d.py,        128          neuraloperator's lifting MLP; the fno and
-                         fourier_2d_time.py, PDEBench's FNO)                 chonn_fno presets' paper scale set 0
-    projection_channels  fc1 -> fc2 through 128                 128          as the code
-    skip, activation     W_l pointwise linear (Eq. 2); GELU     "linear",    as the code
-                         in the code                            "gelu"
-    positional_grid      (x, y) in linspace(0, 1) appended      True         as the code
-    padding              not in the paper                       0            an option for non-periodic data (the
-                                                                             presets do not pad)
+Readings (Li et al.'s scripts, the baseline of LaMO, GeoMaNO and CHONN): a lifting MLP of 128 (neuraloperator's;
+the code's one Linear is ``lifting_channels=0``); the table is in
+docs/papers/notes-chonn.md#fno-backbone-paper-vs-code.
 """
 from __future__ import annotations
 

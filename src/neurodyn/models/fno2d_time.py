@@ -24,16 +24,8 @@ FNO2D-R **1,115,841** (Table 5) and Multi Input FNO2D **67,176,129** (Table 2), 
 ``4 (2 H m1 m2 * 2 [* H] + 2 (H^2 + H) + H^2 + H) + (6 + 1) H + (H 4H + 4H + 4H + 1)``. The grid is
 ``i / n`` (the paper's shared positional encoding), and no domain padding (periodic data).
 
-Readings (ST-SSM's baselines, Tables 2 and 5)::
-
-    option               paper                                   our default     why
-    -------------------  --------------------------------------  --------------  ----------------------------------
-    modes                "keep all modes"                        0 = all         as printed
-    projection_channels  FNO's fourier_2d_time.py: 128           256 (= 4H)      only 4H gives the printed counts
-                                                                                 (1,115,841 and 67,176,129)
-    nonlinearity         "passed through a nonlinearity before   GELU after      as printed (App. E.4)
-                         the residual skip" (App. E.4)           MLP_l + W_l
-    reduced weights      the snippet's (in, m1, m2), scale 1/H^2 as printed      as printed (FNO2D-R)
+Readings: ``projection_channels = 4H`` (only it gives the printed counts), all modes, GELU after
+``MLP_l + W_l``; the table is in docs/papers/notes-stssm.md#fno2d-time-baselines-paper-vs-code.
 """
 from __future__ import annotations
 

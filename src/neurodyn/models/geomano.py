@@ -1,131 +1,26 @@
 """GeoMaNO, the Geometric Mamba Neural Operator (Han, Zhang, Samaras, Hou, Qin 2025), registered as ``"geomano"``.
 
-``a -> v_0 (encode) -> v_1 -> ... -> v_T (T GeoMaNO layers) -> u (decode)`` (paper Eq. 5) on regular 2-D grids,
-``x: (B, H, W, C_in) -> (B, H, W, C_out)``::
+``a -> v_0 -> v_1 -> ... -> v_T -> u`` (paper Eq. 5) on regular 2-D grids, ``x: (B, H, W, C_in) -> (B, H, W, C_out)``::
 
-    X    = [x, ctx, (x1, x2)]                          # input function(s) + normalised coordinates (or unified_pos)
-    Z_0  = E(X)                                        # Eq. 6: lift, soft assignment to an h x w latent grid, LN
-                                                       #   (neurodyn.nn.geo_encoder.GeoEncoder), + E_pos if pos_embed
-    S_t  = Z_{t-1} + GeoMambaKernel(LN(Z_{t-1}))       # Eq. 8 (neurodyn.nn.blocks.ResidualBlock with the kernel
-    Z_t  = S_t + MLP(LN(S_t))                          #   of neurodyn.nn.geomamba as its mixer), t = 1..T
-    u    = D(Z_T)                                      # Eq. 7: back to the P points with the assignment, Linear(LN)
+    Z_0 = E([x, ctx, grid])                   # Eq. 6: lift, soft assignment to an h x w latent grid, LN (+ E_pos)
+    S_t = Z_{t-1} + GeoMambaKernel(LN(Z_{t-1}))   # Eq. 8, t = 1..T (kernel: neurodyn.nn.geomamba)
+    Z_t = S_t + MLP(LN(S_t))
+    u   = D(Z_T)                              # Eq. 7: back to the points with the assignment, Linear(LN)
 
-Navier-Stokes ("a 3-D (x, y, t) domain") is handled as the paper says: the time axis is a feature axis (the
-input frames are channels) and the scans run over the 2-D grid; the paper then uses the 1-D GeoMamba-SSM and
-the positional embedding. Darcy (2-D) uses the 2DGeoMamba-SSM and no positional embedding (Table 3 / 5).
+Navier-Stokes puts the input frames on the channel axis and scans the 2-D grid (1-D GeoMamba-SSM, positional
+embedding); Darcy uses the 2DGeoMamba-SSM without one. The defaults are the paper's Darcy configuration
+(Table 5, best row of Table 3a); where the paper is silent, Transolver's or VMamba's practice.
 
-Options beyond the kernel's (``neurodyn.nn.geomamba``): ``encoder="patch"`` replaces Eq. 6 by a hard
-``p x p`` patch embedding (LaMO's ``PatchEmbed2d`` / ``PatchUnembed2d``, zero padding to a multiple of
-``p``; docs/papers/notes-geomano.md 2.1 item 5) -- then the token grid is ``ceil(H/p) x ceil(W/p)`` and the
-positional embedding (if any) is resized bilinearly from ``latent_grid``. ``decoder`` / ``head`` /
-``decoder_skip`` / ``slice_reduce`` / ``assign_prior``: see ``neurodyn.nn.geo_encoder``.
+Choices that matter (each an option; the full paper-vs-code table is in
+docs/papers/notes-geomano.md#geomano-model-paper-vs-code):
 
-**The defaults are the paper's Darcy configuration** (Table 5, Sec. 5.1, the best row of Table 3a), every
-option read as the paper prints it; where the paper is silent (GeoMaNO's code is not public) the value is the
-field's practice, from the Transolver standard-benchmark code the paper says it follows or from VMamba /
-Mamba, whose kernel it extends. Our own choices are options, off by default. The presets ``geomano/darcy`` and
-``geomano/navier_stokes`` hold both benchmarks; their ``paper`` scale uses these readings, their ``cpu`` scale
-some of ours (said in the preset). One table, every option whose value is a reading (sizes not listed are the
-paper's or the kernel's); the kernel's options, the rows ``correction_form`` to ``dt_rank`` but ``directions``,
-are fields of its section ``model.ssm`` (``neurodyn.nn.ssm_config.GeoMambaSSMConfig``; ``ssm_kind`` is
-``ssm.kind``, ``merge`` ``ssm.combine``, ``kernel_act`` ``ssm.act``)::
+* ``ssm.correction_form="eq9"``: Eqs. 9-10 as printed (Algorithm 2's "alg2" and our "cbx" are options).
+* ``decoder="shared"``, ``head="ln_linear"``: Eq. 7 cannot run as printed; Transolver's deslice and head.
+* ``encoder="soft"`` (``"patch"``: ours), ``latent_grid=(8, 8)``, ``assign_prior=0`` (> 0: our locality prior).
+* ``LEGACY_DEFAULTS`` / ``FIELD_MOVES`` rebuild configs saved before ``correction_form``, ``gate`` and ``model.ssm``.
 
-    option             paper (where)                                our default      why
-    -----------------  -------------------------------------------  ---------------  -----------------------------------
-    correction_form    Eqs. 9-10: sum_s C_s h_s - sum_s R_s Bbar_s  "eq9"            the paper contradicts itself (Alg.
-                       x ("eq9"); Alg. 2 line 32: sum_s C_s (h_s -                   2 prints "alg2"); Eq. 9 is the
-                       R_s x) ("alg2")                                               method's definition, printed twice
-                                                                                     (Eqs. 9, 10), and the one both
-                                                                                     remarks cite: Remark 4.1
-                                                                                     "input-adaptive residuals
-                                                                                     explicitly on Bx: see Eq. 9",
-                                                                                     Remark 4.2 "dampen one, two or
-                                                                                     three copies of Bx"; Alg. 2
-                                                                                     subtracts R_s x, not a copy of Bbar
-                                                                                     x, in a GPU-kernel listing with
-                                                                                     other misprints (the shapes of
-                                                                                     Delta_bias, B, C; lines 15 and 29;
-                                                                                     "line 24"). "cbx", sum_s C_s (h_s -
-                                                                                     R_s Bbar_s x), ours: removes
-                                                                                     exactly the duplicated self term
-                                                                                     (option)
-    correction,        Darcy: fixed "0011" (Table 3a best = Table   "fixed", "0011"  Darcy; geomano/navier_stokes sets
-    r_pattern          1); NS: learnable (Table 3b best)                             "learnable"
-    r_order            digit k = k-th of the Sec. 4.2 directions    "paper"          as printed ("vmamba": VMamba's
-                       (Remark 4.2)                                                  stack order, option)
-    r_init             not stated                                   "zeros"          learnable R starts as the plain
-                                                                                     kernel
-    ssm_kind           2-D SSM for Darcy, 1-D for NS (Sec. 5.1)     "2d"             Darcy
-    directions         row, row_rev, col, col_rev (Sec. 4.2, Fig.2) "paper"          as printed ("corners": ours,
-                                                                                     option)
-    gate               Alg. 1 lines 4, 5, 13: one Z = Linear(Z)     "shared"         as printed; "split" (VMamba's
-                       feeds both the conv and the gate act(Z)                       in_proj D -> 2 ED) is an option
-    norm_act           Alg. 1 line 13: act(LN(Y)) * act(Z)          True             as printed (False: VMamba's LN(y))
-    d_mode             Remark 4.1: D in R^N; Alg. 2 line 5: D (ED,) "channel"        the paper contradicts itself; Alg.
-                                                                                     2 and mamba-ssm (Remark 4.1
-                                                                                     describes Mamba's D, which is per
-                                                                                     channel)
-    merge              CrossMerge (not defined)                     "sum"            VMamba's CrossMerge
-    kernel_act         sigma (not defined)                          SiLU             VMamba / Mamba
-    ssm.expand         Alg. 1: (B, L, ED) -> (B, L, ED), As (N, ED) 1                as printed
-    ssm.d_conv,        Conv (size not given); dt rank, A / D / dt   3 (depthwise),   VMamba / Mamba
-    dt_rank, init      initialisation not given                     ceil(D/16), Mamba's
-    Bbar               Delta B (Eq. 3, Alg. 2 line 22); App. B Eq.  Delta B          main text and Alg. 2
-                       20 writes the exact ZOH
-    pos_embed          off on 2-D domains, on for NS (Sec. 4.1,     False            Darcy
-                       Table 3)
-    encoder            Eq. 6 soft assignment                        "soft"           as printed ("patch": ours, option)
-    latent_grid        L not given                                  (8, 8)           64 latent tokens = the 64 slices of
-                                                                                     Transolver's Darcy script
-    positional_grid    X not specified beyond the input function    True             Transolver appends (x, y); a
-                                                                                     point-wise Eq. 6 cannot place
-                                                                                     points without them (notes 2.1 item
-                                                                                     2)
-    lift_hidden, act   "Linear" = biased FFN with activation        c -> 2D -> D,    Transolver's lifting MLP
-                       (Sec. 4.1)                                   GELU
-    slice_reduce       Eq. 6: Z = LayerNorm(W^T Y)                  "sum"            as printed ("mean": Transolver's)
-    assign_prior       none: W = Softmax(Linear(Y)) (Eq. 6)         0                as printed; > 0 is our locality
-                                                                                     prior (0.04 against 0.18 test rel.
-                                                                                     L2 on Darcy at cpu scale,
-                                                                                     benchmarks/RESULTS.md; the cpu
-                                                                                     presets use 1)
-    decoder            Eq. 7: W = Softmax(Linear_{D -> P}(Z)),      "shared"         Eq. 7 cannot be run as printed (its
-                       Y = W^T Z                                                     head, next row); the decoder is
-                                                                                     Transolver's deslice with the
-                                                                                     encoder's W (resolution
-                                                                                     independent); "literal" (n_points)
-                                                                                     is Eq. 7's W
-    head               Eq. 7: X = LayerNorm(Linear(Y))              "ln_linear"      as printed it returns only the LN
-                                                                                     bias for one output channel (Darcy,
-                                                                                     NS): refused; Transolver's
-                                                                                     Linear(LN(Y))
-    mlp_ratio          Eq. 8 "Linear" (FFN, size not given)         1 (GELU)         Transolver's default
-    init, assign_init  not stated                                   torch defaults,  Transolver's trunc_normal(0.02)
-                                                                    orthogonal W     leaves Eq. 6's assignment uniform
-                                                                                     and training stalls (RESULTS.md);
-                                                                                     orthogonal: the Transolver / LaMO
-                                                                                     slice projection
-    decoder_skip       none                                         False            as printed (True: ours)
-
-Navier-Stokes (Table 5 and the best row of Table 3b): ``width=256, ssm.kind="1d", ssm.correction="learnable",
-pos_embed=True``; the preset also sets a 16 x 16 latent grid (L not given).
-
-A checkpoint saved before ``correction_form`` defaulted to "eq9" and ``gate`` to "shared" names both (every
-saved config names every field); ``LEGACY_DEFAULTS`` gives a saved config that does not name them the values
-the model had then ("cbx", "split"). A config saved before ``model.ssm`` held the kernel's options names them
-at the top level (``gate``, ``merge``, ...): ``FIELD_MOVES`` says where each is now, and loading a checkpoint
-or resuming a run folder moves them (``neurodyn.models.registry.move_fields``).
-
-Parameter count (soft encoder, shared decoder, ln_linear head; ``c = C_in + ctx + 2`` inputs, L latent
-tokens, MLP ratio m, per-kernel count ``P_k`` in ``neurodyn.nn.geomamba``)::
-
-    (c 2D + 2D + 2D D + D) + (D L + L) + 2D [+ L D pos_embed]
-      + T (4D + P_k + 2 m D^2 + m D + D) + 2D + D C_out + C_out
-
-The paper gives no parameter count; ``tests/models/test_geomano.py`` checks this formula on the paper's
-Darcy (272,321 parameters) and Navier-Stokes (3,207,425, with the presets' 16 x 16 latent grid)
-configurations (with the shared gate of Algorithm 1; the split gate adds ``T D^2`` per model: 305,089 and
-3,731,713).
+Parameter count: :func:`parameter_count` below (the formula with its terms is in the notes section above),
+checked in ``tests/models/test_geomano.py``: 272,321 for the paper's Darcy configuration.
 """
 from __future__ import annotations
 

@@ -1,138 +1,35 @@
 """LaMO, the Latent Mamba Operator (Tiwari, Dutta, Krishnan, Prathosh, ICML 2025), registered as ``"lamo"``.
 
-``G = Q o D o L^l o ... o L^1 o E o P`` (paper Eq. 8): lift the input function, encode the N physical
-tokens into M latent tokens, mix the latent tokens with a multi-head bidirectional (or four-directional)
-selective SSM in L pre-norm residual layers, decode back to the points and project. Three variants, chosen
-by ``variant`` (docs/papers/notes-lamo.md, Sec. 2):
+``G = Q o D o L^l o ... o L^1 o E o P`` (paper Eq. 8): lift, encode N physical tokens into M latent tokens, mix
+them with a multi-head bidirectional (or four-directional) selective SSM in L pre-norm residual layers, decode
+back to the points and project. ``variant``:
 
-``"grid"`` (Darcy, Navier-Stokes; the code's ``LaMO_Regular_Grid``). ``x: (B, H, W, C_in)``::
+``"grid"`` (Darcy, Navier-Stokes), ``x: (B, H, W, C_in) -> (B, H, W, C_out)``::
 
-    a    = [x, ctx, (x1, x2)]                       # + normalised coordinates linspace(0, 1) per axis
-    a    = zero-pad bottom/right to multiples of pad_multiple      (85 -> 88 for Darcy)
-    Z^0  = LayerNorm(Linear(p x p patches of a)) + E_pos           # P o E, patch tokens (Remark 3.1)
-    Z^l  = Z^{l-1} + SSM4(LN(Z^{l-1})),  Z^l <- Z^l + MLP(LN(Z^l))  # Eqs. 11-12 on the (H/p, W/p) token grid
-    u    = crop( DePatch(Z^L) )                                    # D o Q: LN, linear token -> p x p x C_out
+    Z^0 = LayerNorm(Linear(p x p patches of [x, ctx, grid])) + E_pos     # zero-padded to pad_multiple
+    Z^l = Z^{l-1} + SSM4(LN(Z^{l-1})),  Z^l <- Z^l + MLP(LN(Z^l))        # Eqs. 11-12 on the (H/p, W/p) grid
+    u   = crop(DePatch(Z^L))
 
-  ``SSM4`` scans the token grid along the four traversals of ``ops.cross_scan`` and sums them (Remark
-  3.2; ``directions`` selects uni / bi / cross). ``E_pos`` is a learned positional embedding of the
-  token grid of ``grid_size`` (zero-initialised, as in the code; the trainer sets ``grid_size`` to the
-  training grid). The paper's Table 2 token counts 1936 / 484 / 121 are 88^2 / p^2 for p = 2 / 4 / 8.
+``"structured_mesh"`` (``x: (B, H, W, C_in)`` on the mesh index grid) and ``"point_cloud"``
+(``x: (B, N, C_in)``, optional ``pos: (B, N, d)``)::
 
-  Another resolution (``grid_transfer``): the patch tokens are tied to the grid they were trained on, so
-  ``"resample"`` (default) resamples an input of another size onto ``grid_size`` (bilinear, vertex-aligned:
-  both grids span the same domain with points on its boundary), runs there, and interpolates the output back
-  onto the input's grid. At the training resolution nothing changes, and at the points the two grids share
-  the output equals the training-resolution output. ``"tokens"`` keeps the patch size and lets the token grid
-  grow with the input (the positional embedding bilinearly resized, ``pos_embed_interp``): each token then
-  covers a smaller area and every scan takes more, smaller steps than the ones trained on. Measured zero-shot
-  on Darcy trained at 17x17 and tested at 33x33 (benchmarks/RESULTS.md, "Resolution transfer", 3 seeds):
-  "resample" 0.0372 against 0.0347 at 17x17 (1.07x), "tokens" 0.142 (4.1x); rescaling the scan's step
-  Delta by the token spacing (the continuous-time reading of the scan) did not rescue "tokens".
+    h = MLP([pos, x, ctx, grid]) + placeholder
+    per block:  W = softmax(Linear(Proj_x LN_1(h)) / tau)  (B, He, N, M);  Z = W^T Proj_f(LN_1(h)) / sum_n W
+                h <- h + Linear(W Z'),  Z' = SSM2(Z)  (bidirectional over the M latent tokens);  h <- h + MLP(LN_2(h))
+    u = Linear(LN_3(h))
 
-``"structured_mesh"`` (Airfoil, Pipe, Plasticity; ``x: (B, H, W, C_in)`` on the mesh index grid) and
-``"point_cloud"`` (Elasticity; ``x: (B, N, C_in)``, optional ``pos: (B, N, d)``)::
+Choices that matter (each an option; the full paper-vs-code table, with where the paper prints each value, is in
+docs/papers/notes-lamo.md#lamo-model-paper-vs-code):
 
-    h    = MLP_{c -> 2D -> D}([pos, x, ctx, (x1, x2)]) + placeholder      # P (+ time embedding)
-    for l = 1..L:                                                       # latent blocks (code form)
-        u      = LN_1(h)
-        Z, W   = E(u)                 # slice encoder: W = softmax(Linear(Proj_x u) / tau) (B, He, N, M),
-                                      #   Z = W^T Proj_f(u) / sum_n W  -> M latent tokens per head
-        Z      = SSM2(Z as a length-M sequence of (He d_h) channels)    # bidirectional latent SSM
-        h      = h + Linear(D(Z, W))  # decoder: sum_m W[n, m] Z[m] (weights shared with E)
-        h      = h + MLP(LN_2(h))
-    u    = Linear(LN_3(h))                                              # Q
+* ``ssm.*`` (``neurodyn.nn.ssm_config.LatentSSMConfig``): heads, Mamba-2 heads (``a_mode``/``dt_mode`` "head"),
+  Euler discretisation, ``layout``, ``norm``: the authors' code where the paper contradicts itself.
+* ``directions``: "auto" = "cross" on grids (the code's VMamba cross-scan), "bi" on meshes.
+* ``decoder="shared"``: the encoder's W reused (Thm. B.12's proof and the code), not Eq. 14's fixed-N softmax.
+* ``share_encoder``: one encoder for every block (App. D.2), recomputed on each block's ``LN_1(h)``.
+* ``grid_transfer="resample"`` (ours): another resolution is resampled onto ``grid_size`` and back; "tokens" lets
+  the token grid grow (4.1x the error against 1.07x, benchmarks/RESULTS.md).
 
-  ``Proj`` is ``Linear`` on point clouds and a 3x3 ``Conv2d`` over the index grid on structured meshes.
-  With ``share_encoder`` one encoder (``Proj_x, Proj_f, Linear, tau``) serves every block (recomputed on
-  each block's ``LN_1(h)``; the paper's "shared weights", App. D.2), otherwise each block has its own.
-
-Every reading, in one table. "paper" is what the paper prints (where: section, equation, table); where it is
-silent the value is the authors' released code (docs/papers/notes-lamo.md 2.5, 2.9); "ours" marks a choice of
-ours; ``ssm.*`` are the fields of the scan's section (``model.ssm``, ``neurodyn.nn.ssm_config.LatentSSMConfig``).
-The config defaults serve every variant; the ``lamo/*`` presets' ``paper`` scale sets the paper's value
-wherever it differs from the default (the grids: Table 6's heads, Remark 3.2's corners, Algorithm 1's missing
-norm, the grid code's initialisation), and the ``cpu`` scale says which of the code's choices it keeps::
-
-    option               paper (where)                             our default          why
-    -------------------  ----------------------------------------  -------------------  --------------------------------
-    ssm.heads            Table 6, App. D.2: 1 (Darcy), 4 (others)  4                    Table 6 for five of six
-                                                                                        benchmarks; lamo/darcy sets 1
-    ssm.a_mode, dt_mode  Remark 2.1: Mamba's A diagonal; Eq. 7     "head", "head"       the paper contradicts itself:
-                         S6 (a step per channel)                                        Table 9 prints 1.1 M for Darcy,
-                                                                                        which only the code's Mamba-2
-                                                                                        heads (a scalar A and a step per
-                                                                                        head) give; a step per channel
-                                                                                        gives 1.2 M, a diagonal A 1.4 M
-                                                                                        ("channel" / "diag": options)
-    ssm.discretization   ZOH, Eqs. 4-5 (Prop. 3.3: "aligns with     "euler"             the code and every Mamba kernel;
-                         the Euler method")                                             Prop. 3.3 / Cor. B.6 identify
-                                                                                        the two to first order ("zoh":
-                                                                                        option, head A only)
-    directions (grids)   Remark 3.2: TL -> BR, BR -> TL, TR -> BL,  "auto" = "cross"    the code's VMamba cross-scan
-                         BL -> TR ("corners")                                           (row, row_rev, col, col_rev);
-                                                                                        the grid presets' paper scale
-                                                                                        sets "corners"
-    directions (meshes)  bidirectional (Sec. 3.2, Fig. 1)          "auto" = "bi"        as printed
-    ssm.layout           Algorithm 1: Delta, B, C = Linear(X^) per "x_proj"             as printed (and the grid code);
-                         direction                                                      the mesh presets use the code's
-                                                                                        mixers ("hydra" Elasticity /
-                                                                                        Airfoil, "fused" Pipe): Table
-                                                                                        9's Pipe maximum 4.0 M comes
-                                                                                        only from the code's bi-Mamba2
-                                                                                        (Algorithm 1: 4.4 M), so the
-                                                                                        paper contradicts itself and its
-                                                                                        numbers were made with the
-                                                                                        code's mixers
-    ssm.norm             Algorithm 1, Eq. 13: none before the gate  "rmsnorm"           Mamba-2's gated norm (the code's
-                                                                                        mesh mixers); grid code
-                                                                                        LayerNorm; the grid presets'
-                                                                                        paper scale sets "none"
-    ssm.act              SiLU (Eq. 13)                             "silu"               as printed (grid code: GELU)
-    ssm.combine          sum over directions (Eq. 13, Alg. 1 l. 9) "sum"                as printed (bi-Mamba2 code:
-                                                                                        mean, lamo/pipe)
-    ssm.conv, d_conv     kernel 3 (App. D.2); Fig. 1: a Conv1d per  "auto", 3           grids: the code's depthwise 3 x
-                         direction                                                      3 Conv2d (the paper gives no
-                                                                                        grid conv); sequences: causal
-                                                                                        Conv1d per direction as Fig. 1
-                                                                                        (Hydra: its shared non-causal
-                                                                                        conv)
-    ssm.d_state, expand  64 (Table 6), 2 (Table 2's best)          64, 2                as printed
-    ssm.a_init_range,    not stated                                U[1, 16], dt in      Mamba-2's; the grid code's A =
-                                                                                        -1,
-    dt_range                                                       [1e-3, 0.1]          dt_bias 0.1 U(0, 1)
-                                                                                        (a_init_range (1, 1), dt_range
-                                                                                        (0.693, 0.744)) in the grid
-                                                                                        presets' paper scale
-    mlp_ratio            not stated                                4                    the grid code (meshes 1, Pipe 2:
-                                                                                        presets)
-    decoder              Eq. 14: W = Softmax(Linear_{D -> N}(Z))   "shared"             the paper contradicts itself
-                         (fixed N); the proof of Thm. B.12 reuses                       (the proof and the code reuse
-                         the encoder's W                                                the encoder's W, mesh
-                                                                                        independent); "literal": Eq. 14
-    encoder form         Eqs. 9-10: W = softmax(Linear(X)),        the code's slicing   separate x / f projections, a
-    (slice_*)            Z = W^T X                                                      temperature, weighted means,
-                                                                                        heads (Transolver's, which
-                                                                                        Remark 3.1 generalises); options
-                                                                                        reach Eq. 9
-    share_encoder        App. D.2, Table 7: one pair on grids;      True                per preset (Pipe: unshared)
-                         shared Elasticity / Airfoil, unshared
-                         Pipe / Plasticity
-    patch tokens         Tables 2, 6: 1936 = 44^2 (Darcy), 1024    patch_size 2         as printed (85 padded to 88 as
-                                                                                        the code)
-    pos_embed,           not stated                                True (zeros), True   the grid code
-    positional_grid
-    init, placeholder    not stated                                the code's           trunc_normal(0.02) + orthogonal
-                                                                                        slices on meshes, torch defaults
-                                                                                        on grids; the code's placeholder
-    residual / MLP       Eqs. 11-12 on latent tokens               grids: latent;       the code (Transolver's block) on
-    placement                                                      meshes: physical     meshes
-    grid_transfer        not addressed                             "resample"           ours (RESULTS.md: 1.07x the
-                                                                                        training-resolution error
-                                                                                        against 4.1x for "tokens")
-
-Not reproduced: the grid code's unused 2-value "placeholder" parameter (2 parameters).
-
-Parameter counts for Table 6 of the paper and for the authors' scripts: ``tests/models/test_lamo.py``.
+Parameter counts for Table 6 and the authors' scripts: ``tests/models/test_lamo.py``.
 """
 from __future__ import annotations
 

@@ -2,48 +2,12 @@
 
 ``Conv1d front end (optional) -> NACAttention(d_model, heads) -> pool (last valid step or mean) ->
 dense head -> out_channels``, over ``x: (B, T, C)`` with timestamps ``t: (B, T)`` and ``mask``.
-The layer is :class:`neurodyn.nn.nac.NACAttention`; its docstring explains each option below.
+The layer is :class:`neurodyn.nn.nac.NACAttention`; its docstring explains each option.
 
-``compat`` names the profile that fills every field of ``options`` left unset: ``"paper"`` (default) is what the
-paper prints, the authors' released code where the paper is silent, and the reading the paper forces where its
-literal text cannot work; ``"released"`` is the authors' released code; ``"tuned"`` holds our measured choices
-(benchmarks/results/nac.md), measured on test splits and to be re-selected on validation. A value given in
-``options`` (``model.options.time_horizon=5``) wins over the profile. Paper references: § = section, eq. =
-equation, Alg. = algorithm, Thm. = theorem of paper 002; "code" = the released code (docs/papers/notes-nac.md
-§2.14-2.15); "forced" = the literal text cannot work and the table's value is the reading it leaves.
-
-=================== ======================================= ========= ======== ====== ==================================
-option              the paper (where)                       default:  released tuned  why the default; why tuned's
-                                                            ``paper``
-=================== ======================================= ========= ======== ====== ==================================
-tied_heads          two heads, "separate head layers" §2.2  False     True     False  paper
-backbone_unfolds    Alg. 1: one update; motors = alpha(b)   3         1        3      forced: input reaches the motor
-                                                                                      neurons (eq. 14) on update 3
-backbone_activation nonlinear (Thm. 2); none named          tanh      linear   tanh   forced nonlinear; tanh is ours
-dense_sensory       M_in = abs(A_in) (Alg. 1)               False     True     False  paper
-shared_backbone     phi, omega per head (§2.2.1)            False     True     False  paper
-topk_method         block centroids (Alg. 2)                block     exact    block  paper
-topk_spare_blocks   M = ceil(K / B_s) blocks (Alg. 2)       0         0        1      paper; top-8 recall ~0.75 -> 0.9
-euler_steps         not given                               6         5        6      code: scripts 6 (layer default 5)
-euler_dt            step of eq. 2 over [0, T] (§2.1)        0 (t/N)   0.5      0      forced: Euler approximates the
-                                                                                      eq.-17 logit at the pair's time
-quadrature          sum alpha v t (eq. 19)                  time      none     time   paper
-eps                 eps > 0 (eq. 16), no value              1e-6      1e-6     1e-5   code (layer default; README: 1e-5)
-ncp_init            not given                               glorot    glorot   fan_in code; phi, omega vary at step 0
-front_init          not given                               glorot    glorot   he     code (Keras' Conv1D); as above
-time_horizon        t = sigma(.) in [0, 1] (§2.2)           1         1        10     paper; lets softmax pick keys
-learn_horizon       not given (no T to learn)               False     False    False  paper; a learned T did not help
-pair_time           "the sample's timestamp" (§2.2)         query     query    delta  code: t per query; shift-
-                                                                                      invariant, tied within noise
-=================== ======================================= ========= ======== ====== ==================================
-
-Not options (the same in every profile): padded keys get logit -inf (the code multiplies the logits by the mask);
-the last Top-K block of a row overlaps its neighbour (the paper is silent on the remainder keys, the PyTorch port
-drops them); the time gate, output projection and dense head start from PyTorch's default init (the code: Keras'
-Glorot). ``token_mode="per_step"`` reproduces the released scripts' length-1 sequences (PAR, CarRacing, RUL):
-every time step is attended alone, so the attention weight is 1 and NAC reduces to its value path;
-``use_time=False`` reproduces scripts that pass no timestamps (``t_sample = 1``, the paper's "no meaningful
-timing").
+``compat`` names the profile that fills every field of ``options`` left unset: ``"paper"`` (default: the paper,
+the released code where it is silent, the reading it forces where its text cannot work), ``"released"`` (the
+authors' code) or ``"tuned"`` (our measured choices); a value set in ``options`` wins. The table of every option,
+profile by profile with the reasons, is in docs/papers/notes-nac.md#nac-model-paper-vs-code.
 """
 from __future__ import annotations
 

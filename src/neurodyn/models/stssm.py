@@ -1,89 +1,26 @@
 """ST-SSM, the spatiotemporal state-space neural operator (Koren & Lanthaler, arXiv 2507.23428 v1), and its
 variants ST-SSM-VM, ST-SSM-FF, unidirectional and without temporal memory, registered as ``"stssm"``.
 
-The model is ``Psi = Q o L_4 o L_3 o M o L_2 o L_1 o R`` (paper §3.4): two spatial layers, the causal
-temporal memory layer, two more spatial layers, with pointwise lifting ``R`` and projection ``Q``. For an
-input of ``T`` frames ``x: (B, T, *spatial, C_in)`` (channels last; ``C_in`` = field channels plus context
-fields)::
+``Psi = Q o L_4 o L_3 o M o L_2 o L_1 o R`` (paper §3.4), ``x: (B, T, *spatial, C_in)`` channels last::
 
-    h_t   = R([x_t, grid, ctx])                 R = Linear(C_in + d + n_ctx -> H), per point and frame
-    h_t  <- L_2 L_1 h_t                         spatial layers, each frame on its own
-    h    <- h + M(h)                            causal S4D along time at every point, kernel of K taps
-    y_t   = Q(L_4 L_3 h_t)                      Q = Linear(H -> 4H) -> GELU -> Linear(4H -> C_out)
+    h_t  = R([x_t, grid, ctx])           Linear(C_in + d + n_ctx -> H), per point and frame
+    h_t <- L_2 L_1 h_t                   spatial layers, each frame on its own
+    h   <- h + M(h)                      causal S4D along time at every point, kernel of K = memory_window taps
+    y_t  = Q(L_4 L_3 h_t)                Linear(H -> 4H) -> GELU -> Linear(4H -> C_out)
 
-``y_t`` is the prediction of frame ``t + 1``; by the truncated kernel it depends on frames
-``t - K + 1 .. t`` only (tested by autograd). ``forward`` returns the next frame ``(B, 1, *spatial, C_out)``
-and computes only what that needs (the last ``max(K, 1)`` frames before ``M``, the last one after);
-``forward_sequence`` returns ``y_t`` for every ``t``, ``(B, T, *spatial, C_out)``: the teacher-forced pass
-of the paper's App. H in one call. A single frame without a time axis, ``(B, *spatial, C_in)``, gives
-``(B, *spatial, C_out)`` (a Markovian use). ``grid`` holds the coordinates ``i / n_a`` in [0, 1) (App. E.4:
-``E_i = i / L``), ``ctx (B, n_ctx)`` is broadcast over the grid (viscosity), context *fields* (forcing)
-arrive as extra input channels.
+``y_t`` predicts frame ``t + 1`` from frames ``t - K + 1 .. t``. ``forward`` returns ``(B, 1, *spatial, C_out)``,
+``forward_sequence`` every ``y_t`` ``(B, T, *spatial, C_out)``; a frame without a time axis gives one frame.
 
-**Spatial layer** (``factorization``), with ``S^a_fwd``, ``S^a_bwd`` S4D blocks (``neurodyn.nn.s4d.S4D``,
-20,736 parameters each at ``H = N = 64``) running along axis ``a`` and ``flip_a`` reversing that axis::
+Spatial layer, ``sweep_a(u) = S^a_fwd(u) + flip_a(S^a_bwd(flip_a(u)))`` with ``neurodyn.nn.s4d.S4D`` blocks:
+``factorization="sequential"`` (``u += sweep_x(u)``, then ``u += sweep_y(u)``), ``"parallel"`` (ST-SSM-FF:
+``u += FF(sweep_x(u) + sweep_y(u))``) or ``"zigzag"`` (ST-SSM-VM: row-major then column-major flattening).
 
-    sweep_a(u) = S^a_fwd(u) + flip_a(S^a_bwd(flip_a(u)))             bidirectional: sees both sides
+Choices that matter (each an option; the full paper-vs-code table, with the parameter counts that fix the
+architecture, is in docs/papers/notes-stssm.md#st-ssm-model-paper-vs-code):
 
-* ``"sequential"`` (ST-SSM): ``u <- u + sweep_x(u)``, then ``u <- u + sweep_y(u)``: axes swept one after
-  the other (x then y), each sweep with a residual;
-* ``"parallel"`` (ST-SSM-FF, App. D listing 2): ``u <- u + FF(sweep_x(u) + sweep_y(u))`` with FFNO's
-  feed-forward (``nn.mlp.FeedForward``, factor 4, weight norm: 33,408 parameters);
-* ``"zigzag"`` (ST-SSM-VM, App. D listing 1): the grid flattened row by row (``x`` fastest) is swept as one
-  sequence of ``X*Y`` points, ``u <- u + W_1 sweep(u)``, then flattened column by column (``y`` fastest),
-  ``u <- u + W_2 sweep'(u)``; ``W_1, W_2`` are ``Linear(H, H)``.
-
-``bidirectional=False`` drops ``S_bwd`` and doubles the number of spatial layers (App. C.1: "8 layers of
-forward-only spatial SSM blocks", same parameter count): every output then depends only on inputs at
-smaller or equal coordinates, i.e. it lacks the "full field of view" of the universality theorem.
-
-**Temporal memory.** ``M`` is one S4D block along time whose kernel is cut to ``K = memory_window`` taps
-(default 4, "non-Markovian models use a fixed memory window of K = 4"); ``memory_window = 0`` removes it
-(the identity; the ablation "ST-SSM without temporal module", 20,736 fewer parameters).
-
-**Parameter counts** (exact, tests/models/test_stssm.py; the paper's counts fix the architecture, see
-``docs/papers/notes-stssm.md`` §2.5): lifting ``(C_in + d + 1) H``, ``n_blocks x 20,736`` and ``Q`` = 16,897::
-
-    1D ST-SSM: 192 + 9 * 20,736 + 16,897 = 203,713        (8 spatial + 1 temporal block)
-    2D ST-SSM: 256 + 17 * 20,736 + 16,897 = 369,665       (16 spatial + 1 temporal block)
-    2D ST-SSM-VM: 369,665 + 8 * 4,160 = 402,945           (2 Linear(64, 64) per spatial layer)
-    2D ST-SSM-FF: 369,665 + 4 * 33,408 = 503,297          (one FFNO feed-forward per spatial layer)
-
-Every reading, in one table (no ST-SSM code is public: where the paper is silent the value is the S4 / FFNO
-practice; the ``stssm/*`` presets' ``paper`` scale uses these defaults)::
-
-    option               paper (where)                                our default   why
-    -------------------  -------------------------------------------  ------------  ---------------------------------
-    width,               H = 64 (App. E.4); K = 4 (Sec. 5)            64, 4         as printed
-    memory_window
-    n_layers_pre / post  2 + 2 spatial layers (Sec. 3.4; the listing   2, 2          the text and the printed counts
-                         shows 1 + 1)                                                (the paper contradicts itself)
-    projection_channels  Q hidden 128 (App. E.4)                      256 (= 4H)    only 256 gives the printed totals
-                                                                                     (203,713 1-D, 369,665 2-D): the
-                                                                                     paper contradicts itself
-    d_state              not stated                                   64            the only size giving the printed
-                                                                                     counts
-    factorization        sequential x then y (Sec. 3.3); -FF / -VM:   "sequential"  as printed ("parallel", "zigzag":
-                         App. D listings                                             the variants)
-    bidirectional        forward + backward per axis (Sec. 3.3)       True          as printed (False: App.
-                                                                                     C.1, twice the layers)
-    residual             Fig. 2: "each path includes a residual        "layer"       the paper contradicts itself
-                         connection"; the pseudocode: none                           (caption vs listing): one identity
-                                                                                     per sweep, u + S_fwd(u) + flip
-                                                                                     S_bwd(flip u), the residual of an
-                                                                                     S4 block; "path" (2u + ..., the
-                                                                                     identity doubles at every sweep)
-                                                                                     and "none" (the listing) are
-                                                                                     options
-    init, dt_min, dt_max not stated                                   S4D-LegS,     S4's diagonal defaults
-                                                                      [1e-3, 1e-1]
-    FFT convolution      not stated                                   zero-padded   S4's (non-periodic although the
-                                                                                     data are periodic; notes 2.2)
-    positional_grid      E_i = i / L (App. E.4)                       i / n         as printed
-    ff_factor,           ST-SSM-FF's feed-forward (App. D listing 2)  4, True       FFNO's fourierflow settings, the
-    ff_weight_norm                                                                   ones that give the printed counts
-
-Noise, normalisation, teacher forcing and the loss live in the task and the presets (``experiments/stssm``).
+* ``projection_channels=4H`` and ``d_state=64``: the only sizes giving the printed counts (203,713 / 369,665).
+* ``residual="layer"``: one identity per sweep (the caption and the listing disagree).
+* ``bidirectional=False`` doubles the spatial layers (App. C.1); ``memory_window=0`` removes ``M``.
 """
 from __future__ import annotations
 

@@ -28,17 +28,8 @@ Parameter counts: 2,826,945 for the Darcy configuration (width 128, 8 layers, 8 
 unified_pos 8) and 11,232,321 for Navier-Stokes (width 256, 32 slices), the ends of the 2.8-11.2 M range
 the LaMO paper gives for Transolver (its Table 9); checked in ``tests/models/test_transolver.py``.
 
-Readings (Transolver's standard-benchmark scripts, which LaMO and GeoMaNO rerun)::
-
-    option                   Transolver's scripts                  our default       why
-    -----------------------  ------------------------------------  ----------------  ---------------------------
-    width, n_layers,         per benchmark (128 / 256, 8, 8,       128, 8, 8, 64, 1  the Darcy script; the
-    n_heads, n_slices,       64 / 32, 1 / 2)                                         presets set the others
-    mlp_ratio
-    unified_pos              8 on Darcy and NS                     0                 per preset
-    slice_temperature,       0.5 (learned); clamp [0.1, 5] on      0.5, None (auto)  as the code
-    slice_clamp              structured meshes
-    placeholder, dropout     placeholder (no input function), 0    always, 0         same parameters either way
+Readings: Transolver's Darcy script for the sizes (the presets set the others); the table is in
+docs/papers/notes-lamo.md#transolver-baseline-paper-vs-code.
 """
 from __future__ import annotations
 

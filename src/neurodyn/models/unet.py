@@ -26,15 +26,8 @@ repeating the edge, falling back to "replicate" on axes too short to mirror), "r
 "circular" (periodic data); the output is cropped back to the input size. Input and output are channels
 last, ``(B, *spatial, C)``, as everywhere in neurodyn.
 
-Readings (PDEBench's ``UNet1d`` / ``UNet2d``, the U-Net baseline of CHONN and ST-SSM)::
-
-    option               PDEBench                                our default  why
-    -------------------  --------------------------------------  -----------  ------------------------------------
-    init_features        32                                      32           as the code
-    block                conv-BN-Tanh x 2, max-pool, transposed  the same     as the code
-                         conv up
-    pad_mode             no padding (sizes must divide by 16)    "reflect"    ours: any grid size (85 x 85 Darcy);
-                                                                              "circular" for periodic data
+Readings: PDEBench's blocks and widths; ``pad_mode`` is ours (any grid size); the table is in
+docs/papers/notes-chonn.md#u-net-backbone-paper-vs-code.
 """
 from __future__ import annotations
 

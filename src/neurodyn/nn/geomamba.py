@@ -2,90 +2,28 @@
 
 ``GeoMambaKernel`` maps a token grid ``z: (B, H, W, D)`` to ``(B, H, W, D)`` (Algorithm 1)::
 
-    x, g       = in_proj(z)                            # line 4: Linear D -> 2 di (split; or one shared Z)
-    x          = act(DWConv3x3(x))                     # line 5: depthwise k x k conv on the grid, SiLU
-    x_d        = Traverse_d(x),  d = 1..K              # lines 6-9: four-way cross-scan
-    dt_d, B_d, C_d = x_proj_d(x_d)                     # line 10: per direction, Linear di -> (r + 2N),
-    dt_d       = dt_proj_d(dt_d)                       #          dt: Linear r -> di (+ bias)
-    y_d        = GeoMamba-SSM(x_d, dt_d, A_d, B_d, C_d, R_d, D_d)               # line 11
-    y          = CrossMerge(y_d)                       # line 12: un-traverse, sum (or mean) over d
-    y          = act(LN(y)) * act(g)                   # line 13 (literal; ``norm_act=False``: LN(y) * act(g))
-    out        = out_proj(y)                           # line 14: Linear di -> D
+    x, g = in_proj(z);  x = act(DWConv(x))               # lines 4-5 (split gate, or one shared Z)
+    x_d  = Traverse_d(x), d = 1..K                       # four-way cross-scan
+    y_d  = GeoMamba-SSM(x_d, dt_d, A_d, B_d, C_d, R_d, D_d)
+    y    = CrossMerge(y_d);  out = out_proj(act(LN(y)) * act(g))     # line 13 (norm_act=False: LN(y) * act(g))
 
-GeoMamba-SSM (per direction d, channel c, state s; ``dt = softplus(dt_d + dt_bias_d)``,
-``Abar_s = exp(dt A_s)``, ``Bbar_s = dt B_s``, ``A_s = -exp(A_log_s)``):
+GeoMamba-SSM, ``Abar_s = exp(dt A_s)``, ``Bbar_s = dt B_s``: ``ssm="1d"`` (Eq. 9) over the flattened traversal::
 
-``ssm="1d"`` (Eq. 9, vanilla GeoMamba-SSM, used for Navier-Stokes), over the flattened traversal t::
+    h_s[t] = Abar_s[t] h_s[t-1] + Bbar_s[t] x[t],   y[t] = sum_s C_s[t] (h_s[t] - R_s Bbar_s[t] x[t]) + D x[t]
 
-    h_s[t] = Abar_s[t] h_s[t-1] + Bbar_s[t] x[t]
-    y[t]   = sum_s C_s[t] (h_s[t] - R_s Bbar_s[t] x[t]) + D x[t]                (correction_form "cbx";
-                                                                               "eq9" and "alg2" below)
+``ssm="2d"`` (Eq. 10): a row scan then a column scan (weight ``Abar^(|i-i'| + |j-j'|)``), same correction.
+1-D runs on ``ops.selective_scan`` with the correction in closed form outside the scan; 2-D on
+``ops.selective_scan_2d``. R removes the token's own ``Bbar x``, counted once per merged direction.
 
-``ssm="2d"`` (Eq. 10, 2DGeoMamba-SSM, used for Darcy), on the grid in the direction's frame::
+Choices that matter (each an option; the layer's defaults differ from the model's in ``correction_form`` and
+``gate``; the full list is in docs/papers/notes-geomano.md#geomamba-kernel-paper-vs-code):
 
-    g_s[i, j] = Abar_s[i, j] g_s[i, j-1] + Bbar_s[i, j] x[i, j]              (row scan)
-    h_s[i, j] = Abar_s[i, j] h_s[i-1, j] + g_s[i, j]                          (column scan)
-    y[i, j]   = sum_s C_s[i, j] (h_s[i, j] - R_s Bbar_s[i, j] x[i, j]) + D x[i, j]
+* ``correction`` ("none" / "fixed" ``r_pattern`` / "learnable"), ``r_order``, ``correction_form``
+  ("cbx" here, "eq9" the paper's, "alg2").
+* ``d_mode``, ``directions`` ("paper", "vmamba", "corners"), ``merge`` ("sum" / "mean"), ``gate``, ``norm_act``.
+* Initialisation (Mamba): ``A_log = log(1..N)``, D = 1, ``softplus(dt_bias)`` log-uniform in ``dt_range``.
 
-so with constant coefficients the weight of ``x[i', j']`` in ``h[i, j]`` is ``Abar^(|i-i'| + |j-j'|)``
-(Manhattan distance, paper Eq. 23/26) for 2-D, ``Abar^(raster distance)`` for 1-D (Eq. 24/25).
-1-D runs on ``neurodyn.ops.selective_scan`` (all K directions folded into channels, one call) plus the
-correction computed in closed form outside the scan (``h_s[t]`` holds ``Bbar_s[t] x[t]`` with coefficient
-one, so ``sum_s C_s R_s Bbar_s x = dt x sum_s R_s B_s C_s``: no ``(B, K, di, L, N)`` tensor is formed);
-2-D runs on ``neurodyn.ops.selective_scan_2d``, which applies R itself.
-
-Why R: every one of the four merged directions contains the token's own ``Bbar x[t]`` once, so the merged
-output counts it 4 times ("duplicate hidden states", Sec. 4.3); with R = 1 in a direction that direction
-becomes an exclusive scan and the count drops by one: 4 / 3 / 2 / 1 for R = 0000 / 0001 / 0011 / 0111.
-
-Every ambiguity of the paper (docs/papers/notes-geomano.md) is an option; the layer's own defaults in brackets.
-The model (``neurodyn.models.geomano.GeoMaNOConfig``) passes every option explicitly and defaults to the
-paper's readings, which differ from this layer's defaults in two places: ``correction_form="eq9"`` (Eqs. 9-10)
-and ``gate="shared"`` (Algorithm 1). The layer keeps ``"cbx"`` (the form for which the 4 / 3 / 2 / 1 count
-above holds exactly) and VMamba's ``"split"`` gate, so a kernel built directly is the one its tests and the
-kernel benchmarks (``benchmarks/geomano_kernel.py``) measure:
-
-``correction``
-    ``"none"`` (R = 0: the paper's "None" rows = Mamba's D only), [``"fixed"``] (``r_pattern``, one 0/1
-    digit per direction for the whole grid, Remark 4.2) or ``"learnable"`` (a parameter ``(K, di, N)``,
-    Algorithm 1's ``Rs: (N, ED)`` per direction; ``r_init`` [``"zeros"``: starts as the plain kernel] or
-    ``"pattern"``: starts at ``r_pattern``).
-``r_order``
-    Which direction digit k of ``r_pattern`` names. [``"paper"``]: the paper's listed order (row, row_rev,
-    col, col_rev): "0011" corrects the two column-major scans. ``"vmamba"``: VMamba's stacking order (row,
-    col, row_rev, col_rev): "0011" corrects the two reversed scans. ``"directions"``: digit k = the k-th
-    configured direction. With ``directions="corners"`` the digits always follow (tl, tr, bl, br).
-``correction_form``
-    [``"cbx"``] ``sum_s C_s (h_s - R_s Bbar_s x)`` (ours: removes exactly the duplicated self term),
-    ``"eq9"`` ``sum_s C_s h_s - sum_s R_s Bbar_s x`` (Eqs. 9-10 as printed: correction not multiplied by C;
-    the paper's definition and GeoMaNO's default), ``"alg2"`` ``sum_s C_s (h_s - R_s x)`` (Algorithm 2 line
-    32: x not multiplied by Bbar). Why "eq9" is the paper's reading: ``neurodyn.models.geomano``.
-``d_mode``
-    [``"channel"``] D per direction and channel (mamba-ssm, Algorithm 2 ``D: (ED,)``), ``"state"`` D per
-    direction and state (Remark 4.1 ``D in R^N``; ``sum_s D_s x`` is one scalar per direction) or
-    ``"none"`` (no skip term).
-``directions``
-    [``"paper"``] (row, row_rev, col, col_rev) (Sec. 4.2), ``"vmamba"`` (row, col, row_rev, col_rev; the
-    same set, another stacking order), ``"corners"`` (2-D only: row-first 2-D scans from the four corners
-    tl, tr, bl, br). With ``ssm="2d"`` the paper's four traversals give only two distinct receptive fields
-    (row and col both reach the upper-left quadrant, row_rev and col_rev the lower-right one; the other two
-    quadrants are reached only through the conv and the stacked layers); "corners" reaches all four.
-    A tuple of direction names is accepted too (``ops.selective_scan_2d`` / ``ops.cross_scan`` names).
-``merge``
-    [``"sum"``] (VMamba's CrossMerge) or ``"mean"`` of the K directions.
-``gate``
-    [``"split"``] ``in_proj: D -> 2 di`` split into the scan branch and the gate (Mamba / VMamba), or
-    ``"shared"``: Algorithm 1 as printed, one ``Z = Linear(z)`` feeding both the conv and ``act(Z)``
-    (GeoMaNO's default).
-``norm_act``
-    [True] ``act(LN(y)) * act(g)`` as Algorithm 1 line 13 prints it; False: VMamba's ``LN(y) * act(g)``.
-
-Initialisation (Mamba): ``A_log = log(1..N)`` per channel and direction (S4D-real), D = 1,
-``softplus(dt_bias)`` log-uniform in ``dt_range`` (floor ``dt_floor``), ``dt_proj`` weights uniform in
-``+-r^-1/2``, ``x_proj`` like ``nn.Linear``; ``dt_rank r = ceil(D / 16)`` when 0.
-
-Parameters per kernel (K directions, ``di = expand * D``, r = dt_rank, N = d_state, k = d_conv; split gate,
-no projection bias, ``d_mode="channel"``)::
+Parameters per kernel (K directions, ``di = expand * D``, r = dt_rank, N = d_state, k = d_conv; split gate)::
 
     2 D di + (di k^2 + di) + K (r + 2N) di + K (r di + di) + K di N + K di [+ K di N learnable R] + 2 di + di D
 """

@@ -1,130 +1,33 @@
 """Kirchhoff Neural Cell (KNC) and Cascaded Kirchhoff Block (CKB) of CHONN (paper 000, Methods Eqs. 29-47).
 
-Kirchhoff Neural Cell
----------------------
-An RC node ``C dv/dt = -(G_leak + G_p) v + B_p u`` (Eqs. 15-18, ``dv/dt = -alpha v + beta u``), discretised
-with a zero-order hold (Eqs. 19-21) and made input-dependent (Eqs. 32-34). For every channel ``i`` of the
-``D`` inner channels, state ``n`` of ``N = d_state`` and scan position ``k``::
+Cell: an RC node ``dv/dt = -alpha v + beta u`` (Eqs. 15-18), zero-order hold, input-dependent (Eqs. 32-34).
+For channel ``i`` of ``D``, state ``n`` of ``N = d_state`` and scan position ``k``::
 
-    Delta_k[i]  = softplus((W_Delta u_k)[i] + b_Delta[i])                   > 0       (Eq. 33)
-    b_k[n]      = (W_b u_k)[n],   c_k[n] = (W_c u_k)[n]                    shared by the channels (Eq. 33)
-    alpha_k[i,n] = exp(-Delta_k[i] lambda[i,n])                             in (0, 1) (Eq. 34)
-    beta_k[i,n]  = (1 - exp(-Delta_k[i] lambda[i,n])) / lambda[i,n] * b_k[n]          (Eq. 34, exact ZOH)
-    v_k[i,n]    = alpha_k[i,n] v_{k-1}[i,n] + beta_k[i,n] u_k[i]                      (Eq. 32)
-    y_k[i]      = sum_n c_k[n] v_k[i,n] + d[i] u_k[i]                                 (Eq. 32)
+    Delta_k[i]   = softplus((W_Delta u_k)[i] + b_Delta[i]),   b_k = W_b u_k,  c_k = W_c u_k      (Eq. 33)
+    alpha_k[i,n] = exp(-Delta_k[i] lambda[i,n]),  beta_k[i,n] = (1 - alpha_k[i,n]) / lambda[i,n] * b_k[n] (Eq. 34)
+    v_k[i,n]     = alpha_k[i,n] v_{k-1}[i,n] + beta_k[i,n] u_k[i]
+    y_k[i]       = sum_n c_k[n] v_k[i,n] + d[i] u_k[i]                                           (Eq. 32)
 
-with ``lambda = exp(log_lambda) > 0`` and ``Delta > 0``: the "Kirchhoff constraints" (dissipative ``alpha > 0``,
-positive time step), which make every cell contractive. ``W_Delta`` is Mamba's low-rank form
-``dt_proj(x_proj(u))`` of rank ``dt_rank``. With ``selective=False`` the cell is time-invariant (fixed
-``Delta[i]``, ``b[i,n]``, ``c[i,n]``, ``d[i]``: the fixed-coefficient reference cell of Eqs. 44-47); its
-transfer function per channel is ``H_i(z) = d_i + sum_n c[i,n] beta[i,n] / (1 - alpha[i,n] z^-1)``, which
-for ``N = 1`` is Eq. (45) with ``a = alpha``, ``b = beta``.
+``lambda = exp(log_lambda) > 0``. On ``ops.selective_scan`` (Euler input ``dt B u``) the exact ZOH is
+``B_eff[b, i, n, t] = b_t[n] phi(Delta_t[i] lambda[i, n])``, ``phi(x) = (1 - e^-x) / x``, in the per-channel group
+layout ``(batch, D, N, L)``; ``discretization="euler"`` drops ``phi``.
 
-Mapping onto ``neurodyn.ops.selective_scan``. The scan computes ``h_t = exp(dt A) h_{t-1} + dt B_t u_t``
-(Euler input term). With ``A = -lambda``, ``dt = Delta`` and
+Block, ``X: (B, *spatial, d_model)`` with 1 or 2 spatial axes::
 
-    B_eff[b, i, n, t] = b_t[n] * phi(Delta_t[i] lambda[i, n]),      phi(x) = (1 - e^-x) / x  (phi(0) = 1),
+    u = SiLU(DSConv(W_u Norm(X))),  g = SiLU(W_g Norm(X))          (Eq. 31)
+    y_1 = K_1(u),  y_r = K_r(y_{r-1}),  r = 2..order               (Eq. 35)
+    Y = X + W_o(sum_r y_r * g)                                     (Eqs. 36-38)
 
-``dt B_eff = (1 - e^{-Delta lambda}) / lambda * b`` is exactly Eq. (34). ``phi`` depends on the channel
-through ``Delta[i]`` and ``lambda[i, n]``, so ``B_eff`` is passed in the per-channel group layout
-``(batch, groups = D, N, L)`` (each channel its own group) -- the only exact mapping, since neither
-``delta (batch, D, L)`` nor a channel-shared ``B`` can carry a factor that depends on both ``i`` and ``n``.
-It costs one ``(batch, D, N, L)`` tensor (the size of the hidden states, which the fused kernels never
-materialise). ``discretization="euler"`` drops ``phi`` (Mamba's ``Delta b``, the limit ``Delta lambda -> 0``)
-and keeps ``B`` shared, ``(batch, directions, N, L)``: cheaper, not Eq. (34). For the time-invariant cell
-``B_eff`` is a fixed ``(D, N)`` matrix.
+Choices that matter (each an option of :class:`CascadedKirchhoffBlock`; the measurements behind them and the
+full list are in docs/papers/notes-chonn.md#kirchhoff-cell-and-block-paper-vs-code):
 
-Scan directions (the paper does not say; notes A7). A cell runs over a 1-D sequence or the row-major
-flattening of a 2-D grid (Eq. 29: "L is the flattened spatial length"). ``scan``:
+* ``scan``: "uni", "bi" (forward + reversed, own parameters) or "cross" (VMamba's four traversals); all
+  directions of a cell run as one ``selective_scan`` call with ``K * D`` channels.
+* ``merge="mean"``: the directions are averaged after every cell (unit gain per stage; "sum", "norm": options).
+* ``coef_norm="none"``: Eq. 33 as written; "cascade" feeds cells 2..n's coefficients ``u / rms(u)`` (Poisson).
+* Initialisation (Mamba / S4D-real): ``lambda[i, n] = n + 1``, ``d = 1``, ``softplus(b_Delta)`` in [1e-3, 1e-1].
 
-* ``"uni"``: one causal scan (forward / row-major);
-* ``"bi"``: forward plus reversed, each with its own parameters, outputs averaged (``merge="mean"``): the
-  cell is ``[K_fwd(u) + flip(K_bwd(flip(u)))] / 2``. The CHONN 1-D targets ``(I - tau^2 d_ss)^-n`` are non-causal;
-  ``(1 + tau^2 k^2)^-1 = [1/(1 + i tau k) + 1/(1 - i tau k)] / 2`` is a causal plus an anti-causal RC
-  filter, i.e. one bidirectional cell, and ``T_n = T_1^n`` an ``n``-cell cascade of them (on the whole line; on a
-  periodic grid the scans do not wrap around, and the model's LayerNorm bounds its nonlinear part, so a block
-  approaches T_1 without representing it exactly: ``tests/models/test_chonn_t1.py``);
-* ``"cross"`` (2-D only): VMamba's four traversals ``row, col, row_rev, col_rev`` (``ops.VMAMBA_ORDER``).
-
-Directions are merged after every cell, so the cell is one linear-in-``u`` operator (for fixed
-coefficients) and a cascade of cells has the product transfer function of Eq. (46). All directions of a
-cell run as one ``selective_scan`` call with ``K * D`` channels.
-
-Direction merge (``merge``). The paper gives no rule. Before the direction mean, the ``K`` directions were summed,
-each with its own skip ``d = 1``: at initialisation a cell is close to its skip (``softplus(b_Delta)`` is
-``1e-3 .. 1e-1`` and ``b_k, c_k`` are linear in ``u``, so the state path is cubic in the input's scale), so every
-cell multiplied the scale by ``K`` and stage ``r`` started at ``K^r`` times ``u`` (cross, order 4: 4 / 16 / 72 /
-3000, the branch 107x ``x``; a stack of first-order blocks stays at ``K`` with residuals between), which
-rigged the order-n cascade against depth stacking. Five candidates were measured at commit 28f6b38
-(``benchmarks/chonn_experiments.py gain``; ``benchmarks/results/chonn_merge_*/``, see benchmarks/RESULTS.md);
-three are options:
-
-* ``"mean"`` (default): the average of the directions. Every stage starts at gain 1 for every ``K`` (measured
-  0.99-1.00 for uni / bi / cross, orders 1-4), no parameters, and it is the decomposition of notes A7:
-  ``T_1 = [causal + anti-causal] / 2``, so on the whole line ``T_n = T_1^n`` is an ``n``-cell cascade of
-  mean-merged bidirectional cells.
-* ``"sum"``: the block before the direction mean (gain ``K^r``); kept to reproduce the old records.
-* ``"norm"``: VMamba-style LayerNorm over the ``D`` channels after every merge (``2 D`` parameters per cell).
-  Relative gain 1 from stage 2 on, but stage 1 lifts ``u`` (std about 0.16) to unit absolute scale, 6-9x, so it
-  is not a unit-gain cascade. In the selection runs it trained fastest on T4 (see ``merge_select``).
-
-Dropped after measurement: the sum with ``d = 1/K`` (the same scale as ``mean`` at initialisation; the ``K`` state
-paths still add up; trained like ``mean`` within one seed's noise, so redundant), and one cascade per direction
-merged once at the end (unit gain, but for ``K = 2`` its fixed-coefficient transfer function is
-``[prod_r H_r^fwd + prod_r H_r^bwd] / 2``, without the mixed causal x anti-causal terms of ``T_1^n``; not better).
-
-Coefficient input (``coef_norm``). In Eq. (33) ``Delta``, ``b`` and ``c`` are linear maps of the cell's
-own input ``u``, so the state path ``c(u) beta(u) u`` is cubic in ``u``'s scale, and an order-n cascade is a
-polynomial of degree ``3^n`` in the block's input (81 at order 4). A Mamba block has one such cell behind a
-LayerNorm; a cascade feeds cells ``2..n`` the raw output of the previous one. Measured on Poisson (chonn_unet,
-OneCycle at 3e-3): as the rate rises the bottleneck's input std grows 0.10 -> 0.44, the four cells lift it to
-0.75, 7, 1.5e4, 1.2e14 and float32 overflows; order 4 diverged on 2 of 3 seeds even with gradient clipping.
-Options (``CascadedKirchhoffBlock(coef_norm=...)``):
-
-* ``"none"`` (default): Eq. (33) as written. All presets except Poisson, and every record measured before this
-  option existed.
-* ``"cascade"``: cells ``2..n`` compute ``Delta, b, c`` from ``u / rms(u)`` (RMS over the ``D`` channels per
-  position, no parameters); the first cell keeps Eq. (33). The injected ``u`` is unchanged, so each later cell
-  is homogeneous of degree 1 in its input and the block's polynomial degree is 3 whatever the order, like one
-  Mamba cell. Order-1 blocks are unaffected. On Poisson (30 epochs, clipping, 3 seeds) order 4 trains on every
-  seed (ID RelL1 21.4 / 48.7 / 41.7 %) and order 2 is level or better (22.0 / 46.9 / 27.0 against 24.8 / 50.2 /
-  25.6 %); the ``chonn_unet/poisson`` preset uses it.
-* ``"rms"``: every cell, the first included: stable too, but order 4 trained to 42 +- 2 % on the same runs.
-
-Cascaded Kirchhoff Block (Eqs. 31, 35-38)
------------------------------------------
-For ``X: (B, *spatial, d_model)`` (1 or 2 spatial axes; channels last)::
-
-    Xn   = Norm(X)                                           (LayerNorm over channels; A1)
-    u    = SiLU(DSConv(W_u Xn)),   g = SiLU(W_g Xn)          (Eq. 31; W_u, W_g: d_model -> D, one in_proj)
-    y1   = K_1(u),  y_r = K_r(y_{r-1})  r = 2..N             (Eq. 35; "prev_output")
-    ybar = sum_r y_r                                         (Eq. 36; "sum")
-    Y    = X + W_o(ybar * g)                                 (Eqs. 37-38; W_o: D -> d_model, A6)
-
-``DSConv`` is a depthwise convolution (kernel ``d_conv``, ``same`` padding, with bias) followed, when
-``conv_pointwise`` (default; "separable"), by a pointwise ``1x1`` convolution with bias. ``order`` is ``N``,
-the number of serial cells (each with its own parameters; no nonlinearity between cells, A8).
-
-Choices where the paper is silent or ambiguous (notes 2.9), all options of :class:`CascadedKirchhoffBlock`:
-``norm`` ("layernorm" | "none"), ``d_conv`` (3), ``conv_pointwise`` (True), ``expand`` (D = expand * d_model),
-``dt_rank`` ("auto" = ceil(d_model / 16)), ``out_proj`` ("auto": a Linear when D != d_model, else the
-identity; True / False force it), ``out_norm`` (VMamba's LayerNorm on ``ybar`` before the gate; False),
-``cascade_input`` ("prev_output" = Eq. 35 | "prev_output_plus_input" = the ImageNet text, cell r >= 2 fed
-``u + y_{r-1}``), ``aggregate`` ("sum" = Eq. 36 | "last"), ``scan`` (see above), ``discretization``
-("zoh" = Eq. 34 | "euler"), ``selective`` (True = Eq. 33 | False = time-invariant cells), ``merge`` (above),
-``coef_norm`` (above), ``residual``.
-Initialisation (not in the paper; Mamba / S4D-real defaults, A4): ``lambda[i, n] = n + 1``, ``d = 1``,
-``softplus(b_Delta)`` log-uniform in ``[dt_min, dt_max] = [1e-3, 1e-1]``, ``dt_proj`` weights
-``U(+-dt_rank^-1/2)``, linear layers as ``nn.Linear``. ``log_lambda`` and ``d`` carry
-``_no_weight_decay = True`` (Mamba's marker) for optimisers that honour it.
-
-Parameter count of one block (``m = d_model``, ``D`` inner, ``N`` states, ``R = dt_rank``, ``K`` directions,
-``s`` spatial axes, ``k = d_conv``; selective cells)::
-
-    2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
-    + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D) + [order * 2D (merge="norm")]
-
-(:func:`ckb_parameter_count`; in_proj / out_proj have no bias, as in Mamba.)
+Parameter count of one block: :func:`ckb_parameter_count`.
 """
 from __future__ import annotations
 
@@ -383,7 +286,12 @@ def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int =
                         d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
                         out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto",
                         merge: str = "mean") -> int:
-    """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (module docstring)."""
+    """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (``m = d_model``, ``D`` inner, ``N`` states,
+    ``R = dt_rank``, ``K`` directions, ``s`` spatial axes, ``k = d_conv``; selective cells)::
+
+        2m (norm) + 2mD (in_proj) + D k^s + D (depthwise) + [D^2 + D (pointwise)] + [2D (out_norm)]
+        + [D m (out_proj)] + order * K * (D (R + 2N) + R D + D + D N + D) + [order * 2D (merge="norm")]
+    """
     m, D, N = d_model, int(round(expand * d_model)), d_state
     R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
     total = (2 * m if norm == "layernorm" else 0) + 2 * m * D + D * d_conv ** dims + D

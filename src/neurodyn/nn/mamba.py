@@ -1,68 +1,26 @@
 """Multi-head, multi-direction selective state-space mixer (Mamba block) on ``neurodyn.ops`` selective scans.
 
-``LatentSSM`` is the token mixer of LaMO (Tiwari et al., ICML 2025, Eq. 13 and Algorithm 1). For a token
-sequence ``u: (B, L, D)`` (or a token grid ``(B, H, W, D)`` with two-dimensional ``directions``)::
+``LatentSSM`` is LaMO's token mixer (Eq. 13, Algorithm 1), ``u: (B, L, D)`` (or a grid ``(B, H, W, D)``)::
 
-    x, z       = in_proj(u)                                   # paper: X = Linear(Z), Z^ = Linear(Z)
-    x_k        = order_k(x)                                   # K scan orders (forward, flipped, cross-scan)
-    x_k        = act(conv_k(x_k))                             # depthwise conv, kernel d_conv
-    dt, B, C   = x_proj_k(x_k)                                # input-dependent Delta, B, C per direction
-    Delta      = softplus(dt + dt_bias_k)                     # one Delta per head (dt_mode="channel": per channel)
-    h_t        = exp(Delta_t a_h) h_{t-1} + Delta_t B_t x_t   # a_h = -exp(A_log) < 0: scalar per head
-    y_k,t      = C_t . h_t + D_k x_t                          # selective scan (ops.head_scan / selective_scan)
-    y          = combine_k order_k^{-1}(y_k)                  # sum (paper, Vim) or mean (bi-Mamba2 code)
-    out        = out_proj( norm(y) * act(z) )                 # SiLU gate (paper); GELU in the grid code
+    x, z     = in_proj(u)
+    x_k      = act(conv_k(order_k(x)))                      # K scan orders, depthwise conv
+    dt, B, C = x_proj_k(x_k);  Delta = softplus(dt + dt_bias_k)
+    h_t      = exp(Delta_t a_h) h_{t-1} + Delta_t B_t x_t      # a_h = -exp(A_log) < 0, scalar per head
+    y_k,t    = C_t . h_t + D_k x_t
+    out      = out_proj(norm(combine_k order_k^{-1}(y_k)) * act(z))
 
-Multi-head (paper Eq. 16): the ``d_inner = expand * d_model`` channels are split into ``n_heads`` heads of
-``head_dim = d_inner / n_heads`` channels; each head has its own step ``Delta`` and decay ``a_h`` (Mamba-2,
-as in all of the authors' mixers) and the heads share ``B, C`` within each of ``n_groups`` groups.
-All K directions are one scan call: with a step and a decay per head (the default ``a_mode="head"``,
-``dt_mode="head"``) ``ops.head_scan`` on the ``(B, K, L, d_inner)`` sequences as they are (its CPU kernel
-vectorises over a head's channels); otherwise the directions are folded into the channel axis for one
-``selective_scan`` call with ``K * d_inner`` channels and ``K * n_groups`` groups of ``B, C``.
+``d_inner = expand * d_model`` channels in ``n_heads`` heads, each with its own step and decay, sharing
+``B, C`` within ``n_groups`` groups. All K directions are one scan call (``ops.head_scan`` for head-wise steps,
+else ``selective_scan`` with ``K * d_inner`` channels).
 
-Choices where the paper and the authors' code differ (see docs/papers/notes-lamo.md, 2.5 and 2.10), as options
-(validated by :class:`neurodyn.nn.ssm_config.LatentSSMConfig`, LaMO's ``model.ssm`` section, where each is a field:
-``layout``, ``conv``, ``combine``, ``norm``, ``act``, ``discretization``, ``a_mode``, ``a_init``, ``dt_mode``, ...):
+Choices that matter (fields of :class:`neurodyn.nn.ssm_config.LatentSSMConfig`; the paper-vs-code detail is in
+docs/papers/notes-lamo.md#latentssm-mixer-paper-vs-code):
 
-``layout``
-    ``"x_proj"`` (default): Algorithm 1 -- ``Delta, B, C <- Linear(X^)`` of the convolved branch, one
-    projection per direction (also the code's grid mixer, VMamba ``SS2Dm0``); ``D`` per channel.
-    ``"fused"``: Mamba-2 / the code's bi-Mamba2 (Pipe, Plasticity) -- ``in_proj`` also emits ``B, C`` and
-    ``dt`` (``D -> 2 d_inner + 2 G N + H``); ``x, B, C`` go through the per-direction convolution; ``D``
-    per head; the norm is applied after the gate (``norm(y * act(z))``).
-    ``"hydra"``: the code's mixer for Elasticity and Airfoil (Hwang et al. 2024) -- ``in_proj`` emits
-    separate ``B, C, dt`` per direction; one shared non-causal convolution; ``a_h`` and ``dt_bias`` shared
-    by the directions; each direction's scan excludes its diagonal (outputs shifted by one token) and a
-    diagonal term ``x * (fc_D(x) + D)`` is added (a quasiseparable mixer).
-``conv``
-    ``"causal"``: one depthwise causal ``Conv1d`` per direction along its scan order (paper Fig. 1, Vim,
-    bi-Mamba2); ``"same"``: one shared non-causal depthwise conv before ordering (``Conv2d`` k x k on
-    grids as in the code's SS2D; ``Conv1d`` on sequences as in Hydra); ``"none"``; ``"auto"``: ``"same"``
-    for grids and ``"hydra"``, else ``"causal"``.
-``discretization``
-    ``"euler"`` (default, every Mamba kernel): ``B^ = Delta B``. ``"zoh"`` (paper Eq. 4-5, Prop. 3.3): exact
-    ``B^ = (exp(Delta a) - 1) / a * B``; for a scalar ``a`` per head this is the Euler input scaled by
-    ``phi(Delta a) = expm1(Delta a) / (Delta a)``, so it runs on the same kernel (needs ``a_mode="head"``).
-``a_mode``
-    ``"head"`` (default; the code: scalar ``A`` per head, Mamba-2) or ``"diag"`` (paper Remark 2.1: a
-    diagonal ``A`` per channel and state, Mamba-1; real, not complex).
-``dt_mode``
-    ``"head"`` (default; Mamba-2 and the authors' code): one ``Delta_t`` per head, emitted by ``x_proj``.
-    ``"channel"`` (the paper's S6, Eq. 7 and Remark 2.1; Mamba-1): one ``Delta_t`` per channel,
-    ``Delta = softplus(dt_proj(x_proj(x)) + dt_bias)`` through a rank ``dt_rank = ceil(d_model / 16)``
-    bottleneck (Mamba-1's ``dt_proj``), ``dt_bias`` per channel. ``x_proj`` layout only. With one head
-    (LaMO Darcy, Table 6) ``dt_mode="head"`` gives every channel of a direction the same step.
-``norm``
-    ``"rmsnorm"`` (default; Mamba-2's gated RMSNorm), ``"layernorm"`` (the grid code) or ``"none"``
-    (Algorithm 1 has no norm).
-
-Initialisation: ``a_init="auto"`` is ``A = -U[a_init_range]`` per head for ``a_mode="head"`` (Mamba-2's
-[1, 16]; ``(1, 1)`` gives the code's ``A = -1``) and Mamba-1's S4D-real ``A_n = -n`` (n = 1..N, every
-channel) for ``a_mode="diag"``; ``a_init="uniform"`` / ``"s4d_real"`` force one of them (``"s4d_real"``
-needs ``a_mode="diag"``). ``softplus(dt_bias)`` log-uniform in ``dt_range`` (Mamba's [1e-3, 0.1];
-``(0.69, 0.74)`` is the grid code's ``dt_bias = 0.1 U(0, 1)``), ``dt_proj`` weights
-``U(-dt_rank^-1/2, dt_rank^-1/2)`` (Mamba-1), ``D = 1``, projections as ``nn.Linear``.
+* ``layout``: "x_proj" (Algorithm 1), "fused" (Mamba-2 / bi-Mamba2), "hydra" (quasiseparable, the mesh code).
+* ``conv``: "causal" per direction, "same" shared, "none", "auto".
+* ``discretization``: "euler" (every Mamba kernel) or "zoh" (Eqs. 4-5; head-wise A only).
+* ``a_mode`` / ``dt_mode``: "head" (Mamba-2, the code) or "diag" / "channel" (the paper's S6).
+* ``norm``: "rmsnorm" (gated), "layernorm" (grid code) or "none" (Algorithm 1).
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ a field of :class:`NACOptions`. A field left ``None`` takes the value of a profi
 * ``"tuned"``: our measured choices (time horizon 10, query-key gap, a spare Top-K block, fan-in / He
   initialisation; benchmarks/results/nac.md), measured on test splits; to be re-selected on validation.
 
-The values of each profile and the reason for each are the table in :mod:`neurodyn.models.nac`.
+The values of each profile and the reason for each: docs/papers/notes-nac.md#nac-model-paper-vs-code.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ PROFILES = ("paper", "released", "tuned")
 @dataclass(frozen=True)
 class NACOptions:
     """The profile-dependent choices of NAC (``model.options``); each field left ``None`` (the default) takes the
-    value of the profile named by ``compat`` (the table in :mod:`neurodyn.models.nac` lists the values).
+    value of the profile named by ``compat`` (docs/papers/notes-nac.md#nac-model-paper-vs-code lists the values).
 
     Attributes:
         tied_heads (bool | None, None): one backbone output feeds both phi and omega instead of one motor neuron each.
@@ -205,7 +205,7 @@ class NACAttention(nn.Module):
 
     ``compat`` names the profile (paper | released | tuned) that fills the options not given in ``options`` or
     as keyword arguments (:class:`NACOptions`; ``NACAttention(8, compat="paper", time_horizon=10.0)``). What each
-    option does, and why each profile holds its value (the values: the table in :mod:`neurodyn.models.nac`):
+    option does, and why each profile holds its value (the values: docs/papers/notes-nac.md#nac-model-paper-vs-code):
 
     * **Sensory gates.** ``NCPCell`` over ``AutoNCP(ceil((d-0.5)/0.6), 0 motors, s)``; input and output group =
       the ncps inter layer (the neurons with input synapses: exactly ``d_model``), command/motor disabled, linear

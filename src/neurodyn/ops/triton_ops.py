@@ -92,6 +92,14 @@ def _check_layout(u: Tensor, B: Tensor, C: Tensor) -> None:
                              f"(batch, groups, n, L) (a (batch, n, L) coefficient as (batch, 1, n, L))")
 
 
+def _kernel_op(name: str, schema: str, module: str, method: str, device_of: int = 0):
+    """The operator ``neurodyn::<name>`` whose implementation is ``method`` of the Triton kernel module ``module``,
+    loaded for the device of argument ``device_of`` and called with the operator's arguments as they are."""
+    def implementation(*args):
+        return getattr(triton_kernels.load(module, args[device_of].device), method)(*args)
+    return torch.library.custom_op(f"neurodyn::{name}", implementation, mutates_args=(), schema=schema)
+
+
 _SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, Tensor? delta_bias, "
             "Tensor? h0")
 
@@ -192,12 +200,9 @@ def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, so
 # multi-head scan (time-major): the selective-scan kernels reading head_scan's layout in place
 
 
-@torch.library.custom_op("neurodyn::head_scan_triton", mutates_args=(), schema=(
+_hs_fwd = _kernel_op("head_scan_triton", (
     "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, bool save_checkpoints, int block_l, int block_d) "
-    "-> (Tensor, Tensor)"))
-def _hs_fwd(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
-    return triton_kernels.load("selective_scan", u.device).head_fwd(u, dt, A, B, C, D, save_checkpoints, block_l,
-                                                                    block_d)
+    "-> (Tensor, Tensor)"), "selective_scan", "head_fwd")
 
 
 @_hs_fwd.register_fake
@@ -209,11 +214,9 @@ def _hs_fwd_fake(u, dt, A, B, C, D, save_checkpoints, block_l, block_d):
     return u.new_empty(u.shape), ckpt
 
 
-@torch.library.custom_op("neurodyn::head_scan_triton_bwd", mutates_args=(), schema=(
+_hs_bwd = _kernel_op("head_scan_triton_bwd", (
     "(Tensor u, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor ckpt, Tensor gy, int block_l, "
-    "int block_d) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
-def _hs_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
-    return triton_kernels.load("selective_scan", u.device).head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d)
+    "int block_d) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"), "selective_scan", "head_bwd")
 
 
 @_hs_bwd.register_fake
@@ -263,10 +266,8 @@ def head_scan_triton(u, dt, A, B, C, D=None) -> Tensor:
 # linear scan
 
 
-@torch.library.custom_op("neurodyn::linear_scan_triton", mutates_args=(), schema=(
-    "(Tensor a, Tensor x, Tensor? h0, bool reverse, int block_l, int block_q) -> Tensor"))
-def _ls_fwd(a, x, h0, reverse, block_l, block_q):
-    return triton_kernels.load("linear_scan", x.device).fwd(a, x, h0, reverse, block_l, block_q)
+_ls_fwd = _kernel_op("linear_scan_triton", "(Tensor a, Tensor x, Tensor? h0, bool reverse, int block_l, int block_q) "
+                     "-> Tensor", "linear_scan", "fwd", device_of=1)
 
 
 @_ls_fwd.register_fake
@@ -274,10 +275,8 @@ def _ls_fwd_fake(a, x, h0, reverse, block_l, block_q):
     return x.new_empty(x.shape)
 
 
-@torch.library.custom_op("neurodyn::linear_scan_triton_bwd", mutates_args=(), schema=(
-    "(Tensor a, Tensor h, Tensor? h0, Tensor gh, bool reverse, int block_l, int block_q) -> (Tensor, Tensor, Tensor)"))
-def _ls_bwd(a, h, h0, gh, reverse, block_l, block_q):
-    return triton_kernels.load("linear_scan", h.device).bwd(a, h, h0, gh, reverse, block_l, block_q)
+_ls_bwd = _kernel_op("linear_scan_triton_bwd", "(Tensor a, Tensor h, Tensor? h0, Tensor gh, bool reverse, int block_l, "
+                     "int block_q) -> (Tensor, Tensor, Tensor)", "linear_scan", "bwd", device_of=1)
 
 
 @_ls_bwd.register_fake
@@ -328,10 +327,8 @@ def scan2d_blocks(dim: int, n: int, W: int) -> tuple[int, int] | None:
 _S2_ARGS = "Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, int form"
 
 
-@torch.library.custom_op("neurodyn::scan2d_triton", mutates_args=(), schema=(
-    f"({_S2_ARGS}, bool save_checkpoints, int rows, int block_d) -> (Tensor, Tensor)"))
-def _s2_fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
-    return triton_kernels.load("scan_2d", x.device).fwd(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d)
+_s2_fwd = _kernel_op("scan2d_triton", f"({_S2_ARGS}, bool save_checkpoints, int rows, int block_d) -> (Tensor, Tensor)",
+                     "scan_2d", "fwd")
 
 
 @_s2_fwd.register_fake
@@ -341,11 +338,8 @@ def _s2_fwd_fake(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
     return x.new_empty(x.shape), ckpt
 
 
-@torch.library.custom_op("neurodyn::scan2d_triton_bwd", mutates_args=(), schema=(
-    f"({_S2_ARGS}, Tensor ckpt, Tensor gy, int rows, int block_d) "
-    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
-def _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
-    return triton_kernels.load("scan_2d", x.device).bwd(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d)
+_s2_bwd = _kernel_op("scan2d_triton_bwd", f"({_S2_ARGS}, Tensor ckpt, Tensor gy, int rows, int block_d) "
+                     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", "scan_2d", "bwd")
 
 
 @_s2_bwd.register_fake
@@ -402,11 +396,7 @@ def ncp_blocks(M: int, H: int) -> int:
 _NCP_ARGS = "Tensor x, Tensor w_in, Tensor bias, Tensor w_rec, Tensor mask, Tensor? in_scale, Tensor? in_shift"
 
 
-@torch.library.custom_op("neurodyn::ncp_mlp_triton", mutates_args=(), schema=(
-    f"({_NCP_ARGS}, int act, int h_out, int block_m) -> Tensor"))
-def _ncp_fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m):
-    return triton_kernels.load("ncp_mlp", x.device).fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out,
-                                                        block_m)
+_ncp_fwd = _kernel_op("ncp_mlp_triton", f"({_NCP_ARGS}, int act, int h_out, int block_m) -> Tensor", "ncp_mlp", "fwd")
 
 
 @_ncp_fwd.register_fake
@@ -414,11 +404,8 @@ def _ncp_fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, bl
     return x.new_empty(x.shape[0], x.shape[1], h_out)
 
 
-@torch.library.custom_op("neurodyn::ncp_mlp_triton_bwd", mutates_args=(), schema=(
-    f"({_NCP_ARGS}, Tensor gy, int act, int block_m) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
-def _ncp_bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act, block_m):
-    return triton_kernels.load("ncp_mlp", x.device).bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act,
-                                                        block_m)
+_ncp_bwd = _kernel_op("ncp_mlp_triton_bwd", f"({_NCP_ARGS}, Tensor gy, int act, int block_m) "
+                      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", "ncp_mlp", "bwd")
 
 
 @_ncp_bwd.register_fake

@@ -19,34 +19,18 @@ Definitions
 ``mse``  per-sample mean over space and channels of ``(pred - target)^2``; with ``reduction="mean"`` it
     equals ``torch.nn.functional.mse_loss``.
 
-``gradient_loss`` (``DarcyGradientLoss``, name ``"rel_l2+grad"``)  the Darcy loss of ONO, reused by
-    Transolver's Darcy script, LaMO and GeoMaNO ("L_rL2 + 0.1 L_g, following ONO"). Neither paper defines
-    ``L_g``; its reference form, transcribed in ``docs/papers/notes-lamo.md`` (section 4, "Gradient regulariser")
-    and ``docs/papers/notes-geomano.md`` (section 3.3), is, for 2D fields::
+``gradient_loss`` (``DarcyGradientLoss``, name ``"rel_l2+grad"``)  ONO's Darcy loss ("L_rL2 + 0.1 L_g"), reused by
+    Transolver, LaMO and GeoMaNO; neither paper defines ``L_g``. The reference form (transcribed in
+    docs/papers/notes-lamo.md#gradient-regulariser-darcy-only and docs/papers/notes-geomano.md#33-loss), 2-D::
 
-        pred'  = pred with its boundary ring set to 0  (interior kept, then zero-padded by one cell)
-        d_x f[i, j] = (f[i, j+1] - f[i, j-1]) / (2 h_x),  d_y f[i, j] = (f[i+1, j] - f[i-1, j]) / (2 h_y)
-                      at every grid point, with f = 0 outside the grid (zero padding)
-        L_g   = relL2(d_x pred', d_x target) + relL2(d_y pred', d_y target)     # two separate terms
-        loss  = relL2(pred, target) + weight * L_g                              # pred NOT zeroed here
+        pred'  = pred with its boundary ring set to 0
+        d_x f[i, j] = (f[i, j+1] - f[i, j-1]) / (2 h_x),  d_y likewise along i; f = 0 outside the grid
+        loss   = relL2(pred, target) + weight * [relL2(d_x pred', d_x target) + relL2(d_y pred', d_y target)]
 
-    Choices made here:
-
-    * ``mode="reference"`` (default) is exactly the form above. ``mode="interior"`` instead evaluates the
-      central differences of the untouched fields only at interior points (no padding, no zeroing), which
-      has no boundary artefact for fields that do not vanish on the boundary.
-    * ``d_x``/``d_y`` are NOT stacked into one gradient vector: as in the reference, the loss is the sum of
-      two relative L2 terms. In our ``(B, H, W, C)`` layout ``x`` is the last spatial axis (``W``, index
-      ``j``) and ``y`` the first (``H``, index ``i``), matching the reference's ``(h w)`` flattening.
-    * The reference takes the gradients of the *decoded* (un-normalised, physical-unit) prediction and
-      target, and also computes the relL2 term on decoded fields. This function does not know about
-      normalisers: the caller (the trainer) must pass decoded fields to reproduce the reference.
-    * Spacing ``h``: default ``1/(s-1)`` per axis (grid with both endpoints on [0, 1]); the reference uses
-      ``1/s``. Each term is a ratio of two derivatives scaled by the same ``1/(2h)``, so ``h`` cancels and
-      the value is independent of it (up to ``eps``).
-    * Multi-channel fields are flattened per sample with the channels, like ``relative_lp``.
-    * The reference sums over the batch (``TestLoss(size_average=False)``); use ``reduction="sum"`` for that
-      scaling. The same reduction is applied to both terms.
+    Choices: ``mode="reference"`` (default) is that form, ``"interior"`` differentiates the untouched fields at
+    interior points only; ``x`` is the last spatial axis (``W``); the caller passes decoded (physical-unit)
+    fields, as the reference does; ``h`` cancels in every ratio; ``reduction="sum"`` is the reference's
+    batch sum.
 
 ``h1_loss``  relative H1 norm of the error, per sample::
 

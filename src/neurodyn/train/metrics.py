@@ -11,17 +11,13 @@ without gradients. For one sample ``b`` and channel ``c``, with ``N`` grid point
 ``nrmse``    ``||e_bc||_2 / ||target_bc||_2`` over space (= rmse / rms(target)); denominator clamped to
              ``eps`` (PDEBench has no clamp).
 ``max_err``  ``max |e|`` over ALL samples, points and channels (the worst point error in the test set).
-             PDEBench's "Max" takes the max over samples and space per channel (and time step) and then
-             *averages* over channels and time; for one channel and one step the two agree.
 ``crmse``    error of the conserved quantity (spatial mean): ``d_bc = mean_x pred_bc - mean_x target_bc``
              (PDEBench: difference of spatial sums divided by N). Aggregated as PDEBench does: per channel
              ``sqrt(mean_b d_bc^2)`` (RMS over samples), then the mean over channels.
              :func:`sample_metrics` reports ``|d_bc|``.
 ``brmse``    ``sqrt(mean over boundary points of e_bc^2)``; the boundary is the set of grid points with at
              least one index equal to 0 or ``n_d - 1`` (1D: the two end points; 2D: the four edges; 3D: the
-             six faces), each point counted ONCE. PDEBench sums the edges separately and divides by
-             ``2 nx + 2 ny``, so its 2D corners count twice (and its 3D version also sums over channels);
-             the difference is O(1/n).
+             six faces), each point counted ONCE.
 ``frmse_low/mid/high``  RMSE of the error's low/mid/high wavenumber band. ``F = rfftn(e_bc, norm="forward")``
              (the DFT divided by N, as PDEBench divides by ``nx*ny``), integer wavenumbers ``k_d`` (signed,
              ``-n/2..n/2``) and radial wavenumber ``|k| = sqrt(sum_d k_d^2)``. Bands (PDEBench defaults
@@ -30,14 +26,11 @@ without gradients. For one sample ``b`` and channel ``c``, with ``N`` grid point
              Nyquist corner). Then ``frmse_band = sqrt(sum_{k in band} |F_k|^2)``, where the sum runs over
              the FULL spectrum (the rfft half-spectrum with conjugate-pair weights 2). By Parseval this is
              exactly the RMSE of the band-pass-filtered error field, and
-             ``frmse_low^2 + frmse_mid^2 + frmse_high^2 = rmse^2`` for every sample and channel.
-             Why not PDEBench's exact numbers: its 2D/3D code bins only the non-negative-frequency quadrant
-             (``0 <= i < nx/2``, ``0 <= j < ny/2``), drops shells beyond ``min(n)/2 - 1``, takes the RMS over
-             the batch of each shell's summed power, and reports the *mean over shells* of those shell
-             amplitudes (in 1D, the mean over single modes) times the domain length; that is not
-             additive over bands and not comparable with rmse. The band edges and the ``1/N`` normalisation
-             are PDEBench's; the band value is the Parseval-consistent one. Wavenumbers are per-axis mode
-             indices (periods per domain length), whatever the physical extent of each axis.
+             ``frmse_low^2 + frmse_mid^2 + frmse_high^2 = rmse^2`` for every sample and channel. Wavenumbers
+             are per-axis mode indices (periods per domain length), whatever the physical extent of each axis.
+
+Where ``max_err``, ``brmse`` and the ``frmse`` bands differ from PDEBench's numbers, and why:
+docs/design.md#metrics-where-they-differ-from-pdebenchs.
 
 Aggregation over a test set: every metric except ``max_err`` (max) and ``crmse`` (RMS over samples) is
 the mean over samples and channels of the per-sample, per-channel values (``rel_l2``: over samples). This

@@ -48,25 +48,42 @@ def test_chunked_conversion_equals_one_chunk(make, tmp_path):
 
 @pytest.mark.parametrize("writer", ["the_well", "geofno", "pt"])
 def test_other_formats_convert_with_params_and_coords(make, tmp_path, writer):
+    """The stored values are the ones the fixture wrote, channel by channel (float32 storage: rtol 1e-6)."""
+    close = lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # noqa: E731
     if writer == "the_well":
-        src, _ = make.the_well()
+        src, arr = make.the_well()
         out = convert_to_store(src, out=tmp_path / "w.h5")
         s = StoredDataset(out)
         assert s.shapes["fields/u"] == (2, 3, 4, 5, 8) and s.shapes["params/Re"] == (2,)
-        assert s.config["info"]["channels"][2] == "velocity_x"
+        assert s.config["info"]["channels"] == ["density", "pressure_x_only", "velocity_x", "velocity_y",
+                                                "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+        u = s.read("fields/u")
+        close(u[..., 0], arr["density"])
+        close(u[..., 1], np.broadcast_to(arr["pressure_x_only"][..., None], (2, 3, 4, 5)))  # constant along y
+        close(u[..., 2:4], arr["velocity"])
+        close(u[..., 4:8], arr["stress"].reshape(2, 3, 4, 5, 4))  # row-major: xx, xy, yx, yy
+        close(s.read("fields/static")[..., 0], np.broadcast_to(arr["mask"], (2, 4, 5)))
+        close(s.read("params/Re"), arr["Re"])
+        for axis, name in (("t", "time"), ("x", "x"), ("y", "y")):
+            close(s.read(f"coords/{axis}"), arr[name])
     elif writer == "geofno":
-        folder, *_ = make.geofno_elasticity()
+        folder, xy, sigma = make.geofno_elasticity()
         out = convert_to_store(folder, out=tmp_path / "e.h5")
         s = StoredDataset(out)
         assert s.shapes["fields/pos"] == (4, 13, 2) and s.inputs == ("pos",)
         assert [f["name"] for f in s.config["source"]] == ["Meshes/Random_UnitCell_XY_10.npy",
                                                            "Meshes/Random_UnitCell_sigma_10.npy"]
+        close(s.read("fields/pos"), xy.transpose(2, 0, 1))  # written (P, 2, n): sample axis last
+        close(s.read("fields/u")[..., 0], sigma.T)  # written (P, n)
     else:
         import torch
 
-        src = make.pt({"x": torch.rand(3, 8), "y": torch.rand(3, 8)})
+        x, y = torch.rand(3, 8), torch.rand(3, 8)
+        src = make.pt({"x": x, "y": y})
         s = StoredDataset(convert_to_store(src, out=tmp_path / "p.h5"))
         assert s.shapes["fields/u"] == (3, 8, 1) and s.attrs["generator"] == "import:neuralop-pt"
+        close(s.read("fields/a")[..., 0], x.numpy())
+        close(s.read("fields/u")[..., 0], y.numpy())
 
 
 def test_bad_data_leaves_nothing_behind(make, tmp_path):

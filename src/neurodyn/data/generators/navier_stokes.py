@@ -383,6 +383,7 @@ class _TorusGenerator(Generator):
     inputs = ("u",)
     targets = ("u",)
     default_chunk_size = 16
+    version = "1"
 
     def coords(self, cfg) -> dict[str, np.ndarray]:
         x = np.arange(cfg.resolution, dtype=np.float64) / cfg.resolution
@@ -449,11 +450,7 @@ class NavierStokesGenerator(_TorusGenerator):
     """FNO's Navier-Stokes data (ST-SSM's TorusLi); see the module docstring."""
 
     name = "navier_stokes"
-    version = "1"
     config_cls = NavierStokesConfig
-
-    def _forcing_terms(self, cfg) -> list[tuple[float, float]]:
-        return [(cfg.forcing_scale, math.sqrt(2.0))] * 2 if cfg.forcing == "li" else []
 
     def check_physics(self, cfg: NavierStokesConfig, g: str) -> float:
         if not cfg.nu > 0:
@@ -464,6 +461,9 @@ class NavierStokesGenerator(_TorusGenerator):
 
     def viscosity_tag(self, cfg: NavierStokesConfig) -> str:
         return f"{cfg.nu:g}"
+
+    def _forcing_terms(self, cfg) -> list[tuple[float, float]]:
+        return [(cfg.forcing_scale, math.sqrt(2.0))] * 2 if cfg.forcing == "li" else []
 
     def generate(self, cfg: NavierStokesConfig, ids, seed, device):
         device = torch.device(device)
@@ -485,7 +485,6 @@ class TorusVisGenerator(_TorusGenerator):
     """FFNO's TorusVis (static random forcing, random viscosity); see the module docstring."""
 
     name = "torus_vis"
-    version = "1"
     config_cls = TorusVisConfig
 
     def _forcing_terms(self, cfg) -> list[tuple[float, float]]:

@@ -118,24 +118,31 @@ struct Args {
   }
 };
 
+// One (batch, channel) row of the scan: its sequences, its A, B and C, its skip, the state size np and the
+// number of checkpointed chunks; shared by the forward and the backward row.
+template <typename T>
+struct Row {
+  int64_t L, row, sB, sC, nck;
+  const T *u, *delta, *A, *Bp, *Cp;
+  T Dd;
+  Row(const Args<T>& a, int64_t b, int64_t d, int64_t np)
+      : L(a.L), row(b * a.dim + d), sB(a.var_B ? np : 0), sC(a.var_C ? np : 0), nck((a.L + CHUNK - 1) / CHUNK),
+        u(a.u + row * a.L), delta(a.delta + row * a.L), A(a.A + d * np), Bp(a.B_at(b, d)), Cp(a.C_at(b, d)),
+        Dd(a.has_D ? a.D[d] : T(0)) {}
+};
+
 // ZOH = false: Mamba's input term dt B_t u_t; ZOH = true: the exact zero-order hold of the Kirchhoff
 // cell, (1 - exp(dt A)) / (-A) B_t u_t with A = -lambda < 0 (the factor is computed in-kernel).
 // SA (scalar A, Euler only): every state of the row has the same A (Mamba-2's scalar A per head, the
 // LaMO / GeoMaNO default), so a_t = exp(dt_t A) is one scalar exponential per step instead of N.
 template <typename T, int NP, bool ZOH, bool SA = false>
 void fwd_row(const Args<T>& a, int64_t b, int64_t d, T* out, T* last, T* ckpt) {
-  const int64_t np = NP > 0 ? NP : a.np;
-  const int64_t L = a.L;
-  const int64_t row = (b * a.dim + d);
-  const T* u = a.u + row * L;
-  const T* delta = a.delta + row * L;
-  const T* A = a.A + d * np;
-  const T* Bp = a.B_at(b, d);
-  const T* Cp = a.C_at(b, d);
-  const int64_t sB = a.var_B ? np : 0, sC = a.var_C ? np : 0;
-  const T Dd = a.has_D ? a.D[d] : T(0);
+  const int64_t np = NP > 0 ? NP : a.np;  // a compile-time constant where NP > 0
+  const Row<T> r(a, b, d, np);
+  const int64_t L = r.L, row = r.row, sB = r.sB, sC = r.sC, nck = r.nck;
+  const T *u = r.u, *delta = r.delta, *A = r.A, *Bp = r.Bp, *Cp = r.Cp;
+  const T Dd = r.Dd;
   T* o = out + row * L;
-  const int64_t nck = (L + CHUNK - 1) / CHUNK;
   T* ck = ckpt ? ckpt + row * nck * np : nullptr;
 
   RowBuf<T, NP> hb(np), pb(np);
@@ -228,18 +235,12 @@ template <typename T, int NP, bool ZOH, bool SA = false>
 void bwd_row(const Args<T>& a, const Grads<T>& g, int64_t b, int64_t d, const T* gout,
              const T* glast, const T* ckpt, GroupAccum<T>& accB, GroupAccum<T>& accC,
              std::vector<T>& work) {
-  const int64_t np = NP > 0 ? NP : a.np;
-  const int64_t L = a.L;
-  const int64_t row = (b * a.dim + d);
-  const T* u = a.u + row * L;
-  const T* delta = a.delta + row * L;
-  const T* A = a.A + d * np;
-  const T* Bp = a.B_at(b, d);
-  const T* Cp = a.C_at(b, d);
-  const int64_t sB = a.var_B ? np : 0, sC = a.var_C ? np : 0;
-  const T Dd = a.has_D ? a.D[d] : T(0);
+  const int64_t np = NP > 0 ? NP : a.np;  // a compile-time constant where NP > 0
+  const Row<T> r(a, b, d, np);
+  const int64_t L = r.L, row = r.row, sB = r.sB, sC = r.sC, nck = r.nck;
+  const T *u = r.u, *delta = r.delta, *A = r.A, *Bp = r.Bp, *Cp = r.Cp;
+  const T Dd = r.Dd;
   const T* go = gout + row * L;
-  const int64_t nck = (L + CHUNK - 1) / CHUNK;
   const T* ck = ckpt + row * nck * np;
 
   // work layout: h (CHUNK+1)*np | a CHUNK*np | carry np | chunk dB np | chunk dC np | ZOH: w, psi
