@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "uea_sequences"
+OUT = HERE / "results" / "uea_tuned"
 
 DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "JapaneseVowels")
 #: regression files of the archive (Monash / UEA regression archive): scored by RMSE, with R^2 beside it
@@ -142,9 +142,10 @@ def run_all(args) -> None:
 
 
 def store(args, dataset: str, variant: str, budget: str) -> Path:
-    """The experiment folder of one comparison: ``uea_<dataset>-<variant>-<budget>`` beside the report's folder
-    (``--out``, default ``benchmarks/results/uea_sequences``)."""
-    return Path(args.out).parent / f"uea_{dataset}-{variant}-{budget}"
+    """The experiment folder of one comparison, ``<tag>_<dataset>-<variant>-<budget>`` beside the report's folder
+    ``<tag>`` (``--tag``: ``uea_tuned``, the presets tuned on validation; ``uea``, the 25 Nov runs of the presets
+    before, whose report is ``uea_sequences/report.md``)."""
+    return Path(args.out).parent / f"{args.tag}_{dataset}-{variant}-{budget}"
 
 
 def _mean_std(values: list[float]) -> str:
@@ -257,7 +258,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stores", default="runs/bench/uea/stores")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", default=str(OUT), help="the report's folder (default benchmarks/results/uea_tuned)")
+    ap.add_argument("--tag", default="uea_tuned", help="prefix of the comparisons' folders beside --out")
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args(argv)
     if not args.report:
