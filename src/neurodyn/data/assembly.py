@@ -31,7 +31,8 @@ SPLIT_KEYS = ("generator", "path", "test_path", "n_train", "n_val", "n_test", "s
 WINDOW_KEYS = ("t_in", "t_out", "step", "time_stride", "t_start", "window_stride", "context_fields",
                "context_params", "frames_as_channels")
 SEQUENCE_KEYS = ("window", "relative_time", "split_param", "train_values",  # (max_len belongs to the generators)
-                 "missing", "observed_channels", "drop_steps", "drop_seed")  # see data.sequences.SequenceDataset
+                 "missing", "observed_channels", "drop_steps", "drop_seed",  # see data.sequences.SequenceDataset
+                 "max_steps")
 DATA_KEYS = SPLIT_KEYS + WINDOW_KEYS + SEQUENCE_KEYS
 TASKS = ("steady", "autoregressive", "sequence")
 
@@ -202,7 +203,8 @@ def _sequence_data(cfg: dict[str, Any], path: Path, store: StoredDataset) -> dic
     """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
     d = cfg["data"]
     splits = _sequence_splits(d, path, store)
-    sets = {name: SequenceDataset(store, ids, **_sequence_options(d)) for name, ids in _nonempty(splits).items()}
+    sets = {name: SequenceDataset(store, ids, pool_from=_steps(store), **_sequence_options(d))
+            for name, ids in _nonempty(splits).items()}
     train = sets["train"]
     out: dict[str, Any] = {"path": path, "store": store, "sets": sets}
     out["x_norm"] = Normalizer(d.get("normalize_input", "gaussian"), "channel").fit(train.valid_steps())
@@ -275,7 +277,8 @@ def build_split_sets(cfg: dict[str, Any], names: Sequence[str] = ("test",), *,
     store = StoredDataset(path)
     if task == "sequence":
         splits = _nonempty(_sequence_splits(d, path, store))
-        return {n: SequenceDataset(store, splits[n], **_sequence_options(d)) for n in names if n in splits}
+        return {n: SequenceDataset(store, splits[n], pool_from=_steps(store), **_sequence_options(d))
+                for n in names if n in splits}
     n_train, n_val, n_test = split_sizes(d)
     splits = _nonempty(split_indices(store.n_samples, n_train, n_test, n_val))
     if task == "steady":
@@ -313,7 +316,26 @@ def _sequence_options(d: dict[str, Any]) -> dict[str, Any]:
     return dict(window=int(d.get("window", 0)), window_stride=int(d.get("window_stride", 1)),
                 relative_time=bool(d.get("relative_time", True)), missing=d.get("missing", "ffill"),
                 observed_channels=bool(d.get("observed_channels", False)), drop_steps=d.get("drop_steps", 0.0),
-                drop_seed=int(d.get("drop_seed", d.get("seed", 0))))
+                drop_seed=int(d.get("drop_seed", d.get("seed", 0))), max_steps=d.get("max_steps", 0))
+
+
+def _steps(store: StoredDataset) -> int:
+    """``T_max`` of a sequence store: the time length of its ``fields/x``."""
+    return int(store.shapes["fields/x"][1])
+
+
+def _training_steps(d: dict[str, Any]) -> int | None:
+    """``T_max`` of the run's training file, from which every split and test file takes its time-pooling factor
+    (``data.max_steps``): the file itself where it exists, else the shapes the run recorded of it
+    (``data.file.shapes``); ``None`` when neither is known (a test file then pools by its own length)."""
+    try:
+        path = stored_path(d) if d.get("path") or "generator" in d else None
+    except (ConfigError, DataError):
+        path = None
+    if path is not None:
+        return _steps(StoredDataset(path, verify=False))
+    shape = ((d.get("file") or {}).get("shapes") or {}).get("fields/x")
+    return int(shape[1]) if shape and len(shape) == 3 else None
 
 
 def _training_classes(d: dict[str, Any]) -> list[str] | None:
@@ -374,7 +396,8 @@ def build_test_sets(cfg: dict[str, Any], files: dict[str, str | Path] | None = N
         if task == "steady":
             out[name] = SteadyDataset(store, ids)
         elif task == "sequence":
-            out[name] = SequenceDataset(store, ids, classes=_training_classes(d), **_sequence_options(d))
+            out[name] = SequenceDataset(store, ids, classes=_training_classes(d), pool_from=_training_steps(d),
+                                        **_sequence_options(d))
         else:
             out[name] = TimeWindowDataset(store, ids, t_out=d.get("t_out"), **_window_options(d))
     return out

@@ -38,6 +38,20 @@ Irregular sampling from regular data (``drop_steps``): a fraction of each sequen
 random (the rest keep their timestamps), a fixed draw per sequence from (``drop_seed``, the file's checksum,
 the sample index), so the train, validation and test splits and every re-run see the same sequences.
 
+Long sequences at a CPU's cost (``max_steps``): for per-sequence targets (a class or a regression value of the
+whole sequence) a sequence store whose longest sequence ``T_max`` exceeds ``max_steps`` steps is average-pooled in
+time by the integer factor ``k = ceil(T_max / max_steps)``, after ``missing=drop`` and ``drop_steps`` removed
+their steps. Pooled step ``j`` of a sequence is the masked mean of the window ``[jk, (j+1)k)``::
+
+    x'_j = mean over valid i in [jk, (j+1)k) of x_i      (per channel: over the steps where it was observed)
+    t'_j = mean over valid i in [jk, (j+1)k) of t_i      mask'_j = any valid i in [jk, (j+1)k)
+
+so a sequence of ``L`` valid steps becomes ``ceil(L / k)``. ``max_steps``: ``"auto"`` pools to at most
+:data:`AUTO_MAX_STEPS` steps for per-sequence targets and never for per-step ones (pooling would misalign their
+labels, so an integer limit there is a ConfigError); an integer ``>= 1``: that limit; ``0`` or ``None``: never.
+``k`` is computed from ``pool_from`` (the training file's ``T_max``, which :mod:`neurodyn.data.assembly` passes to
+every split and test file of a run, so they pool alike), else from this file's.
+
 ``SequenceDataset`` items are ``{"x": (T, C), "t": (T,), "mask": (T,) bool, "y": ..., "index": ()}``
 with every sequence padded (or cut) to one length ``T``. With ``window > 0`` a dataset of per-step
 targets yields windows of ``window`` consecutive valid steps whose target is the last step's.
@@ -57,6 +71,7 @@ from ..errors import ConfigError, DataError
 from .store import StoredDataset
 
 MISSING = ("ffill", "mean", "drop")
+AUTO_MAX_STEPS = 256  # data.max_steps "auto": per-sequence targets are pooled to at most this many steps
 
 
 def pad_sequences(seqs: Sequence[np.ndarray], length: int, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -118,13 +133,15 @@ class SequenceDataset(Dataset):
     ``per_step`` is True when targets are per time step (and no ``window`` is used). ``window > 0``
     turns per-step targets into windows ending at every ``window_stride``-th valid step from
     ``window - 1`` on, target = the window's last step; ``relative_time`` then shifts each window's
-    timestamps to start at 0.
+    timestamps to start at 0. ``max_steps`` and ``pool_from``: time pooling of long sequences (module doc);
+    ``self.pool`` is the factor ``k`` applied (1: none).
     """
 
     def __init__(self, store: StoredDataset, ids: np.ndarray, max_len: int | None = None, window: int = 0,
                  window_stride: int = 1, relative_time: bool = True, missing: str = "ffill",
                  observed_channels: bool = False, drop_steps: float = 0.0, drop_seed: int = 0,
-                 classes: Sequence[str] | None = None):
+                 classes: Sequence[str] | None = None, max_steps: int | str | None = 0,
+                 pool_from: int | None = None):
         _check_options(store, missing, drop_steps)
         self.store = store
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -134,6 +151,9 @@ class SequenceDataset(Dataset):
         keep = _kept_steps(store, self.ids, m, obs, missing, float(drop_steps), int(drop_seed))
         if not np.array_equal(keep, m):
             x, t, m, y, obs = _compact(keep, x, t, y if per_step else None, obs, y)
+        self.pool = pool_factor(max_steps, int(pool_from or x.shape[1]), per_step)
+        if self.pool > 1:
+            x, t, m, obs = pool_in_time(x, t, m, obs, self.pool)
         x, self.measured = _model_inputs(x, obs, m, missing, observed_channels)
         self.missing, self.observed_channels, self.drop_steps = missing, bool(observed_channels), float(drop_steps)
         self.classes = store_classes(store)
@@ -256,6 +276,52 @@ def _check_options(store: StoredDataset, missing: str, drop_steps) -> None:
     if isinstance(drop_steps, bool) or not isinstance(drop_steps, (int, float)) or not 0 <= drop_steps < 1:
         raise ConfigError(f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got "
                           f"{drop_steps!r}")
+
+
+def pool_factor(max_steps: Any, t_max: int, per_step: bool) -> int:
+    """The time-pooling factor ``k = ceil(t_max / limit)`` of ``data.max_steps`` (module doc), 1 for no pooling;
+    one ConfigError for a value that is not ``auto``, ``0`` / ``None`` or an integer ``>= 1``, and for an integer
+    limit on per-step targets."""
+    if max_steps is None or max_steps == "auto":
+        limit = None if max_steps is None or per_step else AUTO_MAX_STEPS
+    elif isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 0:
+        raise ConfigError(f"data.max_steps must be 'auto', 0 (never pool) or a whole number >= 1 (the most time "
+                          f"steps a sequence keeps; longer ones are average-pooled in time); got {max_steps!r}")
+    else:
+        limit = int(max_steps) or None
+        if limit and per_step:
+            raise ConfigError(f"data.max_steps={limit}: this data has per-step targets, which pooling steps together "
+                              "would misalign; set data.max_steps=0 (or auto, which never pools them), or use "
+                              "data.window to cut long sequences")
+    if not limit or t_max <= limit:
+        return 1
+    return -(-int(t_max) // limit)
+
+
+def pool_in_time(x: np.ndarray, t: np.ndarray, m: np.ndarray, obs: np.ndarray | None, k: int):
+    """Average-pool sequences in time by ``k`` (module doc): ``x (N, T, C)``, ``t (N, T)``, ``m (N, T)`` bool (a
+    prefix per row), ``obs (N, T, C)`` bool or None -> ``x' (N, T', C)`` float32, ``t' (N, T')``, ``m' (N, T')``,
+    ``obs' (N, T', C)`` or None with ``T' = ceil(T / k)``. ``x'_j`` is the mean of ``x_i`` over the valid (and, with
+    ``obs``, observed) ``i`` in ``[jk, (j+1)k)`` (0 and unobserved where there is none); ``t'_j`` the mean of their
+    timestamps (after the end: the last valid one, as padding repeats it); ``m'_j`` whether any step was valid."""
+    n, T, C = x.shape
+    Tp = -(-T // k)
+    pad = Tp * k - T
+
+    def windows(a: np.ndarray, fill) -> np.ndarray:
+        a = np.concatenate([a, np.full((n, pad, *a.shape[2:]), fill, dtype=a.dtype)], axis=1) if pad else a
+        return a.reshape(n, Tp, k, *a.shape[2:])
+
+    mw = windows(m, False)
+    w = windows(obs & m[..., None], False) if obs is not None else np.broadcast_to(mw[..., None], (n, Tp, k, C))
+    count = w.sum(2)
+    xp = np.where(w, windows(x.astype(np.float64), 0.0), 0.0).sum(2) / np.maximum(count, 1)
+    steps = mw.sum(2)
+    tp = np.where(mw, windows(t.astype(np.float64), 0.0), 0.0).sum(2) / np.maximum(steps, 1)
+    mp = steps > 0
+    last = np.maximum(mp.sum(1) - 1, 0)
+    tp = np.where(mp, tp, tp[np.arange(n), last][:, None])
+    return (xp.astype(np.float32), tp.astype(t.dtype), mp, (count > 0) if obs is not None else None)
 
 
 def _read_split(store: StoredDataset, ids: np.ndarray):
