@@ -252,11 +252,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+WHICH_HELP = ("the checkpoint: last (the final model), best (the best validation epoch) or auto (the default: best "
+              "when the validation split has at least 50 cases, else last; the choice is told on stderr)")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .train.runs import evaluate_sets
 
     results = evaluate_sets(args.run, files=args.data or None, device=_device(args),
-                            which=args.which)
+                            which=_which(args, "evaluate"))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -267,12 +271,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from .train.predict import write_predictions
 
-    path, metrics = write_predictions(args.run, args.data, args.out, which=args.which,
+    path, metrics = write_predictions(args.run, args.data, args.out, which=_which(args, "predict"),
                                       device=_device(args), overwrite=args.overwrite)
     print(f"predictions of {args.data} written to {path}")
     if metrics:
         print(format_metric_table({"predicted": metrics}))
     return 0
+
+
+def _which(args: argparse.Namespace, command: str) -> str:
+    """``--which`` resolved (``auto``: :func:`neurodyn.train.predict.choose_checkpoint`), the choice and its reason
+    told on stderr in one line."""
+    from .train.predict import choose_checkpoint
+
+    if args.which != "auto" or Path(args.run).is_file():
+        return args.which
+    which, why = choose_checkpoint(args.run)
+    if why:
+        print(f"{command}: {which}.pt ({why})", file=sys.stderr)
+    return which
 
 
 def format_metric_table(results: dict[str, dict]) -> str:
@@ -430,7 +447,8 @@ def _add_train_evaluate_predict(sub) -> None:
     e.add_argument("--data", action="append", default=[], metavar="FILE",
                    help="a store file to evaluate on (repeatable; e.g. the same problem at another resolution); "
                         "default: the run's test split and its data.test_path files")
-    e.add_argument("--which", default="last", choices=("last", "best"))
+    e.add_argument("--which", default="auto", choices=("auto", "last", "best"),
+                   help=WHICH_HELP)
     e.add_argument("--device", default=None)
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
@@ -441,7 +459,8 @@ def _add_train_evaluate_predict(sub) -> None:
     pr.add_argument("--out", required=True, metavar="PRED.h5", help="output HDF5 file (dataset 'pred')")
     pr.add_argument("--overwrite", action="store_true",
                     help="replace --out when it exists (never the input, nor a run's files)")
-    pr.add_argument("--which", default="last", choices=("last", "best"))
+    pr.add_argument("--which", default="auto", choices=("auto", "last", "best"),
+                    help=WHICH_HELP)
     pr.add_argument("--device", default=None)
     pr.set_defaults(func=cmd_predict)
 

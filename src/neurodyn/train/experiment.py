@@ -28,7 +28,7 @@ from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
 from .run_folder import foreign_config, training_lock
 from .tasks import AutoregressiveTask, SteadyTask
-from .trainer import TrainConfig, Trainer
+from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
 
 def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
@@ -200,7 +200,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
                                                             _tested(data["sets"].get("test"), test_sets))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode, tests=tests, baselines=baselines,
-                      classes=getattr(data["sets"]["train"], "classes", None))
+                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set))
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
                   for name, m in tests.items() if name != "test"})
@@ -285,18 +285,24 @@ def confusion_table(confusion: list[list[int]], classes: list[str] | None = None
 
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
                   monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
-                  baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None) -> None:
+                  baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None,
+                  n_val: int | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
     split and test files (the final model, and the checkpoint the validation split selected), beside the
     ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
-    class, columns: predicted; named by ``classes``) where the task reports one."""
+    class, columns: predicted; named by ``classes``) where the task reports one. ``n_val``: the validation split's
+    cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few)."""
     pick = min if mode == "min" else max
     curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
     name = "rel. L2" if monitor == "rel_l2" else monitor
     if curve:
         best_epoch, best = pick(curve, key=lambda c: c[1])
-        validation = (f"- validation {name}: best {best:.5g} at epoch {best_epoch} (selects `best.pt`), "
+        cases = f" on {n_val} cases" if n_val else ""
+        validation = (f"- validation {name}{cases}: best {best:.5g} at epoch {best_epoch} (selects `best.pt`), "
                       f"final {curve[-1][1]:.5g}")
+        if n_val and n_val < MIN_VAL_FOR_BEST:
+            validation += (f"\n- note: `best.pt` is chosen on {n_val} validation cases (under {MIN_VAL_FOR_BEST}), "
+                           "so `neurodyn evaluate` / `predict` use `last.pt` unless given `--which best`")
     else:
         validation = "- validation: none (data.n_val = 0): no checkpoint was selected"
     lines = [f"# {cfg.get('preset', 'experiment')} — scale `{cfg.get('scale', '?')}`", "",

@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
-from ..data.assembly import build_data, build_split_sets, build_test_sets, named_test_files
+from ..data.assembly import build_data, build_split_sets, build_test_sets, named_test_files, split_sizes
 from ..data.normalize import Normalizer
 from ..data.sequences import prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
@@ -40,7 +40,7 @@ from ..models.registry import module_device, rebuild
 from .experiment import build_task, check_model_accepts
 from .run_folder import is_run_entry
 from .task_spec import task_from_spec
-from .trainer import TrainConfig
+from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
 
 FIT_SOURCE = "neurodyn.train.fit"  # data.source of a run trained by neurodyn.train.fit on arrays (no store)
@@ -152,15 +152,59 @@ class TrainedRun:
         return from_frames(history.new_zeros(history.shape[0], steps, *history.shape[2:]), self.task.fac)
 
 
+WHICH = ("auto", "last", "best")
+
+
+def choose_checkpoint(run: str | Path, which: str = "auto") -> tuple[str, str]:
+    """``(checkpoint name, why)`` for ``which`` of a run folder: ``last`` and ``best`` as asked; ``auto``: ``best``
+    when ``best.pt`` exists and the validation split that selected it held at least ``MIN_VAL_FOR_BEST`` cases,
+    else ``last`` (a best epoch picked on a few cases is mostly noise). ``why`` is one line for the user (empty
+    when the folder holds no ``last.pt``: loading it then says what is wrong)."""
+    if which not in WHICH:
+        raise ConfigError(f"which must be one of {', '.join(WHICH)}, got {which!r}")
+    if which != "auto":
+        return which, f"--which {which}"
+    ckpts = Path(run) / "checkpoints"
+    if not (ckpts / "last.pt").is_file():  # not a trained run: loading it says what is wrong
+        return "last", ""
+    if not (ckpts / "best.pt").is_file():
+        return "last", "the run has no best.pt: it had no validation split to select one"
+    n_val = validation_cases(read_checkpoint(ckpts / "last.pt", map_location="cpu"))
+    if n_val is None:
+        return "last", ("the run does not record its validation split's size, so best.pt is not trusted; --which "
+                        "best to override")
+    if n_val < MIN_VAL_FOR_BEST:
+        return "last", (f"the validation split has {n_val} cases, under {MIN_VAL_FOR_BEST}: too few to select a "
+                        "checkpoint; --which best to override")
+    return "best", (f"the validation split has {n_val} cases, at least {MIN_VAL_FOR_BEST}: best.pt, the best "
+                    "validation epoch; --which last to override")
+
+
+def validation_cases(ckpt: dict[str, Any]) -> int | None:
+    """The validation cases a checkpoint's run selected ``best.pt`` on: recorded in the checkpoint (``n_val``), else
+    (older checkpoints) the config's ``data.n_val`` or the split sizes it implies; ``None`` when unknown."""
+    if isinstance(ckpt.get("n_val"), int):
+        return ckpt["n_val"]
+    data = (ckpt.get("experiment") or {}).get("data") or {}
+    if isinstance(data.get("n_val"), int) and not isinstance(data.get("n_val"), bool):
+        return data["n_val"]
+    try:
+        return split_sizes(data)[1]
+    except (ConfigError, DataError, OSError):
+        return None
+
+
 def load_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu",
              model: torch.nn.Module | None = None) -> TrainedRun:
     """The run folder's ``checkpoints/<which>.pt`` (``last``: the final model, which the run's summary reports;
-    ``best``: the best validation epoch), or a checkpoint file, as a :class:`TrainedRun` in eval mode. A run of a
-    user's own module (``neurodyn.train.fit``) is rebuilt from its class when that is imported, or into ``model``
-    (:func:`neurodyn.models.registry.rebuild`)."""
+    ``best``: the best validation epoch; ``auto``: :func:`choose_checkpoint`), or a checkpoint file, as a
+    :class:`TrainedRun` in eval mode. A run of a user's own module (``neurodyn.train.fit``) is rebuilt from its
+    class when that is imported, or into ``model`` (:func:`neurodyn.models.registry.rebuild`)."""
     run = Path(run)
-    if which not in ("last", "best"):
-        raise ConfigError(f"which must be 'last' or 'best', got {which!r}")
+    if which not in WHICH:
+        raise ConfigError(f"which must be one of {', '.join(WHICH)}, got {which!r}")
+    if which == "auto" and not run.is_file():
+        which = choose_checkpoint(run)[0]
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
     ckpt = read_checkpoint(path, map_location="cpu")  # built on the CPU, then moved once: nothing stays behind
     if "experiment" not in ckpt or "model" not in ckpt:
@@ -213,6 +257,8 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     import h5py
 
     check_batch_size(batch_size)
+    if which == "auto" and not Path(run).is_file():
+        which = choose_checkpoint(run)[0]
     out = check_output(out, data, run, which, overwrite)
     trained = load_run(run, which, device)
     files = named_test_files({"test_path": [str(data)]}, "--data")

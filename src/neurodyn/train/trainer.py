@@ -155,6 +155,18 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.o
         return cls(params, lr=lr, weight_decay=weight_decay)
 
 
+MIN_VAL_FOR_BEST = 50  # validation cases under which `evaluate --which auto` keeps last.pt (best.pt: chosen on few)
+
+
+def split_cases(dataset: Dataset | None) -> int:
+    """The cases (samples, sequences) of a split: its ``ids`` where it has them (a split of windows counts its
+    samples, not its windows), else its length; 0 for ``None``."""
+    if dataset is None:
+        return 0
+    ids = getattr(dataset, "ids", None)
+    return len(ids) if ids is not None else len(dataset)
+
+
 class Trainer:
     """Trains ``model`` on ``train_set`` for a task; logs into ``run_dir``.
 
@@ -260,6 +272,7 @@ class Trainer:
                          "epoch_sums": self._epoch_sums.clone()},
             "rng": rng_state(),
             "best": self.best,
+            "n_val": split_cases(self.eval_set),  # the cases best.pt was selected on (evaluate --which auto)
             "train_config": asdict(self.cfg),
             "experiment": self.experiment,
         }
