@@ -297,8 +297,8 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
     name = "rel. L2" if monitor == "rel_l2" else monitor
     if curve:
         best_epoch, best = pick(curve, key=lambda c: c[1])
-        cases = f" on {n_val} cases" if n_val else ""
-        validation = (f"- validation {name}{cases}: best {best:.5g} at epoch {best_epoch} (selects `best.pt`), "
+        cases = f"; {n_val} validation cases" if n_val else ""
+        validation = (f"- validation {name}: best {best:.5g} at epoch {best_epoch} (selects `best.pt`{cases}), "
                       f"final {curve[-1][1]:.5g}")
         if n_val and n_val < MIN_VAL_FOR_BEST:
             validation += (f"\n- note: `best.pt` is chosen on {n_val} validation cases (under {MIN_VAL_FOR_BEST}), "
