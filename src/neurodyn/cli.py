@@ -259,8 +259,9 @@ WHICH_HELP = ("the checkpoint: last (the final model), best (the best validation
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .train.runs import evaluate_sets
 
-    results = evaluate_sets(args.run, files=args.data or None, device=_device(args),
-                            which=_which(args, "evaluate"))
+    which, why = _which(args)
+    results = evaluate_sets(args.run, files=args.data or None, device=_device(args), which=which)
+    _tell_choice("evaluate", which, why)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
@@ -271,25 +272,31 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from .train.predict import write_predictions
 
-    path, metrics = write_predictions(args.run, args.data, args.out, which=_which(args, "predict"),
+    which, why = _which(args)
+    path, metrics = write_predictions(args.run, args.data, args.out, which=which,
                                       device=_device(args), overwrite=args.overwrite)
+    _tell_choice("predict", which, why)
     print(f"predictions of {args.data} written to {path}")
     if metrics:
         print(format_metric_table({"predicted": metrics}))
     return 0
 
 
-def _which(args: argparse.Namespace, command: str) -> str:
-    """``--which`` resolved (``auto``: :func:`neurodyn.train.predict.choose_checkpoint`), the choice and its reason
-    told on stderr in one line."""
+def _which(args: argparse.Namespace) -> tuple[str, str]:
+    """``--which`` resolved (``auto``: :func:`neurodyn.train.predict.choose_checkpoint`) and why (empty unless
+    ``auto`` chose)."""
     from .train.predict import choose_checkpoint
 
     if args.which != "auto" or Path(args.run).is_file():
-        return args.which
-    which, why = choose_checkpoint(args.run)
+        return args.which, ""
+    return choose_checkpoint(args.run)
+
+
+def _tell_choice(command: str, which: str, why: str) -> None:
+    """The checkpoint ``--which auto`` chose and why, one line on stderr once the command succeeded (a failure's
+    stderr stays its one error line)."""
     if why:
         print(f"{command}: {which}.pt ({why})", file=sys.stderr)
-    return which
 
 
 def format_metric_table(results: dict[str, dict]) -> str:
