@@ -57,7 +57,8 @@ def test_a_small_validation_split_evaluates_last_and_says_why(runs, capsys):
     assert auto == last and err_last == ""                         # an explicit choice is not commented on
     assert load_run(run, "auto").checkpoint.name == "last.pt"
     summary = (run / "summary.md").read_text()
-    assert "(selects `best.pt`; 7 validation cases)" in summary and "`best.pt` is chosen on 7 validation cases (under 50)" in summary
+    assert "(selects `best.pt`; 7 validation cases)" in summary
+    assert "`best.pt` is chosen on 7 validation cases (under 50)" in summary
 
 
 def test_a_large_validation_split_evaluates_best(runs, capsys):

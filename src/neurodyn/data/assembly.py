@@ -324,7 +324,7 @@ def _steps(store: StoredDataset) -> int:
     return int(store.shapes["fields/x"][1])
 
 
-def _training_steps(d: dict[str, Any]) -> int | None:
+def training_steps(d: dict[str, Any]) -> int | None:
     """``T_max`` of the run's training file, from which every split and test file takes its time-pooling factor
     (``data.max_steps``): the file itself where it exists, else the shapes the run recorded of it
     (``data.file.shapes``); ``None`` when neither is known (a test file then pools by its own length)."""
@@ -396,7 +396,7 @@ def build_test_sets(cfg: dict[str, Any], files: dict[str, str | Path] | None = N
         if task == "steady":
             out[name] = SteadyDataset(store, ids)
         elif task == "sequence":
-            out[name] = SequenceDataset(store, ids, classes=_training_classes(d), pool_from=_training_steps(d),
+            out[name] = SequenceDataset(store, ids, classes=_training_classes(d), pool_from=training_steps(d),
                                         **_sequence_options(d))
         else:
             out[name] = TimeWindowDataset(store, ids, t_out=d.get("t_out"), **_window_options(d))

@@ -10,7 +10,8 @@ dataset: the input is encoded with the training normalizers, the output decoded 
   layout -> the next ``K`` frames, rolled out;
 * sequence models: ``predict(x, t=None, mask=None)`` -> class logits ``(N, classes)`` (``.argmax(-1)``: the class)
   or regression values in the target's units; NaN in ``x`` is a missing value, filled as the run's
-  ``data.missing`` filled it in training (and the observed indicators appended with ``data.observed_channels``).
+  ``data.missing`` filled it in training (and the observed indicators appended with ``data.observed_channels``);
+  long sequences are pooled in time as the run's data was (``data.max_steps``, :mod:`neurodyn.data.sequences`).
 
 Inputs may be numpy arrays or tensors; they are processed in batches of ``batch_size`` under ``torch.no_grad``.
 Checkpoints written before the task was saved with them are rebuilt through their dataset.
@@ -31,9 +32,10 @@ import torch
 from torch.utils.data import default_collate
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
-from ..data.assembly import build_data, build_split_sets, build_test_sets, named_test_files, split_sizes
+from ..data.assembly import (build_data, build_split_sets, build_test_sets, named_test_files, split_sizes,
+                             training_steps)
 from ..data.normalize import Normalizer
-from ..data.sequences import prepare_raw_inputs
+from ..data.sequences import pool_factor, pool_in_time, prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
 from ..files import atomic_output, check_not_special
 from ..models.registry import module_device, rebuild
@@ -132,8 +134,9 @@ class TrainedRun:
             if "mask" not in extra:
                 extra["mask"] = torch.ones(x.shape[:2], dtype=torch.bool, device=self.device)
             d = self.cfg.get("data", {})
-            x = torch.from_numpy(prepare_raw_inputs(x.cpu().numpy(), extra["mask"].cpu().numpy(),
-                                                    d.get("missing", "ffill"), bool(d.get("observed_channels"))))
+            raw, mask = self._pooled(x.cpu().numpy(), extra)
+            x = torch.from_numpy(prepare_raw_inputs(raw, mask, d.get("missing", "ffill"),
+                                                    bool(d.get("observed_channels"))))
             x = x.to(self.device)
         self.model.eval()
         out = []
@@ -143,6 +146,24 @@ class TrainedRun:
                 batch["y"] = self._empty_frames(batch["x"], steps)
             out.append(self.task.predict(self.model, batch).float().cpu())
         return torch.cat(out) if out else torch.empty(0)
+
+    def _pooled(self, x: np.ndarray, extra: dict[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+        """Raw sequences ``x (N, T, C)`` (NaN: missing) pooled in time as the run's data was (``data.max_steps``,
+        the factor of its training file: :mod:`neurodyn.data.sequences`), ``extra``'s ``mask`` and ``t`` with them;
+        returns ``(x, mask)`` as numpy arrays."""
+        d = self.cfg.get("data", {})
+        mask = extra["mask"].cpu().numpy().astype(bool)
+        k = pool_factor(d.get("max_steps", 0), training_steps(d) or x.shape[1], bool(getattr(self.task, "per_step",
+                                                                                              False)))
+        if k == 1:
+            return x, mask
+        obs = np.isfinite(x)
+        t = extra["t"].cpu().numpy() if "t" in extra else np.zeros(mask.shape, dtype=np.float32)
+        xp, tp, mp, seen = pool_in_time(np.where(obs, x, 0.0), t, mask, obs, k)
+        extra["mask"] = torch.from_numpy(mp).to(self.device)
+        if "t" in extra:
+            extra["t"] = torch.from_numpy(np.ascontiguousarray(tp, dtype=np.float32)).to(self.device)
+        return np.where(seen, xp, np.nan).astype(np.float32), mp
 
     def _empty_frames(self, x: torch.Tensor, steps: int) -> torch.Tensor:
         """A placeholder target of ``steps`` frames in the dataset's layout (its values are not read)."""
