@@ -315,9 +315,9 @@ def pool_in_time(x: np.ndarray, t: np.ndarray, m: np.ndarray, obs: np.ndarray | 
     mw = windows(m, False)
     w = windows(obs & m[..., None], False) if obs is not None else np.broadcast_to(mw[..., None], (n, Tp, k, C))
     count = w.sum(2)
-    xp = np.where(w, windows(x.astype(np.float64), 0.0), 0.0).sum(2) / np.maximum(count, 1)
+    xp = np.where(w, windows(x, 0), 0).sum(2, dtype=np.float64) / np.maximum(count, 1)  # one float32 temporary
     steps = mw.sum(2)
-    tp = np.where(mw, windows(t.astype(np.float64), 0.0), 0.0).sum(2) / np.maximum(steps, 1)
+    tp = np.where(mw, windows(t, 0), 0).sum(2, dtype=np.float64) / np.maximum(steps, 1)
     mp = steps > 0
     last = np.maximum(mp.sum(1) - 1, 0)
     tp = np.where(mp, tp, tp[np.arange(n), last][:, None])
