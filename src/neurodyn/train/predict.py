@@ -153,8 +153,10 @@ class TrainedRun:
         returns ``(x, mask)`` as numpy arrays."""
         d = self.cfg.get("data", {})
         mask = extra["mask"].cpu().numpy().astype(bool)
-        k = pool_factor(d.get("max_steps", 0), training_steps(d) or x.shape[1], bool(getattr(self.task, "per_step",
-                                                                                              False)))
+        if not d.get("max_steps"):  # 0 or absent: the run never pooled
+            return x, mask
+        per_step = bool(getattr(self.task, "per_step", False))
+        k = pool_factor(d["max_steps"], training_steps(d) or x.shape[1], per_step)
         if k == 1:
             return x, mask
         obs = np.isfinite(x)
