@@ -68,7 +68,8 @@ def predict(task, model, dataset, batch_size: int = 32) -> tuple[Tensor, Tensor]
 
 
 def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str = "last") -> dict[str, Any]:
-    """Re-evaluate a run's checkpoint on its test split with the normalizers saved in the checkpoint."""
+    """Re-evaluate a run's checkpoint ``which`` (``last``, ``best`` or ``auto``:
+    :func:`neurodyn.train.predict.choose_checkpoint`) on its test split with the normalizers saved in it."""
     r = load_run(run, which, device)
     return r.task.evaluate(r.model, batches(r.split("test"), r.eval_batch_size, r.device))
 
