@@ -433,6 +433,14 @@ def _add_convert(sub) -> None:
     v.set_defaults(func=cmd_convert)
 
 
+def _add_trained_run(p: argparse.ArgumentParser, func) -> None:
+    """What ``evaluate`` and ``predict`` both take: the run, which of its checkpoints, the device."""
+    p.add_argument("run", help="run folder or checkpoint file")
+    p.add_argument("--which", default="auto", choices=("auto", "last", "best"), help=WHICH_HELP)
+    p.add_argument("--device", default=None)
+    p.set_defaults(func=func)
+
+
 def _add_train_evaluate_predict(sub) -> None:
     t = sub.add_parser("train", help="train a preset; re-running the same command resumes it",
                        epilog="Further key.path=value arguments override the preset, e.g. model.width=64 "
@@ -450,26 +458,18 @@ def _add_train_evaluate_predict(sub) -> None:
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split, its test files, or given files")
-    e.add_argument("run", help="run folder or checkpoint file")
+    _add_trained_run(e, cmd_evaluate)
     e.add_argument("--data", action="append", default=[], metavar="FILE",
                    help="a store file to evaluate on (repeatable; e.g. the same problem at another resolution); "
                         "default: the run's test split and its data.test_path files")
-    e.add_argument("--which", default="auto", choices=("auto", "last", "best"),
-                   help=WHICH_HELP)
-    e.add_argument("--device", default=None)
     e.add_argument("--json", action="store_true")
-    e.set_defaults(func=cmd_evaluate)
 
     pr = sub.add_parser("predict", help="predict a store file with a trained run (physical units) into an HDF5 file")
-    pr.add_argument("run", help="run folder or checkpoint file")
+    _add_trained_run(pr, cmd_predict)
     pr.add_argument("--data", required=True, metavar="FILE", help="a store file with the run's input fields")
     pr.add_argument("--out", required=True, metavar="PRED.h5", help="output HDF5 file (dataset 'pred')")
     pr.add_argument("--overwrite", action="store_true",
                     help="replace --out when it exists (never the input, nor a run's files)")
-    pr.add_argument("--which", default="auto", choices=("auto", "last", "best"),
-                    help=WHICH_HELP)
-    pr.add_argument("--device", default=None)
-    pr.set_defaults(func=cmd_predict)
 
 
 def _add_compare(sub) -> None:
