@@ -183,5 +183,10 @@ def main(argv=None) -> int:
     return 0
 
 
+def run(scale: str, argv: list[str]) -> int:
+    """``neurodyn bench uea-tuning`` entry point (the presets' cpu scale; ``scale`` is not used)."""
+    return main(argv)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -80,6 +80,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                                                        "seeds (--runs label=preset;overrides for variants)"),
     "uea-sequences": Benchmark("uea_sequences.py", "NAC (paper and tuned) vs GRU, LSTM, CfC, LTC, MHA on UEA/UCR "
                                                    "archive files, regular and made irregular, equal epochs and time"),
+    "uea-tuning": Benchmark("uea_tuning.py", "the sequence presets' settings (learning rate, width, pooling) chosen "
+                                             "on validation of UEA/UCR training files; test files never read"),
     "scan": Benchmark("scan.py", "selective scan speed and peak memory: fused C++ kernel, PyTorch fallback, reference, "
                                  "mambapy pscan; 2-D, cross-scan, S4D, Kirchhoff sections"),
     "step-speed": Benchmark("step_speed.py", "training-step time of every seed model against its baselines at the "
