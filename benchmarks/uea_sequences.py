@@ -46,7 +46,8 @@ DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "Japane
 #: regression files of the archive (Monash / UEA regression archive): scored by RMSE, with R^2 beside it
 REGRESSION = ("Covid3Month",)
 #: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it and with our tuned choices
-MODELS = ("nac-paper=nac/sequence;model.compat=paper", "nac-tuned=nac/sequence;model.compat=tuned",
+MODELS = ("nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;model.pool=mean",
+          "nac-tuned=nac/sequence;model.compat=tuned",
           "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence", "odernn/sequence",
           "majority/sequence", "knn/sequence", "minirocket/sequence")
 #: the fitted baselines (one pass, no epochs): trained once per seed, whatever the budget
