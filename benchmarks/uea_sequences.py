@@ -10,9 +10,10 @@ Every dataset's ``<NAME>_TRAIN.ts`` and ``<NAME>_TEST.ts`` are converted with ``
 sequence stores (``--stores``), and every comparison is ``neurodyn.compare.compare`` (the same as
 ``neurodyn compare``) of the models in ``MODELS`` on them: the training file trains (``data.n_val`` = 20 % of it
 validates: ``best.pt`` and NAC's paper/tuned choice are made on it), the test file is scored once at the end.
-Two budgets: equal epochs (``--epochs``, the cpu presets' 30) and equal wall-clock (``--budget`` of training per
-model, epochs estimated from timed steps before training). Two variants: ``regular`` (the files as they are)
-and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped at random, the kept ones keep
+Two budgets: equal epochs (``--epochs``: the same cap of 400, the tuned presets'
+recipe, each run stopping early on its own validation split as its preset says) and equal wall-clock (``--budget``
+of training per model, epochs estimated from timed steps before training). Two variants: ``regular`` (the files as
+they are) and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped at random, the kept ones keep
 their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``;
 a recorded run is not trained again, so the driver resumes.
 
@@ -254,8 +255,8 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", nargs="*", default=[*DATASETS, *REGRESSION])
     ap.add_argument("--variants", nargs="*", default=["regular", "irregular"], choices=["regular", "irregular"])
     ap.add_argument("--drop", type=float, default=0.5, help="fraction of steps dropped in the irregular variant")
-    ap.add_argument("--epochs", type=int, default=30, help="equal-epochs budget (0: none)")
-    ap.add_argument("--budget", default="30s", help="equal wall-clock budget per model ('' for none)")
+    ap.add_argument("--epochs", type=int, default=400, help="equal-epochs budget, a cap (0: none)")
+    ap.add_argument("--budget", default="60s", help="equal wall-clock budget per model ('' for none)")
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stores", default="runs/bench/uea/stores")
