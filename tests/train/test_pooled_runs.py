@@ -49,3 +49,5 @@ def test_a_pooled_run_evaluates_and_predicts_raw_arrays_as_its_data(tmp_path, ca
     unpooled.cfg["data"]["max_steps"] = 0                                      # without pooling they differ
     assert not np.allclose(unpooled.predict(raw, t=t, mask=m).numpy(), stored, atol=1e-5)
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["max_steps"] == 6
+    train.rename(tmp_path / "moved.h5")                                        # the checkpoint alone still knows k
+    assert load_run(run).test_sets([held])["held"].pool == 4

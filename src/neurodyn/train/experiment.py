@@ -185,7 +185,8 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
-    trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=cfg,
+    # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to time pooling
+    trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=recorded,
                       device=device, dist_info=dist, progress=progress, interrupt_at=interrupt_at)
     if dist.is_main and progress is not False:
         tests = f" + test files {', '.join(f'{k} ({len(v)})' for k, v in test_sets.items())}" if test_sets else ""
