@@ -256,7 +256,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", nargs="*", default=["regular", "irregular"], choices=["regular", "irregular"])
     ap.add_argument("--drop", type=float, default=0.5, help="fraction of steps dropped in the irregular variant")
     ap.add_argument("--epochs", type=int, default=400, help="equal-epochs budget, a cap (0: none)")
-    ap.add_argument("--budget", default="60s", help="equal wall-clock budget per model ('' for none)")
+    ap.add_argument("--budget", default="30s", help="equal wall-clock budget per model ('' for none)")
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stores", default="runs/bench/uea/stores")
