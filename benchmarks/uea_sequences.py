@@ -77,10 +77,10 @@ def default_uea_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
 
 
-def convert(uea_dir: Path, name: str, stores: Path) -> tuple[Path, Path]:
-    """``neurodyn convert`` of the dataset's train and test files (skipped when the stores exist)."""
+def convert(uea_dir: Path, name: str, stores: Path, splits: tuple[str, ...] = ("TRAIN", "TEST")) -> list[Path]:
+    """``neurodyn convert`` of the dataset's files of ``splits`` (skipped when the stores exist); their stores."""
     out = []
-    for split in ("TRAIN", "TEST"):
+    for split in splits:
         src, dst = uea_dir / name / f"{name}_{split}.ts", stores / f"{name}_{split}.h5"
         if not src.exists():
             raise SystemExit(f"{src} does not exist: give --uea-dir, the folder holding {name}/{name}_{split}.ts")
@@ -89,7 +89,7 @@ def convert(uea_dir: Path, name: str, stores: Path) -> tuple[Path, Path]:
             subprocess.run([sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst),
                             "--no-progress"], check=True)
         out.append(dst)
-    return out[0], out[1]
+    return out
 
 
 def _read_store(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -263,12 +263,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(OUT), help="the report's folder (default benchmarks/results/uea_tuned)")
     ap.add_argument("--tag", default="uea_tuned", help="prefix of the comparisons' folders beside --out")
     ap.add_argument("--report", action="store_true")
-    args = ap.parse_args(argv)
+    return run_and_report(ap.parse_args(argv), run_all, report)
+
+
+def run_and_report(args, run_all, report) -> int:
+    """Train what ``run_all(args)`` trains (unless ``--report``), then print ``report(args)`` and write it to
+    ``<--out>/report.md`` (this driver's and ``uea_tuning.py``'s)."""
     if not args.report:
         run_all(args)
     text = report(args)
     print(text)
-    (Path(args.out) / "report.md").parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "report.md").write_text(text)
     return 0
 

@@ -91,20 +91,6 @@ def jobs_for(label: str, dataset: str, train_store: Path):
             for p in grid_points(label)]
 
 
-def train_file(uea_dir: Path, name: str, stores: Path) -> Path:
-    """The store of ``<name>_TRAIN.ts`` only (converted once)."""
-    import subprocess
-
-    src, dst = uea_dir / name / f"{name}_TRAIN.ts", stores / f"{name}_TRAIN.h5"
-    if not src.exists():
-        raise SystemExit(f"{src} does not exist: give --uea-dir, the folder holding {name}/{name}_TRAIN.ts")
-    if not dst.exists():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst), "--no-progress"],
-                       check=True)
-    return dst
-
-
 def run_all(args) -> None:
     import torch
 
@@ -115,7 +101,8 @@ def run_all(args) -> None:
     if uea is None:
         raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see uea_sequences.py)")
     for label in args.models:
-        jobs = [j for d in args.datasets for j in jobs_for(label, d, train_file(uea, d, Path(args.stores)))]
+        jobs = [j for d in args.datasets
+                for j in jobs_for(label, d, uea_sequences.convert(uea, d, Path(args.stores), ("TRAIN",))[0])]
         run_jobs(jobs, args.out, "cpu", evaluate=validation_scores, runs_dir=args.runs, tag="uea-tuning",
                  summary=lambda r: f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, "
                                    f"last {r['val_last']:.3f}")
@@ -174,14 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default="runs/bench/uea_tuning", help="run folders (outside the tree)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--report", action="store_true")
-    args = ap.parse_args(argv)
-    if not args.report:
-        run_all(args)
-    text = report(args)
-    print(text)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "report.md").write_text(text)
-    return 0
+    return uea_sequences.run_and_report(ap.parse_args(argv), run_all, report)
 
 
 def run(scale: str, argv: list[str]) -> int:
