@@ -69,7 +69,7 @@ def test_the_reference_patterns_catch_what_they_should():
 
 
 def test_the_model_docstrings_point_at_their_tables():
-    """The tables moved out of these docstrings are reachable from them (issue 47)."""
+    """The tables moved out of these docstrings are reachable from them (each docstring names its notes anchor)."""
     for module in ("models/lamo.py", "models/geomano.py", "models/chonn.py", "models/stssm.py", "nn/mamba.py",
                    "nn/geomamba.py", "nn/kirchhoff.py", "models/nac.py", "models/ffno.py", "models/fno2d_time.py",
                    "models/fno.py", "models/unet.py", "models/transolver.py"):
