@@ -204,6 +204,8 @@ def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
              "file)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
              "| --- |" + " ---: |" * (len(cols) + 1)]
     lines += _model_rows(recs, cols, budget, lambda rs: _mean_std(_test_values(rs)))
+    lines.append("| NAC, the profile chosen on validation | " + " | ".join(
+        _nac_choice(recs[key]) for key in cols) + " | - |")
     ours = {d: one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
             if (stores / f"{d}_TRAIN.h5").exists() else None for d in datasets}
     lines.append("| 1-NN ED, ours (same stores, whole train file) | " + " | ".join(
@@ -218,6 +220,14 @@ def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
             f"{PUBLISHED_DEEP[d][i]:.3f}" if d in PUBLISHED_DEEP and v == "regular" else "-" for d, v in cols)
             + " | - |")
     return lines + [""]
+
+
+def _nac_choice(records: list[dict]) -> str:
+    """Test accuracy (mean ± std over seeds) of the NAC profile with the higher mean best validation accuracy."""
+    label = chosen_on_validation(records, NAC_PROFILES, higher=True)
+    if label is None:
+        return "-"
+    return f"{_mean_std(_test_values([r for r in records if r['preset'] == label]))} ({label.removeprefix('nac-')})"
 
 
 def _regression_table(args, budget: str, datasets: list[str]) -> list[str]:
@@ -237,6 +247,91 @@ def _regression_table(args, budget: str, datasets: list[str]) -> list[str]:
     return lines + _model_rows(recs, cols, budget, cell) + [""]
 
 
+def validation_score(rs: list[dict], higher: bool) -> tuple[float, float] | None:
+    """The mean over seeds of each run's best validation metric (accuracy: max; RMSE: min) and of its last one (the
+    tie-break: small validation splits often tie on the best), None without any."""
+    curves = [r["curve_rel_l2"] for r in rs if r.get("curve_rel_l2")]
+    if not curves:
+        return None
+    return statistics.mean((max if higher else min)(c) for c in curves), statistics.mean(c[-1] for c in curves)
+
+
+def chosen_on_validation(records: list[dict], labels: list[str], higher: bool) -> str | None:
+    """Of ``labels``, the one with the best :func:`validation_score` (best validation metric, then last; then the
+    first listed); None if none has runs. The test file never takes part."""
+    sign = 1 if higher else -1
+    scored = []
+    for i, label in enumerate(labels):
+        score = validation_score([r for r in records if r["preset"] == label], higher)
+        if score is not None:
+            scored.append((sign * score[0], sign * score[1], -i, label))
+    return max(scored)[3] if scored else None
+
+
+NAC_PROFILES = ["nac-paper", "nac-tuned"]
+
+
+def floors_table(args, budget: str) -> list[str]:
+    """Issue-level floors on the regular files, every choice made on validation: the best model of the harness and
+    the better NAC profile against 1-NN Euclidean, our MiniRocket against its published accuracy; on the regression
+    files the best model's RMSE against the training mean's (``majority``)."""
+    labels = [_label(e) for e in MODELS]
+    neural = [_label(e) for e in MODELS if e not in BASELINES]
+    stores = Path(args.stores)
+    rows = []
+    for d in args.datasets:
+        recs = _records(args, [(d, "regular")], budget)[(d, "regular")]
+        if not recs:
+            continue
+
+        def test(label):
+            vals = _test_values([r for r in recs if r["preset"] == label])
+            return statistics.mean(vals) if vals else None
+        if d in REGRESSION:
+            best = chosen_on_validation(recs, labels, higher=False)
+            mean_rmse, r2 = test("majority/sequence"), _test_values([r for r in recs if r["preset"] == best], "r2")
+            ok = best is not None and mean_rmse is not None and test(best) <= mean_rmse
+            rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse)} | {best}: {_fmt(test(best))}"
+                        f"{f', R^2 {statistics.mean(r2):.3f}' if r2 else ''} | {'yes' if ok else 'no'} | - | - | - |")
+            continue
+        nn_file = (one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
+                   if (stores / f"{d}_TRAIN.h5").exists() else None)
+        nn = nn_file if nn_file is not None else test("knn/sequence")
+        best, nac = chosen_on_validation(recs, labels, True), chosen_on_validation(recs, NAC_PROFILES, True)
+        best_neural = chosen_on_validation(recs, neural, True)
+        rocket, published = test("minirocket/sequence"), PUBLISHED_MINIROCKET.get(d)
+
+        def at_least(label):
+            return "-" if label is None or nn is None or test(label) is None else (
+                "yes" if test(label) >= nn else "no")
+        rocket_gap = (f"{_fmt(rocket)} vs {published:.3f}: {'yes' if abs(rocket - published) <= 0.03 else 'no'}"
+                      if rocket is not None and published is not None else
+                      f"{_fmt(rocket)} (none published)" if rocket is not None else "-")
+        rows.append(f"| {d} | {_fmt(nn)}{'' if nn_file is not None else ' (harness 1-NN)'} | {best}: "
+                    f"{_fmt(test(best))} (neural: {best_neural} {_fmt(test(best_neural))}) | {at_least(best)} | "
+                    f"{nac}: {_fmt(test(nac))} | {at_least(nac)} | {rocket_gap} |")
+    if not rows:
+        return []
+    return [f"### Floors, {budget}, regular files (every model and profile chosen on validation; test means over "
+            "seeds)", "", "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | NAC profile "
+            "on validation: test | at or above 1-NN | MiniRocket vs published, within 3 points |",
+            "| --- | ---: | --- | :---: | --- | :---: | --- |", *rows, "",
+            "Counts (classification files): best model at or above 1-NN on " + _count(rows, 4) + "; NAC on "
+            + _count(rows, 6) + "; MiniRocket within 3 points of the published accuracy on " + _count(rows, 7) + ".",
+            ""]
+
+
+def _count(rows: list[str], column: int) -> str:
+    """``k of n``: the rows whose ``column`` (1-based, between pipes) says yes, of those that say yes or no."""
+    cells = [row.split(" | ")[column - 1].strip(" |") for row in rows if "(RMSE)" not in row]
+    said = [c for c in cells if c == "yes" or c == "no" or c.endswith(": yes") or c.endswith(": no")]
+    return f"{sum(c.endswith('yes') for c in said)} of {len(said)}"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def report(args) -> str:
     """One table per budget and task: classification accuracy (mean ± std over seeds) per dataset and variant with
     the 1-NN and MiniRocket references; regression RMSE with R^2; seconds per epoch of the trained models."""
@@ -246,6 +341,7 @@ def report(args) -> str:
     for budget in sorted({b for _, _, b in groups(args)}, key=lambda b: not b.endswith("ep")):
         lines += _classification_table(args, budget, classes) if classes else []
         lines += _regression_table(args, budget, regress) if regress else []
+        lines += floors_table(args, budget)
     return "\n".join(lines)
 
 

@@ -1,0 +1,66 @@
+"""The UEA/UCR evidence report (benchmarks/uea_sequences.py): every choice it prints is made on validation, never on
+the test file, and the floors table says yes / no from the recorded numbers. Records are written here by hand (no
+training)."""
+import argparse
+import json
+from pathlib import Path
+
+from neurodyn import bench
+
+uea = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "uea_sequences.py")
+
+
+def rec(preset: str, seed: int, val: list[float], test: float, **metrics) -> dict:
+    """A compare record as ``neurodyn.compare`` writes it: the validation curve and the one test file's metric."""
+    return {"preset": preset, "seed": seed, "curve_rel_l2": val, "sets": {"TEST.h5": test}, "epochs": 10,
+            "seconds_per_epoch": 0.1, "set_metrics": {"TEST.h5": {"rmse": test, **metrics}}}
+
+
+def test_choice_is_made_on_validation_not_on_test():
+    records = [rec("a", s, [0.5, 0.9], 0.70) for s in (0, 1)] + [rec("b", s, [0.6, 0.8], 0.99) for s in (0, 1)]
+    assert uea.chosen_on_validation(records, ["a", "b"], higher=True) == "a"  # b's higher test does not count
+    # equal best validation: the last validation value breaks the tie, then the order listed
+    tied = [rec("a", 0, [0.9, 0.7], 0.5), rec("b", 0, [0.9, 0.8], 0.4)]
+    assert uea.chosen_on_validation(tied, ["a", "b"], higher=True) == "b"
+    same = [rec("a", 0, [0.9], 0.5), rec("b", 0, [0.9], 0.6)]
+    assert uea.chosen_on_validation(same, ["a", "b"], higher=True) == "a"
+    assert uea.chosen_on_validation(same, ["b", "a"], higher=True) == "b"
+    # RMSE: the lower validation wins
+    reg = [rec("a", 0, [3.0, 2.0], 9.0), rec("b", 0, [2.5, 2.4], 1.0)]
+    assert uea.chosen_on_validation(reg, ["a", "b"], higher=False) == "a"
+    assert uea.chosen_on_validation(reg, ["c"], higher=True) is None
+
+
+def _write(tmp_path: Path, dataset: str, records: list[dict], budget: str = "400ep") -> argparse.Namespace:
+    args = argparse.Namespace(out=str(tmp_path / "report"), tag="t", stores=str(tmp_path / "no-stores"),
+                              datasets=[dataset], variants=["regular"], epochs=400, budget="")
+    folder = uea.store(args, dataset, "regular", budget)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(records))
+    return args
+
+
+def test_floors_row_compares_the_validation_choices_with_one_nn(tmp_path):
+    records = [
+        rec("nac-paper", 0, [0.7], 0.80), rec("nac-tuned", 0, [0.9], 0.85),  # NAC: tuned chosen, below 1-NN
+        rec("gru/sequence", 0, [0.95], 0.93), rec("lstm/sequence", 0, [0.5], 1.00),  # GRU chosen, not LSTM
+        rec("knn/sequence", 0, [0.8], 0.90), rec("minirocket/sequence", 0, [0.92], 0.97),
+    ]
+    args = _write(tmp_path, "GunPoint", records)
+    lines = uea.floors_table(args, "400ep")
+    row = next(line for line in lines if line.startswith("| GunPoint"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "0.900 (harness 1-NN)"  # no store here: the harness's 1-NN record
+    assert cells[2].startswith("gru/sequence: 0.930") and cells[3] == "yes"
+    assert cells[4] == "nac-tuned: 0.850" and cells[5] == "no"
+    assert cells[6] == "0.970 vs 0.992: yes"  # published MiniRocket on GunPoint
+    counts = next(line for line in lines if line.startswith("Counts"))
+    assert "1-NN on 1 of 1; NAC on 0 of 1; MiniRocket within 3 points of the published accuracy on 1 of 1" in counts
+
+
+def test_floors_row_of_a_regression_file_against_the_training_mean(tmp_path):
+    records = [rec("majority/sequence", 0, [12.0], 12.9), rec("gru/sequence", 0, [10.0], 11.5, r2=0.21),
+               rec("mha/sequence", 0, [11.0], 2.0, r2=0.9)]
+    args = _write(tmp_path, "Covid3Month", records)
+    row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| Covid3Month"))
+    assert "training mean 12.900" in row and "gru/sequence: 11.500, R^2 0.210" in row and "| yes |" in row
