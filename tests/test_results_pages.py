@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SUMMARY = ROOT / "benchmarks" / "RESULTS.md"
+ERRS = ("rel_l2_point", "rel_l2_spec", "rel_l2_der")  # the CHONN order benchmark's three errors (Fig. 3)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -115,6 +116,16 @@ def _checks():
         co.setdefault(f"T{r['target']}-{r['model']}", []).append(r)
     assert all(len(v) == 3 for v in co.values()) and len(co) == 8
     chonn_all = [r for v in co.values() for r in v]
+
+    c3 = {}
+    fig3c = json.loads((RESULTS / "protocol_chonn_fig3c" / "results.json").read_text())
+    for r in sorted(fig3c, key=lambda r: r["seed"]):
+        c3.setdefault(r["model"], []).append(r)
+    assert {m: len(v) for m, v in c3.items()} == {"2x3": 3, "3x2": 3}
+    co_t4 = sorted(co["T4-d4"], key=lambda r: r["seed"])
+
+    def lower(rs):  # per error, the seeds where the composite is below depth 4: "2 / 3 / 2"
+        return " / ".join(str(sum(a[m] < b[m] for a, b in zip(rs, co_t4))) for m in ERRS)
 
     def der(key):
         return ms(field(co[key], "rel_l2_der"), 3, std_sig=2)
@@ -220,6 +231,13 @@ def _checks():
             f"point error T2 {point('T2-o2')} vs {point('T2-d2')}, T3 {point('T3-o3')} vs {point('T3-d3')}, "
             f"T4 {point('T4-o4')} vs {point('T4-d4')}, 2x2 {point('T3-2x2')}",
             f"T1 o1 {der('T1-o1')}", cpu_hours(chonn_all),
+        ]),
+        "CHONN Fig. 3c composites against depth 4": ("| Fig. 3c: depths 1-5", [
+            "2x3 point / spectral / derivative error " + " / ".join(mean(field(c3["2x3"], m), 3) for m in ERRS)
+            + " against depth 4's " + " / ".join(mean(field(co["T4-d4"], m), 3) for m in ERRS),
+            f"3x2 ({c3['3x2'][0]['params']:,} parameters) " + " / ".join(mean(field(c3["3x2"], m), 3) for m in ERRS),
+            f"lower on {lower(c3['2x3'])} of 3 seeds", f"(lower on {lower(c3['3x2'])} of 3 seeds",
+            f"the 6 composite runs {sum(field(c3['2x3'] + c3['3x2'], 'train_seconds')) / 3600:.1f} CPU-h",
         ]),
         "CHONN order family at cpu scale": ("| Order-n CKB beats n stacked", [
             f"{chonn_gains('chonn_order_v3')} (40 epochs)", f"{chonn_gains('chonn_order_long_v3')} (60 epochs",
