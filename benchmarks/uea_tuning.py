@@ -137,7 +137,8 @@ def report(args) -> str:
              "test files are not read. Cell: the best validation accuracy of the run; score: the mean over files; the "
              "highest score is chosen (ties: the smaller lr, then the smaller width, then the last step).",
              ""]
-    for label in args.models:
+    # every model with records, not only those --models trains now: report.md is the whole table
+    for label in [m for m in GRIDS if m in args.models or any(r["model"] == m for r in records)]:
         rows, choice = choose(records, label, args.datasets)
         lines += [f"## {label} ({GRIDS[label][0]}{'; ' + ', '.join(GRIDS[label][1]) if GRIDS[label][1] else ''})",
                   "", "| grid point | " + " | ".join(args.datasets) + " | score |",
