@@ -127,6 +127,14 @@ def _checks():
     def lower(rs):  # per error, the seeds where the composite is below depth 4: "2 / 3 / 2"
         return " / ".join(str(sum(a[m] < b[m] for a, b in zip(rs, co_t4))) for m in ERRS)
 
+    fig3a = json.loads((RESULTS / "protocol_chonn_fig3a" / "results.json").read_text())
+    assert len(fig3a) == 12
+    o42 = {(r["target"], int(r["model"][1:])): r for r in chonn_all + fig3a if r["seed"] == 42 and r["model"][0] == "o"}
+
+    def falls(metric):  # steps from order n to n + 1 (n = 1-3, T1-T4) where the error falls
+        return sum(o42[(t, n + 1)][metric] < o42[(t, n)][metric] for t in (1, 2, 3, 4) for n in (1, 2, 3))
+    assert falls("rel_l2_spec") == falls("rel_l2_point")  # the page says "9 of 12 steps each"
+
     def der(key):
         return ms(field(co[key], "rel_l2_der"), 3, std_sig=2)
 
@@ -238,6 +246,12 @@ def _checks():
             f"3x2 ({c3['3x2'][0]['params']:,} parameters) " + " / ".join(mean(field(c3["3x2"], m), 3) for m in ERRS),
             f"lower on {lower(c3['2x3'])} of 3 seeds", f"(lower on {lower(c3['3x2'])} of 3 seeds",
             f"the 6 composite runs {sum(field(c3['2x3'] + c3['3x2'], 'train_seconds')) / 3600:.1f} CPU-h",
+        ]),
+        "CHONN Fig. 3a, orders 1-4 on every target": ("| Fig. 3a, the other pairs", [
+            "point T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_point']:.3f}" for n in (1, 2, 3, 4)),
+            "(T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_der']:.3f}" for n in (1, 2, 3, 4)),
+            f"fall with the order in {falls('rel_l2_point')} of 12 steps",
+            f"the 12 orders: {sum(field(fig3a, 'train_seconds')) / 3600:.1f} CPU-h",
         ]),
         "CHONN order family at cpu scale": ("| Order-n CKB beats n stacked", [
             f"{chonn_gains('chonn_order_v3')} (40 epochs)", f"{chonn_gains('chonn_order_long_v3')} (60 epochs",

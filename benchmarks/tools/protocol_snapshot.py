@@ -5,7 +5,7 @@
 
 A sitting's machine keeps nothing outside the repository, and ignored files are not carried over either, so a
 run that is still training resumes next time only from checkpoints that were committed. For every run folder
-``benchmarks/results/<experiment>/runs/<run>/`` (one with a ``metrics.jsonl``):
+``benchmarks/results/<experiment>/runs/<run>/`` (one with a ``metrics.jsonl``; not those git ignores as a whole):
 
 * its records (``config.yaml``, ``metrics.jsonl``, ``summary.md``, ``result.json``, small plots) are staged; a
   ``summary.md`` that links images the folder lacks (written by a driver started before summaries linked only the
@@ -38,13 +38,23 @@ def plan(root: Path) -> tuple[list[Path], list[Path], list[Path]]:
     """``(files, training, finished)`` under ``root``: every run folder's record files, the checkpoints of the runs
     still training, and the checkpoints of the finished runs."""
     files, training, finished = [], [], []
-    for metrics in sorted(root.glob("*/runs/*/metrics.jsonl")):
-        run = metrics.parent
+    runs = [metrics.parent for metrics in sorted(root.glob("*/runs/*/metrics.jsonl"))]
+    skipped = ignored(runs)
+    for run in [r for r in runs if r not in skipped]:
         files += [f for f in sorted(run.iterdir()) if f.is_file() and not f.name.startswith(".")]
         found = sorted((run / "checkpoints").glob("*.pt"))
         # every experiment run has test data, so its test evaluation (written after the last epoch) marks it finished
         (finished if read_test_metrics(run) else training).extend(found)
     return files, training, finished
+
+
+def ignored(runs: list[Path]) -> set[Path]:
+    """The run folders git ignores as a whole (e.g. the UEA evidence runs, whose ``results.json`` is the record)."""
+    if not runs:
+        return set()
+    out = subprocess.run(["git", "check-ignore", "--", *(f"{r}/" for r in runs)], capture_output=True, text=True,
+                         cwd=REPO).stdout.split()
+    return {Path(p.rstrip("/")) if Path(p).is_absolute() else REPO / p.rstrip("/") for p in out}
 
 
 def drop_dead_image_links(run: Path) -> bool:
