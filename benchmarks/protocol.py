@@ -260,10 +260,21 @@ def report() -> None:
         "stssm_table5_32": (_group(table5, lambda r: r["label"]),
                             f"Table 5 at 32 x 32 (NS nu = 1e-4), {_rollout_steps(table5)} rollout"),
     }
+    # Fig. 3c against experiment 1's depth 4 (3 seeds); Fig. 3a per target, orders 1-4 at seed 42 (the diagonal from
+    # experiment 1)
+    fig3c = load_results(folder("chonn_fig3c")) + [r for r in chonn if r["target"] == 4 and r["model"] == "d4"]
+    curves["chonn_fig3c"] = (_group(fig3c, lambda r: r["model"]), "CHONN Fig. 3c on T4 (paper protocol)")
+    fig3a = load_results(folder("chonn_fig3a")) + [r for r in chonn if r["seed"] == 42 and r["model"][0] == "o"]
+    files = {name: folder(name) / "curves.png" for name in curves}
+    for t in (1, 2, 3, 4):
+        name = f"chonn_fig3a T{t}"
+        curves[name] = (_group(sorted((r for r in fig3a if r["target"] == t), key=lambda r: r["model"]),
+                               lambda r: f"order {r['model'][1:]}"), f"CHONN Fig. 3a, T{t}, seed 42 (paper protocol)")
+        files[name] = folder("chonn_fig3a") / f"T{t}_curves.png"
     for name, (groups, title) in curves.items():
         if groups:
-            plot_seed_mean_curves(groups, folder(name) / "curves.png", "validation rel. L2", title, log=True)
-            print(f"curves: {(folder(name) / 'curves.png').relative_to(HERE.parent)}")
+            plot_seed_mean_curves(groups, files[name], "validation rel. L2", title, log=True)
+            print(f"curves: {files[name].relative_to(HERE.parent)}")
 
 
 #: lane c's comparisons: experiment -> (the reused experiment, its labels that join the comparison, title)
