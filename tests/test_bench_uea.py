@@ -51,11 +51,22 @@ def test_floors_row_compares_the_validation_choices_with_one_nn(tmp_path):
     row = next(line for line in lines if line.startswith("| GunPoint"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "0.900 (harness 1-NN)"  # no store here: the harness's 1-NN record
-    assert cells[2].startswith("gru/sequence: 0.930") and cells[3] == "yes"
-    assert cells[4] == "nac-tuned: 0.850" and cells[5] == "no"
-    assert cells[6] == "0.970 vs 0.992: yes"  # published MiniRocket on GunPoint
+    assert cells[2] == "gru/sequence: 0.930" and cells[3] == "yes"  # GRU's validation beats MiniRocket's too
+    assert cells[4] == "gru/sequence: 0.930" and cells[5] == "yes"
+    assert cells[6] == "nac-tuned: 0.850" and cells[7] == "no"
+    assert cells[8] == "0.970 vs 0.992: yes"  # published MiniRocket on GunPoint
     counts = next(line for line in lines if line.startswith("Counts"))
-    assert "1-NN on 1 of 1; NAC on 0 of 1; MiniRocket within 3 points of the published accuracy on 1 of 1" in counts
+    assert ("1-NN on 1 of 1; best neural model on 1 of 1; NAC on 0 of 1; MiniRocket within 3 points of the published "
+            "accuracy on 1 of 1") in counts
+
+
+def test_best_model_and_best_neural_model_differ_when_a_baseline_validates_best(tmp_path):
+    records = [rec("gru/sequence", 0, [0.8], 0.85), rec("minirocket/sequence", 0, [0.9], 0.95),
+               rec("knn/sequence", 0, [0.7], 0.90)]
+    row = next(line for line in uea.floors_table(_write(tmp_path, "GunPoint", records), "400ep")
+               if line.startswith("| GunPoint"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:6] == ["minirocket/sequence: 0.950", "yes", "gru/sequence: 0.850", "no"]
 
 
 def test_floors_row_of_a_regression_file_against_the_training_mean(tmp_path):
