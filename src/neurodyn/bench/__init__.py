@@ -78,8 +78,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                                                  "memory per sample as N grows"),
     "operators-darcy": Benchmark("operators_darcy.py", "LaMO vs Transolver vs FNO on Darcy: same data, epochs and "
                                                        "seeds (--runs label=preset;overrides for variants)"),
-    "uea-sequences": Benchmark("uea_sequences.py", "NAC (paper and tuned) vs GRU, LSTM, CfC, LTC, MHA on UEA/UCR "
-                                                   "archive files, regular and made irregular, equal epochs and time"),
+    "uea-sequences": Benchmark("uea_sequences.py", "NAC (paper and tuned) vs GRU, LSTM, CfC, LTC, MHA, ODE-RNN and "
+                                                   "the majority / 1-NN / MiniRocket baselines on UEA/UCR archive "
+                                                   "files, regular and made irregular, equal epochs and time"),
     "uea-tuning": Benchmark("uea_tuning.py", "the sequence presets' settings (learning rate, width, pooling) chosen "
                                              "on validation of UEA/UCR training files; test files never read"),
     "scan": Benchmark("scan.py", "selective scan speed and peak memory: fused C++ kernel, PyTorch fallback, reference, "
