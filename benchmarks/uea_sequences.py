@@ -32,6 +32,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import functools
 import json
 import statistics
 import subprocess
@@ -109,6 +110,14 @@ def one_nn_euclidean(train: Path, test: Path) -> float | None:
     a, b = x.reshape(len(x), -1).astype(np.float64), xt.reshape(len(xt), -1).astype(np.float64)
     d = (b * b).sum(1)[:, None] - 2 * b @ a.T + (a * a).sum(1)[None]
     return float((y[d.argmin(1)] == yt).mean())
+
+
+@functools.cache
+def one_nn_of_stores(stores: Path, dataset: str) -> float | None:
+    """:func:`one_nn_euclidean` of ``<stores>/<dataset>_TRAIN.h5`` against its ``_TEST.h5`` (None without the
+    stores); computed once per dataset, however many tables cite it."""
+    train = stores / f"{dataset}_TRAIN.h5"
+    return one_nn_euclidean(train, stores / f"{dataset}_TEST.h5") if train.exists() else None
 
 
 def n_val(train: Path) -> int:
@@ -206,8 +215,7 @@ def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
     lines += _model_rows(recs, cols, budget, lambda rs: _mean_std(_test_values(rs)))
     lines.append("| NAC, the profile chosen on validation | " + " | ".join(
         _nac_choice(recs[key]) for key in cols) + " | - |")
-    ours = {d: one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
-            if (stores / f"{d}_TRAIN.h5").exists() else None for d in datasets}
+    ours = {d: one_nn_of_stores(stores, d) for d in datasets}
     lines.append("| 1-NN ED, ours (same stores, whole train file) | " + " | ".join(
         f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols) + " | - |")
     for ref in ("1-NN ED", "1-NN DTW"):
@@ -279,56 +287,54 @@ def floors_table(args, budget: str) -> list[str]:
     neural = [_label(e) for e in MODELS if e not in BASELINES]
     stores = Path(args.stores)
     rows = []
+    verdicts: dict[str, list[bool]] = {"best": [], "neural": [], "nac": [], "rocket": []}  # classification files
     for d in args.datasets:
         recs = _records(args, [(d, "regular")], budget)[(d, "regular")]
         if not recs:
             continue
-
-        def test(label):
-            vals = _test_values([r for r in recs if r["preset"] == label])
-            return statistics.mean(vals) if vals else None
+        test = {label: statistics.mean(vals) for label in labels
+                if (vals := _test_values([r for r in recs if r["preset"] == label]))}
         if d in REGRESSION:
             best = chosen_on_validation(recs, labels, higher=False)
-            mean_rmse, r2 = test("majority/sequence"), _test_values([r for r in recs if r["preset"] == best], "r2")
-            ok = best is not None and mean_rmse is not None and test(best) <= mean_rmse
-            rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse)} | {best}: {_fmt(test(best))}"
+            mean_rmse, r2 = test.get("majority/sequence"), _test_values([r for r in recs if r["preset"] == best], "r2")
+            ok = mean_rmse is not None and test.get(best) is not None and test[best] <= mean_rmse
+            rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse)} | {best}: {_fmt(test.get(best))}"
                         f"{f', R^2 {statistics.mean(r2):.3f}' if r2 else ''} | {'yes' if ok else 'no'} | - | - | - | - "
                         "| - |")
             continue
-        nn_file = (one_nn_euclidean(stores / f"{d}_TRAIN.h5", stores / f"{d}_TEST.h5")
-                   if (stores / f"{d}_TRAIN.h5").exists() else None)
-        nn = nn_file if nn_file is not None else test("knn/sequence")
-        best, nac = chosen_on_validation(recs, labels, True), chosen_on_validation(recs, NAC_PROFILES, True)
-        best_neural = chosen_on_validation(recs, neural, True)
-        rocket, published = test("minirocket/sequence"), PUBLISHED_MINIROCKET.get(d)
-
-        def at_least(label):
-            return "-" if label is None or nn is None or test(label) is None else (
-                "yes" if test(label) >= nn else "no")
-        rocket_gap = (f"{_fmt(rocket)} vs {published:.3f}: {'yes' if abs(rocket - published) <= 0.03 else 'no'}"
-                      if rocket is not None and published is not None else
-                      f"{_fmt(rocket)} (none published)" if rocket is not None else "-")
-        rows.append(f"| {d} | {_fmt(nn)}{'' if nn_file is not None else ' (harness 1-NN)'} | {best}: "
-                    f"{_fmt(test(best))} | {at_least(best)} | {best_neural}: {_fmt(test(best_neural))} | "
-                    f"{at_least(best_neural)} | {nac}: {_fmt(test(nac))} | {at_least(nac)} | {rocket_gap} |")
+        nn_file = one_nn_of_stores(stores, d)
+        nn = nn_file if nn_file is not None else test.get("knn/sequence")
+        chosen = {"best": chosen_on_validation(recs, labels, True), "neural": chosen_on_validation(recs, neural, True),
+                  "nac": chosen_on_validation(recs, NAC_PROFILES, True)}
+        cells = []
+        for key, label in chosen.items():
+            verdict = "-"
+            if nn is not None and test.get(label) is not None:
+                verdicts[key].append(test[label] >= nn)
+                verdict = "yes" if verdicts[key][-1] else "no"
+            cells.append(f"{label}: {_fmt(test.get(label))} | {verdict}")
+        rocket, published = test.get("minirocket/sequence"), PUBLISHED_MINIROCKET.get(d)
+        if rocket is not None and published is not None:
+            verdicts["rocket"].append(abs(rocket - published) <= 0.03)
+            cells.append(f"{_fmt(rocket)} vs {published:.3f}: {'yes' if verdicts['rocket'][-1] else 'no'}")
+        else:
+            cells.append(f"{_fmt(rocket)} (none published)" if rocket is not None else "-")
+        rows.append(f"| {d} | {_fmt(nn)}{'' if nn_file is not None else ' (harness 1-NN)'} | " + " | ".join(cells)
+                    + " |")
     if not rows:
         return []
+
+    def count(key):
+        return f"{sum(verdicts[key])} of {len(verdicts[key])}"
     return [f"### Floors, {budget}, regular files (every model and profile chosen on validation; test means over "
             "seeds)", "", "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
             "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
             "MiniRocket vs published, within 3 points |",
             "| --- | ---: | --- | :---: | --- | :---: | --- | :---: | --- |", *rows, "",
-            "Counts (classification files): best model at or above 1-NN on " + _count(rows, 4) + "; best neural "
-            "model on " + _count(rows, 6) + "; NAC on " + _count(rows, 8) + "; MiniRocket within 3 points of the "
-            "published accuracy on " + _count(rows, 9) + ".",
+            f"Counts (classification files): best model at or above 1-NN on {count('best')}; best neural model on "
+            f"{count('neural')}; NAC on {count('nac')}; MiniRocket within 3 points of the published accuracy on "
+            f"{count('rocket')}.",
             ""]
-
-
-def _count(rows: list[str], column: int) -> str:
-    """``k of n``: the rows whose ``column`` (1-based, between pipes) says yes, of those that say yes or no."""
-    cells = [row.split(" | ")[column - 1].strip(" |") for row in rows if "(RMSE)" not in row]
-    said = [c for c in cells if c == "yes" or c == "no" or c.endswith(": yes") or c.endswith(": no")]
-    return f"{sum(c.endswith('yes') for c in said)} of {len(said)}"
 
 
 def _fmt(value: float | None) -> str:

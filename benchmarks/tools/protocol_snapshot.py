@@ -40,7 +40,7 @@ def plan(root: Path) -> tuple[list[Path], list[Path], list[Path]]:
     files, training, finished = [], [], []
     runs = [metrics.parent for metrics in sorted(root.glob("*/runs/*/metrics.jsonl"))]
     skipped = ignored(runs)
-    for run in [r for r in runs if r not in skipped]:
+    for run in [r for r in runs if r.resolve() not in skipped]:
         files += [f for f in sorted(run.iterdir()) if f.is_file() and not f.name.startswith(".")]
         found = sorted((run / "checkpoints").glob("*.pt"))
         # every experiment run has test data, so its test evaluation (written after the last epoch) marks it finished
@@ -52,9 +52,10 @@ def ignored(runs: list[Path]) -> set[Path]:
     """The run folders git ignores as a whole (e.g. the UEA evidence runs, whose ``results.json`` is the record)."""
     if not runs:
         return set()
-    out = subprocess.run(["git", "check-ignore", "--", *(f"{r}/" for r in runs)], capture_output=True, text=True,
-                         cwd=REPO).stdout.split()
-    return {Path(p.rstrip("/")) if Path(p).is_absolute() else REPO / p.rstrip("/") for p in out}
+    # check-ignore echoes the paths it is given that git ignores: absolute in, absolute out
+    out = subprocess.run(["git", "check-ignore", "--", *(f"{r.resolve()}/" for r in runs)], capture_output=True,
+                         text=True, cwd=REPO).stdout.splitlines()
+    return {Path(line) for line in out}
 
 
 def drop_dead_image_links(run: Path) -> bool:
