@@ -75,3 +75,35 @@ def test_floors_row_of_a_regression_file_against_the_training_mean(tmp_path):
     args = _write(tmp_path, "Covid3Month", records)
     row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| Covid3Month"))
     assert "training mean 12.900" in row and "gru/sequence: 11.500, R^2 0.210" in row and "| yes |" in row
+
+
+def test_minirocket_floor_uses_the_whole_train_fit_when_recorded(tmp_path):
+    """The published MiniRocket trains on every training case: where the whole-train records exist the floor
+    compares them (0.86 within 3 points of ArrowHead's 0.881), not the comparison's fit on 80 % (0.80, outside)."""
+    records = [rec("gru/sequence", 0, [0.8], 0.85), rec("minirocket/sequence", 0, [0.9], 0.80),
+               rec("knn/sequence", 0, [0.7], 0.78)]
+    args = _write(tmp_path, "ArrowHead", records)
+    row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| ArrowHead"))
+    assert row.rstrip(" |").endswith("0.800 vs 0.881: no")
+    whole = uea.store(args, "ArrowHead", "regular", uea.WHOLE)
+    whole.mkdir(parents=True)
+    (whole / "results.json").write_text(json.dumps([rec("minirocket/sequence", s, [], v)
+                                                    for s, v in ((0, 0.85), (1, 0.87))]))
+    lines = uea.floors_table(args, "400ep")
+    row = next(line for line in lines if line.startswith("| ArrowHead"))
+    assert row.rstrip(" |").endswith("0.860 (whole train file) vs 0.881: yes")
+    assert "within 3 points of the published accuracy on 1 of 1" in next(x for x in lines if x.startswith("Counts"))
+    # the whole-train fits never take part in a choice: the best model on validation is still the comparison's
+    assert "| minirocket/sequence: 0.800 |" in row
+
+
+def test_one_nn_reference_of_an_unequal_length_file_is_the_whole_train_fit(tmp_path):
+    records = [rec("gru/sequence", 0, [0.9], 0.955), rec("knn/sequence", 0, [0.95], 0.954)]
+    args = _write(tmp_path, "JapaneseVowels", records)
+    whole = uea.store(args, "JapaneseVowels", "regular", uea.WHOLE)
+    whole.mkdir(parents=True)
+    (whole / "results.json").write_text(json.dumps([rec("knn/sequence", 0, [], 0.96)]))
+    row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| JapaneseVowels"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "0.960 (harness 1-NN, whole train file)"
+    assert cells[2:4] == ["knn/sequence: 0.954", "no"]  # validation chose the 80 % 1-NN; below the reference
