@@ -107,3 +107,14 @@ def test_one_nn_reference_of_an_unequal_length_file_is_the_whole_train_fit(tmp_p
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "0.960 (harness 1-NN, whole train file)"
     assert cells[2:4] == ["knn/sequence: 0.954", "no"]  # validation chose the 80 % 1-NN; below the reference
+
+
+def test_recorded_one_nn_of_the_stores_is_the_reference_without_the_stores(tmp_path):
+    records = [rec("gru/sequence", 0, [0.9], 0.92), rec("knn/sequence", 0, [0.8], 0.90)]
+    args = _write(tmp_path, "GunPoint", records)
+    whole = uea.store(args, "GunPoint", "regular", uea.WHOLE)
+    whole.mkdir(parents=True)
+    (whole / uea.ONE_NN_RECORD).write_text(json.dumps({"accuracy": 0.93}))
+    row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| GunPoint"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "0.930" and cells[2:4] == ["gru/sequence: 0.920", "no"]
