@@ -74,7 +74,12 @@ def test_floors_row_of_a_regression_file_against_the_training_mean(tmp_path):
                rec("mha/sequence", 0, [11.0], 2.0, r2=0.9)]
     args = _write(tmp_path, "Covid3Month", records)
     row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| Covid3Month"))
-    assert "training mean 12.900" in row and "gru/sequence: 11.500, R^2 0.210" in row and "| yes |" in row
+    assert "training mean 12.90000" in row and "gru/sequence: 11.50000, R^2 0.210" in row and "| yes |" in row
+    # RMSE to five decimals: a model 0.00007 above the training mean is not printed as equal to it
+    close = [rec("majority/sequence", 0, [0.040], 0.04472), rec("gru/sequence", 0, [0.036], 0.04479)]
+    row = next(line for line in uea.floors_table(_write(tmp_path, "Covid3Month", close), "400ep")
+               if line.startswith("| Covid3Month"))
+    assert "training mean 0.04472 | gru/sequence: 0.04479" in row and "| no |" in row
 
 
 def test_minirocket_floor_uses_the_whole_train_fit_when_recorded(tmp_path):
