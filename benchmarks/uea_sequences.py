@@ -15,7 +15,9 @@ recipe, each run stopping early on its own validation split as its preset says) 
 of training per model, epochs estimated from timed steps before training). Two variants: ``regular`` (the files as
 they are) and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped at random, the kept ones keep
 their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``;
-a recorded run is not trained again, so the driver resumes.
+a recorded run is not trained again, so the driver resumes. The regular equal-epochs comparisons are also run on
+``--draws`` other validation splits (``data.seed``; seed 0 each): 7-13 validation cases cannot rank models, so the
+report adds floors chosen on the five splits together (repeated hold-out; the test numbers stay the comparison's).
 
 The models: NAC (paper and tuned profiles), GRU, LSTM, CfC, LTC, MHA, ODE-RNN, and the fitted baselines (majority
 class or training mean, 1-NN Euclidean, MiniRocket; one pass per seed, whatever the budget). The classification
@@ -164,6 +166,7 @@ def run_all(args) -> None:
     if uea is None:
         raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see the module docstring)")
     whole_train(args, uea)
+    validation_draws(args, uea)
     for dataset, variant, budget in groups(args):
         train, test = convert(uea, dataset, Path(args.stores))
         overrides = [f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}"]
@@ -198,6 +201,25 @@ def whole_train(args, uea: Path) -> None:
 
 #: the "budget" part of the whole-train records' folder name
 WHOLE = "wholetrain"
+
+
+def validation_draws(args, uea: Path) -> None:
+    """The equal-epochs comparison of each regular file again on other validation splits (``data.seed=k`` for k in
+    ``--draws``: which 20 % of the train file validates; seed 0 only), so the floors can choose on five splits
+    together instead of one of 7-13 cases (:func:`floors_table` with ``draws``). Records:
+    ``<tag>_<dataset>-regular-<epochs>ep-draw<k>/results.json``; their test scores are not reported."""
+    from neurodyn.compare import compare
+
+    if "regular" not in args.variants or not args.epochs:
+        return
+    for draw in args.draws:
+        for dataset in args.datasets:
+            train, test = convert(uea, dataset, Path(args.stores))
+            budget = draw_budget(f"{args.epochs}ep", draw)
+            print(f"== {dataset} regular {budget}", flush=True)
+            compare(list(MODELS), store(args, dataset, "regular", budget), "cpu", seeds=[0], epochs=args.epochs,
+                    overrides=[f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}",
+                               f"data.seed={draw}"])
 
 
 def store(args, dataset: str, variant: str, budget: str) -> Path:
@@ -326,35 +348,54 @@ def validation_score(rs: list[dict], higher: bool) -> tuple[float, float] | None
 def chosen_on_validation(records: list[dict], labels: list[str], higher: bool) -> str | None:
     """Of ``labels``, the one with the best :func:`validation_score` (best validation metric, then last; then the
     first listed); None if none has runs. The test file never takes part."""
+    return chosen_on_draws([records], labels, higher)
+
+
+def chosen_on_draws(draws: list[list[dict]], labels: list[str], higher: bool) -> str | None:
+    """:func:`chosen_on_validation` over several validation splits: ``draws`` holds one list of records per split
+    (``data.seed`` draws which training cases validate); each label's :func:`validation_score` is averaged over the
+    splits, and only labels with runs in every split take part. More validation cases than one small split holds,
+    the training file's cases each validating in some draws (repeated hold-out)."""
     sign = 1 if higher else -1
     scored = []
     for i, label in enumerate(labels):
-        score = validation_score([r for r in records if r["preset"] == label], higher)
-        if score is not None:
-            scored.append((sign * score[0], sign * score[1], -i, label))
+        scores = [validation_score([r for r in recs if r["preset"] == label], higher) for recs in draws]
+        if scores and None not in scores:
+            scored.append((sign * statistics.mean(s[0] for s in scores), sign * statistics.mean(s[1] for s in scores),
+                           -i, label))
     return max(scored)[3] if scored else None
 
 
 NAC_PROFILES = ["nac-paper", "nac-tuned"]
 
 
-def floors_table(args, budget: str) -> list[str]:
+def draw_budget(budget: str, draw: int) -> str:
+    """The "budget" part of the folder of validation draw ``draw`` (``data.seed=draw``) of a comparison."""
+    return f"{budget}-draw{draw}"
+
+
+def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]:
     """Floors on the regular files, every choice made on validation: the best model of the harness, the best neural
     one and the better NAC profile against 1-NN Euclidean, our MiniRocket against its published accuracy (fitted on
     the whole train file as the published one is, from :func:`whole_train`'s records when there are any); on the
-    regression files the best model's RMSE against the training mean's (``majority``)."""
+    regression files the best model's RMSE against the training mean's (``majority``). With ``draws`` the choices
+    are made on the comparison's validation split and those draws together (:func:`chosen_on_draws`; a file is
+    left out until every draw is recorded); the test numbers are the comparison's (3 seeds) either way."""
     labels = [_label(e) for e in MODELS]
     neural = [_label(e) for e in MODELS if e not in BASELINES]
     rows = []
     verdicts: dict[str, list[bool]] = {"best": [], "neural": [], "nac": [], "rocket": []}  # classification files
     for d in args.datasets:
         recs = _records(args, [(d, "regular")], budget)[(d, "regular")]
-        if not recs:
+        splits = [recs] + [_records(args, [(d, "regular")], draw_budget(budget, k))[(d, "regular")]
+                           for k in (draws or [])]
+        if not all(splits):
             continue
+
         test = {label: statistics.mean(vals) for label in labels
                 if (vals := _test_values([r for r in recs if r["preset"] == label]))}
         if d in REGRESSION:
-            best = chosen_on_validation(recs, labels, higher=False)
+            best = chosen_on_draws(splits, labels, higher=False)
             mean_rmse, r2 = test.get("majority/sequence"), _test_values([r for r in recs if r["preset"] == best], "r2")
             ok = mean_rmse is not None and test.get(best) is not None and test[best] <= mean_rmse
             rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse, RMSE_FMT)} | {best}: "
@@ -368,8 +409,8 @@ def floors_table(args, budget: str) -> list[str]:
         if nn is None:  # unequal lengths or no stores: the harness's 1-NN, on the whole train file where recorded
             nn, nn_note = ((statistics.mean(whole_nn), " (harness 1-NN, whole train file)") if whole_nn
                            else (test.get("knn/sequence"), " (harness 1-NN)"))
-        chosen = {"best": chosen_on_validation(recs, labels, True), "neural": chosen_on_validation(recs, neural, True),
-                  "nac": chosen_on_validation(recs, NAC_PROFILES, True)}
+        chosen = {"best": chosen_on_draws(splits, labels, True), "neural": chosen_on_draws(splits, neural, True),
+                  "nac": chosen_on_draws(splits, NAC_PROFILES, True)}
         cells = []
         for key, label in chosen.items():
             verdict = "-"
@@ -392,7 +433,9 @@ def floors_table(args, budget: str) -> list[str]:
 
     def count(key):
         return f"{sum(verdicts[key])} of {len(verdicts[key])}"
-    return [f"### Floors, {budget}, regular files (every model and profile chosen on validation; test means over "
+    how = (f"chosen on {len(draws) + 1} validation splits of the train file together (data.seed 0 and draws "
+           f"{', '.join(map(str, draws))}, seed 0 each)" if draws else "chosen on validation")
+    return [f"### Floors, {budget}, regular files (every model and profile {how}; test means over "
             "seeds)", "", "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
             "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
             "MiniRocket vs published (fitted on the whole train file where recorded), within 3 points |",
@@ -417,6 +460,8 @@ def report(args) -> str:
         lines += _classification_table(args, budget, classes) if classes else []
         lines += _regression_table(args, budget, regress) if regress else []
         lines += floors_table(args, budget)
+        if budget.endswith("ep") and args.draws:
+            lines += floors_table(args, budget, args.draws)
     return "\n".join(lines)
 
 
@@ -429,6 +474,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=400, help="equal-epochs budget, a cap (0: none)")
     ap.add_argument("--budget", default="30s", help="equal wall-clock budget per model ('' for none)")
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--draws", nargs="*", type=int, default=[1, 2, 3, 4],
+                    help="other validation splits (data.seed) of the regular equal-epochs comparisons, seed 0 each")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stores", default="runs/bench/uea/stores")
     ap.add_argument("--out", default=str(OUT), help="the report's folder (default benchmarks/results/uea_tuned)")

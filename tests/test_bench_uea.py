@@ -123,3 +123,35 @@ def test_recorded_one_nn_of_the_stores_is_the_reference_without_the_stores(tmp_p
     row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| GunPoint"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "0.930" and cells[2:4] == ["gru/sequence: 0.920", "no"]
+
+
+def test_choice_on_several_validation_draws_averages_them():
+    # draw 0 alone prefers a (0.9 vs 0.8); over three draws b is better on average (0.9 vs 0.7)
+    draws = [[rec("a", 0, [0.9], 0.5), rec("b", 0, [0.8], 0.5)],
+             [rec("a", 0, [0.6], 0.5), rec("b", 0, [0.9], 0.5)],
+             [rec("a", 0, [0.6], 0.5), rec("b", 0, [1.0], 0.5)]]
+    assert uea.chosen_on_validation(draws[0], ["a", "b"], higher=True) == "a"
+    assert uea.chosen_on_draws(draws, ["a", "b"], higher=True) == "b"
+    # a label missing from one draw does not take part
+    assert uea.chosen_on_draws([draws[0], [rec("a", 0, [0.1], 0.5)]], ["a", "b"], higher=True) == "a"
+    assert uea.chosen_on_draws([[rec("a", 0, [2.0], 0.5)], [rec("a", 0, [3.0], 0.5)]], ["a"], higher=False) == "a"
+
+
+def test_floors_on_draws_choose_on_every_split_and_wait_for_all(tmp_path):
+    main = [rec("gru/sequence", s, [0.95], 0.85) for s in (0, 1)] + \
+        [rec("minirocket/sequence", s, [0.90], 0.99) for s in (0, 1)] + [rec("knn/sequence", 0, [0.9], 0.91)]
+    args = _write(tmp_path, "GunPoint", main)
+    one = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| GunPoint"))
+    assert "| gru/sequence: 0.850 | no |" in one  # one split: GRU validates best
+    assert uea.floors_table(args, "400ep", draws=[1, 2]) == []  # no draw recorded yet: no row
+    for k, gru, rocket in ((1, 0.70, 0.95), (2, 0.75, 0.95)):
+        folder = uea.store(args, "GunPoint", "regular", uea.draw_budget("400ep", k))
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps([rec("gru/sequence", 0, [gru], 0.1),
+                                                         rec("minirocket/sequence", 0, [rocket], 0.1),
+                                                         rec("knn/sequence", 0, [0.9], 0.1)]))
+    lines = uea.floors_table(args, "400ep", draws=[1, 2])
+    row = next(line for line in lines if line.startswith("| GunPoint"))
+    # mean validation over the three splits: GRU 0.80, MiniRocket 0.93: MiniRocket chosen, scored on the main test
+    assert "| minirocket/sequence: 0.990 | yes |" in row and "| gru/sequence: 0.850 | no |" in row
+    assert "chosen on 3 validation splits" in lines[0]
