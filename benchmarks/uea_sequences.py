@@ -389,8 +389,8 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
         recs = _records(args, [(d, "regular")], budget)[(d, "regular")]
         splits = [recs] + [_records(args, [(d, "regular")], draw_budget(budget, k))[(d, "regular")]
                            for k in (draws or [])]
-        if not all(splits):
-            continue
+        if not recs or any({r["preset"] for r in recs} - {r["preset"] for r in draw} for draw in splits[1:]):
+            continue  # a draw still missing a model of the comparison (not run, or running)
 
         test = {label: statistics.mean(vals) for label in labels
                 if (vals := _test_values([r for r in recs if r["preset"] == label]))}

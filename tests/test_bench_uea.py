@@ -146,10 +146,16 @@ def test_floors_on_draws_choose_on_every_split_and_wait_for_all(tmp_path):
     assert uea.floors_table(args, "400ep", draws=[1, 2]) == []  # no draw recorded yet: no row
     for k, gru, rocket in ((1, 0.70, 0.95), (2, 0.75, 0.95)):
         folder = uea.store(args, "GunPoint", "regular", uea.draw_budget("400ep", k))
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps([rec("gru/sequence", 0, [gru], 0.1),
                                                          rec("minirocket/sequence", 0, [rocket], 0.1),
                                                          rec("knn/sequence", 0, [0.9], 0.1)]))
+        if k == 1:  # draw 2 not recorded yet, then draw 2 holding some models only: still no row
+            assert uea.floors_table(args, "400ep", draws=[1, 2]) == []
+            partial = uea.store(args, "GunPoint", "regular", uea.draw_budget("400ep", 2))
+            partial.mkdir(parents=True)
+            (partial / "results.json").write_text(json.dumps([rec("gru/sequence", 0, [0.75], 0.1)]))
+            assert uea.floors_table(args, "400ep", draws=[1, 2]) == []
     lines = uea.floors_table(args, "400ep", draws=[1, 2])
     row = next(line for line in lines if line.startswith("| GunPoint"))
     # mean validation over the three splits: GRU 0.80, MiniRocket 0.93: MiniRocket chosen, scored on the main test
