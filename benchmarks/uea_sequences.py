@@ -145,6 +145,11 @@ def one_nn_reference(args, dataset: str) -> float | None:
     return one_nn_of_stores(Path(args.stores), dataset)
 
 
+def data_overrides(train: Path, test: Path, n_val_cases: int) -> list[str]:
+    """The overrides every comparison here gives: the train store, the test store, the validation cases."""
+    return [f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val_cases}"]
+
+
 def n_val(train: Path) -> int:
     """20 % of the training file (at least 4) validates."""
     x, _, _ = _read_store(train)
@@ -169,7 +174,7 @@ def run_all(args) -> None:
     validation_draws(args, uea)
     for dataset, variant, budget in groups(args):
         train, test = convert(uea, dataset, Path(args.stores))
-        overrides = [f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}"]
+        overrides = data_overrides(train, test, n_val(train))
         if variant == "irregular":
             overrides.append(f"data.drop_steps={args.drop}")
         out = store(args, dataset, variant, budget)
@@ -192,7 +197,7 @@ def whole_train(args, uea: Path) -> None:
         print(f"== {dataset} regular, fitted baselines on the whole train file", flush=True)
         folder = store(args, dataset, "regular", WHOLE)
         compare(list(WHOLE_TRAIN), folder, "cpu", seeds=args.seeds, epochs=1,
-                overrides=[f"data.path={train}", f"data.test_path={test}", "data.n_val=0"])
+                overrides=data_overrides(train, test, 0))
         (folder / ONE_NN_RECORD).write_text(json.dumps(
             {"accuracy": one_nn_euclidean(train, test), "train": train.name, "test": test.name,
              "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal lengths)"},
@@ -218,8 +223,7 @@ def validation_draws(args, uea: Path) -> None:
             budget = draw_budget(f"{args.epochs}ep", draw)
             print(f"== {dataset} regular {budget}", flush=True)
             compare(list(MODELS), store(args, dataset, "regular", budget), "cpu", seeds=[0], epochs=args.epochs,
-                    overrides=[f"data.path={train}", f"data.test_path={test}", f"data.n_val={n_val(train)}",
-                               f"data.seed={draw}"])
+                    overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
 
 
 def store(args, dataset: str, variant: str, budget: str) -> Path:
@@ -246,12 +250,14 @@ def _label(entry: str) -> str:
     return entry.split("=")[0] if "=" in entry.split(";")[0] else entry
 
 
+def _comparison_records(args, dataset: str, variant: str, budget: str) -> list[dict]:
+    """The records of one comparison (``[]`` until it has any)."""
+    path = store(args, dataset, variant, budget) / "results.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
 def _records(args, cols, budget) -> dict:
-    recs = {}
-    for d, v in cols:
-        path = store(args, d, v, budget) / "results.json"
-        recs[(d, v)] = json.loads(path.read_text()) if path.exists() else []
-    return recs
+    return {(d, v): _comparison_records(args, d, v, budget) for d, v in cols}
 
 
 def _model_rows(recs, cols, budget, cell) -> list[str]:
@@ -386,9 +392,8 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
     rows = []
     verdicts: dict[str, list[bool]] = {"best": [], "neural": [], "nac": [], "rocket": []}  # classification files
     for d in args.datasets:
-        recs = _records(args, [(d, "regular")], budget)[(d, "regular")]
-        splits = [recs] + [_records(args, [(d, "regular")], draw_budget(budget, k))[(d, "regular")]
-                           for k in (draws or [])]
+        recs = _comparison_records(args, d, "regular", budget)
+        splits = [recs] + [_comparison_records(args, d, "regular", draw_budget(budget, k)) for k in (draws or [])]
         if not recs or any({r["preset"] for r in recs} - {r["preset"] for r in draw} for draw in splits[1:]):
             continue  # a draw still missing a model of the comparison (not run, or running)
 
@@ -403,7 +408,7 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
                         f"{f', R^2 {statistics.mean(r2):.3f}' if r2 else ''} | {'yes' if ok else 'no'} | - | - | - | - "
                         "| - |")
             continue
-        whole = _records(args, [(d, "regular")], WHOLE)[(d, "regular")]
+        whole = _comparison_records(args, d, "regular", WHOLE)
         whole_nn, whole_rocket = (_test_values([r for r in whole if r["preset"] == p]) for p in WHOLE_TRAIN)
         nn, nn_note = one_nn_reference(args, d), ""
         if nn is None:  # unequal lengths or no stores: the harness's 1-NN, on the whole train file where recorded
@@ -426,8 +431,7 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
                          f"{'yes' if verdicts['rocket'][-1] else 'no'}")
         else:
             cells.append(f"{_fmt(rocket)} (none published)" if rocket is not None else "-")
-        rows.append(f"| {d} | {_fmt(nn)}{nn_note} | " + " | ".join(cells)
-                    + " |")
+        rows.append(f"| {d} | {_fmt(nn)}{nn_note} | " + " | ".join(cells) + " |")
     if not rows:
         return []
 

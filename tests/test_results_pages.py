@@ -7,6 +7,7 @@ Each check names a row by the start of its text, the records it reads and how th
 number edited on the page without its record, a record re-run without the page, a renamed heading or a test-selected
 number put where the validation-selected one belongs fails here. Only reads records (no training).
 """
+import functools
 import json
 import re
 import statistics
@@ -77,6 +78,7 @@ def nac_val(task: str, variant: str, metric: str) -> list[float]:
     return vals
 
 
+@functools.cache
 def _uea():
     from neurodyn import bench
 
