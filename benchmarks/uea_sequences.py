@@ -53,10 +53,23 @@ OUT = HERE / "results" / "uea_tuned"
 DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "JapaneseVowels")
 #: regression files of the archive (Monash / UEA regression archive): scored by RMSE, with R^2 beside it
 REGRESSION = ("Covid3Month",)
-#: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it and with our tuned choices
+#: the normalised convolutional front end (29 Nov): three 64-wide Conv1d of kernel 7, each batch-normalised over the
+#: valid steps before its ReLU, and the mean over steps pooled (the FCN baseline's shape, Wang et al. 2017, narrower);
+#: chosen among FRONT_END_CANDIDATES on validation accuracy only (--front-ends; :func:`front_end_table`)
+CONV_FRONT = "model.conv_channels=[64,64,64];model.conv_kernel=7;model.conv_norm=batch;model.pool=mean"
+_CONVS = "model.conv_channels=[64,64,64];model.conv_kernel=7;model.pool=mean"
+#: the front ends compared (the same convs: batch norm, none, a per-step layer norm) behind the cores of
+#: FRONT_END_CORES, on three validation splits (data.seed 0-2, seed 0) of FRONT_END_FILES
+FRONT_END_CANDIDATES = {"batchnorm": CONV_FRONT, "plain": _CONVS, "layernorm": f"{_CONVS};model.conv_norm=layer"}
+FRONT_END_CORES = {"gru": "gru/sequence", "nac": "nac/sequence;model.compat=tuned"}
+FRONT_END_FILES = ("GunPoint", "ArrowHead", "ItalyPowerDemand")
+#: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it, with our tuned choices, and with
+#: the tuned choices behind the normalised conv front end; GRU behind it too (listed after the presets it extends, so
+#: that a tie on validation keeps the earlier one)
 MODELS = ("nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;model.pool=mean",
           "nac-tuned=nac/sequence;model.compat=tuned",
           "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence", "odernn/sequence",
+          f"nac-conv=nac/sequence;model.compat=tuned;{CONV_FRONT}", f"gru-conv=gru/sequence;{CONV_FRONT}",
           "majority/sequence", "knn/sequence", "minirocket/sequence")
 #: the fitted baselines (one pass, no epochs): trained once per seed, whatever the budget
 BASELINES = ("majority/sequence", "knn/sequence", "minirocket/sequence")
@@ -162,16 +175,13 @@ def groups(args) -> list[tuple[str, str, str]]:
 
 
 def run_all(args) -> None:
-    import torch
 
     from neurodyn.compare import compare, parse_budget
 
-    torch.set_num_threads(args.threads)
-    uea = Path(args.uea_dir) if args.uea_dir else default_uea_dir()
-    if uea is None:
-        raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see the module docstring)")
+    uea = _uea_dir(args)
     whole_train(args, uea)
     validation_draws(args, uea)
+    refit_chosen(args, uea)
     for dataset, variant, budget in groups(args):
         train, test = convert(uea, dataset, Path(args.stores))
         overrides = data_overrides(train, test, n_val(train))
@@ -182,6 +192,17 @@ def run_all(args) -> None:
         kwargs = ({"epochs": int(budget[:-2])} if budget.endswith("ep")
                   else {"budget_seconds": parse_budget(budget)})
         compare(list(MODELS), out, "cpu", seeds=args.seeds, overrides=overrides, **kwargs)
+
+
+def _uea_dir(args) -> Path:
+    """The archive folder (``--uea-dir`` or sktime's); sets the torch threads (``--threads``) for what trains."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    uea = Path(args.uea_dir) if args.uea_dir else default_uea_dir()
+    if uea is None:
+        raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see the module docstring)")
+    return uea
 
 
 def whole_train(args, uea: Path) -> None:
@@ -202,6 +223,58 @@ def whole_train(args, uea: Path) -> None:
             {"accuracy": one_nn_euclidean(train, test), "train": train.name, "test": test.name,
              "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal lengths)"},
             indent=1) + "\n")
+
+
+def front_end_choice(args, uea: Path) -> None:
+    """Every front end of ``FRONT_END_CANDIDATES`` behind every core of ``FRONT_END_CORES`` on three validation
+    splits of each of ``FRONT_END_FILES`` (``data.seed`` 0-2, seed 0, at most ``--epochs`` with the presets' early
+    stopping). Only the validation scores are read (:func:`front_end_table`). Records:
+    ``<tag>_frontend_<dataset>-draw<k>/results.json``."""
+    from neurodyn.compare import compare
+
+    entries = [f"{core}-{front}={preset};{FRONT_END_CANDIDATES[front]}" for core, preset in FRONT_END_CORES.items()
+               for front in FRONT_END_CANDIDATES]
+    for dataset in FRONT_END_FILES:
+        train, test = convert(uea, dataset, Path(args.stores))
+        for draw in (0, 1, 2):
+            print(f"== front ends, {dataset} validation split {draw}", flush=True)
+            compare(entries, _front_end_folder(args, dataset, draw), "cpu", seeds=[0], epochs=args.epochs,
+                    overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+
+
+def _front_end_folder(args, dataset: str, draw: int) -> Path:
+    return Path(args.out).parent / f"{args.tag}_frontend_{dataset}-draw{draw}"
+
+
+def front_end_table(args) -> list[str]:
+    """The front-end choice on validation: per core and front end, the mean over the recorded splits of the best and
+    of the last validation accuracy per file (``n``: runs recorded), and the mean of the files' best; no test number.
+    """
+    rows, seen = [], False
+    for core in FRONT_END_CORES:
+        for front in FRONT_END_CANDIDATES:
+            cells, means = [], []
+            for dataset in FRONT_END_FILES:
+                runs = [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))
+                        if r["preset"] == f"{core}-{front}" and r.get("curve_rel_l2")]
+                seen |= bool(runs)
+                score = validation_score(runs, higher=True)
+                cells.append(f"{score[0]:.3f} / {score[1]:.3f} ({len(runs)})" if score else "-")
+                means += [score[0]] if score else []
+            rows.append(f"| {core} | {front} | " + " | ".join(cells)
+                        + f" | {statistics.mean(means) if means else float('nan'):.3f} |")
+    if not seen:
+        return []
+    return ["### The conv front end, chosen on validation (best / last validation accuracy, mean over the recorded "
+            "splits; seed 0; no test file read)", "",
+            "| core | front end | " + " | ".join(FRONT_END_FILES) + " | mean of the files' best |",
+            "| --- | --- |" + " ---: |" * (len(FRONT_END_FILES) + 1), *rows, "",
+            f"Chosen for the comparisons (`nac-conv`, `gru-conv`): batchnorm, `{CONV_FRONT}`.", ""]
+
+
+def _read_records(folder: Path) -> list[dict]:
+    path = folder / "results.json"
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 #: the "budget" part of the whole-train records' folder name
@@ -252,8 +325,7 @@ def _label(entry: str) -> str:
 
 def _comparison_records(args, dataset: str, variant: str, budget: str) -> list[dict]:
     """The records of one comparison (``[]`` until it has any)."""
-    path = store(args, dataset, variant, budget) / "results.json"
-    return json.loads(path.read_text()) if path.exists() else []
+    return _read_records(store(args, dataset, variant, budget))
 
 
 def _records(args, cols, budget) -> dict:
@@ -372,7 +444,7 @@ def chosen_on_draws(draws: list[list[dict]], labels: list[str], higher: bool) ->
     return max(scored)[3] if scored else None
 
 
-NAC_PROFILES = ["nac-paper", "nac-tuned"]
+NAC_PROFILES = ["nac-paper", "nac-tuned", "nac-conv"]
 
 
 def draw_budget(budget: str, draw: int) -> str:
@@ -380,28 +452,122 @@ def draw_budget(budget: str, draw: int) -> str:
     return f"{budget}-draw{draw}"
 
 
-def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]:
+def choices(args, dataset: str, budget: str, draws: list[int] | None = None
+            ) -> tuple[list[dict], list[list[dict]], dict[str, str | None]] | None:
+    """The regular comparison of ``dataset`` at ``budget`` (its records), its validation splits (the comparison's
+    and those of ``draws``) and the labels chosen on them together (:func:`chosen_on_draws`): the best model of the
+    harness, the best neural one and the better NAC profile (a regression file: the best model only). None while a
+    draw misses a model of the comparison (not run, or running) or nothing is recorded."""
+    recs = _comparison_records(args, dataset, "regular", budget)
+    splits = [recs] + [_comparison_records(args, dataset, "regular", draw_budget(budget, k)) for k in (draws or [])]
+    if not recs or any({r["preset"] for r in recs} - {r["preset"] for r in draw} for draw in splits[1:]):
+        return None
+    labels = [_label(e) for e in MODELS]
+    if dataset in REGRESSION:
+        return recs, splits, {"best": chosen_on_draws(splits, labels, higher=False)}
+    neural = [_label(e) for e in MODELS if e not in BASELINES]
+    return recs, splits, {"best": chosen_on_draws(splits, labels, True),
+                          "neural": chosen_on_draws(splits, neural, True),
+                          "nac": chosen_on_draws(splits, NAC_PROFILES, True)}
+
+
+def best_epoch(record: dict, higher: bool) -> int:
+    """The epoch of a run's best validation score (the first of equal ones, as ``best.pt`` keeps it). The validation
+    split is evaluated every ``epochs / len(curve)`` epochs, the last time at the run's last epoch (early stopping
+    stops on an evaluation; the equal-epochs cap is a multiple of the interval)."""
+    curve = record["curve_rel_l2"]
+    best = (max if higher else min)(curve)
+    return round((curve.index(best) + 1) * record["epochs"] / len(curve))
+
+
+def refit_epochs(splits: list[list[dict]], label: str, higher: bool) -> int:
+    """The epochs a refit of ``label`` trains: the mean over its runs in every validation split of
+    :func:`best_epoch` (at least 1)."""
+    runs = [r for recs in splits for r in recs if r["preset"] == label and r.get("curve_rel_l2")]
+    return max(1, round(statistics.mean(best_epoch(r, higher) for r in runs)))
+
+
+def refit_chosen(args, uea: Path) -> None:
+    """Each regular file's neural presets chosen on the validation splits (:func:`choices` with ``--draws``) trained
+    again on every case of the training file (``data.n_val=0``, no early stopping) for the epochs at which their
+    validation peaked (:func:`refit_epochs`), seeds ``--seeds``, and scored on the test file once: the protocol of
+    the published accuracies (every training case trains), with everything chosen before on validation. The fitted
+    baselines' refits are :func:`whole_train`'s; a regression file adds the training mean of its whole train file.
+    Records: ``<tag>_<dataset>-regular-refit/results.json`` (budget ``<E>ep``); nothing is chosen from them."""
+    from neurodyn.compare import compare, comparison_table
+
+    if "regular" not in args.variants or not args.epochs:
+        return
+    entries = {_label(e): e for e in MODELS}
+    for dataset in args.datasets:
+        got = choices(args, dataset, f"{args.epochs}ep", args.draws)
+        if got is None:
+            continue
+        _, splits, chosen = got
+        train, test = convert(uea, dataset, Path(args.stores))
+        folder, whole = store(args, dataset, "regular", REFIT), data_overrides(train, test, 0)
+        for label in dict.fromkeys(label for label in chosen.values() if label and entries[label] not in BASELINES):
+            epochs = refit_epochs(splits, label, higher=dataset not in REGRESSION)
+            print(f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs", flush=True)
+            compare([entries[label]], folder, "cpu", seeds=args.seeds, epochs=epochs,
+                    overrides=[*whole, "train.early_stop=0"])
+        if dataset in REGRESSION:  # whole_train fits no regression file: the training mean (and a chosen baseline)
+            fitted = dict.fromkeys(["majority/sequence", *(c for c in chosen.values() if entries.get(c) in BASELINES)])
+            compare(list(fitted), folder, "cpu", seeds=args.seeds, epochs=1, overrides=whole)
+        if (folder / "results.json").exists():  # compare.md of every refit of the file, not only the last call's
+            records = json.loads((folder / "results.json").read_text())
+            (folder / "compare.md").write_text(comparison_table(records, title=f"{dataset}: the presets chosen on "
+                                                                "validation, refitted on the whole train file"))
+
+
+#: the "budget" part of the folder of the refits (:func:`refit_chosen`)
+REFIT = "refit"
+
+
+def _refit_test(args, dataset: str, splits: list[list[dict]]):
+    """``label -> records`` of the refits of ``dataset``: a neural preset's runs of exactly the epochs
+    :func:`refit_epochs` gives now; a fitted baseline's fit on the whole train file (:func:`whole_train`'s for a
+    classification file, :func:`refit_chosen`'s for a regression file)."""
+    refits = _comparison_records(args, dataset, "regular", REFIT)
+    whole = _comparison_records(args, dataset, "regular", WHOLE)
+    higher = dataset not in REGRESSION
+
+    def runs(label: str) -> list[dict]:
+        if label in BASELINES:
+            return [r for r in (whole if higher and label in WHOLE_TRAIN else refits) if r["preset"] == label]
+        want = f"{refit_epochs(splits, label, higher)}ep"
+        return [r for r in refits if r["preset"] == label and r["budget"] == want]
+    return runs
+
+
+def floors_table(args, budget: str, draws: list[int] | None = None, refit: bool = False) -> list[str]:
     """Floors on the regular files, every choice made on validation: the best model of the harness, the best neural
     one and the better NAC profile against 1-NN Euclidean, our MiniRocket against its published accuracy (fitted on
     the whole train file as the published one is, from :func:`whole_train`'s records when there are any); on the
     regression files the best model's RMSE against the training mean's (``majority``). With ``draws`` the choices
-    are made on the comparison's validation split and those draws together (:func:`chosen_on_draws`; a file is
-    left out until every draw is recorded); the test numbers are the comparison's (3 seeds) either way."""
-    labels = [_label(e) for e in MODELS]
-    neural = [_label(e) for e in MODELS if e not in BASELINES]
+    are made on the comparison's validation split and those draws together (:func:`choices`; a file is left out
+    until every draw is recorded); the test numbers are the comparison's (3 seeds), or with ``refit`` those of the
+    chosen presets refitted on the whole train file (:func:`refit_chosen`; a file waits for every refit)."""
     rows = []
     verdicts: dict[str, list[bool]] = {"best": [], "neural": [], "nac": [], "rocket": []}  # classification files
     for d in args.datasets:
-        recs = _comparison_records(args, d, "regular", budget)
-        splits = [recs] + [_comparison_records(args, d, "regular", draw_budget(budget, k)) for k in (draws or [])]
-        if not recs or any({r["preset"] for r in recs} - {r["preset"] for r in draw} for draw in splits[1:]):
-            continue  # a draw still missing a model of the comparison (not run, or running)
-
-        test = {label: statistics.mean(vals) for label in labels
-                if (vals := _test_values([r for r in recs if r["preset"] == label]))}
+        got = choices(args, d, budget, draws)
+        if got is None:
+            continue
+        recs, splits, chosen = got
+        if refit:
+            runs_of = _refit_test(args, d, splits)
+            wanted = {label for label in [*chosen.values(), "majority/sequence"] if label}
+        else:
+            def runs_of(label, recs=recs):
+                return [r for r in recs if r["preset"] == label]
+            wanted = {_label(e) for e in MODELS}
+        test = {label: statistics.mean(vals) for label in wanted if (vals := _test_values(runs_of(label)))}
+        if refit and set(test) != wanted - ({"majority/sequence"} if d not in REGRESSION else set()):
+            continue  # a chosen preset not refitted yet
         if d in REGRESSION:
-            best = chosen_on_draws(splits, labels, higher=False)
-            mean_rmse, r2 = test.get("majority/sequence"), _test_values([r for r in recs if r["preset"] == best], "r2")
+            best = chosen["best"]
+            mean_rmse, r2 = test.get("majority/sequence"), _test_values(runs_of(best), "r2")
             ok = mean_rmse is not None and test.get(best) is not None and test[best] <= mean_rmse
             rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse, RMSE_FMT)} | {best}: "
                         f"{_fmt(test.get(best), RMSE_FMT)}"
@@ -414,8 +580,6 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
         if nn is None:  # unequal lengths or no stores: the harness's 1-NN, on the whole train file where recorded
             nn, nn_note = ((statistics.mean(whole_nn), " (harness 1-NN, whole train file)") if whole_nn
                            else (test.get("knn/sequence"), " (harness 1-NN)"))
-        chosen = {"best": chosen_on_draws(splits, labels, True), "neural": chosen_on_draws(splits, neural, True),
-                  "nac": chosen_on_draws(splits, NAC_PROFILES, True)}
         cells = []
         for key, label in chosen.items():
             verdict = "-"
@@ -439,8 +603,10 @@ def floors_table(args, budget: str, draws: list[int] | None = None) -> list[str]
         return f"{sum(verdicts[key])} of {len(verdicts[key])}"
     how = (f"chosen on {len(draws) + 1} validation splits of the train file together (data.seed 0 and draws "
            f"{', '.join(map(str, draws))}, seed 0 each)" if draws else "chosen on validation")
-    return [f"### Floors, {budget}, regular files (every model and profile {how}; test means over "
-            "seeds)", "", "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
+    tests = ("the chosen neural presets refitted on the whole train file for the epochs validation found, the fitted "
+             "baselines fitted on it; test means over seeds" if refit else "test means over seeds")
+    return [f"### Floors, {budget}, regular files (every model and profile {how}; {tests})", "",
+            "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
             "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
             "MiniRocket vs published (fitted on the whole train file where recorded), within 3 points |",
             "| --- | ---: | --- | :---: | --- | :---: | --- | :---: | --- |", *rows, "",
@@ -466,7 +632,8 @@ def report(args) -> str:
         lines += floors_table(args, budget)
         if budget.endswith("ep") and args.draws:
             lines += floors_table(args, budget, args.draws)
-    return "\n".join(lines)
+            lines += floors_table(args, budget, args.draws, refit=True)
+    return "\n".join(lines + front_end_table(args))
 
 
 def main(argv=None) -> int:
@@ -485,7 +652,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(OUT), help="the report's folder (default benchmarks/results/uea_tuned)")
     ap.add_argument("--tag", default="uea_tuned", help="prefix of the comparisons' folders beside --out")
     ap.add_argument("--report", action="store_true")
-    return run_and_report(ap.parse_args(argv), run_all, report)
+    ap.add_argument("--front-ends", action="store_true",
+                    help="only the front-end choice on validation (FRONT_END_CANDIDATES), then the report")
+    args = ap.parse_args(argv)
+    if args.front_ends:
+        return run_and_report(args, lambda a: front_end_choice(a, _uea_dir(a)), report)
+    return run_and_report(args, run_all, report)
 
 
 def run_and_report(args, run_all, report) -> int:

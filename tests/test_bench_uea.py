@@ -161,3 +161,66 @@ def test_floors_on_draws_choose_on_every_split_and_wait_for_all(tmp_path):
     # mean validation over the three splits: GRU 0.80, MiniRocket 0.93: MiniRocket chosen, scored on the main test
     assert "| minirocket/sequence: 0.990 | yes |" in row and "| gru/sequence: 0.850 | no |" in row
     assert "chosen on 3 validation splits" in lines[0]
+
+
+def test_best_epoch_is_the_first_best_evaluation_and_refit_epochs_average_them():
+    # evaluated every 5 epochs (4 evaluations in 20 epochs): the first of the equal bests is the 2nd, epoch 10
+    run = dict(rec("a", 0, [0.5, 0.9, 0.9, 0.7], 0.5), epochs=20)
+    assert uea.best_epoch(run, higher=True) == 10
+    assert uea.best_epoch(dict(run, curve_rel_l2=[3.0, 2.0, 2.5, 1.0]), higher=False) == 20  # RMSE: the lowest
+    # early stopping after 3 evaluations at an interval of 10: the best (1st) is epoch 10
+    assert uea.best_epoch(dict(rec("a", 0, [0.9, 0.8, 0.8], 0.5), epochs=30), higher=True) == 10
+    splits = [[run, dict(rec("b", 0, [0.1], 0.5), epochs=400)], [dict(run, curve_rel_l2=[1.0, 0.5, 0.5, 0.5])]]
+    assert uea.refit_epochs(splits, "a", higher=True) == round((10 + 5) / 2)  # the other label's runs do not count
+
+
+def _refits(args, dataset, records, budget):
+    folder = uea.store(args, dataset, "regular", budget)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(records))
+
+
+def test_refit_floors_score_the_chosen_presets_refitted_for_the_epochs_validation_found(tmp_path):
+    main = [dict(rec("gru/sequence", s, [0.8, 0.95], 0.85), epochs=20) for s in (0, 1)] + \
+        [rec("knn/sequence", 0, [0.9], 0.88), rec("minirocket/sequence", 0, [0.9], 0.97)]
+    args = _write(tmp_path, "GunPoint", main)
+    assert uea.floors_table(args, "400ep", draws=[], refit=True) == []  # nothing refitted yet: no row
+    # the gru runs peaked at their last evaluation, epoch 20: a refit of another length is not the chosen one
+    _refits(args, "GunPoint", [dict(rec("gru/sequence", 0, [], 0.99), budget="30ep")], uea.REFIT)
+    assert uea.floors_table(args, "400ep", draws=[], refit=True) == []
+    _refits(args, "GunPoint", [dict(rec("gru/sequence", s, [], t), budget="20ep") for s, t in ((0, 0.92), (1, 0.94))]
+            + [dict(rec("gru/sequence", 0, [], 0.10), budget="30ep")], uea.REFIT)
+    _refits(args, "GunPoint", [rec("knn/sequence", 0, [], 0.913), rec("minirocket/sequence", 0, [], 0.99)], uea.WHOLE)
+    lines = uea.floors_table(args, "400ep", draws=[], refit=True)
+    row = next(line for line in lines if line.startswith("| GunPoint"))
+    # GRU validates best (0.95); refitted for 20 epochs it scores 0.930 on the test file, above the 1-NN of 0.913
+    assert "| gru/sequence: 0.930 | yes | gru/sequence: 0.930 | yes |" in row
+    assert "refitted on the whole train file" in lines[0]
+    # without refit the same choice reads the comparison's own test numbers
+    assert "| gru/sequence: 0.850 | no |" in next(line for line in uea.floors_table(args, "400ep")
+                                                   if line.startswith("| GunPoint"))
+
+
+def test_refit_floors_of_a_regression_file_use_the_whole_file_training_mean(tmp_path):
+    main = [dict(rec("gru/sequence", 0, [0.05, 0.04], 0.047), epochs=10), rec("majority/sequence", 0, [0.05], 0.045)]
+    args = _write(tmp_path, "Covid3Month", main)
+    _refits(args, "Covid3Month", [dict(rec("gru/sequence", 0, [], 0.043, r2=0.1), budget="10ep"),
+                                  dict(rec("majority/sequence", 0, [], 0.0447), budget="1ep")], uea.REFIT)
+    row = next(line for line in uea.floors_table(args, "400ep", draws=[], refit=True) if line.startswith("| Cov"))
+    assert "training mean 0.04470 | gru/sequence: 0.04300, R^2 0.100 | yes |" in row
+
+
+def test_front_end_table_reads_validation_only_and_counts_the_runs(tmp_path):
+    args = argparse.Namespace(out=str(tmp_path / "report"), tag="t")
+    assert uea.front_end_table(args) == []  # nothing recorded
+    for k, (bn, plain) in enumerate(((1.0, 0.8), (0.9, 0.9))):
+        folder = uea._front_end_folder(args, "GunPoint", k)
+        folder.mkdir(parents=True)
+        # the test scores (0.1 / 0.99) would choose the other way
+        (folder / "results.json").write_text(json.dumps([rec("nac-batchnorm", 0, [0.5, bn], 0.1),
+                                                         rec("nac-plain", 0, [plain, 0.5], 0.99)]))
+    lines = uea.front_end_table(args)
+    row = {line.split("|")[2].strip(): line for line in lines if line.startswith("| nac")}
+    assert "| 0.950 / 0.950 (2) | - | - | 0.950 |" in row["batchnorm"]
+    assert "| 0.850 / 0.500 (2) | - | - | 0.850 |" in row["plain"]
+    assert "0.99" not in "\n".join(lines)

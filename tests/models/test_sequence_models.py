@@ -248,3 +248,39 @@ def test_paper_scale_of_the_sequence_presets_is_the_published_protocol(name, tas
         assert (d["n_train"], d["n_test"]) == SPLITS[task]
     else:
         assert (d["split_param"], list(d["train_values"])) == ("condition", [0])
+
+
+@pytest.mark.parametrize("norm", ["batch", "layer"])
+@pytest.mark.parametrize("name", ["gru", "nac"])
+def test_normalised_front_end_ignores_padding_in_training_and_in_eval(name, norm):
+    model = _build(name, conv_channels=(6, 5), conv_norm=norm)
+    x, t, mask = _batch()
+    xp = torch.cat([x, 50 * torch.randn(2, 4, 3)], 1)
+    tp = torch.cat([t, t[:, -1:] + torch.arange(1, 5)], 1)
+    mp = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], 1)
+    kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
+    for train in (True, False):  # batch statistics (training) and running statistics (eval)
+        model = _build(name, conv_channels=(6, 5), conv_norm=norm, **kw).train(train)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x, t, mask), model(xp, tp, mp), atol=1e-4, rtol=1e-4)
+
+
+def test_batch_norm_of_the_front_end_standardises_over_the_valid_steps_only():
+    model = _build("gru", conv_channels=(6,), conv_norm="batch").train()
+    x, _, mask = _batch()
+    conv, norm = model.front[0], model.front[1].norm
+    with torch.no_grad():
+        z = model.front(x * mask[..., None], mask)               # (B, T, 6)
+        raw = conv((x * mask[..., None]).transpose(1, 2)).transpose(1, 2)[mask]   # the valid steps, (N, 6)
+        mu, var = raw.mean(0), raw.var(0, unbiased=False)
+        want = torch.relu((raw - mu) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias)
+    torch.testing.assert_close(z[mask], want, atol=1e-5, rtol=1e-5)
+    assert (z[~mask] == 0).all()
+    torch.testing.assert_close(norm.running_mean, 0.1 * mu)      # momentum 0.1 from 0: the valid steps' mean
+
+
+def test_conv_norm_none_keeps_the_front_end_layout_of_older_checkpoints():
+    assert list(_build("gru", conv_channels=(6, 5)).state_dict()).count("front.2.weight") == 1
+    assert "front.1.norm.weight" in _build("gru", conv_channels=(6, 5), conv_norm="layer").state_dict()
+    with pytest.raises(ConfigError, match="conv_norm"):
+        _build("gru", conv_norm="group")

@@ -24,6 +24,9 @@ FAMILIES = {  # family: (preset, overrides, tolerance)
 }
 
 
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def _run(args, env, extra):
     return subprocess.run([sys.executable, *extra, "-m", "neurodyn", *args], env=env, capture_output=True, text=True,
                           timeout=600)
@@ -44,8 +47,13 @@ def test_two_processes_follow_one(tmp_path, data_dir, family):
     one = _run([*args, "--run-name", "one"], env, [])
     assert one.returncode == 0, one.stderr[-3000:]
     port = str(29500 + (os.getpid() + hash(family)) % 1000)
-    two = _run([*args, "--run-name", "two"], env,
-               ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port])
+    launch = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
+    two = _run([*args, "--run-name", "two", "--fresh"], env, launch)
+    if two.returncode != 0 and GLOO_EXIT_ABORT in two.stderr:
+        # gloo's worker threads now and then abort a rank as it exits, after the run is written (seen about once in
+        # ten suites on a loaded 2-core machine, despite the barrier and destroy_process_group in cli.cmd_train):
+        # train again once; any other failure, or the abort twice in a row, fails
+        two = _run([*args, "--run-name", "two", "--fresh"], env, launch)
     assert two.returncode == 0, two.stderr[-3000:]
     l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
     assert len(l1) == len(l2) == 2

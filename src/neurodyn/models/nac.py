@@ -50,6 +50,7 @@ class NACConfig(HostConfig):
         seed (int, 22222): NCP wiring seed (the ncps and released-code default).
         conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
         conv_kernel (int, 5): kernel of every front-end conv.
+        conv_norm (str, "none"): none | batch | layer normalisation after every front-end conv (host docstring).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps (every sequence model's host).
         per_step (bool, False): one output per step (set from the data: PAR's per-step labels).
@@ -133,7 +134,7 @@ class NACModel(SequenceHost):
         """The NAC layer's per-pair tensors (phi, omega, t, logits, attn, index, valid) for ``x``."""
         if mask is not None:
             x = x * mask[..., None].to(x.dtype)
-        z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
+        z = self.front(x, mask)
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale
         return self.nac(z, t, mask, return_details=True)[1]
 

@@ -45,6 +45,7 @@ class SequenceConfig(HostConfig):
         hidden (int, 64): RNN units; attention d_model (the NAC paper: NAC's d_model).
         conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
         conv_kernel (int, 5): kernel of every front-end conv.
+        conv_norm (str, "none"): none | batch | layer normalisation after every front-end conv (host docstring).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps.
         per_step (bool, False): one output per step instead of per sequence (set from the data).

@@ -1,9 +1,10 @@
 """The host network of the sequence models (the NAC paper's Table 4): front end, sequence layer, pooling, head.
 
-``x (B, T, C)`` -> optional Conv1d front end (stride 1, same padding, ReLU) -> ``core`` (the sequence layer of a
-subclass: an RNN, attention, NAC) -> pooling over time (the last valid step or the mean over valid steps; none
-with ``per_step``) -> dense layers (ReLU, dropout) -> ``out_channels``. ``t: (B, T)`` timestamps and
-``mask: (B, T)`` (True for real steps, a prefix) reach ``core``; padded steps are zeroed before the front end.
+``x (B, T, C)`` -> optional Conv1d front end (stride 1, same padding, optional normalisation, ReLU) -> ``core``
+(the sequence layer of a subclass: an RNN, attention, NAC) -> pooling over time (the last valid step or the mean
+over valid steps; none with ``per_step``) -> dense layers (ReLU, dropout) -> ``out_channels``. ``t: (B, T)``
+timestamps and ``mask: (B, T)`` (True for real steps, a prefix) reach ``core``; padded steps are zeroed before the
+front end (and after each of its normalisations).
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from torch import nn
 
 from ..errors import ConfigError, check_choice
 
-__all__ = ["HostConfig", "SequenceHost", "pool"]
+__all__ = ["CONV_NORMS", "HostConfig", "SequenceHost", "pool"]
+
+CONV_NORMS = ("none", "batch", "layer")
 
 
 @dataclass
@@ -26,6 +29,9 @@ class HostConfig:
         out_channels (int, 10): classes or regression targets (set from the data).
         conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; NAC Table 4 "Conv layers").
         conv_kernel (int, 5): kernel of every front-end conv.
+        conv_norm (str, "none"): normalisation after every front-end conv, before its ReLU: none | batch
+            (``BatchNorm1d`` over batch and valid steps, the FCN/ResNet baselines' front end of Wang et al. 2017) |
+            layer (over the channels of each step).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; NAC Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps.
         per_step (bool, False): one output per step instead of per sequence (set from the data).
@@ -36,6 +42,7 @@ class HostConfig:
     out_channels: int = 10
     conv_channels: tuple = ()
     conv_kernel: int = 5
+    conv_norm: str = "none"
     dense: tuple = (32,)
     pool: str = "last"
     per_step: bool = False
@@ -43,6 +50,7 @@ class HostConfig:
 
     def __post_init__(self) -> None:
         check_choice("pool", self.pool, ("last", "mean"))
+        check_choice("conv_norm", self.conv_norm, CONV_NORMS)
         if self.in_channels < 1 or self.out_channels < 1 or self.hidden < 1:
             raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
 
@@ -58,9 +66,12 @@ class SequenceHost(nn.Module):
         self.cfg = cfg  # validated when it was made (HostConfig.__post_init__)
         convs, c = [], cfg.in_channels
         for ch in cfg.conv_channels:
-            convs += [nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2), nn.ReLU()]
+            convs.append(nn.Conv1d(c, int(ch), cfg.conv_kernel, padding=cfg.conv_kernel // 2))
+            if cfg.conv_norm != "none":
+                convs.append(MaskedNorm(int(ch), cfg.conv_norm))
+            convs.append(nn.ReLU())
             c = int(ch)
-        self.front = nn.Sequential(*convs)
+        self.front = FrontEnd(*convs)
         self.core_in = c
         head, h = [], self.core_out()
         for d in cfg.dense:
@@ -83,11 +94,51 @@ class SequenceHost(nn.Module):
         self.check_input(x, t, mask)
         if mask is not None:
             x = x * mask[..., None].to(x.dtype)
-        z = self.front(x.transpose(1, 2)).transpose(1, 2) if len(self.front) else x
+        z = self.front(x, mask)
         h = self.core(z, t, mask)
         if not self.cfg.per_step:
             h = pool(h, mask, self.cfg.pool)
         return self.head(h)
+
+
+class MaskedNorm(nn.Module):
+    """Normalisation of a conv output ``(B, F, T)`` that ignores padded steps (``mask: (B, T)``, True = real).
+
+    ``batch``: each feature standardised over the batch's valid steps (training; running statistics in eval, as
+    ``BatchNorm1d``), then scaled and shifted: ``y = gamma (z - mu) / sqrt(var + eps) + beta``. ``layer``: each step
+    standardised over its ``F`` features (``LayerNorm``; no statistics across steps, so padding cannot reach it).
+    """
+
+    def __init__(self, features: int, how: str):
+        super().__init__()
+        self.how = how
+        self.norm = nn.BatchNorm1d(features) if how == "batch" else nn.LayerNorm(features)
+
+    def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.how == "layer":
+            return self.norm(z.transpose(1, 2)).transpose(1, 2)
+        if mask is None or bool(mask.all()):
+            return self.norm(z)
+        # BatchNorm1d over the valid steps only: (valid steps, F) rows are one batch of its statistics
+        flat = z.transpose(1, 2)[mask]
+        out = torch.zeros_like(z.transpose(1, 2))
+        out[mask] = self.norm(flat)
+        return out.transpose(1, 2)
+
+
+class FrontEnd(nn.Sequential):
+    """The conv front end: ``x (B, T, C), mask`` -> ``(B, T, F)`` (``x`` itself without convs); the normalisation
+    layers see the mask, the padded steps are zeroed again after every layer so that no conv reads them."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not len(self):
+            return x
+        z, m = x.transpose(1, 2), None if mask is None else mask[:, None, :].to(x.dtype)
+        for layer in self:
+            z = layer(z, mask) if isinstance(layer, MaskedNorm) else layer(z)
+            if m is not None and isinstance(layer, MaskedNorm):
+                z = z * m
+        return z.transpose(1, 2)
 
 
 def pool(h: torch.Tensor, mask: torch.Tensor | None, how: str) -> torch.Tensor:
