@@ -247,29 +247,35 @@ def _front_end_folder(args, dataset: str, draw: int) -> Path:
 
 
 def front_end_table(args) -> list[str]:
-    """The front-end choice on validation: per core and front end, the mean over the recorded splits of the best and
-    of the last validation accuracy per file (``n``: runs recorded), and the mean of the files' best; no test number.
-    """
-    rows, seen = [], False
+    """The front-end choice on validation: per core and front end, the mean over the recorded splits of the final
+    model's and of the best validation accuracy per file (``n``: runs recorded), and the means over the files of
+    both; no test number."""
+    rows, seen, finals = [], False, {front: [] for front in FRONT_END_CANDIDATES}
     for core in FRONT_END_CORES:
         for front in FRONT_END_CANDIDATES:
-            cells, means = [], []
+            cells, scores = [], []
             for dataset in FRONT_END_FILES:
                 runs = [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))
                         if r["preset"] == f"{core}-{front}" and r.get("curve_rel_l2")]
                 seen |= bool(runs)
                 score = validation_score(runs, higher=True)
                 cells.append(f"{score[0]:.3f} / {score[1]:.3f} ({len(runs)})" if score else "-")
-                means += [score[0]] if score else []
-            rows.append(f"| {core} | {front} | " + " | ".join(cells)
-                        + f" | {statistics.mean(means) if means else float('nan'):.3f} |")
+                scores += [score] if score else []
+            means = " / ".join(f"{statistics.mean(s[i] for s in scores):.3f}" for i in (0, 1)) if scores else "-"
+            rows.append(f"| {core} | {front} | " + " | ".join(cells) + f" | {means} |")
+            finals[front] += [s[0] for s in scores]
     if not seen:
         return []
-    return ["### The conv front end, chosen on validation (best / last validation accuracy, mean over the recorded "
-            "splits; seed 0; no test file read)", "",
-            "| core | front end | " + " | ".join(FRONT_END_FILES) + " | mean of the files' best |",
+    mean_final = {front: statistics.mean(v) for front, v in finals.items() if v}
+    best = max(mean_final, key=mean_final.get)
+    chosen = next(front for front, text in FRONT_END_CANDIDATES.items() if text == CONV_FRONT)
+    return ["### The conv front end, chosen on validation (final model / best validation accuracy, mean over the "
+            "recorded splits; seed 0; no test file read)", "",
+            "| core | front end | " + " | ".join(FRONT_END_FILES) + " | mean over the files |",
             "| --- | --- |" + " ---: |" * (len(FRONT_END_FILES) + 1), *rows, "",
-            f"Chosen for the comparisons (`nac-conv`, `gru-conv`): batchnorm, `{CONV_FRONT}`.", ""]
+            "One front end for every core: the mean over both cores and the files of the final model's validation "
+            "accuracy: " + ", ".join(f"{front} {v:.3f}" for front, v in mean_final.items()) + f"; highest: {best}. "
+            f"Chosen for the comparisons (`nac-conv`, `gru-conv`): {chosen}, `{CONV_FRONT}`.", ""]
 
 
 def _read_records(folder: Path) -> list[dict]:
@@ -390,7 +396,7 @@ def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
 
 
 def _nac_choice(records: list[dict]) -> str:
-    """Test accuracy (mean ± std over seeds) of the NAC profile with the higher mean best validation accuracy."""
+    """Test accuracy (mean ± std over seeds) of the NAC profile chosen on validation (:func:`chosen_on_validation`)."""
     label = chosen_on_validation(records, NAC_PROFILES, higher=True)
     if label is None:
         return "-"
@@ -415,17 +421,20 @@ def _regression_table(args, budget: str, datasets: list[str]) -> list[str]:
 
 
 def validation_score(rs: list[dict], higher: bool) -> tuple[float, float] | None:
-    """The mean over seeds of each run's best validation metric (accuracy: max; RMSE: min) and of its last one (the
-    tie-break: small validation splits often tie on the best), None without any."""
+    """The mean over seeds of each run's last validation metric, that of the final model (the model every
+    comparison scores on its test file: early stopping ends on an evaluation), and of its best one (accuracy: max;
+    RMSE: min; the tie-break); None without any. The best of a curve of 20-80 evaluations on a few cases is the
+    luckiest of them, and not the model tested: ranking on it (this driver before 29 Nov, evening) favoured the
+    noisiest runs."""
     curves = [r["curve_rel_l2"] for r in rs if r.get("curve_rel_l2")]
     if not curves:
         return None
-    return statistics.mean((max if higher else min)(c) for c in curves), statistics.mean(c[-1] for c in curves)
+    return statistics.mean(c[-1] for c in curves), statistics.mean((max if higher else min)(c) for c in curves)
 
 
 def chosen_on_validation(records: list[dict], labels: list[str], higher: bool) -> str | None:
-    """Of ``labels``, the one with the best :func:`validation_score` (best validation metric, then last; then the
-    first listed); None if none has runs. The test file never takes part."""
+    """Of ``labels``, the one with the best :func:`validation_score` (the final model's validation metric, then the
+    best one; then the first listed); None if none has runs. The test file never takes part."""
     return chosen_on_draws([records], labels, higher)
 
 
@@ -480,17 +489,25 @@ def best_epoch(record: dict, higher: bool) -> int:
     return round((curve.index(best) + 1) * record["epochs"] / len(curve))
 
 
-def refit_epochs(splits: list[list[dict]], label: str, higher: bool) -> int:
+#: how many epochs a refit trains (:func:`refit_epochs`): ``best``, the epoch of the best validation score (where
+#: ``best.pt`` was saved); ``trained``, the epochs the compared runs trained (early stopping's end: the final model,
+#: which the comparisons score). ``best`` was run first; ``trained`` was added after its test scores were seen
+REFIT_RULES = ("best", "trained")
+
+
+def refit_epochs(splits: list[list[dict]], label: str, higher: bool, rule: str = "best") -> int:
     """The epochs a refit of ``label`` trains: the mean over its runs in every validation split of
-    :func:`best_epoch` (at least 1)."""
+    :func:`best_epoch` (``rule="best"``) or of the epochs they trained (``"trained"``); at least 1."""
     runs = [r for recs in splits for r in recs if r["preset"] == label and r.get("curve_rel_l2")]
-    return max(1, round(statistics.mean(best_epoch(r, higher) for r in runs)))
+    each = (best_epoch(r, higher) if rule == "best" else r["epochs"] for r in runs)
+    return max(1, round(statistics.mean(each)))
 
 
 def refit_chosen(args, uea: Path) -> None:
     """Each regular file's neural presets chosen on the validation splits (:func:`choices` with ``--draws``) trained
     again on every case of the training file (``data.n_val=0``, no early stopping) for the epochs at which their
-    validation peaked (:func:`refit_epochs`), seeds ``--seeds``, and scored on the test file once: the protocol of
+    validation peaked and for the epochs the compared runs trained (:func:`refit_epochs`, ``REFIT_RULES``), seeds
+    ``--seeds``, and scored on the test file once: the protocol of
     the published accuracies (every training case trains), with everything chosen before on validation. The fitted
     baselines' refits are :func:`whole_train`'s; a regression file adds the training mean of its whole train file.
     Records: ``<tag>_<dataset>-regular-refit/results.json`` (budget ``<E>ep``); nothing is chosen from them."""
@@ -507,10 +524,12 @@ def refit_chosen(args, uea: Path) -> None:
         train, test = convert(uea, dataset, Path(args.stores))
         folder, whole = store(args, dataset, "regular", REFIT), data_overrides(train, test, 0)
         for label in dict.fromkeys(label for label in chosen.values() if label and entries[label] not in BASELINES):
-            epochs = refit_epochs(splits, label, higher=dataset not in REGRESSION)
-            print(f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs", flush=True)
-            compare([entries[label]], folder, "cpu", seeds=args.seeds, epochs=epochs,
-                    overrides=[*whole, "train.early_stop=0"])
+            for rule in REFIT_RULES:  # the same number of epochs twice is one set of runs (compare resumes)
+                epochs = refit_epochs(splits, label, dataset not in REGRESSION, rule)
+                print(f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs ({rule})",
+                      flush=True)
+                compare([entries[label]], folder, "cpu", seeds=args.seeds, epochs=epochs,
+                        overrides=[*whole, "train.early_stop=0"])
         if dataset in REGRESSION:  # whole_train fits no regression file: the training mean (and a chosen baseline)
             fitted = dict.fromkeys(["majority/sequence", *(c for c in chosen.values() if entries.get(c) in BASELINES)])
             compare(list(fitted), folder, "cpu", seeds=args.seeds, epochs=1, overrides=whole)
@@ -524,10 +543,10 @@ def refit_chosen(args, uea: Path) -> None:
 REFIT = "refit"
 
 
-def _refit_test(args, dataset: str, splits: list[list[dict]]):
+def _refit_test(args, dataset: str, splits: list[list[dict]], rule: str):
     """``label -> records`` of the refits of ``dataset``: a neural preset's runs of exactly the epochs
-    :func:`refit_epochs` gives now; a fitted baseline's fit on the whole train file (:func:`whole_train`'s for a
-    classification file, :func:`refit_chosen`'s for a regression file)."""
+    :func:`refit_epochs` gives now by ``rule``; a fitted baseline's fit on the whole train file (:func:`whole_train`'s
+    for a classification file, :func:`refit_chosen`'s for a regression file)."""
     refits = _comparison_records(args, dataset, "regular", REFIT)
     whole = _comparison_records(args, dataset, "regular", WHOLE)
     higher = dataset not in REGRESSION
@@ -535,19 +554,20 @@ def _refit_test(args, dataset: str, splits: list[list[dict]]):
     def runs(label: str) -> list[dict]:
         if label in BASELINES:
             return [r for r in (whole if higher and label in WHOLE_TRAIN else refits) if r["preset"] == label]
-        want = f"{refit_epochs(splits, label, higher)}ep"
+        want = f"{refit_epochs(splits, label, higher, rule)}ep"
         return [r for r in refits if r["preset"] == label and r["budget"] == want]
     return runs
 
 
-def floors_table(args, budget: str, draws: list[int] | None = None, refit: bool = False) -> list[str]:
+def floors_table(args, budget: str, draws: list[int] | None = None, refit: str | None = None) -> list[str]:
     """Floors on the regular files, every choice made on validation: the best model of the harness, the best neural
     one and the better NAC profile against 1-NN Euclidean, our MiniRocket against its published accuracy (fitted on
     the whole train file as the published one is, from :func:`whole_train`'s records when there are any); on the
     regression files the best model's RMSE against the training mean's (``majority``). With ``draws`` the choices
     are made on the comparison's validation split and those draws together (:func:`choices`; a file is left out
-    until every draw is recorded); the test numbers are the comparison's (3 seeds), or with ``refit`` those of the
-    chosen presets refitted on the whole train file (:func:`refit_chosen`; a file waits for every refit)."""
+    until every draw is recorded); the test numbers are the comparison's (3 seeds), or with ``refit`` (a rule of
+    ``REFIT_RULES``) those of the chosen presets refitted on the whole train file (:func:`refit_chosen`; a file
+    waits for every refit)."""
     rows = []
     verdicts: dict[str, list[bool]] = {"best": [], "neural": [], "nac": [], "rocket": []}  # classification files
     for d in args.datasets:
@@ -556,7 +576,7 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: bool 
             continue
         recs, splits, chosen = got
         if refit:
-            runs_of = _refit_test(args, d, splits)
+            runs_of = _refit_test(args, d, splits, refit)
             wanted = {label for label in [*chosen.values(), "majority/sequence"] if label}
         else:
             def runs_of(label, recs=recs):
@@ -603,8 +623,9 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: bool 
         return f"{sum(verdicts[key])} of {len(verdicts[key])}"
     how = (f"chosen on {len(draws) + 1} validation splits of the train file together (data.seed 0 and draws "
            f"{', '.join(map(str, draws))}, seed 0 each)" if draws else "chosen on validation")
-    tests = ("the chosen neural presets refitted on the whole train file for the epochs validation found, the fitted "
-             "baselines fitted on it; test means over seeds" if refit else "test means over seeds")
+    epochs = {"best": "the epoch of their best validation score", "trained": "the epochs their compared runs trained"}
+    tests = (f"the chosen neural presets refitted on the whole train file for {epochs.get(refit)} (mean over their "
+             "runs), the fitted baselines fitted on it; test means over seeds" if refit else "test means over seeds")
     return [f"### Floors, {budget}, regular files (every model and profile {how}; {tests})", "",
             "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
             "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
@@ -632,7 +653,8 @@ def report(args) -> str:
         lines += floors_table(args, budget)
         if budget.endswith("ep") and args.draws:
             lines += floors_table(args, budget, args.draws)
-            lines += floors_table(args, budget, args.draws, refit=True)
+            for rule in REFIT_RULES:
+                lines += floors_table(args, budget, args.draws, refit=rule)
     return "\n".join(lines + front_end_table(args))
 
 

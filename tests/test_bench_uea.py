@@ -19,8 +19,11 @@ def rec(preset: str, seed: int, val: list[float], test: float, **metrics) -> dic
 def test_choice_is_made_on_validation_not_on_test():
     records = [rec("a", s, [0.5, 0.9], 0.70) for s in (0, 1)] + [rec("b", s, [0.6, 0.8], 0.99) for s in (0, 1)]
     assert uea.chosen_on_validation(records, ["a", "b"], higher=True) == "a"  # b's higher test does not count
-    # equal best validation: the last validation value breaks the tie, then the order listed
-    tied = [rec("a", 0, [0.9, 0.7], 0.5), rec("b", 0, [0.9, 0.8], 0.4)]
+    # the final model (the one tested) validates 0.9 in b, 0.7 in a: a's luckier best evaluation (1.0) does not count
+    assert uea.chosen_on_validation([rec("a", 0, [1.0, 0.7], 0.5), rec("b", 0, [0.9, 0.9], 0.5)], ["a", "b"],
+                                    higher=True) == "b"
+    # equal final validation: the best one breaks the tie, then the order listed
+    tied = [rec("a", 0, [0.7, 0.9], 0.5), rec("b", 0, [0.95, 0.9], 0.4)]
     assert uea.chosen_on_validation(tied, ["a", "b"], higher=True) == "b"
     same = [rec("a", 0, [0.9], 0.5), rec("b", 0, [0.9], 0.6)]
     assert uea.chosen_on_validation(same, ["a", "b"], higher=True) == "a"
@@ -172,6 +175,7 @@ def test_best_epoch_is_the_first_best_evaluation_and_refit_epochs_average_them()
     assert uea.best_epoch(dict(rec("a", 0, [0.9, 0.8, 0.8], 0.5), epochs=30), higher=True) == 10
     splits = [[run, dict(rec("b", 0, [0.1], 0.5), epochs=400)], [dict(run, curve_rel_l2=[1.0, 0.5, 0.5, 0.5])]]
     assert uea.refit_epochs(splits, "a", higher=True) == round((10 + 5) / 2)  # the other label's runs do not count
+    assert uea.refit_epochs(splits, "a", higher=True, rule="trained") == 20    # the epochs the runs trained
 
 
 def _refits(args, dataset, records, budget):
@@ -184,14 +188,14 @@ def test_refit_floors_score_the_chosen_presets_refitted_for_the_epochs_validatio
     main = [dict(rec("gru/sequence", s, [0.8, 0.95], 0.85), epochs=20) for s in (0, 1)] + \
         [rec("knn/sequence", 0, [0.9], 0.88), rec("minirocket/sequence", 0, [0.9], 0.97)]
     args = _write(tmp_path, "GunPoint", main)
-    assert uea.floors_table(args, "400ep", draws=[], refit=True) == []  # nothing refitted yet: no row
+    assert uea.floors_table(args, "400ep", draws=[], refit="best") == []  # nothing refitted yet: no row
     # the gru runs peaked at their last evaluation, epoch 20: a refit of another length is not the chosen one
     _refits(args, "GunPoint", [dict(rec("gru/sequence", 0, [], 0.99), budget="30ep")], uea.REFIT)
-    assert uea.floors_table(args, "400ep", draws=[], refit=True) == []
+    assert uea.floors_table(args, "400ep", draws=[], refit="best") == []
     _refits(args, "GunPoint", [dict(rec("gru/sequence", s, [], t), budget="20ep") for s, t in ((0, 0.92), (1, 0.94))]
             + [dict(rec("gru/sequence", 0, [], 0.10), budget="30ep")], uea.REFIT)
     _refits(args, "GunPoint", [rec("knn/sequence", 0, [], 0.913), rec("minirocket/sequence", 0, [], 0.99)], uea.WHOLE)
-    lines = uea.floors_table(args, "400ep", draws=[], refit=True)
+    lines = uea.floors_table(args, "400ep", draws=[], refit="best")
     row = next(line for line in lines if line.startswith("| GunPoint"))
     # GRU validates best (0.95); refitted for 20 epochs it scores 0.930 on the test file, above the 1-NN of 0.913
     assert "| gru/sequence: 0.930 | yes | gru/sequence: 0.930 | yes |" in row
@@ -206,7 +210,7 @@ def test_refit_floors_of_a_regression_file_use_the_whole_file_training_mean(tmp_
     args = _write(tmp_path, "Covid3Month", main)
     _refits(args, "Covid3Month", [dict(rec("gru/sequence", 0, [], 0.043, r2=0.1), budget="10ep"),
                                   dict(rec("majority/sequence", 0, [], 0.0447), budget="1ep")], uea.REFIT)
-    row = next(line for line in uea.floors_table(args, "400ep", draws=[], refit=True) if line.startswith("| Cov"))
+    row = next(line for line in uea.floors_table(args, "400ep", draws=[], refit="best") if line.startswith("| Cov"))
     assert "training mean 0.04470 | gru/sequence: 0.04300, R^2 0.100 | yes |" in row
 
 
@@ -221,6 +225,7 @@ def test_front_end_table_reads_validation_only_and_counts_the_runs(tmp_path):
                                                          rec("nac-plain", 0, [plain, 0.5], 0.99)]))
     lines = uea.front_end_table(args)
     row = {line.split("|")[2].strip(): line for line in lines if line.startswith("| nac")}
-    assert "| 0.950 / 0.950 (2) | - | - | 0.950 |" in row["batchnorm"]
-    assert "| 0.850 / 0.500 (2) | - | - | 0.850 |" in row["plain"]
+    assert "| 0.950 / 0.950 (2) | - | - | 0.950 / 0.950 |" in row["batchnorm"]
+    assert "| 0.500 / 0.850 (2) | - | - | 0.500 / 0.850 |" in row["plain"]  # the final model's, then the best
+    assert "batchnorm 0.950, plain 0.500; highest: batchnorm" in lines[-2]
     assert "0.99" not in "\n".join(lines)
