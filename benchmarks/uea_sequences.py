@@ -63,12 +63,17 @@ _CONVS = "model.conv_channels=[64,64,64];model.conv_kernel=7;model.pool=mean"
 FRONT_END_CANDIDATES = {"batchnorm": CONV_FRONT, "plain": _CONVS, "layernorm": f"{_CONVS};model.conv_norm=layer"}
 FRONT_END_CORES = {"gru": "gru/sequence", "nac": "nac/sequence;model.compat=tuned"}
 FRONT_END_FILES = ("GunPoint", "ArrowHead", "ItalyPowerDemand")
+#: the front end of every */sequence cpu preset until 29 Nov (nac and gru: CONV_FRONT since), which the entries
+#: compared before pin. The same configs, but their resolved form now names conv_norm (and GRU's pool), so a resumed
+#: run trains these three entries again under new run names; the recorded ones stay the evidence
+ONE_CONV = "model.conv_channels=[32];model.conv_kernel=5;model.conv_norm=none"
 #: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it, with our tuned choices, and with
 #: the tuned choices behind the normalised conv front end; GRU behind it too (listed after the presets it extends, so
 #: that a tie on validation keeps the earlier one)
-MODELS = ("nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;model.pool=mean",
-          "nac-tuned=nac/sequence;model.compat=tuned",
-          "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence", "odernn/sequence",
+MODELS = (f"nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;{ONE_CONV};model.pool=mean",
+          f"nac-tuned=nac/sequence;model.compat=tuned;{ONE_CONV};model.pool=last",
+          f"gru/sequence;{ONE_CONV};model.pool=last", "lstm/sequence", "cfc/sequence", "ltc/sequence",
+          "mha/sequence", "odernn/sequence",
           f"nac-conv=nac/sequence;model.compat=tuned;{CONV_FRONT}", f"gru-conv=gru/sequence;{CONV_FRONT}",
           "majority/sequence", "knn/sequence", "minirocket/sequence")
 #: the fitted baselines (one pass, no epochs): trained once per seed, whatever the budget
@@ -326,7 +331,10 @@ RMSE_FMT = ".5f"
 
 
 def _label(entry: str) -> str:
-    return entry.split("=")[0] if "=" in entry.split(";")[0] else entry
+    """The label ``neurodyn compare`` records for an entry (``neurodyn.compare.parse_entry``'s)."""
+    from neurodyn.compare import parse_entry
+
+    return parse_entry(entry)[0]
 
 
 def _comparison_records(args, dataset: str, variant: str, budget: str) -> list[dict]:

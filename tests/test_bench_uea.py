@@ -229,3 +229,14 @@ def test_front_end_table_reads_validation_only_and_counts_the_runs(tmp_path):
     assert "| 0.500 / 0.850 (2) | - | - | 0.500 / 0.850 |" in row["plain"]  # the final model's, then the best
     assert "batchnorm 0.950, plain 0.500; highest: batchnorm" in lines[-2]
     assert "0.99" not in "\n".join(lines)
+
+
+def test_every_compared_entry_keeps_the_label_its_records_hold():
+    # the GRU entry pins the front end of before 29 Nov; its records are labelled by the bare preset, as compare does
+    labels = [uea._label(e) for e in uea.MODELS]
+    assert labels[:3] == ["nac-paper", "nac-tuned", "gru/sequence"] and "nac-conv" in labels
+    assert len(set(labels)) == len(labels)
+    for dataset in uea.DATASETS:  # the recorded labels are those of the driver's entries
+        recorded = {r["preset"] for r in json.loads((uea.OUT.parent / f"uea_tuned_{dataset}-regular-400ep"
+                                                    / "results.json").read_text())}
+        assert recorded == set(labels)
