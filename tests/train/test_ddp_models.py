@@ -6,6 +6,7 @@ also refuses to train a model with a parameter that gets no gradient, so a pass 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -48,12 +49,13 @@ def test_two_processes_follow_one(tmp_path, data_dir, family):
     assert one.returncode == 0, one.stderr[-3000:]
     port = str(29500 + (os.getpid() + hash(family)) % 1000)
     launch = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
-    two = _run([*args, "--run-name", "two", "--fresh"], env, launch)
+    two = _run([*args, "--run-name", "two"], env, launch)
     if two.returncode != 0 and GLOO_EXIT_ABORT in two.stderr:
         # gloo's worker threads now and then abort a rank as it exits, after the run is written (seen about once in
         # ten suites on a loaded 2-core machine, despite the barrier and destroy_process_group in cli.cmd_train):
-        # train again once; any other failure, or the abort twice in a row, fails
-        two = _run([*args, "--run-name", "two", "--fresh"], env, launch)
+        # train again once, from nothing; any other failure, or the abort twice in a row, fails
+        shutil.rmtree(tmp_path / "two")
+        two = _run([*args, "--run-name", "two"], env, launch)
     assert two.returncode == 0, two.stderr[-3000:]
     l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
     assert len(l1) == len(l2) == 2
