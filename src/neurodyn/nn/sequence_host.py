@@ -127,8 +127,9 @@ class MaskedNorm(nn.Module):
 
 
 class FrontEnd(nn.Sequential):
-    """The conv front end: ``x (B, T, C), mask`` -> ``(B, T, F)`` (``x`` itself without convs); the normalisation
-    layers see the mask, the padded steps are zeroed again after every layer so that no conv reads them."""
+    """The conv front end: ``x (B, T, C), mask`` -> ``(B, T, F)`` (``x`` itself without convs). The normalisation
+    layers see the mask, and the padded steps are zeroed again after each of them, so that the next conv reads zeros
+    there as it does at the sequence's ends (without a norm the layout and the outputs are those of before)."""
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if not len(self):
