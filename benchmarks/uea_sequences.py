@@ -180,7 +180,6 @@ def groups(args) -> list[tuple[str, str, str]]:
 
 
 def run_all(args) -> None:
-
     from neurodyn.compare import compare, parse_budget
 
     uea = _uea_dir(args)
@@ -255,13 +254,14 @@ def front_end_table(args) -> list[str]:
     """The front-end choice on validation: per core and front end, the mean over the recorded splits of the final
     model's and of the best validation accuracy per file (``n``: runs recorded), and the means over the files of
     both; no test number."""
+    records = {dataset: [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))]
+               for dataset in FRONT_END_FILES}
     rows, seen, finals = [], False, {front: [] for front in FRONT_END_CANDIDATES}
     for core in FRONT_END_CORES:
         for front in FRONT_END_CANDIDATES:
             cells, scores = [], []
             for dataset in FRONT_END_FILES:
-                runs = [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))
-                        if r["preset"] == f"{core}-{front}" and r.get("curve_rel_l2")]
+                runs = [r for r in records[dataset] if r["preset"] == f"{core}-{front}" and r.get("curve_rel_l2")]
                 seen |= bool(runs)
                 score = validation_score(runs, higher=True)
                 cells.append(f"{score[0]:.3f} / {score[1]:.3f} ({len(runs)})" if score else "-")
@@ -541,8 +541,7 @@ def refit_chosen(args, uea: Path) -> None:
         if dataset in REGRESSION:  # whole_train fits no regression file: the training mean (and a chosen baseline)
             fitted = dict.fromkeys(["majority/sequence", *(c for c in chosen.values() if entries.get(c) in BASELINES)])
             compare(list(fitted), folder, "cpu", seeds=args.seeds, epochs=1, overrides=whole)
-        if (folder / "results.json").exists():  # compare.md of every refit of the file, not only the last call's
-            records = json.loads((folder / "results.json").read_text())
+        if records := _read_records(folder):  # compare.md of every refit of the file, not only the last call's
             (folder / "compare.md").write_text(comparison_table(records, title=f"{dataset}: the presets chosen on "
                                                                 "validation, refitted on the whole train file"))
 
@@ -585,13 +584,14 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: str |
         recs, splits, chosen = got
         if refit:
             runs_of = _refit_test(args, d, splits, refit)
-            wanted = {label for label in [*chosen.values(), "majority/sequence"] if label}
+            mean = {"majority/sequence"} if d in REGRESSION else set()  # a regression file's whole-file training mean
+            wanted = {label for label in chosen.values() if label} | mean
         else:
             def runs_of(label, recs=recs):
                 return [r for r in recs if r["preset"] == label]
             wanted = {_label(e) for e in MODELS}
         test = {label: statistics.mean(vals) for label in wanted if (vals := _test_values(runs_of(label)))}
-        if refit and set(test) != wanted - ({"majority/sequence"} if d not in REGRESSION else set()):
+        if refit and set(test) != wanted:
             continue  # a chosen preset not refitted yet
         if d in REGRESSION:
             best = chosen["best"]

@@ -102,7 +102,8 @@ class SequenceHost(nn.Module):
 
 
 class MaskedNorm(nn.Module):
-    """Normalisation of a conv output ``(B, F, T)`` that ignores padded steps (``mask: (B, T)``, True = real).
+    """Normalisation of a conv output ``(B, F, T)`` that ignores padded steps (``mask: (B, T)``, True = real) and
+    returns them as zeros, so that the next conv reads zeros there as it does at the sequence's ends.
 
     ``batch``: each feature standardised over the batch's valid steps (training; running statistics in eval, as
     ``BatchNorm1d``), then scaled and shifted: ``y = gamma (z - mu) / sqrt(var + eps) + beta``. ``layer``: each step
@@ -116,7 +117,8 @@ class MaskedNorm(nn.Module):
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.how == "layer":
-            return self.norm(z.transpose(1, 2)).transpose(1, 2)
+            y = self.norm(z.transpose(1, 2)).transpose(1, 2)
+            return y if mask is None else y * mask[:, None, :].to(y.dtype)
         if mask is None or bool(mask.all()):
             return self.norm(z)
         # BatchNorm1d over the valid steps only: (valid steps, F) rows are one batch of its statistics
@@ -127,18 +129,15 @@ class MaskedNorm(nn.Module):
 
 
 class FrontEnd(nn.Sequential):
-    """The conv front end: ``x (B, T, C), mask`` -> ``(B, T, F)`` (``x`` itself without convs). The normalisation
-    layers see the mask, and the padded steps are zeroed again after each of them, so that the next conv reads zeros
-    there as it does at the sequence's ends (without a norm the layout and the outputs are those of before)."""
+    """The conv front end: ``x (B, T, C), mask`` -> ``(B, T, F)`` (``x`` itself without convs); the normalisation
+    layers (:class:`MaskedNorm`) take the mask (without a norm the layout and the outputs are those of before)."""
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if not len(self):
             return x
-        z, m = x.transpose(1, 2), None if mask is None else mask[:, None, :].to(x.dtype)
+        z = x.transpose(1, 2)
         for layer in self:
             z = layer(z, mask) if isinstance(layer, MaskedNorm) else layer(z)
-            if m is not None and isinstance(layer, MaskedNorm):
-                z = z * m
         return z.transpose(1, 2)
 
 
