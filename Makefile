@@ -25,12 +25,15 @@ demo: $(STAMP)
 	$(BIN)/neurodyn train fno/darcy --scale cpu --run-name demo model.width=24 'model.modes=[8,8]' train.epochs=20
 	@echo "plots: runs/demo/predictions.png runs/demo/learning_curve.png; table: runs/demo/summary.md"
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+# the tests run in one worker process per core (pytest-xdist; TEST_WORKERS=0 runs them in this process)
+TEST_WORKERS ?= auto
 
-# everything but the tests marked @pytest.mark.slow (multi-process runs, end-to-end trainings): about a minute
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+# everything but the tests marked @pytest.mark.slow (multi-process runs, compiles, end-to-end trainings)
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 # ruff (configured in pyproject.toml) on the sources, the tests and the benchmark scripts; the tracked tree's size
 # rules (no file over 2 MB, under 20 MB in all, no checkpoint at rest: .ci/check_tree.py)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .errors import ConfigError, DataError, DiskFullError, disk_full_errno
+from .errors import ConfigError, DataError, DiskFullError, disk_full_errno, make_room, no_room
 from .files import check_not_special, temporary_path
 
 
@@ -33,8 +33,9 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
         if not is_disk_full(exc):
             raise
         kept = f"the previous {path.name} is kept" if path.exists() else f"no {path.name} was written"
-        raise DiskFullError(f"the disk holding {path.parent} is full (writing {path.name}); {kept}; free space there "
-                       "and run the same command again to resume") from None
+        code = disk_full_errno(exc)
+        raise DiskFullError(f"{no_room(code, path.parent)} (writing {path.name}); {kept}; "
+                            f"{make_room(code, path.parent)} and run the same command again to resume") from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -54,24 +54,15 @@ def _parse_shard(text: str) -> tuple[int, int]:
 
 def _key_values(words: Sequence[str], what: str) -> dict:
     """``["a=1", "b=[2,3]"]`` -> ``{"a": 1, "b": [2, 3]}`` (values parsed as YAML)."""
-    import yaml
+    from .config_types import plain_value
 
     out = {}
     for word in words:
         if "=" not in word:
             raise ConfigError(f"{what} {word!r} is not of the form key=value")
         key, value = word.split("=", 1)
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{what} {word!r}: the value is not plain YAML ({_first_line(exc)}); give a number, "
-                              "a string, a list [a, b] or a mapping {k: v}") from None
+        out[key] = plain_value(value, f"{what} {word!r}")
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split("\n")[0].split())
-    return text or type(exc).__name__
 
 
 def _values_may_start_with_dash(argv: Sequence[str], options: Sequence[str]) -> list[str]:
@@ -218,8 +209,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_experiment(args.preset, args.scale, args.overrides)
     run_dir = _run_dir(args, cfg)
-    check_config(cfg)  # a bad key or value is reported before --fresh removes anything or a run is compared
     device = torch.device(_device(args))
+    check_config(cfg, device)  # a bad key or value is reported before --fresh removes anything or a run is compared
     dist = init_from_env(device)
     if device.type == "cuda" and dist.enabled:
         device = torch.device("cuda", dist.local_rank)
@@ -287,7 +278,12 @@ def _which(args: argparse.Namespace) -> tuple[str, str]:
     ``auto`` chose)."""
     from .train.predict import choose_checkpoint
 
-    if args.which != "auto" or Path(args.run).is_file():
+    if Path(args.run).is_file():
+        if args.which is not None:
+            raise ConfigError(f"--which {args.which} picks a checkpoint of a run folder, and {args.run} is a "
+                              "checkpoint file itself; drop --which, or give the run folder")
+        return "last", ""
+    if args.which not in (None, "auto"):
         return args.which, ""
     return choose_checkpoint(args.run)
 
@@ -436,7 +432,7 @@ def _add_convert(sub) -> None:
 def _add_trained_run(p: argparse.ArgumentParser, func) -> None:
     """What ``evaluate`` and ``predict`` both take: the run, which of its checkpoints, the device."""
     p.add_argument("run", help="run folder or checkpoint file")
-    p.add_argument("--which", default="auto", choices=("auto", "last", "best"), help=WHICH_HELP)
+    p.add_argument("--which", default=None, choices=("auto", "last", "best"), help=WHICH_HELP)
     p.add_argument("--device", default=None)
     p.set_defaults(func=func)
 

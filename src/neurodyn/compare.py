@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from .errors import ConfigError
+from .files import check_outside_runs
 from .train.predict import TrainedRun
 from .train.runs import read_history
 from .bench.jobs import Job, preset_config, run_jobs
@@ -233,6 +234,7 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         entries[label] = (preset, entry_overrides)
     data_from = data_from or next(iter(entries.values()))[0]
     out_dir = Path(out_dir)
+    check_outside_runs(out_dir, "--out")  # the compared runs go below it, never into another run's folder
     jobs = []
     unknown = sorted(set(preset_overrides or {}) - set(entries))
     if unknown:

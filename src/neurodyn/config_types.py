@@ -114,3 +114,39 @@ def check_number(what: str, value: Any, *, minimum: float | None = None, above: 
         bound = f">= {minimum}" if minimum is not None and value < minimum else f"> {above}"
         raise ConfigError(f"{what}={value!r} must be {bound}{why}")
     return float(value)
+
+
+PLAIN_TYPES = (type(None), bool, int, float, str)
+
+
+def plain_value(text: str, what: str) -> Any:
+    """The YAML value ``text`` of a ``key=value`` word (``what``: the word, for the message), as plain data: a number,
+    a string, true / false, null, or lists and mappings of them. Anything else is one ConfigError: YAML that does not
+    parse, a ``!!python`` tag, a tag whose value is not of its type (``!!int 12abc``), or a value of another type
+    (``!!binary``, ``!!timestamp``, ``!!set``)."""
+    import yaml
+
+    hint = "give a number, a string, a list [a, b] or a mapping {k: v}"
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = " ".join(str(exc).split("\n")[0].split()) or type(exc).__name__
+        raise ConfigError(f"{what}: the value is not plain YAML ({first}); {hint}") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a tag's constructor refused its text: !!int 12abc
+        raise ConfigError(f"{what}: the value is not plain YAML ({' '.join(str(exc).split())}); {hint}") from None
+    bad = _not_plain(value)
+    if bad is not None:
+        raise ConfigError(f"{what}: the value is not plain YAML (it holds a {type(bad).__name__}); {hint}")
+    return value
+
+
+def _not_plain(value: Any) -> Any:
+    """The first part of ``value`` that is not plain data, or ``None``."""
+    if isinstance(value, PLAIN_TYPES):
+        return None
+    if isinstance(value, list):
+        return next((b for b in map(_not_plain, value) if b is not None), None)
+    if isinstance(value, dict):
+        keys = next((k for k in value if not isinstance(k, PLAIN_TYPES)), None)
+        return keys if keys is not None else next((b for b in map(_not_plain, value.values()) if b is not None), None)
+    return value

@@ -34,12 +34,30 @@ class DiskFullError(DataError):
     was kept."""
 
 
-DISK_FULL = tuple(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+DISK_FULL = tuple(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None)
+"""The errors of a write that found no room: a full disk, a used-up quota, a file past the process's size limit."""
+
+
+def no_room(code: int | None, folder: object) -> str:
+    """What stopped a write into ``folder`` for the :data:`DISK_FULL` error ``code``, as a clause: ``the disk holding
+    F is full``, ``the disk quota ... is used up``, or ``the file grew past this process's file-size limit``."""
+    if code == errno.EFBIG:
+        return f"a file in {folder} grew past this process's file-size limit (ulimit -f)"
+    if code is not None and code == getattr(errno, "EDQUOT", None):
+        return f"the user's disk quota on the disk holding {folder} is used up"
+    return f"the disk holding {folder} is full"
+
+
+def make_room(code: int | None, folder: object) -> str:
+    """The remedy for :func:`no_room`'s ``code``: raise the size limit, or free space in ``folder``."""
+    if code == errno.EFBIG:
+        return "raise the limit (ulimit -f unlimited)"
+    return f"free space in {folder}"
 
 
 def disk_full_errno(exc: BaseException | None) -> int | None:
-    """ENOSPC or EDQUOT when ``exc``, or an exception it was raised from or while handling, is that OSError (numpy's
-    zip writer reports a full disk as ``RuntimeError: unexpected pos`` raised while handling it)."""
+    """ENOSPC, EDQUOT or EFBIG when ``exc``, or an exception it was raised from or while handling, is that OSError
+    (numpy's zip writer reports a full disk as ``RuntimeError: unexpected pos`` raised while handling it)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -8,6 +8,9 @@
 * :func:`atomic_output` writes a file through a temporary beside it that is renamed into place, and removed on any
   other exit (an exception, Ctrl-C); :func:`remove_dead_temporaries` removes the temporaries a killed process
   (``kill -9``) could not.
+* :data:`RUN_MARKER` is the file the library writes into every run folder it makes: a folder is a run folder only if
+  it holds one (:func:`holds_run_marker`). :func:`enclosing_run` finds the run folder a path lies in, and
+  :func:`check_outside_runs` refuses to write a file there: a run's files are written by its training alone.
 """
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import DataError
+
+RUN_MARKER = ".neurodyn-run"
+"""The file that makes a folder a run folder: written by the library into every run folder it creates (JSON: the
+library and its version), never by hand. Training, resuming and ``--fresh`` take only a folder that holds it."""
 
 NAME_MAX = 255  # bytes of one folder entry on Linux and macOS file systems
 _KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
@@ -119,3 +126,56 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def holds_run_marker(folder: str | Path) -> bool:
+    """Whether ``folder`` holds the library's :data:`RUN_MARKER`: a regular file (never a link) naming neurodyn."""
+    import json
+
+    marker = Path(folder) / RUN_MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return False
+    try:
+        return json.loads(marker.read_text()).get("library") == "neurodyn"
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+
+def write_run_marker(folder: str | Path) -> None:
+    """Write :data:`RUN_MARKER` into ``folder`` (an existing folder) unless it is there."""
+    import json
+
+    from ._version import __version__
+
+    if holds_run_marker(folder):
+        return
+    with atomic_output(Path(folder) / RUN_MARKER) as tmp:
+        tmp.write_text(json.dumps({"library": "neurodyn", "version": __version__}) + "\n")
+
+
+def _looks_like_a_run(folder: Path) -> bool:
+    """A folder laid out as a run (the marker, or ``config.yaml`` beside ``checkpoints/``: a run of a release before
+    the marker), which no writer but its training may put files into."""
+    try:
+        return holds_run_marker(folder) or ((folder / "config.yaml").is_file() and (folder / "checkpoints").is_dir())
+    except OSError:
+        return False
+
+
+def enclosing_run(path: str | Path) -> Path | None:
+    """The run folder that ``path`` lies in (or is), the nearest one up its folders, or ``None``."""
+    try:
+        resolved = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return next((p for p in (resolved, *resolved.parents) if _looks_like_a_run(p)), None)
+
+
+def check_outside_runs(path: str | Path, what: str, owner: str | Path | None = None) -> None:
+    """Raise one DataError when writing ``path`` (``what``: the option that named it, e.g. ``--out``) would put a
+    file into a run folder: only a run's training writes there (its checkpoints, metrics and plots; ``owner``: the
+    run folder of the training that writes ``path``, which may)."""
+    run = enclosing_run(path)
+    if run is not None and (owner is None or run != Path(owner).resolve()):
+        raise DataError(f"{what} {path} lies in the run folder {run}, whose files only its training writes; choose a "
+                        "path outside every run folder")

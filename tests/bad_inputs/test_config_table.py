@@ -1,5 +1,8 @@
 """Bad config values through ``neurodyn train --fresh``: each case -> the one sentence expected, and nothing touched.
 
+The last rows are checks beyond the config's own values (the model's size against the memory, the data file, the
+split sizes, a Triton scan backend against the device, YAML tags): all made before ``--fresh`` removes the run.
+
 ``CASES``: a preset, one bad ``model.*`` or ``train.*`` override and the words the error must hold (the field and
 the value, and what is expected). The configs validate themselves when they are made, and ``train`` makes them
 before anything else, so each case must leave the world as it was: the run folder that ``--fresh`` would remove
@@ -11,10 +14,12 @@ import dataclasses
 import re
 
 import pytest
+import torch
 
 from neurodyn import models
 from neurodyn.cli import main
 from neurodyn.errors import ConfigError
+from neurodyn.files import write_run_marker
 from neurodyn.train.run_folder import why_not_a_run_folder
 
 CASES = [
@@ -53,18 +58,32 @@ CASES = [
     ("train-loss", "fno/darcy", "train.loss=l7", "train.loss must be one of"),
     ("train-mode", "fno/navier_stokes_rollout", "train.train_mode=replay", "train.train_mode must be one of"),
     ("train-eval-every", "nac/sequence", "train.eval_every=0", "train.eval_every must be >= 1, got 0"),
+    # checks that need more than the config's own values, still made before --fresh removes anything
+    ("memory-model-too-large", "fno/darcy", "model.width=30000", "does not fit in memory"),
+    ("data-path-missing", "fno/darcy", "data.path=/nonexistent/train.h5", "/nonexistent/train.h5 does not exist"),
+    ("data-path-a-folder", "fno/darcy", "data.path=/", "dataset file / is a directory"),
+    ("n-train-zero", "fno/darcy", "data.n_train=0", "data.n_train=0 leaves no training sample"),
+    ("triton-backend-on-cpu", "lamo/darcy", "model.ssm.backend=triton",
+     "model.ssm.backend=triton runs the Triton kernels, which need a CUDA device"),
+    ("yaml-int-tag-not-an-int", "fno/darcy", "model.width=!!int 12abc", "the value is not plain YAML"),
+    ("yaml-binary-tag", "fno/darcy", "data.path=!!binary aGVsbG8=", "the value is not plain YAML (it holds a bytes)"),
+    ("yaml-timestamp-tag", "fno/darcy", "train.loss=!!timestamp 2001-12-14", "the value is not plain YAML"),
 ]
 
 
 @pytest.mark.parametrize("case, preset, override, words", CASES, ids=[c[0] for c in CASES])
 def test_bad_value_is_refused_before_anything_is_touched(case, preset, override, words, tmp_path, monkeypatch,
                                                          capsys):
+    if case == "triton-backend-on-cpu" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
     data = tmp_path / "data"
     monkeypatch.setenv("NEURODYN_DATA", str(data))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     run = tmp_path / "runs" / "r"
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(f"preset: {preset}\nmodel: {{name: fno}}\ntrain: {{epochs: 1}}\n")
     (run / "metrics.jsonl").write_text('{"epoch": 0, "marker": "kept"}\n')
+    write_run_marker(run)
     assert why_not_a_run_folder(run) is None  # a run folder: --fresh would remove it
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     code = main(["train", preset, "--scale", "tiny", "--no-progress", "--fresh", "--runs-dir", str(tmp_path / "runs"),
@@ -75,7 +94,7 @@ def test_bad_value_is_refused_before_anything_is_touched(case, preset, override,
     assert words in err, err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # --fresh removed nothing
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
-        "runs", "runs/r", "runs/r/config.yaml", "runs/r/metrics.jsonl"]  # no data made or cached, nothing written
+        "runs", "runs/r", "runs/r/.neurodyn-run", "runs/r/config.yaml", "runs/r/metrics.jsonl"]  # nothing written
 
 
 def test_every_kind_of_config_is_in_the_table():

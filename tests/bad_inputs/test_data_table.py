@@ -184,6 +184,43 @@ def _stored_dataset_of_a_folder(place, mp):
     StoredDataset(place / "folder")
 
 
+def _ts_value_beyond_float32(place, mp):
+    _convert(place, "big.ts", "@problemName S\n@univariate true\n@classLabel true a b\n@data\n1,2,3:a\n4,1e39,6:b\n")
+
+
+def _file_size_limit_writing_chunks(place, mp):
+    """Every chunk write passes the process's file-size limit (``ulimit -f``): numpy's zip writer gets EFBIG."""
+    def savez(f, **arrays):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    mp.setattr(np, "savez", savez)
+
+
+def _external_link_store(place, mp=None) -> Path:
+    """``linked.h5``: ``darcy.h5`` whose ``fields/a`` is an external link to a file that does not exist."""
+    import h5py
+
+    shutil.copy(place / "darcy.h5", place / "linked.h5")
+    with h5py.File(place / "linked.h5", "a") as f:
+        del f["fields/a"]
+        f["fields/a"] = h5py.ExternalLink("missing.h5", "/a")
+    return place / "linked.h5"
+
+
+def _stored_dataset_with_an_external_link(place, mp):
+    from neurodyn.data.store import StoredDataset
+
+    StoredDataset(_external_link_store(place))
+
+
+def _out_inside_a_run_folder(place, mp):
+    """``runs/r``: a run folder (it holds the run marker)."""
+    from neurodyn.files import write_run_marker
+
+    (place / "runs" / "r").mkdir(parents=True)
+    write_run_marker(place / "runs" / "r")
+
+
 CASES = [
     # (id, CLI words or a library call, set-up before a CLI call, words expected in the one-line message)
     ("out-other-seed-and-count", [*GEN[:2], "--n", "3", "resolution=5", "--seed", "1", "--out", "{p}/darcy.h5"],
@@ -235,6 +272,19 @@ CASES = [
      "stamped.ts:6: dimension 1 holds 2 values at the timestamp 1; expected one value per timestamp"),
     ("ts-infinite-value", _ts_infinite_value, None, "inf.ts:6: dimension 1 holds the infinite value 'inf'"),
     ("csv-infinite-value", _csv_infinite_value, None, "long.csv:3: column 'v' holds the infinite value '-inf'"),
+    ("ts-value-beyond-float32", _ts_value_beyond_float32, None,
+     "holds 1e+39, beyond the range of float32 (+-3.4e+38) in which the store keeps values"),
+    # a write that passes the file-size limit (ulimit -f) is said as such, and keeps what a full disk keeps
+    ("chunk-write-file-size-limit", [*GEN, "--out", "{p}/new.h5"], _file_size_limit_writing_chunks,
+     "grew past this process's file-size limit (ulimit -f) while writing chunk 1 of 1; the 0 finished chunk file(s)"),
+    # a store holds its arrays itself: a link (leading nowhere, or anywhere) is refused when the file is opened
+    ("store-with-an-external-link", _stored_dataset_with_an_external_link, None,
+     "fields/a is an external link to missing.h5:/a; a store file holds its arrays itself"),
+    # no writer puts a file into a run folder
+    ("generate-out-inside-a-run-folder", [*GEN, "--out", "{p}/runs/r/new.h5"], _out_inside_a_run_folder,
+     "lies in the run folder"),
+    ("convert-out-inside-a-run-folder", ["convert", "{p}/darcy_src.mat", "--out", "{p}/runs/r/conv.h5"],
+     lambda place, mp: (_fno_mat(place), _out_inside_a_run_folder(place, mp)), "lies in the run folder"),
 ]
 
 
@@ -277,7 +327,8 @@ def test_bad_data_input(place, darcy_store, monkeypatch, capsys, call, setup, ex
     left = [p for p in place.rglob("*") if p.name.endswith((".tmp", ".lock")) and not p.is_symlink()]
     assert not left, left
     assert not (place / "new.h5").exists() and not (place / "conv.h5").exists()
-    assert not (place / "runs").exists() or not any((place / "runs").iterdir())
+    made = [p.name for p in (place / "runs").rglob("*")] if (place / "runs").exists() else []
+    assert made in ([], ["r", ".neurodyn-run"]), made  # nothing but a case's own run folder
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,6 +343,16 @@ def test_info_data_names_a_fifo_among_the_stores_and_goes_on(place, monkeypatch,
     lines = capsys.readouterr().out.splitlines()
     assert any("darcy.h5  [darcy" in line for line in lines), lines
     assert any("pipe.h5  (unreadable: dataset file" in line and "is a named pipe (FIFO)" in line for line in lines)
+
+
+def test_info_data_names_a_store_with_a_dangling_link_and_goes_on(place, monkeypatch, capsys):
+    (place / "data").mkdir()
+    shutil.copy(place / "darcy.h5", place / "data" / "darcy.h5")
+    shutil.move(_external_link_store(place), place / "data" / "linked.h5")
+    assert main(["info", "data"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("darcy.h5  [darcy" in line for line in lines), lines
+    assert any("linked.h5  (unreadable: dataset file" in line and "external link" in line for line in lines), lines
 
 
 def test_an_assembly_removes_the_temporaries_of_killed_assemblies(place, capsys):

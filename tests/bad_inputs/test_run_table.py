@@ -8,6 +8,7 @@ The tests after the tables check behaviours that are not refusals (a long legal 
 trains on, ``compare`` does not reuse a stale run, an interrupted predict leaves nothing).
 """
 import errno
+import json
 import os
 import shutil
 import signal
@@ -149,6 +150,45 @@ def _nan_weights(world: Path, mp=None) -> None:
     torch.save(ckpt, path)
 
 
+def _symlink_to_victim(world: Path, mp=None) -> None:
+    """``runs/sub/link`` -> the user's folder outside ``--runs-dir``."""
+    (world / "runs" / "sub" / "link").symlink_to(world / "victim")
+
+
+def _undeletable_best(world: Path, mp) -> None:
+    """``done/checkpoints/best.pt`` refuses to go, as an immutable file (chattr +i) does: unlink and rename fail."""
+    def refuse(real):
+        def call(src, *args, **kwargs):
+            if str(src).endswith("best.pt"):
+                raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src))
+            return real(src, *args, **kwargs)
+        return call
+
+    for name in ("unlink", "remove", "rename", "replace"):
+        mp.setattr(os, name, refuse(getattr(os, name)))
+
+
+def _file_size_limit_writing_predictions(world: Path, mp) -> None:
+    """Writing the predictions passes this process's file-size limit (``ulimit -f``): EFBIG."""
+    import h5py
+
+    def too_big(self, *args, **kwargs):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    mp.setattr(h5py.Group, "create_dataset", too_big)
+
+
+def _store_with_a_dangling_link(world: Path, mp=None) -> None:
+    """``linked.h5``: the input store whose first field is an external link to a file that does not exist."""
+    import h5py
+
+    shutil.copy(world / "in.h5", world / "linked.h5")
+    with h5py.File(world / "linked.h5", "a") as f:
+        name = sorted(f["fields"])[0]
+        del f[f"fields/{name}"]
+        f[f"fields/{name}"] = h5py.ExternalLink("missing.h5", "/x")
+
+
 CASES = [
     # (id, argv after TRAIN-like words, set-up, words expected in the one line of stderr)
     ("run-name-parent-path-fresh", [*TRAIN, "--run-name", "../../victim", "--fresh"], None,
@@ -157,7 +197,22 @@ CASES = [
     ("run-name-dotdot", [*TRAIN, "--run-name", ".."], None, "must be a single folder name"),
     ("run-name-absolute", [*TRAIN, "--run-name", "{world}/victim"], None, "must be a single folder name"),
     ("run-name-nested", [*TRAIN, "--run-name", "a/b"], None, "must be a single folder name"),
-    ("fresh-not-a-run-folder", [*TRAIN, "--run-name", "mine", "--fresh"], "mine", "it holds no neurodyn config.yaml"),
+    ("fresh-not-a-run-folder", [*TRAIN, "--run-name", "mine", "--fresh"], "mine",
+     "it holds no run marker (.neurodyn-run)"),
+    # a folder is a run folder only if it holds the marker the library wrote: no other folder is trained into
+    ("train-into-a-users-folder", [*TRAIN, "--run-name", "mine"], "mine",
+     "it holds data.csv but no run marker (.neurodyn-run)"),
+    ("train-at-a-symlink-leading-outside", [*TRAIN, "--run-name", "link"], _symlink_to_victim,
+     "it is a symbolic link, which a run folder never is"),
+    ("run-name-over-255-bytes", [*TRAIN, "--run-name", "r" * 300], None, "is 300 bytes long; a folder name has at "
+     "most 255 bytes"),
+    # every check before --fresh removes the run: memory, the data file; and a run file that cannot go
+    ("fresh-model-too-large", [*TRAIN, "--run-name", "done", "--fresh", "model.width=30000"], None,
+     "does not fit in memory"),
+    ("fresh-data-path-missing", [*TRAIN, "--run-name", "done", "--fresh", "data.path={world}/missing.h5"], None,
+     "missing.h5 does not exist"),
+    ("fresh-undeletable-checkpoint", [*TRAIN, "--run-name", "done", "--fresh"], _undeletable_best,
+     "--fresh cannot remove"),
     ("fresh-run-with-user-file", [*TRAIN, "--run-name", "done", "--fresh"], _user_file_in_run,
      "it also holds notes.txt, which a run does not write"),
     ("typo-on-existing-run", [*TRAIN, "--run-name", "done", "model.widht=8"], None, "did you mean 'width'"),
@@ -175,9 +230,9 @@ CASES = [
     ("predict-out-is-its-input", [*PREDICT, "{world}/in.h5"], None, "is the input --data file; predictions never "
      "replace their input"),
     ("predict-out-a-checkpoint", [*PREDICT, "{world}/runs/sub/done/checkpoints/last.pt"], None,
-     "would replace a file of the run"),
+     "is the checkpoint the predictions come from"),
     ("predict-out-inside-checkpoints", [*PREDICT, "{world}/runs/sub/done/checkpoints/pred.h5"], None,
-     "write the predictions outside its checkpoints/ folder"),
+     "lies in the run folder"),
     ("predict-out-existing-file", [*PREDICT, "{world}/victim/precious.txt"], None,
      "already exists; choose another --out, or pass --overwrite to replace it"),
     ("predict-out-a-folder", [*PREDICT, "{world}/victim"], None, "is a folder; give a file name inside it"),
@@ -186,11 +241,20 @@ CASES = [
      "precious.txt is a file, not a folder; choose another --out"),
     ("predict-disk-full", [*PREDICT, "{world}/victim/pred.h5"], _disk_full_writing_predictions,
      "is full (writing the predictions to pred.h5); nothing was written"),
+    ("predict-overwrite-another-runs-checkpoint", [*PREDICT, "{world}/runs/sub/other/checkpoints/best.pt",
+                                                   "--overwrite"], None, "lies in the run folder"),
+    ("predict-out-into-another-run", [*PREDICT, "{world}/runs/sub/other/pred.h5"], None, "lies in the run folder"),
+    ("predict-file-size-limit", [*PREDICT, "{world}/victim/pred.h5"], _file_size_limit_writing_predictions,
+     "grew past this process's file-size limit (ulimit -f)"),
+    ("evaluate-on-a-store-with-a-dangling-link", ["evaluate", "{world}/runs/sub/done", "--data",
+                                                  "{world}/linked.h5"], _store_with_a_dangling_link,
+     "is an external link to missing.h5:/x; a store file holds its arrays itself"),
+    ("evaluate-which-with-a-checkpoint-file", ["evaluate", "{world}/runs/sub/done/checkpoints/last.pt", "--which",
+                                              "best"], None, "is a checkpoint file itself; drop --which"),
     ("predict-out-read-only", [*PREDICT, "{world}/victim/pred.h5"], _read_only_predictions_folder,
      "pred.h5 (Read-only file system); nothing was written: choose another --out"),
     ("train-over-a-users-config", [*TRAIN, "--run-name", "mine"], _users_config_in_folder,
-     "holds a config.yaml that is not a neurodyn run config (no model and train sections), which a training does "
-     "not write over"),
+     "it holds config.yaml but no run marker (.neurodyn-run), so it is not a run folder neurodyn made"),
     # lock files: never followed, never truncated, and one sentence when they cannot be made
     ("lock-is-a-symlink", [*TRAIN, "--run-name", "new"], _lock_links_to_victim, "is a symbolic link, which a lock "
      "never follows"),
@@ -244,6 +308,7 @@ def test_bad_run_input(world, trained, capsys, monkeypatch, argv, setup, expecte
         assert (world / "runs" / "sub" / setup / "data.csv").read_text() == "mine"
     if setup is _user_file_in_run:
         assert (world / "runs" / "sub" / "done" / "notes.txt").read_text() == "mine"
+    assert not (world / "victim" / "checkpoints").exists() and not (world / "victim" / "metrics.jsonl").exists()
     if setup is _users_config_in_folder:
         assert [p.name for p in (world / "runs" / "sub" / "mine").iterdir()] == ["config.yaml"]
         assert (world / "runs" / "sub" / "mine" / "config.yaml").read_text() == "learning_rate: 0.1\n"
@@ -373,7 +438,7 @@ def _predict_negative_batch(world: Path) -> None:
 
 LIBRARY = [
     # (id, call on the world, words expected in the one-line message)
-    ("fit-over-a-users-config", _fit_into_a_users_folder, "holds a config.yaml that is not a neurodyn run config"),
+    ("fit-over-a-users-config", _fit_into_a_users_folder, "no run marker (.neurodyn-run)"),
     ("fit-on-empty-data", _fit_on_nothing, "fit() got no training samples"),
     ("predict-negative-batch-size", _predict_negative_batch,
      "batch_size must be a whole number >= 1 (samples per forward pass); got -1"),
@@ -462,3 +527,19 @@ def test_temporaries_of_killed_predicts_are_removed(world, capsys):
     live.write_text("half")
     assert main([w.replace("{world}", str(world)) for w in PREDICT] + [str(out)]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in (world / "victim").iterdir()) == sorted(["precious.txt", "pred.h5", live.name])
+
+
+def test_a_run_stopped_by_its_time_limit_trains_on_with_a_longer_one(world, capsys):
+    runs = world / "runs" / "sub"
+    argv = [*TRAIN, "--runs-dir", str(runs), "--run-name", "timed", "train.epochs=3"]
+    assert main([*argv, "train.time_limit=0.001"]) == 0, capsys.readouterr().err
+    assert "stopped at the time limit after epoch 1" in capsys.readouterr().out
+    epochs = lambda: [r["epoch"] for r in map(json.loads, (runs / "timed" / "metrics.jsonl").read_text().splitlines())
+                      if "train_loss" in r]
+    assert epochs() == [0]
+    assert main([*argv, "train.time_limit=0.002"]) == 0  # a longer limit: resumed, and stopped again by it
+    assert epochs() == [0]
+    assert main([*argv, "train.time_limit=0"]) == 0  # no limit: the run trains on to its epochs
+    assert epochs() == [0, 1, 2]
+    assert main([*argv, "train.time_limit=5"]) == 2  # from no limit to one: another config, refused
+    assert "train.time_limit (0 -> 5)" in capsys.readouterr().err

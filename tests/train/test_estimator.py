@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import neurodyn
-from neurodyn.errors import ConfigError
+from neurodyn.errors import ConfigError, DataError
 
 
 def waves(n, seed, length=32):
@@ -71,20 +71,20 @@ def test_regressor_scores_r2():
 def test_bad_input_is_refused(tmp_path):
     x, y, _ = waves(20, 4)
     clf = neurodyn.SequenceClassifier("knn/sequence", scale="tiny")
-    with pytest.raises(ConfigError, match=r"X has shape \(20, 32, 1, 1\).*expected numbers of shape \(N, L, C\)"):
+    with pytest.raises(DataError, match=r"X has shape \(20, 32, 1, 1\).*expected numbers of shape \(N, T, C\)"):
         clf.fit(x[..., None], y)
-    with pytest.raises(ConfigError, match=r"y has shape \(19,\); expected one label per sequence"):
+    with pytest.raises(DataError, match=r"y has shape \(19,\); expected one label per sequence"):
         clf.fit(x, y[:19])
     with pytest.raises(ConfigError, match="not fitted yet"):
         clf.predict(x)
-    with pytest.raises(ConfigError, match=r"mask has shape"):
+    with pytest.raises(DataError, match=r"mask has shape"):
         clf.fit(x, y, mask=np.ones((20, 31)))
     clf.fit(x, y)
-    with pytest.raises(ConfigError, match="X has 2 channels .* fitted on 1"):
+    with pytest.raises(DataError, match="X has 2 channels .* fitted on 1"):
         clf.predict(np.concatenate([x, x], -1))
     with pytest.raises(ConfigError, match="sequence preset"):
         neurodyn.SequenceClassifier("fno/darcy", scale="tiny").fit(x, y)
     with pytest.raises(ConfigError, match="unknown training option|train section has unknown"):
         neurodyn.SequenceClassifier("gru/sequence", scale="tiny", epoch=3).fit(x, y)
-    with pytest.raises(ConfigError, match="expected numbers"):
+    with pytest.raises(DataError, match="expected numbers"):
         neurodyn.SequenceRegressor("knn/sequence", scale="tiny").fit(x, y)

@@ -68,7 +68,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..errors import ConfigError, DataError
-from .store import StoredDataset
+from .store import StoredDataset, check_in_range
 
 MISSING = ("ffill", "mean", "drop")
 AUTO_MAX_STEPS = 256  # data.max_steps "auto": per-sequence targets are pooled to at most this many steps
@@ -534,6 +534,7 @@ def _clean_case(x, t, y, where: str, per_step: bool) -> tuple[np.ndarray, np.nda
     """One case without its all-missing steps (a step at which no channel is observed is not a step), its
     timestamps checked (finite, in time order) and shifted to start at 0 when float32 would round them."""
     x, t = np.asarray(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    check_in_range(x, np.dtype(np.float32), f"{where}: x", offset=None)
     rows = np.isfinite(x).any(axis=1)
     if not rows.any():
         raise DataError(f"{where} holds no observed value (every value is missing); remove it")

@@ -41,8 +41,8 @@ import h5py
 import numpy as np
 
 from .._version import __version__
-from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno
-from ..files import check_not_special, remove_dead_temporaries, side_path, temporary_path
+from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno, no_room
+from ..files import check_not_special, check_outside_runs, remove_dead_temporaries, side_path, temporary_path
 from ..locks import hold
 
 LAYOUT_VERSION = 1
@@ -125,6 +125,7 @@ def write_store(
     shard: tuple[int, int] = (0, 1),
     progress: bool = True,
     on_chunk: Callable[[int, int], None] | None = None,
+    owner: str | Path | None = None,
 ) -> Path | None:
     """Generate ``meta.n_samples`` samples chunk by chunk into ``path`` (resumable, atomic).
 
@@ -132,7 +133,8 @@ def write_store(
     present assembles the file. Returns the path once the file exists, ``None`` if other shards
     still have chunks to make. An existing ``path`` is returned only when it holds the same dataset
     (:func:`check_existing_store`); ``meta.chunk_size`` below 1 is a ConfigError; a full disk is a
-    :class:`DiskFullError` that keeps the finished chunks.
+    :class:`DiskFullError` that keeps the finished chunks. A path inside a run folder is refused unless that folder is
+    ``owner``, the run whose training writes it (:func:`neurodyn.files.check_outside_runs`).
     """
     path = Path(path)
     check_chunk_size(meta.chunk_size)
@@ -142,6 +144,7 @@ def write_store(
     if path.exists():
         check_existing_store(path, meta)
         return path
+    check_outside_runs(path, "the store file", owner)
     _ensure_writable(path.parent)
     # two processes asking for the same file and shard (two runs of one preset) take turns: the second finds
     # the file made, instead of writing chunks into a folder the first one removes when it assembles
@@ -307,16 +310,20 @@ def _disk_full_as_data_error(path: Path, partial: Path, doing: str):
         code = disk_full_errno(exc)
         if code is None:
             raise
+        if code == errno.EFBIG:
+            raise DiskFullError(f"{no_room(code, path.parent)} while {doing}; {_kept(partial, 'raising the limit')}"
+                                ) from None
         reason = "no space left on device" if code == errno.ENOSPC else "the user's disk quota is used up"
         raise DiskFullError(f"the disk holding {path.parent} (mounted at {_mount_point(path.parent)}) is full "
                             f"({reason}) while {doing}; {_kept(partial)}") from None
 
 
-def _kept(partial: Path) -> str:
-    """What survives a failure for lack of space: the finished chunks, and how to resume from them."""
+def _kept(partial: Path, after: str = "freeing space") -> str:
+    """What survives a failure for lack of room: the finished chunks, and how to resume from them (``after``: what
+    makes room)."""
     n = len(list(partial.glob("chunk_*.npz"))) if partial.is_dir() else 0
     return (f"the {n} finished chunk file(s) in {partial} were kept, and running the same command again after "
-            "freeing space resumes from them")
+            f"{after} resumes from them")
 
 
 def _mount_point(folder: Path) -> Path:
@@ -537,10 +544,25 @@ def _write_checksums(f: h5py.File, meta: StoreMeta) -> None:
 # --------------------------------------------------------------------------------------------------
 
 def _all_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
+    """The arrays of a store's groups by ``group/name``; one DataError for an entry that is a link (external or
+    soft: a store holds its arrays itself, and a link may lead nowhere) or not an array."""
     out = {}
     for g in GROUPS:
         if g in f:
-            for name, ds in f[g].items():
+            group = f[g]
+            for name in group:
+                link = group.get(name, getlink=True)
+                if isinstance(link, h5py.ExternalLink):
+                    raise DataError(f"dataset file {f.filename}: {g}/{name} is an external link to "
+                                    f"{link.filename}:{link.path}; a store file holds its arrays itself (write the "
+                                    "array into the file, or convert the source again)")
+                if isinstance(link, h5py.SoftLink):
+                    raise DataError(f"dataset file {f.filename}: {g}/{name} is a soft link to {link.path}; a store "
+                                    "file holds its arrays itself (write the array into the file)")
+                ds = group.get(name)
+                if not isinstance(ds, h5py.Dataset):
+                    raise DataError(f"dataset file {f.filename}: {g}/{name} is not an array; a store file holds "
+                                    "arrays under fields/ (convert public files with `neurodyn convert FILE`)")
                 out[f"{g}/{name}"] = ds
     return out
 
@@ -663,3 +685,20 @@ def stored_files(root: Path | None = None) -> Iterable[Path]:
     if not root.exists():
         return []
     return sorted(p for p in root.rglob("*.h5") if not p.name.startswith("."))
+
+
+def check_in_range(arr: Any, dtype: np.dtype, label: str, offset: int | None = 0) -> None:
+    """Raise naming ``label``, the first sample (``offset`` + row; ``offset=None``: ``label`` names one sample) and
+    the value when a finite value of ``arr`` lies beyond what the store's float ``dtype`` holds (1e39 in float32
+    would become Inf)."""
+    arr = np.asarray(arr)
+    if arr.size == 0 or not np.issubdtype(dtype, np.floating) or not np.issubdtype(arr.dtype, np.floating) \
+            or np.finfo(arr.dtype).max <= np.finfo(dtype).max:
+        return
+    too_big = np.isfinite(arr) & (np.abs(arr) > np.finfo(dtype).max)
+    if too_big.any():
+        where = np.unravel_index(int(np.argmax(too_big)), arr.shape)
+        sample = f" in sample {offset + int(where[0]) if arr.ndim else offset}" if offset is not None else ""
+        raise DataError(f"{label} holds {float(arr[where]):g}{sample}, beyond the range of {np.dtype(dtype).name} "
+                        f"(+-{float(np.finfo(dtype).max):.3g}) in which the store keeps values; rescale the data "
+                        "(e.g. another unit) and convert again")

@@ -25,6 +25,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..config_types import plain_value
 from ..errors import ConfigError, unknown_name
 
 PRESET_DIR = Path(__file__).parent
@@ -131,6 +132,7 @@ def apply_overrides(cfg, overrides: Sequence[str]):
         if key.strip() == "data.dataset":
             raise ConfigError(f"override {item!r}: data.dataset is read from the preset file only; override the "
                               "data keys themselves (e.g. data.n_train=100)")
+        plain_value(item.split("=", 1)[1], f"override {item!r}")
     try:
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
     except yaml.YAMLError as exc:  # e.g. a !!python tag: only plain YAML values are read

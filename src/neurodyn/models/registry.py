@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -266,22 +267,54 @@ def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
     return model
 
 
-def check_model_config(name: str, config: Any = None) -> None:
+def check_model_config(name: str, config: Any = None) -> int | None:
     """Every check model ``name`` makes of ``config`` when it is built, without allocating it: the config is made
     (its keys, types and values, which the config dataclass checks itself: a negative width, an unknown variant),
     then the model is built on the meta device for the few checks only its constructor can make (modes against
     ``grid_size``, mha's heads against the width its config shares with the other baselines). Raises the
     ConfigError its build would; a construction step that meta tensors cannot run (data-dependent, such as NAC's
-    wiring, after every value check) ends the check quietly, the real build runs it."""
+    wiring, after every value check) ends the check quietly, the real build runs it. Returns the model's parameter
+    count (:func:`count_parameters`), or ``None`` when the meta build could not finish."""
     cls, _ = entry(name)
     cfg = make_config(name, config)
     try:
         with torch.device("meta"):
-            cls(cfg)
+            return count_parameters(cls(cfg))
     except ConfigError:
         raise
     except (NotImplementedError, RuntimeError):
-        pass
+        return None
+
+
+TRAINING_COPIES = 4
+"""Float32 copies of the parameters training holds at least: the weights, their gradients and Adam's two moments."""
+
+
+def device_memory(device: str | torch.device) -> int | None:
+    """Bytes of memory of ``device`` (the machine's physical memory for the CPU, the GPU's for CUDA), or ``None``
+    where it cannot be read."""
+    device = torch.device(device)
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        if device.type == "cpu":
+            return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError, RuntimeError, AssertionError):
+        return None
+    return None
+
+
+def check_fits_in_memory(name: str, n_params: int | None, device: str | torch.device = "cpu") -> None:
+    """Raise one ConfigError when training a model of ``n_params`` parameters cannot fit in ``device``'s memory
+    (:data:`TRAINING_COPIES` float32 copies of them already exceed it): said before anything is built or removed."""
+    total = device_memory(device)
+    need = (n_params or 0) * 4 * TRAINING_COPIES
+    if total is None or need <= total:
+        return
+    where = "this machine's memory" if torch.device(device).type == "cpu" else f"the memory of {device}"
+    raise ConfigError(f"model {name!r} with this config does not fit in memory: its {n_params / 1e9:,.2f} G "
+                      f"parameters need {need / 1e9:,.1f} GB to train (float32 weights, gradients and two Adam "
+                      f"moments) and {where} is {total / 1e9:,.1f} GB; reduce its sizes (width, layers, modes, ...).")
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -74,7 +74,8 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     it was built for) and data split, so a changed config would silently train something that is neither
     the old run nor the new one. The preset's prose (``description``) is not compared. The one change allowed is
     more ``train.epochs``: the run continues to the new count (see :mod:`neurodyn.train.schedule` for what the
-    learning-rate schedule does then).
+    learning-rate schedule does then); and a longer ``train.time_limit`` (or none, 0): a run its limit stopped
+    trains on, in the same schedule, until the new limit or its epochs.
     """
     saved = run_dir / "config.yaml"
     if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
@@ -87,6 +88,11 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     if isinstance(old, dict) and isinstance(old.get("data"), dict):  # what the run recorded of its file is no setting
         old = {**old, "data": without_generator({k: v for k, v in old["data"].items() if k != "file"})}
     diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
+    if "train.time_limit" in diff and _longer_time_limit(_lookup(old, "train.time_limit"),
+                                                         _lookup(cfg, "train.time_limit")):
+        diff.remove("train.time_limit")  # a longer limit (or none) continues a run its limit stopped
+    if not diff:
+        return
     if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) \
             and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
         return  # more epochs: the run continues (neurodyn.train.schedule: a new segment over the added epochs)
@@ -100,6 +106,14 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
                           "train into a new run folder (neurodyn train --run-name NAME) or start this one over "
                           "(--fresh)")
+
+
+def _longer_time_limit(old: Any, new: Any) -> bool:
+    """Whether ``train.time_limit`` changed from ``old`` to a longer limit or to none (0; absent: 0)."""
+    old, new = (0 if v == "<absent>" else v for v in (old, new))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new)):
+        return False
+    return new == 0 or (old != 0 and new >= old)
 
 
 def _today_layout(cfg: Any) -> Any:

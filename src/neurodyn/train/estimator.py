@@ -22,6 +22,11 @@ Inputs: ``X (N, L, C)`` (``(N, L)``: one channel), NaN for a missing value; ``t 
 integers or anything NumPy sorts; ``predict`` returns them. Probabilities are the softmax of the model's logits
 (for ``knn``: about 1 - 1e-6 (K - 1) for the neighbour's class; for ``minirocket``: a softmax of ridge scores, not
 calibrated). The regressor takes ``y (N,)`` or ``(N, k)`` numbers.
+
+Every array is checked as the converter checks a file (:mod:`neurodyn.data.sequence_arrays`: shapes, dtypes, NaN /
+Inf, complex numbers, masks, timestamps in time order, label kinds) in ``fit``, ``predict``, ``predict_proba`` and
+``score``, each problem one DataError; every setting (the preset, its overrides and train options, ``which``,
+``device``, ``run_dir``) is checked before anything is written or trained.
 """
 from __future__ import annotations
 
@@ -34,43 +39,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError
-
-
-def _array(a, name: str) -> np.ndarray:
-    if torch.is_tensor(a):
-        a = a.detach().cpu().numpy()
-    return np.asarray(a)
-
-
-def _series(X, t, mask, channels: int | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """``X`` as float64 ``(N, L, C)``, ``t`` and ``mask`` checked against it; one ConfigError for a bad shape."""
-    X = _array(X, "X")
-    if X.ndim == 2:
-        X = X[..., None]
-    if X.ndim != 3 or 0 in X.shape or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-        raise ConfigError(f"X has shape {X.shape} and dtype {X.dtype}; expected numbers of shape (N, L, C) "
-                          "(sequences, steps, channels) or (N, L) for one channel, with N, L, C >= 1")
-    X = X.astype(np.float64)
-    if np.isinf(X).any():
-        raise ConfigError("X holds Inf; expected finite values (NaN for a missing value)")
-    if channels is not None and X.shape[2] != channels:
-        raise ConfigError(f"X has {X.shape[2]} channels (shape {X.shape}); the estimator was fitted on {channels}")
-    N, L, _ = X.shape
-    if t is not None:
-        t = _array(t, "t").astype(np.float64)
-        if t.shape == (L,):
-            t = np.broadcast_to(t, (N, L))
-        if t.shape != (N, L):
-            raise ConfigError(f"t has shape {t.shape}; expected (N, L) = {(N, L)} or (L,) = {(L,)}")
-    if mask is not None:
-        mask = _array(mask, "mask")
-        if mask.shape != (N, L) or not np.isin(mask, (0, 1)).all():
-            raise ConfigError(f"mask has shape {mask.shape}; expected 0/1 values of shape (N, L) = {(N, L)}")
-        mask = mask.astype(bool)
-        if not mask.any(1).all():
-            raise ConfigError(f"mask: sequence {int(np.argmin(mask.any(1)))} has no real step")
-    return X, t, mask
+from ..data.sequence_arrays import check_labels, check_series, check_targets, label_kind
+from ..errors import ConfigError, DataError
 
 
 class _SequenceEstimator:
@@ -88,6 +58,24 @@ class _SequenceEstimator:
     def _targets(self, y, n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         raise NotImplementedError
 
+    def _check_options(self) -> None:
+        """Every setting that can be wrong, before anything is written or trained: ``which``, ``device`` (a GPU this
+        machine has), ``run_dir`` (a folder a training may write into)."""
+        from ..checkpoint_io import check_device
+        from .predict import WHICH
+        from .run_folder import check_trainable
+
+        if self.which not in WHICH:
+            raise ConfigError(f"which must be one of {', '.join(WHICH)} (the checkpoint predict uses); got "
+                              f"{self.which!r}")
+        check_device(self.device, "device")
+        if self.run_dir is not None:
+            text = str(self.run_dir)
+            if not text.strip() or "\0" in text:
+                raise ConfigError(f"run_dir {self.run_dir!r} is not a folder path; give a folder (or None: no run "
+                                  "folder is kept)")
+            check_trainable(Path(self.run_dir), f"{type(self).__name__}.fit", "another run_dir")
+
     def fit(self, X, y, t=None, mask=None, *, interrupt_at=None):
         """Train the preset on ``X``, ``y`` (module docstring); returns ``self``. ``interrupt_at(epoch, batch)``:
         the trainer's test hook (a Ctrl-C at that batch)."""
@@ -95,21 +83,24 @@ class _SequenceEstimator:
         from ..experiments import load_experiment
         from .experiment import check_config, run_experiment
         from .predict import load_run
+        from .run_folder import open_run_folder
 
-        X, t, mask = _series(X, t, mask)
+        X, t, mask = check_series(X, t, mask)
         y_store, extra = self._targets(y, len(X))
-        arrays = {"x": np.where(mask[..., None], X, np.nan) if mask is not None else X, "y": y_store, **extra}
+        arrays = {"x": np.where(mask[..., None], X, np.nan), "y": y_store, **extra}
         if t is not None:
             arrays["t"] = np.ascontiguousarray(t)
-        if mask is not None:
+        if not mask.all():
             arrays["mask"] = mask.astype(np.int8)
         options = [f"train.{k}={json.dumps(v)}" for k, v in self.train_options.items()]
         cfg = load_experiment(self.model, self.scale, [*self.overrides, *options])  # a bad name fails before any write
         if cfg.get("task") != "sequence":
             raise ConfigError(f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
                               "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)")
-        check_config(cfg)  # the train options and model keys, before anything is written
+        self._check_options()
+        check_config(cfg, self.device)  # the train options and model keys, before anything is written
         run_dir = Path(self.run_dir) if self.run_dir is not None else Path(tempfile.mkdtemp(prefix="neurodyn-fit-"))
+        open_run_folder(run_dir)
         digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode()
                                        for _, a in sorted(arrays.items()))).hexdigest()[:16]
         folder = run_dir / "estimator_data"
@@ -120,7 +111,7 @@ class _SequenceEstimator:
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)
             tmp.replace(npz)
-        store = convert_to_store(npz, folder / f"train-{digest}.h5", kind="sequence-npz")
+        store = convert_to_store(npz, folder / f"train-{digest}.h5", kind="sequence-npz", owner=run_dir)
         cfg = load_experiment(self.model, self.scale, [*self.overrides, *options, f"data.path={store}"])
         self.metrics_ = run_experiment(cfg, run_dir, device=self.device, resume=True, progress=self.progress,
                                        interrupt_at=interrupt_at)
@@ -134,10 +125,13 @@ class _SequenceEstimator:
         pass
 
     # ------------------------------------------------------------------------------------------------ predict
-    def _raw(self, X, t=None, mask=None) -> torch.Tensor:
+    def _raw_check(self) -> None:
         if not hasattr(self, "run_"):
             raise ConfigError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first")
-        X, t, mask = _series(X, t, mask, self.n_features_in_)
+
+    def _raw(self, X, t=None, mask=None) -> torch.Tensor:
+        self._raw_check()
+        X, t, mask = check_series(X, t, mask, channels=self.n_features_in_)
         return self.run_.predict(X, t=t, mask=mask)
 
 
@@ -147,9 +141,7 @@ class SequenceClassifier(_SequenceEstimator):
     classifier = True
 
     def _targets(self, y, n):
-        y = _array(y, "y")
-        if y.ndim != 1 or len(y) != n:
-            raise ConfigError(f"y has shape {y.shape}; expected one label per sequence, shape (N,) = ({n},)")
+        y = check_labels(y, n)
         classes = np.unique(y)
         names = np.asarray([str(c) for c in classes])
         if len(set(names.tolist())) != len(names):
@@ -176,8 +168,15 @@ class SequenceClassifier(_SequenceEstimator):
         return self.classes_[columns]
 
     def score(self, X, y, t=None, mask=None) -> float:
-        """Accuracy on ``X``, ``y``."""
-        y = _array(y, "y")
+        """Accuracy on ``X``, ``y``: labels of the kind the classifier was fitted on (numbers or strings; a label
+        it has not seen counts as wrong)."""
+        self._raw_check()
+        X, t, mask = check_series(X, t, mask, channels=self.n_features_in_)
+        y = check_labels(y, len(X))
+        if label_kind(y) != label_kind(self.classes_):
+            fitted = label_kind(self.classes_)
+            raise DataError(f"y holds {label_kind(y)} labels and the classifier was fitted on {fitted} labels "
+                            f"({', '.join(map(str, self.classes_[:5]))}); give labels of the fitted kind")
         return float(np.mean(self.predict(X, t, mask) == y))
 
 
@@ -185,17 +184,13 @@ class SequenceRegressor(_SequenceEstimator):
     """Regresses one or more numbers per sequence with a sequence preset (module docstring)."""
 
     def _targets(self, y, n):
-        y = _array(y, "y")
-        if y.ndim not in (1, 2) or len(y) != n or not np.issubdtype(y.dtype, np.number):
-            raise ConfigError(f"y has shape {y.shape} and dtype {y.dtype}; expected numbers of shape (N,) or (N, k) "
-                              f"with N = {n}")
-        if not np.isfinite(y).all():
-            raise ConfigError("y holds NaN or Inf; every sequence needs a finite target")
+        y = check_targets(y, n)
         self._fitting = y.ndim == 2
-        return y.astype(np.float64), {}
+        return y, {}
 
     def _after_fit(self, store):
         self._vector = self._fitting
+        self._width = int(self.run_.task.n_targets) if self._vector else 1
 
     def predict(self, X, t=None, mask=None) -> np.ndarray:
         """``(N,)`` (or ``(N, k)`` for 2-D targets) predictions in the targets' units."""
@@ -204,7 +199,12 @@ class SequenceRegressor(_SequenceEstimator):
 
     def score(self, X, y, t=None, mask=None) -> float:
         """The coefficient of determination R^2 (``1 - SSE / SST`` per target, averaged over targets)."""
-        y = _array(y, "y").astype(np.float64)
+        self._raw_check()
+        X, t, mask = check_series(X, t, mask, channels=self.n_features_in_)
+        y = check_targets(y, len(X))
+        if (y.ndim == 2) != self._vector or (y.ndim == 2 and y.shape[1] != self._width):
+            raise DataError(f"y has shape {y.shape}; the regressor was fitted on targets of shape "
+                            f"{('(N, ' + str(self._width) + ')') if self._vector else '(N,)'}")
         pred = self.predict(X, t, mask)
         y2, p2 = y.reshape(len(y), -1), pred.reshape(len(y), -1)
         sst = ((y2 - y2.mean(0)) ** 2).sum(0)

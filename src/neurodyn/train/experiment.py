@@ -23,10 +23,10 @@ from ..data.datasets import SteadyDataset
 from ..data.generators import get_generator
 from ..errors import ConfigError
 from ..models import build, count_parameters
-from ..models.registry import check_model_config, config_fields, module_device
+from ..models.registry import check_fits_in_memory, check_model_config, config_fields, module_device
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
-from .run_folder import foreign_config, training_lock
+from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
@@ -121,10 +121,11 @@ def train_config(cfg: dict[str, Any]) -> TrainConfig:
     return TrainConfig.from_options(cfg.get("train") or {})
 
 
-def check_config(cfg: dict[str, Any]) -> TrainConfig:
-    """Every key and value of ``cfg`` that can be checked without data: the train section, the model's name, keys
-    and values (built on the meta device), the split sizes, the generator's options, the test files. Returns the
-    train config.
+def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu") -> TrainConfig:
+    """Every key and value of ``cfg`` that can be checked without training: the train section, the model's name, keys
+    and values (built on the meta device) and whether it fits ``device``'s memory, a Triton scan backend against
+    ``device``, the split sizes (at least one training sample), the generator's options, the data file (it exists
+    and is a readable store) and the test files. Returns the train config.
 
     Runs before anything compares the config with a run folder's, so a typo is reported as a typo (with the
     closest key), never as "trained with another config"; and before any side effect (``--fresh`` removing a run,
@@ -133,14 +134,46 @@ def check_config(cfg: dict[str, Any]) -> TrainConfig:
     model = cfg.get("model") or {}
     if "name" not in model:
         raise ConfigError("the model section needs a 'name' (see `neurodyn info models`)")
-    check_model_config(model["name"], {k: v for k, v in model.items() if k != "name"})
+    n_params = check_model_config(model["name"], {k: v for k, v in model.items() if k != "name"})
+    check_fits_in_memory(model["name"], n_params, device)
+    check_scan_backend(model, device)
     data = cfg.get("data") or {}
+    if data.get("path"):
+        check_data_file(data["path"])
     if data.get("n_train") != "all":  # ("all" counts the samples of data.path: checked when it is read)
-        split_sizes(data)
+        n_train = split_sizes(data)[0]
+        if n_train < 1:
+            raise ConfigError(f"data.n_train={data.get('n_train', 0)} leaves no training sample (data.n_val="
+                              f"{data.get('n_val', 'auto')} carves its share from it); give data.n_train >= 1")
     if data.get("generator") and not data.get("path"):
         get_generator(data["generator"]).make_config(**data_options(data))
     named_test_files(data)  # a missing test file fails before any data is generated or loaded
     return tcfg
+
+
+def check_scan_backend(model: dict[str, Any], device: str | torch.device) -> None:
+    """One ConfigError when a scan section of ``model`` asks for ``backend: triton`` where the Triton kernels cannot
+    run: without the triton package, or on the CPU without ``TRITON_INTERPRET=1`` (its slow interpreter)."""
+    from ..ops import triton_kernels
+
+    asked = [f"model.{key}.backend" for key, value in model.items()
+             if isinstance(value, dict) and value.get("backend") == "triton"]
+    if not asked:
+        return
+    if not triton_kernels.triton_importable():
+        raise ConfigError(f"{asked[0]}=triton needs the triton package (pip install 'neurodyn[triton]'); or use "
+                          f"{asked[0]}=auto")
+    if torch.device(device).type != "cuda" and not triton_kernels.interpreter_requested():
+        raise ConfigError(f"{asked[0]}=triton runs the Triton kernels, which need a CUDA device (training here is on "
+                          f"{torch.device(device).type}; TRITON_INTERPRET=1 runs them on the CPU, very slowly): use "
+                          f"{asked[0]}=auto, or train with --device cuda")
+
+
+def check_data_file(path: str | Path) -> None:
+    """One DataError unless ``path`` (``data.path``) is a store file that can be read."""
+    from ..data.store import StoredDataset
+
+    StoredDataset(path, verify=False)
 
 
 def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch.device = "cpu",
@@ -154,7 +187,7 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
     run_dir = Path(run_dir)
     if isinstance(cfg.get("data"), dict):
         cfg = {**cfg, "data": without_generator(cfg["data"])}
-    tcfg = check_config(cfg)
+    tcfg = check_config(cfg, device)
     with training_lock(run_dir) if dist.is_main else contextlib.nullcontext():
         return _run_locked(cfg, tcfg, run_dir, device, resume, dist, progress, interrupt_at)
 
@@ -162,6 +195,8 @@ def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch
 def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, resume: bool, dist: DistInfo,
                 progress: bool | None, interrupt_at) -> dict[str, Any]:
     """The body of :func:`run_experiment`, under the run folder's lock."""
+    if dist.is_main:
+        check_trainable(run_dir)
     why = foreign_config(run_dir)
     if why:
         raise ConfigError(f"run folder {run_dir} holds a config.yaml that {why}, which a training does not write "
@@ -183,7 +218,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
                           "(data.n_val = 0); set data.n_val (e.g. auto) or train.early_stop=0")
     recorded = recorded_config(cfg, data["path"])
     if dist.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
     # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to time pooling
     trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=recorded,

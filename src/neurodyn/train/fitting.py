@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
 from .checkpoint import check_resume_config
-from .run_folder import foreign_config, training_lock
+from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
 from .tasks import SteadyTask
 from .trainer import TrainConfig, Trainer
 
@@ -88,6 +88,7 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
                   "model": {"name": f"{cls.__module__}:{cls.__qualname__}"}, "data": {"source": "neurodyn.train.fit"},
                   "train": dataclasses.asdict(tcfg)}
     run_dir = Path(run_dir)
+    check_trainable(run_dir, "fit()", "another run_dir")
     with training_lock(run_dir):
         why = foreign_config(run_dir)
         if why:
@@ -95,7 +96,7 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
                               "give run_dir a new folder (or one that fit() trained)")
         if resume:
             check_resume_config(experiment, run_dir)  # changed settings are refused (more epochs continue)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
         trainer = Trainer(model, task, train_set, val_set, tcfg, run_dir, experiment=experiment, device=device,
                           progress=progress)

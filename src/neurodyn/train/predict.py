@@ -35,12 +35,12 @@ from ..checkpoint_io import nonfinite_tensors, read_checkpoint
 from ..data.assembly import (build_data, build_split_sets, build_test_sets, named_test_files, split_sizes,
                              training_steps)
 from ..data.normalize import Normalizer
+from ..data.sequence_arrays import Spelling, check_series
 from ..data.sequences import pool_factor, pool_in_time, prepare_raw_inputs
-from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno
-from ..files import atomic_output, check_not_special
+from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno, make_room, no_room
+from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
 from .experiment import build_task, check_model_accepts
-from .run_folder import is_run_entry
 from .task_spec import task_from_spec
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
@@ -122,9 +122,11 @@ class TrainedRun:
                 batch_size: int = 64) -> torch.Tensor:
         """Predictions for raw inputs ``x`` (module docstring); returns a CPU tensor in the data's units."""
         check_batch_size(batch_size)
+        name = getattr(self.task, "name", "")
+        if name == "sequence":  # checked as a sequence file is: shapes, Inf, complex, masks, times in order
+            x, t, mask = check_series(x, t, mask, spelling=Spelling(x="x"))
         x = self._tensor(x)
         extra = {k: self._tensor(v) for k, v in (("pos", pos), ("ctx", ctx), ("t", t), ("mask", mask)) if v is not None}
-        name = getattr(self.task, "name", "")
         if name == "autoregressive":
             if not steps or steps < 1:
                 raise ConfigError("an autoregressive run predicts a number of frames: give steps=K (K >= 1)")
@@ -301,9 +303,10 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"nothing was written to {out}") from None
     except OSError as exc:
-        if disk_full_errno(exc) is not None:
-            raise DiskFullError(f"the disk holding {out.parent} is full (writing the predictions to {out.name}); "
-                                "nothing was written: free space there or choose another --out") from None
+        code = disk_full_errno(exc)
+        if code is not None:
+            raise DiskFullError(f"{no_room(code, out.parent)} (writing the predictions to {out.name}); nothing was "
+                                f"written: {make_room(code, out.parent)} or choose another --out") from None
         reason = os.strerror(exc.errno) if exc.errno else _first_line(exc)
         raise DataError(f"cannot write the predictions to {out} ({reason}); nothing was written: choose another "
                         "--out") from None
@@ -319,8 +322,8 @@ def check_batch_size(batch_size: Any) -> None:
 def check_output(out: str | Path, data: str | Path, run: str | Path, which: str = "last",
                  overwrite: bool = False) -> Path:
     """``out`` as a Path once it is known not to destroy anything: not empty, not a folder or special file, not the
-    input ``data``, not the run's checkpoint nor a file a run writes in its folder, and not an existing file unless
-    ``overwrite``; one ConfigError or DataError otherwise."""
+    input ``data``, not inside any run folder (this run's or another's: :func:`neurodyn.files.check_outside_runs`),
+    and not an existing file unless ``overwrite``; one ConfigError or DataError otherwise."""
     if not str(out).strip():
         raise ConfigError("--out is empty; give the path of the HDF5 file to write, e.g. --out pred.h5")
     out, run = Path(out), Path(run)
@@ -333,13 +336,9 @@ def check_output(out: str | Path, data: str | Path, run: str | Path, which: str 
     if _same_file(out, Path(data)):
         raise DataError(f"--out {out} is the input --data file; predictions never replace their input: choose "
                         "another --out")
-    run_dir = run.parent.parent if run.is_file() and run.parent.name == "checkpoints" else run
-    target = out.resolve()
-    if (_same_file(out, run) or _same_file(out, run / "checkpoints" / f"{which}.pt")
-            or (run_dir / "checkpoints").resolve() in target.parents
-            or (target.parent == run_dir.resolve() and is_run_entry(out.name))):
-        raise DataError(f"--out {out} would replace a file of the run {run_dir}; write the predictions outside its "
-                        "checkpoints/ folder and under a name a run does not use (e.g. pred.h5)")
+    if _same_file(out, run) or _same_file(out, run / "checkpoints" / f"{which}.pt"):
+        raise DataError(f"--out {out} is the checkpoint the predictions come from; choose another --out")
+    check_outside_runs(out, "--out")
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise DataError(f"--out {out} already exists; choose another --out, or pass --overwrite to replace it")
     return out

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
+from ..store import check_in_range
 
 READER_VERSION = "1"
 """Bump when a reader's output bytes change for the same input file and options."""
@@ -108,7 +109,9 @@ class PublicDataset:
         if group != "fields" or name not in self.fields:
             raise DataError(f"{self.path}: no array {key!r} was read; there are {sorted(self.shapes)}")
         src = self.fields[name]
-        arr = np.ascontiguousarray(src.fetch(lo, hi), dtype=src.dtype)
+        raw = src.fetch(lo, hi)
+        check_in_range(raw, np.dtype(src.dtype), src.label, offset=lo)
+        arr = np.ascontiguousarray(raw, dtype=src.dtype)
         want = (hi - lo, *src.shape[1:])
         if arr.shape != want:  # a reader bug rather than a bad file, but say it plainly
             raise DataError(f"{src.label}: read samples {lo}:{hi} with shape {arr.shape}, expected {want}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
+from ...files import check_outside_runs
 from ..store import (DiskFullError, StoreMeta, check_chunk_size, data_root, identity_difference, partial_folder,
                      store_identity, write_store)
 from . import read_public
@@ -64,13 +65,17 @@ def default_out(src: Path, data: PublicDataset, options: dict[str, Any]) -> Path
 
 
 def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str | None = None, *,
-                     chunk_size: int | None = None, progress: bool = False, **options: Any) -> Path:
+                     chunk_size: int | None = None, progress: bool = False, owner: str | Path | None = None,
+                     **options: Any) -> Path:
     """Read ``src`` with :func:`read_public` (``kind``, ``options``) and write it as a store file.
 
     Returns the path of the store file (``out``, or the default under ``$NEURODYN_DATA/imported``).
-    ``chunk_size`` samples are converted at a time (default: about 64 MB of float32 per chunk).
+    ``chunk_size`` samples are converted at a time (default: about 64 MB of float32 per chunk). ``owner``: the run
+    folder whose training converts into it (a path inside any other run folder is refused).
     """
     src = Path(src)
+    if out is not None and not Path(out).exists():
+        check_outside_runs(out, "--out", owner)  # before the file is read
     data = read_public(src, kind=kind, **options)
     config = {
         "format": data.format,
@@ -93,7 +98,7 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     ours = not partial.exists()
     try:
         done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
-                           coords=data.coords, progress=progress)
+                           coords=data.coords, progress=progress, owner=owner)
     except DiskFullError:  # the chunks made so far are kept: converting again resumes from them
         raise
     except Exception:

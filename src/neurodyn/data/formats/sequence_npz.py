@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
+from ..sequence_arrays import Spelling, check_series
 from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
 
 NPZ_OPTIONS = {**COMMON_OPTIONS, "per_step": False}
@@ -42,43 +43,15 @@ def _load(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _values(path: Path, arrays: dict[str, np.ndarray]) -> np.ndarray:
-    """``x`` as float64 ``(N, T, C)``, checked."""
-    x = arrays["x"]
-    if x.ndim == 2:
-        x = x[..., None]
-    if x.ndim != 3 or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
-        raise DataError(f"{path}: x has shape {x.shape} and dtype {x.dtype}; expected numbers of shape (N, T, C)")
+def _series(path: Path, arrays: dict[str, np.ndarray], dt: float):
+    """``(x (N, T, C) float64, t (N, T), its description, mask (N, T) bool)``, checked as every sequence array is
+    (:func:`neurodyn.data.sequence_arrays.check_series`)."""
+    x, t, m = check_series(arrays["x"], arrays.get("t"), arrays.get("mask"),
+                           spelling=Spelling(where=f"{path}: ", x="x"))
     n, T, _ = x.shape
-    if n == 0 or T == 0:
-        raise DataError(f"{path}: x has shape {x.shape}; expected at least one sequence of one step")
-    x = x.astype(np.float64)
-    if np.isinf(x).any():
-        i = int(np.argmax(np.isinf(x).reshape(n, -1).any(1)))
-        raise DataError(f"{path}: sample {i}: x holds Inf; expected finite values, NaN for a missing one")
-    return x
-
-
-def _times_and_mask(path: Path, arrays: dict[str, np.ndarray], n: int, T: int, dt: float):
-    """``t (N, T)``, its description, and the step mask ``(N, T)`` bool (all ones without ``mask``)."""
-    if "t" in arrays:
-        t = np.asarray(arrays["t"], dtype=np.float64)
-        if t.shape == (T,):
-            t = np.broadcast_to(t, (n, T))
-        if t.shape != (n, T):
-            raise DataError(f"{path}: t has shape {t.shape}; expected (N, T) = {(n, T)} or (T,) = {(T,)}")
-        stamps = "the file's t"
-    else:
-        t, stamps = np.broadcast_to(np.arange(T) * dt, (n, T)), f"step index x dt = {dt:g}"
-    if "mask" not in arrays:
-        return t, stamps, np.ones((n, T), dtype=bool)
-    m = np.asarray(arrays["mask"])
-    if m.shape != (n, T):
-        raise DataError(f"{path}: mask has shape {m.shape}; expected (N, T) = {(n, T)}")
-    if not np.isin(m, (0, 1)).all():
-        i = int(np.argmax((~np.isin(m, (0, 1))).any(1)))
-        raise DataError(f"{path}: sample {i}: mask holds values other than 0 and 1")
-    return t, stamps, m.astype(bool)
+    if t is not None:
+        return x, t, "the file's t", m
+    return x, np.broadcast_to(np.arange(T) * dt, (n, T)), f"step index x dt = {dt:g}", m
 
 
 def _class_codes(path: Path, y: np.ndarray, names: list[str] | None, m: np.ndarray, per_step: bool,
@@ -133,9 +106,8 @@ def read_sequence_npz(path: Path, **given: Any):
     """``np.savez`` arrays (module doc) as a sequence store."""
     opts = sequence_options("sequence-npz", NPZ_OPTIONS, given)
     arrays = _load(path)
-    x = _values(path, arrays)
+    x, t, stamps, m = _series(path, arrays, opts["dt"])
     n, T, c = x.shape
-    t, stamps, m = _times_and_mask(path, arrays, n, T, opts["dt"])
     y, task, classes, per_step = _targets(path, arrays, m, opts)
     cases = Cases([np.where(m[i][:, None], x[i], np.nan) for i in range(n)], [t[i] for i in range(n)],
                   [y[i] for i in range(n)], [f"{path}: sample {i}" for i in range(n)])
