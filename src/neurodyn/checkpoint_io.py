@@ -130,4 +130,31 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]}){hint}") from None
     if not isinstance(obj, dict):
         raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")
+    checkpoint_format(obj, path)
     return obj
+
+
+CHECKPOINT_FORMAT = 1
+"""The format of the checkpoints this neurodyn writes (``format_version`` in each): 1, a trainer checkpoint holds the
+model spec and state, optimizer, scheduler, normalizers with their kinds, the task's spec, position, RNG states,
+the train config and the experiment; a model checkpoint (``neurodyn.models.save``) the spec and state. Format 0 is
+the same dict written before checkpoints carried their version (neurodyn 0.1); bump the number with any change a
+reader must know of, and keep reading the formats of :data:`READABLE_FORMATS`."""
+READABLE_FORMATS = (0, 1)
+
+
+def versioned(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """``ckpt`` with ``format_version``: :data:`CHECKPOINT_FORMAT` (what every checkpoint writer saves)."""
+    return {"format_version": CHECKPOINT_FORMAT, **ckpt}
+
+
+def checkpoint_format(ckpt: dict[str, Any], path: str | Path = "the checkpoint") -> int:
+    """The format of a loaded checkpoint dict (0 without ``format_version``); one DataError for a format this
+    neurodyn does not read (a newer one)."""
+    version = ckpt.get("format_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_FORMATS:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > CHECKPOINT_FORMAT
+        raise DataError(f"checkpoint {path} has format_version {version!r}, which this neurodyn does not read "
+                        f"(formats {', '.join(map(str, READABLE_FORMATS))})"
+                        + ("; it was written by a newer neurodyn: upgrade neurodyn to load it" if newer else ""))
+    return version

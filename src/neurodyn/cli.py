@@ -14,8 +14,6 @@ Examples::
     neurodyn info fno/darcy --scale tiny             # a preset's resolved config, as YAML
 
 ``generate`` makes data (a preset's, or a generator's); ``convert`` is the one way a real file enters the store.
-The older spelling ``neurodyn generate --from FILE ...`` still works: it runs ``neurodyn convert FILE ...`` and
-says so in one line (:func:`old_generate_from`).
 """
 from __future__ import annotations
 
@@ -117,45 +115,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
                             progress=not args.no_progress, **options)
     print(conversion_summary(path))
     return 0
-
-
-def old_generate_from(argv: list[str]) -> list[str]:
-    """``generate ... --from FILE ...`` (the spelling before ``convert``) as ``convert FILE ...``, with one line on
-    stderr naming the new spelling; any other command line unchanged."""
-    if not argv or argv[0] != "generate":
-        return argv
-    rest = list(argv[1:])
-    for i, word in enumerate(rest):
-        if word == "--from" and i + 1 < len(rest):
-            src = rest[i + 1]
-            del rest[i:i + 2]
-            break
-        if word.startswith("--from="):
-            src = word.split("=", 1)[1]
-            del rest[i]
-            break
-    else:
-        return argv
-    print(f"neurodyn: note: `neurodyn generate --from FILE` is now `neurodyn convert FILE` (same options); "
-          f"running `neurodyn convert {src} ...`", file=sys.stderr)
-    return ["convert", src, *_without(rest, _IGNORED_BY_FROM)]
-
-
-_IGNORED_BY_FROM = ("--scale", "--seed", "--device")
-"""Options ``generate --from`` accepted and a conversion never used; the old spelling drops them."""
-
-
-def _without(words: list[str], options: Sequence[str]) -> list[str]:
-    """``words`` less ``options`` and their values (``--opt V`` or ``--opt=V``)."""
-    out, i = [], 0
-    while i < len(words):
-        if words[i] in options:
-            i += 2
-            continue
-        if not ("=" in words[i] and words[i].split("=", 1)[0] in options):
-            out.append(words[i])
-        i += 1
-    return out
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -535,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     warnings.formatwarning = _one_line_warning
     parser = build_parser()
-    argv = _values_may_start_with_dash(old_generate_from(list(sys.argv[1:] if argv is None else argv)),
+    argv = _values_may_start_with_dash(list(sys.argv[1:] if argv is None else argv),
                                        ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))
     moved = []
     if argv and argv[0] == "compare":  # overrides may stand anywhere, even between the models or after --seeds

@@ -124,37 +124,6 @@ def test_paper_mode_is_the_paper():
         assert torch.allclose(y[t], want, atol=1e-10), t
 
 
-def test_old_checkpoints_rebuild_the_model_they_trained(tmp_path):
-    """A config saved before the SSM section (flat d_state / expand / d_conv and kernel options, ``ssm`` = the
-    kind) with the old defaults cbx / split gate / locality prior rebuilds exactly that model; one that does not
-    name correction_form and gate at all gets the values they had then (LEGACY_DEFAULTS: ssm.correction_form,
-    ssm.gate)."""
-    from neurodyn.models.registry import upgrade_config
-
-    old = dict(in_channels=1, out_channels=1, ctx_channels=0, width=8, n_layers=2, d_state=4, expand=1.0, d_conv=3,
-               dt_rank=0, mlp_ratio=1.0, act="gelu", ssm="2d", directions="paper", correction="fixed",
-               r_pattern="0011", r_order="paper", r_init="zeros", correction_form="cbx", d_mode="channel",
-               merge="sum", gate="split", norm_act=True, kernel_act="silu", dt_range=[1e-3, 1e-1], encoder="soft",
-               latent_grid=[2, 2], lift_hidden=0, slice_reduce="sum", assign_prior=1.0, assign_init="orthogonal",
-               patch_size=8, pos_embed=False, positional_grid=True, unified_pos=0, decoder="shared", n_points=0,
-               head="ln_linear", decoder_skip=False, init="torch", scan_backend="auto")
-    trained = ndm.build("geomano", width=8, n_layers=2, ssm=dict(d_state=4, correction_form="cbx", gate="split"),
-                        latent_grid=(2, 2), assign_prior=1.0)
-    x = torch.randn(2, 6, 6, 1)
-    trimmed = {k: v for k, v in old.items() if k not in ("correction_form", "gate")}
-    for saved in (old, trimmed):
-        torch.save({"model": {"name": "geomano", "config": saved}, "model_state": trained.state_dict()},
-                   tmp_path / "old.pt")
-        m = ndm.load(tmp_path / "old.pt")
-        assert (m.config.ssm.correction_form, m.config.ssm.gate, m.config.assign_prior) == ("cbx", "split", 1.0)
-        assert (m.config.ssm.d_state, m.config.ssm.kind) == (4, "2d")
-        assert all(k.correction_form == "cbx" and k.in_proj.out_features == 2 * k.d_inner for k in _kernels(m))
-        assert torch.equal(m(x), trained(x))
-    # today's defaults differ: an old config is not silently rebuilt as the paper's model
-    assert upgrade_config("geomano", trimmed)["ssm"]["correction_form"] == "cbx"
-    assert ndm.build("geomano").config.ssm.correction_form == "eq9"
-
-
 def test_parameter_counts_of_the_paper_configurations():
     darcy = _preset_model("geomano/darcy")
     assert ndm.count_parameters(darcy) == model_count(1 + 2, 64, 8, 16, 64) == 272_321

@@ -9,7 +9,7 @@ from neurodyn.errors import ConfigError
 from neurodyn.experiments import load_experiment
 from neurodyn.models import build, load, save
 from neurodyn.models.nac import NACConfig
-from neurodyn.models.registry import make_config, upgrade_config
+from neurodyn.models.registry import make_config
 from neurodyn.nn import nac as nac_layer
 from neurodyn.nn.nac import PAPER, RELEASED, TUNED, NACOptions
 
@@ -153,64 +153,12 @@ def test_a_saved_nac_config_holds_every_option_so_later_profiles_do_not_change_i
     model = _build("nac")
     save(model, tmp_path / "m.pt")
     saved = torch.load(tmp_path / "m.pt", weights_only=True)["model"]["config"]
-    assert saved["compat_version"] == 2 and None not in saved["options"].values()
+    assert None not in saved["options"].values()
     monkeypatch.setitem(nac_layer.PROFILE_OPTIONS, "paper", RELEASED)   # a later release changes the profile
     again = load(tmp_path / "m.pt")
     assert again.config.options == PAPER
     x, t, mask = _batch()
     torch.testing.assert_close(again(x, t, mask), model(x, t, mask))
-
-
-# A checkpoint as the code before the options section wrote it (``dataclasses.asdict`` of the old NACConfig of
-# _build("nac") under torch.manual_seed(0)): 13 options at the top level, None meaning "from compat", and
-# compat="paper" meaning what the tuned profile holds now (T = 10, query-key gap, spare block, fan-in / He init).
-OLD_LAYOUT = {
-    "in_channels": 3, "out_channels": 4, "d_model": 8, "n_heads": 2, "mode": "exact", "topk": 8, "sparsity": 0.5,
-    "compat": "paper", "phi_activation": "sigmoid", "pair_time": "delta", "learn_horizon": False, "time_scale": 1.0,
-    "use_time": True, "token_mode": "sequence", "seed": 22222, "tied_heads": None, "backbone_unfolds": None,
-    "backbone_activation": None, "dense_sensory": None, "shared_backbone": None, "topk_method": None,
-    "euler_steps": None, "euler_dt": None, "quadrature": None, "eps": None, "ncp_init": None,
-    "topk_spare_blocks": None, "time_horizon": None, "conv_channels": [6], "conv_kernel": 5, "dense": [8],
-    "pool": "last", "per_step": False, "dropout": 0.0, "attn_dropout": 0.0, "front_init": "he"}
-# what that code computed from those weights for _batch()'s x and t (no mask)
-OLD_OUTPUT = [[0.31816864, 0.20431060, 0.17391184, -0.09239404], [0.55885488, 0.16141239, 0.61181468, -0.01671562]]
-
-
-def test_nac_checkpoint_in_the_old_flat_layout_rebuilds_the_model_it_was_trained_as(tmp_path):
-    trained = _build("nac", compat="tuned")           # the same weights the old code drew for compat="paper"
-    torch.save({"model": {"name": "nac", "config": OLD_LAYOUT}, "model_state": trained.state_dict()}, tmp_path / "o.pt")
-    back = load(tmp_path / "o.pt")
-    assert back.config.compat == "tuned" and back.config.options == TUNED
-    x, t, _ = _batch()
-    with torch.no_grad():
-        torch.testing.assert_close(back(x, t), torch.tensor(OLD_OUTPUT), atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(back(x, t), trained(x, t))
-    # without the legacy mark the old name would be read with today's table: another model (T = 1, ...)
-    wrong = make_config("nac", {k: v for k, v in upgrade_config("nac", OLD_LAYOUT).items() if k != "compat_version"})
-    assert (wrong.options.time_horizon, wrong.options.topk_spare_blocks, wrong.options.eps) == (1.0, 0, 1e-6)
-    # old released checkpoints keep the released profile (and their explicit fields)
-    released = load_old(tmp_path, dict(OLD_LAYOUT, compat="released"), _build("nac", compat="released",
-                        options={"pair_time": "delta", "front_init": "he"}))
-    assert released.config.options == dataclasses.replace(RELEASED, pair_time="delta", front_init="he")
-
-
-def load_old(tmp_path, config, model):
-    torch.save({"model": {"name": "nac", "config": config}, "model_state": model.state_dict()}, tmp_path / "r.pt")
-    back = load(tmp_path / "r.pt")
-    x, t, mask = _batch()
-    torch.testing.assert_close(back(x, t, mask), model(x, t, mask))
-    return back
-
-
-def test_nac_checkpoint_from_before_the_tuned_options_gets_the_values_it_was_built_with():
-    """Before the tuned choices the config had no ncp_init, topk_spare_blocks, learn_horizon or front_init and held
-    T and the pair time explicitly: the released code's init, PyTorch's conv init, Algorithm 2's block count."""
-    pre = {k: v for k, v in OLD_LAYOUT.items() if k not in ("ncp_init", "topk_spare_blocks", "learn_horizon",
-                                                              "front_init")}
-    pre.update(time_horizon=1.0, pair_time="query")
-    cfg = make_config("nac", upgrade_config("nac", pre))
-    assert cfg.options == dataclasses.replace(TUNED, ncp_init="glorot", front_init="torch", topk_spare_blocks=0,
-                                              time_horizon=1.0, pair_time="query")
 
 
 # ---------------------------------------------------------------------------------------- presets

@@ -32,7 +32,6 @@ from ..checkpoint_io import read_checkpoint
 from ..data.assembly import split_sizes
 from ..errors import DataError
 from ..models import build, count_parameters
-from ..models.registry import upgrade_config
 from ..train.experiment import run_experiment
 from ..train.predict import TrainedRun, load_run
 from ..train.runs import read_history, read_test_metrics
@@ -127,8 +126,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
                      test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
                      epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"],
-                                                   upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
+                     params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
                      n_train=n_train, n_test=n_test,
                      final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
                      env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,

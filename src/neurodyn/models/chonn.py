@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -65,13 +64,6 @@ class CKBOptions:
         cascade_input (str, "prev_output"): what cell r >= 2 reads: prev_output (Eq. 35) | prev_output_plus_input.
         aggregate (str, "sum"): ybar: sum of the stage outputs (Eq. 36) | last.
     """
-
-    # a saved config that does not name the merge of the scan directions predates it: they were summed
-    LEGACY_DEFAULTS: ClassVar[dict] = {"ssm.combine": "sum"}
-    # the flat keys of configs saved before the ssm section held the cells' scan options -> where they are now
-    FIELD_MOVES: ClassVar[dict] = {"merge": "ssm.combine", "discretization": "ssm.discretization",
-                                   "dt_rank": "ssm.dt_rank", "selective": "ssm.selective",
-                                   "coef_norm": "ssm.coef_norm"}
 
     ssm: KirchhoffSSMConfig = field(default_factory=KirchhoffSSMConfig)
     conv_pointwise: bool = True

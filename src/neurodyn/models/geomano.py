@@ -17,7 +17,6 @@ docs/papers/notes-geomano.md#geomano-model-paper-vs-code):
 * ``ssm.correction_form="eq9"``: Eqs. 9-10 as printed (Algorithm 2's "alg2" and our "cbx" are options).
 * ``decoder="shared"``, ``head="ln_linear"``: Eq. 7 cannot run as printed; Transolver's deslice and head.
 * ``encoder="soft"`` (``"patch"``: ours), ``latent_grid=(8, 8)``, ``assign_prior=0`` (> 0: our locality prior).
-* ``LEGACY_DEFAULTS`` / ``FIELD_MOVES`` rebuild configs saved before ``correction_form``, ``gate`` and ``model.ssm``.
 
 Parameter count: :func:`parameter_count` below (the formula with its terms is in the notes section above),
 checked in ``tests/models/test_geomano.py``: 272,321 for the paper's Darcy configuration.
@@ -26,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 from torch import nn
@@ -105,18 +103,6 @@ class GeoMaNOConfig:
     head: str = "ln_linear"
     decoder_skip: bool = False
     init: str = "torch"
-
-    # where the keys of older layouts are now: before the SSM section ``ssm`` was the kind; before the section held
-    # every kernel option they were flat (neurodyn.models.registry.move_fields)
-    FIELD_MOVES: ClassVar[dict] = {
-        "ssm": "ssm.kind", "ssm_kind": "ssm.kind", "dt_rank": "ssm.dt_rank", "d_mode": "ssm.d_mode",
-        "merge": "ssm.combine", "gate": "ssm.gate", "norm_act": "ssm.norm_act", "kernel_act": "ssm.act",
-        "correction": "ssm.correction", "r_pattern": "ssm.r_pattern", "r_order": "ssm.r_order",
-        "r_init": "ssm.r_init", "correction_form": "ssm.correction_form", "dt_range": "ssm.dt_range",
-        "scan_backend": "ssm.backend"}
-    # a saved config that does not name these fields was made when they defaulted to ours (every config saved by
-    # neurodyn names every field; this keeps a hand-written or trimmed one rebuilding the model it trained)
-    LEGACY_DEFAULTS: ClassVar[dict] = {"ssm.correction_form": "cbx", "ssm.gate": "split"}
 
     def __post_init__(self) -> None:
         check_min("geomano", self, ("in_channels", "out_channels", "width", "n_layers"), 1)

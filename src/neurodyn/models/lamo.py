@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 from torch import nn
@@ -134,14 +133,6 @@ class LaMOConfig:
     ctx_channels: int = 0
     time_embedding: bool = False
     init: str = "auto"
-
-    # the flat keys of configs saved before the ssm section held every scan option -> where they are now
-    FIELD_MOVES: ClassVar[dict] = {
-        "ssm_heads": "ssm.heads", "ssm_groups": "ssm.groups", "ssm_layout": "ssm.layout", "ssm_conv": "ssm.conv",
-        "ssm_combine": "ssm.combine", "ssm_norm": "ssm.norm", "ssm_act": "ssm.act",
-        "discretization": "ssm.discretization", "a_mode": "ssm.a_mode", "a_init": "ssm.a_init",
-        "dt_mode": "ssm.dt_mode", "a_init_range": "ssm.a_init_range", "dt_range": "ssm.dt_range",
-        "scan_backend": "ssm.backend"}
 
     def __post_init__(self) -> None:
         check_choice("lamo variant", self.variant, VARIANTS)

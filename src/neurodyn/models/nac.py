@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
@@ -23,9 +23,6 @@ from ..nn.sequence_host import SequenceHost
 from .inputs import check_sequence_input
 from ..nn.sequence_host import HostConfig
 from .registry import register
-
-# compat_version 1 (checkpoints saved before compat="tuned" existed): what each compat name meant then
-LEGACY_COMPAT = {"paper": "tuned", "released": "released"}
 
 
 @dataclass
@@ -43,7 +40,6 @@ class NACConfig(HostConfig):
         phi_activation (str, "sigmoid"): phi = sigmoid (eq. 15) | linear | tanh (the App. D.2 ablations).
         compat (str, "paper"): the profile that fills the unset ``options``: paper | released | tuned.
         options (NACOptions, all unset): every profile-dependent choice (table above); a value set here wins.
-        compat_version (int, 2): 1 marks a checkpoint saved before the tuned profile (its "paper" is "tuned").
         use_time (bool, True): pass the timestamps; False gives t_sample = 1 (the released scripts pass none).
         time_scale (float, 1.0): timestamps are divided by this first; no preset sets it (old checkpoints hold it).
         token_mode (str, "sequence"): sequence | per_step (every step its own length-1 sequence, as the code).
@@ -70,19 +66,11 @@ class NACConfig(HostConfig):
     phi_activation: str = "sigmoid"
     compat: str = "paper"
     options: NACOptions = field(default_factory=NACOptions)
-    compat_version: int = 2
     use_time: bool = True
     time_scale: float = 1.0
     token_mode: str = "sequence"
     seed: int = 22222
     attn_dropout: float = 0.0
-
-    # Checkpoints saved before the options section: the registry's upgrade_config moves their flat option fields
-    # into ``options`` and fills fields they predate with these. compat_version 1 reads compat="paper" as "tuned",
-    # the values that name held then; the other entries predate the tuned choices (when the released code's init,
-    # PyTorch's conv init, Algorithm 2's block count and a fixed T were all there was).
-    LEGACY_DEFAULTS: ClassVar[dict] = {"compat_version": 1, "ncp_init": "glorot", "front_init": "torch",
-                                       "topk_spare_blocks": 0, "learn_horizon": False}
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -92,11 +80,6 @@ class NACConfig(HostConfig):
             raise ConfigError(f"nac time_scale must be > 0, got {self.time_scale}")
         if isinstance(self.options, Mapping):
             self.options = NACOptions(**self.options)
-        if self.compat_version not in (1, 2):
-            raise ConfigError(f"nac compat_version must be 1 (a checkpoint before the tuned profile) or 2, "
-                              f"got {self.compat_version!r}")
-        if self.compat_version == 1:
-            self.compat, self.compat_version = LEGACY_COMPAT.get(self.compat, self.compat), 2
         check_choice("nac compat", self.compat, PROFILES)
         self.options = resolve_options(self.compat, self.options)
 

@@ -104,32 +104,19 @@ def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
     if dataclasses.is_dataclass(value):  # e.g. the shared sizes (SSMConfig) given for a model's richer section
         value = dataclasses.asdict(value)
     if not isinstance(value, Mapping):
-        moved = _field_moves(config_cls).get(field.name)
-        hint = f" The value {value!r} belongs in the field {moved!r} (model.{moved}={value})." if moved else ""
         raise ConfigError(f"model {name!r} config field {field.name!r} is a section with the fields "
                           f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
-                          f"{dataclasses.fields(default)[0].name}=...); got {value!r}.{hint}")
+                          f"{dataclasses.fields(default)[0].name}=...); got {value!r}.")
     return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
 
 
-def _field_moves(config_cls: type) -> dict[str, str]:
-    """``{old key: new dotted key}`` of a config whose fields moved (the config's ``FIELD_MOVES``): a flat key
-    that went into a section (LaMO ``ssm_heads`` -> ``ssm.heads``) or, for a section's own name, a non-mapping
-    value that went to a field (GeoMaNO ``ssm: 2d`` -> ``ssm.kind``)."""
-    return dict(getattr(config_cls, "FIELD_MOVES", {}))
-
-
 def _moved_keys(config_cls: type, keys: Iterable[str]) -> dict[str, str]:
-    """``{key: dotted key it moved to}`` for the keys of ``keys`` that are no field of ``config_cls``: renamed ones
-    (``FIELD_MOVES``) and keys of a section given at the top level under their own name (``d_state``)."""
+    """``{key: section.key}`` for the keys of ``keys`` that are no field of ``config_cls`` but a field of one of its
+    sections (``d_state`` given at the top level belongs in ``ssm.d_state``)."""
     fields = {f.name for f in dataclasses.fields(config_cls)}
-    moves = _field_moves(config_cls)
     out = {}
     for k in keys:
         if k in fields:
-            continue
-        if k in moves:
-            out[k] = moves[k]
             continue
         for s, f in _sections(config_cls).items():
             if k in {g.name for g in dataclasses.fields(f.default_factory())}:
@@ -154,8 +141,8 @@ def check_config_keys(name: str, values: Mapping[str, Any]) -> None:
     if moved:
         said = ", ".join(f"model.{k} -> model.{to}" for k, to in moved.items())
         section, _, sub = next(iter(moved.values())).partition(".")
-        raise ConfigError(f"model {name!r}: config field(s) moved into a section: {said} (in a preset: "
-                          f"'{section}: {{{sub}: ...}}').")
+        raise ConfigError(f"model {name!r}: config field(s) of a section given at the top level: {said} (in a "
+                          f"preset: '{section}: {{{sub}: ...}}').")
     if unknown:
         raise _unknown_fields(f"model {name!r}", unknown, fields)
     for key, field in sections.items():
@@ -188,62 +175,6 @@ def make_config(name: str, config: Any = None, **overrides: Any):
         if key in values:
             values[key] = _section(name, config_cls, sections[key], values[key])
     return config_cls(**check_field_types(config_cls, values, "model"))
-
-
-def move_fields(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` (a saved model config, or a run folder's ``model`` section without ``name``) with every key of an
-    older layout moved to where it is today, and nothing else changed.
-
-    Keys of a section given at the top level move into it (``d_state`` -> ``ssm.d_state``; a top-level field of
-    the same name stays: LaMO's ``act`` is not ``ssm.act``); the config's ``FIELD_MOVES`` renames the others
-    (LaMO ``ssm_heads`` -> ``ssm.heads``, GeoMaNO ``merge`` -> ``ssm.combine``; a non-mapping value of a section's
-    name, GeoMaNO's old ``ssm: 2d``, goes to ``ssm.kind``). Where a saved config holds a key both flat and in its
-    section, the section's value wins. Idempotent: a config of today's layout comes back unchanged.
-    """
-    _, config_cls = entry(name)
-    out = dict(config)
-    sections = _sections(config_cls)
-    nested: dict[str, dict[str, Any]] = {}
-    for key, target in _field_moves(config_cls).items():
-        if key not in out or (key in sections and isinstance(out[key], Mapping)):
-            continue
-        value = out.pop(key)
-        section, _, sub = target.partition(".")
-        if sub:
-            nested.setdefault(section, {})[sub] = value
-        else:
-            out[section] = value
-    for key, to in _moved_keys(config_cls, list(out)).items():
-        section, _, sub = to.partition(".")
-        if section in sections:
-            nested.setdefault(section, {})[sub] = out.pop(key)
-    for section, moved in nested.items():
-        have = out.get(section)
-        out[section] = {**moved, **(dict(have) if isinstance(have, Mapping) else {})}
-    return out
-
-
-def upgrade_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A saved config of an older layout rewritten to today's (for checkpoints: every saved config names every
-    field it had).
-
-    :func:`move_fields` puts every key where it is today; a field the saved config predates takes the value the
-    model had before the field existed, from the config's ``LEGACY_DEFAULTS`` (CHONN: ``ssm.combine="sum"``; a
-    flat name is filled before the moves, a dotted one into its section after them), not today's default.
-    """
-    _, config_cls = entry(name)
-    legacy = dict(getattr(config_cls, "LEGACY_DEFAULTS", {}))
-    out = dict(config)
-    for key, value in legacy.items():
-        if "." not in key:
-            out.setdefault(key, value)
-    out = move_fields(name, out)
-    for key, value in legacy.items():
-        section, _, sub = key.partition(".")
-        if sub:
-            have = out.get(section)
-            out[section] = {sub: value, **(dict(have) if isinstance(have, Mapping) else {})}
-    return out
 
 
 def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
@@ -360,7 +291,7 @@ def rebuild(spec: dict[str, Any], model: nn.Module | None = None) -> nn.Module:
     already imported (a checkpoint never makes neurodyn import code), must be an ``nn.Module`` and is called with
     the saved ``init`` arguments; or pass the module itself as ``model`` (its class must match)."""
     if "name" in spec:
-        return build(spec["name"], upgrade_config(spec["name"], spec["config"]))
+        return build(spec["name"], spec["config"])
     module_name, _, qualname = str(spec.get("class", "")).partition(":")
     if model is not None:
         have = f"{type(model).__module__}:{type(model).__qualname__}"
@@ -393,9 +324,9 @@ def _plain(value: Any) -> Any:
 
 def save(model: nn.Module, path: str | Path) -> None:
     """Save weights plus name and config (atomically) so that ``load(path)`` can rebuild the model."""
-    from ..checkpoint_io import atomic_torch_save
+    from ..checkpoint_io import atomic_torch_save, versioned
 
-    atomic_torch_save({"model": model_spec(model), "model_state": model.state_dict()}, path)
+    atomic_torch_save(versioned({"model": model_spec(model), "model_state": model.state_dict()}), path)
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Module:

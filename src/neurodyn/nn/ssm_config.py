@@ -8,8 +8,7 @@ validation (the one place it happens: the layers build these configs from their 
 name where they mean the same thing (``combine``: how the scan directions are merged; ``act``;
 ``discretization``; ``dt_rank``; ``dt_range``; ``backend``). Each model config declares ``ssm: <section> =
 field(default_factory=...)`` with its own defaults; ``neurodyn.models.build`` fills the section from a nested
-mapping (``model.ssm.heads=4``), and the registry moves the flat keys of configs saved before the section
-(``ssm_heads``, ``scan_backend``, ...) into it (the models' ``FIELD_MOVES``).
+mapping (``model.ssm.heads=4``) and refuses a section's key given at the top level, naming where it belongs.
 
 The scan directions stay in the model configs (``directions`` / ``scan``): their vocabulary and their "auto"
 depend on the model's token layout.

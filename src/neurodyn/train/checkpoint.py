@@ -17,7 +17,6 @@ import yaml
 
 from ..data.assembly import without_generator
 from ..errors import ConfigError
-from ..models.registry import available, move_fields
 
 
 def rng_state() -> dict[str, Any]:
@@ -84,7 +83,6 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         old = yaml.safe_load(saved.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
-    old = _today_layout(old)
     if isinstance(old, dict) and isinstance(old.get("data"), dict):  # what the run recorded of its file is no setting
         old = {**old, "data": without_generator({k: v for k, v in old["data"].items() if k != "file"})}
     diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
@@ -114,20 +112,6 @@ def _longer_time_limit(old: Any, new: Any) -> bool:
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new)):
         return False
     return new == 0 or (old != 0 and new >= old)
-
-
-def _today_layout(cfg: Any) -> Any:
-    """A stored run config with its ``model`` section in today's layout (keys of an older one, such as LaMO's
-    ``ssm_heads``, moved to ``ssm.heads``: :func:`neurodyn.models.registry.move_fields`), so that a run folder
-    written before a config field moved compares equal to the same config spelled today."""
-    model = cfg.get("model") if isinstance(cfg, dict) else None
-    if not isinstance(model, dict) or not isinstance(model.get("name"), str):
-        return cfg
-    name = model["name"]
-    if name not in available():  # a user's module (neurodyn.train.fit): nothing moved
-        return cfg
-    rest = {k: v for k, v in model.items() if k != "name"}
-    return {**cfg, "model": {"name": name, **move_fields(name, rest)}}
 
 
 def _lookup(cfg: Any, dotted: str) -> Any:

@@ -14,7 +14,7 @@ dataset: the input is encoded with the training normalizers, the output decoded 
   long sequences are pooled in time as the run's data was (``data.max_steps``, :mod:`neurodyn.data.sequences`).
 
 Inputs may be numpy arrays or tensors; they are processed in batches of ``batch_size`` under ``torch.no_grad``.
-Checkpoints written before the task was saved with them are rebuilt through their dataset.
+A checkpoint holds its task (``task_spec``) and its format version (:data:`neurodyn.checkpoint_io.CHECKPOINT_FORMAT`).
 
 :func:`load_run` is the one way a trained run is restored (``neurodyn predict / evaluate / compare``, the run plots,
 the benchmark drivers): data is read only when asked for (:meth:`TrainedRun.split`, :meth:`TrainedRun.test_sets`),
@@ -32,7 +32,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
-from ..data.assembly import (build_data, build_split_sets, build_test_sets, named_test_files, split_sizes,
+from ..data.assembly import (build_split_sets, build_test_sets, named_test_files, split_sizes,
                              training_steps)
 from ..data.normalize import Normalizer
 from ..data.sequence_arrays import Spelling, check_series
@@ -40,7 +40,7 @@ from ..data.sequences import pool_factor, pool_in_time, prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno, make_room, no_room
 from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
-from .experiment import build_task, check_model_accepts
+from .experiment import check_model_accepts
 from .task_spec import task_from_spec
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
@@ -238,19 +238,16 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     bad = nonfinite_tensors(ckpt["model_state"])
     if bad:
         raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}): the run diverged")
+    if not ckpt.get("task_spec") or "normalizer_kinds" not in ckpt:
+        raise DataError(f"checkpoint {path} does not hold its task (written by a neurodyn before 0.1's checkpoint "
+                        "format); train the run again to load it")
     tcfg = TrainConfig(**ckpt["train_config"])
-    if ckpt.get("task_spec"):
-        norms = {}
-        for key, kind in ckpt["normalizer_kinds"].items():
-            norm = Normalizer(kind["kind"], kind["reduce"])
-            norm.load_state_dict(ckpt["normalizers"][key])
-            norms[key] = norm
-        task = task_from_spec(ckpt["task_spec"], norms)
-    else:  # written before checkpoints held their task: its structure comes from the data, its statistics from here
-        cfg = ckpt["experiment"]
-        task = build_task(cfg, build_data(cfg, "cpu", progress=False, train_window_steps=tcfg.window_steps), tcfg)
-        for key, norm in task.normalizers().items():
-            norm.load_state_dict(ckpt["normalizers"][key])
+    norms = {}
+    for key, kind in ckpt["normalizer_kinds"].items():
+        norm = Normalizer(kind["kind"], kind["reduce"])
+        norm.load_state_dict(ckpt["normalizers"][key])
+        norms[key] = norm
+    task = task_from_spec(ckpt["task_spec"], norms)
     task.to(torch.device(device))
     model = rebuild(ckpt["model"], model)
     model.load_state_dict(ckpt["model_state"])

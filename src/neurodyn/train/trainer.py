@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
-from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries
+from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoint, remove_stale_temporaries, versioned
 from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError, check_choice
 from ..models.registry import model_spec
@@ -258,7 +258,7 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, Any]:
-        return {
+        return versioned({
             "model": model_spec(self.model),
             "model_state": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -275,7 +275,7 @@ class Trainer:
             "n_val": split_cases(self.eval_set),  # the cases best.pt was selected on (evaluate --which auto)
             "train_config": asdict(self.cfg),
             "experiment": self.experiment,
-        }
+        })
 
     def save(self, name: str) -> None:
         """Write ``checkpoints/<name>`` (main process); weights holding NaN or Inf are never written: the run has

@@ -46,23 +46,8 @@ def test_generate_takes_a_preset_or_generator_and_convert_one_file(make, capsys)
         main(["convert"])
     assert "required: file" in capsys.readouterr().err
     src, *_ = make.fno_darcy()
-    with pytest.raises(SystemExit):  # the old spelling with a generator too: one stray word
+    with pytest.raises(SystemExit):  # a file to read is convert's: generate has no --from
         main(["generate", "darcy", "--from", str(src)])
-    assert "unrecognized arguments: darcy" in capsys.readouterr().err
+    assert "unrecognized arguments: --from" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("spelling", [["--from", "{src}"], ["--from={src}"]])
-def test_old_spelling_generate_from_still_converts_with_a_note(make, tmp_path, capsys, spelling):
-    src, a, u, t = make.fno_ns()
-    old, new = tmp_path / "old.h5", tmp_path / "new.h5"
-    words = [w.replace("{src}", str(src)) for w in spelling]
-    # --scale and --seed never applied to a conversion: the old spelling still takes (and drops) them
-    assert main(["generate", *words, "--out", str(old), "time_stride=2", "--n", "1", "--scale", "tiny", "--seed=3",
-                 "--no-progress"]) == 0
-    captured = capsys.readouterr()
-    assert captured.out.strip() == f"{old}: 1 samples (fno-mat), per sample u (3, 8, 8, 1)"
-    note = captured.err.strip().splitlines()
-    assert len(note) == 1 and "note:" in note[0] and "neurodyn convert FILE" in note[0]
-    assert main(["convert", str(src), "--out", str(new), "time_stride=2", "--n", "1", "--no-progress"]) == 0
-    assert capsys.readouterr().err == ""  # the new spelling says nothing more
-    np.testing.assert_array_equal(StoredDataset(old).read("fields/u"), StoredDataset(new).read("fields/u"))
