@@ -27,7 +27,7 @@ n, points = (24, 64) if args.tiny else (200, 512)
 # 1. the user's file: a list of dicts, one per sample, clouds of different sizes
 g = torch.Generator().manual_seed(0)
 samples = []
-for i in range(n):
+for _ in range(n):
     p = points - int(torch.randint(0, points // 4, (1,), generator=g))
     v = torch.randn(p, 3, generator=g)
     v = v / v.norm(dim=1, keepdim=True)  # points on the unit sphere
