@@ -98,7 +98,7 @@ class _SequenceEstimator:
             raise ConfigError(f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
                               "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)")
         self._check_options()
-        check_config(cfg, self.device)  # the train options and model keys, before anything is written
+        check_config(cfg, self.device, data=False)  # the train options and model keys, before anything is written
         run_dir = Path(self.run_dir) if self.run_dir is not None else Path(tempfile.mkdtemp(prefix="neurodyn-fit-"))
         open_run_folder(run_dir)
         digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode()

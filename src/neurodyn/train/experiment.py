@@ -17,10 +17,9 @@ import torch
 import yaml
 
 from ..checkpoint_io import read_checkpoint
-from ..data.assembly import (build_data, build_test_sets, data_options, file_record, named_test_files, split_sizes,
-                             without_generator)
+from ..data.assembly import build_data, build_test_sets, named_test_files, split_sizes, without_generator
+from ..data.config import DataConfig
 from ..data.datasets import SteadyDataset
-from ..data.generators import get_generator
 from ..errors import ConfigError
 from ..models import build, count_parameters
 from ..models.registry import check_fits_in_memory, check_model_config, config_fields, module_device
@@ -38,7 +37,7 @@ def model_channels(cfg: dict[str, Any], train_set) -> dict[str, int]:
     if cfg.get("task") == "sequence":
         return {"in_channels": train_set.in_channels, "out_channels": train_set.n_targets,
                 "per_step": train_set.per_step}
-    step = int(cfg["data"].get("step", 1))
+    step = DataConfig.parse(cfg["data"]).windows.step
     c = train_set.channels
     fac = train_set.frames_as_channels
     out = {"in_channels": (train_set.t_in * c if fac else c) + train_set.cf_channels,
@@ -108,10 +107,10 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
 
         train = data["sets"]["train"]
         return SequenceTask(train.kind, data["x_norm"], data.get("y_norm"), per_step=train.per_step,
-                            n_targets=train.n_targets, rul=cfg["data"].get("generator") == "bearing")
+                            n_targets=train.n_targets, rul=data["config"].generator == "bearing")
     train = data["sets"]["train"]
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
-                              step=int(cfg["data"].get("step", 1)), cf_norm=data.get("cf_norm"),
+                              step=data["config"].windows.step, cf_norm=data.get("cf_norm"),
                               ctx_norm=data.get("ctx_norm"), train_mode=tcfg.train_mode, pushforward=tcfg.pushforward,
                               input_noise=tcfg.input_noise, eval_mode=tcfg.eval_mode)
 
@@ -121,7 +120,7 @@ def train_config(cfg: dict[str, Any]) -> TrainConfig:
     return TrainConfig.from_options(cfg.get("train") or {})
 
 
-def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu") -> TrainConfig:
+def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu", *, data: bool = True) -> TrainConfig:
     """Every key and value of ``cfg`` that can be checked without training: the train section, the model's name, keys
     and values (built on the meta device) and whether it fits ``device``'s memory, a Triton scan backend against
     ``device``, the split sizes (at least one training sample), the generator's options, the data file (it exists
@@ -129,7 +128,8 @@ def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu") -> Tra
 
     Runs before anything compares the config with a run folder's, so a typo is reported as a typo (with the
     closest key), never as "trained with another config"; and before any side effect (``--fresh`` removing a run,
-    data generated or loaded), so a value refused later cannot have cost anything."""
+    data generated or loaded), so a value refused later cannot have cost anything. ``data=False`` leaves the data
+    section out (a caller that brings its own data checks it itself: the estimators' arrays)."""
     tcfg = train_config(cfg)
     model = cfg.get("model") or {}
     if "name" not in model:
@@ -137,16 +137,17 @@ def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu") -> Tra
     n_params = check_model_config(model["name"], {k: v for k, v in model.items() if k != "name"})
     check_fits_in_memory(model["name"], n_params, device)
     check_scan_backend(model, device)
-    data = cfg.get("data") or {}
-    if data.get("path"):
-        check_data_file(data["path"])
-    if data.get("n_train") != "all":  # ("all" counts the samples of data.path: checked when it is read)
+    if not data:
+        return tcfg
+    data = DataConfig.parse(without_generator(cfg.get("data") or {}))  # every data value, the generator's options
+    data.check_source()
+    if data.path:
+        check_data_file(data.path)
+    if data.splits.n_train != "all":  # ("all" counts the samples of data.path: checked when it is read)
         n_train = split_sizes(data)[0]
         if n_train < 1:
-            raise ConfigError(f"data.n_train={data.get('n_train', 0)} leaves no training sample (data.n_val="
-                              f"{data.get('n_val', 'auto')} carves its share from it); give data.n_train >= 1")
-    if data.get("generator") and not data.get("path"):
-        get_generator(data["generator"]).make_config(**data_options(data))
+            raise ConfigError(f"data.n_train={data.splits.n_train} leaves no training sample (data.n_val="
+                              f"{data.splits.n_val} carves its share from it); give data.n_train >= 1")
     named_test_files(data)  # a missing test file fails before any data is generated or loaded
     return tcfg
 
@@ -216,7 +217,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if tcfg.early_stop and eval_set is None:
         raise ConfigError(f"train.early_stop={tcfg.early_stop} stops on the validation split, and this run has none "
                           "(data.n_val = 0); set data.n_val (e.g. auto) or train.early_stop=0")
-    recorded = recorded_config(cfg, data["path"])
+    recorded = recorded_config(cfg, data["record"])
     if dist.is_main:
         open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
@@ -243,12 +244,13 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     return final
 
 
-def recorded_config(cfg: dict[str, Any], path: str | Path) -> dict[str, Any]:
+def recorded_config(cfg: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
     """The config a run writes (``config.yaml``, ``summary.md``): ``cfg``, and for a run on a file (``data.path``)
-    the file it read under ``data.file`` (path, sha256, shapes: :func:`~neurodyn.data.assembly.file_record`)."""
-    if not cfg["data"].get("path"):
+    the ``record`` of the file it read under ``data.file`` (path, sha256, shapes:
+    :func:`~neurodyn.data.assembly.file_record`)."""
+    if record is None:
         return cfg
-    return {**cfg, "data": {**cfg["data"], "file": file_record(path)}}
+    return {**cfg, "data": {**cfg["data"], "file": record}}
 
 
 def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any]) -> dict[str, dict[str, Any]]:
