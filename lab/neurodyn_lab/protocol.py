@@ -1,15 +1,16 @@
 """The protocol experiments: paper experiments at their protocol (CHONN) or scaled to two cores, as resumable queues.
 
-    neurodyn bench protocol --status        # per experiment: runs recorded, runs in progress (epoch), runs left
-    neurodyn bench protocol --lanes a b     # both queues, one process each (1 torch thread), until done
-    neurodyn bench protocol --lanes b       # one queue
-    neurodyn bench protocol --report        # every experiment's report.md (tables, plots) from its records
+    python -m neurodyn_lab run protocol --status    # per experiment: runs recorded, in progress (epoch), left
+    python -m neurodyn_lab run protocol --lanes a b # both queues, one process each (1 torch thread), until done
+    python -m neurodyn_lab run protocol --lanes b   # one queue
+    python -m neurodyn_lab run protocol --report    # every experiment's report.md (tables, plots) from its records
 
 Each experiment is one invocation of its driver (below), which skips recorded runs and resumes an interrupted
-one from its ``last.pt``; so the same command continues after any interruption, over as many sittings as it
-takes. A sitting ends with ``benchmarks/tools/protocol_snapshot.py`` and a commit: the machine keeps nothing
-outside the repository. Every run trains with a validation split that alone selects its ``best.pt``; the test
-split is evaluated once, at the end of the run.
+one from its ``last.pt`` in the untracked run folder (``lab/runs/<paper>/<claim>``); so the same command continues
+after any interruption on a machine that keeps that folder. On another machine the records (committed as each run
+ends) are all that travels: a recorded run is never trained again and an unfinished one starts over. Checkpoints
+never enter a commit. Every run trains with a validation split that alone selects its ``best.pt``; the test split
+is evaluated once, at the end of the run.
 
 Lane ``a``: the CHONN order family at the paper's protocol, then ST-SSM-VM of Table 5 at 32 x 32. Lane ``b``:
 Transolver's learning rate and slice count tuned on the Darcy validation split, the chosen setting's other two
@@ -17,8 +18,8 @@ seeds, the chosen Transolver and an FNO of its size for 50 epochs, the Navier-St
 nu = 1e-4, ST-SSM's Table 1 (KS nu = 0.1) at 50 epochs, then Table 5's other three models. Lane ``c``: the papers'
 open claims (LaMO's paper configuration, the 2.37 M FNO at 50 epochs, the paper's GeoMaNO on NS, CHONN's Fig. 3c);
 lane ``d``: CHONN's Fig. 3a off-diagonal, beside lane ``c`` on the second core. The protocols,
-estimates, records and verdicts are in ``benchmarks/results/protocol.md``; each experiment's records, report and
-run folders are in ``benchmarks/results/protocol_<experiment>/`` (the one layout of ``benchmarks/README.md``).
+estimates, records and verdicts are in ``lab/pages/protocol.md``; each experiment's records and report are in
+its claim's folder, ``lab/records/<paper>/<claim>/`` (:data:`CLAIMS`; the layout of ``lab/README.md``).
 """
 from __future__ import annotations
 
@@ -33,22 +34,29 @@ from typing import NamedTuple
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # a checkout's neurodyn when run directly
-from neurodyn.bench.jobs import load_results, read_run_records  # noqa: E402
-from neurodyn.train.runs import read_history, read_test_metrics  # noqa: E402
+from neurodyn.train.runs import read_history, read_test_metrics
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+from neurodyn_lab.paths import child_env, module_command, records, relative, runs_for
+from neurodyn_lab.records import load_results, read_run_records, write_text
+
+#: protocol experiment -> the claim its records belong to (``lab/records/<claim>``)
+CLAIMS = {
+    "chonn_order": "chonn/order_protocol", "chonn_fig3a": "chonn/fig3a_protocol", "chonn_fig3c": "chonn/fig3c_protocol",
+    "stssm_ks": "stssm/table1_protocol", "stssm_table5_32": "stssm/table5_protocol",
+    "transolver_tuning": "operators/transolver_tuning_protocol", "darcy_50": "operators/darcy_50ep_protocol",
+    "ns4": "operators/ns4_protocol", "ns4_paper_configs": "operators/ns4_paper_configs_protocol",
+    "lamo_config_darcy": "lamo/darcy_config_protocol", "geomano_lamo_equal": "geomano/lamo_equal_protocol",
+}
 
 
 def folder(name: str) -> Path:
-    """The experiment folder of protocol experiment ``name``: ``benchmarks/results/protocol_<name>``."""
-    return RESULTS / f"protocol_{name}"
+    """The records folder of protocol experiment ``name``: ``lab/records/<CLAIMS[name]>``."""
+    return records(CLAIMS[name])
 
 
 TRANSOLVER_GRID = [(lr, m) for lr in ("5e-4", "1e-3", "2e-3", "4e-3", "8e-3") for m in (16, 32, 64)]
-TRANSOLVER_TAG = "protocol_transolver_tuning"
-DARCY50_TAG = "protocol_darcy_50"
+TRANSOLVER_TAG = CLAIMS["transolver_tuning"]
+DARCY50_TAG = CLAIMS["darcy_50"]
 # ST-SSM's Table 5 on the Navier-Stokes nu = 1e-4 trajectories of the "ns4" comparison (the same file): 32 x 32
 # stored from a 64 x 64 solve; 250 train / 50 validation / 200 test; frames 7..10 given, 11..20 predicted
 TABLE5_32 = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
@@ -59,12 +67,18 @@ NS4_EPOCHS = 30
 
 class Experiment(NamedTuple):
     lane: str
-    script: str
+    module: str                    # the driver, a lab module (``neurodyn_lab.operators.darcy``)
     argv: Callable[[], list[str]]  # the driver's arguments (built when the experiment starts)
     records: Callable[[], list[dict]]  # the records of the runs finished so far
     total: int                     # runs in the experiment
-    runs_dir: Path                 # where its run folders are
+    runs_dir: Path                 # where its run folders are (untracked)
     runs: tuple[str, ...] = ("*",)  # the names of its run folders there (globs)
+
+
+DARCY_DRIVER = "neurodyn_lab.operators.darcy"
+STSSM_DRIVER = "neurodyn_lab.stssm.tables"
+COMPARE_DRIVER = "neurodyn_lab.geomano.table1"
+CHONN_DRIVER = "neurodyn_lab.chonn.experiments"
 
 
 def _store_records(experiment: Path) -> list[dict]:
@@ -74,7 +88,7 @@ def _store_records(experiment: Path) -> list[dict]:
 
 def transolver_choice() -> tuple[str, str, int]:
     """``(label, lr, slices)`` of the tuning run with the lowest best validation rel. L2 (seed 0)."""
-    recs = read_run_records(RESULTS / TRANSOLVER_TAG, "*-s0")
+    recs = read_run_records(records(TRANSOLVER_TAG), "*-s0")
     if len(recs) < len(TRANSOLVER_GRID):
         raise SystemExit(f"the Transolver tuning has {len(recs)} of {len(TRANSOLVER_GRID)} runs recorded")
     best = min(recs, key=lambda r: r["best_val_rel_l2"])
@@ -88,7 +102,7 @@ def _transolver_runs(grid) -> list[str]:
 
 def _operators_darcy(seeds: list[int], grid) -> list[str]:
     return ["--seeds", *map(str, seeds), "--epochs", "10", "--threads", "1", "--tag", TRANSOLVER_TAG,
-            "--runs-dir", str(RESULTS / TRANSOLVER_TAG / "runs"), "--runs", *_transolver_runs(grid)]
+            "--runs", *_transolver_runs(grid)]
 
 
 def _chosen_seeds() -> list[str]:
@@ -101,35 +115,35 @@ def _darcy_50() -> list[str]:
     the FNO at 10 epochs a matter of the budget?"""
     _, lr, m = transolver_choice()
     return ["--seeds", "0", "1", "2", "--epochs", "50", "--threads", "1", "--tag", DARCY50_TAG,
-            "--runs-dir", str(RESULTS / DARCY50_TAG / "runs"), "--runs", *_transolver_runs([(lr, m)]),
+            "--runs", *_transolver_runs([(lr, m)]),
             "fno-small=fno/darcy;model.width=14;model.modes=[6,6]"]
 
 
 def _stssm(table: str, tag: str, only: list[str], common: list[str], seeds: tuple[int, ...] = (0, 1, 2)
            ) -> list[str]:
     return ["--table", table, *(["--only", *only] if only else []), "--seeds", *map(str, seeds), "--threads", "1",
-            "--common", *common, "--tag", f"protocol_{tag}", "--runs-dir", str(folder(tag) / "runs")]
+            "--common", *common, "--tag", CLAIMS[tag]]
 
 
 def _table5_32(lane: str, labels: tuple[str, ...]) -> Experiment:
     """ST-SSM's Table 5 at 32 x 32 for the models ``labels`` (seeds 0, 1, 2): their records and run folders only."""
     return Experiment(
-        lane, "stssm_tables.py",
+        lane, STSSM_DRIVER,
         lambda: _stssm("5", "stssm_table5_32", list(labels), [*TABLE5_32, f"train.epochs={TABLE5_EPOCHS}"]),
         lambda: [r for r in read_run_records(folder("stssm_table5_32")) if r["label"] in labels],
-        3 * len(labels), folder("stssm_table5_32") / "runs", tuple(f"{label}-s?" for label in labels))
+        3 * len(labels), runs_for(folder("stssm_table5_32")), tuple(f"{label}-s?" for label in labels))
 
 
 def _compare(lane: str, name: str, bench: str, models: tuple[str, ...], epochs: int, reuse: str) -> Experiment:
-    """``models`` of geomano_compare's ``bench`` for ``epochs`` (seeds 0, 1, 2) into ``protocol_<name>``, beside the
-    runs of the same bench already recorded in ``protocol_<reuse>`` (read, not trained again)."""
+    """``models`` of geomano/table1's ``bench`` for ``epochs`` (seeds 0, 1, 2) into the claim of ``name``, beside the
+    runs of the same bench already recorded in the claim of ``reuse`` (read, not trained again)."""
     return Experiment(
-        lane, "geomano_compare.py",
+        lane, COMPARE_DRIVER,
         lambda: ["--bench", bench, "--models", *models, "--epochs", str(epochs), "--seeds", "0", "1", "2",
-                 "--threads", "1", "--jobs", "1", "--out", str(folder(name)), "--runs-dir", str(folder(name) / "runs"),
-                 "--reuse", str(folder(reuse))],
+                 "--threads", "1", "--jobs", "1", "--out", CLAIMS[name], "--runs-dir", str(runs_for(folder(name))),
+                 "--reuse", CLAIMS[reuse]],
         lambda: [r for r in _store_records(folder(name)) if r.get("label") in models], 3 * len(models),
-        folder(name) / "runs")
+        runs_for(folder(name)))
 
 
 CHONN_SEEDS = (42, 43, 44)
@@ -141,45 +155,45 @@ def _chonn_order(lane: str, name: str, only: tuple[str, ...], seeds: tuple[int, 
     """The (target, model) pairs ``only`` (``TARGET:MODEL``) of the CHONN order benchmark at the paper's protocol,
     for ``seeds``, into ``protocol_<name>``, queued in ``lane``."""
     return Experiment(
-        lane, "chonn_experiments.py",
-        lambda: ["order", "--scale", "paper", "--seeds", *map(str, seeds), "--only", *only, "--out", str(folder(name)),
+        lane, CHONN_DRIVER,
+        lambda: ["order", "--scale", "paper", "--seeds", *map(str, seeds), "--only", *only, "--out", CLAIMS[name],
                  "--threads", "1"],
-        lambda: _store_records(folder(name)), len(only) * len(seeds), folder(name) / "runs")
+        lambda: _store_records(folder(name)), len(only) * len(seeds), runs_for(folder(name)))
 
 
 EXPERIMENTS: dict[str, Experiment] = {
     "chonn-order": Experiment(
-        "a", "chonn_experiments.py",
-        lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", str(folder("chonn_order")),
+        "a", CHONN_DRIVER,
+        lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out", CLAIMS["chonn_order"],
                  "--threads", "1"],
-        lambda: _store_records(folder("chonn_order")), 24, folder("chonn_order") / "runs"),
+        lambda: _store_records(folder("chonn_order")), 24, runs_for(folder("chonn_order"))),
     # Table 5's zigzag ST-SSM-VM (half its CPU hours) in lane a, its other three models in lane b: the two
     # lanes' queues then take about equally long
     "stssm-table5-32-vm": _table5_32("a", ("stssm-vm",)),
     "transolver-tuning": Experiment(
-        "b", "operators_darcy.py", lambda: _operators_darcy([0], TRANSOLVER_GRID),
-        lambda: [r for r in read_run_records(RESULTS / TRANSOLVER_TAG) if r["seed"] == 0], len(TRANSOLVER_GRID),
-        RESULTS / TRANSOLVER_TAG / "runs", ("*-s0",)),
+        "b", DARCY_DRIVER, lambda: _operators_darcy([0], TRANSOLVER_GRID),
+        lambda: [r for r in read_run_records(records(TRANSOLVER_TAG)) if r["seed"] == 0], len(TRANSOLVER_GRID),
+        runs_for(records(TRANSOLVER_TAG)), ("*-s0",)),
     "transolver-seeds": Experiment(
-        "b", "operators_darcy.py", _chosen_seeds,
-        lambda: [r for r in read_run_records(RESULTS / TRANSOLVER_TAG) if r["seed"] != 0], 2,
-        RESULTS / TRANSOLVER_TAG / "runs", ("*-s[12]",)),
+        "b", DARCY_DRIVER, _chosen_seeds,
+        lambda: [r for r in read_run_records(records(TRANSOLVER_TAG)) if r["seed"] != 0], 2,
+        runs_for(records(TRANSOLVER_TAG)), ("*-s[12]",)),
     "darcy-50": Experiment(
-        "b", "operators_darcy.py", _darcy_50,
-        lambda: [r for r in read_run_records(RESULTS / DARCY50_TAG) if r["label"] != "fno"], 6,
-        RESULTS / DARCY50_TAG / "runs", ("transolver-*", "fno-small-*")),
+        "b", DARCY_DRIVER, _darcy_50,
+        lambda: [r for r in read_run_records(records(DARCY50_TAG)) if r["label"] != "fno"], 6,
+        runs_for(records(DARCY50_TAG)), ("transolver-*", "fno-small-*")),
     "ns4": Experiment(
-        "b", "geomano_compare.py",
+        "b", COMPARE_DRIVER,
         lambda: ["--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno", "fno-small", "--epochs",
                  str(NS4_EPOCHS), "--seeds", "0", "1", "2", "--threads", "1", "--jobs", "1",
-                 "--out", str(folder("ns4")), "--runs-dir", str(folder("ns4") / "runs"),
+                 "--out", CLAIMS["ns4"], "--runs-dir", str(runs_for(folder("ns4"))),
                  "--plot-curves", str(folder("ns4") / "curves.png")],
-        lambda: _store_records(folder("ns4")), 15, folder("ns4") / "runs"),
+        lambda: _store_records(folder("ns4")), 15, runs_for(folder("ns4"))),
     "stssm-ks": Experiment(
-        "b", "stssm_tables.py",
+        "b", STSSM_DRIVER,
         lambda: _stssm("1", "stssm_ks", ["mi-ffno-r64", "s4ffno-r64", "stssm-r64"],
                        ["train.epochs=50", "train.eval_every=1"]),
-        lambda: read_run_records(folder("stssm_ks")), 9, folder("stssm_ks") / "runs"),
+        lambda: read_run_records(folder("stssm_ks")), 9, runs_for(folder("stssm_ks"))),
     "stssm-table5-32": _table5_32("b", ("stssm", "stssm-ff", "fno2d-r")),
     # the papers' open claims (lane c): LaMO's paper configuration against the code's (its heads re-selected on
     # validation), at the budgets of the rows they extend; the 2.37 M FNO at Darcy's 50 epochs; the paper's GeoMaNO
@@ -187,10 +201,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "lamo-config-darcy": _compare("c", "lamo_config_darcy", "darcy", ("lamo-h1", "lamo-paper"), 50,
                                   "geomano_lamo_equal"),
     "fno-darcy-50": Experiment(
-        "c", "operators_darcy.py",
+        "c", DARCY_DRIVER,
         lambda: ["--seeds", "0", "1", "2", "--epochs", "50", "--threads", "1", "--tag", DARCY50_TAG,
-                 "--runs-dir", str(RESULTS / DARCY50_TAG / "runs"), "--runs", "fno=fno/darcy"],
-        lambda: read_run_records(RESULTS / DARCY50_TAG, "fno-s[0-9]"), 3, RESULTS / DARCY50_TAG / "runs",
+                 "--runs", "fno=fno/darcy"],
+        lambda: read_run_records(records(DARCY50_TAG), "fno-s[0-9]"), 3, runs_for(records(DARCY50_TAG)),
         ("fno-s[0-9]",)),
     "ns4-paper-configs": _compare("c", "ns4_paper_configs", "ns4", ("lamo-h4", "lamo-paper", "geomano-paper-eqp"),
                                   NS4_EPOCHS, "ns4"),
@@ -205,48 +219,45 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 #: experiment -> (driver, its report arguments, the file its printed report is written to)
 REPORTS: dict[str, tuple[str, Callable[[], list[str]], Path]] = {
-    "chonn-order": ("chonn_experiments.py", lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out",
-                                                     str(folder("chonn_order")), "--report"],
+    "chonn-order": (CHONN_DRIVER, lambda: ["order", "--scale", "paper", "--seeds", "42", "43", "44", "--out",
+                                           CLAIMS["chonn_order"], "--report"],
                     folder("chonn_order") / "report.md"),
-    "transolver-tuning": ("operators_darcy.py", lambda: ["--report", "--tag", TRANSOLVER_TAG],
-                          RESULTS / TRANSOLVER_TAG / "report.md"),
-    "darcy-50": ("operators_darcy.py", lambda: ["--report", "--tag", DARCY50_TAG], RESULTS / DARCY50_TAG / "report.md"),
-    "ns4": ("geomano_compare.py",
+    "transolver-tuning": (DARCY_DRIVER, lambda: ["--report", "--tag", TRANSOLVER_TAG],
+                          records(TRANSOLVER_TAG) / "report.md"),
+    "darcy-50": (DARCY_DRIVER, lambda: ["--report", "--tag", DARCY50_TAG], records(DARCY50_TAG) / "report.md"),
+    "ns4": (COMPARE_DRIVER,
             lambda: ["--report", "--bench", "ns4", "--models", "lamo", "geomano-eqp", "transolver", "fno",
-                     "fno-small", "--epochs", str(NS4_EPOCHS), "--out", str(folder("ns4")),
+                     "fno-small", "--epochs", str(NS4_EPOCHS), "--out", CLAIMS["ns4"],
                      "--plot-curves", str(folder("ns4") / "curves.png")], folder("ns4") / "report.md"),
-    "stssm-ks": ("stssm_tables.py", lambda: ["--table", "1", "--report", "--tag",
-                                             "protocol_stssm_ks", "--runs-dir", str(folder("stssm_ks") / "runs")],
+    "stssm-ks": (STSSM_DRIVER, lambda: ["--table", "1", "--report", "--tag", CLAIMS["stssm_ks"]],
                  folder("stssm_ks") / "report.md"),
-    "stssm-table5-32": ("stssm_tables.py", lambda: ["--table", "5", "--report", "--tag", "protocol_stssm_table5_32",
-                                                    "--runs-dir", str(folder("stssm_table5_32") / "runs"),
-                                                    "--common", *TABLE5_32], folder("stssm_table5_32") / "report.md"),
+    "stssm-table5-32": (STSSM_DRIVER, lambda: ["--table", "5", "--report", "--tag", CLAIMS["stssm_table5_32"],
+                                               "--common", *TABLE5_32], folder("stssm_table5_32") / "report.md"),
 }
 
 
 def report() -> None:
     """Every experiment's tables from its records (its driver's ``--report``), written to its ``report.md``, and the
     CHONN order family's validation curves (mean over seeds per target and model)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
-    for name, (script, argv, path) in REPORTS.items():
+    env = child_env(OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    for name, (module, argv, path) in REPORTS.items():
         if not EXPERIMENTS[name].records():
             continue
-        done = subprocess.run([sys.executable, str(HERE / script), *argv()], env=env, capture_output=True,
-                              text=True)
+        done = subprocess.run([*module_command(module), *argv()], env=env, capture_output=True, text=True)
         if done.returncode:
             print(f"{name}: the report failed:\n{done.stderr[-2000:]}", file=sys.stderr)
             continue
-        text = done.stdout.replace(f"]({os.path.relpath(path.parent, HERE)}/", "](")  # links from beside it
-        text = text.replace(f"{path.parent}/", "").replace(f"{HERE.parent}/", "")  # no machine paths in the page
-        path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n{text}")
-        print(f"{name}: {path.relative_to(HERE.parent)}")
+        text = done.stdout.replace(f"{path.parent}/", "")  # links from beside it; write_text drops the rest
+        write_text(path, f"<!-- made by `python -m neurodyn_lab run protocol --report` from the records beside it "
+                         f"-->\n\n{text}")
+        print(f"{name}: {relative(path)}")
     for name in SELECTIONS:
         text = selection_report(name)
         if text:
             path = folder(name) / "report.md"
-            path.write_text(f"<!-- made by `neurodyn bench protocol --report` from the records beside it -->\n\n"
-                            f"{text}\n\n![validation curves](curves.png)\n")
-            print(f"{name}: {path.relative_to(HERE.parent)}")
+            write_text(path, f"<!-- made by `python -m neurodyn_lab run protocol --report` from the records beside "
+                             f"it -->\n\n{text}\n\n![validation curves](curves.png)\n")
+            print(f"{name}: {relative(path)}")
     from neurodyn.plots import plot_seed_mean_curves
 
     chonn = sorted(load_results(folder("chonn_order")), key=lambda r: (r["target"], r["model"]))
@@ -274,7 +285,7 @@ def report() -> None:
     for name, (groups, title) in curves.items():
         if groups:
             plot_seed_mean_curves(groups, files[name], "validation rel. L2", title, log=True)
-            print(f"curves: {files[name].relative_to(HERE.parent)}")
+            print(f"curves: {relative(files[name])}")
 
 
 #: lane c's comparisons: experiment -> (the reused experiment, its labels that join the comparison, title)
@@ -382,20 +393,20 @@ def status() -> str:
 def run_lane(lane: str) -> int:
     """The first unfinished experiment of ``lane``, its driver in a child process with 1 torch thread; then this
     script starts over (re-read, so that an edit to the queue takes effect at the next experiment)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+    env = child_env(OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
     todo = [(name, e) for name, e in EXPERIMENTS.items() if e.lane == lane and len(e.records()) < e.total]
     if not todo:
         print(f"[lane {lane}] done", flush=True)
         return 0
     name, e = todo[0]
-    cmd = [sys.executable, str(HERE / e.script), *e.argv()]
+    cmd = [*module_command(e.module), *e.argv()]
     print(f"[lane {lane}] {name}: {' '.join(cmd)}", flush=True)
     code = subprocess.call(cmd, env=env)
     if code or len(e.records()) < e.total:
         print(f"[lane {lane}] {name} exited with {code} and {len(e.records())} of {e.total} runs recorded; the lane "
               "stops here", flush=True)
         return code or 1
-    os.execv(sys.executable, [sys.executable, __file__, "--lanes", lane])
+    os.execve(sys.executable, [*module_command("neurodyn_lab.protocol"), "--lanes", lane], env)
 
 
 def main(argv=None) -> int:
@@ -413,12 +424,13 @@ def main(argv=None) -> int:
         return 0
     if len(args.lanes) == 1:
         return run_lane(args.lanes[0])
-    procs = [subprocess.Popen([sys.executable, __file__, "--lanes", lane]) for lane in args.lanes]
+    procs = [subprocess.Popen([*module_command("neurodyn_lab.protocol"), "--lanes", lane], env=child_env())
+             for lane in args.lanes]
     return max(p.wait() for p in procs)
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench protocol`` entry point (the experiments fix their own scales)."""
+    """``python -m neurodyn_lab run protocol`` entry point (the experiments fix their own scales)."""
     return main(argv)
 
 

@@ -1,16 +1,14 @@
-"""The experiment queue: seeded training runs of presets, recorded into a results folder.
+"""The experiment queue: seeded training runs of presets, each recorded once into a claim's records folder.
 
 * :func:`train_preset` -- one seeded training run of a preset (with overrides) into a run folder; returns a
   :class:`RunResult` (final metrics, best, epochs, seconds, parameters, split sizes, validation curve);
 * :func:`run_jobs` -- every :class:`Job` not yet recorded, trained (optionally each in its own process) and
-  recorded in ``<store>/results.json``, the merged record of a folder keyed by run name (written atomically
-  after each run; a recorded run is never trained again); :func:`load_results` reads such a store.
+  recorded as ``<records>/runs/<name>/result.json`` (:mod:`neurodyn_lab.records`); a recorded run is never
+  trained again.
 
-A results folder follows the one layout of ``benchmarks/results/`` (see ``benchmarks/README.md``):
-``<experiment>/`` holds its report, ``results.json`` and plots, and ``runs/<run>/`` one folder per run (its
-``result.json`` record, and while it trains its config, metrics and checkpoints).
-
-This is the laboratory's side of training: a user's training needs only :mod:`neurodyn.train`.
+Runs train in the untracked twin of the records folder (``lab/runs/<paper>/<claim>/<name>``,
+:func:`neurodyn_lab.paths.runs_for`): an interrupted run resumes from its ``last.pt`` there while the machine keeps
+the folder, and starts over on a machine that does not have it. Checkpoints never enter a commit.
 """
 from __future__ import annotations
 
@@ -22,20 +20,20 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from ..checkpoint_io import read_checkpoint
-from ..data.assembly import split_sizes
-from ..errors import DataError
-from ..models import build, count_parameters
-from ..models.registry import upgrade_config
-from ..train.experiment import run_experiment
-from ..train.predict import TrainedRun, load_run
-from ..train.runs import read_history, read_test_metrics
+from neurodyn.checkpoint_io import read_checkpoint
+from neurodyn.data.assembly import split_sizes
+from neurodyn.models import build, count_parameters
+from neurodyn.train.experiment import run_experiment
+from neurodyn.train.runs import TrainedRun, load_run, read_history, read_test_metrics
+
+from .paths import child_env, runs_for
+from .records import load_results, with_placeholders, write_run_record
 
 # ------------------------------------------------------------------------------------------------
 # training a preset
@@ -86,7 +84,7 @@ def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = ()
     """The preset at ``scale`` with ``overrides`` then ``model_overrides``; with ``model_from`` the model
     section is that preset's (same scale) with ``model_overrides`` instead; with ``data_from`` the task and
     data sections are that preset's (same scale, with ``overrides``), so several models train on one dataset."""
-    from ..experiments import load_experiment
+    from neurodyn.experiments import load_experiment
 
     if model_from:
         cfg = load_experiment(preset, scale, list(overrides))
@@ -127,8 +125,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
                      test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
                      epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
                      seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"],
-                                                   upgrade_config(ckpt["model"]["name"], ckpt["model"]["config"]))),
+                     params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
                      n_train=n_train, n_test=n_test,
                      final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
                      env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
@@ -136,56 +133,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
 
 
 # ------------------------------------------------------------------------------------------------
-# results store and job lists
-
-STORE = "results.json"
-
-
-def load_results(store_dir: str | Path) -> list[dict[str, Any]]:
-    """Every recorded run of a store folder, in recording order: ``results.json``, plus the records it lacks
-    from ``runs/<name>/result.json`` (a run finished by an interrupted invocation) and from ``<name>.json``
-    files beside it (the one-file-per-run layout of older drivers), each named by its folder / file."""
-    store_dir = Path(store_dir)
-    path = store_dir / STORE
-    try:
-        records = json.loads(path.read_text()) if path.exists() else []
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path} is not valid JSON ({e}); expected the list of run records") from None
-    known = {r.get("run") for r in records}
-    loose = [(f.parent.name, f) for f in sorted(store_dir.glob("runs/*/result.json"))]
-    loose += [(f.stem, f) for f in sorted(store_dir.glob("*.json")) if f.name != STORE]
-    for name, f in loose:
-        rec = json.loads(f.read_text())
-        if name not in known and rec not in records:  # records written before runs were named
-            records.append({"run": name, **rec})
-            known.add(name)
-    return records
-
-
-def record_path(experiment: str | Path, run: str) -> Path:
-    """Where the record of ``run`` of an experiment folder lives: ``<experiment>/runs/<run>/result.json``."""
-    return Path(experiment) / "runs" / run / "result.json"
-
-
-def read_run_records(experiment: str | Path, runs: str = "*") -> list[dict[str, Any]]:
-    """The records ``runs/<run>/result.json`` of an experiment folder whose run name matches the glob ``runs``,
-    in run-name order (the one-record-per-run drivers; :func:`load_results` also merges ``results.json``)."""
-    found = []
-    for f in sorted(Path(experiment).glob(f"runs/{runs}/result.json")):
-        try:
-            found.append(json.loads(f.read_text()))
-        except json.JSONDecodeError as e:
-            raise DataError(f"{f} is not valid JSON ({e}); expected one run's record") from None
-    return found
-
-
-def save_results(store_dir: str | Path, records: list[dict[str, Any]]) -> None:
-    """Write ``results.json`` through a temporary file, so an interruption never leaves half of it."""
-    store_dir = Path(store_dir)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    tmp = store_dir / f"{STORE}.partial"
-    tmp.write_text(json.dumps(records, indent=1))
-    tmp.replace(store_dir / STORE)
+# job lists
 
 
 class Job(NamedTuple):
@@ -204,27 +152,30 @@ class Job(NamedTuple):
     data_from: str | None = None
 
 
-def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
+def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *,
              evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
              train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
-             workers: int = 0, threads: int | None = None,
-             device: str | torch.device = "cpu") -> list[dict[str, Any]]:
-    """Train every job not yet recorded in ``store_dir`` and record it; returns the records of ``jobs``.
+             workers: int = 0, threads: int | None = None, device: str | torch.device = "cpu",
+             placeholders: Mapping[str, str] | None = None, metric: str = "rel_l2") -> list[dict[str, Any]]:
+    """Train every job not yet recorded in ``records_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
-    **evaluate(restored run)}``, written to ``<runs_dir>/<name>/result.json`` and merged into
-    ``<store_dir>/results.json`` after every run (``runs_dir`` defaults to ``<store_dir>/runs``). With
-    ``train=False`` only recorded runs are returned; ``retrain`` trains recorded jobs again and replaces
-    their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh
-    process, that many at a time (``threads``: torch threads of each process or of this one); ``device``: where every
-    job trains; ``evaluate`` and the recording always run here. Prints ``[tag] <label> seed <seed>:
+    **evaluate(restored run)}``, written to ``<records_dir>/runs/<name>/result.json`` as each run ends (with its
+    run folder's config, metrics and summary). Runs train in ``runs_dir`` (default: the untracked twin of the
+    records folder, :func:`neurodyn_lab.paths.runs_for`) and resume from it. With ``train=False`` only recorded
+    runs are returned; ``retrain`` trains recorded jobs again and replaces their records (``resume=False`` to start
+    their run folders over). ``workers`` > 0 trains each job in a fresh process, that many at a time (``threads``:
+    torch threads of each process or of this one); ``device``: where every job trains; ``evaluate`` and the
+    recording always run here; ``metric``: the test metric the records keep as ``final_<metric>`` (and its
+    validation curve and best). ``placeholders`` name folders outside the repository in the records
+    (``{stores: "<stores>"}``: :func:`neurodyn_lab.records.with_placeholders`). Prints ``[tag] <label> seed <seed>:
     <summary(record)>`` per new record.
     """
-    store_dir = Path(store_dir)
-    runs_dir = Path(runs_dir) if runs_dir is not None else store_dir / "runs"
-    store = load_results(store_dir)
-    recorded = {r.get("run"): r for r in store}
+    placeholders = {str(Path(k).absolute()): v for k, v in (placeholders or {}).items()}
+    records_dir = Path(records_dir)
+    runs_dir = Path(runs_dir) if runs_dir is not None else runs_for(records_dir)
+    recorded = {r.get("run"): r for r in load_results(records_dir)}
     todo = [j for j in jobs if retrain or j.name not in recorded] if train else []
 
     def record(job: Job, result: RunResult) -> None:
@@ -236,26 +187,33 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
             rec["data_from"] = job.data_from
         if evaluate is not None:
             rec.update(evaluate(load_run(result.run_dir)))
-        rec = json.loads(json.dumps(rec))
-        (Path(result.run_dir) / "result.json").write_text(json.dumps(rec, indent=1))
-        if job.name in recorded:  # retrained
-            store[:] = [r for r in store if r.get("run") != job.name]
-        store.append(rec)
+        rec = with_placeholders(json.loads(json.dumps(rec)), placeholders)
+        if job.name in recorded:  # retrained: the older record goes
+            _forget(records_dir, job.name)
+        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir)
         recorded[job.name] = rec
-        save_results(store_dir, store)
         shown = summary(rec) if summary else f"{result.metric} {result.final.get(result.metric)}"
-        print(f"[{tag or store_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)
+        print(f"[{tag or records_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)
 
     if workers > 0:
-        _run_in_processes(todo, scale, overrides, runs_dir, resume, workers, threads, record, str(device))
+        _run_in_processes(todo, scale, overrides, runs_dir, resume, workers, threads, record, str(device), metric)
     else:
         if threads:
             torch.set_num_threads(threads)
         for job in todo:
-            record(job, _train_job(job, scale, overrides, runs_dir, resume, device))
-    if store:  # also records runs that only their folders held
-        save_results(store_dir, store)
+            record(job, _train_job(job, scale, overrides, runs_dir, resume, device, metric))
     return [recorded[j.name] for j in jobs if j.name in recorded]
+
+
+def _forget(records_dir: Path, run: str) -> None:
+    """Drop the entry of ``run`` from the folder's ``results.json`` (a record written before runs had their own file);
+    its ``runs/<run>/result.json`` is overwritten by the new record."""
+    from .records import STORE, write_store
+
+    path = records_dir / STORE
+    if path.exists():
+        kept = [r for r in json.loads(path.read_text()) if r.get("run") != run]
+        write_store(records_dir, kept)
 
 
 def _overrides(job: Job, common: Sequence[str]) -> list[str]:
@@ -269,20 +227,18 @@ def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict
 
 
 def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-               device: str | torch.device = "cpu") -> RunResult:
+               device: str | torch.device = "cpu", metric: str = "rel_l2") -> RunResult:
     return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
                         model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
-                        resume=resume, device=device)
+                        resume=resume, device=device, metric=metric)
 
 
 def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
                       workers: int, threads: int | None, done: Callable[[Job, RunResult], None],
-                      device: str = "cpu") -> None:
-    """Train every job in its own ``python -m neurodyn.bench.jobs`` process, ``workers`` at a time
+                      device: str = "cpu", metric: str = "rel_l2") -> None:
+    """Train every job in its own ``python -m neurodyn_lab.queue`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
-    package_root = str(Path(__file__).resolve().parents[2])  # the workers import this same neurodyn
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
-               PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
+    env = child_env(OMP_WAIT_POLICY="PASSIVE")  # the workers import this same lab and neurodyn
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     pending, running = list(jobs), []
@@ -290,8 +246,8 @@ def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], ru
         while pending and len(running) < workers:
             job = pending.pop(0)
             spec = {"job": job._asdict(), "scale": scale, "common": list(common), "runs_dir": str(runs_dir),
-                    "resume": resume, "threads": threads, "device": device}
-            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn.bench.jobs", json.dumps(spec)],
+                    "resume": resume, "threads": threads, "device": device, "metric": metric}
+            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn_lab.queue", json.dumps(spec)],
                                                   env=env)))
             print(f"started {job.label or job.name} seed {job.seed} ({len(pending)} queued)", flush=True)
         time.sleep(0.5)
@@ -312,7 +268,7 @@ def _worker(spec_json: str) -> int:
         torch.set_num_threads(int(spec["threads"]))
     job = Job(**spec["job"])
     result = _train_job(job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"],
-                        spec.get("device", "cpu"))
+                        spec.get("device", "cpu"), spec.get("metric", "rel_l2"))
     (Path(result.run_dir) / "run_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
     return 0
 

@@ -1,7 +1,7 @@
 """CHONN speed: time per training step (forward + backward + AdamW step) of Cascaded Kirchhoff Blocks of
 order 1-4 against the same backbone without them.
 
-    .venv/bin/python benchmarks/chonn_speed.py [--threads 1] [--repeats 7] [--only chain unet fno]
+    python -m neurodyn_lab run chonn/speed [--threads 1] [--repeats 7] [--only chain unet fno]
 
 Backbones (the cpu-scale experiment shapes):
 
@@ -13,12 +13,11 @@ Backbones (the cpu-scale experiment shapes):
   w0 branch replaced by a CKB (d_state 8, bi scan, as the cpu preset); order 0 = the FNO.
 
 Median over ``--repeats`` steps after two warm-up steps; results printed as a table and written to
-``benchmarks/results/chonn_speed/chonn_speed.json``.
+``lab/records/chonn/speed/chonn_speed.json``.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,10 +25,10 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import neurodyn.models as ndm
 
-import neurodyn.models as ndm  # noqa: E402
+from neurodyn_lab.paths import records
+from neurodyn_lab.records import write_json
 
 
 def step_time(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, repeats: int) -> float:
@@ -87,7 +86,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--only", nargs="+", default=["chain", "unet", "fno"])
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "chonn_speed" / "chonn_speed.json")
+    p.add_argument("--out", type=Path, default=records("chonn/speed") / "chonn_speed.json")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -106,15 +105,13 @@ def main(argv=None) -> int:
         rows.append({"backbone": backbone, "model": label, "order": n, "discretization": disc, "params": params,
                      "seconds_per_step": t, "relative_to_backbone": rel})
         print(f"{backbone:8s} {label:8s} {disc:>6s} {params:>10,d} {t:8.4f} {rel:10.2f}", flush=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"threads": a.threads, "repeats": a.repeats,
-                                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                 "rows": rows}, indent=1))
+    write_json(a.out, {"threads": a.threads, "repeats": a.repeats,
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows})
     return 0
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench`` entry point (the scale does not change the shapes)."""
+    """``python -m neurodyn_lab run chonn/speed`` entry point (the scale does not change the shapes)."""
     return main(argv)
 
 

@@ -1,7 +1,7 @@
 """Speed and memory of the GeoMamba kernel vs a plain four-direction Mamba kernel on 32^2, 64^2, 128^2 patch grids.
 
-    .venv/bin/python benchmarks/geomano_kernel.py                       # all kernels, grids 32 64 128
-    .venv/bin/python benchmarks/geomano_kernel.py --grids 32 --repeats 3 --kernels geo-2d-0011 plain-lamo
+    python -m neurodyn_lab run geomano/kernel                  # all kernels, grids 32 64 128
+    python -m neurodyn_lab run geomano/kernel --grids 32 --repeats 3 --kernels geo-2d-0011 plain-lamo
 
 One kernel = one token mixer of width D (default 64, the paper's Darcy width) with N = 16 states on a
 ``(batch, g, g, D)`` token grid, forward + backward of ``out.square().mean()``. Kernels:
@@ -19,7 +19,7 @@ and in process CPU time (the sum over the threads; less sensitive to other proce
 ``saved MB`` = bytes of the distinct tensors autograd saves for backward during one forward (deterministic; the
 activation memory a training step holds), ``peak dMB`` = growth of the process's peak RSS over one
 forward+backward after the warm-up (noisy, includes allocator behaviour). Writes
-``benchmarks/results/geomano_kernel/geomano_kernel.json``.
+``lab/records/geomano/kernel/geomano_kernel.json``.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).parent
+from neurodyn_lab.paths import child_env, module_command, records
+from neurodyn_lab.records import write_json
 KERNELS = {
     "plain-lamo": None,
     "geo-1d-none": dict(ssm="1d", correction="none"),
@@ -63,8 +64,7 @@ def build(name: str, D: int, N: int):
 def measure(name: str, grid: int, batch: int, D: int, N: int, threads: int, warmup: int, repeats: int) -> dict:
     import torch
 
-    sys.path.insert(0, str(HERE.parent / "src"))
-    from neurodyn.bench import peak_rss_mb, reset_peak_rss
+    from neurodyn.bench.measure import peak_rss_mb, reset_peak_rss
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -123,7 +123,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=str(HERE / "results" / "geomano_kernel" / "geomano_kernel.json"))
+    ap.add_argument("--out", default=str(records("geomano/kernel") / "geomano_kernel.json"))
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -131,11 +131,12 @@ def main(argv=None) -> None:
         rec = measure(name, int(grid), args.batch, args.width, args.d_state, args.threads, args.warmup, args.repeats)
         print("RESULT " + json.dumps(rec), flush=True)
         return
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
+    env = child_env(OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(args.threads))
     recs = []
     for grid in args.grids:
         for name in args.kernels:
-            cmd = [sys.executable, __file__, "--worker", f"{name}:{grid}", "--batch", str(args.batch), "--width",
+            cmd = [*module_command("neurodyn_lab.geomano.kernel"), "--worker", f"{name}:{grid}",
+                   "--batch", str(args.batch), "--width",
                    str(args.width), "--d-state", str(args.d_state), "--threads", str(args.threads), "--warmup",
                    str(args.warmup), "--repeats", str(args.repeats)]
             res = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -150,10 +151,9 @@ def main(argv=None) -> None:
                   f"fwd {rec['fwd_median_s'] * 1e3:8.1f} ms  saved "
                   f"{rec['saved_mb']:8.1f} MB  peak d {rec['peak_rss_delta_mb']:8.1f} MB  load "
                   f"{rec['load_avg'][0]:.1f}", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
     keep = [r for r in old if (r["kernel"], r["grid"]) not in {(x["kernel"], x["grid"]) for x in recs}]
-    Path(args.out).write_text(json.dumps(keep + recs, indent=1))
+    write_json(args.out, keep + recs)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     base = {r["grid"]: r for r in keep + recs if r["kernel"] == "plain-lamo"}
     print("| kernel | grid | fwd+bwd ms (median) | min | x plain | CPU ms (median) | x plain | fwd ms | saved MB "
@@ -171,7 +171,7 @@ def main(argv=None) -> None:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench geomano-kernel`` entry point (the scale does not change the shapes)."""
+    """``python -m neurodyn_lab run geomano/kernel`` entry point (the scale does not change the shapes)."""
     return main(list(argv)) or 0
 
 

@@ -1,11 +1,11 @@
 """GeoMaNO vs LaMO vs Transolver vs FNO on Darcy and Navier-Stokes at cpu scale, through the experiment API.
 
     # everything (each run = one `neurodyn train <preset> --scale cpu train.seed=S train.epochs=E`)
-    .venv/bin/python benchmarks/geomano_compare.py --bench darcy ns --seeds 0 1 2 --jobs 2
-    # Darcy baselines already trained by benchmarks/operators_darcy.py (same presets, data, epochs, seeds)
-    .venv/bin/python benchmarks/geomano_compare.py --bench darcy --reuse benchmarks/results/operators_darcy
+    python -m neurodyn_lab run geomano/table1 --bench darcy ns --seeds 0 1 2 --jobs 2
+    # Darcy baselines already trained by neurodyn_lab.operators.darcy (same presets, data, epochs, seeds)
+    python -m neurodyn_lab run geomano/table1 --bench darcy --reuse operators/darcy
     # the table of what is recorded
-    .venv/bin/python benchmarks/geomano_compare.py --report --reuse benchmarks/results/operators_darcy
+    python -m neurodyn_lab run geomano/table1 --report --reuse operators/darcy
 
 Runs (cpu scale of each model's own preset; ``--epochs`` (default 10) for all, so every model gets the same
 data, epochs and seeds; each model keeps its preset's loss, batch size, lr and schedule):
@@ -18,12 +18,12 @@ data, epochs and seeds; each model keeps its preset's loss, batch size, lr and s
   the ``fno/darcy`` cpu model section (there is no fno/ns preset): nu = 1e-3, 32 x 32, 200 / 40 trajectories,
   10 -> 10 frames, teacher forcing, 10-step rollout evaluation.
 
-Every run trains in its own process (``neurodyn.bench.jobs.run_jobs``: ``OMP_WAIT_POLICY=PASSIVE``,
-``torch.set_num_threads(--threads)``) and is recorded in ``benchmarks/results/geomano_compare/results.json``
-(older records there, one JSON file per run, are still read; a run recorded with the same epochs is
-skipped, ``--force`` redoes it). ``--reuse DIR`` reads records of another driver with the same
-label, seed, preset and epochs (``benchmarks/operators_darcy.py`` writes ``lamo`` / ``transolver`` / ``fno``
-records for the Darcy presets) instead of training them again. The report gives the final-epoch test relative
+Every run trains in its own process (:func:`neurodyn_lab.queue.run_jobs`: ``OMP_WAIT_POLICY=PASSIVE``,
+``torch.set_num_threads(--threads)``) in ``lab/runs/geomano/table1/<scale>`` and is recorded in
+``lab/records/geomano/table1/runs/<run>/result.json`` (``--out``; a run recorded with the same epochs is skipped,
+``--force`` redoes it). ``--reuse CLAIM`` reads records of another driver with the same label, seed, preset and
+epochs (``neurodyn_lab.operators.darcy`` writes ``lamo`` / ``transolver`` / ``fno`` records for the Darcy presets)
+instead of training them again. The report gives the final-epoch test relative
 L2 (mean +- std over seeds) beside the papers' numbers (GeoMaNO Table 1; LaMO's Table 1 for LaMO).
 """
 from __future__ import annotations
@@ -33,23 +33,21 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import functools
 import statistics
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+from neurodyn_lab.geomano.table3 import model_job
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.records import load_results
 
-from neurodyn.bench.jobs import load_results  # noqa: E402
-
-OUT = HERE / "results" / "geomano_compare"
+OUT = "geomano/table1"
 FNO_SMALL = ["model.width=14", "model.modes=[6,6]"]  # about the parameter count of the cpu-scale SSM models
 FNO_SMALL_NS = FNO_SMALL  # on "ns4" (10 input frames) 119,255 parameters against LaMO's 122,304
 GEOMANO_EQP_NS = ["model.width=49"]  # GeoMaNO (ours) on "ns4" at LaMO's size: 122,271 parameters (width 32: 65,857)
 GEOMANO_PAPER_EQP_NS = ["model.width=52"]  # the paper's GeoMaNO on "ns4" at LaMO's size
-# the learning rate and slice count chosen on the Darcy validation split (benchmarks/protocol.py's transolver-tuning,
-# 15 settings, best validation rel. L2 0.0886: benchmarks/results/protocol_transolver_tuning/)
+# the learning rate and slice count chosen on the Darcy validation split (neurodyn_lab.protocol's transolver-tuning,
+# 15 settings, best validation rel. L2 0.0886: lab/records/operators/transolver_tuning_protocol/)
 TRANSOLVER_TUNED = ["train.lr=2e-3", "model.n_slices=16"]
 LITERAL = "model.assign_prior=0.0"  # Eq. 6 literally: no locality prior on the soft assignment
 # the paper's model (GeoMaNO's docstring table): Eq. 6 (no prior), Eq. 9's correction, Algorithm 1's shared gate
@@ -82,7 +80,7 @@ RUNS = {
             "fno": ("lamo/ns", "fno/darcy", []), "fno-small": ("lamo/ns", "fno/darcy", FNO_SMALL_NS)},
 }
 #: data and evaluation of the "ns4" runs: nu = 1e-4 simulated at 64^2 (dt 2e-3; within 0.15 % of a 256^2 solve to
-#: t = 12, 1.4 % at t = 20: `neurodyn bench ns-resolution`) and stored 32^2, frames 1..10 -> 11..20; 250 training,
+#: t = 12, 1.4 % at t = 20: `operators/ns_resolution`) and stored 32^2, frames 1..10 -> 11..20; 250 training,
 #: 50 validation (every epoch: the learning curve and best.pt) and 200 test trajectories (the FNO protocol's count)
 NS4_DATA = ["data.nu=1e-4", "data.sim_resolution=64", "data.resolution=32", "data.dt=2e-3", "data.n_train=250",
             "data.n_val=50", "data.n_test=200", "train.eval_every=1"]
@@ -105,7 +103,7 @@ def _records(dirs) -> dict:
     """(bench, model, seed) -> record, own results first, then the --reuse directories."""
     out = {}
     for d in dirs:
-        for r in load_results(d):
+        for r in load_results(records(d)):
             bench = r.get("bench") or ("darcy" if r["preset"].endswith("/darcy") else
                                        "ns" if r["preset"].endswith("/ns") else None)
             if bench is None or r["label"] not in RUNS.get(bench, {}):
@@ -149,10 +147,11 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
-    ap.add_argument("--reuse", nargs="*", default=[], help="record directories of other drivers to take runs from")
-    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default "
-                    "runs/bench/geomano_compare/<scale>; <out>/runs to keep them beside their records)")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--reuse", nargs="*", default=[], help="claims (or records folders) of other drivers to take "
+                    "runs from, e.g. operators/darcy")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<out>/<scale>, "
+                    "untracked)")
+    ap.add_argument("--out", default=OUT, help="the claim the records go to (lab/records/<out>), or a folder")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
@@ -167,7 +166,7 @@ def main(argv=None) -> None:
         print(estimate(args))
         return
     if not args.report:
-        from neurodyn.bench.jobs import run_jobs
+        from neurodyn_lab.queue import run_jobs
 
         have = _records(dirs)
         jobs = []
@@ -179,8 +178,8 @@ def main(argv=None) -> None:
                         continue
                     jobs.append(compare_job(bench, model, seed, args))
         if jobs:  # chosen above (a record with other epochs is trained again and replaced)
-            run_jobs(jobs, args.out, args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
-                     runs_dir=Path(args.runs_dir or f"runs/bench/geomano_compare/{args.scale}"),
+            run_jobs(jobs, records(args.out), args.scale, tag="geomano-compare", retrain=True, resume=not args.force,
+                     runs_dir=Path(args.runs_dir) if args.runs_dir else runs_for(records(args.out)) / args.scale,
                      workers=max(1, args.jobs), threads=args.threads,
                      summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
         print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
@@ -189,18 +188,10 @@ def main(argv=None) -> None:
         plot_curves(dirs, args.bench[0], args.models, args.plot_curves)
 
 
-@functools.cache
-def _ablation():
-    """``geomano_ablation.py`` as a module, imported once (also when this script runs under `neurodyn bench`)."""
-    from neurodyn.bench import load_script
-
-    return load_script(HERE / "geomano_ablation.py")
-
-
 def compare_job(bench: str, model: str, seed: int, args):
-    """The :class:`~neurodyn.bench.jobs.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
+    """The :class:`~neurodyn_lab.queue.Job` of one ``bench`` x ``model`` x ``seed`` run of the comparison."""
     preset, model_from, extra_ov = RUNS[bench][model]
-    return _ablation().model_job(f"{bench}-{model}-s{seed}", preset,
+    return model_job(f"{bench}-{model}-s{seed}", preset,
                                  [*BENCH_COMMON.get(bench, []), *args.common, *extra_ov,
                                   f"train.epochs={args.epochs}"], seed, {"label": model, "bench": bench}, model_from)
 
@@ -211,7 +202,8 @@ def estimate(args) -> str:
     import torch
 
     from neurodyn.compare import estimate_table
-    from neurodyn.bench.jobs import job_config
+
+    from neurodyn_lab.queue import job_config
 
     torch.set_num_threads(args.threads)
     cfgs = {f"{bench} {model}": job_config(compare_job(bench, model, args.seeds[0], args), args.scale)
@@ -232,7 +224,7 @@ def plot_curves(dirs, bench: str, models, path: str) -> None:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench geomano-compare`` entry point: ``--scale`` is the presets' scale."""
+    """``python -m neurodyn_lab run geomano/table1`` entry point: ``--scale`` is the presets' scale."""
     return main(["--scale", scale, *argv]) or 0
 
 

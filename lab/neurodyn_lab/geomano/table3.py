@@ -1,19 +1,19 @@
-"""GeoMaNO ablation (paper Table 3) as one command: ``neurodyn bench geomano-ablation --scale cpu``.
+"""GeoMaNO ablation (paper Table 3) as one command: ``python -m neurodyn_lab run geomano/table3 --scale cpu``.
 
 Trains the ``geomano/darcy`` (and with ``--bench ns`` the ``geomano/navier_stokes``) preset at a scale under
 every variant of Table 3 -- SSM (vanilla 1-D / 2-D) x positional embedding x geometric correction (None =
 Mamba's D only, fixed 0001 / 0011 / 0111, learnable) -- plus rows the paper does not have: neither D nor R,
 R in VMamba's digit order, the four-corner 2-D scan. Every run is one training of the preset with
-overrides (``neurodyn.bench.jobs.run_jobs``), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
-``torch.set_num_threads(threads)``), its record kept in ``out_dir/results.json`` (older records,
-``runs/<run>/result.json``, are read too; recorded runs are skipped, ``--force`` redoes them).
+overrides (:func:`neurodyn_lab.queue.run_jobs`), in its own subprocess (``OMP_WAIT_POLICY=PASSIVE``,
+``torch.set_num_threads(threads)``), its record kept in ``<out_dir>/runs/<run>/result.json`` (older one-file
+records, ``<out_dir>/<run>.json``, are read too; recorded runs are skipped, ``--force`` redoes them).
 The table gives mean +- std over seeds of the final-epoch test relative L2 beside the paper's number.
 
-    neurodyn bench geomano-ablation --scale cpu                      # Darcy, seeds 0 1, all variants
-    neurodyn bench geomano-ablation --scale cpu --seeds 0 1 2 --jobs 3
-    neurodyn bench geomano-ablation --scale cpu --bench ns --variants 1d-pe-none 1d-pe-learnable 2d-none
-    neurodyn bench geomano-ablation --report                         # the table of what is recorded
-    python benchmarks/geomano_ablation.py --scale cpu                # the same, without the CLI
+    python -m neurodyn_lab run geomano/table3 --scale cpu                 # Darcy, seeds 0 1, all variants
+    python -m neurodyn_lab run geomano/table3 --scale cpu --seeds 0 1 2 --jobs 3
+    python -m neurodyn_lab run geomano/table3 --scale cpu --bench ns --variants 1d-pe-none 1d-pe-learnable 2d-none
+    python -m neurodyn_lab run geomano/table3 --report                    # the table of what is recorded
+    python -m neurodyn_lab.geomano.table3 --scale cpu                     # the same, this module alone
 
 Python: ``run_ablation(scale, seeds, out_dir, ...)`` returns the records; ``ablation_table(out_dir)`` the
 markdown table.
@@ -30,12 +30,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.queue import Job, run_jobs
+from neurodyn_lab.records import load_results
 
-from neurodyn.bench.jobs import Job, load_results, run_jobs  # noqa: E402
-
-DEFAULT_OUT = HERE / "results" / "geomano_ablation"
+DEFAULT_OUT = "geomano/table3"
 PRESETS = {"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}
 _CORR = {"none": ["model.ssm.correction=none"], "learnable": ["model.ssm.correction=learnable"]}
 for _p in ("0001", "0011", "0111"):
@@ -47,12 +46,10 @@ def _variant(ssm: str, pe: bool, corr: str, *extra: str) -> list[str]:
 
 
 def _said(overrides: list[str], key: str, value: str | None = None) -> str | None:
-    """The value a record's overrides give the GeoMaNO kernel option ``key`` (``model.ssm.<key>``, or the flat
-    ``model.<key>`` / ``model.ssm_kind`` / ``model.ssm`` of records made before the ssm section held it)."""
-    old = {"kind": ("model.ssm_kind", "model.ssm")}.get(key, (f"model.{key}",))
+    """The value a record's overrides give the GeoMaNO kernel option ``key`` (``model.ssm.<key>``)."""
     for o in overrides:
         name, _, v = o.partition("=")
-        if name in (f"model.ssm.{key}", *old) and (value is None or v == value):
+        if name == f"model.ssm.{key}" and (value is None or v == value):
             return v
     return None
 
@@ -135,15 +132,16 @@ def run_ablation(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: str
     """Train every (variant, seed) not yet recorded under ``out_dir``, ``jobs`` processes at a time; return
     all records there."""
     todo = ablation_jobs(scale, seeds, benches, variants, epochs, threads, common)
+    out_dir = records(out_dir)
     run_jobs(todo, out_dir, scale, tag="geomano-ablation", retrain=force, resume=not force,
-             runs_dir=Path(runs_dir or f"runs/bench/geomano_ablation/{scale}"), workers=max(1, jobs), threads=threads,
+             runs_dir=Path(runs_dir) if runs_dir else runs_for(out_dir) / scale, workers=max(1, jobs), threads=threads,
              summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
     return load_records(out_dir)
 
 
 def load_records(out_dir: str | Path) -> list[dict]:
-    """Every run recorded under ``out_dir`` (``results.json`` and the older one-file-per-run records)."""
-    return load_results(out_dir)
+    """Every run recorded under ``out_dir`` (a claim or a folder; the one-file-per-run records of older runs too)."""
+    return load_results(records(out_dir))
 
 
 def _fmt(values: list[float]) -> str:
@@ -191,7 +189,7 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
 
 
 def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
-    ap = argparse.ArgumentParser(prog="neurodyn bench geomano-ablation", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m neurodyn_lab run geomano/table3", description=__doc__.splitlines()[0])
     ap.add_argument("--scale", default=scale, choices=["tiny", "cpu", "paper"])
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1])
     ap.add_argument("--bench", nargs="*", default=["darcy"], choices=sorted(PRESETS))
@@ -200,9 +198,9 @@ def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads per run")
     ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
-    ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default "
-                    "runs/bench/geomano_ablation/<scale>; <out>/runs to keep them beside their records)")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="the claim the records go to (lab/records/<out>), or a folder")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<out>/<scale>, "
+                    "untracked)")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true", help="only print the table of recorded runs")
     ap.add_argument("--list", action="store_true", help="list the variants and their overrides")
@@ -221,6 +219,6 @@ def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
 
 
 if __name__ == "__main__":
-    from neurodyn.bench import script_main
+    from neurodyn_lab.cli import script_main
 
     sys.exit(script_main(run))

@@ -1,7 +1,7 @@
 """LaMO vs Transolver vs full attention: forward+backward time and peak memory per sample as N grows.
 
-    .venv/bin/python benchmarks/lamo_scaling.py              # N = 1k, 4k, 16k, 64k (about 30 min on 2 busy cores)
-    .venv/bin/python benchmarks/lamo_scaling.py --quick      # N = 1k, 4k; 1 timed run
+    python -m neurodyn_lab run lamo/scaling             # N = 1k, 4k, 16k, 64k (about 30 min on 2 busy cores)
+    python -m neurodyn_lab run lamo/scaling --quick     # N = 1k, 4k; 1 timed run
 
 Each measured point is saved to ``--out`` at once; running the command again resumes after the last
 recorded point (``--fresh`` starts over).
@@ -50,6 +50,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from neurodyn_lab.paths import child_env, module_command, records
+from neurodyn_lab.records import write_json
 
 SIZES = (1024, 4096, 16384, 65536)
 MODELS = ("lamo", "transolver", "attention")
@@ -138,7 +141,7 @@ def worker(model: str, geometry: str, n: int, repeats: int, threads: int) -> dic
         _step(m, x)
         times.append(time.perf_counter() - t0)
     m.zero_grad(set_to_none=True)
-    from neurodyn.bench import rss_increase_kib
+    from neurodyn.bench.measure import rss_increase_kib
 
     peak_kib = rss_increase_kib(lambda: _step(m, x))
     params = sum(p.numel() for p in m.parameters())
@@ -146,9 +149,9 @@ def worker(model: str, geometry: str, n: int, repeats: int, threads: int) -> dic
 
 
 def run_point(model, geometry, n, repeats, threads, timeout):
-    cmd = [sys.executable, __file__, "--worker", model, geometry, str(n), "--repeats", str(repeats),
+    cmd = [*module_command("neurodyn_lab.lamo.scaling"), "--worker", model, geometry, str(n), "--repeats", str(repeats),
            "--threads", str(threads)]
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072", OMP_WAIT_POLICY="PASSIVE")
+    env = child_env(MALLOC_MMAP_THRESHOLD_="131072", OMP_WAIT_POLICY="PASSIVE")
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -165,7 +168,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--attention-max", type=int, default=16384)
     ap.add_argument("--timeout", type=int, default=1800)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "lamo_scaling" / "lamo_scaling.json"))
+    ap.add_argument("--out", default=str(records("lamo/scaling") / "lamo_scaling.json"))
     ap.add_argument("--fresh", action="store_true", help="do not resume from the points already in --out")
     ap.add_argument("--worker", nargs=3, metavar=("MODEL", "GEOMETRY", "N"))
     args = ap.parse_args(argv)
@@ -207,8 +210,7 @@ def save(out: Path, results, args, repeats) -> dict:
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "threads": args.threads,
             "repeats": repeats, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
             "load_avg": os.getloadavg(), "command": " ".join([Path(sys.executable).name] + sys.argv)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    write_json(out, {"meta": meta, "results": results})
     return meta
 
 
@@ -250,8 +252,8 @@ def print_tables(results, sizes, meta) -> None:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench lamo-scaling`` entry point (the scale does not change the shapes; ``--quick`` for a short
-    run)."""
+    """``python -m neurodyn_lab run lamo/scaling`` entry point (the scale does not change the shapes; ``--quick`` for
+    a short run)."""
     return main(list(argv)) or 0
 
 

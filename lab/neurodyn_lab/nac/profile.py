@@ -1,7 +1,7 @@
 """The share of a NAC training step spent in its NCP backbone (``ops.ncp_mlp``), from ``torch.profiler``.
 
-    python benchmarks/tools/nac_profile.py                          # nac/sequence at cpu scale, T = 64, 6 channels
-    python benchmarks/tools/nac_profile.py --length 128 --scale cpu --threads 1
+    python -m neurodyn_lab run nac/profile                          # nac/sequence at cpu scale, T = 64, 6 channels
+    python -m neurodyn_lab run nac/profile --length 128 --scale cpu --threads 1
 
 Builds the preset's model (``--preset``, default ``nac/sequence``; its batch size) for ``--channels`` input channels
 and 6 classes, and times AdamW steps (cross-entropy on a random batch of ``--length`` steps, timestamps in [0, 1]):
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
 def build(preset: str, scale: str, channels: int, classes: int):
@@ -86,6 +82,11 @@ def main(argv=None) -> int:
           f"backward {r['ncp_bwd_ms']:.1f} ms per step = {r['share']:.1%} of the profiled self CPU time")
     print(r["table"])
     return 0
+
+
+def run(scale: str, argv: list[str]) -> int:
+    """``python -m neurodyn_lab run nac/profile`` entry point: ``scale`` is the preset's scale."""
+    return main(["--scale", scale, *argv])
 
 
 if __name__ == "__main__":

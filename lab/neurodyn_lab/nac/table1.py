@@ -1,14 +1,14 @@
 """NAC paper Table 1 at our scale: NAC (its three profiles, modes, Top-K) vs the baselines.
 
-    .venv/bin/python -m neurodyn bench nac_repro --scale cpu                        # everything
-    .venv/bin/python -m neurodyn bench nac_repro --scale cpu --tasks event_digits --seeds 0 1 \\
+    python -m neurodyn_lab run nac/table1 --scale cpu                        # everything
+    python -m neurodyn_lab run nac/table1 --scale cpu --tasks event_digits --seeds 0 1 \\
         --epochs 8 --variants paper tuned gru
 
 Each run is ``neurodyn train <model>/<task>`` at the given scale (presets in
 ``src/neurodyn/experiments/``) with ``train.seed`` and ``data.seed`` set to the seed, evaluated on
-the test split after the last epoch. Results are appended to
-``benchmarks/results/nac_repro.jsonl`` (a run already there is skipped, so the command resumes) and
-a markdown table (mean +- std over seeds) is printed.
+the test split after the last epoch. Each run's record is added to ``lab/records/nac/table1/results.json`` (a run
+already there is skipped, so the command resumes; the run folders train in ``lab/runs/nac/table1``, untracked) and a
+markdown table (mean +- std over seeds) is printed.
 
 NAC variants are named after the ``compat`` profile they run (``src/neurodyn/models/nac.py``): ``paper``,
 ``tuned`` and ``released`` take every option from that profile (options a preset sets, such as the two inits of
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import json
 import platform
 import statistics
 import sys
@@ -28,10 +27,12 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+from neurodyn.nn.nac import NACOptions
 
-from neurodyn.nn.nac import NACOptions  # noqa: E402  (after the sys.path line)
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.records import load_results, write_store
+
+DEFAULT_OUT = "nac/table1"
 
 
 def _nac(compat: str, *extra: str) -> tuple[str, list[str]]:
@@ -55,7 +56,7 @@ VARIANTS = {  # name -> (preset model, overrides)
     "mha": ("mha", []),
     "odernn": ("odernn", []),
 }
-# Variants of earlier results in nac_repro.jsonl, shown by --table-only and --plot-curves but not run again: they ran
+# Variants of earlier results in the records, shown by --table-only and --plot-curves but not run again: they ran
 # the preset's NAC with compat="paper" as that name was then (once the tuned choices were measured: today's
 # "tuned", with nac/bearing's two inits reverted; before that: T = 1, the query's time, the released code's inits),
 # or compat="released" as it was then (with the preset's pair time and conv init); -euler / -steady / -2k / -pw
@@ -66,7 +67,7 @@ METRIC = {"event_digits": ("accuracy", "max"), "activity": ("accuracy", "max"), 
 
 
 def run(scale: str, argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="neurodyn bench nac_repro")
+    p = argparse.ArgumentParser(prog="python -m neurodyn_lab run nac/table1")
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *STORED],
                    help=f"runs of {', '.join(STORED)} (earlier names) are only shown, not made")
@@ -76,8 +77,8 @@ def run(scale: str, argv: list[str]) -> int:
                    help="further preset overrides for every run, e.g. data.n_train=500 (recorded with the results)")
     p.add_argument("--tag", default="", help="a label for runs of changed code or defaults (kept apart in the table)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(HERE / "results" / "nac_repro" / "nac_repro.jsonl"))
-    p.add_argument("--runs-dir", default="/tmp/neurodyn_nac_repro")
+    p.add_argument("--out", default=DEFAULT_OUT, help="the claim the records go to (lab/records/<out>), or a folder")
+    p.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<out>, untracked)")
     p.add_argument("--table-only", action="store_true", help="print the table of the stored results")
     p.add_argument("--plot-curves", metavar="OUT.png", default=None,
                    help="only plot the per-epoch test metric (mean over seeds) of the stored runs of --tasks "
@@ -85,11 +86,12 @@ def run(scale: str, argv: list[str]) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     from neurodyn.experiments import load_experiment
-    from neurodyn.bench.jobs import train_preset
 
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    from neurodyn_lab.queue import train_preset
+
+    out = records(a.out)
+    runs_dir = Path(a.runs_dir) if a.runs_dir else runs_for(out)
+    done = load_results(out)
     key = lambda r: (r["task"], r["variant"], r["seed"], r["scale"], r["epochs"], tuple(r.get("set", ())),
                      r.get("tag", ""))
     have = {key(r) for r in done}
@@ -112,7 +114,7 @@ def run(scale: str, argv: list[str]) -> int:
                     rec_key = (task, variant, seed, scale, cfg["train"]["epochs"], tuple(a.set), a.tag)
                     if rec_key in have:
                         continue
-                    run_dir = Path(a.runs_dir) / _run_folder(task, variant, scale, seed, a.tag, a.set)
+                    run_dir = runs_dir / _run_folder(task, variant, scale, seed, a.tag, a.set)
                     r = train_preset(f"{model}/{task}", scale, run_dir, over, resume=False)
                     final = r.final
                     rec = {"task": task, "variant": variant, "seed": seed, "scale": scale,
@@ -122,9 +124,8 @@ def run(scale: str, argv: list[str]) -> int:
                            "n_train": r.epochs and cfg["data"].get("n_train"), "threads": a.threads,
                            "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
                            "date": datetime.date.today().isoformat(), "host": platform.node()}
-                    with open(out, "a") as f:
-                        f.write(json.dumps(rec) + "\n")
                     done.append(rec)
+                    write_store(out, done)
                     have.add(rec_key)
                     print(f"{task:>12s} {variant:>13s} seed {seed}: {final}  ({r.wall_seconds:.0f} s)", flush=True)
     print(table(done, scale))
@@ -207,6 +208,6 @@ def table(records: list[dict], scale: str) -> str:
 
 
 if __name__ == "__main__":
-    from neurodyn.bench import script_main
+    from neurodyn_lab.cli import script_main
 
     sys.exit(script_main(run))

@@ -1,8 +1,8 @@
 """NAC paper Table 5 on CPU: run time and peak memory of NAC (modes, Top-K, sparsity, released-code
 compatibility) against attention, MHA, CfC, LTC, GRU, LSTM and an ODE-RNN, plus the Top-K scaling.
 
-    .venv/bin/python -m neurodyn bench nac_runtime --scale cpu      # ~minutes
-    .venv/bin/python benchmarks/nac_runtime.py --scale paper --runs 10
+    python -m neurodyn_lab run nac/table5 --scale cpu        # ~minutes
+    python -m neurodyn_lab run nac/table5 --scale paper --runs 10
 
 Protocol (paper App. D.4): one sequence (batch 1) of n = 1024 steps with 64 features, d_model = 64,
 4 heads, forward passes only. Here: ``torch.set_num_threads(2)``, one warm-up pass, then the median of
@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import sys
-from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
+from neurodyn_lab.paths import child_env, module_command, records
+from neurodyn_lab.records import write_json
 
 # name -> (registered model, config overrides); paper Table 5 rows we can build
 MODELS = {
@@ -70,7 +68,7 @@ def build_model(name: str, d: int, heads: int):
 
 
 def measure(model, x, t, runs: int) -> dict:
-    from neurodyn.bench import current_rss_mb, peak_rss_mb, reset_peak_rss, timed
+    from neurodyn.bench.measure import current_rss_mb, peak_rss_mb, reset_peak_rss, timed
 
     with torch.no_grad():
         model(x, t)  # warm-up
@@ -82,7 +80,7 @@ def measure(model, x, t, runs: int) -> dict:
 
 
 def topk_scaling(ns, K: int, D: int, runs: int) -> list[dict]:
-    from neurodyn.bench import current_rss_mb, peak_rss_mb, reset_peak_rss, timed
+    from neurodyn.bench.measure import current_rss_mb, peak_rss_mb, reset_peak_rss, timed
     from neurodyn.ops.block_topk import block_topk, exact_topk
 
     rows = []
@@ -114,16 +112,16 @@ def run(scale: str, argv: list[str]) -> int:
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
         # large blocks straight from mmap, so that freed tensors leave the resident set and the peak-RSS
         # increase measures each model's own allocations (glibc would otherwise keep and reuse them)
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-        os.execve(sys.executable, [sys.executable, __file__, "--scale", scale, *argv], env)
-    p = argparse.ArgumentParser(prog="neurodyn bench nac_runtime")
+        env = child_env(MALLOC_MMAP_THRESHOLD_="65536")
+        os.execve(sys.executable, [*module_command("neurodyn_lab.nac.table5"), "--scale", scale, *argv], env)
+    p = argparse.ArgumentParser(prog="python -m neurodyn_lab run nac/table5")
     p.add_argument("--n", type=int, default=None, help="sequence length (default 1024; tiny 128)")
     p.add_argument("--pw-n", type=int, default=None, help="length for NAC-PW (default 512 cpu, 1024 paper)")
     p.add_argument("--runs", type=int, default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--no-scaling", action="store_true")
-    p.add_argument("--out", default=str(HERE / "results" / "nac_runtime" / f"nac_runtime_{scale}.json"))
+    p.add_argument("--out", default=str(records("nac/table5") / f"nac_runtime_{scale}.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     n = a.n or (128 if scale == "tiny" else 1024)
@@ -151,8 +149,7 @@ def run(scale: str, argv: list[str]) -> int:
     if not a.no_scaling:
         ns = [256, 1024] if scale == "tiny" else [256, 1024, 4096, 16384]
         results["topk_scaling"] = topk_scaling(ns, 8, 16, 3)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=1))
+    write_json(a.out, results)
     print(markdown(results))
     return 0
 
@@ -184,6 +181,6 @@ def markdown(res: dict) -> str:
 
 
 if __name__ == "__main__":
-    from neurodyn.bench import script_main
+    from neurodyn_lab.cli import script_main
 
     sys.exit(script_main(run))

@@ -2,21 +2,22 @@
 
     # the Darcy comparison of LaMO, Transolver and FNO (each run is one `neurodyn train <preset> --scale cpu`
     # with the overrides)
-    .venv/bin/python benchmarks/operators_darcy.py --epochs 10 --seeds 0 1 2 \
+    python -m neurodyn_lab run operators/darcy --epochs 10 --seeds 0 1 2 \
         --runs lamo=lamo/darcy transolver=transolver/darcy fno=fno/darcy
     # an investigation variant: label=preset followed by ;-separated overrides
-    .venv/bin/python benchmarks/operators_darcy.py --epochs 10 --seeds 0 --runs "lamo-bi=lamo/darcy;model.directions=bi"
+    python -m neurodyn_lab run operators/darcy --epochs 10 --seeds 0 --runs "lamo-bi=lamo/darcy;model.directions=bi"
     # another model on a preset's data and training: "@model=<preset>" takes that preset's model section
-    .venv/bin/python benchmarks/operators_darcy.py --tag operators_pipe --runs "fno=lamo/pipe;@model=fno/darcy"
+    python -m neurodyn_lab run operators/darcy --tag operators/pipe --runs "fno=lamo/pipe;@model=fno/darcy"
     # the table of everything recorded under --tag
-    .venv/bin/python benchmarks/operators_darcy.py --report
+    python -m neurodyn_lab run operators/darcy --report
 
 Every run calls ``neurodyn.train.experiment.run_experiment`` on the preset at ``--scale`` (default cpu)
 with ``train.epochs``, ``train.seed`` and the run's own overrides (plus ``--common`` overrides applied to
 every run), so the models see the same generated data file and split. ``train.seed`` changes the
 initialisation and the batch order, not the data. The final-epoch test relative L2 (the number the
 papers report) and the best epoch are recorded, one record per run,
-``benchmarks/results/<tag>/runs/<run>/result.json``, so runs can go in parallel processes; ``--report`` prints
+``lab/records/<tag>/runs/<run>/result.json`` (``--tag``: a claim, ``<paper>/<claim>``), so runs can go in parallel
+processes; the run folders train in ``lab/runs/<tag>`` (untracked; a run resumes there). ``--report`` prints
 mean +- std over seeds. Runs are skipped when their JSON exists (``--force`` redoes them). Threads: 2
 (``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (spinning OpenMP workers slow 2-thread runs on a
 shared machine).
@@ -29,14 +30,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import datetime as _dt
-import json
 import statistics
 import sys
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).parent
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.records import read_run_records, write_run_record
 
 
 def parse_run(text: str) -> tuple[str, str, list[str]]:
@@ -48,8 +49,8 @@ def parse_run(text: str) -> tuple[str, str, list[str]]:
 
 
 def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
-    """Train one run (``neurodyn.bench.jobs.train_preset``) and write its record to ``out``."""
-    from neurodyn.bench.jobs import train_preset
+    """Train one run (:func:`neurodyn_lab.queue.train_preset`) and write its record to ``out``."""
+    from neurodyn_lab.queue import train_preset
 
     swap = [o.split("=", 1)[1] for o in overrides if o.startswith("@model=")]
     overrides = [o for o in overrides if not o.startswith("@model=")]
@@ -58,7 +59,7 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
         ov.append(f"train.epochs={args.epochs}")
     model_ov = [o for o in overrides if o.startswith("model.")]
     # with a swap: the model section of another preset (same scale), then the run's model overrides
-    runs_dir = Path(args.runs_dir) if args.runs_dir else Path("runs") / "bench" / args.tag
+    runs_dir = Path(args.runs_dir) if args.runs_dir else runs_for(records(args.tag))
     r = train_preset(preset, args.scale, runs_dir / f"{label}-s{seed}", ov, seed=seed,
                      model_overrides=model_ov, model_from=swap[0] if swap else None, resume=not args.force)
     res = r.record()
@@ -71,19 +72,16 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
         "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
         "final_metrics": {k: v for k, v in r.final.items() if isinstance(v, (int, float))}, "curve": r.curve,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rec, indent=1))
+    write_run_record(out.parent.parent.parent, out.parent.name, rec, run_dir=r.run_dir)
     return rec
 
 
 def report(tag: str) -> None:
-    from neurodyn.bench.jobs import read_run_records
-
     rows: dict[str, list[dict]] = {}
-    for r in read_run_records(HERE / "results" / tag):
+    for r in read_run_records(records(tag)):
         rows.setdefault(r["label"], []).append(r)
     if not rows:
-        print(f"no runs recorded under benchmarks/results/{tag}")
+        print(f"no runs recorded under lab/records/{tag}")
         return
     print("| run | preset (scale) | params | epochs | seeds | test rel. L2 (final), mean +- std | per seed | "
           "best validation rel. L2 (older records: best test epoch †) | train s/epoch |")
@@ -104,17 +102,16 @@ def report(tag: str) -> None:
 
 def plot_curves(tag: str, out: str, extra: list[str]) -> None:
     """Test rel. L2 per epoch, mean over seeds, of every label recorded under ``tag`` plus ``extra`` entries
-    ``label=<experiment>/<glob of run names>`` (e.g. another experiment's FNO runs), on one log axis."""
-    from neurodyn.bench.jobs import read_run_records
+    ``label=<paper>/<claim>/<glob of run names>`` (e.g. another claim's FNO runs), on one log axis."""
     from neurodyn.plots import plot_seed_mean_curves
 
     groups: dict[str, list[dict]] = {}
-    for r in read_run_records(HERE / "results" / tag):
+    for r in read_run_records(records(tag)):
         groups.setdefault(r["label"], []).append(r)
     for item in extra:
         label, _, pattern = item.partition("=")
-        experiment, _, runs = pattern.partition("/")
-        groups[label] = read_run_records(HERE / "results" / experiment, runs or "*")
+        paper, claim, runs = (pattern.split("/", 2) + ["", ""])[:3]
+        groups[label] = read_run_records(records(f"{paper}/{claim}"), runs or "*")
     curves = {label: [r["curve"] for r in rs if r.get("curve")] for label, rs in groups.items()}
     means = plot_seed_mean_curves(curves, out, "validation rel. L2 (older records: test)", f"{tag}: mean over seeds",
                                   log=True)
@@ -130,16 +127,15 @@ def main(argv=None) -> None:
     ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
-    ap.add_argument("--tag", default="operators_darcy")
-    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default runs/bench/<tag>; "
-                    "benchmarks/results/<tag>/runs to keep them beside their records)")
+    ap.add_argument("--tag", default="operators/darcy", help="the claim the records go to: lab/records/<tag>")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<tag>, untracked)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
                     help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra")
     ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=GLOB",
-                    help="with --plot-curves: more records, e.g. fno=geomano_compare/ns-fno-s*")
+                    help="with --plot-curves: more records, e.g. fno=geomano/table1/ns-fno-s*")
     args = ap.parse_args(argv)
     if args.report:
         report(args.tag)
@@ -151,7 +147,7 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         for item in args.runs:
             label, preset, overrides = parse_run(item)
-            out = HERE / "results" / args.tag / "runs" / f"{label}-s{seed}" / "result.json"
+            out = records(args.tag) / "runs" / f"{label}-s{seed}" / "result.json"
             if out.exists() and not args.force:
                 print(f"{label} seed {seed}: recorded already ({out})")
                 continue
@@ -165,7 +161,7 @@ def main(argv=None) -> None:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench operators-darcy`` entry point: ``--scale`` is the presets' scale."""
+    """``python -m neurodyn_lab run operators/darcy`` entry point: ``--scale`` is the presets' scale."""
     return main(["--scale", scale, *argv]) or 0
 
 

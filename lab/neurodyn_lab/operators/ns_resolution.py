@@ -1,9 +1,9 @@
 """Does a 64 x 64 solve resolve Navier-Stokes at nu = 1e-4? The "ns4" data against 128^2 and 256^2 solves.
 
-    neurodyn bench ns-resolution              # 4 trajectories, t <= 20 (about 40 CPU minutes, 1 thread)
-    neurodyn bench ns-resolution --report     # the report of the recorded JSON
+    python -m neurodyn_lab run operators/ns_resolution            # 4 trajectories, t <= 20 (about 40 CPU min)
+    python -m neurodyn_lab run operators/ns_resolution --report   # the report of the recorded JSON
 
-The "ns4" comparison (``benchmarks/geomano_compare.py``) trains on nu = 1e-4 trajectories simulated at 64^2 with
+The "ns4" comparison (:mod:`neurodyn_lab.geomano.table1`) trains on nu = 1e-4 trajectories simulated at 64^2 with
 dt = 2e-3 and stored at 32^2 (frames t = 1..20). Here the same initial vorticity is integrated with the
 generator's solver (``solve_vorticity``: pseudo-spectral, 2/3 dealiasing, Crank-Nicolson / explicit Euler) at
 64^2 / dt 2e-3 (the data), 64^2 / dt 5e-4 (its time error alone), 128^2 / dt 1e-3, 128^2 / dt 2.5e-4, and
@@ -29,11 +29,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # a checkout's neurodyn when run directly
-from neurodyn.data.generators import get_generator, sample_rng  # noqa: E402
-from neurodyn.data.generators.navier_stokes import SpectralForcing, li_forcing, solve_vorticity  # noqa: E402
+from neurodyn.data.generators import get_generator, sample_rng
+from neurodyn.data.generators.navier_stokes import SpectralForcing, li_forcing, solve_vorticity
 
-OUT = Path(__file__).resolve().parent / "results" / "ns_resolution"
+from neurodyn_lab.paths import records
+from neurodyn_lab.records import write_json, write_text
+
+OUT = records("operators/ns_resolution")
 STORED = 32                      # the grid the models see
 NU, T_FINAL = 1e-4, 20
 #: (label, grid, dt) of every solve; the last is the reference
@@ -159,21 +161,19 @@ def main(argv=None) -> int:
         rec = json.loads(path.read_text())
     else:
         rec = measure(a.samples, a.seed)
-        a.out.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec))
-        tmp.replace(path)
+        write_json(path, rec)
     plot(rec, a.out / "errors.png")
     text = report(rec)
-    (a.out / "report.md").write_text(f"<!-- made by `python benchmarks/ns_resolution.py` -->\n\n{text}\n\n"
-                                     "![errors over time](errors.png)\n")
+    write_text(a.out / "report.md", f"<!-- made by `python -m neurodyn_lab run operators/ns_resolution` -->\n\n"
+                                    f"{text}\n\n![errors over time](errors.png)\n")
     print(text)
     return 0 if all(math.isfinite(v) for s in rec["cases"].values() for r in s.values()
                     for row in r["rel_err"] for v in row) else 1
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench ns-resolution`` entry point (one protocol: the scale does not change it)."""
+    """``python -m neurodyn_lab run operators/ns_resolution`` entry point (one protocol: the scale does not change
+    it)."""
     return main(list(argv))
 
 

@@ -7,10 +7,10 @@ FNO's data protocol (pointwise Gaussian normalizers; resampled onto the 33-point
 epochs, several seeds, through ``neurodyn.compare``; LaMO also with ``grid_transfer=tokens`` (the token grid
 grows with the input) to show what the resampling buys.
 
-    python benchmarks/resolution_transfer.py [--scale cpu] [--seeds 0 1 2] [--epochs 10] [--threads 1]
+    python -m neurodyn_lab run operators/resolution_transfer [--scale cpu] [--seeds 0 1 2] [--epochs 10] [--threads 1]
 
-Writes ``benchmarks/results/resolution_transfer/{compare.md,results.json,error_vs_time.png}`` (and
-``<out>_lamo_tokens/`` for the second LaMO mode).
+Records ``lab/records/operators/resolution_transfer/{compare.md,results.json}`` (and ``<out>_tokens/`` for the
+second LaMO mode); the runs and ``error_vs_time.png`` stay in ``lab/runs/operators/...`` (untracked).
 """
 from __future__ import annotations
 
@@ -19,11 +19,14 @@ from pathlib import Path
 
 import torch
 
-from neurodyn.bench import script_main
-from neurodyn.compare import compare
 from neurodyn.data.generators import get_generator
+from neurodyn.data.store import data_root
 
-OUT = Path(__file__).parent / "results" / "resolution_transfer"
+from neurodyn_lab.cli import script_main
+from neurodyn_lab.comparisons import compare_recorded
+from neurodyn_lab.paths import records
+
+OUT = "operators/resolution_transfer"
 PRESETS = ("fno/darcy", "lamo/darcy", "geomano/darcy")
 
 
@@ -37,12 +40,12 @@ def darcy_file(resolution: int, n: int, seed: int, solve: int = 129) -> Path:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="resolution_transfer")
+    p = argparse.ArgumentParser(prog="python -m neurodyn_lab run operators/resolution_transfer")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--n-train", type=int, default=500)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--out", default=OUT, help="the claim the records go to (lab/records/<out>), or a folder")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     train = darcy_file(17, args.n_train, seed=0)
@@ -50,10 +53,13 @@ def run(scale: str, argv: list[str]) -> int:
     common = [f"data.path={train}", f"data.n_train={args.n_train}", "data.n_test=0",
               "data.test_path={" + ", ".join(f"{k}: {v}" for k, v in tests.items()) + "}"]
     fno_modes = {"fno/darcy": ["model.modes=[8,8]"]}  # 17 points hold 9 rfft modes
-    compare(PRESETS, args.out, scale, seeds=args.seeds, epochs=args.epochs, data_from="fno/darcy",
-            overrides=common, preset_overrides=fno_modes)
-    compare(["lamo/darcy"], Path(f"{args.out}_lamo_tokens"), scale, seeds=args.seeds, epochs=args.epochs,
-            data_from="fno/darcy", overrides=common, preset_overrides={"lamo/darcy": ["model.grid_transfer=tokens"]})
+    data = {data_root(): "<data>"}  # generated files outside the repository are named from $NEURODYN_DATA
+    out = records(args.out)
+    compare_recorded(PRESETS, out, scale, placeholders=data, seeds=args.seeds, epochs=args.epochs,
+                     data_from="fno/darcy", overrides=common, preset_overrides=fno_modes)
+    compare_recorded(["lamo/darcy"], out.with_name(f"{out.name}_tokens"), scale, placeholders=data, seeds=args.seeds,
+                     epochs=args.epochs, data_from="fno/darcy", overrides=common,
+                     preset_overrides={"lamo/darcy": ["model.grid_transfer=tokens"]})
     return 0
 
 

@@ -1,8 +1,8 @@
 """ST-SSM speed: a training step of ST-SSM vs FFNO on 64 x 64 fields, and the cost of one S4D layer as the
 sequence grows.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_speed.py               # both parts
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_speed.py --part layer --lengths 64 1024
+    python -m neurodyn_lab run stssm/speed                                        # both parts
+    python -m neurodyn_lab run stssm/speed --part layer --lengths 64 1024
 
 Part ``step``: one optimizer step (forward, relative-L2 loss, backward, AdamW) at the paper's settings
 (width 64, 64 x 64 grid, one field channel): ST-SSM on a window of K = 4 frames -> the next frame
@@ -14,7 +14,7 @@ the same number of tokens ``B * L`` (``--tokens``) at every length, so the per-t
 streaming inference (forward only, per token). Every number is the median of ``--repeats`` timed calls
 after a warm-up, wall clock and the process's CPU time (``time.process_time``; on a shared machine the
 wall clock also counts waiting for a core). Threads: ``--threads`` (2), ``OMP_WAIT_POLICY=PASSIVE``.
-Results go to ``benchmarks/results/stssm_speed/stssm_speed.json`` and are printed as Markdown tables.
+Results go to ``lab/records/stssm/speed/stssm_speed.json`` and are printed as Markdown tables.
 """
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).parent
+from neurodyn_lab.paths import records
+from neurodyn_lab.records import write_json
 
 
 def timed(fn, repeats: int) -> tuple[float, float]:
     """Median wall and CPU seconds of ``fn()`` over ``repeats`` calls after one warm-up (neurodyn.bench.timed)."""
-    from neurodyn.bench import timed as bench_timed
+    from neurodyn.bench.measure import timed as bench_timed
 
     t = bench_timed(fn, repeats=repeats, warmup=1)
     return t["median"], t["cpu_median"]
@@ -127,7 +128,7 @@ def main(argv=None) -> None:
     ap.add_argument("--max-recurrent", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default=str(HERE / "results" / "stssm_speed" / "stssm_speed.json"))
+    ap.add_argument("--out", default=str(records("stssm/speed") / "stssm_speed.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
@@ -141,10 +142,9 @@ def main(argv=None) -> None:
         res["layer"] = layer_part(args)
     meta["load_avg_end"] = os.getloadavg()
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(out.read_text()) if out.exists() else {}
     old.update(res)
-    out.write_text(json.dumps(old, indent=1))
+    write_json(out, old)
 
     print(f"\nload average {meta['load_avg_start'][0]:.1f} -> {meta['load_avg_end'][0]:.1f}, "
           f"{meta['threads']} threads, median of {args.repeats}\n")
@@ -167,7 +167,7 @@ def main(argv=None) -> None:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench stssm-speed`` entry point (the scale does not change the shapes)."""
+    """``python -m neurodyn_lab run stssm/speed`` entry point (the scale does not change the shapes)."""
     return main(list(argv)) or 0
 
 

@@ -2,12 +2,12 @@
 through the experiment API, several seeds, with the paper's numbers beside ours.
 
     # Table 1: KS nu = 0.1 at 64 and 32 points; ST-SSM, FFNO, Multi-Input FFNO, S4-FFNO, U-Net; 3 seeds
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_tables.py --table 1 --seeds 0 1 2
+    python -m neurodyn_lab run stssm/table1 --seeds 0 1 2
     # Table 5: ST-SSM vs ST-SSM-VM vs ST-SSM-FF vs FNO2D-R on a small TorusLi-like set (16 x 16); 2 seeds
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/stssm_tables.py --table 5 --seeds 0 1
+    python -m neurodyn_lab run stssm/table5 --seeds 0 1
     # only some runs / the tables of what is recorded
-    .venv/bin/python benchmarks/stssm_tables.py --table 1 --only stssm-r32 ffno-r32 --seeds 0
-    .venv/bin/python benchmarks/stssm_tables.py --table 1 --report
+    python -m neurodyn_lab run stssm/table1 --only stssm-r32 ffno-r32 --seeds 0
+    python -m neurodyn_lab run stssm/table1 --report
 
 Every run is ``run_experiment(load_experiment(preset, "cpu", overrides))``, i.e. the same as
 ``neurodyn train <preset> --scale cpu <overrides>``, with the table's budget overrides (``BUDGET``) plus
@@ -18,7 +18,7 @@ numbers recorded are the final model's test relative L2 over the whole horizon (
 computed on de-normalised fields, twice: rolled out from the given frames (``rel_l2``) and teacher-forced,
 every frame predicted from the true frames before it (``rel_l2_teacher_forced``; the paper's ST-SSM rows
 are "teacher-forced" and which of the two it scored is not stated). One record per run,
-``benchmarks/results/<tag>/runs/<run>/result.json`` (tag ``stssm_tables``; its ``table`` key names the table);
+``lab/records/<tag>/runs/<run>/result.json`` (tag ``stssm/tables``; its ``table`` key names the table);
 existing runs are skipped (``--force`` redoes them). The report adds the persistence forecast ``u(t+1) =
 u(t)`` on the same test split, scored by the same task evaluation, as the floor a trained model has to beat,
 and the first-step and steps-1-5 errors next to
@@ -42,9 +42,11 @@ from pathlib import Path
 import torch
 import yaml
 
-HERE = Path(__file__).parent
-DEFAULT_TAG = "stssm_tables"  # the cpu-scale results folder, benchmarks/results/<tag>/
-OUT = HERE / "results" / DEFAULT_TAG
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.records import write_json, write_run_record, write_text
+
+DEFAULT_TAG = "stssm/tables"  # the cpu-scale records, lab/records/<tag>/
+OUT = records(DEFAULT_TAG)
 
 # label -> (preset, extra overrides); the budget is added per table
 RUNS = {
@@ -83,7 +85,8 @@ PAPER = {
 
 def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
     from neurodyn.train.runs import read_history
-    from neurodyn.bench.jobs import train_preset
+
+    from neurodyn_lab.queue import train_preset
 
     preset, extra = RUNS[table][label]
     ov = BUDGET[table] + extra + list(args.common) + [f"train.seed={seed}"]
@@ -105,8 +108,7 @@ def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
         "threads": torch.get_num_threads(), "torch": torch.__version__,
         **validation_record(run_dir),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rec, indent=1))
+    write_run_record(out.parent.parent.parent, out.parent.name, rec, run_dir=run_dir)
     return rec
 
 
@@ -164,8 +166,8 @@ def persistence(table: str, args) -> dict:
 
 
 def runs_dir(args) -> Path:
-    """Where the run folders train: ``--runs-dir``, by default ``runs/bench/<tag>`` (outside the results)."""
-    return Path(args.runs_dir) if args.runs_dir else Path("runs") / "bench" / args.tag
+    """Where the run folders train: ``--runs-dir``, by default ``lab/runs/<tag>`` (untracked)."""
+    return Path(args.runs_dir) if args.runs_dir else runs_for(records(args.tag))
 
 
 def backfill(table: str, runs: Path) -> None:
@@ -177,7 +179,7 @@ def backfill(table: str, runs: Path) -> None:
             continue
         run_dir = runs / f.parent.name
         if "n_val" not in rec and (run_dir / "metrics.jsonl").exists():
-            f.write_text(json.dumps({**rec, **validation_record(run_dir)}, indent=1))
+            write_json(f, {**rec, **validation_record(run_dir)})
 
 
 def load(table: str) -> dict[str, list[dict]]:
@@ -248,7 +250,7 @@ def report(table: str, args=None) -> None:
                              f"(same as the paper: {ours == paper}; best {ours[0]} / paper {paper[0]})")
     text = "\n".join(lines)
     print(text)
-    (OUT / f"table{table}.md").write_text(text + "\n")
+    write_text(OUT / f"table{table}.md", text + "\n")
     _plot_per_step(table, curves, _scale_label(args))
 
 
@@ -271,7 +273,7 @@ def _by_resolution(table: str, names) -> dict[str, list[str]]:
 
 def _scale_label(args) -> str:
     """What the plot titles call the runs: ``"cpu scale"`` for the default results folder, else its tag
-    (``"protocol_stssm_ks"``), since a tagged run list overrides the scale's budget."""
+    (``"stssm/table1_protocol"``), since a tagged run list overrides the scale's budget."""
     if args is None or args.tag == DEFAULT_TAG:
         return f"{getattr(args, 'scale', 'cpu')} scale"
     return args.tag
@@ -297,10 +299,9 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="extra overrides for every run")
-    ap.add_argument("--tag", default=DEFAULT_TAG, help="the experiment folder: records go to "
-                    "benchmarks/results/<tag>/runs/<run>/result.json, the report to <tag>/table<k>.md")
-    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default runs/bench/<tag>; "
-                    "benchmarks/results/<tag>/runs to keep them beside their records)")
+    ap.add_argument("--tag", default=DEFAULT_TAG, help="the claim: records go to "
+                    "lab/records/<tag>/runs/<run>/result.json, the report to <tag>/table<k>.md")
+    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<tag>, untracked)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
@@ -311,7 +312,7 @@ def main(argv=None) -> None:
                          "--seeds runs with the budget and --common overrides")
     args = ap.parse_args(argv)
     global OUT
-    OUT = HERE / "results" / args.tag
+    OUT = records(args.tag)
     if args.estimate:
         print(estimate(args))
         return
@@ -351,7 +352,7 @@ def estimate(args) -> str:
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench stssm-table1 / stssm-table5`` entry point: ``--scale`` is the presets' scale."""
+    """``python -m neurodyn_lab run stssm/table1 | stssm/table5`` entry point: ``--scale`` is the presets' scale."""
     return main(["--scale", scale, *argv]) or 0
 
 

@@ -3,8 +3,8 @@
     # the files that ship inside the sktime wheel (nothing downloads at run time; fetch the wheel once):
     #   pip download sktime==1.2.0 --no-deps -d /tmp/wheels && unzip -q /tmp/wheels/sktime-*.whl \
     #       'sktime/datasets/data/*' -d /tmp/sktime && UEA=/tmp/sktime/sktime/datasets/data
-    .venv/bin/python benchmarks/uea_sequences.py --uea-dir $UEA --seeds 0 1 2 --threads 1
-    .venv/bin/python benchmarks/uea_sequences.py --report          # the tables of what is recorded
+    python -m neurodyn_lab run time_series/uea --uea-dir $UEA --seeds 0 1 2 --threads 1
+    python -m neurodyn_lab run time_series/uea --report          # the tables of what is recorded
 
 Every dataset's ``<NAME>_TRAIN.ts`` and ``<NAME>_TEST.ts`` are converted with ``neurodyn convert`` into
 sequence stores (``--stores``), and every comparison is ``neurodyn.compare.compare`` (the same as
@@ -14,8 +14,10 @@ Two budgets: equal epochs (``--epochs``: the same cap of 400, the tuned presets'
 recipe, each run stopping early on its own validation split as its preset says) and equal wall-clock (``--budget``
 of training per model, epochs estimated from timed steps before training). Two variants: ``regular`` (the files as
 they are) and ``irregular`` (``data.drop_steps=--drop`` of every sequence's steps dropped at random, the kept ones keep
-their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``;
-a recorded run is not trained again, so the driver resumes. The regular equal-epochs comparisons are also run on
+their timestamps; the same draw for every model). Records: ``<out>/<dataset>-<variant>-<budget>/results.json``
+(``--out``: ``lab/records/time_series/uea``; the runs train in ``lab/runs/time_series/uea/...``, untracked, and the
+converted stores are named ``<stores>/NAME_TRAIN.h5`` in the records); a recorded run is not trained again, so the
+driver resumes. The regular equal-epochs comparisons are also run on
 ``--draws`` other validation splits (``data.seed``; seed 0 each): 7-13 validation cases cannot rank models, so the
 report adds floors chosen on the five splits together (repeated hold-out; the test numbers stay the comparison's).
 
@@ -47,8 +49,12 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "uea_tuned"
+from neurodyn_lab.comparisons import compare_recorded
+from neurodyn_lab.paths import RUNS, records
+from neurodyn_lab.records import write_json, write_text
+
+OUT = records("time_series/uea")
+STORES = RUNS / "time_series" / "uea_stores"  # the converted archive files (untracked; "<stores>" in the records)
 
 DATASETS = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "JapaneseVowels")
 #: regression files of the archive (Monash / UEA regression archive): scored by RMSE, with R^2 beside it
@@ -179,8 +185,14 @@ def groups(args) -> list[tuple[str, str, str]]:
     return [(d, v, b) for b in budgets for v in args.variants for d in args.datasets]
 
 
+def compare_store(args, entries: list[str], folder: Path, **kwargs) -> list[dict]:
+    """:func:`neurodyn_lab.comparisons.compare_recorded` of ``entries`` into the records folder ``folder`` (cpu
+    scale), the converted stores named ``<stores>`` in its records."""
+    return compare_recorded(entries, folder, "cpu", placeholders={args.stores: "<stores>"}, **kwargs)
+
+
 def run_all(args) -> None:
-    from neurodyn.compare import compare, parse_budget
+    from neurodyn.compare import parse_budget
 
     uea = _uea_dir(args)
     whole_train(args, uea)
@@ -195,7 +207,7 @@ def run_all(args) -> None:
         print(f"== {dataset} {variant} {budget}", flush=True)
         kwargs = ({"epochs": int(budget[:-2])} if budget.endswith("ep")
                   else {"budget_seconds": parse_budget(budget)})
-        compare(list(MODELS), out, "cpu", seeds=args.seeds, overrides=overrides, **kwargs)
+        compare_store(args, list(MODELS), out, seeds=args.seeds, overrides=overrides, **kwargs)
 
 
 def _uea_dir(args) -> Path:
@@ -212,42 +224,43 @@ def _uea_dir(args) -> Path:
 def whole_train(args, uea: Path) -> None:
     """``WHOLE_TRAIN`` fitted on every case of each regular classification file's training file (``data.n_val=0``),
     scored on its test file: the protocol of the published 1-NN and MiniRocket accuracies, which the floors compare
-    with (nothing is chosen from these runs). Records: ``<tag>_<dataset>-regular-wholetrain/results.json``."""
-    from neurodyn.compare import compare
-
+    with (nothing is chosen from these runs). Records: ``<out>/<dataset>-regular-wholetrain/results.json``."""
     if "regular" not in args.variants:
         return
     for dataset in (d for d in args.datasets if d not in REGRESSION):
         train, test = convert(uea, dataset, Path(args.stores))
         print(f"== {dataset} regular, fitted baselines on the whole train file", flush=True)
         folder = store(args, dataset, "regular", WHOLE)
-        compare(list(WHOLE_TRAIN), folder, "cpu", seeds=args.seeds, epochs=1,
-                overrides=data_overrides(train, test, 0))
-        (folder / ONE_NN_RECORD).write_text(json.dumps(
-            {"accuracy": one_nn_euclidean(train, test), "train": train.name, "test": test.name,
-             "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal lengths)"},
-            indent=1) + "\n")
+        compare_store(args, list(WHOLE_TRAIN), folder, seeds=args.seeds, epochs=1,
+                      overrides=data_overrides(train, test, 0))
+        write_json(folder / ONE_NN_RECORD,
+                   {"accuracy": one_nn_euclidean(train, test), "train": train.name, "test": test.name,
+                    "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal "
+                            "lengths)"})
 
 
 def front_end_choice(args, uea: Path) -> None:
     """Every front end of ``FRONT_END_CANDIDATES`` behind every core of ``FRONT_END_CORES`` on three validation
     splits of each of ``FRONT_END_FILES`` (``data.seed`` 0-2, seed 0, at most ``--epochs`` with the presets' early
     stopping). Only the validation scores are read (:func:`front_end_table`). Records:
-    ``<tag>_frontend_<dataset>-draw<k>/results.json``."""
-    from neurodyn.compare import compare
-
+    ``<out>/frontend_<dataset>-draw<k>/results.json``."""
     entries = [f"{core}-{front}={preset};{FRONT_END_CANDIDATES[front]}" for core, preset in FRONT_END_CORES.items()
                for front in FRONT_END_CANDIDATES]
     for dataset in FRONT_END_FILES:
         train, test = convert(uea, dataset, Path(args.stores))
         for draw in (0, 1, 2):
             print(f"== front ends, {dataset} validation split {draw}", flush=True)
-            compare(entries, _front_end_folder(args, dataset, draw), "cpu", seeds=[0], epochs=args.epochs,
-                    overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+            compare_store(args, entries, _front_end_folder(args, dataset, draw), seeds=[0], epochs=args.epochs,
+                          overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+
+
+def _prefix(args) -> str:
+    """The comparisons' folder-name prefix inside ``--out``: ``--tag`` and an underscore, or nothing."""
+    return f"{args.tag}_" if getattr(args, "tag", "") else ""
 
 
 def _front_end_folder(args, dataset: str, draw: int) -> Path:
-    return Path(args.out).parent / f"{args.tag}_frontend_{dataset}-draw{draw}"
+    return Path(args.out) / f"{_prefix(args)}frontend_{dataset}-draw{draw}"
 
 
 def front_end_table(args) -> list[str]:
@@ -296,9 +309,7 @@ def validation_draws(args, uea: Path) -> None:
     """The equal-epochs comparison of each regular file again on other validation splits (``data.seed=k`` for k in
     ``--draws``: which 20 % of the train file validates; seed 0 only), so the floors can choose on five splits
     together instead of one of 7-13 cases (:func:`floors_table` with ``draws``). Records:
-    ``<tag>_<dataset>-regular-<epochs>ep-draw<k>/results.json``; their test scores are not reported."""
-    from neurodyn.compare import compare
-
+    ``<out>/<dataset>-regular-<epochs>ep-draw<k>/results.json``; their test scores are not reported."""
     if "regular" not in args.variants or not args.epochs:
         return
     for draw in args.draws:
@@ -306,15 +317,15 @@ def validation_draws(args, uea: Path) -> None:
             train, test = convert(uea, dataset, Path(args.stores))
             budget = draw_budget(f"{args.epochs}ep", draw)
             print(f"== {dataset} regular {budget}", flush=True)
-            compare(list(MODELS), store(args, dataset, "regular", budget), "cpu", seeds=[0], epochs=args.epochs,
-                    overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+            compare_store(args, list(MODELS), store(args, dataset, "regular", budget), seeds=[0], epochs=args.epochs,
+                          overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
 
 
 def store(args, dataset: str, variant: str, budget: str) -> Path:
-    """The experiment folder of one comparison, ``<tag>_<dataset>-<variant>-<budget>`` beside the report's folder
-    ``<tag>`` (``--tag``: ``uea_tuned``, the presets tuned on validation; ``uea``, the 25 Nov runs of the presets
-    before, whose report is ``uea_sequences/report.md``)."""
-    return Path(args.out).parent / f"{args.tag}_{dataset}-{variant}-{budget}"
+    """The records folder of one comparison, ``<dataset>-<variant>-<budget>`` inside the report's folder ``--out``
+    (``time_series/uea``: the presets tuned on validation; ``time_series/uea_25nov``: the 25 Nov runs of the presets
+    before), its name prefixed by ``--tag_`` when a tag is given."""
+    return Path(args.out) / f"{_prefix(args)}{dataset}-{variant}-{budget}"
 
 
 def _mean_std(values: list[float], fmt: str = ".3f") -> str:
@@ -518,8 +529,8 @@ def refit_chosen(args, uea: Path) -> None:
     ``--seeds``, and scored on the test file once: the protocol of
     the published accuracies (every training case trains), with everything chosen before on validation. The fitted
     baselines' refits are :func:`whole_train`'s; a regression file adds the training mean of its whole train file.
-    Records: ``<tag>_<dataset>-regular-refit/results.json`` (budget ``<E>ep``); nothing is chosen from them."""
-    from neurodyn.compare import compare, comparison_table
+    Records: ``<out>/<dataset>-regular-refit/results.json`` (budget ``<E>ep``); nothing is chosen from them."""
+    from neurodyn.compare import comparison_table
 
     if "regular" not in args.variants or not args.epochs:
         return
@@ -536,14 +547,14 @@ def refit_chosen(args, uea: Path) -> None:
                 epochs = refit_epochs(splits, label, dataset not in REGRESSION, rule)
                 print(f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs ({rule})",
                       flush=True)
-                compare([entries[label]], folder, "cpu", seeds=args.seeds, epochs=epochs,
-                        overrides=[*whole, "train.early_stop=0"])
+                compare_store(args, [entries[label]], folder, seeds=args.seeds, epochs=epochs,
+                              overrides=[*whole, "train.early_stop=0"])
         if dataset in REGRESSION:  # whole_train fits no regression file: the training mean (and a chosen baseline)
             fitted = dict.fromkeys(["majority/sequence", *(c for c in chosen.values() if entries.get(c) in BASELINES)])
-            compare(list(fitted), folder, "cpu", seeds=args.seeds, epochs=1, overrides=whole)
+            compare_store(args, list(fitted), folder, seeds=args.seeds, epochs=1, overrides=whole)
         if records := _read_records(folder):  # compare.md of every refit of the file, not only the last call's
-            (folder / "compare.md").write_text(comparison_table(records, title=f"{dataset}: the presets chosen on "
-                                                                "validation, refitted on the whole train file"))
+            write_text(folder / "compare.md", comparison_table(records, title=f"{dataset}: the presets chosen on "
+                                                               "validation, refitted on the whole train file"))
 
 
 #: the "budget" part of the folder of the refits (:func:`refit_chosen`)
@@ -678,13 +689,15 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", nargs="*", type=int, default=[1, 2, 3, 4],
                     help="other validation splits (data.seed) of the regular equal-epochs comparisons, seed 0 each")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--stores", default="runs/bench/uea/stores")
-    ap.add_argument("--out", default=str(OUT), help="the report's folder (default benchmarks/results/uea_tuned)")
-    ap.add_argument("--tag", default="uea_tuned", help="prefix of the comparisons' folders beside --out")
+    ap.add_argument("--stores", default=str(STORES), help="where the archive files are converted to (untracked)")
+    ap.add_argument("--out", default="time_series/uea", help="the claim (lab/records/<out>) or folder of the report "
+                    "and of the comparisons' records")
+    ap.add_argument("--tag", default="", help="prefix of the comparisons' folders inside --out")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--front-ends", action="store_true",
                     help="only the front-end choice on validation (FRONT_END_CANDIDATES), then the report")
     args = ap.parse_args(argv)
+    args.out = str(records(args.out))
     if args.front_ends:
         return run_and_report(args, lambda a: front_end_choice(a, _uea_dir(a)), report)
     return run_and_report(args, run_all, report)
@@ -697,13 +710,12 @@ def run_and_report(args, run_all, report) -> int:
         run_all(args)
     text = report(args)
     print(text)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "report.md").write_text(text)
+    write_text(Path(args.out) / "report.md", text)
     return 0
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench uea-sequences`` entry point (the presets' cpu scale; ``scale`` is not used)."""
+    """``python -m neurodyn_lab run time_series/uea`` entry point (the presets' cpu scale; ``scale`` is not used)."""
     return main(argv)
 
 

@@ -1,19 +1,21 @@
 """The sequence presets' training settings, chosen on validation only, on UEA/UCR archive files.
 
-    .venv/bin/python benchmarks/uea_tuning.py --uea-dir $UEA --threads 1        # every grid point (resumes)
-    .venv/bin/python benchmarks/uea_tuning.py --models nac-paper nac-tuned      # some models' grids only
-    .venv/bin/python benchmarks/uea_tuning.py --report                          # the table and each choice
+    python -m neurodyn_lab run time_series/uea_tuning --uea-dir $UEA --threads 1     # every grid point (resumes)
+    python -m neurodyn_lab run time_series/uea_tuning --models nac-paper nac-tuned   # some models' grids only
+    python -m neurodyn_lab run time_series/uea_tuning --report                       # the table and each choice
 
 Every grid point of a model (``GRIDS``: learning rate, width, pooling over time) trains once (seed 0) with the one
-recipe ``RECIPE`` on the *training* file of each classification set of ``uea_sequences.DATASETS``, of which 20 %
+recipe ``RECIPE`` on the *training* file of each classification set of ``uea.DATASETS``, of which 20 %
 (at least 4 cases) is held out to validate. The test files are never converted, read or scored here: a run has no
 test split, and its record holds only validation accuracies. A grid point's score is its mean over the files of
 the best validation accuracy a run reached (the model ``best.pt`` keeps); the choice per model is the grid point
 with the highest score (ties: the smaller learning rate, then the smaller width, then ``last`` pooling), and the
 ``cpu`` scale of ``<model>/sequence`` is set to it by hand, its comment pointing here.
 
-Records: ``benchmarks/results/uea_tuning/results.json`` (one per model, grid point and file; a recorded one is not
-trained again) and ``report.md``. Run folders (checkpoints included) go to ``--runs`` outside the tree.
+Records: ``lab/records/time_series/uea_tuning/`` (one per model, grid point and file: ``runs/<run>/result.json``, and
+``results.json`` for the runs recorded before runs had their own file; a recorded one is not trained again) and
+``report.md``. Run folders (checkpoints included) go to ``--runs``, by default ``lab/runs/time_series/uea_tuning``
+(untracked).
 """
 from __future__ import annotations
 
@@ -23,17 +25,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import itertools
-import json
 import statistics
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))  # a checkout's neurodyn when run directly
-sys.path.insert(0, str(HERE))
-import uea_sequences  # noqa: E402  (the archive files and their conversion)
+from neurodyn_lab.paths import records, runs_for
+from neurodyn_lab.records import load_results
+from neurodyn_lab.time_series import uea as uea_sequences  # the archive files and their conversion
 
-OUT = HERE / "results" / "uea_tuning"
+OUT = "time_series/uea_tuning"
 
 #: one recipe for every model and grid point: a constant learning rate, validation every 5 epochs, early stopping
 #: after 20 evaluations (100 epochs) without a better validation accuracy, at most 400 epochs
@@ -81,7 +81,7 @@ def validation_scores(run) -> dict[str, object]:
 
 
 def jobs_for(label: str, dataset: str, train_store: Path):
-    from neurodyn.bench.jobs import Job
+    from neurodyn_lab.queue import Job
 
     preset, own, _ = GRIDS[label]
     data = [f"data.path={train_store}", f"data.n_val={uea_sequences.n_val(train_store)}"]
@@ -94,16 +94,17 @@ def jobs_for(label: str, dataset: str, train_store: Path):
 def run_all(args) -> None:
     import torch
 
-    from neurodyn.bench.jobs import run_jobs
+    from neurodyn_lab.queue import run_jobs
 
     torch.set_num_threads(args.threads)
     uea = Path(args.uea_dir) if args.uea_dir else uea_sequences.default_uea_dir()
     if uea is None:
-        raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see uea_sequences.py)")
+        raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see neurodyn_lab.time_series.uea)")
     for label in args.models:
         jobs = [j for d in args.datasets
                 for j in jobs_for(label, d, uea_sequences.convert(uea, d, Path(args.stores), ("TRAIN",))[0])]
         run_jobs(jobs, args.out, "cpu", evaluate=validation_scores, runs_dir=args.runs, tag="uea-tuning",
+                 placeholders={args.stores: "<stores>"},
                  summary=lambda r: f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, "
                                    f"last {r['val_last']:.3f}")
 
@@ -129,10 +130,10 @@ def choose(records: list[dict], label: str, datasets: list[str]) -> tuple[list[t
 
 
 def report(args) -> str:
-    path = Path(args.out) / "results.json"
-    records = json.loads(path.read_text()) if path.exists() else []
+    records = load_results(args.out)
     lines = ["# Sequence presets: training settings chosen on validation (UEA/UCR training files)", "",
-             "Generated by `benchmarks/uea_tuning.py --report` from `results.json`. One seed (0) per grid point and "
+             "Generated by `python -m neurodyn_lab run time_series/uea_tuning --report` from the records. One seed "
+             "(0) per grid point and "
              f"file; recipe: {', '.join(f'`{o}`' for o in RECIPE)}; 20 % of each training file validates; the "
              "test files are not read. Cell: the best validation accuracy of the run; score: the mean over files; the "
              "highest score is chosen (ties: the smaller lr, then the smaller width, then the last step).",
@@ -158,15 +159,19 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", nargs="*", default=list(uea_sequences.DATASETS))
     ap.add_argument("--models", nargs="*", default=list(GRIDS), choices=list(GRIDS))
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--stores", default="runs/bench/uea/stores")
-    ap.add_argument("--runs", default="runs/bench/uea_tuning", help="run folders (outside the tree)")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--stores", default=str(uea_sequences.STORES), help="where the archive files are converted to")
+    ap.add_argument("--runs", default=None, help="run folders (default lab/runs/<out>, untracked)")
+    ap.add_argument("--out", default=OUT, help="the claim the records go to (lab/records/<out>), or a folder")
     ap.add_argument("--report", action="store_true")
-    return uea_sequences.run_and_report(ap.parse_args(argv), run_all, report)
+    args = ap.parse_args(argv)
+    args.out = str(records(args.out))
+    args.runs = args.runs or str(runs_for(args.out))
+    return uea_sequences.run_and_report(args, run_all, report)
 
 
 def run(scale: str, argv: list[str]) -> int:
-    """``neurodyn bench uea-tuning`` entry point (the presets' cpu scale; ``scale`` is not used)."""
+    """``python -m neurodyn_lab run time_series/uea_tuning`` entry point (the presets' cpu scale; ``scale`` is not
+    used)."""
     return main(argv)
 
 
