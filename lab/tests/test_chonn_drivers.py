@@ -1,55 +1,58 @@
-"""CHONN experiment drivers (the script benchmarks/chonn_experiments.py): relative gains, plots, and one
-tiny end-to-end run of the order benchmark (train, evaluate, report, reuse); the results store."""
+"""CHONN experiment drivers (neurodyn_lab.chonn): relative gains, plots, the order grid and the commands that run it,
+and one tiny end-to-end run of the order benchmark (train, evaluate, report, reuse) into a records folder."""
 import json
 import math
 import shutil
-from pathlib import Path
 
 import pytest
 
-from neurodyn import bench
-from neurodyn.bench.jobs import load_results
-
-bench_chonn = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "chonn_experiments.py")
+from neurodyn_lab.chonn import common, order
+from neurodyn_lab.paths import runs_for
+from neurodyn_lab.records import load_results
+from neurodyn_lab.registry import COMMANDS
 
 
 def test_relative_gains_pick_the_stronger_baseline_per_metric(tmp_path):
-    gains = bench_chonn.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}},
-                                       ["a", "b"])
+    gains = common.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}},
+                                  ["a", "b"])
     assert gains["a"] == (pytest.approx(0.5), "u")
     assert gains["b"] == (pytest.approx(-1.0), "f")
-    bench_chonn.plot_relative_gain(gains, tmp_path / "g.png", "t")
-    bench_chonn.plot_rollout_curves({"chonn_fno": [0.1, 0.2], "fno": [0.1, 0.3]}, tmp_path / "c.png", "t")
+    common.plot_relative_gain(gains, tmp_path / "g.png", "t")
+    common.plot_rollout_curves({"chonn_fno": [0.1, 0.2], "fno": [0.1, 0.3]}, tmp_path / "c.png", "t")
     assert (tmp_path / "g.png").stat().st_size > 0 and (tmp_path / "c.png").stat().st_size > 0
 
 
 def test_default_order_grid_and_registration():
-    grid = bench_chonn.default_order_grid((1, 2, 3, 4))
+    grid = order.default_order_grid((1, 2, 3, 4))
     assert (1, "o1") in grid and (1, "d1") not in grid  # order 1 and depth 1 are the same model
     assert {(3, "o3"), (3, "d3"), (3, "2x2"), (4, "o4"), (4, "d4")} <= set(grid)
     assert len(grid) == len(set(grid)) == 8
-    assert {(4, "2x2"), (4, "d3")} <= set(bench_chonn.default_order_grid((4,), composite_targets=(4,)))
-    for name in ("chonn-order", "chonn-poisson", "chonn-darcy", "chonn-rollout"):
-        assert name in bench.available() and bench.BENCHMARKS[name].script == "chonn_experiments.py"
+    assert {(4, "2x2"), (4, "d3")} <= set(order.default_order_grid((4,), composite_targets=(4,)))
+    for name in ("order", "poisson", "darcy", "rollout"):
+        assert COMMANDS[f"chonn/{name}"] == (COMMANDS[f"chonn/{name}"].module, COMMANDS[f"chonn/{name}"].description,
+                                             (name,))
+        assert COMMANDS[f"chonn/{name}"].module == "neurodyn_lab.chonn.experiments"
 
 
 @pytest.mark.slow
 def test_order_benchmark_end_to_end_tiny(tmp_path, data_dir):
     out = tmp_path / "order"
-    res = bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")])
+    res = order.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")])
     assert len(res) == 1 and res[0]["target"] == 2 and res[0]["model"] == "o2"
     for k in ("rel_l2_point", "rel_l2_spec", "rel_l2_der", "params", "seconds_per_epoch"):
         assert math.isfinite(res[0][k])
     # a finished run is reused, not trained again
-    again = bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False)
+    again = order.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False)
     assert again == res
-    text = bench_chonn.report_order(res, out, "tiny", [0])
+    text = order.report_order(res, out, "tiny", [0])
     assert "| T2 | o2 |" in text and (out / "tables.md").exists()
-    assert json.loads((out / "results.json").read_text())[0]["model"] == "o2"
-    # results.json is the record: with the run folders gone, a later seed is merged in, not written over
-    shutil.rmtree(out / "runs")
-    assert bench_chonn.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False) == res
-    bench_chonn.run_order_benchmark("tiny", seeds=[1], out_dir=out, grid=[(2, "o2")])
+    record = out / "runs" / "T2-o2-s0"
+    assert json.loads((record / "result.json").read_text())["model"] == "o2"
+    assert (record / "config.yaml").exists() and not list(out.rglob("*.pt"))  # no checkpoint among the records
+    # the record is the run's: with the run folders gone (another machine), nothing is trained again
+    shutil.rmtree(runs_for(out))
+    assert order.run_order_benchmark("tiny", seeds=[0], out_dir=out, grid=[(2, "o2")], train=False) == res
+    order.run_order_benchmark("tiny", seeds=[1], out_dir=out, grid=[(2, "o2")])
     records = load_results(out)
     assert [(r["run"], r["seed"]) for r in records] == [("T2-o2-s0", 0), ("T2-o2-s1", 1)]
     assert records[0] == res[0]

@@ -1,13 +1,10 @@
-"""The resolution check of the nu = 1e-4 data (benchmarks/ns_resolution.py): spectral padding is exact for a
+"""The resolution check of the nu = 1e-4 data (neurodyn_lab.operators.ns_resolution): spectral padding is exact for a
 band-limited field, and a coarse solve converges to a fine one under refinement on a short horizon."""
 import math
-from pathlib import Path
 
 import torch
 
-from neurodyn import bench
-
-ns_res = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "ns_resolution.py")
+from neurodyn_lab.operators import ns_resolution as ns_res
 
 
 def _trig(n: int) -> torch.Tensor:

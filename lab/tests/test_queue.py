@@ -1,11 +1,15 @@
-"""The experiment queue (:mod:`neurodyn.bench.jobs`): train a preset, job lists into a results store; and the
-restore / evaluate / read functions of :mod:`neurodyn.train.runs` on the runs it trains."""
+"""The experiment queue (:mod:`neurodyn_lab.queue`): train a preset, job lists into a records folder (one record per
+run, the run folders apart and untracked); and the restore / evaluate / read functions of :mod:`neurodyn.train.runs`
+on the runs it trains."""
 import json
 
 import pytest
 
-from neurodyn.bench.jobs import Job, job_config, load_results, run_jobs, train_preset
 from neurodyn.train.runs import evaluate_run, load_run, read_history
+
+from neurodyn_lab.paths import RECORDS, RUNS, runs_for
+from neurodyn_lab.queue import Job, job_config, run_jobs, train_preset
+from neurodyn_lab.records import load_results
 
 TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "model.modes=[4,4]"]
 
@@ -30,37 +34,38 @@ def test_train_preset_restore_and_evaluate(tmp_path, data_dir):
 def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     import yaml
 
-    (tmp_path / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
+    records = tmp_path / "claim"
+    records.mkdir()
+    (records / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
     jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
             Job("old-s0", "fno/darcy", 0, TINY)]
-    recs = run_jobs(jobs, tmp_path, "tiny", workers=1, threads=1,
+    recs = run_jobs(jobs, records, "tiny", workers=1, threads=1,
                     evaluate=lambda r: {"n_eval": len(r.split("test"))}, overrides=["train.lr=2e-3"])
-    # job_config: the config the worker process trained with, as its run folder stored it
-    saved = yaml.safe_load((tmp_path / "runs" / "new-s0" / "config.yaml").read_text())
+    # the run trained in the untracked twin of the records folder; its record and config went to the records
+    run_dir = runs_for(records) / "new-s0"
+    assert (run_dir / "checkpoints" / "last.pt").exists()
+    saved = yaml.safe_load((records / "runs" / "new-s0" / "config.yaml").read_text())
     assert job_config(jobs[0], "tiny", ["train.lr=2e-3"]) == saved
     assert saved["model"]["width"] == 6 and saved["train"]["lr"] == 2e-3 and saved["train"]["seed"] == 0
+    assert not list(records.rglob("*.pt")) and not (records / "results.json").exists()
     assert [r["run"] for r in recs] == ["new-s0", "old-s0"]  # the older one-file record is not trained again
     assert recs[0]["label"] == "new" and recs[0]["n_eval"] == 4 and recs[0]["seed"] == 0
     assert recs[0]["overrides"][-2:] == ["train.seed=0", "train.lr=2e-3"] and recs[1]["final_rel_l2"] == 0.5
-    stored = json.loads((tmp_path / "results.json").read_text())
-    assert [r["run"] for r in stored] == ["old-s0", "new-s0"] and load_results(tmp_path) == stored
+    assert json.loads((records / "runs" / "new-s0" / "result.json").read_text()) == recs[0]
+    assert sorted(r["run"] for r in load_results(records)) == ["new-s0", "old-s0"]
 
 
-def test_a_reworded_preset_description_still_resumes_and_a_changed_setting_does_not(tmp_path):
-    """The resume check compares what trains (model, data, train sections), not the preset's prose: a run folder
-    whose stored ``description`` differs from today's resumes, while the same folder with another learning rate
-    is still refused."""
-    import yaml
+def test_the_run_folders_of_a_claim_are_its_untracked_twin(tmp_path):
+    assert runs_for(RECORDS / "lamo" / "darcy_heads") == RUNS / "lamo" / "darcy_heads"
+    assert runs_for(tmp_path / "claim") == tmp_path / "claim.runs"  # a records folder outside the lab
 
-    from neurodyn.errors import ConfigError
-    from neurodyn.experiments import load_experiment
-    from neurodyn.train.checkpoint import check_resume_config
 
-    cfg = json.loads(json.dumps(load_experiment("fno/darcy", "tiny")))
-    run = tmp_path / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    (run / "checkpoints" / "last.pt").write_bytes(b"")
-    (run / "config.yaml").write_text(yaml.safe_dump({**cfg, "description": "an older wording"}, sort_keys=False))
-    check_resume_config(cfg, run)
-    with pytest.raises(ConfigError, match=r"train.lr"):
-        check_resume_config({**cfg, "train": {**cfg["train"], "lr": cfg["train"]["lr"] * 2}}, run)
+def test_a_record_naming_a_machine_folder_is_refused(tmp_path):
+    from neurodyn.errors import DataError
+
+    from neurodyn_lab.records import portable, write_run_record
+
+    with pytest.raises(DataError, match="machine"):
+        write_run_record(tmp_path, "r-s0", {"overrides": ["data.path=/home/someone/x.h5"]})
+    assert not (tmp_path / "runs" / "r-s0" / "result.json").exists()
+    assert portable({"a": [f"data.path={RUNS}/x.h5"]}) == {"a": ["data.path=lab/runs/x.h5"]}

@@ -1,5 +1,5 @@
-"""The summary page shows what its records hold: numbers a row of benchmarks/RESULTS.md cites are recomputed here
-from the run records under benchmarks/results/ (mean and sample std over seeds, CPU hours, validation choices) and
+"""The summary page shows what its records hold: numbers a row of lab/RESULTS.md cites are recomputed here
+from the run records under lab/records/ (mean and sample std over seeds, CPU hours, validation choices) and
 must appear, formatted as on the page, in that row; and every ``page.md#anchor`` link of the benchmark pages
 points at a heading that exists.
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-SUMMARY = ROOT / "benchmarks" / "RESULTS.md"
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "lab"
+RESULTS = LAB / "records"
+SUMMARY = LAB / "RESULTS.md"
 ERRS = ("rel_l2_point", "rel_l2_spec", "rel_l2_der")  # the CHONN order benchmark's three errors (Fig. 3)
 
 
@@ -37,6 +38,17 @@ def runs(experiment: str, *names: str) -> list[dict]:
 
 def seeds(experiment: str, stem: str, seeds=(0, 1, 2)) -> list[dict]:
     return runs(experiment, *(f"{stem}-s{s}" for s in seeds))
+
+
+def every_record(experiment: str) -> list[dict]:
+    """Every record of ``<experiment>``: its ``results.json`` (a comparison whose run folders are not kept), else
+    each ``runs/<run>/result.json`` in run-name order."""
+    store = RESULTS / experiment / "results.json"
+    if store.exists():
+        return json.loads(store.read_text())
+    found = sorted((RESULTS / experiment).glob("runs/*/result.json"))
+    assert found, f"no records in {experiment}"
+    return [json.loads(f.read_text()) for f in found]
 
 
 def field(rs: list[dict], key: str) -> list[float]:
@@ -61,7 +73,7 @@ def cpu_hours(rs: list[dict], digits: int = 1) -> str:
 
 def chonn_gains(experiment: str, seeds_=(0, 1, 2)) -> str:
     """``-0.10 / -0.38 / -0.03``: mean over seeds of 1 - der(o_n) / der(d_n) for T2 / T3 / T4."""
-    records = json.loads((RESULTS / experiment / "results.json").read_text())
+    records = every_record(experiment)
     recs = {(r["target"], r["model"], r["seed"]): r for r in records}
     gains = []
     for t in (2, 3, 4):
@@ -71,8 +83,7 @@ def chonn_gains(experiment: str, seeds_=(0, 1, 2)) -> str:
 
 
 def nac_val(task: str, variant: str, metric: str) -> list[float]:
-    lines = (RESULTS / "nac_repro" / "nac_repro.jsonl").read_text().splitlines()
-    recs = [json.loads(x) for x in lines if x.strip()]
+    recs = every_record("nac/table1")
     vals = [r["final"][metric] for r in recs if r.get("tag") == "val" and r["task"] == task and r["variant"] == variant]
     assert len(vals) == 3, (task, variant, len(vals))
     return vals
@@ -80,18 +91,18 @@ def nac_val(task: str, variant: str, metric: str) -> list[float]:
 
 @functools.cache
 def _uea():
-    from neurodyn import bench
+    from neurodyn_lab.time_series import uea
 
-    return bench.load_script(ROOT / "benchmarks" / "uea_sequences.py")
+    return uea
 
 
 def uea_nac_choice(variant: str, budget: str = "400ep") -> str:
-    """NAC's test accuracy on the five classification files of the UEA evidence (``uea_tuned_*``), of the profile
+    """NAC's test accuracy on the five classification files of the UEA evidence (``time_series/uea/*``), of the profile
     (paper, tuned or conv) the driver chooses on validation (``chosen_on_validation``: the final model's validation
     accuracy, then the best; the test file never takes part), as ``0.983 / 0.751 / 0.930 / 0.482 / 0.964``."""
     uea, cells = _uea(), []
     for ds in uea.DATASETS:
-        recs = json.loads((RESULTS / f"uea_tuned_{ds}-{variant}-{budget}" / "results.json").read_text())
+        recs = json.loads((RESULTS / "time_series" / "uea" / f"{ds}-{variant}-{budget}" / "results.json").read_text())
         label = uea.chosen_on_validation(recs, uea.NAC_PROFILES, higher=True)
         cells.append(f"{statistics.mean(next(iter(r['sets'].values())) for r in recs if r['preset'] == label):.3f}")
     return " / ".join(cells)
@@ -101,7 +112,7 @@ def _uea_floors(budget: str, draws: list[int] | None = None) -> list[str]:
     import argparse
 
     uea = _uea()
-    args = argparse.Namespace(out=str(uea.OUT), tag="uea_tuned", stores=str(ROOT / "no-stores"),
+    args = argparse.Namespace(out=str(uea.OUT), tag="", stores=str(ROOT / "no-stores"),
                               datasets=[*uea.DATASETS, *uea.REGRESSION], variants=["regular"], epochs=400,
                               budget="30s")
     return uea.floors_table(args, budget, draws)
@@ -124,7 +135,7 @@ def uea_regression_floor(budget: str, draws: list[int] | None = None) -> str:
 
 
 def per_sample(model: str, baseline: str) -> str:
-    d = json.loads((RESULTS / "step_speed" / "step_speed.json").read_text())
+    d = json.loads((RESULTS / "speed" / "step_speed" / "step_speed.json").read_text())
     t, b = d["threads"]["1"], d["batch"]
     return f"{(t[model] / b[model]) / (t[baseline] / b[baseline]):.2f}"
 
@@ -134,21 +145,22 @@ def per_sample(model: str, baseline: str) -> str:
 
 
 def _checks():
-    ks = {m: seeds("protocol_stssm_ks", f"{m}-r64") for m in ("stssm", "mi-ffno", "s4ffno")}
-    t5 = {m: seeds("protocol_stssm_table5_32", m) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")}
-    ns4 = {m: seeds("protocol_ns4", f"ns4-{m}") for m in ("lamo", "geomano-eqp", "transolver", "fno", "fno-small")}
-    ns4p = seeds("protocol_ns4_paper_configs", "ns4-geomano-paper-eqp")
-    eq = {m: seeds("protocol_geomano_lamo_equal", f"darcy-{m}") for m in ("lamo", "geomano-eqp", "geomano-paper-eqp")}
-    d50 = {m: seeds("protocol_darcy_50", m) for m in ("transolver-lr2e-3-m16", "fno-small", "fno")}
-    tuned10 = seeds("protocol_transolver_tuning", "transolver-lr2e-3-m16")
+    ks = {m: seeds("stssm/table1_protocol", f"{m}-r64") for m in ("stssm", "mi-ffno", "s4ffno")}
+    t5 = {m: seeds("stssm/table5_protocol", m) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")}
+    ns4 = {m: seeds("operators/ns4_protocol", f"ns4-{m}") for m in ("lamo", "geomano-eqp", "transolver", "fno",
+                                                                     "fno-small")}
+    ns4p = seeds("operators/ns4_paper_configs_protocol", "ns4-geomano-paper-eqp")
+    eq = {m: seeds("geomano/lamo_equal_protocol", f"darcy-{m}") for m in ("lamo", "geomano-eqp", "geomano-paper-eqp")}
+    d50 = {m: seeds("operators/darcy_50ep_protocol", m) for m in ("transolver-lr2e-3-m16", "fno-small", "fno")}
+    tuned10 = seeds("operators/transolver_tuning_protocol", "transolver-lr2e-3-m16")
     co = {}
-    for r in json.loads((RESULTS / "protocol_chonn_order" / "results.json").read_text()):
+    for r in every_record("chonn/order_protocol"):
         co.setdefault(f"T{r['target']}-{r['model']}", []).append(r)
     assert all(len(v) == 3 for v in co.values()) and len(co) == 8
     chonn_all = [r for v in co.values() for r in v]
 
     c3 = {}
-    fig3c = json.loads((RESULTS / "protocol_chonn_fig3c" / "results.json").read_text())
+    fig3c = every_record("chonn/fig3c_protocol")
     for r in sorted(fig3c, key=lambda r: r["seed"]):
         c3.setdefault(r["model"], []).append(r)
     assert {m: len(v) for m, v in c3.items()} == {"2x3": 3, "3x2": 3}
@@ -157,7 +169,7 @@ def _checks():
     def lower(rs):  # per error, the seeds where the composite is below depth 4: "2 / 3 / 2"
         return " / ".join(str(sum(a[m] < b[m] for a, b in zip(rs, co_t4))) for m in ERRS)
 
-    fig3a = json.loads((RESULTS / "protocol_chonn_fig3a" / "results.json").read_text())
+    fig3a = every_record("chonn/fig3a_protocol")
     assert len(fig3a) == 12
     o42 = {(r["target"], int(r["model"][1:])): r for r in chonn_all + fig3a if r["seed"] == 42 and r["model"][0] == "o"}
 
@@ -171,14 +183,14 @@ def _checks():
     def point(key):
         return mean(field(co[key], "rel_l2_point"), 3)
 
-    lamo_h4 = [runs(e, f"lamo-h4-s{s}")[0] for e, s in (("lamo_i19", 0), ("lamo_i19_s1", 1), ("lamo_i19_s2", 2))]
-    op = {m: seeds("operators_darcy", m) for m in ("transolver", "fno", "fno-small")}
-    gc = {m: seeds("geomano_compare", m) for m in ("darcy-geomano", "darcy-geomano-eq6")}
-    gc |= {m: seeds("geomano_compare", m, (0, 1)) for m in ("ns-geomano", "ns-transolver", "ns-fno")}
-    lamo_ns = seeds("lamo_ns_i19", "lamo-h16")
-    gval = json.loads((RESULTS / "geomano_val" / "results.json").read_text())
+    lamo_h4 = seeds("lamo/darcy_heads", "lamo-h4")
+    op = {m: seeds("operators/darcy", m) for m in ("transolver", "fno", "fno-small")}
+    gc = {m: seeds("geomano/table1", m) for m in ("darcy-geomano", "darcy-geomano-eq6")}
+    gc |= {m: seeds("geomano/table1", m, (0, 1)) for m in ("ns-geomano", "ns-transolver", "ns-fno")}
+    lamo_ns = seeds("lamo/ns_heads", "lamo-h16")
+    gval = every_record("geomano/paper_vs_ours")
     gv = {m: [r for r in gval if r["label"] == m] for m in ("geomano", "geomano-paper")}
-    st = {m: seeds("stssm_tables", m) for m in ("stssm-r64", "s4ffno-r64", "stssm-r32", "s4ffno-r32", "stssm",
+    st = {m: seeds("stssm/tables", m) for m in ("stssm-r64", "s4ffno-r64", "stssm-r32", "s4ffno-r32", "stssm",
                                                  "stssm-ff", "stssm-vm", "fno2d-r")}
 
     def ro(m, d=4):
@@ -196,7 +208,7 @@ def _checks():
             f"Eq. 6: {ms(field(gc['darcy-geomano-eq6'], 'final_rel_l2'))}",
             f"prior †: {ms(field(gc['darcy-geomano'], 'final_rel_l2'))}"]),
         "cpu: NS, GeoMaNO below Transolver": ("| Navier-Stokes: GeoMaNO below Transolver", [
-            f"Eq. 6: {mean(field(seeds('geomano_compare', 'ns-geomano-eq6', (0,)), 'final_rel_l2'))} (1 seed)",
+            f"Eq. 6: {mean(field(seeds('geomano/table1', 'ns-geomano-eq6', (0,)), 'final_rel_l2'))} (1 seed)",
             f"prior †: {ms(field(gc['ns-geomano'], 'final_rel_l2'))}"]),
         "cpu: GeoMaNO paper model against ours, on validation": ("| Paper's model vs our choices", [
             f"validation {ms(field(gv['geomano-paper'], 'best_val_rel_l2'))} vs "
@@ -284,7 +296,7 @@ def _checks():
             f"the 12 orders: {sum(field(fig3a, 'train_seconds')) / 3600:.1f} CPU-h",
         ]),
         "CHONN order family at cpu scale": ("| Order-n CKB beats n stacked", [
-            f"{chonn_gains('chonn_order_v3')} (40 epochs)", f"{chonn_gains('chonn_order_long_v3')} (60 epochs",
+            f"{chonn_gains('chonn/order')} (40 epochs)", f"{chonn_gains('chonn/order_60ep')} (60 epochs",
         ]),
         "NAC event_digits, chosen on validation": ("| NAC-Exact most accurate on event-based digits", [
             f"event_digits {ms(nac_val('event_digits', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation",
@@ -350,20 +362,20 @@ def test_darcy_heads_said_validation_chosen_are_what_validation_chooses():
     """The Darcy rows drop LaMO's † because validation re-chose its 4 heads: the lowest mean best validation error
     among LaMO's configurations (4 heads, 1 head, the paper's) must be the 4-head runs'; and the 2.37 M FNO's
     "final the same" must hold to the digits shown."""
-    runs = {"lamo": seeds("protocol_geomano_lamo_equal", "darcy-lamo"),
-            **{m: seeds("protocol_lamo_config_darcy", f"darcy-{m}") for m in ("lamo-h1", "lamo-paper")}}
+    runs = {"lamo": seeds("geomano/lamo_equal_protocol", "darcy-lamo"),
+            **{m: seeds("lamo/darcy_config_protocol", f"darcy-{m}") for m in ("lamo-h1", "lamo-paper")}}
     assert all(len(rs) == 3 for rs in runs.values())
     val = {m: statistics.mean(field(rs, "best_val_rel_l2")) for m, rs in runs.items()}
     assert min(val, key=val.get) == "lamo", val
-    fno = seeds("protocol_darcy_50", "fno")
+    fno = seeds("operators/darcy_50ep_protocol", "fno")
     assert ms(field(fno, "final_rel_l2")) == ms(field(fno, "test_rel_l2_at_best_val"))
 
 
 def test_ns_heads_said_validation_chosen_are_what_validation_chooses():
     """The Navier-Stokes rows drop LaMO's † because validation re-chose its 16 heads (5c): the lowest mean best
     validation error among LaMO's configurations (16 heads, 4 heads, the paper's) must be the 16-head runs'."""
-    runs = {"lamo": seeds("protocol_ns4", "ns4-lamo"),
-            **{m: seeds("protocol_ns4_paper_configs", f"ns4-{m}") for m in ("lamo-h4", "lamo-paper")}}
+    runs = {"lamo": seeds("operators/ns4_protocol", "ns4-lamo"),
+            **{m: seeds("operators/ns4_paper_configs_protocol", f"ns4-{m}") for m in ("lamo-h4", "lamo-paper")}}
     assert all(len(rs) == 3 for rs in runs.values())
     val = {m: statistics.mean(field(rs, "best_val_rel_l2")) for m, rs in runs.items()}
     assert min(val, key=val.get) == "lamo", val
@@ -377,7 +389,7 @@ def test_only_the_chonn_order_family_is_called_protocol_matched():
 # ------------------------------------------------------------------------------------------------
 # anchors
 
-PAGES = [SUMMARY, ROOT / "benchmarks" / "README.md", *sorted(RESULTS.glob("*.md"))]
+PAGES = [SUMMARY, LAB / "README.md", *sorted((LAB / "pages").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
 
 

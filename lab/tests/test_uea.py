@@ -1,13 +1,11 @@
-"""The UEA/UCR evidence report (benchmarks/uea_sequences.py): every choice it prints is made on validation, never on
+"""The UEA/UCR evidence report (neurodyn_lab.time_series.uea): every choice it prints is made on validation, never on
 the test file, and the floors table says yes / no from the recorded numbers. Records are written here by hand (no
 training)."""
 import argparse
 import json
 from pathlib import Path
 
-from neurodyn import bench
-
-uea = bench.load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "uea_sequences.py")
+from neurodyn_lab.time_series import uea
 
 
 def rec(preset: str, seed: int, val: list[float], test: float, **metrics) -> dict:
@@ -237,6 +235,6 @@ def test_every_compared_entry_keeps_the_label_its_records_hold():
     assert labels[:3] == ["nac-paper", "nac-tuned", "gru/sequence"] and "nac-conv" in labels
     assert len(set(labels)) == len(labels)
     for dataset in uea.DATASETS:  # the recorded labels are those of the driver's entries
-        recorded = {r["preset"] for r in json.loads((uea.OUT.parent / f"uea_tuned_{dataset}-regular-400ep"
-                                                    / "results.json").read_text())}
+        store = uea.OUT / f"{dataset}-regular-400ep" / "results.json"
+        recorded = {r["preset"] for r in json.loads(store.read_text())}
         assert recorded == set(labels)
