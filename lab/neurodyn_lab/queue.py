@@ -190,7 +190,7 @@ def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *
         rec = with_placeholders(json.loads(json.dumps(rec)), placeholders)
         if job.name in recorded:  # retrained: the older record goes
             _forget(records_dir, job.name)
-        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir)
+        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir, placeholders=placeholders)
         recorded[job.name] = rec
         shown = summary(rec) if summary else f"{result.metric} {result.final.get(result.metric)}"
         print(f"[{tag or records_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)

@@ -85,10 +85,11 @@ def write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any],
-                     run_dir: str | Path | None = None) -> Path:
+def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any], run_dir: str | Path | None = None,
+                     placeholders: Mapping[str, str] | None = None) -> Path:
     """``<records_dir>/runs/<run>/result.json``, and the :data:`RUN_FILES` of ``run_dir`` (the run folder it trained
-    in) copied beside it; returns the record's path."""
+    in) copied beside it (its config with ``placeholders`` for folders outside the repository, as in
+    :func:`with_placeholders`); returns the record's path."""
     folder = Path(records_dir) / "runs" / run
     path = write_json(folder / RECORD, record)
     if run_dir is not None and Path(run_dir).resolve() != folder.resolve():
@@ -99,7 +100,8 @@ def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any],
             if name == "config.yaml":
                 import yaml
 
-                write_text(folder / name, yaml.safe_dump(portable(yaml.safe_load(src.read_text())), sort_keys=False))
+                config = with_placeholders(yaml.safe_load(src.read_text()), placeholders or {})
+                write_text(folder / name, yaml.safe_dump(portable(config), sort_keys=False))
             else:
                 shutil.copyfile(src, folder / name)
     return path

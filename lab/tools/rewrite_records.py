@@ -65,7 +65,8 @@ CLAIMS = {
     "protocol_ns4_paper_configs": "operators/ns4_paper_configs_protocol",
     "stssm_tables": "stssm/tables", "stssm_speed": "stssm/speed", "protocol_stssm_ks": "stssm/table1_protocol",
     "protocol_stssm_table5_32": "stssm/table5_protocol",
-    "step_speed": "speed/step_speed", "compile_speed": "speed/compile_speed", "head_scan_speed": "speed/head_scan_speed",
+    "step_speed": "speed/step_speed", "compile_speed": "speed/compile_speed",
+    "head_scan_speed": "speed/head_scan_speed",
     "lamo_i17d": "speed/accuracy_lamo", "geomano_i17": "speed/accuracy_geomano", "stssm_i17": "speed/accuracy_stssm",
     "uea_tuned": "time_series/uea", "uea_sequences": "time_series/uea_25nov", "uea_tuning": "time_series/uea_tuning",
 }
