@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("check_tree", ROOT / ".ci" / "check_tree.py")
 check_tree = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_tree)
+OUTSIDE = check_tree.LAB  # the folder whose files do not count as the library's (the tree check names it)
 
 
 def _repo(tmp_path: Path, files: dict[str, bytes]) -> Path:
@@ -28,7 +29,7 @@ def test_this_repository_passes():
 
 
 def test_a_small_clean_tree_passes(tmp_path):
-    assert check_tree.problems(_repo(tmp_path, {"src/a.py": b"x = 1\n", "lab/records/p/c/r.json": b"{}"})) == []
+    assert check_tree.problems(_repo(tmp_path, {"src/a.py": b"x = 1\n", f"{OUTSIDE}/records/r.json": b"{}"})) == []
 
 
 def test_a_file_over_two_megabytes_is_named(tmp_path):
@@ -37,24 +38,24 @@ def test_a_file_over_two_megabytes_is_named(tmp_path):
 
 
 def test_the_library_part_over_five_megabytes_names_its_largest_files(tmp_path):
-    """Everything outside lab/ counts as the library; the same bytes inside lab/ do not."""
+    """Everything outside the laboratory's folder counts as the library; the same bytes inside it do not."""
     files = {f"data/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(3)}
     found = check_tree.problems(_repo(tmp_path, files))
-    assert len(found) == 1 and "the library part of the tree (outside lab/) is 6.0 MB, over the 5 MB" in found[0]
+    assert len(found) == 1 and f"(outside {OUTSIDE}/) is 6.0 MB, over the 5 MB" in found[0]
     assert "data/f" in found[0]
-    lab = {f"lab/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(3)}
-    (tmp_path / "lab-only").mkdir()
-    assert check_tree.problems(_repo(tmp_path / "lab-only", lab)) == []
+    inside = {f"{OUTSIDE}/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(3)}
+    (tmp_path / "inside").mkdir()
+    assert check_tree.problems(_repo(tmp_path / "inside", inside)) == []
 
 
 def test_a_tree_over_twenty_megabytes_names_its_largest_files(tmp_path):
-    files = {f"lab/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(11)}
+    files = {f"{OUTSIDE}/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(11)}
     found = check_tree.problems(_repo(tmp_path, files))
     assert len(found) == 1 and "the tracked tree is 22.0 MB, over the 20 MB limit" in found[0]
 
 
-@pytest.mark.parametrize("name", ["model.pt", "tests/fixtures/tiny.pt", "lab/runs/exp/a-s0/checkpoints/last.pt",
-                                  "lab/records/lamo/darcy/runs/a-s0/checkpoints/last.pt"])
+@pytest.mark.parametrize("name", ["model.pt", "tests/fixtures/tiny.pt", "runs/exp/a-s0/checkpoints/last.pt",
+                                  "results/exp/runs/a-s0/checkpoints/last.pt"])
 def test_any_tracked_checkpoint_is_refused(tmp_path, name):
     """No exception: not for tests' fixtures, not for a run still training (its metrics say so)."""
     run = PurePosixPath(name).parent.parent
