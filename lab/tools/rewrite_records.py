@@ -129,6 +129,9 @@ def _replacements(olds: list[str]) -> list[tuple[re.Pattern, str]]:
     for name, new in sorted(LAB_COMMANDS.items(), key=lambda kv: len(kv[0]), reverse=True):
         subs.append((rf"(?:\S*python3?\s+-m\s+)?neurodyn bench {re.escape(name)}(?![\w-])",
                      f"python -m neurodyn_lab run {new}"))
+    for old in sorted(olds, key=len, reverse=True):  # a report's table cell naming its old folder: | protocol_ns4 |
+        if claim_of(old):
+            subs.append((rf"(?<=\| ){re.escape(old)}(?= \|)", claim_of(old)))
     subs += [(r"PYTHONPATH=\$PWD/src ", "")]
     subs += [(re.escape(prefix), placeholder) for prefix, placeholder in OUTSIDE.items()]
     subs += [(re.escape(f"{ROOT}/"), ""), (r"/work/main/", "")]
