@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The tracked tree stays a library: no tracked file over 2 MB, the whole tracked tree under 20 MB, and no
-checkpoint (``*.pt``) tracked outside the tests' fixtures, except those of an experiment run still training
-(``benchmarks/results/<experiment>/runs/<run>/checkpoints/``, committed so the next sitting resumes it).
+"""The tracked tree stays a library with a laboratory beside it: no tracked file over 2 MB, the library part (every
+tracked file outside ``lab/``) under 5 MB, the whole tracked tree under 20 MB, and no checkpoint (``*.pt``) tracked
+anywhere (a run resumes from its untracked folder or starts over: lab/README.md).
 
     python3 .ci/check_tree.py [REPO]      # exit 1 with one sentence per problem, naming the file
 
@@ -9,14 +9,14 @@ Standard library only, so it runs before anything is installed.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
 FILE_LIMIT = 2 * 2**20      # bytes of one tracked file
+LIBRARY_LIMIT = 5 * 2**20   # bytes of every tracked file outside lab/ together
 TREE_LIMIT = 20 * 2**20     # bytes of every tracked file together
-FIXTURES = "fixtures"       # a folder of this name under tests/ may hold small checkpoints the tests read
+LAB = "lab"                 # the laboratory: experiments, records, pages (its own project)
 
 
 def tracked_files(repo: Path) -> list[str]:
@@ -24,48 +24,40 @@ def tracked_files(repo: Path) -> list[str]:
     return [p for p in out.decode().split("\0") if p]
 
 
-def run_still_training(repo: Path, checkpoint: PurePosixPath) -> bool:
-    """Whether ``checkpoint`` is ``benchmarks/results/<experiment>/runs/<run>/checkpoints/<name>.pt`` of a run whose
-    ``metrics.jsonl`` has no test evaluation yet (the trainer writes it once, after the last epoch)."""
-    parts = checkpoint.parts
-    if len(parts) != 7 or parts[:2] != ("benchmarks", "results") or parts[3] != "runs" or parts[5] != "checkpoints":
-        return False
-    metrics = repo / checkpoint.parent.parent / "metrics.jsonl"
-    if not metrics.is_file():
-        return False
-    for line in metrics.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "test" in rec and "train_loss" not in rec:
-            return False
-    return True
+def _largest(sizes: list[tuple[int, str]]) -> str:
+    return ", ".join(f"{n} ({s / 2**20:.1f} MB)" for s, n in sorted(sizes, reverse=True)[:3])
 
 
-def problems(repo: Path) -> list[str]:
-    found, total, sizes = [], 0, []
+def sizes(repo: Path) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """``(library, lab)``: (bytes, name) of every tracked file present, outside ``lab/`` and inside it."""
+    library, lab = [], []
     for name in tracked_files(repo):
         path = repo / name
         if not path.is_file():  # deleted in the working tree, or a submodule
             continue
-        size = path.stat().st_size
-        total += size
-        sizes.append((size, name))
-        posix = PurePosixPath(name)
+        (lab if PurePosixPath(name).parts[0] == LAB else library).append((path.stat().st_size, name))
+    return library, lab
+
+
+def problems(repo: Path) -> list[str]:
+    found = []
+    library, lab = sizes(repo)
+    for size, name in library + lab:
         if size > FILE_LIMIT:
             found.append(f"{name} is {size / 2**20:.1f} MB, over the 2 MB limit of one tracked file: keep only "
                          "records in the tree (configs, metrics, summaries, plots of a few hundred kB) and "
                          f"`git rm --cached {name}`.")
-        if posix.suffix == ".pt" and not (posix.parts[0] == "tests" and FIXTURES in posix.parts[1:-1]):
-            if not run_still_training(repo, posix):
-                found.append(f"{name} is a tracked checkpoint outside the tests' fixtures: a finished run's numbers "
-                             f"are in its records, so take it out of the tree with `git rm --cached {name}` (git "
-                             "history keeps it).")
+        if PurePosixPath(name).suffix == ".pt":
+            found.append(f"{name} is a tracked checkpoint: checkpoints never enter a commit (a run's numbers are in "
+                         f"its records; it resumes from its untracked run folder), so `git rm --cached {name}`.")
+    in_library = sum(s for s, _ in library)
+    if in_library > LIBRARY_LIMIT:
+        found.append(f"the library part of the tree (outside {LAB}/) is {in_library / 2**20:.1f} MB, over the 5 MB "
+                     f"limit; its largest files: {_largest(library)}.")
+    total = in_library + sum(s for s, _ in lab)
     if total > TREE_LIMIT:
-        largest = ", ".join(f"{n} ({s / 2**20:.1f} MB)" for s, n in sorted(sizes, reverse=True)[:3])
         found.append(f"the tracked tree is {total / 2**20:.1f} MB, over the 20 MB limit; its largest files: "
-                     f"{largest}.")
+                     f"{_largest(library + lab)}.")
     return found
 
 
@@ -75,8 +67,10 @@ def main(argv: list[str]) -> int:
     for sentence in found:
         print(f"check_tree: {sentence}", file=sys.stderr)
     if not found:
-        total = sum((repo / n).stat().st_size for n in tracked_files(repo) if (repo / n).is_file())
-        print(f"check_tree: {len(tracked_files(repo))} tracked files, {total / 2**20:.1f} MB; no checkpoint at rest")
+        library, lab = sizes(repo)
+        a, b = sum(s for s, _ in library), sum(s for s, _ in lab)
+        print(f"check_tree: {len(library) + len(lab)} tracked files, {(a + b) / 2**20:.1f} MB (library "
+              f"{a / 2**20:.1f} MB, {LAB}/ {b / 2**20:.1f} MB); no checkpoint")
     return 1 if found else 0
 
 

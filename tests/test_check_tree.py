@@ -2,7 +2,7 @@
 import importlib.util
 import json
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("check_tree", ROOT / ".ci" / "check_tree.py")
 check_tree = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_tree)
+OUTSIDE = check_tree.LAB  # the folder whose files do not count as the library's (the tree check names it)
 
 
 def _repo(tmp_path: Path, files: dict[str, bytes]) -> Path:
@@ -23,17 +24,12 @@ def _repo(tmp_path: Path, files: dict[str, bytes]) -> Path:
     return repo
 
 
-RUN = "benchmarks/results/exp/runs/a-s0"
-EPOCH = json.dumps({"epoch": 0, "train_loss": 1.0}) + "\n"
-TEST = json.dumps({"test": {"test": {"last": {"rel_l2": 0.1}}}}) + "\n"
-
-
 def test_this_repository_passes():
     assert check_tree.problems(ROOT) == []
 
 
 def test_a_small_clean_tree_passes(tmp_path):
-    assert check_tree.problems(_repo(tmp_path, {"src/a.py": b"x = 1\n", "tests/fixtures/tiny.pt": b"0" * 100})) == []
+    assert check_tree.problems(_repo(tmp_path, {"src/a.py": b"x = 1\n", f"{OUTSIDE}/records/r.json": b"{}"})) == []
 
 
 def test_a_file_over_two_megabytes_is_named(tmp_path):
@@ -41,27 +37,31 @@ def test_a_file_over_two_megabytes_is_named(tmp_path):
     assert len(found) == 1 and found[0].startswith("big.bin is 2.0 MB, over the 2 MB limit")
 
 
+def test_the_library_part_over_five_megabytes_names_its_largest_files(tmp_path):
+    """Everything outside the laboratory's folder counts as the library; the same bytes inside it do not."""
+    files = {f"data/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(3)}
+    found = check_tree.problems(_repo(tmp_path, files))
+    assert len(found) == 1 and f"(outside {OUTSIDE}/) is 6.0 MB, over the 5 MB" in found[0]
+    assert "data/f" in found[0]
+    inside = {f"{OUTSIDE}/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(3)}
+    (tmp_path / "inside").mkdir()
+    assert check_tree.problems(_repo(tmp_path / "inside", inside)) == []
+
+
 def test_a_tree_over_twenty_megabytes_names_its_largest_files(tmp_path):
-    files = {f"data/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(11)}
+    files = {f"{OUTSIDE}/records/f{i}.bin": b"0" * (2 * 2**20 - 10) for i in range(11)}
     found = check_tree.problems(_repo(tmp_path, files))
     assert len(found) == 1 and "the tracked tree is 22.0 MB, over the 20 MB limit" in found[0]
 
 
-@pytest.mark.parametrize("metrics, allowed", [(EPOCH, True), (EPOCH + TEST, False), (None, False)],
-                         ids=["run-still-training", "run-finished", "no-metrics"])
-def test_a_checkpoint_rests_only_while_its_run_trains(tmp_path, metrics, allowed):
-    files = {f"{RUN}/checkpoints/last.pt": b"0" * 100}
-    if metrics is not None:
-        files[f"{RUN}/metrics.jsonl"] = metrics.encode()
+@pytest.mark.parametrize("name", ["model.pt", "tests/fixtures/tiny.pt", "runs/exp/a-s0/checkpoints/last.pt",
+                                  "results/exp/runs/a-s0/checkpoints/last.pt"])
+def test_any_tracked_checkpoint_is_refused(tmp_path, name):
+    """No exception: not for tests' fixtures, not for a run still training (its metrics say so)."""
+    run = PurePosixPath(name).parent.parent
+    files = {name: b"0" * 100, f"{run}/metrics.jsonl": json.dumps({"epoch": 0, "train_loss": 1.0}).encode()}
     found = check_tree.problems(_repo(tmp_path, files))
-    assert (found == []) == allowed
-    if not allowed:
-        assert found[0].startswith(f"{RUN}/checkpoints/last.pt is a tracked checkpoint outside the tests' fixtures")
-
-
-def test_a_checkpoint_outside_results_and_fixtures_is_refused(tmp_path):
-    found = check_tree.problems(_repo(tmp_path, {"model.pt": b"0", "tests/model.pt": b"0"}))
-    assert [f.split(" ")[0] for f in found] == ["model.pt", "tests/model.pt"]
+    assert len(found) == 1 and found[0].startswith(f"{name} is a tracked checkpoint")
 
 
 def test_the_command_line_exits_1_with_one_sentence_per_problem(tmp_path):

@@ -275,32 +275,3 @@ def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path,
     assert run.final["rel_l2"] == pytest.approx(run.test_rel_l2_by_hand(), rel=1e-5)
     before, after = run.train_errors()   # training lowered the training error of the initial weights
     assert after < 0.99 * before, (before, after)
-
-
-@pytest.mark.slow
-def test_ablation_driver_covers_table_3_and_is_registered(tmp_path):
-    import json
-    from pathlib import Path
-
-    from neurodyn import bench
-
-    script = bench.load_script(Path(__file__).resolve().parents[2] / "benchmarks" / "geomano_ablation.py")
-    PAPER, VARIANTS, ablation_table = script.PAPER, script.VARIANTS, script.ablation_table
-
-    assert ("geomano-ablation" in bench.available()
-            and bench.BENCHMARKS["geomano-ablation"].script == "geomano_ablation.py")
-    rows = {(b,) + tuple(row) for b in VARIANTS for _, row in VARIANTS[b].values() if row}
-    assert rows == set(PAPER)                                   # every row of Table 3 has a variant, and no more
-    for b in VARIANTS:
-        for ov, _ in VARIANTS[b].values():                         # every variant builds
-            cfg = load_experiment({"darcy": "geomano/darcy", "ns": "geomano/navier_stokes"}[b], "tiny", ov)
-            m = dict(cfg["model"])
-            m.pop("name")
-            ndm.build("geomano", **m)
-    for seed, val in ((0, 0.02), (1, 0.03)):
-        rec = {"label": "2d-0011", "bench": "darcy", "seed": seed, "scale": "cpu", "params": 10, "epochs": 3,
-               "final_rel_l2": val, "train_seconds": 30.0, "paper_row": ["2d", False, "0011"],
-               "overrides": VARIANTS["darcy"]["2d-0011"][0]}
-        (tmp_path / f"darcy-2d-0011-s{seed}.json").write_text(json.dumps(rec))
-    table = ablation_table(tmp_path)
-    assert "| darcy | 2D | – | 0011 | 2d-0011 | 10 | 0,1 | 3 | 0.0250 +- 0.0071 | 0.00362 |" in table

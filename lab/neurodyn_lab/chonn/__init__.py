@@ -1,0 +1,1 @@
+"""CHONN (paper 000): its claims' experiments (Figs. 3-5)."""

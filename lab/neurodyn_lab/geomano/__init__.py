@@ -1,0 +1,1 @@
+"""GeoMaNO (paper 003): its claims' experiments."""

@@ -1,0 +1,1 @@
+"""LaMO (paper 001): its claims' experiments."""

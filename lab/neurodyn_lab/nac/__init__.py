@@ -1,0 +1,1 @@
+"""NAC (paper 002): its claims' experiments (Tables 1 and 5)."""

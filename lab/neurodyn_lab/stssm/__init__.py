@@ -1,0 +1,1 @@
+"""ST-SSM (paper 004): its claims' experiments."""

@@ -1,0 +1,1 @@
+"""Time series beyond the papers: the sequence presets on UEA/UCR archive files."""
