@@ -7,7 +7,7 @@ import yaml
 from neurodyn.cli import main
 from neurodyn.compare import compare, estimate_epochs, estimate_table, parse_budget
 from neurodyn.errors import ConfigError
-from neurodyn.bench.jobs import preset_config
+from neurodyn.train.queue import preset_config
 
 
 def test_parse_budget():

@@ -1,7 +1,7 @@
 """The experiment queue: seeded training runs of presets, each recorded once into a claim's records folder.
 
-* :func:`train_preset` -- one seeded training run of a preset (with overrides) into a run folder; returns a
-  :class:`RunResult` (final metrics, best, epochs, seconds, parameters, split sizes, validation curve);
+* :func:`train_preset`, :class:`RunResult`, :class:`Job`, :func:`preset_config` -- the library's
+  (:mod:`neurodyn.train.queue`): one seeded training run of a preset into a run folder and what it recorded;
 * :func:`run_jobs` -- every :class:`Job` not yet recorded, trained (optionally each in its own process) and
   recorded as ``<records>/runs/<name>/result.json`` (:mod:`neurodyn_lab.records`); a recorded run is never
   trained again.
@@ -13,143 +13,24 @@ the folder, and starts over on a machine that does not have it. Checkpoints neve
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
-import os
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
-from neurodyn.checkpoint_io import read_checkpoint
-from neurodyn.data.assembly import split_sizes
-from neurodyn.models import build, count_parameters
-from neurodyn.train.experiment import run_experiment
-from neurodyn.train.runs import TrainedRun, load_run, read_history, read_test_metrics
+from neurodyn.train.queue import Job, RunResult, preset_config, train_preset
+from neurodyn.train.runs import TrainedRun, load_run
 
 from .paths import child_env, runs_for
 from .records import load_results, with_placeholders, write_run_record
 
 # ------------------------------------------------------------------------------------------------
-# training a preset
-
-
-HIGHER_IS_BETTER = ("accuracy",)  # metrics whose best value is the largest
-
-
-@dataclasses.dataclass
-class RunResult:
-    """What one training run of :func:`train_preset` recorded: ``curve``, the validation ``metric`` per evaluated
-    epoch; ``best``, its best value (the epoch that selected ``best.pt``); ``final``, the test metrics of the final
-    model; ``test_at_best``, the test metrics of the ``best.pt`` model (empty without a validation split)."""
-
-    run_dir: str
-    cfg: dict[str, Any]
-    final: dict[str, Any]
-    best: float
-    curve: list[float]
-    epochs: int
-    train_seconds: float
-    wall_seconds: float
-    seconds_per_epoch: float
-    params: int
-    n_train: int | None
-    n_test: int | None
-    final_train_loss: float
-    metric: str = "rel_l2"
-    env: dict[str, Any] = dataclasses.field(default_factory=dict)  # date, torch version, threads, load average
-    n_val: int | None = None
-    test_at_best: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def record(self) -> dict[str, Any]:
-        """The numbers a results store keeps of the run (plain JSON). ``final_<metric>``: test, final model;
-        ``test_<metric>_at_best_val``: test, the model of the best validation epoch; ``best_val_<metric>`` and
-        ``curve``: validation only."""
-        return {"preset": self.cfg.get("preset"), "scale": self.cfg.get("scale"), "model": self.cfg["model"]["name"],
-                "params": self.params, f"final_{self.metric}": self.final.get(self.metric),
-                f"test_{self.metric}_at_best_val": self.test_at_best.get(self.metric),
-                f"best_val_{self.metric}": self.best, "epochs": self.epochs, "train_seconds": self.train_seconds,
-                "wall_seconds": self.wall_seconds, "seconds_per_epoch": self.seconds_per_epoch,
-                "n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test,
-                "final_train_loss": self.final_train_loss, "curve": self.curve, **self.env}
-
-
-def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = (), model_overrides: Sequence[str] = (),
-                  model_from: str | None = None, data_from: str | None = None) -> dict[str, Any]:
-    """The preset at ``scale`` with ``overrides`` then ``model_overrides``; with ``model_from`` the model
-    section is that preset's (same scale) with ``model_overrides`` instead; with ``data_from`` the task and
-    data sections are that preset's (same scale, with ``overrides``), so several models train on one dataset."""
-    from neurodyn.experiments import load_experiment
-
-    if model_from:
-        cfg = load_experiment(preset, scale, list(overrides))
-        cfg["model"] = load_experiment(model_from, scale, list(model_overrides))["model"]
-    else:
-        cfg = load_experiment(preset, scale, [*overrides, *model_overrides])
-    if data_from:
-        source = load_experiment(data_from, scale, list(overrides))
-        cfg["task"], cfg["data"] = source["task"], source["data"]
-    return cfg
-
-
-def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequence[str] = (), *,
-                 seed: int | None = None, model_overrides: Sequence[str] = (), model_from: str | None = None,
-                 data_from: str | None = None, resume: bool = True, device: str | torch.device = "cpu",
-                 metric: str = "rel_l2") -> RunResult:
-    """Train ``preset`` at ``scale`` into ``run_dir`` (see :func:`preset_config` for the overrides).
-
-    ``seed``: ``torch.manual_seed(seed)`` first, and ``train.seed=seed`` unless the overrides set it.
-    ``resume``: continue the run folder's checkpoint (refused when its config differs).
-    """
-    overrides = list(overrides)
-    if seed is not None and not any(o.startswith("train.seed=") for o in overrides):
-        overrides.append(f"train.seed={seed}")
-    cfg = preset_config(preset, scale, overrides, model_overrides, model_from, data_from)
-    run_dir = Path(run_dir)
-    if seed is not None:
-        torch.manual_seed(seed)
-    t0 = time.time()
-    final = run_experiment(cfg, run_dir, device=device, resume=resume, progress=False)
-    wall = time.time() - t0
-    history = read_history(run_dir)
-    ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
-    curve = [h["val"][metric] for h in history if metric in h.get("val", {})]
-    best = (max if metric in HIGHER_IS_BETTER else min)(curve, default=float("nan"))
-    n_train, n_val, n_test = split_sizes(cfg["data"])
-    return RunResult(run_dir=str(run_dir), cfg=cfg, final=final, best=best, curve=curve,
-                     test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
-                     epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
-                     seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
-                     n_train=n_train, n_test=n_test,
-                     final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
-                     env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
-                          "threads": torch.get_num_threads(), "load_avg": list(os.getloadavg())})
-
-
-# ------------------------------------------------------------------------------------------------
 # job lists
-
-
-class Job(NamedTuple):
-    """One training run: recorded as ``name``, trained from ``preset`` with ``overrides`` (then the seed's
-    ``train.seed`` and the run list's common overrides); ``keys`` open its record, ``label`` names it in
-    the log. ``model_from`` / ``model_overrides`` / ``data_from``: see :func:`preset_config`."""
-
-    name: str
-    preset: str
-    seed: int
-    overrides: list[str] = []
-    keys: dict[str, Any] = {}
-    label: str = ""
-    model_from: str | None = None
-    model_overrides: list[str] = []
-    data_from: str | None = None
 
 
 def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *,

@@ -37,7 +37,7 @@ from .errors import ConfigError
 from .files import check_outside_runs
 from .train.predict import TrainedRun
 from .train.runs import read_history
-from .bench.jobs import Job, preset_config, run_jobs
+from .train.queue import Job, preset_config, run_jobs
 
 __all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table", "is_override"]
 

@@ -18,7 +18,7 @@ TINY = ["train.epochs=1", "data.n_train=8", "data.n_test=4", "model.width=8", "m
 @pytest.fixture(scope="module")
 def fno_run(tmp_path_factory):
     """A one-epoch tiny FNO run (trained on the CPU) and its data folder."""
-    from neurodyn.bench.jobs import train_preset
+    from neurodyn.train.queue import train_preset
 
     root = tmp_path_factory.mktemp("devices")
     mp = pytest.MonkeyPatch()
@@ -33,7 +33,7 @@ def fno_run(tmp_path_factory):
 @pytest.fixture(scope="module", params=["fno/navier_stokes_rollout", "gru/activity"])
 def other_run(request, tmp_path_factory):
     """A one-epoch tiny run of an autoregressive and of a sequence preset."""
-    from neurodyn.bench.jobs import train_preset
+    from neurodyn.train.queue import train_preset
 
     root = tmp_path_factory.mktemp("devices")
     mp = pytest.MonkeyPatch()
@@ -106,7 +106,7 @@ def test_autoregressive_and_sequence_runs_restore_on_a_device(other_run, monkeyp
 def test_job_lists_train_on_the_requested_device(tmp_path, monkeypatch):
     """``run_jobs(..., device=)`` (what ``neurodyn compare --device`` trains through) hands the device to every
     training it runs."""
-    from neurodyn.bench import jobs as runs
+    from neurodyn.train import queue as runs
 
     seen = []
 

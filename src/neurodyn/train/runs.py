@@ -5,8 +5,8 @@
 * :func:`evaluate_run` re-evaluates a run (restored by :func:`neurodyn.train.predict.load_run`, the one restore
   path) on its test split, :func:`evaluate_sets` on its test split and test files or on other store files.
 
-Lists of training runs recorded into a results folder (the experiment queue of the benchmarks and of
-``neurodyn compare``) live in :mod:`neurodyn.bench.jobs`.
+Seeded training runs of presets recorded into a results folder (what ``neurodyn compare`` trains) are
+:mod:`neurodyn.train.queue`'s.
 """
 from __future__ import annotations
 

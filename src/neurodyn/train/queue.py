@@ -1,16 +1,14 @@
-"""The experiment queue: seeded training runs of presets, recorded into a results folder.
+"""Seeded training runs of presets, recorded into a results folder: what ``neurodyn compare`` trains.
 
+* :func:`preset_config` -- a preset's config with overrides, its model or its data taken from other presets;
 * :func:`train_preset` -- one seeded training run of a preset (with overrides) into a run folder; returns a
   :class:`RunResult` (final metrics, best, epochs, seconds, parameters, split sizes, validation curve);
 * :func:`run_jobs` -- every :class:`Job` not yet recorded, trained (optionally each in its own process) and
   recorded in ``<store>/results.json``, the merged record of a folder keyed by run name (written atomically
   after each run; a recorded run is never trained again); :func:`load_results` reads such a store.
 
-A results folder follows the one layout of ``benchmarks/results/`` (see ``benchmarks/README.md``):
-``<experiment>/`` holds its report, ``results.json`` and plots, and ``runs/<run>/`` one folder per run (its
-``result.json`` record, and while it trains its config, metrics and checkpoints).
-
-This is the laboratory's side of training: a user's training needs only :mod:`neurodyn.train`.
+A results folder holds ``results.json`` and ``runs/<run>/``, one run folder per run (its ``result.json`` record,
+and while it trains its config, metrics and checkpoints).
 """
 from __future__ import annotations
 
@@ -32,9 +30,9 @@ from ..checkpoint_io import read_checkpoint
 from ..data.assembly import split_sizes
 from ..errors import DataError
 from ..models import build, count_parameters
-from ..train.experiment import run_experiment
-from ..train.predict import TrainedRun, load_run
-from ..train.runs import read_history, read_test_metrics
+from .experiment import run_experiment
+from .predict import TrainedRun, load_run
+from .runs import read_history, read_test_metrics
 
 # ------------------------------------------------------------------------------------------------
 # training a preset
@@ -276,7 +274,7 @@ def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resu
 def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
                       workers: int, threads: int | None, done: Callable[[Job, RunResult], None],
                       device: str = "cpu") -> None:
-    """Train every job in its own ``python -m neurodyn.bench.jobs`` process, ``workers`` at a time
+    """Train every job in its own ``python -m neurodyn.train.queue`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
     package_root = str(Path(__file__).resolve().parents[2])  # the workers import this same neurodyn
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
@@ -289,7 +287,7 @@ def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], ru
             job = pending.pop(0)
             spec = {"job": job._asdict(), "scale": scale, "common": list(common), "runs_dir": str(runs_dir),
                     "resume": resume, "threads": threads, "device": device}
-            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn.bench.jobs", json.dumps(spec)],
+            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn.train.queue", json.dumps(spec)],
                                                   env=env)))
             print(f"started {job.label or job.name} seed {job.seed} ({len(pending)} queued)", flush=True)
         time.sleep(0.5)
