@@ -233,10 +233,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         plots = write_run_plots(run_dir, device=device)
         if final:
-            print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
-            for k, v in final.items():
-                if isinstance(v, (int, float)):  # per-step curves are in metrics.jsonl and rollout_error.png
-                    print(f"  {k:>12s}  {v:.5g}")
+            print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}; defined in summary.md):")
+            # numbers only (per-step curves are in metrics.jsonl and rollout_error.png), no band the grid lacks
+            print(format_metric_table({"test": final}, indent="  "))
         else:
             print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
         print(f"run folder: {run_dir} (summary.md, {', '.join(plots)}, metrics.jsonl)")
@@ -295,14 +294,20 @@ def _tell_choice(command: str, which: str, why: str) -> None:
         print(f"{command}: {which}.pt ({why})", file=sys.stderr)
 
 
-def format_metric_table(results: dict[str, dict]) -> str:
-    """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list)."""
+def format_metric_table(results: dict[str, dict], indent: str = "") -> str:
+    """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list): the numbers
+    :func:`~neurodyn.train.metrics.shown_metrics` keeps (no Fourier band a grid lacks, ``nrmse`` not beside the
+    ``rel_l2`` it equals); a metric one set lacks (a band its grid has no mode in) is ``n/a`` in that column."""
+    from .train.metrics import shown_metrics
+
     names = list(results)
-    keys = [k for k in results[names[0]] if isinstance(results[names[0]][k], (int, float))]
+    shown = {n: shown_metrics(results[n])[0] for n in names}
+    keys = list(dict.fromkeys(k for n in names for k in shown[n]))  # every set's, in order, once
     if len(names) == 1:
-        return "\n".join(f"{k:>12s}  {results[names[0]][k]:.5g}" for k in keys)
-    lines = [f"{'':>12s}  " + "  ".join(f"{n:>11s}" for n in names)]
-    lines += [f"{k:>12s}  " + "  ".join(f"{results[n].get(k, float('nan')):11.5g}" for n in names) for k in keys]
+        return "\n".join(f"{indent}{k:>12s}  {results[names[0]][k]:.5g}" for k in keys)
+    cell = lambda n, k: f"{results[n][k]:11.5g}" if k in shown[n] else f"{'n/a':>11s}"  # noqa: E731
+    lines = [f"{indent}{'':>12s}  " + "  ".join(f"{n:>11s}" for n in names)]
+    lines += [f"{indent}{k:>12s}  " + "  ".join(cell(n, k) for n in names) for k in keys]
     return "\n".join(lines)
 
 

@@ -26,7 +26,9 @@ from ..models import build, count_parameters
 from ..models.registry import check_fits_in_memory, check_model_config, config_fields, module_device
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
+from .metrics import metric_definition, shown_metrics
 from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
+from .sequence_task import METRIC_DEFINITIONS as SEQUENCE_METRICS
 from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
@@ -236,7 +238,8 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
                                                             _tested(data["sets"].get("test"), test_sets))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode, tests=tests, baselines=baselines,
-                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set))
+                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set),
+                      channels=field_channels(data["sets"]["train"]))
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
                   for name, m in tests.items() if name != "test"})
@@ -319,15 +322,40 @@ def confusion_table(confusion: list[list[int]], classes: list[str] | None = None
             + [f"| {name} | " + " | ".join(str(v) for v in row) + " |" for name, row in zip(names, confusion)])
 
 
+def field_channels(train_set) -> int | None:
+    """The channels of one target field the metrics compare (steady: the target's channels; autoregressive: one
+    frame's), or None for a sequence set."""
+    if isinstance(train_set, SteadyDataset):
+        return train_set.out_channels
+    return getattr(train_set, "channels", None)
+
+
+def metric_definitions(names: list[str], task: str | None = None) -> list[str]:
+    """Markdown lines defining each metric of ``names`` in one line with its units (``task``: ``sequence``, the
+    sequence task's metrics, :mod:`neurodyn.train.sequence_task`; else the field metrics of a steady or
+    ``autoregressive`` task, :mod:`neurodyn.train.metrics`, PDEBench's conventions)."""
+    sequence = task == "sequence"
+    source = "`neurodyn.train.sequence_task`" if sequence else "`neurodyn.train.metrics`, PDEBench's conventions"
+    lines = [f"Metrics ({source}):", ""]
+    for name in names:
+        text = (SEQUENCE_METRICS.get(name) if sequence
+                else metric_definition(name, autoregressive=task == "autoregressive"))
+        lines.append(f"- `{name}`: {text or 'defined in ' + source}")
+    return lines
+
+
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
                   monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
                   baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None,
-                  n_val: int | None = None) -> None:
+                  n_val: int | None = None, channels: int | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
     split and test files (the final model, and the checkpoint the validation split selected), beside the
     ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
     class, columns: predicted; named by ``classes``) where the task reports one. ``n_val``: the validation split's
-    cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few)."""
+    cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few).
+    ``channels``: the channels of one target field (:func:`field_channels`), which tell the metrics that are one
+    quantity by definition (:func:`neurodyn.train.metrics.shown_metrics`). Every metric a table shows is defined
+    below it in one line with its units; Fourier bands a grid has no mode in are marked n/a, never 0."""
     pick = min if mode == "min" else max
     curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
     name = "rel. L2" if monitor == "rel_l2" else monitor
@@ -347,8 +375,12 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
              f"- training: {len(history)} epochs, final train loss {history[-1]['train_loss']:.5g}" if history else "",
              f"- time: {sum(h['seconds'] for h in history):.1f} s of training", validation,
              "- test: evaluated once, after training, with the training normalizers", ""]
+    shown: list[str] = []
+    notes: list[str] = []
     for set_name, by_model in (tests or {}).items():
-        keys = [k for k, v in by_model["last"].items() if isinstance(v, (int, float))]
+        keys, set_notes = shown_metrics(by_model["last"], channels)
+        shown += [k for k in keys if k not in shown]
+        notes += [n for n in set_notes if n not in notes]
         columns = {m: by_model[m] for m in ("last", "best") if m in by_model}
         base = (baselines or {}).get(set_name, {})
         columns.update({label: metrics for label, metrics in base.items() if metrics is not None})
@@ -367,8 +399,10 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
         lines.append("")
     if not tests:
         lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
-    lines += ["Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
-              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", ""]
+    if shown:
+        lines += metric_definitions(shown, task=cfg.get("task")) + [""]
+        if notes:
+            lines += ["Not shown:", "", *[f"- {n}" for n in notes], ""]
     # no image links here: the plots are drawn above this layer, which links each one it writes
     # (neurodyn.plots.link_plots), so a summary never links an image that does not exist
     (run_dir / "summary.md").write_text("\n".join(lines))

@@ -32,6 +32,25 @@ from .distributed import all_reduce_sum
 from .tasks import Task
 
 
+METRIC_DEFINITIONS: dict[str, str] = {
+    "accuracy": "fraction of the cases (sequences, or steps of per-step labels) whose most probable class is the "
+                "true one; dimensionless, higher is better",
+    "balanced_accuracy": "mean over the classes present of each class's recall (its cases classified right); "
+                         "dimensionless, higher is better",
+    "nll": "mean negative log-likelihood (cross-entropy) of the true class; nats, lower is better",
+    "n": "number of cases scored (sequences, or valid steps of per-step targets; regression: target values)",
+    "rmse": "root-mean-square error of the predicted targets; the target's units",
+    "mse": "mean squared error of the predicted targets (rmse^2); the target's units squared",
+    "mae": "mean absolute error of the predicted targets; the target's units",
+    "r2": "coefficient of determination 1 - SSE / SST per target, mean over targets; dimensionless, 1 exact, 0 as "
+          "good as the test set's mean",
+    "score": "the NAC paper's RUL score (eq. 58): exp(-d/13) - 1 for early, exp(d/10) - 1 for late predictions "
+             "(d = pred - target, in the target's units), summed over cases; dimensionless, lower is better",
+    "score_mean": "the RUL score per case (score / n); dimensionless, lower is better",
+}
+"""One line per sequence metric: what it measures and its units."""
+
+
 def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
     """NAC paper eq. 58 (the PHM08 asymmetric score): with ``d = pred - target``,
     ``exp(-d/13) - 1`` for early predictions (``d < 0``) and ``exp(d/10) - 1`` for late ones

@@ -8,6 +8,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from neurodyn.cli import main
 from neurodyn.data.datasets import SteadyDataset
@@ -239,6 +240,11 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", summary):
         pixels = matplotlib.image.imread(run / image)
         assert pixels.std() > 0
+        with Image.open(run / image) as im:  # the title names the model, the run and the data file
+            assert im.text["Title"].startswith(f"{preset.split('/')[0]} ({preset}), run car: ")
+            assert "car.h5" in im.text["Title"]
+    with Image.open(run / "predictions.png") as im:  # the panels name the field and its source array
+        assert "target u (press in mini_car.pt)" in im.text["Description"]
     # the test split (the last 4 samples) with their masks, as the dataset serves it
     ds = SteadyDataset(StoredDataset(store), np.arange(10, 14))
     assert [int(ds[i]["mask"].sum()) for i in range(4)] == sizes[10:]

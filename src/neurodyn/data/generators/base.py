@@ -43,7 +43,9 @@ class Generator(ABC):
 
     ``name``, ``version`` (default "1"; bump when the output bytes change), ``config`` (the config
     dataclass, ``config_cls``), ``inputs``/``targets`` (field names), ``chunk_size``
-    (``default_chunk_size``), and implement ``generate``. ``validate`` refuses impossible configs before
+    (``default_chunk_size``), optionally ``field_labels`` (field name -> what it is, with its units where it
+    has some, e.g. ``{"a": "permeability", "u": "solution"}``: the plots name the fields with them), and
+    implement ``generate``. ``validate`` refuses impossible configs before
     any work starts.
     """
 
@@ -53,6 +55,7 @@ class Generator(ABC):
     inputs: ClassVar[tuple[str, ...]]
     targets: ClassVar[tuple[str, ...]]
     default_chunk_size: ClassVar[int] = 32
+    field_labels: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, *, name: str | None = None, version: str | None = None, config: type | None = None,
                           inputs: tuple[str, ...] | None = None, targets: tuple[str, ...] | None = None,
