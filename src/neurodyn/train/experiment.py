@@ -29,7 +29,7 @@ from .distributed import DistInfo, barrier
 from .metrics import metric_definition, shown_metrics
 from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
 from .sequence_task import METRIC_DEFINITIONS as SEQUENCE_METRICS
-from .tasks import AutoregressiveTask, SteadyTask
+from .tasks import AutoregressiveTask, SteadyTask, evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
 
@@ -206,7 +206,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress not in (False, "lines"), dist.is_main, barrier,
+    data = build_data(cfg, device, progress if dist.is_main else False, dist.is_main, barrier,
                       train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data, tcfg)
@@ -263,13 +263,19 @@ def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any
         return {}
     model = trainer.model
     model.eval()
-    out = {name: {"last": task.evaluate(model, trainer.eval_batches(ds))} for name, ds in sets.items()}
+    progress = trainer._stage_progress()  # one stage per set and checkpoint (neurodyn.progress)
+
+    def evaluate(name, ds, which):
+        what = f"testing the {which} model on {'the test split' if name == 'test' else repr(name)}"
+        return evaluate_stage(task, model, trainer.eval_batches(ds), len(ds), what, progress)
+
+    out = {name: {"last": evaluate(name, ds, "final")} for name, ds in sets.items()}
     best = trainer.ckpt_dir / "best.pt"
     if trainer.eval_set is not None and best.exists():
         state = {k: v.clone() for k, v in model.state_dict().items()}
         model.load_state_dict(read_checkpoint(best, map_location=trainer.device)["model_state"])
         for name, ds in sets.items():
-            out[name]["best"] = task.evaluate(model, trainer.eval_batches(ds))
+            out[name]["best"] = evaluate(name, ds, "best validation epoch's")
         model.load_state_dict(state)
     trainer.log_extra({"epoch": trainer.epoch - 1, "test": out})
     return out
@@ -298,10 +304,12 @@ def baseline_scores(trainer: Trainer, task, train_set, sets: dict[str, Any]) -> 
         if name == "knn" and len(train_set) * sum(len(ds) for ds in sets.values()) * size > KNN_SUMMARY_LIMIT:
             out = {k: v | {label: None} for k, v in out.items()}
             continue
-        task.fit_model(model, trainer.eval_batches(train_set))
+        task.fit_model(model, trainer.eval_batches(train_set), progress=trainer._stage_progress())
         model.eval()
         for set_name, ds in sets.items():
-            out[set_name][label] = task.evaluate(model, trainer.eval_batches(ds))
+            where = "the test split" if set_name == "test" else repr(set_name)
+            out[set_name][label] = evaluate_stage(task, model, trainer.eval_batches(ds), len(ds),
+                                                  f"baseline {label} on {where}", trainer._stage_progress())
     return out
 
 

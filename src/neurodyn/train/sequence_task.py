@@ -102,9 +102,10 @@ class SequenceTask(Task):
         return model(x, t=batch.get("t"), mask=mask)
 
     @torch.no_grad()
-    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> None:
-        """Fit a model fitted in one pass (``model.fit(x, t, mask, y)``) on ``batches``: the inputs normalised as
-        for training, class indices or normalised regression targets."""
+    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]], progress: Any = False) -> None:
+        """Fit a model fitted in one pass (``model.fit(x, t, mask, y, progress=progress)``) on ``batches``: the inputs
+        normalised as for training, class indices or normalised regression targets; ``progress`` (the one idiom,
+        :mod:`neurodyn.progress`) shows the fit's long stages."""
         xs, ts, ms, ys = [], [], [], []
         for batch in batches:
             x, mask = self._inputs(batch)
@@ -117,7 +118,7 @@ class SequenceTask(Task):
         T = max(x.shape[1] for x in xs)
         pad = lambda a: torch.nn.functional.pad(a, (0, 0, 0, T - a.shape[1]) if a.dim() == 3 else (0, T - a.shape[1]))  # noqa: E731
         t = None if any(v is None for v in ts) else torch.cat([pad(v) for v in ts])
-        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys))
+        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys), progress=progress)
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Class logits, or regression values in the data's units."""
