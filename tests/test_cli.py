@@ -119,3 +119,23 @@ def test_build_kernels_reports_the_cache_or_the_fallback(capsys, monkeypatch):
     assert main(["build-kernels"]) == 1
     assert "pure-PyTorch path" in capsys.readouterr().err
     assert main(["build-kernels", "--allow-missing"]) == 0
+
+
+def test_metric_tables_print_no_missing_band_and_one_row_per_quantity():
+    """A 16 x 16 set has no frmse_high (n/a in its column, never 0); nrmse equal to rel_l2 (one channel) is one
+    quantity, shown once."""
+    import torch
+
+    from neurodyn.cli import format_metric_table
+    from neurodyn.train.metrics import evaluate_fields
+
+    g = torch.Generator().manual_seed(0)
+    small = evaluate_fields(torch.rand(2, 16, 16, 1, generator=g), torch.rand(2, 16, 16, 1, generator=g))
+    big = evaluate_fields(torch.rand(2, 32, 32, 1, generator=g), torch.rand(2, 32, 32, 1, generator=g))
+    one = format_metric_table({"test16": small})
+    assert "frmse_high" not in one and "nrmse" not in one and "frmse_mid" in one
+    rows = {line.split()[0]: line.split()[1:] for line in format_metric_table({"test16": small,
+                                                                              "test32": big}).splitlines()[1:]}
+    assert rows["frmse_high"][0] == "n/a" and float(rows["frmse_high"][1]) == pytest.approx(big["frmse_high"],
+                                                                                           rel=1e-4)
+    assert "nrmse" not in rows and float(rows["rel_l2"][0]) == pytest.approx(small["rel_l2"], rel=1e-4)

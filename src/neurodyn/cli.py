@@ -111,8 +111,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
         if args.n < 1:
             raise ConfigError(f"--n is the number of samples to convert and must be >= 1; got {args.n}")
         options.setdefault("max_samples", args.n)
+    # a bar on a terminal, a line per stage in a log (neurodyn.progress); --no-progress: only the result
     path = convert_to_store(args.file, out=args.out, kind=kind, chunk_size=args.chunk_size,
-                            progress=not args.no_progress, **options)
+                            progress=False if args.no_progress else None, **options)
     print(conversion_summary(path))
     return 0
 
@@ -143,7 +144,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise unknown_name("preset or generator", args.target, available_presets() + available_generators())
     gcfg = gen.make_config(**options)
     path = gen.run(gcfg, n, seed=seed, path=args.out, device=_device(args),
-                   chunk_size=args.chunk_size, shard=args.shard, progress=not args.no_progress)
+                   chunk_size=args.chunk_size, shard=args.shard, progress=False if args.no_progress else None)
     if path is None:
         print(f"shard {args.shard[0]}/{args.shard[1]} done; the file is assembled when every shard has finished")
     else:
@@ -192,10 +193,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         plots = write_run_plots(run_dir, device=device)
         if final:
-            print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}):")
-            for k, v in final.items():
-                if isinstance(v, (int, float)):  # per-step curves are in metrics.jsonl and rollout_error.png
-                    print(f"  {k:>12s}  {v:.5g}")
+            print(f"\ntest metrics ({cfg['preset']}, scale {cfg['scale']}; defined in summary.md):")
+            # numbers only (per-step curves are in metrics.jsonl and rollout_error.png), no band the grid lacks
+            print(format_metric_table({"test": final}, indent="  "))
         else:
             print("\nno test split and no test files: nothing was evaluated (see `neurodyn evaluate RUN --data FILE`)")
         print(f"run folder: {run_dir} (summary.md, {', '.join(plots)}, metrics.jsonl)")
@@ -210,7 +210,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .train.runs import evaluate_sets
 
     which, why = _which(args)
-    results = evaluate_sets(args.run, files=args.data or None, device=_device(args), which=which)
+    results = evaluate_sets(args.run, files=args.data or None, device=_device(args), which=which,
+                            progress=False if args.no_progress else None)
     _tell_choice("evaluate", which, why)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -223,8 +224,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .train.predict import write_predictions
 
     which, why = _which(args)
-    path, metrics = write_predictions(args.run, args.data, args.out, which=which,
-                                      device=_device(args), overwrite=args.overwrite)
+    path, metrics = write_predictions(args.run, args.data, args.out, which=which, device=_device(args),
+                                      overwrite=args.overwrite, progress=False if args.no_progress else None)
     _tell_choice("predict", which, why)
     print(f"predictions of {args.data} written to {path}")
     if metrics:
@@ -254,14 +255,20 @@ def _tell_choice(command: str, which: str, why: str) -> None:
         print(f"{command}: {which}.pt ({why})", file=sys.stderr)
 
 
-def format_metric_table(results: dict[str, dict]) -> str:
-    """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list)."""
+def format_metric_table(results: dict[str, dict], indent: str = "") -> str:
+    """Metrics as rows, evaluation sets as columns (one column: the plain ``name  value`` list): the numbers
+    :func:`~neurodyn.train.metrics.shown_metrics` keeps (no Fourier band a grid lacks, ``nrmse`` not beside the
+    ``rel_l2`` it equals); a metric one set lacks (a band its grid has no mode in) is ``n/a`` in that column."""
+    from .train.metrics import shown_metrics
+
     names = list(results)
-    keys = [k for k in results[names[0]] if isinstance(results[names[0]][k], (int, float))]
+    shown = {n: shown_metrics(results[n])[0] for n in names}
+    keys = list(dict.fromkeys(k for n in names for k in shown[n]))  # every set's, in order, once
     if len(names) == 1:
-        return "\n".join(f"{k:>12s}  {results[names[0]][k]:.5g}" for k in keys)
-    lines = [f"{'':>12s}  " + "  ".join(f"{n:>11s}" for n in names)]
-    lines += [f"{k:>12s}  " + "  ".join(f"{results[n].get(k, float('nan')):11.5g}" for n in names) for k in keys]
+        return "\n".join(f"{indent}{k:>12s}  {results[names[0]][k]:.5g}" for k in keys)
+    cell = lambda n, k: f"{results[n][k]:11.5g}" if k in shown[n] else f"{'n/a':>11s}"  # noqa: E731
+    lines = [f"{indent}{'':>12s}  " + "  ".join(f"{n:>11s}" for n in names)]
+    lines += [f"{indent}{k:>12s}  " + "  ".join(cell(n, k) for n in names) for k in keys]
     return "\n".join(lines)
 
 
@@ -277,8 +284,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget is not None else None
     first = args.presets[0].split(";")[0].split("=")[-1]
     out = args.out or Path(args.runs_dir) / "compare" / f"{first.replace('/', '-')}-{args.scale}"
+    # as train's: --quiet nothing, --no-progress no bar (the lines stay)
+    progress = False if args.quiet else "lines" if args.no_progress else None
     compare(args.presets, out, args.scale, seeds=args.seeds or [0], epochs=args.epochs, budget_seconds=budget,
-            data_from=args.data_from, overrides=args.overrides, device=_device(args))
+            data_from=args.data_from, overrides=args.overrides, device=_device(args), progress=progress)
     return 0
 
 
@@ -393,6 +402,7 @@ def _add_trained_run(p: argparse.ArgumentParser, func) -> None:
     p.add_argument("run", help="run folder or checkpoint file")
     p.add_argument("--which", default=None, choices=("auto", "last", "best"), help=WHICH_HELP)
     p.add_argument("--device", default=None)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or lines (on stderr); only the result")
     p.set_defaults(func=func)
 
 
@@ -446,6 +456,10 @@ def _add_compare(sub) -> None:
     c.add_argument("--runs-dir", default="runs")
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     c.add_argument("--device", default=None)
+    c.add_argument("--no-progress", action="store_true",
+                   help="no progress bars; the trainings' header and epoch lines are still printed")
+    c.add_argument("--quiet", action="store_true", help="no progress bars and no training lines; the results and "
+                                                        "the table are still printed")
     c.set_defaults(func=cmd_compare)
 
 

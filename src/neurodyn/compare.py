@@ -141,7 +141,7 @@ def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
     return "\n".join(lines)
 
 
-def _evaluate(r: TrainedRun) -> dict[str, Any]:
+def _evaluate(r: TrainedRun, progress: Any = False) -> dict[str, Any]:
     """The test sets' main metric (the task's monitored one: rel. L2 for fields, accuracy or RMSE for sequences),
     every scalar metric of each test set (``set_metrics``: e.g. R^2 and MAE beside RMSE), and its validation curve
     against training seconds (``curve_rel_l2`` holds that metric, whatever its name)."""
@@ -153,7 +153,7 @@ def _evaluate(r: TrainedRun) -> dict[str, Any]:
         if "val" in h and metric in h["val"]:
             times.append(elapsed)
             errors.append(h["val"][metric])
-    scores = r.evaluate()
+    scores = r.evaluate(progress=progress)
     return {"sets": {k: v.get(metric) for k, v in scores.items()}, "metric": metric,
             "set_metrics": {k: {m: float(x) for m, x in v.items() if isinstance(x, (int, float))}
                             for k, v in scores.items()},
@@ -168,8 +168,8 @@ def _field_or_sequence(task: str) -> str:
 
 
 def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrides: Sequence[str],
-                  own: dict[str, list[str]], data_from: str, device: str | torch.device = "cpu"
-                  ) -> dict[str, dict[str, Any]]:
+                  own: dict[str, list[str]], data_from: str, device: str | torch.device = "cpu",
+                  progress: Any = False) -> dict[str, dict[str, Any]]:
     """Every compared model's config (by label; ``entries``: label -> (preset, its overrides), as ``parse_entry``
     gives them) on the data of ``data_from``, checked before anything trains; one ConfigError naming the first one
     that does not fit and why.
@@ -177,7 +177,8 @@ def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrid
     In order, so that the cheap checks fail first: every preset and override loads (unknown names and keys); a
     preset made for sequences (``task: sequence``) is not put on fields or the other way round; the train section
     and model keys are valid (``check_config``); then, on the shared data (generated if missing, as training would),
-    every model builds and takes a sample of the training split and of each test file."""
+    every model builds and takes a sample of the training split and of each test file (``progress``: of the data
+    made, :mod:`neurodyn.progress`)."""
     from .data.assembly import build_data, build_test_sets
     from .train.experiment import build_model, build_task, check_config, check_model_accepts
 
@@ -191,7 +192,7 @@ def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrid
         cfgs[label] = cfg = preset_config(preset, scale, overrides, own.get(label, ()), data_from=data_from)
         tcfgs[label] = check_config(cfg)
     first = next(iter(cfgs))
-    data = build_data(cfgs[first], device, progress=False, train_window_steps=tcfgs[first].window_steps)
+    data = build_data(cfgs[first], device, progress=progress, train_window_steps=tcfgs[first].window_steps)
     test_files = build_test_sets(cfgs[first])
     for preset, cfg in cfgs.items():
         name = cfg["model"]["name"]
@@ -209,10 +210,11 @@ def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrid
 def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, seeds: Sequence[int] = (0,),
             epochs: int | None = None, budget_seconds: float | None = None, data_from: str | None = None,
             overrides: Sequence[str] = (), preset_overrides: dict[str, Sequence[str]] | None = None,
-            device: str | torch.device = "cpu") -> list[dict[str, Any]]:
+            device: str | torch.device = "cpu", progress: Any = False) -> list[dict[str, Any]]:
     """Train every preset's model on one dataset at one budget (module docstring); returns the records and
     writes ``compare.md`` and ``error_vs_time.png`` into ``out_dir``. ``overrides`` apply to every preset,
-    ``preset_overrides[preset]`` to that one only (e.g. FNO's modes on a small grid)."""
+    ``preset_overrides[preset]`` to that one only (e.g. FNO's modes on a small grid). ``progress`` (the one idiom of
+    :mod:`neurodyn.progress`; False, the default: nothing): the data made, each training and each evaluation."""
     if not presets:
         raise ConfigError("compare needs at least one preset (e.g. fno/darcy lamo/darcy)")
     if (epochs is None) == (budget_seconds is None):
@@ -241,7 +243,7 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
         raise ConfigError(f"preset_overrides name presets that are not compared: {unknown}")
     own = {label: [*entry_overrides, *(preset_overrides or {}).get(label, ())]
            for label, (_, entry_overrides) in entries.items()}
-    cfgs = check_presets(entries, scale, overrides, own, data_from, device)  # before anything trains
+    cfgs = check_presets(entries, scale, overrides, own, data_from, device, progress)  # before anything trains
     for label, cfg in cfgs.items():
         preset = entries[label][0]
         if budget_seconds is not None:
@@ -258,7 +260,8 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
             jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}", preset=preset, seed=int(seed),
                             overrides=[f"train.epochs={n_epochs}", *limit], keys={"preset": label, "budget": budget},
                             label=label, data_from=data_from, model_overrides=own[label]))
-    records = run_jobs(jobs, out_dir, scale, evaluate=_evaluate, overrides=list(overrides), device=device,
+    records = run_jobs(jobs, out_dir, scale, evaluate=lambda r: _evaluate(r, progress), overrides=list(overrides),
+                       device=device, progress=progress,
                        summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None))
     table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")
     (out_dir / "compare.md").write_text(table)

@@ -1,4 +1,12 @@
-"""Plots written into run folders: prediction panels and learning curves (PNG, matplotlib Agg)."""
+"""Plots written into run folders: prediction panels and learning curves (PNG, matplotlib Agg).
+
+Every figure of a run says what it shows: its title names the model, the run and the data file
+(:func:`run_title`), its panels name the fields (the store's field names with what they are, where the generator
+says: ``a (permeability)``, ``u (solution (pressure))``; a converted file's fields name the source arrays:
+:func:`field_labels`) and its axes their quantities. :func:`save_figure` writes the drawn title and the panels'
+titles and axis labels into the PNG's text chunks (``Title``, ``Description``), so a reader (or a test) finds them
+without looking at the pixels.
+"""
 from __future__ import annotations
 
 import re
@@ -12,124 +20,186 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
-def save_figure(fig, path: str | Path, dpi: int = 90) -> Path:
-    """Lay out ``fig``, write it to ``path`` (creating the folder) and close it."""
+def figure_texts(fig) -> dict[str, str]:
+    """What a figure says in words: ``Title`` (its suptitle, else its first panel's title) and ``Description`` (each
+    panel's title, x label and y label, one panel a line, ``title | x | y``)."""
+    suptitle = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    title = suptitle or next((ax.get_title() for ax in panels if ax.get_title()), "")
+    lines = [" | ".join((ax.get_title(), ax.get_xlabel(), ax.get_ylabel())) for ax in panels]
+    return {"Title": title, "Description": "\n".join(lines)}
+
+
+def save_figure(fig, path: str | Path, dpi: int = 90, rect: tuple[float, float, float, float] | None = None) -> Path:
+    """Lay out ``fig`` (within ``rect`` of the figure, leaving room for a note), write it to ``path`` (creating the
+    folder; a PNG carries :func:`figure_texts` as its text chunks) and close it."""
     path = Path(path)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    metadata = figure_texts(fig) if path.suffix.lower() == ".png" else None
+    fig.savefig(path, dpi=dpi, metadata=metadata)
     plt.close(fig)
     return path
 
 
+def _set_title(fig, title: str) -> None:
+    if title:
+        fig.suptitle(title, fontsize=10)
+
+
 def plot_point_cloud_predictions(pos: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
-                                 channel: int = 0, mask: torch.Tensor | None = None, title: str = "") -> Path:
-    """Rows of truth / prediction / |error| of a few point clouds, each point drawn at its coordinates (the first
+                                 channel: int = 0, mask: torch.Tensor | None = None, title: str = "",
+                                 target: str = "target") -> Path:
+    """Rows of target / prediction / |error| of a few point clouds, each point drawn at its coordinates (the first
     two of ``pos``) and coloured by the value. pos: (B, P, d), y and pred: (B, P, C); mask (B, P): real points
-    (padding is not drawn)."""
+    (padding is not drawn). ``target``: the target field's name for the panels (e.g. ``u (von Mises stress)``)."""
     pos, y, pred = _np(pos), _np(y)[..., channel], _np(pred)[..., channel]
     keep = np.ones(y.shape, dtype=bool) if mask is None else mask.detach().cpu().numpy().astype(bool)
     n, d = pos.shape[0], pos.shape[-1]
-    fig, axes = plt.subplots(n, 3, figsize=(11, 3.2 * n), squeeze=False)
+    fig, axes = plt.subplots(n, 3, figsize=(11, 3.2 * n + 0.5), squeeze=False)
     for i in range(n):
         k = keep[i]
         px, py = pos[i, k, 0], pos[i, k, 1] if d > 1 else np.zeros(k.sum())
         err = np.abs(pred[i, k] - y[i, k])
         lo, hi = y[i, k].min(), y[i, k].max()
         rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, k]), 1e-12)
-        for ax, (vals, name, lim, cmap) in zip(axes[i], ((y[i, k], "truth", (lo, hi), "viridis"),
-                                                         (pred[i, k], "prediction", (lo, hi), "viridis"),
-                                                         (err, f"|error| (rel. L2 {rel:.3g})", None, "magma"))):
+        for ax, (vals, name, lim, cmap) in zip(axes[i], ((y[i, k], f"target {target}", (lo, hi), "viridis"),
+                                                         (pred[i, k], f"prediction of {target}", (lo, hi), "viridis"),
+                                                         (err, f"|error| of {target} (rel. L2 {rel:.3g})", None,
+                                                          "magma"))):
             sc = ax.scatter(px, py, c=vals, s=6, cmap=cmap, vmin=None if lim is None else lim[0],
                             vmax=None if lim is None else lim[1])
             ax.set_title(f"{name}, {int(k.sum())} points", fontsize=9)
             ax.set_xlabel("coordinate 0"), ax.set_ylabel("coordinate 1" if d > 1 else "")
             ax.set_aspect("equal", adjustable="datalim")
             fig.colorbar(sc, ax=ax, fraction=0.046, pad=0.04)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    _set_title(fig, title)
     return save_figure(fig, path)
 
 
 def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
-                     channel: int = 0, title: str = "") -> Path:
-    """Rows of input / truth / prediction / |error| for a few samples.
+                     channel: int = 0, title: str = "", source: str = "input", target: str = "target") -> Path:
+    """Rows of input / target / prediction / |error| for a few samples.
 
     x: (B, *spatial, C_in), y and pred: (B, *spatial, C_out); 2-D grids are drawn as images, 1-D as lines (point
-    clouds: :func:`plot_point_cloud_predictions`).
+    clouds: :func:`plot_point_cloud_predictions`). ``source`` / ``target``: the input's (its first channel is
+    drawn) and the target's field names for the panels (e.g. ``a (permeability)``, ``u (solution)``).
     """
     x, y, pred = _np(x), _np(y), _np(pred)
     n = x.shape[0]
     spatial = y.ndim - 2
     path = Path(path)
     if spatial == 2:
-        fig, axes = plt.subplots(n, 4, figsize=(12, 2.8 * n), squeeze=False)
+        fig, axes = plt.subplots(n, 4, figsize=(12, 2.8 * n + 0.5), squeeze=False)
         for i in range(n):
             err = np.abs(pred[i, ..., channel] - y[i, ..., channel])
             lo, hi = y[i, ..., channel].min(), y[i, ..., channel].max()
-            panels = [(x[i, ..., 0], "input", None), (y[i, ..., channel], "truth", (lo, hi)),
-                      (pred[i, ..., channel], "prediction", (lo, hi)), (err, "|error|", None)]
-            for ax, (img, title, lim) in zip(axes[i], panels):
-                im = ax.imshow(img.T, origin="lower", cmap="magma" if title == "|error|" else "viridis",
-                               vmin=None if lim is None else lim[0], vmax=None if lim is None else lim[1])
-                rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, ..., channel]), 1e-12)
-                ax.set_title(f"{title}" + (f" (rel. L2 {rel:.3g})" if title == "|error|" else ""), fontsize=9)
+            rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, ..., channel]), 1e-12)
+            panels = [(x[i, ..., 0], f"input {source}", None, "viridis"),
+                      (y[i, ..., channel], f"target {target}", (lo, hi), "viridis"),
+                      (pred[i, ..., channel], f"prediction of {target}", (lo, hi), "viridis"),
+                      (err, f"|error| of {target} (rel. L2 {rel:.3g})", None, "magma")]
+            for ax, (img, name, lim, cmap) in zip(axes[i], panels):
+                im = ax.imshow(img.T, origin="lower", cmap=cmap, vmin=None if lim is None else lim[0],
+                               vmax=None if lim is None else lim[1])
+                ax.set_title(name, fontsize=8)
                 ax.set_xticks([]), ax.set_yticks([])
+                ax.set_xlabel("x (grid index)", fontsize=7), ax.set_ylabel("y (grid index)", fontsize=7)
                 fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     elif spatial == 1:
-        fig, axes = plt.subplots(n, 2, figsize=(10, 2.5 * n), squeeze=False)
+        fig, axes = plt.subplots(n, 2, figsize=(10, 2.5 * n + 0.5), squeeze=False)
         for i in range(n):
-            axes[i, 0].plot(x[i, :, 0], color="0.4", label="input")
-            axes[i, 0].plot(y[i, :, channel], label="truth")
-            axes[i, 0].plot(pred[i, :, channel], "--", label="prediction")
+            axes[i, 0].plot(x[i, :, 0], color="0.4", label=f"input {source}")
+            axes[i, 0].plot(y[i, :, channel], label=f"target {target}")
+            axes[i, 0].plot(pred[i, :, channel], "--", label=f"prediction of {target}")
+            axes[i, 0].set_title(f"sample {i}", fontsize=9)
             axes[i, 1].plot(np.abs(pred[i, :, channel] - y[i, :, channel]), color="C3")
-            axes[i, 1].set_title("|error|", fontsize=9)
+            axes[i, 1].set_title(f"|error| of {target}", fontsize=9)
+            for ax in axes[i]:
+                ax.set_xlabel("x (grid index)", fontsize=8)
+            axes[i, 0].set_ylabel("value", fontsize=8), axes[i, 1].set_ylabel("|error|", fontsize=8)
         axes[0, 0].legend(fontsize=8)
-    else:  # point clouds and 3-D fields: scatter of truth vs prediction
-        fig, ax = plt.subplots(figsize=(4, 4))
+    else:  # point clouds and 3-D fields: scatter of target vs prediction
+        fig, ax = plt.subplots(figsize=(4, 4.4))
         ax.scatter(y[..., channel].ravel(), pred[..., channel].ravel(), s=1, alpha=0.3)
         lims = [y[..., channel].min(), y[..., channel].max()]
         ax.plot(lims, lims, "k--", lw=1)
-        ax.set_xlabel("truth"), ax.set_ylabel("prediction")
-    if title:
-        fig.suptitle(title, fontsize=10)
+        ax.set_xlabel(f"target {target}"), ax.set_ylabel(f"prediction of {target}")
+        ax.set_title("prediction against target, every point", fontsize=9)
+    _set_title(fig, title)
     return save_figure(fig, path)
 
 
-def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, objective: str = "loss") -> Path:
-    """The training objective (``objective``: the loss's name, mean over each epoch's batches; left axis) and the
-    validation relative L2 (right axis) per epoch, both log-scaled: two quantities, each named on its axis."""
-    path = Path(path)
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    lines = []
-    if history:
-        epochs, losses = [h["epoch"] + 1 for h in history], [h["train_loss"] for h in history]
-        lines += ax.semilogy(epochs, losses, "s-", ms=3, color="C0", label=f"training objective ({objective})")
-        ev = [(h["epoch"] + 1, h["val"]["rel_l2"]) for h in history if "val" in h and "rel_l2" in h["val"]]
-        if ev:
-            ax2 = ax.twinx()
-            lines += ax2.semilogy(*zip(*ev), "o-", ms=3, color="C1", label="validation rel. L2")
-            ax2.set_ylabel("validation relative L2", color="C1")
-    ax.set_xlabel("epoch"), ax.set_ylabel(f"training objective ({objective})", color="C0")
-    ax.grid(True, which="both", alpha=0.3)
-    if lines:
-        ax.legend(lines, [ln.get_label() for ln in lines], fontsize=8)
-    return save_figure(fig, path)
+def _integer_epochs(ax) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str = "rollout") -> Path:
-    """Relative L2 error of each rollout step (mean over test trajectories)."""
+def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, objective: str = "loss",
+                        metric: str = "rel_l2", title: str = "", same_quantity: bool = False,
+                        log: bool = True) -> Path:
+    """The training objective (``objective``: the loss's name, the mean over each epoch's batches while it trains)
+    and the validation metric ``metric`` (after each epoch) against the epoch (integer ticks).
+
+    ``same_quantity``: the objective is the validation metric measured on the training batches (a steady task
+    trained on ``rel_l2``), so both curves share one axis and their levels compare. Otherwise they are different
+    quantities and each gets its own panel, with a line in the figure saying why they are not on one axis.
+    ``log``: log-scaled values (error metrics; not accuracy)."""
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    epochs, losses = [h["epoch"] + 1 for h in history], [h["train_loss"] for h in history]
+    ev = [(h["epoch"] + 1, h["val"][metric]) for h in history if "val" in h and metric in h.get("val", {})]
+    name = {"rel_l2": "relative L2"}.get(metric, metric)
+    if same_quantity:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        axes = [ax, ax]
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharex=True)
+    draw = (lambda ax: ax.semilogy) if log else (lambda ax: ax.plot)
+    if epochs:
+        train_label = (f"training {name} (objective, mean over each epoch's batches)" if same_quantity
+                       else f"training objective ({objective})")
+        draw(axes[0])(epochs, losses, "s-", ms=3, color="C0", label=train_label)
+    if ev:
+        draw(axes[1])(*zip(*ev), "o-", ms=3, color="C1", label=f"validation {name} (after each epoch)")
+    for ax in set(axes):
+        ax.set_xlabel("epoch")
+        _integer_epochs(ax)
+        ax.grid(True, which="both", alpha=0.3)
+    if same_quantity:
+        axes[0].set_ylabel(name)
+        axes[0].set_title(f"training and validation {name}", fontsize=9)
+        if epochs or ev:
+            axes[0].legend(fontsize=8)
+    else:
+        axes[0].set_ylabel(f"training objective ({objective})")
+        axes[0].set_title(f"training objective: {objective}", fontsize=9)
+        axes[1].set_ylabel(f"validation {name}")
+        axes[1].set_title(f"validation {name}" + ("" if ev else " (none: no validation split)"), fontsize=9)
+        fig.text(0.5, 0.005, f"Two panels: the training objective ({objective}, on the training batches as they are "
+                             f"trained) and the validation {name} (as the task evaluates) are different quantities, "
+                             "so their levels do not compare; read each curve's trend.",
+                 ha="center", va="bottom", fontsize=7.5, color="0.3")
+    _set_title(fig, title)
+    return save_figure(fig, path, rect=None if same_quantity else (0, 0.04, 1, 1))
+
+
+def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str = "rollout", title: str = "") -> Path:
+    """Relative L2 error of each rollout step (mean over test trajectories), integer step ticks."""
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4.3))
     ax.semilogy(np.arange(1, len(per_step) + 1), per_step, "o-", ms=3, label=label)
-    ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2"), ax.grid(True, which="both", alpha=0.3)
+    ax.set_xlabel("rollout step"), ax.set_ylabel("relative L2 of the step (mean over trajectories)")
+    ax.set_title("error against rollout step", fontsize=9)
+    _integer_epochs(ax)
+    ax.grid(True, which="both", alpha=0.3)
     ax.legend()
+    _set_title(fig, title)
     return save_figure(fig, path)
 
 
@@ -149,8 +219,9 @@ def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, ti
 
 
 def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | Path, channel: int = 0,
-                           fps: int = 4) -> Path:
-    """GIF of truth vs prediction vs error over a rollout; truth, pred: (T, *spatial, C), 1-D or 2-D."""
+                           fps: int = 4, title: str = "", target: str = "target") -> Path:
+    """GIF of target vs prediction vs error over a rollout; truth, pred: (T, *spatial, C), 1-D or 2-D. ``title``
+    (the run and data) heads every frame, with the step; ``target`` names the field."""
     from matplotlib.animation import FuncAnimation, PillowWriter
 
     truth, pred = _np(truth)[..., channel], _np(pred)[..., channel]
@@ -162,23 +233,24 @@ def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | 
         ims = [ax.imshow(img.T, origin="lower", vmin=v0, vmax=v1, cmap=cm) for ax, img, v0, v1, cm in
                zip(axes, (truth[0], pred[0], np.abs(pred[0] - truth[0])), (lo, lo, 0), (hi, hi, err_max),
                    ("viridis", "viridis", "magma"))]
-        for ax, title in zip(axes, ("truth", "prediction", "|error|")):
-            ax.set_title(title, fontsize=9), ax.set_xticks([]), ax.set_yticks([])
+        for ax, name in zip(axes, (f"target {target}", f"prediction of {target}", f"|error| of {target}")):
+            ax.set_title(name, fontsize=9), ax.set_xticks([]), ax.set_yticks([])
 
         def update(k):
             for im, img in zip(ims, (truth[k], pred[k], np.abs(pred[k] - truth[k]))):
                 im.set_data(img.T)
-            fig.suptitle(f"rollout step {k + 1}", fontsize=10)
+            fig.suptitle(f"{title}\nrollout step {k + 1}" if title else f"rollout step {k + 1}", fontsize=9)
             return ims
     else:
         fig, ax = plt.subplots(figsize=(6, 3.4))
-        (lt,) = ax.plot(truth[0], label="truth")
-        (lp,) = ax.plot(pred[0], "--", label="prediction")
+        (lt,) = ax.plot(truth[0], label=f"target {target}")
+        (lp,) = ax.plot(pred[0], "--", label=f"prediction of {target}")
         ax.set_ylim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo)), ax.legend(fontsize=8)
+        ax.set_xlabel("x (grid index)")
 
         def update(k):
             lt.set_ydata(truth[k]), lp.set_ydata(pred[k])
-            ax.set_title(f"rollout step {k + 1}", fontsize=10)
+            ax.set_title(f"{title}\nrollout step {k + 1}" if title else f"rollout step {k + 1}", fontsize=9)
             return lt, lp
     anim = FuncAnimation(fig, update, frames=len(truth), blit=False)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -196,10 +268,12 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     from its ``summary.md`` (:func:`link_plots`); returns the names of the files written.
 
     One prediction plot per test set: ``predictions.png`` of the first (the test split, else the first test file)
-    and ``predictions_<name>.png`` of each other test file. Steady: input / truth / prediction / error (point
+    and ``predictions_<name>.png`` of each other test file. Steady: input / target / prediction / error (point
     clouds: over their coordinates); autoregressive: the last step of a rollout, plus ``rollout.gif`` and
     ``rollout_error.png`` of the first set; sequence: the confusion matrix (classification, class names on the
-    axes) or prediction against target (regression). Always ``learning_curve.png``.
+    axes) or prediction against target (regression). Always ``learning_curve.png`` (:func:`plot_learning_curve`).
+    Every figure's title names the model, the run and the data (:func:`run_title`); the panels name the fields
+    (:func:`field_labels`).
     """
     from .train.predict import load_run
     from .train.runs import read_history
@@ -213,12 +287,19 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
         out = run_dir / ("predictions.png" if k == 0 else f"predictions_{_file_name(name)}.png")
         label = "test split" if name == "test" else f"test file {name!r}"
         written += _plot_set(run, dataset, out, label, run_dir, first=k == 0, device=device)
+    training_file = _store_name(run.cfg)
+    curve_title = run_title(run, f"trained on {training_file}" if training_file else "")
     if getattr(run.task, "name", "") == "sequence":
         plot_sequence_learning_curve(history, run.task.monitor[0], run_dir / "learning_curve.png",
                                      objective="cross-entropy" if run.task.kind == "classification"
-                                     else "MSE of normalised targets")
+                                     else "MSE of normalised targets", title=curve_title)
     else:
-        plot_learning_curve(history, run_dir / "learning_curve.png", objective=str(run.train_config.loss))
+        loss = str(run.train_config.loss)
+        # a steady task's objective is its loss of the predictions in the data's units, batch by batch: trained on
+        # rel_l2, it is the validation metric measured on the training batches (the same quantity, one axis)
+        same = loss == "rel_l2" and getattr(run.task, "name", "") == "steady"
+        plot_learning_curve(history, run_dir / "learning_curve.png", objective=loss, title=curve_title,
+                            same_quantity=same)
     written.append("learning_curve.png")
     link_plots(run_dir, written)
     return written
@@ -228,6 +309,69 @@ def _file_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
 
 
+def _store_name(cfg: dict[str, Any]) -> str:
+    """The file name of the run's training store (``data.path``, or the file its generator writes), or ""."""
+    from .data.assembly import data_options, stored_samples
+    from .data.generators import get_generator
+    from .errors import NeurodynError
+
+    data = cfg.get("data", {}) or {}
+    if data.get("path"):
+        return Path(str(data["path"])).name
+    if not data.get("generator"):
+        return ""
+    try:
+        gen = get_generator(data["generator"])
+        return gen.default_path(gen.make_config(**data_options(data)), stored_samples(data),
+                                int(data.get("seed", 0))).name
+    except NeurodynError:  # a config of an older generator version: its name says enough
+        return f"{data['generator']} data"
+
+
+def run_title(run, data: str = "") -> str:
+    """``<model> (<preset>), run <folder>: <data>``: the title of every figure of a run (``data``: what the figure
+    shows, e.g. ``test split of darcy_r16.h5, first 4 samples``)."""
+    model = run.cfg.get("model", {}).get("name", "model")
+    preset = run.cfg.get("preset")
+    head = f"{model}" + (f" ({preset})" if preset else "") + f", run {run.run_dir.name}"
+    return f"{head}: {data}" if data else head
+
+
+def field_labels(store) -> dict[str, str]:
+    """``field name -> label`` of a store's fields for the plots: ``name (what it is)`` where the generator declares
+    it (``Generator.field_labels``: ``a (permeability)``), a converted file's source array (``u (press in
+    mini_car.pt)``), else the bare name."""
+    from .data.generators import available_generators, get_generator
+
+    names = [k.split("/", 1)[1] for k in getattr(store, "shapes", {}) if k.startswith("fields/")]
+    generator = str(getattr(store, "attrs", {}).get("generator", ""))
+    known: dict[str, str] = {}
+    if generator in available_generators():
+        known = {k: f"{k} ({v})" for k, v in get_generator(generator).field_labels.items()}
+    elif generator.startswith("import:"):
+        config = getattr(store, "config", {}) or {}
+        keys = (config.get("info") or {}).get("source_keys") or {}
+        source = (config.get("source") or [{}])[0].get("name", "the source file")
+        known = {k: f"{k} ({v} in {source})" for k, v in keys.items() if isinstance(v, str) and v != k}
+    return {name: known.get(name, name) for name in names}
+
+
+def _dataset_labels(dataset) -> tuple[str, str, str]:
+    """(input label, target label, file name) of a test set (a steady or windowed dataset over a store)."""
+    store = getattr(dataset, "store", None)
+    labels = field_labels(store) if store is not None else {}
+
+    def names(attr: str) -> tuple:
+        value = getattr(dataset, attr, None)  # a steady set's field names, else the windowed set's one field
+        return tuple(value) if isinstance(value, (tuple, list)) else (getattr(dataset, "field", None),)
+
+    inputs, targets = names("inputs"), names("targets")
+    name = lambda fields: ", ".join(labels.get(f, f) for f in fields if isinstance(f, str)) or "field"  # noqa: E731
+    source, target = name(inputs[:1]), name(targets[:1])
+    path = getattr(store, "path", None)
+    return source, target, Path(path).name if path is not None else ""
+
+
 def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, device) -> list[str]:
     """The prediction plot(s) of one test set; returns the file names written."""
     from .train.rollout import to_frames
@@ -235,33 +379,38 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
     from .train.tasks import AutoregressiveTask
 
     task, model = run.task, run.model
+    source, target, file = _dataset_labels(dataset)
+    data = f"{label}" + (f" of {file}" if file and label == "test split" else f" ({file})" if file else "")
     if getattr(task, "name", "") == "sequence":
         classes = getattr(dataset, "classes", None)  # the test split's (the training store's) class names
-        plot_sequence_predictions(task, model, batches(dataset, run.eval_batch_size, device), out, title=label,
-                                  class_names=classes)
+        plot_sequence_predictions(task, model, batches(dataset, run.eval_batch_size, device), out,
+                                  title=run_title(run, data), class_names=classes)
         return [out.name]
     n_plot = run.train_config.n_plot
     batch = next(batches(dataset, n_plot, device, count=n_plot))
     with torch.no_grad():
         pred = task.predict(model, batch)
-    title = f"{label}: first {batch['y'].shape[0]} sample(s)"
+    title = run_title(run, f"{data}, first {batch['y'].shape[0]} sample(s)")
     if not isinstance(task, AutoregressiveTask):
         if getattr(task, "grid", True) is False and batch.get("pos") is not None:
-            plot_point_cloud_predictions(batch["pos"], batch["y"], pred, out, mask=batch.get("mask"), title=title)
+            plot_point_cloud_predictions(batch["pos"], batch["y"], pred, out, mask=batch.get("mask"), title=title,
+                                         target=target)
         else:
-            plot_predictions(batch["x"], batch["y"], pred, out, title=title)
+            plot_predictions(batch["x"], batch["y"], pred, out, title=title, source=source, target=target)
         return [out.name]
     frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
     history_frames = to_frames(batch["x"], task.channels, task.fac)
-    plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1], out, title=title + ", last step")
+    plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1], out, title=title + ", last step",
+                     source=f"{source}, last given frame", target=f"{target} at the last step")
     written = [out.name]
     if first:
-        plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif")
+        plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif",
+                               title=run_title(run, f"{data}, sample 0"), target=target)
         written.append("rollout.gif")
         name = "test" if label == "test split" else label.split("'")[1]
         per_step = read_test_metrics(run_dir).get(name, {}).get("last", {}).get("rel_l2_per_step")
         if per_step:
-            plot_rollout_error(per_step, run_dir / "rollout_error.png")
+            plot_rollout_error(per_step, run_dir / "rollout_error.png", title=run_title(run, data))
             written.append("rollout_error.png")
     return written
 
@@ -331,8 +480,7 @@ def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str |
         ax.set_yticks(range(k), names, fontsize=8)
         ax.set_xlabel("predicted class"), ax.set_ylabel("true class")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="fraction of the true class")
-        ax.set_title(f"{title + ': ' if title else ''}{len(y)} samples, accuracy "
-                     f"{(p.argmax(-1) == y).float().mean():.3f}", fontsize=9)
+        ax.set_title(f"{len(y)} samples, accuracy {(p.argmax(-1) == y).float().mean():.3f}", fontsize=9)
     else:
         p, y = p.reshape(len(p), -1), y.float().reshape(len(y), -1)
         n_t = min(p.shape[1], 4)
@@ -343,29 +491,17 @@ def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str |
             ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = target")
             ax.set_xlabel(f"true target {j}" if n_t > 1 else "true target")
             ax.set_ylabel("predicted target"), ax.legend(fontsize=7)
-        axes[0, 0].set_title(f"{title + ': ' if title else ''}{len(y)} values", fontsize=9)
+        axes[0, 0].set_title(f"{len(y)} values", fontsize=9)
+    _set_title(fig, title)
     return save_figure(fig, path)
 
 
 def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, path: str | Path,
-                                 objective: str = "loss") -> Path:
-    """The training objective (``objective``, left axis) and the monitored validation metric ``key`` (right axis)
-    per epoch, each named on its axis."""
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    lines = []
-    if history:
-        epochs, losses = [h["epoch"] + 1 for h in history], [h["train_loss"] for h in history]
-        lines += ax.plot(epochs, losses, "s-", ms=3, color="C0", label=f"training objective ({objective})")
-        ev = [(h["epoch"] + 1, h["val"][key]) for h in history if "val" in h and key in h["val"]]
-        if ev:
-            ax2 = ax.twinx()
-            lines += ax2.plot(*zip(*ev), "o-", ms=3, color="C1", label=f"validation {key}")
-            ax2.set_ylabel(f"validation {key}", color="C1")
-    ax.set_xlabel("epoch"), ax.set_ylabel(f"training objective ({objective})", color="C0")
-    ax.grid(True, alpha=0.3)
-    if lines:
-        ax.legend(lines, [ln.get_label() for ln in lines], fontsize=8)
-    return save_figure(fig, path)
+                                 objective: str = "loss", title: str = "") -> Path:
+    """The training objective (``objective``) and the monitored validation metric ``key`` per epoch, in two panels
+    (:func:`plot_learning_curve`: different quantities; accuracy is not log-scaled)."""
+    return plot_learning_curve(history, path, objective=objective, metric=key, title=title,
+                               log=key not in ("accuracy", "balanced_accuracy", "r2"))
 
 
 def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: str | Path, ylabel: str,

@@ -24,7 +24,8 @@ import torch
 from neurodyn.cli import main
 
 TRAIN = ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "train.epochs=1"]
-PREDICT = ["predict", "{world}/runs/sub/done", "--data", "{world}/in.h5", "--out"]
+# --no-progress: stderr holds the error alone (in a pipe, a failure after the prediction pass follows its stage line)
+PREDICT = ["predict", "{world}/runs/sub/done", "--data", "{world}/in.h5", "--no-progress", "--out"]
 
 
 @pytest.fixture(scope="module")

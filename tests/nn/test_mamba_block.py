@@ -127,5 +127,105 @@ def test_bad_arguments_and_inputs_are_one_clear_error():
         Mamba(8, dt_rank="big")
     with pytest.raises(ValueError, match=r"\(batch, L, 8\); got \(2, 8\)"):
         Mamba(8)(torch.randn(2, 8))
-    with pytest.raises(NotImplementedError, match="inference_params"):
-        Mamba(8)(torch.randn(1, 3, 8), inference_params=object())
+    with pytest.raises(TypeError, match="inference_params must be an InferenceParams"):
+        Mamba(8, layer_idx=0)(torch.randn(1, 3, 8), inference_params=object())
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+
+DECODE_CASES = [dict(), dict(d_conv=2, bias=True, expand=1), dict(conv_bias=False, d_state=5)]
+
+
+def _model(kw, backend="auto", seed=0):
+    torch.manual_seed(seed)
+    m = Mamba(16, d_state=kw.pop("d_state", 6), layer_idx=3, backend=backend, **kw).eval()
+    with torch.no_grad():  # away from the initial values, so every parameter shows in the output
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return m
+
+
+@pytest.mark.parametrize("kw", DECODE_CASES)
+@pytest.mark.parametrize("L", [1, 3, 4, 9, 23])
+def test_step_by_step_from_an_empty_cache_equals_the_forward_pass(kw, L):
+    """float32, batch 3: one token at a time through step() from allocate_inference_cache's zero states gives the
+    forward pass on the whole sequence (within 1e-5) and the float64 recurrence written above."""
+    m = _model(dict(kw))
+    u = torch.randn(3, L, 16)
+    conv_state, ssm_state = m.allocate_inference_cache(3, max_seqlen=L)
+    assert conv_state.shape == (3, m.d_inner, m.d_conv) and ssm_state.shape == (3, m.d_inner, m.d_state)
+    assert not conv_state.any() and not ssm_state.any() and conv_state.dtype == ssm_state.dtype == torch.float32
+    with torch.no_grad():
+        steps = []
+        for t in range(L):
+            out, c, s = m.step(u[:, t:t + 1], conv_state, ssm_state)
+            assert c is conv_state and s is ssm_state and out.shape == (3, 1, 16)
+            steps.append(out)
+        full = m(u)
+    decoded = torch.cat(steps, dim=1)
+    torch.testing.assert_close(decoded, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(decoded.double(), oracle(m, u), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kw", DECODE_CASES)
+@pytest.mark.parametrize("prompt, total", [(1, 12), (3, 12), (4, 12), (9, 12), (12, 20)])
+def test_prompt_then_decode_equals_the_forward_pass(backend, kw, prompt, total):
+    """mamba-ssm's generation loop: the prompt through forward(inference_params) at offset 0 (filling the caches),
+    then one token per call with the offset advanced; the outputs are the forward pass over the whole sequence."""
+    from neurodyn.nn import InferenceParams
+
+    m = _model(dict(kw), backend=backend, seed=1)
+    u = torch.randn(2, total, 16)
+    params = InferenceParams(max_seqlen=total, max_batch_size=2)
+    with torch.no_grad():
+        outs = [m(u[:, :prompt], inference_params=params)]
+        params.seqlen_offset += prompt
+        conv_state, ssm_state = params.key_value_memory_dict[3]
+        assert conv_state.shape == (2, m.d_inner, m.d_conv) and ssm_state.shape == (2, m.d_inner, m.d_state)
+        for t in range(prompt, total):
+            outs.append(m(u[:, t:t + 1], inference_params=params))
+            params.seqlen_offset += 1
+        full = m(u)
+    torch.testing.assert_close(torch.cat(outs, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_several_tokens_after_the_prompt_are_decoded_in_turn_and_reset_starts_over():
+    from neurodyn.nn import InferenceParams
+
+    m = _model({}, seed=2)
+    u = torch.randn(2, 10, 16)
+    params = InferenceParams(max_seqlen=10, max_batch_size=2)
+    with torch.no_grad():
+        head = m(u[:, :4], inference_params=params)
+        params.seqlen_offset = 4
+        tail = m(u[:, 4:], inference_params=params)  # six tokens at once, past the prompt
+        full = m(u)
+        torch.testing.assert_close(torch.cat([head, tail], dim=1), full, atol=1e-5, rtol=1e-5)
+        v = torch.randn(2, 6, 16)
+        params.reset(6, 2)  # a new sequence: the next prompt rewrites the states
+        assert params.seqlen_offset == 0
+        again = m(v, inference_params=params)
+    torch.testing.assert_close(again, m(v), atol=1e-6, rtol=1e-6)
+
+
+def test_decoding_errors_are_one_sentence():
+    from neurodyn.nn import InferenceParams
+
+    m = Mamba(8, d_state=4)
+    with pytest.raises(ValueError, match=r"under its layer_idx .* Mamba\(\.\.\., layer_idx=i\)"):
+        m(torch.randn(1, 3, 8), inference_params=InferenceParams(3, 1))
+    m = Mamba(8, d_state=4, layer_idx=0)
+    conv_state, ssm_state = m.allocate_inference_cache(2, 5)
+    with pytest.raises(ValueError, match=r"decodes one token, hidden_states of shape \(batch, 1, 8\); got \(2, 2, 8\)"):
+        m.step(torch.randn(2, 2, 8), conv_state, ssm_state)
+    with pytest.raises(ValueError, match=r"ssm_state of shape \(3, 16, 4\) .*; got \(2, 16, 4\)"):
+        m.step(torch.randn(3, 1, 8), *m.allocate_inference_cache(3, 5)[:1], ssm_state)
+    params = InferenceParams(5, 2)
+    m(torch.randn(2, 3, 8), inference_params=params)
+    params.seqlen_offset = 3
+    with pytest.raises(ValueError, match="holds states of 2 sequences for layer 0 and hidden_states has 1"):
+        m(torch.randn(1, 1, 8), inference_params=params)
+    half = m.allocate_inference_cache(2, 5, dtype=torch.float64)
+    assert all(s.dtype == torch.float64 for s in half)

@@ -148,5 +148,16 @@ def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
     assert len(final["rel_l2_per_step"]) == T - 2 and final["rel_l2"] > 0
     for name in ("rollout.gif", "rollout_error.png", "predictions.png", "learning_curve.png", "summary.md"):
         assert (run / name).stat().st_size > 0, name
+    from PIL import Image
+
+    for png in run.glob("*.png"):  # every figure names the model, the run and the data file
+        with Image.open(png) as im:
+            title = im.text["Title"]
+        assert title.startswith("fno (test/advection), run run: ") and store.path.name in title, (png.name, title)
+    summary = (run / "summary.md").read_text()
+    assert "| rel_l2 |" in summary and "| rel_l2_rollout |" not in summary  # one quantity, one row
+    assert "- rel_l2 is rel_l2_rollout (the evaluation mode)" in summary
+    assert "- `frame_rmse`: per predicted frame (one frame of one trajectory is a sample): root-mean-square" in summary
+    assert "- `rel_l2`: relative L2 error of each trajectory over all its predicted frames" in summary
     again = evaluate_run(run)
     assert again["rel_l2"] == pytest.approx(final["rel_l2"], rel=1e-5)

@@ -2,6 +2,7 @@
 import itertools
 import json
 import math
+import re
 import warnings
 
 import numpy as np
@@ -9,8 +10,9 @@ import pytest
 import torch
 
 from neurodyn.train.losses import relative_lp
-from neurodyn.train.metrics import (METRIC_NAMES, MetricAccumulator, boundary_mask, evaluate_fields, fourier_band_rmse,
-                                    order_metrics, poisson_metrics, sample_metrics)
+from neurodyn.train.metrics import (METRIC_DEFINITIONS, METRIC_NAMES, MetricAccumulator, band_modes, boundary_mask,
+                                    evaluate_fields, fourier_band_rmse, order_metrics, poisson_metrics, sample_metrics,
+                                    shown_metrics)
 
 SHAPES = [(3, 21, 2), (2, 12, 9, 1), (2, 6, 7, 5, 2)]  # 1D odd, 2D even x odd, 3D
 
@@ -29,16 +31,30 @@ def _np_boundary_points(spatial):
             if any(i in (0, n - 1) for i, n in zip(idx, spatial))]
 
 
-def _np_bands(err, lo=4, hi=12):
-    """Band RMSEs of one (*spatial) error via the full complex FFT and an explicit loop over modes."""
-    spatial = err.shape
-    F = np.fft.fftn(err) / err.size
-    out = np.zeros(3)
+def _np_band_of_modes(spatial, lo=4, hi=12):
+    """The band (0 low, 1 mid, 2 high) of every mode of the full DFT of a ``spatial`` grid, by an explicit loop."""
+    out = {}
     for idx in itertools.product(*(range(n) for n in spatial)):
         k = math.sqrt(sum((i if i <= (n - 1) // 2 else i - n) ** 2 for i, n in zip(idx, spatial)))
-        band = 0 if k < lo else (1 if k < hi else 2)
+        out[idx] = 0 if k < lo else (1 if k < hi else 2)
+    return out
+
+
+def _np_bands(err, lo=4, hi=12):
+    """Band RMSEs of one (*spatial) error via the full complex FFT and an explicit loop over modes."""
+    F = np.fft.fftn(err) / err.size
+    out = np.zeros(3)
+    for idx, band in _np_band_of_modes(err.shape, lo, hi).items():
         out[band] += abs(F[idx]) ** 2
     return np.sqrt(out)
+
+
+BANDS = ("frmse_low", "frmse_mid", "frmse_high")
+
+
+def _np_present_bands(spatial):
+    """The band names a grid has at least one mode in (explicit loop over the full spectrum)."""
+    return {BANDS[b] for b in _np_band_of_modes(spatial).values()}
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -56,7 +72,10 @@ def test_per_sample_values_match_numpy(shape):
         assert float(got["crmse"][b, c]) == pytest.approx(abs(P[b, ..., c].mean() - t.mean()), rel=1e-10)
         assert float(got["brmse"][b, c]) == pytest.approx(np.sqrt(np.mean([e[i] ** 2 for i in bpts])), rel=1e-12)
         bands = _np_bands(e)
-        for j, name in enumerate(("frmse_low", "frmse_mid", "frmse_high")):
+        for j, name in enumerate(BANDS):
+            if name not in _np_present_bands(spatial):  # no mode in the band: no value, never a 0
+                assert name not in got
+                continue
             assert float(got[name][b, c]) == pytest.approx(bands[j], rel=1e-9, abs=1e-14)
     want_rel = np.linalg.norm((P - T).reshape(B, -1), axis=1) / np.linalg.norm(T.reshape(B, -1), axis=1)
     np.testing.assert_allclose(got["rel_l2"][:, 0].numpy(), want_rel, rtol=1e-12)
@@ -66,7 +85,8 @@ def test_evaluate_fields_aggregation():
     pred, target = _pair((5, 10, 8, 3), seed=1)
     per = sample_metrics(pred, target)
     res = evaluate_fields(pred, target)
-    assert set(res) == set(METRIC_NAMES)
+    assert set(res) == set(METRIC_NAMES) - set(BANDS) | _np_present_bands((10, 8))
+    assert "frmse_high" not in res  # |k| <= sqrt(5^2 + 4^2) = 6.4 on a 10 x 8 grid
     assert res["rmse"] == pytest.approx(float(per["rmse"].mean()), rel=1e-12)
     assert res["max_err"] == float((pred - target).abs().max())
     # crmse: RMS over samples per channel, then mean over channels (PDEBench)
@@ -82,7 +102,7 @@ def test_evaluate_fields_aggregation():
 def test_parseval_bands_sum_to_mse(shape):
     pred, target = _pair(shape, seed=2)
     m = sample_metrics(pred, target)
-    total = m["frmse_low"] ** 2 + m["frmse_mid"] ** 2 + m["frmse_high"] ** 2
+    total = sum(m[name] ** 2 for name in BANDS if name in m)  # the bands a grid lacks hold no error
     assert torch.allclose(total, m["rmse"] ** 2, rtol=1e-12, atol=0)
 
 
@@ -120,6 +140,59 @@ def test_custom_band_edges():
     assert float(fourier_band_rmse(err, bands=(6, 10))[0, 0, 0]) == pytest.approx(1 / math.sqrt(2))
     with pytest.raises(ValueError, match="bands"):
         fourier_band_rmse(err, bands=(12, 4))
+
+
+@pytest.mark.parametrize("spatial", [(16, 16), (8,), (30,), (16, 24), (5, 6, 7), (32, 32)])
+def test_band_modes_count_the_full_spectrum(spatial):
+    """Oracle: an explicit loop over every mode of the full DFT; the three counts add up to the grid's points."""
+    bands = list(_np_band_of_modes(spatial).values())
+    want = tuple(bands.count(b) for b in range(3))
+    assert band_modes(spatial) == want and sum(want) == math.prod(spatial)
+
+
+def test_a_16_by_16_grid_has_no_high_band_and_reports_none():
+    """|k| <= sqrt(8^2 + 8^2) = 11.3 < 12 on a 16 x 16 grid: no high band, so no frmse_high (it was a fake 0)."""
+    pred, target = _pair((3, 16, 16, 1), seed=5)
+    assert "frmse_high" not in sample_metrics(pred, target)
+    res = evaluate_fields(pred, target)
+    assert {"frmse_low", "frmse_mid"} <= set(res) and "frmse_high" not in res
+    assert "frmse_high" in evaluate_fields(*_pair((3, 32, 32, 1), seed=5))  # 32 x 32 reaches |k| = 22.6
+
+
+def test_accumulator_over_two_grids_averages_a_band_over_the_samples_that_have_it():
+    small, big = _pair((3, 16, 16, 1), seed=6), _pair((2, 32, 32, 1), seed=7)
+    acc = MetricAccumulator()
+    acc.update(*small)
+    acc.update(*big)
+    got = acc.compute()
+    high = sample_metrics(*big)["frmse_high"]  # the 32 x 32 samples alone
+    assert got["frmse_high"] == pytest.approx(float(high.mean()), rel=1e-12)
+    rmse = torch.cat([sample_metrics(*small)["rmse"], sample_metrics(*big)["rmse"]])
+    assert got["rmse"] == pytest.approx(float(rmse.mean()), rel=1e-12)
+
+
+def test_nrmse_is_rel_l2_for_one_channel_and_differs_for_several():
+    """By definition: for one channel both are ||e_b|| / ||target_b||; with channels of different scales, rel_l2
+    pools them and nrmse averages the per-channel ratios."""
+    one = evaluate_fields(*_pair((4, 12, 12, 1), seed=8))
+    assert one["nrmse"] == pytest.approx(one["rel_l2"], rel=1e-12)
+    pred, target = _pair((4, 12, 12, 2), seed=8)
+    target[..., 1] *= 100  # the second channel dominates the pooled norm
+    two = evaluate_fields(pred, target)
+    assert abs(two["nrmse"] - two["rel_l2"]) > 0.1 * two["rel_l2"]
+
+
+def test_shown_metrics_drop_a_duplicate_and_say_which_bands_are_missing():
+    res = evaluate_fields(*_pair((3, 16, 16, 1), seed=9))
+    keys, notes = shown_metrics(res, channels=1)
+    assert "nrmse" not in keys and "frmse_high" not in keys and "rel_l2" in keys and "frmse_mid" in keys
+    assert any(n.startswith("nrmse is not shown: for a field of one channel it is rel_l2 by definition")
+               for n in notes)
+    assert "frmse_high: n/a, the grid has no Fourier mode with |k| >= 12" in notes
+    assert "nrmse" in shown_metrics(res, channels=2)[0]  # several channels: two quantities
+    assert "nrmse" not in shown_metrics(res)[0]  # unknown channels: equal to 1e-9, one quantity
+    for name in METRIC_NAMES:  # every metric has a definition with its units
+        assert re.search(r"target's units|dimensionless", METRIC_DEFINITIONS[name]), name
 
 
 # ------------------------------------------------------------------------------------------ boundary
@@ -236,13 +309,15 @@ def _dist_worker(rank, world, init_file, data_file, out_file):
 def test_accumulator_reduce_across_two_processes(tmp_path):
     import torch.multiprocessing as mp
 
-    pred, target = _pair((7, 9, 8, 2), seed=4)
+    pred, target = _pair((7, 26, 8, 2), seed=4)  # |k| up to sqrt(13^2 + 4^2) = 13.6: all three bands
     torch.save((pred, target), tmp_path / "data.pt")
     out_file = tmp_path / "out.json"
     mp.spawn(_dist_worker, args=(2, str(tmp_path / "init"), str(tmp_path / "data.pt"), str(out_file)), nprocs=2)
     out = json.loads(out_file.read_text())
     whole = evaluate_fields(pred, target)
+    assert "frmse_high" in whole
     for case in ("split", "empty_rank"):
+        assert set(out[case]) == set(whole), case
         for name in whole:
             assert out[case][name] == pytest.approx(whole[name], rel=1e-12), (case, name)
     assert out["count"] == 6

@@ -34,7 +34,7 @@ def train(tmp_path, store, n_val, name):
 
 def evaluate(run, capsys, *extra):
     capsys.readouterr()
-    assert main(["evaluate", str(run), "--json", *extra]) == 0
+    assert main(["evaluate", str(run), "--json", "--no-progress", *extra]) == 0  # stderr: the choice alone
     out = capsys.readouterr()
     return json.loads(out.out), out.err
 
@@ -83,7 +83,9 @@ def test_no_validation_split_evaluates_last(runs, capsys):
 def test_predict_defaults_to_auto_too(runs, tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", str(runs["enough"]), "--data", str(runs["store"]), "--out", str(tmp_path / "p.h5")]) == 0
-    assert capsys.readouterr().err.startswith("predict: best.pt (the validation split has 50 cases")
+    progress, choice = capsys.readouterr().err.splitlines()  # the prediction's stage (a pipe), then the choice
+    assert progress.startswith(f"predicting {runs['store'].name}: ")
+    assert choice.startswith("predict: best.pt (the validation split has 50 cases")
 
 
 def test_older_checkpoints_without_the_count_fall_back_on_the_config(runs, tmp_path):

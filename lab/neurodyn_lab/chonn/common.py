@@ -137,7 +137,7 @@ def model_table(results, key: str, metrics: Sequence[str], order: Sequence[str])
     means = {}
     for name in [m for m in order if m in groups]:
         rs = groups[name]
-        st = {m: mean_std([r[m] for r in rs]) for m in metrics}
+        st = {m: mean_std([r.get(m) for r in rs]) for m in metrics}  # a band a grid lacks: "-"
         means[name] = {m: st[m][0] for m in metrics}
         lines.append(f"| {name} | {rs[0]['params']:,} | " + " | ".join(fmt(*st[m]) for m in metrics)
                      + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")

@@ -110,9 +110,10 @@ def file_record(store: StoredDataset) -> dict[str, Any]:
     return out
 
 
-def ensure_dataset(data: DataSection, device: str | torch.device = "cpu", progress: bool = True,
+def ensure_dataset(data: DataSection, device: str | torch.device = "cpu", progress: Any = None,
                    is_main: bool = True, barrier: Callable[[], None] | None = None) -> Path:
-    """Path of the store file the config describes, generating it first when missing.
+    """Path of the store file the config describes, generating it first when missing (``progress``: the one idiom
+    of :mod:`neurodyn.progress`).
 
     Under several processes only the main one (``is_main``) generates; ``barrier`` (called by every
     process) then waits for it."""
@@ -132,7 +133,7 @@ def ensure_dataset(data: DataSection, device: str | torch.device = "cpu", progre
     return path
 
 
-def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress: bool = True,
+def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress: Any = None,
                is_main: bool = True, barrier: Callable[[], None] | None = None, *,
                train_window_steps: int = 1) -> dict[str, Any]:
     """Store file, split datasets and fitted normalizers of an experiment config.

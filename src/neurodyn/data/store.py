@@ -44,6 +44,7 @@ from .._version import __version__
 from ..errors import DISK_FULL, ConfigError, DataError, DiskFullError, NeurodynError, disk_full_errno, no_room
 from ..files import check_not_special, check_outside_runs, remove_dead_temporaries, side_path, temporary_path
 from ..locks import hold
+from ..progress import Stage
 
 LAYOUT_VERSION = 1
 GROUPS = ("fields", "params", "coords")
@@ -123,9 +124,10 @@ def write_store(
     make_chunk: ChunkFn,
     coords: Mapping[str, np.ndarray] | None = None,
     shard: tuple[int, int] = (0, 1),
-    progress: bool = True,
+    progress: Any = None,
     on_chunk: Callable[[int, int], None] | None = None,
     owner: str | Path | None = None,
+    what: str | None = None,
 ) -> Path | None:
     """Generate ``meta.n_samples`` samples chunk by chunk into ``path`` (resumable, atomic).
 
@@ -135,6 +137,10 @@ def write_store(
     (:func:`check_existing_store`); ``meta.chunk_size`` below 1 is a ConfigError; a full disk is a
     :class:`DiskFullError` that keeps the finished chunks. A path inside a run folder is refused unless that folder is
     ``owner``, the run whose training writes it (:func:`neurodyn.files.check_outside_runs`).
+
+    ``progress`` (the one idiom of :mod:`neurodyn.progress`: None a bar on a terminal and lines in a log, ``"lines"``,
+    True a bar, False nothing) shows the chunks made and the file assembled from them as one stage (``what``: its
+    name, default ``writing <file>``; in a log, the first chunks' pace gives the time left when it exceeds a minute).
     """
     path = Path(path)
     check_chunk_size(meta.chunk_size)
@@ -153,7 +159,7 @@ def write_store(
         if path.exists():
             check_existing_store(path, meta)
             return path
-        return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk)
+        return _write_chunks(path, meta, make_chunk, coords, shard, progress, on_chunk, what or f"writing {path.name}")
 
 
 def check_chunk_size(chunk_size: Any) -> None:
@@ -261,8 +267,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress: bool,
-                  on_chunk) -> Path | None:
+def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress,
+                  on_chunk, what: str) -> Path | None:
     """The body of :func:`write_store` under its lock."""
     i_shard, n_shards = shard
     partial = partial_folder(path)
@@ -273,24 +279,30 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
     n_chunks = -(-meta.n_samples // meta.chunk_size)
     mine = [k for k in range(n_chunks) if k % n_shards == i_shard and not _chunk_path(partial, k).exists()]
     sizes = {k: min(meta.n_samples, (k + 1) * meta.chunk_size) - k * meta.chunk_size for k in mine}
-    bar = _progress(sum(sizes.values()), f"generate {meta.generator}", progress)
-    for k in mine:
-        lo, hi = k * meta.chunk_size, min(meta.n_samples, (k + 1) * meta.chunk_size)
-        ids = np.arange(lo, hi)
-        arrays = dict(make_chunk(ids))
-        _check_chunk(arrays, ids, meta, partial)
-        with _disk_full_as_data_error(path, partial, f"writing chunk {k + 1} of {n_chunks}"):
-            _atomic_npz(_chunk_path(partial, k), arrays)
-        bar.update(hi - lo)
-        if on_chunk is not None:
-            on_chunk(k, n_chunks)
-    bar.close()
-
-    if any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
-        return None
-    _check_free_space(path, partial, n_chunks, coords or {})
-    with _disk_full_as_data_error(path, partial, f"assembling {path.name}"):
-        _assemble(path, partial, meta, n_chunks, coords or {})
+    kept = n_chunks - len(mine) if n_shards == 1 else 0
+    if not mine and any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
+        return None  # this shard's chunks are made, other shards' are not: nothing to do yet
+    if mine:
+        stage = Stage(what + (f" ({kept} of {n_chunks} chunks kept from an earlier run)" if kept else ""),
+                      sum(sizes.values()), "sample", progress)
+    else:  # every chunk of this shard exists: what is left is the assembly
+        stage = Stage(f"assembling {path.name} from {n_chunks} chunks", n_chunks, "chunk", progress)
+    with stage:  # one stage: the chunks made and the file assembled from them
+        for k in mine:
+            lo, hi = k * meta.chunk_size, min(meta.n_samples, (k + 1) * meta.chunk_size)
+            ids = np.arange(lo, hi)
+            arrays = dict(make_chunk(ids))
+            _check_chunk(arrays, ids, meta, partial)
+            with _disk_full_as_data_error(path, partial, f"writing chunk {k + 1} of {n_chunks}"):
+                _atomic_npz(_chunk_path(partial, k), arrays)
+            stage.update(hi - lo)
+            if on_chunk is not None:
+                on_chunk(k, n_chunks)
+        if any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
+            return None
+        _check_free_space(path, partial, n_chunks, coords or {})
+        with _disk_full_as_data_error(path, partial, f"assembling {path.name}"):
+            _assemble(path, partial, meta, n_chunks, coords or {}, (lambda n: None) if mine else stage.update)
     shutil.rmtree(partial, ignore_errors=True)
     return path
 
@@ -409,13 +421,6 @@ class _SkipWriteWhenFull:
         self.raw.flush()
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    # on a terminal only: in a log file a bar is a stream of carriage returns
-    return tqdm(total=total, desc=desc, unit="sample", disable=None if enabled else True, leave=False)
-
-
 def _ensure_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -484,7 +489,8 @@ def _read_chunk(p: Path) -> dict[str, np.ndarray]:
                         "remake it") from None
 
 
-def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords: Mapping[str, np.ndarray]) -> None:
+def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords: Mapping[str, np.ndarray],
+              chunk_done: Callable[[int], None] = lambda n: None) -> None:
     """Write the HDF5 file from the chunks under a temporary name in ``path``'s folder, fsync it and rename it
     into place; the temporary file is removed on any failure. A full disk raises its OSError (ENOSPC) once
     HDF5 has closed the file (see :class:`_SkipWriteWhenFull`), so nothing half-written is left at ``path``."""
@@ -495,7 +501,7 @@ def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords:
             sink = _SkipWriteWhenFull(raw)
             try:
                 with h5py.File(sink, "w", libver=("earliest", "v110"), track_order=False) as f:
-                    _write_arrays(f, partial, meta, n_chunks, coords)
+                    _write_arrays(f, partial, meta, n_chunks, coords, chunk_done)
                     f.flush()
                     sink.raise_if_full()  # before reading back blocks that were never written
                     _write_checksums(f, meta)
@@ -510,8 +516,9 @@ def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords:
 
 
 def _write_arrays(f: h5py.File, partial: Path, meta: StoreMeta, n_chunks: int,
-                  coords: Mapping[str, np.ndarray]) -> None:
-    """Every chunk's arrays into ``/fields`` and ``/params`` (one HDF5 chunk per sample), and ``/coords``."""
+                  coords: Mapping[str, np.ndarray], chunk_done: Callable[[int], None] = lambda n: None) -> None:
+    """Every chunk's arrays into ``/fields`` and ``/params`` (one HDF5 chunk per sample), and ``/coords``;
+    ``chunk_done(1)`` after each chunk."""
     first = _read_chunk(_chunk_path(partial, 0))
     dsets = {}
     for key in sorted(first):
@@ -525,6 +532,7 @@ def _write_arrays(f: h5py.File, partial: Path, meta: StoreMeta, n_chunks: int,
         lo = k * meta.chunk_size
         for key, arr in chunk.items():
             dsets[key][lo:lo + arr.shape[0]] = arr
+        chunk_done(1)
     for name, arr in sorted(coords.items()):
         f.create_dataset(f"coords/{name}", data=np.asarray(arr), track_times=False)
 

@@ -12,6 +12,13 @@ Call: ``model(x, t=None, mask=None) -> (B, out_channels)``: class logits, or reg
 Classification or regression is read from the targets at fit time (integer class indices, or floats ``(N, k)``).
 Per-step targets are refused.
 
+**Time.** ``predict_seconds(n)`` estimates, before a pass starts, the seconds to predict ``n`` series: ``knn`` times
+one series against up to 64 training series and multiplies by the pairs to come (DTW costs ``length^2`` per pair,
+so a 1-NN over hundreds of long series takes many minutes), ``minirocket`` times the features of a few series. The
+passes over whole splits (the trainer's, ``neurodyn evaluate``) show it before they start when it exceeds a
+minute, and ``fit(..., progress=...)`` shows MiniRocket's features of the training series as a stage
+(:mod:`neurodyn.progress`).
+
 **Lengths and masks.** Every series' real steps (``mask``; they need not be a prefix) are linearly interpolated to
 one length (``length``: by default the longest training series, at least 9 for MiniRocket's kernels;
 ``ops.resample.resample_steps``), so series of unequal lengths, and test files of another length, compare step for
@@ -31,8 +38,9 @@ step. Timestamps are not used (as by ``gru`` and ``lstm``).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -42,6 +50,7 @@ from ..ops.dtw import dtw_distances, euclidean_distances
 from ..ops.minirocket import KERNEL_LENGTH, minirocket_fit, minirocket_transform
 from ..ops.resample import resample_steps
 from ..ops.ridge import ridge_loo
+from ..progress import Stage
 from .inputs import check_sequence_input
 from .registry import register
 
@@ -103,9 +112,10 @@ class FittedSequenceModel(nn.Module):
         return resample_steps(x, mask, int(self.steps))
 
     @torch.no_grad()
-    def fit(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, y: torch.Tensor) -> None:
+    def fit(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, y: torch.Tensor,
+            progress: Any = False) -> None:
         """Fit on the training split: ``x (N, T, C)`` normalised, ``mask (N, T)``, ``y (N,)`` class indices or
-        ``(N, k)`` normalised targets."""
+        ``(N, k)`` normalised targets; ``progress`` (:mod:`neurodyn.progress`) shows a long fit's stages."""
         check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
         regression = y.is_floating_point()
         if regression and (y.dim() != 2 or y.shape[1] != self.cfg.out_channels):
@@ -116,7 +126,7 @@ class FittedSequenceModel(nn.Module):
         longest = int(mask.sum(1).max()) if mask is not None else x.shape[1]
         self.steps.fill_(max(self.cfg.length or longest, self.min_length))
         self.regression.fill_(bool(regression))
-        self.fit_state(self._series(x, mask), y)
+        self.fit_state(self._series(x, mask), y, progress)
         self.fitted.fill_(True)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None
@@ -134,11 +144,16 @@ class FittedSequenceModel(nn.Module):
             return y
         return torch.full((len(y), self.cfg.out_channels), LOG_EPS, device=y.device).scatter_(1, y[:, None], 0.0)
 
-    def fit_state(self, x: torch.Tensor, y: torch.Tensor) -> None:
+    def fit_state(self, x: torch.Tensor, y: torch.Tensor, progress: Any = False) -> None:
         raise NotImplementedError
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def predict_seconds(self, n_series: int) -> tuple[float, str] | None:
+        """About how many seconds predicting ``n_series`` series takes here, and what was timed (module docstring);
+        None before the model is fitted or where it is cheap."""
+        return None
 
 
 @register("majority", FittedConfig)
@@ -147,7 +162,7 @@ class MajorityModel(FittedSequenceModel):
         super().__init__(cfg)
         self.register_buffer("output", torch.zeros(cfg.out_channels))
 
-    def fit_state(self, x, y):
+    def fit_state(self, x, y, progress=False):
         if y.is_floating_point():
             self._set(output=y.double().mean(0).float())
         else:
@@ -186,12 +201,27 @@ class KNNModel(FittedSequenceModel):
         self.register_buffer("train_x", torch.zeros(0, 0, cfg.in_channels))
         self.register_buffer("train_out", torch.zeros(0, cfg.out_channels))
 
-    def fit_state(self, x, y):
+    def fit_state(self, x, y, progress=False):
         self._set(train_x=x.float(), train_out=self.targets_out(y).float())
+
+    @torch.no_grad()
+    def predict_seconds(self, n_series: int) -> tuple[float, str] | None:
+        """One training series against up to 64 others, timed, times the ``n_series x N_train`` pairs to come."""
+        ref = self.train_x
+        if not bool(self.fitted) or not len(ref):
+            return None
+        k = min(len(ref), 64)
+        t0 = time.perf_counter()
+        self._distances(ref[:1], ref[:k])
+        per_pair = (time.perf_counter() - t0) / k
+        pairs = n_series * len(ref)
+        return per_pair * pairs, f"{k} {self.cfg.distance} pairs timed, times {pairs:,} pairs"
 
     def distances(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, N_train)`` distances of resampled series ``x (B, length, C)`` to the training series."""
-        ref = self.train_x.to(x.dtype)
+        return self._distances(x, self.train_x.to(x.dtype))
+
+    def _distances(self, x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
         if self.cfg.distance == "euclidean":
             return euclidean_distances(x, ref)
         return dtw_distances(x, ref, window=int(round(self.cfg.window * int(self.steps))))
@@ -248,11 +278,11 @@ class MiniRocketModel(FittedSequenceModel):
     def _params(self) -> dict[str, torch.Tensor]:
         return {k: getattr(self, k) for k in ("dilations", "per_dilation", "channels", "biases")}
 
-    def fit_state(self, x, y):
+    def fit_state(self, x, y, progress=False):
         cfg = self.cfg
         params = minirocket_fit(x.float(), cfg.n_features, cfg.max_dilations, cfg.seed)
         self._set(**params)
-        feats = minirocket_transform(x.float(), params).double()
+        feats = self._training_features(x.float(), params, progress).double()
         mean, scale = feats.mean(0), feats.std(0, unbiased=False)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # a constant feature stays 0
         target = y.double() if y.is_floating_point() else \
@@ -268,3 +298,31 @@ class MiniRocketModel(FittedSequenceModel):
     def predict(self, x):
         feats = minirocket_transform(x.float(), self._params())
         return ((feats - self.feature_mean) / self.feature_scale) @ self.weight + self.bias
+
+    FEATURE_ROWS = 256  # training series transformed at a time while fitting (a stage's unit of progress)
+
+    def _training_features(self, x: torch.Tensor, params: dict[str, torch.Tensor], progress) -> torch.Tensor:
+        """The features of the training series, as one stage: the first few series timed give the estimate, then
+        the rest in blocks of :attr:`FEATURE_ROWS` (each series' features depend on it alone)."""
+        n, head = len(x), min(len(x), 8)
+        t0 = time.perf_counter()
+        parts = [minirocket_transform(x[:head], params)]
+        estimate = (time.perf_counter() - t0) / head * n
+        with Stage(f"minirocket: features of the {n} training series", n, "series", progress, estimate=estimate,
+                   detail=f"{head} series timed") as stage:
+            stage.update(head)
+            for lo in range(head, n, self.FEATURE_ROWS):
+                parts.append(minirocket_transform(x[lo:lo + self.FEATURE_ROWS], params))
+                stage.update(len(parts[-1]))
+        return torch.cat(parts)
+
+    @torch.no_grad()
+    def predict_seconds(self, n_series: int) -> tuple[float, str] | None:
+        """The features of a few series of the fitted length, timed, times ``n_series``."""
+        if not bool(self.fitted):
+            return None
+        k = min(max(n_series, 1), 8)
+        x = torch.randn(k, int(self.steps), self.cfg.in_channels, generator=torch.Generator().manual_seed(0))
+        t0 = time.perf_counter()
+        self.predict(x.to(self.weight.device))
+        return (time.perf_counter() - t0) / k * n_series, f"{k} series timed"

@@ -25,8 +25,10 @@ from ..models import build, count_parameters
 from ..models.registry import check_fits_in_memory, check_model_config, config_fields, module_device
 from .checkpoint import check_resume_config
 from .distributed import DistInfo, barrier
+from .metrics import metric_definition, shown_metrics
 from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
-from .tasks import AutoregressiveTask, SteadyTask
+from .sequence_task import METRIC_DEFINITIONS as SEQUENCE_METRICS
+from .tasks import AutoregressiveTask, SteadyTask, evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
 
@@ -205,7 +207,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
     if resume:  # before any data is generated or loaded
         check_resume_config(cfg, run_dir)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress not in (False, "lines"), dist.is_main, barrier,
+    data = build_data(cfg, device, progress if dist.is_main else False, dist.is_main, barrier,
                       train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data, tcfg)
@@ -237,7 +239,8 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
                                                             _tested(data["sets"].get("test"), test_sets))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
                       mode=trainer.monitor_mode, tests=tests, baselines=baselines,
-                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set))
+                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set),
+                      channels=field_channels(data["sets"]["train"]))
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
                   for name, m in tests.items() if name != "test"})
@@ -262,13 +265,19 @@ def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any
         return {}
     model = trainer.model
     model.eval()
-    out = {name: {"last": task.evaluate(model, trainer.eval_batches(ds))} for name, ds in sets.items()}
+    progress = trainer._stage_progress()  # one stage per set and checkpoint (neurodyn.progress)
+
+    def evaluate(name, ds, which):
+        what = f"testing the {which} model on {'the test split' if name == 'test' else repr(name)}"
+        return evaluate_stage(task, model, trainer.eval_batches(ds), len(ds), what, progress)
+
+    out = {name: {"last": evaluate(name, ds, "final")} for name, ds in sets.items()}
     best = trainer.ckpt_dir / "best.pt"
     if trainer.eval_set is not None and best.exists():
         state = {k: v.clone() for k, v in model.state_dict().items()}
         model.load_state_dict(read_checkpoint(best, map_location=trainer.device)["model_state"])
         for name, ds in sets.items():
-            out[name]["best"] = task.evaluate(model, trainer.eval_batches(ds))
+            out[name]["best"] = evaluate(name, ds, "best validation epoch's")
         model.load_state_dict(state)
     trainer.log_extra({"epoch": trainer.epoch - 1, "test": out})
     return out
@@ -297,10 +306,12 @@ def baseline_scores(trainer: Trainer, task, train_set, sets: dict[str, Any]) -> 
         if name == "knn" and len(train_set) * sum(len(ds) for ds in sets.values()) * size > KNN_SUMMARY_LIMIT:
             out = {k: v | {label: None} for k, v in out.items()}
             continue
-        task.fit_model(model, trainer.eval_batches(train_set))
+        task.fit_model(model, trainer.eval_batches(train_set), progress=trainer._stage_progress())
         model.eval()
         for set_name, ds in sets.items():
-            out[set_name][label] = task.evaluate(model, trainer.eval_batches(ds))
+            where = "the test split" if set_name == "test" else repr(set_name)
+            out[set_name][label] = evaluate_stage(task, model, trainer.eval_batches(ds), len(ds),
+                                                  f"baseline {label} on {where}", trainer._stage_progress())
     return out
 
 
@@ -321,15 +332,40 @@ def confusion_table(confusion: list[list[int]], classes: list[str] | None = None
             + [f"| {name} | " + " | ".join(str(v) for v in row) + " |" for name, row in zip(names, confusion)])
 
 
+def field_channels(train_set) -> int | None:
+    """The channels of one target field the metrics compare (steady: the target's channels; autoregressive: one
+    frame's), or None for a sequence set."""
+    if isinstance(train_set, SteadyDataset):
+        return train_set.out_channels
+    return getattr(train_set, "channels", None)
+
+
+def metric_definitions(names: list[str], task: str | None = None) -> list[str]:
+    """Markdown lines defining each metric of ``names`` in one line with its units (``task``: ``sequence``, the
+    sequence task's metrics, :mod:`neurodyn.train.sequence_task`; else the field metrics of a steady or
+    ``autoregressive`` task, :mod:`neurodyn.train.metrics`, PDEBench's conventions)."""
+    sequence = task == "sequence"
+    source = "`neurodyn.train.sequence_task`" if sequence else "`neurodyn.train.metrics`, PDEBench's conventions"
+    lines = [f"Metrics ({source}):", ""]
+    for name in names:
+        text = (SEQUENCE_METRICS.get(name) if sequence
+                else metric_definition(name, autoregressive=task == "autoregressive"))
+        lines.append(f"- `{name}`: {text or 'defined in ' + source}")
+    return lines
+
+
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
                   monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
                   baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None,
-                  n_val: int | None = None) -> None:
+                  n_val: int | None = None, channels: int | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
     split and test files (the final model, and the checkpoint the validation split selected), beside the
     ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
     class, columns: predicted; named by ``classes``) where the task reports one. ``n_val``: the validation split's
-    cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few)."""
+    cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few).
+    ``channels``: the channels of one target field (:func:`field_channels`), which tell the metrics that are one
+    quantity by definition (:func:`neurodyn.train.metrics.shown_metrics`). Every metric a table shows is defined
+    below it in one line with its units; Fourier bands a grid has no mode in are marked n/a, never 0."""
     pick = min if mode == "min" else max
     curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
     name = "rel. L2" if monitor == "rel_l2" else monitor
@@ -349,8 +385,12 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
              f"- training: {len(history)} epochs, final train loss {history[-1]['train_loss']:.5g}" if history else "",
              f"- time: {sum(h['seconds'] for h in history):.1f} s of training", validation,
              "- test: evaluated once, after training, with the training normalizers", ""]
+    shown: list[str] = []
+    notes: list[str] = []
     for set_name, by_model in (tests or {}).items():
-        keys = [k for k, v in by_model["last"].items() if isinstance(v, (int, float))]
+        keys, set_notes = shown_metrics(by_model["last"], channels)
+        shown += [k for k in keys if k not in shown]
+        notes += [n for n in set_notes if n not in notes]
         columns = {m: by_model[m] for m in ("last", "best") if m in by_model}
         base = (baselines or {}).get(set_name, {})
         columns.update({label: metrics for label, metrics in base.items() if metrics is not None})
@@ -369,8 +409,10 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
         lines.append("")
     if not tests:
         lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
-    lines += ["Metric definitions: see `neurodyn.train.sequence_task`." if cfg.get("task") == "sequence" else
-              "Metric definitions: see `neurodyn.train.metrics` (PDEBench conventions).", ""]
+    if shown:
+        lines += metric_definitions(shown, task=cfg.get("task")) + [""]
+        if notes:
+            lines += ["Not shown:", "", *[f"- {n}" for n in notes], ""]
     # no image links here: the plots are drawn above this layer, which links each one it writes
     # (neurodyn.plots.link_plots), so a summary never links an image that does not exist
     (run_dir / "summary.md").write_text("\n".join(lines))

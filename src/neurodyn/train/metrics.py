@@ -41,6 +41,16 @@ and over ranks with ``reduce_()``, gives the same numbers as :func:`evaluate_fie
 ``grid=False`` (meshes, point clouds: ``spatial == (N,)`` without grid structure) drops ``brmse`` and
 the ``frmse_*`` bands, which need a uniform grid.
 
+Empty bands: a band that holds no mode of the grid is not reported at all (no key), never as 0 (a 16 x 16 grid's
+largest ``|k|`` is ``sqrt(8^2 + 8^2) = 11.3``, so it has no high band; an 8-point 1-D grid has neither a mid nor a
+high band): an absent error is not a perfect score. :func:`band_modes` counts each band's modes. An accumulator fed
+grids of several sizes averages each band over the samples whose grid has it.
+
+Duplicates: for a field of ONE channel ``nrmse`` and ``rel_l2`` are the same quantity by definition (both
+``||e_b|| / ||target_b||`` over the sample's points; they differ only in float rounding); with several channels
+they differ (``rel_l2`` pools the channels, ``nrmse`` averages the per-channel ratios). Both are kept in the
+records (``metrics.jsonl``), and :func:`shown_metrics` keeps one of them in the tables a person reads.
+
 ``mask`` (point clouds padded to a common point count: ``(B, *spatial)`` bool, True on real points) restricts
 every metric to the real points of each sample: the sums and means above run over them only (``rmse``
 divides by the sample's own point count), so a padded sample scores exactly as the same sample unpadded.
@@ -71,6 +81,10 @@ __all__ = [
     "boundary_mask",
     "radial_wavenumber_sq",
     "fourier_band_rmse",
+    "band_modes",
+    "METRIC_DEFINITIONS",
+    "metric_definition",
+    "shown_metrics",
     "sample_metrics",
     "evaluate_fields",
     "MetricAccumulator",
@@ -125,6 +139,20 @@ def _half_spectrum_weight(n_last: int, device) -> Tensor:
     return w
 
 
+def band_modes(spatial_shape: Sequence[int], bands: Sequence[int] = DEFAULT_BANDS) -> tuple[int, int, int]:
+    """How many Fourier modes of a grid of ``spatial_shape`` fall in the low, mid and high band (full spectrum,
+    each conjugate pair counted twice); 0 means the grid has no such band and it is not reported."""
+    lo, hi = _check_bands(bands)
+    spatial = tuple(int(n) for n in spatial_shape)
+    k2 = radial_wavenumber_sq(spatial).reshape(-1, spatial[-1] // 2 + 1)
+    w = _half_spectrum_weight(spatial[-1], k2.device)
+    counts = [(w * m.double()).sum() for m in (k2 < lo * lo, (k2 >= lo * lo) & (k2 < hi * hi), k2 >= hi * hi)]
+    return tuple(int(round(float(c))) for c in counts)  # type: ignore[return-value]
+
+
+BAND_NAMES = ("frmse_low", "frmse_mid", "frmse_high")
+
+
 def fourier_band_rmse(err: Tensor, bands: Sequence[int] = DEFAULT_BANDS) -> Tensor:
     """Band RMSEs ``(B, C, 3)`` (low, mid, high) of an error field ``err: (B, *spatial, C)``.
 
@@ -150,7 +178,8 @@ def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAU
                    eps: float = 1e-12, mask: Tensor | None = None) -> dict[str, Tensor]:
     """Per-sample metric values, float64 tensors of shape ``(B, C)`` (``rel_l2``: ``(B, 1)``).
 
-    Keys are :data:`METRIC_NAMES` (without ``brmse``/``frmse_*`` when ``grid=False``). ``crmse`` holds the
+    Keys are :data:`METRIC_NAMES` (without ``brmse``/``frmse_*`` when ``grid=False``, and without each
+    ``frmse_*`` band the grid has no mode in: :func:`band_modes`). ``crmse`` holds the
     per-sample ``|mean pred - mean target|``; ``max_err`` the per-sample max ``|e|``. ``mask`` ``(B, *spatial)``
     (True on real points; ``grid=False`` only) restricts them to the real points. See the module docstring.
     """
@@ -188,7 +217,9 @@ def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAU
         mask = boundary_mask(spatial, pred.device).reshape(-1)
         out["brmse"] = e2[:, mask, :].mean(dim=1).sqrt()
         f = fourier_band_rmse(err, bands)
-        out["frmse_low"], out["frmse_mid"], out["frmse_high"] = f.unbind(dim=-1)
+        for name, modes, value in zip(BAND_NAMES, band_modes(spatial, bands), f.unbind(dim=-1)):
+            if modes:
+                out[name] = value
     return out
 
 
@@ -214,6 +245,7 @@ class MetricAccumulator:
         self._stats: dict[str, Tensor] | None = None
         self._channels: int | None = None
         self._count = 0
+        self._band_count = torch.zeros(len(BAND_NAMES), dtype=torch.float64)  # samples whose grid has each band
         self._zero_targets = 0  # samples whose target norm is <= eps (relative L2 undefined)
         self._reduced = False
 
@@ -243,6 +275,8 @@ class MetricAccumulator:
             raise ValueError(f"MetricAccumulator.update: fields have {channels} channels (shape "
                              f"{tuple(pred.shape)}) but earlier batches had {self._channels}.")
         for n in self.names:
+            if n not in vals:  # a Fourier band this grid has no mode in
+                continue
             v = vals[n].to(self._stats[n].device)
             kind = _KIND[n]
             if kind == "mean":
@@ -252,6 +286,7 @@ class MetricAccumulator:
             else:  # torch.maximum and amax propagate NaN
                 self._stats[n] = torch.maximum(self._stats[n], v.amax(dim=0))
         self._count += pred.shape[0]
+        self._band_count += torch.tensor([pred.shape[0] if n in vals else 0 for n in BAND_NAMES], dtype=torch.float64)
         kept = target.detach() if mask is None else target.detach() * mask[..., None].to(target.dtype)
         norms = torch.linalg.vector_norm(kept.reshape(target.shape[0], -1).double(), dim=1)
         self._zero_targets += int((norms <= self.eps).sum())
@@ -286,7 +321,7 @@ class MetricAccumulator:
         sum_names = [n for n in self.names if _KIND[n] != "max"]
         max_names = [n for n in self.names if _KIND[n] == "max"]
         maxes = torch.cat([self._stats[n].to(device) for n in max_names])
-        sums = torch.cat([self._stats[n].to(device) for n in sum_names]
+        sums = torch.cat([self._stats[n].to(device) for n in sum_names] + [self._band_count.to(device)]
                          + [torch.tensor([float(self._count), float(self._zero_targets)], dtype=torch.float64,
                                          device=device), torch.isnan(maxes).double()])
         maxes = torch.where(torch.isnan(maxes), torch.full_like(maxes, math.inf), maxes)
@@ -296,6 +331,7 @@ class MetricAccumulator:
         maxes = torch.where(sums[-n_max:] > 0, torch.full_like(maxes, math.nan), maxes)
         self._count = int(round(float(sums[-n_max - 2])))
         self._zero_targets = int(round(float(sums[-n_max - 1])))
+        self._band_count = sums[-n_max - 2 - len(BAND_NAMES):-n_max - 2].cpu().clone()
         offset = 0
         for n in sum_names:
             k = self._stats[n].numel()
@@ -309,16 +345,20 @@ class MetricAccumulator:
         return self
 
     def compute(self) -> dict[str, float]:
-        """The metrics over everything accumulated: ``{name: float}`` (see the module docstring)."""
+        """The metrics over everything accumulated: ``{name: float}`` (see the module docstring); a Fourier band
+        no accumulated grid has a mode in is left out."""
         if self._stats is None or self._count == 0:
             raise RuntimeError("MetricAccumulator.compute(): no samples were accumulated (call update() first).")
         out = {}
         for n in self.names:
             s, kind = self._stats[n], _KIND[n]
+            count = float(self._band_count[BAND_NAMES.index(n)]) if n in BAND_NAMES else self._count
+            if count == 0:
+                continue
             if kind == "mean":
-                v = (s / self._count).mean()
+                v = (s / count).mean()
             elif kind == "rms":
-                v = (s / self._count).sqrt().mean()
+                v = (s / count).sqrt().mean()
             else:
                 v = s.amax()
             out[n] = float(v)
@@ -334,12 +374,93 @@ def evaluate_fields(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFA
                     eps: float = 1e-12) -> dict[str, float]:
     """All metrics of a batch (or a whole test set) of fields ``(B, *spatial, C)``, as ``{name: float}``.
 
-    Keys: ``rel_l2, rmse, nrmse, max_err, crmse`` and, if ``grid``, ``brmse, frmse_low, frmse_mid,
-    frmse_high``. Definitions and aggregation in the module docstring.
+    Keys: ``rel_l2, rmse, nrmse, max_err, crmse`` and, if ``grid``, ``brmse`` and the ``frmse_low, frmse_mid,
+    frmse_high`` bands the grid has modes in. Definitions and aggregation in the module docstring.
     """
     acc = MetricAccumulator(bands=bands, grid=grid, eps=eps)
     acc.update(pred, target)
     return acc.compute()
+
+
+# --------------------------------------------------------------------------------------------------
+# what each metric means, for the tables a person reads (summary.md, the command line)
+
+_LO, _HI = DEFAULT_BANDS
+BAND_RANGES = {"frmse_low": f"|k| < {_LO}", "frmse_mid": f"{_LO} <= |k| < {_HI}", "frmse_high": f"|k| >= {_HI}"}
+_BAND = "rmse of the error's Fourier modes with radial wavenumber {} (k: periods per domain length); target's units"
+METRIC_DEFINITIONS: dict[str, str] = {
+    "rel_l2": "relative L2 error ||pred - target|| / ||target|| over each sample's points and channels, mean over "
+              "samples; dimensionless (0 exact, 1 as large as the target)",
+    "rmse": "root-mean-square error sqrt(mean over points of (pred - target)^2) per sample and channel, mean over "
+            "both; target's units",
+    "nrmse": "rmse / RMS of the target (||e_c|| / ||target_c||) per sample and channel, mean over both; "
+             "dimensionless",
+    "max_err": "largest |pred - target| over all samples, points and channels; target's units",
+    "crmse": "error of the spatial mean (the conserved quantity), |mean pred - mean target| per sample and channel, "
+             "RMS over samples, mean over channels; target's units",
+    "brmse": "rmse over the grid's boundary points (an index 0 or n - 1 on some axis), mean over samples and "
+             "channels; target's units",
+    "frmse_low": _BAND.format(BAND_RANGES["frmse_low"]),
+    "frmse_mid": _BAND.format(BAND_RANGES["frmse_mid"]),
+    "frmse_high": _BAND.format(BAND_RANGES["frmse_high"] + ", up to the grid's highest mode") + " (the three bands' "
+                  "squares add up to rmse^2)",
+    # autoregressive tasks (neurodyn.train.tasks.AutoregressiveTask.evaluate)
+    "rel_l2_rollout": "relative L2 error of each trajectory over all its frames, points and channels, every frame "
+                      "predicted from the model's own earlier frames, mean over trajectories; dimensionless",
+    "rel_l2_teacher_forced": "relative L2 error of each trajectory over all its frames, points and channels, each "
+                             "frame predicted from the true frames before it, mean over trajectories; dimensionless",
+}
+"""One line per field metric: what it measures, how it is aggregated, and its units (``target's units``: the units
+the data stores the target in; predictions are compared in them, after the training normalizers are undone)."""
+
+
+ROLLOUT_REL_L2 = ("relative L2 error of each trajectory over all its predicted frames, points and channels, in the "
+                  "task's evaluation mode (train.eval_mode, rollout by default), mean over trajectories; dimensionless")
+
+
+def metric_definition(name: str, autoregressive: bool = False) -> str | None:
+    """The one-line definition of metric ``name`` (``frame_<m>``: ``<m>`` of each predicted frame of a rollout,
+    taken as a field; ``autoregressive``: ``rel_l2`` is an autoregressive task's, over whole trajectories), or None
+    for a name this module does not define."""
+    if autoregressive and name == "rel_l2":
+        return ROLLOUT_REL_L2
+    if name in METRIC_DEFINITIONS:
+        return METRIC_DEFINITIONS[name]
+    if name.startswith("frame_") and name[6:] in METRIC_DEFINITIONS:
+        return f"per predicted frame (one frame of one trajectory is a sample): {METRIC_DEFINITIONS[name[6:]]}"
+    return None
+
+
+def shown_metrics(metrics: dict, channels: int | None = None) -> tuple[list[str], list[str]]:
+    """The names of ``metrics`` worth a row in a table a person reads, and one note per name left out.
+
+    Numbers only (per-step curves stay in ``metrics.jsonl``). ``nrmse`` (also ``frame_nrmse``) is left out where it
+    is ``rel_l2`` by definition: a field of one channel (``channels == 1``; ``channels=None``: where the two agree to
+    1e-9, which for several channels they do only by chance). An autoregressive task's ``rel_l2`` is
+    ``rel_l2_<its evaluation mode>`` by construction; that one is left out. A Fourier band a grid has no mode in is
+    absent from ``metrics`` already (:func:`band_modes`); where the grid's other metrics are there, a note says so
+    (``n/a``)."""
+    keys = [k for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    notes = []
+    for prefix in ("", "frame_"):
+        nrmse, rel = metrics.get(f"{prefix}nrmse"), metrics.get(f"{prefix}rel_l2")
+        if nrmse is None or rel is None:
+            continue
+        same = channels == 1 if channels is not None else abs(nrmse - rel) <= 1e-9 * max(abs(rel), 1e-300)
+        if same:
+            keys.remove(f"{prefix}nrmse")
+            notes.append(f"{prefix}nrmse is not shown: for a field of one channel it is {prefix}rel_l2 by definition "
+                         "(both ||pred - target|| / ||target|| over each sample's points)")
+    for mode in ("rollout", "teacher_forced"):
+        name = f"rel_l2_{mode}"
+        if name in keys and "rel_l2" in keys and "rel_l2_per_step" in metrics and metrics[name] == metrics["rel_l2"]:
+            keys.remove(name)
+            notes.append(f"rel_l2 is {name} (the evaluation mode); {name} is not shown twice")
+    for prefix in ("", "frame_"):
+        if f"{prefix}brmse" in keys:
+            missing = [b for b in BAND_NAMES if f"{prefix}{b}" not in keys]
+            notes += [f"{prefix}{b}: n/a, the grid has no Fourier mode with {BAND_RANGES[b]}" for b in missing]
+    return keys, notes
 
 
 # --------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
 from .experiment import check_model_accepts
 from .task_spec import task_from_spec
+from .tasks import evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
 
@@ -102,13 +103,17 @@ class TrainedRun:
                               "(`neurodyn evaluate RUN --data FILE`)")
         return sets
 
-    def evaluate(self, files=None) -> dict[str, dict[str, Any]]:
+    def evaluate(self, files=None, progress: Any = False) -> dict[str, dict[str, Any]]:
         """``{name: metrics}`` on :meth:`test_sets` ``(files)`` with the checkpoint's normalizers. A file the model
-        cannot take (another channel count, a resolution the model refuses) is one ConfigError naming it."""
+        cannot take (another channel count, a resolution the model refuses) is one ConfigError naming it.
+        ``progress`` (the one idiom, :mod:`neurodyn.progress`): one stage per set."""
         out = {}
-        for name, dataset in self.test_sets(files).items():
+        sets = self.test_sets(files)
+        for name, dataset in sets.items():
             check_model_accepts(self.model, self.task, dataset, self.cfg["model"]["name"], what=f"{name!r}")
-            out[name] = self.task.evaluate(self.model, batches(dataset, self.eval_batch_size, self.device))
+        for name, dataset in sets.items():
+            out[name] = evaluate_stage(self.task, self.model, batches(dataset, self.eval_batch_size, self.device),
+                                       len(dataset), f"evaluating {self.cfg['model']['name']} on {name!r}", progress)
         return out
 
     def _tensor(self, a) -> torch.Tensor | None:
@@ -268,14 +273,15 @@ def batches(dataset, batch_size: int = 32, device: str | torch.device | None = N
 
 def write_predictions(run: str | Path, data: str | Path, out: str | Path, which: str = "last",
                       device: str | torch.device = "cpu", batch_size: int = 64,
-                      overwrite: bool = False) -> tuple[Path, dict[str, Any]]:
+                      overwrite: bool = False, progress: Any = False) -> tuple[Path, dict[str, Any]]:
     """Predict every sample of the store file ``data`` (read like the run's test split: same windows and sequence
     options) and write ``out`` (HDF5: dataset ``pred``, in the data's units and the dataset's layout; attributes name
     the run, the checkpoint and the source). Returns ``(out, metrics of the predictions against the file's targets)``.
 
     ``out`` is checked before anything is loaded (:func:`check_output`): never the input, nor a file of the run, nor
     an existing file unless ``overwrite``. It is written to a temporary name and renamed, so an interrupted or failed
-    call leaves nothing (and removes the temporaries of killed calls)."""
+    call leaves nothing (and removes the temporaries of killed calls). ``progress`` (:mod:`neurodyn.progress`): the
+    prediction pass as one stage."""
     import h5py
 
     check_batch_size(batch_size)
@@ -288,8 +294,9 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     preds: list[torch.Tensor] = []
     trained.model.eval()
     with torch.no_grad():  # one pass: the evaluation hands over the predictions it scores
-        metrics = trained.task.evaluate(trained.model, batches(dataset, batch_size, trained.device),
-                                        keep=lambda p: preds.append(p.float().cpu()))
+        metrics = evaluate_stage(trained.task, trained.model, batches(dataset, batch_size, trained.device),
+                                 len(dataset), f"predicting {Path(data).name}", progress,
+                                 keep=lambda p: preds.append(p.float().cpu()))
     pred = torch.cat(preds).numpy()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

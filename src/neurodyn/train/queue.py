@@ -99,8 +99,9 @@ def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = ()
 def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequence[str] = (), *,
                  seed: int | None = None, model_overrides: Sequence[str] = (), model_from: str | None = None,
                  data_from: str | None = None, resume: bool = True, device: str | torch.device = "cpu",
-                 metric: str = "rel_l2") -> RunResult:
-    """Train ``preset`` at ``scale`` into ``run_dir`` (see :func:`preset_config` for the overrides).
+                 metric: str = "rel_l2", progress: Any = False) -> RunResult:
+    """Train ``preset`` at ``scale`` into ``run_dir`` (see :func:`preset_config` for the overrides); ``progress``:
+    the trainer's (:mod:`neurodyn.progress`; False, the default: nothing).
 
     ``seed``: ``torch.manual_seed(seed)`` first, and ``train.seed=seed`` unless the overrides set it.
     ``resume``: continue the run folder's checkpoint (refused when its config differs).
@@ -113,7 +114,7 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
     if seed is not None:
         torch.manual_seed(seed)
     t0 = time.time()
-    final = run_experiment(cfg, run_dir, device=device, resume=resume, progress=False)
+    final = run_experiment(cfg, run_dir, device=device, resume=resume, progress=progress)
     wall = time.time() - t0
     history = read_history(run_dir)
     ckpt = read_checkpoint(run_dir / "checkpoints" / "last.pt")
@@ -205,7 +206,7 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
              train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
              workers: int = 0, threads: int | None = None,
-             device: str | torch.device = "cpu") -> list[dict[str, Any]]:
+             device: str | torch.device = "cpu", progress: Any = False) -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``store_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
@@ -215,7 +216,8 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
     their records (``resume=False`` to start their run folders over). ``workers`` > 0 trains each job in a fresh
     process, that many at a time (``threads``: torch threads of each process or of this one); ``device``: where every
     job trains; ``evaluate`` and the recording always run here. Prints ``[tag] <label> seed <seed>:
-    <summary(record)>`` per new record.
+    <summary(record)>`` per new record. ``progress``: the trainings' in this process (:mod:`neurodyn.progress`;
+    False, the default: nothing; worker processes show none).
     """
     store_dir = Path(store_dir)
     runs_dir = Path(runs_dir) if runs_dir is not None else store_dir / "runs"
@@ -248,7 +250,7 @@ def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
         if threads:
             torch.set_num_threads(threads)
         for job in todo:
-            record(job, _train_job(job, scale, overrides, runs_dir, resume, device))
+            record(job, _train_job(job, scale, overrides, runs_dir, resume, device, progress))
     if store:  # also records runs that only their folders held
         save_results(store_dir, store)
     return [recorded[j.name] for j in jobs if j.name in recorded]
@@ -265,10 +267,10 @@ def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict
 
 
 def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-               device: str | torch.device = "cpu") -> RunResult:
+               device: str | torch.device = "cpu", progress: Any = False) -> RunResult:
     return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
                         model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
-                        resume=resume, device=device)
+                        resume=resume, device=device, progress=progress)
 
 
 def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,

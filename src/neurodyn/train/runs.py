@@ -75,11 +75,13 @@ def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str
 
 
 def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str | Path] | None = None,
-                  device: str | torch.device = "cpu", which: str = "last") -> dict[str, dict[str, Any]]:
+                  device: str | torch.device = "cpu", which: str = "last", progress: Any = False
+                  ) -> dict[str, dict[str, Any]]:
     """``{name: metrics}`` of a run's checkpoint, with the training normalizers, on ``files`` (store files, named
     by their stems, or ``{name: path}``), or by default on its test split (``"test"``) and the separate test
-    files of its config (``data.test_path``): :meth:`neurodyn.train.predict.TrainedRun.evaluate`."""
-    return load_run(run, which, device).evaluate(files)
+    files of its config (``data.test_path``): :meth:`neurodyn.train.predict.TrainedRun.evaluate` (``progress``:
+    one stage per set, :mod:`neurodyn.progress`)."""
+    return load_run(run, which, device).evaluate(files, progress=progress)
 
 
 __all__ = ("TrainedRun", "batches", "evaluate_run", "evaluate_sets", "load_run", "predict", "read_history",

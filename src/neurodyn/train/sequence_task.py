@@ -32,6 +32,25 @@ from .distributed import all_reduce_sum
 from .tasks import Task
 
 
+METRIC_DEFINITIONS: dict[str, str] = {
+    "accuracy": "fraction of the cases (sequences, or steps of per-step labels) whose most probable class is the "
+                "true one; dimensionless, higher is better",
+    "balanced_accuracy": "mean over the classes present of each class's recall (its cases classified right); "
+                         "dimensionless, higher is better",
+    "nll": "mean negative log-likelihood (cross-entropy) of the true class; nats, lower is better",
+    "n": "number of cases scored (sequences, or valid steps of per-step targets; regression: target values)",
+    "rmse": "root-mean-square error of the predicted targets; the target's units",
+    "mse": "mean squared error of the predicted targets (rmse^2); the target's units squared",
+    "mae": "mean absolute error of the predicted targets; the target's units",
+    "r2": "coefficient of determination 1 - SSE / SST per target, mean over targets; dimensionless, 1 exact, 0 as "
+          "good as the test set's mean",
+    "score": "the NAC paper's RUL score (eq. 58): exp(-d/13) - 1 for early, exp(d/10) - 1 for late predictions "
+             "(d = pred - target, in the target's units), summed over cases; dimensionless, lower is better",
+    "score_mean": "the RUL score per case (score / n); dimensionless, lower is better",
+}
+"""One line per sequence metric: what it measures and its units."""
+
+
 def rul_score(pred: torch.Tensor, target: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
     """NAC paper eq. 58 (the PHM08 asymmetric score): with ``d = pred - target``,
     ``exp(-d/13) - 1`` for early predictions (``d < 0``) and ``exp(d/10) - 1`` for late ones
@@ -83,9 +102,10 @@ class SequenceTask(Task):
         return model(x, t=batch.get("t"), mask=mask)
 
     @torch.no_grad()
-    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]]) -> None:
-        """Fit a model fitted in one pass (``model.fit(x, t, mask, y)``) on ``batches``: the inputs normalised as
-        for training, class indices or normalised regression targets."""
+    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]], progress: Any = False) -> None:
+        """Fit a model fitted in one pass (``model.fit(x, t, mask, y, progress=progress)``) on ``batches``: the inputs
+        normalised as for training, class indices or normalised regression targets; ``progress`` (the one idiom,
+        :mod:`neurodyn.progress`) shows the fit's long stages."""
         xs, ts, ms, ys = [], [], [], []
         for batch in batches:
             x, mask = self._inputs(batch)
@@ -98,7 +118,7 @@ class SequenceTask(Task):
         T = max(x.shape[1] for x in xs)
         pad = lambda a: torch.nn.functional.pad(a, (0, 0, 0, T - a.shape[1]) if a.dim() == 3 else (0, T - a.shape[1]))  # noqa: E731
         t = None if any(v is None for v in ts) else torch.cat([pad(v) for v in ts])
-        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys))
+        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys), progress=progress)
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Class logits, or regression values in the data's units."""

@@ -18,7 +18,6 @@ import contextlib
 import json
 import math
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,7 @@ from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoin
 from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError, check_choice
 from ..models.registry import model_spec
+from ..progress import Stage, progress_style
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_max, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
@@ -41,7 +41,7 @@ from .losses import available_losses
 from .precision import grad_scaler, parse_precision, with_precision
 from .sampling import global_batches, rank_slice
 from .schedule import Schedule
-from .tasks import AutoregressiveTask
+from .tasks import AutoregressiveTask, evaluate_stage, predict_estimate
 
 
 class TrainingDiverged(NeurodynError, RuntimeError):
@@ -378,10 +378,9 @@ class Trainer:
         if self.dist.is_main and parse_loggers(self.cfg.log):
             self.logs = RunLogs(self.run_dir, parse_loggers(self.cfg.log), first_epoch=self.epoch)
         total = self.cfg.epochs * self.n_batches
-        on_terminal = sys.stderr.isatty()
-        use_bar = self.progress is True or (self.progress is None and on_terminal)
-        self._print_lines = self.dist.is_main and (self.progress == "lines"
-                                                   or (self.progress is None and not on_terminal))
+        style = progress_style(self.progress)  # the one idiom (neurodyn.progress): bar, lines or nothing
+        use_bar = style == "bar"
+        self._print_lines = self.dist.is_main and style == "lines"
         bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
@@ -466,7 +465,12 @@ class Trainer:
         improved = False
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
-            record["val"] = self.task.evaluate(self.eval_model, self.eval_batches(self.eval_set))
+            if self.fitted:  # a fitted model's validation is a long pass of its own (DTW 1-NN): a stage
+                record["val"] = evaluate_stage(self.task, self.eval_model, self.eval_batches(self.eval_set),
+                                               len(self.eval_set), f"{self._model_name()}: validation split",
+                                               self._stage_progress())
+            else:
+                record["val"] = self.task.evaluate(self.eval_model, self.eval_batches(self.eval_set))
             value = record["val"][self.monitor_key]
             improved = value < self.best if self.monitor_mode == "min" else value > self.best
             if improved:
@@ -488,16 +492,29 @@ class Trainer:
                 print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
                       f"({record['seconds']:.1f} s)", flush=True)
 
+    def _model_name(self) -> str:
+        return getattr(self.model, "registry_name", type(self.model).__name__)
+
+    def _stage_progress(self):
+        """The progress setting of the long stages inside an epoch (a fitted model's fit and passes): the
+        trainer's, on the main process."""
+        return self.progress if self.dist.is_main else False
+
     @torch.no_grad()
     def _fit_pass(self, bar) -> None:
         """A fitted model's training: the task fits it on every training batch, and the epoch's training loss is
-        the fitted model's mean loss on the training split."""
-        self.task.fit_model(self.model, self.eval_batches(self.train_set))
+        the fitted model's mean loss on the training split. Both are stages (:mod:`neurodyn.progress`), the
+        second with the time the model estimates for it (DTW 1-NN: a few pairs timed)."""
+        self.task.fit_model(self.model, self.eval_batches(self.train_set), progress=self._stage_progress())
         self.model.eval()
-        for batch in self.eval_batches(self.train_set):
-            n = len(batch["x"])
-            loss = self.task.training_loss(self.eval_model, batch).double().cpu()
-            self._epoch_sums += torch.stack([loss * n, torch.tensor(float(n), dtype=torch.float64)])
+        n_train = len(self.train_set)
+        estimate, detail = predict_estimate(self.model, n_train)
+        with Stage(f"{self._model_name()}: training loss of the fitted model", n_train, "sample",
+                   self._stage_progress(), estimate=estimate, detail=detail) as stage:
+            for batch in stage.track(self.eval_batches(self.train_set), lambda b: len(b["x"])):
+                n = len(batch["x"])
+                loss = self.task.training_loss(self.eval_model, batch).double().cpu()
+                self._epoch_sums += torch.stack([loss * n, torch.tensor(float(n), dtype=torch.float64)])
         self.global_step += 1
         bar.update(self.n_batches)
 

@@ -8,6 +8,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from neurodyn.cli import main
 from neurodyn.data.datasets import SteadyDataset
@@ -22,7 +23,7 @@ from neurodyn.train.tasks import SteadyTask
 
 
 def car_samples(n: int = 14, seed: int = 0, lo: int = 20, hi: int = 40, target: str = "press", flat: bool = False):
-    """Per-sample dicts like neuraloperator's mini_car.pt: ``vertices (P, 3)``, the pressure at them, ragged P."""
+    """Per-sample dicts: ``vertices (P, 3)``, the pressure at them ``(P,)`` (``flat``) or ``(P, 1)``, ragged P."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for i in range(n):
@@ -31,6 +32,79 @@ def car_samples(n: int = 14, seed: int = 0, lo: int = 20, hi: int = 40, target: 
         p = v[:, 0] * 2 + v[:, 1] ** 2 - v[:, 2]
         out.append({"vertices": v, target: p if flat else p[:, None], "index": torch.tensor(i)})
     return out
+
+
+def neuralop_car_samples(n: int = 14, seed: int = 0, lo: int = 20, hi: int = 40):
+    """Per-sample dicts laid out as neuraloperator's car files (``mini_car.pt``) hold them: ``vertices (P, 3)``,
+    ``press (1, P)`` (a leading axis of length 1), beside keys that are neither points nor target."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        P = int(torch.randint(lo, hi, (1,), generator=g))
+        v = torch.rand(P, 3, generator=g)
+        press = (v[:, 0] * 2 + v[:, 1] ** 2 - v[:, 2]).reshape(1, P)
+        out.append({"vertices": v, "press": press, "query_points": torch.rand(4, 4, 4, 3, generator=g),
+                    "distance": torch.rand(1, 4, 4, 4, generator=g)})
+    return out
+
+
+def test_neuraloperator_car_file_reads_press_of_shape_1_by_P(tmp_path):
+    samples = neuralop_car_samples(4)
+    torch.save(samples, tmp_path / "mini_car.pt")
+    data = read_public(tmp_path / "mini_car.pt")
+    sizes = [s["vertices"].shape[0] for s in samples]
+    assert data.shapes["fields/u"] == (4, max(sizes), 1)
+    for i, s in enumerate(samples):
+        np.testing.assert_allclose(data["u"][i, :sizes[i], 0], s["press"][0].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(data["pos"][i, :sizes[i]], s["vertices"].numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", ["P", "1P", "P1", "1P1", "11P"])
+def test_one_value_per_point_in_any_singleton_layout(tmp_path, shape):
+    """Oracle: the values written, index by index; every layout with axes of length 1 reads the same."""
+    P = 7
+    v = torch.rand(P, 3, generator=torch.Generator().manual_seed(1))
+    values = torch.arange(P, dtype=torch.float32) * 0.5 - 1
+    sizes = {"P": (P,), "1P": (1, P), "P1": (P, 1), "1P1": (1, P, 1), "11P": (1, 1, P)}[shape]
+    torch.save([{"vertices": v, "press": values.reshape(sizes)}], tmp_path / "one.pt")
+    data = read_public(tmp_path / "one.pt")
+    assert data.shapes["fields/u"] == (1, P, 1)
+    np.testing.assert_array_equal(data["u"][0, :, 0], values.numpy())
+
+
+def test_vectors_per_point_either_way_round_when_unambiguous(tmp_path):
+    P, c = 6, 2
+    v = torch.rand(P, 3, generator=torch.Generator().manual_seed(2))
+    w = torch.arange(P * c, dtype=torch.float32).reshape(P, c)  # w[p, k] = 2 p + k
+    torch.save([{"vertices": v, "u": w}, {"vertices": v, "u": w.T.contiguous()}], tmp_path / "vec.pt")
+    data = read_public(tmp_path / "vec.pt")
+    assert data.shapes["fields/u"] == (2, P, c)
+    want = np.array([[2 * p + k for k in range(c)] for p in range(P)], dtype=np.float32)
+    np.testing.assert_array_equal(data["u"][0], want)
+    np.testing.assert_array_equal(data["u"][1], want)
+
+
+def test_shapes_that_cannot_be_read_are_one_sentence_naming_found_and_expected(tmp_path):
+    v = torch.rand(5, 3)
+    torch.save([{"vertices": v, "press": torch.rand(2, 4)}], tmp_path / "short.pt")
+    with pytest.raises(DataError, match=r"'press' of sample 0 of \S+short.pt has shape \(2, 4\) where 'vertices' "
+                                        r"\(5, 3\) holds 5 points; expected one value per point, shape \(5,\) or "
+                                        r"the same with axes of length 1 such as \(1, 5\), or vectors \(5, c\) / "
+                                        r"\(c, 5\)$"):
+        read_public(tmp_path / "short.pt")
+    torch.save([{"vertices": v, "press": torch.rand(5, 5)}], tmp_path / "square.pt")  # (P, P): which axis?
+    with pytest.raises(DataError, match=r"has shape \(5, 5\) where 'vertices' \(5, 3\) holds 5 points"):
+        read_public(tmp_path / "square.pt")
+    # a later sample must have the first sample's channel count
+    torch.save([{"vertices": v, "press": torch.rand(1, 5)}, {"vertices": v, "press": torch.rand(2, 5)}],
+               tmp_path / "widths.pt")
+    with pytest.raises(DataError, match=r"'press' of sample 1 .* has shape \(2, 5\) .* expected one value per "
+                                        r"point, shape \(5,\) or the same with axes of length 1 such as \(1, 5\) "
+                                        r"as the first sample$"):
+        read_public(tmp_path / "widths.pt")
+    torch.save([{"vertices": v, "press": torch.rand(1, 5, 2, 3)}], tmp_path / "four.pt")
+    with pytest.raises(DataError, match=r"has shape \(1, 5, 2, 3\) where"):
+        read_public(tmp_path / "four.pt")
 
 
 def test_torch_list_is_padded_with_a_mask(tmp_path):
@@ -86,6 +160,22 @@ def test_npz_with_mask(tmp_path):
         read_public(tmp_path / "bad.npz")
 
 
+def test_npz_target_with_the_channels_first_or_a_singleton_axis(tmp_path):
+    rng = np.random.default_rng(3)
+    x, y = rng.random((3, 8, 2)), rng.random((3, 8, 2))
+    np.savez(tmp_path / "cf.npz", x=x, y=y.transpose(0, 2, 1))  # (N, c, P)
+    data = read_public(tmp_path / "cf.npz")
+    assert data.format == "point-cloud"
+    np.testing.assert_allclose(data["u"], y, rtol=1e-6)
+    np.savez(tmp_path / "one.npz", x=x, y=y[:, None, :, 0])  # (N, 1, P)
+    data = read_public(tmp_path / "one.npz")
+    assert data.format == "point-cloud" and data.shapes["fields/u"] == (3, 8, 1)
+    np.testing.assert_allclose(data["u"][..., 0], y[..., 0], rtol=1e-6)
+    np.savez(tmp_path / "bad.npz", x=x, y=rng.random((3, 8, 8)))  # (N, P, P): which axis holds the points?
+    with pytest.raises(DataError, match=r"y has shape \(3, 8, 8\) where x \(3, 8, 2\) holds 8 points per sample"):
+        read_public(tmp_path / "bad.npz", kind="point-cloud")
+
+
 @pytest.mark.parametrize("name", ["lamo", "transolver"])
 def test_padded_batch_scores_as_its_samples_unpadded(name):
     """Oracle: each sample alone, without padding. The padded batch's loss is the mean of those losses, and its
@@ -131,7 +221,7 @@ def test_masked_mse_is_the_unpadded_mse():
 
 @pytest.mark.parametrize("preset", ["lamo/elasticity_geofno", "transolver/elasticity_geofno"])
 def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys, preset):
-    samples = car_samples(14)
+    samples = neuralop_car_samples(14)  # press (1, P), as neuraloperator's mini_car.pt holds it
     torch.save(samples, tmp_path / "mini_car.pt")
     store = tmp_path / "car.h5"
     assert main(["convert", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
@@ -150,6 +240,11 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
     for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", summary):
         pixels = matplotlib.image.imread(run / image)
         assert pixels.std() > 0
+        with Image.open(run / image) as im:  # the title names the model, the run and the data file
+            assert im.text["Title"].startswith(f"{preset.split('/')[0]} ({preset}), run car: ")
+            assert "car.h5" in im.text["Title"]
+    with Image.open(run / "predictions.png") as im:  # the panels name the field and its source array
+        assert "target u (press in mini_car.pt)" in im.text["Description"]
     # the test split (the last 4 samples) with their masks, as the dataset serves it
     ds = SteadyDataset(StoredDataset(store), np.arange(10, 14))
     assert [int(ds[i]["mask"].sum()) for i in range(4)] == sizes[10:]

@@ -65,13 +65,14 @@ def default_out(src: Path, data: PublicDataset, options: dict[str, Any]) -> Path
 
 
 def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str | None = None, *,
-                     chunk_size: int | None = None, progress: bool = False, owner: str | Path | None = None,
+                     chunk_size: int | None = None, progress: Any = False, owner: str | Path | None = None,
                      **options: Any) -> Path:
     """Read ``src`` with :func:`read_public` (``kind``, ``options``) and write it as a store file.
 
     Returns the path of the store file (``out``, or the default under ``$NEURODYN_DATA/imported``).
     ``chunk_size`` samples are converted at a time (default: about 64 MB of float32 per chunk). ``owner``: the run
-    folder whose training converts into it (a path inside any other run folder is refused).
+    folder whose training converts into it (a path inside any other run folder is refused). ``progress``: the one
+    idiom of :mod:`neurodyn.progress` (None: a bar on a terminal, lines in a log; False, the default: nothing).
     """
     src = Path(src)
     if out is not None and not Path(out).exists():
@@ -98,7 +99,8 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
     ours = not partial.exists()
     try:
         done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
-                           coords=data.coords, progress=progress, owner=owner)
+                           coords=data.coords, progress=progress, owner=owner,
+                           what=f"converting {src.name} ({data.format}) into {path.name}")
     except DiskFullError:  # the chunks made so far are kept: converting again resumes from them
         raise
     except Exception:

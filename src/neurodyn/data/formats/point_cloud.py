@@ -1,14 +1,18 @@
 """Point clouds from a user's files: torch lists of per-sample dicts, and ``.npz`` arrays.
 
 * **torch** ``.pt`` (``torch.save`` of a list of dicts, one per sample, as neuraloperator's car-CFD files such as
-  ``mini_car.pt``): each dict holds the point coordinates ``(P, d)`` and the target at the points ``(P,)`` or
-  ``(P, c)``; ``P`` may differ between samples. The keys are found by name (coordinates: ``vertices``,
-  ``points``, ``pos``, ``coords``; target: ``press``, ``pressure``, ``y``, ``u``) or chosen with the options
-  ``points=KEY`` and ``target=KEY``; a file where none or several match is refused with the keys it holds.
-  Loaded with ``torch.load(weights_only=True)``: a file holding anything but tensors and plain containers is
-  refused instead of executed.
+  ``mini_car.pt``): each dict holds the point coordinates ``(P, d)`` (``(P,)`` and leading axes of length 1 are
+  read too) and the target at the points: one value per point in any layout with axes of length 1 (``(P,)``,
+  ``(1, P)`` as neuraloperator's ``press``, ``(P, 1)``, ``(1, P, 1)``...) or ``c`` values per point as ``(P, c)``
+  or ``(c, P)`` where only one axis has length ``P`` (:func:`per_point_layout`); any other shape is one DataError
+  naming the shape found and the shapes expected. ``P`` may differ between samples. The keys are found by name
+  (coordinates: ``vertices``, ``points``, ``pos``, ``coords``; target: ``press``, ``pressure``, ``y``, ``u``) or
+  chosen with the options ``points=KEY`` and ``target=KEY``; a file where none or several match is refused with
+  the keys it holds. Loaded with ``torch.load(weights_only=True)``: a file holding anything but tensors and plain
+  containers is refused instead of executed.
 * **npz** (``np.savez(FILE, x=..., y=..., mask=...)``): ``x (N, P, d)`` the coordinates, ``y (N, P, c)`` (or
-  ``(N, P)``) the target, optional ``mask (N, P)`` of 0/1 (1: a real point; the values at 0 are ignored).
+  ``(N, P)``, ``(N, c, P)``, and axes of length 1 anywhere after ``N``, as above) the target, optional
+  ``mask (N, P)`` of 0/1 (1: a real point; the values at 0 are ignored).
 
 Stored (the layout of Geo-FNO's elasticity set): ``fields/pos (N, P_max, d)`` the coordinates (the input),
 ``fields/u (N, P_max, c)`` the target; inputs ``("pos",)``, targets ``("u",)``. When the point counts differ,
@@ -66,14 +70,16 @@ def torch_archive(path: Path) -> bool:
 
 
 def looks_like_npz(path: Path) -> bool:
-    """An ``.npz`` of point clouds: ``x`` and ``y`` with a point axis each, ``y`` of three axes (a sequence
-    ``.npz`` has ``y (N,)`` or ``(N, T)``)."""
+    """An ``.npz`` of point clouds: ``x (N, P, d)`` and ``y`` of three axes or more holding values at the ``P``
+    points (:func:`per_point_layout`: ``(N, P, c)``, ``(N, 1, P)``, ``(N, c, P)``...; a sequence ``.npz`` has
+    ``y (N,)`` or ``(N, T)``)."""
     try:
         shapes = npz_shapes(path)
     except (zipfile.BadZipFile, OSError, ValueError):
         return False
     x, y = shapes.get("x"), shapes.get("y")
-    return x is not None and y is not None and len(x) == 3 and len(y) == 3 and x[:2] == y[:2]
+    return (x is not None and y is not None and len(x) == 3 and len(y) >= 3 and x[0] == y[0]
+            and per_point_layout(y[1:], x[1]) is not None)
 
 
 def _pick(keys: list[str], given: Any, known: tuple[str, ...], what: str, option: str, where: str) -> str:
@@ -116,18 +122,75 @@ def _ragged(path: Path, pos: list[np.ndarray], target: list[np.ndarray], masks: 
                          targets=("u",), options=options_dict(opts), info=info)
 
 
-def _as_points(arr: np.ndarray, label: str, width: int | None = None) -> np.ndarray:
-    """``(P,)`` or ``(P, k)`` -> ``(P, k)`` float; anything else one DataError naming ``label``."""
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _as_coords(arr: np.ndarray, label: str, width: int | None = None) -> np.ndarray:
+    """The coordinates ``(P,)``, ``(P, d)`` or either with leading singleton axes (``(1, P, d)``) -> ``(P, d)``
+    float; anything else one DataError naming ``label``, the shape found and the shape expected."""
     arr = np.asarray(arr)
+    found = arr.shape
+    while arr.ndim > 2 and arr.shape[0] == 1:
+        arr = arr[0]
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.issubdtype(arr.dtype, np.number):
-        raise DataError(f"{label} has shape {arr.shape} and dtype {arr.dtype}; expected numbers of shape (P,) or "
-                        "(P, k) with P >= 1 points")
+        raise DataError(f"{label} has shape {_shape(found)} and dtype {arr.dtype}; expected numbers of shape (P, d) "
+                        "(or (P,), or with leading axes of length 1) with P >= 1 points")
     if width is not None and arr.shape[1] != width:
-        raise DataError(f"{label} has {arr.shape[1]} columns where the first sample has {width}; expected one "
-                        "width for every sample")
+        raise DataError(f"{label} has shape {_shape(found)}, {arr.shape[1]}-d coordinates where the first sample has "
+                        f"{width}-d; expected one dimension for every sample")
     return arr.astype(np.float64)
+
+
+def per_point_layout(shape: tuple[int, ...], n_points: int, width: int | None = None) -> tuple[str, int] | None:
+    """How an array of ``shape`` holds values at ``n_points`` points, or None when it cannot be read as such.
+
+    Axes of length 1 are dropped first (unless the points or the width are 1 themselves, then kept as one
+    axis), so every singleton layout of one value per point (``(P,)``, ``(1, P)``, ``(P, 1)``, ``(1, P, 1)``)
+    is ``("points", 1)``. Two axes left: ``(P, c)`` is ``("points", c)`` and ``(c, P)`` is
+    ``("channels", c)`` (transposed by the reader), only when one axis alone has length ``P``; ``(P, P)``, a
+    third non-singleton axis or no axis of length ``P`` give None. ``width``: the channel count an earlier
+    sample fixed, which must match.
+    """
+    dims = [n for n in shape if n != 1]
+    size = int(np.prod(shape)) if shape else 1
+    if size == n_points and (not dims or dims == [n_points]):
+        layout = ("points", 1)
+    elif len(dims) == 2 and (dims[0] == n_points) != (dims[1] == n_points):
+        layout = ("points", dims[1]) if dims[0] == n_points else ("channels", dims[0])
+    elif len(dims) == 1 and n_points == 1:  # one point, a vector of values at it
+        layout = ("points", dims[0])
+    else:
+        return None
+    return layout if width is None or layout[1] == width else None
+
+
+def _expected(n_points: int, width: int | None) -> str:
+    """The layouts of values at ``n_points`` points, for a message."""
+    one = f"({n_points},) or the same with axes of length 1 such as (1, {n_points})"
+    if width == 1:
+        return f"{one} as the first sample"
+    if width is not None:
+        return f"({n_points}, {width}) or ({width}, {n_points}) as the first sample"
+    return f"{one}, or vectors ({n_points}, c) / (c, {n_points})"
+
+
+def _as_values(arr: np.ndarray, label: str, n_points: int, points: str, width: int | None = None) -> np.ndarray:
+    """The target at ``n_points`` points in any layout :func:`per_point_layout` reads -> ``(P, c)`` float; any
+    other one DataError naming ``label``, the shape found, the points (``points``: where they come from) and the
+    shapes expected."""
+    arr = np.asarray(arr)
+    if not np.issubdtype(arr.dtype, np.number):
+        raise DataError(f"{label} has dtype {arr.dtype}; expected numbers, one value (or vector) per point")
+    layout = per_point_layout(arr.shape, n_points, width)
+    if layout is None:
+        raise DataError(f"{label} has shape {_shape(arr.shape)} where {points} holds {n_points} points; expected "
+                        f"one value per point, shape {_expected(n_points, width)}")
+    kind, c = layout
+    out = arr.reshape([n for n in arr.shape if n != 1]).T if kind == "channels" else arr.reshape(n_points, c)
+    return np.ascontiguousarray(out, dtype=np.float64)
 
 
 def from_samples(path: Path, samples: list, **options: Any) -> PublicDataset:
@@ -152,12 +215,9 @@ def from_samples(path: Path, samples: list, **options: Any) -> PublicDataset:
                 raise DataError(f"{where} has no {key!r} (sample 0 has it); it holds {keys}")
             if not isinstance(s[key], torch.Tensor) or s[key].is_complex():
                 raise DataError(f"entry {key!r} of {where} is a {type(s[key]).__name__}; expected a real tensor")
-        p = _as_points(s[pk].detach().cpu().double().numpy(), f"{pk!r} of {where}", pos[0].shape[1] if pos else None)
-        u = _as_points(s[tk].detach().cpu().double().numpy(), f"{tk!r} of {where}",
-                       target[0].shape[1] if target else None)
-        if len(u) != len(p):
-            raise DataError(f"{tk!r} of {where} has {len(u)} points where {pk!r} has {len(p)}; expected one value "
-                            "per point")
+        p = _as_coords(s[pk].detach().cpu().double().numpy(), f"{pk!r} of {where}", pos[0].shape[1] if pos else None)
+        u = _as_values(s[tk].detach().cpu().double().numpy(), f"{tk!r} of {where}", len(p),
+                       f"{pk!r} {_shape(tuple(s[pk].shape))}", target[0].shape[1] if target else None)
         pos.append(p)
         target.append(u)
     return _ragged(path, pos, target, None, {"source_keys": {"pos": pk, "u": tk}}, opts, "torch-list")
@@ -179,11 +239,16 @@ def read_npz(path: Path, **options: Any) -> PublicDataset:
         if key not in arrays:
             raise DataError(f"{path}: no array {key!r}; the file holds {names} and needs x (N, P, d) and y (N, P, c)")
     x, y = arrays["x"], arrays["y"]
-    if y.ndim == 2:
-        y = y[..., None]
-    if x.ndim != 3 or y.ndim != 3 or x.shape[:2] != y.shape[:2] or min(x.shape[:2]) < 1:
-        raise DataError(f"{path}: x has shape {x.shape} and y {arrays['y'].shape}; expected x (N, P, d) and y "
-                        "(N, P, c) or (N, P) with the same N and P")
+    if x.ndim != 3 or y.ndim < 2 or x.shape[0] != y.shape[0] or min(x.shape[:2]) < 1:
+        raise DataError(f"{path}: x has shape {_shape(x.shape)} and y {_shape(y.shape)}; expected x (N, P, d) and y "
+                        "(N, P, c) or (N, P) with the same N")
+    layout = per_point_layout(y.shape[1:], x.shape[1])
+    if layout is None:
+        raise DataError(f"{path}: y has shape {_shape(y.shape)} where x {_shape(x.shape)} holds {x.shape[1]} points "
+                        f"per sample; expected ({x.shape[0]}, P, c), ({x.shape[0]}, c, P) or ({x.shape[0]}, P) with "
+                        "any axes of length 1")
+    n, P = x.shape[:2]
+    y = (y.reshape(n, layout[1], P).transpose(0, 2, 1) if layout[0] == "channels" else y.reshape(n, P, layout[1]))
     for key, arr in (("x", x), ("y", y)):
         if not np.issubdtype(arr.dtype, np.number):
             raise DataError(f"{path}: {key} has dtype {arr.dtype}; expected numbers")

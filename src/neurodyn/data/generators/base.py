@@ -43,7 +43,9 @@ class Generator(ABC):
 
     ``name``, ``version`` (default "1"; bump when the output bytes change), ``config`` (the config
     dataclass, ``config_cls``), ``inputs``/``targets`` (field names), ``chunk_size``
-    (``default_chunk_size``), and implement ``generate``. ``validate`` refuses impossible configs before
+    (``default_chunk_size``), optionally ``field_labels`` (field name -> what it is, with its units where it
+    has some, e.g. ``{"a": "permeability", "u": "solution"}``: the plots name the fields with them), and
+    implement ``generate``. ``validate`` refuses impossible configs before
     any work starts.
     """
 
@@ -53,6 +55,7 @@ class Generator(ABC):
     inputs: ClassVar[tuple[str, ...]]
     targets: ClassVar[tuple[str, ...]]
     default_chunk_size: ClassVar[int] = 32
+    field_labels: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, *, name: str | None = None, version: str | None = None, config: type | None = None,
                           inputs: tuple[str, ...] | None = None, targets: tuple[str, ...] | None = None,
@@ -115,14 +118,15 @@ class Generator(ABC):
 
     def run(self, cfg, n_samples: int, seed: int = 0, path: str | Path | None = None,
             device: str | torch.device = "cpu", chunk_size: int | None = None,
-            shard: tuple[int, int] = (0, 1), progress: bool = True) -> Path | None:
+            shard: tuple[int, int] = (0, 1), progress: Any = None) -> Path | None:
         """Generate (or reuse) the store file for ``n_samples`` samples; returns its path (``None`` while other
         shards still have chunks to make).
 
         ``path`` defaults to :meth:`default_path`. An existing file is reused only when it holds this generator,
         version, config, seed and sample count (else one DataError naming what differs; see
         :func:`~neurodyn.data.store.write_store`). ``chunk_size`` (default ``default_chunk_size``; 0 is refused, not
-        replaced) must be >= 1."""
+        replaced) must be >= 1. ``progress``: the one idiom of :mod:`neurodyn.progress` (None: a bar on a terminal,
+        lines in a log; False: nothing)."""
         if n_samples < 1:
             raise ConfigError(f"n_samples must be >= 1, got {n_samples}")
         chunk_size = self.default_chunk_size if chunk_size is None else chunk_size
@@ -131,8 +135,10 @@ class Generator(ABC):
         meta = StoreMeta(generator=self.name, generator_version=self.version, config=dataclasses.asdict(cfg),
                          seed=seed, n_samples=n_samples, chunk_size=chunk_size, inputs=self.inputs,
                          targets=self.targets)
+        shards = f", shard {shard[0]}/{shard[1]}" if shard[1] > 1 else ""
         return write_store(path, meta, lambda ids: self.generate(cfg, ids, seed, device),
-                           coords=self.coords(cfg), shard=shard, progress=progress)
+                           coords=self.coords(cfg), shard=shard, progress=progress,
+                           what=f"generating {self.name} into {path.name}{shards}")
 
 
 _GENERATORS: dict[str, Generator] = {}

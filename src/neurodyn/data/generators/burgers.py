@@ -228,6 +228,8 @@ def _draws(cfg: BurgersConfig, seed: int, i: int) -> dict[str, torch.Tensor]:
 
 @register_generator
 class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=("u",), targets=("u",), chunk_size=64):
+    field_labels = {"u": "velocity"}
+
     def validate(self, cfg: BurgersConfig) -> None:
         fine = solve_grid("burgers", cfg, 8, nodes=False)
         for name in ("nu", "cfl", "t_final"):

@@ -88,6 +88,8 @@ def solve_darcy(a: np.ndarray, f: np.ndarray | float = 1.0, face_mean: str = "ar
 
 @register_generator
 class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",), targets=("u",), chunk_size=50):
+    field_labels = {"a": "permeability", "u": "solution"}
+
     def validate(self, cfg: DarcyConfig) -> None:
         solve_grid("darcy", cfg, 3, nodes=True)
         check_positive(cfg, "tau", "alpha", "a_pos", "a_neg")

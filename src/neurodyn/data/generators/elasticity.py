@@ -211,6 +211,8 @@ class ElasticityConfig:
 @register_generator
 class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig, inputs=("pos",),
                           targets=("sigma",), chunk_size=64):
+    field_labels = {"pos": "point coordinates", "sigma": "von Mises stress"}
+
     def validate(self, cfg: ElasticityConfig) -> None:
         if not isinstance(cfg.n_theta, int) or cfg.n_theta < 8 or cfg.n_theta % 4:
             raise ConfigError(f"elasticity n_theta must be a multiple of 4 and >= 8 (the square's corners are nodes), "

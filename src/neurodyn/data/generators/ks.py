@@ -192,6 +192,8 @@ def _etdrk4_block(u0, c, g, n_steps, save_every, ids, seed, growth_limit):
 
 @register_generator
 class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=("u",), chunk_size=128):
+    field_labels = {"u": "solution"}
+
     def recipe(self, cfg: KSConfig) -> tuple[int, int]:
         waves, kmax = INITS[cfg.init]
         return cfg.n_waves or waves, cfg.k_max or kmax

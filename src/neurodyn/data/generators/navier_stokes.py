@@ -379,6 +379,7 @@ def _check_cfl(cfg, gen: str, forcing_terms, nu_min: float) -> None:
 # ------------------------------------------------------------------------------------------------
 class _TorusGenerator(Generator):
     """Shared machinery: grid, GRF initial field, batched solve, downsampling, error reporting."""
+    field_labels = {"u": "vorticity", "f": "forcing"}
 
     inputs = ("u",)
     targets = ("u",)

@@ -323,6 +323,8 @@ class PipeConfig:
 
 @register_generator
 class PipeGenerator(Generator, name="pipe", config=PipeConfig, inputs=("mesh",), targets=("u",), chunk_size=16):
+    field_labels = {"mesh": "mesh node coordinates", "u": "horizontal velocity"}
+
     def validate(self, cfg: PipeConfig) -> None:
         for field in ("resolution_x", "resolution_y"):
             v = getattr(cfg, field)

@@ -98,6 +98,8 @@ def fd_poisson_dirichlet(f: torch.Tensor, h: float) -> torch.Tensor:
 @register_generator
 class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=("f",),
                        targets=("u",), chunk_size=256):
+    field_labels = {"f": "source", "u": "solution"}
+
     def validate(self, cfg: PoissonConfig) -> None:
         if cfg.solver not in ("exact", "fd"):
             raise ConfigError(f"poisson solver must be 'exact' or 'fd', got {cfg.solver!r}")

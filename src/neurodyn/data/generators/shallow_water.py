@@ -174,6 +174,8 @@ def cell_centres(cfg: ShallowWaterConfig, dtype=torch.float64, device=None) -> t
 @register_generator
 class ShallowWaterGenerator(Generator, name="shallow_water", config=ShallowWaterConfig, inputs=("u",),
                             targets=("u",), chunk_size=8):
+    field_labels = {"u": "water depth h (and momenta hu, hv)"}
+
     def validate(self, cfg: ShallowWaterConfig) -> None:
         if cfg.resolution < 4:
             raise ConfigError(f"shallow_water resolution must be >= 4 cells per side, got {cfg.resolution}")
