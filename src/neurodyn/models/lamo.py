@@ -175,7 +175,7 @@ def _ssm(cfg: LaMOConfig, grid: bool) -> LatentSSM:
     directions = cfg.directions
     if directions == "auto":
         directions = "cross" if grid else "bi"
-    return LatentSSM.from_config(cfg.width, cfg.ssm, mixer_directions(directions, grid))
+    return LatentSSM(cfg.ssm, cfg.width, mixer_directions(directions, grid))
 
 
 @register("lamo", LaMOConfig)
