@@ -24,8 +24,8 @@ from neurodyn.train.run_folder import why_not_a_run_folder
 
 CASES = [
     # (case, preset, override, words of the error)
-    ("lamo-variant", "lamo/darcy", "model.variant=bogus",
-     "lamo variant must be one of 'grid', 'structured_mesh', 'point_cloud'; got 'bogus'"),
+    ("lamo_mesh-geometry", "lamo/pipe", "model.geometry=bogus",
+     "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'; got 'bogus'"),
     ("lamo-width", "lamo/darcy", "model.width=-3", "lamo config field width must be >= 1; got -3"),
     ("lamo-ssm-d_state", "lamo/darcy", "model.ssm.d_state=0", "ssm.d_state must be >= 1, got 0"),
     ("lamo-ssm-layout", "lamo/darcy", "model.ssm.layout=fast", "ssm.layout must be one of"),
@@ -117,7 +117,8 @@ MAKE = [
     ("chonn1d", dict(orders=()), "chonn1d orders must be a non-empty list of block orders >= 1; got ()"),
     ("chonn_vision", dict(patch_size=3), "chonn_vision patch_size must be one of 1, 2, 4; got 3"),
     ("geomano", dict(latent_grid=(0, 4)), "geomano latent_grid must be (h, w) with h, w >= 1, got (0, 4)"),
-    ("lamo", dict(variant="bogus", width=-3), "lamo variant must be one of"),
+    ("lamo", dict(grid_transfer="bogus", width=-3), "lamo config field width must be >= 1; got -3"),
+    ("lamo_mesh", dict(geometry="bogus", width=-3), "lamo_mesh geometry must be one of"),
     ("transolver", dict(width=10, n_heads=4), "transolver width (10) must be divisible by n_heads (4)"),
     ("stssm", dict(dims=1, factorization="parallel"), "STSSM factorization='parallel' (ST-SSM-FF / -VM) is a 2-D"),
     ("nac", dict(options={"backbone_unfolds": 0}), "NAC option backbone_unfolds=0 must be a whole number >= 1"),

@@ -86,14 +86,14 @@ def test_npz_with_mask(tmp_path):
         read_public(tmp_path / "bad.npz")
 
 
-@pytest.mark.parametrize("name", ["lamo", "transolver"])
+@pytest.mark.parametrize("name", ["lamo_mesh", "transolver"])
 def test_padded_batch_scores_as_its_samples_unpadded(name):
     """Oracle: each sample alone, without padding. The padded batch's loss is the mean of those losses, and its
     metrics equal the metrics accumulated sample by sample."""
     torch.manual_seed(0)
-    cfg = {"in_channels": 3, "out_channels": 1, "variant": "point_cloud", "width": 16, "n_layers": 2,
-           "n_slices": 4}
-    cfg.update({"ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4} if name == "lamo" else {"n_heads": 4})
+    cfg = {"in_channels": 3, "out_channels": 1, "width": 16, "n_layers": 2, "n_slices": 4}
+    cfg.update({"geometry": "point_cloud", "ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4} if name == "lamo_mesh"
+               else {"variant": "point_cloud", "n_heads": 4})
     model = build(name, cfg).double().eval()
     samples = car_samples(4, lo=5, hi=12)
     sizes = [len(s["vertices"]) for s in samples]
