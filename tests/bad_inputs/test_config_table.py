@@ -56,7 +56,9 @@ CASES = [
     ("train-epochs", "fno/darcy", "train.epochs=0", "train.epochs must be >= 1, got 0"),
     ("train-batch-size", "lamo/darcy", "train.batch_size=0", "train.batch_size must be >= 1, got 0"),
     ("train-loss", "fno/darcy", "train.loss=l7", "train.loss must be one of"),
-    ("train-mode", "fno/navier_stokes_rollout", "train.train_mode=replay", "train.train_mode must be one of"),
+    ("train-mode", "fno/navier_stokes_rollout", "train.rollout.mode=replay", "train.rollout.mode must be one of"),
+    ("train-flat-key", "fno/darcy", "train.scheduler=cosine",
+     "train.scheduler (the train options that belong together are sections now: spell it train.schedule.name)"),
     ("train-eval-every", "nac/sequence", "train.eval_every=0", "train.eval_every must be >= 1, got 0"),
     # checks that need more than the config's own values, still made before --fresh removes anything
     ("memory-model-too-large", "fno/darcy", "model.width=30000", "does not fit in memory"),
