@@ -1,4 +1,5 @@
-"""Point clouds from your own file: convert per-sample point sets and train LaMO's point-cloud variant on them.
+"""Point clouds from your own file: convert per-sample point sets and train LaMO on them (model lamo_mesh,
+geometry point_cloud).
 
 A torch ``.pt`` holding a list of per-sample dicts (as neuraloperator's car files: ``vertices (P, 3)``, one value
 per point ``press``) or an ``.npz`` with ``x (N, P, d)``, ``y (N, P, c)`` and an optional ``mask (N, P)`` converts

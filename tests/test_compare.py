@@ -107,7 +107,7 @@ def _no_training(monkeypatch):
 def test_a_preset_whose_model_cannot_take_the_data_is_refused_before_any_training(tmp_path, data_dir, monkeypatch):
     _no_training(monkeypatch)
     with pytest.raises(ConfigError, match=r"preset 'lamo/elasticity' does not fit the data of 'fno/darcy': model "
-                                          r"'lamo' cannot take .*LaMO \(point cloud\)"):
+                                          r"'lamo_mesh' cannot take .*LaMO \(point cloud\)"):
         compare(["fno/darcy", "lamo/elasticity"], tmp_path / "cmp", "tiny", epochs=1)
 
 

@@ -112,8 +112,8 @@ def test_data_and_task_take_the_training_settings_as_arguments(tmp_path, monkeyp
 
     monkeypatch.setenv("NEURODYN_DATA", str(tmp_path))
     cfg = load_experiment("fno/navier_stokes_rollout", "tiny", [
-        "data.n_train=2", "data.n_test=1", "data.n_val=0", "train.train_mode=pushforward", "train.pushforward=2",
-        "train.input_noise=0.25", "train.eval_mode=teacher_forcing"])
+        "data.n_train=2", "data.n_test=1", "data.n_val=0", "train.rollout.mode=pushforward",
+        "train.rollout.pushforward=2", "train.rollout.input_noise=0.25", "train.rollout.eval_mode=teacher_forcing"])
     tcfg = train_config(cfg)
     no_train = {k: v for k, v in cfg.items() if k != "train"}
     data = build_data(no_train, progress=False, train_window_steps=tcfg.window_steps)

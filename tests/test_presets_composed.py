@@ -1,11 +1,11 @@
-"""Presets compose a shared dataset file (``data: {dataset: <name>, ...}``, experiments/data/<name>.yaml).
+"""Presets name one dataset file (``defaults: [data: <name>]``, experiments/data/<name>.yaml), one hop deep.
 
 The oracle is tests/fixtures/presets_resolved.json: ``load_experiment(name, scale)`` of every preset at every scale
-as the loader resolved them before any preset named a dataset (each preset then spelled its whole data section).
-Rewriting a preset to name a dataset must leave its resolved config exactly as it was.
+as the loader resolved them before any preset named a dataset (each preset then spelled its whole data section),
+re-spelled only where a key itself was renamed (the train sections; LaMO's two models). Rewriting how presets
+compose must leave every resolved config exactly as it was. The precedence rule is experiments/README.md's.
 """
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -60,40 +60,41 @@ def _raw(name: str) -> dict:
     return yaml.safe_load((experiments.PRESET_DIR / f"{name}.yaml").read_text()) or {}
 
 
-def _generator(name: str) -> str:
-    """The data a preset describes: its generator, or 'a file' (a store the user gives: path, no generator)."""
-    return str(load_experiment(name, "paper")["data"].get("generator", "a file"))
-
-
-def test_no_two_preset_files_carry_the_same_data_section():
-    """No data mapping (the base one, or one scale's) is written out in two files: a shared one lives in a
-    dataset file that both name. A mapping that only names a dataset ({dataset: x}) is the reference itself.
-
-    The one exception: files of different generators (different data) may hold the same mapping, e.g. the paper
-    scale's ``{n_val: 100}`` (10 % more samples validate) of data/darcy, data/pipe and data/navier_stokes. A
-    dataset file builds on one dataset, so a darcy set cannot take that rule from a pipe set; it is a shared
-    convention, not a copied dataset."""
-    copies = defaultdict(list)
+def test_presets_are_one_hop_deep():
+    """Every preset names at most one dataset file, and no dataset file names another (a chain fails here)."""
+    named = 0
     for name in available_presets():
         raw = _raw(name)
-        sections = {"data": raw.get("data")}
-        sections.update({f"scales.{s}.data": (v or {}).get("data") for s, v in (raw.get("scales") or {}).items()})
-        for where, mapping in sections.items():
-            if mapping and set(mapping) != {"dataset"}:
-                copies[json.dumps(mapping, sort_keys=True)].append(f"{name}: {where}")
-    found = []
-    for text, places in copies.items():
-        files = sorted({p.split(":")[0] for p in places})  # one file's scales may repeat a mapping of its own
-        generators = [_generator(f) for f in files]
-        if len(set(generators)) < len(generators):
-            found.append(f"{', '.join(places)} all hold {text}")
-    assert not found, "data sections copied instead of composed (move them to a dataset file):\n" + "\n".join(found)
+        chained = "defaults" in raw or "dataset" in (raw.get("data") or {})
+        if name.startswith("data/"):
+            assert not chained, f"dataset file {name} names another file: presets are one hop deep"
+            assert set(raw) <= {"description", "data", "scales"}, (name, sorted(raw))
+        elif "defaults" in raw:
+            assert [list(d) for d in raw["defaults"]] == [["data"]], (name, raw["defaults"])
+            assert (experiments.DATASET_DIR / f"{raw['defaults'][0]['data']}.yaml").exists(), name
+            named += 1
+    assert named >= 70   # every preset of a shared benchmark names its dataset file
 
 
-def test_no_resolved_config_holds_the_dataset_key():
+def test_dataset_files_are_named_after_their_data_not_a_model():
+    from neurodyn.models import available
+
+    models = set(available()) | {"chonn", "s4ffno"}   # the registered names and the preset folders of families
+    for name in available_datasets():
+        assert not set(name.split("_")) & models, f"dataset file data/{name} is named after a model"
+
+
+def test_the_readme_states_the_precedence_rule_the_loader_follows():
+    readme = (experiments.PRESET_DIR / "README.md").read_text()
+    assert experiments.PRECEDENCE in readme
+    assert "one hop" in readme.lower() and "defaults:\n  - data: darcy" in readme
+
+
+def test_no_resolved_config_holds_the_dataset_name():
     for name in available_presets():
         for scale in SCALES:
-            assert "dataset" not in load_experiment(name, scale)["data"], (name, scale)
+            cfg = load_experiment(name, scale)
+            assert "dataset" not in cfg["data"] and "defaults" not in cfg, (name, scale)
 
 
 def test_every_dataset_file_with_a_generator_makes_its_generator_config():
@@ -139,11 +140,15 @@ scales:
 
 
 def test_the_merge_order_is_dataset_then_preset_for_the_base_and_for_each_scale(presets):
+    """experiments/README.md's rule: data = dataset.data <- preset.data; scale = dataset.scales[s].data <-
+    preset.scales[s].data; config = base <- scale <- overrides."""
     presets({
         "data/grid": GRID,
         "m/bench": """
+defaults:
+  - data: grid
 task: steady
-data: {dataset: grid, t_final: 50.0, normalize: none}
+data: {t_final: 50.0, normalize: none}
 model: {width: 4}
 scales:
   tiny: {data: {n_train: 6}}
@@ -160,38 +165,32 @@ scales:
     assert data["paper"] == {"generator": "grid", "resolution": 64, "t_final": 50.0, "n_train": 100, "seed": 0,
                              "normalize": "none", "n_val": 10}
     assert load_experiment("m/bench", "tiny", ["data.t_final=7.0"])["data"]["t_final"] == 7.0  # overrides last
+    assert "defaults" not in load_experiment("m/bench", "tiny")
 
 
-def test_a_dataset_may_build_on_another(presets):
-    presets({
-        "data/grid": GRID,
-        "data/grid_fine": "data: {dataset: grid, resolution: 128}\nscales: {tiny: {data: {n_train: 5}}}\n",
-        "m/bench": "data: {dataset: grid_fine, seed: 3}\n",
-    })
-    assert load_experiment("m/bench", "tiny")["data"] == {"generator": "grid", "resolution": 8, "t_final": 2.0,
-                                                          "n_train": 5, "seed": 3}
-    assert load_experiment("m/bench", "paper")["data"] == {"generator": "grid", "resolution": 128, "t_final": 20.0,
-                                                           "n_train": 100, "seed": 3}
-    assert load_experiment("data/grid_fine", "cpu")["data"]["resolution"] == 16
+@pytest.mark.parametrize("text", [
+    "defaults:\n  - data: grid\ndata: {seed: 3}\n",        # a dataset file naming another in its defaults
+    "data: {dataset: grid, seed: 3}\n",                   # or in its data section, as presets once did
+])
+def test_a_dataset_file_naming_another_is_refused(presets, text):
+    presets({"data/grid": GRID, "data/grid_fine": text, "m/bench": "defaults:\n  - data: grid_fine\n"})
+    with pytest.raises(ConfigError, match="names another file; presets are one hop deep"):
+        load_experiment("m/bench", "tiny")
 
 
 def test_an_unknown_dataset_is_one_config_error_listing_the_known_ones(presets):
-    presets({"data/grid": GRID, "data/pipe": GRID, "m/bench": "data: {dataset: gird}\n"})
+    presets({"data/grid": GRID, "data/pipe": GRID, "m/bench": "defaults:\n  - data: gird\n"})
     with pytest.raises(ConfigError, match=r"unknown dataset 'gird'.*Did you mean 'grid'.*Known: grid, pipe"):
         load_experiment("m/bench", "cpu")
 
 
-def test_datasets_naming_each_other_in_a_cycle_are_refused(presets):
-    presets({"data/a": "data: {dataset: b}\n", "data/b": "data: {dataset: a, n_train: 1}\n",
-             "m/bench": "data: {dataset: a}\n"})
-    with pytest.raises(ConfigError, match="cycle: a -> b -> a"):
-        load_experiment("m/bench", "cpu")
-
-
 @pytest.mark.parametrize("text, expected", [
-    ("data: {dataset: grid}\nscales: {tiny: {data: {dataset: grid}}}\n", "scales.tiny.data names a dataset"),
-    ("data: {dataset: model_in_data}\n", r"holds \['model'\]; a dataset file holds only"),
-    ("data: {dataset: scale_model}\n", r"holds \['scales.tiny.model'\]"),
+    ("defaults:\n  - data: grid\n  - data: grid\n", r"defaults names one dataset file.*\['data', 'data'\]"),
+    ("defaults:\n  - model: fno\n", r"defaults names one dataset file.*\['model'\]"),
+    ("defaults: {data: grid}\n", "defaults is a list of one-key entries"),
+    ("data: {dataset: grid}\n", r"data.dataset is not a key; a preset names its dataset file in its defaults"),
+    ("defaults:\n  - data: model_in_data\n", r"holds \['model'\]; a dataset file holds only"),
+    ("defaults:\n  - data: scale_model\n", r"holds \['scales.tiny.model'\]"),
 ])
 def test_misplaced_dataset_names_and_dataset_files_with_other_sections_are_refused(presets, text, expected):
     presets({"data/grid": GRID, "data/model_in_data": GRID + "model: {width: 2}\n",
@@ -201,6 +200,6 @@ def test_misplaced_dataset_names_and_dataset_files_with_other_sections_are_refus
 
 
 def test_an_override_cannot_switch_the_dataset(presets):
-    presets({"data/grid": GRID, "m/bench": "data: {dataset: grid}\n"})
-    with pytest.raises(ConfigError, match="data.dataset is read from the preset file only"):
-        load_experiment("m/bench", "cpu", ["data.dataset=other"])
+    presets({"data/grid": GRID, "m/bench": "defaults:\n  - data: grid\n"})
+    with pytest.raises(ConfigError, match=r"the dataset a preset names \(defaults\) is read from the preset file"):
+        load_experiment("m/bench", "cpu", ["defaults=[{data: other}]"])

@@ -131,16 +131,97 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not isinstance(obj, dict):
         raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")
     checkpoint_format(obj, path)
-    return obj
+    return upgrade_checkpoint(obj)
 
 
-CHECKPOINT_FORMAT = 1
-"""The format of the checkpoints this neurodyn writes (``format_version`` in each): 1, a trainer checkpoint holds the
+CHECKPOINT_FORMAT = 2
+"""The format of the checkpoints this neurodyn writes (``format_version`` in each). A trainer checkpoint holds the
 model spec and state, optimizer, scheduler, normalizers with their kinds, the task's spec, position, RNG states,
-the train config and the experiment; a model checkpoint (``neurodyn.models.save``) the spec and state. Format 0 is
-the same dict written before checkpoints carried their version (neurodyn 0.1); bump the number with any change a
-reader must know of, and keep reading the formats of :data:`READABLE_FORMATS`."""
-READABLE_FORMATS = (0, 1)
+the train config (``train_config``) and the experiment; a model checkpoint (``neurodyn.models.save``) the spec and
+state. Format 2: the train config in sections (``schedule``, ``rollout``, ``logging``) and LaMO as two models
+(``lamo`` on grids, ``lamo_mesh`` on meshes and point clouds). Format 1: the same with a flat train config and one
+``lamo`` model with a ``variant``; format 0: format 1 before checkpoints carried their version (neurodyn 0.1).
+:func:`read_checkpoint` converts formats 0 and 1 to format 2 in one place, :func:`upgrade_checkpoint` (the tables
+:data:`FORMAT_1_TRAIN_KEYS` and :data:`FORMAT_1_LAMO_KEYS`). Bump the number with any change a reader must know of,
+and keep reading the formats of :data:`READABLE_FORMATS`."""
+READABLE_FORMATS = (0, 1, 2)
+
+FORMAT_1_TRAIN_KEYS = {
+    # format 0 / 1 (a flat train config) -> format 2: (section, key)
+    "scheduler": ("schedule", "name"),
+    "pct_start": ("schedule", "pct_start"),
+    "step_size": ("schedule", "step_size"),
+    "gamma": ("schedule", "gamma"),
+    "train_mode": ("rollout", "mode"),
+    "rollout_steps": ("rollout", "steps"),
+    "eval_mode": ("rollout", "eval_mode"),
+    "pushforward": ("rollout", "pushforward"),
+    "input_noise": ("rollout", "input_noise"),
+    "log": ("logging", "to"),
+    "n_plot": ("logging", "n_plot"),
+}
+"""How a format-0 / format-1 ``train_config`` (and the experiment's ``train`` section) is read: each flat key on the
+left is the right's ``section.key`` in format 2; every other train key is the same in both."""
+
+FORMAT_1_LAMO_KEYS = {
+    # the keys of format 1's one ``lamo`` config that only one of format 2's two models has
+    "lamo": ("patch_size", "pad_multiple", "grid_size", "grid_transfer", "pos_embed", "pos_embed_interp"),
+    "lamo_mesh": ("n_slices", "slice_heads", "slice_temperature", "slice_clamp", "share_encoder", "decoder",
+                  "n_points", "slice_normalize", "slice_value_projection", "pos_channels", "placeholder",
+                  "time_embedding"),
+}
+"""How a format-0 / format-1 ``lamo`` model is read: ``variant="grid"`` is format 2's ``lamo``; ``"structured_mesh"``
+and ``"point_cloud"`` are ``lamo_mesh`` with that ``geometry``. Each keeps the keys of its model (the other model's
+keys, which format 1 stored with their defaults, are dropped); the weights are named the same."""
+
+
+def upgrade_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """A format-0 or format-1 checkpoint dict read as format 2 (a format-2 one unchanged): its ``train_config``
+    and the experiment's ``train`` section in sections (:data:`FORMAT_1_TRAIN_KEYS`), a ``lamo`` model spec and the
+    experiment's ``lamo`` model section as the model of its variant (:data:`FORMAT_1_LAMO_KEYS`). The one place an
+    older format is converted; nothing else reads the old layouts."""
+    if ckpt.get("format_version", 0) >= 2:
+        return ckpt
+    ckpt = dict(ckpt, format_version=CHECKPOINT_FORMAT)
+    if isinstance(ckpt.get("train_config"), dict):
+        ckpt["train_config"] = _format_2_train(ckpt["train_config"])
+    experiment = ckpt.get("experiment")
+    if isinstance(experiment, dict):
+        experiment = ckpt["experiment"] = dict(experiment)
+        if isinstance(experiment.get("train"), dict):
+            experiment["train"] = _format_2_train(experiment["train"])
+        if isinstance(experiment.get("model"), dict):
+            experiment["model"] = _format_2_lamo(experiment["model"], "name", experiment["model"])
+    spec = ckpt.get("model")
+    if isinstance(spec, dict) and isinstance(spec.get("config"), dict):
+        ckpt["model"] = _format_2_lamo(spec, "name", spec["config"], nested=True)
+    return ckpt
+
+
+def _format_2_train(flat: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        if key in FORMAT_1_TRAIN_KEYS:
+            section, new = FORMAT_1_TRAIN_KEYS[key]
+            out.setdefault(section, {})[new] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _format_2_lamo(holder: dict[str, Any], name_key: str, config: dict[str, Any], nested: bool = False):
+    """``holder`` (a model spec ``{name, config}`` when ``nested``, else a model section) with a format-1 ``lamo``
+    config as format 2's model."""
+    if holder.get(name_key) != "lamo" or "variant" not in config:
+        return holder
+    config = dict(config)
+    variant = config.pop("variant")
+    name = "lamo" if variant == "grid" else "lamo_mesh"
+    other = FORMAT_1_LAMO_KEYS["lamo_mesh" if name == "lamo" else "lamo"]
+    config = {k: v for k, v in config.items() if k not in other}
+    if name == "lamo_mesh":
+        config["geometry"] = variant
+    return {**holder, name_key: name, "config": config} if nested else {**config, name_key: name}
 
 
 def versioned(ckpt: dict[str, Any]) -> dict[str, Any]:

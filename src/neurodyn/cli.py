@@ -369,7 +369,7 @@ def _add_generate(sub) -> None:
     g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
                        epilog="Further key=value arguments set generator options (data.key=value for presets). "
                               "A file you have enters through `neurodyn convert FILE`.")
-    g.add_argument("target", help="a preset (e.g. fno/darcy), a dataset file of presets (e.g. data/darcy_fno) or a "
+    g.add_argument("target", help="a preset (e.g. fno/darcy), a dataset file of presets (e.g. data/darcy) or a "
                                   "generator name (e.g. darcy)")
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
     g.add_argument("--n", type=int, default=None, help="number of samples (default: the preset's splits, or 100)")

@@ -386,7 +386,7 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
         plot_sequence_predictions(task, model, batches(dataset, run.eval_batch_size, device), out,
                                   title=run_title(run, data), class_names=classes)
         return [out.name]
-    n_plot = run.train_config.n_plot
+    n_plot = run.train_config.logging.n_plot
     batch = next(batches(dataset, n_plot, device, count=n_plot))
     with torch.no_grad():
         pred = task.predict(model, batch)

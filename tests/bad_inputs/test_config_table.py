@@ -24,8 +24,8 @@ from neurodyn.train.run_folder import why_not_a_run_folder
 
 CASES = [
     # (case, preset, override, words of the error)
-    ("lamo-variant", "lamo/darcy", "model.variant=bogus",
-     "lamo variant must be one of 'grid', 'structured_mesh', 'point_cloud'; got 'bogus'"),
+    ("lamo_mesh-geometry", "lamo/pipe", "model.geometry=bogus",
+     "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'; got 'bogus'"),
     ("lamo-width", "lamo/darcy", "model.width=-3", "lamo config field width must be >= 1; got -3"),
     ("lamo-ssm-d_state", "lamo/darcy", "model.ssm.d_state=0", "ssm.d_state must be >= 1, got 0"),
     ("lamo-ssm-layout", "lamo/darcy", "model.ssm.layout=fast", "ssm.layout must be one of"),
@@ -56,7 +56,9 @@ CASES = [
     ("train-epochs", "fno/darcy", "train.epochs=0", "train.epochs must be >= 1, got 0"),
     ("train-batch-size", "lamo/darcy", "train.batch_size=0", "train.batch_size must be >= 1, got 0"),
     ("train-loss", "fno/darcy", "train.loss=l7", "train.loss must be one of"),
-    ("train-mode", "fno/navier_stokes_rollout", "train.train_mode=replay", "train.train_mode must be one of"),
+    ("train-mode", "fno/navier_stokes_rollout", "train.rollout.mode=replay", "train.rollout.mode must be one of"),
+    ("train-flat-key", "fno/darcy", "train.scheduler=cosine",
+     "train.scheduler (the train options that belong together are sections now: spell it train.schedule.name)"),
     ("train-eval-every", "nac/sequence", "train.eval_every=0", "train.eval_every must be >= 1, got 0"),
     # checks that need more than the config's own values, still made before --fresh removes anything
     ("memory-model-too-large", "fno/darcy", "model.width=30000", "does not fit in memory"),
@@ -120,7 +122,8 @@ MAKE = [
     ("chonn1d", dict(orders=()), "chonn1d orders must be a non-empty list of block orders >= 1; got ()"),
     ("chonn_vision", dict(patch_size=3), "chonn_vision patch_size must be one of 1, 2, 4; got 3"),
     ("geomano", dict(latent_grid=(0, 4)), "geomano latent_grid must be (h, w) with h, w >= 1, got (0, 4)"),
-    ("lamo", dict(variant="bogus", width=-3), "lamo variant must be one of"),
+    ("lamo", dict(grid_transfer="bogus", width=-3), "lamo config field width must be >= 1; got -3"),
+    ("lamo_mesh", dict(geometry="bogus", width=-3), "lamo_mesh geometry must be one of"),
     ("transolver", dict(width=10, n_heads=4), "transolver width (10) must be divisible by n_heads (4)"),
     ("stssm", dict(dims=1, factorization="parallel"), "STSSM factorization='parallel' (ST-SSM-FF / -VM) is a 2-D"),
     ("nac", dict(options={"backbone_unfolds": 0}), "NAC option backbone_unfolds=0 must be a whole number >= 1"),

@@ -34,6 +34,7 @@ SPECS = {
     "chonn_vision": (dict(in_channels=1, num_classes=3, dims=(8,), depths=(1,)), GRID),
     "geomano": (dict(width=8, n_layers=1, latent_grid=(4, 4)), GRID),
     "lamo": (dict(width=16, n_layers=1, grid_size=(16, 16)), GRID),
+    "lamo_mesh": (dict(width=16, n_layers=1, geometry="point_cloud", slice_heads=2, n_slices=4), (2, 20, 1)),
     "transolver": (dict(width=16, n_layers=1, variant="point_cloud", n_heads=2, n_slices=4), (2, 20, 1)),
     "stssm": (dict(dims=2, width=8, n_layers_pre=1, n_layers_post=1, d_state=4), FRAMES),
     "nac": (dict(in_channels=1, out_channels=3, d_model=8, n_heads=2, topk=2), SEQ),

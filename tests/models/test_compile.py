@@ -54,7 +54,7 @@ def _build32(name: str):
     if name == "fno":
         return ndm.build("fno", **fno), grid(12, 12)
     if name == "lamo":  # 2 heads of 16 channels: the head-scan kernel's float32 lane block
-        return ndm.build("lamo", variant="grid", in_channels=1, out_channels=1, grid_size=(8, 8), width=16,
+        return ndm.build("lamo", in_channels=1, out_channels=1, grid_size=(8, 8), width=16,
                          n_layers=2, ssm=dict(d_state=4, heads=2), mlp_ratio=2), grid(8, 8)
     if name == "geomano":
         return ndm.build("geomano", in_channels=1, width=8, n_layers=1, ssm=dict(d_state=4), latent_grid=(4, 4)), \

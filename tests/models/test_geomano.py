@@ -261,7 +261,7 @@ def test_presets_load_and_tiny_scale_trains_through_the_experiment_api(tmp_path,
         for scale in ("tiny", "cpu", "paper"):
             cfg = load_experiment(preset, scale)
             assert cfg["model"]["name"] == "geomano"
-            assert cfg["train"]["optimizer"] == "adamw" and cfg["train"]["scheduler"] == "onecycle"
+            assert cfg["train"]["optimizer"] == "adamw" and cfg["train"]["schedule"]["name"] == "onecycle"
         paper = load_experiment(preset, "paper")
         assert paper["model"]["n_layers"] == 8 and paper["model"]["ssm"]["d_state"] == 16
         assert paper["train"]["lr"] == 3e-4

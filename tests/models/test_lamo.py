@@ -1,4 +1,5 @@
-"""LaMO: parameter counts against the paper (Table 6 configs, Table 9 range), the three variants, errors.
+"""LaMO: parameter counts against the paper (Table 6 configs, Table 9 range), the two models (``lamo`` on grids,
+``lamo_mesh`` on structured meshes and point clouds), errors.
 
 Parameter counts. The paper gives LaMO's counts only as a range over the six benchmarks, "1.1-4.0" M
 (Table 9; its Table 6 lists the architecture per benchmark). Counts are computed here by independent
@@ -33,6 +34,11 @@ from neurodyn.errors import ConfigError
 from neurodyn.experiments import load_experiment
 
 DT = torch.float64
+
+
+def lamo(**kw):
+    """LaMO from keyword options: with ``geometry`` the mesh model ``lamo_mesh``, else the grid model ``lamo``."""
+    return ndm.build("lamo_mesh" if "geometry" in kw else "lamo", **kw)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -99,23 +105,23 @@ def mesh_lamo(c_in, c_out, D, L, ratio, M, He, ssm, shared, conv, time=False):
 
 CODE = {
     # Darcy: LaMO_Regular_Grid, width 64, depth 8, patch 2, 88x88 padded, SS2D d_state 64, ceil(64/16)=4 heads
-    "darcy": (dict(variant="grid", in_channels=1, width=64, n_layers=8, mlp_ratio=4,
+    "darcy": (dict(in_channels=1, width=64, n_layers=8, mlp_ratio=4,
                    ssm=dict(d_state=64, heads=4, norm="layernorm", act="gelu"), grid_size=(85, 85), pad_multiple=8),
               grid_lamo(3, 1, 64, 8, 4, 2, 44 * 44, ssm_x_proj(64, 64, 4, 4, conv2d=True)), 1_145_984),
-    "ns": (dict(variant="grid", in_channels=10, width=256, n_layers=8, mlp_ratio=4,
+    "ns": (dict(in_channels=10, width=256, n_layers=8, mlp_ratio=4,
                 ssm=dict(d_state=64, heads=16, norm="layernorm", act="gelu"), grid_size=(64, 64)),
            grid_lamo(12, 1, 256, 8, 4, 2, 32 * 32, ssm_x_proj(256, 64, 16, 4, conv2d=True)), 10_061_312),
     # Pipe: Structured_Mesh_2D_unshared, bi-Mamba2 headdim 32 (8 heads), MLP ratio 2
-    "pipe": (dict(variant="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=2,
+    "pipe": (dict(geometry="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=2,
                   ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False),
              mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 8), False, True), 4_020_545),
     # Airfoil: Structured_Mesh_2D_shared, Hydra d_state 1 expand 1 headdim 64 (2 heads)
-    "airfoil": (dict(variant="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=1,
+    "airfoil": (dict(geometry="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=1,
                      ssm=dict(d_state=1, expand=1, heads=2, layout="hydra"), share_encoder=True),
                 mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 1, 2, expand=1), True, True), 1_139_577),
     # Plasticity: unshared structured mesh with the time embedding, MLP ratio 1, 4 output channels... as
     # in the notes' analytic count (one output channel per time-conditioned call of the released script)
-    "plasticity": (dict(variant="structured_mesh", in_channels=1, width=128, mlp_ratio=1,
+    "plasticity": (dict(geometry="structured_mesh", in_channels=1, width=128, mlp_ratio=1,
                         ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False, ctx_channels=1,
                         time_embedding=True),
                    mesh_lamo(3, 1, 128, 8, 1, 64, 8, ssm_bimamba2(128, 64, 8), False, True, time=True), 3_790_657),
@@ -125,7 +131,7 @@ CODE = {
 @pytest.mark.parametrize("bench", sorted(CODE))
 def test_code_readings_match_formula_and_pins(bench):
     kw, formula, pinned = CODE[bench]
-    n = ndm.count_parameters(ndm.build("lamo", **kw))
+    n = ndm.count_parameters(lamo(**kw))
     assert n == formula == pinned
 
 
@@ -148,9 +154,10 @@ GRIDS = {"darcy": [85, 85], "ns": [64, 64]}  # the paper-scale data grids (the t
 
 def preset_model(bench, in_channels, **overrides):
     cfg = dict(load_experiment(f"lamo/{bench}", "paper")["model"])
-    cfg.pop("name")
+    name = cfg.pop("name")
+    assert name == ("lamo" if bench in GRIDS else "lamo_mesh"), (bench, name)  # Darcy, NS: grids; the rest meshes
     extra = {"grid_size": GRIDS[bench]} if bench in GRIDS else {}
-    return ndm.build("lamo", cfg, in_channels=in_channels, out_channels=1, **extra, **overrides)
+    return ndm.build(name, cfg, in_channels=in_channels, out_channels=1, **extra, **overrides)
 
 
 def test_table6_presets_against_table9(capsys):
@@ -185,7 +192,7 @@ def test_table6_presets_against_table9(capsys):
 
 def test_algorithm1_block_does_not_reproduce_the_published_maximum():
     kw = dict(CODE["pipe"][0], ssm=dict(layout="x_proj", combine="sum", norm="rmsnorm", heads=4))
-    n = ndm.count_parameters(ndm.build("lamo", **kw))
+    n = ndm.count_parameters(lamo(**kw))
     assert n == mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_x_proj(128, 64, 4, 2, norm="rmsnorm"), False, True)
     assert round(n / 1e6, 1) == 4.4
 
@@ -202,10 +209,10 @@ SMALL = dict(width=16, n_layers=2, ssm=dict(d_state=4, heads=2), mlp_ratio=2)
 MESH = dict(SMALL, n_slices=6, slice_heads=4)
 
 
-def test_point_cloud_variant_is_permutation_equivariant():
+def test_point_cloud_is_permutation_equivariant():
     for layout in ("x_proj", "hydra", "fused"):
         kw = dict(MESH, ssm=dict(MESH["ssm"], layout=layout))
-        m = ndm.build("lamo", variant="point_cloud", in_channels=1, pos_channels=2, **kw).to(DT)
+        m = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=1, pos_channels=2, **kw).to(DT)
         x, pos = torch.randn(2, 40, 1, dtype=DT), torch.rand(2, 40, 2, dtype=DT)
         perm = torch.randperm(40)
         torch.testing.assert_close(m(x, pos=pos)[:, perm], m(x[:, perm], pos=pos[:, perm]), rtol=1e-10, atol=1e-12)
@@ -213,11 +220,11 @@ def test_point_cloud_variant_is_permutation_equivariant():
 
 def test_pos_is_ignored_without_pos_channels():
     """Datasets pass pos also when it is the input itself (Elasticity); pos_channels=0 ignores it."""
-    m = ndm.build("lamo", variant="point_cloud", in_channels=2, **MESH)
+    m = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=2, **MESH)
     x = torch.rand(2, 30, 2)
     torch.testing.assert_close(m(x), m(x, pos=x))
     with pytest.raises(ValueError, match=r"\(2, 30, 3\)"):
-        ndm.build("lamo", variant="point_cloud", in_channels=2, pos_channels=3, **MESH)(x, pos=x)
+        ndm.build("lamo_mesh", geometry="point_cloud", in_channels=2, pos_channels=3, **MESH)(x, pos=x)
 
 
 def test_point_cloud_runs_on_any_number_of_points():
@@ -229,7 +236,7 @@ def test_point_cloud_runs_on_any_number_of_points():
     from neurodyn.nn.slice import SliceEncoder
 
     torch.manual_seed(0)
-    m = ndm.build("lamo", variant="point_cloud", in_channels=2, **MESH).to(DT)
+    m = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=2, **MESH).to(DT)
     with torch.no_grad():
         for p in m.parameters():
             if p.dim() >= 2:
@@ -250,8 +257,8 @@ def test_point_cloud_runs_on_any_number_of_points():
         assert (m(x[:, :20]) - y[:, :20]).abs().max() > 1e-2 * y.abs().max()   # not vacuous: other points matter
 
 
-def test_grid_variant_resolution_handling():
-    m = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(12, 12), **SMALL).to(DT)
+def test_grid_resolution_handling():
+    m = ndm.build("lamo", in_channels=1, grid_size=(12, 12), **SMALL).to(DT)
     with torch.no_grad():
         m.pos_embed.normal_()
     assert m.token_grid == (6, 6)
@@ -261,7 +268,7 @@ def test_grid_variant_resolution_handling():
     with torch.no_grad():
         m.pos_embed.fill_(0.7)                               # bilinear resizing keeps a constant embedding
     torch.testing.assert_close(m._grid_pos_embed((10, 8)), torch.full((1, 10, 8, 16), 0.7, dtype=DT))
-    fixed = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(12, 12), pos_embed_interp=False,
+    fixed = ndm.build("lamo", in_channels=1, grid_size=(12, 12), pos_embed_interp=False,
                       grid_transfer="tokens", **SMALL)
     with pytest.raises(ValueError, match="token grid"):
         fixed(torch.randn(1, 16, 16, 1))
@@ -280,7 +287,7 @@ def test_grid_transfer_resample_agrees_with_the_training_grid_at_shared_points()
     at the points both grids share equals the output at the training resolution; with 'tokens' it does not
     (each token covers a quarter of the area it was trained on)."""
     torch.manual_seed(0)
-    kw = dict(variant="grid", in_channels=1, grid_size=(9, 9), pad_multiple=2, **SMALL)
+    kw = dict(in_channels=1, grid_size=(9, 9), pad_multiple=2, **SMALL)
     resample = ndm.build("lamo", grid_transfer="resample", **kw).to(DT).eval()
     tokens = ndm.build("lamo", grid_transfer="tokens", **kw).to(DT).eval()
     tokens.load_state_dict(resample.state_dict())
@@ -305,8 +312,8 @@ def test_grid_padding_does_not_leak_into_the_crop():
     in_channels take the coordinates as data. The latent scans mix all tokens, so what the padding holds does reach
     the real points: the oracle is not met by any padding (non-zero padding gives another crop)."""
     torch.manual_seed(0)
-    m = ndm.build("lamo", variant="grid", in_channels=1, grid_size=(6, 6), pad_multiple=4, **SMALL).to(DT).eval()
-    oracle = ndm.build("lamo", variant="grid", in_channels=3, grid_size=(8, 8), pad_multiple=4, positional_grid=False,
+    m = ndm.build("lamo", in_channels=1, grid_size=(6, 6), pad_multiple=4, **SMALL).to(DT).eval()
+    oracle = ndm.build("lamo", in_channels=3, grid_size=(8, 8), pad_multiple=4, positional_grid=False,
                        **SMALL).to(DT).eval()
     assert m.token_grid == oracle.token_grid == (4, 4)
     oracle.load_state_dict(m.state_dict())
@@ -325,9 +332,9 @@ def test_grid_padding_does_not_leak_into_the_crop():
         assert (oracle(other)[:, :6, :6] - y).abs().max() > 1e-3 * y.abs().max()
 
 
-def test_structured_mesh_variant_and_shared_encoder():
-    shared = ndm.build("lamo", variant="structured_mesh", in_channels=2, share_encoder=True, **MESH)
-    unshared = ndm.build("lamo", variant="structured_mesh", in_channels=2, share_encoder=False, **MESH)
+def test_structured_mesh_and_shared_encoder():
+    shared = ndm.build("lamo_mesh", geometry="structured_mesh", in_channels=2, share_encoder=True, **MESH)
+    unshared = ndm.build("lamo_mesh", geometry="structured_mesh", in_channels=2, share_encoder=False, **MESH)
     assert shared.blocks[0].mixer.encoder is shared.blocks[1].mixer.encoder is shared.encoder
     enc = sum(p.numel() for p in shared.encoder.parameters())
     assert ndm.count_parameters(unshared) - ndm.count_parameters(shared) == enc * (MESH["n_layers"] - 1)
@@ -335,15 +342,16 @@ def test_structured_mesh_variant_and_shared_encoder():
     assert shared(x).shape == unshared(x).shape == (2, 7, 5, 1)
 
 
-@pytest.mark.parametrize("variant, x", [("grid", (2, 8, 8, 1)), ("structured_mesh", (2, 5, 4, 1)),
-                                        ("point_cloud", (2, 20, 1))])
-def test_float64_and_gradients(variant, x):
+@pytest.mark.parametrize("kw, x", [(dict(SMALL, grid_size=(8, 8)), (2, 8, 8, 1)),
+                                   (dict(MESH, geometry="structured_mesh"), (2, 5, 4, 1)),
+                                   (dict(MESH, geometry="point_cloud"), (2, 20, 1))])
+def test_float64_and_gradients(kw, x):
     """float64 end to end: autograd's input gradient equals central finite differences (gradcheck, which a float32
     step anywhere inside would fail), the float32 model with the same weights computes the same function to float32
     rounding, and every parameter gets a non-zero gradient."""
     torch.manual_seed(0)
-    m32 = ndm.build("lamo", variant=variant, in_channels=1, grid_size=(8, 8), **MESH)
-    m = ndm.build("lamo", variant=variant, in_channels=1, grid_size=(8, 8), **MESH).to(DT)
+    m32 = lamo(in_channels=1, **kw)
+    m = lamo(in_channels=1, **kw).to(DT)
     m.load_state_dict(m32.state_dict())
     with torch.no_grad():
         for p in m.parameters():   # away from the zero / tiny initialisations, so that every term matters
@@ -361,7 +369,7 @@ def test_float64_and_gradients(variant, x):
 
 
 def test_time_embedding_reads_ctx():
-    m = ndm.build("lamo", variant="structured_mesh", in_channels=1, ctx_channels=1, time_embedding=True, **MESH)
+    m = ndm.build("lamo_mesh", geometry="structured_mesh", in_channels=1, ctx_channels=1, time_embedding=True, **MESH)
     x = torch.randn(1, 5, 4, 1)
     assert not torch.allclose(m(x, ctx=torch.tensor([[0.1]])), m(x, ctx=torch.tensor([[0.9]])))
 
@@ -393,14 +401,14 @@ def test_options_build_and_run():
     for kw in (dict(decoder="separate"), dict(decoder="literal", n_points=20),
                dict(ssm=dict(MESH["ssm"], discretization="zoh")), dict(ssm=dict(MESH["ssm"], a_mode="diag")),
                dict(directions="uni"), dict(slice_normalize=False, slice_value_projection=False)):
-        m = ndm.build("lamo", variant="point_cloud", in_channels=1, init="torch", **dict(MESH, **kw)).to(DT)
+        m = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=1, init="torch", **dict(MESH, **kw)).to(DT)
         with torch.no_grad():
             y = m(x)
             assert y.shape == (2, 20, 1)
             equivariant = torch.allclose(m(x[:, perm]), y[:, perm], rtol=1e-10, atol=1e-12)
         assert equivariant == (kw.get("decoder") != "literal"), kw
-    shared = ndm.build("lamo", variant="point_cloud", in_channels=1, init="torch", **MESH).to(DT)
-    separate = ndm.build("lamo", variant="point_cloud", in_channels=1, decoder="separate", **MESH).to(DT)
+    shared = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=1, init="torch", **MESH).to(DT)
+    separate = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=1, decoder="separate", **MESH).to(DT)
     separate.load_state_dict(shared.state_dict(), strict=False)
     with torch.no_grad():
         assert not torch.allclose(separate(x), shared(x))
@@ -410,45 +418,69 @@ def test_options_build_and_run():
             assert isinstance(blk.mixer.decoder.assign, SliceEncoder)
         torch.testing.assert_close(separate(x), shared(x), rtol=1e-12, atol=1e-12)
 
-    cases = [("point_cloud", "bi", dict(variant="point_cloud"), (2, 20, 1))]
-    cases += [("grid", d, dict(variant="grid", grid_size=(8, 6)), (2, 8, 6, 1)) for d in ("bi", "cross", "corners")]
-    for variant, d, kw, shape in cases:
+    cases = [("point_cloud", "bi", dict(MESH, geometry="point_cloud"), (2, 20, 1))]
+    cases += [("grid", d, dict(SMALL, grid_size=(8, 6)), (2, 8, 6, 1)) for d in ("bi", "cross", "corners")]
+    for geometry, d, kw, shape in cases:
         torch.manual_seed(1)
-        multi = ndm.build("lamo", in_channels=1, directions=d, init="torch", **dict(MESH, **kw)).to(DT)
-        uni = ndm.build("lamo", in_channels=1, directions="uni", init="torch", **dict(MESH, **kw)).to(DT)
+        multi = lamo(in_channels=1, directions=d, init="torch", **kw).to(DT)
+        uni = lamo(in_channels=1, directions="uni", init="torch", **kw).to(DT)
         inp = torch.randn(*shape, dtype=DT)
         with torch.no_grad():
-            if variant == "grid":
+            if geometry == "grid":
                 multi.pos_embed.normal_()
             before = multi(inp)
             _first_direction_only(multi, uni)
-            assert not torch.allclose(uni(inp), before, rtol=1e-6), (variant, d)
-            torch.testing.assert_close(multi(inp), uni(inp), rtol=1e-10, atol=1e-12, msg=f"{variant} {d}")
+            assert not torch.allclose(uni(inp), before, rtol=1e-6), (geometry, d)
+            torch.testing.assert_close(multi(inp), uni(inp), rtol=1e-10, atol=1e-12, msg=f"{geometry} {d}")
 
 
 @pytest.mark.parametrize("kw, call, err, needle", [
-    (dict(variant="grid"), dict(x=(2, 8, 8, 3)), ValueError, r"\(batch, H, W, 1\)"),
-    (dict(variant="grid"), dict(x=(2, 8, 8, 1), pos=(2, 64, 2)), ValueError, "takes no pos"),
-    (dict(variant="point_cloud", pos_channels=2), dict(x=(2, 10, 1)), ValueError, "pos=None"),
-    (dict(variant="point_cloud", ctx_channels=2), dict(x=(2, 10, 1)), ValueError, "ctx"),
-    (dict(variant="structured_mesh"), dict(x=(2, 10, 1)), ValueError, "index grid"),
+    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 3)), ValueError, r"\(batch, H, W, 1\)"),
+    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), pos=(2, 64, 2)), ValueError, "lamo_mesh"),
+    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), mask=(2, 64)), ValueError, "takes no point mask"),
+    (dict(MESH, geometry="point_cloud", pos_channels=2), dict(x=(2, 10, 1)), ValueError, "pos=None"),
+    (dict(MESH, geometry="point_cloud", ctx_channels=2), dict(x=(2, 10, 1)), ValueError, "ctx"),
+    (dict(MESH, geometry="structured_mesh"), dict(x=(2, 10, 1)), ValueError, "index grid"),
 ])
 def test_bad_inputs_get_one_clear_sentence(kw, call, err, needle):
-    m = ndm.build("lamo", in_channels=1, grid_size=(8, 8), **dict(MESH, **kw))
+    m = lamo(in_channels=1, **kw)
     args = {k: torch.randn(*v) for k, v in call.items()}
     with pytest.raises(err, match=needle):
         m(args.pop("x"), **args)
 
 
 @pytest.mark.parametrize("kw, needle", [
-    (dict(variant="point_cloud", directions="cross"), "grids only"),
-    (dict(variant="mesh"), "variant"),
-    (dict(variant="point_cloud", slice_heads=3), "slice_heads"),
-    (dict(variant="point_cloud", time_embedding=True), "ctx_channels"),
+    (dict(MESH, geometry="point_cloud", directions="cross"), "grids only"),
+    (dict(MESH, geometry="mesh"), "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'"),
+    (dict(MESH, geometry="point_cloud", slice_heads=3), "slice_heads"),
+    (dict(MESH, geometry="point_cloud", time_embedding=True), "ctx_channels"),
+    (dict(SMALL, patch_size=0), "patch_size"),
+    (dict(SMALL, n_slices=8), "no config field 'n_slices'"),                      # a mesh option on the grid model
+    (dict(MESH, geometry="point_cloud", grid_size=(8, 8)), "no config field 'grid_size'"),  # and the other way
 ])
 def test_bad_configs(kw, needle):
     with pytest.raises(ConfigError, match=needle):
-        ndm.build("lamo", **dict(MESH, **kw))
+        lamo(**kw)
+
+
+def test_the_two_models_share_one_config_section_and_document_every_field():
+    """One shared section (LatentSSMOperatorConfig: width, layers, ssm, directions, ...) under both models; each
+    config's docstring names every field once, with its default."""
+    import dataclasses
+
+    from neurodyn.models.lamo import LaMOConfig, LaMOMeshConfig, LatentSSMOperatorConfig
+
+    shared = {f.name for f in dataclasses.fields(LatentSSMOperatorConfig)}
+    assert {"ssm", "directions", "width", "n_layers"} <= shared
+    for name, cls in (("lamo", LaMOConfig), ("lamo_mesh", LaMOMeshConfig)):
+        assert ndm.entry(name)[1] is cls and issubclass(cls, LatentSSMOperatorConfig)
+        assert ndm.make_config(name, {}).ssm == LatentSSMOperatorConfig().ssm
+        for f in dataclasses.fields(cls):
+            lines = [line.strip() for line in cls.__doc__.splitlines() if line.strip().startswith(f"{f.name} (")]
+            assert len(lines) == 1, f"{cls.__name__}.{f.name} is not documented in one line"
+            if f.default is not dataclasses.MISSING:
+                assert f", {f.default!r})" in lines[0].replace('"', "'"), (cls.__name__, f.name)
+    assert not {f.name for f in dataclasses.fields(LaMOConfig)} & {"geometry", "n_slices", "pos_channels"}
 
 
 @pytest.mark.slow

@@ -181,7 +181,7 @@ def test_paper_scale_of_the_sequence_presets_is_the_published_protocol(name, tas
     want, m, tr, d = TABLE4[task], cfg["model"], cfg["train"], cfg["data"]
     assert (tr["optimizer"], tr["lr"], tr["batch_size"], tr["epochs"]) == (want["opt"], want["lr"], want["batch"],
                                                                           want["epochs"])
-    assert tr.get("scheduler", "none") == "none" and not tr.get("grad_clip")
+    assert tr.get("schedule", {}).get("name", "none") == "none" and not tr.get("grad_clip")
     assert list(m["conv_channels"]) == want["conv"] and list(m["dense"]) == want["dense"]
     if name == "nac":
         assert (m["d_model"], m["n_heads"], m["mode"], m["topk"], m["sparsity"]) == (

@@ -157,8 +157,8 @@ def test_a_chonn_model_on_triton_equals_the_reference(monkeypatch):
 @needs_triton
 def test_a_lamo_model_on_triton_equals_the_reference(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    kw = dict(variant="point_cloud", in_channels=2, width=8, n_layers=1, mlp_ratio=2, n_slices=5, slice_heads=2)
-    m, ref = _pair(lambda be: ndm.build("lamo", **kw, ssm=dict(d_state=4, heads=2, backend=be)))
+    kw = dict(geometry="point_cloud", in_channels=2, width=8, n_layers=1, mlp_ratio=2, n_slices=5, slice_heads=2)
+    m, ref = _pair(lambda be: ndm.build("lamo_mesh", **kw, ssm=dict(d_state=4, heads=2, backend=be)))
     _check_same(m, ref, torch.rand(2, 9, 2), monkeypatch=monkeypatch)
 
 

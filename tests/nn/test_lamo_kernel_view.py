@@ -46,6 +46,7 @@ import torch.nn.functional as F
 
 from neurodyn.nn import mamba
 from neurodyn.nn.mamba import GRID_DIRECTIONS, LatentSSM
+from neurodyn.nn.ssm_config import LatentSSMConfig
 
 DT = torch.float64
 ATOL = 1e-10          # a correct kernel matches to float64 round-off
@@ -75,8 +76,10 @@ def make_layer(name):
     Non-trivial steps: softplus(dt_bias) in [0.05, 0.5], head decays a in [-2, -0.5], x_proj scaled up so
     Delta, B and C vary strongly from token to token; D random instead of 1."""
     torch.manual_seed(1234)
-    m = LatentSSM(16, d_state=3, expand=2, n_heads=4, n_groups=2, d_conv=3, dt_range=(0.05, 0.5),
-                  a_init_range=(0.5, 2.0), **CASES[name]).to(DT)
+    options = dict(CASES[name])
+    directions = options.pop("directions", ("forward", "backward"))
+    m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=4, groups=2, d_conv=3, dt_range=(0.05, 0.5),
+                                  a_init_range=(0.5, 2.0), **options), 16, directions).to(DT)
     with torch.no_grad():
         m.x_proj_weight.mul_(3.0)
         m.D.normal_()

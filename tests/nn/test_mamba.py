@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from neurodyn.errors import ConfigError
 from neurodyn.nn.mamba import LatentSSM, mixer_directions
+from neurodyn.nn.ssm_config import LatentSSMConfig
 from neurodyn.ops import cross_scan_indices, selective_scan_ref
 
 DT = torch.float64
@@ -98,12 +99,12 @@ def _randomise(m):
 
 @pytest.mark.parametrize("kw", [
     dict(layout="x_proj"),
-    dict(layout="x_proj", n_groups=2, combine="mean", norm="layernorm", act="gelu"),
+    dict(layout="x_proj", groups=2, combine="mean", norm="layernorm", act="gelu"),
     dict(layout="fused", combine="mean"),
     dict(layout="hydra"),
 ])
 def test_bidirectional_block_equals_forward_plus_flipped_backward(kw):
-    m = LatentSSM(6, d_state=3, expand=2, n_heads=4, d_conv=3, **kw).to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=4, d_conv=3, **kw), 6).to(DT)
     _randomise(m)
     u = torch.randn(2, 9, 6, dtype=DT)
     torch.testing.assert_close(m(u), reference_1d(m, u), rtol=1e-9, atol=1e-10)
@@ -119,8 +120,8 @@ def _corner_indices(Hh, Ww):
 @pytest.mark.parametrize("which", ["cross", "corners"])
 def test_grid_four_direction_block_matches_reference(which):
     """Four traversals of the token grid (explicit index permutations), shared 3x3 depthwise conv, summed."""
-    m = LatentSSM(4, d_state=3, expand=2, n_heads=2, directions=mixer_directions(which, grid=True),
-                  norm="layernorm", act="gelu").to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=2, norm="layernorm", act="gelu"), 4,
+                  mixer_directions(which, grid=True)).to(DT)
     _randomise(m)
     b, Hh, Ww = 2, 3, 5
     u = torch.randn(b, Hh, Ww, 4, dtype=DT)
@@ -146,8 +147,8 @@ def _jacobian(m, L=7, d=3):
 
 
 def test_unidirectional_scan_is_causal_and_bidirectional_is_not():
-    uni = LatentSSM(3, d_state=2, n_heads=2, directions=("forward",)).to(DT)
-    bi = LatentSSM(3, d_state=2, n_heads=2, directions=("forward", "backward")).to(DT)
+    uni = LatentSSM(LatentSSMConfig(d_state=2, heads=2), 3, ("forward",)).to(DT)
+    bi = LatentSSM(LatentSSMConfig(d_state=2, heads=2), 3, ("forward", "backward")).to(DT)
     Ju, Jb = _jacobian(uni), _jacobian(bi)
     upper = torch.triu(torch.ones_like(Ju, dtype=torch.bool), diagonal=1)
     assert Ju[upper].max() == 0 and Ju[~upper].min() > 0   # lower-triangular kernel (paper Eq. 80)
@@ -156,8 +157,8 @@ def test_unidirectional_scan_is_causal_and_bidirectional_is_not():
 
 def test_zoh_discretisation_matches_exact_recurrence():
     """discretization='zoh': h_t = exp(Delta a) h_{t-1} + (exp(Delta a) - 1) / a * B_t x_t (paper Eq. 4-5)."""
-    m = LatentSSM(2, d_state=2, expand=1, n_heads=1, directions=("forward",), d_conv=1, norm="none",
-                  discretization="zoh", dt_range=(0.3, 0.6), a_init_range=(1, 2)).to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=2, expand=1, heads=1, d_conv=1, norm="none", discretization="zoh",
+                                  dt_range=(0.3, 0.6), a_init_range=(1, 2)), 2, ("forward",)).to(DT)
     _randomise(m)
     u = torch.randn(1, 6, 2, dtype=DT)
     x, z = F.linear(u, m.in_proj.weight).split([2, 2], -1)
@@ -184,14 +185,14 @@ def test_float32_float64_and_gradients():
     rounding, float64 to 1e-10; float32 gradients of the input and of every parameter match float64's, and the
     float64 input gradient matches finite differences (gradcheck)."""
     torch.manual_seed(0)
-    m = LatentSSM(8, d_state=4, n_heads=2)
+    m = LatentSSM(LatentSSMConfig(d_state=4, heads=2), 8)
     _randomise(m)
     u = torch.randn(2, 10, 8, requires_grad=True)
     y = m(u)
     assert y.dtype == torch.float32 and y.shape == u.shape
     gy = torch.randn_like(y)
     (y * gy).sum().backward()
-    m64 = LatentSSM(8, d_state=4, n_heads=2).to(DT)
+    m64 = LatentSSM(LatentSSMConfig(d_state=4, heads=2), 8).to(DT)
     m64.load_state_dict(m.state_dict())
     u64 = u.detach().to(DT).requires_grad_(True)
     y64 = m64(u64)
@@ -211,20 +212,30 @@ def test_parameter_count_formula_x_proj_layout():
     """d 2di + K(k di + di) + K(H + 2GN) di + K(2H + di) + norm(di) + di d, per the module docstring."""
     d, N, H, G, k, K = 16, 8, 4, 2, 3, 2
     di = 2 * d
-    m = LatentSSM(d, d_state=N, n_heads=H, n_groups=G, d_conv=k)
+    m = LatentSSM(LatentSSMConfig(d_state=N, heads=H, groups=G, d_conv=k), d)
     want = d * 2 * di + K * (k * di + di) + K * (H + 2 * G * N) * di + K * (2 * H + di) + di + di * d
     assert sum(p.numel() for p in m.parameters()) == want
 
 
-@pytest.mark.parametrize("kw, needle", [
-    (dict(directions=("forward", "cross")), "distinct names"),
-    (dict(n_heads=3), "divisible by n_heads"),
-    (dict(discretization="zoh", a_mode="diag"), "a_mode='head'"),
-    (dict(layout="mamba3"), "layout"),
+@pytest.mark.parametrize("kw, directions, needle", [
+    ({}, ("forward", "cross"), "distinct names"),
+    (dict(heads=3), ("forward",), "divisible by n_heads"),
+    (dict(discretization="zoh", a_mode="diag"), ("forward",), "a_mode='head'"),
+    (dict(layout="mamba3"), ("forward",), "layout"),
 ])
-def test_bad_configs(kw, needle):
+def test_bad_configs(kw, directions, needle):
+    """The scan options are refused by the config (when it is made), the directions and the sizes that depend on
+    d_model by the layer."""
     with pytest.raises(ConfigError, match=needle):
-        LatentSSM(8, **kw)
+        LatentSSM(LatentSSMConfig(**kw), 8, directions)
+
+
+def test_the_layer_is_built_from_its_config_section():
+    """One constructor: the layer keeps the config it was given and reads every scan option from it."""
+    cfg = LatentSSMConfig(d_state=5, heads=2, layout="fused", norm="layernorm", a_init_range=(2.0, 3.0))
+    m = LatentSSM(cfg, 8, ("forward",))
+    assert m.config is cfg and (m.layout, m.norm_kind, m.d_state, m.n_heads) == ("fused", "layernorm", 5, 2)
+    assert isinstance(m.norm, torch.nn.LayerNorm) and bool(((-m._A() >= 2.0) & (-m._A() <= 3.0)).all())
 
 
 def test_cross_directions_are_for_grids_only():
@@ -233,10 +244,10 @@ def test_cross_directions_are_for_grids_only():
 
 
 def test_wrong_input_shape_is_one_sentence():
-    m = LatentSSM(8, d_state=4, n_heads=2)
+    m = LatentSSM(LatentSSMConfig(d_state=4, heads=2), 8)
     with pytest.raises(ValueError, match=r"\(batch, L, 8\)"):
         m(torch.randn(2, 10, 7))
-    g = LatentSSM(8, d_state=4, n_heads=2, directions=("row", "col"))
+    g = LatentSSM(LatentSSMConfig(d_state=4, heads=2), 8, ("row", "col"))
     with pytest.raises(ValueError, match="token grid"):
         g(torch.randn(2, 10, 8))
 
@@ -245,23 +256,23 @@ def test_wrong_input_shape_is_one_sentence():
 def test_diag_a_initialises_as_mamba1_s4d_real():
     """a_mode='diag' (paper Remark 2.1, Mamba-1): A_n = -n for n = 1..N in every channel and direction."""
     N = 6
-    m = LatentSSM(8, d_state=N, n_heads=2, a_mode="diag")
+    m = LatentSSM(LatentSSMConfig(d_state=N, heads=2, a_mode="diag"), 8)
     A = m._A()
     assert A.shape == (2, 16, N)
     torch.testing.assert_close(A, -torch.arange(1, N + 1, dtype=torch.float32).expand(2, 16, N))
     # the previous uniform draw stays available; heads keep Mamba-2's U[1, 16]
-    uni = LatentSSM(8, d_state=N, n_heads=2, a_mode="diag", a_init="uniform")
+    uni = LatentSSM(LatentSSMConfig(d_state=N, heads=2, a_mode="diag", a_init="uniform"), 8)
     assert not torch.allclose(uni._A(), A)
     with pytest.raises(ConfigError, match="a_mode='diag'"):
-        LatentSSM(8, a_init="s4d_real")
+        LatentSSM(LatentSSMConfig(a_init="s4d_real"), 8)
 
 
 def test_channel_delta_matches_a_per_channel_reference():
     """dt_mode='channel' (the paper's S6, Eq. 7): Delta = softplus(dt_proj(x_proj(x)) + dt_bias) per channel."""
     torch.manual_seed(0)
     d, N, H = 6, 3, 1
-    m = LatentSSM(d, d_state=N, expand=2, n_heads=H, d_conv=3, directions=("forward", "backward"),
-                  dt_mode="channel", a_mode="diag").to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=N, expand=2, heads=H, d_conv=3, dt_mode="channel", a_mode="diag"), d,
+                  ("forward", "backward")).to(DT)
     _randomise(m)
     assert m.dt_rank == 1 and m.dt_bias.shape == (2, 12) and m.dt_proj_weight.shape == (2, 12, 1)
     u = torch.randn(2, 9, d, dtype=DT)
@@ -283,7 +294,7 @@ def test_channel_delta_matches_a_per_channel_reference():
     step = F.softplus(delta + m.dt_bias[1])
     assert step.std(-1).min() > 0
     with pytest.raises(ConfigError, match="layout='x_proj'"):
-        LatentSSM(8, dt_mode="channel", layout="fused")
+        LatentSSM(LatentSSMConfig(dt_mode="channel", layout="fused"), 8)
 
 
 def test_channel_delta_with_zoh_and_grid_directions_runs():
@@ -292,8 +303,8 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
     h_t = exp(Delta a) h_{t-1} + (exp(Delta a) - 1) / a * B_t x_t with a = -exp(A_log) per head, y = C h + D x,
     scattered back to the grid and summed over the four directions."""
     torch.manual_seed(0)
-    m = LatentSSM(8, d_state=4, n_heads=2, dt_mode="channel", discretization="zoh",
-                  directions=mixer_directions("cross", grid=True)).to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=4, heads=2, dt_mode="channel", discretization="zoh"), 8,
+                  mixer_directions("cross", grid=True)).to(DT)
     _randomise(m)
     b, Hh, Ww = 2, 3, 4
     u = torch.randn(b, Hh, Ww, 8, dtype=DT)
@@ -321,7 +332,7 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
 
 @pytest.mark.parametrize("kw", [
     dict(layout="x_proj"),
-    dict(layout="fused", n_groups=2, combine="mean"),
+    dict(layout="fused", groups=2, combine="mean"),
     dict(layout="hydra"),
 ])
 def test_fused_head_kernel_path_matches_reference_with_gradients(kw, monkeypatch):
@@ -338,7 +349,7 @@ def test_fused_head_kernel_path_matches_reference_with_gradients(kw, monkeypatch
     calls = []
     real = head_scan_module._HeadScanCpu.apply
     monkeypatch.setattr(head_scan_module._HeadScanCpu, "apply", lambda *a: calls.append(1) or real(*a))
-    m = LatentSSM(16, d_state=5, expand=2, n_heads=2, d_conv=3, **kw).to(DT)
+    m = LatentSSM(LatentSSMConfig(d_state=5, expand=2, heads=2, d_conv=3, **kw), 16).to(DT)
     _randomise(m)
     u = torch.randn(2, 9, 16, dtype=DT, requires_grad=True)
     y, ref = m(u), reference_1d(m, u)

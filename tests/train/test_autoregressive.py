@@ -141,7 +141,7 @@ def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
            "data": {"path": str(store.path), "n_train": 6, "n_test": 4, "t_in": 2, "context_fields": ["f"],
                     "context_params": ["nu"], "normalize_reduce": "channel"},
            "model": {"name": "fno", "modes": [8], "width": 8, "lifting_channels": 0, "projection_channels": 16},
-           "train": {"epochs": 4, "batch_size": 10, "lr": 1e-2, "train_mode": mode, "pushforward": 1}}
+           "train": {"epochs": 4, "batch_size": 10, "lr": 1e-2, "rollout": {"mode": mode, "pushforward": 1}}}
     run = tmp_path / "run"
     final = run_experiment(cfg, run, progress=False)
     write_run_plots(run)

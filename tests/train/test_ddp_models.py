@@ -28,7 +28,7 @@ FAMILIES = {  # family: (preset, overrides, global batch)
     # the U-Net backbone's BatchNorm normalises each half batch, in either run
     "Kirchhoff": ("chonn_unet/darcy", STEADY, 6),
     # (no input noise: each rank draws it from its own generator, one process from one stream)
-    "S4D": ("stssm/burgers", ["train.input_noise=0"], 4),
+    "S4D": ("stssm/burgers", ["train.rollout.input_noise=0"], 4),
     "sequence": ("nac/event_digits", [], 4),
 }
 LOSS_RTOL = 1e-9  # float64 epoch sums added in another order

@@ -29,7 +29,7 @@ def _data(n, seed):
 def test_a_users_module_trains_checkpoints_resumes_and_predicts(tmp_path, device):
     train, val, test = _data(64, 0), _data(16, 1), _data(16, 2)
     run = tmp_path / "run"
-    options = dict(epochs=20, batch_size=16, lr=1e-2, scheduler="cosine", device=device)
+    options = dict(epochs=20, batch_size=16, lr=1e-2, schedule={"name": "cosine"}, device=device)
     with pytest.raises(KeyboardInterrupt):  # interrupted, then resumed: the same weights as a straight run
         from neurodyn.train import trainer as tr
 

@@ -30,7 +30,7 @@ def _losses(run_dir):
 
 
 def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, device):
-    cfg = _cfg("train.scheduler=onecycle")
+    cfg = _cfg("train.schedule.name=onecycle")
     whole = tmp_path / "whole"
     run_experiment(cfg, whole, device=device, progress=False)
 
@@ -57,7 +57,7 @@ def test_sigterm_saves_the_batch_it_stopped_at_and_the_run_resumes_to_identical_
     import os
     import signal
 
-    cfg = _cfg("train.scheduler=onecycle")
+    cfg = _cfg("train.schedule.name=onecycle")
     whole = tmp_path / "whole"
     run_experiment(cfg, whole, progress=False)
     before = signal.getsignal(signal.SIGTERM)
@@ -80,19 +80,46 @@ def test_sigterm_saves_the_batch_it_stopped_at_and_the_run_resumes_to_identical_
 
 
 def test_resume_with_another_config_is_refused(tmp_path, data_dir):
-    cfg = _cfg("train.scheduler=onecycle")
+    cfg = _cfg("train.schedule.name=onecycle")
     run = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 1))
     saved = (run / "config.yaml").read_text()
-    faster = _cfg("train.scheduler=onecycle", "train.lr=0.01")  # the optimizer and schedule were built for another
+    faster = _cfg("train.schedule.name=onecycle", "train.lr=0.01")  # the optimizer and schedule were built for another
     with pytest.raises(ConfigError, match=r"train\.lr \(0\.001 -> 0\.01\)"):
         run_experiment(faster, run, progress=False)
-    shorter = _cfg("train.scheduler=onecycle", "train.epochs=2")
+    shorter = _cfg("train.schedule.name=onecycle", "train.epochs=2")
     with pytest.raises(ConfigError, match=r"can be extended \(more epochs\) but not shortened"):
         run_experiment(shorter, run, progress=False)
     assert (run / "config.yaml").read_text() == saved  # the refused runs left the folder as it was
     run_experiment(faster, run, progress=False, resume=False)  # starting over is allowed
+    assert len(_losses(run)) == 3
+
+
+def test_a_run_folder_of_the_flat_train_layout_is_refused_in_one_sentence(tmp_path, data_dir):
+    """A run folder whose config.yaml holds the former flat train section (train.scheduler, ...): one sentence saying
+    the layout changed and how to go on, not a list of differing keys; its checkpoints still load."""
+    import yaml
+
+    import neurodyn
+
+    cfg = _cfg("train.schedule.name=onecycle")
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 1))
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    schedule = saved["train"].pop("schedule")
+    saved["train"].update(scheduler=schedule["name"])           # as the folder was written before the sections
+    (run / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    before = sorted(p.name for p in run.rglob("*"))
+    with pytest.raises(ConfigError) as info:
+        run_experiment(cfg, run, progress=False)
+    text = str(info.value)
+    assert "former layout of the train section" in text and "train.scheduler" in text and "--fresh" in text
+    assert "\n" not in text and "->" not in text                  # one sentence, no list of differing keys
+    assert sorted(p.name for p in run.rglob("*")) == before       # nothing touched
+    assert neurodyn.load_run(run).train_config.schedule.name == "onecycle"
+    run_experiment(cfg, run, progress=False, resume=False)        # starting over is allowed
     assert len(_losses(run)) == 3
 
 

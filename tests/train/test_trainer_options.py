@@ -6,6 +6,7 @@ the same extension uninterrupted; early stopping against a scripted validation c
 """
 import csv
 import json
+import re
 
 import pytest
 import torch
@@ -81,7 +82,7 @@ def test_early_stop_needs_a_validation_split(tmp_path, data_dir):
 
 def test_csv_log_has_one_row_per_epoch_after_a_resume(tmp_path, data_dir):
     run = tmp_path / "run"
-    cfg = _cfg("train.epochs=3", "train.log=csv")
+    cfg = _cfg("train.epochs=3", "train.logging.to=csv")
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (2, 1))
     run_experiment(cfg, run, progress=False)
@@ -101,12 +102,62 @@ def test_the_train_section_is_parsed_and_validated_once(tmp_path, data_dir, monk
     run_experiment(_cfg("train.epochs=1"), tmp_path / "r", progress=False)
     assert len(calls) == 1
     assert TrainConfig().window_steps == 1
-    assert TrainConfig(train_mode="rollout", rollout_steps=3).window_steps == 3
-    assert TrainConfig(train_mode="pushforward", pushforward=2).window_steps == 3
+    assert TrainConfig.from_options({"rollout": {"mode": "rollout", "steps": 3}}).window_steps == 3
+    assert TrainConfig.from_options({"rollout": {"mode": "pushforward", "pushforward": 2}}).window_steps == 3
     with pytest.raises(ConfigError, match="train.batch_size must be >= 1"):
         TrainConfig(batch_size=0)  # a config built by hand is validated too
     # the loss of experiments and of fit() alike (fit() dropped grad_loss_weight before)
     assert TrainConfig(loss="rel_l2+grad", grad_loss_weight=0.7).loss_fn().weight == 0.7
+
+
+@pytest.mark.parametrize("section, values, words", [
+    ("schedule", dict(name="linear"), "train.schedule.name must be one of 'onecycle', 'step', 'cosine', 'none'"),
+    ("schedule", dict(pct_start=1.5), "train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]"),
+    ("schedule", dict(step_size=0), "train.schedule.step_size must be >= 1"),
+    ("schedule", dict(gamma=0.0), "train.schedule.gamma must be > 0"),
+    ("rollout", dict(mode="replay"), "train.rollout.mode must be one of"),
+    ("rollout", dict(steps=0), "train.rollout.steps must be >= 1, got 0"),
+    ("rollout", dict(eval_mode="one_step"), "train.rollout.eval_mode must be one of"),
+    ("rollout", dict(input_noise=-0.1), "train.rollout.input_noise must be >= 0"),
+    ("rollout", dict(mode="pushforward"), "train.rollout.mode=pushforward needs train.rollout.pushforward >= 1"),
+    ("logging", dict(to="wandb"), "train.logging.to must be none, csv, tensorboard"),
+    ("logging", dict(n_plot=-1), "train.logging.n_plot must be >= 0, got -1"),
+])
+def test_each_train_section_validates_itself_naming_its_field(section, values, words):
+    """A section made by hand and the same section parsed from a mapping refuse a bad value in one ConfigError that
+    names train.<section>.<field>."""
+    from neurodyn.train import trainer
+
+    cls = {"schedule": trainer.ScheduleConfig, "rollout": trainer.RolloutConfig, "logging": trainer.LoggingConfig}
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        cls[section](**values)
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        trainer.TrainConfig.from_options({section: values})
+
+
+def test_the_train_sections_parse_from_nested_mappings_and_name_a_flat_key_s_new_spelling():
+    """Nested mappings become the sections (the rest keeps its defaults); each flat key of the former layout (the
+    checkpoint reader's table lists them) is refused with one sentence naming its new spelling, for a preset's
+    train.<key> and for fit()'s keywords; a typo inside a section gets the closest key of that section."""
+    from neurodyn.checkpoint_io import FORMAT_1_TRAIN_KEYS
+    from neurodyn.train.trainer import RolloutConfig, ScheduleConfig, TrainConfig
+
+    t = TrainConfig.from_options({"lr": 0.01, "schedule": {"name": "step", "gamma": 0.9}, "rollout": {"steps": 3}})
+    assert t.schedule == ScheduleConfig(name="step", gamma=0.9) and t.rollout == RolloutConfig(steps=3)
+    assert t.lr == 0.01 and t.logging.to == "none" and t.window_steps == 1   # steps count in mode=rollout only
+    for old, (section, key) in FORMAT_1_TRAIN_KEYS.items():
+        with pytest.raises(ConfigError) as info:
+            TrainConfig.from_options({old: 1})
+        assert f"train.{old} (the train options that belong together are sections now: spell it " \
+               f"train.{section}.{key})" in str(info.value), old
+        with pytest.raises(ConfigError, match=re.escape(f"spell it {section}={{{key!r}: ...}}")):
+            TrainConfig.from_options({old: 1}, unknown="fit() got unknown training option(s)", prefix="")
+    with pytest.raises(ConfigError, match=r"train\.schedule\.nam \(did you mean train\.schedule\.name\?\)"):
+        TrainConfig.from_options({"schedule": {"nam": "step"}})
+    with pytest.raises(ConfigError, match=r"train\.schedule is a section with the keys name, pct_start"):
+        TrainConfig.from_options({"schedule": "cosine"})
+    with pytest.raises(ConfigError, match=r"train\.schedule\.pct_start='abc' is not a number"):
+        TrainConfig.from_options({"schedule": {"pct_start": "abc"}})
 
 
 def test_tensorboard_log(tmp_path, data_dir):
@@ -115,7 +166,7 @@ def test_tensorboard_log(tmp_path, data_dir):
     that metrics.jsonl records: read back with TensorBoard's own reader."""
     accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     run = tmp_path / "run"
-    run_experiment(_cfg("train.epochs=2", "train.log=[csv,tensorboard]"), run, progress=False)
+    run_experiment(_cfg("train.epochs=2", "train.logging.to=[csv,tensorboard]"), run, progress=False)
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     events = accumulator.EventAccumulator(str(run / "tensorboard"))
     events.Reload()
@@ -140,16 +191,16 @@ def test_tensorboard_missing_is_one_sentence(tmp_path, data_dir, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tensorboard)
-    with pytest.raises(ConfigError, match=r"train.log=tensorboard needs the tensorboard package"):
-        run_experiment(_cfg("train.epochs=1", "train.log=tensorboard"), tmp_path / "r", progress=False)
-    with pytest.raises(ConfigError, match="train.log must be none, csv, tensorboard"):
-        run_experiment(_cfg("train.log=wandb"), tmp_path / "r", progress=False)
+    with pytest.raises(ConfigError, match=r"train.logging.to=tensorboard needs the tensorboard package"):
+        run_experiment(_cfg("train.epochs=1", "train.logging.to=tensorboard"), tmp_path / "r", progress=False)
+    with pytest.raises(ConfigError, match="train.logging.to must be none, csv, tensorboard"):
+        run_experiment(_cfg("train.logging.to=wandb"), tmp_path / "r", progress=False)
 
 
 @pytest.mark.parametrize("scheduler", ["onecycle", "cosine"])
 @pytest.mark.slow
 def test_raising_epochs_continues_a_finished_run_with_a_new_segment(tmp_path, data_dir, scheduler):
-    base = [f"train.scheduler={scheduler}", "train.batch_size=8"]
+    base = [f"train.schedule.name={scheduler}", "train.batch_size=8"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     for run in (straight, broken):
         run_experiment(_cfg("train.epochs=2", *base), run, progress=False)

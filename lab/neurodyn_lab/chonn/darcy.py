@@ -22,9 +22,9 @@ DARCY_MODELS = {"chonn_unet": "chonn_unet/darcy", "unet": "unet/darcy", "fno": "
 DARCY_METRICS = ("rel_l2", "rel_l1_pct", "rmse", "nrmse", "max_err", "crmse", "brmse", "frmse_low", "frmse_mid",
                  "frmse_high")
 # one protocol for the three models at cpu scale (overrides every preset's own training section)
-DARCY_PROTOCOL = {"cpu": ["train.epochs=4", "train.batch_size=20", "train.optimizer=adamw", "train.scheduler=onecycle",
-                          "train.lr=2e-3", "train.weight_decay=1e-4", "train.loss=rel_l2", "data.n_train=1000",
-                          "data.n_test=200"],
+DARCY_PROTOCOL = {"cpu": ["train.epochs=4", "train.batch_size=20", "train.optimizer=adamw",
+                          "train.schedule.name=onecycle", "train.lr=2e-3", "train.weight_decay=1e-4",
+                          "train.loss=rel_l2", "data.n_train=1000", "data.n_test=200"],
                   "tiny": ["train.epochs=1"], "paper": []}
 DARCY_MODEL_OVERRIDES = {"cpu": {"chonn_unet": ["model.init_features=8"], "unet": ["model.init_features=8"],
                                  "fno": ["model.width=32", "model.modes=[12,12]"]}}

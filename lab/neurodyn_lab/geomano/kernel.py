@@ -53,9 +53,11 @@ KERNELS = {
 def build(name: str, D: int, N: int):
     if name == "plain-lamo":
         from neurodyn.nn.mamba import LatentSSM
+        from neurodyn.nn.ssm_config import LatentSSMConfig
 
-        return LatentSSM(D, d_state=N, expand=1, n_heads=D, directions=("row", "row_rev", "col", "col_rev"),
-                         layout="x_proj", conv="same", norm="layernorm", a_mode="diag")
+        config = LatentSSMConfig(d_state=N, expand=1, heads=D, layout="x_proj", conv="same", norm="layernorm",
+                                 a_mode="diag")
+        return LatentSSM(config, D, ("row", "row_rev", "col", "col_rev"))
     from neurodyn.nn.geomamba import GeoMambaKernel
 
     return GeoMambaKernel(D, d_state=N, **KERNELS[name])

@@ -58,12 +58,12 @@ SIZES = (1024, 4096, 16384, 65536)
 MODELS = ("lamo", "transolver", "attention")
 GEOMETRIES = ("point_cloud", "grid")
 
-LAMO_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, mlp_ratio=1,
+LAMO_PC = dict(geometry="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, mlp_ratio=1,
                ssm=dict(d_state=64, expand=2, heads=4, layout="hydra"), n_slices=64, slice_heads=8,
                share_encoder=True)
 TRANSOLVER_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, n_heads=8,
                      n_slices=64, mlp_ratio=1)
-LAMO_GRID = dict(variant="grid", in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4,
+LAMO_GRID = dict(in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4,
                  ssm=dict(d_state=64, expand=2, heads=1, norm="layernorm"), patch_size=2, pad_multiple=2)
 TRANSOLVER_GRID = dict(variant="structured_mesh", in_channels=1, out_channels=1, width=128, n_layers=8,
                        n_heads=8, n_slices=64, mlp_ratio=1, unified_pos=8)
@@ -113,7 +113,7 @@ def build(model: str, geometry: str, n: int):
     if geometry == "point_cloud":
         x = torch.rand(1, n, 2, generator=g)
         if model == "lamo":
-            return ndm.build("lamo", **LAMO_PC), x
+            return ndm.build("lamo_mesh", **LAMO_PC), x
         if model == "transolver":
             return ndm.build("transolver", **TRANSOLVER_PC), x
         return AttentionTransformer(), x

@@ -37,7 +37,7 @@ OUT = "time_series/uea_tuning"
 
 #: one recipe for every model and grid point: a constant learning rate, validation every 5 epochs, early stopping
 #: after 20 evaluations (100 epochs) without a better validation accuracy, at most 400 epochs
-RECIPE = ("train.scheduler=none", "train.grad_clip=1.0", "train.batch_size=32", "train.eval_every=5",
+RECIPE = ("train.schedule.name=none", "train.grad_clip=1.0", "train.batch_size=32", "train.eval_every=5",
           "train.early_stop=20", "train.epochs=400")
 
 #: label -> (preset, its own overrides, {key: values}); NAC keeps the paper's 32-d width (Table 4, PAR column)

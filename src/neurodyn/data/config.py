@@ -17,7 +17,8 @@ generator's own options (``resolution``, ``nu``, ...), typed and checked by that
                                   max_steps                                   (sequence tasks)
 
 Every value is checked in the sections' ``__post_init__`` (one ConfigError naming ``data.<key>`` as the preset
-spells it, the value and what it must be), before anything is generated, read or removed.
+spells it, the value and what it must be), before anything is generated, read or removed; the source (a file, or a
+generator and its options) by :meth:`DataConfig.check_source`, where the data would be made or read.
 """
 from __future__ import annotations
 
@@ -232,10 +233,6 @@ class DataConfig:
                 raise ConfigError(f"data.{key} is a name; got {value!r}")
         if self.chunk_size is not None:
             check_whole("data.chunk_size", self.chunk_size, 1)
-        if self.generator and not self.path:
-            from .generators import get_generator
-
-            get_generator(self.generator).make_config(**self.options)  # the generator's own checks
 
     @classmethod
     def parse(cls, section: Mapping[str, Any] | DataConfig) -> DataConfig:
@@ -267,13 +264,18 @@ class DataConfig:
         return cls(**top, options=options, **sections)
 
     def check_source(self) -> None:
-        """One ConfigError unless the section says where its data comes from (a generator or a file); the parts that
-        need none (the split sizes, the test files) are read without it."""
+        """One ConfigError unless the section says where its data comes from: a file, or a generator whose options
+        its config accepts (checked here, where the data would be made or read, not when the section is parsed: the
+        split sizes and the test files are read without them)."""
         if not self.generator and not self.path:
             raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file: "
                               "data.path=STORE, e.g. one made by `neurodyn convert FILE`)")
         if self.splits.n_train == "all" and not self.path:
             raise all_needs_a_file()
+        if self.generator and not self.path:
+            from .generators import get_generator
+
+            get_generator(self.generator).make_config(**self.options)  # the generator's own checks
 
     @property
     def drop_seed(self) -> int:

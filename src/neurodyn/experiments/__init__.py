@@ -1,19 +1,12 @@
 """Experiment presets: YAML files ``experiments/<model>/<benchmark>.yaml`` with three scales.
 
 A preset has the sections ``task``, ``data``, ``model``, ``train`` and ``scales`` (``tiny`` / ``cpu``
-/ ``paper``, each a partial config merged over the base). ``load_experiment("fno/darcy", "cpu",
-["model.width=64"])`` merges base <- scale <- dot-list overrides with OmegaConf and returns a plain dict.
-
-A preset's ``data`` may name a dataset file, ``data: {dataset: darcy, <own keys>}`` for
-``experiments/data/darcy.yaml`` (itself a preset of ``data`` and ``scales.<s>.data`` only, which may name
-another dataset in turn). The file's sections are read as if pasted beneath the preset's::
-
-    data    = dataset.data <- preset.data                                   (base)
-    scale   = dataset.scales[s].data <- preset.scales[s].data               (per scale)
-    config  = base <- scale <- overrides
-
-so a dataset's per-scale value beats a preset's base value of the same key (as the preset's own scale would),
-and a preset's per-scale value beats both. The ``dataset`` key itself is not part of the resolved config.
+/ ``paper``, each a partial config merged over the base), and ``defaults``, which names its dataset file as the_well's
+experiment configs do: ``defaults: [data: darcy]`` for ``experiments/data/darcy.yaml``. ``load_experiment("fno/darcy",
+"cpu", ["model.width=64"])`` returns the merged config as a plain dict. Presets are one hop deep: a dataset file
+holds ``description``, ``data`` and ``scales.<scale>.data`` only, and names no other file. The precedence rule is
+stated in ``experiments/README.md`` (:data:`PRECEDENCE`); the ``defaults`` section is not part of the resolved
+config.
 """
 from __future__ import annotations
 
@@ -22,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..config_types import plain_value
@@ -31,7 +24,14 @@ from ..errors import ConfigError, unknown_name
 PRESET_DIR = Path(__file__).parent
 DATASET_DIR = PRESET_DIR / "data"
 SCALES = ("tiny", "cpu", "paper")
-SECTIONS = ("task", "data", "model", "train", "scales", "description")
+SECTIONS = ("task", "data", "model", "train", "scales", "description", "defaults")
+PRECEDENCE = """\
+data   = dataset.data              <- preset.data              (base)
+scale  = dataset.scales[s].data    <- preset.scales[s].data    (per scale)
+config = base <- scale <- overrides"""
+"""The merge order (``a <- b``: ``b`` wins), the one rule: the dataset file's sections are read as if pasted beneath
+the preset's, so a dataset's per-scale value beats a preset's base value of the same key (as the preset's own scale
+would), a preset's value beats the dataset's at the same level, and an override beats everything."""
 
 
 def available_presets() -> list[str]:
@@ -39,7 +39,7 @@ def available_presets() -> list[str]:
 
 
 def available_datasets() -> list[str]:
-    """Names a preset's ``data.dataset`` may take: the files ``experiments/data/<name>.yaml``."""
+    """Names a preset's ``defaults: [data: <name>]`` may take: the files ``experiments/data/<name>.yaml``."""
     return sorted(p.stem for p in DATASET_DIR.glob("*.yaml"))
 
 
@@ -61,12 +61,16 @@ def load_experiment(name: str, scale: str = "cpu", overrides: Sequence[str] = ()
         raise ConfigError(f"preset {path} has unknown section(s) {unknown}; expected {list(SECTIONS)}")
     scales = base.pop("scales", OmegaConf.create({}))
     at_scale = scales.get(scale) or OmegaConf.create({})
-    if isinstance(at_scale, DictConfig):
-        data, scale_data = compose_data(base.get("data"), at_scale.get("data"), scale, path)
-        if data is not None:
-            base.data = data
-        if scale_data is not None:
-            at_scale.data = scale_data
+    dataset = named_dataset(base.pop("defaults", None), path)
+    if dataset is not None and isinstance(at_scale, DictConfig):
+        ds_data, ds_scale = read_dataset(dataset, scale, path)
+        base.data = OmegaConf.merge(ds_data or {}, base.get("data") or {})
+        at_scale.data = OmegaConf.merge(ds_scale or {}, at_scale.get("data") or {})
+    for where, data in (("data", base.get("data")), (f"scales.{scale}.data", at_scale.get("data")
+                                                    if isinstance(at_scale, DictConfig) else None)):
+        if isinstance(data, DictConfig) and "dataset" in data:
+            raise ConfigError(f"{path}: {where}.dataset is not a key; a preset names its dataset file in its defaults "
+                              f"section (defaults: [data: {data.dataset}])")
     merged = OmegaConf.merge(base, at_scale)
     merged = apply_overrides(merged, overrides)
     try:
@@ -90,35 +94,41 @@ def _read(path: Path) -> DictConfig:
     return cfg
 
 
-def compose_data(data, scale_data, scale: str, where: Path, chain: tuple[str, ...] = ()):
-    """``(base data, scale data)`` of a file whose ``data`` is ``data`` and whose ``scales.<scale>.data`` is
-    ``scale_data``, with the dataset ``data.dataset`` names (and the ones it names) merged beneath each.
+def named_dataset(defaults, where: Path) -> str | None:
+    """The dataset file a preset's ``defaults`` names (``[data: darcy]`` -> ``"darcy"``), or None without one: a list of
+    one-key mappings, of which ``data`` is the one kind (a model or train section is the preset's own)."""
+    if defaults is None:
+        return None
+    items = list(defaults) if isinstance(defaults, ListConfig) else None
+    if items is None or not all(isinstance(i, DictConfig) and len(i) == 1 for i in items):
+        got = OmegaConf.to_container(defaults) if isinstance(defaults, (DictConfig, ListConfig)) else defaults
+        raise ConfigError(f"{where}: defaults is a list of one-key entries, e.g. 'defaults: [data: darcy]' (the "
+                          f"dataset file experiments/data/darcy.yaml); got {got!r}")
+    kinds = [next(iter(i)) for i in items]
+    if any(k != "data" for k in kinds) or len(kinds) != 1:
+        raise ConfigError(f"{where}: defaults names one dataset file, 'defaults: [data: <name>]'; got the entries "
+                          f"{kinds}")
+    name = items[0]["data"]
+    if not isinstance(name, str) or name not in available_datasets():
+        known = unknown_name("dataset", str(name), available_datasets())
+        raise ConfigError(f"{where}: defaults names a file experiments/data/<name>.yaml; {known}")
+    return name
 
-    ``chain`` holds the datasets already being read (a dataset naming one of them is a cycle).
-    """
-    if isinstance(scale_data, DictConfig) and "dataset" in scale_data:
-        raise ConfigError(f"{where}: scales.{scale}.data names a dataset; name it once, in the base data section "
-                          "(data.dataset), and give the scale only the keys it changes")
-    if not isinstance(data, DictConfig) or "dataset" not in data:
-        return data, scale_data
-    data = data.copy()
-    ref = data.pop("dataset")
-    if not isinstance(ref, str) or ref not in available_datasets():
-        known = unknown_name("dataset", str(ref), available_datasets())
-        raise ConfigError(f"{where}: data.dataset names a file experiments/data/<name>.yaml; {known}")
-    if ref in chain:
-        raise ConfigError(f"datasets name each other in a cycle: {' -> '.join((*chain, ref))}")
-    path = DATASET_DIR / f"{ref}.yaml"
+
+def read_dataset(name: str, scale: str, named_by: Path):
+    """``(data, scales.<scale>.data)`` of the dataset file ``name``, which holds ``description``, ``data`` and
+    ``scales.<s>.data`` only: it names no other file (presets are one hop deep)."""
+    path = DATASET_DIR / f"{name}.yaml"
     ds = _read(path)
+    if "defaults" in ds or isinstance(ds.get("data"), DictConfig) and "dataset" in ds.data:
+        raise ConfigError(f"dataset {path} (named by {named_by}) names another file; presets are one hop deep: a "
+                          "dataset file holds its data itself (description, data and scales.<scale>.data)")
     extra = [k for k in ds if k not in ("description", "data", "scales")]
     extra += [f"scales.{s}.{k}" for s, v in (ds.get("scales") or {}).items() for k in (v or {}) if k != "data"]
     if extra:
-        raise ConfigError(f"dataset {path} (named by {where}) holds {extra}; a dataset file holds only description, "
-                          "data and scales.<scale>.data")
-    ds_scale = ((ds.get("scales") or {}).get(scale) or {}).get("data")
-    ds_data, ds_scale = compose_data(ds.get("data"), ds_scale, scale, path, (*chain, ref))
-    return (OmegaConf.merge(ds_data or {}, data),
-            OmegaConf.merge(ds_scale or {}, scale_data or {}))
+        raise ConfigError(f"dataset {path} (named by {named_by}) holds {extra}; a dataset file holds only "
+                          "description, data and scales.<scale>.data")
+    return ds.get("data"), ((ds.get("scales") or {}).get(scale) or {}).get("data")
 
 
 def apply_overrides(cfg, overrides: Sequence[str]):
@@ -127,11 +137,11 @@ def apply_overrides(cfg, overrides: Sequence[str]):
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not of the form key.path=value (e.g. model.width=64)")
         key = item.split("=", 1)[0]
+        if key.strip().split(".")[0] == "defaults":
+            raise ConfigError(f"override {item!r}: the dataset a preset names (defaults) is read from the preset file "
+                              "only; override the data keys themselves (e.g. data.n_train=100)")
         if key.split(".")[0] not in SECTIONS:
             raise ConfigError(f"override {item!r} must start with one of data., model., train. or task")
-        if key.strip() == "data.dataset":
-            raise ConfigError(f"override {item!r}: data.dataset is read from the preset file only; override the "
-                              "data keys themselves (e.g. data.n_train=100)")
         plain_value(item.split("=", 1)[1], f"override {item!r}")
     try:
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))

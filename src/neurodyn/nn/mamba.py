@@ -45,6 +45,7 @@ _GRID_NAMES = GRID_DIRECTIONS + tuple(f"mirror_{d}" for d in GRID_DIRECTIONS)
 _GRID_PRESETS = {"uni": ("row",), "bi": ("row", "row_rev"), "cross": GRID_DIRECTIONS, "corners": CORNER_DIRECTIONS}
 _SEQ_PRESETS = {"uni": ("forward",), "bi": SEQ_DIRECTIONS}
 _ACTS = {"silu": nn.SiLU, "gelu": nn.GELU}
+DT_FLOOR = 1e-4  # the least initial step (Mamba's dt_init_floor)
 
 
 def mixer_directions(directions: str | Sequence[str], grid: bool) -> tuple[str, ...]:
@@ -89,6 +90,12 @@ def _phi(x: torch.Tensor) -> torch.Tensor:
 class LatentSSM(nn.Module):
     """Selective-SSM token mixer: ``(B, L, d_model) -> (B, L, d_model)`` or ``(B, H, W, d) -> (B, H, W, d)``.
 
+    ``LatentSSM(config, d_model, directions)``: every scan option comes from ``config`` (a model's ``ssm`` section,
+    :class:`~neurodyn.nn.ssm_config.LatentSSMConfig`, validated when it is made); ``d_model`` and the scan
+    ``directions`` (:func:`mixer_directions`) from the model around it. Fixed as in Mamba: no bias in ``in_proj`` /
+    ``out_proj``, a bias in the convolution, ``dt_rank = ceil(d_model / 16)`` (``dt_mode="channel"``) and initial
+    steps of at least :data:`DT_FLOOR`. (The keyword form mirroring mamba-ssm is :class:`neurodyn.nn.Mamba`.)
+
     See the module docstring for the equations and options. Sequence directions (``"forward"``,
     ``"backward"``) take ``(B, L, d_model)``; grid directions (``ops.cross_scan`` names) take a row-major
     token grid ``(B, H, W, d_model)``. Works in float32 and float64, on any device.
@@ -99,38 +106,20 @@ class LatentSSM(nn.Module):
         d_model * 2 di  +  K (di k + di)  +  K (H + 2 G N) di  +  K (2 H + di)  +  norm  +  di * d_model
     """
 
-    def __init__(self, d_model: int, d_state: int = 64, expand: float = 2, n_heads: int = 4, n_groups: int = 1,
-                 d_conv: int = 3, directions: Sequence[str] = SEQ_DIRECTIONS, layout: str = "x_proj",
-                 conv: str = "auto", combine: str = "sum", norm: str = "rmsnorm", act: str = "silu",
-                 discretization: str = "euler", a_mode: str = "head", a_init: str = "auto", dt_mode: str = "head",
-                 dt_rank: int | None = None,
-                 a_init_range: Sequence[float] = (1.0, 16.0), dt_range: Sequence[float] = (1e-3, 1e-1),
-                 dt_floor: float = 1e-4, bias: bool = False, conv_bias: bool = True, backend: str = "auto"):
+    def __init__(self, config: LatentSSMConfig, d_model: int, directions: Sequence[str] = SEQ_DIRECTIONS):
         super().__init__()
-        cfg = LatentSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, heads=n_heads, groups=n_groups,
-                              layout=layout, conv=conv, combine=combine, norm=norm, act=act,
-                              discretization=discretization, a_mode=a_mode, a_init=a_init, dt_mode=dt_mode,
-                              a_init_range=tuple(a_init_range), dt_range=tuple(dt_range), backend=backend)
-        self._init_sizes(d_model, cfg, tuple(directions), dt_rank)
-        self._init_projections(bias)
+        self.config = cfg = config
+        self._init_sizes(d_model, cfg, tuple(directions))
+        self._init_projections()
         self.act = _ACTS[cfg.act]()
-        self._init_conv(conv_bias)
-        self._init_state(cfg, dt_floor)
+        self._init_conv()
+        self._init_state(cfg)
         self._init_skip()
-        self._init_output(bias)
-
-    @classmethod
-    def from_config(cls, d_model: int, cfg: LatentSSMConfig, directions: Sequence[str]) -> LatentSSM:
-        """The mixer of a model's ``ssm`` section (:class:`~neurodyn.nn.ssm_config.LatentSSMConfig`)."""
-        return cls(d_model, d_state=cfg.d_state, expand=cfg.expand, n_heads=cfg.heads, n_groups=cfg.groups,
-                   d_conv=cfg.d_conv, directions=directions, layout=cfg.layout, conv=cfg.conv, combine=cfg.combine,
-                   norm=cfg.norm, act=cfg.act, discretization=cfg.discretization, a_mode=cfg.a_mode,
-                   a_init=cfg.a_init, dt_mode=cfg.dt_mode, a_init_range=tuple(cfg.a_init_range),
-                   dt_range=tuple(cfg.dt_range), backend=cfg.backend)
+        self._init_output()
 
     # construction, in parameter order (in_proj, x_proj, dt_proj, conv, A_log, dt_bias, D, fc_D, norm, out_proj)
 
-    def _init_sizes(self, d_model: int, cfg: LatentSSMConfig, directions: tuple[str, ...], dt_rank) -> None:
+    def _init_sizes(self, d_model: int, cfg: LatentSSMConfig, directions: tuple[str, ...]) -> None:
         """The sizes and the resolved choices; what depends on ``d_model`` or the token layout is checked here
         (the rest by ``cfg``)."""
         self.grid = bool(directions) and directions[0] in _GRID_NAMES
@@ -153,12 +142,10 @@ class LatentSSM(nn.Module):
         self.discretization, self.a_mode, self.backend = cfg.discretization, cfg.a_mode, cfg.backend
         self.a_init = ("s4d_real" if cfg.a_mode == "diag" else "uniform") if cfg.a_init == "auto" else cfg.a_init
         self.dt_mode = cfg.dt_mode
-        self.dt_rank = (int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)) if cfg.dt_mode == "channel" else H
-        if self.dt_rank < 1:
-            raise ConfigError(f"ssm dt_rank must be >= 1, got {dt_rank}.")
+        self.dt_rank = math.ceil(self.d_model / 16) if cfg.dt_mode == "channel" else H  # Mamba's dt_rank="auto"
         self.head_dim = di // H
 
-    def _init_projections(self, bias: bool) -> None:
+    def _init_projections(self) -> None:
         """``in_proj`` (its width and the convolved channels per layout) and the x_proj layout's ``x_proj`` /
         ``dt_proj`` weights."""
         K, di, H, G, N = self.K, self.d_inner, self.n_heads, self.n_groups, self.d_state
@@ -167,7 +154,7 @@ class LatentSSM(nn.Module):
             "fused": (2 * di + 2 * G * N + H, di + 2 * G * N),
             "hydra": (2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N),   # per-direction B, C, dt
         }[self.layout]
-        self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=bias)
+        self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=False)
         if self.layout == "x_proj":
             bound = 1.0 / math.sqrt(di)
             self.x_proj_weight = nn.Parameter(torch.empty(K, self.dt_rank + 2 * G * N, di).uniform_(-bound, bound))
@@ -175,17 +162,17 @@ class LatentSSM(nn.Module):
                 r = self.dt_rank ** -0.5
                 self.dt_proj_weight = nn.Parameter(torch.empty(K, di, self.dt_rank).uniform_(-r, r))
 
-    def _init_conv(self, conv_bias: bool) -> None:
+    def _init_conv(self) -> None:
         K, c, k = self.K, self.conv_channels, self.d_conv
         if self.conv_mode == "causal":  # one depthwise kernel per direction and channel, left-padded
-            self.conv = nn.Conv1d(K * c, K * c, k, groups=K * c, bias=conv_bias, padding=k - 1)
+            self.conv = nn.Conv1d(K * c, K * c, k, groups=K * c, padding=k - 1)
         elif self.conv_mode == "same":
             cls = nn.Conv2d if self.grid else nn.Conv1d
-            self.conv = cls(c, c, k, groups=c, bias=conv_bias, padding=k // 2)
+            self.conv = cls(c, c, k, groups=c, padding=k // 2)
         else:
             self.conv = None
 
-    def _init_state(self, cfg: LatentSSMConfig, dt_floor: float) -> None:
+    def _init_state(self, cfg: LatentSSMConfig) -> None:
         """``A_log`` and ``dt_bias`` (one set per direction; hydra shares one set between them)."""
         di, H, N = self.d_inner, self.n_heads, self.d_state
         lo, hi = (float(v) for v in cfg.a_init_range)
@@ -199,7 +186,7 @@ class LatentSSM(nn.Module):
             a = torch.empty(n_sets, di, N).uniform_(lo, hi)
         self.A_log = nn.Parameter(torch.log(a))
         n_dt = di if self.dt_mode == "channel" else H
-        dt = torch.exp(torch.empty(n_sets, n_dt).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(dt_floor, dlo))
+        dt = torch.exp(torch.empty(n_sets, n_dt).uniform_(math.log(dlo), math.log(dhi))).clamp_min(min(DT_FLOOR, dlo))
         self.dt_bias = nn.Parameter(inv_softplus(dt))
 
     def _init_skip(self) -> None:
@@ -336,7 +323,7 @@ class LatentSSM(nn.Module):
 
     # ----------------------------------------------------------------------------------------------
 
-    def _init_output(self, bias: bool) -> None:
+    def _init_output(self) -> None:
         """The norm before (fused: after) the gate and ``out_proj``."""
         if self.norm_kind == "rmsnorm":
             self.norm = RMSNorm(self.d_inner)
@@ -344,7 +331,7 @@ class LatentSSM(nn.Module):
             self.norm = nn.LayerNorm(self.d_inner)
         else:
             self.norm = nn.Identity()
-        self.out_proj = nn.Linear(self.d_inner, self.d_model, bias=bias)
+        self.out_proj = nn.Linear(self.d_inner, self.d_model, bias=False)
 
     # the three layouts: in_proj output -> (gate z, x (b, K, L, di), dt, B, C in scan order, x before ordering)
 

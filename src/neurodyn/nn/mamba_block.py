@@ -49,9 +49,9 @@ refuses a complex ``A`` with a TypeError. The block itself is unaffected: mamba-
 
 What differs from :class:`neurodyn.nn.mamba.LatentSSM` (LaMO's mixer): that one scans ``directions=("forward",
 "backward")`` by default (not causal), has ``n_heads=4`` Mamba-2 heads with one step and one decay per head, an
-RMSNorm before the gate, ``d_state=64``, ``d_conv=3`` and ``x_proj`` weights per direction; ``LatentSSM(d, directions=
-("forward",), n_heads=1, norm="none", a_mode="diag", dt_mode="channel", d_state=16, d_conv=4)`` is the closest,
-with other parameter names.
+RMSNorm before the gate, ``d_state=64``, ``d_conv=3`` and ``x_proj`` weights per direction; ``LatentSSM(
+LatentSSMConfig(heads=1, norm="none", a_mode="diag", dt_mode="channel", d_state=16, d_conv=4), d, ("forward",))``
+is the closest, with other parameter names.
 """
 from __future__ import annotations
 

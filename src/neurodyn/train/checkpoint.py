@@ -6,6 +6,7 @@ step), ``rng`` (torch, CUDA, numpy, python states), ``best``, ``experiment`` (th
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -66,7 +67,7 @@ def _config_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 PROSE_KEYS = ("description",)  # a preset's text: rewording it changes nothing that was trained
 
 
-def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
+def check_resume_config(cfg: dict[str, Any], run_dir: Path, tcfg: Any) -> None:
     """Refuse to resume a run folder whose checkpoint was trained with another config.
 
     A resumed run continues the saved optimizer, scheduler (whose length is fixed by the epochs and batches
@@ -74,7 +75,9 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
     the old run nor the new one. The preset's prose (``description``) is not compared. The one change allowed is
     more ``train.epochs``: the run continues to the new count (see :mod:`neurodyn.train.schedule` for what the
     learning-rate schedule does then); and a longer ``train.time_limit`` (or none, 0): a run its limit stopped
-    trains on, in the same schedule, until the new limit or its epochs.
+    trains on, in the same schedule, until the new limit or its epochs. A run folder written with the former flat
+    train section (before ``train.schedule`` / ``rollout`` / ``logging``) is refused in one sentence saying so
+    (``tcfg``: the parsed train section of ``cfg``, whose fields are today's train options).
     """
     saved = run_dir / "config.yaml"
     if not (run_dir / "checkpoints" / "last.pt").exists() or not saved.exists():
@@ -83,6 +86,14 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         old = yaml.safe_load(saved.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot resume {run_dir}: its config.yaml is not readable YAML ({err})") from None
+    old_train = old.get("train") if isinstance(old, dict) else None
+    former = _former_train_layout(old_train, tcfg) if isinstance(old_train, dict) else []
+    if former:
+        raise ConfigError(f"run folder {run_dir} was trained with the former layout of the train section (flat keys "
+                          f"such as train.{former[0]}; the options that belong together are "
+                          "the sections train.schedule, train.rollout and train.logging now), so its config cannot be "
+                          "compared: train into a new run folder (neurodyn train --run-name NAME) or start this one "
+                          "over (--fresh); its checkpoints still load (neurodyn evaluate, neurodyn.load_run)")
     if isinstance(old, dict) and isinstance(old.get("data"), dict):  # what the run recorded of its file is no setting
         old = {**old, "data": without_generator({k: v for k, v in old["data"].items() if k != "file"})}
     diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
@@ -104,6 +115,15 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path) -> None:
         raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
                           "train into a new run folder (neurodyn train --run-name NAME) or start this one over "
                           "(--fresh)")
+
+
+def _former_train_layout(train: dict[str, Any], tcfg: Any) -> list[str]:
+    """The keys of a saved ``train`` section that are no option of today's train config (the fields of ``tcfg``, a
+    :class:`~neurodyn.train.trainer.TrainConfig`): a config.yaml is written after its config was validated, so such
+    a key was an option when the run was made, in the flat layout before the train options were grouped in
+    sections."""
+    known = {f.name for f in dataclasses.fields(tcfg)}
+    return [k for k in train if k not in known]
 
 
 def _longer_time_limit(old: Any, new: Any) -> bool:

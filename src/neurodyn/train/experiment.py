@@ -113,8 +113,9 @@ def build_task(cfg: dict[str, Any], data: dict[str, Any], tcfg: TrainConfig):
     train = data["sets"]["train"]
     return AutoregressiveTask(loss, data["u_norm"], train.channels, train.frames_as_channels,
                               step=data["config"].windows.step, cf_norm=data.get("cf_norm"),
-                              ctx_norm=data.get("ctx_norm"), train_mode=tcfg.train_mode, pushforward=tcfg.pushforward,
-                              input_noise=tcfg.input_noise, eval_mode=tcfg.eval_mode)
+                              ctx_norm=data.get("ctx_norm"), train_mode=tcfg.rollout.mode,
+                              pushforward=tcfg.rollout.pushforward, input_noise=tcfg.rollout.input_noise,
+                              eval_mode=tcfg.rollout.eval_mode)
 
 
 def train_config(cfg: dict[str, Any]) -> TrainConfig:
@@ -205,7 +206,7 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
         raise ConfigError(f"run folder {run_dir} holds a config.yaml that {why}, which a training does not write "
                           "over; train into another folder with --run-name NAME")
     if resume:  # before any data is generated or loaded
-        check_resume_config(cfg, run_dir)
+        check_resume_config(cfg, run_dir, tcfg)
     torch.manual_seed(tcfg.seed)
     data = build_data(cfg, device, progress if dist.is_main else False, dist.is_main, barrier,
                       train_window_steps=tcfg.window_steps)

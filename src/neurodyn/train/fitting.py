@@ -69,10 +69,11 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
 
     ``init``: the module's constructor arguments, saved so the run can rebuild it. ``normalize``: ``gaussian`` |
     ``minmax`` | ``none`` for inputs and targets, fitted on ``train``. ``train_options``: any ``train.*`` setting
-    (``epochs``, ``batch_size``, ``lr``, ``loss``, ``scheduler``, ``precision``, ``accumulate``, ``early_stop``, ...;
-    see :class:`neurodyn.train.trainer.TrainConfig`). Running it again resumes (``resume=False`` starts over).
+    (``epochs``, ``batch_size``, ``lr``, ``loss``, ``precision``, ``accumulate``, ``early_stop``, ..., and the sections
+    as mappings: ``schedule={"name": "cosine"}``, ``logging={"to": "csv"}``; see
+    :class:`neurodyn.train.trainer.TrainConfig`). Running it again resumes (``resume=False`` starts over).
     """
-    tcfg = TrainConfig.from_options(train_options, unknown="fit() got unknown training option(s)")
+    tcfg = TrainConfig.from_options(train_options, unknown="fit() got unknown training option(s)", prefix="")
     train_set, val_set = _as_dataset(train, "train"), _as_dataset(val, "val")
     if len(train_set) == 0:
         raise ConfigError("fit() got no training samples (train holds 0); give at least one (x, y) pair")
@@ -95,7 +96,7 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
             raise ConfigError(f"run_dir {run_dir} holds a config.yaml that {why}, which fit() does not write over; "
                               "give run_dir a new folder (or one that fit() trained)")
         if resume:
-            check_resume_config(experiment, run_dir)  # changed settings are refused (more epochs continue)
+            check_resume_config(experiment, run_dir, tcfg)  # changed settings are refused (more epochs continue)
         open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
         trainer = Trainer(model, task, train_set, val_set, tcfg, run_dir, experiment=experiment, device=device,

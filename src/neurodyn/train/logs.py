@@ -1,4 +1,4 @@
-"""Training logs beside ``metrics.jsonl``: ``train.log = none | csv | tensorboard`` (or a list of them).
+"""Training logs beside ``metrics.jsonl``: ``train.logging.to = none | csv | tensorboard`` (or a list of them).
 
 * ``csv``: ``metrics.csv`` with one row per epoch (epoch, train_loss, lr, seconds, and ``val_<metric>`` for every
   scalar validation metric), rewritten from the history after each epoch, so a resumed run holds no stale rows.
@@ -26,7 +26,7 @@ def parse_loggers(value: Any) -> tuple[str, ...]:
     names = [value] if isinstance(value, str) else list(value or [])
     for name in names:
         if name not in LOGGERS:
-            raise ConfigError(f"train.log must be none, csv, tensorboard or a list of them; got {value!r}")
+            raise ConfigError(f"train.logging.to must be none, csv, tensorboard or a list of them; got {value!r}")
     return tuple(n for n in names if n != "none")
 
 
@@ -36,8 +36,9 @@ def check_available(loggers: Sequence[str]) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter  # noqa: F401
         except ImportError:
-            raise ConfigError("train.log=tensorboard needs the tensorboard package: pip install "
-                              "'neurodyn[tensorboard]' (or pip install tensorboard), or use train.log=csv") from None
+            raise ConfigError("train.logging.to=tensorboard needs the tensorboard package: pip install "
+                              "'neurodyn[tensorboard]' (or pip install tensorboard), or use train.logging.to=csv"
+                              ) from None
 
 
 class RunLogs:

@@ -246,7 +246,7 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     if not ckpt.get("task_spec") or "normalizer_kinds" not in ckpt:
         raise DataError(f"checkpoint {path} does not hold its task (written by a neurodyn before 0.1's checkpoint "
                         "format); train the run again to load it")
-    tcfg = TrainConfig(**ckpt["train_config"])
+    tcfg = TrainConfig.from_options(ckpt["train_config"])
     norms = {}
     for key, kind in ckpt["normalizer_kinds"].items():
         norm = Normalizer(kind["kind"], kind["reduce"])

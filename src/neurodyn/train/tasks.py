@@ -150,11 +150,12 @@ class AutoregressiveTask(Task):
                  train_mode: str = "teacher_forcing", pushforward: int = 0, input_noise: float = 0.0,
                  eval_mode: str = "rollout"):
         if train_mode not in self.MODES:
-            raise ConfigError(f"train.train_mode must be one of {', '.join(self.MODES)}, got {train_mode!r}")
+            raise ConfigError(f"train.rollout.mode must be one of {', '.join(self.MODES)}, got {train_mode!r}")
         if eval_mode not in self.EVAL_MODES:
-            raise ConfigError(f"train.eval_mode must be one of {', '.join(self.EVAL_MODES)}, got {eval_mode!r}")
+            raise ConfigError(f"train.rollout.eval_mode must be one of {', '.join(self.EVAL_MODES)}, got {eval_mode!r}")
         if train_mode == "pushforward" and pushforward < 1:
-            raise ConfigError("train.train_mode=pushforward needs train.pushforward >= 1 (the most unrolled steps)")
+            raise ConfigError("train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled "
+                              "steps)")
         self.loss_fn, self.u_norm, self.cf_norm, self.ctx_norm = loss, u_norm, cf_norm, ctx_norm
         self.channels, self.fac, self.step = channels, frames_as_channels, step
         self.train_mode, self.pushforward, self.input_noise = train_mode, pushforward, input_noise

@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import math
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,39 +49,152 @@ class TrainingDiverged(NeurodynError, RuntimeError):
     """The loss became NaN or Inf."""
 
 
+SCHEDULES = ("onecycle", "step", "cosine", "none")
+
+
 @dataclass
-class TrainConfig:
-    epochs: int = 100
-    batch_size: int = 20
-    eval_batch_size: int = 0        # 0: same as batch_size
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    optimizer: str = "adamw"        # adamw | adam
-    scheduler: str = "onecycle"     # onecycle | step | cosine | none
-    pct_start: float = 0.3          # OneCycleLR warm-up fraction
-    step_size: int = 100            # StepLR: epochs between decays
-    gamma: float = 0.5              # StepLR decay
-    grad_clip: float = 0.0          # max gradient norm; 0 disables clipping
-    loss: str = "rel_l2"
-    grad_loss_weight: float = 0.1   # weight of the gradient term for loss "rel_l2+grad"
-    seed: int = 0
-    eval_every: int = 1             # epochs between evaluations (the last epoch is always evaluated)
-    shuffle: bool = True
-    train_mode: str = "teacher_forcing"  # autoregressive: teacher_forcing | rollout | pushforward
-    rollout_steps: int = 1          # autoregressive rollout training: model calls unrolled per window
-    eval_mode: str = "rollout"      # autoregressive evaluation: rollout | teacher_forcing (one step from true frames)
-    pushforward: int = 0            # autoregressive pushforward: most steps unrolled without gradient
-    input_noise: float = 0.0        # autoregressive: std of noise added to normalised input frames
-    n_plot: int = 4                 # test samples drawn in the prediction plot
-    accumulate: int = 1             # micro-batches of batch_size per optimizer step (= one batch of accumulate x size)
-    early_stop: int = 0             # stop after this many evaluations without a better validation metric; 0: never
-    precision: str | int = "32"     # 32 | bf16 (autocast, CPU and CUDA) | 16 (float16 + GradScaler, CUDA)
-    compile: bool = False           # torch.compile the model for training
-    time_limit: float = 0.0         # seconds of training (epochs with their evaluations); 0: none (see _out_of_time)
-    log: str | list = "none"        # none | csv | tensorboard, or a list (metrics.jsonl is always written)
+class ScheduleConfig:
+    """``train.schedule``: the learning-rate schedule (:mod:`neurodyn.train.schedule`).
+
+    Attributes:
+        name (str, "onecycle"): onecycle (OneCycleLR stepped per batch) | step (StepLR) | cosine | none (constant).
+        pct_start (float, 0.3): onecycle: the warm-up fraction, in [0, 1].
+        step_size (int, 100): step: epochs between decays.
+        gamma (float, 0.5): step: the decay factor.
+    """
+
+    name: str = "onecycle"
+    pct_start: float = 0.3
+    step_size: int = 100
+    gamma: float = 0.5
 
     def __post_init__(self) -> None:
-        """The one validation: every TrainConfig, parsed or built by hand, is checked when it is made."""
+        check_choice("train.schedule.name", self.name, SCHEDULES)
+        if not 0 <= self.pct_start <= 1:
+            raise ConfigError(f"train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]; got "
+                              f"{self.pct_start}")
+        if self.step_size < 1:
+            raise ConfigError(f"train.schedule.step_size must be >= 1 (epochs between decays), got {self.step_size}")
+        if not self.gamma > 0:
+            raise ConfigError(f"train.schedule.gamma must be > 0 (the StepLR decay factor), got {self.gamma}")
+
+
+@dataclass
+class RolloutConfig:
+    """``train.rollout``: how an autoregressive task trains and evaluates (:class:`neurodyn.train.tasks.
+    AutoregressiveTask`; other tasks ignore it).
+
+    Attributes:
+        mode (str, "teacher_forcing"): training: teacher_forcing (one step from true frames) | rollout (steps
+            unrolled with gradients) | pushforward (Brandstetter et al. 2022).
+        steps (int, 1): rollout: model calls unrolled per training window.
+        eval_mode (str, "rollout"): evaluation: rollout (the horizon from the given frames) | teacher_forcing (one
+            step from true frames).
+        pushforward (int, 0): pushforward: the most steps unrolled without gradient (>= 1 for mode=pushforward).
+        input_noise (float, 0.0): std of the noise added to the normalised input frames in training.
+    """
+
+    mode: str = "teacher_forcing"
+    steps: int = 1
+    eval_mode: str = "rollout"
+    pushforward: int = 0
+    input_noise: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_choice("train.rollout.mode", self.mode, AutoregressiveTask.MODES)
+        check_choice("train.rollout.eval_mode", self.eval_mode, AutoregressiveTask.EVAL_MODES)
+        for name, least in (("steps", 1), ("pushforward", 0)):
+            if getattr(self, name) < least:
+                raise ConfigError(f"train.rollout.{name} must be >= {least}, got {getattr(self, name)}")
+        if not self.input_noise >= 0:
+            raise ConfigError(f"train.rollout.input_noise must be >= 0, got {self.input_noise}")
+        if self.mode == "pushforward" and self.pushforward < 1:
+            raise ConfigError("train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled "
+                              "steps)")
+
+    @property
+    def window_steps(self) -> int:
+        """Model steps one training window unrolls: 1 (teacher forcing), ``steps`` (rollout) or ``pushforward + 1``
+        (pushforward)."""
+        return {"rollout": self.steps, "pushforward": self.pushforward + 1}.get(self.mode, 1)
+
+
+@dataclass
+class LoggingConfig:
+    """``train.logging``: what a run writes beside ``metrics.jsonl`` (which is always written).
+
+    Attributes:
+        to (str | list, "none"): none | csv | tensorboard, or a list of them (:mod:`neurodyn.train.logs`).
+        n_plot (int, 4): test samples drawn in the prediction plot (``neurodyn train --plot``).
+    """
+
+    to: str | list = "none"
+    n_plot: int = 4
+
+    def __post_init__(self) -> None:
+        parse_loggers(self.to)
+        if self.n_plot < 0:
+            raise ConfigError(f"train.logging.n_plot must be >= 0, got {self.n_plot}")
+
+
+@dataclass
+class TrainConfig:
+    """The ``train`` section: options that belong together are sections (``schedule``, ``rollout``, ``logging``),
+    each validated when it is made; the rest are top-level (the optimizer step, the loop, the precision: single
+    options read on their own). Parse a mapping with :meth:`from_options`.
+
+    Attributes:
+        epochs (int, 100): epochs to train (raising it continues a run).
+        batch_size (int, 20): samples per micro-batch.
+        eval_batch_size (int, 0): samples per evaluation batch (0: batch_size).
+        lr (float, 0.001): the (peak) learning rate.
+        weight_decay (float, 0.0001): the optimizer's weight decay.
+        optimizer (str, "adamw"): adamw | adam.
+        grad_clip (float, 0.0): max gradient norm (0: no clipping).
+        loss (str, "rel_l2"): the training loss (``neurodyn.train.losses``).
+        grad_loss_weight (float, 0.1): weight of the gradient term of loss "rel_l2+grad".
+        seed (int, 0): the run's seed (initialisation, batch order).
+        eval_every (int, 1): epochs between evaluations (the last epoch is always evaluated).
+        shuffle (bool, True): a new batch order every epoch (a function of seed and epoch).
+        accumulate (int, 1): micro-batches of batch_size per optimizer step.
+        early_stop (int, 0): stop after this many evaluations without a better validation metric (0: never).
+        precision (str | int, "32"): 32 | bf16 (autocast, CPU and CUDA) | 16 (float16 + GradScaler, CUDA).
+        compile (bool, False): torch.compile the model for training.
+        time_limit (float, 0.0): seconds of training (epochs with their evaluations); 0: none.
+        schedule (ScheduleConfig, onecycle): the learning-rate schedule: name, pct_start, step_size, gamma.
+        rollout (RolloutConfig, teacher_forcing): autoregressive training and evaluation: mode, steps, eval_mode,
+            pushforward, input_noise.
+        logging (LoggingConfig, none): logs and plots: to, n_plot.
+    """
+
+    epochs: int = 100
+    batch_size: int = 20
+    eval_batch_size: int = 0
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    optimizer: str = "adamw"
+    grad_clip: float = 0.0
+    loss: str = "rel_l2"
+    grad_loss_weight: float = 0.1
+    seed: int = 0
+    eval_every: int = 1
+    shuffle: bool = True
+    accumulate: int = 1
+    early_stop: int = 0
+    precision: str | int = "32"
+    compile: bool = False
+    time_limit: float = 0.0
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def __post_init__(self) -> None:
+        """The one validation: every TrainConfig, parsed or built by hand, is checked when it is made (its sections
+        when they were made)."""
+        for name, cls in _sections().items():
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"train.{name} must be a {cls.__name__} (TrainConfig.from_options reads a mapping "
+                                  f"{{{', '.join(f.name for f in fields(cls))}}}); got {getattr(self, name)!r}")
         if self.epochs < 1:
             raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
@@ -88,9 +202,7 @@ class TrainConfig:
         if self.accumulate < 1:
             raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
                               f"{self.accumulate}")
-        for name, least, meaning in (("eval_batch_size", 0, " (0: batch_size)"), ("eval_every", 1, ""),
-                                     ("step_size", 1, ""), ("rollout_steps", 1, ""), ("pushforward", 0, ""),
-                                     ("n_plot", 0, "")):
+        for name, least, meaning in (("eval_batch_size", 0, " (0: batch_size)"), ("eval_every", 1, "")):
             if getattr(self, name) < least:
                 raise ConfigError(f"train.{name} must be >= {least}{meaning}, got {getattr(self, name)}")
         if not self.time_limit >= 0:
@@ -100,34 +212,45 @@ class TrainConfig:
             raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
                               f"{self.early_stop}")
         parse_precision(self.precision)
-        parse_loggers(self.log)
         if not self.lr > 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr}")
-        for name in ("weight_decay", "grad_clip", "input_noise", "grad_loss_weight"):
+        for name in ("weight_decay", "grad_clip", "grad_loss_weight"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"train.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.pct_start <= 1:
-            raise ConfigError(f"train.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]; got {self.pct_start}")
         if self.optimizer not in ("adamw", "adam"):
             raise ConfigError(f"train.optimizer must be 'adamw' or 'adam', got {self.optimizer!r}")
-        if self.scheduler not in ("onecycle", "step", "cosine", "none"):
-            raise ConfigError(f"train.scheduler must be onecycle, step, cosine or none, got {self.scheduler!r}")
         check_choice("train.loss", self.loss, available_losses())
-        check_choice("train.train_mode", self.train_mode, AutoregressiveTask.MODES)
-        check_choice("train.eval_mode", self.eval_mode, AutoregressiveTask.EVAL_MODES)
-        if self.train_mode == "pushforward" and self.pushforward < 1:
-            raise ConfigError("train.train_mode=pushforward needs train.pushforward >= 1 (the most unrolled steps)")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)"
-                     ) -> TrainConfig:
-        """The one parse of a ``train`` section (or of :func:`neurodyn.train.fitting.fit`'s keyword options): an
-        unknown key (``unknown`` leads the message), a value of the wrong type or out of range is one ConfigError."""
-        known = {f.name for f in fields(cls)}
-        extra = sorted(set(options) - known)
+    def from_options(cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)",
+                     prefix: str = "train.") -> TrainConfig:
+        """The one parse of a ``train`` section (or of :func:`neurodyn.train.fitting.fit`'s keyword options, with
+        ``prefix=""``): sections as nested mappings (``{"schedule": {"name": "cosine"}}``). An unknown key
+        (``unknown`` leads the message, with the closest spelling: a key of a section given at the top level, as
+        ``scheduler`` or ``train_mode`` were, is named with its section), a value of the wrong type or out of range
+        is one ConfigError."""
+        sections = _sections()
+        known = [f.name for f in fields(cls)]
+        extra = [k for k in options if k not in known]
         if extra:
-            raise ConfigError(f"{unknown} {', '.join(extra)}; known: {', '.join(sorted(known))}")
-        return cls(**check_field_types(cls, options, "train"))
+            raise ConfigError(_unknown_train_keys(unknown, extra, prefix))
+        values = dict(options)
+        for name, section in sections.items():
+            if name not in values or isinstance(values[name], section):
+                continue
+            given = values[name]
+            keys = [f.name for f in fields(section)]
+            if not isinstance(given, Mapping):
+                raise ConfigError(f"{prefix}{name} is a section with the keys {', '.join(keys)}; got {given!r} (e.g. "
+                                  f"{prefix}{name}.{keys[0]}={given!r})")
+            wrong = [k for k in given if k not in keys]
+            if wrong:
+                close = [difflib.get_close_matches(str(k), keys, n=1) for k in wrong]
+                said = "; ".join(f"{prefix}{name}.{k}" + (f" (did you mean {prefix}{name}.{c[0]}?)" if c else "")
+                                 for k, c in zip(wrong, close))
+                raise ConfigError(f"{unknown} {said}; {prefix}{name} holds {', '.join(keys)}")
+            values[name] = section(**check_field_types(section, given, f"{prefix}{name}".rstrip(".")))
+        return cls(**check_field_types(cls, values, prefix.rstrip(".")))
 
     def loss_fn(self) -> nn.Module:
         """The training loss ``loss`` names (``grad_loss_weight`` weighs the gradient term of ``rel_l2+grad``)."""
@@ -137,10 +260,50 @@ class TrainConfig:
 
     @property
     def window_steps(self) -> int:
-        """Model steps one autoregressive training window unrolls: 1 (teacher forcing), ``rollout_steps``
-        (rollout) or ``pushforward + 1`` (pushforward); the data layer cuts training windows that long."""
-        return {"rollout": self.rollout_steps, "pushforward": self.pushforward + 1}.get(self.train_mode, 1)
+        """Model steps one autoregressive training window unrolls (``rollout.window_steps``); the data layer cuts
+        training windows that long."""
+        return self.rollout.window_steps
 
+
+def _sections() -> dict[str, type]:
+    """The sections of :class:`TrainConfig`: ``{field name: section dataclass}``."""
+    return {f.name: f.default_factory for f in fields(TrainConfig) if f.default_factory is not MISSING}
+
+
+def _unknown_train_keys(lead: str, keys: Sequence[str], prefix: str) -> str:
+    """The message for top-level ``keys`` that are no ``train`` option, each with its closest spelling: a section's
+    key (``pct_start`` -> ``schedule.pct_start``), a key ending in one (``rollout_steps``, ``train_mode``), a section's
+    name or the start of one (``scheduler``, ``log``: its first key), else the closest option."""
+    sections = _sections()
+    top = [f.name for f in fields(TrainConfig) if f.name not in sections]
+    leaves = {k: f"{s}.{k}" for s, cls in sections.items() for k in (f.name for f in fields(cls))}
+
+    def spelling(key: str) -> str | None:
+        if key in leaves:
+            return leaves[key]
+        ends = [leaf for leaf in leaves if key.endswith(f"_{leaf}")]
+        if ends:
+            return leaves[max(ends, key=len)]
+        for s, cls in sections.items():
+            if key.startswith(s) or s.startswith(key):
+                return f"{s}.{fields(cls)[0].name}"
+        close = difflib.get_close_matches(key, top + list(leaves.values()), n=1)
+        return close[0] if close else None
+
+    said = []
+    for key in keys:
+        new = spelling(str(key))
+        if new is None:
+            said.append(f"{prefix}{key}")
+        elif "." in new:
+            section, leaf = new.split(".")
+            spelled = f"{prefix}{new}" if prefix else f"{section}={{{leaf!r}: ...}}"  # fit()'s keywords: a mapping
+            said.append(f"{prefix}{key} (the train options that belong together are sections now: spell it "
+                        f"{spelled})")
+        else:
+            said.append(f"{prefix}{key} (did you mean {prefix}{new}?)")
+    listed = top + [f"{s}.{{{', '.join(f.name for f in fields(cls))}}}" for s, cls in sections.items()]
+    return f"{lead} {'; '.join(said)}; known: {', '.join(listed)}"
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -208,8 +371,9 @@ class Trainer:
         self.scaler = grad_scaler(self.cfg.precision, self.device)
         self.optimizer = self._make_optimizer()
         self.n_batches = math.ceil(len(train_set) / self.step_batch)
-        self.schedule = Schedule(self.optimizer, self.cfg.scheduler, self.cfg.lr, self.n_batches, self.cfg.epochs,
-                                 pct_start=self.cfg.pct_start, step_size=self.cfg.step_size, gamma=self.cfg.gamma)
+        sched = self.cfg.schedule
+        self.schedule = Schedule(self.optimizer, sched.name, self.cfg.lr, self.n_batches, self.cfg.epochs,
+                                 pct_start=sched.pct_start, step_size=sched.step_size, gamma=sched.gamma)
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.stale_evals, self.stopped_early = 0, False  # early stopping: evaluations since the best one
         self.logs = None
@@ -375,8 +539,8 @@ class Trainer:
         barrier()
         from tqdm.auto import tqdm
 
-        if self.dist.is_main and parse_loggers(self.cfg.log):
-            self.logs = RunLogs(self.run_dir, parse_loggers(self.cfg.log), first_epoch=self.epoch)
+        if self.dist.is_main and parse_loggers(self.cfg.logging.to):
+            self.logs = RunLogs(self.run_dir, parse_loggers(self.cfg.logging.to), first_epoch=self.epoch)
         total = self.cfg.epochs * self.n_batches
         style = progress_style(self.progress)  # the one idiom (neurodyn.progress): bar, lines or nothing
         use_bar = style == "bar"

@@ -176,14 +176,14 @@ def test_npz_target_with_the_channels_first_or_a_singleton_axis(tmp_path):
         read_public(tmp_path / "bad.npz", kind="point-cloud")
 
 
-@pytest.mark.parametrize("name", ["lamo", "transolver"])
+@pytest.mark.parametrize("name", ["lamo_mesh", "transolver"])
 def test_padded_batch_scores_as_its_samples_unpadded(name):
     """Oracle: each sample alone, without padding. The padded batch's loss is the mean of those losses, and its
     metrics equal the metrics accumulated sample by sample."""
     torch.manual_seed(0)
-    cfg = {"in_channels": 3, "out_channels": 1, "variant": "point_cloud", "width": 16, "n_layers": 2,
-           "n_slices": 4}
-    cfg.update({"ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4} if name == "lamo" else {"n_heads": 4})
+    cfg = {"in_channels": 3, "out_channels": 1, "width": 16, "n_layers": 2, "n_slices": 4}
+    cfg.update({"geometry": "point_cloud", "ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4} if name == "lamo_mesh"
+               else {"variant": "point_cloud", "n_heads": 4})
     model = build(name, cfg).double().eval()
     samples = car_samples(4, lo=5, hi=12)
     sizes = [len(s["vertices"]) for s in samples]
@@ -241,7 +241,8 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
         pixels = matplotlib.image.imread(run / image)
         assert pixels.std() > 0
         with Image.open(run / image) as im:  # the title names the model, the run and the data file
-            assert im.text["Title"].startswith(f"{preset.split('/')[0]} ({preset}), run car: ")
+            model = "lamo_mesh" if preset.startswith("lamo") else preset.split("/")[0]
+            assert im.text["Title"].startswith(f"{model} ({preset}), run car: ")
             assert "car.h5" in im.text["Title"]
     with Image.open(run / "predictions.png") as im:  # the panels name the field and its source array
         assert "target u (press in mini_car.pt)" in im.text["Description"]

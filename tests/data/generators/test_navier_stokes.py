@@ -317,7 +317,7 @@ def test_impossible_configs_are_refused(name, bad):
         get_generator(name).make_config(**bad)
 
 
-@pytest.mark.parametrize("preset", ["data/navier_stokes", "data/navier_stokes_v1e-3", "data/navier_stokes_v1e-4",
+@pytest.mark.parametrize("preset", ["data/navier_stokes", "data/navier_stokes_nu1e-3", "data/navier_stokes_nu1e-4",
                                     "data/torus_vis", "data/torus_vis_force"])
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(preset, scale):
