@@ -72,6 +72,10 @@ def test_the_stated_cpu_hours_are_the_plans_and_within_the_budget(protocol):
     for key, value in est.items():
         assert round(value, 2) == pytest.approx(stated[key], abs=0.011), (key, value, stated[key])
     assert est["total"] <= protocol.spec["budget"]["cpu_hours"]
+    ltc = sum(r.seconds for r in runs if r.stage == "cv" and r.label == "ltc") / 3600
+    assert f"LTC is {ltc:.1f} of the cross-validation's {stated['cross_validation']}" in protocol.spec["budget"]["how"]
+    assert (f"({stated['cross_validation']} for the cross-validation, {ltc:.1f} of them LTC's; at most "
+            f"{stated['refits']} for the refits)") in " ".join((LAB / "pages" / "nac.md").read_text().split())
     cv = [r for r in runs if r.stage == "cv"]
     assert len(cv) == len(protocol.files()) * len(protocol.candidates()) * 5 * 2
     assert {r.seed for r in cv} == {0} and {r.seed for r in runs if r.stage != "cv"} == {0, 1, 2}
