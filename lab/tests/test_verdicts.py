@@ -779,3 +779,21 @@ def test_the_nac_page_calls_the_uea_verdicts_exploratory():
     assert (f"best model {refit['trained']['counts']['best']} of 5, best neural {refit['trained']['counts']['neural']}"
             f" of 5, NAC {refit['trained']['counts']['nac']} of 5") in text
     assert f"they are worse ({slash(refit['best'])} of 5" in text
+
+
+def test_the_uea_verdicts_through_the_protocol_machinery_are_exploratory():
+    """The same status the pages give, from neurodyn_lab.protocols: the UEA records carry no protocol's stamp and
+    their rules were chosen after the test numbers were seen, so a verdict from them is exploratory and its text
+    never "met", whatever the floor's outcome."""
+    from neurodyn_lab import protocols
+
+    records = [r for d in CLASSIFICATION for r in uea(f"{d}-regular-400ep")]
+    assert records and not any("protocol" in r for r in records)
+    later = uea_floors(draws=4)
+    v = protocols.verdict(None, records, "F1", later["counts"]["best"] == 5,
+                          post_hoc=["the ranking rule changed after the first rule's test numbers were seen",
+                                    "nac-conv and gru-conv added after the first floors failed"])
+    assert v.status == "exploratory" and v.text == "exploratory (floor reached)" and len(v.reasons) == 3
+    stamped = protocols.verdict(protocols.load("time_series/uea_floors"), records, "F1", True)
+    assert stamped.status == "exploratory"  # a draft, and records without its stamp
+    assert any("draft" in r for r in stamped.reasons) and any("no protocol stamp" in r for r in stamped.reasons)
