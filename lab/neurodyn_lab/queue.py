@@ -6,6 +6,9 @@
   recorded as ``<records>/runs/<name>/result.json`` (:mod:`neurodyn_lab.records`); a recorded run is never
   trained again.
 
+With ``protocol=`` (:mod:`neurodyn_lab.protocols`) the queue refuses to start unless the protocol is frozen and
+committed and the records folder holds only its records, and every record it writes carries the protocol's stamp.
+
 Runs train in the untracked twin of the records folder (``lab/runs/<paper>/<claim>/<name>``,
 :func:`neurodyn_lab.paths.runs_for`): an interrupted run resumes from its ``last.pt`` there while the machine keeps
 the folder, and starts over on a machine that does not have it. Checkpoints never enter a commit.
@@ -19,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +31,9 @@ from neurodyn.train.runs import TrainedRun, load_run
 
 from .paths import child_env, runs_for
 from .records import load_results, with_placeholders, write_run_record
+
+if TYPE_CHECKING:
+    from .protocols import Protocol
 
 # ------------------------------------------------------------------------------------------------
 # job lists
@@ -38,7 +44,8 @@ def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *
              summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
              train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
              workers: int = 0, threads: int | None = None, device: str | torch.device = "cpu",
-             placeholders: Mapping[str, str] | None = None, metric: str = "rel_l2") -> list[dict[str, Any]]:
+             placeholders: Mapping[str, str] | None = None, metric: str = "rel_l2",
+             protocol: Protocol | None = None) -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``records_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
@@ -50,13 +57,20 @@ def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *
     torch threads of each process or of this one); ``device``: where every job trains; ``evaluate`` and the
     recording always run here; ``metric``: the test metric the records keep as ``final_<metric>`` (and its
     validation curve and best). ``placeholders`` name folders outside the repository in the records
-    (``{stores: "<stores>"}``: :func:`neurodyn_lab.records.with_placeholders`). Prints ``[tag] <label> seed <seed>:
-    <summary(record)>`` per new record.
+    (``{stores: "<stores>"}``: :func:`neurodyn_lab.records.with_placeholders`). ``protocol``: the pre-registered
+    protocol the runs belong to (:mod:`neurodyn_lab.protocols`): checked frozen and committed, and the records folder
+    free of other records, before anything trains; every new record carries its stamp. Prints ``[tag] <label> seed
+    <seed>: <summary(record)>`` per new record.
     """
     placeholders = {str(Path(k).absolute()): v for k, v in (placeholders or {}).items()}
     records_dir = Path(records_dir)
     runs_dir = Path(runs_dir) if runs_dir is not None else runs_for(records_dir)
     recorded = {r.get("run"): r for r in load_results(records_dir)}
+    if protocol is not None:
+        from .protocols import refuse_foreign, require_registered, stamp
+
+        require_registered(protocol)
+        refuse_foreign(recorded.values(), protocol, records_dir)
     todo = [j for j in jobs if retrain or j.name not in recorded] if train else []
 
     def record(job: Job, result: RunResult) -> None:
@@ -71,8 +85,9 @@ def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *
         rec = with_placeholders(json.loads(json.dumps(rec)), placeholders)
         if job.name in recorded:  # retrained: the older record goes
             _forget(records_dir, job.name)
-        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir, placeholders=placeholders)
-        recorded[job.name] = rec
+        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir, placeholders=placeholders,
+                         protocol=protocol)
+        recorded[job.name] = stamp(rec, protocol) if protocol is not None else rec
         shown = summary(rec) if summary else f"{result.metric} {result.final.get(result.metric)}"
         print(f"[{tag or records_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)
 

@@ -9,7 +9,10 @@ Layout of a claim's records folder ``lab/records/<paper>/<claim>/`` (:mod:`neuro
 * reports (``report.md``, ``tables.md``, ``compare.md``), a speed benchmark's JSON and plots.
 
 Every writer here makes paths relative to the repository and refuses a record that still names an absolute path
-(a machine's folder), so that a record reads the same on every checkout.
+(a machine's folder), so that a record reads the same on every checkout. With ``protocol=`` (a
+:class:`neurodyn_lab.protocols.Protocol`) a writer first checks that the protocol is frozen and committed
+(:func:`~neurodyn_lab.protocols.require_registered`) and stamps the record with its name and hash; a records folder
+written under a protocol holds that protocol's records only.
 """
 from __future__ import annotations
 
@@ -18,11 +21,14 @@ import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neurodyn.errors import DataError
 
 from .paths import ROOT
+
+if TYPE_CHECKING:
+    from .protocols import Protocol
 
 STORE = "results.json"
 RECORD = "result.json"
@@ -86,10 +92,16 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any], run_dir: str | Path | None = None,
-                     placeholders: Mapping[str, str] | None = None) -> Path:
+                     placeholders: Mapping[str, str] | None = None, protocol: Protocol | None = None) -> Path:
     """``<records_dir>/runs/<run>/result.json``, and the :data:`RUN_FILES` of ``run_dir`` (the run folder it trained
     in) copied beside it (its config with ``placeholders`` for folders outside the repository, as in
-    :func:`with_placeholders`); returns the record's path."""
+    :func:`with_placeholders`); returns the record's path. With ``protocol`` the record carries its stamp (the
+    protocol frozen and committed, else :class:`DataError` before anything is written)."""
+    if protocol is not None:
+        from .protocols import require_registered, stamp
+
+        require_registered(protocol)
+        record = stamp(record, protocol)
     folder = Path(records_dir) / "runs" / run
     path = write_json(folder / RECORD, record)
     if run_dir is not None and Path(run_dir).resolve() != folder.resolve():
@@ -107,8 +119,16 @@ def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any], 
     return path
 
 
-def write_store(records_dir: str | Path, records: list[dict[str, Any]]) -> Path:
-    """``<records_dir>/results.json``: the records of a comparison whose run folders are not kept."""
+def write_store(records_dir: str | Path, records: list[dict[str, Any]], protocol: Protocol | None = None) -> Path:
+    """``<records_dir>/results.json``: the records of a comparison whose run folders are not kept. With ``protocol``
+    the records the store did not hold yet (by ``run``) get its stamp; those it held keep theirs (checked frozen and
+    committed first, else :class:`DataError` before anything is written)."""
+    if protocol is not None:
+        from .protocols import require_registered, stamp_new
+
+        require_registered(protocol)
+        path = Path(records_dir) / STORE
+        records = stamp_new(records, _read(path) if path.exists() else [], protocol)
     return write_json(Path(records_dir) / STORE, records)
 
 

@@ -62,6 +62,9 @@ COMMANDS: dict[str, Command] = {
                                        "data's solve against 128^2 and 256^2 solves over t <= 20"),
     "time_series/uea": Command("neurodyn_lab.time_series.uea", "NAC (paper, tuned, conv) vs GRU, LSTM, CfC, LTC, "
                                "MHA, ODE-RNN and the majority / 1-NN / MiniRocket baselines on UEA/UCR archive files"),
+    "time_series/uea_floors": Command("neurodyn_lab.time_series.uea_floors", "the UEA/UCR floors rerun under its "
+                                      "pre-registered protocol (lab/protocols/time_series/uea_floors.yaml): "
+                                      "--dry-run prints its runs and CPU-hours"),
     "time_series/uea_tuning": Command("neurodyn_lab.time_series.uea_tuning", "the sequence presets' settings chosen "
                                       "on validation of UEA/UCR training files; test files never read"),
     "protocol": Command("neurodyn_lab.protocol", "the paper experiments at the papers' protocol or scaled to two "
