@@ -8,7 +8,7 @@ export OMP_NUM_THREADS ?= 2
 # threads made the demo's 2-thread FNO epoch 40x slower (130 s instead of 3.6 s measured side by side)
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lab-test lint docs dist bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,10 +35,29 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
+# the laboratory's tests (lab/: its records, pages and drivers), after the library's
+lab-test: $(STAMP)
+	$(MAKE) -C lab test PYTHON=$(abspath $(BIN))/python
+
+# the documentation site, offline, into site/: the guides, the API reference from the docstrings, the examples and
+# the results pages (docs/build_site.py), built with mkdocs --strict (a broken link or reference fails it)
+docs: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[docs]'
+	$(BIN)/python docs/build_site.py
+	PYTHONPATH=docs $(BIN)/mkdocs build --strict --quiet
+	@echo "documentation site: site/index.html"
+
+# the wheel and the source distribution into dist/, checked as a package index would render them (twine check)
+dist: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt build twine
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 # ruff (configured in pyproject.toml) on the sources, the tests and the benchmark scripts; the tracked tree's size
 # rules (no file over 2 MB, under 20 MB in all, no checkpoint at rest: .ci/check_tree.py)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples .ci
+	$(BIN)/ruff check src tests benchmarks examples docs .ci
 	$(BIN)/python .ci/check_tree.py
 
 # Optional benchmark dependencies (neuraloperator, mambapy), then the benchmarks.
@@ -48,4 +67,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scan.py
 
 clean:
-	rm -rf $(VENV) runs build src/*.egg-info
+	rm -rf $(VENV) runs build site dist src/*.egg-info

@@ -10,7 +10,7 @@ The layout (The Well's ``docs/data_format.md`` and ``the_well/data/datasets.py``
 * ``scalars`` (attr ``field_names``): per-dataset or per-trajectory numbers with attrs
   ``sample_varying`` / ``time_varying``;
 * ``t0_fields``, ``t1_fields``, ``t2_fields`` (attr ``field_names``): scalar, vector and tensor fields,
-  each dataset ([B,] [T,] *spatial[, D[, D]]) with attrs ``sample_varying``, ``time_varying`` and
+  each dataset (``[B,] [T,] *spatial[, D[, D]]``) with attrs ``sample_varying``, ``time_varying`` and
   ``dim_varying`` (one bool per spatial axis; an axis that does not vary is absent and broadcast).
 
 Stored (channels-last, time first, as the store's convention):
