@@ -9,11 +9,13 @@ What the test changes, and nothing else (the tiny-scale rule):
 
 * ``--scale cpu`` / ``--scale paper`` become ``--scale tiny``; a ``train`` or ``compare`` without ``--scale``, and a
   ``generate`` of a preset, get ``--scale tiny``;
+* ``generate --n N`` makes 4 samples;
 * ``train`` gets ``train.epochs=1`` appended (the last override wins); ``compare --epochs N`` becomes
   ``--epochs 1``, ``--budget T`` becomes ``--budget 2s`` and ``--seeds ...`` becomes ``--seeds 0``;
 * a run folder the docs name after the cpu scale (``runs/<preset>-cpu``) is the tiny run ``runs/<preset>-tiny``;
-* the files a block uses (``train16.h5``, ``darcy64.h5``, a FNO ``.mat`` file, UEA ``.ts`` files, a CSV) are
-  written by the test, small, before the block runs (``FILES``).
+* the files a block uses and no command of it writes (``train16.h5``, a FNO ``.mat`` file, neuraloperator's car
+  point clouds, UEA ``.ts`` files, a CSV) are written by the test, small, before the block runs (``FILES``);
+* a block that uses ``runs/demo`` starts from the run ``make demo`` trains (at the tiny scale).
 
 Each fenced block runs in its own empty folder (with its own ``$NEURODYN_DATA``), its commands in document order:
 a block is one example, and a later command may use what an earlier one made (``train`` then ``evaluate``). The
@@ -40,6 +42,8 @@ NOT_RUN = {
     "make test": "runs this test suite",
     "make test-fast": "runs this test suite",
     "make lint": "needs the checkout's .venv (make install); CI's lint job runs it",
+    "make docs": "builds the documentation site (mkdocs); CI runs it",
+    "make lab-test": "runs the laboratory's tests; CI runs them",
     ".venv/bin/python -m pytest --device cuda": "needs a GPU",
     "torchrun": "two training processes; DistributedDataParallel is tested in tests/train/test_ddp_models.py",
     "pip download": "downloads from PyPI; the test writes the .ts files instead",
@@ -104,6 +108,9 @@ def tiny(argv: list[str]) -> list[str]:
             i += 2
         elif w == "--budget":
             out += ["--budget", "2s"]
+            i += 2
+        elif w == "--n" and command == "generate":
+            out += ["--n", "4"]
             i += 2
         elif w == "--seeds":
             out += ["--seeds", "0"]
@@ -175,6 +182,21 @@ def _person_activity(name: str) -> None:
     Path(name).write_text("\n".join(rows) + "\n")
 
 
+def _car_point_clouds(name: str, n: int) -> None:
+    """neuraloperator's car files as they hold them: a torch list of per-sample dicts, ``vertices (P, 3)`` and one
+    pressure per point stored as ``press (1, P)``, clouds of different sizes, and keys the conversion does not use."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    samples = []
+    for k in range(n):
+        points = 40 + 3 * k
+        vertices = torch.randn(points, 3, generator=g)
+        samples.append({"vertices": vertices, "press": torch.sin(vertices.sum(1))[None],
+                        "info": {"velocity": torch.tensor([20.0])}, "length": torch.tensor(4.2)})
+    torch.save(samples, name)
+
+
 def _sequence_store(name: str, n: int) -> None:
     _uea(name + ".ts", n)
     assert main(["convert", name + ".ts", "--out", name, "--no-progress"]) == 0
@@ -185,6 +207,9 @@ FILES = {
     "darcy64.h5": lambda: _darcy("darcy64.h5", 2, 64),
     "darcy128.h5": lambda: _darcy("darcy128.h5", 2, 128),
     "piececonst_r421_N1024_smooth1.mat": lambda: _fno_mat("piececonst_r421_N1024_smooth1.mat"),
+    "mini_car.pt": lambda: _car_point_clouds("mini_car.pt", 12),
+    "X_TRAIN.ts": lambda: _uea("X_TRAIN.ts", 24),
+    "X_TEST.ts": lambda: _uea("X_TEST.ts", 8),
     "train16.h5": lambda: _darcy("train16.h5", 1000, 16),
     "test16.h5": lambda: _darcy("test16.h5", 4, 16),
     "test32.h5": lambda: _darcy("test32.h5", 4, 32),
@@ -210,7 +235,10 @@ class Block:
         self.root, self.commands, self.results = root, commands, []
         self.root.mkdir(parents=True)
         text = " ".join(c for _, c in commands)
-        self.files = [f for f in FILES if re.search(rf"(^|[\s=,{{:]){re.escape(f)}($|[\s,}}])", text)]
+        written = {m for _, c in commands for m in re.findall(r"--out\s+(\S+)", c)}
+        self.files = [f for f in FILES if f not in written
+                      and re.search(rf"(^|[\s=,{{:]){re.escape(f)}($|[\s,}}])", text)]
+        self.demo = "runs/demo" in text
         self.prepared = False
 
     def _in_folder(self, fn):
@@ -231,6 +259,9 @@ class Block:
             self.prepared = True
             for f in self.files:
                 self._in_folder(FILES[f])
+            if self.demo:  # what `make demo` leaves (its training command, at the tiny scale)
+                self._in_folder(lambda: main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "demo", "--quiet",
+                                              "train.epochs=1"]))
         while len(self.results) <= index:
             text = self.commands[len(self.results)][1]
             self.results.append(self._in_folder(lambda text=text: run_command(text)))
