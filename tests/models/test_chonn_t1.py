@@ -1,6 +1,6 @@
 """Can one first-order block represent T1 exactly? No: the obstruction, shown on the order-family model itself.
 
-Claim checked (benchmarks/results/protocol.md section 1, RESULTS.md, chonn.md): "one first-order block
+Claim checked (the protocol results page section 1, RESULTS.md, chonn.md): "one first-order block
 represents T1 exactly", T1 = (I - tau^2 d_ss)^-1 on the periodic unit interval (paper 000, Methods Eqs. 39-43),
 a linear operator whose action on a Fourier mode is independent of everything else:
 ``T1 cos(2 pi m s) = cos(2 pi m s) / (1 + tau^2 (2 pi m)^2)`` (substitute into ``y - tau^2 y'' = x``).

@@ -100,7 +100,7 @@ def test_the_section_validates_every_scan_option():
             make_config(name, {"ssm": ssm})
 
 
-# model sections as the protocol run folders under benchmarks/results/protocol store them (written before the
+# model sections as the protocol run folders of the protocol runs stored them (written before the
 # section held every scan option), and the preset + overrides that make the same run today
 FLAT_RUNS = {
     "lamo": ({"name": "lamo", "variant": "grid", "width": 32, "n_layers": 4, "mlp_ratio": 4,

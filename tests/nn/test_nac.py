@@ -253,7 +253,7 @@ def test_released_and_tuned_profiles():
         tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True, shared_backbone=True,
         topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5, quadrature="none", eps=1e-6,
         ncp_init="glorot", front_init="glorot", time_horizon=1.0, learn_horizon=False, pair_time="query")
-    # our measured choices (benchmarks/results/nac.md): the paper profile but for these, i.e. what compat="paper"
+    # our measured choices (the NAC results page): the paper profile but for these, i.e. what compat="paper"
     # meant before
     tuned = resolve_options("tuned")
     assert tuned == TUNED

@@ -76,7 +76,7 @@ class GeoMaNOConfig:
         head (str, "ln_linear"): ln_linear (Linear(LN(Y)), Transolver's) | linear_ln (Eq. 7 as printed).
         decoder_skip (bool, False): add the lifted features before the head (ours).
         init (str, "torch"): torch (PyTorch defaults) | trunc_normal (Transolver: with assign_prior 0 the
-            assignment starts uniform and training stalls; benchmarks/RESULTS.md).
+            assignment starts uniform and training stalls; the results summary).
     """
 
     in_channels: int = 1

@@ -34,7 +34,7 @@ docs/papers/notes-lamo.md#lamo-model-paper-vs-code):
 * ``decoder="shared"``: the encoder's W reused (Thm. B.12's proof and the code), not Eq. 14's fixed-N softmax.
 * ``share_encoder``: one encoder for every block (App. D.2), recomputed on each block's ``LN_1(h)``.
 * ``grid_transfer="resample"`` (ours): another resolution is resampled onto ``grid_size`` and back; "tokens" lets
-  the token grid grow (4.1x the error against 1.07x, benchmarks/RESULTS.md).
+  the token grid grow (4.1x the error against 1.07x, the results summary).
 
 Parameter counts for Table 6 and the authors' scripts: ``tests/models/test_lamo.py``.
 """

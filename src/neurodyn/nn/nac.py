@@ -28,7 +28,7 @@ a field of :class:`NACOptions`. A field left ``None`` takes the value of a profi
   (the backbone unfolds, a nonlinear backbone, Euler integrating to the pair's time), that reading;
 * ``"released"``: the authors' released code (notes-nac §2.14-2.15);
 * ``"tuned"``: our measured choices (time horizon 10, query-key gap, a spare Top-K block, fan-in / He
-  initialisation; benchmarks/results/nac.md), measured on test splits; to be re-selected on validation.
+  initialisation; the NAC results page), measured on test splits; to be re-selected on validation.
 
 The values of each profile and the reason for each: docs/papers/notes-nac.md#nac-model-paper-vs-code.
 """
@@ -137,7 +137,7 @@ RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="
                       shared_backbone=True, topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5,
                       quadrature="none", eps=1e-6, ncp_init="glorot", front_init="glorot", time_horizon=1.0,
                       learn_horizon=False, pair_time="query")
-# our measured choices (benchmarks/results/nac.md; measured on test splits, to be re-selected on validation):
+# our measured choices (the NAC results page; measured on test splits, to be re-selected on validation):
 # what compat="paper" meant before this profile existed. Written out, not derived from PAPER: checkpoints saved
 # before the profile existed resolve to it.
 TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
@@ -230,7 +230,7 @@ class NACAttention(nn.Module):
     * **Top-K**: Algorithm 2 with ``M = ceil(K/B_s) + topk_spare_blocks`` blocks of exactly ``B_s`` real keys
       (in every profile the last block of a row overlaps its neighbour; the paper does not say what happens to
       the ``T_k mod B_s`` remainder keys and the PyTorch port drops them). One spare block (tuned) lifts the
-      recall of the exact top-8 on smooth keys from ~0.75 to >= 0.9 (benchmarks/results/nac.md). Released
+      recall of the exact top-8 on smooth keys from ~0.75 to >= 0.9 (the NAC results page). Released
       (``topk_method``): exact Top-K over the full score matrix (TF code). ``topk=None``: every pair (NAC-PW).
     * **Init** (``ncp_init``): ``"glorot"`` (released; the paper gives none) is dense scaling, under which
       phi ~ 0.50 +- 0.005 for any input at step 0; ``"fan_in"`` (tuned) scales each kept synapse by the neuron's

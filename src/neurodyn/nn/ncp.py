@@ -21,7 +21,7 @@ Initialisation (the paper gives none). ``init="glorot"`` is the authors' release
 Glorot-uniform, W_rec orthogonal over the full square. Both are scaled for a dense matrix, but the masks
 keep only a few synapses per neuron, so every layer of the wiring shrinks the signal by about
 ``sqrt(fan_in_kept / fan_in_dense)``: through NAC's three-layer backbone the output varies ~10x less
-than the input and phi, omega start almost constant (benchmarks/results/nac.md). ``init="fan_in"`` (default)
+than the input and phi, omega start almost constant (the NAC results page). ``init="fan_in"`` (default)
 draws each kept synapse from ``N(0, gain^2 / n_j)`` with ``n_j`` the number of synapses neuron ``j`` actually
 receives (LeCun init on the sparse graph, separately for the input and recurrent matrices), so a
 layer preserves the variance of its input. Always b = 0, w_in = w_out = 1, b_in = b_out = 0. Masked
