@@ -32,9 +32,15 @@ TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float64: 1e-12}
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch, request):
     """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes); the interpreter allowed
-    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too)."""
+    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too). The
+    selective-scan chunks of 8 steps are held 4 steps per thread in the forward (2 lanes) and 2 in the backward (4
+    lanes), so that the scans across lanes run; 2 channels per program."""
     monkeypatch.setattr(triton_ops, "SCAN_BLOCK_L", 8)
-    monkeypatch.setattr(triton_ops, "SCAN_TILE", 64)    # n = 3 -> 4 states: 2 channels per program
+    monkeypatch.setattr(triton_ops, "SCAN_BLOCK_D", 2)
+    for device in DEVICES:
+        ss = triton_kernels.load("selective_scan", torch.device(device))
+        monkeypatch.setattr(ss, "FWD_STEPS", 4)
+        monkeypatch.setattr(ss, "BWD_STEPS", 2)
     monkeypatch.setattr(triton_ops, "LINEAR_BLOCK_L", 8)
     monkeypatch.setattr(triton_ops, "LINEAR_TILE", 32)  # 4 columns per program
     monkeypatch.setattr(triton_ops, "SCAN2D_TILE", 32)  # one channel per program at n = 3, W = 6
