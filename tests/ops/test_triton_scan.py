@@ -480,13 +480,13 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
         pytest.skip("triton was imported under TRITON_INTERPRET=1: its own library is interpreted, nothing compiles")
     ss = triton_kernels.load("selective_scan", torch.device("cuda"))
     ls = triton_kernels.load("linear_scan", torch.device("cuda"))
-    flags = dict(ACC=tl.float32, BD=4, BN=16, BL=32, B_VAR=True, C_VAR=False, HAS_D=True, HAS_Z=True, HAS_BIAS=True,
-                 HAS_H0=True, SOFTPLUS=True)
-    for reverse, zoh in ((False, False), (True, True)):
-        common = dict(flags, REVERSE=reverse, ZOH=zoh)
-        assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, dict(common, SAVE_CKPT=True))
+    flags = dict(ACC=tl.float32, LANES=8, KU=4, JC=4, KC=4, SU_T=1, B_VAR=True, C_VAR=False, HAS_D=True,
+                 HAS_Z=True, HAS_BIAS=True, HAS_H0=True, SOFTPLUS=True)
+    for reverse, zoh, head in ((False, False, False), (True, True, False), (False, False, True)):
+        common = dict(flags, REVERSE=reverse, ZOH=zoh, HEAD=head)
+        assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, dict(common, BD=16, JU=4, SAVE_CKPT=True))
         assert "cubin" in _compile_sm90(ss._selective_scan_bwd_kernel, dict(
-            common, B_ALIGNED=not zoh, C_ALIGNED=False, HAS_GLAST=True))
+            common, BD=8, LANES=16, JU=2, JC=2, HAS_GLAST=True))
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
         assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))
