@@ -211,16 +211,6 @@ def _untile(x, BD: tl.constexpr, LANES: tl.constexpr, J: tl.constexpr, K: tl.con
 
 
 @_helper
-def _load(ptr, off4, mask4, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
-    return _tile(tl.load(ptr + off4, mask=mask4, other=0.0).to(ACC), BD, LANES, T)
-
-
-@_helper
-def _store(ptr, off4, val, mask4, BD: tl.constexpr, LANES: tl.constexpr, J: tl.constexpr, K: tl.constexpr):
-    tl.store(ptr + off4, _untile(val, BD, LANES, J, K).to(ptr.dtype.element_ty), mask=mask4)
-
-
-@_helper
 def _pick(x, q: tl.constexpr, T: tl.constexpr, REVERSE: tl.constexpr):
     """Step ``q`` (scan order) of every thread, ``(BD, LANES)``: a register, once the compiler folds the select (and
     the sum of -0.0 with it)."""
@@ -421,6 +411,29 @@ def _store(ptr, off4, val, mask4, BD: tl.constexpr, LANES: tl.constexpr, J: tl.c
     tl.store(ptr + off4, _untile(val, BD, LANES, J, K).to(ptr.dtype.element_ty), mask=mask4)
 
 
+if _INTERPRETED:
+    def _prefetch(ptrs):
+        pass
+else:
+    @triton.jit
+    def _prefetch(ptrs):
+        """Ask L2 for the lines at ``ptrs`` (``prefetch.global.L2``, no register written back): the next chunk's
+        streams are on their way from DRAM while this chunk computes. Triton's pipeliner leaves these loops alone
+        (it stages loads that feed dots), so this is the overlap of the next chunk's loads with the current one."""
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@_helper
+def _prefetch_chunk(ptr, row4, c, L, LANES: tl.constexpr, J: tl.constexpr, K: tl.constexpr, REVERSE: tl.constexpr):
+    """Prefetch chunk ``c`` (a full one, the next to be processed) of a time-contiguous stream whose rows are
+    ``row4 (1, BD, 1, 1)``: one address per ``K``-step vector of each thread (``J`` per thread)."""
+    T: tl.constexpr = J * K
+    t0 = _chunk_start(c, L, LANES * T, REVERSE)
+    _prefetch(ptr + (row4 + t0 + tl.arange(0, LANES)[None, None, :, None] * T
+                     + tl.arange(0, J)[:, None, None, None] * K))
+
+
 @_helper
 def _valid(t4, L, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
     m = (t4 >= 0) & (t4 < L)
@@ -484,8 +497,8 @@ def _step(delta_ptr, off4, t4, L, bias, MASKED: tl.constexpr, ACC: tl.constexpr,
 # forward
 
 @_helper
-def _fwd_chunk(c, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks, sa_n,
-               sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv, A2_h,
+def _fwd_chunk(c, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks,
+               sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv, A2_h,
                ring, ck, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, JU: tl.constexpr,
                KU: tl.constexpr, JC: tl.constexpr, KC: tl.constexpr, SU_T: tl.constexpr, B_VAR: tl.constexpr,
                C_VAR: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
@@ -496,6 +509,12 @@ def _fwd_chunk(c, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_pt
     t0 = _chunk_start(c, L, LANES * T, REVERSE)
     tU = t0 + pU
     tC = t0 + pC
+    if not MASKED and not HEAD:  # (the next full chunk's streams, into L2)
+        nxt = tl.minimum(c + 1, nfull - 1)
+        _prefetch_chunk(u_ptr, urow, nxt, L, LANES, JU, KU, REVERSE)
+        _prefetch_chunk(delta_ptr, drow, nxt, L, LANES, JC, KC, REVERSE)
+        if HAS_Z:
+            _prefetch_chunk(z_ptr, urow, nxt, L, LANES, JU, KU, REVERSE)
     u = _load(u_ptr, urow + tU * SU_T, tU, L, MASKED, ACC, BD, LANES, T)
     pre, dt, e, w1 = _step(delta_ptr, drow + tC, tC, L, bias, MASKED, ACC, HAS_BIAS, SOFTPLUS, BD, LANES, T)
     dtu = dt * u
@@ -579,14 +598,14 @@ def _selective_scan_fwd_kernel(
     nfull = L // BL
     for c in range(nfull):
         tl.debug_barrier()  # (the ring was written by other threads)
-        _fwd_chunk(c, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks, sa_n,
-                   sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv, A2_h,
-                   ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS, REVERSE,
-                   SAVE_CKPT, ZOH, HEAD, False)
+        _fwd_chunk(c, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks,
+                   sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv,
+                   A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
+                   REVERSE, SAVE_CKPT, ZOH, HEAD, False)
     if nfull < nchunks:  # the partial chunk: masked loads
         tl.debug_barrier()
-        _fwd_chunk(nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks,
-                   sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv,
+        _fwd_chunk(nfull, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n,
+                   nchunks, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv,
                    A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
                    REVERSE, SAVE_CKPT, ZOH, HEAD, True)
     tl.debug_barrier()
@@ -612,6 +631,13 @@ def _bwd_chunk(c, i, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gou
     t0 = _chunk_start(c, L, LANES * T, REVERSE)
     tU = t0 + pU
     tC = t0 + pC
+    if not MASKED and not HEAD:  # (the next full chunk's streams, into L2: the chunks run from the last)
+        nxt = tl.maximum(c - 1, 0)
+        _prefetch_chunk(u_ptr, urow, nxt, L, LANES, JU, KU, REVERSE)
+        _prefetch_chunk(delta_ptr, drow, nxt, L, LANES, JC, KC, REVERSE)
+        _prefetch_chunk(gout_ptr, urow, nxt, L, LANES, JU, KU, REVERSE)
+        if HAS_Z:
+            _prefetch_chunk(z_ptr, urow, nxt, L, LANES, JU, KU, REVERSE)
     m4 = _time_mask(tU, L, mask_d[None, :, None, None], MASKED)
     ml = mask_d[:, None] & (lane >= 0)[None, :]
     u = _load(u_ptr, urow + tU * SU_T, tU, L, MASKED, ACC, BD, LANES, T)
