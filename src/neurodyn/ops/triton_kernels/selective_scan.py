@@ -605,8 +605,8 @@ def _selective_scan_fwd_kernel(
     if nfull < nchunks:  # the partial chunk: masked loads
         tl.debug_barrier()
         _fwd_chunk(nfull, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n,
-                   nchunks, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv,
-                   A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
+                   nchunks, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias,
+                   Dv, A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
                    REVERSE, SAVE_CKPT, ZOH, HEAD, True)
     tl.debug_barrier()
     fin = ring + (nchunks % 2) * n
