@@ -220,7 +220,8 @@ def test_head_scan_matches_reference(device, dtype, G):
 
 
 # Kirchhoff cell: (discretization, groups (0: fixed b, c), reverse, dtype)
-KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32)]
+KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32),
+             ("zoh", 2, False, torch.float64)]  # (float64: the factor's float64 series and switch)
 
 
 @pytest.mark.parametrize("device", DEVICES)
