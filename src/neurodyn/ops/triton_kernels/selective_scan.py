@@ -893,7 +893,10 @@ def _head_layout(u, dtt, A, Bt) -> tuple[tuple[int, ...], int]:
             *_coef_layout(Bt, HP)), HP
 
 
-def _launch_args(layout, su_t, block_l, block_d, acc, backward):
+def _launch_args(su_t, block_l, block_d, acc, backward):
+    """The kernels' tile constexprs and launch options: u-like tensors loaded ``K`` steps per vector where their
+    time stride ``su_t`` is 1, one step per load otherwise (``KU = 1``: the head layout); B/C and delta always by
+    vectors."""
     g = geometry(block_l, block_d, backward, 64 if acc == tl.float64 else 32, 4)
     ku = g["K"] if su_t == 1 else 1
     T = g["J"] * g["K"]
@@ -924,7 +927,7 @@ def _launch_fwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, softplus
     last = u.new_empty(batch, dim, n, dtype=cdt)
     ckpt = u.new_empty(batch, dim, nchunks, n, dtype=cdt) if save_ckpt else u.new_empty(0, dtype=cdt)
     ring = u.new_empty(batch, dim, 2, n, dtype=cdt)
-    kw = _launch_args(layout, su_t, block_l, block_d, acc, False)
+    kw = _launch_args(su_t, block_l, block_d, acc, False)
     _selective_scan_fwd_kernel[(batch, triton.cdiv(dim, kw["BD"]))](
         u, delta, A, B, C, u if D is None else D, u if z is None else z, u if bias is None else bias,
         u if h0 is None else h0, out, last, ckpt if save_ckpt else last, ring, dim, L, n, nchunks, *layout[3:],
@@ -939,7 +942,7 @@ def _launch_bwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, ckpt, go
     dim, L, n = layout[:3]
     acc = _acc(u, delta, A, B, C, D, z, bias, h0)
     cdt = torch.float64 if acc == tl.float64 else torch.float32
-    kw = _launch_args(layout, su_t, block_l, block_d, acc, True)
+    kw = _launch_args(su_t, block_l, block_d, acc, True)
     lanes = kw["LANES"]
     new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
     zeros = lambda *shape: u.new_zeros(*shape, dtype=cdt)  # noqa: E731
@@ -984,7 +987,7 @@ def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse,
                        reverse, block_l, block_d, zoh, B.dim() == 4, C.dim() == 4)
 
 
-def _head_major(u, dt, B, C):
+def _head_major(dt, B, C):
     """dt, B, C with time last (``(batch S, H, L)``, ``(batch S, G, N, L)``): small copies (no ``H P`` factor) that
     make their loads vector loads; u stays in place."""
     batch, S, L, G, N = B.shape
@@ -996,7 +999,7 @@ def head_fwd(u, dt, A, B, C, D, save_ckpt, block_l, block_d):
     """The multi-head scan on :func:`neurodyn.ops.head_scan`'s tensors (:func:`_head_layout`): ``(y like u, ckpt
     (batch S, H P, nchunks, N) or empty)``."""
     batch, S = u.shape[:2]
-    dtt, Bt, Ct = _head_major(u, dt, B, C)
+    dtt, Bt, Ct = _head_major(dt, B, C)
     layout, su_t = _head_layout(u, dtt, A, Bt)
     out, _, ckpt = _launch_fwd(layout, su_t, batch * S, u, dtt, A, Bt, Ct, D, None, None, None, False, False,
                                save_ckpt, block_l, block_d, False, True, True, head=True)
@@ -1008,7 +1011,7 @@ def head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
     gB, gC like B, C, gD (batch S, H P))``: all but gu in the accumulation dtype, gA and gD per batch element and
     set."""
     batch, S, L, G, N = B.shape
-    dtt, Bt, Ct = _head_major(u, dt, B, C)
+    dtt, Bt, Ct = _head_major(dt, B, C)
     layout, su_t = _head_layout(u, dtt, A, Bt)
     gu, gdt, _, _, gA, gB, gC, gD, _ = _launch_bwd(
         layout, su_t, batch * S, u, dtt, A, Bt, Ct, D, None, None, None, ckpt, gy, None, False, False, block_l,
