@@ -32,9 +32,15 @@ TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float64: 1e-12}
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch, request):
     """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes); the interpreter allowed
-    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too)."""
+    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too). The
+    selective-scan chunks of 8 steps are held 4 steps per thread in the forward (2 lanes) and 2 in the backward (4
+    lanes), so that the scans across lanes run; 2 channels per program."""
     monkeypatch.setattr(triton_ops, "SCAN_BLOCK_L", 8)
-    monkeypatch.setattr(triton_ops, "SCAN_TILE", 64)    # n = 3 -> 4 states: 2 channels per program
+    monkeypatch.setattr(triton_ops, "SCAN_BLOCK_D", 2)
+    for device in DEVICES:
+        ss = triton_kernels.load("selective_scan", torch.device(device))
+        monkeypatch.setattr(ss, "FWD_STEPS", 4)
+        monkeypatch.setattr(ss, "BWD_STEPS", 2)
     monkeypatch.setattr(triton_ops, "LINEAR_BLOCK_L", 8)
     monkeypatch.setattr(triton_ops, "LINEAR_TILE", 32)  # 4 columns per program
     monkeypatch.setattr(triton_ops, "SCAN2D_TILE", 32)  # one channel per program at n = 3, W = 6
@@ -214,7 +220,8 @@ def test_head_scan_matches_reference(device, dtype, G):
 
 
 # Kirchhoff cell: (discretization, groups (0: fixed b, c), reverse, dtype)
-KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32)]
+KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32),
+             ("zoh", 2, False, torch.float64)]  # (float64: the factor's float64 series and switch)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -474,13 +481,13 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
         pytest.skip("triton was imported under TRITON_INTERPRET=1: its own library is interpreted, nothing compiles")
     ss = triton_kernels.load("selective_scan", torch.device("cuda"))
     ls = triton_kernels.load("linear_scan", torch.device("cuda"))
-    flags = dict(ACC=tl.float32, BD=4, BN=16, BL=32, B_VAR=True, C_VAR=False, HAS_D=True, HAS_Z=True, HAS_BIAS=True,
-                 HAS_H0=True, SOFTPLUS=True)
-    for reverse, zoh in ((False, False), (True, True)):
-        common = dict(flags, REVERSE=reverse, ZOH=zoh)
-        assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, dict(common, SAVE_CKPT=True))
+    flags = dict(ACC=tl.float32, LANES=8, KU=4, JC=4, KC=4, SU_T=1, B_VAR=True, C_VAR=False, HAS_D=True,
+                 HAS_Z=True, HAS_BIAS=True, HAS_H0=True, SOFTPLUS=True)
+    for reverse, zoh, head in ((False, False, False), (True, True, False), (False, False, True)):
+        common = dict(flags, REVERSE=reverse, ZOH=zoh, HEAD=head)
+        assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, dict(common, BD=16, JU=4, SAVE_CKPT=True))
         assert "cubin" in _compile_sm90(ss._selective_scan_bwd_kernel, dict(
-            common, B_ALIGNED=not zoh, C_ALIGNED=False, HAS_GLAST=True))
+            common, BD=8, LANES=16, JU=2, JC=2, HAS_GLAST=True))
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
         assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))

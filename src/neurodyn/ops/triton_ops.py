@@ -38,10 +38,14 @@ Tensor = torch.Tensor
 __all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "ncp_blocks", "selective_scan_triton",
            "head_scan_triton", "linear_scan_triton", "scan2d_triton", "ncp_mlp_triton"]
 
-# tile sizes (elements per program's register tile; the chunk length is also the checkpoint interval). Chosen without
-# a GPU run: at n = 16 a selective-scan program holds 4 channels x 16 states x 32 steps; the speed is unmeasured.
-SCAN_BLOCK_L = 32
-SCAN_TILE = 2048
+# tile sizes. The selective-scan kernels (neurodyn.ops.triton_kernels.selective_scan) walk L in chunks of
+# SCAN_BLOCK_L steps (also the checkpoint interval): 16 consecutive steps per thread in the forward, 8 in the backward,
+# so a 128-step chunk spans 8 (16) lanes and a warp holds 4 (2) channels; SCAN_WARPS warps per program. Sized from
+# ptxas for sm_90 (no spill, backward <= 168 registers), not from a GPU run. SCAN_BLOCK_D caps the channels per
+# program (None: no cap; the tests set it to get several channel blocks at small sizes).
+SCAN_BLOCK_L = 128
+SCAN_WARPS = 4
+SCAN_BLOCK_D = None
 LINEAR_BLOCK_L = 32
 LINEAR_TILE = 2048
 SCAN2D_ROWS = 4          # 2-D scan: a checkpoint every 4 rows (the backward recomputes up to 3 rows per row)
@@ -60,10 +64,15 @@ def _floor_pow2(x: int) -> int:
 
 def scan_blocks(dim: int, n: int, L: int) -> tuple[int, int]:
     """``(block_l, block_d)`` of the selective-scan kernels: chunks of ``block_l`` steps (a power of two, at most
-    ``SCAN_BLOCK_L``), ``block_d`` channels per program so that a ``(block_d, n_pow2, block_l)`` tile has about
-    ``SCAN_TILE`` elements."""
+    ``SCAN_BLOCK_L``, at least 4) and ``block_d`` channels per forward program, those that ``SCAN_WARPS`` warps hold
+    at 16 steps per thread (at most ``SCAN_BLOCK_D``, and no more than the next power of two of ``dim``). ``n`` is
+    not part of the choice: the states are a loop inside the kernels."""
     bl = max(min(SCAN_BLOCK_L, _pow2(L)), 4)
-    return bl, _floor_pow2(min(_pow2(dim), SCAN_TILE // (_pow2(n) * bl)))
+    lanes = max(bl // 16, 1)
+    bd = min((32 // lanes) * SCAN_WARPS, _pow2(dim))
+    if SCAN_BLOCK_D is not None:
+        bd = min(bd, SCAN_BLOCK_D)
+    return bl, _floor_pow2(bd)
 
 
 def linear_blocks(L: int, Q: int) -> tuple[int, int]:
