@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
 from .text import MISSING_CELLS, is_date, is_number, parse_times, read_text_lines
 
 TABLE_OPTIONS = {**COMMON_OPTIONS, "id": "id", "time": "time", "label": "label", "target": "target",

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..sequence_arrays import Spelling, check_series
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
 
 NPZ_OPTIONS = {**COMMON_OPTIONS, "per_step": False}
 
