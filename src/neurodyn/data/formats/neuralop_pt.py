@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from ...checkpoint_io import unsafe_pickle_reason
 from ...errors import ConfigError, DataError
 from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
                    select, stride_slices)
@@ -47,6 +46,8 @@ class PtOptions(ReaderOptions):
 
 def load_torch_file(path: Path) -> Any:
     import torch
+
+    from ...checkpoint_io import unsafe_pickle_reason
 
     try:
         return torch.load(path, map_location="cpu", weights_only=True)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
 from .text import is_number, parse_times, read_text_lines
 
 
@@ -307,19 +307,4 @@ def looks_like_ts(head: bytes) -> bool:
     return False
 
 
-def sktime_dataset_path(name: str, split: str) -> Path:
-    """Path of a .ts file shipped inside the installed ``sktime`` package (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("sktime")
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"the {name} data ships with the 'sktime' package, which is not installed; "
-                        "`pip install sktime`, or use source=synthetic")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    path = root / "datasets" / "data" / name / f"{name}_{split.upper()}.ts"
-    if not path.exists():
-        raise DataError(f"sktime at {root} does not ship {path.name}")
-    return path
-
-
-__all__ = ["TsCases", "read_ts_cases", "read_ts", "read_uea_ts", "looks_like_ts", "sktime_dataset_path"]
+__all__ = ["TsCases", "read_ts_cases", "read_ts", "read_uea_ts", "looks_like_ts"]
