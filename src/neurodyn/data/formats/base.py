@@ -12,6 +12,7 @@ the shape found and the shape expected.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,23 @@ def read_failed(path: Path, exc: BaseException, what: str = "file") -> DataError
                      f"format ({detail})")
 
 
+def load_torch_file(path: Path) -> Any:
+    """What ``torch.save`` wrote to ``path``, loaded with ``weights_only=True`` (anything but tensors and plain
+    containers is refused, not executed); a damaged file is one DataError."""
+    import torch
+
+    from ...checkpoint_io import unsafe_pickle_reason
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = unsafe_pickle_reason(exc) or str(exc).strip().splitlines()[0]
+        raise DataError(f"file {path} holds objects other than tensors and plain containers, which are not loaded "
+                        f"(torch.load weights_only=True refused {reason}); re-save it as a dict of tensors") from None
+    except Exception as exc:  # truncated zip, bad magic number, ...
+        raise read_failed(path, exc, "torch file") from None
+
+
 def as_1d(arr: np.ndarray) -> np.ndarray:
     """A coordinate vector stored as (1, n), (n, 1) or (n,) as (n,)."""
     arr = np.asarray(arr)
@@ -122,5 +140,5 @@ def h5_read(path: Path, key: str, index: Any = ()) -> np.ndarray:
 
 
 __all__ = ["ArraySource", "Fetch", "PublicDataset", "READER_VERSION", "ReaderOptions", "as_1d", "check_finite",
-           "h5_read", "make_options", "open_h5", "options_dict", "read_failed", "require_shape", "select",
-           "stride_slices", "strided_len"]
+           "h5_read", "load_torch_file", "make_options", "open_h5", "options_dict", "read_failed", "require_shape",
+           "select", "stride_slices", "strided_len"]
