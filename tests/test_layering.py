@@ -208,6 +208,74 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     assert import_cycles(pkg) == [["neurodyn.a", "neurodyn.sub.b"]]
 
 
+# ------------------------------------------------------------------------------------------------
+# the sub-layers of data/ (ARCHITECTURE.md's data row)
+
+# from the bottom: the store, the sequence store (layout, building, dataset) and what every reader hands on, the
+# features; above them the generators and the readers, siblings that never import each other, except one door
+DATA_RULES = {"data/sequence*.py": ("formats", "generators"), "data/public_dataset.py": ("formats", "generators"),
+              "data/features/*.py": ("formats", "generators"), "data/generators/*.py": ("formats",),
+              "data/formats/*.py": ("generators",)}
+# a generator's real file enters through the converter: generators/base.real_file takes read_public of formats/
+DOOR = ("data/generators/base.py", "neurodyn.data.formats", {"read_public"})
+
+
+def data_breaches(root: Path = SRC) -> list[str]:
+    """``module -> imported module`` for every import that crosses :data:`DATA_RULES` (the door aside)."""
+    modules = {_module_name(p, root) for p in root.rglob("*.py")}
+    bad = []
+    for pattern, banned in DATA_RULES.items():
+        for path in sorted(root.glob(pattern)):
+            rel = path.relative_to(root).as_posix()
+            for target in sorted(_module_imports(path, modules, root)):
+                parts = target.split(".")
+                if len(parts) < 3 or parts[1] != "data" or parts[2] not in banned:
+                    continue
+                if (rel, target) == DOOR[:2] and _names_taken(path, target, root) <= DOOR[2]:
+                    continue
+                bad.append(f"{rel} -> {target}")
+    return bad
+
+
+def _names_taken(path: Path, target: str, root: Path) -> set[str]:
+    """The names ``path`` takes from the module ``target`` with ``from ... import``."""
+    base = _module_name(path, root).split(".")[:-1]
+    taken = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            module = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            if module == target:
+                taken.update(a.name for a in node.names)
+    return taken
+
+
+def test_the_data_sub_layers():
+    """The sequence store, ``public_dataset`` and the features import neither the readers nor the generators; a
+    generator imports no reader (its real file goes through ``generators/base.real_file``, the converter's
+    ``read_public``); a reader imports no generator."""
+    assert data_breaches() == []
+
+
+def test_the_data_sub_layer_check_finds_a_breach(tmp_path):
+    pkg = tmp_path / "neurodyn"
+    for sub in ("data/formats", "data/generators", "data/features"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data" / "__init__.py").write_text("")
+    (pkg / "data" / "formats" / "mnist.py").write_text("def encode():\n    pass\n")
+    (pkg / "data" / "sequence_store.py").write_text("def f():\n    from .formats.mnist import encode\n")
+    (pkg / "data" / "generators" / "base.py").write_text("from ..formats import read_public, sniff\n")
+    (pkg / "data" / "generators" / "digits.py").write_text("from ..formats.mnist import encode\n")
+    (pkg / "data" / "features" / "events.py").write_text("from ..generators import base\n")
+    assert data_breaches(pkg) == ["data/sequence_store.py -> neurodyn.data.formats.mnist",
+                                  "data/features/events.py -> neurodyn.data.generators.base",
+                                  "data/generators/base.py -> neurodyn.data.formats",
+                                  "data/generators/digits.py -> neurodyn.data.formats.mnist"]
+    (pkg / "data" / "generators" / "base.py").write_text("def real_file():\n    from ..formats import read_public\n")
+    assert "data/generators/base.py -> neurodyn.data.formats" not in data_breaches(pkg)
+
+
 def test_no_module_imports_the_package_root():
     """The root ``neurodyn/__init__.py`` reaches the top layer lazily (``load_run``): nothing below imports it."""
     bad = []

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from neurodyn.data.features.events import event_encode
+from neurodyn.data.features.wavelets import morlet_cwt, snapshot_features
 from neurodyn.data.formats import bearings, mnist, person_activity, ts
 from neurodyn.data.generators import get_generator
-from neurodyn.data.generators.bearing import morlet_cwt, snapshot_features
-from neurodyn.data.formats.mnist import event_encode
 from neurodyn.data.sequences import SequenceDataset, pad_sequences
 from neurodyn.data.store import StoredDataset
 from neurodyn.errors import ConfigError, DataError

@@ -29,7 +29,7 @@ from .config import DATA_KEYS, DataConfig, all_needs_a_file
 from .datasets import SteadyDataset, TimeWindowDataset, split_indices
 from .generators import get_generator
 from .normalize import Normalizer
-from .sequences import SequenceDataset
+from .sequence_dataset import SequenceDataset, store_classes
 from .store import StoredDataset
 
 TASKS = ("steady", "autoregressive", "sequence")
@@ -331,8 +331,6 @@ def training_steps(data: DataSection) -> int | None:
 def _training_classes(dc: DataConfig) -> list[str] | None:
     """The class names of the training file ``data.path`` (a converted store), to read a test file's labels by
     name; ``None`` when there is no such file or it names no classes."""
-    from .sequences import store_classes
-
     if not dc.path or not Path(dc.path).is_file():
         return None
     return store_classes(StoredDataset(dc.path, verify=False))

@@ -138,7 +138,7 @@ class WindowConfig:
 
 @dataclass
 class SequenceConfig:
-    """How sequence stores are read (:class:`neurodyn.data.sequences.SequenceDataset`).
+    """How sequence stores are read (:class:`neurodyn.data.sequence_dataset.SequenceDataset`).
 
     Attributes:
         window (int, 0): train on windows of this many steps (0: whole sequences).

@@ -9,9 +9,10 @@ of the paper's features (:func:`read_bearing_store`, ``neurodyn convert FOLDER k
   (``Bearing1_1``...) holding ``1.csv, 2.csv, ...`` (one a minute), each with the header
   ``Horizontal_vibration_signals,Vertical_vibration_signals`` and 32768 rows at 25.6 kHz.
 
-Features of a snapshot (the paper's preprocessing, Razzaq & Zhao's CARLE; :func:`run_features`, which the
-synthetic ``bearing`` generator applies to its runs too), per axis: log10 Morlet-CWT energy, dominant CWT frequency
-(kHz), CWT spectral entropy, kurtosis, skewness, mean, std; then operating hours and temperature (C; XJTU-SY: 0).
+Features of a snapshot (the paper's preprocessing, Razzaq & Zhao's CARLE; ``run_features`` of
+:mod:`neurodyn.data.features.wavelets`, which the synthetic ``bearing`` generator applies to its runs too), per axis:
+log10 Morlet-CWT energy, dominant CWT frequency (kHz), CWT spectral entropy, kurtosis, skewness, mean, std; then
+operating hours and temperature (C; XJTU-SY: 0).
 The store: one sequence per bearing folder (natural order), ``t`` in hours, the target the life fraction per
 snapshot ``(N, T, 1)`` (``linear``: the physics-based labels of the paper's ref. 2025b are not public),
 ``params/condition``. Options: ``max_snapshots`` (0: all), ``n_freqs`` (CWT frequencies, default 24),
@@ -19,54 +20,15 @@ snapshot ``(N, T, 1)`` (``linear``: the physics-based labels of the paper's ref.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import Cases, build_sequences
-
-def morlet_cwt(x: torch.Tensor, fs: float, freqs: torch.Tensor, w0: float = 6.0) -> torch.Tensor:
-    """Complex Morlet CWT of ``x: (..., n)`` at ``freqs`` (Hz), by FFT: ``(..., n_freqs, n)``.
-
-    Analytic Morlet, ``psi_hat(s w) = 2 exp(-(s w - w0)^2 / 2)`` for ``w > 0`` with scale
-    ``s = w0 / (2 pi f)``, normalised so that ``A cos(2 pi f t)`` has modulus ``~A`` at frequency f.
-    """
-    n = x.shape[-1]
-    X = torch.fft.fft(x.to(torch.float64), dim=-1)
-    w = 2 * math.pi * torch.fft.fftfreq(n, d=1.0 / fs, dtype=torch.float64, device=x.device)
-    s = w0 / (2 * math.pi * freqs.to(torch.float64))
-    psi = 2.0 * torch.exp(-0.5 * (s[:, None] * w[None, :] - w0) ** 2) * (w > 0)
-    return torch.fft.ifft(X[..., None, :] * psi, dim=-1)
-
-
-def snapshot_features(signals: torch.Tensor, fs: float, n_freqs: int = 24) -> torch.Tensor:
-    """The 7 features per axis of snapshots ``(n, axes, points)`` -> ``(n, 7 * axes)``."""
-    freqs = torch.logspace(math.log10(fs / 256), math.log10(fs / 2.5), n_freqs, dtype=torch.float64)
-    x = signals.to(torch.float64)
-    power = morlet_cwt(x, fs, freqs).abs().square().mean(-1)               # (n, axes, n_freqs)
-    energy = torch.log10(power.sum(-1) + 1e-12)
-    dominant = freqs[power.argmax(-1)] / 1000.0
-    p = power / power.sum(-1, keepdim=True).clamp_min(1e-30)
-    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
-    mean, std = x.mean(-1), x.std(-1, unbiased=False).clamp_min(1e-12)
-    z = (x - mean[..., None]) / std[..., None]
-    skew, kurt = z.pow(3).mean(-1), z.pow(4).mean(-1)
-    feats = torch.stack([energy, dominant, entropy, kurt, skew, mean, std], -1)  # (n, axes, 7)
-    return feats.reshape(len(x), -1).float()
-
-
-def run_features(signals: torch.Tensor, times_s: np.ndarray, temperature: np.ndarray | None, fs: float,
-                 n_freqs: int) -> np.ndarray:
-    """``(n, 16)``: 7 CWT/statistical features per axis, operating hours, temperature."""
-    feats = snapshot_features(signals, fs, n_freqs).numpy()
-    temp = np.zeros(len(times_s), dtype=np.float32) if temperature is None else np.asarray(temperature, np.float32)
-    return np.concatenate([feats, (np.asarray(times_s) / 3600.0)[:, None], temp[:, None]], 1).astype(np.float32)
+from ..sequence_store import Cases, build_sequences
 
 
 @dataclass
@@ -175,10 +137,12 @@ def read_bearing_store(path: Path, layout: str, max_snapshots: int = 0, n_freqs:
                                ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"option {name} must be an int >= {least}, got {value!r}")
+    from ..features.wavelets import run_features  # (torch: imported when a bearing folder is read)
+
     runs = read_bearing_runs(str(path), layout, max_snapshots)[:max_samples or None]
     cases = Cases([], [], [], [])
     for r in runs:
-        cases.xs.append(run_features(torch.from_numpy(r.signals), r.times, r.temperature, r.fs, n_freqs))
+        cases.xs.append(run_features(r.signals, r.times, r.temperature, r.fs, n_freqs))
         cases.ts.append((r.times / 3600.0).astype(np.float32))
         cases.ys.append((r.times / max(r.times[-1], 1e-9)).astype(np.float32)[:, None])
         cases.where.append(f"{path}: bearing {r.name}")
@@ -201,4 +165,4 @@ def read_bearing_runs(path: str, layout: str, max_snapshots: int = 0) -> list[Be
 
 
 __all__ = ["BearingRun", "read_pronostia_bearing", "read_xjtu_bearing", "list_bearings", "read_bearing_runs",
-           "read_bearing_store", "morlet_cwt", "snapshot_features", "run_features", "XJTU_CONDITIONS"]
+           "read_bearing_store", "XJTU_CONDITIONS"]

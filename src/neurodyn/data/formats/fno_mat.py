@@ -95,6 +95,30 @@ class MatFile:
         return arr if lo is None else arr[lo:hi]
 
 
+def is_matlab(peek) -> bool:
+    """A MATLAB file: v5 (its text header), v7.3 (an HDF5 file named ``.mat`` or holding ``MATLAB_class``
+    attributes), or another file named ``.mat`` (which the reader then says it cannot read)."""
+    if peek.container == "matlab":
+        return True
+    if peek.container == "hdf5":
+        return peek.suffix == ".mat" or any("MATLAB_class" in ds.attrs for ds in peek.hdf5().values())
+    return peek.container == "other" and peek.suffix == ".mat"
+
+
+def variables(peek) -> set[str]:
+    """The variable names of the MATLAB file being looked at (read once per conversion, for the readers of FNO's and
+    Geo-FNO's files)."""
+    if peek.container == "hdf5":
+        return peek.look("matlab variables", lambda: set(peek.hdf5().keys()))
+    return peek.look("matlab variables", lambda: set(MatFile(peek.path).names()))
+
+
+def claims(peek) -> bool:
+    """Any MATLAB file (Geo-FNO's plasticity row, walked before this one, takes those with ``input`` and
+    ``output``)."""
+    return is_matlab(peek)
+
+
 @dataclass
 class FnoMatOptions(ReaderOptions):
     """``include_initial``: for Navier–Stokes files, prepend ``a`` as frame 0 (t = 0); see the module doc."""

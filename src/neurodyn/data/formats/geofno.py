@@ -40,6 +40,7 @@ import numpy as np
 from ...errors import ConfigError, DataError
 from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
                    select, stride_slices, strided_len)
+from .fno_mat import MatFile, is_matlab, variables
 
 NAME = "geo-fno"
 SETS = ("airfoil", "pipe", "elasticity", "plasticity")
@@ -99,6 +100,22 @@ def detect(path: Path) -> list[str]:
     if _plasticity_file(folder) is not None:
         found.append("plasticity")
     return found
+
+
+def claims(peek, kind: str) -> bool | str:
+    """Whether the file or folder ``peek`` looks at is Geo-FNO's set ``kind``: a folder holding the set's files (a
+    sentence when it holds several sets), one of the set's ``.npy`` files by name, or for plasticity a MATLAB file
+    with ``input`` and ``output``."""
+    if peek.container == "folder":
+        found = peek.look("geo-fno sets", lambda: detect(peek.path))
+        if kind not in found:
+            return False
+        if len(found) > 1:
+            return f"folder {peek.path} holds several Geo-FNO sets ({', '.join(found)}); choose one with kind=<name>"
+        return True
+    if kind == "plasticity":
+        return is_matlab(peek) and {"input", "output"} <= variables(peek)
+    return peek.container == "npy" and peek.path.name in FILES[kind]
 
 
 def read(path: Path, kind: str | None = None, **options: Any) -> PublicDataset:
@@ -207,8 +224,6 @@ def _elasticity(folder: Path, files: list[Path], arrays: list[np.ndarray], opts)
 
 
 def _plasticity(path: Path, opts) -> PublicDataset:
-    from .fno_mat import MatFile
-
     if opts.channels is not None:
         raise ConfigError("option channels applies to airfoil and pipe, not to plasticity")
     file = _plasticity_file(path)

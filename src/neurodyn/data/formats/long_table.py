@@ -1,6 +1,6 @@
 """Long-format tables, one row per observation: CSV (``.csv``, ``.tsv``) and Parquet (``.parquet``, needs
 ``pyarrow``: ``pip install 'neurodyn[parquet]'``). The one reader of the format; both files become the same rows of
-text cells, read into a sequence store (:func:`neurodyn.data.sequences.build_sequences`).
+text cells, read into a sequence store (:func:`neurodyn.data.sequence_store.build_sequences`).
 
 A header, then ``id, time, <features...>, label`` (or ``target``) in any column order. Options (``neurodyn convert
 FILE key=value``): those of every sequence reader (``max_samples``, ``classes``, ``dt``), the column names ``id``
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
 from .text import MISSING_CELLS, is_date, is_number, parse_times, read_text_lines
 
 TABLE_OPTIONS = {**COMMON_OPTIONS, "id": "id", "time": "time", "label": "label", "target": "target",
@@ -30,6 +30,16 @@ CSV_OPTIONS = {**TABLE_OPTIONS, "delimiter": None}
 
 Rows = list[tuple[str, list[str]]]
 """``(where, cells)`` per data row: ``where`` names the file and line (or row) for messages."""
+
+
+def claims_csv(peek) -> bool:
+    """A long-format CSV table is named so: ``.csv`` or ``.tsv`` (the reader says what is wrong inside)."""
+    return peek.suffix in (".csv", ".tsv")
+
+
+def claims_parquet(peek) -> bool:
+    """A Parquet table: named ``.parquet`` / ``.pq``, or starting with Parquet's magic bytes ``PAR1``."""
+    return peek.suffix in (".parquet", ".pq") or peek.head.startswith(b"PAR1")
 
 
 def read_long_csv(path: Path, **given: Any):
@@ -253,4 +263,4 @@ def _from_table(path: Path, fmt: str, header: list[str], rows: Rows, opts: dict[
                            channels=[header[j] for j in c.features], options=opts, info=info)
 
 
-__all__ = ["read_long_csv", "read_long_parquet", "TABLE_OPTIONS", "CSV_OPTIONS"]
+__all__ = ["read_long_csv", "read_long_parquet", "claims_csv", "claims_parquet", "TABLE_OPTIONS", "CSV_OPTIONS"]

@@ -6,10 +6,10 @@ Files: the four IDX files of LeCun's distribution (``train-images-idx3-ubyte[.gz
 ``t10k-...``), big-endian magic ``0x00000803`` (images: n, rows, cols, then uint8 pixels) / ``0x00000801`` (labels:
 n, then uint8), or Keras' ``mnist.npz`` (``x_train, y_train, x_test, y_test``). Train images come first.
 
-Events (:func:`event_encode`): an image is thresholded to binary (``threshold``, default 128), flattened row by row
-into ``L`` pixels and run-length encoded: ``[1, 1, 1, 1] -> (value 1, duration 4)``; each event is one step with
-features ``(value, duration / width)`` at ``t = end of the run / L``; at most ``max_len`` events (default 256) are
-kept per image.
+Events (``event_encode`` of :mod:`neurodyn.data.features.events`, shared with the ``event_digits`` generator): an
+image is thresholded to binary (``threshold``, default 128), flattened row by row into ``L`` pixels and run-length
+encoded: ``[1, 1, 1, 1] -> (value 1, duration 4)``; each event is one step with features ``(value, duration /
+width)`` at ``t = end of the run / L``; at most ``max_len`` events (default 256) are kept per image.
 """
 from __future__ import annotations
 
@@ -20,24 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..sequences import Cases, build_sequences
+from ..features.events import event_encode
+from ..sequence_store import Cases, build_sequences
 
 MNIST_FILES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",
                "test_images": "t10k-images-idx3-ubyte", "test_labels": "t10k-labels-idx1-ubyte"}
-
-
-def event_encode(binary: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Run-length events of a flat 0/1 sequence: features ``(E, 2) = (value, duration / width)`` and
-    timestamps ``(E,) = end of run / L``."""
-    b = np.asarray(binary).astype(np.int8).ravel()
-    L = len(b)
-    if L == 0:
-        raise DataError("cannot event-encode an empty sequence")
-    ends = np.flatnonzero(np.diff(b) != 0) + 1
-    ends = np.append(ends, L)
-    starts = np.concatenate([[0], ends[:-1]])
-    feats = np.stack([b[starts].astype(np.float32), (ends - starts).astype(np.float32) / width], axis=1)
-    return feats, (ends / L).astype(np.float32)
 
 
 def _open_maybe_gz(path: Path) -> bytes:
@@ -124,4 +111,4 @@ def read_mnist_events(path: Path, threshold: float = 128.0, max_len: int = 256, 
                            params={"train": (np.arange(n) < n_train).astype(np.float32)})
 
 
-__all__ = ["event_encode", "read_idx", "read_mnist", "read_mnist_events", "mnist_files"]
+__all__ = ["read_idx", "read_mnist", "read_mnist_events", "mnist_files"]

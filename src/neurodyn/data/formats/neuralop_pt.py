@@ -23,17 +23,15 @@ Other tensors with N rows and at most 2 axes become ``params/<name>``; anything 
 """
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...checkpoint_io import unsafe_pickle_reason
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
-                   select, stride_slices)
+from .base import (ArraySource, PublicDataset, ReaderOptions, load_torch_file, make_options, options_dict,
+                   require_shape, select, stride_slices)
 
 NAME = "neuralop-pt"
 
@@ -45,17 +43,11 @@ class PtOptions(ReaderOptions):
     channel_dim: Any = None
 
 
-def load_torch_file(path: Path) -> Any:
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        reason = unsafe_pickle_reason(exc) or str(exc).strip().splitlines()[0]
-        raise DataError(f"file {path} holds objects other than tensors and plain containers, which are not loaded "
-                        f"(torch.load weights_only=True refused {reason}); re-save it as a dict of tensors") from None
-    except Exception as exc:  # truncated zip, bad magic number, ...
-        raise read_failed(path, exc, "torch file") from None
+def claims(peek) -> bool:
+    """A ``torch.save`` file: a zip archive holding ``<name>/data.pkl``, or a legacy pickle (first byte ``0x80``)."""
+    if peek.container == "pickle":
+        return True
+    return peek.container == "zip" and any(n.endswith("data.pkl") for n in peek.zip_names())
 
 
 def read(path: Path, **options: Any) -> PublicDataset:

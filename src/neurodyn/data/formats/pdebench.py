@@ -44,6 +44,11 @@ def looks_like(f) -> bool:
     return any(isinstance(g, h5py.Group) and "data" in g for g in f.values())
 
 
+def claims(peek) -> bool:
+    """An HDF5 file of PDEBench: ``tensor``, ``density`` (CFD), or seed groups holding ``data``."""
+    return peek.container == "hdf5" and looks_like(peek.hdf5())
+
+
 def read(path: Path, **options: Any) -> PublicDataset:
     """Read a PDEBench HDF5 file; the family is found from its datasets."""
     import h5py

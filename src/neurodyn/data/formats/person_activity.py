@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..sequences import Cases, build_sequences
+from ..sequence_store import Cases, build_sequences
 
 PAR_TAGS = {"010-000-024-033": 0, "010-000-030-096": 1, "020-000-033-111": 2, "020-000-032-221": 3}
 PAR_ACTIVITIES = ("walking", "falling", "lying down", "lying", "sitting down", "sitting", "standing up from lying",

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, select
+from .base import (ArraySource, PublicDataset, ReaderOptions, load_torch_file, make_options, options_dict, read_failed,
+                   select)
 
 NAME = "point-cloud"
 POINT_KEYS = ("vertices", "points", "pos", "coords")
@@ -80,6 +81,13 @@ def looks_like_npz(path: Path) -> bool:
     x, y = shapes.get("x"), shapes.get("y")
     return (x is not None and y is not None and len(x) == 3 and len(y) >= 3 and x[0] == y[0]
             and per_point_layout(y[1:], x[1]) is not None)
+
+
+def claims(peek) -> bool:
+    """An ``.npz`` of point clouds (:func:`looks_like_npz`); a torch list of them is read only with
+    ``kind=point-cloud`` (neuraloperator's reader hands such a file here too)."""
+    return (peek.container == "zip" and ("x.npy" in peek.zip_names() or peek.suffix == ".npz")
+            and looks_like_npz(peek.path))
 
 
 def _pick(keys: list[str], given: Any, known: tuple[str, ...], what: str, option: str, where: str) -> str:
@@ -223,6 +231,19 @@ def from_samples(path: Path, samples: list, **options: Any) -> PublicDataset:
     return _ragged(path, pos, target, None, {"source_keys": {"pos": pk, "u": tk}}, opts, "torch-list")
 
 
+def read(path: Path, **options: Any) -> PublicDataset:
+    """A point-cloud ``.npz``, or a torch file holding a list of per-sample dicts (module doc)."""
+    with open(path, "rb") as fh:
+        zipped = fh.read(4) == b"PK\x03\x04"
+    if zipped and not torch_archive(path):
+        return read_npz(path, **options)
+    obj = load_torch_file(path)
+    if not isinstance(obj, list):
+        raise DataError(f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
+                        "per-sample dicts (points and target)")
+    return from_samples(path, obj, **options)
+
+
 def read_npz(path: Path, **options: Any) -> PublicDataset:
     """``np.savez`` arrays ``x (N, P, d)``, ``y (N, P, c)`` or ``(N, P)``, optional ``mask (N, P)``."""
     opts = make_options(PointCloudOptions, NAME, options)
@@ -275,4 +296,4 @@ def summary_line(n_samples: int, info: dict[str, Any]) -> str:
             f"channel{'s' if i['channels'] != 1 else ''}")
 
 
-__all__ = ["read_npz", "from_samples", "looks_like_npz", "summary_line"]
+__all__ = ["read", "read_npz", "from_samples", "claims", "looks_like_npz", "summary_line"]

@@ -1,5 +1,5 @@
 """Sequences as ``np.savez`` arrays: the one reader of a sequence ``.npz``, into a sequence store
-(:func:`neurodyn.data.sequences.build_sequences`).
+(:func:`neurodyn.data.sequence_store.build_sequences`).
 
 ``np.savez(FILE, x=(N, T, C) or (N, T), y=(N,) [, t=(N, T) or (T,)] [, mask=(N, T)] [, classes=(K,)])``: NaN in
 ``x`` for a missing value; ``mask`` 0 where a sequence has no step (need not be a prefix); ``y`` integer or string
@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..sequence_arrays import Spelling, check_series
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, sequence_options
 
 NPZ_OPTIONS = {**COMMON_OPTIONS, "per_step": False}
 
@@ -102,6 +102,13 @@ def _targets(path: Path, arrays: dict[str, np.ndarray], m: np.ndarray, opts: dic
     return y, "regression", None, per_step
 
 
+def claims(peek) -> bool:
+    """An ``.npz`` (or a zip archive holding ``x.npy``); an empty ``.npz`` too, for the reader to say so."""
+    if peek.container == "empty":
+        return peek.suffix == ".npz"
+    return peek.container == "zip" and ("x.npy" in peek.zip_names() or peek.suffix == ".npz")
+
+
 def read_sequence_npz(path: Path, **given: Any):
     """``np.savez`` arrays (module doc) as a sequence store."""
     opts = sequence_options("sequence-npz", NPZ_OPTIONS, given)
@@ -115,4 +122,4 @@ def read_sequence_npz(path: Path, **given: Any):
                            channels=[f"x_{j}" for j in range(c)], options=opts, info={"timestamps": stamps})
 
 
-__all__ = ["read_sequence_npz", "NPZ_OPTIONS"]
+__all__ = ["read_sequence_npz", "NPZ_OPTIONS", "claims"]

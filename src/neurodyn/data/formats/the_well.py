@@ -49,6 +49,11 @@ def looks_like(f) -> bool:
     return "t0_fields" in f or ("dimensions" in f and "n_spatial_dims" in f.attrs)
 
 
+def claims(peek) -> bool:
+    """An HDF5 file of The Well (``t0_fields``, or ``dimensions`` with ``n_spatial_dims``)."""
+    return peek.container == "hdf5" and looks_like(peek.hdf5())
+
+
 def _s(v: Any) -> Any:
     if isinstance(v, bytes):
         return v.decode()

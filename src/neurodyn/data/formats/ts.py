@@ -9,7 +9,7 @@ case-insensitive: ``@problemName``, ``@timeStamps``, ``@missing``, ``@univariate
 read with a class label last.
 
 Store options (``neurodyn convert FILE.ts key=value``): those of every sequence reader, ``max_samples``,
-``classes``, ``dt`` (:data:`neurodyn.data.sequences.COMMON_OPTIONS`). Without timestamps, ``t = step index * dt``.
+``classes``, ``dt`` (:data:`neurodyn.data.sequence_store.COMMON_OPTIONS`). Without timestamps, ``t = step index * dt``.
 Every problem is one :class:`~neurodyn.errors.DataError` naming the file and the line.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from ..sequences import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
+from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
 from .text import is_number, parse_times, read_text_lines
 
 
@@ -269,7 +269,7 @@ def read_ts(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
 
 
 def read_uea_ts(path: Path, **given: Any):
-    """A UEA/UCR ``.ts`` file as a sequence store (:func:`neurodyn.data.sequences.build_sequences`)."""
+    """A UEA/UCR ``.ts`` file as a sequence store (:func:`neurodyn.data.sequence_store.build_sequences`)."""
     opts = sequence_options("uea-ts", COMMON_OPTIONS, given)
     cases = read_ts_cases(path)
     if cases.task == "none":
@@ -296,6 +296,11 @@ def read_uea_ts(path: Path, **given: Any):
                            info=info)
 
 
+def claims(peek) -> bool:
+    """A ``.ts`` file, or a file of another name whose first lines read as a ``.ts`` header."""
+    return peek.suffix == ".ts" or (peek.head[:1] in (b"@", b"#", b"%") and looks_like_ts(peek.text()))
+
+
 def looks_like_ts(head: bytes) -> bool:
     """Whether the start of a file reads as a ``.ts`` header (``#``/``%`` comments, then ``@`` tags)."""
     for line in head.decode("utf-8", "replace").splitlines():
@@ -307,19 +312,4 @@ def looks_like_ts(head: bytes) -> bool:
     return False
 
 
-def sktime_dataset_path(name: str, split: str) -> Path:
-    """Path of a .ts file shipped inside the installed ``sktime`` package (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("sktime")
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"the {name} data ships with the 'sktime' package, which is not installed; "
-                        "`pip install sktime`, or use source=synthetic")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    path = root / "datasets" / "data" / name / f"{name}_{split.upper()}.ts"
-    if not path.exists():
-        raise DataError(f"sktime at {root} does not ship {path.name}")
-    return path
-
-
-__all__ = ["TsCases", "read_ts_cases", "read_ts", "read_uea_ts", "looks_like_ts", "sktime_dataset_path"]
+__all__ = ["TsCases", "read_ts_cases", "read_ts", "read_uea_ts", "looks_like_ts", "claims"]

@@ -19,7 +19,7 @@ Sources:
   of ``max_len`` readings (``[one-hot tag, x, y, z]``, ``t`` in seconds from the chunk's start),
   labels per step (11 activities), i.e. the paper's per-time-step classification.
 
-The real files are read by the converter (:mod:`neurodyn.data.formats.ts` for BasicMotions,
+The real files are read by the converter through ``base.real_file`` (:mod:`neurodyn.data.formats.ts` for BasicMotions,
 :mod:`neurodyn.data.formats.person_activity` for ``par``, with a one-line note naming ``neurodyn convert
 ConfLongDemo_JSI.txt kind=person-activity chunk=64``, the one route for real files); this module only generates.
 """
@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences, take_sequences
+from ..sequence_store import pad_sequences, take_sequences
 from .base import Generator, check_source, real_file, register_generator, sample_seed
 
 
@@ -61,12 +62,26 @@ def _templates(cfg: ActivityConfig) -> dict[str, np.ndarray]:
     }
 
 
+def sktime_dataset_path(name: str, split: str) -> Path:
+    """Path of a .ts file shipped inside the installed ``sktime`` package (found without importing it; read by the
+    converter's ``.ts`` reader)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sktime")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"the {name} data ships with the 'sktime' package, which is not installed; "
+                        "`pip install sktime`, or use source=synthetic")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    path = root / "datasets" / "data" / name / f"{name}_{split.upper()}.ts"
+    if not path.exists():
+        raise DataError(f"sktime at {root} does not ship {path.name}")
+    return path
+
+
 @lru_cache(maxsize=1)
 def _basicmotions() -> tuple[np.ndarray, np.ndarray, int]:
     """BasicMotions TRAIN then TEST, read by the converter's ``.ts`` reader: ``x (80, 100, 6)``, ``y (80,)`` (the
     class names sorted), the class count."""
-    from ..formats.ts import sktime_dataset_path
-
     paths = [sktime_dataset_path("BasicMotions", split) for split in ("train", "test")]
     classes = tuple(sorted(real_file("activity", "basicmotions", paths[0], "uea-ts", note=False).info["classes"]))
     stores = [real_file("activity", "basicmotions", p, "uea-ts", note=False, classes=classes) for p in paths]

@@ -25,8 +25,9 @@ so "train on condition 0, test on the others" is ``split_param: condition, train
 Real files (``source="pronostia"`` or ``"xjtu"``, ``source_path`` = the data folder): one sample per
 bearing folder (natural order), the same features, the label the life fraction (``linear``: the
 physics-based labels of the paper's ref. 2025b are not public); XJTU-SY has no temperature (0). They are read
-by the converter (:mod:`neurodyn.data.formats.bearings`, which holds the features too, with a one-line note
-naming ``neurodyn convert FOLDER kind=pronostia``, the one route for real files); this module only generates.
+by the converter (the reader :mod:`neurodyn.data.formats.bearings`, reached through ``base.real_file`` with a
+one-line note naming ``neurodyn convert FOLDER kind=pronostia``, the one route for real files); this module only
+generates. The features, of synthetic and real runs alike, are :mod:`neurodyn.data.features.wavelets`'.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences, take_sequences
-from ..formats.bearings import morlet_cwt, run_features, snapshot_features
+from ..features.wavelets import morlet_cwt, run_features, snapshot_features
+from ..sequence_store import pad_sequences, take_sequences
 from .base import Generator, check_source, real_file, register_generator, sample_rng
 
 # rpm, load (kN), fault ("outer" | "inner"), resonance (Hz)

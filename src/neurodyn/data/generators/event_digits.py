@@ -13,8 +13,10 @@ Sources:
 * ``mnist``: the real MNIST files at ``source_path`` (IDX folder or Keras' mnist.npz), threshold 128, 784
   pixels -> about 53 events, padded to 256 as the paper. Samples are the 60,000 training images then the
   10,000 test images, in file order (``n_train=60000, n_test=10000`` is the standard split). The files are read
-  and encoded by the converter (:mod:`neurodyn.data.formats.mnist`, with a one-line note naming ``neurodyn
-  convert MNIST_FOLDER kind=mnist``, the one route for real files); the encoding is :func:`event_encode` there.
+  and encoded by the converter (the reader :mod:`neurodyn.data.formats.mnist`, reached through ``base.real_file``
+  with a one-line note naming ``neurodyn convert MNIST_FOLDER kind=mnist``, the one route for real files).
+
+Both sources encode with ``event_encode`` of :mod:`neurodyn.data.features.events`.
 
 Fields: ``x (N, max_len, 2)``, ``t``, ``mask``, ``y (N,)`` the digit; ``params/source_index``.
 """
@@ -27,8 +29,8 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, DataError
-from ..sequences import pad_sequences, take_sequences
-from ..formats.mnist import event_encode
+from ..features.events import event_encode
+from ..sequence_store import pad_sequences, take_sequences
 from .base import Generator, check_source, real_file, register_generator
 
 
