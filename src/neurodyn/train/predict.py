@@ -42,7 +42,7 @@ from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
 from .experiment import check_model_accepts
 from .task_spec import task_from_spec
-from .tasks import evaluate_stage
+from ..progress import evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
 

@@ -6,7 +6,7 @@ import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.models import build
-from neurodyn.ops.dtw import dtw_distance_ref
+from neurodyn.baselines.dtw import dtw_distance_ref
 
 
 def sine_or_square(n: int, seed: int, length: int = 64, noise: float = 0.1):
