@@ -20,6 +20,10 @@ and, when the time is estimated before it starts (``estimate``: seconds, e.g. DT
 the pairs to come) and exceeds a minute, about how long it will take; a bar says the same before it starts. Without
 an estimate, in lines mode, the first units' pace is extrapolated once and said when the rest exceeds a minute
 (a bar shows its own rate and time left). A stage of 5 s or more closes with a line saying how long it took.
+
+:func:`evaluate_stage` is a task's evaluation pass (``task.evaluate(model, batches)``) as one stage, estimated before
+it starts by the model itself where it can (``model.predict_seconds(n) -> (seconds, what was timed)``:
+:func:`predict_estimate`; the fitted baselines of :mod:`neurodyn.baselines`, whose DTW 1-NN can take hours).
 """
 from __future__ import annotations
 
