@@ -25,7 +25,7 @@ def prepared(n=30, n_val=8, seed=0, classes=3):
     y = rng.integers(0, classes, n)
     x = rng.normal(size=(n, 12, 2)) + y[:, None, None]
     store = sequence_store({"x": x, "y": y})
-    cfg = {"task": "sequence", "data": {"n_train": "all", "n_val": n_val, "source": "arrays"}}
+    cfg = {"task": "sequence", "data": {"n_train": "all", "n_val": n_val, "arrays": "in memory"}}
     data = build_sequence_data(cfg, store)
     task = build_task(cfg, data, train_config({}))
     return task, data["sets"]["train"], data["sets"].get("val")
@@ -71,7 +71,7 @@ def test_the_run_it_writes_is_a_run_and_is_reloaded_not_refitted(tmp_path, monke
     task, train, val = prepared()
     run_dir = tmp_path / "knn"
     model = build("knn", in_channels=2, out_channels=3)
-    experiment = {"preset": "knn/sequence", "task": "sequence", "model": {"name": "knn"}, "data": {"source": "arrays"}}
+    experiment = {"preset": "knn/sequence", "task": "sequence", "model": {"name": "knn"}, "data": {"arrays": "x"}}
     run = fit_baseline(model, task, train, val, run_dir, batch_size=8, experiment=experiment)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records == json.loads(json.dumps(run.history))

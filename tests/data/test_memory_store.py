@@ -59,7 +59,7 @@ def test_build_sequence_data_splits_and_normalises_as_build_data(tmp_path, data)
     path = converted(tmp_path, arrays)
     want = build_data({"task": "sequence", "data": {**data, "path": str(path)}}, progress=False)
     store = sequence_store(arrays)
-    got = build_sequence_data({"task": "sequence", "data": {**data, "source": "arrays"}}, store, store.record())
+    got = build_sequence_data({"task": "sequence", "data": {**data, "arrays": "in memory"}}, store, store.record())
     assert got["record"]["shapes"]["fields/x"] == [30, 20, 2] and got["path"] == store.path
     assert set(got["sets"]) == set(want["sets"])
     for name, ds in want["sets"].items():
@@ -76,13 +76,13 @@ def test_nothing_is_written_and_bad_arrays_are_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NEURODYN_DATA", str(tmp_path))
     store = sequence_store(ragged())
-    build_sequence_data({"task": "sequence", "data": {"n_train": "all", "source": "arrays"}}, store)
+    build_sequence_data({"task": "sequence", "data": {"n_train": "all", "arrays": "in memory"}}, store)
     assert os.listdir(tmp_path) == []
     with pytest.raises(DataError, match=r"^<arrays>: no array 'y'; the file holds \['x'\]"):
         sequence_store({"x": np.zeros((3, 4, 1))})
     with pytest.raises(DataError, match=r"<arrays> has no array 'fields/z'"):
         store.read("fields/z")
     with pytest.raises(ConfigError, match="data.n_trian is not a data key of a run on arrays .did you mean 'n_train'"):
-        build_sequence_data({"task": "sequence", "data": {"n_trian": 5, "source": "arrays"}}, store)
+        build_sequence_data({"task": "sequence", "data": {"n_trian": 5, "arrays": "in memory"}}, store)
     with pytest.raises(ConfigError, match="builds the data of a sequence task"):
-        build_sequence_data({"task": "steady", "data": {"source": "arrays"}}, store)
+        build_sequence_data({"task": "steady", "data": {"arrays": "in memory"}}, store)

@@ -194,3 +194,6 @@ def test_a_run_on_arrays_is_evaluated_on_a_converted_test_file(tmp_path):
     scores = neurodyn.load_run(tmp_path / "run").evaluate([tmp_path / "test.h5"])
     assert clf.classes_.tolist() == ["noise", "sine", "square"]
     assert scores["test"]["accuracy"] == pytest.approx(clf.score(xt, yt)) and clf.score(xt, yt) > 0.6
+    with pytest.raises(ConfigError, match=r"trained by a sequence estimator \(sha256:[0-9a-f]{16}\) on arrays, so it "
+                                          r"has no stored val split"):
+        neurodyn.load_run(tmp_path / "run").split("val")

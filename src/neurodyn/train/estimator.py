@@ -14,7 +14,7 @@ out, ``data.missing``, ...), and trained by :func:`neurodyn.train.experiment.tra
 fitted baseline's one pass). Without ``run_dir`` nothing is written anywhere: no data file, run folder or
 temporary file; the estimator keeps the trained model. Given a ``run_dir``, the run is written there as ``neurodyn
 train`` writes one (a marked run folder, ``config.yaml``, ``metrics.jsonl``, checkpoints, ``summary.md``; the data
-recorded as ``data.source: arrays sha256:<digest>`` and ``data.file``, its shapes), resumed exactly by a later
+recorded as ``data.arrays: sha256:<digest>`` and ``data.file``, their shapes and classes), resumed exactly by a later
 ``fit`` on the same arrays and settings (the trainer's resume), and a finished one is only reloaded; other arrays
 or settings there are refused. ``predict`` then uses the run's checkpoint (``which``), as ``neurodyn.load_run`` does.
 Predictions equal those of a run on the store converted from the same arrays (same preset, settings and seed).
@@ -52,7 +52,7 @@ from ..errors import ConfigError, DataError
 def arrays_section(data: dict[str, Any], store) -> dict[str, Any]:
     """The preset's ``data`` section for a training on the arrays of ``store`` (a :class:`~neurodyn.data.memory_store.
     MemoryStore`): its splits, normalisation and sequence options, without a file (``path``, ``test_path``; a
-    given one is refused: the data are the arrays given to ``fit``) and with ``source``, the arrays' digest, which
+    given one is refused: the data are the arrays given to ``fit``) and with ``arrays``, the arrays' digest, which
     a run folder compares on resuming (other arrays are another training)."""
     for key in ("path", "test_path"):
         if data.get(key):
@@ -60,7 +60,7 @@ def arrays_section(data: dict[str, Any], store) -> dict[str, Any]:
                               "test arrays with .score(X, y)); drop the override, or train on a store file with "
                               "`neurodyn train PRESET data.path=STORE`")
     kept = {k: v for k, v in data.items() if k not in ("path", "test_path", "generator")}
-    return {**kept, "source": f"arrays sha256:{store.attrs['checksum'][:16]}"}
+    return {**kept, "arrays": f"sha256:{store.attrs['checksum'][:16]}"}
 
 
 def in_memory_run(trained, which: str, n_val: int):

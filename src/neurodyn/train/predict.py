@@ -46,11 +46,18 @@ from ..progress import evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
 
+FIT_SOURCE = "neurodyn.train.fit"  # data.source of a run trained by neurodyn.train.fit on arrays (no store)
+
+
 def in_memory_source(cfg: dict[str, Any]) -> str | None:
-    """What gave a run's data when it was arrays in memory (``data.source``: ``neurodyn.train.fit``, the sequence
-    estimators), which a run cannot read again; None for a run on a store file."""
+    """Who trained a run on arrays in memory, which a run cannot read again: ``neurodyn.train.fit`` (``data.source``)
+    or an estimator (``data.arrays``: the arrays' digest); None for a run on a store file."""
     data = cfg.get("data")
-    return data.get("source") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    if data.get("source") == FIT_SOURCE:
+        return FIT_SOURCE
+    return f"a sequence estimator ({data['arrays']})" if data.get("arrays") else None
 
 
 @dataclasses.dataclass
@@ -81,9 +88,9 @@ class TrainedRun:
         (nothing generated: the file must exist). One ConfigError when the run has no such split (a run of
         ``neurodyn.train.fit`` or an estimator, trained on arrays in memory, has none: evaluate it on files)."""
         if in_memory_source(self.cfg):
-            raise ConfigError(f"the run {self.run_dir} was trained on arrays in memory ({in_memory_source(self.cfg)}), "
-                              f"so it has no stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN "
-                              "--data FILE`")
+            raise ConfigError(f"the run {self.run_dir} was trained by {in_memory_source(self.cfg)} on arrays, so it "
+                              f"has no stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data "
+                              "FILE`")
         found = build_split_sets(self.cfg, (name,), train_window_steps=self.train_config.window_steps)
         if name not in found:
             raise ConfigError(f"the experiment of {self.checkpoint} has no {name} split (data.n_{name} = 0); evaluate "
@@ -103,7 +110,7 @@ class TrainedRun:
             sets.update(build_split_sets(self.cfg, ("test",), train_window_steps=self.train_config.window_steps))
             sets.update(build_test_sets(self.cfg))
         if not sets and required:
-            why = (f"was trained on arrays in memory ({in_memory_source(self.cfg)})" if in_memory_source(self.cfg)
+            why = (f"was trained by {in_memory_source(self.cfg)} on arrays" if in_memory_source(self.cfg)
                    else "has no test split and no data.test_path")
             raise ConfigError(f"the run {self.run_dir} {why}; give store files to evaluate it on "
                               "(`neurodyn evaluate RUN --data FILE`)")
