@@ -279,22 +279,8 @@ def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device,
               f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}; "
               f"processes: {dist.world_size}", flush=True)
     batch_size = tcfg.eval_batch_size or tcfg.batch_size
-    if fitted:  # one pass, beside the trainer (neurodyn.baselines.fit)
-        run = fit_baseline(model, task, train_set, eval_set, run_dir, batch_size=batch_size, device=device,
-                           train_config=asdict(tcfg), experiment=recorded, progress=progress, resume=resume)
-        history, log, best_state, epoch = run.history, run.log_extra, None, 0
-        passes = {"batches": lambda ds: baseline_batches(ds, batch_size, device), "progress": progress}
-        if main and parse_loggers(tcfg.logging.to) and not run.reloaded:
-            logs = RunLogs(run_dir, parse_loggers(tcfg.logging.to))
-            logs.epoch(history[-1], history)
-            logs.close()
-    else:
-        # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to pooling
-        trainer = Trainer(model, task, train_set, eval_set, tcfg, run_dir, experiment=recorded, device=device,
-                          dist_info=dist, progress=progress, interrupt_at=interrupt_at)
-        history = trainer.fit(resume=resume)
-        log, best_state, epoch = trainer.log_extra, trainer.best_state(), trainer.epoch - 1
-        passes = {"batches": trainer.eval_batches, "progress": trainer.stage_progress()}
+    done = _fit(model, task, train_set, eval_set, tcfg, run_dir, recorded, device, dist, progress, resume, interrupt_at)
+    history, log, best_state, epoch, passes = done
     tests = evaluate_tests(model, task, data["sets"].get("test"), test_sets, best_state=best_state, **passes)
     if fitted and eval_set is not None:  # its one model is the best validation epoch's too (best.pt holds it)
         tests = {name: {**m, "best": m["last"]} for name, m in tests.items()}
@@ -313,6 +299,30 @@ def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device,
     final.update({f"{name}/{key}": m["last"][key] for name, m in tests.items() if name != "test"})
     model.eval()
     return TrainedExperiment(model, task, recorded, tcfg, final, best_state)
+
+
+def _fit(model, task, train_set, eval_set, tcfg: TrainConfig, run_dir: Path | None, recorded: dict[str, Any], device,
+         dist: DistInfo, progress, resume: bool, interrupt_at):
+    """Train ``model`` with the trainer, or fit a baseline in its one pass (:func:`neurodyn.baselines.fit.
+    fit_baseline`). Returns ``(history, log, best_state, epoch, passes)``: the epoch records, what logs a record to
+    ``metrics.jsonl``, the best validation epoch's weights (None: none, or the final model's), the last epoch, and
+    how the test sets are passed over (``batches`` of a dataset, the stages' ``progress``)."""
+    batch_size = tcfg.eval_batch_size or tcfg.batch_size
+    if isinstance(model, FittedSequenceModel):
+        run = fit_baseline(model, task, train_set, eval_set, run_dir, batch_size=batch_size, device=device,
+                           train_config=asdict(tcfg), experiment=recorded, progress=progress, resume=resume)
+        if run_dir is not None and dist.is_main and parse_loggers(tcfg.logging.to) and not run.reloaded:
+            logs = RunLogs(run_dir, parse_loggers(tcfg.logging.to))
+            logs.epoch(run.history[-1], run.history)
+            logs.close()
+        passes = {"batches": lambda ds: baseline_batches(ds, batch_size, device), "progress": progress}
+        return run.history, run.log_extra, None, 0, passes
+    # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to pooling
+    trainer = Trainer(model, task, train_set, eval_set, tcfg, run_dir, experiment=recorded, device=device,
+                      dist_info=dist, progress=progress, interrupt_at=interrupt_at)
+    history = trainer.fit(resume=resume)
+    passes = {"batches": trainer.eval_batches, "progress": trainer.stage_progress()}
+    return history, trainer.log_extra, trainer.best_state(), trainer.epoch - 1, passes
 
 
 def recorded_config(cfg: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
