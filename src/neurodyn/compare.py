@@ -26,7 +26,6 @@ import json
 import math
 import re
 import statistics
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -89,10 +88,14 @@ def parse_entry(text: str) -> tuple[str, str, list[str]]:
 
 def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | torch.device = "cpu") -> dict[str, Any]:
     """How many epochs of ``cfg`` fit in ``budget_seconds`` of training here: the median time of a few training
-    steps times the batches per epoch, plus one evaluation pass over the monitored set. Also the timed model's
-    parameter count (``params``)."""
+    steps times the batches per epoch, plus one evaluation pass over the monitored set; a fitted baseline is one
+    epoch whatever the budget, timed as its one pass (:func:`neurodyn.baselines.fit.fit_baseline`, the path its run
+    takes: the fit, its training loss and the validation split). Also the timed model's parameter count
+    (``params``). Nothing is written."""
+    import math
     import time
 
+    from .baselines import FittedSequenceModel, fit_baseline
     from .data.assembly import build_data
     from .models import count_parameters
     from .train.experiment import build_model, build_task, monitored_set, train_config
@@ -102,21 +105,22 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
     data = build_data(cfg, device, progress=False, train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data, tcfg)
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(model, task, data["sets"]["train"], None, tcfg, tmp, device=device, progress=False)
-        if trainer.fitted:  # fitted in one pass (models.fitted_baselines): one epoch, whatever the budget
-            t0 = time.perf_counter()
-            task.fit_model(model, trainer.eval_batches(data["sets"]["train"]))
-            fit = time.perf_counter() - t0
-            return {"epochs": 1, "estimated_seconds_per_epoch": fit, "step_seconds": fit / trainer.n_batches,
-                    "params": count_parameters(model)}
-        step = trainer.measure_step_seconds()
-        eval_set = monitored_set(data["sets"])
+    eval_set = monitored_set(data["sets"])
+    if isinstance(model, FittedSequenceModel):
         t0 = time.perf_counter()
-        if eval_set is not None:
-            model.eval()
-            task.evaluate(model, trainer.eval_batches(eval_set))
-        evaluation = time.perf_counter() - t0
+        fit_baseline(model, task, data["sets"]["train"], eval_set, batch_size=tcfg.eval_batch_size or tcfg.batch_size,
+                     device=device)
+        fit = time.perf_counter() - t0
+        return {"epochs": 1, "estimated_seconds_per_epoch": fit,
+                "step_seconds": fit / math.ceil(len(data["sets"]["train"]) / tcfg.batch_size),
+                "params": count_parameters(model)}
+    trainer = Trainer(model, task, data["sets"]["train"], None, tcfg, None, device=device, progress=False)
+    step = trainer.measure_step_seconds()
+    t0 = time.perf_counter()
+    if eval_set is not None:
+        model.eval()
+        task.evaluate(model, trainer.eval_batches(eval_set))
+    evaluation = time.perf_counter() - t0
     epoch = step * trainer.n_batches + evaluation
     return {"epochs": max(1, int(budget_seconds // epoch)), "estimated_seconds_per_epoch": epoch,
             "step_seconds": step, "params": count_parameters(model)}

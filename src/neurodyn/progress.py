@@ -20,6 +20,10 @@ and, when the time is estimated before it starts (``estimate``: seconds, e.g. DT
 the pairs to come) and exceeds a minute, about how long it will take; a bar says the same before it starts. Without
 an estimate, in lines mode, the first units' pace is extrapolated once and said when the rest exceeds a minute
 (a bar shows its own rate and time left). A stage of 5 s or more closes with a line saying how long it took.
+
+:func:`evaluate_stage` is a task's evaluation pass (``task.evaluate(model, batches)``) as one stage, estimated before
+it starts by the model itself where it can (``model.predict_seconds(n) -> (seconds, what was timed)``:
+:func:`predict_estimate`; the fitted baselines of :mod:`neurodyn.baselines`, whose DTW 1-NN can take hours).
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["CLOSING_LINE_SECONDS", "LONG_SECONDS", "Stage", "progress_style", "duration"]
+__all__ = ["CLOSING_LINE_SECONDS", "LONG_SECONDS", "Stage", "progress_style", "duration", "evaluate_stage",
+           "predict_estimate"]
 
 LONG_SECONDS = 60.0
 """A stage estimated to take longer says so before it starts."""
@@ -138,3 +143,21 @@ class Stage:
         if self.style == "lines" and exc_type is None and elapsed >= CLOSING_LINE_SECONDS:
             self._say(f"{self.what}: done, {self._units(self.done or self.total)} in {duration(elapsed)}")
         return False
+
+
+def predict_estimate(model: Any, n: int) -> tuple[float | None, str]:
+    """The seconds ``model`` should take to predict ``n`` samples, measured before it starts by the models that
+    can (``predict_seconds(n) -> (seconds, what was timed)``: the fitted baselines, whose DTW 1-NN can take hours),
+    and what the estimate rests on; ``(None, "")`` for the others (their stages extrapolate their first batches)."""
+    measure = getattr(model, "predict_seconds", None)
+    found = measure(n) if callable(measure) else None
+    return found if found is not None else (None, "")
+
+
+def evaluate_stage(task: Any, model: Any, batches: Iterable[dict[str, Any]], n: int, what: str,
+                   progress: Any = False, **kwargs: Any) -> dict[str, Any]:
+    """``task.evaluate(model, batches, **kwargs)`` as one :class:`~neurodyn.progress.Stage` of ``n`` samples
+    (``what``: its name; ``progress``: the one idiom), with the model's estimate (:func:`predict_estimate`)."""
+    estimate, detail = predict_estimate(model, n) if progress is not False else (None, "")
+    with Stage(what, n, "sample", progress, estimate=estimate, detail=detail) as stage:
+        return task.evaluate(model, stage.track(batches, lambda b: len(b["x"])), **kwargs)

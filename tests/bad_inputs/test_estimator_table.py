@@ -61,6 +61,21 @@ FIT = [
     ("fit-run-dir-holds-nul", lambda tmp: _knn(run_dir=str(tmp / "a\0b")).fit(X, Y), "is not a folder path"),
     ("fit-run-dir-users-folder", lambda tmp: _knn(run_dir=tmp / "mine").fit(X, Y), "no run marker (.neurodyn-run)"),
     ("fit-which-unknown", lambda tmp: _knn(which="final", run_dir=tmp / "new").fit(X, Y), "which must be one of"),
+    ("fit-which-best-without-validation", lambda tmp: _knn(which="best", run_dir=tmp / "new",
+                                                           overrides=["data.n_val=0"]).fit(X, Y),
+     "which='best' predicts with the best validation epoch, and data.n_val leaves no validation split"),
+    ("fit-log-without-run-dir", lambda tmp: _knn(logging={"to": "csv"}).fit(X, Y),
+     "train.logging.to='csv' writes logs into a run folder; give run_dir=..."),
+    ("fit-data-path-override", lambda tmp: _knn(overrides=[f"data.path={tmp / 'a.h5'}"]).fit(X, Y),
+     "the estimators train on the arrays given to fit"),
+    ("fit-data-test-path-override", lambda tmp: _knn(overrides=[f"data.test_path={tmp / 'a.h5'}"]).fit(X, Y),
+     "data.test_path="),
+    ("fit-data-key-typo", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_trian=5"]).fit(X, Y),
+     "data.n_trian is not a data key of a run on arrays (did you mean 'n_train'?)"),
+    ("fit-data-value", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.missing=zero"]).fit(X, Y),
+     "data.missing must be one of"),
+    ("fit-too-few-to-train", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_test=24"]).fit(X, Y),
+     "data.n_train=all leaves no training sample in the 24 samples after data.n_test=24"),
 ]
 
 

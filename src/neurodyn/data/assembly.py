@@ -66,7 +66,8 @@ def split_sizes(data: DataSection, n_samples: int | None = None) -> tuple[int, i
         total = n_samples if n_samples is not None else StoredDataset(dc.path, verify=False).n_samples
         n_train = total - n_test - (n_val if isinstance(n_val, int) and n_val > 0 else 0)
         if n_train < 1:
-            raise ConfigError(f"data.n_train=all leaves no training sample in {dc.path} after data.n_test="
+            raise ConfigError(f"data.n_train=all leaves no training sample in {dc.path or f'the {total} samples'} "
+                              f"after data.n_test="
                               f"{n_test} and data.n_val={n_val}")
     n_train = int(n_train)
     if n_val == "auto":
@@ -178,6 +179,21 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
             out["ctx_norm"] = Normalizer("gaussian", "pointwise").fit(ctx)
     out["sets"] = sets
     return out
+
+
+def build_sequence_data(cfg: dict[str, Any], store: Any, record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`build_data` of a sequence config over a store already open: a store file's
+    :class:`~neurodyn.data.store.StoredDataset`, or arrays held in memory (a
+    :class:`~neurodyn.data.memory_store.MemoryStore`; nothing generated, read from disk or written). The same keys:
+    ``config``, ``path`` (the store's), ``store``, ``record`` (given: what the run records of the data, e.g.
+    ``MemoryStore.record()``), ``sets`` (the splits of the config's ``data`` section, ``data.n_train: all`` counting
+    the store's samples) and the normalizers ``x_norm`` (and ``y_norm`` for regression) fitted on the training
+    split."""
+    dc = DataConfig.parse(cfg["data"])
+    if _task(cfg) != "sequence":
+        raise ConfigError(f"build_sequence_data builds the data of a sequence task; this config's task is "
+                          f"{_task(cfg)!r}")
+    return {"config": dc, "path": store.path, "store": store, "record": record, **_sequence_data(dc, store)}
 
 
 def _task(cfg: dict[str, Any]) -> str:
@@ -329,10 +345,12 @@ def training_steps(data: DataSection) -> int | None:
 
 
 def _training_classes(dc: DataConfig) -> list[str] | None:
-    """The class names of the training file ``data.path`` (a converted store), to read a test file's labels by
-    name; ``None`` when there is no such file or it names no classes."""
-    if not dc.path or not Path(dc.path).is_file():
-        return None
+    """The class names of the training file ``data.path`` (a converted store), or those a run on arrays recorded
+    (``data.file.classes``), to read a test file's labels by name; ``None`` when there is neither or they name no
+    classes."""
+    if not dc.path or not Path(dc.path).is_file():  # (a run on arrays in memory records them: MemoryStore.record)
+        recorded = (dc.file or {}).get("classes")
+        return [str(c) for c in recorded] if recorded else None
     return store_classes(StoredDataset(dc.path, verify=False))
 
 

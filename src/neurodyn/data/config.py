@@ -6,7 +6,8 @@ the one table :data:`FLAT_KEYS` (key -> section and field), and everything that 
 generator's own options (``resolution``, ``nu``, ...), typed and checked by that generator's config::
 
     DataConfig
-      generator, path, test_path, chunk_size, file     where the data comes from (file: what a run recorded of it)
+      generator, path, test_path, chunk_size, file,    where the data comes from (file: what a run recorded of it;
+      arrays                                           arrays: arrays given in memory, no file)
       options                                          the generator's own options (its config checks them)
       splits     SplitConfig      n_train, n_val, n_test, seed, shuffle, param (split_param), train_values
       normalize  NormalizeConfig  input, target, reduce           (normalize_input / _target / _reduce)
@@ -185,7 +186,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
                                       "drop_seed", "max_steps")},
 }
 """A flat data key of the presets -> ``(section, field)`` of :class:`DataConfig` (the one spelling table)."""
-SOURCE_KEYS = ("generator", "path", "test_path", "chunk_size", "file")
+SOURCE_KEYS = ("generator", "path", "test_path", "chunk_size", "file", "arrays")
 """The keys that say where the data comes from (top-level fields of :class:`DataConfig`)."""
 DATA_KEYS = tuple(FLAT_KEYS) + SOURCE_KEYS
 
@@ -206,6 +207,8 @@ class DataConfig:
         test_path (Any, None): separate test files: a path, a list of paths, or {name: path}.
         chunk_size (int | None, None): samples generated or converted at a time.
         file (dict | None, None): what a trained run recorded of its data file (path, sha256, shapes).
+        arrays (str | None, None): the data were arrays given in memory, not a file: their digest (the sequence
+            estimators: ``sha256:<16 hex digits>``); such a run has no stored split to read again.
         options (dict, {}): the generator's own options (checked by its config).
         splits (SplitConfig): sample counts and order.
         normalize (NormalizeConfig): normalisation of inputs and targets.
@@ -218,6 +221,7 @@ class DataConfig:
     test_path: Any = None
     chunk_size: int | None = None
     file: dict | None = None
+    arrays: str | None = None
     options: dict = field(default_factory=dict)
     splits: SplitConfig = field(default_factory=SplitConfig)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -227,7 +231,7 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.splits.n_train == "all" and not self.path and self.generator:
             raise all_needs_a_file()
-        for key in ("generator", "path"):
+        for key in ("generator", "path", "arrays"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"data.{key} is a name; got {value!r}")
@@ -237,8 +241,8 @@ class DataConfig:
     @classmethod
     def parse(cls, section: Mapping[str, Any] | DataConfig) -> DataConfig:
         """A preset's flat ``data`` section (or a DataConfig, returned as it is) as a DataConfig. Keys that are no
-        data key are the generator's options; a run on a file (``data.path``) has no generator options, so there
-        an unknown key is refused with the closest data key."""
+        data key are the generator's options; a run on a file (``data.path``) or on arrays (``data.arrays``) has no
+        generator options, so there an unknown key is refused with the closest data key."""
         if isinstance(section, DataConfig):
             return section
         if not isinstance(section, Mapping):
@@ -254,11 +258,12 @@ class DataConfig:
                 top[key] = value
             else:
                 options[key] = value
-        if options and top.get("path") and not top.get("generator"):
+        if options and (top.get("path") or top.get("arrays")) and not top.get("generator"):
             key = sorted(options)[0]
             close = difflib.get_close_matches(key, DATA_KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"data.{key} is not a data key of a run on a file{hint}; the data keys are "
+            on = "a file" if top.get("path") else "arrays"
+            raise ConfigError(f"data.{key} is not a data key of a run on {on}{hint}; the data keys are "
                               f"{', '.join(sorted(DATA_KEYS))}")
         sections = {name: _section(name, values) for name, values in parts.items()}
         return cls(**top, options=options, **sections)

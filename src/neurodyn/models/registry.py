@@ -343,10 +343,14 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Modul
 
 
 _IMPORTED = False
+MODEL_PACKAGES = (__package__, "neurodyn.baselines")
+"""The packages whose modules register models (``@register``), imported at the first lookup by name: the model files
+beside this registry, and the fitted baselines (:mod:`neurodyn.baselines`, the layer above, which imports this
+registry to register its models: found here by name only, as a plugin is, never imported by a statement)."""
 
 
 def _import_all() -> None:
-    """Import every model module once so that their ``@register`` decorators run."""
+    """Import every module of :data:`MODEL_PACKAGES` once so that their ``@register`` decorators run."""
     global _IMPORTED
     if _IMPORTED:
         return
@@ -354,6 +358,9 @@ def _import_all() -> None:
     import importlib
     import pkgutil
 
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # the model files beside this one
-        if info.name != "registry" and not info.name.startswith("_"):
-            importlib.import_module(f"{__package__}.{info.name}")
+    for package in MODEL_PACKAGES:
+        folder = Path(importlib.import_module(package).__file__).parent
+        for info in pkgutil.iter_modules([str(folder)]):
+            name = f"{package}.{info.name}"
+            if name != __name__ and not info.name.startswith("_"):
+                importlib.import_module(name)

@@ -19,9 +19,9 @@ Every fast primitive has a slow, obviously correct reference beside it:
 * truncated DFT matrices against ``torch.fft`` (``ops.spectral``); :func:`fused_mlp` / :func:`mlp_ref`.
 * ``ops.activations.tanh`` -- ``2 sigmoid(2x) - 1`` on CPU float32, against ``torch.tanh``.
 * :func:`resolve_directions` -- the one scan-direction resolver (``ops.directions``).
-* ``ops.dtw`` (Euclidean and DTW distances, against ``dtw_distance_ref``), ``ops.ridge`` (leave-one-out ridge, against
-  ``loo_errors_ref``), ``ops.minirocket`` (MiniRocket features, against ``minirocket_transform_ref``): the fitted
-  sequence baselines' numerics.
+
+The classical time-series features (DTW, ridge, MiniRocket) live beside the baselines they serve, in
+:mod:`neurodyn.baselines`.
 
 The fused C++ kernels are reached through PyTorch operators, ``torch.ops.neurodyn.*`` (``ops.kernel_ops``: a schema,
 a CPU kernel and a fake each), so every function above traces under ``torch.compile(fullgraph=True)`` and

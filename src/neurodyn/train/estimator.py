@@ -6,16 +6,23 @@ clf.fit(X, y)                       # X (N, L, C) or (N, L) arrays or tensors; y
 clf.predict(X_new); clf.predict_proba(X_new); clf.score(X_test, y_test)
 ```
 
-``fit(X, y, t=None, mask=None)`` runs the preset's own training, as ``neurodyn train PRESET data.path=STORE`` would:
-the arrays are written as an ``.npz`` file and converted into a sequence store under ``run_dir/estimator_data/``
-(named by a digest of the arrays), and :func:`neurodyn.train.experiment.run_experiment` trains into ``run_dir``
-with the preset's validation split (``data.n_val``), checkpoints and summary. Given a ``run_dir`` that already holds
-this training, ``fit`` resumes it exactly (the trainer's resume) and a finished one is only reloaded; other data or
-settings there are refused. Without ``run_dir`` each ``fit`` trains into a new temporary folder.
+``fit(X, y, t=None, mask=None)`` runs the preset's own training on the arrays, held in memory: they are read as the
+``.npz`` reader reads a file holding them (:func:`neurodyn.data.memory_store.sequence_store`: the same sequences,
+classes and masks as the store ``neurodyn convert`` would make), split and normalised by the preset's data section
+(:func:`neurodyn.data.assembly.build_sequence_data`: the validation split ``data.n_val``, ``data.n_test=K`` held
+out, ``data.missing``, ...), and trained by :func:`neurodyn.train.experiment.train_experiment` (the trainer, or a
+fitted baseline's one pass). Without ``run_dir`` nothing is written anywhere: no data file, run folder or
+temporary file; the estimator keeps the trained model. Given a ``run_dir``, the run is written there as ``neurodyn
+train`` writes one (a marked run folder, ``config.yaml``, ``metrics.jsonl``, checkpoints, ``summary.md``; the data
+recorded as ``data.arrays: sha256:<digest>`` and ``data.file``, their shapes and classes), resumed exactly by a later
+``fit`` on the same arrays and settings (the trainer's resume), and a finished one is only reloaded; other arrays
+or settings there are refused. ``predict`` then uses the run's checkpoint (``which``), as ``neurodyn.load_run`` does.
+Predictions equal those of a run on the store converted from the same arrays (same preset, settings and seed).
 
 Settings: ``model`` is any sequence preset (``nac/sequence``, ``gru/sequence``, ..., and the fitted baselines
 ``majority/sequence``, ``knn/sequence``, ``minirocket/sequence``); ``scale``; ``overrides``, dot-list overrides
-(``["model.hidden=16", "data.n_val=0"]``); any ``train.*`` option as a keyword (``epochs=5``, ``lr=1e-3``).
+(``["model.hidden=16", "data.n_val=0"]``; not ``data.path`` / ``data.test_path``: the data are the arrays given to
+``fit``, and ``score`` takes test arrays); any ``train.*`` option as a keyword (``epochs=5``, ``lr=1e-3``).
 
 Inputs: ``X (N, L, C)`` (``(N, L)``: one channel), NaN for a missing value; ``t (N, L)`` or ``(L,)`` timestamps;
 ``mask (N, L)`` 1 on a real step. The classifier keeps the labels' own values (``classes_``, sorted): strings,
@@ -26,13 +33,12 @@ calibrated). The regressor takes ``y (N,)`` or ``(N, k)`` numbers.
 Every array is checked as the converter checks a file (:mod:`neurodyn.data.sequence_arrays`: shapes, dtypes, NaN /
 Inf, complex numbers, masks, timestamps in time order, label kinds) in ``fit``, ``predict``, ``predict_proba`` and
 ``score``, each problem one DataError; every setting (the preset, its overrides and train options, ``which``,
-``device``, ``run_dir``) is checked before anything is written or trained.
+``device``, ``run_dir``, a ``train.logging`` log without a ``run_dir``) is checked before anything is written or
+trained.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,35 @@ import torch
 
 from ..data.sequence_arrays import check_labels, check_series, check_targets, label_kind
 from ..errors import ConfigError, DataError
+
+
+def arrays_section(data: dict[str, Any], store) -> dict[str, Any]:
+    """The preset's ``data`` section for a training on the arrays of ``store`` (a :class:`~neurodyn.data.memory_store.
+    MemoryStore`): its splits, normalisation and sequence options, without a file (``path``, ``test_path``; a
+    given one is refused: the data are the arrays given to ``fit``) and with ``arrays``, the arrays' digest, which
+    a run folder compares on resuming (other arrays are another training)."""
+    for key in ("path", "test_path"):
+        if data.get(key):
+            raise ConfigError(f"data.{key}={data[key]!r}: the estimators train on the arrays given to fit (and score "
+                              "test arrays with .score(X, y)); drop the override, or train on a store file with "
+                              "`neurodyn train PRESET data.path=STORE`")
+    kept = {k: v for k, v in data.items() if k not in ("path", "test_path", "generator")}
+    return {**kept, "arrays": f"sha256:{store.attrs['checksum'][:16]}"}
+
+
+def in_memory_run(trained, which: str, n_val: int):
+    """A :class:`~neurodyn.train.predict.TrainedRun` of a training held in memory (:class:`~neurodyn.train.
+    experiment.TrainedExperiment`): the final model, or the best validation epoch's weights for ``which="best"``
+    (and for ``"auto"`` where the validation split held at least ``MIN_VAL_FOR_BEST`` cases), as ``load_run`` picks
+    a run folder's checkpoint."""
+    from .predict import TrainedRun
+    from .trainer import MIN_VAL_FOR_BEST
+
+    best = trained.best_state is not None and (which == "best" or (which == "auto" and n_val >= MIN_VAL_FOR_BEST))
+    if best:
+        trained.model.load_state_dict(trained.best_state)
+    trained.model.eval()
+    return TrainedRun(trained.model, trained.task, trained.cfg, None, trained.train_config)
 
 
 class _SequenceEstimator:
@@ -79,11 +114,12 @@ class _SequenceEstimator:
     def fit(self, X, y, t=None, mask=None, *, interrupt_at=None):
         """Train the preset on ``X``, ``y`` (module docstring); returns ``self``. ``interrupt_at(epoch, batch)``:
         the trainer's test hook (a Ctrl-C at that batch)."""
-        from ..data.formats.convert import convert_to_store
+        from ..data.assembly import build_sequence_data
+        from ..data.memory_store import sequence_store
         from ..experiments import load_experiment
-        from .experiment import check_config, run_experiment
+        from .experiment import check_config, train_experiment
+        from .logs import parse_loggers
         from .predict import load_run
-        from .run_folder import open_run_folder
 
         X, t, mask = check_series(X, t, mask)
         y_store, extra = self._targets(y, len(X))
@@ -93,35 +129,35 @@ class _SequenceEstimator:
         if not mask.all():
             arrays["mask"] = mask.astype(np.int8)
         options = [f"train.{k}={json.dumps(v)}" for k, v in self.train_options.items()]
-        cfg = load_experiment(self.model, self.scale, [*self.overrides, *options])  # a bad name fails before any write
+        cfg = load_experiment(self.model, self.scale, [*self.overrides, *options])  # a bad name fails before any work
         if cfg.get("task") != "sequence":
             raise ConfigError(f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
                               "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)")
         self._check_options()
-        check_config(cfg, self.device, data=False)  # the train options and model keys, before anything is written
-        run_dir = Path(self.run_dir) if self.run_dir is not None else Path(tempfile.mkdtemp(prefix="neurodyn-fit-"))
-        open_run_folder(run_dir)
-        digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode()
-                                       for _, a in sorted(arrays.items()))).hexdigest()[:16]
-        folder = run_dir / "estimator_data"
-        folder.mkdir(parents=True, exist_ok=True)
-        npz = folder / f"train-{digest}.npz"
-        if not npz.exists():
-            tmp = folder / f".train-{digest}.npz.tmp"
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-            tmp.replace(npz)
-        store = convert_to_store(npz, folder / f"train-{digest}.h5", kind="sequence-npz", owner=run_dir)
-        cfg = load_experiment(self.model, self.scale, [*self.overrides, *options, f"data.path={store}"])
-        self.metrics_ = run_experiment(cfg, run_dir, device=self.device, resume=True, progress=self.progress,
-                                       interrupt_at=interrupt_at)
-        self.run_dir_ = run_dir
-        self.run_ = load_run(run_dir, which=self.which, device=self.device)
+        tcfg = check_config(cfg, self.device, data=False)  # the train options and model keys, before any work
+        if self.run_dir is None and parse_loggers(tcfg.logging.to):
+            raise ConfigError(f"train.logging.to={tcfg.logging.to!r} writes logs into a run folder; give run_dir=... "
+                              "or leave train.logging.to at none")
+        store = sequence_store(arrays)
+        cfg = {**cfg, "data": arrays_section(cfg.get("data") or {}, store)}
+        data = build_sequence_data(cfg, store, record=store.record())  # every data value checked, nothing written
+        if self.which == "best" and "val" not in data["sets"]:
+            raise ConfigError("which='best' predicts with the best validation epoch, and data.n_val leaves no "
+                              "validation split; use which='last' (or 'auto'), or give data.n_val > 0")
+        trained = train_experiment(cfg, self.run_dir, device=self.device, resume=True, progress=self.progress,
+                                   interrupt_at=interrupt_at, data=data)
+        if self.run_dir is not None:
+            self.run_dir_ = Path(self.run_dir)
+            self.run_ = load_run(self.run_dir_, which=self.which, device=self.device)
+        else:
+            self.run_dir_ = None
+            self.run_ = in_memory_run(trained, self.which, n_val=len(getattr(data["sets"].get("val"), "ids", ())))
+        self.metrics_ = trained.metrics
         self.n_features_in_ = X.shape[2]
         self._after_fit(store)
         return self
 
-    def _after_fit(self, store: Path) -> None:
+    def _after_fit(self, store) -> None:
         pass
 
     # ------------------------------------------------------------------------------------------------ predict
@@ -151,10 +187,9 @@ class SequenceClassifier(_SequenceEstimator):
 
     def _after_fit(self, store):
         from ..data.sequences import store_classes
-        from ..data.store import StoredDataset
 
         self.classes_ = self._fitting
-        stored = store_classes(StoredDataset(store)) or [str(c) for c in self.classes_]
+        stored = store_classes(store) or [str(c) for c in self.classes_]
         self._columns = [stored.index(str(c)) for c in self.classes_]  # logits column of each of classes_
 
     def predict_proba(self, X, t=None, mask=None) -> np.ndarray:

@@ -2,21 +2,31 @@
 
 ``run_experiment(cfg, run_dir)`` assembles the data (:func:`neurodyn.data.assembly.build_data`: the
 dataset, generated when missing, and the normalizers fitted on the training split), builds the model with
-the data's channel counts and the task, trains with the one trainer and writes ``config.yaml``,
-``metrics.jsonl``, the checkpoints and ``summary.md``. The plots are drawn above this layer
-(:func:`neurodyn.plots.write_run_plots`); :mod:`neurodyn.train.runs` restores and re-evaluates runs.
+the data's channel counts and the task, trains with the one trainer (a fitted baseline, a
+:class:`~neurodyn.baselines.fitted.FittedSequenceModel`, is fitted in one pass by
+:func:`neurodyn.baselines.fit.fit_baseline` instead) and writes ``config.yaml``, ``metrics.jsonl``, the checkpoints
+and ``summary.md``. The plots are drawn above this layer (:func:`neurodyn.plots.write_run_plots`);
+:mod:`neurodyn.train.runs` restores and re-evaluates runs.
+
+``train_experiment(cfg, run_dir, data=...)`` is the same with prepared data (``data``: what ``build_data`` returns,
+e.g. :func:`neurodyn.data.assembly.build_sequence_data` over arrays held in memory, as the sequence estimators do)
+and ``run_dir=None`` (nothing written: no folder, config, checkpoint, metrics or summary); it returns the trained
+model, its task and recorded config (:class:`TrainedExperiment`).
 """
 from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 
-from ..checkpoint_io import read_checkpoint
+from ..baselines.fit import batches as baseline_batches
+from ..baselines.fit import fit_baseline
+from ..baselines.fitted import FittedSequenceModel
 from ..data.assembly import build_data, build_test_sets, named_test_files, split_sizes, without_generator
 from ..data.config import DataConfig
 from ..data.datasets import SteadyDataset
@@ -28,7 +38,9 @@ from .distributed import DistInfo, barrier
 from .metrics import metric_definition, shown_metrics
 from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
 from .sequence_task import METRIC_DEFINITIONS as SEQUENCE_METRICS
-from .tasks import AutoregressiveTask, SteadyTask, evaluate_stage
+from ..progress import evaluate_stage
+from .logs import RunLogs, parse_loggers
+from .tasks import AutoregressiveTask, SteadyTask
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig, Trainer, split_cases
 
 
@@ -182,37 +194,72 @@ def check_data_file(path: str | Path) -> None:
 
 def run_experiment(cfg: dict[str, Any], run_dir: str | Path, device: str | torch.device = "cpu",
                    resume: bool = True, dist: DistInfo | None = None, progress: bool | None = None,
-                   interrupt_at=None) -> dict[str, Any]:
-    """Train the experiment ``cfg`` into ``run_dir``; returns the final evaluation metrics.
+                   interrupt_at=None, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train the experiment ``cfg`` into ``run_dir``; returns the final evaluation metrics. ``data``: the data
+    prepared already (:func:`train_experiment`) instead of the config's store.
 
     The main process holds the run folder's lock (:func:`neurodyn.train.run_folder.training_lock`) throughout,
     so a second training of the same folder is refused instead of interleaving with this one."""
+    return train_experiment(cfg, run_dir, device, resume, dist, progress, interrupt_at, data).metrics
+
+
+@dataclass
+class TrainedExperiment:
+    """What :func:`train_experiment` trained: the final ``model`` (eval mode) and its ``task`` (with the training
+    normalizers), the config the run records (``cfg``), its parsed train section, the final evaluation ``metrics``
+    and, where a validation split selected an epoch other than the last, that epoch's weights (``best_state``;
+    None: the best is the final model, or there is no validation split)."""
+
+    model: torch.nn.Module
+    task: Any
+    cfg: dict[str, Any]
+    train_config: TrainConfig
+    metrics: dict[str, Any]
+    best_state: dict[str, torch.Tensor] | None = None
+
+
+def train_experiment(cfg: dict[str, Any], run_dir: str | Path | None, device: str | torch.device = "cpu",
+                     resume: bool = True, dist: DistInfo | None = None, progress: bool | None = None,
+                     interrupt_at=None, data: dict[str, Any] | None = None) -> TrainedExperiment:
+    """:func:`run_experiment`, returning what it trained (module docstring). ``data``: a ``build_data``-like dict
+    (``config``, ``path``, ``store``, ``record``, ``sets``, the normalizers) used instead of the config's store; the
+    caller has checked its data section then (only the train and model sections are checked here). ``run_dir=None``:
+    nothing is written and nothing resumed."""
     dist = dist or DistInfo()
-    run_dir = Path(run_dir)
     if isinstance(cfg.get("data"), dict):
         cfg = {**cfg, "data": without_generator(cfg["data"])}
-    tcfg = check_config(cfg, device)
+    tcfg = check_config(cfg, device, data=data is None)
+    if run_dir is None:
+        return _train(cfg, tcfg, None, device, False, dist, progress, interrupt_at, data)
+    run_dir = Path(run_dir)
     with training_lock(run_dir) if dist.is_main else contextlib.nullcontext():
-        return _run_locked(cfg, tcfg, run_dir, device, resume, dist, progress, interrupt_at)
+        return _train(cfg, tcfg, run_dir, device, resume, dist, progress, interrupt_at, data)
 
 
-def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, resume: bool, dist: DistInfo,
-                progress: bool | None, interrupt_at) -> dict[str, Any]:
-    """The body of :func:`run_experiment`, under the run folder's lock."""
-    if dist.is_main:
-        check_trainable(run_dir)
-    why = foreign_config(run_dir)
-    if why:
-        raise ConfigError(f"run folder {run_dir} holds a config.yaml that {why}, which a training does not write "
-                          "over; train into another folder with --run-name NAME")
-    if resume:  # before any data is generated or loaded
-        check_resume_config(cfg, run_dir, tcfg)
+def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device, resume: bool, dist: DistInfo,
+           progress: bool | None, interrupt_at, data: dict[str, Any] | None) -> TrainedExperiment:
+    """The body of :func:`train_experiment`, under the run folder's lock (when there is a folder)."""
+    if run_dir is not None:
+        if dist.is_main:
+            check_trainable(run_dir)
+        why = foreign_config(run_dir)
+        if why:
+            raise ConfigError(f"run folder {run_dir} holds a config.yaml that {why}, which a training does not write "
+                              "over; train into another folder with --run-name NAME")
+        if resume:  # before any data is generated or loaded
+            check_resume_config(cfg, run_dir, tcfg)
     torch.manual_seed(tcfg.seed)
-    data = build_data(cfg, device, progress if dist.is_main else False, dist.is_main, barrier,
-                      train_window_steps=tcfg.window_steps)
-    model = build_model(cfg, data["sets"]["train"])
+    if data is None:
+        data = build_data(cfg, device, progress if dist.is_main else False, dist.is_main, barrier,
+                          train_window_steps=tcfg.window_steps)
+    train_set = data["sets"]["train"]
+    model = build_model(cfg, train_set)
+    fitted = isinstance(model, FittedSequenceModel)
+    if fitted and dist.enabled:
+        raise ConfigError(f"model {cfg['model']['name']!r} is fitted in one pass, not trained by gradient descent; "
+                          "run it in one process (no torchrun)")
     task = build_task(cfg, data, tcfg)
-    check_model_accepts(model, task, data["sets"]["train"], cfg["model"]["name"])
+    check_model_accepts(model, task, train_set, cfg["model"]["name"])
     test_sets = build_test_sets(cfg)
     for name, dataset in test_sets.items():  # before training: a resolution the model refuses fails now
         check_model_accepts(model, task, dataset, cfg["model"]["name"], what=f"test file {name!r}", values=False)
@@ -221,31 +268,61 @@ def _run_locked(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path, device, r
         raise ConfigError(f"train.early_stop={tcfg.early_stop} stops on the validation split, and this run has none "
                           "(data.n_val = 0); set data.n_val (e.g. auto) or train.early_stop=0")
     recorded = recorded_config(cfg, data["record"])
-    if dist.is_main:
+    main = dist.is_main and run_dir is not None
+    if main:
         open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
-    # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to time pooling
-    trainer = Trainer(model, task, data["sets"]["train"], eval_set, tcfg, run_dir, experiment=recorded,
-                      device=device, dist_info=dist, progress=progress, interrupt_at=interrupt_at)
     if dist.is_main and progress is not False:
         tests = f" + test files {', '.join(f'{k} ({len(v)})' for k, v in test_sets.items())}" if test_sets else ""
         sizes = " / ".join(f"{len(data['sets'][k]) if k in data['sets'] else 0} {k}" for k in ("train", "val", "test"))
         print(f"{cfg.get('preset', 'experiment')} [{cfg.get('scale', '?')}]: model {cfg['model']['name']} with "
               f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}; "
               f"processes: {dist.world_size}", flush=True)
-    history = trainer.fit(resume=resume)
-    tests = evaluate_tests(trainer, task, data["sets"].get("test"), test_sets)
-    if dist.is_main:
-        baselines = {} if dist.enabled else baseline_scores(trainer, task, data["sets"]["train"],
-                                                            _tested(data["sets"].get("test"), test_sets))
-        write_summary(recorded, history, count_parameters(model), run_dir, monitor=trainer.monitor_key,
-                      mode=trainer.monitor_mode, tests=tests, baselines=baselines,
-                      classes=getattr(data["sets"]["train"], "classes", None), n_val=split_cases(eval_set),
-                      channels=field_channels(data["sets"]["train"]))
+    batch_size = tcfg.eval_batch_size or tcfg.batch_size
+    done = _fit(model, task, train_set, eval_set, tcfg, run_dir, recorded, device, dist, progress, resume, interrupt_at)
+    history, log, best_state, epoch, passes = done
+    tests = evaluate_tests(model, task, data["sets"].get("test"), test_sets, best_state=best_state, **passes)
+    if fitted and eval_set is not None:  # its one model is the best validation epoch's too (best.pt holds it)
+        tests = {name: {**m, "best": m["last"]} for name, m in tests.items()}
+    if tests:
+        log({"epoch": epoch, "test": tests})
+    if main:
+        baselines = {} if dist.enabled else baseline_scores(task, train_set, _tested(data["sets"].get("test"),
+                                                                                      test_sets), device=device,
+                                                            batch_size=batch_size, progress=passes["progress"])
+        key, mode = getattr(task, "monitor", ("rel_l2", "min"))
+        write_summary(recorded, history, count_parameters(model), run_dir, monitor=key, mode=mode, tests=tests,
+                      baselines=baselines, classes=getattr(train_set, "classes", None), n_val=split_cases(eval_set),
+                      channels=field_channels(train_set))
+    key = getattr(task, "monitor", ("rel_l2", "min"))[0]
     final = dict(tests.get("test", {}).get("last", {}))
-    final.update({f"{name}/{trainer.monitor_key}": m["last"][trainer.monitor_key]
-                  for name, m in tests.items() if name != "test"})
-    return final
+    final.update({f"{name}/{key}": m["last"][key] for name, m in tests.items() if name != "test"})
+    model.eval()
+    return TrainedExperiment(model, task, recorded, tcfg, final, best_state)
+
+
+def _fit(model, task, train_set, eval_set, tcfg: TrainConfig, run_dir: Path | None, recorded: dict[str, Any], device,
+         dist: DistInfo, progress, resume: bool, interrupt_at):
+    """Train ``model`` with the trainer, or fit a baseline in its one pass (:func:`neurodyn.baselines.fit.
+    fit_baseline`). Returns ``(history, log, best_state, epoch, passes)``: the epoch records, what logs a record to
+    ``metrics.jsonl``, the best validation epoch's weights (None: none, or the final model's), the last epoch, and
+    how the test sets are passed over (``batches`` of a dataset, the stages' ``progress``)."""
+    batch_size = tcfg.eval_batch_size or tcfg.batch_size
+    if isinstance(model, FittedSequenceModel):
+        run = fit_baseline(model, task, train_set, eval_set, run_dir, batch_size=batch_size, device=device,
+                           train_config=asdict(tcfg), experiment=recorded, progress=progress, resume=resume)
+        if run_dir is not None and dist.is_main and parse_loggers(tcfg.logging.to) and not run.reloaded:
+            logs = RunLogs(run_dir, parse_loggers(tcfg.logging.to))
+            logs.epoch(run.history[-1], run.history)
+            logs.close()
+        passes = {"batches": lambda ds: baseline_batches(ds, batch_size, device), "progress": progress}
+        return run.history, run.log_extra, None, 0, passes
+    # the checkpoint holds the recorded config: data.file's shapes give a moved training file's length to pooling
+    trainer = Trainer(model, task, train_set, eval_set, tcfg, run_dir, experiment=recorded, device=device,
+                      dist_info=dist, progress=progress, interrupt_at=interrupt_at)
+    history = trainer.fit(resume=resume)
+    passes = {"batches": trainer.eval_batches, "progress": trainer.stage_progress()}
+    return history, trainer.log_extra, trainer.best_state(), trainer.epoch - 1, passes
 
 
 def recorded_config(cfg: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
@@ -257,30 +334,30 @@ def recorded_config(cfg: dict[str, Any], record: dict[str, Any] | None) -> dict[
     return {**cfg, "data": {**cfg["data"], "file": record}}
 
 
-def evaluate_tests(trainer: Trainer, task, test_split, test_files: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def evaluate_tests(model: torch.nn.Module, task, test_split, test_files: dict[str, Any], *, batches,
+                   best_state: dict[str, torch.Tensor] | None = None,
+                   progress: Any = False) -> dict[str, dict[str, Any]]:
     """The one evaluation of the test data, after training: ``{set: {"last": metrics, "best": metrics}}`` for the
-    test split (``"test"``) and each test file, of the final model (``last``) and of the checkpoint the validation
-    split selected (``best``, when there is one). Logged as one record of ``metrics.jsonl``."""
+    test split (``"test"``) and each test file, of the final model (``last``) and of the weights the validation split
+    selected (``best``, when given: ``best_state``). ``batches(dataset)``: the batches of a set (the trainer's, one
+    process's share); ``progress``: one stage per set and checkpoint (:mod:`neurodyn.progress`). The caller logs the
+    result as one record of ``metrics.jsonl``."""
     sets = _tested(test_split, test_files)
     if not sets:
         return {}
-    model = trainer.model
     model.eval()
-    progress = trainer._stage_progress()  # one stage per set and checkpoint (neurodyn.progress)
 
     def evaluate(name, ds, which):
         what = f"testing the {which} model on {'the test split' if name == 'test' else repr(name)}"
-        return evaluate_stage(task, model, trainer.eval_batches(ds), len(ds), what, progress)
+        return evaluate_stage(task, model, batches(ds), len(ds), what, progress)
 
     out = {name: {"last": evaluate(name, ds, "final")} for name, ds in sets.items()}
-    best = trainer.ckpt_dir / "best.pt"
-    if trainer.eval_set is not None and best.exists():
+    if best_state is not None:
         state = {k: v.clone() for k, v in model.state_dict().items()}
-        model.load_state_dict(read_checkpoint(best, map_location=trainer.device)["model_state"])
+        model.load_state_dict(best_state)
         for name, ds in sets.items():
             out[name]["best"] = evaluate(name, ds, "best validation epoch's")
         model.load_state_dict(state)
-    trainer.log_extra({"epoch": trainer.epoch - 1, "test": out})
     return out
 
 
@@ -292,27 +369,28 @@ def _tested(test_split, test_files: dict[str, Any]) -> dict[str, Any]:
 KNN_SUMMARY_LIMIT = 2e10
 
 
-def baseline_scores(trainer: Trainer, task, train_set, sets: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def baseline_scores(task, train_set, sets: dict[str, Any], *, device: str | torch.device = "cpu",
+                    batch_size: int = 256, progress: Any = False) -> dict[str, dict[str, Any]]:
     """What the simplest predictors score on each test set of a sequence run (per-sequence targets), for the
     summary: ``majority`` (the most frequent training class, or the training mean) and ``1-NN`` (the nearest
-    training series, squared Euclidean distance, ``models.fitted_baselines``), fitted on the training split with
-    the run's normalizers. ``{set: {"majority": metrics, "1-NN": metrics | None}}``; 1-NN is None (skipped) where
-    it would cost more than ``KNN_SUMMARY_LIMIT`` element operations."""
+    training series, squared Euclidean distance), fitted on the training split with the run's normalizers by the
+    baselines' own path (:func:`neurodyn.baselines.fit.fit_baseline`). ``{set: {"majority": metrics, "1-NN": metrics
+    | None}}``; 1-NN is None (skipped) where it would cost more than ``KNN_SUMMARY_LIMIT`` element operations."""
     if getattr(task, "name", "") != "sequence" or task.per_step or not sets or not len(train_set):
         return {}
     out: dict[str, dict[str, Any]] = {name: {} for name in sets}
     for label, name in (("majority", "majority"), ("1-NN", "knn")):
-        model = build(name, in_channels=train_set.in_channels, out_channels=task.n_targets).to(trainer.device)
         size = train_set[0]["x"].numel()
         if name == "knn" and len(train_set) * sum(len(ds) for ds in sets.values()) * size > KNN_SUMMARY_LIMIT:
             out = {k: v | {label: None} for k, v in out.items()}
             continue
-        task.fit_model(model, trainer.eval_batches(train_set), progress=trainer._stage_progress())
-        model.eval()
+        model = build(name, in_channels=train_set.in_channels, out_channels=task.n_targets)
+        fit_baseline(model, task, train_set, batch_size=batch_size, device=device, progress=progress,
+                     training_loss=False)
         for set_name, ds in sets.items():
             where = "the test split" if set_name == "test" else repr(set_name)
-            out[set_name][label] = evaluate_stage(task, model, trainer.eval_batches(ds), len(ds),
-                                                  f"baseline {label} on {where}", trainer._stage_progress())
+            out[set_name][label] = evaluate_stage(task, model, baseline_batches(ds, batch_size, device), len(ds),
+                                                  f"baseline {label} on {where}", progress)
     return out
 
 

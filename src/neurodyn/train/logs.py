@@ -60,7 +60,8 @@ class RunLogs:
         if self.writer is not None:
             step = record["epoch"] + 1
             self.writer.add_scalar("train/loss", record["train_loss"], step)
-            self.writer.add_scalar("train/lr", record["lr"], step)
+            if record.get("lr") is not None:  # (a fitted baseline's one pass has no learning rate)
+                self.writer.add_scalar("train/lr", record["lr"], step)
             for key, value in record.get("val", {}).items():
                 if isinstance(value, (int, float)):
                     self.writer.add_scalar(f"val/{key}", value, step)
@@ -81,7 +82,7 @@ def write_csv(path: Path, history: Sequence[dict[str, Any]]) -> None:
     writer = csv.writer(out)
     writer.writerow(columns)
     for rec in history:
-        writer.writerow([rec["epoch"] + 1, rec["train_loss"], rec["lr"], rec["seconds"]] +
+        writer.writerow([rec["epoch"] + 1, rec["train_loss"], rec.get("lr", ""), rec["seconds"]] +
                         [rec.get("val", {}).get(k, "") for k in val_keys])
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(out.getvalue())

@@ -42,21 +42,33 @@ from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
 from .experiment import check_model_accepts
 from .task_spec import task_from_spec
-from .tasks import evaluate_stage
+from ..progress import evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
 
 
 FIT_SOURCE = "neurodyn.train.fit"  # data.source of a run trained by neurodyn.train.fit on arrays (no store)
 
 
+def in_memory_source(cfg: dict[str, Any]) -> str | None:
+    """Who trained a run on arrays in memory, which a run cannot read again: ``neurodyn.train.fit`` (``data.source``)
+    or an estimator (``data.arrays``: the arrays' digest); None for a run on a store file."""
+    data = cfg.get("data")
+    if not isinstance(data, dict):
+        return None
+    if data.get("source") == FIT_SOURCE:
+        return FIT_SOURCE
+    return f"a sequence estimator ({data['arrays']})" if data.get("arrays") else None
+
+
 @dataclasses.dataclass
 class TrainedRun:
-    """A run's model, normalizers and task, ready to predict in physical units."""
+    """A run's model, normalizers and task, ready to predict in physical units (``checkpoint``: the file they were
+    restored from; None for a training held in memory, which wrote nothing)."""
 
     model: torch.nn.Module
     task: Any
     cfg: dict[str, Any]
-    checkpoint: Path
+    checkpoint: Path | None
     train_config: TrainConfig
 
     @property
@@ -64,8 +76,8 @@ class TrainedRun:
         return module_device(self.model)
 
     @property
-    def run_dir(self) -> Path:
-        return self.checkpoint.parent.parent
+    def run_dir(self) -> Path | None:
+        return self.checkpoint.parent.parent if self.checkpoint is not None else None
 
     @property
     def eval_batch_size(self) -> int:
@@ -74,10 +86,11 @@ class TrainedRun:
     def split(self, name: str = "test"):
         """The dataset of split ``name`` (``train`` / ``val`` / ``test``) of the run's store file, read as in training
         (nothing generated: the file must exist). One ConfigError when the run has no such split (a run of
-        ``neurodyn.train.fit`` has none: evaluate it on files)."""
-        if self.cfg.get("data", {}).get("source") == FIT_SOURCE:
-            raise ConfigError(f"the run {self.run_dir} was trained by neurodyn.train.fit on arrays, so it has no "
-                              f"stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data FILE`")
+        ``neurodyn.train.fit`` or an estimator, trained on arrays in memory, has none: evaluate it on files)."""
+        if in_memory_source(self.cfg):
+            raise ConfigError(f"the run {self.run_dir} was trained by {in_memory_source(self.cfg)} on arrays, so it "
+                              f"has no stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data "
+                              "FILE`")
         found = build_split_sets(self.cfg, (name,), train_window_steps=self.train_config.window_steps)
         if name not in found:
             raise ConfigError(f"the experiment of {self.checkpoint} has no {name} split (data.n_{name} = 0); evaluate "
@@ -93,11 +106,11 @@ class TrainedRun:
                                                                            "--data")
             return build_test_sets(self.cfg, named)
         sets: dict[str, Any] = {}
-        if self.cfg.get("data", {}).get("source") != FIT_SOURCE:
+        if not in_memory_source(self.cfg):
             sets.update(build_split_sets(self.cfg, ("test",), train_window_steps=self.train_config.window_steps))
             sets.update(build_test_sets(self.cfg))
         if not sets and required:
-            why = ("was trained by neurodyn.train.fit on arrays" if self.cfg.get("data", {}).get("source") == FIT_SOURCE
+            why = (f"was trained by {in_memory_source(self.cfg)} on arrays" if in_memory_source(self.cfg)
                    else "has no test split and no data.test_path")
             raise ConfigError(f"the run {self.run_dir} {why}; give store files to evaluate it on "
                               "(`neurodyn evaluate RUN --data FILE`)")

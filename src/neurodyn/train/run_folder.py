@@ -30,7 +30,8 @@ from ..errors import ConfigError
 from ..files import NAME_MAX, RUN_MARKER, holds_run_marker, side_path, write_run_marker
 from ..locks import hold
 
-# what a run writes into its folder (the trainer, the summary, the plots, the results store); patterns
+# what a run writes into its folder (the trainer, the summary, the plots, the results store; estimator_data: the
+# converted arrays of an estimator's run before the estimators trained in memory); patterns
 RUN_ENTRIES = (RUN_MARKER, "config.yaml", "metrics.jsonl", "metrics.csv", "summary.md", "checkpoints", "tensorboard",
                "predictions.png", "learning_curve.png", "rollout.gif", "rollout_error.png", "result.json",
                "run_result.json", "estimator_data", ".*.tmp")

@@ -14,8 +14,9 @@ becomes 0, the training mean.
   as scikit-learn's ``r2_score``), and for a remaining-useful-life task (``rul=True``: the bearing data) the NAC
   paper's RUL ``score`` (eq. 58, summed over samples as written) with ``score_mean`` (per sample).
 
-Models fitted in one pass (``fits_in_one_pass``: ``models.fitted_baselines``) are fitted by
-:meth:`SequenceTask.fit_model` on the training batches, normalised as for training.
+What a model sees of a batch is :meth:`SequenceTask.model_inputs` (the normalised inputs and the mask) and what it
+is trained to output :meth:`SequenceTask.model_targets` (class indices, or normalised targets): the fitted baselines'
+one pass (:func:`neurodyn.baselines.fit.fit_baseline`) reads the training batches through them too.
 """
 from __future__ import annotations
 
@@ -91,34 +92,22 @@ class SequenceTask(Task):
         B, T = batch["x"].shape[:2]
         return (B, T, self.n_targets) if self.per_step else (B, self.n_targets)
 
-    def _inputs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def model_inputs(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the model is given of ``batch``: ``x`` normalised per channel ``(B, T, C)``, zero on padded steps and
+        where a value is still missing, and the mask ``(B, T)`` bool."""
         mask = batch["mask"].bool()
         # a value still missing (NaN: data.missing=mean, or a channel never observed in its sequence) becomes the
         # training mean, 0 once normalised
         return torch.nan_to_num(self.x_norm.encode(batch["x"]), nan=0.0) * mask[..., None].to(batch["x"].dtype), mask
 
-    def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        x, mask = self._inputs(batch)
-        return model(x, t=batch.get("t"), mask=mask)
+    def model_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What the model is trained to output for ``batch``: class indices, or the targets normalised with the
+        training statistics."""
+        return batch["y"] if self.kind == "classification" else self.y_norm.encode(batch["y"])
 
-    @torch.no_grad()
-    def fit_model(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]], progress: Any = False) -> None:
-        """Fit a model fitted in one pass (``model.fit(x, t, mask, y, progress=progress)``) on ``batches``: the inputs
-        normalised as for training, class indices or normalised regression targets; ``progress`` (the one idiom,
-        :mod:`neurodyn.progress`) shows the fit's long stages."""
-        xs, ts, ms, ys = [], [], [], []
-        for batch in batches:
-            x, mask = self._inputs(batch)
-            xs.append(x)
-            ms.append(mask)
-            ts.append(batch.get("t"))
-            ys.append(batch["y"] if self.kind == "classification" else self.y_norm.encode(batch["y"]))
-        if not xs:
-            raise ConfigError("a fitted model needs at least one training sequence; the training split is empty")
-        T = max(x.shape[1] for x in xs)
-        pad = lambda a: torch.nn.functional.pad(a, (0, 0, 0, T - a.shape[1]) if a.dim() == 3 else (0, T - a.shape[1]))  # noqa: E731
-        t = None if any(v is None for v in ts) else torch.cat([pad(v) for v in ts])
-        model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys), progress=progress)
+    def _raw(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        x, mask = self.model_inputs(batch)
+        return model(x, t=batch.get("t"), mask=mask)
 
     def predict(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Class logits, or regression values in the data's units."""
@@ -135,7 +124,7 @@ class SequenceTask(Task):
             if m is not None:
                 return F.cross_entropy(out[m], batch["y"][m])
             return F.cross_entropy(out, batch["y"])
-        err = (out - self.y_norm.encode(batch["y"])).square()
+        err = (out - self.model_targets(batch)).square()
         return err[m].mean() if m is not None else err.mean()
 
     @torch.no_grad()

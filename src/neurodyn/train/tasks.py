@@ -18,31 +18,12 @@ from torch import nn
 
 from ..data.normalize import Normalizer
 from ..errors import ConfigError
-from ..progress import Stage
 from .distributed import all_reduce_max, all_reduce_sum
 from .losses import masked_loss
 from .metrics import MetricAccumulator
 from .rollout import from_frames, rollout, teacher_forced, to_frames
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def predict_estimate(model: nn.Module, n: int) -> tuple[float | None, str]:
-    """The seconds ``model`` should take to predict ``n`` samples, measured before it starts by the models that
-    can (``predict_seconds(n) -> (seconds, what was timed)``: the fitted baselines, whose DTW 1-NN can take hours),
-    and what the estimate rests on; ``(None, "")`` for the others (their stages extrapolate their first batches)."""
-    measure = getattr(model, "predict_seconds", None)
-    found = measure(n) if callable(measure) else None
-    return found if found is not None else (None, "")
-
-
-def evaluate_stage(task, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]], n: int, what: str,
-                   progress: Any = False, **kwargs: Any) -> dict[str, Any]:
-    """``task.evaluate(model, batches, **kwargs)`` as one :class:`~neurodyn.progress.Stage` of ``n`` samples
-    (``what``: its name; ``progress``: the one idiom), with the model's estimate (:func:`predict_estimate`)."""
-    estimate, detail = predict_estimate(model, n) if progress is not False else (None, "")
-    with Stage(what, n, "sample", progress, estimate=estimate, detail=detail) as stage:
-        return task.evaluate(model, stage.track(batches, lambda b: len(b["x"])), **kwargs)
 
 
 class Task:

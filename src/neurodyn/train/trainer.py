@@ -34,7 +34,7 @@ from ..checkpoint_io import atomic_torch_save, nonfinite_tensors, read_checkpoin
 from ..config_types import check_field_types
 from ..errors import ConfigError, NeurodynError, check_choice
 from ..models.registry import model_spec
-from ..progress import Stage, progress_style
+from ..progress import progress_style
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DistInfo, all_reduce_max, all_reduce_sum, barrier
 from .logs import RunLogs, parse_loggers
@@ -42,7 +42,7 @@ from .losses import available_losses
 from .precision import grad_scaler, parse_precision, with_precision
 from .sampling import global_batches, rank_slice
 from .schedule import Schedule
-from .tasks import AutoregressiveTask, evaluate_stage, predict_estimate
+from .tasks import AutoregressiveTask
 
 
 class TrainingDiverged(NeurodynError, RuntimeError):
@@ -331,14 +331,16 @@ def split_cases(dataset: Dataset | None) -> int:
 
 
 class Trainer:
-    """Trains ``model`` on ``train_set`` for a task; logs into ``run_dir``.
+    """Trains ``model`` on ``train_set`` for a task; logs into ``run_dir`` (``None``: writes nothing, no checkpoint,
+``metrics.jsonl`` or ``train.logging`` log, and keeps the best validation epoch's weights in memory:
+:meth:`best_state`).
 
     ``eval_set`` is the validation data: evaluated every ``eval_every`` epochs (``"val"`` in each epoch's record of
     ``metrics.jsonl``), it alone selects ``best.pt``. The trainer never sees test data: the experiment evaluates the
     test split once, after :meth:`fit` (:func:`neurodyn.train.experiment.run_experiment`)."""
 
     def __init__(self, model: nn.Module, task: Any, train_set: Dataset, eval_set: Dataset | None,
-                 config: TrainConfig, run_dir: str | Path, experiment: dict[str, Any] | None = None,
+                 config: TrainConfig, run_dir: str | Path | None, experiment: dict[str, Any] | None = None,
                  device: str | torch.device = "cpu", dist_info: DistInfo | None = None,
                  progress: bool | None = None, interrupt_at: Callable[[int, int], bool] | None = None):
         self.cfg = config  # validated when it was made (TrainConfig.__post_init__)
@@ -347,16 +349,11 @@ class Trainer:
         if self.cfg.batch_size < self.dist.world_size:
             raise ConfigError(f"train.batch_size {self.cfg.batch_size} is smaller than the {self.dist.world_size} "
                               "processes; every process needs at least one sample per batch")
-        # a fitted model (``fits_in_one_pass``, e.g. the knn and minirocket baselines) is fitted by its task in one
-        # pass over the training split during the first epoch, with no optimizer step; that epoch ends its training
-        self.fitted = bool(getattr(model, "fits_in_one_pass", False))
-        if self.fitted and self.dist.enabled:
-            raise ConfigError(f"model {getattr(model, 'registry_name', type(model).__name__)!r} is fitted in one pass, "
-                              "not trained by gradient descent; run it in one process (no torchrun)")
         self.model = model.to(self.device)
         self.task = task.to(self.device)
         self.train_set, self.eval_set = train_set, eval_set
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._best_in_memory: dict[str, torch.Tensor] | None = None  # best.pt's weights without a run folder
         self.experiment = experiment or {}
         self.progress = progress
         self._print_lines = False
@@ -389,8 +386,8 @@ class Trainer:
     # ---------------------------------------------------------------------------------------- set-up
     def _make_optimizer(self) -> torch.optim.Optimizer:
         params = list(self.model.parameters())
-        if not params and self.fitted:  # nothing to optimise: a placeholder keeps the checkpoint's layout
-            params = [nn.Parameter(torch.zeros(1, device=self.device))]
+        if not params:
+            raise ConfigError(f"model {self._model_name()!r} has no parameters to train by gradient descent")
         return make_optimizer(self.cfg.optimizer, params, self.cfg.lr, self.cfg.weight_decay)
 
     @property
@@ -404,8 +401,16 @@ class Trainer:
         return self.schedule.scheduler
 
     @property
-    def ckpt_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
+    def ckpt_dir(self) -> Path | None:
+        return self.run_dir / "checkpoints" if self.run_dir is not None else None
+
+    def best_state(self) -> dict[str, torch.Tensor] | None:
+        """The model state of the best validation epoch (``checkpoints/best.pt``, or kept in memory without a run
+        folder); None when no epoch was selected (no validation split)."""
+        if self.run_dir is None:
+            return self._best_in_memory
+        best = self.ckpt_dir / "best.pt"
+        return read_checkpoint(best, map_location=self.device)["model_state"] if best.exists() else None
 
     # ---------------------------------------------------------------------------------------- batches
     def _collate(self, dataset: Dataset, ids: Sequence[int]) -> dict[str, torch.Tensor]:
@@ -448,15 +453,19 @@ class Trainer:
             return
         bad = nonfinite_tensors(self.model.state_dict())
         if bad:
-            kept = self.ckpt_dir / name
             raise TrainingDiverged(
                 f"the weights became non-finite ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) at epoch "
-                f"{self.epoch} batch {self.batch}; {self._kept(kept)}. {self._retry_hint()}")
+                f"{self.epoch} batch {self.batch}; {self._kept(name)}. {self._retry_hint()}")
+        if self.run_dir is None:  # in memory: the best epoch's weights (the last are the model's own)
+            if name == "best.pt":
+                self._best_in_memory = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            return
         atomic_torch_save(self.state(), self.ckpt_dir / name)
 
-    @staticmethod
-    def _kept(path: Path) -> str:
-        return f"{path} still holds the last finite weights" if path.exists() else "no checkpoint was written"
+    def _kept(self, name: str) -> str:
+        path = self.ckpt_dir / name if self.ckpt_dir is not None else None
+        return (f"{path} still holds the last finite weights" if path is not None and path.exists()
+                else "no checkpoint was written")
 
     def _retry_hint(self) -> str:
         """What to do after a divergence, in words the user can act on (the folder refuses changed settings)."""
@@ -501,15 +510,15 @@ class Trainer:
         """Append ``record`` to ``metrics.jsonl`` (main process). Epochs go through ``_log``, which also keeps
         them in ``history``; other records (the separate test files' metrics after training) come here
         directly, and a resumed run drops them and writes them anew."""
-        if self.dist.is_main:
+        if self.dist.is_main and self.run_dir is not None:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
 
     def _trim_log(self) -> None:
         """After a resume, forget logged epochs that the checkpoint had not finished (and records that are
         not epochs: they are written again when the run ends)."""
-        path = self.run_dir / "metrics.jsonl"
-        if not (self.dist.is_main and path.exists()):
+        path = self.run_dir / "metrics.jsonl" if self.run_dir is not None else None
+        if not (self.dist.is_main and path is not None and path.exists()):
             return
         keep = [line for line in path.read_text().splitlines()
                 if line and "train_loss" in (rec := json.loads(line)) and rec["epoch"] < self.epoch]
@@ -524,22 +533,23 @@ class Trainer:
         file or a pipe then still shows the run moving); ``"lines"`` always prints the lines; ``True`` always
         shows the bar; ``False`` prints nothing.
         """
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        last = self.ckpt_dir / "last.pt"
-        if self.dist.is_main:
-            remove_stale_temporaries(self.ckpt_dir)
-        if resume and last.exists():
+        last = self.ckpt_dir / "last.pt" if self.ckpt_dir is not None else None
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if self.dist.is_main:
+                remove_stale_temporaries(self.ckpt_dir)
+        if resume and last is not None and last.exists():
             self.load(last)
             self._trim_log()
             if self.dist.is_main and self.progress is not False:
                 at = f" batch {self.batch}" if self.batch else ""
                 print(f"resuming {self.run_dir} from epoch {self.epoch}{at} of {self.cfg.epochs}", flush=True)
-        elif self.dist.is_main:
+        elif self.dist.is_main and self.run_dir is not None:
             (self.run_dir / "metrics.jsonl").write_text("")
         barrier()
         from tqdm.auto import tqdm
 
-        if self.dist.is_main and parse_loggers(self.cfg.logging.to):
+        if self.dist.is_main and self.run_dir is not None and parse_loggers(self.cfg.logging.to):
             self.logs = RunLogs(self.run_dir, parse_loggers(self.cfg.logging.to), first_epoch=self.epoch)
         total = self.cfg.epochs * self.n_batches
         style = progress_style(self.progress)  # the one idiom (neurodyn.progress): bar, lines or nothing
@@ -549,13 +559,12 @@ class Trainer:
                    disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
         try:
             with self._terminate_as_interrupt():
-                while (self.epoch < self.cfg.epochs and not self.stopped_early and not (self.fitted and self.epoch)
-                       and not self._out_of_time()):
+                while self.epoch < self.cfg.epochs and not self.stopped_early and not self._out_of_time():
                     self._train_epoch(bar)
         except KeyboardInterrupt:
             self.save("last.pt")
             bar.close()
-            if self.dist.is_main:
+            if self.dist.is_main and self.run_dir is not None:
                 print(f"\ninterrupted: saved {self.ckpt_dir / 'last.pt'} at epoch {self.epoch} batch {self.batch}; "
                       "run the same command again to resume")
             raise
@@ -613,9 +622,7 @@ class Trainer:
             self._epoch_t0 = time.time()
             self.schedule.start_epoch(self.epoch)
         self.ddp.train()
-        if self.fitted:
-            self._fit_pass(bar)
-        while self.batch < len(batches) and not self.fitted:
+        while self.batch < len(batches):
             if self.interrupt_at is not None and self.interrupt_at(self.epoch, self.batch):
                 raise KeyboardInterrupt
             loss = self._step(batches[self.batch])
@@ -629,12 +636,7 @@ class Trainer:
         improved = False
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
-            if self.fitted:  # a fitted model's validation is a long pass of its own (DTW 1-NN): a stage
-                record["val"] = evaluate_stage(self.task, self.eval_model, self.eval_batches(self.eval_set),
-                                               len(self.eval_set), f"{self._model_name()}: validation split",
-                                               self._stage_progress())
-            else:
-                record["val"] = self.task.evaluate(self.eval_model, self.eval_batches(self.eval_set))
+            record["val"] = self.task.evaluate(self.eval_model, self.eval_batches(self.eval_set))
             value = record["val"][self.monitor_key]
             improved = value < self.best if self.monitor_mode == "min" else value > self.best
             if improved:
@@ -659,28 +661,10 @@ class Trainer:
     def _model_name(self) -> str:
         return getattr(self.model, "registry_name", type(self.model).__name__)
 
-    def _stage_progress(self):
-        """The progress setting of the long stages inside an epoch (a fitted model's fit and passes): the
-        trainer's, on the main process."""
+    def stage_progress(self):
+        """The progress setting of the long stages around the epochs (the test evaluation): the trainer's, on the
+        main process."""
         return self.progress if self.dist.is_main else False
-
-    @torch.no_grad()
-    def _fit_pass(self, bar) -> None:
-        """A fitted model's training: the task fits it on every training batch, and the epoch's training loss is
-        the fitted model's mean loss on the training split. Both are stages (:mod:`neurodyn.progress`), the
-        second with the time the model estimates for it (DTW 1-NN: a few pairs timed)."""
-        self.task.fit_model(self.model, self.eval_batches(self.train_set), progress=self._stage_progress())
-        self.model.eval()
-        n_train = len(self.train_set)
-        estimate, detail = predict_estimate(self.model, n_train)
-        with Stage(f"{self._model_name()}: training loss of the fitted model", n_train, "sample",
-                   self._stage_progress(), estimate=estimate, detail=detail) as stage:
-            for batch in stage.track(self.eval_batches(self.train_set), lambda b: len(b["x"])):
-                n = len(batch["x"])
-                loss = self.task.training_loss(self.eval_model, batch).double().cpu()
-                self._epoch_sums += torch.stack([loss * n, torch.tensor(float(n), dtype=torch.float64)])
-        self.global_step += 1
-        bar.update(self.n_batches)
 
     def measure_step_seconds(self, steps: int = 5, warmup: int = 2) -> float:
         """Median wall time (s) of one training step (forward, loss, backward, optimizer) on this machine, from
@@ -715,7 +699,7 @@ class Trainer:
                     if not nonfinite_tensors(self.model.state_dict()):
                         self.save("last.pt")  # finite weights: the step can be examined from here
                     raise TrainingDiverged(f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
-                                           f"{self._kept(self.ckpt_dir / 'last.pt')}. {self._retry_hint()}")
+                                           f"{self._kept('last.pt')}. {self._retry_hint()}")
                 # scaled so that DDP's gradient average equals the gradient of the global-batch mean
                 scale = len(part) * self.dist.world_size / len(global_ids)
                 scaled = loss * scale

@@ -36,10 +36,6 @@ def _load(path: Path) -> dict[str, np.ndarray]:
         raise read_failed(path, exc, ".npz file") from None
     except Exception as exc:  # a damaged zip or member
         raise read_failed(path, exc, ".npz file") from None
-    for key in ("x", "y"):
-        if key not in arrays:
-            raise DataError(f"{path}: no array {key!r}; the file holds {sorted(arrays) or 'nothing'} and needs x "
-                            "(N, T, C) and y (N,) (optional t (N, T), mask (N, T), classes (K,))")
     return arrays
 
 
@@ -111,8 +107,20 @@ def claims(peek) -> bool:
 
 def read_sequence_npz(path: Path, **given: Any):
     """``np.savez`` arrays (module doc) as a sequence store."""
+    sequence_options("sequence-npz", NPZ_OPTIONS, given)  # a bad option is refused before the file is read
+    return read_sequence_arrays(_load(path), path, **given)
+
+
+def read_sequence_arrays(arrays: dict[str, np.ndarray], path: str | Path = "<arrays>", **given: Any):
+    """Arrays held in memory, keyed as in an ``.npz`` file (module doc: ``x``, ``y``, optional ``t``, ``mask``,
+    ``classes``), as a sequence store, exactly as :func:`read_sequence_npz` reads the file holding them (the
+    sequence estimators' data, :mod:`neurodyn.data.memory_store`); ``path`` names them in messages."""
+    path = Path(path)
     opts = sequence_options("sequence-npz", NPZ_OPTIONS, given)
-    arrays = _load(path)
+    for key in ("x", "y"):
+        if key not in arrays:
+            raise DataError(f"{path}: no array {key!r}; the file holds {sorted(arrays) or 'nothing'} and needs x "
+                            "(N, T, C) and y (N,) (optional t (N, T), mask (N, T), classes (K,))")
     x, t, stamps, m = _series(path, arrays, opts["dt"])
     n, T, c = x.shape
     y, task, classes, per_step = _targets(path, arrays, m, opts)
@@ -122,4 +130,4 @@ def read_sequence_npz(path: Path, **given: Any):
                            channels=[f"x_{j}" for j in range(c)], options=opts, info={"timestamps": stamps})
 
 
-__all__ = ["read_sequence_npz", "NPZ_OPTIONS", "claims"]
+__all__ = ["read_sequence_npz", "read_sequence_arrays", "NPZ_OPTIONS", "claims"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from neurodyn.ops.minirocket import (fit_dilations, kernel_weights, minirocket_fit, minirocket_transform,
-                                     minirocket_transform_ref, quantiles)
+from neurodyn.baselines.minirocket_transform import (fit_dilations, kernel_weights, minirocket_fit,
+                                                     minirocket_transform, minirocket_transform_ref, quantiles)
 
 
 def test_the_84_kernels():

@@ -6,7 +6,7 @@ import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.models import build
-from neurodyn.ops.dtw import dtw_distance_ref
+from neurodyn.baselines.dtw import dtw_distance_ref
 
 
 def sine_or_square(n: int, seed: int, length: int = 64, noise: float = 0.1):
@@ -138,3 +138,17 @@ def test_fit_on_the_device_matches_the_cpu(device, name, extra):
         m.fit(x.to(dev), None, None, y.to(dev))
         outs.append(m(x.to(dev)).cpu())
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-6, atol=1e-6)
+
+
+def test_the_registry_finds_the_baselines_by_name_alone():
+    """A fresh interpreter that imports only neurodyn.models builds them (MODEL_PACKAGES), and nothing of the
+    training layer comes with them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from neurodyn.models import build, available; m = build('minirocket', in_channels=2); "
+            "assert {'majority', 'knn', 'minirocket'} <= set(available()); "
+            "assert type(m).__module__ == 'neurodyn.baselines.minirocket', type(m).__module__; "
+            "assert not [k for k in sys.modules if k.startswith('neurodyn.train')], 'train imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

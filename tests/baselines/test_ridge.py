@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from neurodyn.ops.ridge import loo_errors, loo_errors_ref, ridge_loo
+from neurodyn.baselines.ridge import loo_errors, loo_errors_ref, ridge_loo
 
 
 @pytest.mark.parametrize("n,p,k", [(12, 5, 2), (15, 40, 1)])  # more samples than features, and fewer

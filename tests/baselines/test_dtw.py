@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from neurodyn.ops.dtw import dtw_distance_ref, dtw_distances, euclidean_distances
+from neurodyn.baselines.dtw import dtw_distance_ref, dtw_distances, euclidean_distances
 
 
 def _pairs(seed, n=3, m=4, L=7, K=5, C=2):
