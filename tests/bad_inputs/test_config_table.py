@@ -136,6 +136,8 @@ MAKE = [
     ("majority", dict(per_step=True), "the majority baseline predicts one output per sequence"),
     ("knn", dict(window=1.5), "model.window is a fraction of the length in [0, 1], got 1.5"),
     ("minirocket", dict(alpha_min=0.0), "model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max"),
+    ("multirocket", dict(n_features=671), "multirocket config field n_features must be >= 672; got 671"),
+    ("hydra", dict(n_groups=3), "model.n_groups must be even"),
 ]
 
 

@@ -41,9 +41,10 @@ SPECS = {
     **{name: (dict(hidden=8), SEQ) for name in ("gru", "lstm", "cfc", "ltc", "odernn")},
     "mha": (dict(hidden=8, n_heads=2), SEQ),
     # fitted in one pass: no parameters, so any floating dtype (the input's is kept)
-    **{name: (dict(in_channels=1, out_channels=3), SEQ) for name in ("majority", "knn", "minirocket")},
+    **{name: (dict(in_channels=1, out_channels=3), SEQ)
+       for name in ("majority", "knn", "minirocket", "multirocket", "hydra")},
 }
-FITTED = ("majority", "knn", "minirocket")
+FITTED = ("majority", "knn", "minirocket", "multirocket", "hydra")
 
 
 @functools.cache

@@ -65,7 +65,7 @@ def quantiles(n: int) -> torch.Tensor:
     return torch.remainder(j * PHI, 1.0)
 
 
-def _convolve(x: torch.Tensor, dilation: int, channels: torch.Tensor) -> torch.Tensor:
+def convolve(x: torch.Tensor, dilation: int, channels: torch.Tensor) -> torch.Tensor:
     """``x (N, L, C)`` -> ``(N, 84, L)``: each kernel at ``dilation`` over the zero-padded series, summed over its
     channels (``channels (84, C)``, 0/1)."""
     N, L, C = x.shape
@@ -128,7 +128,7 @@ def minirocket_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk
         keep = (padded[:, None] | inside[None, :]).to(x.dtype)          # (84, L): positions each kernel counts
         step = max(1, chunk_elements // max(1, N_KERNELS * L * nf))
         for lo in range(0, N, step):
-            conv = _convolve(x[lo:lo + step], d, params["channels"][i])  # (n, 84, L)
+            conv = convolve(x[lo:lo + step], d, params["channels"][i])  # (n, 84, L)
             above = (conv[..., None] > bias[None, :, None, :]).to(x.dtype)   # (n, 84, L, nf)
             ppv = (above * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
             feats[lo:lo + step, at:at + N_KERNELS * nf] = ppv.reshape(len(conv), -1)
