@@ -197,3 +197,37 @@ def test_a_run_on_arrays_is_evaluated_on_a_converted_test_file(tmp_path):
     with pytest.raises(ConfigError, match=r"trained by a sequence estimator \(sha256:[0-9a-f]{16}\) on arrays, so it "
                                           r"has no stored val split"):
         neurodyn.load_run(tmp_path / "run").split("val")
+
+
+def summary_cells(run, metric):
+    """The cells of ``metric``'s row in a summary's (one) table."""
+    line = next(ln for ln in (run / "summary.md").read_text().splitlines() if ln.startswith(f"| {metric} |"))
+    return [float(c) for c in line.strip("|").split("|")[1:]]
+
+
+def val_accuracy(run):
+    import json
+
+    return next(json.loads(ln)["val"]["accuracy"] for ln in epoch_records(run))
+
+
+def test_the_summary_of_an_estimators_run_shows_the_baselines(tmp_path):
+    """No test data (the estimators' default): the summary scores the final model, majority and 1-NN on the
+    validation split, said to be no test; the baselines' cells are what those presets score on that split."""
+    x, y, _ = waves(60, 5)
+    runs = {name: tmp_path / name for name in ("hydra", "knn", "majority")}
+    for name, run in runs.items():
+        neurodyn.SequenceClassifier(f"{name}/sequence", scale="tiny", run_dir=run).fit(x, y)
+    text = (runs["hydra"] / "summary.md").read_text()
+    assert "The validation split (no test data: these are not test scores" in text
+    assert "| metric | final model | majority (baseline) | 1-NN Euclidean (baseline) |" in text
+    final, majority, knn = summary_cells(runs["hydra"], "accuracy")
+    assert final == pytest.approx(val_accuracy(runs["hydra"]), abs=1e-4)
+    assert majority == pytest.approx(val_accuracy(runs["majority"]), abs=1e-4)
+    assert knn == pytest.approx(val_accuracy(runs["knn"]), abs=1e-4)
+    # with a test split held out, the test table carries them, and no validation table is shown
+    neurodyn.SequenceClassifier("hydra/sequence", scale="tiny", run_dir=tmp_path / "held",
+                                overrides=["data.n_test=12"]).fit(x, y)
+    held = (tmp_path / "held" / "summary.md").read_text()
+    assert "Test split:" in held and "majority (baseline) | 1-NN Euclidean (baseline)" in held
+    assert "The validation split" not in held

@@ -13,14 +13,16 @@ classes and masks as the store ``neurodyn convert`` would make), split and norma
 out, ``data.missing``, ...), and trained by :func:`neurodyn.train.experiment.train_experiment` (the trainer, or a
 fitted baseline's one pass). Without ``run_dir`` nothing is written anywhere: no data file, run folder or
 temporary file; the estimator keeps the trained model. Given a ``run_dir``, the run is written there as ``neurodyn
-train`` writes one (a marked run folder, ``config.yaml``, ``metrics.jsonl``, checkpoints, ``summary.md``; the data
+train`` writes one (a marked run folder, ``config.yaml``, ``metrics.jsonl``, checkpoints, ``summary.md`` with the
+majority and 1-NN baselines beside the model, on the validation split when no test split is held out; the data
 recorded as ``data.arrays: sha256:<digest>`` and ``data.file``, their shapes and classes), resumed exactly by a later
 ``fit`` on the same arrays and settings (the trainer's resume), and a finished one is only reloaded; other arrays
 or settings there are refused. ``predict`` then uses the run's checkpoint (``which``), as ``neurodyn.load_run`` does.
 Predictions equal those of a run on the store converted from the same arrays (same preset, settings and seed).
 
 Settings: ``model`` is any sequence preset (``nac/sequence``, ``gru/sequence``, ..., and the fitted baselines
-``majority/sequence``, ``knn/sequence``, ``minirocket/sequence``); ``scale``; ``overrides``, dot-list overrides
+``majority/sequence``, ``knn/sequence``, ``minirocket/sequence``, ``multirocket/sequence``, ``hydra/sequence``);
+``scale``; ``overrides``, dot-list overrides
 (``["model.hidden=16", "data.n_val=0"]``; not ``data.path`` / ``data.test_path``: the data are the arrays given to
 ``fit``, and ``score`` takes test arrays); any ``train.*`` option as a keyword (``epochs=5``, ``lr=1e-3``).
 

@@ -287,13 +287,17 @@ def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device,
     if tests:
         log({"epoch": epoch, "test": tests})
     if main:
-        baselines = {} if dist.enabled else baseline_scores(task, train_set, _tested(data["sets"].get("test"),
-                                                                                      test_sets), device=device,
+        scored, val_scores = _tested(data["sets"].get("test"), test_sets), None
+        if not scored and eval_set is not None and getattr(task, "name", "") == "sequence":
+            # no test data (an estimator's run by default): the final model and the baselines on the validation split
+            scored = {VALIDATION: eval_set}
+            val_scores = evaluate_tests(model, task, None, scored, **passes)[VALIDATION]["last"]
+        baselines = {} if dist.enabled else baseline_scores(task, train_set, scored, device=device,
                                                             batch_size=batch_size, progress=passes["progress"])
         key, mode = getattr(task, "monitor", ("rel_l2", "min"))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=key, mode=mode, tests=tests,
                       baselines=baselines, classes=getattr(train_set, "classes", None), n_val=split_cases(eval_set),
-                      channels=field_channels(train_set))
+                      channels=field_channels(train_set), val_scores=val_scores)
     key = getattr(task, "monitor", ("rel_l2", "min"))[0]
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{key}": m["last"][key] for name, m in tests.items() if name != "test"})
@@ -367,6 +371,8 @@ def _tested(test_split, test_files: dict[str, Any]) -> dict[str, Any]:
 
 # the 1-NN baseline of a run's summary is skipped above this many (train x test series x steps x channels)
 KNN_SUMMARY_LIMIT = 2e10
+# the name of the validation split among the sets a summary scores (a sequence run without test data)
+VALIDATION = "validation split"
 
 
 def baseline_scores(task, train_set, sets: dict[str, Any], *, device: str | torch.device = "cpu",
@@ -436,11 +442,14 @@ def metric_definitions(names: list[str], task: str | None = None) -> list[str]:
 def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: int, run_dir: Path,
                   monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
                   baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None,
-                  n_val: int | None = None, channels: int | None = None) -> None:
+                  n_val: int | None = None, channels: int | None = None,
+                  val_scores: dict[str, Any] | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
     split and test files (the final model, and the checkpoint the validation split selected), beside the
     ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
-    class, columns: predicted; named by ``classes``) where the task reports one. ``n_val``: the validation split's
+    class, columns: predicted; named by ``classes``) where the task reports one. A run without test data (no
+    ``tests``) given ``val_scores``, the final model's metrics on the validation split, shows them beside the
+    baselines of that split (``baselines[VALIDATION]``) instead, said to be no test. ``n_val``: the validation split's
     cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few).
     ``channels``: the channels of one target field (:func:`field_channels`), which tell the metrics that are one
     quantity by definition (:func:`neurodyn.train.metrics.shown_metrics`). Every metric a table shows is defined
@@ -466,7 +475,12 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
              "- test: evaluated once, after training, with the training normalizers", ""]
     shown: list[str] = []
     notes: list[str] = []
-    for set_name, by_model in (tests or {}).items():
+    scored = dict(tests or {})
+    if not scored:
+        lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
+        if val_scores is not None:
+            scored = {VALIDATION: {"last": val_scores}}
+    for set_name, by_model in scored.items():
         keys, set_notes = shown_metrics(by_model["last"], channels)
         shown += [k for k in keys if k not in shown]
         notes += [n for n in set_notes if n not in notes]
@@ -475,7 +489,10 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
         columns.update({label: metrics for label, metrics in base.items() if metrics is not None})
         header = {"last": "final model", "best": "best validation epoch", "majority": "majority (baseline)",
                   "1-NN": "1-NN Euclidean (baseline)"}
-        title = "Test split" if set_name == "test" else f"Test file `{set_name}`"
+        title = ("Test split" if set_name == "test" else
+                 "The validation split (no test data: these are not test scores; the validation split also chose "
+                 "`best.pt`; `data.n_test=K` holds a test split out)" if set_name == VALIDATION and not tests
+                 else f"Test file `{set_name}`")
         lines += [f"{title}:", "", "| metric | " + " | ".join(header.get(m, m) for m in columns) + " |",
                   "| --- |" + " --- |" * len(columns)]
         lines += [f"| {k} | " + " | ".join(f"{c.get(k, float('nan')):.5g}" for c in columns.values()) + " |"
@@ -486,8 +503,6 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
         if "confusion" in by_model["last"]:
             lines += ["", *confusion_table(by_model["last"]["confusion"], classes)]
         lines.append("")
-    if not tests:
-        lines += ["No test split and no test files: nothing was tested (`neurodyn evaluate RUN --data FILE`).", ""]
     if shown:
         lines += metric_definitions(shown, task=cfg.get("task")) + [""]
         if notes:
