@@ -65,6 +65,9 @@ COMMANDS: dict[str, Command] = {
     "time_series/uea_floors": Command("neurodyn_lab.time_series.uea_floors", "the UEA/UCR floors rerun under its "
                                       "pre-registered protocol (lab/protocols/time_series/uea_floors.yaml): "
                                       "--dry-run prints its runs and CPU-hours"),
+    "time_series/rocket_baselines": Command("neurodyn_lab.time_series.rocket_baselines", "MiniRocket, MultiRocket "
+                                            "and Hydra on the archive files the pages cite, beside their published "
+                                            "30-resample means (whole train file, raw series, seeds 0-2)"),
     "time_series/uea_tuning": Command("neurodyn_lab.time_series.uea_tuning", "the sequence presets' settings chosen "
                                       "on validation of UEA/UCR training files; test files never read"),
     "protocol": Command("neurodyn_lab.protocol", "the paper experiments at the papers' protocol or scaled to two "

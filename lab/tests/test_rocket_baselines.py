@@ -1,0 +1,70 @@
+"""The MiniRocket / MultiRocket / Hydra table of pages/nac.md, recomputed from its records with code of its own (never
+the driver's): every "ours" cell is the mean of the recorded test accuracies over the seeds, every published mean is
+the protocol's (lab/protocols/time_series/uea_floors.yaml, for the files it names) and the driver's, every gap and
+"within 2 points" verdict follows from those two; the records are fits on the whole train file of the raw series."""
+import json
+import re
+import statistics
+
+import pytest
+import yaml
+
+from neurodyn_lab.paths import LAB, RECORDS
+from neurodyn_lab.time_series import rocket_baselines
+
+PAGE = LAB / "pages" / "nac.md"
+FOLDER = RECORDS / "time_series" / "rocket_baselines"
+HEADING = "### MiniRocket, MultiRocket and Hydra against their published accuracies"
+
+
+def page_rows():
+    text = PAGE.read_text()
+    assert HEADING in text
+    section = text.split(HEADING, 1)[1].split("\n### ", 1)[0]
+    rows = [ln for ln in section.splitlines() if re.match(r"\| [A-Z]\w+ \| (minirocket|multirocket|hydra) \|", ln)]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in rows]
+
+
+def recorded(name):
+    out = {}
+    for r in json.loads((FOLDER / name / "results.json").read_text()):
+        model, seed = r["preset"].rsplit("-s", 1)
+        assert r["n_val"] == 0 and "data.n_val=0" in r["overrides"] and "data.max_steps=0" in r["overrides"]
+        (acc,) = r["sets"].values()
+        out.setdefault(model, {})[int(seed)] = acc
+    return out
+
+
+def test_the_page_table_is_the_records():
+    rows = page_rows()
+    assert len(rows) >= 12 and len(rows) % 3 == 0     # the files recorded x three baselines
+    protocol = yaml.safe_load((LAB / "protocols" / "time_series" / "uea_floors.yaml").read_text())["published"]
+    for name, model, each, mean, published, gap, within, split in rows:
+        seeds = recorded(name)[model]
+        assert each == ", ".join(f"{seeds[s]:.3f}" for s in sorted(seeds))
+        ours = statistics.mean(seeds.values())
+        assert mean == f"{ours:.3f}"
+        pub = rocket_baselines.PUBLISHED[model].get(name)
+        if name in protocol[model]["mean_30_resamples"]:
+            assert protocol[model]["mean_30_resamples"][name] == pub
+        if pub is None:
+            assert published == "–" and gap == "–" and within.startswith("–")
+            continue
+        assert published == f"{pub:.3f}" and gap == f"{100 * (ours - pub):+.1f}"
+        assert within == ("yes" if abs(ours - pub) <= 0.020 + 1e-9 else "no")
+        default = protocol[model].get("default_split", {}).get(name)
+        if default is not None:
+            assert split == f"{default:.3f}"
+
+
+def test_the_protocol_names_every_published_mean_of_its_files():
+    protocol = yaml.safe_load((LAB / "protocols" / "time_series" / "uea_floors.yaml").read_text())["published"]
+    for model in ("minirocket", "multirocket", "hydra"):
+        assert protocol[model]["source"]
+        for name in ("GunPoint", "ItalyPowerDemand", "ArrowHead"):
+            assert protocol[model]["mean_30_resamples"][name] == rocket_baselines.PUBLISHED[model][name]
+
+
+@pytest.mark.parametrize("name", ["BasicMotions", "JapaneseVowels"])
+def test_no_published_mean_is_claimed_for_the_multivariate_files(name):
+    assert all(name not in rocket_baselines.PUBLISHED[m] for m in rocket_baselines.MODELS)
