@@ -205,12 +205,13 @@ def _s2_fwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
     else:
         h = tl.full((BD, BN, BQ), 0.0, ACC)
     ck = _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, nseg + 1, BQ)
+    m3_full = (mask_d[:, None] & mask_n[None, :])[:, :, None]
     dsum = tl.full((BD, BQ), 0.0, ACC)
     seg0 = blk * blk_segs
     seg1 = tl.minimum(seg0 + blk_segs, (P + SEG - 1) // SEG)
     for s in range(seg0, seg1):
-        if SAVE_CKPT:
-            tl.store(ck_ptr + ck + s * n * BQ, h, mask=m3)
+        if SAVE_CKPT:  # (whole BQ rows, zeros past Q: the checkpoints hold no uninitialised values)
+            tl.store(ck_ptr + ck + s * n * BQ, h, mask=m3_full)
         for j in tl.static_range(SEG):
             p = s * SEG + j
             pp = _grid_row(p, fp, P)
@@ -238,7 +239,7 @@ def _s2_fwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
                     tl.atomic_add(y_base + pp * y_sp + yo, y, mask=m_dq, sem="relaxed")
     if SAVE_CKPT:  # the state after the direction's last row (its last block): the backward's last h
         if seg1 == (P + SEG - 1) // SEG:
-            tl.store(ck_ptr + ck + seg1 * n * BQ, h, mask=m3)
+            tl.store(ck_ptr + ck + seg1 * n * BQ, h, mask=m3_full)
     if PHASE == 0:  # (every BQ column: zeros past Q, so that the carry pass reads no uninitialised memory)
         tl.store(st_ptr + st, h, mask=(mask_d[:, None] & mask_n[None, :])[:, :, None])
         ds = (((b * K + k) * dim + offs_d) * nblk + blk)[:, None] * BQ + offs_q[None, :]
@@ -461,7 +462,10 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     bn = block_n
     nb = triton.cdiv(triton.next_power_of_2(n), bn)
     y = (x.new_zeros if nb > 1 else x.new_empty)(batch, K, dim, H, W, dtype=f)
-    ckpt = x.new_empty(batch, K, dim, nseg + 1, n, bq, dtype=f) if save_ckpt else x.new_empty(0, dtype=f)
+    # (a direction with fewer frame rows than another, transposed on a non-square grid, leaves slots unwritten)
+    short = any(dirs[3 * i] for i in range(K)) and H != W
+    ckpt = ((x.new_zeros if short else x.new_empty)(batch, K, dim, nseg + 1, n, bq, dtype=f) if save_ckpt
+            else x.new_empty(0, dtype=f))
     dsum = x.new_empty(batch, K, dim, nblk, bq, dtype=f) if nblk > 1 else x.new_empty(0, dtype=f)
     if y.numel() == 0:
         return y, ckpt, dsum
