@@ -5,23 +5,29 @@ and the GPU-hours of the paper protocols, in one run (under 5 minutes on one H10
     neurodyn bench gpu --scale tiny     # small shapes, few repeats: runs on the CPU in seconds (the test's run)
     python benchmarks/gpu.py [--scale tiny] [--device cpu|cuda] [--ops ...] [--models lamo nac ...]
         [--modes fp32 bf16 compiled] [--backends torch triton] [--repeats 5] [--warmup 2] [--threads 1]
-        [--compile-budget 90] [--time-limit 270] [--out benchmarks/results/gpu]
+        [--compile-budget 90] [--op-budget 45] [--loop-calls 20] [--time-limit 150] [--out benchmarks/results/gpu]
 
 **Memory bandwidth.** The median time of a large device-to-device copy (1 GiB; 64 MiB at tiny scale) gives the
 bandwidth ``2 x bytes / time`` (read once, written once), measured in the same run as everything it is compared with.
 
 **Ops** (``neurodyn.ops``, called through their public functions with ``backend=``; a backend the op refuses, such as
-``triton`` before its kernels exist, is listed as skipped with the op's message): the selective scan (B = 8,
-D = 1024, N = 16, with D, z, delta_bias and softplus, as Mamba calls it), the multi-head scan (the same 1024 channels
-as 16 heads of 64, one decay per head), the linear scan ((8, 1024, L)), GeoMaNO's 2-D scan (8 x 64 channels, N = 16,
-a sqrt(L) x sqrt(L) grid, the paper's four directions and correction R = 1), the Kirchhoff scan (8 x 256
-channels, N = 16, ZOH) and NAC's NCP backbone (``ncp_mlp``: 4 cells of 2 B L query-key pairs, 16 inputs, NAC's
+``triton`` without its package, is listed as skipped with the op's message, and a row that fails -- a kernel that does
+not compile or launch (triton's ``OutOfResources``), memory -- is listed with its error: no row stops the run): the
+selective scan (B = 8, D = 1024, N = 16, with D, z, delta_bias and softplus, as Mamba calls it), the multi-head scan
+(the same 1024 channels as 16 heads of 64, one decay per head), the linear scan ((8, 1024, L)), GeoMaNO's 2-D scan (8 x
+64 channels, N = 16, a sqrt(L) x sqrt(L) grid, the paper's four directions and correction R = 1), the Kirchhoff scan (8
+x 256 channels, N = 16, ZOH) and NAC's NCP backbone (``ncp_mlp``: 4 cells of 2 B L query-key pairs, 16 inputs, NAC's
 cpu-preset layers of 73 / 33 / 2 neurons with their synapse patterns and the sensory scaling; ``torch`` is its
-batched-matmul reference), at L = 1k / 4k / 16k. For each: the forward (no autograd) and the forward + backward (a fixed
-output gradient) in ms, and the memory floor: the bytes every input is read and every output written once (forward:
-inputs + output; forward + backward: that, plus the inputs and the output's gradient read again and one gradient per
-differentiable input written), its time at the measured bandwidth (``floor_ms``), the achieved GB/s (bytes / measured
-time) and the measured time over the floor (``x_floor``).
+batched-matmul reference), at L = 1k / 4k / 16k. Each backend's rows run within their own ``--op-budget`` seconds (45; a
+row not started within them is listed as skipped), so that the pure-PyTorch scans at L = 16k cannot take the kernels'
+time nor the models'. For each: the forward (no autograd) and the forward + backward (a fixed output gradient) in ms, as
+the median of single synchronised calls, per call of a loop of ``--loop-calls`` calls (the launch gaps between a call's
+kernels show as the difference) and, on CUDA, per replay of a CUDA graph of the forward (the kernels alone, no host
+between them); and the memory floor: the scanned inputs (u, delta, B, C; a and x of the linear scan; x of the NCP
+backbone) read once and the output written once (``bytes_fwd``); the backward's share, those inputs and the output's
+gradient read again and one gradient per such input written (``bytes_bwd``; ``bytes_fwdbwd`` the sum); z and the
+parameters in their own column (``bytes_extra``), not in the floor. Then the floors' times at the measured bandwidth
+(``floor_ms``), the achieved GB/s (bytes / measured time) and the measured time over the floor (``x_floor``).
 
 **Models** (``step_speed.py``'s cases: each preset's model, task and loss on a random batch of its data's shapes, an
 AdamW step): every seed model and its baseline (lamo/darcy vs fno/darcy, geomano/darcy vs fno/darcy, stssm/ks-nu0.1
@@ -30,7 +36,8 @@ nac/bearing vs gru/bearing) at the presets' cpu and paper scales (tiny at tiny s
 batch size (equal batch), in float32, bf16 autocast (``train.precision=bf16``'s wrapper) and compiled
 (``torch.compile`` of the model, float32; its first step, the compilation, is reported apart, and models are compiled
 in order until ``--compile-budget`` seconds of compilation are spent; a model not started within ``--time-limit``
-seconds of the run, default 270, is listed as skipped, so that the run ends within 5 minutes whatever the device).
+seconds of the models' phase, default 150, is listed as skipped, so that the run ends within 5 minutes whatever the
+device).
 Reported: ms per step and per sample, peak memory (CUDA: ``max_memory_allocated``; CPU: the step's peak-RSS increase)
 and the seed / baseline ratio per sample. Paper-scale datasets are stand-ins of the same shapes (``_small_data``).
 
@@ -79,9 +86,10 @@ PAIRS = [
 # heads), lengths, repeats, copy size and the preset scales of the models
 SETTINGS = {
     "tiny": dict(batch=2, width=32, state=4, width_2d=8, width_knc=16, heads=2, lengths=(64, 256), repeats=3,
-                 warmup=1, copy_mib=64, model_scales=("tiny",)),
+                 warmup=1, copy_mib=64, model_scales=("tiny",), op_budget=math.inf, loop_calls=3),
     "full": dict(batch=8, width=1024, state=16, width_2d=64, width_knc=256, heads=16, lengths=(1024, 4096, 16384),
-                 repeats=5, warmup=2, copy_mib=1024, model_scales=("cpu", "paper"), model_repeats=3, model_warmup=1),
+                 repeats=5, warmup=2, copy_mib=1024, model_scales=("cpu", "paper"), model_repeats=3, model_warmup=1,
+                 op_budget=45.0, loop_calls=20),
 }
 
 
@@ -115,6 +123,46 @@ def time_ms(fn: Callable[[], object], device: torch.device, repeats: int, warmup
     return statistics.median(times)
 
 
+def time_loop_ms(fn: Callable[[], object], device: torch.device, calls: int) -> float:
+    """Milliseconds per call of ``calls`` back-to-back calls of ``fn`` (one event pair, or one clock, around the
+    loop, no synchronisation between the calls): with :func:`time_ms`'s synchronised single call, the gaps between
+    a call's launches show as the difference."""
+    fn()
+    sync(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
+def graph_ms(fn: Callable[[], object], device: torch.device, calls: int) -> float | None:
+    """Milliseconds per replay of a CUDA graph of ``fn`` (its kernels with no host in between), timed over ``calls``
+    replays; None on the CPU or when ``fn`` cannot be captured (a host synchronisation inside it)."""
+    if device.type != "cuda":
+        return None
+    try:
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            fn()  # (warm-up on the capture stream)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception:  # noqa: BLE001 - not capturable: reported as absent
+        sync(device)
+        return None
+    return time_loop_ms(graph.replay, device, calls)
+
+
 def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict[str, float]:
     """Bytes per second of a ``mib`` MiB device copy (read + write), the median of ``repeats``."""
     src = torch.empty(mib << 20, dtype=torch.uint8, device=device).fill_(1)
@@ -144,8 +192,9 @@ def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def op_case(op: str, L: int, s: dict, device: torch.device):
-    """``(inputs, call(backend, *inputs) -> output, shape label)`` of one op at length ``L``; floating inputs that
-    require grad are the differentiable ones."""
+    """``(inputs, call(backend, *inputs) -> output, shape label, core)`` of one op at length ``L``; floating inputs
+    that require grad are the differentiable ones; ``core``: the indices of the inputs the memory floor counts (the
+    scanned sequences: u, delta, B, C; not z, the gate, nor the parameters)."""
     from neurodyn import ops
     from neurodyn.ops.scan_2d import selective_scan_2d
 
@@ -160,26 +209,26 @@ def op_case(op: str, L: int, s: dict, device: torch.device):
         args = (t(b, d, L), t(b, d, L, lo=-2.0, hi=0.5), t(d, n, lo=-2.0, hi=-0.1), t(b, n, L), t(b, n, L), t(d),
                 t(b, d, L), t(d, lo=-0.5, hi=0.5))
         return args, lambda be, u, dl, A, B, C, D, z, bias: ops.selective_scan(
-            u, dl, A, B, C, D, z, bias, True, backend=be), f"B={b} D={d} N={n}"
+            u, dl, A, B, C, D, z, bias, True, backend=be), f"B={b} D={d} N={n}", (0, 1, 3, 4)
     if op == "head_scan":
         h = s["heads"]
         args = (t(b, 1, L, d), t(b, 1, L, h, lo=1e-3, hi=0.1), t(1, h, lo=-2.0, hi=-0.1), t(b, 1, L, 1, n),
                 t(b, 1, L, 1, n), t(1, d))
-        return args, lambda be, *a: ops.head_scan(*a, backend=be), f"B={b} heads={h}x{d // h} N={n}"
+        return args, lambda be, *a: ops.head_scan(*a, backend=be), f"B={b} heads={h}x{d // h} N={n}", (0, 1, 3, 4)
     if op == "linear_scan":
         args = (t(b, d, L, lo=0.5, hi=1.0), t(b, d, L))
-        return args, lambda be, a, x: ops.linear_scan(a, x, dim=-1, backend=be), f"({b}, {d}, L)"
+        return args, lambda be, a, x: ops.linear_scan(a, x, dim=-1, backend=be), f"({b}, {d}, L)", (0, 1)
     if op == "scan_2d":
         d2, side = s["width_2d"], math.isqrt(L)
         args = (t(b, d2, side, side), t(b, d2, side, side, lo=-2.0, hi=0.5), t(d2, n, lo=-2.0, hi=-0.1),
                 t(b, n, side, side), t(b, n, side, side), t(d2), t(d2, lo=-0.5, hi=0.5))
         return args, lambda be, x, dl, A, B, C, D, bias: selective_scan_2d(
             x, dl, A, B, C, D, 1.0, delta_bias=bias, delta_softplus=True, backend=be), \
-            f"B={b} D={d2} N={n} {side}x{side}, 4 directions"
+            f"B={b} D={d2} N={n} {side}x{side}, 4 directions", (0, 1, 3, 4)
     if op == "knc_scan":
         dk = s["width_knc"]
         args = (t(b, dk, L), t(b, dk, L, lo=1e-3, hi=0.5), t(dk, n, lo=0.1, hi=4.0), t(b, n, L), t(b, n, L), t(dk))
-        return args, lambda be, *a: ops.knc_scan(*a, "zoh", backend=be), f"B={b} D={dk} N={n} ZOH"
+        return args, lambda be, *a: ops.knc_scan(*a, "zoh", backend=be), f"B={b} D={dk} N={n} ZOH", (0, 1, 3, 4)
     if op == "ncp_mlp":
         return _ncp_case(2 * b * L, t, g, device)
     raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
@@ -202,57 +251,110 @@ def _ncp_case(rows: int, t, g: torch.Generator, device: torch.device):
         return ops.ncp_mlp(x, [w_in, None, None], [b0, b1, b2], [None, r1, r2], mask, "tanh", pattern_in, pattern_rec,
                            scale, shift, backend=be)
 
-    return args, call, f"cells={cells} rows={rows} in={a} layers={'/'.join(map(str, widths))}"
+    return args, call, f"cells={cells} rows={rows} in={a} layers={'/'.join(map(str, widths))}", (0,)
 
 
 def _refused(exc: BaseException) -> bool:
     """Whether ``exc`` is an op refusing a backend (unknown, or unavailable here) rather than a failure."""
     text = str(exc).lower()
     return isinstance(exc, (ValueError, RuntimeError, ImportError, NotImplementedError)) and (
-        "backend" in text or "triton" in text)
+        "backend" in text or "triton" in text) and "outofresources" not in type(exc).__name__.lower()
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
 
 
 def nbytes(*tensors) -> int:
     return sum(x.numel() * x.element_size() for x in tensors)
 
 
+def floor_bytes(args, core, y) -> dict[str, int]:
+    """The memory floor's bytes: ``fwd`` the core inputs read once and the output written once; ``bwd`` the core
+    inputs and the output's gradient read, one gradient per core input written; ``extra`` the other inputs (z, the
+    parameters), read once, in their own column."""
+    inputs = [args[i] for i in core]
+    fwd = nbytes(*inputs, y)
+    return {"fwd": fwd, "bwd": 2 * nbytes(*inputs) + nbytes(y),
+            "extra": nbytes(*(a for i, a in enumerate(args) if i not in core))}
+
+
 def measure_op(op: str, L: int, backend: str, s: dict, device: torch.device, bandwidth: float, repeats: int,
-               warmup: int) -> dict:
-    """One row of the ops table (or a row saying why it was skipped)."""
+               warmup: int, loop_calls: int = 0) -> dict:
+    """One row of the ops table, or a row saying why it has none (``skipped``: the op refuses the backend;
+    ``error``: anything else that failed -- compilation, a kernel's resources, memory -- so that one row never stops
+    the run). Times: ``fwd_ms`` / ``fwdbwd_ms`` the median of single synchronised calls; with ``loop_calls``,
+    ``*_loop_ms`` per call of a loop of calls (the launch gaps show as the difference) and, on CUDA, ``fwd_graph_ms``
+    per replay of a CUDA graph of the forward (no host between its kernels; absent when not capturable)."""
     row = {"op": op, "L": L, "backend": backend}
-    args, call, row["shape"] = op_case(op, L, s, device)
     try:
+        args, call, row["shape"], core = op_case(op, L, s, device)
         with torch.no_grad():
             y = call(backend, *args)
-    except torch.cuda.OutOfMemoryError as exc:
-        return {**row, "skipped": f"out of memory: {' '.join(str(exc).split())[:120]}"}
-    except Exception as exc:  # noqa: BLE001 - a refused backend is reported, anything else raised
-        if not _refused(exc):
-            raise
-        return {**row, "skipped": " ".join(str(exc).split())[:200]}
-    gy = torch.randn_like(y)
-    diff = [a for a in args if a.requires_grad]
-
-    def forward():
-        with torch.no_grad():
-            call(backend, *args)
-
-    def forward_backward():
-        torch.autograd.grad(call(backend, *args), diff, gy)
-
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        key = "skipped" if _refused(exc) else "error"
+        return {**row, key: _why(exc) if key == "error" else " ".join(str(exc).split())[:200]}
     try:
+        gy = torch.randn_like(y)
+        diff = [a for a in args if a.requires_grad]
+
+        def forward():
+            with torch.no_grad():
+                call(backend, *args)
+
+        def forward_backward():
+            torch.autograd.grad(call(backend, *args), diff, gy)
+
         row["fwd_ms"] = time_ms(forward, device, repeats, warmup)
         row["fwdbwd_ms"] = time_ms(forward_backward, device, repeats, warmup)
-    except torch.cuda.OutOfMemoryError as exc:
-        return {**row, "skipped": f"out of memory: {' '.join(str(exc).split())[:120]}"}
-    row["bytes_fwd"] = nbytes(*args, y)
-    row["bytes_fwdbwd"] = row["bytes_fwd"] + nbytes(*args, gy, *diff)
+        if loop_calls:
+            row["fwd_loop_ms"] = time_loop_ms(forward, device, loop_calls)
+            row["fwdbwd_loop_ms"] = time_loop_ms(forward_backward, device, loop_calls)
+            graph = graph_ms(forward, device, loop_calls)
+            if graph is not None:
+                row["fwd_graph_ms"] = graph
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        return {**row, "error": _why(exc)}
+    floor = floor_bytes(args, core, y)
+    row["bytes_fwd"], row["bytes_bwd"], row["bytes_extra"] = floor["fwd"], floor["bwd"], floor["extra"]
+    row["bytes_fwdbwd"] = floor["fwd"] + floor["bwd"]
     for k in ("fwd", "fwdbwd"):
         ms, bytes_ = row[f"{k}_ms"], row[f"bytes_{k}"]
         row[f"{k}_gbps"] = bytes_ / (ms / 1e3) / 1e9
         row[f"floor_{k}_ms"] = bytes_ / bandwidth * 1e3
         row[f"{k}_x_floor"] = ms / row[f"floor_{k}_ms"]
     return row
+
+
+def op_rows(ops, lengths, backends, s, device, bandwidth, repeats, warmup, budget: float, loop_calls: int = 0,
+            clock: Callable[[], float] = time.perf_counter, measure=None) -> list[dict]:
+    """Every (op, length, backend) row, each backend's rows within its own ``budget`` seconds (a row not started
+    within it is listed as skipped), so that one slow backend (the pure-PyTorch scans at L = 16k) cannot take another's
+    time, nor the models'."""
+    measure = measure or measure_op
+    rows = []
+    for backend in backends:
+        deadline = clock() + budget
+        for op in ops:
+            for L in lengths:
+                if clock() > deadline:
+                    row = {"op": op, "L": L, "backend": backend, "skipped": f"{backend}'s op budget ({budget:g} s) "
+                                                                               f"spent"}
+                else:
+                    row = measure(op, L, backend, s, device, bandwidth, repeats, warmup, loop_calls)
+                rows.append(row)
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                print(f"  {op:15s} L={L:<6d} {backend:7s} " + _op_line(row), flush=True)
+    return rows
+
+
+def _op_line(row: dict) -> str:
+    if "skipped" in row or "error" in row:
+        return ("skipped: " + row["skipped"] if "skipped" in row else "error: " + row["error"])[:100]
+    loop = f", loop {row['fwd_loop_ms']:.3f} ms" if "fwd_loop_ms" in row else ""
+    return (f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_x_floor']:.1f}x floor{loop}), fwd+bwd {row['fwdbwd_ms']:.3f} ms "
+            f"({row['fwdbwd_x_floor']:.1f}x floor)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -426,18 +528,26 @@ def markdown(res: dict) -> str:
              f"Command: `{res['command']}`; {res['seconds']:.0f} s. Memory bandwidth from a "
              f"{bw['bytes'] / 2 ** 21:.0f} MiB copy: {bw['bytes_per_s'] / 1e9:.1f} GB/s.", "",
              "## Ops against the memory floor", "",
-             "| op | shape | L | backend | fwd ms | GB/s | floor ms | x floor | fwd+bwd ms | GB/s | floor ms "
-             "| x floor |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "Floor: the scanned inputs (u, delta, B, C; a, x; x for the NCP backbone) read once and the output "
+             "written once (forward); the backward adds them and the output's gradient read again and their "
+             "gradients written (MB bwd). z and the parameters are in their own column (MB extra), not in the floor. "
+             "fwd ms: the median of single synchronised calls; loop ms: per call of a loop of calls; graph ms: per "
+             "replay of a CUDA graph of the forward (the gap to loop ms is the host's launches).", "",
+             "| op | shape | L | backend | fwd ms | loop ms | graph ms | GB/s | floor ms | x floor | fwd+bwd ms | "
+             "loop ms | GB/s | floor ms | x floor | MB fwd | MB bwd | MB extra |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    opt = lambda r, k, f: format(r[k], f) if k in r else ""  # noqa: E731
     for r in res["ops"]:
-        if "skipped" in r:
-            lines.append(f"| {r['op']} | {r['shape']} | {r['L']} | {r['backend']} | skipped: {r['skipped']} |"
-                         + " |" * 7)
+        if "skipped" in r or "error" in r:
+            why = f"skipped: {r['skipped']}" if "skipped" in r else f"error: {r['error']}"
+            lines.append(f"| {r['op']} | {r.get('shape', '')} | {r['L']} | {r['backend']} | {why} |" + " |" * 13)
             continue
         lines.append(f"| {r['op']} | {r['shape']} | {r['L']} | {r['backend']} | {r['fwd_ms']:.3f} | "
+                     f"{opt(r, 'fwd_loop_ms', '.3f')} | {opt(r, 'fwd_graph_ms', '.3f')} | "
                      f"{r['fwd_gbps']:.1f} | {r['floor_fwd_ms']:.4f} | {r['fwd_x_floor']:.1f} | "
-                     f"{r['fwdbwd_ms']:.3f} | {r['fwdbwd_gbps']:.1f} | {r['floor_fwdbwd_ms']:.4f} | "
-                     f"{r['fwdbwd_x_floor']:.1f} |")
+                     f"{r['fwdbwd_ms']:.3f} | {opt(r, 'fwdbwd_loop_ms', '.3f')} | {r['fwdbwd_gbps']:.1f} | "
+                     f"{r['floor_fwdbwd_ms']:.4f} | {r['fwdbwd_x_floor']:.1f} | {r['bytes_fwd'] / 1e6:.1f} | "
+                     f"{r['bytes_bwd'] / 1e6:.1f} | {r['bytes_extra'] / 1e6:.1f} |")
     lines += ["", "## Training steps (equal batch: the seed preset's)", "",
               "| scale | group | preset | mode | batch | ms/step | ms/sample | peak MB | compile s |",
               "|---|---|---|---|---:|---:|---:|---:|---:|"]
@@ -475,8 +585,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     p.add_argument("--compile-budget", type=float, default=90.0, help="seconds of torch.compile to spend at most")
-    p.add_argument("--time-limit", type=float, default=270.0,
-                   help="seconds after which no further model is started (the rest are listed as skipped)")
+    p.add_argument("--time-limit", type=float, default=150.0,
+                   help="seconds of the models' phase after which no further model is started (the rest are listed "
+                        "as skipped); the ops have their own budgets")
+    p.add_argument("--op-budget", type=float, default=None,
+                   help="seconds each backend's op rows may take (a row not started within them is listed as "
+                        "skipped); default 45 (tiny: no limit)")
+    p.add_argument("--loop-calls", type=int, default=None,
+                   help="calls of the loop (and CUDA graph) timings of each op (default 20; tiny 3; 0: none)")
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "neurodyn_gpu_bench_data")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
@@ -502,23 +618,16 @@ def run(scale: str, argv: list[str]) -> int:
            "settings": s}
     res["bandwidth"] = copy_bandwidth(device, s["copy_mib"], repeats)
     print(f"bandwidth {res['bandwidth']['bytes_per_s'] / 1e9:.1f} GB/s", flush=True)
-    res["ops"] = []
-    for op in args.ops:
-        for L in s["lengths"]:
-            for backend in args.backends:
-                row = measure_op(op, L, backend, s, device, res["bandwidth"]["bytes_per_s"], repeats, warmup)
-                res["ops"].append(row)
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                print(f"  {op:15s} L={L:<6d} {backend:7s} " + (f"skipped: {row['skipped'][:80]}" if "skipped" in row
-                      else f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_x_floor']:.1f}x floor), fwd+bwd "
-                           f"{row['fwdbwd_ms']:.3f} ms ({row['fwdbwd_x_floor']:.1f}x floor)"), flush=True)
+    op_budget = args.op_budget if args.op_budget is not None else s["op_budget"]
+    res["ops"] = op_rows(args.ops, s["lengths"], args.backends, s, device, res["bandwidth"]["bytes_per_s"], repeats,
+                         warmup, op_budget, s["loop_calls"] if args.loop_calls is None else args.loop_calls)
     pairs = [p for p in PAIRS if p[0] in args.models]
     # the models' steps take longer than the ops' calls: fewer repeats by default (their medians are steadier)
     m_repeats = args.repeats or s.get("model_repeats", repeats)
     m_warmup = s.get("model_warmup", warmup) if args.warmup is None else args.warmup
+    models_t0 = time.perf_counter()  # (the models' limit counts from here: the ops have their own budgets)
     res["models"] = model_rows(pairs, s["model_scales"], args.modes, device, m_repeats, m_warmup, args.data_dir,
-                               args.compile_budget, t0 + args.time_limit)
+                               args.compile_budget, models_t0 + args.time_limit)
     res["ratios"] = ratios(res["models"])
     res["protocol_scale"] = s["model_scales"][-1]
     res["protocols"] = protocols(res["models"], res["protocol_scale"], args.data_dir, device)

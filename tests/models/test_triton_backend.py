@@ -1,7 +1,8 @@
 """``backend="triton"`` as a scan choice of the models: the ``model.ssm`` sections accept it, the scans' automatic
 choice takes the Triton kernels for CUDA tensors (a CPU tensor made to claim CUDA: no GPU needed) and keeps the CPU
-paths for CPU tensors, and a model built with ``backend="triton"`` computes, in Triton's interpreter, what the same
-model computes on the sequential references."""
+paths for CPU tensors, and a model built with ``backend="triton"`` computes what the same model computes on the
+sequential references: in Triton's interpreter by default, on the GPU with ``pytest --device cuda`` (the ``device``
+fixture: compiled kernels, production tiles)."""
 import importlib
 
 import pytest
@@ -130,10 +131,25 @@ def _pair(build, **ref_kw):
     return m, ref
 
 
-def _check_same(m, ref, *inputs, monkeypatch):
-    """Outputs and gradients (inputs and weights) of ``m`` and ``ref`` agree, and ``m`` ran the Triton kernels."""
+@pytest.fixture
+def kernels_on(device, monkeypatch):
+    """The device the model tests run on (``pytest --device``): CPU tensors in Triton's interpreter, or CUDA tensors
+    on the compiled kernels (with ``TRITON_INTERPRET`` set, CUDA tensors would be interpreted too)."""
+    if device.type == "cuda":
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    return device
+
+
+def _check_same(m, ref, *inputs, monkeypatch, device=None):
+    """Outputs and gradients (inputs and weights) of ``m`` and ``ref`` agree, and ``m`` ran the Triton kernels (both
+    models and the inputs moved to ``device`` first; the tolerances allow TF32 products on a GPU)."""
     loaded, load = [], triton_kernels.load
     monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.append(name) or load(name, device))
+    if device is not None:
+        m.to(device), ref.to(device)
+        inputs = [x.to(device) for x in inputs]
     xs = [x.clone().requires_grad_() for x in inputs]
     xr = [x.clone().requires_grad_() for x in inputs]
     y, yr = m(*xs), ref(*xr)
@@ -148,27 +164,24 @@ def _check_same(m, ref, *inputs, monkeypatch):
 
 
 @needs_triton
-def test_a_chonn_model_on_triton_equals_the_reference(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_a_chonn_model_on_triton_equals_the_reference(monkeypatch, kernels_on):
     m, ref = _pair(lambda be: ndm.build("chonn1d", orders=(2,), width=8, ssm=dict(d_state=4, backend=be)))
-    _check_same(m, ref, torch.randn(2, 11, 1), monkeypatch=monkeypatch)
+    _check_same(m, ref, torch.randn(2, 11, 1), monkeypatch=monkeypatch, device=kernels_on)
 
 
 @needs_triton
-def test_a_lamo_model_on_triton_equals_the_reference(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_a_lamo_model_on_triton_equals_the_reference(monkeypatch, kernels_on):
     kw = dict(geometry="point_cloud", in_channels=2, width=8, n_layers=1, mlp_ratio=2, n_slices=5, slice_heads=2)
     m, ref = _pair(lambda be: ndm.build("lamo_mesh", **kw, ssm=dict(d_state=4, heads=2, backend=be)))
-    _check_same(m, ref, torch.rand(2, 9, 2), monkeypatch=monkeypatch)
+    _check_same(m, ref, torch.rand(2, 9, 2), monkeypatch=monkeypatch, device=kernels_on)
 
 
 @needs_triton
 @pytest.mark.parametrize("kind", ["1d", "2d"])
-def test_a_geomamba_kernel_on_triton_equals_the_reference(monkeypatch, kind):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+def test_a_geomamba_kernel_on_triton_equals_the_reference(monkeypatch, kernels_on, kind):
     m, ref = _pair(lambda be: GeoMambaKernel(6, d_state=3, ssm=kind, correction="learnable", r_init="pattern",
                                              scan_backend=be))
     with torch.no_grad():
         m.R.uniform_(-1, 1)
     ref.load_state_dict(m.state_dict())
-    _check_same(m, ref, torch.randn(2, 3, 5, 6), monkeypatch=monkeypatch)
+    _check_same(m, ref, torch.randn(2, 3, 5, 6), monkeypatch=monkeypatch, device=kernels_on)

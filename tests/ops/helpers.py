@@ -63,3 +63,31 @@ def nac_gates(n=4096, seed=0, signed=False):
     t = 2 * torch.rand(n, generator=g, dtype=torch.float64)
     a0 = torch.randn(n, generator=g, dtype=torch.float64)
     return phi, omega, t, a0
+
+
+# the Triton kernel tests' devices: the interpreter on CPU tensors (small tiles patched in, so that the blocks, chunks
+# and partial tiles of small test sizes are all exercised), and, with a GPU, CUDA at the same small tiles and at the
+# production tiles (nothing patched)
+TRITON_DEVICES = ["cpu"] + (["cuda", "cuda-production"] if torch.cuda.is_available() else [])
+
+
+def triton_device(name: str) -> str:
+    """The torch device of a ``TRITON_DEVICES`` entry."""
+    return "cuda" if name.startswith("cuda") else name
+
+
+def triton_setup(monkeypatch, request, small_tiles: dict) -> None:
+    """A Triton kernel test's set-up by its ``device`` parameter: the interpreter (``TRITON_INTERPRET=1``) and the
+    ``small_tiles`` (module -> {attribute: value}) for ``cpu``; compiled kernels for CUDA (with the variable set, CUDA
+    tensors would be interpreted too), the small tiles for ``cuda`` and the production ones for ``cuda-production``.
+    A test without a ``device`` parameter runs in the interpreter with the small tiles."""
+    callspec = getattr(request.node, "callspec", None)
+    device = callspec.params.get("device", "cpu") if callspec is not None else "cpu"
+    if device.startswith("cuda"):
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if device != "cuda-production":
+        for module, values in small_tiles.items():
+            for name, value in values.items():
+                monkeypatch.setattr(module, name, value)

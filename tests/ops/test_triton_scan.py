@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
-                          selective_scan_2d, selective_scan_2d_ref, selective_scan_ref, triton_kernels)
+                          selective_scan_ref, triton_kernels)
 from neurodyn.ops import triton_ops
 
-from .helpers import rel_err, scan_inputs
+from .helpers import TRITON_DEVICES, rel_err, scan_inputs, triton_device, triton_setup
 
 pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
 
 ss_module = importlib.import_module("neurodyn.ops.selective_scan")  # (the package re-exports the function by that name)
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = TRITON_DEVICES
 NAMES = ["u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state"]
 # worst norm-wise relative error against the float64 reference: float32 kernels (float32 rounding of the inputs'
 # products), bfloat16 inputs (outputs and input-sized gradients rounded to bfloat16, 2^-8)
@@ -31,27 +31,18 @@ TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float64: 1e-12}
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch, request):
-    """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes); the interpreter allowed
-    for CPU tensors, and off for a test's CUDA case (with it set, CUDA tensors would be interpreted too). The
+    """Chunks of 8 steps and small tiles (several chunks and channel blocks at test sizes) in the interpreter and in
+    a test's ``cuda`` case; the production tiles in its ``cuda-production`` case (``helpers.triton_setup``). The
     selective-scan chunks of 8 steps are held 4 steps per thread in the forward (2 lanes) and 2 in the backward (4
     lanes), so that the scans across lanes run; 2 channels per program."""
-    monkeypatch.setattr(triton_ops, "SCAN_BLOCK_L", 8)
-    monkeypatch.setattr(triton_ops, "SCAN_BLOCK_D", 2)
-    for device in DEVICES:
-        ss = triton_kernels.load("selective_scan", torch.device(device))
-        monkeypatch.setattr(ss, "FWD_STEPS", 4)
-        monkeypatch.setattr(ss, "BWD_STEPS", 2)
-    monkeypatch.setattr(triton_ops, "LINEAR_BLOCK_L", 8)
-    monkeypatch.setattr(triton_ops, "LINEAR_TILE", 32)  # 4 columns per program
-    monkeypatch.setattr(triton_ops, "SCAN2D_TILE", 32)  # one channel per program at n = 3, W = 6
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("device") == "cuda":
-        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    else:
-        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    small = {triton_ops: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2, "LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
+    for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+        small[triton_kernels.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
+    triton_setup(monkeypatch, request, small)
 
 
 def _on(args, device, dtype):
+    device = triton_device(device)
     return {k: None if v is None else v.to(device=device, dtype=dtype).requires_grad_() for k, v in args.items()}
 
 
@@ -176,9 +167,10 @@ def _linear_ref(a, x, h0, reverse):
 @pytest.mark.parametrize("reverse,with_h0", [(False, True), (True, False)])
 def test_linear_scan_matches_reference(device, dtype, reverse, with_h0):
     g = torch.Generator().manual_seed(5)
-    a = (0.2 + 0.8 * torch.rand(3, 21, 7, generator=g, dtype=torch.float64)).to(device, dtype).requires_grad_()
-    x = torch.randn(3, 21, 7, generator=g, dtype=torch.float64).to(device, dtype).requires_grad_()
-    h0 = torch.randn(3, 7, generator=g, dtype=torch.float64).to(device, dtype).requires_grad_() if with_h0 else None
+    dev = triton_device(device)
+    a = (0.2 + 0.8 * torch.rand(3, 21, 7, generator=g, dtype=torch.float64)).to(dev, dtype).requires_grad_()
+    x = torch.randn(3, 21, 7, generator=g, dtype=torch.float64).to(dev, dtype).requires_grad_()
+    h0 = torch.randn(3, 7, generator=g, dtype=torch.float64).to(dev, dtype).requires_grad_() if with_h0 else None
     leaves = [t for t in (a, x, h0) if t is not None]
     ref_leaves = [t.detach().double().cpu().requires_grad_() for t in leaves]
     h = linear_scan(a, x, h0, dim=1, reverse=reverse, backend="triton")
@@ -210,7 +202,7 @@ def test_head_scan_matches_reference(device, dtype, G):
     base = [r(b, S, L, H * P), 0.1 + torch.rand(b, S, L, H, generator=g, dtype=torch.float64),
             -0.1 - torch.rand(S, H, generator=g, dtype=torch.float64), r(b, S, L, G, N), r(b, S, L, G, N),
             r(S, H * P)]
-    args = [t.to(device, dtype).requires_grad_() for t in base]
+    args = [t.to(triton_device(device), dtype).requires_grad_() for t in base]
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
     y = head_scan(*args, backend="triton")
     want = head_scan_ref(*ref_args)
@@ -235,47 +227,13 @@ def test_knc_scan_matches_reference(device, case):
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     base = [r(B, D, L), torch.rand(B, D, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
             torch.rand(D, N, generator=g, dtype=torch.float64) * 4 + 0.1, r(*shape), r(*shape), r(D)]
-    args = [t.to(device, dtype).requires_grad_() for t in base]
+    args = [t.to(triton_device(device), dtype).requires_grad_() for t in base]
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
     y = knc_scan(*args, disc, reverse=reverse, backend="triton")
     want = knc_scan_ref(*ref_args, disc, reverse=reverse)
     assert y.dtype == dtype
     _compare((y,), (want,), TOL[dtype])
     _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype,form,fused", [(torch.float32, "cbx", True), (torch.bfloat16, "alg2", True),
-                                              (torch.float32, "eq9", True), (torch.float32, "cbx", False)])
-def test_scan_2d_matches_reference(device, dtype, form, fused, monkeypatch):
-    """GeoMaNO's 2-D scan with its correction, in two directions (frames: as is, and transposed and flipped), on the
-    fused kernel (checkpoints every 4 of 5 or 6 rows, 2 channel blocks) or, for rows too long for it, on the
-    linear-scan kernel."""
-    if not fused:
-        monkeypatch.setattr(triton_ops, "SCAN2D_MAX_ROW", 16)
-    calls = []
-    monkeypatch.setattr(triton_ops, "_s2_bwd", _counting(triton_ops._s2_bwd, calls))
-    g = torch.Generator().manual_seed(10)
-    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    b, d, H, W, n = 1, 2, 5, 6, 3
-    base = [r(b, d, H, W), torch.rand(b, d, H, W, generator=g, dtype=torch.float64), -0.1 - torch.rand(
-        d, n, generator=g, dtype=torch.float64), r(b, n, H, W), r(b, n, H, W), r(d)]
-    args = [t.to(device, dtype).requires_grad_() for t in base]
-    ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
-    opts = dict(R="01", directions=("row", "col_rev"), correction_form=form, delta_softplus=True)
-    y = selective_scan_2d(*args, **opts, backend="triton")
-    want = selective_scan_2d_ref(*ref_args, **opts)
-    assert y.dtype == dtype
-    _compare((y,), (want,), TOL[dtype])
-    _compare(_loss_grads((y,), args), _loss_grads((want,), ref_args), TOL[dtype])
-    assert len(calls) == (2 if fused else 0)  # one backward per direction on the fused kernel
-
-
-def _counting(fn, calls):
-    def wrapper(*args):
-        calls.append(1)
-        return fn(*args)
-    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -302,24 +260,26 @@ def _opcheck_cases():
         h = triton_ops.OPS["linear_scan_triton"](a, x, h0, True, 8, 2)
     gx = torch.Generator().manual_seed(11)
     r = lambda *s: torch.randn(*s, generator=gx).requires_grad_()  # noqa: E731
+    dirs = [0, 0, 0, 1, 1, 1]  # ("row", "col_rev")
     s2 = (r(1, 2, 5, 3), torch.rand(1, 2, 5, 3, generator=gx).requires_grad_(), (-0.5 - torch.rand(
-        2, 3, generator=gx)).requires_grad_(), r(1, 3, 5, 3), r(1, 3, 5, 3), r(2), r(2, 3), 0)
+        2, 2, 3, generator=gx)).requires_grad_(), r(1, 2, 3, 5, 3), r(1, 3, 5, 3), r(2, 2), r(2, 2, 3), r(2, 2), dirs,
+        True, 0)
     with torch.no_grad():
-        _, ckpt2 = triton_ops.OPS["scan2d_triton"](*s2, True, 4, 1)
+        _, ckpt2, dsum2 = triton_ops.OPS["scan2d_triton"](*s2, True, 2, 2, 1, 4)
     hs = (r(1, 2, 9, 4), (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(), (-0.5 - torch.rand(
         2, 2, generator=gx)).requires_grad_(), r(1, 2, 9, 1, 3), r(1, 2, 9, 1, 3), r(2, 4))
     with torch.no_grad():
         _, ckpt_h = triton_ops.OPS["head_scan_triton"](*hs, True, 8, 2)
-    ncp = (r(2, 19, 5), r(2, 2, 16, 16), r(2, 2, 16), r(2, 2, 16, 16), (torch.rand(2, 16, generator=gx) > 0.3).float(),
-           r(2, 5), r(2, 5))
+    ncp = (r(2, 19, 5), r(2, 16 * 32), r(2, 48), r(2, 32 * 16), (torch.rand(48, generator=gx) > 0.3).float(), r(2, 5),
+           r(2, 5))  # (widths 32 / 16, the input into the first layer only)
     return {
-        "ncp_mlp_triton": (*ncp, 1, 3, 16),
-        "ncp_mlp_triton_bwd": (*[t.detach() for t in ncp], torch.randn(2, 19, 3), 1, 16),
+        "ncp_mlp_triton": (*ncp, [32, 16], [1, 0], 1, 3, 16),
+        "ncp_mlp_triton_bwd": (*[t.detach() for t in ncp], torch.randn(2, 19, 3), [32, 16], [1, 0], 1, 16),
         "head_scan_triton": (*hs, True, 8, 2),
         "head_scan_triton_bwd": (*[t.detach() for t in hs], ckpt_h, torch.randn(1, 2, 9, 4), 8, 2),
-        "scan2d_triton": (*s2, True, 4, 1),
-        "scan2d_triton_bwd": (*[t.detach() if isinstance(t, torch.Tensor) else t for t in s2], ckpt2,
-                              torch.randn(1, 2, 5, 3), 4, 1),
+        "scan2d_triton": (*s2, True, 2, 2, 1, 4),
+        "scan2d_triton_bwd": (*[t.detach() if isinstance(t, torch.Tensor) else t for t in s2], ckpt2, dsum2,
+                              torch.randn(1, 2, 2, 5, 3), 2, 2, 1, 4),
         "selective_scan_triton": fwd,
         "selective_scan_triton_bwd": bwd,
         "linear_scan_triton": (a, x, h0, True, 8, 2),
@@ -491,13 +451,4 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
         assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
                                                                           REVERSE=True))
-    nc = triton_kernels.load("ncp_mlp", torch.device("cuda"))
-    for H, BM in ((64, 64), (128, 32)):  # (NAC's cpu preset: 73 neurons -> 128, blocks of 32 rows, 8 warps)
-        common = dict(ACC=tl.float32, A=16, H=H, BM=BM, ACT=1, HAS_AFFINE=True)
-        assert "cubin" in _compile_sm90(nc._ncp_fwd_kernel, common, nc._warps(H))
-        assert "cubin" in _compile_sm90(nc._ncp_bwd_kernel, common, nc._warps(H))
-    s2 = triton_kernels.load("scan_2d", torch.device("cuda"))
-    for form in (0, 2):
-        common = dict(ACC=tl.float32, BD=1, BN=16, BW=128, ROWS=4, FORM=form, HAS_D=True)
-        assert "cubin" in _compile_sm90(s2._scan2d_fwd_kernel, dict(common, SAVE_CKPT=True))
-        assert "cubin" in _compile_sm90(s2._scan2d_bwd_kernel, common)
+    # (the NCP and 2-D kernels: tests/ops/test_kernel_resources.py compiles them through their launchers)

@@ -1,9 +1,11 @@
 """Named benchmarks: ``neurodyn bench NAME [--scale tiny|cpu|paper] [--dir FOLDER] [options...]``.
 
 A benchmark is a script in a source checkout's ``benchmarks/`` folder exposing
-``run(scale: str, argv: list[str]) -> int``. :data:`BENCHMARKS` is the explicit registry: name -> script
-file, the arguments put before the user's (one script may hold several experiments) and a one-line
-description. To add one, write ``benchmarks/<name>.py`` with such a ``run`` and add an entry here.
+``run(scale: str, argv: list[str]) -> int``, or a module of this package with the same ``run`` (it then works
+from an installed wheel: ``neurodyn bench kernels``, :mod:`neurodyn.bench.kernel_report`). :data:`BENCHMARKS` is
+the explicit registry: name -> script file (or module), the arguments put before the user's (one script may hold
+several experiments) and a one-line description. To add one, write ``benchmarks/<name>.py`` with such a ``run`` and
+add an entry here.
 
 The scripts folder is ``--dir`` (:func:`run`'s ``folder``), else ``$NEURODYN_BENCHMARKS``, else
 ``./benchmarks`` under the current directory; the scripts write their results beside themselves
@@ -29,9 +31,10 @@ SCALES = ("tiny", "cpu", "paper")
 
 
 class Benchmark(NamedTuple):
-    script: str               # file name in the benchmarks folder
+    script: str               # file name in the benchmarks folder ("" for a module of this package)
     description: str
     args: tuple[str, ...] = ()  # put before the user's arguments
+    module: str = ""          # a module of this package with run(scale, argv), in place of a script
 
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -62,6 +65,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                                            "the bench extra)"),
     "gpu": Benchmark("gpu.py", "the scans' forward / backward against the memory floor, seed models vs baselines per "
                                "sample (fp32, bf16, compiled), paper protocols' GPU-hours; --scale tiny on a CPU"),
+    "kernels": Benchmark("", "static report of every Triton kernel compiled for sm_80 / sm_90 on a CPU: registers, "
+                             "spills, shared memory, SASS per element, predicted ratio to the memory floor",
+                         module="neurodyn.bench.kernel_report"),
     "generators": Benchmark("generators.py", "dataset generation speed per generator and the projected time of each "
                                              "dataset at cpu and paper scale"),
     "ns-resolution": Benchmark("ns_resolution.py", "Navier-Stokes nu = 1e-4: the 64^2 data's solve against 128^2 and "
@@ -139,7 +145,10 @@ def run(name: str, scale: str = "cpu", argv: Sequence[str] = (), folder: str | P
     if scale not in SCALES:
         raise ConfigError(f"unknown scale {scale!r}; expected tiny, cpu or paper")
     bench = BENCHMARKS[name]
-    module = load_script(benchmarks_dir(folder) / bench.script)
+    if bench.module:
+        module = importlib.import_module(bench.module)
+    else:
+        module = load_script(benchmarks_dir(folder) / bench.script)
     return int(module.run(scale, [*bench.args, *argv]) or 0)
 
 

@@ -25,9 +25,10 @@ over the pairs instead of as small matmuls and elementwise ops): with ``in_scale
 the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M, o)``.
 
 Backends (``ncp_mlp(backend=...)``): ``"cpp"`` (the fused CPU kernel; float32 / float64 CPU tensors), ``"triton"``
-(the Triton kernels of :mod:`neurodyn.ops.triton_ops` on the layers packed by :func:`pack_layers`: float16 / bfloat16
-/ float32 inputs computed in float32, the backward recomputing the layer outputs; CUDA tensors, or CPU tensors under
-``TRITON_INTERPRET=1``), ``"torch"`` (:func:`ncp_mlp_ref`); ``"auto"``: ``"triton"`` for CUDA tensors when
+(the Triton kernels of :mod:`neurodyn.ops.triton_ops` on the layers packed by :func:`pack_layers`, each at its own
+width: float16 / bfloat16 / float32 inputs computed in float32 (float32 products: the TF32 measurement is in
+:mod:`neurodyn.ops.triton_kernels.ncp_mlp`), the backward recomputing the layer outputs; CUDA tensors, or CPU
+tensors under ``TRITON_INTERPRET=1``), ``"torch"`` (:func:`ncp_mlp_ref`); ``"auto"``: ``"triton"`` for CUDA tensors when
 ``triton`` imports (not float64), ``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
 """
 from __future__ import annotations
@@ -140,41 +141,54 @@ def fused_available(x: Tensor) -> bool:
 
 
 def _width(k: int) -> int:
-    """A packed width: the next power of two, at least 16 (``tl.dot``'s smallest)."""
-    return max(16, 1 << max(int(k) - 1, 0).bit_length())
+    """A packed layer width: the next multiple of 16 (the Triton kernels' chunk of neurons, ``tl.dot``'s smallest)."""
+    return max(16, -(-int(k) // 16) * 16)
+
+
+def _input_width(a: int) -> int:
+    """The packed input width: the next power of two, at least 16."""
+    return max(16, 1 << max(int(a) - 1, 0).bit_length())
 
 
 def pack_layers(x: Tensor, w_in, bias, w_rec, mask, pattern_in=None, pattern_rec=None):
-    """The layers as the Triton kernels read them: ``(w_in (C, n, A, H), bias (C, n, H), w_rec (C, n, H, H), mask
-    (n, H), h_out)`` in float32, the patterns applied (``W * pattern``), missing input terms and ``w_rec[0]`` as
-    zeros, every layer zero-padded to ``H`` neurons and the input to ``A`` features (:func:`_width`). Differentiable
-    (stacking and padding): the gradients of the packed tensors flow back to the listed weights."""
+    """The layers as the Triton kernels read them, each layer at its own width: ``(w_in (C, sum_l A H_l), bias (C,
+    sum_l H_l), w_rec (C, sum_{l>=1} H_{l-1} H_l), mask (sum_l H_l,), widths, inputs, h_out)`` in float32.
+
+    Layer ``l`` is zero-padded to ``H_l = _width(h_l)`` neurons (a multiple of 16) and the input to ``A =
+    _input_width(a)`` features (a power of two, at least 16); each
+    cell's weights are flattened layer after layer (``(A, H_l)`` input blocks of the layers in ``inputs``, the layers
+    with an input term; ``(H_{l-1}, H_l)`` recurrent blocks from layer 1 on), the patterns applied (``W *
+    pattern``). Differentiable (padding and concatenation): the gradients of the packed tensors flow back to the
+    listed weights."""
     C, _, a = x.shape
     n = len(bias)
-    widths = [int(b.shape[-1]) for b in bias]
-    A, H = _width(a), _width(max(widths))
+    widths = [_width(b.shape[-1]) for b in bias]
+    inputs = [int(w is not None) for w in w_in]
+    A = _input_width(a)
     pattern_in = pattern_in or [None] * n
     pattern_rec = pattern_rec or [None] * n
-    f32 = dict(dtype=torch.float32, device=x.device)
 
-    def pad(w, pattern, rows):
+    def pad(w, pattern, rows, cols):
         w = w.float() if pattern is None else w.float() * pattern.float()
-        return F.pad(w, (0, H - w.shape[-1], 0, rows - w.shape[-2]))
+        return F.pad(w, (0, cols - w.shape[-1], 0, rows - w.shape[-2])).reshape(C, -1)
 
-    packed_in = torch.stack([torch.zeros(C, A, H, **f32) if w is None else pad(w, pt, A)
-                             for w, pt in zip(w_in, pattern_in)], 1)
-    packed_rec = torch.stack([torch.zeros(C, H, H, **f32)] + [pad(w, pt, H) for w, pt in
-                                                             zip(list(w_rec)[1:], list(pattern_rec)[1:])], 1)
-    packed_b = torch.stack([F.pad(b.float(), (0, H - b.shape[-1])) for b in bias], 1)
-    packed_m = torch.stack([F.pad(m.detach().float(), (0, H - m.shape[-1])) for m in mask])
-    return packed_in, packed_b, packed_rec, packed_m, widths[-1]
+    f32 = dict(dtype=torch.float32, device=x.device)
+    blocks_in = [pad(w, pt, A, h) for w, pt, h in zip(w_in, pattern_in, widths) if w is not None]
+    blocks_rec = [pad(w, pt, p, h) for w, pt, p, h in zip(list(w_rec)[1:], list(pattern_rec)[1:], widths, widths[1:])]
+    packed_in = torch.cat(blocks_in, 1) if blocks_in else torch.zeros(C, 1, **f32)
+    packed_rec = torch.cat(blocks_rec, 1) if blocks_rec else torch.zeros(C, 1, **f32)
+    packed_b = torch.cat([F.pad(b.float(), (0, h - b.shape[-1])) for b, h in zip(bias, widths)], 1)
+    packed_m = torch.cat([F.pad(m.detach().float(), (0, h - m.shape[-1])) for m, h in zip(mask, widths)])
+    return packed_in, packed_b, packed_rec, packed_m, widths, inputs, int(bias[-1].shape[-1])
 
 
 def _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head):
     if x.dtype not in _TRITON_DTYPES:
         raise ValueError(f"ncp_mlp backend='triton' takes float16 / bfloat16 / float32 inputs, got {x.dtype}")
-    w_in_p, b_p, w_rec_p, m_p, h_out = pack_layers(x, w_in, bias, w_rec, mask, pattern_in, pattern_rec)
-    y = ncp_mlp_triton(x, w_in_p, b_p, w_rec_p, m_p, ACT_CODES[activation], h_out, in_scale, in_shift)
+    w_in_p, b_p, w_rec_p, m_p, widths, inputs, h_out = pack_layers(x, w_in, bias, w_rec, mask, pattern_in,
+                                                                   pattern_rec)
+    y = ncp_mlp_triton(x, w_in_p, b_p, w_rec_p, m_p, widths, inputs, ACT_CODES[activation], h_out, in_scale,
+                       in_shift)
     return y if head is None else (y, torch.baddbmm(head[1][:, None, :], x, head[0]))
 
 

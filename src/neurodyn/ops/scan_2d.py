@@ -15,10 +15,12 @@ an exclusive scan (its own ``bx`` term removed exactly).
 
 Backends: ``"cpp"`` = a fused CPU kernel that runs the row scan and the column scan cell by cell
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
-backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = a fused Triton kernel per direction
-(:mod:`neurodyn.ops.triton_ops`: a row's states in registers, row scans as associative scans, the column scan
-carried from row to row; backward from row checkpoints), or, for rows too long for it (``n_pow2 * W_pow2 > 2048``,
-e.g. n = 16 and W > 128), the ``"scan"`` path on the Triton linear-scan kernel; ``"scan"`` = a row then a column
+backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = the fused Triton kernels with every
+direction in one launch (:mod:`neurodyn.ops.triton_kernels.scan_2d`: direction a program axis, frames read by
+strides, softplus and bias inside, a row's states in registers, row scans as associative scans, the column scan
+carried from row to row, row blocks joined by a carry pass; backward from segment checkpoints), or, for rows too
+long for them (``n_pow2 * BQ > 2048``, e.g. n = 16 and a side over 128), the ``"scan"`` path on the Triton
+linear-scan kernel; ``"scan"`` = a row then a column
 :func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"torch"`` = the same with the
 pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel builds, ``"triton"`` for CUDA
 tensors when ``triton`` imports (pending a GPU measurement), else ``"torch"``. float16/bfloat16 inputs are computed
@@ -198,11 +200,17 @@ def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
         FORMS.index(form) if Rk is not None else 0)
 
 
-def _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
-    c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
-    R = torch.zeros_like(c(Ak)) if Rk is None else c(Rk)
-    return scan2d_triton(c(xk), _dt(c(dk), c(bk), softplus), c(Ak), c(Bk), c(Ck), c(Dk), R,
-                         FORMS.index(form) if Rk is not None else 0)
+def _all_directions_triton(args: _Args, softplus: bool, form: str, cdt, blocks) -> Tensor:
+    """Every direction in one launch of the fused Triton kernels (frames by strides, softplus and bias inside):
+    ``(batch, K, d, H, W)`` in ``cdt``. The per-direction parameters are expanded to ``(K, ...)`` (small)."""
+    b, d, H, W, n = args.shape
+    K = args.K
+    per = lambda t, shape: None if t is None else t.to(cdt).expand(*shape)  # noqa: E731
+    R = args.R if args.R is not None else torch.zeros(K, d, n, dtype=cdt, device=args.x.device)
+    dirs = [int(f) for name in args.dirs for f in _DIRS[name]]
+    return scan2d_triton(args.x, args.delta, per(args.A, (K, d, n)), args.B, args.C, per(args.D, (K, d)),
+                         per(R, (K, d, n)), per(args.bias, (K, d)), dirs, softplus,
+                         FORMS.index(form) if args.R is not None else 0, blocks)
 
 
 def _direction_scan(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, backend):
@@ -228,6 +236,12 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     cdt = torch.float64 if any(t is not None and t.dtype == torch.float64 for t in
                                (x, delta, A, B, C, D, delta_bias, args.R)) else torch.float32
+    if backend == "triton" and x.numel() > 0:
+        b, d, H, W, n = args.shape
+        blocks = scan2d_blocks(b, args.K, d, n, H, W, any(_DIRS[name][0] for name in args.dirs))
+        if blocks is not None:
+            y = _all_directions_triton(args, delta_softplus, correction_form, cdt, blocks)
+            return (y.sum(1) if merge else y).to(x.dtype)
     outs = []
     for k, name in enumerate(args.dirs):
         spec = _DIRS[name]
@@ -235,8 +249,6 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
         xk, dk, Bk, Ck = (_to_frame(t, spec) for t in (x, dk, Bk, Ck))
         if backend == "cpp":
             y = _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
-        elif backend == "triton" and x.numel() > 0 and scan2d_blocks(x.shape[1], Ak.shape[-1], xk.shape[-1]):
-            y = _direction_triton(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
         else:
             c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
             y = _direction_scan(c(xk), c(dk), c(Ak), c(Bk), c(Ck), c(Dk), c(bk), c(Rk), delta_softplus,

@@ -20,12 +20,15 @@ differentiable. The backward operators are first order.
   time-major layout in place (strides, one step and decay per head).
 * ``linear_scan_triton(a, x, h0?, reverse, block_l, block_q) -> h`` and ``linear_scan_triton_bwd``:
   ``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)``.
-* ``scan2d_triton(x, dt, A, B, C, D?, R, form, save_checkpoints, rows, block_d) -> (y, ckpt)`` and
-  ``scan2d_triton_bwd``: one direction of GeoMaNO's 2-D scan with its correction, in the direction's frame;
-  ``ckpt (batch, d, ceil(H / rows), n, W)`` holds the column states entering every block of ``rows`` rows.
-* ``ncp_mlp_triton(x, w_in, bias, w_rec, mask, in_scale?, in_shift?, act, h_out, block_m) -> y`` and
-  ``ncp_mlp_triton_bwd``: the pruned NCP backbone of :mod:`neurodyn.ops.ncp_mlp` on its packed layers; the backward
-  recomputes the layer outputs (the forward saves only its inputs).
+* ``scan2d_triton(x, delta, A, B, C, D?, R, bias?, dirs, softplus, form, save_checkpoints, seg, rows, block_d,
+  block_n) -> (y, ckpt, dsum)`` and ``scan2d_triton_bwd``: every direction of GeoMaNO's 2-D scan with its correction
+  in one launch (direction a program axis, frames by strides, softplus and bias fused), ``y (batch, K, d, H, W)``;
+  ``ckpt (batch, K, d, nseg + 1, n, BQ)`` holds the column states entering every segment of ``seg`` rows (and
+  leaving the last), ``dsum`` the
+  column sums of the steps over each block of ``rows`` rows (empty with one block).
+* ``ncp_mlp_triton(x, w_in, bias, w_rec, mask, in_scale?, in_shift?, widths, inputs, act, h_out, block_m) -> y``
+  and ``ncp_mlp_triton_bwd``: the pruned NCP backbone of :mod:`neurodyn.ops.ncp_mlp` on its packed layers, each at
+  its own width; the backward recomputes the layer outputs (the forward saves only its inputs).
 """
 from __future__ import annotations
 
@@ -48,10 +51,11 @@ SCAN_WARPS = 4
 SCAN_BLOCK_D = None
 LINEAR_BLOCK_L = 32
 LINEAR_TILE = 2048
-SCAN2D_ROWS = 4          # 2-D scan: a checkpoint every 4 rows (the backward recomputes up to 3 rows per row)
-SCAN2D_TILE = 2048
-SCAN2D_MAX_ROW = 2048    # states of one channel's row (n_pow2 x W_pow2) the 2-D kernel holds in registers (ptxas for
-                         # sm_90: the backward spills beyond 8 per thread, 2048 with 8 warps)
+SCAN2D_TILE = 1024       # 2-D scan: elements of a program's (channels, n_pow2, BQ) row tile (4 per thread, 8 warps)
+SCAN2D_MAX_ROW = 8192    # states of one channel's row (n_pow2 x BQ) the 2-D kernels take (split in state blocks)
+SCAN2D_SEG = 1           # rows per backward segment (a checkpoint every segment): ptxas for sm_90 spills the
+                         # backward from 2 on at n = 16, W = 64 (4 elements per thread or 8, 4 or 8 warps)
+SCAN2D_PROGRAMS = 1024   # programs wanted per launch: rows split into blocks (a carry pass) below it
 
 
 def _pow2(x: int) -> int:
@@ -320,113 +324,162 @@ def linear_scan_triton(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 2-D scan, one direction in its frame
+# 2-D scan, every direction in one launch
 
 
-def scan2d_blocks(dim: int, n: int, W: int) -> tuple[int, int] | None:
-    """``(rows, block_d)`` of the 2-D kernels (a checkpoint every ``rows`` rows; ``block_d`` channels per program, a
-    ``(block_d, n_pow2, W_pow2)`` tile of about ``SCAN2D_TILE`` elements), or None when one channel's row of states
-    exceeds ``SCAN2D_MAX_ROW`` elements (the kernel holds a whole row in registers)."""
-    row = _pow2(n) * _pow2(W)
+def scan2d_warps(block_d: int, bn: int, bq: int) -> int:
+    """Warps of the 2-D kernels: 1 to 8, four elements of a ``(block_d, bn, bq)`` row tile per thread (eight from 1,024
+    elements on)."""
+    tile = block_d * bn * bq
+    return max(1, min(8, tile // 128)) if tile <= 1024 else 8
+
+
+def scan2d_geometry(H: int, W: int, dirs, seg: int, rows: int) -> tuple[int, int, int]:
+    """``(BQ, segments, row blocks)`` of the 2-D kernels: frame rows of ``W`` cells padded to ``BQ`` (``max(H, W)``
+    when a direction is transposed), ``H`` frame rows (``max(H, W)``) in segments of ``seg`` rows, blocks of
+    ``rows`` rows (a multiple of ``seg``)."""
+    transposed = any(dirs[0::3])
+    bq = _pow2(max(H, W) if transposed else W)
+    nseg = _chunks(max(H, W) if transposed else H, seg)
+    return bq, nseg, _chunks(nseg, max(rows // seg, 1))
+
+
+def scan2d_blocks(batch: int, K: int, dim: int, n: int, H: int, W: int, transposed: bool = True):
+    """``(seg, rows, block_d, block_n)`` of the 2-D kernels, or None when one channel's row of states (``n_pow2 x
+    BQ``) exceeds ``SCAN2D_MAX_ROW`` elements.
+
+    ``block_d`` channels and ``block_n`` states per program (a ``(block_d, block_n, BQ)`` row tile of about
+    ``SCAN2D_TILE`` elements: the channels share their B and C loads; the states are split into blocks only when
+    one channel's row exceeds the tile); the backward keeps ``seg + 1`` rows of states in registers (``SCAN2D_SEG``: a
+    checkpoint every ``seg`` rows); the rows are split into blocks of ``rows`` rows (a carry pass between them) until
+    ``batch x K x channel blocks x row blocks`` reaches ``SCAN2D_PROGRAMS``."""
+    bq = _pow2(max(H, W) if transposed else W)
+    row = _pow2(n) * bq
     if row > SCAN2D_MAX_ROW:
         return None
-    return SCAN2D_ROWS, _floor_pow2(min(_pow2(dim), max(SCAN2D_TILE // row, 1)))
+    block_d = _floor_pow2(min(_pow2(dim), max(SCAN2D_TILE // row, 1)))
+    block_n = min(_pow2(n), max(SCAN2D_TILE // bq, 1))
+    P = max(H, W) if transposed else H
+    seg = max(1, min(SCAN2D_SEG, _pow2(P)))
+    nseg = _chunks(P, seg)
+    base = batch * K * _chunks(dim, block_d) * (_pow2(n) // block_n)
+    blocks = max(1, min(nseg, _chunks(SCAN2D_PROGRAMS, max(base, 1))))
+    return seg, _chunks(nseg, blocks) * seg, block_d, block_n
 
 
-_S2_ARGS = "Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, int form"
+_S2_ARGS = ("Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, Tensor? bias, int[] dirs, "
+            "bool softplus, int form")
 
 
-_s2_fwd = _kernel_op("scan2d_triton", f"({_S2_ARGS}, bool save_checkpoints, int rows, int block_d) -> (Tensor, Tensor)",
-                     "scan_2d", "fwd")
+_s2_fwd = _kernel_op("scan2d_triton", f"({_S2_ARGS}, bool save_checkpoints, int seg, int rows, int block_d, "
+                     "int block_n) -> (Tensor, Tensor, Tensor)", "scan_2d", "fwd")
 
 
 @_s2_fwd.register_fake
-def _s2_fwd_fake(x, dt, A, B, C, D, R, form, save_checkpoints, rows, block_d):
+def _s2_fwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_checkpoints, seg, rows, block_d, block_n):
     batch, dim, H, W = x.shape
-    ckpt = x.new_empty(batch, dim, _chunks(H, rows), A.shape[1], W) if save_checkpoints else x.new_empty(0)
-    return x.new_empty(x.shape), ckpt
+    K, _, n = A.shape
+    cdt = _cdt(x, delta, A, B, C, D, R, bias)
+    bq, nseg, nblk = scan2d_geometry(H, W, dirs, seg, rows)
+    new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
+    return (new(batch, K, dim, H, W), new(batch, K, dim, nseg + 1, n, bq) if save_checkpoints else new(0),
+            new(batch, K, dim, nblk, bq) if nblk > 1 else new(0))
 
 
-_s2_bwd = _kernel_op("scan2d_triton_bwd", f"({_S2_ARGS}, Tensor ckpt, Tensor gy, int rows, int block_d) "
-                     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", "scan_2d", "bwd")
+_s2_bwd = _kernel_op("scan2d_triton_bwd", f"({_S2_ARGS}, Tensor ckpt, Tensor dsum, Tensor gy, int seg, int rows, "
+                     "int block_d, int block_n) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+                     "scan_2d", "bwd")
 
 
 @_s2_bwd.register_fake
-def _s2_bwd_fake(x, dt, A, B, C, D, R, form, ckpt, gy, rows, block_d):
-    batch, dim = x.shape[:2]
-    n = A.shape[1]
-    return (x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty(batch, dim, n), B.new_empty(B.shape),
-            C.new_empty(C.shape), x.new_empty(batch, dim), x.new_empty(batch, dim, n))
+def _s2_bwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, seg, rows, block_d, block_n):
+    cdt = _cdt(x, delta, A, B, C, D, R, bias)
+    K, dim, _ = A.shape
+    new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
+    return (new(*x.shape), new(*delta.shape), new(*B.shape), new(*C.shape), new(*A.shape), new(*A.shape),
+            new(K, dim), new(K, dim))
 
 
 def _s2_setup(ctx, inputs, output):
-    x, dt, A, B, C, D, R, form, save, rows, block_d = inputs
-    ctx.flags = (form, rows, block_d)
-    ctx.has_D = D is not None
-    ctx.save_for_backward(x, dt, A, B, C, R, output[1], *((D,) if D is not None else ()))
+    x, delta, A, B, C, D, R, bias, dirs, softplus, form, save, seg, rows, block_d, block_n = inputs
+    ctx.flags = (dirs, softplus, form)
+    ctx.blocks = (seg, rows, block_d, block_n)
+    ctx.has = (D is not None, bias is not None)
+    ctx.save_for_backward(x, delta, A, B, C, R, output[1], output[2], *(t for t in (D, bias) if t is not None))
 
 
-def _s2_backward(ctx, gy, _gckpt):
-    x, dt, A, B, C, R, ckpt, *opt = ctx.saved_tensors
-    D = opt[0] if ctx.has_D else None
-    form, rows, block_d = ctx.flags
-    gx, gdt, gA, gB, gC, gD, gR = _s2_bwd(x, dt, A, B, C, D, R, form, ckpt, gy.contiguous(), rows, block_d)
-    return (gx, gdt, gA.sum(0), gB, gC, gD.sum(0) if D is not None else None, gR.sum(0), None, None, None, None)
+def _s2_backward(ctx, gy, _gckpt, _gdsum):
+    x, delta, A, B, C, R, ckpt, dsum, *opt = ctx.saved_tensors
+    it = iter(opt)
+    D, bias = (next(it) if h else None for h in ctx.has)
+    if ckpt.numel() == 0 and x.numel() > 0:
+        raise RuntimeError("scan2d_triton: backward without checkpoints (the forward was called with "
+                           "save_checkpoints=False)")
+    gx, gdelta, gB, gC, gA, gR, gD, gbias = _s2_bwd(x, delta, A, B, C, D, R, bias, *ctx.flags, ckpt, dsum, gy,
+                                                     *ctx.blocks)
+    like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
+    return (like(gx, x), like(gdelta, delta), like(gA, A), like(gB, B), like(gC, C), like(gD, D), like(gR, R),
+            like(gbias, bias), None, None, None, None, None, None, None, None)
 
 
 _s2_fwd.register_autograd(_s2_backward, setup_context=_s2_setup)
 
 
-def scan2d_triton(x, dt, A, B, C, D, R, form: int) -> Tensor:
-    """One direction of :func:`neurodyn.ops.scan_2d.selective_scan_2d` in its frame on the fused Triton kernel:
-    ``x, dt (batch, d, H, W)`` (dt final), ``A, R (d, n)``, ``B, C (batch, n, H, W)``, ``D (d,)`` or None, one
-    float32/float64 dtype; ``form`` indexes ``("cbx", "eq9", "alg2")``. Returns ``y (batch, d, H, W)``. The caller
-    checks :func:`scan2d_blocks` first (None: the row is too long for the kernel)."""
+def scan2d_triton(x, delta, A, B, C, D, R, bias, dirs, softplus: bool, form: int, blocks) -> Tensor:
+    """Every direction of :func:`neurodyn.ops.scan_2d.selective_scan_2d` in one launch of the fused Triton kernels.
+
+    ``x (batch, d, H, W)`` (any strides: read in place); ``delta (batch, d, H, W)`` or ``(batch, K, d, H, W)``;
+    ``A, R (K, d, n)``; ``B, C (batch, n, H, W)`` or ``(batch, K, n, H, W)``; ``D, bias (K, d)`` or None; x, delta,
+    B, C in any float dtype, A, R, D, bias in the accumulation dtype (float32, or float64); ``dirs`` the flattened
+    ``(K, 3)`` table of ``(transpose, flip rows, flip columns)``; ``softplus``: ``dt = softplus(delta + bias)``;
+    ``form`` indexes ``("cbx", "eq9", "alg2")``; ``blocks`` from :func:`scan2d_blocks` (the caller checks it is not
+    None). Returns ``y (batch, K, d, H, W)`` in the accumulation dtype, one output per direction, in the grid frame."""
     triton_kernels.check_device(x, "selective_scan_2d")
-    rows, block_d = scan2d_blocks(x.shape[1], A.shape[1], x.shape[3])
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
-    save = _needs_grad(x, dt, A, B, C, D, R)
-    return _s2_fwd(c(x), c(dt), c(A), c(B), c(C), c(D), c(R), form, save, rows, block_d)[0]
+    save = _needs_grad(x, delta, A, B, C, D, R, bias)
+    return _s2_fwd(x, c(delta), c(A), c(B), c(C), c(D), c(R), c(bias), [int(v) for v in dirs], bool(softplus), form,
+                   save, *blocks)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # NCP backbone (packed layers: neurodyn.ops.ncp_mlp.pack_layers)
 
-NCP_BLOCK_M = 64   # rows per program at most
-NCP_TILE = 4096    # elements of a program's (rows, H) activations (unmeasured: no GPU run yet)
+NCP_BLOCK_M = 128  # rows per program at most: 16 per warp (an MMA tile's height), up to 8 warps
 
 
 def ncp_blocks(M: int, H: int) -> int:
-    """Rows per program of the NCP kernels for ``M`` rows of ``H`` packed neurons: a power of two, at least 16
-    (``tl.dot``'s smallest), with a ``(rows, H)`` tile of about ``NCP_TILE`` elements."""
-    return max(16, min(NCP_BLOCK_M, _pow2(M), _floor_pow2(NCP_TILE // H)))
+    """Rows per program of the NCP kernels for ``M`` rows (``H``, the packed widths' sum, kept for the tile policy):
+    a power of two from 16 (one warp) to ``NCP_BLOCK_M`` (the kernels run a warp per 16 rows; the weights a program
+    reads from L2 are shared by its rows)."""
+    return max(16, min(NCP_BLOCK_M, _pow2(M)))
 
 
 _NCP_ARGS = "Tensor x, Tensor w_in, Tensor bias, Tensor w_rec, Tensor mask, Tensor? in_scale, Tensor? in_shift"
 
 
-_ncp_fwd = _kernel_op("ncp_mlp_triton", f"({_NCP_ARGS}, int act, int h_out, int block_m) -> Tensor", "ncp_mlp", "fwd")
+_ncp_fwd = _kernel_op("ncp_mlp_triton", f"({_NCP_ARGS}, int[] widths, int[] inputs, int act, int h_out, "
+                      "int block_m) -> Tensor", "ncp_mlp", "fwd")
 
 
 @_ncp_fwd.register_fake
-def _ncp_fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m):
+def _ncp_fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_out, block_m):
     return x.new_empty(x.shape[0], x.shape[1], h_out)
 
 
-_ncp_bwd = _kernel_op("ncp_mlp_triton_bwd", f"({_NCP_ARGS}, Tensor gy, int act, int block_m) "
-                      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", "ncp_mlp", "bwd")
+_ncp_bwd = _kernel_op("ncp_mlp_triton_bwd", f"({_NCP_ARGS}, Tensor gy, int[] widths, int[] inputs, int act, "
+                      "int block_m) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", "ncp_mlp", "bwd")
 
 
 @_ncp_bwd.register_fake
-def _ncp_bwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, act, block_m):
+def _ncp_bwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs, act, block_m):
     new = lambda *shape: x.new_empty(*shape, dtype=torch.float32)  # noqa: E731
     io = (new(x.shape[0], x.shape[2]), new(x.shape[0], x.shape[2])) if in_scale is not None else (new(0), new(0))
-    return x.new_empty(x.shape), new(*w_in.shape), new(*bias.shape), new(*w_rec.shape), *io
+    return new(*w_in.shape), new(*bias.shape), new(*w_rec.shape), *io, x.new_empty(x.shape)
 
 
 def _ncp_setup(ctx, inputs, output):
-    x, w_in, bias, w_rec, mask, in_scale, in_shift, act, h_out, block_m = inputs
-    ctx.flags = (act, block_m)
+    x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, has_input, act, h_out, block_m = inputs
+    ctx.flags = (widths, has_input, act, block_m)
     ctx.affine = in_scale is not None
     ctx.save_for_backward(x, w_in, bias, w_rec, mask, *((in_scale, in_shift) if ctx.affine else ()))
 
@@ -434,26 +487,28 @@ def _ncp_setup(ctx, inputs, output):
 def _ncp_backward(ctx, gy):
     x, w_in, bias, w_rec, mask, *io = ctx.saved_tensors
     in_scale, in_shift = io if ctx.affine else (None, None)
-    gx, gw_in, gb, gw_rec, gsc, gsh = _ncp_bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy.contiguous(),
+    gw_in, gb, gw_rec, gsc, gsh, gx = _ncp_bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy.contiguous(),
                                                *ctx.flags)
     like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
     return (gx, like(gw_in, w_in), like(gb, bias), like(gw_rec, w_rec), None, like(gsc, in_scale),
-            like(gsh, in_shift), None, None, None)
+            like(gsh, in_shift), None, None, None, None, None)
 
 
 _ncp_fwd.register_autograd(_ncp_backward, setup_context=_ncp_setup)
 
 
-def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: Tensor, act: int, h_out: int,
-                   in_scale: Tensor | None = None, in_shift: Tensor | None = None) -> Tensor:
-    """The NCP backbone on the Triton kernels, on packed layers (:func:`neurodyn.ops.ncp_mlp.pack_layers`):
-    ``x (C, M, a)``, ``w_in (C, n, A, H)``, ``bias (C, n, H)``, ``w_rec (C, n, H, H)``, ``mask (n, H)``, optional
-    ``in_scale, in_shift (C, a)``; ``act`` a code of ``ACT_CODES``. Returns ``y (C, M, h_out)`` in x's dtype (float32
-    arithmetic)."""
+def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: Tensor, widths, inputs, act: int,
+                   h_out: int, in_scale: Tensor | None = None, in_shift: Tensor | None = None) -> Tensor:
+    """The NCP backbone on the Triton kernels, on packed layers (:func:`neurodyn.ops.ncp_mlp.pack_layers`, each layer
+    at its own width): ``x (C, M, a)``, ``w_in (C, sum A H_l)``, ``bias (C, sum H_l)``, ``w_rec (C, sum H_{l-1}
+    H_l)``, ``mask (sum H_l,)``, ``widths`` the packed widths ``H_l``, ``inputs`` 0/1 per layer (an input term),
+    optional ``in_scale, in_shift (C, a)``; ``act`` a code of ``ACT_CODES``. Returns ``y (C, M, h_out)`` in x's
+    dtype (float32 arithmetic)."""
     triton_kernels.check_device(x, "ncp_mlp")
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
-    return _ncp_fwd(c(x), c(w_in), c(bias), c(w_rec), c(mask), c(in_scale), c(in_shift), act, h_out,
-                    ncp_blocks(x.shape[1], w_in.shape[3]))
+    widths, inputs = [int(w) for w in widths], [int(i) for i in inputs]
+    return _ncp_fwd(c(x), c(w_in), c(bias), c(w_rec), c(mask), c(in_scale), c(in_shift), widths, inputs, act, h_out,
+                    ncp_blocks(x.shape[1], sum(widths)))
 
 
 OPS = {"selective_scan_triton": _ss_fwd, "selective_scan_triton_bwd": _ss_bwd, "linear_scan_triton": _ls_fwd,
