@@ -64,7 +64,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
 	$(BIN)/python benchmarks/fno_speed.py
-	$(BIN)/python benchmarks/scan.py
+	$(BIN)/neurodyn bench scan
 
 clean:
 	rm -rf $(VENV) runs build site dist src/*.egg-info

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from neurodyn.bench import BENCHMARKS, load_script
+from neurodyn.bench import BENCHMARKS
+from neurodyn.bench import gpu as GPU
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu")
-    gpu = load_script(SCRIPT, "neurodyn_bench_test_gpu")
+    gpu = GPU
     argv = ["--device", "cpu", "--models", "lamo", "nac", "--modes", "fp32", "bf16", "--repeats", "2", "--out",
             str(out), "--data-dir", str(out / "data")]
     assert gpu.run("tiny", argv) == 0
@@ -24,7 +24,7 @@ def report(tmp_path_factory):
 
 
 def test_it_is_registered():
-    assert BENCHMARKS["gpu"].script == "gpu.py"
+    assert BENCHMARKS["gpu"].module == "gpu"
 
 
 def test_every_op_length_and_backend_has_a_row(report):
@@ -95,7 +95,7 @@ def test_every_triton_kernel_is_benchmarked(monkeypatch):
         pytest.skip("triton is not installed")
     import torch
 
-    gpu = load_script(SCRIPT, "neurodyn_bench_test_gpu_triton")
+    gpu = GPU
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     loaded, load = set(), triton_kernels.load
     monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.add(name) or load(name, device))
@@ -114,7 +114,7 @@ def test_every_triton_kernel_is_benchmarked(monkeypatch):
 
 @pytest.fixture(scope="module")
 def gpu():
-    return load_script(SCRIPT, "neurodyn_bench_test_gpu_fakes")
+    return GPU
 
 
 class OutOfResources(Exception):

@@ -9,7 +9,7 @@ Examples::
     torchrun --nproc_per_node 2 -m neurodyn train fno/darcy --scale cpu
     neurodyn evaluate runs/fno-darcy-cpu --data test32.h5
     neurodyn compare fno/darcy lamo/darcy geomano/darcy --budget 60s --seeds 0 1
-    neurodyn bench nac_runtime --scale cpu           # a named benchmark (see `neurodyn bench --list`)
+    neurodyn bench step-speed --scale cpu            # a speed benchmark (see `neurodyn bench --list`)
     neurodyn info
     neurodyn info fno/darcy --scale tiny             # a preset's resolved config, as YAML
 
@@ -298,7 +298,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for name in bench.available():
             print(f"{name:>14s}  {bench.BENCHMARKS[name].description}")
         return 0
-    return bench.run(args.name, args.scale, args.bench_args, folder=args.dir)
+    return bench.run(args.name, args.scale, args.bench_args)
 
 
 def cmd_build_kernels(args: argparse.Namespace) -> int:
@@ -464,13 +464,11 @@ def _add_compare(sub) -> None:
 
 
 def _add_bench_kernels_info(sub) -> None:
-    b = sub.add_parser("bench", help="run a named benchmark (tables printed, files under benchmarks/results/)",
-                       epilog="Arguments after NAME that neurodyn does not know go to the benchmark script.")
+    b = sub.add_parser("bench", help="run a speed benchmark (tables printed, raw measurements under bench-results/)",
+                       epilog="Arguments after NAME that neurodyn does not know go to the benchmark.")
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
     b.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
-    b.add_argument("--dir", default=None, help="the benchmark scripts folder (default: $NEURODYN_BENCHMARKS, "
-                                               "else ./benchmarks)")
     b.set_defaults(func=cmd_bench)
 
     k = sub.add_parser("build-kernels", help="compile the fused CPU kernels now (otherwise on first use)")

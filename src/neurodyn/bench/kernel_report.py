@@ -482,12 +482,12 @@ def _ncp(cells: int, rows: int, a: int, widths: tuple[int, ...], label: str, sca
     :func:`neurodyn.ops.ncp_mlp.pack_layers` packs it."""
     def launch(rec):
         from ..ops import triton_ops
-        from ..ops.ncp_mlp import _input_width, _width
+        from ..ops.ncp_mlp import packed_input_width, packed_width
 
         k = _compiled("ncp_mlp")
-        packed = [_width(h) for h in widths]
+        packed = [packed_width(h) for h in widths]
         inputs = [1] + [0] * (len(widths) - 1)
-        A = _input_width(a)
+        A = packed_input_width(a)
         bm = triton_ops.ncp_blocks(rows, sum(packed))
         x, sc, sh = _e(cells, rows, a), _e(cells, a), _e(cells, a)
         w_in, bias = _e(cells, A * packed[0]), _e(cells, sum(packed))

@@ -140,12 +140,12 @@ def fused_available(x: Tensor) -> bool:
     return resolve_backend("auto", x) != "torch"
 
 
-def _width(k: int) -> int:
+def packed_width(k: int) -> int:
     """A packed layer width: the next multiple of 16 (the Triton kernels' chunk of neurons, ``tl.dot``'s smallest)."""
     return max(16, -(-int(k) // 16) * 16)
 
 
-def _input_width(a: int) -> int:
+def packed_input_width(a: int) -> int:
     """The packed input width: the next power of two, at least 16."""
     return max(16, 1 << max(int(a) - 1, 0).bit_length())
 
@@ -154,17 +154,17 @@ def pack_layers(x: Tensor, w_in, bias, w_rec, mask, pattern_in=None, pattern_rec
     """The layers as the Triton kernels read them, each layer at its own width: ``(w_in (C, sum_l A H_l), bias (C,
     sum_l H_l), w_rec (C, sum_{l>=1} H_{l-1} H_l), mask (sum_l H_l,), widths, inputs, h_out)`` in float32.
 
-    Layer ``l`` is zero-padded to ``H_l = _width(h_l)`` neurons (a multiple of 16) and the input to ``A =
-    _input_width(a)`` features (a power of two, at least 16); each
+    Layer ``l`` is zero-padded to ``H_l = packed_width(h_l)`` neurons (a multiple of 16) and the input to ``A =
+    packed_input_width(a)`` features (a power of two, at least 16); each
     cell's weights are flattened layer after layer (``(A, H_l)`` input blocks of the layers in ``inputs``, the layers
     with an input term; ``(H_{l-1}, H_l)`` recurrent blocks from layer 1 on), the patterns applied (``W *
     pattern``). Differentiable (padding and concatenation): the gradients of the packed tensors flow back to the
     listed weights."""
     C, _, a = x.shape
     n = len(bias)
-    widths = [_width(b.shape[-1]) for b in bias]
+    widths = [packed_width(b.shape[-1]) for b in bias]
     inputs = [int(w is not None) for w in w_in]
-    A = _input_width(a)
+    A = packed_input_width(a)
     pattern_in = pattern_in or [None] * n
     pattern_rec = pattern_rec or [None] * n
 

@@ -1,6 +1,6 @@
 """``torch.compile`` against eager: the time of a model's forward + backward step at a preset scale.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/compile_speed.py [--scale cpu] [--device cpu|cuda]
+    OMP_NUM_THREADS=1 neurodyn bench compile-speed [--scale cpu] [--device cpu|cuda]
         [--models lamo/darcy geomano/darcy] [--threads 1] [--repeats 9] [--warmup 3] [--backend inductor]
 
 Each model is built from its preset at ``--scale`` (``neurodyn.experiments.load_experiment``) with the channel counts
@@ -16,7 +16,7 @@ table gives the median seconds per step over ``--repeats`` rounds and compiled /
 
 ``--device`` defaults to ``cuda`` when available, else ``cpu`` (the fused C++ kernels run on CPU; on CUDA the scans
 take mamba-ssm's kernels when installed, else the PyTorch path). Results:
-``benchmarks/results/compile_speed/compile_speed.json`` (``--out``) and a Markdown table on stdout.
+``bench-results/compile_speed.json`` (``--out``) and a Markdown table on stdout.
 """
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
@@ -142,13 +140,13 @@ def run(scale: str, argv) -> int:
     ap.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/neurodyn_compile_speed_data"))
     ap.add_argument("--out", type=Path,
-                    default=ROOT / "benchmarks" / "results" / "compile_speed" / "compile_speed.json")
+                    default=Path("bench-results") / "compile_speed.json")
     args = ap.parse_args(list(argv))
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     rows = [measure(p, scale, device, args) for p in args.models]
     result = {"torch": torch.__version__, "threads": args.threads, "repeats": args.repeats, "warmup": args.warmup,
-              "command": " ".join(["benchmarks/compile_speed.py", "--scale", scale, *argv]), "rows": rows}
+              "command": " ".join(["neurodyn bench compile-speed", "--scale", scale, *argv]), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(markdown(rows))

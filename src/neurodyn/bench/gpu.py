@@ -3,9 +3,9 @@ and the GPU-hours of the paper protocols, in one run (under 5 minutes on one H10
 
     neurodyn bench gpu                  # cuda when available: ops at L = 1k / 4k / 16k, models at cpu and paper scale
     neurodyn bench gpu --scale tiny     # small shapes, few repeats: runs on the CPU in seconds (the test's run)
-    python benchmarks/gpu.py [--scale tiny] [--device cpu|cuda] [--ops ...] [--models lamo nac ...]
+    neurodyn bench gpu [--scale tiny] [--device cpu|cuda] [--ops ...] [--models lamo nac ...]
         [--modes fp32 bf16 compiled] [--backends torch triton] [--repeats 5] [--warmup 2] [--threads 1]
-        [--compile-budget 90] [--op-budget 45] [--loop-calls 20] [--time-limit 150] [--out benchmarks/results/gpu]
+        [--compile-budget 90] [--op-budget 45] [--loop-calls 20] [--time-limit 150] [--out bench-results/gpu]
 
 **Memory bandwidth.** The median time of a large device-to-device copy (1 GiB; 64 MiB at tiny scale) gives the
 bandwidth ``2 x bytes / time`` (read once, written once), measured in the same run as everything it is compared with.
@@ -49,7 +49,7 @@ they are computed from the tiny steps, which only exercises the arithmetic.
 Timing: CUDA events around each call (``torch.cuda.synchronize`` before), ``time.perf_counter`` on the CPU (threads
 set by ``--threads``); ``--warmup`` calls, then the median of ``--repeats`` (full scale: 2 + 5 per op, 1 + 3 per
 model step; tiny: 1 + 3). Writes ``gpu.json`` and ``report.md`` to
-``--out`` (default ``benchmarks/results/gpu/``) and prints the report.
+``--out`` (default ``bench-results/gpu/``) and prints the report.
 """
 from __future__ import annotations
 
@@ -64,12 +64,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "src"))
 
 import torch  # noqa: E402
 
-OUT = HERE / "results" / "gpu"
+OUT = Path("bench-results") / "gpu"
 OPS = ("selective_scan", "head_scan", "linear_scan", "scan_2d", "knc_scan", "ncp_mlp")
 MODES = ("fp32", "bf16", "compiled")
 BACKENDS = ("torch", "triton")
@@ -383,10 +381,9 @@ def _small_data(preset: str, scale: str) -> list[str]:
 def build_model_case(preset: str, scale: str, batch: int, device: torch.device, data_dir: Path):
     """``(model, task, batch, optimizer, parameters, windows per sample)`` of ``preset`` at ``scale`` with ``batch``
     samples, on ``device``."""
-    from neurodyn.bench import load_script
+    from neurodyn.bench import step_speed
     from neurodyn.train.trainer import make_optimizer
 
-    step_speed = load_script(HERE / "step_speed.py")
     model, task, data, _opt, params, _bs = step_speed.build_case(
         preset, [f"train.batch_size={batch}", *_small_data(preset, scale)], data_dir, scale, device)
     model.to(device)
@@ -398,12 +395,11 @@ def build_model_case(preset: str, scale: str, batch: int, device: torch.device, 
 
 def windows_per_sample(preset: str, scale: str, data_dir: Path, device: torch.device) -> float:
     """Training windows per sample of the preset's data (autoregressive presets train on several per trajectory)."""
-    from neurodyn.bench import load_script
+    from neurodyn.bench import step_speed
     from neurodyn.data.assembly import build_data, split_sizes
     from neurodyn.experiments import load_experiment
     from neurodyn.train.experiment import train_config
 
-    step_speed = load_script(HERE / "step_speed.py")
     cfg = load_experiment(preset, scale)
     small = load_experiment(preset, scale, step_speed._small_overrides(cfg) + _small_data(preset, scale))
     os.environ["NEURODYN_DATA"] = str(data_dir)

@@ -1,7 +1,7 @@
 """Generation speed of neurodyn's dataset generators on this machine, and the projected time of each dataset.
 
-    .venv/bin/python benchmarks/generators.py                          # every case, cpu and paper scale, 2 threads
-    .venv/bin/python benchmarks/generators.py --only poisson order1d --scales paper --runs 5
+    neurodyn bench generators                          # every case, cpu and paper scale, 2 threads
+    neurodyn bench generators --only poisson order1d --scales paper --runs 5
 
 Method: for each case and scale the generator's ``generate`` is called on a chunk of ``chunk`` samples
 (the same call the store makes), once to warm up, then ``--runs`` times on fresh sample ids; the

@@ -1,6 +1,6 @@
 """Training-step cost of every seed model against its baseline, at the presets' cpu scale.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/step_speed.py [--threads 1 2] [--repeats 5] [--only chonn]
+    OMP_NUM_THREADS=1 neurodyn bench step-speed [--threads 1 2] [--repeats 5] [--only chonn]
 
 One step = forward, the preset's loss through its task (steady / autoregressive, e.g. a 10-frame rollout
 for the Navier-Stokes presets / sequence), backward and an AdamW step (fused, as the Trainer's). Every model is built
@@ -11,7 +11,7 @@ values. All models of one thread count are timed interleaved (one step of each p
 ``--warmup`` rounds), so a load change on the shared machine hits every model alike; the table gives the
 median over ``--repeats`` rounds of the wall-clock seconds per step and its ratio to the pair's baseline.
 
-Results: ``benchmarks/results/step_speed/step_speed.json`` (``--out``); the table is printed as Markdown.
+Results: ``bench-results/step_speed.json`` (``--out``); the table is printed as Markdown.
 """
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
@@ -120,7 +118,7 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--only", nargs="+", default=None, help="groups to run (lamo geomano stssm chonn_unet ...)")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/neurodyn_step_speed_data"))
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "step_speed" / "step_speed.json")
+    ap.add_argument("--out", type=Path, default=Path("bench-results") / "step_speed.json")
     args = ap.parse_args(argv)
 
     pairs = [p for p in PAIRS if args.only is None or p[0] in args.only]
@@ -132,7 +130,7 @@ def main(argv=None) -> None:
                 cases[key] = build_case(preset, ov, args.data_dir)
     results = {"threads": {}, "params": {k: c[4] for k, c in cases.items()},
                "batch": {k: c[5] for k, c in cases.items()}, "repeats": args.repeats, "warmup": args.warmup,
-               "torch": torch.__version__, "command": " ".join(["benchmarks/step_speed.py"] + (argv or sys.argv[1:]))}
+               "torch": torch.__version__, "command": " ".join(["neurodyn bench step-speed"] + (argv or sys.argv[1:]))}
     for th in args.threads:
         results["threads"][str(th)] = time_cases(th, cases, args.repeats, args.warmup)
     rows = []

@@ -1,7 +1,7 @@
 """Speed of ``ops.head_scan`` (one step and decay per head, time-major layout) on its fused kernel against the same
 scan folded into channels for ``ops.selective_scan`` (the path LatentSSM took before), at LaMO's shapes.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/head_scan_speed.py [--threads 1] [--repeats 7]
+    OMP_WAIT_POLICY=PASSIVE neurodyn bench head-scan-speed [--threads 1] [--repeats 7]
 
 Shapes (batch, directions S, tokens L, heads H, channels per head P, groups G, states N): LaMO Darcy at the cpu
 preset (8, 4, 256, 4, 16, 1, 16) and at the paper preset (4, 4, 1936, 4, 32, 1, 64), float32. Implementations:
@@ -9,7 +9,7 @@ preset (8, 4, 256, 4, 16, 1, 16) and at the paper preset (4, 4, 1936, 4, 32, 1, 
 selective-scan kernel (``backend="cpp"``, including the layout copies around it), ``torch`` = folded onto the
 pure-PyTorch chunked scan. Forward and forward + backward of a random projection of the output; all
 implementations of a shape are timed interleaved (one call each per round) after a warm-up round; medians of
-``--repeats`` rounds. Results: ``benchmarks/results/head_scan_speed/head_scan_speed.json`` and a Markdown table.
+``--repeats`` rounds. Results: ``bench-results/head_scan_speed.json`` and a Markdown table.
 """
 from __future__ import annotations
 
@@ -20,12 +20,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
@@ -57,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES))
     ap.add_argument("--skip-torch", action="store_true", help="leave out the pure-PyTorch fallback")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "head_scan_speed" / "head_scan_speed.json"))
+    ap.add_argument("--out", default=str(Path("bench-results") / "head_scan_speed.json"))
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     names = [n for n in BACKENDS if not (a.skip_torch and n == "torch")]

@@ -1,7 +1,7 @@
 """Speed and peak-memory benchmark of neurodyn.ops scans. Prints markdown tables.
 
-    .venv/bin/python benchmarks/scan.py                  # full run (a few minutes on 2 cores)
-    .venv/bin/python benchmarks/scan.py --quick          # L in {256, 1024}, fewer repeats, no memory
+    neurodyn bench scan                  # full run (a few minutes on 2 cores)
+    neurodyn bench scan --quick          # L in {256, 1024}, fewer repeats, no memory
 
 Selective scan: batch 2, d 128, n 16, input-dependent B and C, D, z gate, softplus(delta), float32,
 forward ("fwd") and forward + backward of ``out.sum()`` ("f+b"). Compared implementations:
