@@ -5,9 +5,8 @@ its shared memory within the target's per-block limit (at least one block per SM
 
 No GPU needed (a stand-in driver; ptxas ships in the triton wheel); skipped without triton. Compiling everything takes
 minutes on one core (the NCP backward is the longest: one to six minutes), hence ``slow``; each row's compile seconds
-are printed (``pytest -s``) and recorded as a property. The rows that spill today are expected failures (strict: they
-flip when fixed; the selective-scan family's when the scans' rewrite lands), with the figures measured when they were
-marked.
+are printed (``pytest -s``) and recorded as a property. A row that spills today is an expected failure (strict: it
+flips when fixed), with the figures measured when it was marked.
 """
 import time
 
@@ -21,11 +20,7 @@ pytestmark = [pytest.mark.slow,
 
 # (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked
 SPILLS = {
-    ("head_scan", "B8 heads16x64 N16 L4096", "sm_90"): "backward: 255 registers, 16 B spill stores, 8 B stack",
-    ("knc_scan", "B8 D256 N16 L4096 ZOH", "sm_80"): "forward 12 B, backward 16 B spill stores (96 / 255 registers)",
-    ("knc_scan", "chonn_fno/ns B20 D80 N16 L4096 G4", "sm_80"): "backward: 255 registers, 16 B spill stores",
-    ("knc_scan", "chonn_unet/poisson B16 D512 N16 L64 G4", "sm_80"): "forward 12 B, backward 16 B spill stores",
-    # not reached on the 2-D / NCP branch: the backward at NAC's widest preset, on sm_80 only (sm_90: 186 registers)
+    # the backward at NAC's widest preset, on sm_80 only (sm_90: 186 registers)
     ("ncp_mlp", "nac/event_digits C8 M65536 a16 146/67/2", "sm_80"): "backward: 255 registers, 1,108 B spill stores "
                                                                        "(16 or 32 rows per program)",
 }

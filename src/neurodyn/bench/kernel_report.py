@@ -248,9 +248,8 @@ def opcode(instruction: str) -> str:
     return re.sub(r"^@!?U?P[T0-9]+\s+", "", instruction).split()[0].split(".")[0]
 
 
-def loops(instructions: list[tuple[int, str]]) -> list[tuple[int, int]]:
-    """The outermost loops, as ``(first, last)`` instruction indices: the ranges of backward branches not inside
-    another's (the self-branch after ``EXIT`` excluded)."""
+def all_loops(instructions: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """Every loop, as ``(first, last)`` instruction indices: the ranges of the backward branches."""
     index = {addr: i for i, (addr, _) in enumerate(instructions)}
     found = []
     for i, (addr, text) in enumerate(instructions):
@@ -259,8 +258,27 @@ def loops(instructions: list[tuple[int, str]]) -> list[tuple[int, int]]:
             target = int(m.group(1), 16)
             if target < addr and target in index:
                 found.append((index[target], i))
-    outer = [r for r in found if not any(o != r and o[0] <= r[0] and r[1] <= o[1] for o in found)]
-    return sorted(set(outer))
+    return sorted(set(found))
+
+
+def loops(instructions: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """The outermost loops, as ``(first, last)`` instruction indices: the ranges of backward branches not inside
+    another's (the self-branch after ``EXIT`` excluded)."""
+    found = all_loops(instructions)
+    return [r for r in found if not any(o != r and o[0] <= r[0] and r[1] <= o[1] for o in found)]
+
+
+def executed_body(ops: list[str], main: tuple[int, int], inner: list[tuple[int, int]], inner_trips: float) -> Counter:
+    """The opcodes one trip of the ``main`` loop executes: its body, with the largest loop inside it (the scans' loop
+    over the states within a chunk) counted ``inner_trips`` times instead of once."""
+    first, last = main
+    body = Counter(ops[first:last + 1])
+    inside = [r for r in inner if first < r[0] and r[1] < last]
+    if inside and inner_trips > 1:
+        a, b = max(inside, key=lambda r: r[1] - r[0])
+        for op, c in Counter(ops[a:b + 1]).items():
+            body[op] += c * (inner_trips - 1)
+    return body
 
 
 @dataclass
@@ -305,7 +323,8 @@ def analyse(launch: Launch) -> Kernel:
     ops = [opcode(t) for _, t in instructions]
     if outer:
         first, last = max(outer, key=lambda r: r[1] - r[0])
-        body = Counter(ops[first:last + 1])
+        inner_trips = INNER_TRIPS.get(launch.name, lambda a: 1)(launch.args)
+        body = executed_body(ops, (first, last), all_loops(instructions), inner_trips)
         rest = Counter(ops[:first] + ops[last + 1:])
     else:
         body, rest = Counter(ops), Counter()
@@ -520,6 +539,12 @@ CASES: list[Case] = [
     _ncp(8, 32 * 128, 4, (33, 16, 2), "nac/bearing C8 M4096 a4 33/16/2", "paper"),
     _ncp(8, 32 * 256 * 8, 16, (146, 67, 2), "nac/event_digits C8 M65536 a16 146/67/2", "paper"),
 ]
+
+# the trips of the loop nested in a kernel's main loop (the scans' states within a chunk), from its launch arguments
+INNER_TRIPS: dict[str, Callable[[dict], float]] = {
+    "_selective_scan_fwd_kernel": lambda a: a["n"],
+    "_selective_scan_bwd_kernel": lambda a: a["n"],
+}
 
 # each kernel's main-loop trip count per program, from its launch arguments
 TRIPS: dict[str, Callable[[dict], float]] = {
