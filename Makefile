@@ -57,7 +57,7 @@ dist: $(STAMP)
 # ruff (configured in pyproject.toml) on the sources, the tests and the benchmark scripts; the tracked tree's size
 # rules (no file over 2 MB, under 20 MB in all, no checkpoint at rest: .ci/check_tree.py)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples docs .ci
+	$(BIN)/ruff check src tests benchmarks examples docs lab .ci
 	$(BIN)/python .ci/check_tree.py
 
 # Optional benchmark dependencies (neuraloperator, mambapy), then the benchmarks.
