@@ -12,7 +12,7 @@ PROMISES = {  # script: words its output must hold
     "predict_physical_units.py": "rel. L2 per sample",
     "time_series_classifier.py": "1-NN accuracy",
     "selective_scan_backends.py": "torch: max |out - ref|",
-    "point_cloud_from_file.py": "test metrics (lamo/elasticity_geofno, scale tiny)",
+    "point_cloud_from_file.py": "test metrics (lamo/elasticity_geofno, scale tiny;",
 }
 
 

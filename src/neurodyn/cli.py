@@ -295,8 +295,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
     if args.list or not args.name:
-        for name in bench.available():
-            print(f"{name:>14s}  {bench.BENCHMARKS[name].description}")
+        names = bench.available()
+        width = max(map(len, names))
+        for name in names:
+            print(f"{name:>{width}s}  {bench.BENCHMARKS[name].description}")
         return 0
     return bench.run(args.name, args.scale, args.bench_args)
 

@@ -76,10 +76,11 @@ def test_per_step_classification(tmp_path, data_dir):
 
 def test_bench_command_lists_and_rejects(capsys):
     assert main(["bench", "--list"]) == 0
-    assert "nac_runtime" in capsys.readouterr().out
-    assert main(["bench", "nac_runtim"]) == 2
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == sorted(listed) and {"scan", "step-speed", "gpu", "kernels"} <= set(listed)
+    assert main(["bench", "step-sped"]) == 2
     err = capsys.readouterr().err
-    assert "Did you mean 'nac_runtime'" in err and err.count("\n") == 1
+    assert "Did you mean 'step-speed'" in err and err.count("\n") == 1
 
 
 def test_sequence_config_errors(tmp_path, data_dir, capsys):
