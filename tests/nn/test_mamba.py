@@ -342,7 +342,7 @@ def test_fused_head_kernel_path_matches_reference_with_gradients(kw, monkeypatch
 
     from neurodyn.ops import cpu_kernel
 
-    head_scan_module = importlib.import_module("neurodyn.ops.head_scan")  # the module, not the function
+    head_scan_module = importlib.import_module("neurodyn.ops.head_scan.interface")  # the module, not the function
 
     if not cpu_kernel.available():
         pytest.skip("fused CPU kernel unavailable")

@@ -5,7 +5,6 @@ fixture below); with one the same tests also run on CUDA. The kernels' block siz
 2 or 4 channels per program) so that odd lengths, partial chunks, several channel blocks and channel blocks that
 straddle a B/C group are all exercised at sizes the interpreter runs in well under a second each.
 """
-import importlib
 import subprocess
 import sys
 import textwrap
@@ -14,14 +13,14 @@ import pytest
 import torch
 
 from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
-                          selective_scan_ref, triton_kernels)
+                          selective_scan_ref, triton_loader)
 from neurodyn.ops import triton_ops
+from neurodyn.ops.selective_scan import interface as ss_module
 
 from .helpers import TRITON_DEVICES, rel_err, scan_inputs, triton_device, triton_setup
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
-ss_module = importlib.import_module("neurodyn.ops.selective_scan")  # (the package re-exports the function by that name)
 DEVICES = TRITON_DEVICES
 NAMES = ["u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state"]
 # worst norm-wise relative error against the float64 reference: float32 kernels (float32 rounding of the inputs'
@@ -37,7 +36,7 @@ def _small_blocks(monkeypatch, request):
     lanes), so that the scans across lanes run; 2 channels per program."""
     small = {triton_ops: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2, "LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
     for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
-        small[triton_kernels.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
+        small[triton_loader.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
     triton_setup(monkeypatch, request, small)
 
 
@@ -339,13 +338,13 @@ def test_kernel_modules_are_built_per_device_whatever_the_environment(monkeypatc
     from triton.runtime.jit import JITFunction
 
     monkeypatch.delenv("TRITON_INTERPRET")
-    cpu = triton_kernels.load("linear_scan", torch.device("cpu"))
-    cuda = triton_kernels.load("linear_scan", torch.device("cuda"))
+    cpu = triton_loader.load("linear_scan", torch.device("cpu"))
+    cuda = triton_loader.load("linear_scan", torch.device("cuda"))
     assert isinstance(cpu._linear_scan_fwd_kernel, InterpretedFunction)
     assert isinstance(cuda._linear_scan_fwd_kernel, JITFunction)
     assert "TRITON_INTERPRET" not in __import__("os").environ
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # then CUDA tensors are interpreted too
-    assert triton_kernels.load("linear_scan", torch.device("cuda")) is cpu
+    assert triton_loader.load("linear_scan", torch.device("cuda")) is cpu
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -360,7 +359,7 @@ class _FakeCuda:
 def test_auto_picks_triton_for_cuda_and_falls_back_without_it(monkeypatch):
     assert ss_module.resolve_backend("auto", _FakeCuda()) == "triton"
     assert ss_module.resolve_backend("auto", torch.zeros(1, 1, 1)) != "triton"
-    monkeypatch.setattr(triton_kernels, "triton_importable", lambda: False)
+    monkeypatch.setattr(triton_loader, "triton_importable", lambda: False)
     assert ss_module.resolve_backend("auto", _FakeCuda()) in ("mamba", "torch")
     monkeypatch.undo()
     monkeypatch.setenv("NEURODYN_NO_TRITON", "1")
@@ -372,7 +371,7 @@ def test_triton_backend_errors(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(ValueError, match="needs CUDA tensors"):
         selective_scan(**args, backend="triton")
-    monkeypatch.setattr(triton_kernels, "triton_importable", lambda: False)
+    monkeypatch.setattr(triton_loader, "triton_importable", lambda: False)
     with pytest.raises(RuntimeError, match="needs the triton package"):
         linear_scan(torch.rand(2, 5), torch.rand(2, 5), backend="triton")
 
@@ -387,13 +386,12 @@ def test_package_works_without_triton(tmp_path):
                 if name == "triton" or name.startswith("triton."):
                     raise ImportError("triton blocked")
         sys.meta_path.insert(0, Block())
-        import importlib
         import torch
         import neurodyn.ops as ops
-        from neurodyn.ops import triton_kernels
-        ss = importlib.import_module("neurodyn.ops.selective_scan")
+        from neurodyn.ops import triton_loader
+        from neurodyn.ops.selective_scan import interface as ss
         assert "triton" not in sys.modules
-        assert not triton_kernels.available()
+        assert not triton_loader.available()
         class FakeCuda:
             is_cuda = True
             device = torch.device("cuda")
@@ -439,8 +437,8 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
 
     if not isinstance(tl.standard._sum_combine, JITFunction):
         pytest.skip("triton was imported under TRITON_INTERPRET=1: its own library is interpreted, nothing compiles")
-    ss = triton_kernels.load("selective_scan", torch.device("cuda"))
-    ls = triton_kernels.load("linear_scan", torch.device("cuda"))
+    ss = triton_loader.load("selective_scan", torch.device("cuda"))
+    ls = triton_loader.load("linear_scan", torch.device("cuda"))
     flags = dict(ACC=tl.float32, LANES=8, KU=4, JC=4, KC=4, SU_T=1, B_VAR=True, C_VAR=False, HAS_D=True,
                  HAS_Z=True, HAS_BIAS=True, HAS_H0=True, SOFTPLUS=True)
     for reverse, zoh, head in ((False, False, False), (True, True, False), (False, False, True)):

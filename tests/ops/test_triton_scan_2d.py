@@ -7,11 +7,11 @@ production tiles."""
 import pytest
 import torch
 
-from neurodyn.ops import selective_scan_2d, selective_scan_2d_ref, triton_kernels, triton_ops
+from neurodyn.ops import selective_scan_2d, selective_scan_2d_ref, triton_loader, triton_ops
 
 from .helpers import TRITON_DEVICES, rel_err, triton_device, triton_setup
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
 # norm-wise relative error against float64: float32 kernels; bfloat16 inputs (rounded outputs and input gradients);
 # on CUDA the fast exp2 adds a few float32 ulps
@@ -100,7 +100,7 @@ def test_row_blocks_and_segments(device, seg, programs, monkeypatch):
 def test_permuted_input_and_one_launch_per_call(device, monkeypatch):
     """The model passes x as a permuted view of a (b, H, W, d) tensor: read in place through its strides; every
     direction in one forward and one backward launch of the fused kernels (one row block here)."""
-    k = triton_kernels.load("scan_2d", torch.device(triton_device(device)))
+    k = triton_loader.load("scan_2d", torch.device(triton_device(device)))
     launches = []
     for name in ("_s2_fwd_kernel", "_s2_bwd_kernel", "_s2_carry_kernel"):
         kernel = getattr(k, name)

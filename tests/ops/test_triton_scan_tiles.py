@@ -22,11 +22,11 @@ import pytest
 import torch
 
 from neurodyn.ops import head_scan, head_scan_ref, knc_scan, knc_scan_ref, selective_scan, selective_scan_ref
-from neurodyn.ops import triton_kernels, triton_ops
+from neurodyn.ops import triton_loader, triton_ops
 
 from .helpers import rel_err, scan_inputs
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
 TOL = 2e-5  # float32 against the float64 reference, norm-wise (as tests/ops/test_triton_scan.py)
 
@@ -49,7 +49,7 @@ def _production_tile(d, n, L):
     run (a change of ``scan_blocks`` or of the steps per thread must be carried here)."""
     assert triton_ops.scan_blocks(1024, 16, 4096) == (128, 16)
     assert triton_ops.scan_blocks(d, n, L) == (128, 16)
-    ss = triton_kernels.load("selective_scan", torch.device("cpu"))
+    ss = triton_loader.load("selective_scan", torch.device("cpu"))
     assert ss.geometry(128, 16, False) == dict(J=4, K=4, LANES=8, BD=16, num_warps=4)
     assert ss.geometry(128, 16, True) == dict(J=2, K=4, LANES=16, BD=8, num_warps=4)
 
@@ -196,7 +196,7 @@ def test_production_tiles_fit_sm90_and_sm80(kind, arch, monkeypatch, tmp_path):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    ss = triton_kernels.load("selective_scan", torch.device("cuda"))
+    ss = triton_loader.load("selective_scan", torch.device("cuda"))
     with _stand_in_driver(arch) as captured:
         _launch(kind, ss)
     assert [name for name, _ in captured] == ["_selective_scan_fwd_kernel", "_selective_scan_bwd_kernel"]

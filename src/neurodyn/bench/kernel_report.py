@@ -4,7 +4,7 @@
                            [--json FILE]
 
 No GPU is needed, only ``triton`` (its compiler, ``ptxas`` and ``cuobjdump`` ship in the wheel). Each kernel is
-launched through the project's own launchers (:func:`neurodyn.ops.triton_kernels.load`'s compiled build) on CPU
+launched through the project's own launchers (:func:`neurodyn.ops.triton_loader.load`'s compiled build) on CPU
 tensors of the benchmark's and the seed models' paper shapes, under a stand-in driver whose target is
 ``GPUTarget("cuda", 80 | 90, 32)``; ``JITFunction.run`` is called with ``warmup=True`` (compile, do not launch), so
 each kernel gets exactly the specialisation a real launch gives (integers equal to 1 made constants, 16-divisibility
@@ -166,14 +166,14 @@ class _StandIn:
 
 def _check_compiled_build() -> None:
     """One clear error where nothing can compile: no triton, or triton imported under ``TRITON_INTERPRET=1``."""
-    from ..ops import triton_kernels
+    from ..ops import triton_loader
 
-    if not triton_kernels.triton_importable():
+    if not triton_loader.triton_importable():
         raise RuntimeError("neurodyn bench kernels needs the triton package (pip install 'neurodyn[triton]')")
     import triton.language as tl
     from triton.runtime.jit import JITFunction
 
-    if triton_kernels.interpreter_requested() or not isinstance(tl.standard._sum_combine, JITFunction):
+    if triton_loader.interpreter_requested() or not isinstance(tl.standard._sum_combine, JITFunction):
         raise RuntimeError("neurodyn bench kernels compiles the kernels: unset TRITON_INTERPRET (with it, triton "
                            "interprets every kernel and nothing compiles)")
 
@@ -215,9 +215,9 @@ def stand_in(arch: Arch, recorder: Recorder, cache_dir: str) -> Iterator[None]:
 
 def _compiled(name: str):
     """The compiled build of kernel module ``name`` (no CUDA needed to build it)."""
-    from ..ops import triton_kernels
+    from ..ops import triton_loader
 
-    return triton_kernels.load(name, torch.device("cuda"))
+    return triton_loader.load(name, torch.device("cuda"))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -26,8 +26,9 @@ The classical time-series features (DTW, ridge, MiniRocket) live beside the base
 The fused C++ kernels are reached through PyTorch operators, ``torch.ops.neurodyn.*`` (``ops.kernel_ops``: a schema,
 a CPU kernel and a fake each), so every function above traces under ``torch.compile(fullgraph=True)`` and
 ``torch.export``. On CUDA the scans (selective, multi-head, Kirchhoff-cell, linear, 2-D) run on Triton kernels
-(``ops.triton_kernels``, registered as ``torch.ops.neurodyn.*_triton`` by ``ops.triton_ops``: schema, fake, autograd)
-when ``triton`` imports: ``backend="triton"``, the ``"auto"`` choice for CUDA tensors pending a GPU measurement.
+(``ops/<op>/triton_kernels.py``, loaded by ``ops.triton_loader``, registered as ``torch.ops.neurodyn.*_triton`` by
+``ops.triton_ops``: schema, fake, autograd) when ``triton`` imports: ``backend="triton"``, the ``"auto"`` choice for
+CUDA tensors pending a GPU measurement.
 """
 from .block_topk import block_topk, exact_topk
 from .cross_scan import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan

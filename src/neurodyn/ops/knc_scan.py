@@ -23,7 +23,7 @@ import torch
 from ..errors import ConfigError, check_choice
 from .cross_scan import VMAMBA_ORDER, cross_scan, cross_unscan
 from .directions import resolve_directions
-from .selective_scan import check_selective_scan_args, compute_dtype, resolve_backend, selective_scan
+from .selective_scan.interface import check_selective_scan_args, compute_dtype, resolve_backend, selective_scan
 from .triton_ops import selective_scan_triton
 
 Tensor = torch.Tensor
@@ -165,7 +165,7 @@ def _knc_scan_triton(u, delta, lam, b, c, d, zoh, reverse):
 def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
     """The cell on the fused CPU kernel: the ZOH factor ``(1 - e^{-Delta lambda}) / lambda`` (or Euler's
     ``Delta``) is computed per step and state inside the scan, forward and backward."""
-    from .scan_cpu import selective_scan_cpu
+    from .selective_scan.cpu import selective_scan_cpu
 
     delta, A, b, c = _fused_args(u, delta, lam, b, c, d)
     cdt = compute_dtype(u, delta, A, b, c, d)

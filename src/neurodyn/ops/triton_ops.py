@@ -1,7 +1,7 @@
 """The Triton kernels as PyTorch operators: ``torch.ops.neurodyn.*_triton``, each with a schema, a fake and autograd.
 
 Defined with ``torch.library.custom_op`` at import, without importing ``triton``: an operator's implementation loads
-its kernel module (:func:`neurodyn.ops.triton_kernels.load`) when it first runs, on CUDA tensors compiled, on CPU
+its kernel module (:func:`neurodyn.ops.triton_loader.load`) when it first runs, on CUDA tensors compiled, on CPU
 tensors in Triton's interpreter. The fakes compute every output's shape and dtype from the arguments, the block sizes
 included (they are arguments of the schema, chosen by :func:`scan_blocks`), so ``torch.compile`` and
 ``torch.export`` trace through the operators without running them; the forward operators carry their autograd
@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import torch
 
-from . import triton_kernels
+from . import triton_loader
 
 Tensor = torch.Tensor
 
 __all__ = ["OPS", "scan_blocks", "linear_blocks", "scan2d_blocks", "ncp_blocks", "selective_scan_triton",
            "head_scan_triton", "linear_scan_triton", "scan2d_triton", "ncp_mlp_triton"]
 
-# tile sizes. The selective-scan kernels (neurodyn.ops.triton_kernels.selective_scan) walk L in chunks of
+# tile sizes. The selective-scan kernels (neurodyn.ops.selective_scan.triton_kernels) walk L in chunks of
 # SCAN_BLOCK_L steps (also the checkpoint interval): 16 consecutive steps per thread in the forward, 8 in the backward,
 # so a 128-step chunk spans 8 (16) lanes and a warp holds 4 (2) channels; SCAN_WARPS warps per program. Sized from
 # ptxas for sm_90 (no spill, backward <= 168 registers), not from a GPU run. SCAN_BLOCK_D caps the channels per
@@ -109,7 +109,7 @@ def _kernel_op(name: str, schema: str, module: str, method: str, device_of: int 
     """The operator ``neurodyn::<name>`` whose implementation is ``method`` of the Triton kernel module ``module``,
     loaded for the device of argument ``device_of`` and called with the operator's arguments as they are."""
     def implementation(*args):
-        return getattr(triton_kernels.load(module, args[device_of].device), method)(*args)
+        return getattr(triton_loader.load(module, args[device_of].device), method)(*args)
     return torch.library.custom_op(f"neurodyn::{name}", implementation, mutates_args=(), schema=schema)
 
 
@@ -122,7 +122,7 @@ _SS_ARGS = ("Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Te
     "-> (Tensor, Tensor, Tensor)"))
 def _ss_fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh):
     _check_layout(u, B, C)
-    k = triton_kernels.load("selective_scan", u.device)
+    k = triton_loader.load("selective_scan", u.device)
     return k.fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh)
 
 
@@ -143,7 +143,7 @@ def _ss_fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, sav
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"))
 def _ss_bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
     _check_layout(u, B, C)
-    k = triton_kernels.load("selective_scan", u.device)
+    k = triton_loader.load("selective_scan", u.device)
     return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh)
 
 
@@ -199,7 +199,7 @@ def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, so
 
     ``zoh=True``: the Kirchhoff cell's exact zero-order-hold input factor ``(1 - exp(dt A)) / (-A)`` in place of
     ``dt`` (``A < 0``; :func:`neurodyn.ops.knc_scan.knc_scan`)."""
-    triton_kernels.check_device(u, "selective_scan")
+    triton_loader.check_device(u, "selective_scan")
     batch, dim, L = u.shape
     block_l, block_d = scan_blocks(dim, A.shape[1], L)
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
@@ -268,7 +268,7 @@ def head_scan_triton(u, dt, A, B, C, D=None) -> Tensor:
     (arguments validated): ``u (batch, S, L, H P)``, ``dt (batch, S, L, H)``, ``A (S, H)``, ``B, C (batch, S, L, G,
     N)``, ``D (S, H P)``; ``y`` like u. One program per (batch, set, block of channels); a channel reads its head's
     step and decay, its group's B and C."""
-    triton_kernels.check_device(u, "head_scan")
+    triton_loader.check_device(u, "head_scan")
     block_l, block_d = scan_blocks(u.shape[3], B.shape[4], u.shape[2])
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     save = _needs_grad(u, dt, A, B, C, D)
@@ -317,7 +317,7 @@ _ls_fwd.register_autograd(_ls_backward, setup_context=_ls_setup)
 def linear_scan_triton(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -> Tensor:
     """``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)`` tensors ``a``, ``x`` (``h0: (P, Q)``) on the Triton
     kernels; ``h`` in x's dtype, accumulated in float32 (float64 for float64 inputs)."""
-    triton_kernels.check_device(x, "linear_scan")
+    triton_loader.check_device(x, "linear_scan")
     block_l, block_q = linear_blocks(x.shape[1], x.shape[2])
     return _ls_fwd(a.contiguous(), x.contiguous(), None if h0 is None else h0.contiguous(), reverse, block_l,
                    block_q)
@@ -434,7 +434,7 @@ def scan2d_triton(x, delta, A, B, C, D, R, bias, dirs, softplus: bool, form: int
     ``(K, 3)`` table of ``(transpose, flip rows, flip columns)``; ``softplus``: ``dt = softplus(delta + bias)``;
     ``form`` indexes ``("cbx", "eq9", "alg2")``; ``blocks`` from :func:`scan2d_blocks` (the caller checks it is not
     None). Returns ``y (batch, K, d, H, W)`` in the accumulation dtype, one output per direction, in the grid frame."""
-    triton_kernels.check_device(x, "selective_scan_2d")
+    triton_loader.check_device(x, "selective_scan_2d")
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     save = _needs_grad(x, delta, A, B, C, D, R, bias)
     return _s2_fwd(x, c(delta), c(A), c(B), c(C), c(D), c(R), c(bias), [int(v) for v in dirs], bool(softplus), form,
@@ -504,7 +504,7 @@ def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: T
     H_l)``, ``mask (sum H_l,)``, ``widths`` the packed widths ``H_l``, ``inputs`` 0/1 per layer (an input term),
     optional ``in_scale, in_shift (C, a)``; ``act`` a code of ``ACT_CODES``. Returns ``y (C, M, h_out)`` in x's
     dtype (float32 arithmetic)."""
-    triton_kernels.check_device(x, "ncp_mlp")
+    triton_loader.check_device(x, "ncp_mlp")
     c = lambda t: None if t is None else t.contiguous()  # noqa: E731
     widths, inputs = [int(w) for w in widths], [int(i) for i in inputs]
     return _ncp_fwd(c(x), c(w_in), c(bias), c(w_rec), c(mask), c(in_scale), c(in_shift), widths, inputs, act, h_out,

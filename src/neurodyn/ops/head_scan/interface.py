@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .kernel_ops import OPS
-from .selective_scan import check_float, compute_dtype, selective_scan, selective_scan_ref, shape_text
-from .triton_ops import head_scan_triton
+from ...errors import check_choice
+from .. import kernel_ops, triton_loader
+from ..kernel_ops import OPS
+from ..selective_scan.interface import check_float, compute_dtype, selective_scan, selective_scan_ref, shape_text
+from ..triton_ops import head_scan_triton
 
 Tensor = torch.Tensor
 
@@ -129,7 +129,7 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     _check_head_args(u, dt, A, B, C, D)
     if u.numel() == 0:  # no steps, samples, sets or channels: y is as empty as u, whatever the backend
         return u.clone()
-    if triton_kernels.chosen(backend, u):
+    if triton_loader.chosen(backend, u):
         return head_scan_triton(u, dt, A, B, C, D)
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):

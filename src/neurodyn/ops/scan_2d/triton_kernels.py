@@ -1,5 +1,5 @@
 """Triton kernels of GeoMaNO's 2-D selective scan (:mod:`neurodyn.ops.scan_2d`), every direction in one launch.
-Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operator is in :mod:`neurodyn.ops.triton_ops`.
+Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operator is in :mod:`neurodyn.ops.triton_ops`.
 
 Per direction ``k`` (in its frame: frame row ``p``, frame column ``q``), channel and state, with
 ``dt = softplus?(delta + bias)``, ``a = exp(dt A) = 2^(dt A log2 e)``, ``bx = dt B x``::
@@ -60,7 +60,7 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_kernels import shared
+from neurodyn.ops.triton_loader import shared
 from neurodyn.ops.triton_ops import scan2d_geometry, scan2d_warps
 
 common = shared()  # combine, rsum (this build's)

@@ -1,5 +1,5 @@
 """Triton kernels of the pruned NCP backbone (:mod:`neurodyn.ops.ncp_mlp`): forward, and backward by recomputation.
-Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
 
 On packed weights (:func:`neurodyn.ops.ncp_mlp.pack_layers`: the synapse patterns applied, layer ``l`` zero-padded to
 its own width ``H_l``, a multiple of ``CHUNK = 16``, and the input to ``A``, a power of two >= 16; each cell's
@@ -60,7 +60,7 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_kernels import shared
+from neurodyn.ops.triton_loader import shared
 
 common = shared()  # rsum (this build's)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .kernel_ops import OPS
-from .scan_chunked import chunk_scan
-from .triton_ops import linear_scan_triton
+from ...errors import check_choice
+from .. import kernel_ops, triton_loader
+from ..kernel_ops import OPS
+from ..selective_scan.chunked import chunk_scan
+from ..triton_ops import linear_scan_triton
 
 Tensor = torch.Tensor
 
@@ -86,7 +86,7 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
         h0 = h0.reshape(P, Q)
     if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
-    if triton_kernels.chosen(backend, x):
+    if triton_loader.chosen(backend, x):
         h = linear_scan_triton(a.reshape(P, L, Q), x.reshape(P, L, Q), h0, reverse)
         return h.reshape(shape)
     use_cpp = backend != "torch"

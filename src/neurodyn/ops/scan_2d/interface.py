@@ -16,7 +16,7 @@ an exclusive scan (its own ``bx`` term removed exactly).
 Backends: ``"cpp"`` = a fused CPU kernel that runs the row scan and the column scan cell by cell
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
 backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = the fused Triton kernels with every
-direction in one launch (:mod:`neurodyn.ops.triton_kernels.scan_2d`: direction a program axis, frames read by
+direction in one launch (:mod:`neurodyn.ops.scan_2d.triton_kernels`: direction a program axis, frames read by
 strides, softplus and bias inside, a row's states in registers, row scans as associative scans, the column scan
 carried from row to row, row blocks joined by a carry pass; backward from segment checkpoints), or, for rows too
 long for them (``n_pow2 * BQ > 2048``, e.g. n = 16 and a side over 128), the ``"scan"`` path on the Triton
@@ -45,11 +45,11 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .directions import resolve_directions
-from .linear_scan import linear_scan
-from .triton_ops import scan2d_blocks, scan2d_triton
+from ...errors import check_choice
+from .. import kernel_ops, triton_loader
+from ..directions import resolve_directions
+from ..linear_scan.interface import linear_scan
+from ..triton_ops import scan2d_blocks, scan2d_triton
 
 Tensor = torch.Tensor
 
@@ -228,7 +228,7 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
     check_choice("backend", backend, BACKENDS, error=ValueError)
     on_cpu = x.device.type == "cpu"
-    if triton_kernels.chosen(backend, x):
+    if triton_loader.chosen(backend, x):
         backend = "triton"
     elif backend == "auto":
         backend = "cpp" if on_cpu and kernel_ops.available() else "torch"

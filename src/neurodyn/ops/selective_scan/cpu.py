@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .kernel_ops import OPS
+from ..kernel_ops import OPS
 
 Tensor = torch.Tensor
 

@@ -1,5 +1,5 @@
 """Triton kernels of the selective scan (forward, and backward by chunked recomputation), built like mamba-ssm's CUDA
-kernel. Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+kernel. Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
 
 The recurrence, in scan order ``s = 0 .. L-1`` (time ``t = s``, or ``t = L-1-s`` when ``REVERSE``)::
 

@@ -28,10 +28,10 @@ import os
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .scan_chunked import SelectiveScanChunked, default_block
-from .triton_ops import selective_scan_triton
+from ...errors import check_choice
+from .. import kernel_ops, triton_loader
+from .chunked import SelectiveScanChunked, default_block
+from ..triton_ops import selective_scan_triton
 
 Tensor = torch.Tensor
 
@@ -187,7 +187,7 @@ def _mamba_available() -> bool:
 def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     """The backend ``selective_scan`` would use for these arguments."""
     check_choice("backend", backend, BACKENDS, error=ValueError)
-    if triton_kernels.chosen(backend, u):
+    if triton_loader.chosen(backend, u):
         return "triton"
     if backend != "auto":
         return backend
@@ -241,7 +241,7 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
             if not kernel_ops.available():
                 raise RuntimeError("backend='cpp' requested but the fused CPU kernel is unavailable "
                                    "(no compiler/ninja, or NEURODYN_NO_CPP_EXT=1)")
-            from .scan_cpu import selective_scan_cpu
+            from .cpu import selective_scan_cpu
             out, last = selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                            initial_state, cdt)
         else:

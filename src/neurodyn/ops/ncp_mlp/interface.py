@@ -27,7 +27,7 @@ the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M,
 Backends (``ncp_mlp(backend=...)``): ``"cpp"`` (the fused CPU kernel; float32 / float64 CPU tensors), ``"triton"``
 (the Triton kernels of :mod:`neurodyn.ops.triton_ops` on the layers packed by :func:`pack_layers`, each at its own
 width: float16 / bfloat16 / float32 inputs computed in float32 (float32 products: the TF32 measurement is in
-:mod:`neurodyn.ops.triton_kernels.ncp_mlp`), the backward recomputing the layer outputs; CUDA tensors, or CPU
+:mod:`neurodyn.ops.ncp_mlp.triton_kernels`), the backward recomputing the layer outputs; CUDA tensors, or CPU
 tensors under ``TRITON_INTERPRET=1``), ``"torch"`` (:func:`ncp_mlp_ref`); ``"auto"``: ``"triton"`` for CUDA tensors when
 ``triton`` imports (not float64), ``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
 """
@@ -38,10 +38,10 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .kernel_ops import OPS
-from .triton_ops import ncp_mlp_triton
+from ...errors import check_choice
+from .. import kernel_ops, triton_loader
+from ..kernel_ops import OPS
+from ..triton_ops import ncp_mlp_triton
 
 Tensor = torch.Tensor
 
@@ -129,7 +129,7 @@ def resolve_backend(backend: str, x: Tensor) -> str:
     check_choice("ncp_mlp backend", backend, BACKENDS, error=ValueError)
     if backend != "auto":
         return backend
-    if triton_kernels.chosen("auto", x) and x.dtype in _TRITON_DTYPES:
+    if triton_loader.chosen("auto", x) and x.dtype in _TRITON_DTYPES:
         return "triton"
     return "cpp" if _cpp_applies(x) else "torch"
 
