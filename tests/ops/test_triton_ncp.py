@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import neurodyn.models as ndm
-from neurodyn.ops import kernel_ops, triton_loader, triton_ops
+from neurodyn.ops import cpu_kernel, triton_loader
+from neurodyn.ops.ncp_mlp import triton_op as ncp_op
 from neurodyn.ops.ncp_mlp import ACT_CODES, fused_available, ncp_mlp, ncp_mlp_ref, resolve_backend
 
 from .helpers import TRITON_DEVICES, triton_device, triton_setup
@@ -27,7 +28,7 @@ GRAD_TOL_CUDA = 3e-3  # the backward's TF32 products on a GPU (float32 inputs; b
 def _interpreter(monkeypatch, request):
     """Blocks of 16 rows (several blocks and a partial one at test sizes) in the interpreter and the ``cuda`` cases;
     the production blocks in the ``cuda-production`` cases."""
-    triton_setup(monkeypatch, request, {triton_ops: {"NCP_BLOCK_M": 16}})
+    triton_setup(monkeypatch, request, {ncp_op: {"NCP_BLOCK_M": 16}})
 
 
 def _rel(a, b):
@@ -161,7 +162,7 @@ def test_a_nac_model_runs_its_backbone_on_the_kernels(monkeypatch):
     model = ndm.build("nac", in_channels=3, out_channels=2, d_model=8, n_heads=2, topk=4, conv_channels=(),
                       dense=(), compat="tuned")
     x, t = torch.randn(2, 9, 3), torch.linspace(0, 1, 9).expand(2, 9).contiguous()
-    monkeypatch.setattr(kernel_ops, "available", lambda: False)  # the reference as the other path
+    monkeypatch.setattr(cpu_kernel, "available", lambda: False)  # the reference as the other path
     y_ref = model(x, t)
     g_ref = torch.autograd.grad(y_ref.square().sum(), list(model.parameters()), allow_unused=True)
     loaded, load = [], triton_loader.load

@@ -14,8 +14,10 @@ import torch
 
 from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
                           selective_scan_ref, triton_loader)
-from neurodyn.ops import triton_ops
+from neurodyn.ops.custom_op import OPS
+from neurodyn.ops.linear_scan import triton_op as ls_op
 from neurodyn.ops.selective_scan import interface as ss_module
+from neurodyn.ops.selective_scan import triton_op as ss_op
 
 from .helpers import TRITON_DEVICES, rel_err, scan_inputs, triton_device, triton_setup
 
@@ -34,7 +36,7 @@ def _small_blocks(monkeypatch, request):
     a test's ``cuda`` case; the production tiles in its ``cuda-production`` case (``helpers.triton_setup``). The
     selective-scan chunks of 8 steps are held 4 steps per thread in the forward (2 lanes) and 2 in the backward (4
     lanes), so that the scans across lanes run; 2 channels per program."""
-    small = {triton_ops: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2, "LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
+    small = {ss_op: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2}, ls_op: {"LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
     for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
         small[triton_loader.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
     triton_setup(monkeypatch, request, small)
@@ -132,7 +134,7 @@ def test_selective_scan_mixed_dtypes():
 def test_selective_scan_without_grad_saves_no_checkpoints(device):
     args = _on(scan_inputs(1, 3, 9, 2, bc="var"), device, torch.float32)
     args = {k: None if v is None else v.detach() for k, v in args.items()}
-    _, _, ckpt = triton_ops.OPS["selective_scan_triton"](
+    _, _, ckpt = OPS["triton"]["selective_scan_triton"](
         args["u"], args["delta"], args["A"], args["B"].unsqueeze(1), args["C"].unsqueeze(1), None, None, None, None,
         False, False, False, 8, 2, False)
     assert ckpt.numel() == 0
@@ -249,14 +251,14 @@ def _ss_op_args(grad):
 def _opcheck_cases():
     fwd = _ss_op_args(True)
     with torch.no_grad():
-        _, _, ckpt = triton_ops.OPS["selective_scan_triton"](*fwd)
+        _, _, ckpt = OPS["triton"]["selective_scan_triton"](*fwd)
     bwd = (*[t.detach() if isinstance(t, torch.Tensor) else t for t in fwd[:9]], ckpt, torch.randn(1, 3, 10),
            torch.randn(1, 3, 2), True, True, 8, 2, False)
     g = torch.Generator().manual_seed(8)
     a = (0.5 + 0.5 * torch.rand(2, 9, 3, generator=g)).requires_grad_()
     x, h0 = torch.randn(2, 9, 3, generator=g).requires_grad_(), torch.randn(2, 3, generator=g).requires_grad_()
     with torch.no_grad():
-        h = triton_ops.OPS["linear_scan_triton"](a, x, h0, True, 8, 2)
+        h = OPS["triton"]["linear_scan_triton"](a, x, h0, True, 8, 2)
     gx = torch.Generator().manual_seed(11)
     r = lambda *s: torch.randn(*s, generator=gx).requires_grad_()  # noqa: E731
     dirs = [0, 0, 0, 1, 1, 1]  # ("row", "col_rev")
@@ -264,11 +266,11 @@ def _opcheck_cases():
         2, 2, 3, generator=gx)).requires_grad_(), r(1, 2, 3, 5, 3), r(1, 3, 5, 3), r(2, 2), r(2, 2, 3), r(2, 2), dirs,
         True, 0)
     with torch.no_grad():
-        _, ckpt2, dsum2 = triton_ops.OPS["scan2d_triton"](*s2, True, 2, 2, 1, 4)
+        _, ckpt2, dsum2 = OPS["triton"]["scan2d_triton"](*s2, True, 2, 2, 1, 4)
     hs = (r(1, 2, 9, 4), (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(), (-0.5 - torch.rand(
         2, 2, generator=gx)).requires_grad_(), r(1, 2, 9, 1, 3), r(1, 2, 9, 1, 3), r(2, 4))
     with torch.no_grad():
-        _, ckpt_h = triton_ops.OPS["head_scan_triton"](*hs, True, 8, 2)
+        _, ckpt_h = OPS["triton"]["head_scan_triton"](*hs, True, 8, 2)
     ncp = (r(2, 19, 5), r(2, 16 * 32), r(2, 48), r(2, 32 * 16), (torch.rand(48, generator=gx) > 0.3).float(), r(2, 5),
            r(2, 5))  # (widths 32 / 16, the input into the first layer only)
     return {
@@ -289,18 +291,18 @@ def _opcheck_cases():
 _QUICK_CHECKS = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
-@pytest.mark.parametrize("op", list(triton_ops.OPS))
+@pytest.mark.parametrize("op", list(OPS["triton"]))
 def test_opcheck(op):
     """Schema (no output aliases an input or another output), autograd registration, fake against real."""
-    result = torch.library.opcheck(triton_ops.OPS[op], _opcheck_cases()[op], test_utils=_QUICK_CHECKS)
+    result = torch.library.opcheck(OPS["triton"][op], _opcheck_cases()[op], test_utils=_QUICK_CHECKS)
     assert set(result.values()) == {"SUCCESS"}, result
 
 
-@pytest.mark.parametrize("op", list(triton_ops.OPS))
+@pytest.mark.parametrize("op", list(OPS["triton"]))
 @pytest.mark.slow
 def test_opcheck_aot_dispatch(op):
     """AOTAutograd with dynamic shapes (the forward operators' cases run their backward through it): seconds each."""
-    result = torch.library.opcheck(triton_ops.OPS[op], _opcheck_cases()[op], test_utils=("test_aot_dispatch_dynamic",))
+    result = torch.library.opcheck(OPS["triton"][op], _opcheck_cases()[op], test_utils=("test_aot_dispatch_dynamic",))
     assert set(result.values()) == {"SUCCESS"}, result
 
 

@@ -414,10 +414,10 @@ def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, z
     """The selective scan (Mamba's call: D, z, bias, softplus) or the Kirchhoff scan (ZOH), B and C ``(batch, G, n,
     L)``."""
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.selective_scan.triton_op import scan_blocks
 
         k = _compiled("selective_scan")
-        bl, bd = triton_ops.scan_blocks(dim, n, L)
+        bl, bd = scan_blocks(dim, n, L)
         u, delta, A = _e(batch, dim, L), _e(batch, dim, L), _e(dim, n)
         B, C, D = _e(batch, groups, n, L), _e(batch, groups, n, L), _e(dim)
         z, bias = (_e(batch, dim, L), _e(dim)) if extras else (None, None)
@@ -435,10 +435,10 @@ def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, z
 def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, scale: str) -> Case:
     """The multi-head scan in its time-major layout (one B, C group)."""
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.selective_scan.triton_op import scan_blocks
 
         k = _compiled("selective_scan")
-        bl, bd = triton_ops.scan_blocks(heads * P, N, L)
+        bl, bd = scan_blocks(heads * P, N, L)
         u, dt, A = _e(batch, S, L, heads * P), _e(batch, S, L, heads), _e(S, heads)
         B, C, D = _e(batch, S, L, 1, N), _e(batch, S, L, 1, N), _e(S, heads * P)
         with rec("fwd"):
@@ -453,10 +453,10 @@ def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, sc
 
 def _linear(P: int, L: int, Q: int, label: str, scale: str) -> Case:
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.linear_scan.triton_op import linear_blocks
 
         k = _compiled("linear_scan")
-        bl, bq = triton_ops.linear_blocks(L, Q)
+        bl, bq = linear_blocks(L, Q)
         a, x = _e(P, L, Q), _e(P, L, Q)
         with rec("fwd"):
             h = k.fwd(a, x, None, False, bl, bq)
@@ -476,10 +476,10 @@ def _scan2d(batch: int, dim: int, n: int, side: int, per_direction: bool, form: 
     K = 4
 
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.scan_2d.triton_op import scan2d_blocks
 
         k = _compiled("scan_2d")
-        blocks = triton_ops.scan2d_blocks(batch, K, dim, n, side, side, True)
+        blocks = scan2d_blocks(batch, K, dim, n, side, side, True)
         lead = (batch, K) if per_direction else (batch,)
         x, delta = _e(batch, dim, side, side), _e(*lead, dim, side, side)
         B, C = _e(*lead, n, side, side), _e(*lead, n, side, side)
@@ -500,14 +500,13 @@ def _ncp(cells: int, rows: int, a: int, widths: tuple[int, ...], label: str, sca
     """NAC's backbone: the input into the first layer only, tanh, the sensory scaling; packed as
     :func:`neurodyn.ops.ncp_mlp.pack_layers` packs it."""
     def launch(rec):
-        from ..ops import triton_ops
-        from ..ops.ncp_mlp import packed_input_width, packed_width
+        from ..ops.ncp_mlp.triton_op import ncp_blocks, packed_input_width, packed_width
 
         k = _compiled("ncp_mlp")
         packed = [packed_width(h) for h in widths]
         inputs = [1] + [0] * (len(widths) - 1)
         A = packed_input_width(a)
-        bm = triton_ops.ncp_blocks(rows, sum(packed))
+        bm = ncp_blocks(rows, sum(packed))
         x, sc, sh = _e(cells, rows, a), _e(cells, a), _e(cells, a)
         w_in, bias = _e(cells, A * packed[0]), _e(cells, sum(packed))
         w_rec, mask = _e(cells, sum(p * h for p, h in zip(packed, packed[1:]))), _e(sum(packed))

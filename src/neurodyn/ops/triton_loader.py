@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .kernel_ops import constant_for_compile
+from .custom_op import constant_for_compile
 
 _ENV_DISABLE = "NEURODYN_NO_TRITON"
 _HERE = Path(__file__).parent
@@ -107,6 +107,25 @@ def load(name: str, device: torch.device):
     interpret = device.type == "cpu" or interpreter_requested()
     mod = _MODULES.get((name, interpret))
     return mod if mod is not None else _load_build(name, interpret)
+
+
+def launcher(name: str, function: str, device_of: int = 0):
+    """An operator's implementation (:func:`neurodyn.ops.custom_op.define_op`): ``function`` of op ``name``'s kernel
+    module, loaded for the device of argument ``device_of``, called with the operator's arguments as they are."""
+    def implementation(*args):
+        return getattr(load(name, args[device_of].device), function)(*args)
+    implementation.__name__ = f"{name}_{function}"
+    return implementation
+
+
+def ceil_pow2(x: int) -> int:
+    """The least power of two ``>= x`` (1 for ``x <= 1``): a block size ``tl.arange`` takes."""
+    return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def floor_pow2(x: int) -> int:
+    """The greatest power of two ``<= x`` (1 for ``x <= 1``)."""
+    return 1 << (max(int(x), 1).bit_length() - 1)
 
 
 def shared():

@@ -3,59 +3,23 @@
 The building block of the 2-D scan (a row scan, then a column scan). ``a`` are decays (normally in
 [0, 1], e.g. ``exp(delta * A)``); ``a`` and ``x`` broadcast to a common shape. Forward and backward
 (the adjoint ``lam_t = g_t + a_{t+1} lam_{t+1}``; ``dx = lam``, ``da_t = lam_t h_{t-1}``) run on the
-fused C++ kernel for CPU tensors when it is available, on the Triton kernels (:mod:`neurodyn.ops.triton_ops`) for CUDA
-tensors when ``triton`` imports (the default pending a GPU measurement), else on the chunked PyTorch scan.
+fused C++ kernel for CPU tensors when it is available (``cpu.py``), on the Triton kernels (``triton_kernels.py``, the
+operator of ``triton_op.py``) for CUDA tensors when ``triton`` imports (the default pending a GPU measurement), else on
+the chunked PyTorch scan (``chunked.py``).
 """
 from __future__ import annotations
 
 import torch
 
 from ...errors import check_choice
-from .. import kernel_ops, triton_loader
-from ..kernel_ops import OPS
-from ..selective_scan.chunked import chunk_scan
-from ..triton_ops import linear_scan_triton
+from .. import cpu_kernel, triton_loader
+from .chunked import LinearScanChunked
+from .cpu import linear_scan_cpu
+from .triton_op import linear_scan_triton
 
 Tensor = torch.Tensor
 
-
-def _scan3(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool, use_cpp: bool) -> Tensor:
-    """Raw scan along dim 1 of contiguous (P, L, Q) tensors (no autograd)."""
-    if use_cpp and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        if kernel_ops.available():
-            return OPS["linear_scan"](a.contiguous(), x.contiguous(), None if h0 is None else h0.contiguous(), reverse)
-    if reverse:
-        return chunk_scan(a.flip(1), x.flip(1), h0).flip(1)
-    return chunk_scan(a, x, h0)
-
-
-def _shift(a: Tensor, reverse: bool) -> Tensor:
-    """a_{t+1} in scan order (the decay that multiplies lam_{t+1} in the adjoint), 1 at the end."""
-    one = torch.ones_like(a[:, :1])
-    return torch.cat([one, a[:, :-1]], 1) if reverse else torch.cat([a[:, 1:], one], 1)
-
-
-class _LinearScan(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, x, h0, reverse: bool, use_cpp: bool):
-        h = _scan3(a, x, h0, reverse, use_cpp)
-        ctx.reverse, ctx.use_cpp, ctx.has_h0 = reverse, use_cpp, h0 is not None
-        ctx.save_for_backward(a, h, h0 if h0 is not None else torch.empty(0))
-        return h
-
-    @staticmethod
-    def backward(ctx, gh):
-        a, h, h0 = ctx.saved_tensors
-        rev = ctx.reverse
-        lam = _scan3(_shift(a, rev), gh.contiguous(), None, not rev, ctx.use_cpp)
-        first = h0.unsqueeze(1) if ctx.has_h0 else torch.zeros_like(h[:, :1])
-        h_prev = torch.cat([h[:, 1:], first], 1) if rev else torch.cat([first, h[:, :-1]], 1)
-        ga = lam * h_prev
-        gh0 = None
-        if ctx.has_h0:
-            i = -1 if rev else 0
-            gh0 = a[:, i] * lam[:, i]
-        return ga, lam, gh0, None, None
+__all__ = ["linear_scan"]
 
 
 def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, reverse: bool = False,
@@ -89,9 +53,12 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
     if triton_loader.chosen(backend, x):
         h = linear_scan_triton(a.reshape(P, L, Q), x.reshape(P, L, Q), h0, reverse)
         return h.reshape(shape)
-    use_cpp = backend != "torch"
-    if backend == "cpp" and (not kernel_ops.available() or x.device.type != "cpu"):
+    if backend == "cpp" and (not cpu_kernel.available() or x.device.type != "cpu"):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
-    h = _LinearScan.apply(a.reshape(P, L, Q).contiguous(), x.reshape(P, L, Q).contiguous(), h0,
-                          reverse, use_cpp)
+    a, x = a.reshape(P, L, Q).contiguous(), x.reshape(P, L, Q).contiguous()
+    if (backend != "torch" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+            and cpu_kernel.available()):
+        h = linear_scan_cpu(a, x, h0, reverse)
+    else:
+        h = LinearScanChunked.apply(a, x, h0, reverse)
     return h.reshape(shape)

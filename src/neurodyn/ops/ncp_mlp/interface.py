@@ -24,104 +24,38 @@ over the pairs instead of as small matmuls and elementwise ops): with ``in_scale
 ``x * in_scale + in_shift`` (NCP's sensory scaling ``u * w_in + b_in``); with ``head = (W_h (C, a, o), b_h (C, o))``
 the op also returns the linear read ``x W_h + b_h`` of the *raw* input, ``(C, M, o)``.
 
-Backends (``ncp_mlp(backend=...)``): ``"cpp"`` (the fused CPU kernel; float32 / float64 CPU tensors), ``"triton"``
-(the Triton kernels of :mod:`neurodyn.ops.triton_ops` on the layers packed by :func:`pack_layers`, each at its own
-width: float16 / bfloat16 / float32 inputs computed in float32 (float32 products: the TF32 measurement is in
-:mod:`neurodyn.ops.ncp_mlp.triton_kernels`), the backward recomputing the layer outputs; CUDA tensors, or CPU
-tensors under ``TRITON_INTERPRET=1``), ``"torch"`` (:func:`ncp_mlp_ref`); ``"auto"``: ``"triton"`` for CUDA tensors when
-``triton`` imports (not float64), ``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
+Backends (``ncp_mlp(backend=...)``), each a module of this folder: ``"cpp"`` (the fused CPU kernel, ``cpu.py``;
+float32 / float64 CPU tensors), ``"triton"`` (the Triton kernels, ``triton_kernels.py``, as the operator of
+``triton_op.py``, on the layers packed by :func:`pack_layers`, each at its own width: float16 / bfloat16 / float32
+inputs computed in float32 (float32 products: the TF32 measurement is in ``triton_kernels.py``), the backward
+recomputing the layer outputs; CUDA tensors, or CPU tensors under ``TRITON_INTERPRET=1``), ``"torch"``
+(:func:`ncp_mlp_ref`, ``ref.py``); ``"auto"``: ``"triton"`` for CUDA tensors when ``triton`` imports (not float64),
+``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from ...errors import check_choice
-from .. import kernel_ops, triton_loader
-from ..kernel_ops import OPS
-from ..triton_ops import ncp_mlp_triton
+from .. import cpu_kernel, triton_loader
+from .cpu import ncp_mlp_cpu
+from .ref import ncp_mlp_ref
+from .triton_op import ncp_mlp_triton, pack_layers
 
 Tensor = torch.Tensor
 
-__all__ = ["ncp_mlp", "ncp_mlp_ref", "pack_layers", "ACT_CODES", "BACKENDS"]
+__all__ = ["ncp_mlp", "resolve_backend", "fused_available", "ACT_CODES", "BACKENDS"]
 
 BACKENDS = ("auto", "triton", "cpp", "torch")
 _TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 ACT_CODES = {"linear": 0, "tanh": 1, "relu": 2, "sigmoid": 3}
-_REF_ACTS = {"linear": lambda v: v, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
-
-
-def ncp_mlp_ref(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
-                mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
-                pattern_rec: Sequence[Tensor | None] | None = None, in_scale: Tensor | None = None,
-                in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None):
-    """The module docstring's layers with batched matmuls (any device, plain autograd); ``(y, head output)`` when
-    ``head`` is given."""
-    if head is not None:
-        return (ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift),
-                torch.baddbmm(head[1][:, None, :], x, head[0]))
-    if in_scale is not None:
-        x = x * in_scale[:, None, :] + in_shift[:, None, :]
-    act = _REF_ACTS[activation]
-    if pattern_in is not None:
-        w_in = [w if w is None or p is None else w * p.to(w.dtype) for w, p in zip(w_in, pattern_in)]
-    if pattern_rec is not None:
-        w_rec = [w if w is None or p is None else w * p.to(w.dtype) for w, p in zip(w_rec, pattern_rec)]
-    s = None
-    for l, (wi, b, wr, m) in enumerate(zip(w_in, bias, w_rec, mask)):
-        pre = b[:, None, :].expand(x.shape[0], x.shape[1], b.shape[-1])
-        if wi is not None:
-            pre = torch.baddbmm(pre, x, wi)
-        if l > 0:
-            pre = torch.baddbmm(pre, s, wr)
-        s = act(pre) * m
-    return s
-
-
-def _layers(x: Tensor, n: int, params):
-    """``params`` as packed by :func:`ncp_mlp` -> the kernel's ``w_in``, ``bias``, ``w_rec`` lists (``w_rec[0]`` empty)
-    and its ``io`` list (in_scale, in_shift, head_w, head_b; empty tensors when unused)."""
-    return (list(params[:n]), list(params[n:2 * n]), [x.new_empty(0), *params[2 * n:3 * n - 1]],
-            list(params[3 * n - 1:3 * n + 3]))
-
-
-class _NCPMLPFunction(torch.autograd.Function):
-    """Inputs: ``act`` code, layer count ``n``, masks, the kernel's two pattern lists (empty lists: dense), ``x``,
-    then ``n`` input weights (empty tensor: no input term), ``n`` biases, ``n - 1`` recurrent weights, in_scale,
-    in_shift, head_w, head_b (empty when unused). Outputs ``y`` and the head output (empty without a head)."""
-
-    @staticmethod
-    def forward(ctx, act: int, n: int, mask: tuple, patterns: tuple, x: Tensor, *params: Tensor):
-        w_in, bias, w_rec, io = _layers(x, n, params)
-        *saved, y, head = OPS["ncp_mlp_fwd"](x, w_in, bias, w_rec, list(mask), act, *patterns, io)
-        ctx.act, ctx.n, ctx.mask, ctx.patterns = act, n, mask, patterns
-        ctx.save_for_backward(x, *params, *saved)
-        return y, head
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, gout: Tensor, ghead: Tensor | None):
-        n = ctx.n
-        x, *rest = ctx.saved_tensors
-        params, saved = rest[:3 * n + 3], rest[3 * n + 3:]
-        w_in, bias, w_rec, io = _layers(x, n, params)
-        if ghead is None or io[2].numel() == 0:
-            ghead = x.new_empty(0)
-        g = OPS["ncp_mlp_bwd"](x, w_in, bias, w_rec, list(ctx.mask), list(saved), gout.contiguous(), ctx.act,
-                               *ctx.patterns, io, ghead.contiguous())
-        gx, per_layer, g_io = g[0], g[1:3 * n + 1], g[3 * n + 1:]
-        g_w_in = [per_layer[3 * l] if w_in[l].numel() else None for l in range(n)]
-        g_bias = [per_layer[3 * l + 1] for l in range(n)]
-        g_w_rec = [per_layer[3 * l + 2] for l in range(1, n)]
-        g_io = [gi if t.numel() else None for gi, t in zip(g_io, io)]
-        return (None, None, None, None, gx, *g_w_in, *g_bias, *g_w_rec, *g_io)
 
 
 def _cpp_applies(x: Tensor) -> bool:
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and kernel_ops.available()
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and cpu_kernel.available()
 
 
 def resolve_backend(backend: str, x: Tensor) -> str:
@@ -138,48 +72,6 @@ def fused_available(x: Tensor) -> bool:
     """Whether :func:`ncp_mlp` (``backend="auto"``) runs ``x`` on a fused kernel: the compiled CPU kernel (CPU,
     float32 / float64, kernel built) or the Triton kernels (CUDA, ``triton`` importable)."""
     return resolve_backend("auto", x) != "torch"
-
-
-def packed_width(k: int) -> int:
-    """A packed layer width: the next multiple of 16 (the Triton kernels' chunk of neurons, ``tl.dot``'s smallest)."""
-    return max(16, -(-int(k) // 16) * 16)
-
-
-def packed_input_width(a: int) -> int:
-    """The packed input width: the next power of two, at least 16."""
-    return max(16, 1 << max(int(a) - 1, 0).bit_length())
-
-
-def pack_layers(x: Tensor, w_in, bias, w_rec, mask, pattern_in=None, pattern_rec=None):
-    """The layers as the Triton kernels read them, each layer at its own width: ``(w_in (C, sum_l A H_l), bias (C,
-    sum_l H_l), w_rec (C, sum_{l>=1} H_{l-1} H_l), mask (sum_l H_l,), widths, inputs, h_out)`` in float32.
-
-    Layer ``l`` is zero-padded to ``H_l = packed_width(h_l)`` neurons (a multiple of 16) and the input to ``A =
-    packed_input_width(a)`` features (a power of two, at least 16); each
-    cell's weights are flattened layer after layer (``(A, H_l)`` input blocks of the layers in ``inputs``, the layers
-    with an input term; ``(H_{l-1}, H_l)`` recurrent blocks from layer 1 on), the patterns applied (``W *
-    pattern``). Differentiable (padding and concatenation): the gradients of the packed tensors flow back to the
-    listed weights."""
-    C, _, a = x.shape
-    n = len(bias)
-    widths = [packed_width(b.shape[-1]) for b in bias]
-    inputs = [int(w is not None) for w in w_in]
-    A = packed_input_width(a)
-    pattern_in = pattern_in or [None] * n
-    pattern_rec = pattern_rec or [None] * n
-
-    def pad(w, pattern, rows, cols):
-        w = w.float() if pattern is None else w.float() * pattern.float()
-        return F.pad(w, (0, cols - w.shape[-1], 0, rows - w.shape[-2])).reshape(C, -1)
-
-    f32 = dict(dtype=torch.float32, device=x.device)
-    blocks_in = [pad(w, pt, A, h) for w, pt, h in zip(w_in, pattern_in, widths) if w is not None]
-    blocks_rec = [pad(w, pt, p, h) for w, pt, p, h in zip(list(w_rec)[1:], list(pattern_rec)[1:], widths, widths[1:])]
-    packed_in = torch.cat(blocks_in, 1) if blocks_in else torch.zeros(C, 1, **f32)
-    packed_rec = torch.cat(blocks_rec, 1) if blocks_rec else torch.zeros(C, 1, **f32)
-    packed_b = torch.cat([F.pad(b.float(), (0, h - b.shape[-1])) for b, h in zip(bias, widths)], 1)
-    packed_m = torch.cat([F.pad(m.detach().float(), (0, h - m.shape[-1])) for m, h in zip(mask, widths)])
-    return packed_in, packed_b, packed_rec, packed_m, widths, inputs, int(bias[-1].shape[-1])
 
 
 def _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head):
@@ -229,16 +121,15 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
         return _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     if which == "cpp" and not _cpp_applies(x):
         raise ValueError(f"ncp_mlp backend='cpp' needs float32 / float64 CPU tensors and the compiled kernel; got "
-                         f"{x.dtype} on {x.device}" + ("" if kernel_ops.available() else " (the kernel is not built)"))
+                         f"{x.dtype} on {x.device}" + ("" if cpu_kernel.available() else " (the kernel is not built)"))
     if which == "torch":
         return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     dt = x.dtype
     c = lambda t: t.to(dt).contiguous()  # noqa: E731
     opt = lambda t: x.new_empty(0) if t is None else c(t)  # noqa: E731
-    params = ([opt(w) for w in w_in] + [c(b) for b in bias] + [c(w) for w in list(w_rec)[1:]]
-              + [opt(in_scale), opt(in_shift), *((c(head[0]), c(head[1])) if head is not None else (opt(None),) * 2)])
-    masks = tuple(c(m.detach()) for m in mask)
     pat = lambda ps: [] if ps is None else [x.new_empty(0) if p is None else p.detach() for p in ps]  # noqa: E731
-    patterns = (pat(pattern_in), pat(pattern_rec))
-    y, head_out = _NCPMLPFunction.apply(ACT_CODES[activation], n, masks, patterns, x.contiguous(), *params)
+    io = [opt(in_scale), opt(in_shift), *((c(head[0]), c(head[1])) if head is not None else (opt(None),) * 2)]
+    y, head_out = ncp_mlp_cpu(x.contiguous(), [opt(w) for w in w_in], [c(b) for b in bias],
+                              [x.new_empty(0)] + [c(w) for w in list(w_rec)[1:]], [c(m.detach()) for m in mask],
+                              ACT_CODES[activation], pat(pattern_in), pat(pattern_rec), io)
     return y if head is None else (y, head_out)

@@ -1,4 +1,4 @@
-"""Selective scan (Mamba's S6 recurrence): public function, sequential reference, dispatch.
+"""Selective scan (Mamba's S6 recurrence): the public function and its backend choice.
 
 For every batch element b, channel d and state n (ZOH for A, Euler ``delta * B`` for the input)::
 
@@ -11,10 +11,11 @@ Shapes (mamba-ssm's ``selective_scan_fn`` convention): ``u, delta, z: (batch, d,
 real; ``B, C``: ``(d, n)`` fixed, or input-dependent ``(batch, n, L)`` or ``(batch, groups, n, L)``
 (channel ``i`` uses group ``i // (d // groups)``); ``D, delta_bias: (d,)``;
 ``initial_state: (batch, d, n)``. ``reverse=True`` runs the recurrence from ``t = L-1`` down to 0.
-Backends (``selective_scan(backend=...)``): ``"triton"`` (the Triton kernels of :mod:`neurodyn.ops.triton_ops`, the
-default for CUDA tensors when ``triton`` imports: one fused kernel per direction, backward by chunked recomputation),
-``"mamba"`` (mamba-ssm's CUDA kernel), ``"cpp"`` (the fused CPU kernel), ``"torch"`` (the chunked PyTorch scan),
-``"ref"`` (the loop below).
+Backends (``selective_scan(backend=...)``), each a module of this folder: ``"triton"`` (the Triton kernels,
+``triton_kernels.py``, as the operator of ``triton_op.py``; the default for CUDA tensors when ``triton`` imports: one
+fused kernel per direction, backward by chunked recomputation), ``"mamba"`` (mamba-ssm's CUDA kernel), ``"cpp"`` (the
+fused CPU kernel, ``cpu.py``), ``"torch"`` (the chunked PyTorch scan, ``chunked.py``), ``"ref"`` (the plain loop,
+``ref.py``).
 
 Returns ``out (batch, d, L)`` in u's dtype, and with ``return_last_state`` also the final state
 ``(batch, d, n)`` (after the last step taken, i.e. position 0 when ``reverse``) in the compute dtype
@@ -26,146 +27,21 @@ import importlib
 import os
 
 import torch
-import torch.nn.functional as F
 
 from ...errors import check_choice
-from .. import kernel_ops, triton_loader
+from .. import cpu_kernel, triton_loader
+from ..custom_op import constant_for_compile
+from .checks import check_selective_scan_args, compute_dtype
 from .chunked import SelectiveScanChunked, default_block
-from ..triton_ops import selective_scan_triton
+from .cpu import selective_scan_cpu
+from .ref import selective_scan_ref
+from .triton_op import selective_scan_triton
 
 Tensor = torch.Tensor
 
+__all__ = ["BACKENDS", "resolve_backend", "selective_scan"]
+
 BACKENDS = ("auto", "triton", "mamba", "cpp", "torch", "ref")
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-# ----------------------------------------------------------------------------------------------
-# argument checking
-
-
-def _fmt(shape) -> str:
-    shape = tuple(int(s) for s in shape)
-    return str(shape)
-
-
-def shape_text(t: Tensor) -> str:
-    """A tensor's shape as ``(a, b, c)``, for error messages."""
-    return _fmt(t.shape)
-
-
-def check_float(name: str, t: Tensor) -> None:
-    """TypeError unless ``t`` (argument ``name``) is a floating-point tensor."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in _FLOATS:
-        raise TypeError(f"{name} must be a real floating tensor (float16/bfloat16/float32/float64), "
-                        f"got dtype {t.dtype}")
-
-
-def _expect(name: str, t: Tensor, shape: tuple, desc: str) -> None:
-    if tuple(t.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {shape_text(t)}, expected {desc} = {_fmt(shape)}")
-
-
-def _check_coef(name: str, W: Tensor, batch: int, dim: int, n: int, L: int) -> Tensor:
-    """Validate B or C and return it with input-dependent forms as (batch, groups, n, L)."""
-    check_float(name, W)
-    if W.dim() == 2:
-        _expect(name, W, (dim, n), "(d, n) for a fixed matrix")
-        return W
-    if W.dim() == 3:
-        _expect(name, W, (batch, n, L), "(batch, n, L) for an input-dependent matrix")
-        return W.unsqueeze(1)
-    if W.dim() == 4:
-        g = W.shape[1]
-        if g < 1 or dim % g:
-            raise ValueError(f"{name} has shape {shape_text(W)}: its groups dimension {g} must divide d = {dim}")
-        _expect(name, W, (batch, g, n, L), "(batch, groups, n, L)")
-        return W
-    raise ValueError(f"{name} has shape {shape_text(W)}, expected (d, n) = ({dim}, {n}), (batch, n, L) = "
-                     f"({batch}, {n}, {L}) or (batch, groups, n, L)")
-
-
-def check_selective_scan_args(u, delta, A, B, C, D=None, z=None, delta_bias=None, initial_state=None):
-    """Validate shapes, dtypes and devices; return (B, C) normalised to 2-D or 4-D."""
-    check_float("u", u)
-    if u.dim() != 3:
-        raise ValueError(f"u has shape {shape_text(u)}, expected (batch, d, L)")
-    batch, dim, L = u.shape
-    check_float("delta", delta)
-    _expect("delta", delta, (batch, dim, L), "(batch, d, L) like u")
-    if not isinstance(A, torch.Tensor) or A.is_complex():
-        raise TypeError("A must be a real floating tensor of shape (d, n); complex A is not supported")
-    check_float("A", A)
-    if A.dim() != 2 or A.shape[0] != dim:
-        raise ValueError(f"A has shape {shape_text(A)}, expected (d, n) with d = {dim}")
-    n = A.shape[1]
-    if n < 1:
-        raise ValueError(f"A has shape {shape_text(A)}: the state size n must be at least 1")
-    B = _check_coef("B", B, batch, dim, n, L)
-    C = _check_coef("C", C, batch, dim, n, L)
-    for name, t, shape, desc in (("D", D, (dim,), "(d,)"), ("z", z, (batch, dim, L), "(batch, d, L)"),
-                                 ("delta_bias", delta_bias, (dim,), "(d,)"),
-                                 ("initial_state", initial_state, (batch, dim, n), "(batch, d, n)")):
-        if t is not None:
-            check_float(name, t)
-            _expect(name, t, shape, desc)
-    for name, t in (("delta", delta), ("A", A), ("B", B), ("C", C), ("D", D), ("z", z),
-                    ("delta_bias", delta_bias), ("initial_state", initial_state)):
-        if t is not None and t.device != u.device:
-            raise ValueError(f"{name} is on {t.device} but u is on {u.device}; all inputs must share a device")
-    return B, C
-
-
-def compute_dtype(*tensors) -> torch.dtype:
-    """float64 if any input is float64, else float32 (half inputs accumulate in float32)."""
-    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
-
-
-# ----------------------------------------------------------------------------------------------
-# sequential reference
-
-
-def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                       return_last_state=False, reverse=False, initial_state=None):
-    """The recurrence of the module docstring as a plain loop over L (the oracle of the tests).
-
-    Differentiable by autograd; slow (O(L) Python steps). Same arguments and results as
-    :func:`selective_scan`.
-    """
-    B, C = check_selective_scan_args(u, delta, A, B, C, D, z, delta_bias, initial_state)
-    cdt = compute_dtype(u, delta, A, B, C, D, z, delta_bias, initial_state)
-    batch, dim, L = u.shape
-    n = A.shape[1]
-    uf, dt, Af = u.to(cdt), delta.to(cdt), A.to(cdt)
-    if delta_bias is not None:
-        dt = dt + delta_bias.to(cdt)[:, None]
-    if delta_softplus:
-        dt = F.softplus(dt)
-
-    def coef(W, t):  # (batch, d, n) at step t
-        W = W.to(cdt)
-        if W.dim() == 2:
-            return W.expand(batch, dim, n)
-        return W[..., t].repeat_interleave(dim // W.shape[1], dim=1)
-
-    h = initial_state.to(cdt) if initial_state is not None else u.new_zeros(batch, dim, n, dtype=cdt)
-    ys = [None] * L
-    for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        dA = torch.exp(dt[:, :, t, None] * Af)
-        h = dA * h + (dt[:, :, t] * uf[:, :, t])[:, :, None] * coef(B, t)
-        ys[t] = (h * coef(C, t)).sum(-1)
-    y = torch.stack(ys, dim=-1) if L else uf.clone()
-    if D is not None:
-        y = y + D.to(cdt)[:, None] * uf
-    if z is not None:
-        y = y * F.silu(z.to(cdt))
-    out = y.to(u.dtype)
-    return (out, h) if return_last_state else out
-
-
-# ----------------------------------------------------------------------------------------------
-# dispatch
 
 
 def _mamba_fn():
@@ -177,7 +53,7 @@ def _mamba_fn():
         return None
 
 
-@kernel_ops.constant_for_compile
+@constant_for_compile
 def _mamba_available() -> bool:
     """Whether mamba-ssm's kernel can be dispatched to; a constant for ``torch.compile`` (the import is never
     traced)."""
@@ -193,7 +69,7 @@ def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
         return backend
     if u.is_cuda and initial_state is None and _mamba_available():
         return "mamba"
-    if u.device.type == "cpu" and kernel_ops.available():
+    if u.device.type == "cpu" and cpu_kernel.available():
         return "cpp"
     return "torch"
 
@@ -238,10 +114,9 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
         if which == "cpp":
             if u.device.type != "cpu":
                 raise ValueError(f"backend='cpp' needs CPU tensors; u is on {u.device}")
-            if not kernel_ops.available():
+            if not cpu_kernel.available():
                 raise RuntimeError("backend='cpp' requested but the fused CPU kernel is unavailable "
                                    "(no compiler/ninja, or NEURODYN_NO_CPP_EXT=1)")
-            from .cpu import selective_scan_cpu
             out, last = selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
                                            initial_state, cdt)
         else:
