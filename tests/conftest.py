@@ -82,13 +82,13 @@ def data_dir(tmp_path, monkeypatch):
 @pytest.fixture
 def kernel_calls(monkeypatch):
     """Counts the calls into the compiled CPU library by kernel name (every ``torch.ops.neurodyn`` operator runs
-    through ``neurodyn.ops.kernel_ops._ext``); empty when the kernels are unavailable."""
+    through ``neurodyn.ops.cpu_kernel.library``); empty when the kernels are unavailable."""
     import collections
 
-    from neurodyn.ops import kernel_ops
+    from neurodyn.ops import cpu_kernel
 
     calls = collections.Counter()
-    ext = kernel_ops.cpu_kernel.get()
+    ext = cpu_kernel.get()
 
     class Spy:
         def __getattr__(self, name):
@@ -100,7 +100,7 @@ def kernel_calls(monkeypatch):
             return counted
 
     if ext is not None:
-        monkeypatch.setattr(kernel_ops, "_ext", lambda: Spy())
+        monkeypatch.setattr(cpu_kernel, "library", lambda: Spy())
     return calls
 
 

@@ -4,7 +4,6 @@ fakes, what a GPU run needs: a failing row (a kernel out of resources, memory) r
 each backend's rows within their own budget, the loop timings."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -89,23 +88,22 @@ def test_model_steps_ratios_and_protocol_hours(report):
 def test_every_triton_kernel_is_benchmarked(monkeypatch):
     """The ``triton`` rows of the ops reach every Triton kernel module (run in the interpreter at toy sizes) and report
     fwd and fwd+bwd ms and GB/s."""
-    from neurodyn.ops import triton_kernels
+    from neurodyn.ops import triton_loader
 
-    if not triton_kernels.triton_importable():
+    if not triton_loader.triton_importable():
         pytest.skip("triton is not installed")
     import torch
 
     gpu = GPU
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    loaded, load = set(), triton_kernels.load
-    monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.add(name) or load(name, device))
+    loaded, load = set(), triton_loader.load
+    monkeypatch.setattr(triton_loader, "load", lambda name, device: loaded.add(name) or load(name, device))
     toy = dict(batch=1, width=4, state=2, width_2d=2, width_knc=2, heads=2)
     for op in gpu.OPS:
         row = gpu.measure_op(op, 16, "triton", toy, torch.device("cpu"), 1e9, 1, 0)
         assert "skipped" not in row, row
         assert all(row[k] > 0 for k in ("fwd_ms", "fwdbwd_ms", "fwd_gbps", "fwdbwd_gbps"))
-    kernels = {f.stem for f in Path(triton_kernels.__file__).parent.glob("*.py")} - {"__init__", "common"}
-    assert loaded == kernels
+    assert loaded == set(triton_loader.kernel_modules()) == {"selective_scan", "linear_scan", "scan_2d", "ncp_mlp"}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -103,9 +103,9 @@ def test_every_kernel_has_cases():
 
 @pytest.fixture
 def compiled():
-    from neurodyn.ops import triton_kernels
+    from neurodyn.ops import triton_loader
 
-    if not triton_kernels.triton_importable():
+    if not triton_loader.triton_importable():
         pytest.skip("triton is not installed")
     try:
         kr._check_compiled_build()

@@ -15,7 +15,7 @@ training mode):
 * ``torch.export.export(model, args)`` in float32: the kernels' forward operators are in the graph and the exported
   program matches eager.
 
-Each test counts the calls into the compiled kernels (``kernel_ops._ext``): the models that have a fused kernel run
+Each test counts the calls into the compiled kernels (``cpu_kernel.library``): the models that have a fused kernel run
 it compiled and exported, not a fallback. ``fno`` and ``stssm`` have none (spectral / S4D convolutions).
 
 NAC builds its NCP plan (which neurons each backbone update computes: ``torch.nonzero`` of the wiring masks) at
@@ -29,7 +29,7 @@ import pytest
 import torch
 
 import neurodyn.models as ndm
-from neurodyn.ops import kernel_ops
+from neurodyn.ops import cpu_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def _check_kernel(name, calls, passes=("fwd", "bwd")):
     if name not in KERNELS:
         assert not calls, dict(calls)  # fno, stssm: no fused kernel
         return
-    if not kernel_ops.available():
+    if not cpu_kernel.available():
         pytest.skip("the compiled CPU kernels are unavailable")
     for p in passes:
         assert calls[f"{KERNELS[name]}_{p}"] > 0, (p, dict(calls))

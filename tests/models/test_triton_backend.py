@@ -12,11 +12,12 @@ import neurodyn.models as ndm
 from neurodyn.errors import ConfigError
 from neurodyn.nn.geomamba import GeoMambaKernel
 from neurodyn.nn.ssm_config import GeoMambaSSMConfig, KirchhoffSSMConfig, LatentSSMConfig
-from neurodyn.ops import (head_scan, knc_scan, linear_scan, selective_scan, selective_scan_2d, triton_kernels)
+from neurodyn.ops import (head_scan, knc_scan, linear_scan, selective_scan, selective_scan_2d, triton_loader)
 
-needs_triton = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
-ss_mod, hs_mod, ls_mod, s2_mod, knc_mod = (importlib.import_module(f"neurodyn.ops.{m}") for m in (
-    "selective_scan", "head_scan", "linear_scan", "scan_2d", "knc_scan"))
+needs_triton = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
+ss_mod, hs_mod, ls_mod, s2_mod = (importlib.import_module(f"neurodyn.ops.{m}.interface") for m in (
+    "selective_scan", "head_scan", "linear_scan", "scan_2d"))
+knc_mod = importlib.import_module("neurodyn.ops.knc_scan")  # (the package names the function so)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def test_auto_takes_triton_for_cuda_tensors_and_the_cpu_paths_for_cpu_ones(monke
     call = _calls()[name]
     out = call()                       # CPU tensors: a CPU kernel or the PyTorch path, never the spy
     assert torch.isfinite(out).all()
-    monkeypatch.setattr(triton_kernels, "is_cuda", lambda t: True)  # the same tensors now claim CUDA
+    monkeypatch.setattr(triton_loader, "is_cuda", lambda t: True)  # the same tensors now claim CUDA
     with pytest.raises(_Called):
         call()
     monkeypatch.setenv("NEURODYN_NO_TRITON", "1")  # the kernels taken out of "auto"
@@ -103,8 +104,8 @@ def test_the_resolved_selective_scan_backend(monkeypatch):
     assert ss_mod.resolve_backend("auto", u) in ("cpp", "torch")
     assert ss_mod.resolve_backend("triton", u) == "triton"
     assert ss_mod.resolve_backend("mamba", u) == "mamba"
-    monkeypatch.setattr(triton_kernels, "is_cuda", lambda t: True)
-    monkeypatch.setattr(triton_kernels, "triton_importable", lambda: True)
+    monkeypatch.setattr(triton_loader, "is_cuda", lambda t: True)
+    monkeypatch.setattr(triton_loader, "triton_importable", lambda: True)
     assert ss_mod.resolve_backend("auto", u) == "triton"
     assert ss_mod.resolve_backend("torch", u) == "torch"
 
@@ -145,8 +146,8 @@ def kernels_on(device, monkeypatch):
 def _check_same(m, ref, *inputs, monkeypatch, device=None):
     """Outputs and gradients (inputs and weights) of ``m`` and ``ref`` agree, and ``m`` ran the Triton kernels (both
     models and the inputs moved to ``device`` first; the tolerances allow TF32 products on a GPU)."""
-    loaded, load = [], triton_kernels.load
-    monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.append(name) or load(name, device))
+    loaded, load = [], triton_loader.load
+    monkeypatch.setattr(triton_loader, "load", lambda name, device: loaded.append(name) or load(name, device))
     if device is not None:
         m.to(device), ref.to(device)
         inputs = [x.to(device) for x in inputs]

@@ -338,17 +338,14 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
 def test_fused_head_kernel_path_matches_reference_with_gradients(kw, monkeypatch):
     """16 channels per head (a multiple of the kernel's float64 lanes): the module runs ops.head_scan's fused
     kernel; output and every gradient equal the per-direction, per-head reference."""
-    import importlib
-
     from neurodyn.ops import cpu_kernel
-
-    head_scan_module = importlib.import_module("neurodyn.ops.head_scan")  # the module, not the function
+    from neurodyn.ops.head_scan import interface as head_scan_module
 
     if not cpu_kernel.available():
         pytest.skip("fused CPU kernel unavailable")
     calls = []
-    real = head_scan_module._HeadScanCpu.apply
-    monkeypatch.setattr(head_scan_module._HeadScanCpu, "apply", lambda *a: calls.append(1) or real(*a))
+    real = head_scan_module.head_scan_cpu
+    monkeypatch.setattr(head_scan_module, "head_scan_cpu", lambda *a: calls.append(1) or real(*a))
     m = LatentSSM(LatentSSMConfig(d_state=5, expand=2, heads=2, d_conv=3, **kw), 16).to(DT)
     _randomise(m)
     u = torch.randn(2, 9, 16, dtype=DT, requires_grad=True)

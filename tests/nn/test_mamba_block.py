@@ -8,9 +8,9 @@ import torch.nn.functional as F
 
 from neurodyn.errors import ConfigError
 from neurodyn.nn import Mamba
-from neurodyn.ops import kernel_ops
+from neurodyn.ops import cpu_kernel
 
-BACKENDS = ["torch", "ref"] + (["cpp"] if kernel_ops.available() else [])
+BACKENDS = ["torch", "ref"] + (["cpp"] if cpu_kernel.available() else [])
 
 
 def expected_shapes(d_model, d_state=16, d_conv=4, expand=2, dt_rank="auto", bias=False, conv_bias=True):

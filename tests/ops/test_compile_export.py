@@ -1,10 +1,11 @@
-"""The fused CPU kernels as PyTorch operators (``torch.ops.neurodyn.*``, :mod:`neurodyn.ops.kernel_ops`).
+"""The fused CPU kernels as PyTorch operators (``torch.ops.neurodyn.*``, each op's ``cpu.py``, made by
+:func:`neurodyn.ops.custom_op.define_op`).
 
 * ``torch.library.opcheck`` on every operator with small valid inputs: the schema (no output aliases an input or
   another output, nothing is mutated), the fake against the real outputs (shapes, dtypes, strides; the sizes cross
   the kernels' checkpoint chunks and row tiles, so a fake that mirrors a blocking constant wrongly fails), the
-  autograd registration (first-order primitives: a fallthrough, outputs never require grad) and AOTAutograd with
-  dynamic shapes;
+  autograd registration (the forward operators' formulas, which call the backward operators) and AOTAutograd with
+  dynamic shapes (the forward cases with inputs that require grad run their backward through it);
 * every wrapper that reaches a kernel (``selective_scan``, ``knc_scan``, ``head_scan``, ``selective_scan_2d``,
   ``linear_scan``, ``ncp_mlp``) under ``torch.compile(fullgraph=True)``, forward and every gradient against eager,
   with the kernel counted, and under ``torch.export`` (the forward operator in the graph, the program run against
@@ -13,12 +14,12 @@
 from __future__ import annotations
 
 import functools
-import importlib
 
 import pytest
 import torch
 
-from neurodyn.ops import head_scan, kernel_ops, knc_scan, linear_scan, ncp_mlp, selective_scan, selective_scan_2d
+from neurodyn.ops import cpu_kernel, head_scan, knc_scan, linear_scan, ncp_mlp, selective_scan, selective_scan_2d
+from neurodyn.ops.custom_op import OPS
 
 pytestmark = pytest.mark.needs_kernel
 
@@ -60,7 +61,7 @@ def _selective_scan_cases():
                                                             _randn(g, d, n), _randn(g, b, 3, L, n), None, None,
                                                             False, True)
     u, dl, A, B, C, D, h0 = _detach(full)
-    _, _, ckpt = kernel_ops.OPS["selective_scan_fwd"](u, dl, A, B, C, D, h0, True, False)
+    _, _, ckpt = OPS["cpp"]["selective_scan_fwd"](u, dl, A, B, C, D, h0, True, False)
     yield "bwd_D_h0_glast", "selective_scan_bwd", (u, dl, A, B, C, D, h0, ckpt, _randn(g, b, d, L),
                                                    _randn(g, b, d, n), False)
     yield "bwd_plain", "selective_scan_bwd", (u, dl, A, B, C, None, None, ckpt, _randn(g, b, d, L), None, False)
@@ -83,7 +84,7 @@ def _scan2d_cases():
         yield f"fwd_form{form}", "scan2d_fwd", (*args, form, True)
     plain = _detach(args)
     yield "fwd_no_D_no_ckpt", "scan2d_fwd", (*plain[:5], None, plain[6], 0, False)
-    _, ckpt = kernel_ops.OPS["scan2d_fwd"](*plain, 2, True)
+    _, ckpt = OPS["cpp"]["scan2d_fwd"](*plain, 2, True)
     yield "bwd_alg2", "scan2d_bwd", (*plain, 2, ckpt, _randn(g, b, d, H, W))
 
 
@@ -95,7 +96,7 @@ def _head_scan_cases():
     yield "fwd_D", "head_scan_fwd", (*args, True)
     yield "fwd_no_D_no_ckpt", "head_scan_fwd", (*_detach(args[:5]), None, False)
     plain = _detach(args)
-    _, ckpt = kernel_ops.OPS["head_scan_fwd"](*plain, True)
+    _, ckpt = OPS["cpp"]["head_scan_fwd"](*plain, True)
     yield "bwd", "head_scan_bwd", (*plain, ckpt, _randn(g, b, S, L, H * P))
     g32 = [t.float() for t in plain]  # float32: 16 lanes per block
     u32 = torch.randn(b, S, L, H * 16, generator=g)
@@ -128,7 +129,7 @@ def _ncp_cases():
             ("bwd_patterns_io_head", _ncp_args(g, grad=False), 3),
             ("bwd_dense_plain", _ncp_args(g, grad=False, io=False, patterns=False), 0),
             ("bwd_empty_layer", _ncp_args(g, grad=False, middle=0), 1)):
-        *saved, y, head = kernel_ops.OPS["ncp_mlp_fwd"](xx, wi, bb, wr, mm, act, pi, pr, ii)
+        *saved, y, head = OPS["cpp"]["ncp_mlp_fwd"](xx, wi, bb, wr, mm, act, pi, pr, ii)
         ghead = _randn(g, *head.shape) if head.numel() else torch.empty(0, dtype=F64)
         yield label, "ncp_mlp_bwd", (xx, wi, bb, wr, mm, saved, _randn(g, *y.shape), act, pi, pr, ii, ghead)
 
@@ -162,40 +163,63 @@ def test_opcheck_cases_are_the_ones_named():
 
 
 def test_every_operator_has_an_opcheck_case():
-    assert {case.split("-")[0] for case in OPCHECK_CASES} == set(kernel_ops.OPS)
+    assert {case.split("-")[0] for case in OPCHECK_CASES} == set(OPS["cpp"])
 
 
 @pytest.mark.parametrize("case", OPCHECK_CASES)
 @pytest.mark.slow
 def test_opcheck(case):
     # every test: schema, autograd registration, fake against real, AOTAutograd with dynamic shapes
-    result = torch.library.opcheck(kernel_ops.OPS[case.split("-")[0]], _cases()[case])
+    result = torch.library.opcheck(OPS["cpp"][case.split("-")[0]], _cases()[case])
     assert set(result.values()) == {"SUCCESS"}, result
 
 
 def test_fakes_mirror_the_kernels_blocking_constants():
-    ext = kernel_ops.cpu_kernel.get()
-    assert kernel_ops.SCAN_CHUNK == ext.chunk_size()
-    assert kernel_ops.head_lanes(torch.float32) == ext.head_scan_lanes(False)
-    assert kernel_ops.head_lanes(torch.float64) == ext.head_scan_lanes(True)
+    from neurodyn.ops.head_scan.cpu import head_lanes
+    from neurodyn.ops.selective_scan.cpu import SCAN_CHUNK
+
+    ext = cpu_kernel.get()
+    assert SCAN_CHUNK == ext.chunk_size()
+    assert head_lanes(torch.float32) == ext.head_scan_lanes(False)
+    assert head_lanes(torch.float64) == ext.head_scan_lanes(True)
 
 
 def test_kernel_tests_are_constants_for_dynamo():
     """``available`` (and selective_scan's mamba-ssm test) carry the mark torch's assume_constant_result sets."""
-    ss = importlib.import_module("neurodyn.ops.selective_scan")  # the package re-exports the function by that name
+    from neurodyn.ops.selective_scan import interface as ss
+
     probe = torch.compiler.assume_constant_result(lambda: None)
     marks = vars(probe)
     assert marks
-    for fn in (kernel_ops.available, ss._mamba_available):
+    for fn in (cpu_kernel.available, ss._mamba_available):
         assert {k: getattr(fn, k, None) for k in marks} == marks
 
 
-def test_operators_are_first_order_primitives():
-    """Calling a forward operator with inputs that require grad gives outputs that do not (a fallthrough at the
-    Autograd key, no warning): gradients come from the wrappers' autograd.Functions."""
+def test_forward_operators_carry_their_gradient_and_backward_operators_are_first_order():
+    """A forward operator called on inputs that require grad differentiates through its registered formula (which
+    calls the backward operator): here the linear scan's, against autograd through a plain loop. A backward
+    operator has no formula of its own."""
     g = _gen(6)
-    a, x = _step(g, 2, 5, 3, grad=True), _randn(g, 2, 5, 3, grad=True)
-    assert not kernel_ops.OPS["linear_scan"](a, x, None, False).requires_grad
+    a, x, h0 = _step(g, 2, 5, 3, grad=True), _randn(g, 2, 5, 3, grad=True), _randn(g, 2, 3, grad=True)
+    h = OPS["cpp"]["linear_scan"](a, x, h0, False)
+    assert h.requires_grad
+    hs, prev = [], h0
+    for t in range(5):
+        prev = a[:, t] * prev + x[:, t]
+        hs.append(prev)
+    want = torch.stack(hs, 1)
+    torch.testing.assert_close(h, want)
+    w = torch.randn(h.shape, generator=g, dtype=F64)
+    for got, ref in zip(torch.autograd.grad((h * w).sum(), (a, x, h0)), torch.autograd.grad((want * w).sum(),
+                                                                                            (a, x, h0))):
+        torch.testing.assert_close(got, ref)
+    u, dl, A, B, C, D, h0 = _randn(g, 1, 2, 9), _step(g, 1, 2, 9), _decay(g, 2, 8), _randn(g, 2, 8), _randn(g, 2, 8), \
+        None, None
+    _, _, ckpt = OPS["cpp"]["selective_scan_fwd"](u, dl, A, B, C, D, h0, True, False)
+    gout = _randn(g, 1, 2, 9, grad=True)
+    grads = OPS["cpp"]["selective_scan_bwd"](u, dl, A, B, C, D, h0, ckpt, gout, None, False)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        grads[0].sum().backward()
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ import time
 import pytest
 
 from neurodyn.bench import kernel_report as kr
-from neurodyn.ops import triton_kernels
+from neurodyn.ops import triton_loader
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")]
+              pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")]
 
 # (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked
 SPILLS = {

@@ -53,7 +53,7 @@ def test_bad_h0_shape():
 
 def test_torch_backend_one_chunk_path_for_wide_problems():
     """P * Q >= SEQUENTIAL_WIDTH on CPU: chunk_scan runs one L-step loop with h0 entering directly."""
-    import neurodyn.ops.scan_chunked as sc
+    from neurodyn.ops.selective_scan import chunked as sc
 
     a = torch.rand(64, 70, 40, dtype=torch.float64, requires_grad=True)   # P * Q = 2560
     x = torch.randn(64, 70, 40, dtype=torch.float64, requires_grad=True)

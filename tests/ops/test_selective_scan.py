@@ -1,5 +1,4 @@
 """selective_scan (torch and C++ paths) against the sequential reference selective_scan_ref."""
-import importlib
 
 import pytest
 import torch
@@ -168,7 +167,8 @@ def test_mamba_backend_requires_cuda():
 
 def test_auto_dispatches_to_mamba_for_cuda_tensors_without_triton(monkeypatch):
     """mamba-ssm is auto's CUDA choice when the Triton kernels are off (tests/ops/test_triton_scan.py: with them)."""
-    ss = importlib.import_module("neurodyn.ops.selective_scan")
+    from neurodyn.ops.selective_scan import interface as ss
+
     monkeypatch.setenv("NEURODYN_NO_TRITON", "1")
 
     class FakeCuda:
@@ -179,7 +179,7 @@ def test_auto_dispatches_to_mamba_for_cuda_tensors_without_triton(monkeypatch):
     assert ss.resolve_backend("auto", FakeCuda()) == "mamba"
     assert ss.resolve_backend("auto", FakeCuda(), initial_state=torch.zeros(1)) != "mamba"
     monkeypatch.delenv("NEURODYN_NO_TRITON")
-    assert ss.resolve_backend("auto", FakeCuda()) == ("triton" if ss.triton_kernels.available() else "mamba")
+    assert ss.resolve_backend("auto", FakeCuda()) == ("triton" if ss.triton_loader.available() else "mamba")
     monkeypatch.undo()
     monkeypatch.setenv("NEURODYN_NO_MAMBA_SSM", "1")
     assert ss._mamba_fn() is None  # the environment switch turns the dispatch off
@@ -224,10 +224,10 @@ WIDE = [  # (bc, groups, reverse, with_z, with_D, with_bias, softplus): b * d * 
 @pytest.mark.parametrize("case", WIDE, ids=lambda c: f"{c[0]}-g{c[1]}{'-rev' if c[2] else ''}")
 def test_torch_backend_wide_problems_one_chunk_or_many(chunks, case, monkeypatch):
     """On CPU with >= SEQUENTIAL_WIDTH parallel recurrences the pure-PyTorch scan runs each outer block as one
-    plain loop (scan_sequential.SequentialBlock: the carried state and the gradient from the next block enter the
-    loop directly); forced back to sqrt(L) inner chunks it takes the closed-form path. Both equal the reference,
-    over three outer blocks, with an initial state and a last-state gradient."""
-    import neurodyn.ops.scan_chunked as sc
+    plain loop (selective_scan/sequential.SequentialBlock: the carried state and the gradient from the next block
+    enter the loop directly); forced back to sqrt(L) inner chunks it takes the closed-form path. Both equal the
+    reference, over three outer blocks, with an initial state and a last-state gradient."""
+    from neurodyn.ops.selective_scan import chunked as sc
 
     bc, groups, reverse, with_z, with_D, with_bias, softplus = case
     if chunks == "chunked":

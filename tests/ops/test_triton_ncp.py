@@ -3,22 +3,21 @@ interpreter (``TRITON_INTERPRET=1``; on CUDA too when there is one, at small and
 gradient, float32 and bfloat16 inputs, each activation, row counts, inputs and widths that are not multiples of the
 blocks, synapse patterns, the input affine and head, NAC's production widths (its cpu and paper presets' layers); the
 automatic choice, and a NAC model whose backbone runs on the kernels. The interpreter computes every product in
-float32; on CUDA the backward's products are TF32 (``neurodyn.ops.triton_kernels.ncp_mlp``: about 7e-4 relative
+float32; on CUDA the backward's products are TF32 (``neurodyn.ops.ncp_mlp.triton_kernels``: about 7e-4 relative
 error, measured against float64), which the CUDA cases' gradient tolerance allows."""
-import importlib
 
 import pytest
 import torch
 
 import neurodyn.models as ndm
-from neurodyn.ops import triton_kernels, triton_ops
+from neurodyn.ops import cpu_kernel, triton_loader
+from neurodyn.ops.ncp_mlp import triton_op as ncp_op
 from neurodyn.ops.ncp_mlp import ACT_CODES, fused_available, ncp_mlp, ncp_mlp_ref, resolve_backend
 
 from .helpers import TRITON_DEVICES, triton_device, triton_setup
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
-ncp_module = importlib.import_module("neurodyn.ops.ncp_mlp")
 DEVICES = TRITON_DEVICES
 # norm-wise relative error against float64: float32 arithmetic; bfloat16 inputs, output and input gradient rounded
 TOL = {torch.float32: 2e-6, torch.bfloat16: 1e-2}
@@ -29,7 +28,7 @@ GRAD_TOL_CUDA = 3e-3  # the backward's TF32 products on a GPU (float32 inputs; b
 def _interpreter(monkeypatch, request):
     """Blocks of 16 rows (several blocks and a partial one at test sizes) in the interpreter and the ``cuda`` cases;
     the production blocks in the ``cuda-production`` cases."""
-    triton_setup(monkeypatch, request, {triton_ops: {"NCP_BLOCK_M": 16}})
+    triton_setup(monkeypatch, request, {ncp_op: {"NCP_BLOCK_M": 16}})
 
 
 def _rel(a, b):
@@ -137,7 +136,7 @@ def test_pruned_weights_get_no_gradient():
 def test_dispatch(monkeypatch):
     x = torch.zeros(1, 2, 3)
     assert resolve_backend("auto", x) in ("cpp", "torch")
-    monkeypatch.setattr(triton_kernels, "is_cuda", lambda t: True)
+    monkeypatch.setattr(triton_loader, "is_cuda", lambda t: True)
     assert resolve_backend("auto", x) == "triton" and fused_available(x)
     assert resolve_backend("auto", x.double()) != "triton"  # float64 stays off the kernels
     assert resolve_backend("torch", x) == "torch"
@@ -163,12 +162,12 @@ def test_a_nac_model_runs_its_backbone_on_the_kernels(monkeypatch):
     model = ndm.build("nac", in_channels=3, out_channels=2, d_model=8, n_heads=2, topk=4, conv_channels=(),
                       dense=(), compat="tuned")
     x, t = torch.randn(2, 9, 3), torch.linspace(0, 1, 9).expand(2, 9).contiguous()
-    monkeypatch.setattr(ncp_module.kernel_ops, "available", lambda: False)  # the reference as the other path
+    monkeypatch.setattr(cpu_kernel, "available", lambda: False)  # the reference as the other path
     y_ref = model(x, t)
     g_ref = torch.autograd.grad(y_ref.square().sum(), list(model.parameters()), allow_unused=True)
-    loaded, load = [], triton_kernels.load
-    monkeypatch.setattr(triton_kernels, "load", lambda name, device: loaded.append(name) or load(name, device))
-    monkeypatch.setattr(triton_kernels, "is_cuda", lambda t: True)
+    loaded, load = [], triton_loader.load
+    monkeypatch.setattr(triton_loader, "load", lambda name, device: loaded.append(name) or load(name, device))
+    monkeypatch.setattr(triton_loader, "is_cuda", lambda t: True)
     y = model(x, t)
     g = torch.autograd.grad(y.square().sum(), list(model.parameters()), allow_unused=True)
     assert "ncp_mlp" in loaded
@@ -181,7 +180,7 @@ def test_a_nac_model_runs_its_backbone_on_the_kernels(monkeypatch):
 
 def test_programs_sharing_a_gradient_slot(monkeypatch):
     """More row blocks (5) than copies of the weight-gradient buffers (2): programs add into shared copies."""
-    monkeypatch.setattr(triton_kernels.load("ncp_mlp", torch.device("cpu")), "GRAD_SLOTS", 2)
+    monkeypatch.setattr(triton_loader.load("ncp_mlp", torch.device("cpu")), "GRAD_SLOTS", 2)
     kw_ref, kw = _problem(2, 70, 5, (19, 7, 2), torch.float32, "cpu", affine=True, seed=6)
     _check(kw_ref, kw, "tanh", torch.float32)
 
@@ -190,7 +189,7 @@ def test_the_precision_decision_holds():
     """The measurement behind the kernels' precisions (float64 reference, operands rounded as the tensor cores round
     them, NAC's cpu widths): TF32 products are three orders off float32's, 3xTF32 products within float32's own
     error; the backward's TF32 gradients stay below bf16's rounding (2^-9)."""
-    nc = triton_kernels.load("ncp_mlp", torch.device("cpu"))
+    nc = triton_loader.load("ncp_mlp", torch.device("cpu"))
     assert (nc.PRECISION, nc.BACKWARD_PRECISION) == ("tf32x3", "tf32")
     err = nc.tf32_error((73, 33, 2), 16, rows=512)
     ieee_out, ieee_grad = err["ieee"]

@@ -5,7 +5,6 @@ fixture below); with one the same tests also run on CUDA. The kernels' block siz
 2 or 4 channels per program) so that odd lengths, partial chunks, several channel blocks and channel blocks that
 straddle a B/C group are all exercised at sizes the interpreter runs in well under a second each.
 """
-import importlib
 import subprocess
 import sys
 import textwrap
@@ -14,14 +13,16 @@ import pytest
 import torch
 
 from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
-                          selective_scan_ref, triton_kernels)
-from neurodyn.ops import triton_ops
+                          selective_scan_ref, triton_loader)
+from neurodyn.ops.custom_op import OPS
+from neurodyn.ops.linear_scan import triton_op as ls_op
+from neurodyn.ops.selective_scan import interface as ss_module
+from neurodyn.ops.selective_scan import triton_op as ss_op
 
 from .helpers import TRITON_DEVICES, rel_err, scan_inputs, triton_device, triton_setup
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
-ss_module = importlib.import_module("neurodyn.ops.selective_scan")  # (the package re-exports the function by that name)
 DEVICES = TRITON_DEVICES
 NAMES = ["u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state"]
 # worst norm-wise relative error against the float64 reference: float32 kernels (float32 rounding of the inputs'
@@ -35,9 +36,9 @@ def _small_blocks(monkeypatch, request):
     a test's ``cuda`` case; the production tiles in its ``cuda-production`` case (``helpers.triton_setup``). The
     selective-scan chunks of 8 steps are held 4 steps per thread in the forward (2 lanes) and 2 in the backward (4
     lanes), so that the scans across lanes run; 2 channels per program."""
-    small = {triton_ops: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2, "LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
+    small = {ss_op: {"SCAN_BLOCK_L": 8, "SCAN_BLOCK_D": 2}, ls_op: {"LINEAR_BLOCK_L": 8, "LINEAR_TILE": 32}}
     for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
-        small[triton_kernels.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
+        small[triton_loader.load("selective_scan", torch.device(device))] = {"FWD_STEPS": 4, "BWD_STEPS": 2}
     triton_setup(monkeypatch, request, small)
 
 
@@ -133,7 +134,7 @@ def test_selective_scan_mixed_dtypes():
 def test_selective_scan_without_grad_saves_no_checkpoints(device):
     args = _on(scan_inputs(1, 3, 9, 2, bc="var"), device, torch.float32)
     args = {k: None if v is None else v.detach() for k, v in args.items()}
-    _, _, ckpt = triton_ops.OPS["selective_scan_triton"](
+    _, _, ckpt = OPS["triton"]["selective_scan_triton"](
         args["u"], args["delta"], args["A"], args["B"].unsqueeze(1), args["C"].unsqueeze(1), None, None, None, None,
         False, False, False, 8, 2, False)
     assert ckpt.numel() == 0
@@ -250,14 +251,14 @@ def _ss_op_args(grad):
 def _opcheck_cases():
     fwd = _ss_op_args(True)
     with torch.no_grad():
-        _, _, ckpt = triton_ops.OPS["selective_scan_triton"](*fwd)
+        _, _, ckpt = OPS["triton"]["selective_scan_triton"](*fwd)
     bwd = (*[t.detach() if isinstance(t, torch.Tensor) else t for t in fwd[:9]], ckpt, torch.randn(1, 3, 10),
            torch.randn(1, 3, 2), True, True, 8, 2, False)
     g = torch.Generator().manual_seed(8)
     a = (0.5 + 0.5 * torch.rand(2, 9, 3, generator=g)).requires_grad_()
     x, h0 = torch.randn(2, 9, 3, generator=g).requires_grad_(), torch.randn(2, 3, generator=g).requires_grad_()
     with torch.no_grad():
-        h = triton_ops.OPS["linear_scan_triton"](a, x, h0, True, 8, 2)
+        h = OPS["triton"]["linear_scan_triton"](a, x, h0, True, 8, 2)
     gx = torch.Generator().manual_seed(11)
     r = lambda *s: torch.randn(*s, generator=gx).requires_grad_()  # noqa: E731
     dirs = [0, 0, 0, 1, 1, 1]  # ("row", "col_rev")
@@ -265,11 +266,11 @@ def _opcheck_cases():
         2, 2, 3, generator=gx)).requires_grad_(), r(1, 2, 3, 5, 3), r(1, 3, 5, 3), r(2, 2), r(2, 2, 3), r(2, 2), dirs,
         True, 0)
     with torch.no_grad():
-        _, ckpt2, dsum2 = triton_ops.OPS["scan2d_triton"](*s2, True, 2, 2, 1, 4)
+        _, ckpt2, dsum2 = OPS["triton"]["scan2d_triton"](*s2, True, 2, 2, 1, 4)
     hs = (r(1, 2, 9, 4), (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(), (-0.5 - torch.rand(
         2, 2, generator=gx)).requires_grad_(), r(1, 2, 9, 1, 3), r(1, 2, 9, 1, 3), r(2, 4))
     with torch.no_grad():
-        _, ckpt_h = triton_ops.OPS["head_scan_triton"](*hs, True, 8, 2)
+        _, ckpt_h = OPS["triton"]["head_scan_triton"](*hs, True, 8, 2)
     ncp = (r(2, 19, 5), r(2, 16 * 32), r(2, 48), r(2, 32 * 16), (torch.rand(48, generator=gx) > 0.3).float(), r(2, 5),
            r(2, 5))  # (widths 32 / 16, the input into the first layer only)
     return {
@@ -290,18 +291,18 @@ def _opcheck_cases():
 _QUICK_CHECKS = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
-@pytest.mark.parametrize("op", list(triton_ops.OPS))
+@pytest.mark.parametrize("op", list(OPS["triton"]))
 def test_opcheck(op):
     """Schema (no output aliases an input or another output), autograd registration, fake against real."""
-    result = torch.library.opcheck(triton_ops.OPS[op], _opcheck_cases()[op], test_utils=_QUICK_CHECKS)
+    result = torch.library.opcheck(OPS["triton"][op], _opcheck_cases()[op], test_utils=_QUICK_CHECKS)
     assert set(result.values()) == {"SUCCESS"}, result
 
 
-@pytest.mark.parametrize("op", list(triton_ops.OPS))
+@pytest.mark.parametrize("op", list(OPS["triton"]))
 @pytest.mark.slow
 def test_opcheck_aot_dispatch(op):
     """AOTAutograd with dynamic shapes (the forward operators' cases run their backward through it): seconds each."""
-    result = torch.library.opcheck(triton_ops.OPS[op], _opcheck_cases()[op], test_utils=("test_aot_dispatch_dynamic",))
+    result = torch.library.opcheck(OPS["triton"][op], _opcheck_cases()[op], test_utils=("test_aot_dispatch_dynamic",))
     assert set(result.values()) == {"SUCCESS"}, result
 
 
@@ -339,13 +340,13 @@ def test_kernel_modules_are_built_per_device_whatever_the_environment(monkeypatc
     from triton.runtime.jit import JITFunction
 
     monkeypatch.delenv("TRITON_INTERPRET")
-    cpu = triton_kernels.load("linear_scan", torch.device("cpu"))
-    cuda = triton_kernels.load("linear_scan", torch.device("cuda"))
+    cpu = triton_loader.load("linear_scan", torch.device("cpu"))
+    cuda = triton_loader.load("linear_scan", torch.device("cuda"))
     assert isinstance(cpu._linear_scan_fwd_kernel, InterpretedFunction)
     assert isinstance(cuda._linear_scan_fwd_kernel, JITFunction)
     assert "TRITON_INTERPRET" not in __import__("os").environ
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # then CUDA tensors are interpreted too
-    assert triton_kernels.load("linear_scan", torch.device("cuda")) is cpu
+    assert triton_loader.load("linear_scan", torch.device("cuda")) is cpu
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -360,7 +361,7 @@ class _FakeCuda:
 def test_auto_picks_triton_for_cuda_and_falls_back_without_it(monkeypatch):
     assert ss_module.resolve_backend("auto", _FakeCuda()) == "triton"
     assert ss_module.resolve_backend("auto", torch.zeros(1, 1, 1)) != "triton"
-    monkeypatch.setattr(triton_kernels, "triton_importable", lambda: False)
+    monkeypatch.setattr(triton_loader, "triton_importable", lambda: False)
     assert ss_module.resolve_backend("auto", _FakeCuda()) in ("mamba", "torch")
     monkeypatch.undo()
     monkeypatch.setenv("NEURODYN_NO_TRITON", "1")
@@ -372,7 +373,7 @@ def test_triton_backend_errors(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(ValueError, match="needs CUDA tensors"):
         selective_scan(**args, backend="triton")
-    monkeypatch.setattr(triton_kernels, "triton_importable", lambda: False)
+    monkeypatch.setattr(triton_loader, "triton_importable", lambda: False)
     with pytest.raises(RuntimeError, match="needs the triton package"):
         linear_scan(torch.rand(2, 5), torch.rand(2, 5), backend="triton")
 
@@ -387,13 +388,12 @@ def test_package_works_without_triton(tmp_path):
                 if name == "triton" or name.startswith("triton."):
                     raise ImportError("triton blocked")
         sys.meta_path.insert(0, Block())
-        import importlib
         import torch
         import neurodyn.ops as ops
-        from neurodyn.ops import triton_kernels
-        ss = importlib.import_module("neurodyn.ops.selective_scan")
+        from neurodyn.ops import triton_loader
+        from neurodyn.ops.selective_scan import interface as ss
         assert "triton" not in sys.modules
-        assert not triton_kernels.available()
+        assert not triton_loader.available()
         class FakeCuda:
             is_cuda = True
             device = torch.device("cuda")
@@ -439,8 +439,8 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
 
     if not isinstance(tl.standard._sum_combine, JITFunction):
         pytest.skip("triton was imported under TRITON_INTERPRET=1: its own library is interpreted, nothing compiles")
-    ss = triton_kernels.load("selective_scan", torch.device("cuda"))
-    ls = triton_kernels.load("linear_scan", torch.device("cuda"))
+    ss = triton_loader.load("selective_scan", torch.device("cuda"))
+    ls = triton_loader.load("linear_scan", torch.device("cuda"))
     flags = dict(ACC=tl.float32, LANES=8, KU=4, JC=4, KC=4, SU_T=1, B_VAR=True, C_VAR=False, HAS_D=True,
                  HAS_Z=True, HAS_BIAS=True, HAS_H0=True, SOFTPLUS=True)
     for reverse, zoh, head in ((False, False, False), (True, True, False), (False, False, True)):

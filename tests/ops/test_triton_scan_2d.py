@@ -7,17 +7,18 @@ production tiles."""
 import pytest
 import torch
 
-from neurodyn.ops import selective_scan_2d, selective_scan_2d_ref, triton_kernels, triton_ops
+from neurodyn.ops import selective_scan_2d, selective_scan_2d_ref, triton_loader
+from neurodyn.ops.scan_2d import triton_op as s2_op
 
 from .helpers import TRITON_DEVICES, rel_err, triton_device, triton_setup
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
 # norm-wise relative error against float64: float32 kernels; bfloat16 inputs (rounded outputs and input gradients);
 # on CUDA the fast exp2 adds a few float32 ulps
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2}
-SMALL = {triton_ops: {"SCAN2D_TILE": 32, "SCAN2D_PROGRAMS": 1}}
-PRODUCTION = {name: getattr(triton_ops, name) for name in SMALL[triton_ops]}
+SMALL = {s2_op: {"SCAN2D_TILE": 32, "SCAN2D_PROGRAMS": 1}}
+PRODUCTION = {name: getattr(s2_op, name) for name in SMALL[s2_op]}
 
 
 @pytest.fixture(autouse=True)
@@ -87,10 +88,10 @@ def test_row_blocks_and_segments(device, seg, programs, monkeypatch):
     the backward's states in registers), partial last blocks and segments: 9 x 7 grid, transposed directions."""
     if device == "cuda-production":
         pytest.skip("the tiles are the subject")
-    monkeypatch.setattr(triton_ops, "SCAN2D_SEG", seg)
-    monkeypatch.setattr(triton_ops, "SCAN2D_PROGRAMS", programs)
+    monkeypatch.setattr(s2_op, "SCAN2D_SEG", seg)
+    monkeypatch.setattr(s2_op, "SCAN2D_PROGRAMS", programs)
     args = _args(1, 2, 9, 7, 3, 4, True, seed=seg)
-    blocks = triton_ops.scan2d_blocks(1, 4, 2, 3, 9, 7, True)
+    blocks = s2_op.scan2d_blocks(1, 4, 2, 3, 9, 7, True)
     assert blocks[0] == seg and (blocks[1] < 9) == (programs > 8)
     opts = dict(R="0110", directions="paper", correction_form="cbx", delta_softplus=True, merge=False)
     _check(*_run(args, device, torch.float32, opts), torch.float32)
@@ -100,7 +101,7 @@ def test_row_blocks_and_segments(device, seg, programs, monkeypatch):
 def test_permuted_input_and_one_launch_per_call(device, monkeypatch):
     """The model passes x as a permuted view of a (b, H, W, d) tensor: read in place through its strides; every
     direction in one forward and one backward launch of the fused kernels (one row block here)."""
-    k = triton_kernels.load("scan_2d", torch.device(triton_device(device)))
+    k = triton_loader.load("scan_2d", torch.device(triton_device(device)))
     launches = []
     for name in ("_s2_fwd_kernel", "_s2_bwd_kernel", "_s2_carry_kernel"):
         kernel = getattr(k, name)
@@ -127,12 +128,12 @@ class _Counting:
 def test_blocks_policy(monkeypatch):
     """The benchmark's 64 x 64 grid: one launch holds at least 1,024 programs; rows too long for a tile fall back."""
     for name, value in PRODUCTION.items():
-        monkeypatch.setattr(triton_ops, name, value)
-    seg, rows, bd, bn = triton_ops.scan2d_blocks(8, 4, 64, 16, 64, 64, True)
+        monkeypatch.setattr(s2_op, name, value)
+    seg, rows, bd, bn = s2_op.scan2d_blocks(8, 4, 64, 16, 64, 64, True)
     assert 8 * 4 * -(-64 // bd) * (16 // bn) * -(-64 // rows) >= 1024
     # 128 x 128: one channel's row of 16 states is two tiles: two blocks of states
-    assert triton_ops.scan2d_blocks(8, 4, 64, 16, 128, 128, True)[2:] == (1, 8)
-    assert triton_ops.scan2d_blocks(8, 4, 64, 16, 1024, 1024, True) is None
+    assert s2_op.scan2d_blocks(8, 4, 64, 16, 128, 128, True)[2:] == (1, 8)
+    assert s2_op.scan2d_blocks(8, 4, 64, 16, 1024, 1024, True) is None
     # few programs: the rows are split into blocks (a carry pass) until there are enough
-    seg, rows, bd, bn = triton_ops.scan2d_blocks(1, 4, 4, 16, 64, 64, True)
+    seg, rows, bd, bn = s2_op.scan2d_blocks(1, 4, 4, 16, 64, 64, True)
     assert rows < 64

@@ -1,4 +1,4 @@
-"""The selective-scan kernels at their production tiles (the tile ``triton_ops.scan_blocks`` picks for the
+"""The selective-scan kernels at their production tiles (the tile ``selective_scan.triton_op.scan_blocks`` picks for the
 benchmark shapes), without a GPU.
 
 * In Triton's interpreter, against the references: the production chunk (128 steps, 16 per thread in the forward and
@@ -22,11 +22,12 @@ import pytest
 import torch
 
 from neurodyn.ops import head_scan, head_scan_ref, knc_scan, knc_scan_ref, selective_scan, selective_scan_ref
-from neurodyn.ops import triton_kernels, triton_ops
+from neurodyn.ops import triton_loader
+from neurodyn.ops.selective_scan.triton_op import scan_blocks
 
 from .helpers import rel_err, scan_inputs
 
-pytestmark = pytest.mark.skipif(not triton_kernels.triton_importable(), reason="triton is not installed")
+pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
 
 TOL = 2e-5  # float32 against the float64 reference, norm-wise (as tests/ops/test_triton_scan.py)
 
@@ -47,9 +48,9 @@ def _check(got, want, got_leaves, want_leaves):
 def _production_tile(d, n, L):
     """The tile of the benchmark shapes (width 1024, N 16, L 4096) at this width: asserted to be what these tests
     run (a change of ``scan_blocks`` or of the steps per thread must be carried here)."""
-    assert triton_ops.scan_blocks(1024, 16, 4096) == (128, 16)
-    assert triton_ops.scan_blocks(d, n, L) == (128, 16)
-    ss = triton_kernels.load("selective_scan", torch.device("cpu"))
+    assert scan_blocks(1024, 16, 4096) == (128, 16)
+    assert scan_blocks(d, n, L) == (128, 16)
+    ss = triton_loader.load("selective_scan", torch.device("cpu"))
     assert ss.geometry(128, 16, False) == dict(J=4, K=4, LANES=8, BD=16, num_warps=4)
     assert ss.geometry(128, 16, True) == dict(J=2, K=4, LANES=16, BD=8, num_warps=4)
 
@@ -165,13 +166,13 @@ def _launch(kind, ss):
     b, n, L = 8, 16, 4096
     if kind == "head":
         H, P = 16, 64
-        bl, bd = triton_ops.scan_blocks(H * P, n, L)
+        bl, bd = scan_blocks(H * P, n, L)
         args = (E(b, 1, L, H * P), E(b, 1, L, H), E(1, H), E(b, 1, L, 1, n), E(b, 1, L, 1, n), E(1, H * P))
         ss.head_fwd(*args, True, bl, bd)
         ss.head_bwd(*args, E(b, H * P, L // bl, n), E(b, 1, L, H * P), bl, bd)
         return
     d = 1024 if kind == "selective" else 256
-    bl, bd = triton_ops.scan_blocks(d, n, L)
+    bl, bd = scan_blocks(d, n, L)
     zoh = kind == "knc"
     z = None if zoh else E(b, d, L)
     bias = None if zoh else E(d)
@@ -196,7 +197,7 @@ def test_production_tiles_fit_sm90_and_sm80(kind, arch, monkeypatch, tmp_path):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    ss = triton_kernels.load("selective_scan", torch.device("cuda"))
+    ss = triton_loader.load("selective_scan", torch.device("cuda"))
     with _stand_in_driver(arch) as captured:
         _launch(kind, ss)
     assert [name for name, _ in captured] == ["_selective_scan_fwd_kernel", "_selective_scan_bwd_kernel"]

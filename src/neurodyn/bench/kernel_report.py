@@ -4,7 +4,7 @@
                            [--json FILE]
 
 No GPU is needed, only ``triton`` (its compiler, ``ptxas`` and ``cuobjdump`` ship in the wheel). Each kernel is
-launched through the project's own launchers (:func:`neurodyn.ops.triton_kernels.load`'s compiled build) on CPU
+launched through the project's own launchers (:func:`neurodyn.ops.triton_loader.load`'s compiled build) on CPU
 tensors of the benchmark's and the seed models' paper shapes, under a stand-in driver whose target is
 ``GPUTarget("cuda", 80 | 90, 32)``; ``JITFunction.run`` is called with ``warmup=True`` (compile, do not launch), so
 each kernel gets exactly the specialisation a real launch gives (integers equal to 1 made constants, 16-divisibility
@@ -166,14 +166,14 @@ class _StandIn:
 
 def _check_compiled_build() -> None:
     """One clear error where nothing can compile: no triton, or triton imported under ``TRITON_INTERPRET=1``."""
-    from ..ops import triton_kernels
+    from ..ops import triton_loader
 
-    if not triton_kernels.triton_importable():
+    if not triton_loader.triton_importable():
         raise RuntimeError("neurodyn bench kernels needs the triton package (pip install 'neurodyn[triton]')")
     import triton.language as tl
     from triton.runtime.jit import JITFunction
 
-    if triton_kernels.interpreter_requested() or not isinstance(tl.standard._sum_combine, JITFunction):
+    if triton_loader.interpreter_requested() or not isinstance(tl.standard._sum_combine, JITFunction):
         raise RuntimeError("neurodyn bench kernels compiles the kernels: unset TRITON_INTERPRET (with it, triton "
                            "interprets every kernel and nothing compiles)")
 
@@ -215,9 +215,9 @@ def stand_in(arch: Arch, recorder: Recorder, cache_dir: str) -> Iterator[None]:
 
 def _compiled(name: str):
     """The compiled build of kernel module ``name`` (no CUDA needed to build it)."""
-    from ..ops import triton_kernels
+    from ..ops import triton_loader
 
-    return triton_kernels.load(name, torch.device("cuda"))
+    return triton_loader.load(name, torch.device("cuda"))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -414,10 +414,10 @@ def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, z
     """The selective scan (Mamba's call: D, z, bias, softplus) or the Kirchhoff scan (ZOH), B and C ``(batch, G, n,
     L)``."""
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.selective_scan.triton_op import scan_blocks
 
         k = _compiled("selective_scan")
-        bl, bd = triton_ops.scan_blocks(dim, n, L)
+        bl, bd = scan_blocks(dim, n, L)
         u, delta, A = _e(batch, dim, L), _e(batch, dim, L), _e(dim, n)
         B, C, D = _e(batch, groups, n, L), _e(batch, groups, n, L), _e(dim)
         z, bias = (_e(batch, dim, L), _e(dim)) if extras else (None, None)
@@ -435,10 +435,10 @@ def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, z
 def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, scale: str) -> Case:
     """The multi-head scan in its time-major layout (one B, C group)."""
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.selective_scan.triton_op import scan_blocks
 
         k = _compiled("selective_scan")
-        bl, bd = triton_ops.scan_blocks(heads * P, N, L)
+        bl, bd = scan_blocks(heads * P, N, L)
         u, dt, A = _e(batch, S, L, heads * P), _e(batch, S, L, heads), _e(S, heads)
         B, C, D = _e(batch, S, L, 1, N), _e(batch, S, L, 1, N), _e(S, heads * P)
         with rec("fwd"):
@@ -453,10 +453,10 @@ def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, sc
 
 def _linear(P: int, L: int, Q: int, label: str, scale: str) -> Case:
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.linear_scan.triton_op import linear_blocks
 
         k = _compiled("linear_scan")
-        bl, bq = triton_ops.linear_blocks(L, Q)
+        bl, bq = linear_blocks(L, Q)
         a, x = _e(P, L, Q), _e(P, L, Q)
         with rec("fwd"):
             h = k.fwd(a, x, None, False, bl, bq)
@@ -476,10 +476,10 @@ def _scan2d(batch: int, dim: int, n: int, side: int, per_direction: bool, form: 
     K = 4
 
     def launch(rec):
-        from ..ops import triton_ops
+        from ..ops.scan_2d.triton_op import scan2d_blocks
 
         k = _compiled("scan_2d")
-        blocks = triton_ops.scan2d_blocks(batch, K, dim, n, side, side, True)
+        blocks = scan2d_blocks(batch, K, dim, n, side, side, True)
         lead = (batch, K) if per_direction else (batch,)
         x, delta = _e(batch, dim, side, side), _e(*lead, dim, side, side)
         B, C = _e(*lead, n, side, side), _e(*lead, n, side, side)
@@ -500,14 +500,13 @@ def _ncp(cells: int, rows: int, a: int, widths: tuple[int, ...], label: str, sca
     """NAC's backbone: the input into the first layer only, tanh, the sensory scaling; packed as
     :func:`neurodyn.ops.ncp_mlp.pack_layers` packs it."""
     def launch(rec):
-        from ..ops import triton_ops
-        from ..ops.ncp_mlp import packed_input_width, packed_width
+        from ..ops.ncp_mlp.triton_op import ncp_blocks, packed_input_width, packed_width
 
         k = _compiled("ncp_mlp")
         packed = [packed_width(h) for h in widths]
         inputs = [1] + [0] * (len(widths) - 1)
         A = packed_input_width(a)
-        bm = triton_ops.ncp_blocks(rows, sum(packed))
+        bm = ncp_blocks(rows, sum(packed))
         x, sc, sh = _e(cells, rows, a), _e(cells, a), _e(cells, a)
         w_in, bias = _e(cells, A * packed[0]), _e(cells, sum(packed))
         w_rec, mask = _e(cells, sum(p * h for p, h in zip(packed, packed[1:]))), _e(sum(packed))

@@ -23,11 +23,16 @@ Every fast primitive has a slow, obviously correct reference beside it:
 The classical time-series features (DTW, ridge, MiniRocket) live beside the baselines they serve, in
 :mod:`neurodyn.baselines`.
 
-The fused C++ kernels are reached through PyTorch operators, ``torch.ops.neurodyn.*`` (``ops.kernel_ops``: a schema,
-a CPU kernel and a fake each), so every function above traces under ``torch.compile(fullgraph=True)`` and
-``torch.export``. On CUDA the scans (selective, multi-head, Kirchhoff-cell, linear, 2-D) run on Triton kernels
-(``ops.triton_kernels``, registered as ``torch.ops.neurodyn.*_triton`` by ``ops.triton_ops``: schema, fake, autograd)
-when ``triton`` imports: ``backend="triton"``, the ``"auto"`` choice for CUDA tensors pending a GPU measurement.
+An op with several backends is a folder (flash-linear-attention's shape): ``selective_scan/``, ``head_scan/``,
+``linear_scan/``, ``scan_2d/``, ``ncp_mlp/`` each hold the public function and its backend choice (``interface.py``),
+the reference, the PyTorch path, the fused C++ kernel's operator (``cpu.py``) and the Triton kernels
+(``triton_kernels.py``) with their operator (``triton_op.py``); the multi-head scan runs on the selective scan's Triton
+kernels, the Kirchhoff-cell scan (``knc_scan.py``) on the selective scan's operators with their ZOH input. Every fused
+kernel is a PyTorch operator ``torch.ops.neurodyn.*`` made by one helper (``ops.custom_op.define_op``: schema, fake,
+autograd), so every function above traces under ``torch.compile(fullgraph=True)`` and ``torch.export``. The C++
+kernels are built by ``ops.cpu_kernel`` on first use; the Triton kernels are loaded by ``ops.triton_loader`` when they
+first run (no ``triton`` import with neurodyn): ``backend="triton"``, the ``"auto"`` choice for CUDA tensors when
+``triton`` imports, pending a GPU measurement.
 """
 from .block_topk import block_topk, exact_topk
 from .cross_scan import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan

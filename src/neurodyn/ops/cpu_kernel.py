@@ -7,7 +7,9 @@ minute, announced by one line on stderr) into a cache directory, then loaded wit
 register themselves as ``torch.ops.neurodyn_scan.*``. Later processes find the finished build and only load it.
 Anything that prevents that (no compiler, no ninja, a build error, a build or a wait for another process's build
 longer than ``$NEURODYN_EXT_BUILD_TIMEOUT`` seconds, default 600) warns once with one line and makes :func:`get`
-return ``None``; callers then use the pure-PyTorch path. ``NEURODYN_NO_CPP_EXT=1`` skips the attempt.
+return ``None``; callers then use the pure-PyTorch path. ``NEURODYN_NO_CPP_EXT=1`` skips the attempt. The ops'
+operators (``ops/<op>/cpu.py``) reach the loaded library through :func:`library`; :func:`available` is their test
+for the fused path.
 
 Cache directory: ``$NEURODYN_EXT_DIR`` if set, else
 ``~/.cache/neurodyn/torch_extensions/<torch version>-<python tag>/<cpu tag>-<source hash>``, keyed by content only:
@@ -47,6 +49,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
+
+from .custom_op import constant_for_compile
 
 try:
     import fcntl
@@ -396,6 +400,26 @@ def get():
     return _STATE["module"]  # type: ignore[return-value]
 
 
+@constant_for_compile
 def available() -> bool:
-    """Whether the fused CPU kernel can be used (builds it if needed)."""
+    """Whether the fused CPU kernels can be used (builds them on the first call of a process).
+
+    A constant for ``torch.compile``: it is evaluated once while tracing, never traced into, so tracing never enters
+    the build."""
     return get() is not None
+
+
+def library():
+    """The compiled kernels, for the operators' implementations (``ops/<op>/cpu.py``, :mod:`neurodyn.ops.custom_op`):
+    built on the first call; one clear error when they are unavailable."""
+    ext = get()
+    if ext is None:
+        raise RuntimeError("neurodyn: the fused CPU kernels are unavailable (no compiler / ninja, a failed build, or "
+                           f"{_ENV_DISABLE}=1); the torch.ops.neurodyn operators need them")
+    return ext
+
+
+def defined(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """An output the C++ may leave undefined (``None`` in Python: no checkpoints without a gradient) as an empty tensor
+    like ``like``, so that every result of an operator is a tensor."""
+    return like.new_empty(0) if t is None else t

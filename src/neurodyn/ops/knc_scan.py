@@ -23,8 +23,10 @@ import torch
 from ..errors import ConfigError, check_choice
 from .cross_scan import VMAMBA_ORDER, cross_scan, cross_unscan
 from .directions import resolve_directions
-from .selective_scan import check_selective_scan_args, compute_dtype, resolve_backend, selective_scan
-from .triton_ops import selective_scan_triton
+from .selective_scan.checks import check_selective_scan_args, compute_dtype
+from .selective_scan.cpu import selective_scan_cpu
+from .selective_scan.interface import resolve_backend, selective_scan
+from .selective_scan.triton_op import selective_scan_triton
 
 Tensor = torch.Tensor
 
@@ -157,7 +159,7 @@ def _fused_args(u, delta, lam, b, c, d):
 
 def _knc_scan_triton(u, delta, lam, b, c, d, zoh, reverse):
     """The cell on the Triton selective-scan kernel with its ZOH input factor (``zoh``), scanning either way in-kernel
-    (:func:`neurodyn.ops.triton_ops.selective_scan_triton`)."""
+    (:func:`neurodyn.ops.selective_scan.triton_op.selective_scan_triton`)."""
     delta, A, b, c = _fused_args(u, delta, lam, b, c, d)
     return selective_scan_triton(u, delta, A, b, c, d, reverse=reverse, zoh=zoh)[0]
 
@@ -165,8 +167,6 @@ def _knc_scan_triton(u, delta, lam, b, c, d, zoh, reverse):
 def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
     """The cell on the fused CPU kernel: the ZOH factor ``(1 - e^{-Delta lambda}) / lambda`` (or Euler's
     ``Delta``) is computed per step and state inside the scan, forward and backward."""
-    from .scan_cpu import selective_scan_cpu
-
     delta, A, b, c = _fused_args(u, delta, lam, b, c, d)
     cdt = compute_dtype(u, delta, A, b, c, d)
     if reverse:

@@ -170,16 +170,16 @@ def check_config(cfg: dict[str, Any], device: str | torch.device = "cpu", *, dat
 def check_scan_backend(model: dict[str, Any], device: str | torch.device) -> None:
     """One ConfigError when a scan section of ``model`` asks for ``backend: triton`` where the Triton kernels cannot
     run: without the triton package, or on the CPU without ``TRITON_INTERPRET=1`` (its slow interpreter)."""
-    from ..ops import triton_kernels
+    from ..ops import triton_loader
 
     asked = [f"model.{key}.backend" for key, value in model.items()
              if isinstance(value, dict) and value.get("backend") == "triton"]
     if not asked:
         return
-    if not triton_kernels.triton_importable():
+    if not triton_loader.triton_importable():
         raise ConfigError(f"{asked[0]}=triton needs the triton package (pip install 'neurodyn[triton]'); or use "
                           f"{asked[0]}=auto")
-    if torch.device(device).type != "cuda" and not triton_kernels.interpreter_requested():
+    if torch.device(device).type != "cuda" and not triton_loader.interpreter_requested():
         raise ConfigError(f"{asked[0]}=triton runs the Triton kernels, which need a CUDA device (training here is on "
                           f"{torch.device(device).type}; TRITON_INTERPRET=1 runs them on the CPU, very slowly): use "
                           f"{asked[0]}=auto, or train with --device cuda")

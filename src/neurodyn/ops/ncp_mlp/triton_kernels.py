@@ -1,5 +1,5 @@
 """Triton kernels of the pruned NCP backbone (:mod:`neurodyn.ops.ncp_mlp`): forward, and backward by recomputation.
-Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operators are in :mod:`neurodyn.ops.ncp_mlp.triton_op`.
 
 On packed weights (:func:`neurodyn.ops.ncp_mlp.pack_layers`: the synapse patterns applied, layer ``l`` zero-padded to
 its own width ``H_l``, a multiple of ``CHUNK = 16``, and the input to ``A``, a power of two >= 16; each cell's
@@ -60,7 +60,7 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_kernels import shared
+from neurodyn.ops.triton_loader import shared
 
 common = shared()  # rsum (this build's)
 
@@ -301,7 +301,7 @@ def _ncp_bwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gy
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# launchers (arguments prepared by neurodyn.ops.triton_ops)
+# launchers (arguments prepared by neurodyn.ops.ncp_mlp.triton_op)
 
 
 def layout(a_pad: int, widths, inputs) -> dict:

@@ -9,7 +9,7 @@ Two levels of chunking:
   ``log a`` (always ``<= 0``: no cumprod-then-divide, nothing overflows). Python steps: ``T + L/T``.
   On CPU with many parallel recurrences (``_sequential``) the chunk is the whole block: a plain loop of
   vectorised steps, without the closed form's extra passes; the selective scan then runs its blocks as
-  ``scan_sequential.SequentialBlock`` (few full-size buffers, reused in place; contractions as matmuls).
+  ``sequential.SequentialBlock`` (few full-size buffers, reused in place; contractions as matmuls).
 * **outer blocks** of the sequence (``SelectiveScanChunked``): the selective scan is evaluated one block
   of ``block`` steps at a time, so only ``(batch, d, block, n)`` intermediates exist at once. The
   forward keeps the state at each block boundary; the backward replays one block at a time from those
@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .scan_sequential import SequentialBlock, Workspace, step_sizes, time_major
+from .sequential import SequentialBlock, Workspace, step_sizes, time_major
 
 Tensor = torch.Tensor
 

@@ -1,6 +1,6 @@
 """Triton kernels of the first-order linear scan ``h_t = a_t h_{t-1} + x_t`` along dim 1 of contiguous ``(P, L, Q)``
 tensors (``h_{-1} = h0 (P, Q)`` or 0; ``REVERSE`` runs from ``t = L-1`` down). Loaded by
-:func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+:func:`neurodyn.ops.triton_loader.load` only; the operators are in :mod:`neurodyn.ops.linear_scan.triton_op`.
 
 One program per (row p, block of ``BQ`` columns), walking L in chunks of ``BL`` steps: a chunk is a ``(BL, BQ)`` tile
 (coalesced along Q), scanned with ``tl.associative_scan`` and the first-order combine, plus the carried state.
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_kernels import shared
+from neurodyn.ops.triton_loader import shared
 
 common = shared()  # combine, rsum, steps (this build's)
 

@@ -1,6 +1,6 @@
-"""One outer block of the pure-PyTorch selective scan as a plain time loop (the CPU path of ``scan_chunked``).
+"""One outer block of the pure-PyTorch selective scan as a plain time loop (the CPU path of ``chunked``).
 
-On CPU, with enough parallel recurrences per step (``scan_chunked.SEQUENTIAL_WIDTH``), an ``L``-step loop of
+On CPU, with enough parallel recurrences per step (``chunked.SEQUENTIAL_WIDTH``), an ``L``-step loop of
 vectorised ``(batch, d, n)`` updates is cheaper than the chunk closed form, and it allows the block to be written
 with few full-size ``(L, batch, d, n)`` tensors, each reused in place (every fresh 16 MB tensor costs page faults
 that were a third of this path's time):

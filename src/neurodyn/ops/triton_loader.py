@@ -1,8 +1,9 @@
-"""Triton kernels of the scans, loaded lazily: importing :mod:`neurodyn` never imports ``triton``.
+"""The lazy loader of the ops' Triton kernels: importing :mod:`neurodyn` never imports ``triton``.
 
-The kernel modules beside this file (``selective_scan.py``, ``linear_scan.py``, ``scan_2d.py``, ``ncp_mlp.py``) import
-``triton`` at their top and are only ever loaded by :func:`load`, which the operators of :mod:`neurodyn.ops.triton_ops`
-call when they run.
+An op with Triton kernels keeps them in its folder, ``ops/<op>/triton_kernels.py`` (``selective_scan``, whose
+kernels the multi-head and Kirchhoff-cell scans share, ``linear_scan``, ``scan_2d``, ``ncp_mlp``), and the helpers
+they share are ``ops/triton_common.py``. These kernel modules import ``triton`` at their top and are only ever loaded
+by :func:`load` (by an op's name), which the op's custom operators (``ops/<op>/triton_op.py``) call when they run.
 
 Two builds of each kernel module: Triton decides between compiling a ``@triton.jit`` function for the GPU and running
 it in its CPU interpreter when the function is *decorated* (``triton.jit`` reads ``TRITON_INTERPRET`` then, not at
@@ -33,10 +34,12 @@ from pathlib import Path
 
 import torch
 
-from ..kernel_ops import constant_for_compile
+from .custom_op import constant_for_compile
 
 _ENV_DISABLE = "NEURODYN_NO_TRITON"
 _HERE = Path(__file__).parent
+_KERNELS = "triton_kernels"  # an op's kernel module: ops/<op>/triton_kernels.py
+_COMMON = "triton_common"    # the helpers its kernels share: ops/triton_common.py
 _LOCK = threading.RLock()  # (reentrant: a kernel module loads the shared helpers while being loaded)
 _MODULES: dict[tuple[str, bool], object] = {}
 
@@ -92,18 +95,43 @@ def check_device(t: torch.Tensor, what: str) -> None:
                      f"the kernels in Triton's CPU interpreter); got tensors on {t.device}")
 
 
+def kernel_modules() -> tuple[str, ...]:
+    """The ops with Triton kernels: the folders ``ops/<op>/`` that hold a ``triton_kernels.py``."""
+    return tuple(sorted(p.parent.name for p in _HERE.glob(f"*/{_KERNELS}.py")))
+
+
 def load(name: str, device: torch.device):
-    """The kernel module ``name`` (``"selective_scan"``, ``"linear_scan"``) built for ``device``: interpreted for CPU
-    tensors or when ``TRITON_INTERPRET=1``, compiled otherwise."""
+    """The Triton kernel module of op ``name`` (``"selective_scan"``, ``"linear_scan"``, ``"scan_2d"``,
+    ``"ncp_mlp"``: ``ops/<name>/triton_kernels.py``) built for ``device``: interpreted for CPU tensors or when
+    ``TRITON_INTERPRET=1``, compiled otherwise."""
     interpret = device.type == "cpu" or interpreter_requested()
     mod = _MODULES.get((name, interpret))
     return mod if mod is not None else _load_build(name, interpret)
 
 
+def launcher(name: str, function: str, device_of: int = 0):
+    """An operator's implementation (:func:`neurodyn.ops.custom_op.define_op`): ``function`` of op ``name``'s kernel
+    module, loaded for the device of argument ``device_of``, called with the operator's arguments as they are."""
+    def implementation(*args):
+        return getattr(load(name, args[device_of].device), function)(*args)
+    implementation.__name__ = f"{name}_{function}"
+    return implementation
+
+
+def ceil_pow2(x: int) -> int:
+    """The least power of two ``>= x`` (1 for ``x <= 1``): a block size ``tl.arange`` takes."""
+    return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def floor_pow2(x: int) -> int:
+    """The greatest power of two ``<= x`` (1 for ``x <= 1``)."""
+    return 1 << (max(int(x), 1).bit_length() - 1)
+
+
 def shared():
-    """The helpers module ``common.py`` of the build being loaded: called by a kernel module at its import, while
-    :func:`load` has set ``TRITON_INTERPRET`` for that build."""
-    return _load_build("common", interpreter_requested())
+    """The helpers module ``triton_common.py`` of the build being loaded: called by a kernel module at its import,
+    while :func:`load` has set ``TRITON_INTERPRET`` for that build."""
+    return _load_build(_COMMON, interpreter_requested())
 
 
 def _load_build(name: str, interpret: bool):
@@ -115,8 +143,14 @@ def _load_build(name: str, interpret: bool):
 
 
 def _exec(name: str, interpret: bool):
-    full = f"{__name__}.{name}" + ("_interpreted" if interpret else "")
-    spec = importlib.util.spec_from_file_location(full, _HERE / f"{name}.py")
+    """Execute the file of kernel module ``name`` (``triton_common`` or an op's) as a new module of this build."""
+    full = f"{__package__}.{name}" if name == _COMMON else f"{__package__}.{name}.{_KERNELS}"
+    full += "_interpreted" if interpret else ""
+    path = _HERE / (f"{name}.py" if name == _COMMON else f"{name}/{_KERNELS}.py")
+    if not path.is_file():
+        raise ValueError(f"no Triton kernels for {name!r}: {path} does not exist (kernel modules: "
+                         f"{', '.join(kernel_modules())})")
+    spec = importlib.util.spec_from_file_location(full, path)
     mod = importlib.util.module_from_spec(spec)
     old = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"

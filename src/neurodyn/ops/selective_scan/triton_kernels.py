@@ -1,5 +1,6 @@
 """Triton kernels of the selective scan (forward, and backward by chunked recomputation), built like mamba-ssm's CUDA
-kernel. Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operators are in :mod:`neurodyn.ops.triton_ops`.
+kernel. Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operators are in
+:mod:`neurodyn.ops.selective_scan.triton_op` (and :mod:`neurodyn.ops.head_scan.triton_op`).
 
 The recurrence, in scan order ``s = 0 .. L-1`` (time ``t = s``, or ``t = L-1-s`` when ``REVERSE``)::
 
@@ -830,7 +831,7 @@ def _selective_scan_bwd_kernel(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# launchers (arguments prepared by neurodyn.ops.triton_ops: contiguous, B/C 2-D or 4-D)
+# launchers (arguments prepared by neurodyn.ops.selective_scan.triton_op: contiguous, B/C 2-D or 4-D)
 
 FWD_STEPS = 16   # steps per thread in the forward (float32)
 BWD_STEPS = 8    # ... in the backward (its per-step state is larger: 8 keeps it near 160 registers)

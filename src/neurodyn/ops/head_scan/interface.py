@@ -14,24 +14,26 @@ caller's), ``A: (S, H)`` (negative), ``B, C: (batch, S, L, G, N)``, ``D: (S, H *
 ``N`` equal decays; :func:`head_scan_ref` computes it exactly that way (folded into ``(batch, S H P, L)`` channels,
 through the sequential :func:`selective_scan_ref`).
 
-Backends: ``"heads"`` is the fused CPU kernel (``csrc/head_scan_cpu.cpp``): the vector lane is the channel, so a
-head's shared step, decay, B and C are read once per step for 16 (float) or 8 (double) channels, the sum over
-states is a multiply-add per state and nothing is transposed. It needs ``P`` to be a multiple of that lane count.
-``"auto"`` takes it for CPU tensors when it applies and otherwise folds into channels and calls
+Backends: ``"heads"`` is the fused CPU kernel (``csrc/head_scan_cpu.cpp``, the operator of ``cpu.py``): the vector
+lane is the channel, so a head's shared step, decay, B and C are read once per step for 16 (float) or 8 (double)
+channels, the sum over states is a multiply-add per state and nothing is transposed. It needs ``P`` to be a multiple
+of that lane count. ``"auto"`` takes it for CPU tensors when it applies and otherwise folds into channels and calls
 :func:`selective_scan` with its own ``"auto"``; for CUDA tensors when ``triton`` imports it takes ``"triton"``: the
-Triton selective-scan kernels reading this layout in place (:func:`neurodyn.ops.triton_ops.head_scan_triton`, no
-fold; the default pending a GPU measurement). ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
+Triton selective-scan kernels reading this layout in place (the operator of ``triton_op.py``, no fold; the default
+pending a GPU measurement). ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
 :func:`selective_scan` backend.
 """
 from __future__ import annotations
 
 import torch
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .kernel_ops import OPS
-from .selective_scan import check_float, compute_dtype, selective_scan, selective_scan_ref, shape_text
-from .triton_ops import head_scan_triton
+from ...errors import check_choice
+from .. import cpu_kernel, triton_loader
+from ..selective_scan.checks import check_float, compute_dtype, shape_text
+from ..selective_scan.interface import selective_scan
+from ..selective_scan.ref import selective_scan_ref
+from .cpu import head_lanes, head_scan_cpu
+from .triton_op import head_scan_triton
 
 Tensor = torch.Tensor
 
@@ -89,38 +91,13 @@ def head_scan_ref(u, dt, A, B, C, D=None) -> Tensor:
     return _unfold(selective_scan_ref(*fold_to_channels(u, dt, A, B, C, D)), u)
 
 
-class _HeadScanCpu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, u, dt, A, B, C, D):
-        need = any(ctx.needs_input_grad)
-        y, ckpt = OPS["head_scan_fwd"](u, dt, A, B, C, D, need)
-        ctx.has_D = D is not None
-        if need:
-            ctx.save_for_backward(u, dt, A, B, C, ckpt, *((D,) if D is not None else ()))
-        return y
-
-    @staticmethod
-    def backward(ctx, gy):
-        u, dt, A, B, C, ckpt, *opt = ctx.saved_tensors
-        D = opt[0] if ctx.has_D else None
-        gu, gdt, gA, gB, gC, gD = OPS["head_scan_bwd"](u, dt, A, B, C, D, ckpt, gy.contiguous())
-        b, S, L, HP = u.shape
-        H, (G, N) = dt.shape[3], B.shape[3:]
-        nblk = gdt.shape[-1]
-        gB = gB.view(b, S, G, (H // G) * nblk, L, N).sum(3).permute(0, 1, 3, 2, 4)   # (b, S, L, G, N)
-        gC = gC.view(b, S, G, (H // G) * nblk, L, N).sum(3).permute(0, 1, 3, 2, 4)
-        gA = gA.view(b, S, H, nblk).sum((0, 3)).to(u.dtype)
-        gD = gD.view(b, S, HP).sum(0).to(u.dtype) if ctx.has_D else None
-        return gu, gdt.sum(-1), gA, gB, gC, gD
-
-
 def head_kernel_applies(u: Tensor, dt: Tensor) -> bool:
     """Whether the fused head kernel can run these tensors: CPU, the kernel builds, P a multiple of its lanes."""
     if u.device.type != "cpu" or u.shape[2] == 0:
         return False
-    if not kernel_ops.available():
+    if not cpu_kernel.available():
         return False
-    return (u.shape[3] // dt.shape[3]) % kernel_ops.head_lanes(compute_dtype(u, dt)) == 0
+    return (u.shape[3] // dt.shape[3]) % head_lanes(compute_dtype(u, dt)) == 0
 
 
 def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
@@ -129,7 +106,7 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     _check_head_args(u, dt, A, B, C, D)
     if u.numel() == 0:  # no steps, samples, sets or channels: y is as empty as u, whatever the backend
         return u.clone()
-    if triton_kernels.chosen(backend, u):
+    if triton_loader.chosen(backend, u):
         return head_scan_triton(u, dt, A, B, C, D)
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):
@@ -140,4 +117,4 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
         return _unfold(selective_scan(*fold_to_channels(u, dt, A, B, C, D), backend=backend), u)
     cdt = compute_dtype(u, dt, A, B, C, D)
     c = lambda t: None if t is None else t.to(cdt).contiguous()  # noqa: E731
-    return _HeadScanCpu.apply(c(u), c(dt), c(A), c(B), c(C), c(D)).to(u.dtype)
+    return head_scan_cpu(c(u), c(dt), c(A), c(B), c(C), c(D)).to(u.dtype)

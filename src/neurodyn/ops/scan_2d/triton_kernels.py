@@ -1,5 +1,5 @@
 """Triton kernels of GeoMaNO's 2-D selective scan (:mod:`neurodyn.ops.scan_2d`), every direction in one launch.
-Loaded by :func:`neurodyn.ops.triton_kernels.load` only; the operator is in :mod:`neurodyn.ops.triton_ops`.
+Loaded by :func:`neurodyn.ops.triton_loader.load` only; the operator is in :mod:`neurodyn.ops.scan_2d.triton_op`.
 
 Per direction ``k`` (in its frame: frame row ``p``, frame column ``q``), channel and state, with
 ``dt = softplus?(delta + bias)``, ``a = exp(dt A) = 2^(dt A log2 e)``, ``bx = dt B x``::
@@ -60,8 +60,8 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_kernels import shared
-from neurodyn.ops.triton_ops import scan2d_geometry, scan2d_warps
+from neurodyn.ops.triton_loader import shared
+from neurodyn.ops.scan_2d.triton_op import scan2d_geometry, scan2d_warps
 
 common = shared()  # combine, rsum (this build's)
 
@@ -415,7 +415,7 @@ def _s2_bwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# launchers (arguments prepared by neurodyn.ops.triton_ops)
+# launchers (arguments prepared by neurodyn.ops.scan_2d.triton_op)
 
 
 _SPECS: dict = {}
@@ -445,7 +445,7 @@ def _strides5(t: torch.Tensor) -> tuple[int, ...]:
 
 def _geometry(x, A, dirs, seg, rows):
     """``(batch, d, H, W, K, n, BQ, segments, segments per row block, row blocks)``
-    (:func:`neurodyn.ops.triton_ops.scan2d_geometry`)."""
+    (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_geometry`)."""
     batch, dim, H, W = x.shape
     K, _, n = A.shape
     bq, nseg, nblk = scan2d_geometry(H, W, dirs, seg, rows)

@@ -13,18 +13,17 @@ so ``h[i, j] = sum_{i'<=i, j'<=j} (prod of a along the path right-then-down) bx[
 between two cells is a product over their Manhattan path. With ``"cbx"`` and R = 1 a direction becomes
 an exclusive scan (its own ``bx`` term removed exactly).
 
-Backends: ``"cpp"`` = a fused CPU kernel that runs the row scan and the column scan cell by cell
+Backends: ``"cpp"`` = a fused CPU kernel (``cpu.py``) that runs the row scan and the column scan cell by cell
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
 backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = the fused Triton kernels with every
-direction in one launch (:mod:`neurodyn.ops.triton_kernels.scan_2d`: direction a program axis, frames read by
-strides, softplus and bias inside, a row's states in registers, row scans as associative scans, the column scan
-carried from row to row, row blocks joined by a carry pass; backward from segment checkpoints), or, for rows too
-long for them (``n_pow2 * BQ > 2048``, e.g. n = 16 and a side over 128), the ``"scan"`` path on the Triton
-linear-scan kernel; ``"scan"`` = a row then a column
-:func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them); ``"torch"`` = the same with the
-pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel builds, ``"triton"`` for CUDA
-tensors when ``triton`` imports (pending a GPU measurement), else ``"torch"``. float16/bfloat16 inputs are computed
-in float32.
+direction in one launch (``triton_kernels.py``, the operator of ``triton_op.py``: direction a program axis, frames
+read by strides, softplus and bias inside, a row's states in registers, row scans as associative scans, the column
+scan carried from row to row, row blocks joined by a carry pass; backward from segment checkpoints), or, for rows too
+long for them (``n_pow2 * BQ > 8192``, ``SCAN2D_MAX_ROW``), the ``"scan"`` path on the Triton linear-scan kernel;
+``"scan"`` = a row then a column :func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them);
+``"torch"`` = the same with the pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel
+builds, ``"triton"`` for CUDA tensors when ``triton`` imports (pending a GPU measurement), else ``"torch"``.
+float16/bfloat16 inputs are computed in float32.
 
 Directions (``directions=``): ``"paper"`` = GeoMaNO's four cross-scan traversals
 ``("row", "row_rev", "col", "col_rev")`` (the 2-D scan starting at the top-left / bottom-right corner,
@@ -45,11 +44,13 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..errors import check_choice
-from . import kernel_ops, triton_kernels
-from .directions import resolve_directions
-from .linear_scan import linear_scan
-from .triton_ops import scan2d_blocks, scan2d_triton
+from ...errors import check_choice
+from .. import cpu_kernel, triton_loader
+from ..custom_op import compute_dtype
+from ..directions import resolve_directions
+from ..linear_scan.interface import linear_scan
+from .cpu import scan2d_cpu
+from .triton_op import scan2d_blocks, scan2d_triton
 
 Tensor = torch.Tensor
 
@@ -164,29 +165,6 @@ def _output(h, bx, xk, Ck, Rk, Dk, form):
     return y
 
 
-class _Scan2dCpu(torch.autograd.Function):
-    """One direction on the fused kernel; inputs in the direction's frame, n padded to 8, dt final."""
-
-    @staticmethod
-    def forward(ctx, x, dt, A, B, C, D, R, form: int):
-        need = any(ctx.needs_input_grad)
-        y, ckpt = kernel_ops.OPS["scan2d_fwd"](x, dt, A, B, C, D, R, form, need)
-        ctx.form, ctx.has_D = form, D is not None
-        if need:
-            ctx.save_for_backward(x, dt, A, B, C, R, ckpt, D if D is not None else torch.empty(0))
-        return y
-
-    @staticmethod
-    def backward(ctx, gy):
-        x, dt, A, B, C, R, ckpt, D = ctx.saved_tensors
-        D = D if ctx.has_D else None
-        gx, gdt, gA, gB, gC, gD, gR = kernel_ops.OPS["scan2d_bwd"](x, dt, A, B, C, D, R, ctx.form, ckpt,
-                                                                   gy.contiguous())
-        cdt = x.dtype
-        return (gx, gdt, gA.sum(0).to(cdt), gB, gC, gD.sum(0).to(cdt) if D is not None else None,
-                gR.sum(0).to(cdt), None)
-
-
 def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
     n = Ak.shape[-1]
     npad = -(-n // 8) * 8
@@ -194,7 +172,7 @@ def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
     c = lambda t: None if t is None else t.to(cdt).contiguous()  # noqa: E731
     R = torch.zeros_like(Ak) if Rk is None else Rk
     dt = _dt(c(dk), c(bk), softplus)  # (batch, d, H, W) elementwise: vectorised torch, autograd
-    return _Scan2dCpu.apply(
+    return scan2d_cpu(
         c(xk), dt.contiguous(), pad(c(Ak)).contiguous(), pad(c(Bk).permute(0, 2, 3, 1)).contiguous(),
         pad(c(Ck).permute(0, 2, 3, 1)).contiguous(), c(Dk), pad(c(R)).contiguous(),
         FORMS.index(form) if Rk is not None else 0)
@@ -228,14 +206,13 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
     check_choice("backend", backend, BACKENDS, error=ValueError)
     on_cpu = x.device.type == "cpu"
-    if triton_kernels.chosen(backend, x):
+    if triton_loader.chosen(backend, x):
         backend = "triton"
     elif backend == "auto":
-        backend = "cpp" if on_cpu and kernel_ops.available() else "torch"
-    if backend == "cpp" and (not on_cpu or not kernel_ops.available()):
+        backend = "cpp" if on_cpu and cpu_kernel.available() else "torch"
+    if backend == "cpp" and (not on_cpu or not cpu_kernel.available()):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
-    cdt = torch.float64 if any(t is not None and t.dtype == torch.float64 for t in
-                               (x, delta, A, B, C, D, delta_bias, args.R)) else torch.float32
+    cdt = compute_dtype(x, delta, A, B, C, D, delta_bias, args.R)
     if backend == "triton" and x.numel() > 0:
         b, d, H, W, n = args.shape
         blocks = scan2d_blocks(b, args.K, d, n, H, W, any(_DIRS[name][0] for name in args.dirs))
