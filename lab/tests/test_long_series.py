@@ -28,16 +28,17 @@ def test_the_choice_is_the_best_mean_validation_and_needs_every_file():
                sel("gru", "stride2", "ACSF1", 0.7), sel("gru", "stride2", "OSULeaf", 0.8)]
     rows, choice = ls.choose(records, "gru", files)
     assert choice is None and len(rows) == 2                     # stride4 not recorded yet: no choice
+    records += [sel("gru", c, d, 0.6) for c in list(ls.CANDIDATES)[3:] for d in files]
     records += [sel("gru", "stride4", "ACSF1", 0.75), sel("gru", "stride4", "OSULeaf", 0.7)]
-    assert ls.choose(records, "gru", files)[1] == "stride2"      # 0.75 beats 0.7 and 0.725
-    records[-1] = sel("gru", "stride4", "OSULeaf", 0.75)         # a tie at 0.75: the core reading fewer steps
+    assert ls.choose(records, "gru", files)[1] == "stride2"      # 0.75 beats 0.7, 0.725 and 0.6
+    records[-1] = sel("gru", "stride4", "OSULeaf", 0.75)         # a tie at 0.75: the later one listed
     assert ls.choose(records, "gru", files)[1] == "stride4"
     assert ls.choose(records, "nac", files) == ([], None)
 
 
 def test_the_steps_the_core_reads():
-    assert [ls.core_steps(1460, c) for c in ls.CANDIDATES] == [244, 183, 23]
-    assert [ls.core_steps(427, c) for c in ls.CANDIDATES] == [214, 54, 7]
+    assert [ls.core_steps(1460, c) for c in ls.CANDIDATES] == [244, 183, 23, 183, 23]
+    assert [ls.core_steps(427, c) for c in ls.CANDIDATES] == [214, 54, 7, 54, 7]
     assert ls.core_steps(200, "pool256") == 200
 
 

@@ -1,6 +1,7 @@
 """Sequence models (NAC and the baselines): shapes, masks, timestamps, registry round trip; NAC's profiles and
 options section, its old flat checkpoints, and the published protocol of the sequence presets' paper scales."""
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -233,6 +234,34 @@ def test_a_strided_front_end_ignores_padding_and_gives_the_core_the_steps_it_cen
     mp = torch.cat([mask, torch.zeros(2, 5, dtype=torch.bool)], 1)
     with torch.no_grad():
         torch.testing.assert_close(model(xp, tp, mp), out, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gru", "nac"])
+def test_series_input_norm_standardises_each_series_and_keeps_its_amplitude_as_a_channel(name):
+    """input_norm=series: each series over its real steps to mean 0, sd 1, per channel, with log(sd) appended; a
+    series scaled by 1000 differs in that channel alone (log 1000), and padding takes no part."""
+    kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
+    model = _build(name, conv_channels=(6,), conv_norm="batch", input_norm="series", pool="mean", **kw).eval()
+    assert model.front[0].in_channels == 6                        # 3 channels and their 3 log-amplitudes
+    x, t, mask = _batch(T=12)
+    z = model.per_series(x, mask)
+    for b, n in enumerate(mask.sum(1).tolist()):
+        real = z[b, :n, :3]
+        torch.testing.assert_close(real.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+        torch.testing.assert_close(real.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
+        torch.testing.assert_close(z[b, :n, 3:], x[b, :n].std(0, unbiased=False).log().expand(n, 3), atol=1e-4,
+                                   rtol=0)
+        assert (z[b, n:] == 0).all()
+    big = model.per_series(1000 * x, mask)
+    torch.testing.assert_close(big[..., :3], z[..., :3], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close((big - z)[..., 3:][mask], torch.full_like(z[..., 3:][mask], math.log(1000)))
+    xp = torch.cat([x, 50 * torch.randn(2, 4, 3)], 1)
+    tp = torch.cat([t, t[:, -1:] + torch.arange(1, 5)], 1)
+    mp = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(xp, tp, mp), model(x, t, mask), atol=1e-4, rtol=1e-4)
+    with pytest.raises(ConfigError, match="input_norm"):
+        _build(name, input_norm="batch", **kw)
 
 
 def test_conv_strides_one_per_conv_auto_and_refusals():

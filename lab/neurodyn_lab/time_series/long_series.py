@@ -11,15 +11,15 @@ The files: ACSF1 (100 + 100 series of length 1,460, 10 classes), OSULeaf (200 + 
 ``<stores>`` in the records).
 
 ``--select``: every candidate of ``CANDIDATES`` (how the series reach the core: average-pooled to at most 256 steps,
-the former silent default; or the raw series shortened by the conv front end's strides) behind each core of
+the former silent default; or the raw series shortened by the conv front end's strides, with or without each series
+standardised over its own steps) behind each core of
 ``CORES`` (the ``cpu`` scale of ``gru/sequence`` and ``nac/sequence``: three 64-wide convs of kernel 7, batch norm,
 the mean over steps) trains once (seed 0) on the *training* file, of which 20 % validates. The budget is the
 floor's: ``THREADS`` torch threads, ``train.time_limit=TIME_LIMIT`` s of training (at most the preset's 400 epochs,
 early stopping after 100 epochs without a better validation accuracy), so that the whole run takes at most
 15 minutes. No test file is read: a record holds validation accuracies, the run's wall time, the load average and
 the CPU seconds of this process. The choice per core (written before any test read, :func:`choose`): the
-candidate with the highest mean over the three files of the best validation accuracy (ties: the one whose core
-reads fewer steps).
+candidate with the highest mean over the three files of the best validation accuracy (ties: the later one listed).
 
 ``--test`` (after every selection run is recorded): the chosen candidate of each core is evaluated once on each
 file's test file, with the checkpoint ``neurodyn evaluate --which auto`` takes (``best.pt`` when 50 or more cases
@@ -62,9 +62,14 @@ CORES = {"gru": "gru/sequence", "nac": "nac/sequence"}
 #: label -> overrides: how a series reaches the core. pool256: average-pooled in time to at most 256 steps (the
 #: former data.max_steps=auto); strideS: the raw series, each of the three front-end convs of stride S (the core
 #: reads T / S^3 steps: a learned shortening)
+#: strideS-series: the same with each series standardised over its own steps and the log of its standard deviation
+#: appended as a channel (model.input_norm=series), added after the first three's validation accuracies were seen
+#: (PLAID, whose amplitudes span five orders of magnitude, did not fit its training split), before any test read
 CANDIDATES = {"pool256": ("data.max_steps=256", "model.conv_stride=1"),
               "stride2": ("data.max_steps=0", "model.conv_stride=2"),
-              "stride4": ("data.max_steps=0", "model.conv_stride=4")}
+              "stride4": ("data.max_steps=0", "model.conv_stride=4"),
+              "stride2-series": ("data.max_steps=0", "model.conv_stride=2", "model.input_norm=series"),
+              "stride4-series": ("data.max_steps=0", "model.conv_stride=4", "model.input_norm=series")}
 THREADS = 2
 TIME_LIMIT = 840  # s of training (epochs with their evaluations); data, model and summary fit in the last minute
 FLOOR_SECONDS = 900  # issue 58: 15 minutes of wall clock, the whole training
@@ -94,7 +99,7 @@ def core_steps(t_max: int, candidate: str) -> int:
         limit = int(candidate[4:])
         k = max(1, math.ceil(t_max / limit))
         return math.ceil(t_max / k)
-    s = int(candidate[len("stride"):])
+    s = int(candidate[len("stride"):].split("-")[0])
     for _ in range(3):
         t_max = math.ceil(t_max / s)
     return t_max
@@ -198,7 +203,7 @@ def selection_records(records: list[dict]) -> list[dict]:
 def choose(records: list[dict], core: str, datasets) -> tuple[list[tuple], str | None]:
     """``(rows, choice)``: per candidate ``(candidate, mean best validation accuracy, {dataset: value})`` over the
     candidates recorded on every file, and the chosen candidate (None until every candidate has every file): the
-    highest mean, ties to the one whose core reads fewer steps (the later in ``CANDIDATES``)."""
+    highest mean, ties to the later in ``CANDIDATES``."""
     rows = []
     for candidate in CANDIDATES:
         got = {r["dataset"]: r["val_best"] for r in selection_records(records)
@@ -259,7 +264,7 @@ def report(args) -> str:
              f"Selection: one seed (0) per candidate and file, {args.threads} torch threads, "
              f"`train.time_limit={TIME_LIMIT}` s, 20 % of each training file validates, no test file read; cell: the "
              "best validation accuracy; score: the mean over the files; the highest score is chosen per core (ties: "
-             "the candidate whose core reads fewer steps). Wall: the whole run (data, model, training); load: the "
+             "the later one listed). Wall: the whole run (data, model, training); load: the "
              "1-minute load average of the 2-core machine when the run ended (other work shared it).", ""]
     for core, preset in CORES.items():
         rows_, choice = choose(records, core, args.datasets)

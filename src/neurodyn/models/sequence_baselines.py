@@ -48,6 +48,7 @@ class SequenceConfig(HostConfig):
         conv_stride (int | tuple | str, 1): stride of every (or each) front-end conv, a learned shortening; 'auto':
             from the training series' length (host docstring).
         core_steps (int, 256): with conv_stride 'auto': the most steps the core reads.
+        input_norm (str, "none"): none | series: each series standardised over its real steps, log(sd) appended.
         conv_norm (str, "none"): none | batch | layer normalisation after every front-end conv (host docstring).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps.

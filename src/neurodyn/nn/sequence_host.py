@@ -28,6 +28,7 @@ __all__ = ["AUTO_CORE_STEPS", "CONV_NORMS", "HostConfig", "SequenceHost", "auto_
            "resolve_conv_stride"]
 
 CONV_NORMS = ("none", "batch", "layer")
+INPUT_NORMS = ("none", "series")
 AUTO_CORE_STEPS = 256  # conv_stride "auto": the most steps the core reads (the default of core_steps)
 
 
@@ -44,6 +45,8 @@ class HostConfig:
             the core reads ``T / prod(strides)`` steps, a learned shortening of long series (module doc); 1: none;
             ``"auto"``: chosen from the training data's length so that the core reads at most ``core_steps``.
         core_steps (int, 256): with ``conv_stride="auto"``: the most steps the core reads (module doc).
+        input_norm (str, "none"): none | series: each series standardised over its own real steps (per channel),
+            with the log of its standard deviation appended as one more channel per channel (:meth:`per_series`).
         conv_norm (str, "none"): normalisation after every front-end conv, before its ReLU: none | batch
             (``BatchNorm1d`` over batch and valid steps, the FCN/ResNet baselines' front end of Wang et al. 2017) |
             layer (over the channels of each step).
@@ -60,6 +63,7 @@ class HostConfig:
     conv_norm: str = "none"
     conv_stride: int | tuple | str = 1
     core_steps: int = AUTO_CORE_STEPS
+    input_norm: str = "none"
     dense: tuple = (32,)
     pool: str = "last"
     per_step: bool = False
@@ -68,6 +72,7 @@ class HostConfig:
     def __post_init__(self) -> None:
         check_choice("pool", self.pool, ("last", "mean"))
         check_choice("conv_norm", self.conv_norm, CONV_NORMS)
+        check_choice("input_norm", self.input_norm, INPUT_NORMS)
         if self.in_channels < 1 or self.out_channels < 1 or self.hidden < 1:
             raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
         if isinstance(self.core_steps, bool) or not isinstance(self.core_steps, int) or self.core_steps < 1:
@@ -144,7 +149,7 @@ class SequenceHost(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg  # validated when it was made (HostConfig.__post_init__)
-        convs, c = [], cfg.in_channels
+        convs, c = [], cfg.in_channels * (2 if cfg.input_norm == "series" else 1)
         for ch, stride in zip(cfg.conv_channels, cfg.strides()):
             convs.append(nn.Conv1d(c, int(ch), cfg.conv_kernel, stride=stride, padding=cfg.conv_kernel // 2))
             if cfg.conv_norm != "none":
@@ -172,13 +177,33 @@ class SequenceHost(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
                 pos=None, ctx=None) -> torch.Tensor:
         self.check_input(x, t, mask)
-        if mask is not None:
-            x = x * mask[..., None].to(x.dtype)
+        x = self.per_series(x, mask)
         z, t, mask = self.front.shorten(x, t, mask)
         h = self.core(z, t, mask)
         if not self.cfg.per_step:
             h = pool(h, mask, self.cfg.pool)
         return self.head(h)
+
+
+    def per_series(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``x`` with padded steps zeroed; with ``input_norm="series"`` each series standardised over its real steps,
+        per channel (``(x - mean) / sd``), and ``log(sd)`` appended as ``C`` more channels (constant over the series'
+        steps): the shapes of series whose amplitudes span orders of magnitude on one scale, their amplitude kept as
+        a feature. ``(B, T, C)`` -> ``(B, T, C)`` or ``(B, T, 2C)``."""
+        m = None if mask is None else mask[..., None].to(x.dtype)
+        if m is not None:
+            x = x * m
+        if self.cfg.input_norm == "none":
+            return x
+        n = x.new_full((x.shape[0], 1, 1), x.shape[1]) if m is None else m.sum(1, keepdim=True).clamp_min(1)
+        mean = x.sum(1, keepdim=True) / n
+        dev = x - mean if m is None else (x - mean) * m
+        sd = torch.sqrt((dev * dev).sum(1, keepdim=True) / n + SERIES_EPS)
+        out = torch.cat([dev / sd, torch.log(sd).expand_as(x)], -1)
+        return out if m is None else out * m
+
+
+SERIES_EPS = 1e-8  # input_norm "series": added to each series' variance (in the training normalizer's units)
 
 
 class MaskedNorm(nn.Module):
