@@ -70,6 +70,9 @@ COMMANDS: dict[str, Command] = {
                                             "30-resample means (whole train file, raw series, seeds 0-2)"),
     "time_series/uea_tuning": Command("neurodyn_lab.time_series.uea_tuning", "the sequence presets' settings chosen "
                                       "on validation of UEA/UCR training files; test files never read"),
+    "time_series/long_series": Command("neurodyn_lab.time_series.long_series", "long archive series (ACSF1, OSULeaf, "
+                                       "PLAID): pooling or a strided front end chosen on validation, tested once, "
+                                       "beside 1-NN and MiniRocket"),
     "protocol": Command("neurodyn_lab.protocol", "the paper experiments at the papers' protocol or scaled to two "
                         "cores, as resumable queues (--status, --lanes a b c d, --report)"),
 }

@@ -88,42 +88,23 @@ def parse_entry(text: str) -> tuple[str, str, list[str]]:
 
 def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | torch.device = "cpu") -> dict[str, Any]:
     """How many epochs of ``cfg`` fit in ``budget_seconds`` of training here: the median time of a few training
-    steps times the batches per epoch, plus one evaluation pass over the monitored set; a fitted baseline is one
-    epoch whatever the budget, timed as its one pass (:func:`neurodyn.baselines.fit.fit_baseline`, the path its run
-    takes: the fit, its training loss and the validation split). Also the timed model's parameter count
-    (``params``). Nothing is written."""
-    import math
-    import time
-
-    from .baselines import FittedSequenceModel, fit_baseline
+    steps times the batches per epoch, plus one evaluation pass over the monitored set
+    (:func:`neurodyn.train.epoch_cost.estimate_epoch`, which every training's header prints too). Also the timed
+    model's parameter count (``params``)."""
     from .data.assembly import build_data
     from .models import count_parameters
+    from .train.epoch_cost import estimate_epoch
     from .train.experiment import build_model, build_task, monitored_set, train_config
-    from .train.trainer import Trainer
 
     tcfg = train_config(cfg)
     data = build_data(cfg, device, progress=False, train_window_steps=tcfg.window_steps)
     model = build_model(cfg, data["sets"]["train"])
     task = build_task(cfg, data, tcfg)
-    eval_set = monitored_set(data["sets"])
-    if isinstance(model, FittedSequenceModel):
-        t0 = time.perf_counter()
-        fit_baseline(model, task, data["sets"]["train"], eval_set, batch_size=tcfg.eval_batch_size or tcfg.batch_size,
-                     device=device)
-        fit = time.perf_counter() - t0
-        return {"epochs": 1, "estimated_seconds_per_epoch": fit,
-                "step_seconds": fit / math.ceil(len(data["sets"]["train"]) / tcfg.batch_size),
-                "params": count_parameters(model)}
-    trainer = Trainer(model, task, data["sets"]["train"], None, tcfg, None, device=device, progress=False)
-    step = trainer.measure_step_seconds()
-    t0 = time.perf_counter()
-    if eval_set is not None:
-        model.eval()
-        task.evaluate(model, trainer.eval_batches(eval_set))
-    evaluation = time.perf_counter() - t0
-    epoch = step * trainer.n_batches + evaluation
-    return {"epochs": max(1, int(budget_seconds // epoch)), "estimated_seconds_per_epoch": epoch,
-            "step_seconds": step, "params": count_parameters(model)}
+    est = estimate_epoch(model, task, data["sets"]["train"], monitored_set(data["sets"]), tcfg, device)
+    epoch = est["estimated_seconds_per_epoch"]
+    epochs = 1 if est["fitted"] else max(1, int(budget_seconds // epoch))  # fitted in one pass: one epoch
+    return {"epochs": epochs, "estimated_seconds_per_epoch": epoch, "step_seconds": est["step_seconds"],
+            "params": count_parameters(model)}
 
 
 def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,

@@ -1,6 +1,7 @@
 """Sequence models (NAC and the baselines): shapes, masks, timestamps, registry round trip; NAC's profiles and
 options section, its old flat checkpoints, and the published protocol of the sequence presets' paper scales."""
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -211,6 +212,83 @@ def test_normalised_front_end_ignores_padding_in_training_and_in_eval(name, norm
         model = _build(name, conv_channels=(6, 5), conv_norm=norm, **kw).train(train)
         with torch.no_grad():
             torch.testing.assert_close(model(x, t, mask), model(xp, tp, mp), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gru", "nac", "cfc", "mha", "odernn"])
+def test_a_strided_front_end_ignores_padding_and_gives_the_core_the_steps_it_centres_on(name):
+    """Convs of stride s: the core reads ceil(T / s) per conv, with the timestamps and mask of the steps its outputs
+    are centred on; a sequence padded with more steps gives the same outputs (batch norm in eval)."""
+    kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
+    model = _build(name, conv_channels=(6, 5), conv_norm="batch", conv_stride=2, pool="mean", **kw).eval()
+    x, t, mask = _batch(T=11)
+    mask[-1, 7:] = False
+    seen = {}
+    model.core = (lambda core: lambda z, tt, mm: seen.update(z=z, t=tt, m=mm) or core(z, tt, mm))(model.core)
+    with torch.no_grad():
+        out = model(x, t, mask)
+    assert seen["z"].shape[1] == 3                                # 11 -> 6 -> 3
+    torch.testing.assert_close(seen["t"], t[:, ::4])
+    assert seen["m"].tolist() == [[True] * 3, [True, True, False]]  # 7 real steps -> 4 -> 2
+    xp = torch.cat([x, 50 * torch.randn(2, 5, 3)], 1)
+    tp = torch.cat([t, t[:, -1:] + torch.arange(1, 6)], 1)
+    mp = torch.cat([mask, torch.zeros(2, 5, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(xp, tp, mp), out, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["gru", "nac"])
+def test_series_input_norm_standardises_each_series_and_keeps_its_amplitude_as_a_channel(name):
+    """input_norm=series: each series over its real steps to mean 0, sd 1, per channel, with log(sd) appended; a
+    series scaled by 1000 differs in that channel alone (log 1000), and padding takes no part."""
+    kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
+    model = _build(name, conv_channels=(6,), conv_norm="batch", input_norm="series", pool="mean", **kw).eval()
+    assert model.front[0].in_channels == 6                        # 3 channels and their 3 log-amplitudes
+    x, t, mask = _batch(T=12)
+    z = model.per_series(x, mask)
+    for b, n in enumerate(mask.sum(1).tolist()):
+        real = z[b, :n, :3]
+        torch.testing.assert_close(real.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+        torch.testing.assert_close(real.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
+        torch.testing.assert_close(z[b, :n, 3:], x[b, :n].std(0, unbiased=False).log().expand(n, 3), atol=1e-4,
+                                   rtol=0)
+        assert (z[b, n:] == 0).all()
+    big = model.per_series(1000 * x, mask)
+    torch.testing.assert_close(big[..., :3], z[..., :3], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close((big - z)[..., 3:][mask], torch.full_like(z[..., 3:][mask], math.log(1000)))
+    xp = torch.cat([x, 50 * torch.randn(2, 4, 3)], 1)
+    tp = torch.cat([t, t[:, -1:] + torch.arange(1, 5)], 1)
+    mp = torch.cat([mask, torch.zeros(2, 4, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(xp, tp, mp), model(x, t, mask), atol=1e-4, rtol=1e-4)
+    with pytest.raises(ConfigError, match="input_norm"):
+        _build(name, input_norm="batch", **kw)
+
+
+def test_conv_strides_one_per_conv_auto_and_refusals():
+    from neurodyn.nn.sequence_host import auto_strides, describe_front_end, resolve_conv_stride
+
+    model = _build("gru", conv_channels=(6, 5, 4), conv_stride=[4, 2, 1])
+    assert [m.stride[0] for m in model.front if isinstance(m, torch.nn.Conv1d)] == [4, 2, 1]
+    assert model(*_batch(T=17)).shape == (2, 4)
+    assert describe_front_end(model.cfg, 1460) == "the front end's strides 4x2x1: the core reads 183 steps"
+    assert describe_front_end(_build("gru").cfg, 1460) == ""
+    # auto: none up to core_steps, else the smallest common stride that leaves at most core_steps
+    assert auto_strides(3, 256) == (1, 1, 1) and auto_strides(3, 257) == (2, 2, 2)
+    assert auto_strides(3, 1460) == (2, 2, 2) and auto_strides(3, 1460, 32) == (4, 4, 4)
+    assert auto_strides(3, 427, 32) == (3, 3, 3) and auto_strides(0, 5000) == ()
+    section = {"name": "gru", "conv_channels": [8, 8, 8], "conv_stride": "auto", "core_steps": 100}
+    assert resolve_conv_stride(section, 1344)["conv_stride"] == [3, 3, 3]
+    assert resolve_conv_stride({**section, "conv_stride": 2}, 1344)["conv_stride"] == 2
+    assert _build("gru", conv_channels=(6,), conv_stride="auto").cfg.strides() == (1,)  # built without data
+    with pytest.raises(ConfigError, match="one per conv"):
+        _build("gru", conv_channels=(6, 5), conv_stride=[2])
+    with pytest.raises(ConfigError, match="per-step targets"):
+        _build("gru", conv_channels=(6,), conv_stride=2, per_step=True)
+    for bad in (0, "fast", 1.5):
+        with pytest.raises(ConfigError, match="conv_stride"):
+            _build("gru", conv_channels=(6,), conv_stride=bad)
+    with pytest.raises(ConfigError, match="core_steps"):
+        _build("gru", core_steps=0)
 
 
 def test_batch_norm_of_the_front_end_standardises_over_the_valid_steps_only():

@@ -30,7 +30,8 @@ class SequenceDataset(Dataset):
     ``window - 1`` on, target = the window's last step; ``relative_time`` then shifts each window's
     timestamps to start at 0. ``max_steps`` and ``pool_from``: time pooling of long sequences
     (:mod:`neurodyn.data.sequence_pooling`);
-    ``self.pool`` is the factor ``k`` applied (1: none).
+    ``self.pool`` is the factor ``k`` applied (1: none), ``self.raw_steps`` the length before it and
+    ``self.max_steps`` the option that chose it (:func:`~neurodyn.data.sequence_pooling.describe_pooling`).
     """
 
     def __init__(self, store: StoredDataset, ids: np.ndarray, max_len: int | None = None, window: int = 0,
@@ -48,6 +49,7 @@ class SequenceDataset(Dataset):
         if not np.array_equal(keep, m):
             x, t, m, y, obs = compact_steps(keep, x, t, y if per_step else None, obs, y)
         self.pool = pool_factor(max_steps, int(pool_from or x.shape[1]), per_step)
+        self.raw_steps, self.max_steps = int(x.shape[1]), max_steps
         if self.pool > 1:
             x, t, m, obs = pool_in_time(x, t, m, obs, self.pool)
         x, measured = model_inputs(x, obs, m, missing, observed_channels)

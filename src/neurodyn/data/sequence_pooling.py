@@ -16,6 +16,12 @@ labels, so an integer limit there is a ConfigError); an integer ``>= 1``: that l
 every split and test file of a run, so they pool alike), else from this file's. The dataset
 (:class:`~neurodyn.data.sequence_dataset.SequenceDataset`) and a trained run's predictions (``load_run``) pool with
 these two functions.
+
+Pooling transforms the data, so it is never silent: :func:`describe_pooling` is the line the run header
+(``neurodyn train``) and ``summary.md`` print of every sequence run ("steps pooled by k: T -> T/k" or "raw series,
+T steps"). The fitted baselines whose published protocol reads the raw series (``knn/sequence``,
+``minirocket/sequence``, ``multirocket/sequence``, ``hydra/sequence``) set ``max_steps: 0`` in their presets: they
+pool only when asked explicitly.
 """
 from __future__ import annotations
 
@@ -48,6 +54,16 @@ def pool_factor(max_steps: Any, t_max: int, per_step: bool) -> int:
     return -(-int(t_max) // limit)
 
 
+def describe_pooling(t_max: int, k: int, max_steps: Any = None) -> str:
+    """How a run's sequences reach the model, in words: ``"steps pooled by k: T -> ceil(T/k) (data.max_steps=M)"``
+    when pooled by ``k > 1``, else ``"raw series, T steps"`` (``t_max``: the training file's longest sequence
+    before pooling)."""
+    if k > 1:
+        limit = "" if max_steps is None else f" (data.max_steps={max_steps})"
+        return f"steps pooled by {k}: {t_max} -> {-(-int(t_max) // k)}{limit}"
+    return f"raw series, {t_max} steps"
+
+
 def pool_in_time(x: np.ndarray, t: np.ndarray, m: np.ndarray, obs: np.ndarray | None, k: int):
     """Average-pool sequences in time by ``k`` (module doc): ``x (N, T, C)``, ``t (N, T)``, ``m (N, T)`` bool (a
     prefix per row), ``obs (N, T, C)`` bool or None -> ``x' (N, T', C)`` float32, ``t' (N, T')``, ``m' (N, T')``,
@@ -74,4 +90,4 @@ def pool_in_time(x: np.ndarray, t: np.ndarray, m: np.ndarray, obs: np.ndarray | 
     return (xp.astype(np.float32), tp.astype(t.dtype), mp, (count > 0) if obs is not None else None)
 
 
-__all__ = ["AUTO_MAX_STEPS", "pool_factor", "pool_in_time"]
+__all__ = ["AUTO_MAX_STEPS", "describe_pooling", "pool_factor", "pool_in_time"]

@@ -44,8 +44,12 @@ class NACConfig(HostConfig):
         time_scale (float, 1.0): timestamps are divided by this first; no preset sets it (old checkpoints hold it).
         token_mode (str, "sequence"): sequence | per_step (every step its own length-1 sequence, as the code).
         seed (int, 22222): NCP wiring seed (the ncps and released-code default).
-        conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
+        conv_channels (tuple, ()): Conv1d front-end widths (same padding, ReLU; Table 4 "Conv layers").
         conv_kernel (int, 5): kernel of every front-end conv.
+        conv_stride (int | tuple | str, 1): stride of every (or each) front-end conv, a learned shortening; 'auto':
+            from the training series' length (host docstring).
+        core_steps (int, 256): with conv_stride 'auto': the most steps the core reads.
+        input_norm (str, "none"): none | series: each series standardised over its real steps, log(sd) appended.
         conv_norm (str, "none"): none | batch | layer normalisation after every front-end conv (host docstring).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps (every sequence model's host).
@@ -115,9 +119,7 @@ class NACModel(SequenceHost):
 
     def details(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None):
         """The NAC layer's per-pair tensors (phi, omega, t, logits, attn, index, valid) for ``x``."""
-        if mask is not None:
-            x = x * mask[..., None].to(x.dtype)
-        z = self.front(x, mask)
+        z, t, mask = self.front.shorten(self.per_series(x, mask), t, mask)
         t = None if (t is None or not self.cfg.use_time) else t / self.cfg.time_scale
         return self.nac(z, t, mask, return_details=True)[1]
 

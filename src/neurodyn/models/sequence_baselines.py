@@ -43,8 +43,12 @@ class SequenceConfig(HostConfig):
         in_channels (int, 1): features per step (set from the data).
         out_channels (int, 10): classes or regression targets (set from the data).
         hidden (int, 64): RNN units; attention d_model (the NAC paper: NAC's d_model).
-        conv_channels (tuple, ()): Conv1d front-end widths (stride 1, same padding, ReLU; Table 4 "Conv layers").
+        conv_channels (tuple, ()): Conv1d front-end widths (same padding, ReLU; Table 4 "Conv layers").
         conv_kernel (int, 5): kernel of every front-end conv.
+        conv_stride (int | tuple | str, 1): stride of every (or each) front-end conv, a learned shortening; 'auto':
+            from the training series' length (host docstring).
+        core_steps (int, 256): with conv_stride 'auto': the most steps the core reads.
+        input_norm (str, "none"): none | series: each series standardised over its real steps, log(sd) appended.
         conv_norm (str, "none"): none | batch | layer normalisation after every front-end conv (host docstring).
         dense (tuple, (32,)): hidden widths of the dense head (ReLU; Table 4 "Dense").
         pool (str, "last"): sequence output: last valid step | mean over valid steps.

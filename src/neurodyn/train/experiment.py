@@ -33,7 +33,9 @@ from ..data.datasets import SteadyDataset
 from ..errors import ConfigError
 from ..models import build, count_parameters
 from ..models.registry import check_fits_in_memory, check_model_config, config_fields, module_device
+from ..nn.sequence_host import resolve_conv_stride
 from .checkpoint import check_resume_config
+from .epoch_cost import cost_line, estimate_epoch, steps_line
 from .distributed import DistInfo, barrier
 from .metrics import metric_definition, shown_metrics
 from .run_folder import check_trainable, foreign_config, open_run_folder, training_lock
@@ -75,6 +77,8 @@ def build_model(cfg: dict[str, Any], train_set) -> torch.nn.Module:
             raise ConfigError(f"model.{key}={m[key]} but the data and task need {have}; drop the override "
                               "or change the data section")
         m[key] = have
+    if cfg.get("task") == "sequence":  # conv_stride "auto": the strides for the training series' length
+        m = resolve_conv_stride(m, train_set.length)
     return build(name, m)
 
 
@@ -278,6 +282,8 @@ def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device,
         print(f"{cfg.get('preset', 'experiment')} [{cfg.get('scale', '?')}]: model {cfg['model']['name']} with "
               f"{count_parameters(model):,} parameters; {sizes} samples from {data['path']}{tests}; "
               f"processes: {dist.world_size}", flush=True)
+        for line in header_lines(model, task, train_set, eval_set, tcfg, device, dist):
+            print(line, flush=True)
     batch_size = tcfg.eval_batch_size or tcfg.batch_size
     done = _fit(model, task, train_set, eval_set, tcfg, run_dir, recorded, device, dist, progress, resume, interrupt_at)
     history, log, best_state, epoch, passes = done
@@ -297,7 +303,8 @@ def _train(cfg: dict[str, Any], tcfg: TrainConfig, run_dir: Path | None, device,
         key, mode = getattr(task, "monitor", ("rel_l2", "min"))
         write_summary(recorded, history, count_parameters(model), run_dir, monitor=key, mode=mode, tests=tests,
                       baselines=baselines, classes=getattr(train_set, "classes", None), n_val=split_cases(eval_set),
-                      channels=field_channels(train_set), val_scores=val_scores)
+                      channels=field_channels(train_set), val_scores=val_scores,
+                      steps=steps_line(train_set, model))
     key = getattr(task, "monitor", ("rel_l2", "min"))[0]
     final = dict(tests.get("test", {}).get("last", {}))
     final.update({f"{name}/{key}": m["last"][key] for name, m in tests.items() if name != "test"})
@@ -327,6 +334,25 @@ def _fit(model, task, train_set, eval_set, tcfg: TrainConfig, run_dir: Path | No
     history = trainer.fit(resume=resume)
     passes = {"batches": trainer.eval_batches, "progress": trainer.stage_progress()}
     return history, trainer.log_extra, trainer.best_state(), trainer.epoch - 1, passes
+
+
+def header_lines(model: torch.nn.Module, task, train_set, eval_set, tcfg: TrainConfig, device,
+                 dist: DistInfo) -> list[str]:
+    """The run header's lines after the first (:mod:`neurodyn.train.epoch_cost`): how a sequence run's series reach
+    the model (raw or pooled, and a strided front end's steps), and the cost per epoch estimated from a few timed
+    steps of a copy of the model (not with several processes, nor before ``torch.compile`` has compiled)."""
+    lines = [line for line in [steps_line(train_set, model)] if line]
+    if isinstance(model, FittedSequenceModel):  # timing it would fit it twice
+        return [*lines, "cost: fitted in one pass (no epochs); its time is in summary.md"]
+    if dist.enabled or tcfg.compile:
+        why = f"{dist.world_size} processes" if dist.enabled else "train.compile (the first steps compile)"
+        return [*lines, f"cost: not estimated before training ({why})"]
+    try:
+        lines.append(cost_line(estimate_epoch(model, task, train_set, eval_set, tcfg, device, steps=3, warmup=1,
+                                              eval_batches=2), tcfg))
+    except (RuntimeError, ValueError, TypeError) as exc:  # an estimate never stops a training; say why it is missing
+        lines.append(f"cost: not estimated ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+    return lines
 
 
 def recorded_config(cfg: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
@@ -443,7 +469,7 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
                   monitor: str = "rel_l2", mode: str = "min", tests: dict[str, dict[str, Any]] | None = None,
                   baselines: dict[str, dict[str, Any]] | None = None, classes: list[str] | None = None,
                   n_val: int | None = None, channels: int | None = None,
-                  val_scores: dict[str, Any] | None = None) -> None:
+                  val_scores: dict[str, Any] | None = None, steps: str | None = None) -> None:
     """``summary.md``: the run's settings, the validation curve's best epoch, and the one evaluation of the test
     split and test files (the final model, and the checkpoint the validation split selected), beside the
     ``baselines`` of the same sets (:func:`baseline_scores`), with the final model's confusion matrix (rows: true
@@ -451,9 +477,10 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
     ``tests``) given ``val_scores``, the final model's metrics on the validation split, shows them beside the
     baselines of that split (``baselines[VALIDATION]``) instead, said to be no test. ``n_val``: the validation split's
     cases, stated with a remark when they are fewer than ``MIN_VAL_FOR_BEST`` (``best.pt`` then chosen on few).
-    ``channels``: the channels of one target field (:func:`field_channels`), which tell the metrics that are one
-    quantity by definition (:func:`neurodyn.train.metrics.shown_metrics`). Every metric a table shows is defined
-    below it in one line with its units; Fourier bands a grid has no mode in are marked n/a, never 0."""
+    ``steps``: a sequence run's :func:`~neurodyn.train.epoch_cost.steps_line` (raw or pooled series), written under
+    the data line. ``channels``: the channels of one target field (:func:`field_channels`), which tell the metrics
+    that are one quantity by definition (:func:`neurodyn.train.metrics.shown_metrics`). Every metric a table shows
+    is defined below it in one line with its units; Fourier bands a grid has no mode in are marked n/a, never 0."""
     pick = min if mode == "min" else max
     curve = [(h["epoch"] + 1, h["val"][monitor]) for h in history if "val" in h]
     name = "rel. L2" if monitor == "rel_l2" else monitor
@@ -470,6 +497,7 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
     lines = [f"# {cfg.get('preset', 'experiment')} — scale `{cfg.get('scale', '?')}`", "",
              f"- model: `{cfg['model']['name']}`, {n_params:,} parameters",
              f"- data: {json.dumps({k: v for k, v in cfg['data'].items()})}",
+             *([f"- {steps}"] if steps else []),
              f"- training: {len(history)} epochs, final train loss {history[-1]['train_loss']:.5g}" if history else "",
              f"- time: {sum(h['seconds'] for h in history):.1f} s of training", validation,
              "- test: evaluated once, after training, with the training normalizers", ""]
@@ -497,6 +525,8 @@ def write_summary(cfg: dict[str, Any], history: list[dict[str, Any]], n_params: 
                   "| --- |" + " --- |" * len(columns)]
         lines += [f"| {k} | " + " | ".join(f"{c.get(k, float('nan')):.5g}" for c in columns.values()) + " |"
                   for k in keys]
+        if steps and any(m is not None for m in base.values()):
+            lines += ["", f"(the baselines read the training split as the model does: {steps.split(';')[0]})"]
         if base.get("1-NN", 0) is None:
             lines += ["", f"(1-NN skipped: more than {KNN_SUMMARY_LIMIT:.0e} element operations; train the "
                       "`knn/sequence` preset to score it)"]
