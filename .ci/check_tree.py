@@ -7,16 +7,17 @@ anywhere (a run resumes from its untracked folder or starts over: lab/README.md)
 
 Standard library only, so it runs before anything is installed.
 """
+
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
-FILE_LIMIT = 2 * 2**20      # bytes of one tracked file
-LIBRARY_LIMIT = 5 * 2**20   # bytes of every tracked file outside lab/ together
-TREE_LIMIT = 20 * 2**20     # bytes of every tracked file together
-LAB = "lab"                 # the laboratory: experiments, records, pages (its own project)
+FILE_LIMIT = 2 * 2**20  # bytes of one tracked file
+LIBRARY_LIMIT = 5 * 2**20  # bytes of every tracked file outside lab/ together
+TREE_LIMIT = 20 * 2**20  # bytes of every tracked file together
+LAB = "lab"  # the laboratory: experiments, records, pages (its own project)
 
 
 def tracked_files(repo: Path) -> list[str]:
@@ -44,20 +45,28 @@ def problems(repo: Path) -> list[str]:
     library, lab = sizes(repo)
     for size, name in library + lab:
         if size > FILE_LIMIT:
-            found.append(f"{name} is {size / 2**20:.1f} MB, over the 2 MB limit of one tracked file: keep only "
-                         "records in the tree (configs, metrics, summaries, plots of a few hundred kB) and "
-                         f"`git rm --cached {name}`.")
+            found.append(
+                f"{name} is {size / 2**20:.1f} MB, over the 2 MB limit of one tracked file: keep only "
+                "records in the tree (configs, metrics, summaries, plots of a few hundred kB) and "
+                f"`git rm --cached {name}`."
+            )
         if PurePosixPath(name).suffix == ".pt":
-            found.append(f"{name} is a tracked checkpoint: checkpoints never enter a commit (a run's numbers are in "
-                         f"its records; it resumes from its untracked run folder), so `git rm --cached {name}`.")
+            found.append(
+                f"{name} is a tracked checkpoint: checkpoints never enter a commit (a run's numbers are in "
+                f"its records; it resumes from its untracked run folder), so `git rm --cached {name}`."
+            )
     in_library = sum(s for s, _ in library)
     if in_library > LIBRARY_LIMIT:
-        found.append(f"the library part of the tree (outside {LAB}/) is {in_library / 2**20:.1f} MB, over the 5 MB "
-                     f"limit; its largest files: {_largest(library)}.")
+        found.append(
+            f"the library part of the tree (outside {LAB}/) is {in_library / 2**20:.1f} MB, over the 5 MB "
+            f"limit; its largest files: {_largest(library)}."
+        )
     total = in_library + sum(s for s, _ in lab)
     if total > TREE_LIMIT:
-        found.append(f"the tracked tree is {total / 2**20:.1f} MB, over the 20 MB limit; its largest files: "
-                     f"{_largest(library + lab)}.")
+        found.append(
+            f"the tracked tree is {total / 2**20:.1f} MB, over the 20 MB limit; its largest files: "
+            f"{_largest(library + lab)}."
+        )
     return found
 
 
@@ -69,8 +78,10 @@ def main(argv: list[str]) -> int:
     if not found:
         library, lab = sizes(repo)
         a, b = sum(s for s, _ in library), sum(s for s, _ in lab)
-        print(f"check_tree: {len(library) + len(lab)} tracked files, {(a + b) / 2**20:.1f} MB (library "
-              f"{a / 2**20:.1f} MB, {LAB}/ {b / 2**20:.1f} MB); no checkpoint")
+        print(
+            f"check_tree: {len(library) + len(lab)} tracked files, {(a + b) / 2**20:.1f} MB (library "
+            f"{a / 2**20:.1f} MB, {LAB}/ {b / 2**20:.1f} MB); no checkpoint"
+        )
     return 1 if found else 0
 
 

@@ -21,6 +21,7 @@ Each model is warmed up, then the two are timed alternately (order flipped every
 noise over both; the table reports medians (and the interquartile range) of wall-clock ms per step, and
 the median process CPU time per step (all threads; less sensitive to other programs on a shared machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=20, help="timed steps per model and size (>= 10)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--check", action="store_true", help="also check that the two models compute the same function")
-    p.add_argument("--ablation", action="store_true",
-                   help="also time neurodyn with SpectralConv's FFT path and with unfused lifting/projection MLPs")
+    p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also time neurodyn with SpectralConv's FFT path and with unfused lifting/projection MLPs",
+    )
     return p.parse_args(argv)
 
 
@@ -64,12 +68,30 @@ def build_models(args):
     from neurodyn.nn.spectral import neuralop_n_modes
 
     modes = tuple(args.modes)
-    ours = ndm.build("fno", in_channels=1, out_channels=1, modes=modes, width=args.width, n_layers=args.layers,
-                     lifting_channels=4 * args.width, projection_channels=4 * args.width)
-    theirs = TheirFNO(n_modes=neuralop_n_modes(modes), in_channels=1, out_channels=1, hidden_channels=args.width,
-                      n_layers=args.layers, lifting_channel_ratio=4, projection_channel_ratio=4,
-                      positional_embedding="grid", use_channel_mlp=False, fno_skip="linear",
-                      domain_padding=None, non_linearity=torch.nn.functional.gelu)
+    ours = ndm.build(
+        "fno",
+        in_channels=1,
+        out_channels=1,
+        modes=modes,
+        width=args.width,
+        n_layers=args.layers,
+        lifting_channels=4 * args.width,
+        projection_channels=4 * args.width,
+    )
+    theirs = TheirFNO(
+        n_modes=neuralop_n_modes(modes),
+        in_channels=1,
+        out_channels=1,
+        hidden_channels=args.width,
+        n_layers=args.layers,
+        lifting_channel_ratio=4,
+        projection_channel_ratio=4,
+        positional_embedding="grid",
+        use_channel_mlp=False,
+        fno_skip="linear",
+        domain_padding=None,
+        non_linearity=torch.nn.functional.gelu,
+    )
     return ours, theirs
 
 
@@ -82,8 +104,10 @@ def ablations(ours, x, y) -> dict:
         conv.method = "fft"
     unfused = copy.deepcopy(ours)
     unfused.lifting.fused = unfused.projection.fused = False
-    return {"neurodyn, SpectralConv via torch.fft": (fft, x, y),
-            "neurodyn, unfused lifting/projection": (unfused, x, y)}
+    return {
+        "neurodyn, SpectralConv via torch.fft": (fft, x, y),
+        "neurodyn, unfused lifting/projection": (unfused, x, y),
+    }
 
 
 def check_same_function(args) -> float:
@@ -95,11 +119,27 @@ def check_same_function(args) -> float:
     from neurodyn.nn.spectral import neuralop_n_modes
 
     modes = tuple(args.modes)
-    ours = ndm.build("fno", modes=modes, width=args.width, n_layers=args.layers, positional_grid=False,
-                     lifting_channels=4 * args.width, projection_channels=4 * args.width)
-    theirs = TheirFNO(n_modes=neuralop_n_modes(modes), in_channels=1, out_channels=1, hidden_channels=args.width,
-                      n_layers=args.layers, lifting_channel_ratio=4, projection_channel_ratio=4,
-                      positional_embedding=None, use_channel_mlp=False, fno_skip="linear")
+    ours = ndm.build(
+        "fno",
+        modes=modes,
+        width=args.width,
+        n_layers=args.layers,
+        positional_grid=False,
+        lifting_channels=4 * args.width,
+        projection_channels=4 * args.width,
+    )
+    theirs = TheirFNO(
+        n_modes=neuralop_n_modes(modes),
+        in_channels=1,
+        out_channels=1,
+        hidden_channels=args.width,
+        n_layers=args.layers,
+        lifting_channel_ratio=4,
+        projection_channel_ratio=4,
+        positional_embedding=None,
+        use_channel_mlp=False,
+        fno_skip="linear",
+    )
     # neuraloperator 2.0's FNOBlocks applies the activation twice in every layer but the last when
     # use_channel_mlp=False (once after K v + W v, once more after the skipped channel-MLP stage); mirror
     # that on our side so that the comparison isolates everything else.
@@ -146,16 +186,22 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     ours, theirs = build_models(args)
     n_ours, n_theirs = ndm.count_parameters(ours), ndm.count_parameters(theirs)
-    print(f"# FNO training step, {datetime.date.today().isoformat()}, torch {torch.__version__}, "
-          f"neuraloperator {version('neuraloperator')}, {platform.processor() or platform.machine()}, "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"# FNO training step, {datetime.date.today().isoformat()}, torch {torch.__version__}, "
+        f"neuraloperator {version('neuraloperator')}, {platform.processor() or platform.machine()}, "
+        f"threads={torch.get_num_threads()}"
+    )
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    print(f"# modes={tuple(args.modes)} (neuralop n_modes="
-          f"{tuple(2 * m for m in args.modes[:-1]) + (2 * args.modes[-1] - 1,)}), width={args.width}, "
-          f"layers={args.layers}, batch={args.batch}; parameters: neurodyn {n_ours:,}, neuraloperator {n_theirs:,}")
+    print(
+        f"# modes={tuple(args.modes)} (neuralop n_modes="
+        f"{tuple(2 * m for m in args.modes[:-1]) + (2 * args.modes[-1] - 1,)}), width={args.width}, "
+        f"layers={args.layers}, batch={args.batch}; parameters: neurodyn {n_ours:,}, neuraloperator {n_theirs:,}"
+    )
     if args.check:
-        print(f"# same-function check (float32, weights copied, no grid channels): max rel. diff "
-              f"{check_same_function(args):.2e}")
+        print(
+            f"# same-function check (float32, weights copied, no grid channels): max rel. diff "
+            f"{check_same_function(args):.2e}"
+        )
 
     rows = []
     for n in args.sizes:
@@ -185,7 +231,7 @@ def main(argv=None) -> None:
         cpu = {k: [] for k in models}
         order = list(models)
         for r in range(args.runs):
-            for key in (order if r % 2 == 0 else order[::-1]):
+            for key in order if r % 2 == 0 else order[::-1]:
                 wall, used = step(key)
                 times[key].append(wall * 1e3)
                 cpu[key].append(used * 1e3)
@@ -195,15 +241,19 @@ def main(argv=None) -> None:
         rows.append((n, med, iqr, cpu_med))
 
     print()
-    print("| grid | batch | threads | neurodyn ms/step (IQR) | neuraloperator ms/step (IQR) | theirs / ours "
-          "| CPU ms/step ours / theirs |")
+    print(
+        "| grid | batch | threads | neurodyn ms/step (IQR) | neuraloperator ms/step (IQR) | theirs / ours "
+        "| CPU ms/step ours / theirs |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for n, med, iqr, cpu_med in rows:
         grid = "x".join([str(n)] * len(args.modes))
         o, t = med["neurodyn"], med["neuraloperator"]
-        print(f"| {grid} | {args.batch} | {torch.get_num_threads()} | {o:.1f} ({iqr['neurodyn'][0]:.1f}-"
-              f"{iqr['neurodyn'][2]:.1f}) | {t:.1f} ({iqr['neuraloperator'][0]:.1f}-{iqr['neuraloperator'][2]:.1f}) "
-              f"| {t / o:.2f} | {cpu_med['neurodyn']:.0f} / {cpu_med['neuraloperator']:.0f} |")
+        print(
+            f"| {grid} | {args.batch} | {torch.get_num_threads()} | {o:.1f} ({iqr['neurodyn'][0]:.1f}-"
+            f"{iqr['neurodyn'][2]:.1f}) | {t:.1f} ({iqr['neuraloperator'][0]:.1f}-{iqr['neuraloperator'][2]:.1f}) "
+            f"| {t / o:.2f} | {cpu_med['neurodyn']:.0f} / {cpu_med['neuraloperator']:.0f} |"
+        )
     if args.ablation:
         print()
         print("| grid | variant | ms/step (IQR) | CPU ms/step |")

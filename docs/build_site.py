@@ -15,6 +15,7 @@ and ``mkdocs build --strict`` fails on any link that leads nowhere.
 
     python docs/build_site.py            # then: mkdocs build --strict
 """
+
 from __future__ import annotations
 
 import importlib
@@ -90,8 +91,15 @@ def api_pages() -> list[str]:
         title = f"`{package}`"
         body = [f"# {title}", ""]
         for module in sorted(set(modules)):
-            body += [f"## `{module}`", "", f"::: {module}", "    options:", "      members_order: source",
-                     "      show_submodules: false", ""]
+            body += [
+                f"## `{module}`",
+                "",
+                f"::: {module}",
+                "    options:",
+                "      members_order: source",
+                "      show_submodules: false",
+                "",
+            ]
         path.write_text("\n".join(body))
         pages.append(path.relative_to(OUT).as_posix())
     return pages
@@ -105,8 +113,16 @@ def example_pages() -> list[str]:
         doc = re.match(r'\s*"""(.*?)"""', text, re.S)
         path = OUT / "examples" / f"{script.stem}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f"# `examples/{script.name}`", "", doc.group(1).strip() if doc else "", "", "```python", text.rstrip(),
-                 "```", ""]
+        lines = [
+            f"# `examples/{script.name}`",
+            "",
+            doc.group(1).strip() if doc else "",
+            "",
+            "```python",
+            text.rstrip(),
+            "```",
+            "",
+        ]
         path.write_text("\n".join(lines))
         pages.append(path.relative_to(OUT).as_posix())
     return pages
@@ -118,8 +134,10 @@ def main() -> int:
     guides = copy_guides()
     copy_results()
     api, examples = api_pages(), example_pages()
-    print(f"site sources in {OUT.relative_to(ROOT)}: {len(guides)} guide pages, {len(api)} API pages, "
-          f"{len(examples)} examples, results {'included' if (OUT / 'lab').is_dir() else 'absent'}")
+    print(
+        f"site sources in {OUT.relative_to(ROOT)}: {len(guides)} guide pages, {len(api)} API pages, "
+        f"{len(examples)} examples, results {'included' if (OUT / 'lab').is_dir() else 'absent'}"
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ converts it and trains ``lamo/elasticity_geofno`` on it.
     python examples/point_cloud_from_file.py            # 200 clouds, 20 epochs (minutes on a CPU)
     python examples/point_cloud_from_file.py --tiny     # seconds: what the library's tests run
 """
+
 import argparse
 from pathlib import Path
 
@@ -43,6 +44,23 @@ assert neurodyn_cli(["convert", str(folder / "clouds.pt"), "--out", str(store), 
 # 3. train the point-cloud preset on it (data.path: the store; the splits from its samples)
 n_train, n_test = n - n // 5, n // 5
 extra = ["train.epochs=1"] if args.tiny else ["train.epochs=20"]
-assert neurodyn_cli(["train", "lamo/elasticity_geofno", "--scale", "tiny" if args.tiny else "cpu",
-                     "--runs-dir", str(folder), "--run-name", "lamo", "--no-progress", f"data.path={store}",
-                     f"data.n_train={n_train}", f"data.n_test={n_test}", *extra]) == 0
+assert (
+    neurodyn_cli(
+        [
+            "train",
+            "lamo/elasticity_geofno",
+            "--scale",
+            "tiny" if args.tiny else "cpu",
+            "--runs-dir",
+            str(folder),
+            "--run-name",
+            "lamo",
+            "--no-progress",
+            f"data.path={store}",
+            f"data.n_train={n_train}",
+            f"data.n_test={n_test}",
+            *extra,
+        ]
+    )
+    == 0
+)

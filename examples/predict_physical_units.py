@@ -8,6 +8,7 @@ solver.
     python examples/predict_physical_units.py           # trains runs/demo if needed (minutes), then predicts
     python examples/predict_physical_units.py --tiny    # seconds: what the library's tests run
 """
+
 import argparse
 from pathlib import Path
 
@@ -27,8 +28,23 @@ scale, res = ("tiny", 16) if args.tiny else ("cpu", 32)
 
 if not (run / "checkpoints" / "last.pt").exists():
     extra = ["train.epochs=1"] if args.tiny else ["model.width=24", "model.modes=[8,8]", "train.epochs=20"]
-    assert neurodyn_cli(["train", "fno/darcy", "--scale", scale, "--runs-dir", str(run.parent), "--run-name",
-                         run.name, "--no-progress", *extra]) == 0
+    assert (
+        neurodyn_cli(
+            [
+                "train",
+                "fno/darcy",
+                "--scale",
+                scale,
+                "--runs-dir",
+                str(run.parent),
+                "--run-name",
+                run.name,
+                "--no-progress",
+                *extra,
+            ]
+        )
+        == 0
+    )
 
 trained = neurodyn.load_run(run)  # checkpoints/last.pt; which="best" for the best validation epoch
 darcy = get_generator("darcy")
@@ -36,6 +52,8 @@ fresh = StoredDataset(darcy.run(darcy.make_config(resolution=res), 4, seed=123, 
 a = torch.as_tensor(fresh.read("fields/a"))  # raw permeability, (4, res, res, 1)
 u = torch.as_tensor(fresh.read("fields/u"))  # the solver's pressure
 pred = trained.predict(a)  # pressure in the data's units, (4, res, res, 1)
-rel = ((pred - u).flatten(1).norm(dim=1) / u.flatten(1).norm(dim=1))
-print(f"pressure range {float(pred.min()):.4g} .. {float(pred.max()):.4g} (solver {float(u.min()):.4g} .. "
-      f"{float(u.max()):.4g}); rel. L2 per sample: {', '.join(f'{v:.3f}' for v in rel.tolist())}")
+rel = (pred - u).flatten(1).norm(dim=1) / u.flatten(1).norm(dim=1)
+print(
+    f"pressure range {float(pred.min()):.4g} .. {float(pred.max()):.4g} (solver {float(u.min()):.4g} .. "
+    f"{float(u.max()):.4g}); rel. L2 per sample: {', '.join(f'{v:.3f}' for v in rel.tolist())}"
+)

@@ -8,6 +8,7 @@ Every backend computes the same recurrence (``h_t = exp(dt_t A) h_{t-1} + dt_t B
     python examples/selective_scan_backends.py                    # on CUDA when there is a GPU, else the CPU
     python examples/selective_scan_backends.py --tiny             # a small problem: what the library's tests run
 """
+
 import argparse
 import time
 

@@ -8,6 +8,7 @@ two-class ``.ts`` file itself (sines against squares), converts it, and trains 1
     python examples/time_series_classifier.py           # NAC for 30 epochs (a minute or two)
     python examples/time_series_classifier.py --tiny    # seconds: what the library's tests run
 """
+
 import argparse
 from pathlib import Path
 
@@ -49,5 +50,7 @@ print(f"1-NN accuracy: {knn.score(X[test], y[test], mask=mask[test]):.3f}")
 epochs = 1 if args.tiny else 30
 nac = neurodyn.SequenceClassifier("nac/sequence", scale="tiny" if args.tiny else "cpu", epochs=epochs)
 nac.fit(X[train], y[train], mask=mask[train])
-print(f"NAC accuracy after {epochs} epoch(s): {nac.score(X[test], y[test], mask=mask[test]):.3f}; "
-      f"first predictions: {nac.predict(X[test][:4], mask=mask[test][:4]).tolist()}")
+print(
+    f"NAC accuracy after {epochs} epoch(s): {nac.score(X[test], y[test], mask=mask[test]):.3f}; "
+    f"first predictions: {nac.predict(X[test][:4], mask=mask[test][:4]).tolist()}"
+)

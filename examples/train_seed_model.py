@@ -7,6 +7,7 @@ done). The data comes from the ``darcy`` generator (offline, deterministic in it
     python examples/train_seed_model.py                 # 200 samples at 32x32, 20 epochs (a few minutes on a CPU)
     python examples/train_seed_model.py --tiny          # seconds: what the library's tests run
 """
+
 import argparse
 
 import torch
@@ -31,12 +32,17 @@ u = torch.as_tensor(store.read("fields/u"))  # (N, res, res, 1)
 cut = n - n // 5  # the last fifth validates (selects best.pt)
 
 # 2. model: LaMO on a grid, channels-last (B, H, W, C) -> (B, H, W, C)
-model = models.build("lamo", in_channels=1, out_channels=1, width=16, n_layers=2, grid_size=(res, res),
-                     patch_size=4)
+model = models.build("lamo", in_channels=1, out_channels=1, width=16, n_layers=2, grid_size=(res, res), patch_size=4)
 print(f"LaMO with {models.count_parameters(model):,} parameters")
 
 # 3. train: any train.* option is a keyword (epochs, batch_size, lr, precision, early_stop, ...)
-history = fit(model, (a[:cut], u[:cut]), (a[cut:], u[cut:]), run_dir=args.out, epochs=epochs, batch_size=8,
-              init={"in_channels": 1, "out_channels": 1, "width": 16, "n_layers": 2, "grid_size": (res, res),
-                    "patch_size": 4})
+history = fit(
+    model,
+    (a[:cut], u[:cut]),
+    (a[cut:], u[cut:]),
+    run_dir=args.out,
+    epochs=epochs,
+    batch_size=8,
+    init={"in_channels": 1, "out_channels": 1, "width": 16, "n_layers": 2, "grid_size": (res, res), "patch_size": 4},
+)
 print(f"validation rel. L2 after {len(history)} epochs: {history[-1]['val']['rel_l2']:.4f} (run folder {args.out})")

@@ -1,4 +1,5 @@
 """Shared pytest set-up: few threads (CI has 2 cores shared with other work) and fixed seeds."""
+
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -11,9 +12,12 @@ torch.set_num_threads(1)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--device", default="cpu",
-                     help="the torch device the model, op and trainer tests that take the `device` fixture run on "
-                          "(default cpu; e.g. cuda, cuda:1); a device this machine lacks skips them")
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="the torch device the model, op and trainer tests that take the `device` fixture run on "
+        "(default cpu; e.g. cuda, cuda:1); a device this machine lacks skips them",
+    )
 
 
 def pytest_configure(config):
@@ -22,9 +26,12 @@ def pytest_configure(config):
         torch.device(text)
     except RuntimeError:
         raise pytest.UsageError(f"--device {text!r} is not a torch device (cpu, cuda, cuda:1, ...)") from None
-    config.addinivalue_line("markers", "needs_kernel: needs the compiled CPU kernels; they are built when the first "
-                                       "such test starts (never at import or collection), and the test is skipped "
-                                       "when they are unavailable")
+    config.addinivalue_line(
+        "markers",
+        "needs_kernel: needs the compiled CPU kernels; they are built when the first "
+        "such test starts (never at import or collection), and the test is skipped "
+        "when they are unavailable",
+    )
 
 
 def pytest_runtest_setup(item):
@@ -33,8 +40,10 @@ def pytest_runtest_setup(item):
         from neurodyn.ops import cpu_kernel
 
         if cpu_kernel.get() is None:
-            pytest.skip("the compiled CPU kernels are unavailable (no compiler or ninja, a failed build, or "
-                        "NEURODYN_NO_CPP_EXT=1)")
+            pytest.skip(
+                "the compiled CPU kernels are unavailable (no compiler or ninja, a failed build, or "
+                "NEURODYN_NO_CPP_EXT=1)"
+            )
 
 
 def _usable(device: torch.device) -> bool:
@@ -97,6 +106,7 @@ def kernel_calls(monkeypatch):
             def counted(*args):
                 calls[name] += 1
                 return fn(*args)
+
             return counted
 
     if ext is not None:
@@ -120,8 +130,10 @@ class TinyRun:
 
         r = self.restored
         with torch.no_grad():
-            errs = [(r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
-                    for b in batches(r.split("test"), 3)]
+            errs = [
+                (r.task.predict(r.model, b) - b["y"]).flatten(1).norm(dim=1) / b["y"].flatten(1).norm(dim=1)
+                for b in batches(r.split("test"), 3)
+            ]
         return torch.cat(errs).mean().item()
 
     def train_errors(self) -> tuple[float, float]:
@@ -163,6 +175,7 @@ def tiny_run(monkeypatch):
 def test_split_rel_l2():
     """``f(run) -> float``: a run's test-split relative L2 recomputed from its checkpoint's predictions on the raw
     test samples, ``mean_b ||pred_b - y_b|| / ||y_b||`` written out here (an oracle for the numbers a run records)."""
+
     def rel_l2(run) -> float:
         from neurodyn.train.runs import load_run
 
@@ -172,4 +185,5 @@ def test_split_rel_l2():
         y = torch.stack([split[i]["y"] for i in range(len(split))]).double()
         pred = trained.predict(x).double()
         return ((pred - y).flatten(1).norm(dim=1) / y.flatten(1).norm(dim=1)).mean().item()
+
     return rel_l2

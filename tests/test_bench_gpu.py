@@ -2,6 +2,7 @@
 scan counted by hand, and every ratio and GPU-hour figure recomputed from the measured numbers it reports; and, with
 fakes, what a GPU run needs: a failing row (a kernel out of resources, memory) reported without stopping the run,
 each backend's rows within their own budget, the loop timings."""
+
 import json
 import math
 
@@ -11,13 +12,26 @@ from neurodyn.bench import BENCHMARKS
 from neurodyn.bench import gpu as GPU
 
 
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu")
     gpu = GPU
-    argv = ["--device", "cpu", "--models", "lamo", "nac", "--modes", "fp32", "bf16", "--repeats", "2", "--out",
-            str(out), "--data-dir", str(out / "data")]
+    argv = [
+        "--device",
+        "cpu",
+        "--models",
+        "lamo",
+        "nac",
+        "--modes",
+        "fp32",
+        "bf16",
+        "--repeats",
+        "2",
+        "--out",
+        str(out),
+        "--data-dir",
+        str(out / "data"),
+    ]
     assert gpu.run("tiny", argv) == 0
     return json.loads((out / "gpu.json").read_text()), (out / "report.md").read_text(), gpu
 
@@ -30,7 +44,8 @@ def test_every_op_length_and_backend_has_a_row(report):
     res, md, gpu = report
     lengths = gpu.SETTINGS["tiny"]["lengths"]
     assert {(r["op"], r["L"], r["backend"]) for r in res["ops"]} == {
-        (op, L, be) for op in gpu.OPS for L in lengths for be in gpu.BACKENDS}
+        (op, L, be) for op in gpu.OPS for L in lengths for be in gpu.BACKENDS
+    }
     for r in res["ops"]:
         if r["backend"] == "torch":
             assert "skipped" not in r and "error" not in r and r["fwd_ms"] > 0 and r["fwdbwd_ms"] > 0
@@ -66,7 +81,8 @@ def test_model_steps_ratios_and_protocol_hours(report):
     res, _, _ = report
     steps = [r for r in res["models"] if "skipped" not in r]
     assert {(r["group"], r["role"], r["mode"]) for r in steps} == {
-        (g, role, m) for g in ("lamo", "nac") for role in ("seed", "baseline") for m in ("fp32", "bf16")}
+        (g, role, m) for g in ("lamo", "nac") for role in ("seed", "baseline") for m in ("fp32", "bf16")
+    }
     for r in steps:
         assert r["per_sample_ms"] == pytest.approx(r["step_ms"] / r["batch"]) and r["peak_mb"] >= 0
     pairs = {(r["group"], r["mode"]): r for r in res["ratios"]}
@@ -125,9 +141,11 @@ def test_a_failing_row_is_reported_and_the_run_goes_on(gpu, monkeypatch):
     import torch
 
     real = gpu.op_case
-    failures = {"ncp_mlp": OutOfResources("out of resource: shared memory, Required: 248832, Hardware limit: 232448"),
-                "scan_2d": torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
-                "linear_scan": ValueError("linear_scan: backend='triton' needs CUDA tensors")}
+    failures = {
+        "ncp_mlp": OutOfResources("out of resource: shared memory, Required: 248832, Hardware limit: 232448"),
+        "scan_2d": torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        "linear_scan": ValueError("linear_scan: backend='triton' needs CUDA tensors"),
+    }
 
     def op_case(op, L, s, device):
         if op in failures:
@@ -143,9 +161,21 @@ def test_a_failing_row_is_reported_and_the_run_goes_on(gpu, monkeypatch):
     assert by["scan_2d"]["error"].startswith("OutOfMemoryError: CUDA out of memory")
     assert "backend='triton'" in by["linear_scan"]["skipped"]
     assert all(by[op]["fwd_ms"] > 0 for op in gpu.OPS if op not in failures)
-    md = gpu.markdown({"device_name": "x", "torch": "t", "scale": "tiny", "command": "c", "seconds": 1.0,
-                       "bandwidth": {"bytes": 2 ** 21, "bytes_per_s": 1e9}, "ops": rows, "models": [], "ratios": [],
-                       "protocol_scale": "tiny", "protocols": []})
+    md = gpu.markdown(
+        {
+            "device_name": "x",
+            "torch": "t",
+            "scale": "tiny",
+            "command": "c",
+            "seconds": 1.0,
+            "bandwidth": {"bytes": 2**21, "bytes_per_s": 1e9},
+            "ops": rows,
+            "models": [],
+            "ratios": [],
+            "protocol_scale": "tiny",
+            "protocols": [],
+        }
+    )
     assert "error: OutOfResources" in md and "skipped: linear_scan" in md
 
 
@@ -164,6 +194,7 @@ def test_a_failure_while_timing_is_the_rows_error(gpu, monkeypatch):
             if len(calls) > 1:
                 raise RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
             return call(be, *a)
+
         return args, flaky, label, core
 
     monkeypatch.setattr(gpu, "op_case", op_case)
@@ -182,17 +213,37 @@ def test_each_backend_has_its_own_budget(gpu):
     def measure(op, L, backend, *args):
         measured.append((op, L, backend))
         now[0] += 10.0  # every row takes 10 s
-        return {"op": op, "L": L, "backend": backend, "fwd_ms": 1.0, "fwd_x_floor": 1.0, "fwdbwd_ms": 1.0,
-                "fwdbwd_x_floor": 1.0}
+        return {
+            "op": op,
+            "L": L,
+            "backend": backend,
+            "fwd_ms": 1.0,
+            "fwd_x_floor": 1.0,
+            "fwdbwd_ms": 1.0,
+            "fwdbwd_x_floor": 1.0,
+        }
 
-    rows = gpu.op_rows(("a", "b"), (1, 2, 3), ("torch", "triton"), {}, torch.device("cpu"), 1e9, 1, 0, budget=25.0,
-                       clock=lambda: now[0], measure=measure)
+    rows = gpu.op_rows(
+        ("a", "b"),
+        (1, 2, 3),
+        ("torch", "triton"),
+        {},
+        torch.device("cpu"),
+        1e9,
+        1,
+        0,
+        budget=25.0,
+        clock=lambda: now[0],
+        measure=measure,
+    )
     assert len(rows) == 12
     for backend in ("torch", "triton"):  # rows started at 0, 10 and 20 s of the backend's budget; 30 s is past it
         assert [(r["op"], r["L"]) for r in rows if r["backend"] == backend and "skipped" not in r] == [
-            ("a", 1), ("a", 2), ("a", 3)]
-        assert all("op budget (25 s) spent" in r["skipped"] for r in rows if r["backend"] == backend
-                   and r["op"] == "b")
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+        ]
+        assert all("op budget (25 s) spent" in r["skipped"] for r in rows if r["backend"] == backend and r["op"] == "b")
 
 
 def test_loop_timing_calls_back_to_back(gpu):

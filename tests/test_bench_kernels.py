@@ -1,5 +1,6 @@
 """``neurodyn bench kernels`` (:mod:`neurodyn.bench.kernel_report`): the SASS reading, occupancy and issue-rate
 arithmetic on hand-made inputs, the JSON rows' keys, and one real compilation through a launcher (with triton)."""
+
 import json
 import math
 from collections import Counter
@@ -9,13 +10,17 @@ import pytest
 from neurodyn.bench import kernel_report as kr
 
 SASS = [  # (address, instruction): a prologue, an outer loop holding an inner one, an epilogue and the exit trap
-    (0x00, "MOV R1, c[0x0][0x28]"), (0x10, "S2R R0, SR_CTAID.X"),
-    (0x20, "LDG.E R2, desc[UR4][R4.64]"),                  # outer loop starts
-    (0x30, "FFMA R3, R2, R2, R3"),                          # inner loop starts
-    (0x40, "MUFU.EX2 R3, R3"), (0x50, "@P0 BRA 0x30"),      # inner loop ends
-    (0x60, "SHFL.BFLY PT, R5, R3, 0x1, 0x1f"), (0x70, "STG.E desc[UR4][R6.64], R3"),
-    (0x80, "@!P1 BRA 0x20"),                                # outer loop ends
-    (0x90, "EXIT"), (0xa0, "BRA 0xa0"),
+    (0x00, "MOV R1, c[0x0][0x28]"),
+    (0x10, "S2R R0, SR_CTAID.X"),
+    (0x20, "LDG.E R2, desc[UR4][R4.64]"),  # outer loop starts
+    (0x30, "FFMA R3, R2, R2, R3"),  # inner loop starts
+    (0x40, "MUFU.EX2 R3, R3"),
+    (0x50, "@P0 BRA 0x30"),  # inner loop ends
+    (0x60, "SHFL.BFLY PT, R5, R3, 0x1, 0x1f"),
+    (0x70, "STG.E desc[UR4][R6.64], R3"),
+    (0x80, "@!P1 BRA 0x20"),  # outer loop ends
+    (0x90, "EXIT"),
+    (0xA0, "BRA 0xa0"),
 ]
 
 
@@ -26,8 +31,10 @@ def test_opcode_and_outermost_loops():
 
 
 def test_ptxas_log():
-    log = ("ptxas info    : Function properties for k\n    1464 bytes stack frame, 1936 bytes spill stores, 1980 bytes "
-           "spill loads\nptxas info    : Used 255 registers, used 1 barriers, 1464 bytes cumulative stack size\n")
+    log = (
+        "ptxas info    : Function properties for k\n    1464 bytes stack frame, 1936 bytes spill stores, 1980 bytes "
+        "spill loads\nptxas info    : Used 255 registers, used 1 barriers, 1464 bytes cumulative stack size\n"
+    )
     assert kr._ptxas(log) == (255, 1464, 1936)
     assert kr._ptxas("") == (0, 0, 0)
 
@@ -57,13 +64,15 @@ def test_issue_rate_model_by_hand():
     assert kr.predicted_seconds(k, h100) == pytest.approx(clocks / h100.clock_hz / kr.EFFICIENCY + kr.LAUNCH_S)
     # the same count of MUFU: the special-function unit takes 0.5 per clock, 8 times slower
     m = _kernel({"MUFU": 100}, programs=132, warps=4, trips=10)
-    assert kr.predicted_seconds(m, h100) - kr.LAUNCH_S == pytest.approx(8 * (kr.predicted_seconds(k, h100)
-                                                                            - kr.LAUNCH_S))
+    assert kr.predicted_seconds(m, h100) - kr.LAUNCH_S == pytest.approx(
+        8 * (kr.predicted_seconds(k, h100) - kr.LAUNCH_S)
+    )
     # sm_80's FP32 pipe is half as wide
     a100 = kr.ARCHS["sm_80"]
     k80 = _kernel({"FFMA": 100}, programs=108, warps=4, trips=10)
-    assert kr.predicted_seconds(k80, a100) == pytest.approx(4 * 100 * 10 / 2.0 / a100.clock_hz / kr.EFFICIENCY
-                                                            + kr.LAUNCH_S)
+    assert kr.predicted_seconds(k80, a100) == pytest.approx(
+        4 * 100 * 10 / 2.0 / a100.clock_hz / kr.EFFICIENCY + kr.LAUNCH_S
+    )
 
 
 def test_instructions_per_element():
@@ -77,14 +86,28 @@ def test_instructions_per_element():
 
 
 def test_json_rows_have_exactly_the_keys(tmp_path, monkeypatch, capsys):
-    row = {k: 1 for k in kr.JSON_KEYS} | {"kernel": "scan_2d", "direction": "fwd", "arch": "sm_90", "shape": "s",
-                                          "launchable": True, "_table": dict(
-                                              blocks_per_sm=2, loads_per_element=1.0, stores_per_element=0.5,
-                                              predicted_us=3.0, floor_us=1.0, compile_s=0.1, launches=1,
-                                              nested=False, scale="bench")}
+    row = {k: 1 for k in kr.JSON_KEYS} | {
+        "kernel": "scan_2d",
+        "direction": "fwd",
+        "arch": "sm_90",
+        "shape": "s",
+        "launchable": True,
+        "_table": dict(
+            blocks_per_sm=2,
+            loads_per_element=1.0,
+            stores_per_element=0.5,
+            predicted_us=3.0,
+            floor_us=1.0,
+            compile_s=0.1,
+            launches=1,
+            nested=False,
+            scale="bench",
+        ),
+    }
     bad = {"kernel": "ncp_mlp", "direction": "bwd", "arch": "sm_80", "shape": "s", "error": "CompilationError: x"}
-    monkeypatch.setattr(kr, "report", lambda *a, progress=None, **k: (progress([row, bad]) if progress else None)
-                        or [row, bad])
+    monkeypatch.setattr(
+        kr, "report", lambda *a, progress=None, **k: (progress([row, bad]) if progress else None) or [row, bad]
+    )
     out = tmp_path / "k.json"
     assert kr.run("cpu", ["--json", str(out)]) == 0
     rows = json.loads(out.read_text())

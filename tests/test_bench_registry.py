@@ -1,5 +1,6 @@
 """Every speed benchmark of the package is reachable through ``neurodyn bench NAME`` (``neurodyn.bench.BENCHMARKS``),
 from an installed wheel: a module of ``neurodyn.bench`` with ``run(scale, argv)``, no checkout needed."""
+
 import importlib
 import inspect
 import pkgutil

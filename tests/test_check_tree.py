@@ -1,4 +1,5 @@
 """`.ci/check_tree.py`: the tracked tree's size rules, on small repositories the tests build, and on this one."""
+
 import importlib.util
 import json
 import subprocess
@@ -54,8 +55,15 @@ def test_a_tree_over_twenty_megabytes_names_its_largest_files(tmp_path):
     assert len(found) == 1 and "the tracked tree is 22.0 MB, over the 20 MB limit" in found[0]
 
 
-@pytest.mark.parametrize("name", ["model.pt", "tests/fixtures/tiny.pt", "runs/exp/a-s0/checkpoints/last.pt",
-                                  "results/exp/runs/a-s0/checkpoints/last.pt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "model.pt",
+        "tests/fixtures/tiny.pt",
+        "runs/exp/a-s0/checkpoints/last.pt",
+        "results/exp/runs/a-s0/checkpoints/last.pt",
+    ],
+)
 def test_any_tracked_checkpoint_is_refused(tmp_path, name):
     """No exception: not for tests' fixtures, not for a run still training (its metrics say so)."""
     run = PurePosixPath(name).parent.parent

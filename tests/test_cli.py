@@ -1,4 +1,5 @@
 """The command line: happy path at tiny scale and one clear error per kind of bad input."""
+
 import pytest
 
 from neurodyn.cli import main
@@ -23,22 +24,25 @@ def test_generate_train_evaluate_info(tmp_path, data_dir, capsys):
     assert "fno" in info and "fno/darcy" in info and "darcy" in info and path in info
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["train", "fno/darcyy"], "Did you mean 'fno/darcy'"),
-    (["train", "fno/darcy", "--scale", "huge"], "unknown scale"),
-    (["train", "fno/darcy", "--scale", "tiny", "model.name=fnoo"], "Did you mean 'fno'"),
-    (["train", "fno/darcy", "--scale", "tiny", "model.widht=3"], "did you mean 'width'"),
-    (["train", "fno/darcy", "--scale", "tiny", "model.modes=[0,3]"], "FNO modes must be positive"),
-    (["train", "fno/darcy", "--scale", "tiny", "data.generator=darsy"], "Did you mean 'darcy'"),
-    (["train", "fno/darcy", "--scale", "tiny", "data.n_train=0"], "n_train >= 1"),
-    (["train", "fno/darcy", "--scale", "tiny", "train.epochs=abc"], "train.epochs='abc' is not an integer"),
-    (["train", "fno/darcy", "--scale", "tiny", "train.lr=fast"], "train.lr='fast' is not a number"),
-    (["train", "fno/darcy", "--scale", "tiny", "model.width=wide"], "model.width='wide' is not an integer"),
-    (["generate", "darcy", "--n", "0"], "--n is the number of samples to make and must be >= 1"),
-    (["generate", "darcy", "resolution=-4"], "resolution"),
-    (["generate", "darcyy"], "Did you mean"),
-    (["evaluate", "/nonexistent/run"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["train", "fno/darcyy"], "Did you mean 'fno/darcy'"),
+        (["train", "fno/darcy", "--scale", "huge"], "unknown scale"),
+        (["train", "fno/darcy", "--scale", "tiny", "model.name=fnoo"], "Did you mean 'fno'"),
+        (["train", "fno/darcy", "--scale", "tiny", "model.widht=3"], "did you mean 'width'"),
+        (["train", "fno/darcy", "--scale", "tiny", "model.modes=[0,3]"], "FNO modes must be positive"),
+        (["train", "fno/darcy", "--scale", "tiny", "data.generator=darsy"], "Did you mean 'darcy'"),
+        (["train", "fno/darcy", "--scale", "tiny", "data.n_train=0"], "n_train >= 1"),
+        (["train", "fno/darcy", "--scale", "tiny", "train.epochs=abc"], "train.epochs='abc' is not an integer"),
+        (["train", "fno/darcy", "--scale", "tiny", "train.lr=fast"], "train.lr='fast' is not a number"),
+        (["train", "fno/darcy", "--scale", "tiny", "model.width=wide"], "model.width='wide' is not an integer"),
+        (["generate", "darcy", "--n", "0"], "--n is the number of samples to make and must be >= 1"),
+        (["generate", "darcy", "resolution=-4"], "resolution"),
+        (["generate", "darcyy"], "Did you mean"),
+        (["evaluate", "/nonexistent/run"], "does not exist"),
+    ],
+)
 def test_bad_input_gets_one_clear_sentence(tmp_path, data_dir, capsys, argv, needle):
     if argv[0] == "train":
         argv = argv + ["--runs-dir", str(tmp_path), "--no-progress"]
@@ -52,8 +56,9 @@ def test_bad_input_gets_one_clear_sentence(tmp_path, data_dir, capsys, argv, nee
 @pytest.mark.slow
 def test_truncated_checkpoint(tmp_path, data_dir, capsys):
     runs = tmp_path / "runs"
-    assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress",
-                 "train.epochs=1"]) == 0
+    assert (
+        main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress", "train.epochs=1"]) == 0
+    )
     ckpt = runs / "fno-darcy-tiny" / "checkpoints" / "last.pt"
     ckpt.write_bytes(ckpt.read_bytes()[:500])
     assert main(["evaluate", str(ckpt)]) == 2
@@ -78,7 +83,7 @@ def test_resume_is_announced_and_stale_temporaries_are_removed(tmp_path, data_di
     # not a terminal (pytest captures the output): one line per epoch instead of a progress bar
     assert "epoch 1/2  train loss" in out and "epoch 2/2  train loss" in out and "val rel_l2" in out
     ckpts = runs / "fno-darcy-tiny" / "checkpoints"
-    stale = ckpts / ".last.pt.12345.tmp"              # what a run killed while writing leaves behind
+    stale = ckpts / ".last.pt.12345.tmp"  # what a run killed while writing leaves behind
     stale.write_bytes(b"partial")
     assert main(argv) == 0
     assert "from epoch 2 of 2" in capsys.readouterr().out
@@ -134,8 +139,9 @@ def test_metric_tables_print_no_missing_band_and_one_row_per_quantity():
     big = evaluate_fields(torch.rand(2, 32, 32, 1, generator=g), torch.rand(2, 32, 32, 1, generator=g))
     one = format_metric_table({"test16": small})
     assert "frmse_high" not in one and "nrmse" not in one and "frmse_mid" in one
-    rows = {line.split()[0]: line.split()[1:] for line in format_metric_table({"test16": small,
-                                                                              "test32": big}).splitlines()[1:]}
-    assert rows["frmse_high"][0] == "n/a" and float(rows["frmse_high"][1]) == pytest.approx(big["frmse_high"],
-                                                                                           rel=1e-4)
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in format_metric_table({"test16": small, "test32": big}).splitlines()[1:]
+    }
+    assert rows["frmse_high"][0] == "n/a" and float(rows["frmse_high"][1]) == pytest.approx(big["frmse_high"], rel=1e-4)
     assert "nrmse" not in rows and float(rows["rel_l2"][0]) == pytest.approx(small["rel_l2"], rel=1e-4)

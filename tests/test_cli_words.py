@@ -1,6 +1,7 @@
 """What the command line says to a new user: the version, a preset's resolved config, the run header, the
 epoch lines (``--no-progress`` keeps them, ``--quiet`` drops them), the line before a torch.compile, and a
 ``compare --budget`` that stays within its budget when the epoch estimate is wrong."""
+
 import json
 
 import pytest
@@ -80,8 +81,9 @@ def test_compare_budget_is_held_when_the_estimate_is_far_off(tmp_path, data_dir,
     import neurodyn.compare as cmp
 
     real = cmp.estimate_epochs
-    monkeypatch.setattr(cmp, "estimate_epochs", lambda cfg, budget, device="cpu": {**real(cfg, budget, device),
-                                                                                     "epochs": 10_000})
+    monkeypatch.setattr(
+        cmp, "estimate_epochs", lambda cfg, budget, device="cpu": {**real(cfg, budget, device), "epochs": 10_000}
+    )
     budget = 4.0
     assert main(["compare", "fno/darcy", *TINY, "--budget", f"{budget:g}s", "--out", str(tmp_path / "cmp")]) == 0
     (record,) = json.loads((tmp_path / "cmp" / "results.json").read_text())

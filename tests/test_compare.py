@@ -1,4 +1,5 @@
 """neurodyn compare: several presets' models on one dataset, one split, one budget, several seeds."""
+
 import json
 
 import pytest
@@ -19,13 +20,14 @@ def test_parse_budget():
 
 
 @pytest.mark.slow
-def test_every_model_trains_on_the_same_data_and_is_scored_on_the_same_sets(tmp_path, data_dir, capsys,
-                                                                            test_split_rel_l2):
+def test_every_model_trains_on_the_same_data_and_is_scored_on_the_same_sets(
+    tmp_path, data_dir, capsys, test_split_rel_l2
+):
     out = tmp_path / "cmp"
     records = compare(["fno/darcy", "unet/darcy"], out, "tiny", seeds=(0, 1), epochs=1, data_from="unet/darcy")
     assert len(records) == 4 and {r["preset"] for r in records} == {"fno/darcy", "unet/darcy"}
     configs = [yaml.safe_load((out / "runs" / r["run"] / "config.yaml").read_text()) for r in records]
-    assert all(c["data"] == configs[0]["data"] for c in configs)            # one dataset, one split
+    assert all(c["data"] == configs[0]["data"] for c in configs)  # one dataset, one split
     assert {c["model"]["name"] for c in configs} == {"fno", "unet"}
     assert all(set(r["sets"]) == {"test"} for r in records)
     for r in records:  # the recorded score is the run's own: recomputed from its checkpoint's test predictions
@@ -71,8 +73,14 @@ def test_estimate_table_adds_up_the_cpu_hours(monkeypatch):
 
     cfgs = {"fno": preset_config("fno/darcy", "tiny"), "unet": preset_config("unet/darcy", "tiny")}
     seconds, params = {"fno": 36.0, "unet": 72.0}, {"fno": 12345, "unet": 678}
-    monkeypatch.setattr(cmp, "estimate_epochs", lambda cfg, budget, device="cpu": {
-        "estimated_seconds_per_epoch": seconds[cfg["model"]["name"]], "params": params[cfg["model"]["name"]]})
+    monkeypatch.setattr(
+        cmp,
+        "estimate_epochs",
+        lambda cfg, budget, device="cpu": {
+            "estimated_seconds_per_epoch": seconds[cfg["model"]["name"]],
+            "params": params[cfg["model"]["name"]],
+        },
+    )
     monkeypatch.setattr(cmp.torch, "get_num_threads", lambda: 2)
     lines = estimate_table(cfgs, epochs=10, seeds=3).splitlines()
     assert "2 threads" in lines[0] and "10 epochs x 3 seeds" in lines[0]
@@ -87,11 +95,17 @@ def test_estimate_table_adds_up_the_cpu_hours(monkeypatch):
 def test_cli_compare_needs_one_budget(tmp_path, data_dir, capsys):
     assert main(["compare", "fno/darcy", "--scale", "tiny", "--runs-dir", str(tmp_path)]) == 2
     assert "needs a budget" in capsys.readouterr().err
-    assert main(["compare", "fno/darcy", "--scale", "tiny", "--budget", "5s", "--epochs", "2",
-                 "--runs-dir", str(tmp_path)]) == 2
+    assert (
+        main(
+            ["compare", "fno/darcy", "--scale", "tiny", "--budget", "5s", "--epochs", "2", "--runs-dir", str(tmp_path)]
+        )
+        == 2
+    )
     assert "not both" in capsys.readouterr().err
-    assert main(["compare", "fno/darcy", "fno/darcy", "--scale", "tiny", "--epochs", "1",
-                 "--runs-dir", str(tmp_path)]) == 2
+    assert (
+        main(["compare", "fno/darcy", "fno/darcy", "--scale", "tiny", "--epochs", "1", "--runs-dir", str(tmp_path)])
+        == 2
+    )
     assert "listed twice" in capsys.readouterr().err
 
 
@@ -106,8 +120,11 @@ def _no_training(monkeypatch):
 
 def test_a_preset_whose_model_cannot_take_the_data_is_refused_before_any_training(tmp_path, data_dir, monkeypatch):
     _no_training(monkeypatch)
-    with pytest.raises(ConfigError, match=r"preset 'lamo/elasticity' does not fit the data of 'fno/darcy': model "
-                                          r"'lamo_mesh' cannot take .*LaMO \(point cloud\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"preset 'lamo/elasticity' does not fit the data of 'fno/darcy': model "
+        r"'lamo_mesh' cannot take .*LaMO \(point cloud\)",
+    ):
         compare(["fno/darcy", "lamo/elasticity"], tmp_path / "cmp", "tiny", epochs=1)
 
 
@@ -118,8 +135,13 @@ def test_unknown_presets_and_overrides_are_refused_before_any_training(tmp_path,
     with pytest.raises(KeyError, match="unet/darcy"):
         compare(["fno/darcy", "unet/darcyy"], tmp_path / "cmp", "tiny", epochs=1)
     with pytest.raises(ConfigError, match="widht"):
-        compare(["fno/darcy", "unet/darcy"], tmp_path / "cmp", "tiny", epochs=1,
-                preset_overrides={"unet/darcy": ["model.widht=3"]})
+        compare(
+            ["fno/darcy", "unet/darcy"],
+            tmp_path / "cmp",
+            "tiny",
+            epochs=1,
+            preset_overrides={"unet/darcy": ["model.widht=3"]},
+        )
     assert not data_dir.exists()  # nothing was generated either
 
 
@@ -127,8 +149,11 @@ def test_parse_entry_gives_label_preset_and_overrides():
     from neurodyn.compare import parse_entry
 
     assert parse_entry("fno/darcy") == ("fno/darcy", "fno/darcy", [])
-    assert parse_entry("small=fno/darcy;model.width=8;train.lr=0.01") == ("small", "fno/darcy",
-                                                                          ["model.width=8", "train.lr=0.01"])
+    assert parse_entry("small=fno/darcy;model.width=8;train.lr=0.01") == (
+        "small",
+        "fno/darcy",
+        ["model.width=8", "train.lr=0.01"],
+    )
     for bad in ("=fno/darcy", "a/b=fno/darcy", "small="):
         with pytest.raises(ConfigError, match="LABEL=PRESET"):
             parse_entry(bad)
@@ -139,8 +164,10 @@ def test_one_preset_is_compared_under_two_settings_by_label(tmp_path, data_dir):
     records = compare(["fno/darcy", "fno-narrow=fno/darcy;model.width=4"], out, "tiny", seeds=(0,), epochs=1)
     by = {r["preset"]: r for r in records}
     assert set(by) == {"fno/darcy", "fno-narrow"}
-    widths = {k: yaml.safe_load((out / "runs" / r["run"] / "config.yaml").read_text())["model"]["width"]
-              for k, r in by.items()}
+    widths = {
+        k: yaml.safe_load((out / "runs" / r["run"] / "config.yaml").read_text())["model"]["width"]
+        for k, r in by.items()
+    }
     assert widths["fno-narrow"] == 4 and widths["fno/darcy"] != 4
     assert by["fno-narrow"]["params"] < by["fno/darcy"]["params"]
     assert "| fno (fno-narrow) | 1ep | 1 |" in (out / "compare.md").read_text()
@@ -148,12 +175,15 @@ def test_one_preset_is_compared_under_two_settings_by_label(tmp_path, data_dir):
         compare(["wide=fno/darcy", "wide=fno/darcy;model.width=4"], out, "tiny", epochs=1)
 
 
-@pytest.mark.parametrize("argv", [
-    ["nac/sequence", "gru/sequence", "--seeds", "0", "1", "2", "data.path=X.h5", "data.test_path=Y.h5"],
-    ["data.path=X.h5", "data.test_path=Y.h5", "nac/sequence", "gru/sequence", "--seeds", "0", "1", "2"],
-    ["nac/sequence", "data.path=X.h5", "gru/sequence", "--seeds", "0", "1", "2", "data.test_path=Y.h5"],
-    ["--seeds", "0", "1", "2", "nac/sequence", "data.path=X.h5", "data.test_path=Y.h5", "gru/sequence"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nac/sequence", "gru/sequence", "--seeds", "0", "1", "2", "data.path=X.h5", "data.test_path=Y.h5"],
+        ["data.path=X.h5", "data.test_path=Y.h5", "nac/sequence", "gru/sequence", "--seeds", "0", "1", "2"],
+        ["nac/sequence", "data.path=X.h5", "gru/sequence", "--seeds", "0", "1", "2", "data.test_path=Y.h5"],
+        ["--seeds", "0", "1", "2", "nac/sequence", "data.path=X.h5", "data.test_path=Y.h5", "gru/sequence"],
+    ],
+)
 def test_cli_compare_takes_overrides_anywhere_on_the_line(argv, monkeypatch, tmp_path):
     """A word whose part before '=' is a dotted key is an override; every other word is a compared entry."""
     import neurodyn.compare as cmp
@@ -173,8 +203,10 @@ def test_cli_compare_keeps_labelled_entries_apart_from_overrides(monkeypatch, tm
     seen = {}
     monkeypatch.setattr(cmp, "compare", lambda presets, out, scale, **kw: seen.update(presets=presets, **kw))
     entry = "nac-paper=nac/sequence;model.compat=paper"
-    assert main(["compare", "data.drop_steps=0.5", "nac/sequence", entry, "--epochs", "1",
-                 "--runs-dir", str(tmp_path)]) == 0
+    assert (
+        main(["compare", "data.drop_steps=0.5", "nac/sequence", entry, "--epochs", "1", "--runs-dir", str(tmp_path)])
+        == 0
+    )
     assert seen["presets"] == ["nac/sequence", entry] and seen["overrides"] == ["data.drop_steps=0.5"]
     assert not is_override(entry) and not is_override("fno/darcy") and is_override("model.ssm.d_state=8")
     assert is_override("data.test_path={a: a.h5, b: b.h5}")

@@ -21,6 +21,7 @@ Each fenced block runs in its own empty folder (with its own ``$NEURODYN_DATA``)
 a block is one example, and a later command may use what an earlier one made (``train`` then ``evaluate``). The
 whole file takes about a minute on one core (marked slow: ``make test`` runs it, ``make test-fast`` does not).
 """
+
 from __future__ import annotations
 
 import os
@@ -149,13 +150,22 @@ def _fno_mat(name: str) -> None:
     scipy.io.savemat(name, {"coeff": coeff, "sol": rng.standard_normal((3, 21, 21))})
 
 
-def _uea(name: str, n: int, length: int = 20, dims: int = 6, classes=("standing", "running", "walking",
-                                                                       "badminton")) -> None:
+def _uea(
+    name: str, n: int, length: int = 20, dims: int = 6, classes=("standing", "running", "walking", "badminton")
+) -> None:
     """A BasicMotions-shaped UEA file: ``dims`` channels, equal length, the classes in turn."""
     rng = np.random.default_rng(len(name) + n)
-    lines = ["@problemName BasicMotions", "@timeStamps false", "@missing false", "@univariate false",
-             f"@dimensions {dims}", "@equalLength true", f"@seriesLength {length}",
-             f"@classLabel true {' '.join(classes)}", "@data"]
+    lines = [
+        "@problemName BasicMotions",
+        "@timeStamps false",
+        "@missing false",
+        "@univariate false",
+        f"@dimensions {dims}",
+        "@equalLength true",
+        f"@seriesLength {length}",
+        f"@classLabel true {' '.join(classes)}",
+        "@data",
+    ]
     for k in range(n):
         label = classes[k % len(classes)]
         dims_text = [",".join(f"{v:.4f}" for v in rng.standard_normal(length) + k % len(classes)) for _ in range(dims)]
@@ -177,8 +187,12 @@ def _csv(name: str) -> None:
 def _person_activity(name: str) -> None:
     """UCI's person-activity layout: recording, tag, 100-ns ticks, date, x, y, z, activity (two activities)."""
     tags = ["010-000-024-033", "010-000-030-096", "020-000-033-111", "020-000-032-221"]
-    rows = [f"A0{rec},{tags[i % 4]},{633790226051280329 + 2_110_000 * i},27.05.2009 14:03:25:127,{i % 5}.0,{rec}.0,"
-            f"{i % 3}.0,{['walking', 'lying'][(i // 10) % 2]}" for rec in range(8) for i in range(130)]
+    rows = [
+        f"A0{rec},{tags[i % 4]},{633790226051280329 + 2_110_000 * i},27.05.2009 14:03:25:127,{i % 5}.0,{rec}.0,"
+        f"{i % 3}.0,{['walking', 'lying'][(i // 10) % 2]}"
+        for rec in range(8)
+        for i in range(130)
+    ]
     Path(name).write_text("\n".join(rows) + "\n")
 
 
@@ -192,8 +206,14 @@ def _car_point_clouds(name: str, n: int) -> None:
     for k in range(n):
         points = 40 + 3 * k
         vertices = torch.randn(points, 3, generator=g)
-        samples.append({"vertices": vertices, "press": torch.sin(vertices.sum(1))[None],
-                        "info": {"velocity": torch.tensor([20.0])}, "length": torch.tensor(4.2)})
+        samples.append(
+            {
+                "vertices": vertices,
+                "press": torch.sin(vertices.sum(1))[None],
+                "info": {"velocity": torch.tensor([20.0])},
+                "length": torch.tensor(4.2),
+            }
+        )
     torch.save(samples, name)
 
 
@@ -236,8 +256,9 @@ class Block:
         self.root.mkdir(parents=True)
         text = " ".join(c for _, c in commands)
         written = {m for _, c in commands for m in re.findall(r"--out\s+(\S+)", c)}
-        self.files = [f for f in FILES if f not in written
-                      and re.search(rf"(^|[\s=,{{:]){re.escape(f)}($|[\s,}}])", text)]
+        self.files = [
+            f for f in FILES if f not in written and re.search(rf"(^|[\s=,{{:]){re.escape(f)}($|[\s,}}])", text)
+        ]
         self.demo = "runs/demo" in text
         self.prepared = False
 
@@ -260,8 +281,11 @@ class Block:
             for f in self.files:
                 self._in_folder(FILES[f])
             if self.demo:  # what `make demo` leaves (its training command, at the tiny scale)
-                self._in_folder(lambda: main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "demo", "--quiet",
-                                              "train.epochs=1"]))
+                self._in_folder(
+                    lambda: main(
+                        ["train", "fno/darcy", "--scale", "tiny", "--run-name", "demo", "--quiet", "train.epochs=1"]
+                    )
+                )
         while len(self.results) <= index:
             text = self.commands[len(self.results)][1]
             self.results.append(self._in_folder(lambda text=text: run_command(text)))
@@ -306,11 +330,14 @@ def test_doc_command_runs(doc, start, index, workspace, capsys):
     text = _BLOCKS[key].commands[index][1]
     if result[0] == "skip":
         pytest.skip(result[1])
-    assert result[0] != "unknown", (f"{text!r}: a command the docs show that this test neither runs (only `neurodyn` "
-                                    "commands are run) nor explains; add it to NOT_RUN with the reason")
+    assert result[0] != "unknown", (
+        f"{text!r}: a command the docs show that this test neither runs (only `neurodyn` "
+        "commands are run) nor explains; add it to NOT_RUN with the reason"
+    )
     code, seconds, argv = result
-    assert code == 0, f"{doc.name}: {text!r} (run as `neurodyn {' '.join(argv)}`) exited {code}:\n" \
-                      f"{capsys.readouterr().err[-2000:]}"
+    assert code == 0, (
+        f"{doc.name}: {text!r} (run as `neurodyn {' '.join(argv)}`) exited {code}:\n{capsys.readouterr().err[-2000:]}"
+    )
 
 
 def test_the_commands_are_found():
@@ -321,9 +348,25 @@ def test_the_commands_are_found():
     joined = next(c for c in flat if c.startswith("neurodyn train fno/darcy data.path=train16.h5"))
     assert "data.test_path={test16: test16.h5, test32: test32.h5}" in shlex.split(joined, comments=True)
     assert tiny(["train", "fno/darcy", "--scale", "cpu", "model.width=64", "train.epochs=30"]) == [
-        "train", "fno/darcy", "--scale", "tiny", "model.width=64", "train.epochs=30", "train.epochs=1"]
+        "train",
+        "fno/darcy",
+        "--scale",
+        "tiny",
+        "model.width=64",
+        "train.epochs=30",
+        "train.epochs=1",
+    ]
     assert tiny(["compare", "a/b", "--seeds", "0", "1", "2", "--budget", "2m", "data.path=x"]) == [
-        "compare", "a/b", "--seeds", "0", "--budget", "2s", "data.path=x", "--scale", "tiny"]
+        "compare",
+        "a/b",
+        "--seeds",
+        "0",
+        "--budget",
+        "2s",
+        "data.path=x",
+        "--scale",
+        "tiny",
+    ]
     assert tiny(["evaluate", "runs/fno-darcy-cpu"]) == ["evaluate", "runs/fno-darcy-tiny"]
 
 

@@ -1,5 +1,6 @@
 """The project documents itself: every relative link in README.md, ARCHITECTURE.md and docs/ resolves to a file of
 the repository, and nothing points at folders outside it."""
+
 import re
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Every script in examples/ runs at tiny scale, from a fresh folder, and prints what its docstring promises."""
+
 import os
 import subprocess
 import sys
@@ -24,8 +25,14 @@ def test_every_example_is_listed():
 @pytest.mark.parametrize("script", sorted(PROMISES))
 def test_example_runs_at_tiny_scale(script, tmp_path):
     env = {**os.environ, "NEURODYN_DATA": str(tmp_path / "data"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--tiny"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "--tiny"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert PROMISES[script] in done.stdout, done.stdout[-2000:]
     if script == "selective_scan_backends.py":  # every backend that ran agrees with the sequential reference

@@ -1,4 +1,5 @@
 """neurodyn.files: side-file names that fit a folder entry, and the temporaries of dead processes."""
+
 import os
 
 import pytest

@@ -1,5 +1,6 @@
 """The layering of ARCHITECTURE.md, checked on the source: each package imports only the packages below it, and
 the layers under ``train/`` never read a config's ``train`` section (``TrainConfig`` is its one reader)."""
+
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,7 @@ def _imported_packages(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                target = here[:len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
+                target = here[: len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
                 names = target[:1] or [a.name for a in node.names]
             elif (node.module or "").split(".")[0] == "neurodyn":
                 parts = node.module.split(".")
@@ -51,8 +52,10 @@ def test_packages_import_only_the_layers_below(package):
 
 
 def test_train_imports_neither_plots_nor_the_cli():
-    bad = {str(p.relative_to(SRC)): sorted(_imported_packages(p) & {"plots", "cli", "compare", "bench"})
-           for p in _modules("train")}
+    bad = {
+        str(p.relative_to(SRC)): sorted(_imported_packages(p) & {"plots", "cli", "compare", "bench"})
+        for p in _modules("train")
+    }
     assert not {k: v for k, v in bad.items() if v}
 
 
@@ -72,6 +75,7 @@ def _train_section_reads(path: Path, root: Path = SRC) -> list[str]:
     """Places in ``path`` that read a config's train section: ``X["train"]`` or ``X.get("train", ...)`` where ``X``
     is a config (a name or attribute containing ``cfg``, ``config`` or ``experiment``). ``sets["train"]`` (the
     training split) is not a config."""
+
     def is_config(node: ast.AST) -> bool:
         name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
         return any(word in name.lower() for word in ("cfg", "config", "experiment"))
@@ -81,8 +85,12 @@ def _train_section_reads(path: Path, root: Path = SRC) -> list[str]:
         key = base = None
         if isinstance(node, ast.Subscript):
             key, base = node.slice, node.value
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+        ):
             key, base = node.args[0], node.func.value
         if isinstance(key, ast.Constant) and key.value == "train" and is_config(base):
             hits.append(f"{path.relative_to(root)}:{node.lineno}")
@@ -111,16 +119,30 @@ def test_data_and_task_take_the_training_settings_as_arguments(tmp_path, monkeyp
     from neurodyn.train.experiment import build_task, train_config
 
     monkeypatch.setenv("NEURODYN_DATA", str(tmp_path))
-    cfg = load_experiment("fno/navier_stokes_rollout", "tiny", [
-        "data.n_train=2", "data.n_test=1", "data.n_val=0", "train.rollout.mode=pushforward",
-        "train.rollout.pushforward=2", "train.rollout.input_noise=0.25", "train.rollout.eval_mode=teacher_forcing"])
+    cfg = load_experiment(
+        "fno/navier_stokes_rollout",
+        "tiny",
+        [
+            "data.n_train=2",
+            "data.n_test=1",
+            "data.n_val=0",
+            "train.rollout.mode=pushforward",
+            "train.rollout.pushforward=2",
+            "train.rollout.input_noise=0.25",
+            "train.rollout.eval_mode=teacher_forcing",
+        ],
+    )
     tcfg = train_config(cfg)
     no_train = {k: v for k, v in cfg.items() if k != "train"}
     data = build_data(no_train, progress=False, train_window_steps=tcfg.window_steps)
     assert data["sets"]["train"].t_out == 3 * int(cfg["data"].get("step", 1))
     task = build_task(no_train, data, tcfg)
     assert (task.train_mode, task.pushforward, task.input_noise, task.eval_mode) == (
-        "pushforward", 2, 0.25, "teacher_forcing")
+        "pushforward",
+        2,
+        0.25,
+        "teacher_forcing",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -142,7 +164,7 @@ def _module_imports(path: Path, modules: set[str], root: Path = SRC) -> set[str]
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
             out.update(f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names)
@@ -213,9 +235,13 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
 
 # from the bottom: the store, the sequence store (layout, building, dataset) and what every reader hands on, the
 # features; above them the generators and the readers, siblings that never import each other, except one door
-DATA_RULES = {"data/sequence*.py": ("formats", "generators"), "data/public_dataset.py": ("formats", "generators"),
-              "data/features/*.py": ("formats", "generators"), "data/generators/*.py": ("formats",),
-              "data/formats/*.py": ("generators",)}
+DATA_RULES = {
+    "data/sequence*.py": ("formats", "generators"),
+    "data/public_dataset.py": ("formats", "generators"),
+    "data/features/*.py": ("formats", "generators"),
+    "data/generators/*.py": ("formats",),
+    "data/formats/*.py": ("generators",),
+}
 # a generator's real file enters through the converter: generators/base.real_file takes read_public of formats/
 DOOR = ("data/generators/base.py", "neurodyn.data.formats", {"read_public"})
 
@@ -243,7 +269,7 @@ def _names_taken(path: Path, target: str, root: Path) -> set[str]:
     taken = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
-            module = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            module = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
             if module == target:
                 taken.update(a.name for a in node.names)
     return taken
@@ -268,10 +294,12 @@ def test_the_data_sub_layer_check_finds_a_breach(tmp_path):
     (pkg / "data" / "generators" / "base.py").write_text("from ..formats import read_public, sniff\n")
     (pkg / "data" / "generators" / "digits.py").write_text("from ..formats.mnist import encode\n")
     (pkg / "data" / "features" / "events.py").write_text("from ..generators import base\n")
-    assert data_breaches(pkg) == ["data/sequence_store.py -> neurodyn.data.formats.mnist",
-                                  "data/features/events.py -> neurodyn.data.generators.base",
-                                  "data/generators/base.py -> neurodyn.data.formats",
-                                  "data/generators/digits.py -> neurodyn.data.formats.mnist"]
+    assert data_breaches(pkg) == [
+        "data/sequence_store.py -> neurodyn.data.formats.mnist",
+        "data/features/events.py -> neurodyn.data.generators.base",
+        "data/generators/base.py -> neurodyn.data.formats",
+        "data/generators/digits.py -> neurodyn.data.formats.mnist",
+    ]
     (pkg / "data" / "generators" / "base.py").write_text("def real_file():\n    from ..formats import read_public\n")
     assert "data/generators/base.py -> neurodyn.data.formats" not in data_breaches(pkg)
 
@@ -287,10 +315,14 @@ def test_no_module_imports_the_package_root():
             package = name if path.name == "__init__.py" else name.rpartition(".")[0]
             if isinstance(node, ast.ImportFrom):
                 base = package.split(".")
-                target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
-                          if node.level else node.module or "")
-                if target == "neurodyn" and any(not (SRC / a.name).exists() and not (SRC / f"{a.name}.py").exists()
-                                                for a in node.names):
+                target = (
+                    ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level
+                    else node.module or ""
+                )
+                if target == "neurodyn" and any(
+                    not (SRC / a.name).exists() and not (SRC / f"{a.name}.py").exists() for a in node.names
+                ):
                     bad.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert not bad, f"import names from the package root: {bad}"
 
@@ -307,8 +339,11 @@ def private_imports(roots=(SRC, SRC.parents[1] / "benchmarks")) -> list[str]:
                 top = (node.module or "").split(".")[0]
                 if node.level == 0 and top != "neurodyn" and top not in local:
                     continue
-                bad += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+                bad += [
+                    f"{path.name}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     return bad
 
 
@@ -362,8 +397,11 @@ def test_the_architecture_table_names_every_module_in_its_layer():
         for name in _named(text):
             where.setdefault(name, set()).add(layer)
     missing = []
-    top = sorted(p for p in SRC.iterdir() if (p.suffix == ".py" and p.stem != "__init__")
-                 or (p.is_dir() and (p / "__init__.py").exists()))
+    top = sorted(
+        p
+        for p in SRC.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    )
     for entry in top:
         if entry.stem not in where:
             missing.append(entry.name)

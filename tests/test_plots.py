@@ -17,8 +17,9 @@ def test_rollout_curves_png_has_the_figure_size(tmp_path):
 def test_seed_mean_curves_cut_to_the_shortest_run_and_skip_empty_labels(tmp_path):
     from neurodyn.plots import plot_seed_mean_curves
 
-    means = plot_seed_mean_curves({"a": [[1.0, 2.0, 3.0], [3.0, 4.0]], "b": [], "c": [[0.5, 0.25]]},
-                                  tmp_path / "c.png", "loss", log=True)
+    means = plot_seed_mean_curves(
+        {"a": [[1.0, 2.0, 3.0], [3.0, 4.0]], "b": [], "c": [[0.5, 0.25]]}, tmp_path / "c.png", "loss", log=True
+    )
     assert set(means) == {"a", "c"}
     assert means["a"].tolist() == [2.0, 3.0] and means["c"].tolist() == [0.5, 0.25]
     assert (tmp_path / "c.png").stat().st_size > 0
@@ -60,12 +61,23 @@ def test_prediction_panels_name_the_fields_and_the_title_is_not_a_panel(tmp_path
 
     figs = _captured(monkeypatch)
     x, y = torch.rand(2, 8, 8, 1), torch.rand(2, 8, 8, 1)
-    path = plot_predictions(x, y, y + 0.1, tmp_path / "p.png", title="fno (fno/darcy), run r: test split of d.h5",
-                            source="a (permeability)", target="u (solution)")
+    path = plot_predictions(
+        x,
+        y,
+        y + 0.1,
+        tmp_path / "p.png",
+        title="fno (fno/darcy), run r: test split of d.h5",
+        source="a (permeability)",
+        target="u (solution)",
+    )
     fig, texts = figs[0]
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles[:4] == ["input a (permeability)", "target u (solution)", "prediction of u (solution)",
-                          titles[3]] and titles[3].startswith("|error| of u (solution) (rel. L2 ")
+    assert titles[:4] == [
+        "input a (permeability)",
+        "target u (solution)",
+        "prediction of u (solution)",
+        titles[3],
+    ] and titles[3].startswith("|error| of u (solution) (rel. L2 ")
     assert fig._suptitle.get_text() == "fno (fno/darcy), run r: test split of d.h5"  # not the last panel's "|error|"
     assert _texts(path) == (texts["Title"], texts["Description"]) and texts["Title"].startswith("fno (fno/darcy)")
 
@@ -81,7 +93,9 @@ def test_learning_curve_one_axis_for_one_quantity_two_panels_otherwise_integer_e
     panels = [ax for ax in same.axes]
     assert len(panels) == 1 and panels[0].get_ylabel() == "relative L2"
     assert {ln.get_label() for ln in panels[0].get_lines()} == {
-        "training relative L2 (objective, mean over each epoch's batches)", "validation relative L2 (after each epoch)"}
+        "training relative L2 (objective, mean over each epoch's batches)",
+        "validation relative L2 (after each epoch)",
+    }
     left, right = two.axes
     assert left.get_ylabel() == "training objective (mse)" and right.get_ylabel() == "validation relative L2"
     assert any("different quantities" in t.get_text() for t in two.texts)
@@ -97,8 +111,24 @@ def test_every_png_of_a_run_names_its_run_model_and_data_and_the_metrics_are_def
     printed test metrics have no band the grid lacks (|k| <= 11.3 < 12: no high band)."""
     from neurodyn.cli import main
 
-    assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--run-name", "demo",
-                 "--no-progress", "data.resolution=16", "data.solve_resolution=16"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "fno/darcy",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--run-name",
+                "demo",
+                "--no-progress",
+                "data.resolution=16",
+                "data.solve_resolution=16",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     run = tmp_path / "runs" / "demo"
     store = next(data_dir.rglob("*.h5")).name

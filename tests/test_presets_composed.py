@@ -5,6 +5,7 @@ as the loader resolved them before any preset named a dataset (each preset then 
 re-spelled only where a key itself was renamed (the train sections; LaMO's two models). Rewriting how presets
 compose must leave every resolved config exactly as it was. The precedence rule is experiments/README.md's.
 """
+
 import json
 from pathlib import Path
 
@@ -73,13 +74,13 @@ def test_presets_are_one_hop_deep():
             assert [list(d) for d in raw["defaults"]] == [["data"]], (name, raw["defaults"])
             assert (experiments.DATASET_DIR / f"{raw['defaults'][0]['data']}.yaml").exists(), name
             named += 1
-    assert named >= 70   # every preset of a shared benchmark names its dataset file
+    assert named >= 70  # every preset of a shared benchmark names its dataset file
 
 
 def test_dataset_files_are_named_after_their_data_not_a_model():
     from neurodyn.models import available
 
-    models = set(available()) | {"chonn", "s4ffno"}   # the registered names and the preset folders of families
+    models = set(available()) | {"chonn", "s4ffno"}  # the registered names and the preset folders of families
     for name in available_datasets():
         assert not set(name.split("_")) & models, f"dataset file data/{name} is named after a model"
 
@@ -127,6 +128,7 @@ def presets(tmp_path, monkeypatch):
             path = tmp_path / f"{name}.yaml"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+
     return write
 
 
@@ -142,9 +144,10 @@ scales:
 def test_the_merge_order_is_dataset_then_preset_for_the_base_and_for_each_scale(presets):
     """experiments/README.md's rule: data = dataset.data <- preset.data; scale = dataset.scales[s].data <-
     preset.scales[s].data; config = base <- scale <- overrides."""
-    presets({
-        "data/grid": GRID,
-        "m/bench": """
+    presets(
+        {
+            "data/grid": GRID,
+            "m/bench": """
 defaults:
   - data: grid
 task: steady
@@ -155,23 +158,46 @@ scales:
   cpu: {}
   paper: {data: {n_val: 10}}
 """,
-    })
+        }
+    )
     data = {s: load_experiment("m/bench", s)["data"] for s in SCALES}
     # tiny: the dataset's tiny t_final (2.0) beats the preset's base t_final, the preset's tiny n_train beats both
-    assert data["tiny"] == {"generator": "grid", "resolution": 8, "t_final": 2.0, "n_train": 6, "seed": 0,
-                            "normalize": "none"}
-    assert data["cpu"] == {"generator": "grid", "resolution": 16, "t_final": 50.0, "n_train": 100, "seed": 0,
-                           "normalize": "none"}
-    assert data["paper"] == {"generator": "grid", "resolution": 64, "t_final": 50.0, "n_train": 100, "seed": 0,
-                             "normalize": "none", "n_val": 10}
+    assert data["tiny"] == {
+        "generator": "grid",
+        "resolution": 8,
+        "t_final": 2.0,
+        "n_train": 6,
+        "seed": 0,
+        "normalize": "none",
+    }
+    assert data["cpu"] == {
+        "generator": "grid",
+        "resolution": 16,
+        "t_final": 50.0,
+        "n_train": 100,
+        "seed": 0,
+        "normalize": "none",
+    }
+    assert data["paper"] == {
+        "generator": "grid",
+        "resolution": 64,
+        "t_final": 50.0,
+        "n_train": 100,
+        "seed": 0,
+        "normalize": "none",
+        "n_val": 10,
+    }
     assert load_experiment("m/bench", "tiny", ["data.t_final=7.0"])["data"]["t_final"] == 7.0  # overrides last
     assert "defaults" not in load_experiment("m/bench", "tiny")
 
 
-@pytest.mark.parametrize("text", [
-    "defaults:\n  - data: grid\ndata: {seed: 3}\n",        # a dataset file naming another in its defaults
-    "data: {dataset: grid, seed: 3}\n",                   # or in its data section, as presets once did
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "defaults:\n  - data: grid\ndata: {seed: 3}\n",  # a dataset file naming another in its defaults
+        "data: {dataset: grid, seed: 3}\n",  # or in its data section, as presets once did
+    ],
+)
 def test_a_dataset_file_naming_another_is_refused(presets, text):
     presets({"data/grid": GRID, "data/grid_fine": text, "m/bench": "defaults:\n  - data: grid_fine\n"})
     with pytest.raises(ConfigError, match="names another file; presets are one hop deep"):
@@ -184,17 +210,26 @@ def test_an_unknown_dataset_is_one_config_error_listing_the_known_ones(presets):
         load_experiment("m/bench", "cpu")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("defaults:\n  - data: grid\n  - data: grid\n", r"defaults names one dataset file.*\['data', 'data'\]"),
-    ("defaults:\n  - model: fno\n", r"defaults names one dataset file.*\['model'\]"),
-    ("defaults: {data: grid}\n", "defaults is a list of one-key entries"),
-    ("data: {dataset: grid}\n", r"data.dataset is not a key; a preset names its dataset file in its defaults"),
-    ("defaults:\n  - data: model_in_data\n", r"holds \['model'\]; a dataset file holds only"),
-    ("defaults:\n  - data: scale_model\n", r"holds \['scales.tiny.model'\]"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("defaults:\n  - data: grid\n  - data: grid\n", r"defaults names one dataset file.*\['data', 'data'\]"),
+        ("defaults:\n  - model: fno\n", r"defaults names one dataset file.*\['model'\]"),
+        ("defaults: {data: grid}\n", "defaults is a list of one-key entries"),
+        ("data: {dataset: grid}\n", r"data.dataset is not a key; a preset names its dataset file in its defaults"),
+        ("defaults:\n  - data: model_in_data\n", r"holds \['model'\]; a dataset file holds only"),
+        ("defaults:\n  - data: scale_model\n", r"holds \['scales.tiny.model'\]"),
+    ],
+)
 def test_misplaced_dataset_names_and_dataset_files_with_other_sections_are_refused(presets, text, expected):
-    presets({"data/grid": GRID, "data/model_in_data": GRID + "model: {width: 2}\n",
-             "data/scale_model": "data: {n_train: 1}\nscales: {tiny: {model: {width: 2}}}\n", "m/bench": text})
+    presets(
+        {
+            "data/grid": GRID,
+            "data/model_in_data": GRID + "model: {width: 2}\n",
+            "data/scale_model": "data: {n_train: 1}\nscales: {tiny: {model: {width: 2}}}\n",
+            "m/bench": text,
+        }
+    )
     with pytest.raises(ConfigError, match=expected):
         load_experiment("m/bench", "tiny")
 

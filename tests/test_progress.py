@@ -1,6 +1,7 @@
 """Progress on every long step (neurodyn.progress): one idiom (a bar on a terminal, a line per stage in a log or a
 pipe, nothing with False), for generation, conversion, the fitted baselines (with an estimate before DTW 1-NN and
 MiniRocket passes) and evaluation. Output is captured; nothing here asserts a time."""
+
 import io
 import re
 import sys
@@ -30,8 +31,8 @@ def test_stage_lines_say_what_how_many_the_estimate_and_the_time(monkeypatch):
         for _ in stage.track(range(3)):
             pass
     assert out.getvalue() == "scoring: 3 series ...\n"
-    monkeypatch.setattr(prog, "LONG_SECONDS", -1.0)          # every estimate counts as long
-    monkeypatch.setattr(prog, "CLOSING_LINE_SECONDS", 0.0)   # every stage closes with its time
+    monkeypatch.setattr(prog, "LONG_SECONDS", -1.0)  # every estimate counts as long
+    monkeypatch.setattr(prog, "CLOSING_LINE_SECONDS", 0.0)  # every stage closes with its time
     out = io.StringIO()
     with Stage("DTW 1-NN", 4, "sample", "lines", estimate=120.0, detail="8 pairs timed", stream=out) as stage:
         stage.update(4)
@@ -89,26 +90,89 @@ def test_fitted_baselines_estimate_their_passes_before_they_start(tmp_path, data
     monkeypatch.setattr(prog, "LONG_SECONDS", -1.0)  # show every estimate, however short here
     capsys.readouterr()
     runs = str(tmp_path / "runs")
-    assert main(["train", "knn/sequence", "--scale", "tiny", "--runs-dir", runs, "--run-name", "dtw", "--no-progress",
-                 f"data.path={train}", "data.n_test=0", "data.n_val=6", f"data.test_path={test}",
-                 "model.distance=dtw"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "knn/sequence",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                runs,
+                "--run-name",
+                "dtw",
+                "--no-progress",
+                f"data.path={train}",
+                "data.n_test=0",
+                "data.n_val=6",
+                f"data.test_path={test}",
+                "model.distance=dtw",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     n_train = 24  # 30 - 6 validation series
-    for what, n in (("knn: training loss of the fitted model", n_train), ("knn: validation split", 6),
-                    ("testing the final model on 'w_test'", 12)):
+    for what, n in (
+        ("knn: training loss of the fitted model", n_train),
+        ("knn: validation split", 6),
+        ("testing the final model on 'w_test'", 12),
+    ):
         line = next((ln for ln in err.splitlines() if ln.startswith(what + ":")), None)
         assert line is not None, (what, err)
-        assert re.fullmatch(rf"{re.escape(what)}: {n} samples, about .+ \({n_train} dtw pairs timed, times "
-                            rf"{n * n_train:,} pairs\) \.\.\.", line), line
-    assert main(["train", "minirocket/sequence", "--scale", "tiny", "--runs-dir", runs, "--run-name", "mr",
-                 "--no-progress", f"data.path={train}", "data.n_test=0", "data.n_val=6"]) == 0
+        assert re.fullmatch(
+            rf"{re.escape(what)}: {n} samples, about .+ \({n_train} dtw pairs timed, times "
+            rf"{n * n_train:,} pairs\) \.\.\.",
+            line,
+        ), line
+    assert (
+        main(
+            [
+                "train",
+                "minirocket/sequence",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                runs,
+                "--run-name",
+                "mr",
+                "--no-progress",
+                f"data.path={train}",
+                "data.n_test=0",
+                "data.n_val=6",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    assert re.search(rf"^minirocket: features of the {n_train} training series: {n_train} series, about .+ "
-                     r"\(8 series timed\) \.\.\.$", err, flags=re.M), err
+    assert re.search(
+        rf"^minirocket: features of the {n_train} training series: {n_train} series, about .+ "
+        r"\(8 series timed\) \.\.\.$",
+        err,
+        flags=re.M,
+    ), err
     assert main(["evaluate", f"{runs}/dtw", "--data", str(test), "--which", "last"]) == 0
     assert "evaluating knn on 'w_test': 12 samples, about" in capsys.readouterr().err
     assert main(["evaluate", f"{runs}/dtw", "--data", str(test), "--which", "last", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
-    assert main(["train", "knn/sequence", "--scale", "tiny", "--runs-dir", runs, "--run-name", "quiet", "--quiet",
-                 f"data.path={train}", "data.n_test=0", "data.n_val=6", "model.distance=dtw"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "knn/sequence",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                runs,
+                "--run-name",
+                "quiet",
+                "--quiet",
+                f"data.path={train}",
+                "data.n_test=0",
+                "data.n_val=6",
+                "model.distance=dtw",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().err == ""  # --quiet: no stage either

@@ -15,6 +15,7 @@ once per C++ standard in ``--std`` (default ``c++17 c++20``: torch's ``cpp_exten
 
 Prints one line per (torch, standard, source) with the first compiler error, if any; exits 1 when one fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,21 @@ def fetch_headers(version: str, cache: Path) -> Path:
     if include.is_dir():
         return include
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-                        f"torch=={version}", "-d", tmp], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--quiet",
+                f"torch=={version}",
+                "-d",
+                tmp,
+            ],
+            check=True,
+        )
         wheel = next(Path(tmp).glob("torch-*.whl"))
         staged = Path(tmp) / "extracted"
         with zipfile.ZipFile(wheel) as z:
@@ -61,8 +75,16 @@ def installed_headers() -> Path:
 def compile_flags(include: Path, std: str) -> list[str]:
     """The g++ flags of a syntax-only build of one source against ``include`` (a ``torch/include`` directory)."""
     flags = [f for f in cpu_kernel._CFLAGS if f != "-O3"]  # optimisation does not change what compiles
-    return ["-fsyntax-only", f"-std={std}", *flags, *DEFINES, "-isystem", str(include),
-            "-isystem", str(include / "torch" / "csrc" / "api" / "include")]
+    return [
+        "-fsyntax-only",
+        f"-std={std}",
+        *flags,
+        *DEFINES,
+        "-isystem",
+        str(include),
+        "-isystem",
+        str(include / "torch" / "csrc" / "api" / "include"),
+    ]
 
 
 def first_error(output: str) -> str:
@@ -77,8 +99,9 @@ def check(label: str, include: Path, stds: list[str], cxx: str) -> list[tuple[st
     rows = []
     for std in stds:
         for source in cpu_kernel._SOURCES:
-            proc = subprocess.run([cxx, *compile_flags(include, std), str(source)], capture_output=True, text=True,
-                                  cwd=source.parent)
+            proc = subprocess.run(
+                [cxx, *compile_flags(include, std), str(source)], capture_output=True, text=True, cwd=source.parent
+            )
             rows.append((label, std, source.name, "ok" if proc.returncode == 0 else first_error(proc.stderr)))
             print(f"torch {label:>8s}  -std={std}  {source.name:<24s}  {rows[-1][3]}", flush=True)
     return rows
@@ -87,8 +110,13 @@ def check(label: str, include: Path, stds: list[str], cxx: str) -> list[tuple[st
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--torch", nargs="*", default=[], metavar="VERSION", help="torch releases whose headers to fetch")
-    p.add_argument("--headers", nargs="*", default=[], metavar="DIR",
-                   help="extracted torch/include directories (or folders holding torch/include)")
+    p.add_argument(
+        "--headers",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="extracted torch/include directories (or folders holding torch/include)",
+    )
     p.add_argument("--std", nargs="+", default=["c++17", "c++20"], help="C++ standards to compile under")
     p.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where fetched headers are kept")
     p.add_argument("--no-installed", action="store_true", help="skip the installed torch's headers")
@@ -113,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         targets.append((version, fetch_headers(version, args.cache)))
     rows = [row for label, include in targets for row in check(label, include, args.std, cxx)]
     failed = [r for r in rows if r[3] != "ok"]
-    print(f"{len(rows) - len(failed)} of {len(rows)} compiled "
-          f"(torch {', '.join(label for label, _ in targets)}; -std {', '.join(args.std)})")
+    print(
+        f"{len(rows) - len(failed)} of {len(rows)} compiled "
+        f"(torch {', '.join(label for label, _ in targets)}; -std {', '.join(args.std)})"
+    )
     return 1 if failed else 0
 
 

@@ -7,6 +7,7 @@
 ``run`` takes the names of :data:`neurodyn_lab.registry.COMMANDS` (``lamo/scaling``, ``chonn/order``, ...);
 ``reproduce`` runs one table of a paper as a resumable queue (:mod:`neurodyn_lab.reproduce`).
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,7 +23,7 @@ def script_main(run_fn: Callable[[str, list[str]], int], argv: Sequence[str] | N
     if "--scale" in args:
         i = args.index("--scale")
         scale = args[i + 1]
-        del args[i:i + 2]
+        del args[i : i + 2]
     return int(run_fn(scale, args) or 0)
 
 
@@ -41,8 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if command == "run":
         if not rest or rest[0].startswith("-"):
-            print("usage: python -m neurodyn_lab run NAME [--scale tiny|cpu|paper] [options...] "
-                  "(python -m neurodyn_lab list: the names)", file=sys.stderr)
+            print(
+                "usage: python -m neurodyn_lab run NAME [--scale tiny|cpu|paper] [options...] "
+                "(python -m neurodyn_lab list: the names)",
+                file=sys.stderr,
+            )
             return 2
         from .registry import run
 

@@ -8,6 +8,7 @@ handed to the untracked folder first, so a comparison resumes on any machine tha
 ``protocol=`` the comparison starts only under a frozen, committed protocol and into a folder of its records alone,
 and the records it adds carry the protocol's stamp (:mod:`neurodyn_lab.protocols`).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,16 @@ if TYPE_CHECKING:
     from .protocols import Protocol
 
 
-def compare_recorded(entries: Sequence[str], records_dir: str | Path, scale: str = "cpu", *,
-                     placeholders: Mapping[str, str] | None = None, overrides: Sequence[str] = (),
-                     protocol: Protocol | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+def compare_recorded(
+    entries: Sequence[str],
+    records_dir: str | Path,
+    scale: str = "cpu",
+    *,
+    placeholders: Mapping[str, str] | None = None,
+    overrides: Sequence[str] = (),
+    protocol: Protocol | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
     """:func:`neurodyn.compare.compare` of ``entries`` trained in the untracked twin of ``records_dir``; then its
     ``results.json`` (with ``placeholders`` for paths outside the repository, e.g. the converted archive files) and
     ``compare.md`` written to ``records_dir``. Returns compare's records. A path outside the repository that no

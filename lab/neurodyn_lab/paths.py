@@ -8,14 +8,15 @@
 
 A claim is named ``<paper>/<claim>`` (``lamo/darcy_heads``); the drivers' ``--tag`` takes such a name.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
 
-LAB = Path(__file__).resolve().parents[1]   # lab/ of a checkout
-ROOT = LAB.parent                           # the repository
+LAB = Path(__file__).resolve().parents[1]  # lab/ of a checkout
+ROOT = LAB.parent  # the repository
 RECORDS = LAB / "records"
 RUNS = LAB / "runs"
 PAGES = LAB / "pages"

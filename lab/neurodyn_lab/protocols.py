@@ -26,6 +26,7 @@ the hash of the file as it is now (a protocol edited after its records were writ
 nothing was chosen after the fact; otherwise it is ``exploratory``, with the reasons, and its text never says
 "met" or "holds": it says ``exploratory (floor reached)`` or ``exploratory (floor not reached)``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -84,8 +85,10 @@ class Protocol:
         for f in self.spec["floors"]:
             if f["id"] == floor_id:
                 return f
-        raise DataError(f"protocol {self.name} has no floor {floor_id!r}; its floors: "
-                        f"{', '.join(f['id'] for f in self.spec['floors'])}")
+        raise DataError(
+            f"protocol {self.name} has no floor {floor_id!r}; its floors: "
+            f"{', '.join(f['id'] for f in self.spec['floors'])}"
+        )
 
 
 def protocol_path(name: str | Path) -> Path:
@@ -114,8 +117,10 @@ def load(name: str | Path) -> Protocol:
         raise DataError(f"{path} is not a protocol: expected a YAML mapping with {', '.join(REQUIRED)}")
     missing = [k for k in REQUIRED if k not in spec]
     if missing:
-        raise DataError(f"protocol {path} does not state {', '.join(missing)}; a protocol states "
-                        f"{', '.join(REQUIRED)} before its first run")
+        raise DataError(
+            f"protocol {path} does not state {', '.join(missing)}; a protocol states "
+            f"{', '.join(REQUIRED)} before its first run"
+        )
     if spec["status"] not in STATUSES:
         raise DataError(f"protocol {path}: status must be one of {', '.join(STATUSES)}; got {spec['status']!r}")
     try:
@@ -123,8 +128,9 @@ def load(name: str | Path) -> Protocol:
     except ValueError:
         expected = spec["protocol"]  # a protocol outside lab/protocols (a test's) names itself
     if spec["protocol"] != expected:
-        raise DataError(f"protocol {path} calls itself {spec['protocol']!r}; its name is its path under "
-                        f"lab/protocols: {expected!r}")
+        raise DataError(
+            f"protocol {path} calls itself {spec['protocol']!r}; its name is its path under lab/protocols: {expected!r}"
+        )
     if not isinstance(spec["budget"], Mapping) or "cpu_hours" not in spec["budget"]:
         raise DataError(f"protocol {path}: budget must state cpu_hours (the CPU-hours stated before launching)")
     labels = [c.get("label") for c in spec["candidates"]]
@@ -161,8 +167,7 @@ def committed(protocol: Protocol) -> tuple[str, str] | None:
         return None  # changed since (staged or in the working tree)
     top = _git(path, "rev-parse", "--show-toplevel")
     rel = path.relative_to(Path(top.strip()).resolve()).as_posix() if top else path.name
-    blob = subprocess.run(["git", "-C", str(path.parent), "show", f"{commit}:{rel}"], capture_output=True,
-                          check=False)
+    blob = subprocess.run(["git", "-C", str(path.parent), "show", f"{commit}:{rel}"], capture_output=True, check=False)
     if blob.returncode != 0 or hashlib.sha256(blob.stdout).hexdigest() != protocol.sha256:
         return None
     return commit, date
@@ -173,12 +178,16 @@ def require_registered(protocol: Protocol) -> tuple[str, str]:
     committed as it is (:func:`committed`). Returns ``(commit, date)``. The writers call this before anything
     trains."""
     if not protocol.frozen:
-        raise DataError(f"protocol {protocol.name} is a draft (status: {protocol.spec.get('status')}); nothing may "
-                        "be recorded under it until its rules are final: set status: frozen and commit it")
+        raise DataError(
+            f"protocol {protocol.name} is a draft (status: {protocol.spec.get('status')}); nothing may "
+            "be recorded under it until its rules are final: set status: frozen and commit it"
+        )
     found = committed(protocol)
     if found is None:
-        raise DataError(f"protocol {protocol.name} ({protocol.path}) is not committed as it is now; commit it "
-                        "before the first run, so its hash names rules fixed before any test split was read")
+        raise DataError(
+            f"protocol {protocol.name} ({protocol.path}) is not committed as it is now; commit it "
+            "before the first run, so its hash names rules fixed before any test split was read"
+        )
     return found
 
 
@@ -191,8 +200,9 @@ def stamp(record: Mapping[str, Any], protocol: Protocol) -> dict[str, Any]:
     return {**record, STAMP: protocol.stamp}
 
 
-def stamp_new(records: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]],
-              protocol: Protocol) -> list[dict[str, Any]]:
+def stamp_new(
+    records: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]], protocol: Protocol
+) -> list[dict[str, Any]]:
     """``records`` with the stamp added to those whose ``run`` is not among ``before`` (the records the folder held
     already keep theirs: a record is never stamped after the fact)."""
     old = {r.get("run"): r for r in before}
@@ -205,13 +215,16 @@ def refuse_foreign(records: Iterable[Mapping[str, Any]], protocol: Protocol, whe
     their own."""
     foreign = [r.get("run", "?") for r in records if r.get(STAMP) != protocol.stamp]
     if foreign:
-        raise DataError(f"{where} holds {len(foreign)} record(s) not written under protocol {protocol.name} "
-                        f"({', '.join(map(str, foreign[:3]))}{', ...' if len(foreign) > 3 else ''}); give the "
-                        "protocol's records a folder of their own")
+        raise DataError(
+            f"{where} holds {len(foreign)} record(s) not written under protocol {protocol.name} "
+            f"({', '.join(map(str, foreign[:3]))}{', ...' if len(foreign) > 3 else ''}); give the "
+            "protocol's records a folder of their own"
+        )
 
 
-def check_records(protocol: Protocol, records: Sequence[Mapping[str, Any]],
-                  expected_runs: Iterable[str] | None = None) -> list[str]:
+def check_records(
+    protocol: Protocol, records: Sequence[Mapping[str, Any]], expected_runs: Iterable[str] | None = None
+) -> list[str]:
     """What keeps ``records`` from being this protocol's complete set, one sentence each (empty: they are): a
     record without the stamp, a record stamped by another protocol or by another version of this one, and, with
     ``expected_runs`` (the run names the protocol's plan makes), a planned run not recorded or a record of a run
@@ -225,9 +238,11 @@ def check_records(protocol: Protocol, records: Sequence[Mapping[str, Any]],
         elif got.get("name") != protocol.name:
             problems.append(f"record {run} was written under protocol {got.get('name')!r}, not {protocol.name!r}")
         elif got.get("sha256") != protocol.sha256:
-            problems.append(f"record {run} was written under another version of {protocol.name} (sha256 "
-                            f"{str(got.get('sha256'))[:12]}, the file now {protocol.sha256[:12]}): the protocol "
-                            "changed after its records were written")
+            problems.append(
+                f"record {run} was written under another version of {protocol.name} (sha256 "
+                f"{str(got.get('sha256'))[:12]}, the file now {protocol.sha256[:12]}): the protocol "
+                "changed after its records were written"
+            )
     if expected_runs is not None:
         expected, seen = set(expected_runs), {r.get("run") for r in records}
         problems += [f"planned run {run} is not recorded" for run in sorted(expected - seen)]
@@ -260,8 +275,15 @@ class Verdict:
         return f"exploratory (floor {'reached' if self.reached else 'not reached'})"
 
 
-def verdict(protocol: Protocol | None, records: Sequence[Mapping[str, Any]], floor: str, reached: bool | None, *,
-            expected_runs: Iterable[str] | None = None, post_hoc: Sequence[str] = ()) -> Verdict:
+def verdict(
+    protocol: Protocol | None,
+    records: Sequence[Mapping[str, Any]],
+    floor: str,
+    reached: bool | None,
+    *,
+    expected_runs: Iterable[str] | None = None,
+    post_hoc: Sequence[str] = (),
+) -> Verdict:
     """The verdict of ``floor`` (its outcome ``reached``, computed by the caller from ``records`` by the floor's rule
     as the protocol states it) with its status: ``pre-registered`` when ``protocol`` is given, is frozen, names the
     floor, and :func:`check_records` finds nothing; ``exploratory`` otherwise, or when ``post_hoc`` names a choice

@@ -13,6 +13,7 @@ Runs train in the untracked twin of the records folder (``lab/runs/<paper>/<clai
 :func:`neurodyn_lab.paths.runs_for`): an interrupted run resumes from its ``last.pt`` there while the machine keeps
 the folder, and starts over on a machine that does not have it. Checkpoints never enter a commit.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,13 +40,26 @@ if TYPE_CHECKING:
 # job lists
 
 
-def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *,
-             evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
-             summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
-             train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
-             workers: int = 0, threads: int | None = None, device: str | torch.device = "cpu",
-             placeholders: Mapping[str, str] | None = None, metric: str = "rel_l2",
-             protocol: Protocol | None = None) -> list[dict[str, Any]]:
+def run_jobs(
+    jobs: Sequence[Job],
+    records_dir: str | Path,
+    scale: str = "cpu",
+    *,
+    evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
+    summary: Callable[[dict[str, Any]], str] | None = None,
+    tag: str = "",
+    overrides: Sequence[str] = (),
+    train: bool = True,
+    retrain: bool = False,
+    runs_dir: str | Path | None = None,
+    resume: bool = True,
+    workers: int = 0,
+    threads: int | None = None,
+    device: str | torch.device = "cpu",
+    placeholders: Mapping[str, str] | None = None,
+    metric: str = "rel_l2",
+    protocol: Protocol | None = None,
+) -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``records_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
@@ -85,8 +99,9 @@ def run_jobs(jobs: Sequence[Job], records_dir: str | Path, scale: str = "cpu", *
         rec = with_placeholders(json.loads(json.dumps(rec)), placeholders)
         if job.name in recorded:  # retrained: the older record goes
             _forget(records_dir, job.name)
-        write_run_record(records_dir, job.name, rec, run_dir=result.run_dir, placeholders=placeholders,
-                         protocol=protocol)
+        write_run_record(
+            records_dir, job.name, rec, run_dir=result.run_dir, placeholders=placeholders, protocol=protocol
+        )
         recorded[job.name] = stamp(rec, protocol) if protocol is not None else rec
         shown = summary(rec) if summary else f"{result.metric} {result.final.get(result.metric)}"
         print(f"[{tag or records_dir.name}] {job.label or job.name} seed {job.seed}: {shown}", flush=True)
@@ -118,20 +133,45 @@ def _overrides(job: Job, common: Sequence[str]) -> list[str]:
 
 def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict[str, Any]:
     """The config :func:`run_jobs` trains ``job`` with (``common``: its run list's common overrides)."""
-    return preset_config(job.preset, scale, _overrides(job, common), job.model_overrides, job.model_from,
-                         job.data_from)
+    return preset_config(job.preset, scale, _overrides(job, common), job.model_overrides, job.model_from, job.data_from)
 
 
-def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-               device: str | torch.device = "cpu", metric: str = "rel_l2") -> RunResult:
-    return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
-                        model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
-                        resume=resume, device=device, metric=metric)
+def _train_job(
+    job: Job,
+    scale: str,
+    common: Sequence[str],
+    runs_dir: Path,
+    resume: bool,
+    device: str | torch.device = "cpu",
+    metric: str = "rel_l2",
+) -> RunResult:
+    return train_preset(
+        job.preset,
+        scale,
+        runs_dir / job.name,
+        _overrides(job, common),
+        seed=job.seed,
+        model_overrides=job.model_overrides,
+        model_from=job.model_from,
+        data_from=job.data_from,
+        resume=resume,
+        device=device,
+        metric=metric,
+    )
 
 
-def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-                      workers: int, threads: int | None, done: Callable[[Job, RunResult], None],
-                      device: str = "cpu", metric: str = "rel_l2") -> None:
+def _run_in_processes(
+    jobs: Sequence[Job],
+    scale: str,
+    common: Sequence[str],
+    runs_dir: Path,
+    resume: bool,
+    workers: int,
+    threads: int | None,
+    done: Callable[[Job, RunResult], None],
+    device: str = "cpu",
+    metric: str = "rel_l2",
+) -> None:
     """Train every job in its own ``python -m neurodyn_lab.queue`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
     env = child_env(OMP_WAIT_POLICY="PASSIVE")  # the workers import this same lab and neurodyn
@@ -141,10 +181,19 @@ def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], ru
     while pending or running:
         while pending and len(running) < workers:
             job = pending.pop(0)
-            spec = {"job": job._asdict(), "scale": scale, "common": list(common), "runs_dir": str(runs_dir),
-                    "resume": resume, "threads": threads, "device": device, "metric": metric}
-            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn_lab.queue", json.dumps(spec)],
-                                                  env=env)))
+            spec = {
+                "job": job._asdict(),
+                "scale": scale,
+                "common": list(common),
+                "runs_dir": str(runs_dir),
+                "resume": resume,
+                "threads": threads,
+                "device": device,
+                "metric": metric,
+            }
+            running.append(
+                (job, subprocess.Popen([sys.executable, "-m", "neurodyn_lab.queue", json.dumps(spec)], env=env))
+            )
             print(f"started {job.label or job.name} seed {job.seed} ({len(pending)} queued)", flush=True)
         time.sleep(0.5)
         for job, proc in list(running):
@@ -163,8 +212,15 @@ def _worker(spec_json: str) -> int:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     job = Job(**spec["job"])
-    result = _train_job(job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"],
-                        spec.get("device", "cpu"), spec.get("metric", "rel_l2"))
+    result = _train_job(
+        job,
+        spec["scale"],
+        spec["common"],
+        Path(spec["runs_dir"]),
+        spec["resume"],
+        spec.get("device", "cpu"),
+        spec.get("metric", "rel_l2"),
+    )
     (Path(result.run_dir) / "run_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
     return 0
 

@@ -14,6 +14,7 @@ Every writer here makes paths relative to the repository and refuses a record th
 (:func:`~neurodyn_lab.protocols.require_registered`) and stamps the record with its name and hash; a records folder
 written under a protocol holds that protocol's records only.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,10 @@ def portable(value: Any) -> Any:
     if isinstance(value, str):
         text = value.replace(f"{ROOT}/", "").replace(str(ROOT), ".")
         if ABSOLUTE.search(text):
-            raise DataError(f"a record may not name a machine's folder: {text!r}; give paths inside the repository "
-                            "(relative to it) or a placeholder such as <stores>/NAME")
+            raise DataError(
+                f"a record may not name a machine's folder: {text!r}; give paths inside the repository "
+                "(relative to it) or a placeholder such as <stores>/NAME"
+            )
         return text
     return value
 
@@ -91,8 +94,14 @@ def write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_run_record(records_dir: str | Path, run: str, record: dict[str, Any], run_dir: str | Path | None = None,
-                     placeholders: Mapping[str, str] | None = None, protocol: Protocol | None = None) -> Path:
+def write_run_record(
+    records_dir: str | Path,
+    run: str,
+    record: dict[str, Any],
+    run_dir: str | Path | None = None,
+    placeholders: Mapping[str, str] | None = None,
+    protocol: Protocol | None = None,
+) -> Path:
     """``<records_dir>/runs/<run>/result.json``, and the :data:`RUN_FILES` of ``run_dir`` (the run folder it trained
     in) copied beside it (its config with ``placeholders`` for folders outside the repository, as in
     :func:`with_placeholders`); returns the record's path. With ``protocol`` the record carries its stamp (the

@@ -1,6 +1,7 @@
 """The lab tests' set-up: one torch thread, fixed seeds, an empty ``$NEURODYN_DATA`` for tests that generate data, and
 a guard: a test session that changes a file under ``lab/records`` fails (tests write into temporary folders only;
 records are written by the drivers' record writers when an experiment runs)."""
+
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -18,8 +19,11 @@ RECORDS = Path(__file__).resolve().parents[1] / "records"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: longer tests (deselect with -m 'not slow')")
-    config.addinivalue_line("markers", "needs_kernel: needs the compiled CPU kernels (built when the first such test "
-                                       "starts; skipped when they are unavailable)")
+    config.addinivalue_line(
+        "markers",
+        "needs_kernel: needs the compiled CPU kernels (built when the first such test "
+        "starts; skipped when they are unavailable)",
+    )
 
 
 def pytest_runtest_setup(item):

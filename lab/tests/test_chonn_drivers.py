@@ -1,5 +1,6 @@
 """CHONN experiment drivers (neurodyn_lab.chonn): relative gains, plots, the order grid and the commands that run it,
 and one tiny end-to-end run of the order benchmark (train, evaluate, report, reuse) into a records folder."""
+
 import json
 import math
 import shutil
@@ -13,8 +14,9 @@ from neurodyn_lab.registry import COMMANDS
 
 
 def test_relative_gains_pick_the_stronger_baseline_per_metric(tmp_path):
-    gains = common.relative_gains({"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}},
-                                  ["a", "b"])
+    gains = common.relative_gains(
+        {"a": 1.0, "b": 4.0}, {"u": {"a": 2.0, "b": 3.0}, "f": {"a": 4.0, "b": 2.0}}, ["a", "b"]
+    )
     assert gains["a"] == (pytest.approx(0.5), "u")
     assert gains["b"] == (pytest.approx(-1.0), "f")
     common.plot_relative_gain(gains, tmp_path / "g.png", "t")
@@ -29,8 +31,11 @@ def test_default_order_grid_and_registration():
     assert len(grid) == len(set(grid)) == 8
     assert {(4, "2x2"), (4, "d3")} <= set(order.default_order_grid((4,), composite_targets=(4,)))
     for name in ("order", "poisson", "darcy", "rollout"):
-        assert COMMANDS[f"chonn/{name}"] == (COMMANDS[f"chonn/{name}"].module, COMMANDS[f"chonn/{name}"].description,
-                                             (name,))
+        assert COMMANDS[f"chonn/{name}"] == (
+            COMMANDS[f"chonn/{name}"].module,
+            COMMANDS[f"chonn/{name}"].description,
+            (name,),
+        )
         assert COMMANDS[f"chonn/{name}"].module == "neurodyn_lab.chonn.experiments"
 
 

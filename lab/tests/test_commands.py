@@ -2,6 +2,7 @@
 ``run(scale, argv)``; every module with such an entry point is reachable as a command; the lab imports no private
 name of the library (nor of another lab file) and no compatibility function of the library (only the one-time
 rewrite of the records did)."""
+
 import ast
 import importlib
 import inspect
@@ -27,8 +28,11 @@ def test_every_command_has_a_run_entry(name):
 
 
 def test_every_entry_point_is_a_command():
-    modules = {".".join(p.relative_to(LAB).with_suffix("").parts) for p in PACKAGE.rglob("*.py")
-               if "\ndef run(scale" in p.read_text()}
+    modules = {
+        ".".join(p.relative_to(LAB).with_suffix("").parts)
+        for p in PACKAGE.rglob("*.py")
+        if "\ndef run(scale" in p.read_text()
+    }
     assert modules and modules == {c.module for c in COMMANDS.values()}
 
 
@@ -59,8 +63,10 @@ def test_no_private_name_nor_compatibility_function_is_imported():
 
 
 def test_the_import_check_finds_one(tmp_path):
-    (tmp_path / "probe.py").write_text("from neurodyn.models.registry import upgrade_config, build\n"
-                                       "from neurodyn_lab.chonn.common import _hidden\nfrom os import _exit\n")
+    (tmp_path / "probe.py").write_text(
+        "from neurodyn.models.registry import upgrade_config, build\n"
+        "from neurodyn_lab.chonn.common import _hidden\nfrom os import _exit\n"
+    )
     assert private_or_shim_imports(tmp_path) == ["probe.py:1 upgrade_config", "probe.py:2 _hidden"]
 
 

@@ -1,5 +1,6 @@
 """``neurodyn_lab.nac.profile`` at the tiny scale: the backbone's events are found and their share is the part of
 the profiled step they take (the fused CPU op runs forward and backward in every step)."""
+
 import pytest
 
 from neurodyn_lab.nac import profile as tool

@@ -1,5 +1,6 @@
 """The resolution check of the nu = 1e-4 data (neurodyn_lab.operators.ns_resolution): spectral padding is exact for a
 band-limited field, and a coarse solve converges to a fine one under refinement on a short horizon."""
+
 import math
 
 import torch
@@ -11,8 +12,11 @@ def _trig(n: int) -> torch.Tensor:
     x = torch.arange(n, dtype=torch.float64) / n
     X, Y = x[:, None], x[None, :]
     # includes the 16-point grid's Nyquist mode cos(2 pi 8 x), which padding splits between +8 and -8
-    return (torch.sin(2 * math.pi * (3 * X + Y)) + 0.5 * torch.cos(2 * math.pi * 8 * X)
-            + 0.25 * torch.cos(2 * math.pi * (2 * X - 5 * Y)))[None]
+    return (
+        torch.sin(2 * math.pi * (3 * X + Y))
+        + 0.5 * torch.cos(2 * math.pi * 8 * X)
+        + 0.25 * torch.cos(2 * math.pi * (2 * X - 5 * Y))
+    )[None]
 
 
 def test_pad_spectrum_samples_the_same_trigonometric_polynomial_on_the_finer_grid():

@@ -1,6 +1,7 @@
 """The details pages' sentences that issue 58 found stale or loose, recomputed from the records (or checked against
 the test that now exists): each number here is computed as the page states it and must appear in the page's
 sentence. Only reads records and pages (no training)."""
+
 import json
 import statistics
 from pathlib import Path
@@ -39,12 +40,15 @@ def test_the_lamo_paper_configurations_gaps_per_seed_are_the_records():
 
     def gap(a, b):
         return 100 * (statistics.mean(a) / statistics.mean(b) - 1)
+
     per_code = " / ".join(f"{100 * (p / c - 1):.0f}" for p, c in zip(paper, code, strict=True))
     per_h4 = [100 * (p / h - 1) for p, h in zip(paper, h4, strict=True)]
     assert all(p > c for p, c in zip(paper, code, strict=True))
-    sentence = (f"ends {gap(paper, code):.0f} % behind the code's configuration on test, on every seed ({per_code} % "
-                f"on seeds 0 / 1 / 2), and {gap(paper, h4):.0f} % behind 4 heads ({per_h4[0]:.1f} / {per_h4[1]:.0f} / "
-                f"{per_h4[2]:.0f} % on seeds 0 / 1 / 2)")
+    sentence = (
+        f"ends {gap(paper, code):.0f} % behind the code's configuration on test, on every seed ({per_code} % "
+        f"on seeds 0 / 1 / 2), and {gap(paper, h4):.0f} % behind 4 heads ({per_h4[0]:.1f} / {per_h4[1]:.0f} / "
+        f"{per_h4[2]:.0f} % on seeds 0 / 1 / 2)"
+    )
     assert sentence in text("pages/protocol.md")
 
 
@@ -72,10 +76,16 @@ def test_2x3_is_not_called_parameter_matched():
 
 def test_the_nac_digits_gap_is_the_records():
     recs = json.loads((RECORDS / "nac" / "table1" / "results.json").read_text())
-    nac = [r["final"]["accuracy"] for r in recs if r.get("tag") == "val" and r["task"] == "event_digits"
-           and r["variant"] == "tuned"]
-    gru = [r["final"]["accuracy"] for r in recs if r.get("tag") is None and r["task"] == "event_digits"
-           and r["variant"] == "gru" and r["epochs"] == 30]
+    nac = [
+        r["final"]["accuracy"]
+        for r in recs
+        if r.get("tag") == "val" and r["task"] == "event_digits" and r["variant"] == "tuned"
+    ]
+    gru = [
+        r["final"]["accuracy"]
+        for r in recs
+        if r.get("tag") is None and r["task"] == "event_digits" and r["variant"] == "gru" and r["epochs"] == 30
+    ]
     gap = 100 * (statistics.mean(gru) - statistics.mean(nac))
     assert f"trails the GRU by {gap:.1f} points" in text("pages/nac.md")
     assert f"2nd, {gap:.1f} points behind the GRU" in text("RESULTS.md")
@@ -88,11 +98,21 @@ ORACLES = {  # the oracle tests the pages once said did not exist, and the page 
     "tests/ops/test_scan_2d_kernel_matrix.py": ["RESULTS.md", "pages/geomano.md"],
 }
 STALE = {  # sentences issue 58 found stale: none may come back
-    "RESULTS.md": ["no oracle test of the bound yet", "theory, no numerical test of the theorem",
-                   "(Theorem 3: the row above)", '"running" / "planned"', "Transolver (tuned)",
-                   "Score 5.62 ± 0.57"],
-    "pages/protocol.md": ["can represent T1 exactly is not shown", "within 0.11 % of a 256^2 solve",
-                          "11-14 % behind 4 heads", "matched to depth 4's", "above the tuned Transolver"],
+    "RESULTS.md": [
+        "no oracle test of the bound yet",
+        "theory, no numerical test of the theorem",
+        "(Theorem 3: the row above)",
+        '"running" / "planned"',
+        "Transolver (tuned)",
+        "Score 5.62 ± 0.57",
+    ],
+    "pages/protocol.md": [
+        "can represent T1 exactly is not shown",
+        "within 0.11 % of a 256^2 solve",
+        "11-14 % behind 4 heads",
+        "matched to depth 4's",
+        "above the tuned Transolver",
+    ],
     "pages/nac.md": ["5.62 ± 0.57", "The floors are met"],
 }
 
@@ -115,8 +135,11 @@ def test_the_legend_describes_every_verdict_word_it_lists():
     """The legend's "running" / "planned" described no row; every verdict word of the legend's list now starts
     some row, "exploratory" included."""
     legend = text("RESULTS.md").split("- **Verdicts**:")[1].split("- Superseded")[0]
-    verdicts = [line.split("|")[5].strip() for line in (LAB / "RESULTS.md").read_text().splitlines()
-                if line.startswith("| ") and line.count("|") >= 7 and not line.startswith("| claim")]
+    verdicts = [
+        line.split("|")[5].strip()
+        for line in (LAB / "RESULTS.md").read_text().splitlines()
+        if line.startswith("| ") and line.count("|") >= 7 and not line.startswith("| claim")
+    ]
     for word in ("holds", "does not hold", "not established", "not resolved", "not planned", "exploratory"):
         assert f'"{word}' in legend or f"**{word.capitalize()}**" in legend, word
         assert any(v.lstrip("*").startswith(word) or v.startswith(f"**{word}") for v in verdicts), word

@@ -1,6 +1,7 @@
 """The lab's pages document themselves: every relative link of lab/README.md, lab/RESULTS.md, the details pages and
 every report among the records resolves to a file of the repository (never outside it), and every record path a
 page names in backticks (``lab/records/...``) exists."""
+
 import re
 from pathlib import Path
 

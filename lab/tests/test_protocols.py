@@ -2,6 +2,7 @@
 it only when it is frozen and committed as it is, and then carry its stamp; a verdict is pre-registered only on the
 complete, stamped records of the protocol as it is now, and exploratory (never "met") otherwise. Protocol files and
 git repositories are made here in temporary folders; nothing trains."""
+
 import hashlib
 import json
 import subprocess
@@ -14,17 +15,33 @@ from neurodyn.errors import DataError
 from neurodyn_lab import protocols
 from neurodyn_lab.records import write_run_record, write_store
 
-SPEC = {"protocol": "demo/claim", "status": "frozen", "files": {"development": [{"name": "A"}],
-                                                                 "confirmation": [{"name": "B"}]},
-        "candidates": [{"label": "gru", "entry": "gru/sequence"}, {"label": "knn", "entry": "knn/sequence"}],
-        "selection": {"rule": "5-fold"}, "refit": {"rule": "whole train file"}, "seeds": [0, 1, 2],
-        "floors": [{"id": "F1", "rule": "gru >= knn"}], "budget": {"cpu_hours": 1.0}}
+SPEC = {
+    "protocol": "demo/claim",
+    "status": "frozen",
+    "files": {"development": [{"name": "A"}], "confirmation": [{"name": "B"}]},
+    "candidates": [{"label": "gru", "entry": "gru/sequence"}, {"label": "knn", "entry": "knn/sequence"}],
+    "selection": {"rule": "5-fold"},
+    "refit": {"rule": "whole train file"},
+    "seeds": [0, 1, 2],
+    "floors": [{"id": "F1", "rule": "gru >= knn"}],
+    "budget": {"cpu_hours": 1.0},
+}
 
 
 def git(repo, *args):
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)})
+    subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin:/usr/local/bin",
+            "HOME": str(repo),
+        },
+    )
 
 
 def write_protocol(folder, commit=True, **changes):
@@ -95,16 +112,17 @@ def test_the_writers_stamp_new_records_and_never_old_ones(tmp_path):
 
 def test_compare_recorded_refuses_a_folder_of_other_records_and_stamps_what_it_adds(tmp_path, monkeypatch):
     import neurodyn.compare
-
     from neurodyn_lab import comparisons
 
     def fake_compare(entries, work, scale, **kwargs):
         work.mkdir(parents=True, exist_ok=True)
         old = json.loads((work / "results.json").read_text()) if (work / "results.json").exists() else []
         new = [{"run": f"{e}-s0", "preset": e, "sets": {"T": 0.5}} for e in entries]
-        (work / "results.json").write_text(json.dumps(old + [r for r in new if r["run"] not in
-                                                             {o["run"] for o in old}]))
+        (work / "results.json").write_text(
+            json.dumps(old + [r for r in new if r["run"] not in {o["run"] for o in old}])
+        )
         return new
+
     monkeypatch.setattr(neurodyn.compare, "compare", fake_compare)
     p = protocols.load(write_protocol(tmp_path / "p"))
     out = tmp_path / "records" / "cmp"
@@ -145,11 +163,13 @@ def test_a_verdict_is_pre_registered_only_on_the_protocols_own_complete_records(
     cases = {
         "no pre-registered protocol": protocols.verdict(None, recs, "F1", True),
         "carries no protocol stamp": protocols.verdict(p, [*recs, {"run": "c"}], "F1", True),
-        "not 'demo/claim'": protocols.verdict(p, [{"run": "a", "protocol": {"name": "x/y", "sha256": p.sha256}}],
-                                              "F1", True),
+        "not 'demo/claim'": protocols.verdict(
+            p, [{"run": "a", "protocol": {"name": "x/y", "sha256": p.sha256}}], "F1", True
+        ),
         "planned run b is not recorded": protocols.verdict(p, recs[:1], "F1", True, expected_runs=["a", "b"]),
-        "ranking rule changed": protocols.verdict(p, recs, "F1", True, post_hoc=["the ranking rule changed after "
-                                                                                  "the test numbers were seen"]),
+        "ranking rule changed": protocols.verdict(
+            p, recs, "F1", True, post_hoc=["the ranking rule changed after the test numbers were seen"]
+        ),
         "no records": protocols.verdict(p, [], "F1", True),
         "is not one of": protocols.verdict(p, recs, "F9", True),
     }

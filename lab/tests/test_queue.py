@@ -1,12 +1,12 @@
 """The experiment queue (:mod:`neurodyn_lab.queue`): train a preset, job lists into a records folder (one record per
 run, the run folders apart and untracked); and the restore / evaluate / read functions of :mod:`neurodyn.train.runs`
 on the runs it trains."""
+
 import json
 
 import pytest
 
 from neurodyn.train.runs import evaluate_run, load_run, read_history
-
 from neurodyn_lab.paths import RECORDS, RUNS, runs_for
 from neurodyn_lab.queue import Job, job_config, run_jobs, train_preset
 from neurodyn_lab.records import load_results
@@ -37,10 +37,19 @@ def test_run_jobs_in_worker_processes_and_older_records(tmp_path, data_dir):
     records = tmp_path / "claim"
     records.mkdir()
     (records / "old-s0.json").write_text(json.dumps({"label": "old", "seed": 0, "final_rel_l2": 0.5}))
-    jobs = [Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
-            Job("old-s0", "fno/darcy", 0, TINY)]
-    recs = run_jobs(jobs, records, "tiny", workers=1, threads=1,
-                    evaluate=lambda r: {"n_eval": len(r.split("test"))}, overrides=["train.lr=2e-3"])
+    jobs = [
+        Job("new-s0", "fno/darcy", 0, TINY, {"label": "new"}, model_overrides=["model.width=6"]),
+        Job("old-s0", "fno/darcy", 0, TINY),
+    ]
+    recs = run_jobs(
+        jobs,
+        records,
+        "tiny",
+        workers=1,
+        threads=1,
+        evaluate=lambda r: {"n_eval": len(r.split("test"))},
+        overrides=["train.lr=2e-3"],
+    )
     # the run trained in the untracked twin of the records folder; its record and config went to the records
     run_dir = runs_for(records) / "new-s0"
     assert (run_dir / "checkpoints" / "last.pt").exists()
@@ -62,7 +71,6 @@ def test_the_run_folders_of_a_claim_are_its_untracked_twin(tmp_path):
 
 def test_a_record_naming_a_machine_folder_is_refused(tmp_path):
     from neurodyn.errors import DataError
-
     from neurodyn_lab.records import portable, write_run_record
 
     with pytest.raises(DataError, match="machine"):

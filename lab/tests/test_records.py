@@ -2,6 +2,7 @@
 no path of the layout before the lab (``benchmarks/``), keeps its configs in today's config layout (the library builds
 them as they are), links only images that are there, and no checkpoint is among them or tracked anywhere in the lab.
 The records' folders follow the one layout ``<paper>/<claim>/``."""
+
 import json
 import re
 import shutil
@@ -29,8 +30,11 @@ def test_there_are_records():
     assert len(FILES) > 900 and {p.relative_to(RECORDS).parts[0] for p in FILES} == PAPERS
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if p.suffix in (".json", ".jsonl", ".yaml")],
-                         ids=_ids([p for p in FILES if p.suffix in (".json", ".jsonl", ".yaml")]))
+@pytest.mark.parametrize(
+    "path",
+    [p for p in FILES if p.suffix in (".json", ".jsonl", ".yaml")],
+    ids=_ids([p for p in FILES if p.suffix in (".json", ".jsonl", ".yaml")]),
+)
 def test_every_record_parses(path):
     text = path.read_text()
     if path.suffix == ".json":
@@ -42,8 +46,9 @@ def test_every_record_parses(path):
 
 
 def test_no_record_names_a_machine_folder_or_the_old_layout():
-    bad = [f"{p.relative_to(RECORDS)}: {m.group(0)!r}" for p in TEXT_FILES for m in [MACHINE.search(p.read_text())]
-           if m]
+    bad = [
+        f"{p.relative_to(RECORDS)}: {m.group(0)!r}" for p in TEXT_FILES for m in [MACHINE.search(p.read_text())] if m
+    ]
     old = [str(p.relative_to(RECORDS)) for p in TEXT_FILES if "benchmarks/" in p.read_text()]
     assert not bad, f"absolute paths in records: {bad[:5]}"
     assert not old, f"records citing benchmarks/: {old[:5]}"
@@ -65,8 +70,9 @@ def test_one_record_per_run():
         assert not twins, f"{store.relative_to(RECORDS)} repeats {twins[:3]}"
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if p.name == "config.yaml"],
-                         ids=_ids([p for p in FILES if p.name == "config.yaml"]))
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if p.name == "config.yaml"], ids=_ids([p for p in FILES if p.name == "config.yaml"])
+)
 def test_every_stored_config_is_in_todays_layout(path):
     """The model section builds its config as it is stored (no key of an older layout: the library refuses moved
     keys, and no compatibility function runs here)."""
@@ -80,8 +86,9 @@ def test_no_checkpoint_in_the_records_nor_tracked_in_the_lab():
     assert not [p for p in RECORDS.rglob("*.pt")]
     if shutil.which("git") is None or not (LAB.parent / ".git").exists():
         pytest.skip("not a git checkout")
-    tracked = subprocess.run(["git", "-C", str(LAB), "ls-files", "--", "*.pt"], capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "-C", str(LAB), "ls-files", "--", "*.pt"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert tracked == [], f"checkpoints tracked under lab/: {tracked}"
 
 

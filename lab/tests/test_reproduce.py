@@ -2,6 +2,7 @@
 number beside it) and a cost above zero from the records' measured step times, and writes nothing; one small table
 runs end to end at tiny scale into a temporary records folder, resumes without training again, and writes the page
 section with our numbers beside the paper's."""
+
 import json
 import re
 
@@ -23,7 +24,7 @@ def test_every_papers_dry_run_prints_its_plan_and_a_cost(paper, capsys):
     assert table.title in out
     for row in table.rows:
         line = next(ln for ln in out.splitlines() if ln.startswith(f"| {row.label} | {row.preset}"))
-        assert f"| {row.paper} |" in line, line            # the paper's number beside the row
+        assert f"| {row.paper} |" in line, line  # the paper's number beside the row
         assert "measured" in line or "scaled" in line, line  # and what its estimate rests on
     cost = COST.search(out)
     assert cost and float(cost.group(1)) > 0 and cost.group(2) == "CPU"

@@ -7,6 +7,7 @@ Each check names a row by the start of its text, the records it reads and how th
 number edited on the page without its record, a record re-run without the page, a renamed heading or a test-selected
 number put where the validation-selected one belongs fails here. Only reads records (no training).
 """
+
 import json
 import re
 import statistics
@@ -131,8 +132,10 @@ def per_sample(model: str, baseline: str) -> str:
 def _checks():
     ks = {m: seeds("stssm/table1_protocol", f"{m}-r64") for m in ("stssm", "mi-ffno", "s4ffno")}
     t5 = {m: seeds("stssm/table5_protocol", m) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")}
-    ns4 = {m: seeds("operators/ns4_protocol", f"ns4-{m}") for m in ("lamo", "geomano-eqp", "transolver", "fno",
-                                                                     "fno-small")}
+    ns4 = {
+        m: seeds("operators/ns4_protocol", f"ns4-{m}")
+        for m in ("lamo", "geomano-eqp", "transolver", "fno", "fno-small")
+    }
     ns4p = seeds("operators/ns4_paper_configs_protocol", "ns4-geomano-paper-eqp")
     eq = {m: seeds("geomano/lamo_equal_protocol", f"darcy-{m}") for m in ("lamo", "geomano-eqp", "geomano-paper-eqp")}
     d50 = {m: seeds("operators/darcy_50ep_protocol", m) for m in ("transolver-lr2e-3-m16", "fno-small", "fno")}
@@ -159,6 +162,7 @@ def _checks():
 
     def falls(metric):  # steps from order n to n + 1 (n = 1-3, T1-T4) where the error falls
         return sum(o42[(t, n + 1)][metric] < o42[(t, n)][metric] for t in (1, 2, 3, 4) for n in (1, 2, 3))
+
     assert falls("rel_l2_spec") == falls("rel_l2_point")  # the page says "9 of 12 steps each"
 
     def der(key):
@@ -174,139 +178,238 @@ def _checks():
     lamo_ns = seeds("lamo/ns_heads", "lamo-h16")
     gval = every_record("geomano/paper_vs_ours")
     gv = {m: [r for r in gval if r["label"] == m] for m in ("geomano", "geomano-paper")}
-    st = {m: seeds("stssm/tables", m) for m in ("stssm-r64", "s4ffno-r64", "stssm-r32", "s4ffno-r32", "stssm",
-                                                 "stssm-ff", "stssm-vm", "fno2d-r")}
+    st = {
+        m: seeds("stssm/tables", m)
+        for m in ("stssm-r64", "s4ffno-r64", "stssm-r32", "s4ffno-r32", "stssm", "stssm-ff", "stssm-vm", "fno2d-r")
+    }
 
     def ro(m, d=4):
         return mean(field(st[m], "rel_l2"), d)
 
     cpu = {
-        "cpu: Darcy, LaMO below Transolver": ("| Darcy: LaMO below Transolver", [
-            f"{ms(field(lamo_h4, 'final_rel_l2'))} † vs {ms(field(op['transolver'], 'final_rel_l2'))}"]),
-        "cpu: Darcy, Transolver below FNO": ("| Darcy: Transolver below FNO", [
-            f"FNO {ms(field(op['fno'], 'final_rel_l2'))} (2.37 M) and {ms(field(op['fno-small'], 'final_rel_l2'))}"]),
-        "cpu: NS, LaMO below Transolver": ("| Navier-Stokes: LaMO below Transolver", [
-            f"{ms(field(lamo_ns, 'final_rel_l2'))} † vs {ms(field(gc['ns-transolver'], 'final_rel_l2'))}"]),
+        "cpu: Darcy, LaMO below Transolver": (
+            "| Darcy: LaMO below Transolver",
+            [f"{ms(field(lamo_h4, 'final_rel_l2'))} † vs {ms(field(op['transolver'], 'final_rel_l2'))}"],
+        ),
+        "cpu: Darcy, Transolver below FNO": (
+            "| Darcy: Transolver below FNO",
+            [f"FNO {ms(field(op['fno'], 'final_rel_l2'))} (2.37 M) and {ms(field(op['fno-small'], 'final_rel_l2'))}"],
+        ),
+        "cpu: NS, LaMO below Transolver": (
+            "| Navier-Stokes: LaMO below Transolver",
+            [f"{ms(field(lamo_ns, 'final_rel_l2'))} † vs {ms(field(gc['ns-transolver'], 'final_rel_l2'))}"],
+        ),
         "cpu: NS, FNO": ("| Navier-Stokes: FNO behind both", [f"FNO {ms(field(gc['ns-fno'], 'final_rel_l2'))}"]),
-        "cpu: Darcy, GeoMaNO below Transolver": ("| Darcy: GeoMaNO below Transolver", [
-            f"Eq. 6: {ms(field(gc['darcy-geomano-eq6'], 'final_rel_l2'))}",
-            f"prior †: {ms(field(gc['darcy-geomano'], 'final_rel_l2'))}"]),
-        "cpu: NS, GeoMaNO below Transolver": ("| Navier-Stokes: GeoMaNO below Transolver", [
-            f"Eq. 6: {mean(field(seeds('geomano/table1', 'ns-geomano-eq6', (0,)), 'final_rel_l2'))} (1 seed)",
-            f"prior †: {ms(field(gc['ns-geomano'], 'final_rel_l2'))}"]),
-        "cpu: GeoMaNO paper model against ours, on validation": ("| Paper's model vs our choices", [
-            f"validation {ms(field(gv['geomano-paper'], 'best_val_rel_l2'))} vs "
-            f"{ms(field(gv['geomano'], 'best_val_rel_l2'))}",
-            f"test {ms(field(gv['geomano-paper'], 'test_rel_l2_at_best_val'))} vs "
-            f"{ms(field(gv['geomano'], 'test_rel_l2_at_best_val'))}"]),
-        "cpu: ST-SSM KS 64 points": ("| Table 1, KS nu = 0.1, 64 points", [
-            f"teacher-forced {ms(field(st['stssm-r64'], 'rel_l2_teacher_forced'))}, 2nd behind S4-FFNO "
-            f"{ms(field(st['s4ffno-r64'], 'rel_l2_teacher_forced'))}",
-            f"rollout {ms(field(st['stssm-r64'], 'rel_l2'), 3)}"]),
-        "cpu: ST-SSM KS 32 points": ("| Table 1, KS nu = 0.1, 32 points", [
-            f"teacher-forced {ms(field(st['stssm-r32'], 'rel_l2_teacher_forced'))}, best (S4-FFNO "
-            f"{ms(field(st['s4ffno-r32'], 'rel_l2_teacher_forced'))})"]),
-        "cpu: ST-SSM Table 5 ordering": ("| Table 5 ordering", [
-            f"rollout VM {ro('stssm-vm')} < FNO2D-R {ro('fno2d-r')} < ST-SSM {ro('stssm')} < FF {ro('stssm-ff')}"]),
-        "cpu: ST-SSM Table 5, sequential against parallel": ("| Table 5: sequential axes", [
-            f"{ms(field(st['stssm'], 'rel_l2'))} vs {ms(field(st['stssm-ff'], 'rel_l2'))} (teacher-forced "
-            f"{mean(field(st['stssm'], 'rel_l2_teacher_forced'))} vs "
-            f"{mean(field(st['stssm-ff'], 'rel_l2_teacher_forced'))})"]),
-        "cpu: ST-SSM Table 5, against FNO2D-R": ("| Table 5: ST-SSM beats FNO2D-R", [
-            f"{ro('stssm')} vs {ms(field(st['fno2d-r'], 'rel_l2'))}"]),
+        "cpu: Darcy, GeoMaNO below Transolver": (
+            "| Darcy: GeoMaNO below Transolver",
+            [
+                f"Eq. 6: {ms(field(gc['darcy-geomano-eq6'], 'final_rel_l2'))}",
+                f"prior †: {ms(field(gc['darcy-geomano'], 'final_rel_l2'))}",
+            ],
+        ),
+        "cpu: NS, GeoMaNO below Transolver": (
+            "| Navier-Stokes: GeoMaNO below Transolver",
+            [
+                f"Eq. 6: {mean(field(seeds('geomano/table1', 'ns-geomano-eq6', (0,)), 'final_rel_l2'))} (1 seed)",
+                f"prior †: {ms(field(gc['ns-geomano'], 'final_rel_l2'))}",
+            ],
+        ),
+        "cpu: GeoMaNO paper model against ours, on validation": (
+            "| Paper's model vs our choices",
+            [
+                f"validation {ms(field(gv['geomano-paper'], 'best_val_rel_l2'))} vs "
+                f"{ms(field(gv['geomano'], 'best_val_rel_l2'))}",
+                f"test {ms(field(gv['geomano-paper'], 'test_rel_l2_at_best_val'))} vs "
+                f"{ms(field(gv['geomano'], 'test_rel_l2_at_best_val'))}",
+            ],
+        ),
+        "cpu: ST-SSM KS 64 points": (
+            "| Table 1, KS nu = 0.1, 64 points",
+            [
+                f"teacher-forced {ms(field(st['stssm-r64'], 'rel_l2_teacher_forced'))}, 2nd behind S4-FFNO "
+                f"{ms(field(st['s4ffno-r64'], 'rel_l2_teacher_forced'))}",
+                f"rollout {ms(field(st['stssm-r64'], 'rel_l2'), 3)}",
+            ],
+        ),
+        "cpu: ST-SSM KS 32 points": (
+            "| Table 1, KS nu = 0.1, 32 points",
+            [
+                f"teacher-forced {ms(field(st['stssm-r32'], 'rel_l2_teacher_forced'))}, best (S4-FFNO "
+                f"{ms(field(st['s4ffno-r32'], 'rel_l2_teacher_forced'))})"
+            ],
+        ),
+        "cpu: ST-SSM Table 5 ordering": (
+            "| Table 5 ordering",
+            [f"rollout VM {ro('stssm-vm')} < FNO2D-R {ro('fno2d-r')} < ST-SSM {ro('stssm')} < FF {ro('stssm-ff')}"],
+        ),
+        "cpu: ST-SSM Table 5, sequential against parallel": (
+            "| Table 5: sequential axes",
+            [
+                f"{ms(field(st['stssm'], 'rel_l2'))} vs {ms(field(st['stssm-ff'], 'rel_l2'))} (teacher-forced "
+                f"{mean(field(st['stssm'], 'rel_l2_teacher_forced'))} vs "
+                f"{mean(field(st['stssm-ff'], 'rel_l2_teacher_forced'))})"
+            ],
+        ),
+        "cpu: ST-SSM Table 5, against FNO2D-R": (
+            "| Table 5: ST-SSM beats FNO2D-R",
+            [f"{ro('stssm')} vs {ms(field(st['fno2d-r'], 'rel_l2'))}"],
+        ),
     }
     tf_lead = 1 - statistics.mean(field(ks["stssm"], "rel_l2_teacher_forced")) / statistics.mean(
-        field(ks["s4ffno"], "rel_l2_teacher_forced"))
+        field(ks["s4ffno"], "rel_l2_teacher_forced")
+    )
     return cpu | {
-        "LaMO Darcy 50 epochs": ("| Protocol-scaled: Darcy, Transolver tuned", [
-            f"LaMO {ms(field(eq['lamo'], 'final_rel_l2'))} (4 heads, re-chosen on validation",
-            f"2.37 M FNO {ms(field(d50['fno'], 'test_rel_l2_at_best_val'))} (test at best validation; final the same)",
-            f"Transolver {ms(field(d50['transolver-lr2e-3-m16'], 'final_rel_l2'))}",
-            f"FNO of its size {ms(field(d50['fno-small'], 'final_rel_l2'))}",
-            f"Transolver {ms(field(tuned10, 'final_rel_l2'))}",
-        ]),
-        "Navier-Stokes nu = 1e-4": ("| Protocol-scaled: Navier-Stokes nu = 1e-4", [
-            f"LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} (16 heads, chosen on validation",
-            f"GeoMaNO (our variant, equal size) {ms(field(ns4['geomano-eqp'], 'final_rel_l2'))}",
-            f"Transolver {ms(field(ns4['transolver'], 'final_rel_l2'))}",
-            f"FNO of LaMO's size {ms(field(ns4['fno-small'], 'final_rel_l2'))}",
-            f"2.4 M FNO {ms(field(ns4['fno'], 'final_rel_l2'))}",
-            cpu_hours([r for rs in ns4.values() for r in rs]),
-        ]),
-        "GeoMaNO NS at LaMO's size": ("| Protocol-scaled: GeoMaNO on Navier-Stokes", [
-            f"{ms(field(ns4['geomano-eqp'], 'final_rel_l2'))} vs LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} and",
-            f"the paper's model {ms(field(ns4p, 'final_rel_l2'))} (the final model, as the others; test at best "
-            f"validation {ms(field(ns4p, 'test_rel_l2_at_best_val'))})",
-        ]),
-        "GeoMaNO against LaMO, equal parameters": ("| Protocol-scaled: GeoMaNO against LaMO", [
-            f"LaMO {ms(field(eq['lamo'], 'test_rel_l2_at_best_val'))} (4 heads, re-chosen on validation",
-            f"GeoMaNO ours (chosen on validation) {ms(field(eq['geomano-eqp'], 'test_rel_l2_at_best_val'))}",
-            f"the paper's model {ms(field(eq['geomano-paper-eqp'], 'test_rel_l2_at_best_val'))}",
-            cpu_hours([r for rs in eq.values() for r in rs], 2),
-        ]),
-        "ST-SSM Table 5 at 32 x 32": ("| Protocol-scaled: Table 5 at 32 x 32", [
-            f"ST-SSM {ms(field(t5['stssm'], 'rel_l2'))} / FF {ms(field(t5['stssm-ff'], 'rel_l2'))} / "
-            f"VM {ms(field(t5['stssm-vm'], 'rel_l2'))} / FNO2D-R {ms(field(t5['fno2d-r'], 'rel_l2'))}",
-            "teacher-forced " + " / ".join(mean(field(t5[m], "rel_l2_teacher_forced"))
-                                           for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")),
-            cpu_hours([r for rs in t5.values() for r in rs]),
-        ]),
-        "ST-SSM KS at 50 epochs": ("| Protocol-scaled: KS (Table 1)", [
-            "rollout " + " / ".join(ms(field(ks[m], "rel_l2")) for m in ("stssm", "mi-ffno", "s4ffno")),
-            "at best validation " + " / ".join(mean(field(ks[m], "test_rel_l2_at_best_val"))
-                                               for m in ("stssm", "mi-ffno", "s4ffno")),
-            "teacher-forced " + " / ".join(ms(field(ks[m], "rel_l2_teacher_forced"))
-                                           for m in ("stssm", "mi-ffno", "s4ffno")),
-            f"{100 * tf_lead:.1f} % ahead of S4-FFNO",
-            cpu_hours([r for rs in ks.values() for r in rs]),
-        ]),
-        "CHONN order family at the paper's protocol": ("| Protocol-matched (part of Fig. 3)", [
-            f"T2 o2 {der('T2-o2')} vs d2 {der('T2-d2')}", f"T3 o3 {der('T3-o3')} vs d3 {der('T3-d3')}",
-            f"T4 o4 {der('T4-o4')} vs d4 {der('T4-d4')}", f"2x2 {der('T3-2x2')} vs d3",
-            f"point error T2 {point('T2-o2')} vs {point('T2-d2')}, T3 {point('T3-o3')} vs {point('T3-d3')}, "
-            f"T4 {point('T4-o4')} vs {point('T4-d4')}, 2x2 {point('T3-2x2')}",
-            f"T1 o1 {der('T1-o1')}", cpu_hours(chonn_all),
-        ]),
-        "CHONN Fig. 3c composites against depth 4": ("| Fig. 3c: depths 1-5", [
-            "2x3 point / spectral / derivative error " + " / ".join(mean(field(c3["2x3"], m), 3) for m in ERRS)
-            + " against depth 4's " + " / ".join(mean(field(co["T4-d4"], m), 3) for m in ERRS),
-            f"3x2 ({c3['3x2'][0]['params']:,} parameters) " + " / ".join(mean(field(c3["3x2"], m), 3) for m in ERRS),
-            f"lower on {lower(c3['2x3'])} of 3 seeds", f"(lower on {lower(c3['3x2'])} of 3 seeds",
-            f"the 6 composite runs {sum(field(c3['2x3'] + c3['3x2'], 'train_seconds')) / 3600:.1f} CPU-h",
-        ]),
-        "CHONN Fig. 3a, orders 1-4 on every target": ("| Fig. 3a, the other pairs", [
-            "point T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_point']:.3f}" for n in (1, 2, 3, 4)),
-            "(T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_der']:.3f}" for n in (1, 2, 3, 4)),
-            f"fall with the order in {falls('rel_l2_point')} of 12 steps",
-            f"the 12 orders: {sum(field(fig3a, 'train_seconds')) / 3600:.1f} CPU-h",
-        ]),
-        "CHONN order family at cpu scale": ("| Order-n CKB beats n stacked", [
-            f"{chonn_gains('chonn/order')} (40 epochs)", f"{chonn_gains('chonn/order_60ep')} (60 epochs",
-        ]),
-        "NAC event_digits, chosen on validation": ("| NAC-Exact most accurate on event-based digits", [
-            f"event_digits {ms(nac_val('event_digits', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation",
-        ]),
-        "NAC activity, chosen on validation": ("| NAC-Exact most accurate on activity", [
-            f"activity {ms(nac_val('activity', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation)",
-        ]),
-        "NAC bearing, chosen on validation": ("| NAC-Exact best remaining-life Score", [
-            f"bearing RMSE {ms(nac_val('bearing', 'paper', 'rmse'), 3)} "
-            f"(Score {ms(nac_val('bearing', 'paper', 'score'), 2)}; the paper profile, chosen on validation",
-        ]),
-        "NAC on UEA/UCR, chosen on validation": ("| Real data, not the paper's", [
-            f"NAC (paper, tuned or conv profile, chosen on validation) {uea_nac_choice('regular')} regular, "
-            f"{uea_nac_choice('irregular')} irregular",
-        ]),
-        "UEA/UCR floors": ("| Sequence presets at or above the archive's simple baselines", [
-            f"400 epochs: {uea_floor_counts('400ep')}", f"30 s: {uea_floor_counts('30s')}",
-            f"Covid3Month at 400 epochs {uea_regression_floor('400ep')}",
-            f"at 30 s {uea_regression_floor('30s')}",
-            f"Covid3Month on five splits {uea_regression_floor('400ep', 4)}",
-        ]),
-        "LaMO cost per sample": ("| Training cost per sample, LaMO", [
-            f"| {per_sample('lamo/darcy', 'fno/darcy')} (per step"]),
-        "GeoMaNO cost per sample": ("| Training cost per sample, GeoMaNO", [
-            f"| {per_sample('geomano/darcy', 'fno/darcy')} (per step"]),
+        "LaMO Darcy 50 epochs": (
+            "| Protocol-scaled: Darcy, Transolver tuned",
+            [
+                f"LaMO {ms(field(eq['lamo'], 'final_rel_l2'))} (4 heads, re-chosen on validation",
+                f"2.37 M FNO {ms(field(d50['fno'], 'test_rel_l2_at_best_val'))} "
+                "(test at best validation; final the same)",
+                f"Transolver {ms(field(d50['transolver-lr2e-3-m16'], 'final_rel_l2'))}",
+                f"FNO of its size {ms(field(d50['fno-small'], 'final_rel_l2'))}",
+                f"Transolver {ms(field(tuned10, 'final_rel_l2'))}",
+            ],
+        ),
+        "Navier-Stokes nu = 1e-4": (
+            "| Protocol-scaled: Navier-Stokes nu = 1e-4",
+            [
+                f"LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} (16 heads, chosen on validation",
+                f"GeoMaNO (our variant, equal size) {ms(field(ns4['geomano-eqp'], 'final_rel_l2'))}",
+                f"Transolver {ms(field(ns4['transolver'], 'final_rel_l2'))}",
+                f"FNO of LaMO's size {ms(field(ns4['fno-small'], 'final_rel_l2'))}",
+                f"2.4 M FNO {ms(field(ns4['fno'], 'final_rel_l2'))}",
+                cpu_hours([r for rs in ns4.values() for r in rs]),
+            ],
+        ),
+        "GeoMaNO NS at LaMO's size": (
+            "| Protocol-scaled: GeoMaNO on Navier-Stokes",
+            [
+                f"{ms(field(ns4['geomano-eqp'], 'final_rel_l2'))} vs LaMO {ms(field(ns4['lamo'], 'final_rel_l2'))} and",
+                f"the paper's model {ms(field(ns4p, 'final_rel_l2'))} (the final model, as the others; test at best "
+                f"validation {ms(field(ns4p, 'test_rel_l2_at_best_val'))})",
+            ],
+        ),
+        "GeoMaNO against LaMO, equal parameters": (
+            "| Protocol-scaled: GeoMaNO against LaMO",
+            [
+                f"LaMO {ms(field(eq['lamo'], 'test_rel_l2_at_best_val'))} (4 heads, re-chosen on validation",
+                f"GeoMaNO ours (chosen on validation) {ms(field(eq['geomano-eqp'], 'test_rel_l2_at_best_val'))}",
+                f"the paper's model {ms(field(eq['geomano-paper-eqp'], 'test_rel_l2_at_best_val'))}",
+                cpu_hours([r for rs in eq.values() for r in rs], 2),
+            ],
+        ),
+        "ST-SSM Table 5 at 32 x 32": (
+            "| Protocol-scaled: Table 5 at 32 x 32",
+            [
+                f"ST-SSM {ms(field(t5['stssm'], 'rel_l2'))} / FF {ms(field(t5['stssm-ff'], 'rel_l2'))} / "
+                f"VM {ms(field(t5['stssm-vm'], 'rel_l2'))} / FNO2D-R {ms(field(t5['fno2d-r'], 'rel_l2'))}",
+                "teacher-forced "
+                + " / ".join(
+                    mean(field(t5[m], "rel_l2_teacher_forced")) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")
+                ),
+                cpu_hours([r for rs in t5.values() for r in rs]),
+            ],
+        ),
+        "ST-SSM KS at 50 epochs": (
+            "| Protocol-scaled: KS (Table 1)",
+            [
+                "rollout " + " / ".join(ms(field(ks[m], "rel_l2")) for m in ("stssm", "mi-ffno", "s4ffno")),
+                "at best validation "
+                + " / ".join(mean(field(ks[m], "test_rel_l2_at_best_val")) for m in ("stssm", "mi-ffno", "s4ffno")),
+                "teacher-forced "
+                + " / ".join(ms(field(ks[m], "rel_l2_teacher_forced")) for m in ("stssm", "mi-ffno", "s4ffno")),
+                f"{100 * tf_lead:.1f} % ahead of S4-FFNO",
+                cpu_hours([r for rs in ks.values() for r in rs]),
+            ],
+        ),
+        "CHONN order family at the paper's protocol": (
+            "| Protocol-matched (part of Fig. 3)",
+            [
+                f"T2 o2 {der('T2-o2')} vs d2 {der('T2-d2')}",
+                f"T3 o3 {der('T3-o3')} vs d3 {der('T3-d3')}",
+                f"T4 o4 {der('T4-o4')} vs d4 {der('T4-d4')}",
+                f"2x2 {der('T3-2x2')} vs d3",
+                f"point error T2 {point('T2-o2')} vs {point('T2-d2')}, T3 {point('T3-o3')} vs {point('T3-d3')}, "
+                f"T4 {point('T4-o4')} vs {point('T4-d4')}, 2x2 {point('T3-2x2')}",
+                f"T1 o1 {der('T1-o1')}",
+                cpu_hours(chonn_all),
+            ],
+        ),
+        "CHONN Fig. 3c composites against depth 4": (
+            "| Fig. 3c: depths 1-5",
+            [
+                "2x3 point / spectral / derivative error "
+                + " / ".join(mean(field(c3["2x3"], m), 3) for m in ERRS)
+                + " against depth 4's "
+                + " / ".join(mean(field(co["T4-d4"], m), 3) for m in ERRS),
+                f"3x2 ({c3['3x2'][0]['params']:,} parameters) "
+                + " / ".join(mean(field(c3["3x2"], m), 3) for m in ERRS),
+                f"lower on {lower(c3['2x3'])} of 3 seeds",
+                f"(lower on {lower(c3['3x2'])} of 3 seeds",
+                f"the 6 composite runs {sum(field(c3['2x3'] + c3['3x2'], 'train_seconds')) / 3600:.1f} CPU-h",
+            ],
+        ),
+        "CHONN Fig. 3a, orders 1-4 on every target": (
+            "| Fig. 3a, the other pairs",
+            [
+                "point T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_point']:.3f}" for n in (1, 2, 3, 4)),
+                "(T4: " + " / ".join(f"{o42[(4, n)]['rel_l2_der']:.3f}" for n in (1, 2, 3, 4)),
+                f"fall with the order in {falls('rel_l2_point')} of 12 steps",
+                f"the 12 orders: {sum(field(fig3a, 'train_seconds')) / 3600:.1f} CPU-h",
+            ],
+        ),
+        "CHONN order family at cpu scale": (
+            "| Order-n CKB beats n stacked",
+            [
+                f"{chonn_gains('chonn/order')} (40 epochs)",
+                f"{chonn_gains('chonn/order_60ep')} (60 epochs",
+            ],
+        ),
+        "NAC event_digits, chosen on validation": (
+            "| NAC-Exact most accurate on event-based digits",
+            [
+                f"event_digits {ms(nac_val('event_digits', 'tuned', 'accuracy'), 3)} "
+                "(tuned profile, chosen on validation",
+            ],
+        ),
+        "NAC activity, chosen on validation": (
+            "| NAC-Exact most accurate on activity",
+            [
+                f"activity {ms(nac_val('activity', 'tuned', 'accuracy'), 3)} (tuned profile, chosen on validation)",
+            ],
+        ),
+        "NAC bearing, chosen on validation": (
+            "| NAC-Exact best remaining-life Score",
+            [
+                f"bearing RMSE {ms(nac_val('bearing', 'paper', 'rmse'), 3)} "
+                f"(Score {ms(nac_val('bearing', 'paper', 'score'), 2)}; the paper profile, chosen on validation",
+            ],
+        ),
+        "NAC on UEA/UCR, chosen on validation": (
+            "| Real data, not the paper's",
+            [
+                f"NAC (paper, tuned or conv profile, chosen on validation) {uea_nac_choice('regular')} regular, "
+                f"{uea_nac_choice('irregular')} irregular",
+            ],
+        ),
+        "UEA/UCR floors": (
+            "| Sequence presets at or above the archive's simple baselines",
+            [
+                f"400 epochs: {uea_floor_counts('400ep')}",
+                f"30 s: {uea_floor_counts('30s')}",
+                f"Covid3Month at 400 epochs {uea_regression_floor('400ep')}",
+                f"at 30 s {uea_regression_floor('30s')}",
+                f"Covid3Month on five splits {uea_regression_floor('400ep', 4)}",
+            ],
+        ),
+        "LaMO cost per sample": (
+            "| Training cost per sample, LaMO",
+            [f"| {per_sample('lamo/darcy', 'fno/darcy')} (per step"],
+        ),
+        "GeoMaNO cost per sample": (
+            "| Training cost per sample, GeoMaNO",
+            [f"| {per_sample('geomano/darcy', 'fno/darcy')} (per step"],
+        ),
     }
 
 
@@ -346,8 +449,10 @@ def test_darcy_heads_said_validation_chosen_are_what_validation_chooses():
     """The Darcy rows drop LaMO's † because validation re-chose its 4 heads: the lowest mean best validation error
     among LaMO's configurations (4 heads, 1 head, the paper's) must be the 4-head runs'; and the 2.37 M FNO's
     "final the same" must hold to the digits shown."""
-    runs = {"lamo": seeds("geomano/lamo_equal_protocol", "darcy-lamo"),
-            **{m: seeds("lamo/darcy_config_protocol", f"darcy-{m}") for m in ("lamo-h1", "lamo-paper")}}
+    runs = {
+        "lamo": seeds("geomano/lamo_equal_protocol", "darcy-lamo"),
+        **{m: seeds("lamo/darcy_config_protocol", f"darcy-{m}") for m in ("lamo-h1", "lamo-paper")},
+    }
     assert all(len(rs) == 3 for rs in runs.values())
     val = {m: statistics.mean(field(rs, "best_val_rel_l2")) for m, rs in runs.items()}
     assert min(val, key=val.get) == "lamo", val
@@ -358,8 +463,10 @@ def test_darcy_heads_said_validation_chosen_are_what_validation_chooses():
 def test_ns_heads_said_validation_chosen_are_what_validation_chooses():
     """The Navier-Stokes rows drop LaMO's † because validation re-chose its 16 heads (5c): the lowest mean best
     validation error among LaMO's configurations (16 heads, 4 heads, the paper's) must be the 16-head runs'."""
-    runs = {"lamo": seeds("operators/ns4_protocol", "ns4-lamo"),
-            **{m: seeds("operators/ns4_paper_configs_protocol", f"ns4-{m}") for m in ("lamo-h4", "lamo-paper")}}
+    runs = {
+        "lamo": seeds("operators/ns4_protocol", "ns4-lamo"),
+        **{m: seeds("operators/ns4_paper_configs_protocol", f"ns4-{m}") for m in ("lamo-h4", "lamo-paper")},
+    }
     assert all(len(rs) == 3 for rs in runs.values())
     val = {m: statistics.mean(field(rs, "best_val_rel_l2")) for m, rs in runs.items()}
     assert min(val, key=val.get) == "lamo", val

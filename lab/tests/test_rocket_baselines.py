@@ -2,6 +2,7 @@
 the driver's): every "ours" cell is the mean of the recorded test accuracies over the seeds, every published mean is
 the protocol's (lab/protocols/time_series/uea_floors.yaml, for the files it names) and the driver's, every gap and
 "within 2 points" verdict follows from those two; the records are fits on the whole train file of the raw series."""
+
 import json
 import re
 import statistics
@@ -37,7 +38,7 @@ def recorded(name):
 
 def test_the_page_table_is_the_records():
     rows = page_rows()
-    assert len(rows) >= 12 and len(rows) % 3 == 0     # the files recorded x three baselines
+    assert len(rows) >= 12 and len(rows) % 3 == 0  # the files recorded x three baselines
     protocol = yaml.safe_load((LAB / "protocols" / "time_series" / "uea_floors.yaml").read_text())["published"]
     for name, model, each, mean, published, gap, within, split in rows:
         seeds = recorded(name)[model]

@@ -1,6 +1,7 @@
 """The UEA/UCR evidence report (neurodyn_lab.time_series.uea): every choice it prints is made on validation, never on
 the test file, and the floors table says yes / no from the recorded numbers. Records are written here by hand (no
 training)."""
+
 import argparse
 import json
 from pathlib import Path
@@ -10,16 +11,25 @@ from neurodyn_lab.time_series import uea
 
 def rec(preset: str, seed: int, val: list[float], test: float, **metrics) -> dict:
     """A compare record as ``neurodyn.compare`` writes it: the validation curve and the one test file's metric."""
-    return {"preset": preset, "seed": seed, "curve_rel_l2": val, "sets": {"TEST.h5": test}, "epochs": 10,
-            "seconds_per_epoch": 0.1, "set_metrics": {"TEST.h5": {"rmse": test, **metrics}}}
+    return {
+        "preset": preset,
+        "seed": seed,
+        "curve_rel_l2": val,
+        "sets": {"TEST.h5": test},
+        "epochs": 10,
+        "seconds_per_epoch": 0.1,
+        "set_metrics": {"TEST.h5": {"rmse": test, **metrics}},
+    }
 
 
 def test_choice_is_made_on_validation_not_on_test():
     records = [rec("a", s, [0.5, 0.9], 0.70) for s in (0, 1)] + [rec("b", s, [0.6, 0.8], 0.99) for s in (0, 1)]
     assert uea.chosen_on_validation(records, ["a", "b"], higher=True) == "a"  # b's higher test does not count
     # the final model (the one tested) validates 0.9 in b, 0.7 in a: a's luckier best evaluation (1.0) does not count
-    assert uea.chosen_on_validation([rec("a", 0, [1.0, 0.7], 0.5), rec("b", 0, [0.9, 0.9], 0.5)], ["a", "b"],
-                                    higher=True) == "b"
+    assert (
+        uea.chosen_on_validation([rec("a", 0, [1.0, 0.7], 0.5), rec("b", 0, [0.9, 0.9], 0.5)], ["a", "b"], higher=True)
+        == "b"
+    )
     # equal final validation: the best one breaks the tie, then the order listed
     tied = [rec("a", 0, [0.7, 0.9], 0.5), rec("b", 0, [0.95, 0.9], 0.4)]
     assert uea.chosen_on_validation(tied, ["a", "b"], higher=True) == "b"
@@ -33,8 +43,15 @@ def test_choice_is_made_on_validation_not_on_test():
 
 
 def _write(tmp_path: Path, dataset: str, records: list[dict], budget: str = "400ep") -> argparse.Namespace:
-    args = argparse.Namespace(out=str(tmp_path / "report"), tag="t", stores=str(tmp_path / "no-stores"),
-                              datasets=[dataset], variants=["regular"], epochs=400, budget="")
+    args = argparse.Namespace(
+        out=str(tmp_path / "report"),
+        tag="t",
+        stores=str(tmp_path / "no-stores"),
+        datasets=[dataset],
+        variants=["regular"],
+        epochs=400,
+        budget="",
+    )
     folder = uea.store(args, dataset, "regular", budget)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(records))
@@ -43,9 +60,12 @@ def _write(tmp_path: Path, dataset: str, records: list[dict], budget: str = "400
 
 def test_floors_row_compares_the_validation_choices_with_one_nn(tmp_path):
     records = [
-        rec("nac-paper", 0, [0.7], 0.80), rec("nac-tuned", 0, [0.9], 0.85),  # NAC: tuned chosen, below 1-NN
-        rec("gru/sequence", 0, [0.95], 0.93), rec("lstm/sequence", 0, [0.5], 1.00),  # GRU chosen, not LSTM
-        rec("knn/sequence", 0, [0.8], 0.90), rec("minirocket/sequence", 0, [0.92], 0.97),
+        rec("nac-paper", 0, [0.7], 0.80),
+        rec("nac-tuned", 0, [0.9], 0.85),  # NAC: tuned chosen, below 1-NN
+        rec("gru/sequence", 0, [0.95], 0.93),
+        rec("lstm/sequence", 0, [0.5], 1.00),  # GRU chosen, not LSTM
+        rec("knn/sequence", 0, [0.8], 0.90),
+        rec("minirocket/sequence", 0, [0.92], 0.97),
     ]
     args = _write(tmp_path, "GunPoint", records)
     lines = uea.floors_table(args, "400ep")
@@ -57,44 +77,62 @@ def test_floors_row_compares_the_validation_choices_with_one_nn(tmp_path):
     assert cells[6] == "nac-tuned: 0.850" and cells[7] == "no"
     assert cells[8] == "0.970 vs 0.992: yes"  # published MiniRocket on GunPoint
     counts = next(line for line in lines if line.startswith("Counts"))
-    assert ("1-NN on 1 of 1; best neural model on 1 of 1; NAC on 0 of 1; MiniRocket within 3 points of the published "
-            "accuracy on 1 of 1") in counts
+    assert (
+        "1-NN on 1 of 1; best neural model on 1 of 1; NAC on 0 of 1; MiniRocket within 3 points of the published "
+        "accuracy on 1 of 1"
+    ) in counts
 
 
 def test_best_model_and_best_neural_model_differ_when_a_baseline_validates_best(tmp_path):
-    records = [rec("gru/sequence", 0, [0.8], 0.85), rec("minirocket/sequence", 0, [0.9], 0.95),
-               rec("knn/sequence", 0, [0.7], 0.90)]
-    row = next(line for line in uea.floors_table(_write(tmp_path, "GunPoint", records), "400ep")
-               if line.startswith("| GunPoint"))
+    records = [
+        rec("gru/sequence", 0, [0.8], 0.85),
+        rec("minirocket/sequence", 0, [0.9], 0.95),
+        rec("knn/sequence", 0, [0.7], 0.90),
+    ]
+    row = next(
+        line
+        for line in uea.floors_table(_write(tmp_path, "GunPoint", records), "400ep")
+        if line.startswith("| GunPoint")
+    )
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:6] == ["minirocket/sequence: 0.950", "yes", "gru/sequence: 0.850", "no"]
 
 
 def test_floors_row_of_a_regression_file_against_the_training_mean(tmp_path):
-    records = [rec("majority/sequence", 0, [12.0], 12.9), rec("gru/sequence", 0, [10.0], 11.5, r2=0.21),
-               rec("mha/sequence", 0, [11.0], 2.0, r2=0.9)]
+    records = [
+        rec("majority/sequence", 0, [12.0], 12.9),
+        rec("gru/sequence", 0, [10.0], 11.5, r2=0.21),
+        rec("mha/sequence", 0, [11.0], 2.0, r2=0.9),
+    ]
     args = _write(tmp_path, "Covid3Month", records)
     row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| Covid3Month"))
     assert "training mean 12.90000" in row and "gru/sequence: 11.50000, R^2 0.210" in row and "| yes |" in row
     # RMSE to five decimals: a model 0.00007 above the training mean is not printed as equal to it
     close = [rec("majority/sequence", 0, [0.040], 0.04472), rec("gru/sequence", 0, [0.036], 0.04479)]
-    row = next(line for line in uea.floors_table(_write(tmp_path, "Covid3Month", close), "400ep")
-               if line.startswith("| Covid3Month"))
+    row = next(
+        line
+        for line in uea.floors_table(_write(tmp_path, "Covid3Month", close), "400ep")
+        if line.startswith("| Covid3Month")
+    )
     assert "training mean 0.04472 | gru/sequence: 0.04479" in row and "| no |" in row
 
 
 def test_minirocket_floor_uses_the_whole_train_fit_when_recorded(tmp_path):
     """The published MiniRocket trains on every training case: where the whole-train records exist the floor
     compares them (0.86 within 3 points of ArrowHead's 0.881), not the comparison's fit on 80 % (0.80, outside)."""
-    records = [rec("gru/sequence", 0, [0.8], 0.85), rec("minirocket/sequence", 0, [0.9], 0.80),
-               rec("knn/sequence", 0, [0.7], 0.78)]
+    records = [
+        rec("gru/sequence", 0, [0.8], 0.85),
+        rec("minirocket/sequence", 0, [0.9], 0.80),
+        rec("knn/sequence", 0, [0.7], 0.78),
+    ]
     args = _write(tmp_path, "ArrowHead", records)
     row = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| ArrowHead"))
     assert row.rstrip(" |").endswith("0.800 vs 0.881: no")
     whole = uea.store(args, "ArrowHead", "regular", uea.WHOLE)
     whole.mkdir(parents=True)
-    (whole / "results.json").write_text(json.dumps([rec("minirocket/sequence", s, [], v)
-                                                    for s, v in ((0, 0.85), (1, 0.87))]))
+    (whole / "results.json").write_text(
+        json.dumps([rec("minirocket/sequence", s, [], v) for s, v in ((0, 0.85), (1, 0.87))])
+    )
     lines = uea.floors_table(args, "400ep")
     row = next(line for line in lines if line.startswith("| ArrowHead"))
     assert row.rstrip(" |").endswith("0.860 (whole train file) vs 0.881: yes")
@@ -128,9 +166,11 @@ def test_recorded_one_nn_of_the_stores_is_the_reference_without_the_stores(tmp_p
 
 def test_choice_on_several_validation_draws_averages_them():
     # draw 0 alone prefers a (0.9 vs 0.8); over three draws b is better on average (0.9 vs 0.7)
-    draws = [[rec("a", 0, [0.9], 0.5), rec("b", 0, [0.8], 0.5)],
-             [rec("a", 0, [0.6], 0.5), rec("b", 0, [0.9], 0.5)],
-             [rec("a", 0, [0.6], 0.5), rec("b", 0, [1.0], 0.5)]]
+    draws = [
+        [rec("a", 0, [0.9], 0.5), rec("b", 0, [0.8], 0.5)],
+        [rec("a", 0, [0.6], 0.5), rec("b", 0, [0.9], 0.5)],
+        [rec("a", 0, [0.6], 0.5), rec("b", 0, [1.0], 0.5)],
+    ]
     assert uea.chosen_on_validation(draws[0], ["a", "b"], higher=True) == "a"
     assert uea.chosen_on_draws(draws, ["a", "b"], higher=True) == "b"
     # a label missing from one draw does not take part
@@ -139,8 +179,11 @@ def test_choice_on_several_validation_draws_averages_them():
 
 
 def test_floors_on_draws_choose_on_every_split_and_wait_for_all(tmp_path):
-    main = [rec("gru/sequence", s, [0.95], 0.85) for s in (0, 1)] + \
-        [rec("minirocket/sequence", s, [0.90], 0.99) for s in (0, 1)] + [rec("knn/sequence", 0, [0.9], 0.91)]
+    main = (
+        [rec("gru/sequence", s, [0.95], 0.85) for s in (0, 1)]
+        + [rec("minirocket/sequence", s, [0.90], 0.99) for s in (0, 1)]
+        + [rec("knn/sequence", 0, [0.9], 0.91)]
+    )
     args = _write(tmp_path, "GunPoint", main)
     one = next(line for line in uea.floors_table(args, "400ep") if line.startswith("| GunPoint"))
     assert "| gru/sequence: 0.850 | no |" in one  # one split: GRU validates best
@@ -148,9 +191,15 @@ def test_floors_on_draws_choose_on_every_split_and_wait_for_all(tmp_path):
     for k, gru, rocket in ((1, 0.70, 0.95), (2, 0.75, 0.95)):
         folder = uea.store(args, "GunPoint", "regular", uea.draw_budget("400ep", k))
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps([rec("gru/sequence", 0, [gru], 0.1),
-                                                         rec("minirocket/sequence", 0, [rocket], 0.1),
-                                                         rec("knn/sequence", 0, [0.9], 0.1)]))
+        (folder / "results.json").write_text(
+            json.dumps(
+                [
+                    rec("gru/sequence", 0, [gru], 0.1),
+                    rec("minirocket/sequence", 0, [rocket], 0.1),
+                    rec("knn/sequence", 0, [0.9], 0.1),
+                ]
+            )
+        )
         if k == 1:  # draw 2 not recorded yet, then draw 2 holding some models only: still no row
             assert uea.floors_table(args, "400ep", draws=[1, 2]) == []
             partial = uea.store(args, "GunPoint", "regular", uea.draw_budget("400ep", 2))
@@ -173,7 +222,7 @@ def test_best_epoch_is_the_first_best_evaluation_and_refit_epochs_average_them()
     assert uea.best_epoch(dict(rec("a", 0, [0.9, 0.8, 0.8], 0.5), epochs=30), higher=True) == 10
     splits = [[run, dict(rec("b", 0, [0.1], 0.5), epochs=400)], [dict(run, curve_rel_l2=[1.0, 0.5, 0.5, 0.5])]]
     assert uea.refit_epochs(splits, "a", higher=True) == round((10 + 5) / 2)  # the other label's runs do not count
-    assert uea.refit_epochs(splits, "a", higher=True, rule="trained") == 20    # the epochs the runs trained
+    assert uea.refit_epochs(splits, "a", higher=True, rule="trained") == 20  # the epochs the runs trained
 
 
 def _refits(args, dataset, records, budget):
@@ -183,15 +232,22 @@ def _refits(args, dataset, records, budget):
 
 
 def test_refit_floors_score_the_chosen_presets_refitted_for_the_epochs_validation_found(tmp_path):
-    main = [dict(rec("gru/sequence", s, [0.8, 0.95], 0.85), epochs=20) for s in (0, 1)] + \
-        [rec("knn/sequence", 0, [0.9], 0.88), rec("minirocket/sequence", 0, [0.9], 0.97)]
+    main = [dict(rec("gru/sequence", s, [0.8, 0.95], 0.85), epochs=20) for s in (0, 1)] + [
+        rec("knn/sequence", 0, [0.9], 0.88),
+        rec("minirocket/sequence", 0, [0.9], 0.97),
+    ]
     args = _write(tmp_path, "GunPoint", main)
     assert uea.floors_table(args, "400ep", draws=[], refit="best") == []  # nothing refitted yet: no row
     # the gru runs peaked at their last evaluation, epoch 20: a refit of another length is not the chosen one
     _refits(args, "GunPoint", [dict(rec("gru/sequence", 0, [], 0.99), budget="30ep")], uea.REFIT)
     assert uea.floors_table(args, "400ep", draws=[], refit="best") == []
-    _refits(args, "GunPoint", [dict(rec("gru/sequence", s, [], t), budget="20ep") for s, t in ((0, 0.92), (1, 0.94))]
-            + [dict(rec("gru/sequence", 0, [], 0.10), budget="30ep")], uea.REFIT)
+    _refits(
+        args,
+        "GunPoint",
+        [dict(rec("gru/sequence", s, [], t), budget="20ep") for s, t in ((0, 0.92), (1, 0.94))]
+        + [dict(rec("gru/sequence", 0, [], 0.10), budget="30ep")],
+        uea.REFIT,
+    )
     _refits(args, "GunPoint", [rec("knn/sequence", 0, [], 0.913), rec("minirocket/sequence", 0, [], 0.99)], uea.WHOLE)
     lines = uea.floors_table(args, "400ep", draws=[], refit="best")
     row = next(line for line in lines if line.startswith("| GunPoint"))
@@ -199,15 +255,23 @@ def test_refit_floors_score_the_chosen_presets_refitted_for_the_epochs_validatio
     assert "| gru/sequence: 0.930 | yes | gru/sequence: 0.930 | yes |" in row
     assert "refitted on the whole train file" in lines[0]
     # without refit the same choice reads the comparison's own test numbers
-    assert "| gru/sequence: 0.850 | no |" in next(line for line in uea.floors_table(args, "400ep")
-                                                   if line.startswith("| GunPoint"))
+    assert "| gru/sequence: 0.850 | no |" in next(
+        line for line in uea.floors_table(args, "400ep") if line.startswith("| GunPoint")
+    )
 
 
 def test_refit_floors_of_a_regression_file_use_the_whole_file_training_mean(tmp_path):
     main = [dict(rec("gru/sequence", 0, [0.05, 0.04], 0.047), epochs=10), rec("majority/sequence", 0, [0.05], 0.045)]
     args = _write(tmp_path, "Covid3Month", main)
-    _refits(args, "Covid3Month", [dict(rec("gru/sequence", 0, [], 0.043, r2=0.1), budget="10ep"),
-                                  dict(rec("majority/sequence", 0, [], 0.0447), budget="1ep")], uea.REFIT)
+    _refits(
+        args,
+        "Covid3Month",
+        [
+            dict(rec("gru/sequence", 0, [], 0.043, r2=0.1), budget="10ep"),
+            dict(rec("majority/sequence", 0, [], 0.0447), budget="1ep"),
+        ],
+        uea.REFIT,
+    )
     row = next(line for line in uea.floors_table(args, "400ep", draws=[], refit="best") if line.startswith("| Cov"))
     assert "training mean 0.04470 | gru/sequence: 0.04300, R^2 0.100 | yes |" in row
 
@@ -219,8 +283,9 @@ def test_front_end_table_reads_validation_only_and_counts_the_runs(tmp_path):
         folder = uea._front_end_folder(args, "GunPoint", k)
         folder.mkdir(parents=True)
         # the test scores (0.1 / 0.99) would choose the other way
-        (folder / "results.json").write_text(json.dumps([rec("nac-batchnorm", 0, [0.5, bn], 0.1),
-                                                         rec("nac-plain", 0, [plain, 0.5], 0.99)]))
+        (folder / "results.json").write_text(
+            json.dumps([rec("nac-batchnorm", 0, [0.5, bn], 0.1), rec("nac-plain", 0, [plain, 0.5], 0.99)])
+        )
     lines = uea.front_end_table(args)
     row = {line.split("|")[2].strip(): line for line in lines if line.startswith("| nac")}
     assert "| 0.950 / 0.950 (2) | - | - | 0.950 / 0.950 |" in row["batchnorm"]

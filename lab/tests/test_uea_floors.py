@@ -2,6 +2,7 @@
 uea_floors): the protocol states what a pre-registered verdict needs, its candidates are the development runs'
 configurations, its confirmation files are new to every record, its CPU-hours are what the records give and within
 the budget, and its folds are stratified partitions. Nothing trains."""
+
 import json
 
 import numpy as np
@@ -74,8 +75,10 @@ def test_the_stated_cpu_hours_are_the_plans_and_within_the_budget(protocol):
     assert est["total"] <= protocol.spec["budget"]["cpu_hours"]
     ltc = sum(r.seconds for r in runs if r.stage == "cv" and r.label == "ltc") / 3600
     assert f"LTC is {ltc:.1f} of the cross-validation's {stated['cross_validation']}" in protocol.spec["budget"]["how"]
-    assert (f"({stated['cross_validation']} for the cross-validation, {ltc:.1f} of them LTC's; at most "
-            f"{stated['refits']} for the refits)") in " ".join((LAB / "pages" / "nac.md").read_text().split())
+    assert (
+        f"({stated['cross_validation']} for the cross-validation, {ltc:.1f} of them LTC's; at most "
+        f"{stated['refits']} for the refits)"
+    ) in " ".join((LAB / "pages" / "nac.md").read_text().split())
     cv = [r for r in runs if r.stage == "cv"]
     assert len(cv) == len(protocol.files()) * len(protocol.candidates()) * 5 * 2
     assert {r.seed for r in cv} == {0} and {r.seed for r in runs if r.stage != "cv"} == {0, 1, 2}

@@ -12,6 +12,7 @@ seeds"), the count is recomputed. A verdict the records cannot decide (no compar
 claim") is listed in NOT_COMPUTED, and every row of the summary's claim tables is in one of the two lists.
 
 Only reads records (no training)."""
+
 import json
 import math
 import re
@@ -20,8 +21,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from uea_rules import CLASSIFICATION, FITTED, MINIROCKET_PUBLISHED, NAC, REGRESSION, choose, counts_text, slash, uea, \
-    uea_floors, uea_test
+from uea_rules import (
+    CLASSIFICATION,
+    FITTED,
+    MINIROCKET_PUBLISHED,
+    NAC,
+    REGRESSION,
+    choose,
+    counts_text,
+    slash,
+    uea,
+    uea_floors,
+    uea_test,
+)
 
 LAB = Path(__file__).resolve().parents[1]
 RECORDS = LAB / "records"
@@ -114,29 +126,40 @@ def verdict(prefix: str) -> str:
 
 
 def darcy_cpu():
-    return {"lamo": seeds("lamo/darcy_heads", "lamo-h4"), "transolver": seeds("operators/darcy", "transolver"),
-            "fno": seeds("operators/darcy", "fno"), "fno_small": seeds("operators/darcy", "fno-small"),
-            "eq6": seeds("geomano/table1", "darcy-geomano-eq6"), "prior": seeds("geomano/table1", "darcy-geomano")}
+    return {
+        "lamo": seeds("lamo/darcy_heads", "lamo-h4"),
+        "transolver": seeds("operators/darcy", "transolver"),
+        "fno": seeds("operators/darcy", "fno"),
+        "fno_small": seeds("operators/darcy", "fno-small"),
+        "eq6": seeds("geomano/table1", "darcy-geomano-eq6"),
+        "prior": seeds("geomano/table1", "darcy-geomano"),
+    }
 
 
 def ns_cpu():
-    return {"lamo": seeds("lamo/ns_heads", "lamo-h16"),
-            "transolver": seeds("geomano/table1", "ns-transolver", seed_list=(0, 1)),
-            "fno": seeds("geomano/table1", "ns-fno", seed_list=(0, 1)),
-            "eq6": seeds("geomano/table1", "ns-geomano-eq6", seed_list=(0,)),
-            "prior": seeds("geomano/table1", "ns-geomano", seed_list=(0, 1))}
+    return {
+        "lamo": seeds("lamo/ns_heads", "lamo-h16"),
+        "transolver": seeds("geomano/table1", "ns-transolver", seed_list=(0, 1)),
+        "fno": seeds("geomano/table1", "ns-fno", seed_list=(0, 1)),
+        "eq6": seeds("geomano/table1", "ns-geomano-eq6", seed_list=(0,)),
+        "prior": seeds("geomano/table1", "ns-geomano", seed_list=(0, 1)),
+    }
 
 
 def protocol_darcy():
-    return {"lamo": seeds("geomano/lamo_equal_protocol", "darcy-lamo"),
-            "transolver": seeds("operators/darcy_50ep_protocol", "transolver-lr2e-3-m16"),
-            "fno_small": seeds("operators/darcy_50ep_protocol", "fno-small"),
-            "fno": seeds("operators/darcy_50ep_protocol", "fno", "test_rel_l2_at_best_val")}
+    return {
+        "lamo": seeds("geomano/lamo_equal_protocol", "darcy-lamo"),
+        "transolver": seeds("operators/darcy_50ep_protocol", "transolver-lr2e-3-m16"),
+        "fno_small": seeds("operators/darcy_50ep_protocol", "fno-small"),
+        "fno": seeds("operators/darcy_50ep_protocol", "fno", "test_rel_l2_at_best_val"),
+    }
 
 
 def protocol_ns():
-    m = {k: seeds("operators/ns4_protocol", f"ns4-{k}") for k in ("lamo", "geomano-eqp", "transolver", "fno",
-                                                                  "fno-small")}
+    m = {
+        k: seeds("operators/ns4_protocol", f"ns4-{k}")
+        for k in ("lamo", "geomano-eqp", "transolver", "fno", "fno-small")
+    }
     m["geomano-paper"] = seeds("operators/ns4_paper_configs_protocol", "ns4-geomano-paper-eqp")
     return m
 
@@ -150,8 +173,10 @@ def check_transolver_fno_darcy():
     d, p = darcy_cpu(), protocol_darcy()
     assert rule(d["transolver"], d["fno_small"]) == "does not hold" == rule(d["transolver"], d["fno"])
     assert below_every_seed(p["transolver"], p["fno_small"]) and below_every_seed(p["fno"], p["transolver"])
-    return "does not hold at cpu scale (10 epochs)", ["holds against the untuned 0.12 M FNO, not against the 2.37 M FNO"
-                                                      f" ({mean(p['fno']):.4f}, below Transolver on every seed)"]
+    return "does not hold at cpu scale (10 epochs)", [
+        "holds against the untuned 0.12 M FNO, not against the 2.37 M FNO"
+        f" ({mean(p['fno']):.4f}, below Transolver on every seed)"
+    ]
 
 
 def check_lamo_fno_darcy():
@@ -159,9 +184,10 @@ def check_lamo_fno_darcy():
     assert rule(d["lamo"], d["fno_small"]) == "holds" and rule(d["lamo"], d["fno"]) == "does not hold"
     assert below_every_seed(p["lamo"], p["fno"])
     behind = 100 * (ratio(d["lamo"], d["fno"]) - 1)
-    return "holds at equal size", [f"not against the 2.37 M FNO at 10 epochs ({behind:.0f} % behind",
-                                   f"at 50 epochs LaMO {mean(p['lamo']):.4f} is below the 2.37 M FNO's "
-                                   f"{mean(p['fno']):.4f} on every seed"]
+    return "holds at equal size", [
+        f"not against the 2.37 M FNO at 10 epochs ({behind:.0f} % behind",
+        f"at 50 epochs LaMO {mean(p['lamo']):.4f} is below the 2.37 M FNO's {mean(p['fno']):.4f} on every seed",
+    ]
 
 
 def check_lamo_transolver_ns():
@@ -176,8 +202,10 @@ def check_fno_behind_ns():
 
 
 def check_elasticity():
-    a, b = seeds("operators/elasticity", "lamo-e100", seed_list=(0, 1)), seeds("operators/elasticity",
-                                                                                "transolver-e100", seed_list=(0, 1))
+    a, b = (
+        seeds("operators/elasticity", "lamo-e100", seed_list=(0, 1)),
+        seeds("operators/elasticity", "transolver-e100", seed_list=(0, 1)),
+    )
     assert rule(a, b) == "not established"
     return "not established (inside the seed spread)", []
 
@@ -186,8 +214,10 @@ def check_pipe():
     fno = seeds("operators/pipe", "fno", seed_list=(0, 1))
     lamo = seeds("operators/pipe", "lamo", seed_list=(0, 1))
     tr = seeds("operators/pipe", "transolver", seed_list=(0, 1))
-    lg, tg = seeds("operators/pipe", "lamo-grid", seed_list=(0,)), seeds("operators/pipe", "transolver-grid",
-                                                                         seed_list=(0,))
+    lg, tg = (
+        seeds("operators/pipe", "lamo-grid", seed_list=(0,)),
+        seeds("operators/pipe", "transolver-grid", seed_list=(0,)),
+    )
     assert rule(tr, fno) == "does not hold" and rule(lamo, fno) == "does not hold"  # FNO best
     assert mean(fno) < min(mean(lamo), mean(tr), mean(lg), mean(tg)) and lg[0] < tg[0]
     return "does not hold at cpu scale (FNO best; LaMO < Transolver on 1 seed, with coordinates)", []
@@ -195,8 +225,9 @@ def check_pipe():
 
 def exponent(results: list[dict], model: str, geometry: str) -> float:
     """log(time) / log(N) between the smallest and the largest N timed."""
-    pts = sorted((r["n"], r["time"]) for r in results if r["model"] == model and r["geometry"] == geometry
-                 and r.get("time"))
+    pts = sorted(
+        (r["n"], r["time"]) for r in results if r["model"] == model and r["geometry"] == geometry and r.get("time")
+    )
     (n0, t0), (n1, t1) = pts[0], pts[-1]
     return math.log(t1 / t0) / math.log(n1 / n0)
 
@@ -217,7 +248,8 @@ def check_protocol_darcy():
     return "LaMO below both holds (every seed)", [
         f"holds only against an FNO of Transolver's size, untuned (every seed, by "
         f"{100 * (ratio(p['fno_small'], p['transolver']) - 1):.0f} %)",
-        f"below Transolver on every seed (by {100 * (ratio(p['transolver'], p['fno']) - 1):.0f} %)"]
+        f"below Transolver on every seed (by {100 * (ratio(p['transolver'], p['fno']) - 1):.0f} %)",
+    ]
 
 
 def check_protocol_ns():
@@ -226,7 +258,8 @@ def check_protocol_ns():
     assert below_every_seed(m["fno"], m["lamo"]) and below_every_seed(m["fno-small"], m["lamo"])
     return f"LaMO below Transolver holds ({ratio(m['transolver'], m['lamo']):.1f}x, every seed)", [
         f"FNO behind all does not hold (both FNOs first on every seed: {ratio(m['lamo'], m['fno']):.1f}x and, at "
-        f"LaMO's size, {ratio(m['lamo'], m['fno-small']):.1f}x below LaMO)"]
+        f"LaMO's size, {ratio(m['lamo'], m['fno-small']):.1f}x below LaMO)"
+    ]
 
 
 def check_geomano_transolver_darcy():
@@ -260,8 +293,20 @@ def check_geomano_lamo_cpu():
     return "not a paper claim; LaMO ahead on every seed at cpu scale", []
 
 
-TABLE3 = ("1d-none", "1d-0001", "1d-0011", "1d-0111", "1d-learnable", "2d-none", "2d-0001", "2d-0011", "2d-0111",
-          "2d-learnable", "1d-pe-none", "2d-pe-none")  # the rows of the paper's Table 3a (2 seeds each)
+TABLE3 = (
+    "1d-none",
+    "1d-0001",
+    "1d-0011",
+    "1d-0111",
+    "1d-learnable",
+    "2d-none",
+    "2d-0001",
+    "2d-0011",
+    "2d-0111",
+    "2d-learnable",
+    "1d-pe-none",
+    "2d-pe-none",
+)  # the rows of the paper's Table 3a (2 seeds each)
 
 
 def table3(variant: str) -> list[float]:
@@ -296,7 +341,8 @@ def check_geomano_ns_protocol():
     assert below_every_seed(m["lamo"], m["geomano-eqp"])
     return f"below Transolver holds for our variant ({ratio(m['transolver'], m['geomano-eqp']):.1f}x, every seed)", [
         f"not for the paper's model ({ratio(m['geomano-paper'], m['transolver']):.1f}x above Transolver on every seed",
-        f"below LaMO does not (GeoMaNO {100 * (ratio(m['geomano-eqp'], m['lamo']) - 1):.0f} % higher on every seed)"]
+        f"below LaMO does not (GeoMaNO {100 * (ratio(m['geomano-eqp'], m['lamo']) - 1):.0f} % higher on every seed)",
+    ]
 
 
 def check_geomano_lamo_equal():
@@ -362,7 +408,9 @@ def check_table5_protocol():
     assert below_every_seed(t5["stssm"], t5["fno2d-r"]) and below_every_seed(tf["stssm"], tf["fno2d-r"])
     return "ordering does not hold: zigzag VM best on every seed", [
         f"({ratio(t5['stssm'], t5['stssm-vm']):.2f}x ahead of ST-SSM, {ratio(st_('stssm'), st_('stssm-vm')):.2f}x at "
-        "16^2)", "ST-SSM beats FF (rollout, every seed) and FNO2D-R (every seed, both evaluations)"]
+        "16^2)",
+        "ST-SSM beats FF (rollout, every seed) and FNO2D-R (every seed, both evaluations)",
+    ]
 
 
 def check_ks_protocol():
@@ -371,8 +419,9 @@ def check_ks_protocol():
     assert below_every_seed(ks["mi-ffno"], ks["stssm"]) and below_every_seed(ks["s4ffno"], ks["stssm"])
     assert below_every_seed(tf["stssm"], tf["mi-ffno"]) and below_every_seed(tf["stssm"], tf["s4ffno"])
     return "rollout over 22 frames (how the paper infers): does not hold, ST-SSM last on every seed", [
-        f"{ratio(ks['stssm'], ks['s4ffno']):.1f}x behind S4-FFNO", "teacher-forced only, ST-SSM is first narrowly "
-        "(every seed"]
+        f"{ratio(ks['stssm'], ks['s4ffno']):.1f}x behind S4-FFNO",
+        "teacher-forced only, ST-SSM is first narrowly (every seed",
+    ]
 
 
 def chonn(claim: str, target: int, model: str, key: str = "rel_l2_der") -> list[float]:
@@ -380,15 +429,19 @@ def chonn(claim: str, target: int, model: str, key: str = "rel_l2_der") -> list[
 
 
 def gains(claim: str) -> list[float]:
-    return [mean([1 - o / d for o, d in zip(chonn(claim, t, f"o{t}"), chonn(claim, t, f"d{t}"), strict=True)])
-            for t in (2, 3, 4)]
+    return [
+        mean([1 - o / d for o, d in zip(chonn(claim, t, f"o{t}"), chonn(claim, t, f"d{t}"), strict=True)])
+        for t in (2, 3, 4)
+    ]
 
 
 def check_chonn_order():
     for claim in ("chonn/order", "chonn/order_60ep"):
         assert all(g < 0 for g in gains(claim))  # the cascade's derivative error above the stack's on the mean
-    per_seed = {c: [count_below(chonn(c, t, f"o{t}"), chonn(c, t, f"d{t}")) for t in (2, 3, 4)]
-                for c in ("chonn/order", "chonn/order_60ep")}
+    per_seed = {
+        c: [count_below(chonn(c, t, f"o{t}"), chonn(c, t, f"d{t}")) for t in (2, 3, 4)]
+        for c in ("chonn/order", "chonn/order_60ep")
+    }
     assert per_seed == {"chonn/order": [1, 1, 1], "chonn/order_60ep": [1, 0, 1]}, per_seed
     return "does not hold at cpu scale", []
 
@@ -426,8 +479,18 @@ def check_poisson_order4():
     return "does not hold at cpu scale", []
 
 
-DARCY_METRICS = ("rmse", "nrmse", "crmse", "brmse", "max_err", "frmse_low", "frmse_mid", "frmse_high", "rel_l2",
-                 "rel_l1_pct")
+DARCY_METRICS = (
+    "rmse",
+    "nrmse",
+    "crmse",
+    "brmse",
+    "max_err",
+    "frmse_low",
+    "frmse_mid",
+    "frmse_high",
+    "rel_l2",
+    "rel_l1_pct",
+)
 
 
 def check_chonn_darcy():
@@ -435,8 +498,9 @@ def check_chonn_darcy():
     for claim in ("chonn/darcy", "chonn/darcy_long"):
         recs = store(claim)
         assert rule(where(recs, "rel_l2", model="chonn_unet"), where(recs, "rel_l2", model="fno")) == "does not hold"
-        counts.append(sum(mean(where(recs, m, model="chonn_unet")) < mean(where(recs, m, model="fno"))
-                          for m in DARCY_METRICS))
+        counts.append(
+            sum(mean(where(recs, m, model="chonn_unet")) < mean(where(recs, m, model="fno")) for m in DARCY_METRICS)
+        )
     assert sorted(counts) == [2, 3], counts  # "below the FNO on 2-3 of 10 metrics"
     return "does not hold at cpu scale", []
 
@@ -448,8 +512,10 @@ def check_shallow_water():
     recs = [r for r in store("chonn/rollout") if r["task"] == "swe"]
     c, f = where(recs, "rel_l2", model="chonn_fno"), where(recs, "rel_l2", model="fno")
     assert rule(c, f) == "not established"
-    per_seed = [sum(where(recs, m, model="chonn_fno")[s] < where(recs, m, model="fno")[s] for m in SWE_METRICS)
-                for s in range(3)]
+    per_seed = [
+        sum(where(recs, m, model="chonn_fno")[s] < where(recs, m, model="fno")[s] for m in SWE_METRICS)
+        for s in range(3)
+    ]
     assert per_seed == [1, 0, 9], per_seed
     return "not established (noise)", []
 
@@ -459,17 +525,22 @@ def ns_rollout(claim: str, history: int, model: str) -> list[float]:
 
 
 def check_ns_history():
-    below = [mean(ns_rollout("chonn/rollout", h, "chonn_fno")) < mean(ns_rollout("chonn/rollout", h, "fno"))
-             for h in (3, 5, 10)]
+    below = [
+        mean(ns_rollout("chonn/rollout", h, "chonn_fno")) < mean(ns_rollout("chonn/rollout", h, "fno"))
+        for h in (3, 5, 10)
+    ]
     assert not all(below)
-    assert rule(ns_rollout("chonn/rollout_ns40", 10, "chonn_fno"), ns_rollout("chonn/rollout_ns40", 10, "fno")) \
+    assert (
+        rule(ns_rollout("chonn/rollout_ns40", 10, "chonn_fno"), ns_rollout("chonn/rollout_ns40", 10, "fno"))
         == "does not hold"
+    )
     return "does not hold at cpu scale", []
 
 
 def check_ns_degradation():
     def growth(model):
         return ratio(ns_rollout("chonn/rollout", 3, model), ns_rollout("chonn/rollout", 10, model)) - 1
+
     c, f = growth("chonn_fno"), growth("fno")
     assert 0 < c < f
     return "holds (10-step rollout)", []
@@ -488,25 +559,42 @@ def check_chonn_protocol():
 
     def vals(key, err):
         return [r[err] for r in co[key]]
-    pairs = sum(count_below(vals(f"T{t}-o{t}", e), vals(f"T{t}-d{t}", e)) for t in (2, 3, 4)
-                for e in ("rel_l2_point", "rel_l2_spec"))
-    reductions = [mean([1 - o / d for o, d in zip(vals(f"T{t}-o{t}", "rel_l2_der"), vals(f"T{t}-d{t}", "rel_l2_der"),
-                                                  strict=True)]) for t in (2, 3, 4)]  # per seed, then the mean
+
+    pairs = sum(
+        count_below(vals(f"T{t}-o{t}", e), vals(f"T{t}-d{t}", e))
+        for t in (2, 3, 4)
+        for e in ("rel_l2_point", "rel_l2_spec")
+    )
+    reductions = [
+        mean(
+            [1 - o / d for o, d in zip(vals(f"T{t}-o{t}", "rel_l2_der"), vals(f"T{t}-d{t}", "rel_l2_der"), strict=True)]
+        )
+        for t in (2, 3, 4)
+    ]  # per seed, then the mean
     seeds_lower = [count_below(vals(f"T{t}-o{t}", "rel_l2_der"), vals(f"T{t}-d{t}", "rel_l2_der")) for t in (2, 3, 4)]
     assert reductions == sorted(reductions, reverse=True)  # the gain falls with the order: Fig. 3b does not hold
     c3 = [count_below(vals("T3-2x2", e), vals("T3-d3", e)) for e in ("rel_l2_point", "rel_l2_spec", "rel_l2_der")]
     assert c3[:2] == [3, 3]
-    fmt = [f"{100 * g:+.0f} % (T{t}, {n} of 3{' seeds' if t == 2 else ''})"
-           for t, g, n in zip((2, 3, 4), reductions, seeds_lower, strict=True)]
+    fmt = [
+        f"{100 * g:+.0f} % (T{t}, {n} of 3{' seeds' if t == 2 else ''})"
+        for t, g, n in zip((2, 3, 4), reductions, seeds_lower, strict=True)
+    ]
     return "Fig. 3a holds on the point and spectral errors", [
-        f"cascade better on {pairs} of 18 target-seed pairs", "Fig. 3b (larger derivative gains for higher orders) "
-        "does not hold: " + ", ".join(fmt).replace("+-", "-"),
-        f"Fig. 3c (2x2 better than depth 3) holds: point and spectral every seed, derivative {c3[2]} of 3"]
+        f"cascade better on {pairs} of 18 target-seed pairs",
+        "Fig. 3b (larger derivative gains for higher orders) does not hold: " + ", ".join(fmt).replace("+-", "-"),
+        f"Fig. 3c (2x2 better than depth 3) holds: point and spectral every seed, derivative {c3[2]} of 3",
+    ]
 
 
 def nac_table1(tag, task: str, variant: str, key: str, epochs: int | None = None) -> list[float]:
-    recs = [r for r in store("nac/table1") if r.get("tag") == tag and r["task"] == task and r["variant"] == variant
-            and (epochs is None or r.get("epochs") == epochs)]
+    recs = [
+        r
+        for r in store("nac/table1")
+        if r.get("tag") == tag
+        and r["task"] == task
+        and r["variant"] == variant
+        and (epochs is None or r.get("epochs") == epochs)
+    ]
     return [r["final"][key] for r in sorted(recs, key=lambda r: r["seed"])]
 
 
@@ -557,16 +645,21 @@ def check_attention_faster():
 
 def check_block_topk():
     last = table5("nac_runtime_cpu_i19.json")["topk_scaling"][-1]
-    assert last["block_mb"] < last["n"] ** 2 * 4 / 2 ** 20  # below the float32 score matrix alone
+    assert last["block_mb"] < last["n"] ** 2 * 4 / 2**20  # below the float32 score matrix alone
     return "holds", []
 
 
 def check_nac_tuned_vs_paper():
     agree = 0
-    for task, key, higher in (("event_digits", "accuracy", True), ("activity", "accuracy", True),
-                              ("bearing", "rmse", False)):
-        recs = {v: [r for r in store("nac/table1") if r.get("tag") == "val" and r["task"] == task
-                    and r["variant"] == v] for v in ("paper", "tuned")}
+    for task, key, higher in (
+        ("event_digits", "accuracy", True),
+        ("activity", "accuracy", True),
+        ("bearing", "rmse", False),
+    ):
+        recs = {
+            v: [r for r in store("nac/table1") if r.get("tag") == "val" and r["task"] == task and r["variant"] == v]
+            for v in ("paper", "tuned")
+        }
         val = {v: mean([r["curve"][-1] for r in rs]) for v, rs in recs.items()}  # the final epoch's validation metric
         test = {v: mean([r["final"][key] for r in rs]) for v, rs in recs.items()}
         pick = (max if higher else min)(val, key=val.get)
@@ -595,21 +688,26 @@ def check_uea_floors():
     # ArrowHead's best model is 1-NN itself: without it the best model reaches 1-NN on one file fewer
     assert later["files"]["ArrowHead"][1]["best"][0] == "knn/sequence"
     c = later["counts"]
-    ours = (f"chosen on five validation splits (400 epochs): best model at or above 1-NN on {c['best']} of 5 (",
-            f"; best neural model on {c['neural']} of 5; NAC on {c['nac']} of 5; MiniRocket",
-            f"MiniRocket within 3 points of the published accuracy on {within} of 3 (fitted on the whole train file "
-            f"as published: {rocket} against {published})",
-            f"ranked by the best validation score first (the rule used first), five splits: {counts_text(first)}; "
-            f"Covid3Month {c_label}: {c_rmse:.5f}, R^2 {c_r2:.3f}, above the training mean {c_mean:.5f}",
-            f"400 epochs: {counts_text(one)}", f"30 s: {counts_text(one30)}",
-            f"one split, the first rule: {slash(first_one)} of 5 (best / best neural / NAC) at 400 epochs and at 30 s",
-            f"which gives {slash(refit_best)} of 5")
+    ours = (
+        f"chosen on five validation splits (400 epochs): best model at or above 1-NN on {c['best']} of 5 (",
+        f"; best neural model on {c['neural']} of 5; NAC on {c['nac']} of 5; MiniRocket",
+        f"MiniRocket within 3 points of the published accuracy on {within} of 3 (fitted on the whole train file "
+        f"as published: {rocket} against {published})",
+        f"ranked by the best validation score first (the rule used first), five splits: {counts_text(first)}; "
+        f"Covid3Month {c_label}: {c_rmse:.5f}, R^2 {c_r2:.3f}, above the training mean {c_mean:.5f}",
+        f"400 epochs: {counts_text(one)}",
+        f"30 s: {counts_text(one30)}",
+        f"one split, the first rule: {slash(first_one)} of 5 (best / best neural / NAC) at 400 epochs and at 30 s",
+        f"which gives {slash(refit_best)} of 5",
+    )
     row = next(cells for claim, cells in rows().items() if claim.startswith("Sequence presets at or above"))
     missing = [t for t in ours[:-1] if t not in row[2]] + [t for t in ours[-1:] if t not in row[3]]
     assert not missing, missing
-    return "**exploratory**", [f"reached on five validation splits under the later ranking rule ({slash(later)} of 5, "
-                               f"best / best neural / NAC), not under the first ({slash(first)}, Covid3Month above the "
-                               "training mean); not reached on one split of 7-13 cases"]
+    return "**exploratory**", [
+        f"reached on five validation splits under the later ranking rule ({slash(later)} of 5, "
+        f"best / best neural / NAC), not under the first ({slash(first)}, Covid3Month above the "
+        "training mean); not reached on one split of 7-13 cases"
+    ]
 
 
 def check_uea_irregular():
@@ -619,8 +717,10 @@ def check_uea_irregular():
             nac = uea_test(recs, choose([recs], set(NAC), True, rule_))
             others = max(uea_test(recs, m) for m in {r["preset"] for r in recs} - set(NAC) - set(FITTED))
             assert nac < others, (rule_, d)
-    return "exploratory", ["the first rule gives the same): does not hold at this scale (NAC below the best other "
-                           "neural model on every irregular file"]
+    return "exploratory", [
+        "the first rule gives the same): does not hold at this scale (NAC below the best other "
+        "neural model on every irregular file"
+    ]
 
 
 CHECKS: dict[str, Callable[[], tuple[str, list[str]]]] = {
@@ -729,9 +829,9 @@ def floor_tables() -> list[tuple[str, list[list[str]], str]]:
     lines, out = NAC_PAGE.read_text().splitlines(), []
     for i, line in enumerate(lines):
         if line.startswith("#### Floors"):
-            body = [x for x in lines[i + 1:i + 12] if x.startswith("| ") and not x.startswith(("| file", "| ---"))]
-            body = body[:next((k for k, x in enumerate(body) if x.startswith("| Covid3Month")), len(body)) + 1]
-            counts = next(x for x in lines[i + 1:] if x.startswith("Counts"))
+            body = [x for x in lines[i + 1 : i + 12] if x.startswith("| ") and not x.startswith(("| file", "| ---"))]
+            body = body[: next((k for k, x in enumerate(body) if x.startswith("| Covid3Month")), len(body)) + 1]
+            counts = next(x for x in lines[i + 1 :] if x.startswith("Counts"))
             out.append((line, [[c.strip() for c in x.strip().strip("|").split("|")] for x in body], counts))
     return out
 
@@ -739,8 +839,13 @@ def floor_tables() -> list[tuple[str, list[list[str]], str]]:
 def setting(heading: str) -> dict:
     budget = re.search(r"Floors, (\w+),", heading).group(1)
     draws = 4 if "5 validation splits" in heading else 0
-    refit = ("best" if "epoch of their best validation score" in heading
-             else "trained" if "epochs their compared runs trained" in heading else None)
+    refit = (
+        "best"
+        if "epoch of their best validation score" in heading
+        else "trained"
+        if "epochs their compared runs trained" in heading
+        else None
+    )
     return {"budget": budget, "draws": draws, "refit": refit}
 
 
@@ -764,8 +869,10 @@ def test_every_floors_table_of_the_nac_page_is_what_the_records_give():
                 assert cells[2 + 2 * k] == f"{label}: {t:.3f}", (heading, group, cells)
                 assert cells[3 + 2 * k] == ("yes" if ok else "no"), (heading, group, cells)
         c = f["counts"]
-        assert (f"best model at or above 1-NN on {c['best']} of 5; best neural model on {c['neural']} of 5; NAC on "
-                f"{c['nac']} of 5") in counts, (heading, counts)
+        assert (
+            f"best model at or above 1-NN on {c['best']} of 5; best neural model on {c['neural']} of 5; NAC on "
+            f"{c['nac']} of 5"
+        ) in counts, (heading, counts)
 
 
 def test_the_nac_page_calls_the_uea_verdicts_exploratory():
@@ -776,8 +883,10 @@ def test_the_nac_page_calls_the_uea_verdicts_exploratory():
     assert f"With the first ranking rule the same five splits give {slash(first)} of 5" in text
     assert f"at or above 1-NN ED on {later['counts']['best']} of 5" in text
     refit = {r: uea_floors(draws=4, refit=r) for r in ("best", "trained")}
-    assert (f"best model {refit['trained']['counts']['best']} of 5, best neural {refit['trained']['counts']['neural']}"
-            f" of 5, NAC {refit['trained']['counts']['nac']} of 5") in text
+    assert (
+        f"best model {refit['trained']['counts']['best']} of 5, best neural {refit['trained']['counts']['neural']}"
+        f" of 5, NAC {refit['trained']['counts']['nac']} of 5"
+    ) in text
     assert f"they are worse ({slash(refit['best'])} of 5" in text
 
 
@@ -790,9 +899,16 @@ def test_the_uea_verdicts_through_the_protocol_machinery_are_exploratory():
     records = [r for d in CLASSIFICATION for r in uea(f"{d}-regular-400ep")]
     assert records and not any("protocol" in r for r in records)
     later = uea_floors(draws=4)
-    v = protocols.verdict(None, records, "F1", later["counts"]["best"] == 5,
-                          post_hoc=["the ranking rule changed after the first rule's test numbers were seen",
-                                    "nac-conv and gru-conv added after the first floors failed"])
+    v = protocols.verdict(
+        None,
+        records,
+        "F1",
+        later["counts"]["best"] == 5,
+        post_hoc=[
+            "the ranking rule changed after the first rule's test numbers were seen",
+            "nac-conv and gru-conv added after the first floors failed",
+        ],
+    )
     assert v.status == "exploratory" and v.text == "exploratory (floor reached)" and len(v.reasons) == 3
     stamped = protocols.verdict(protocols.load("time_series/uea_floors"), records, "F1", True)
     assert stamped.status == "exploratory"  # a draft, and records without its stamp

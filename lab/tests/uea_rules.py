@@ -1,6 +1,7 @@
 """The UEA/UCR evidence recomputed from its records with the tests' own code (never the driver's functions): the
 choices on validation under both ranking rules the pages report, the floors, the refits. Used by test_verdicts.py and
 test_results_pages.py; the rules are as pages/nac.md states them."""
+
 import json
 import statistics
 from pathlib import Path
@@ -10,8 +11,21 @@ UEA = RECORDS / "time_series" / "uea"
 CLASSIFICATION = ("BasicMotions", "GunPoint", "ItalyPowerDemand", "ArrowHead", "JapaneseVowels")
 REGRESSION = "Covid3Month"
 #: the entries in the order the comparisons list them (nac.md: a tie on validation keeps the earlier one)
-ORDER = ("nac-paper", "nac-tuned", "gru/sequence", "lstm/sequence", "cfc/sequence", "ltc/sequence", "mha/sequence",
-         "odernn/sequence", "nac-conv", "gru-conv", "majority/sequence", "knn/sequence", "minirocket/sequence")
+ORDER = (
+    "nac-paper",
+    "nac-tuned",
+    "gru/sequence",
+    "lstm/sequence",
+    "cfc/sequence",
+    "ltc/sequence",
+    "mha/sequence",
+    "odernn/sequence",
+    "nac-conv",
+    "gru-conv",
+    "majority/sequence",
+    "knn/sequence",
+    "minirocket/sequence",
+)
 FITTED = ("majority/sequence", "knn/sequence", "minirocket/sequence")
 NAC = ("nac-paper", "nac-tuned", "nac-conv")
 #: MiniRocket's published accuracy (nac.md: Dempster et al. 2021, the mean of 30 resamples)
@@ -22,15 +36,18 @@ def mean(v):
     return statistics.mean(v)
 
 
-
 def uea(folder: str) -> list[dict]:
     path = UEA / folder / "results.json"
     return json.loads(path.read_text()) if path.exists() else []
 
 
 def uea_test(recs: list[dict], label: str, key: str | None = None) -> float:
-    vals = [v for r in recs if r["preset"] == label
-            for v in ((r["sets"].values()) if key is None else [m[key] for m in r["set_metrics"].values()])]
+    vals = [
+        v
+        for r in recs
+        if r["preset"] == label
+        for v in ((r["sets"].values()) if key is None else [m[key] for m in r["set_metrics"].values()])
+    ]
     assert vals, label
     return mean(vals)
 
@@ -83,6 +100,7 @@ def uea_floors(budget: str = "400ep", draws: int = 0, rule_: str = "final", refi
             runs = [r for s in splits for r in s if r["preset"] == label and r.get("curve_rel_l2")]
             epochs = max(1, round(mean([best_epoch(r, higher) if refit == "best" else r["epochs"] for r in runs])))
             return uea_test([r for r in refits if r["budget"] == f"{epochs}ep"], label, key)
+
         if not higher:
             label = choose(splits, labels, False, rule_)
             train_mean = uea_test(refits if refit else main, "majority/sequence")
@@ -101,8 +119,10 @@ def uea_floors(budget: str = "400ep", draws: int = 0, rule_: str = "final", refi
 
 def counts_text(f: dict) -> str:
     c = f["counts"]
-    return (f"best model at or above 1-NN on {c['best']} of 5; best neural model on {c['neural']} of 5; "
-            f"NAC on {c['nac']} of 5")
+    return (
+        f"best model at or above 1-NN on {c['best']} of 5; best neural model on {c['neural']} of 5; "
+        f"NAC on {c['nac']} of 5"
+    )
 
 
 def slash(f: dict) -> str:

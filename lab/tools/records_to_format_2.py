@@ -7,6 +7,7 @@ conversion (:func:`neurodyn.checkpoint_io.upgrade_checkpoint`). Run from the rep
 
 Kept as history, like ``rewrite_records.py``: it changed the layout of the stored configs and nothing else (the
 overrides a record lists are what its run was given, in the spelling of its day)."""
+
 from __future__ import annotations
 
 import sys

@@ -27,6 +27,7 @@ What it does to every record (the numbers the pages cite are copied as they are)
 
 It refuses to write a record that still names an absolute path or the old layout, and prints what it dropped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,61 +42,121 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: old experiment folder -> claim (``<paper>/<claim>``)
 CLAIMS = {
-    "chonn_order_v3": "chonn/order", "chonn_order_long_v3": "chonn/order_60ep",
-    "protocol_chonn_order": "chonn/order_protocol", "protocol_chonn_fig3a": "chonn/fig3a_protocol",
-    "protocol_chonn_fig3c": "chonn/fig3c_protocol", "chonn_merge_select": "chonn/merge_select",
-    **{f"chonn_merge_order_{m}": f"chonn/merge_order_{m}" for m in ("mean", "norm", "per_direction", "skip_scale",
-                                                                      "sum")},
+    "chonn_order_v3": "chonn/order",
+    "chonn_order_long_v3": "chonn/order_60ep",
+    "protocol_chonn_order": "chonn/order_protocol",
+    "protocol_chonn_fig3a": "chonn/fig3a_protocol",
+    "protocol_chonn_fig3c": "chonn/fig3c_protocol",
+    "chonn_merge_select": "chonn/merge_select",
+    **{
+        f"chonn_merge_order_{m}": f"chonn/merge_order_{m}"
+        for m in ("mean", "norm", "per_direction", "skip_scale", "sum")
+    },
     **{f"chonn_merge_poisson_{m}": f"chonn/merge_poisson_{m}" for m in ("mean", "sum")},
     **{f"chonn_poisson_v3_{m}": f"chonn/poisson_{m}" for m in ("clip", "norm", "rms", "cascade")},
-    "chonn_poisson_long_v3": "chonn/poisson_long", "chonn_darcy_v2": "chonn/darcy",
-    "chonn_darcy_long_v2": "chonn/darcy_long", "chonn_rollout_v2": "chonn/rollout",
-    "chonn_rollout_ns40_v2": "chonn/rollout_ns40", "chonn_speed": "chonn/speed",
-    "geomano_compare": "geomano/table1", "geomano_ablation": "geomano/table3", "geomano_kernel": "geomano/kernel",
-    "geomano_val": "geomano/paper_vs_ours", "protocol_geomano_lamo_equal": "geomano/lamo_equal_protocol",
-    "lamo_i19": "lamo/darcy_heads", "lamo_i19_s1": "lamo/darcy_heads", "lamo_i19_s2": "lamo/darcy_heads",
-    "lamo_ns_i19": "lamo/ns_heads", "lamo_scaling": "lamo/scaling",
+    "chonn_poisson_long_v3": "chonn/poisson_long",
+    "chonn_darcy_v2": "chonn/darcy",
+    "chonn_darcy_long_v2": "chonn/darcy_long",
+    "chonn_rollout_v2": "chonn/rollout",
+    "chonn_rollout_ns40_v2": "chonn/rollout_ns40",
+    "chonn_speed": "chonn/speed",
+    "geomano_compare": "geomano/table1",
+    "geomano_ablation": "geomano/table3",
+    "geomano_kernel": "geomano/kernel",
+    "geomano_val": "geomano/paper_vs_ours",
+    "protocol_geomano_lamo_equal": "geomano/lamo_equal_protocol",
+    "lamo_i19": "lamo/darcy_heads",
+    "lamo_i19_s1": "lamo/darcy_heads",
+    "lamo_i19_s2": "lamo/darcy_heads",
+    "lamo_ns_i19": "lamo/ns_heads",
+    "lamo_scaling": "lamo/scaling",
     "protocol_lamo_config_darcy": "lamo/darcy_config_protocol",
-    "nac_repro": "nac/table1", "nac_runtime": "nac/table5",
-    "operators_darcy": "operators/darcy", "operators_elasticity": "operators/elasticity",
-    "operators_pipe": "operators/pipe", "resolution_transfer": "operators/resolution_transfer",
+    "nac_repro": "nac/table1",
+    "nac_runtime": "nac/table5",
+    "operators_darcy": "operators/darcy",
+    "operators_elasticity": "operators/elasticity",
+    "operators_pipe": "operators/pipe",
+    "resolution_transfer": "operators/resolution_transfer",
     "resolution_transfer_lamo_tokens": "operators/resolution_transfer_tokens",
-    "ns_resolution": "operators/ns_resolution", "protocol_transolver_tuning": "operators/transolver_tuning_protocol",
-    "protocol_darcy_50": "operators/darcy_50ep_protocol", "protocol_ns4": "operators/ns4_protocol",
+    "ns_resolution": "operators/ns_resolution",
+    "protocol_transolver_tuning": "operators/transolver_tuning_protocol",
+    "protocol_darcy_50": "operators/darcy_50ep_protocol",
+    "protocol_ns4": "operators/ns4_protocol",
     "protocol_ns4_paper_configs": "operators/ns4_paper_configs_protocol",
-    "stssm_tables": "stssm/tables", "stssm_speed": "stssm/speed", "protocol_stssm_ks": "stssm/table1_protocol",
+    "stssm_tables": "stssm/tables",
+    "stssm_speed": "stssm/speed",
+    "protocol_stssm_ks": "stssm/table1_protocol",
     "protocol_stssm_table5_32": "stssm/table5_protocol",
-    "step_speed": "speed/step_speed", "compile_speed": "speed/compile_speed",
+    "step_speed": "speed/step_speed",
+    "compile_speed": "speed/compile_speed",
     "head_scan_speed": "speed/head_scan_speed",
-    "lamo_i17d": "speed/accuracy_lamo", "geomano_i17": "speed/accuracy_geomano", "stssm_i17": "speed/accuracy_stssm",
-    "uea_tuned": "time_series/uea", "uea_sequences": "time_series/uea_25nov", "uea_tuning": "time_series/uea_tuning",
+    "lamo_i17d": "speed/accuracy_lamo",
+    "geomano_i17": "speed/accuracy_geomano",
+    "stssm_i17": "speed/accuracy_stssm",
+    "uea_tuned": "time_series/uea",
+    "uea_sequences": "time_series/uea_25nov",
+    "uea_tuning": "time_series/uea_tuning",
 }
 PAGES = ("lamo", "geomano", "stssm", "chonn", "nac", "operators", "speed", "protocol")
 #: old driver file (under benchmarks/) -> its lab module
 DRIVERS = {
-    "chonn_experiments": "chonn.experiments", "chonn_speed": "chonn.speed", "geomano_ablation": "geomano.table3",
-    "geomano_compare": "geomano.table1", "geomano_kernel": "geomano.kernel", "lamo_scaling": "lamo.scaling",
-    "nac_repro": "nac.table1", "nac_runtime": "nac.table5", "tools/nac_profile": "nac.profile",
-    "ns_resolution": "operators.ns_resolution", "operators_darcy": "operators.darcy",
-    "resolution_transfer": "operators.resolution_transfer", "protocol": "protocol", "stssm_speed": "stssm.speed",
-    "stssm_tables": "stssm.tables", "uea_sequences": "time_series.uea", "uea_tuning": "time_series.uea_tuning",
+    "chonn_experiments": "chonn.experiments",
+    "chonn_speed": "chonn.speed",
+    "geomano_ablation": "geomano.table3",
+    "geomano_compare": "geomano.table1",
+    "geomano_kernel": "geomano.kernel",
+    "lamo_scaling": "lamo.scaling",
+    "nac_repro": "nac.table1",
+    "nac_runtime": "nac.table5",
+    "tools/nac_profile": "nac.profile",
+    "ns_resolution": "operators.ns_resolution",
+    "operators_darcy": "operators.darcy",
+    "resolution_transfer": "operators.resolution_transfer",
+    "protocol": "protocol",
+    "stssm_speed": "stssm.speed",
+    "stssm_tables": "stssm.tables",
+    "uea_sequences": "time_series.uea",
+    "uea_tuning": "time_series.uea_tuning",
 }
 #: the library's speed benchmarks (they stay in the library): script -> ``neurodyn bench`` name
-LIBRARY_BENCH = {"step_speed": "step-speed", "compile_speed": "compile-speed", "head_scan_speed": "head-scan-speed",
-                 "scan": "scan", "gpu": "gpu", "generators": "generators", "fno_speed": "fno-speed"}
+LIBRARY_BENCH = {
+    "step_speed": "step-speed",
+    "compile_speed": "compile-speed",
+    "head_scan_speed": "head-scan-speed",
+    "scan": "scan",
+    "gpu": "gpu",
+    "generators": "generators",
+    "fno_speed": "fno-speed",
+}
 #: ``neurodyn bench NAME`` of the experiments now in the lab -> ``python -m neurodyn_lab run NAME``
 LAB_COMMANDS = {
-    "nac_runtime": "nac/table5", "nac_repro": "nac/table1", "geomano-ablation": "geomano/table3",
-    "resolution-transfer": "operators/resolution_transfer", "chonn-order": "chonn/order",
-    "chonn-poisson": "chonn/poisson", "chonn-darcy": "chonn/darcy", "chonn-rollout": "chonn/rollout",
-    "chonn-speed": "chonn/speed", "ns-resolution": "operators/ns_resolution", "protocol": "protocol",
-    "geomano-compare": "geomano/table1", "geomano-kernel": "geomano/kernel", "lamo-scaling": "lamo/scaling",
-    "operators-darcy": "operators/darcy", "uea-sequences": "time_series/uea", "uea-tuning": "time_series/uea_tuning",
-    "stssm-speed": "stssm/speed", "stssm-table1": "stssm/table1", "stssm-table5": "stssm/table5",
+    "nac_runtime": "nac/table5",
+    "nac_repro": "nac/table1",
+    "geomano-ablation": "geomano/table3",
+    "resolution-transfer": "operators/resolution_transfer",
+    "chonn-order": "chonn/order",
+    "chonn-poisson": "chonn/poisson",
+    "chonn-darcy": "chonn/darcy",
+    "chonn-rollout": "chonn/rollout",
+    "chonn-speed": "chonn/speed",
+    "ns-resolution": "operators/ns_resolution",
+    "protocol": "protocol",
+    "geomano-compare": "geomano/table1",
+    "geomano-kernel": "geomano/kernel",
+    "lamo-scaling": "lamo/scaling",
+    "operators-darcy": "operators/darcy",
+    "uea-sequences": "time_series/uea",
+    "uea-tuning": "time_series/uea_tuning",
+    "stssm-speed": "stssm/speed",
+    "stssm-table1": "stssm/table1",
+    "stssm-table5": "stssm/table5",
 }
 #: folders outside the repository the records named -> placeholder
-OUTSIDE = {"/work/uea_stores/": "<stores>/", "/work/main/runs/bench/uea/stores/": "<stores>/",
-           "/tmp/neurodyn_nac_repro/": "<runs>/"}
+OUTSIDE = {
+    "/work/uea_stores/": "<stores>/",
+    "/work/main/runs/bench/uea/stores/": "<stores>/",
+    "/tmp/neurodyn_nac_repro/": "<runs>/",
+}
 MACHINE = re.compile(r"(?:^|[\s=(\[,;:'\"])(?:/[\w.-]+/|~/|[A-Za-z]:[\\/])")
 
 
@@ -118,17 +179,21 @@ def _replacements(olds: list[str]) -> list[tuple[re.Pattern, str]]:
         if claim_of(old):
             subs.append((rf"benchmarks/results/{re.escape(old)}(?![\w-])", f"lab/records/{claim_of(old)}"))
     subs += [(rf"benchmarks/results/{p}\.md", f"lab/pages/{p}.md") for p in PAGES]
-    subs += [(r"benchmarks/results/chonn_merge_order_<merge>", "lab/records/chonn/merge_order_<merge>"),
-             (r"benchmarks/results/", "lab/records/"), (r"benchmarks/RESULTS\.md", "lab/RESULTS.md"),
-             (r"benchmarks/README\.md", "lab/README.md")]
+    subs += [
+        (r"benchmarks/results/chonn_merge_order_<merge>", "lab/records/chonn/merge_order_<merge>"),
+        (r"benchmarks/results/", "lab/records/"),
+        (r"benchmarks/RESULTS\.md", "lab/RESULTS.md"),
+        (r"benchmarks/README\.md", "lab/README.md"),
+    ]
     for script, name in LIBRARY_BENCH.items():
         subs.append((rf"(?:\S*python3?\s+)?benchmarks/{script}\.py", f"neurodyn bench {name}"))
     for script, module in DRIVERS.items():
         subs.append((rf"(\S*python3?)\s+benchmarks/{script}\.py", rf"\1 -m neurodyn_lab.{module}"))
         subs.append((rf"benchmarks/{script}\.py", f"lab/neurodyn_lab/{module.replace('.', '/')}.py"))
     for name, new in sorted(LAB_COMMANDS.items(), key=lambda kv: len(kv[0]), reverse=True):
-        subs.append((rf"(?:\S*python3?\s+-m\s+)?neurodyn bench {re.escape(name)}(?![\w-])",
-                     f"python -m neurodyn_lab run {new}"))
+        subs.append(
+            (rf"(?:\S*python3?\s+-m\s+)?neurodyn bench {re.escape(name)}(?![\w-])", f"python -m neurodyn_lab run {new}")
+        )
     for old in sorted(olds, key=len, reverse=True):  # a report's table cell naming its old folder: | protocol_ns4 |
         if claim_of(old):
             subs.append((rf"(?<=\| ){re.escape(old)}(?= \|)", claim_of(old)))
@@ -193,7 +258,8 @@ class Rewriter:
         def leaves(d, prefix=()):
             for k, v in d.items():
                 yield from (leaves(v, (*prefix, k)) if isinstance(v, dict) else [((*prefix, k), v)])
-        (path, _), = list(leaves(moved))
+
+        ((path, _),) = list(leaves(moved))
         return f"model.{'.'.join(path)}={value}"
 
     def record(self, rec):
@@ -284,8 +350,11 @@ class Rewriter:
             if f.name == "run_result.json":
                 continue  # merged into its result.json below
             if f.suffix == ".png":
-                if re.fullmatch(r"uea_.+-.+", old.name) and not old.name.startswith("uea_tuned") \
-                        and f.name == "error_vs_time.png":
+                if (
+                    re.fullmatch(r"uea_.+-.+", old.name)
+                    and not old.name.startswith("uea_tuned")
+                    and f.name == "error_vs_time.png"
+                ):
                     self.dropped.append(f"{old.name}/{f.name} (a plot of the 25 Nov comparison; no page links it)")
                     continue
                 self.write(dest, self.png(f))
@@ -301,8 +370,9 @@ class Rewriter:
                 self.write(dest.with_name("results.json"), self.dumps(recs))
                 self.dropped.append(f"{old.name}/{f.name} (now results.json, the same {len(recs)} records)")
             elif f.name == "metrics.jsonl":
-                lines = [json.dumps(json.loads(x), separators=(",", ":")) for x in f.read_text().splitlines()
-                         if x.strip()]
+                lines = [
+                    json.dumps(json.loads(x), separators=(",", ":")) for x in f.read_text().splitlines() if x.strip()
+                ]
                 self.write(dest, "\n".join(lines) + "\n")
             elif f.suffix == ".json":
                 data = json.loads(f.read_text())
@@ -329,8 +399,9 @@ class Rewriter:
         if cfg and stored.exists():
             have = yaml.safe_load(self.config(stored.read_text()))
             want = yaml.safe_load(self.config(yaml.safe_dump(cfg)))
-            if {k: v for k, v in have.items() if k != "description"} != \
-                    {k: v for k, v in want.items() if k != "description"}:
+            if {k: v for k, v in have.items() if k != "description"} != {
+                k: v for k, v in want.items() if k != "description"
+            }:
                 raise SystemExit(f"{run}: the config of run_result.json is not the run's config.yaml")
 
     def run(self) -> None:

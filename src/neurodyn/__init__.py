@@ -5,8 +5,8 @@
 estimators over the sequence presets (:mod:`neurodyn.train.estimator`); the subpackages hold the rest
 (``models``, ``data``, ``train``, ``ops``, ``nn``).
 """
-from ._version import __version__ as __version__
 
+from ._version import __version__ as __version__
 
 
 def __getattr__(name: str):

@@ -3,6 +3,7 @@
 Neutral ground for every layer that stores tensors: ``models.save`` / ``models.load`` and the trainer
 (``neurodyn.train.checkpoint`` holds the trainer's own state: RNG states and the resume position).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,10 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
             raise
         kept = f"the previous {path.name} is kept" if path.exists() else f"no {path.name} was written"
         code = disk_full_errno(exc)
-        raise DiskFullError(f"{no_room(code, path.parent)} (writing {path.name}); {kept}; "
-                            f"{make_room(code, path.parent)} and run the same command again to resume") from None
+        raise DiskFullError(
+            f"{no_room(code, path.parent)} (writing {path.name}); {kept}; "
+            f"{make_room(code, path.parent)} and run the same command again to resume"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -48,8 +51,11 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
     """Names of the floating-point tensors of a state dict that hold NaN or Inf."""
-    return [name for name, t in state.items()
-            if torch.is_tensor(t) and (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())]
+    return [
+        name
+        for name, t in state.items()
+        if torch.is_tensor(t) and (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
+    ]
 
 
 def remove_stale_temporaries(folder: str | Path) -> list[Path]:
@@ -84,8 +90,10 @@ def check_device(device: str | torch.device, option: str = "--device") -> torch.
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ConfigError(f"{option} {device}: this machine has no usable CUDA GPU (torch.cuda.is_available() "
-                              f"is False); leave {option} out or give {option} cpu")
+            raise ConfigError(
+                f"{option} {device}: this machine has no usable CUDA GPU (torch.cuda.is_available() "
+                f"is False); leave {option} out or give {option} cpu"
+            )
         if dev.index is not None and dev.index >= count:
             raise ConfigError(f"{option} {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
     elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
@@ -111,22 +119,40 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise DataError(f"checkpoint {path} does not exist")
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, OSError, ValueError, KeyError,
-            IndexError) as exc:  # KeyError, IndexError: the unpickler reading bytes that are not a pickle
+    except (
+        RuntimeError,
+        EOFError,
+        zipfile.BadZipFile,
+        pickle.UnpicklingError,
+        OSError,
+        ValueError,
+        KeyError,
+        IndexError,
+    ) as exc:  # KeyError, IndexError: the unpickler reading bytes that are not a pickle
         hint = ""
         if path.name == "last.pt" and path.parent.name == "checkpoints":
-            hint = ("; evaluate the run's best checkpoint with `neurodyn evaluate RUN --which best`, or start "
-                    "the run over with `neurodyn train ... --fresh`")
+            hint = (
+                "; evaluate the run's best checkpoint with `neurodyn evaluate RUN --which best`, or start "
+                "the run over with `neurodyn train ... --fresh`"
+            )
         text = str(exc).strip()
         reason = unsafe_pickle_reason(exc)
         if reason is not None:
-            raise DataError(f"checkpoint {path} is not a neurodyn checkpoint: it holds Python objects that are not "
-                            f"allowed to load safely (torch.load weights_only=True): {reason}; nothing of it was "
-                            f"loaded or run{hint}") from None
+            raise DataError(
+                f"checkpoint {path} is not a neurodyn checkpoint: it holds Python objects that are not "
+                f"allowed to load safely (torch.load weights_only=True): {reason}; nothing of it was "
+                f"loaded or run{hint}"
+            ) from None
         detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
-        first = ("bytes that are not a pickle" if isinstance(exc, (KeyError, IndexError))
-                 else f"bytes that are not a pickle: {detail[0].split('. ')[0]}" if "Weights only load failed" in text
-                 else text.splitlines()[0] if text else type(exc).__name__)
+        first = (
+            "bytes that are not a pickle"
+            if isinstance(exc, (KeyError, IndexError))
+            else f"bytes that are not a pickle: {detail[0].split('. ')[0]}"
+            if "Weights only load failed" in text
+            else text.splitlines()[0]
+            if text
+            else type(exc).__name__
+        )
         raise DataError(f"checkpoint {path} is truncated or not a neurodyn checkpoint ({first[:200]}){hint}") from None
     if not isinstance(obj, dict):
         raise DataError(f"checkpoint {path} holds a {type(obj).__name__}, expected a dict written by neurodyn")
@@ -166,9 +192,20 @@ left is the right's ``section.key`` in format 2; every other train key is the sa
 FORMAT_1_LAMO_KEYS = {
     # the keys of format 1's one ``lamo`` config that only one of format 2's two models has
     "lamo": ("patch_size", "pad_multiple", "grid_size", "grid_transfer", "pos_embed", "pos_embed_interp"),
-    "lamo_mesh": ("n_slices", "slice_heads", "slice_temperature", "slice_clamp", "share_encoder", "decoder",
-                  "n_points", "slice_normalize", "slice_value_projection", "pos_channels", "placeholder",
-                  "time_embedding"),
+    "lamo_mesh": (
+        "n_slices",
+        "slice_heads",
+        "slice_temperature",
+        "slice_clamp",
+        "share_encoder",
+        "decoder",
+        "n_points",
+        "slice_normalize",
+        "slice_value_projection",
+        "pos_channels",
+        "placeholder",
+        "time_embedding",
+    ),
 }
 """How a format-0 / format-1 ``lamo`` model is read: ``variant="grid"`` is format 2's ``lamo``; ``"structured_mesh"``
 and ``"point_cloud"`` are ``lamo_mesh`` with that ``geometry``. Each keeps the keys of its model (the other model's
@@ -235,7 +272,9 @@ def checkpoint_format(ckpt: dict[str, Any], path: str | Path = "the checkpoint")
     version = ckpt.get("format_version", 0)
     if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_FORMATS:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > CHECKPOINT_FORMAT
-        raise DataError(f"checkpoint {path} has format_version {version!r}, which this neurodyn does not read "
-                        f"(formats {', '.join(map(str, READABLE_FORMATS))})"
-                        + ("; it was written by a newer neurodyn: upgrade neurodyn to load it" if newer else ""))
+        raise DataError(
+            f"checkpoint {path} has format_version {version!r}, which this neurodyn does not read "
+            f"(formats {', '.join(map(str, READABLE_FORMATS))})"
+            + ("; it was written by a newer neurodyn: upgrade neurodyn to load it" if newer else "")
+        )
     return version

@@ -15,6 +15,7 @@ Examples::
 
 ``generate`` makes data (a preset's, or a generator's); ``convert`` is the one way a real file enters the store.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,13 @@ def _values_may_start_with_dash(argv: Sequence[str], options: Sequence[str]) -> 
     out, words = [], list(argv)
     i = 0
     while i < len(words):
-        if words[i] in options and i + 1 < len(words) and words[i + 1].startswith("-") and len(words[i + 1]) > 1 \
-                and not words[i + 1].startswith("--"):
+        if (
+            words[i] in options
+            and i + 1 < len(words)
+            and words[i + 1].startswith("-")
+            and len(words[i + 1]) > 1
+            and not words[i + 1].startswith("--")
+        ):
             out.append(f"{words[i]}={words[i + 1]}")
             i += 2
             continue
@@ -112,8 +118,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
             raise ConfigError(f"--n is the number of samples to convert and must be >= 1; got {args.n}")
         options.setdefault("max_samples", args.n)
     # a bar on a terminal, a line per stage in a log (neurodyn.progress); --no-progress: only the result
-    path = convert_to_store(args.file, out=args.out, kind=kind, chunk_size=args.chunk_size,
-                            progress=False if args.no_progress else None, **options)
+    path = convert_to_store(
+        args.file,
+        out=args.out,
+        kind=kind,
+        chunk_size=args.chunk_size,
+        progress=False if args.no_progress else None,
+        **options,
+    )
     print(conversion_summary(path))
     return 0
 
@@ -126,8 +138,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.n is not None and args.n < 1:
         raise ConfigError(f"--n is the number of samples to make and must be >= 1; got {args.n}")
     if args.target in available_presets():
-        cfg = load_experiment(args.target, args.scale, [f"data.{o}" if not o.startswith("data.") else o
-                                                         for o in args.overrides])
+        cfg = load_experiment(
+            args.target, args.scale, [f"data.{o}" if not o.startswith("data.") else o for o in args.overrides]
+        )
         d = cfg["data"]
         if "generator" not in d:
             raise ConfigError(f"preset {args.target} reads an existing file ({d.get('path')}); nothing to generate")
@@ -143,8 +156,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
         raise unknown_name("preset or generator", args.target, available_presets() + available_generators())
     gcfg = gen.make_config(**options)
-    path = gen.run(gcfg, n, seed=seed, path=args.out, device=_device(args),
-                   chunk_size=args.chunk_size, shard=args.shard, progress=False if args.no_progress else None)
+    path = gen.run(
+        gcfg,
+        n,
+        seed=seed,
+        path=args.out,
+        device=_device(args),
+        chunk_size=args.chunk_size,
+        shard=args.shard,
+        progress=False if args.no_progress else None,
+    )
     if path is None:
         print(f"shard {args.shard[0]}/{args.shard[1]} done; the file is assembled when every shard has finished")
     else:
@@ -182,7 +203,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             progress = False if args.quiet else "lines" if args.no_progress else None
             final = run_experiment(cfg, run_dir, device=device, resume=not args.fresh, dist=dist, progress=progress)
             if dist.enabled:  # every rank finishes together: a rank that exits while another still writes its
-                barrier()     # summary can abort in gloo's threads ("terminate called without an active exception")
+                barrier()  # summary can abort in gloo's threads ("terminate called without an active exception")
     finally:
         if dist.enabled:  # leaving gloo's threads running at exit can abort the process
             import torch.distributed
@@ -202,16 +223,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-WHICH_HELP = ("the checkpoint: last (the final model), best (the best validation epoch) or auto (the default: best "
-              "when the validation split has at least 50 cases, else last; the choice is told on stderr)")
+WHICH_HELP = (
+    "the checkpoint: last (the final model), best (the best validation epoch) or auto (the default: best "
+    "when the validation split has at least 50 cases, else last; the choice is told on stderr)"
+)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .train.runs import evaluate_sets
 
     which, why = _which(args)
-    results = evaluate_sets(args.run, files=args.data or None, device=_device(args), which=which,
-                            progress=False if args.no_progress else None)
+    results = evaluate_sets(
+        args.run,
+        files=args.data or None,
+        device=_device(args),
+        which=which,
+        progress=False if args.no_progress else None,
+    )
     _tell_choice("evaluate", which, why)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -224,8 +252,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .train.predict import write_predictions
 
     which, why = _which(args)
-    path, metrics = write_predictions(args.run, args.data, args.out, which=which, device=_device(args),
-                                      overwrite=args.overwrite, progress=False if args.no_progress else None)
+    path, metrics = write_predictions(
+        args.run,
+        args.data,
+        args.out,
+        which=which,
+        device=_device(args),
+        overwrite=args.overwrite,
+        progress=False if args.no_progress else None,
+    )
     _tell_choice("predict", which, why)
     print(f"predictions of {args.data} written to {path}")
     if metrics:
@@ -240,8 +275,10 @@ def _which(args: argparse.Namespace) -> tuple[str, str]:
 
     if Path(args.run).is_file():
         if args.which is not None:
-            raise ConfigError(f"--which {args.which} picks a checkpoint of a run folder, and {args.run} is a "
-                              "checkpoint file itself; drop --which, or give the run folder")
+            raise ConfigError(
+                f"--which {args.which} picks a checkpoint of a run folder, and {args.run} is a "
+                "checkpoint file itself; drop --which, or give the run folder"
+            )
         return "last", ""
     if args.which not in (None, "auto"):
         return args.which, ""
@@ -286,8 +323,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = args.out or Path(args.runs_dir) / "compare" / f"{first.replace('/', '-')}-{args.scale}"
     # as train's: --quiet nothing, --no-progress no bar (the lines stay)
     progress = False if args.quiet else "lines" if args.no_progress else None
-    compare(args.presets, out, args.scale, seeds=args.seeds or [0], epochs=args.epochs, budget_seconds=budget,
-            data_from=args.data_from, overrides=args.overrides, device=_device(args), progress=progress)
+    compare(
+        args.presets,
+        out,
+        args.scale,
+        seeds=args.seeds or [0],
+        epochs=args.epochs,
+        budget_seconds=budget,
+        data_from=args.data_from,
+        overrides=args.overrides,
+        device=_device(args),
+        progress=progress,
+    )
     return 0
 
 
@@ -340,8 +387,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     what = args.what
     if what in INFO_LISTS and args.overrides:
-        raise ConfigError(f"key=value overrides ({' '.join(args.overrides)}) apply to a preset's config: "
-                          "neurodyn info PRESET [--scale S] key=value ...")
+        raise ConfigError(
+            f"key=value overrides ({' '.join(args.overrides)}) apply to a preset's config: "
+            "neurodyn info PRESET [--scale S] key=value ..."
+        )
     if what not in INFO_LISTS:
         if what not in available_presets():
             from .errors import unknown_name
@@ -360,19 +409,26 @@ def cmd_info(args: argparse.Namespace) -> int:
         for f in files:
             try:
                 s = StoredDataset(f, verify=False)
-                print(f"  {f}  [{s.attrs['generator']} v{s.attrs.get('generator_version')}, {s.n_samples} samples, "
-                      f"{', '.join(f'{k}{s.shapes[k][1:]}' for k in sorted(s.shapes) if k.startswith('fields/'))}]")
+                print(
+                    f"  {f}  [{s.attrs['generator']} v{s.attrs.get('generator_version')}, {s.n_samples} samples, "
+                    f"{', '.join(f'{k}{s.shapes[k][1:]}' for k in sorted(s.shapes) if k.startswith('fields/'))}]"
+                )
             except NeurodynError as exc:
                 print(f"  {f}  (unreadable: {exc})")
     return 0
 
 
 def _add_generate(sub) -> None:
-    g = sub.add_parser("generate", help="generate a dataset into the store ($NEURODYN_DATA)",
-                       epilog="Further key=value arguments set generator options (data.key=value for presets). "
-                              "A file you have enters through `neurodyn convert FILE`.")
-    g.add_argument("target", help="a preset (e.g. fno/darcy), a dataset file of presets (e.g. data/darcy) or a "
-                                  "generator name (e.g. darcy)")
+    g = sub.add_parser(
+        "generate",
+        help="generate a dataset into the store ($NEURODYN_DATA)",
+        epilog="Further key=value arguments set generator options (data.key=value for presets). "
+        "A file you have enters through `neurodyn convert FILE`.",
+    )
+    g.add_argument(
+        "target",
+        help="a preset (e.g. fno/darcy), a dataset file of presets (e.g. data/darcy) or a generator name (e.g. darcy)",
+    )
     g.add_argument("--scale", default="cpu", help="preset scale: tiny | cpu | paper (default cpu)")
     g.add_argument("--n", type=int, default=None, help="number of samples (default: the preset's splits, or 100)")
     g.add_argument("--seed", type=int, default=None)
@@ -385,15 +441,20 @@ def _add_generate(sub) -> None:
 
 
 def _add_convert(sub) -> None:
-    v = sub.add_parser("convert", help="convert a file you have into the store (the one way a real file enters)",
-                       epilog="Further key=value arguments are reader options, e.g. stride=5 kind=airfoil, or "
-                              "id=sensor label=activity (docs/your-own-time-series.md); kind= names the format "
-                              "(kind=person-activity | mnist | pronostia | xjtu for the sequence papers' raw files).")
-    v.add_argument("file", help="a public dataset file or Geo-FNO folder, or your time series (UEA .ts, long-format "
-                                ".csv / .parquet, .npz) or point clouds")
+    v = sub.add_parser(
+        "convert",
+        help="convert a file you have into the store (the one way a real file enters)",
+        epilog="Further key=value arguments are reader options, e.g. stride=5 kind=airfoil, or "
+        "id=sensor label=activity (docs/your-own-time-series.md); kind= names the format "
+        "(kind=person-activity | mnist | pronostia | xjtu for the sequence papers' raw files).",
+    )
+    v.add_argument(
+        "file",
+        help="a public dataset file or Geo-FNO folder, or your time series (UEA .ts, long-format "
+        ".csv / .parquet, .npz) or point clouds",
+    )
     v.add_argument("--out", default=None, help="output store file (default: $NEURODYN_DATA/imported/<name>.h5)")
-    v.add_argument("--n", type=int, default=None, help="convert only the first N samples (reader option "
-                                                       "max_samples)")
+    v.add_argument("--n", type=int, default=None, help="convert only the first N samples (reader option max_samples)")
     v.add_argument("--chunk-size", type=int, default=None)
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(func=cmd_convert)
@@ -409,79 +470,118 @@ def _add_trained_run(p: argparse.ArgumentParser, func) -> None:
 
 
 def _add_train_evaluate_predict(sub) -> None:
-    t = sub.add_parser("train", help="train a preset; re-running the same command resumes it",
-                       epilog="Further key.path=value arguments override the preset, e.g. model.width=64 "
-                              "train.epochs=20.")
+    t = sub.add_parser(
+        "train",
+        help="train a preset; re-running the same command resumes it",
+        epilog="Further key.path=value arguments override the preset, e.g. model.width=64 train.epochs=20.",
+    )
     t.add_argument("preset", help="e.g. fno/darcy (see `neurodyn info presets`)")
     t.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     t.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     t.add_argument("--runs-dir", default="runs")
     t.add_argument("--run-name", default=None, help="default: <preset>-<scale>")
     t.add_argument("--fresh", action="store_true", help="delete an existing run folder of that name first")
-    t.add_argument("--no-progress", action="store_true",
-                   help="no progress bar; the run header and one line per epoch are still printed")
-    t.add_argument("--quiet", action="store_true", help="no progress bar, no header and no epoch lines; the test "
-                                                        "metrics at the end are still printed")
+    t.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar; the run header and one line per epoch are still printed",
+    )
+    t.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar, no header and no epoch lines; the test metrics at the end are still printed",
+    )
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="evaluate a run's checkpoint on its test split, its test files, or given files")
     _add_trained_run(e, cmd_evaluate)
-    e.add_argument("--data", action="append", default=[], metavar="FILE",
-                   help="a store file to evaluate on (repeatable; e.g. the same problem at another resolution); "
-                        "default: the run's test split and its data.test_path files")
+    e.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a store file to evaluate on (repeatable; e.g. the same problem at another resolution); "
+        "default: the run's test split and its data.test_path files",
+    )
     e.add_argument("--json", action="store_true")
 
     pr = sub.add_parser("predict", help="predict a store file with a trained run (physical units) into an HDF5 file")
     _add_trained_run(pr, cmd_predict)
     pr.add_argument("--data", required=True, metavar="FILE", help="a store file with the run's input fields")
     pr.add_argument("--out", required=True, metavar="PRED.h5", help="output HDF5 file (dataset 'pred')")
-    pr.add_argument("--overwrite", action="store_true",
-                    help="replace --out when it exists (never the input, nor a run's files)")
+    pr.add_argument(
+        "--overwrite", action="store_true", help="replace --out when it exists (never the input, nor a run's files)"
+    )
 
 
 def _add_compare(sub) -> None:
-    c = sub.add_parser("compare", help="train several presets' models on one dataset at one budget and tabulate",
-                       epilog="Further key.path=value arguments, anywhere on the line, apply to every preset "
-                              "(data.* to the shared data, e.g. data.test_path=...); a word whose part before '=' "
-                              "has a dot is such an override, any other word a compared model.")
-    c.add_argument("presets", nargs="+",
-                   help="presets whose models are compared, e.g. fno/darcy lamo/darcy; LABEL=PRESET;key=value "
-                        "compares one preset under other settings, e.g. 'nac-paper=nac/sequence;model.compat=paper'")
+    c = sub.add_parser(
+        "compare",
+        help="train several presets' models on one dataset at one budget and tabulate",
+        epilog="Further key.path=value arguments, anywhere on the line, apply to every preset "
+        "(data.* to the shared data, e.g. data.test_path=...); a word whose part before '=' "
+        "has a dot is such an override, any other word a compared model.",
+    )
+    c.add_argument(
+        "presets",
+        nargs="+",
+        help="presets whose models are compared, e.g. fno/darcy lamo/darcy; LABEL=PRESET;key=value "
+        "compares one preset under other settings, e.g. 'nac-paper=nac/sequence;model.compat=paper'",
+    )
     c.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     c.add_argument("--budget", default=None, help="equal wall-clock: training time per model, e.g. 60s, 5m")
     c.add_argument("--epochs", type=int, default=None, help="equal epochs instead of equal time")
-    c.add_argument("--seeds", type=int, nargs="+", action="extend", default=None,
-                   help="seeds per model (default 0)")
-    c.add_argument("--data-from", default=None,
-                   help="the preset whose task and data all models use (default: the first)")
+    c.add_argument("--seeds", type=int, nargs="+", action="extend", default=None, help="seeds per model (default 0)")
+    c.add_argument(
+        "--data-from", default=None, help="the preset whose task and data all models use (default: the first)"
+    )
     c.add_argument("--out", default=None, help="output folder (default: <runs-dir>/compare/<first preset>-<scale>)")
     c.add_argument("--runs-dir", default="runs")
     c.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     c.add_argument("--device", default=None)
-    c.add_argument("--no-progress", action="store_true",
-                   help="no progress bars; the trainings' header and epoch lines are still printed")
-    c.add_argument("--quiet", action="store_true", help="no progress bars and no training lines; the results and "
-                                                        "the table are still printed")
+    c.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars; the trainings' header and epoch lines are still printed",
+    )
+    c.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bars and no training lines; the results and the table are still printed",
+    )
     c.set_defaults(func=cmd_compare)
 
 
 def _add_bench_kernels_info(sub) -> None:
-    b = sub.add_parser("bench", help="run a speed benchmark (tables printed, raw measurements under bench-results/)",
-                       epilog="Arguments after NAME that neurodyn does not know go to the benchmark.")
+    b = sub.add_parser(
+        "bench",
+        help="run a speed benchmark (tables printed, raw measurements under bench-results/)",
+        epilog="Arguments after NAME that neurodyn does not know go to the benchmark.",
+    )
     b.add_argument("name", nargs="?", default=None, help="benchmark name (omit or --list to list them)")
     b.add_argument("--scale", default="cpu", help="tiny | cpu | paper (default cpu)")
     b.add_argument("--list", action="store_true", help="list the benchmarks")
     b.set_defaults(func=cmd_bench)
 
     k = sub.add_parser("build-kernels", help="compile the fused CPU kernels now (otherwise on first use)")
-    k.add_argument("--allow-missing", action="store_true",
-                   help="exit 0 when they cannot be built (no compiler): the pure-PyTorch path is used")
+    k.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="exit 0 when they cannot be built (no compiler): the pure-PyTorch path is used",
+    )
     k.set_defaults(func=cmd_build_kernels)
 
-    i = sub.add_parser("info", help="list models, generators, presets and generated data; or a preset's resolved "
-                                    "config (neurodyn info fno/darcy --scale tiny)")
-    i.add_argument("what", nargs="?", default="all",
-                   help=f"{' | '.join(INFO_LISTS)} | a preset name (its config at --scale, as YAML)")
+    i = sub.add_parser(
+        "info",
+        help="list models, generators, presets and generated data; or a preset's resolved "
+        "config (neurodyn info fno/darcy --scale tiny)",
+    )
+    i.add_argument(
+        "what",
+        nargs="?",
+        default="all",
+        help=f"{' | '.join(INFO_LISTS)} | a preset name (its config at --scale, as YAML)",
+    )
     i.add_argument("--scale", default="cpu", help="the scale of a preset's config: tiny | cpu | paper (default cpu)")
     i.set_defaults(func=cmd_info)
 
@@ -489,8 +589,9 @@ def _add_bench_kernels_info(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
-    p = argparse.ArgumentParser(prog="neurodyn",
-                                description="Neural-dynamics operators: generate data, train, evaluate.")
+    p = argparse.ArgumentParser(
+        prog="neurodyn", description="Neural-dynamics operators: generate data, train, evaluate."
+    )
     p.add_argument("--version", action="version", version=f"neurodyn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_generate, _add_convert, _add_train_evaluate_predict, _add_compare, _add_bench_kernels_info):
@@ -508,8 +609,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     warnings.formatwarning = _one_line_warning
     parser = build_parser()
-    argv = _values_may_start_with_dash(list(sys.argv[1:] if argv is None else argv),
-                                       ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"))
+    argv = _values_may_start_with_dash(
+        list(sys.argv[1:] if argv is None else argv),
+        ("--budget", "--epochs", "--n", "--seed", "--chunk-size", "--run-name"),
+    )
     moved = []
     if argv and argv[0] == "compare":  # overrides may stand anywhere, even between the models or after --seeds
         from .compare import is_override

@@ -19,6 +19,7 @@ for fields, accuracy or RMSE for sequences, as mean ± std over seeds, parameter
 seconds) and ``error_vs_time.png`` (the validation metric against training seconds, one line per run). Run
 folders go to ``out_dir/runs/``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,8 @@ import torch
 from .errors import ConfigError
 from .files import check_outside_runs
 from .train.predict import TrainedRun
-from .train.runs import read_history
 from .train.queue import Job, preset_config, run_jobs
+from .train.runs import read_history
 
 __all__ = ["parse_budget", "estimate_epochs", "compare", "comparison_table", "is_override"]
 
@@ -81,8 +82,10 @@ def parse_entry(text: str) -> tuple[str, str, list[str]]:
     preset, *overrides = [part.strip() for part in rest.split(";")]
     label = label.strip() if labelled else preset
     if not preset or not label or (labelled and ("/" in label or "." in label)):
-        raise ConfigError(f"a compared model is PRESET or LABEL=PRESET;key=value;... (a label has no '/' and no "
-                          f"'.': a dotted key=value is an override); got {text!r}")
+        raise ConfigError(
+            f"a compared model is PRESET or LABEL=PRESET;key=value;... (a label has no '/' and no "
+            f"'.': a dotted key=value is an override); got {text!r}"
+        )
     return label, preset, [o for o in overrides if o]
 
 
@@ -103,18 +106,24 @@ def estimate_epochs(cfg: dict[str, Any], budget_seconds: float, device: str | to
     est = estimate_epoch(model, task, data["sets"]["train"], monitored_set(data["sets"]), tcfg, device)
     epoch = est["estimated_seconds_per_epoch"]
     epochs = 1 if est["fitted"] else max(1, int(budget_seconds // epoch))  # fitted in one pass: one epoch
-    return {"epochs": epochs, "estimated_seconds_per_epoch": epoch, "step_seconds": est["step_seconds"],
-            "params": count_parameters(model)}
+    return {
+        "epochs": epochs,
+        "estimated_seconds_per_epoch": epoch,
+        "step_seconds": est["step_seconds"],
+        "params": count_parameters(model),
+    }
 
 
-def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int,
-                   device: str | torch.device = "cpu") -> str:
+def estimate_table(cfgs: dict[str, dict[str, Any]], epochs: int, seeds: int, device: str | torch.device = "cpu") -> str:
     """Markdown: for each labelled config, its parameters, the seconds per epoch :func:`estimate_epochs` measures
     (at the current ``torch.get_num_threads()``) and the CPU hours of ``epochs`` x ``seeds`` runs of it
     (seconds x threads); the total last. What a paper experiment at our scale will cost, before it starts."""
     threads = torch.get_num_threads()
-    lines = [f"| run | params | s / epoch ({threads} thread{'s' if threads > 1 else ''}) | "
-             f"CPU-h ({epochs} epochs x {seeds} seeds) |", "|---|---:|---:|---:|"]
+    lines = [
+        f"| run | params | s / epoch ({threads} thread{'s' if threads > 1 else ''}) | "
+        f"CPU-h ({epochs} epochs x {seeds} seeds) |",
+        "|---|---:|---:|---:|",
+    ]
     total = 0.0
     for label, cfg in cfgs.items():
         estimate = estimate_epochs(cfg, 1.0, device)
@@ -139,10 +148,15 @@ def _evaluate(r: TrainedRun, progress: Any = False) -> dict[str, Any]:
             times.append(elapsed)
             errors.append(h["val"][metric])
     scores = r.evaluate(progress=progress)
-    return {"sets": {k: v.get(metric) for k, v in scores.items()}, "metric": metric,
-            "set_metrics": {k: {m: float(x) for m, x in v.items() if isinstance(x, (int, float))}
-                            for k, v in scores.items()},
-            "curve_seconds": times, "curve_rel_l2": errors}
+    return {
+        "sets": {k: v.get(metric) for k, v in scores.items()},
+        "metric": metric,
+        "set_metrics": {
+            k: {m: float(x) for m, x in v.items() if isinstance(x, (int, float))} for k, v in scores.items()
+        },
+        "curve_seconds": times,
+        "curve_rel_l2": errors,
+    }
 
 
 METRIC_NAMES = {"rel_l2": "rel. L2"}
@@ -152,9 +166,15 @@ def _field_or_sequence(task: str) -> str:
     return "sequence" if task == "sequence" else "field"
 
 
-def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrides: Sequence[str],
-                  own: dict[str, list[str]], data_from: str, device: str | torch.device = "cpu",
-                  progress: Any = False) -> dict[str, dict[str, Any]]:
+def check_presets(
+    entries: dict[str, tuple[str, list[str]]],
+    scale: str,
+    overrides: Sequence[str],
+    own: dict[str, list[str]],
+    data_from: str,
+    device: str | torch.device = "cpu",
+    progress: Any = False,
+) -> dict[str, dict[str, Any]]:
     """Every compared model's config (by label; ``entries``: label -> (preset, its overrides), as ``parse_entry``
     gives them) on the data of ``data_from``, checked before anything trains; one ConfigError naming the first one
     that does not fit and why.
@@ -172,8 +192,10 @@ def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrid
     for label, (preset, _) in entries.items():
         kind = _field_or_sequence(preset_config(preset, scale, overrides, own.get(label, ()))["task"])
         if kind != source:
-            raise ConfigError(f"preset {preset!r} is a {kind} model and cannot train on the {source} data of "
-                              f"{data_from!r}; compare presets of the same kind of task.")
+            raise ConfigError(
+                f"preset {preset!r} is a {kind} model and cannot train on the {source} data of "
+                f"{data_from!r}; compare presets of the same kind of task."
+            )
         cfgs[label] = cfg = preset_config(preset, scale, overrides, own.get(label, ()), data_from=data_from)
         tcfgs[label] = check_config(cfg)
     first = next(iter(cfgs))
@@ -192,10 +214,20 @@ def check_presets(entries: dict[str, tuple[str, list[str]]], scale: str, overrid
     return cfgs
 
 
-def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, seeds: Sequence[int] = (0,),
-            epochs: int | None = None, budget_seconds: float | None = None, data_from: str | None = None,
-            overrides: Sequence[str] = (), preset_overrides: dict[str, Sequence[str]] | None = None,
-            device: str | torch.device = "cpu", progress: Any = False) -> list[dict[str, Any]]:
+def compare(
+    presets: Sequence[str],
+    out_dir: str | Path,
+    scale: str = "cpu",
+    *,
+    seeds: Sequence[int] = (0,),
+    epochs: int | None = None,
+    budget_seconds: float | None = None,
+    data_from: str | None = None,
+    overrides: Sequence[str] = (),
+    preset_overrides: dict[str, Sequence[str]] | None = None,
+    device: str | torch.device = "cpu",
+    progress: Any = False,
+) -> list[dict[str, Any]]:
     """Train every preset's model on one dataset at one budget (module docstring); returns the records and
     writes ``compare.md`` and ``error_vs_time.png`` into ``out_dir``. ``overrides`` apply to every preset,
     ``preset_overrides[preset]`` to that one only (e.g. FNO's modes on a small grid). ``progress`` (the one idiom of
@@ -211,8 +243,10 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
     seeds = [int(s) for s in seeds]
     twice = next((s for s in seeds if seeds.count(s) > 1), None)
     if twice is not None:
-        raise ConfigError(f"seed {twice} is listed twice in --seeds {' '.join(map(str, seeds))}; one seed is one run, "
-                          "so give distinct seeds (e.g. --seeds 0 1)")
+        raise ConfigError(
+            f"seed {twice} is listed twice in --seeds {' '.join(map(str, seeds))}; one seed is one run, "
+            "so give distinct seeds (e.g. --seeds 0 1)"
+        )
     entries = {}
     for text in presets:
         label, preset, entry_overrides = parse_entry(text)
@@ -226,28 +260,49 @@ def compare(presets: Sequence[str], out_dir: str | Path, scale: str = "cpu", *, 
     unknown = sorted(set(preset_overrides or {}) - set(entries))
     if unknown:
         raise ConfigError(f"preset_overrides name presets that are not compared: {unknown}")
-    own = {label: [*entry_overrides, *(preset_overrides or {}).get(label, ())]
-           for label, (_, entry_overrides) in entries.items()}
+    own = {
+        label: [*entry_overrides, *(preset_overrides or {}).get(label, ())]
+        for label, (_, entry_overrides) in entries.items()
+    }
     cfgs = check_presets(entries, scale, overrides, own, data_from, device, progress)  # before anything trains
     for label, cfg in cfgs.items():
         preset = entries[label][0]
         if budget_seconds is not None:
             est = estimate_epochs(cfg, budget_seconds, device)
             n_epochs = est["epochs"]
-            print(f"{label}: {est['step_seconds']:.3g} s/step, ~{est['estimated_seconds_per_epoch']:.3g} s/epoch "
-                  f"-> {n_epochs} epochs in {budget_seconds:g} s", flush=True)
+            print(
+                f"{label}: {est['step_seconds']:.3g} s/step, ~{est['estimated_seconds_per_epoch']:.3g} s/epoch "
+                f"-> {n_epochs} epochs in {budget_seconds:g} s",
+                flush=True,
+            )
         else:
             n_epochs = epochs
         budget = f"{budget_seconds:g}s" if budget_seconds is not None else f"{epochs}ep"
         # the estimate sizes the schedule; the time limit holds the budget when the estimate was short
         limit = [f"train.time_limit={budget_seconds:g}"] if budget_seconds is not None else []
         for seed in seeds:
-            jobs.append(Job(name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}", preset=preset, seed=int(seed),
-                            overrides=[f"train.epochs={n_epochs}", *limit], keys={"preset": label, "budget": budget},
-                            label=label, data_from=data_from, model_overrides=own[label]))
-    records = run_jobs(jobs, out_dir, scale, evaluate=lambda r: _evaluate(r, progress), overrides=list(overrides),
-                       device=device, progress=progress,
-                       summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None))
+            jobs.append(
+                Job(
+                    name=f"{_stem(label)}-{budget}-s{seed}-{config_key(cfg)}",
+                    preset=preset,
+                    seed=int(seed),
+                    overrides=[f"train.epochs={n_epochs}", *limit],
+                    keys={"preset": label, "budget": budget},
+                    label=label,
+                    data_from=data_from,
+                    model_overrides=own[label],
+                )
+            )
+    records = run_jobs(
+        jobs,
+        out_dir,
+        scale,
+        evaluate=lambda r: _evaluate(r, progress),
+        overrides=list(overrides),
+        device=device,
+        progress=progress,
+        summary=lambda r: ", ".join(f"{k} {v:.4g}" for k, v in r["sets"].items() if v is not None),
+    )
     table = comparison_table(records, title=f"{', '.join(presets)} on the data of {data_from} ({scale} scale)")
     (out_dir / "compare.md").write_text(table)
     print("\n" + table)
@@ -276,13 +331,18 @@ def comparison_table(records: Sequence[dict[str, Any]], title: str = "") -> str:
     sets = list(dict.fromkeys(k for r in records for k in r["sets"]))
     metric = METRIC_NAMES.get(records[0].get("metric", "rel_l2"), records[0].get("metric")) if records else "rel. L2"
     lines = ([f"# {title}", ""] if title else []) + [
-        "| model (preset) | budget | seeds | " + " | ".join(f"{metric} {s}" for s in sets)
+        "| model (preset) | budget | seeds | "
+        + " | ".join(f"{metric} {s}" for s in sets)
         + " | parameters | epochs | s/epoch | training s |",
-        "| --- | --- | --- |" + " --- |" * len(sets) + " --- | --- | --- | --- |"]
+        "| --- | --- | --- |" + " --- |" * len(sets) + " --- | --- | --- | --- |",
+    ]
     for (preset, budget), rs in groups.items():
         cells = [_mean_std([r["sets"].get(s) for r in rs]) for s in sets]
-        lines.append(f"| {rs[0]['model']} ({preset}) | {budget} | {len(rs)} | " + " | ".join(cells)
-                     + f" | {rs[0]['params']:,} | {_mean_std([r['epochs'] for r in rs])} | "
-                     f"{_mean_std([r['seconds_per_epoch'] for r in rs])} | "
-                     f"{_mean_std([r['train_seconds'] for r in rs])} |")
+        lines.append(
+            f"| {rs[0]['model']} ({preset}) | {budget} | {len(rs)} | "
+            + " | ".join(cells)
+            + f" | {rs[0]['params']:,} | {_mean_std([r['epochs'] for r in rs])} | "
+            f"{_mean_std([r['seconds_per_epoch'] for r in rs])} | "
+            f"{_mean_std([r['train_seconds'] for r in rs])} |"
+        )
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ generated). It runs ``errors.check_choice`` / ``errors.check_min`` and the value
 (:func:`check_flag`, :func:`check_whole`, :func:`check_number`), each one ConfigError naming the field, the
 value and what it must be.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ def _declared(cls: type) -> dict[str, Any]:
         return {f.name: type(f.default) for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
-def check_field_types(cls: type, values: Mapping[str, Any], section: str, *, subject: str | None = None,
-                      numeric_strings: bool = False) -> dict[str, Any]:
+def check_field_types(
+    cls: type, values: Mapping[str, Any], section: str, *, subject: str | None = None, numeric_strings: bool = False
+) -> dict[str, Any]:
     """``values`` for dataclass ``cls`` with ints widened to floats where a float is declared; a value of the
     wrong simple type (int, float, bool, str) raises ConfigError naming ``section.key`` (just ``key`` when
     ``section`` is empty), the value and the expected type, after ``subject`` when given (e.g.
@@ -90,6 +92,7 @@ def _example(cls: type, key: str) -> Any:
 
 # the value checks of a config's __post_init__ (module docstring); ``what`` names the field ("NAC option eps")
 
+
 def check_flag(what: str, value: Any) -> bool:
     """``value`` if it is ``True`` or ``False``; else ConfigError ``"{what}={value!r} is not true or false"``."""
     if not isinstance(value, bool):
@@ -104,8 +107,9 @@ def check_whole(what: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-def check_number(what: str, value: Any, *, minimum: float | None = None, above: float | None = None,
-                 why: str = "") -> float:
+def check_number(
+    what: str, value: Any, *, minimum: float | None = None, above: float | None = None, why: str = ""
+) -> float:
     """``value`` as a float if it is a real number (not a bool) ``>= minimum`` and ``> above`` (each bound when
     given); else ConfigError naming the bound, followed by ``why`` (e.g. ``" (0: t / euler_steps)"``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -3,6 +3,7 @@
 Every user-facing failure is one sentence that names what was wrong (file, field, shape, value) and
 what was expected. Unknown names suggest the closest known ones.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -113,5 +114,6 @@ def optional_import(module: str, needed_for: str, install: str):
     try:
         return importlib.import_module(module)
     except ImportError:  # depends on the environment
-        raise ConfigError(f"{needed_for} needs the {module.split('.')[0]!r} package, which is not installed: "
-                          f"{install}") from None
+        raise ConfigError(
+            f"{needed_for} needs the {module.split('.')[0]!r} package, which is not installed: {install}"
+        ) from None

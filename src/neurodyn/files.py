@@ -12,6 +12,7 @@
   it holds one (:func:`holds_run_marker`). :func:`enclosing_run` finds the run folder a path lies in, and
   :func:`check_outside_runs` refuses to write a file there: a run's files are written by its training alone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,12 @@ RUN_MARKER = ".neurodyn-run"
 library and its version), never by hand. Training, resuming and ``--fresh`` take only a folder that holds it."""
 
 NAME_MAX = 255  # bytes of one folder entry on Linux and macOS file systems
-_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device"}
+_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 def special_kind(path: str | Path) -> str | None:
@@ -48,8 +53,9 @@ def check_not_special(path: str | Path, what: str = "file") -> None:
     """Raise one DataError when ``path`` is a named pipe, socket or device (reading one would block)."""
     kind = special_kind(path)
     if kind is not None:
-        raise DataError(f"{what} {path} is {kind}, not a regular file; give the path of a file (copy the data into "
-                        "one first)")
+        raise DataError(
+            f"{what} {path} is {kind}, not a regular file; give the path of a file (copy the data into one first)"
+        )
 
 
 def side_path(path: str | Path, prefix: str = ".", suffix: str = "", reserve: int = 0) -> Path:
@@ -95,7 +101,7 @@ def remove_dead_temporaries(path: str | Path) -> list[Path]:
     stem = _temporary_stem(path).name
     removed = []
     for tmp in Path(path).parent.glob(f"{glob.escape(stem)}.*.tmp") if Path(path).parent.is_dir() else []:
-        pid = tmp.name[len(stem) + 1:-len(".tmp")]
+        pid = tmp.name[len(stem) + 1 : -len(".tmp")]
         if pid.isdigit() and not _alive(int(pid)) and not tmp.is_symlink():
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
@@ -177,5 +183,7 @@ def check_outside_runs(path: str | Path, what: str, owner: str | Path | None = N
     run folder of the training that writes ``path``, which may)."""
     run = enclosing_run(path)
     if run is not None and (owner is None or run != Path(owner).resolve()):
-        raise DataError(f"{what} {path} lies in the run folder {run}, whose files only its training writes; choose a "
-                        "path outside every run folder")
+        raise DataError(
+            f"{what} {path} lies in the run folder {run}, whose files only its training writes; choose a "
+            "path outside every run folder"
+        )

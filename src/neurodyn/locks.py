@@ -14,14 +14,15 @@ sentence and left as it is, and so is a folder where no lock file can be made (r
 Within one process the lock is re-entrant (the command line takes a run folder's lock before ``--fresh`` removes
 the folder, and the training it then starts takes it again). Where the platform has no ``flock`` there is no lock.
 """
+
 from __future__ import annotations
 
 import contextlib
 import datetime
 import errno
 import os
-import stat
 import socket
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,8 +77,9 @@ def hold(lock: str | Path, what: str, advice: str = "", wait: bool = False) -> I
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LockUnusable(f"cannot create the folder {lock.parent} for the lock of {what} ({exc.strerror or exc}); "
-                           "use another folder") from None
+        raise LockUnusable(
+            f"cannot create the folder {lock.parent} for the lock of {what} ({exc.strerror or exc}); use another folder"
+        ) from None
     fh = _acquire(lock, fcntl, wait, what)
     if fh is None:
         raise LockHeld(f"{what} is in use by {holder_of(lock)}" + (f"; {advice}" if advice else "")) from None
@@ -90,8 +92,10 @@ def hold(lock: str | Path, what: str, advice: str = "", wait: bool = False) -> I
         fh.flush()
     except OSError as exc:
         fh.close()
-        raise LockUnusable(f"cannot write the lock file {lock} of {what} ({exc.strerror or exc}); free space "
-                           f"there, or use another folder") from None
+        raise LockUnusable(
+            f"cannot write the lock file {lock} of {what} ({exc.strerror or exc}); free space "
+            f"there, or use another folder"
+        ) from None
     _HELD[key] = [fh, 1]
     try:
         yield
@@ -135,15 +139,23 @@ def _open(lock: Path, what: str):
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP or os.path.islink(lock):
-            raise LockUnusable(f"the lock file {lock} of {what} is a symbolic link, which a lock never follows; "
-                               f"{fix}") from None
+            raise LockUnusable(
+                f"the lock file {lock} of {what} is a symbolic link, which a lock never follows; {fix}"
+            ) from None
         if exc.errno == errno.EISDIR or os.path.isdir(lock):
             raise LockUnusable(f"the lock file {lock} of {what} is a folder; {fix}") from None
-        raise LockUnusable(f"cannot create the lock file {lock} of {what} ({exc.strerror or exc}); make "
-                           f"{lock.parent} writable, or use another folder") from None
+        raise LockUnusable(
+            f"cannot create the lock file {lock} of {what} ({exc.strerror or exc}); make "
+            f"{lock.parent} writable, or use another folder"
+        ) from None
     info = os.fstat(fd)
-    problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode)
-               else "is a hard link to another file" if info.st_nlink > 1 else None)
+    problem = (
+        "is not a regular file"
+        if not stat.S_ISREG(info.st_mode)
+        else "is a hard link to another file"
+        if info.st_nlink > 1
+        else None
+    )
     if problem:
         os.close(fd)
         raise LockUnusable(f"the lock file {lock} of {what} {problem}; {fix}")
@@ -156,5 +168,7 @@ def _check_content(fh, lock: Path, what: str) -> None:
     head = fh.read(len(_HOLDER_LINE))
     if head and head != _HOLDER_LINE:
         fh.close()
-        raise LockUnusable(f"{lock} (the lock file of {what}) holds something other than a neurodyn lock; move it "
-                           f"away (nothing was changed), or use another folder for {what}")
+        raise LockUnusable(
+            f"{lock} (the lock file of {what}) holds something other than a neurodyn lock; move it "
+            f"away (nothing was changed), or use another folder for {what}"
+        )

@@ -7,6 +7,7 @@ says: ``a (permeability)``, ``u (solution (pressure))``; a converted file's fiel
 titles and axis labels into the PNG's text chunks (``Title``, ``Description``), so a reader (or a test) finds them
 without looking at the pixels.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,9 +55,16 @@ def _set_title(fig, title: str) -> None:
         fig.suptitle(title, fontsize=10)
 
 
-def plot_point_cloud_predictions(pos: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
-                                 channel: int = 0, mask: torch.Tensor | None = None, title: str = "",
-                                 target: str = "target") -> Path:
+def plot_point_cloud_predictions(
+    pos: torch.Tensor,
+    y: torch.Tensor,
+    pred: torch.Tensor,
+    path: str | Path,
+    channel: int = 0,
+    mask: torch.Tensor | None = None,
+    title: str = "",
+    target: str = "target",
+) -> Path:
     """Rows of target / prediction / |error| of a few point clouds, each point drawn at its coordinates (the first
     two of ``pos``) and coloured by the value. pos: (B, P, d), y and pred: (B, P, C); mask (B, P): real points
     (padding is not drawn). ``target``: the target field's name for the panels (e.g. ``u (von Mises stress)``)."""
@@ -70,12 +78,23 @@ def plot_point_cloud_predictions(pos: torch.Tensor, y: torch.Tensor, pred: torch
         err = np.abs(pred[i, k] - y[i, k])
         lo, hi = y[i, k].min(), y[i, k].max()
         rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, k]), 1e-12)
-        for ax, (vals, name, lim, cmap) in zip(axes[i], ((y[i, k], f"target {target}", (lo, hi), "viridis"),
-                                                         (pred[i, k], f"prediction of {target}", (lo, hi), "viridis"),
-                                                         (err, f"|error| of {target} (rel. L2 {rel:.3g})", None,
-                                                          "magma"))):
-            sc = ax.scatter(px, py, c=vals, s=6, cmap=cmap, vmin=None if lim is None else lim[0],
-                            vmax=None if lim is None else lim[1])
+        for ax, (vals, name, lim, cmap) in zip(
+            axes[i],
+            (
+                (y[i, k], f"target {target}", (lo, hi), "viridis"),
+                (pred[i, k], f"prediction of {target}", (lo, hi), "viridis"),
+                (err, f"|error| of {target} (rel. L2 {rel:.3g})", None, "magma"),
+            ),
+        ):
+            sc = ax.scatter(
+                px,
+                py,
+                c=vals,
+                s=6,
+                cmap=cmap,
+                vmin=None if lim is None else lim[0],
+                vmax=None if lim is None else lim[1],
+            )
             ax.set_title(f"{name}, {int(k.sum())} points", fontsize=9)
             ax.set_xlabel("coordinate 0"), ax.set_ylabel("coordinate 1" if d > 1 else "")
             ax.set_aspect("equal", adjustable="datalim")
@@ -84,8 +103,16 @@ def plot_point_cloud_predictions(pos: torch.Tensor, y: torch.Tensor, pred: torch
     return save_figure(fig, path)
 
 
-def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path: str | Path,
-                     channel: int = 0, title: str = "", source: str = "input", target: str = "target") -> Path:
+def plot_predictions(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    pred: torch.Tensor,
+    path: str | Path,
+    channel: int = 0,
+    title: str = "",
+    source: str = "input",
+    target: str = "target",
+) -> Path:
     """Rows of input / target / prediction / |error| for a few samples.
 
     x: (B, *spatial, C_in), y and pred: (B, *spatial, C_out); 2-D grids are drawn as images, 1-D as lines (point
@@ -102,13 +129,20 @@ def plot_predictions(x: torch.Tensor, y: torch.Tensor, pred: torch.Tensor, path:
             err = np.abs(pred[i, ..., channel] - y[i, ..., channel])
             lo, hi = y[i, ..., channel].min(), y[i, ..., channel].max()
             rel = np.linalg.norm(err) / max(np.linalg.norm(y[i, ..., channel]), 1e-12)
-            panels = [(x[i, ..., 0], f"input {source}", None, "viridis"),
-                      (y[i, ..., channel], f"target {target}", (lo, hi), "viridis"),
-                      (pred[i, ..., channel], f"prediction of {target}", (lo, hi), "viridis"),
-                      (err, f"|error| of {target} (rel. L2 {rel:.3g})", None, "magma")]
+            panels = [
+                (x[i, ..., 0], f"input {source}", None, "viridis"),
+                (y[i, ..., channel], f"target {target}", (lo, hi), "viridis"),
+                (pred[i, ..., channel], f"prediction of {target}", (lo, hi), "viridis"),
+                (err, f"|error| of {target} (rel. L2 {rel:.3g})", None, "magma"),
+            ]
             for ax, (img, name, lim, cmap) in zip(axes[i], panels):
-                im = ax.imshow(img.T, origin="lower", cmap=cmap, vmin=None if lim is None else lim[0],
-                               vmax=None if lim is None else lim[1])
+                im = ax.imshow(
+                    img.T,
+                    origin="lower",
+                    cmap=cmap,
+                    vmin=None if lim is None else lim[0],
+                    vmax=None if lim is None else lim[1],
+                )
                 ax.set_title(name, fontsize=8)
                 ax.set_xticks([]), ax.set_yticks([])
                 ax.set_xlabel("x (grid index)", fontsize=7), ax.set_ylabel("y (grid index)", fontsize=7)
@@ -141,9 +175,15 @@ def _integer_epochs(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, objective: str = "loss",
-                        metric: str = "rel_l2", title: str = "", same_quantity: bool = False,
-                        log: bool = True) -> Path:
+def plot_learning_curve(
+    history: Sequence[dict[str, Any]],
+    path: str | Path,
+    objective: str = "loss",
+    metric: str = "rel_l2",
+    title: str = "",
+    same_quantity: bool = False,
+    log: bool = True,
+) -> Path:
     """The training objective (``objective``: the loss's name, the mean over each epoch's batches while it trains)
     and the validation metric ``metric`` (after each epoch) against the epoch (integer ticks).
 
@@ -162,8 +202,11 @@ def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, obj
         fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharex=True)
     draw = (lambda ax: ax.semilogy) if log else (lambda ax: ax.plot)
     if epochs:
-        train_label = (f"training {name} (objective, mean over each epoch's batches)" if same_quantity
-                       else f"training objective ({objective})")
+        train_label = (
+            f"training {name} (objective, mean over each epoch's batches)"
+            if same_quantity
+            else f"training objective ({objective})"
+        )
         draw(axes[0])(epochs, losses, "s-", ms=3, color="C0", label=train_label)
     if ev:
         draw(axes[1])(*zip(*ev), "o-", ms=3, color="C1", label=f"validation {name} (after each epoch)")
@@ -181,10 +224,17 @@ def plot_learning_curve(history: Sequence[dict[str, Any]], path: str | Path, obj
         axes[0].set_title(f"training objective: {objective}", fontsize=9)
         axes[1].set_ylabel(f"validation {name}")
         axes[1].set_title(f"validation {name}" + ("" if ev else " (none: no validation split)"), fontsize=9)
-        fig.text(0.5, 0.005, f"Two panels: the training objective ({objective}, on the training batches as they are "
-                             f"trained) and the validation {name} (as the task evaluates) are different quantities, "
-                             "so their levels do not compare; read each curve's trend.",
-                 ha="center", va="bottom", fontsize=7.5, color="0.3")
+        fig.text(
+            0.5,
+            0.005,
+            f"Two panels: the training objective ({objective}, on the training batches as they are "
+            f"trained) and the validation {name} (as the task evaluates) are different quantities, "
+            "so their levels do not compare; read each curve's trend.",
+            ha="center",
+            va="bottom",
+            fontsize=7.5,
+            color="0.3",
+        )
     _set_title(fig, title)
     return save_figure(fig, path, rect=None if same_quantity else (0, 0.04, 1, 1))
 
@@ -203,8 +253,13 @@ def plot_rollout_error(per_step: Sequence[float], path: str | Path, label: str =
     return save_figure(fig, path)
 
 
-def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, title: str = "",
-                        baselines: Sequence[str] = (), log: bool = False) -> Path:
+def plot_rollout_curves(
+    curves: dict[str, Sequence[float]],
+    path: str | Path,
+    title: str = "",
+    baselines: Sequence[str] = (),
+    log: bool = False,
+) -> Path:
     """Per-step relative L2 of several models on one axis (one curve per name; ``baselines`` dashed)."""
     path = Path(path)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
@@ -218,8 +273,15 @@ def plot_rollout_curves(curves: dict[str, Sequence[float]], path: str | Path, ti
     return save_figure(fig, path, dpi=120)
 
 
-def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | Path, channel: int = 0,
-                           fps: int = 4, title: str = "", target: str = "target") -> Path:
+def plot_rollout_animation(
+    truth: torch.Tensor,
+    pred: torch.Tensor,
+    path: str | Path,
+    channel: int = 0,
+    fps: int = 4,
+    title: str = "",
+    target: str = "target",
+) -> Path:
     """GIF of target vs prediction vs error over a rollout; truth, pred: (T, *spatial, C), 1-D or 2-D. ``title``
     (the run and data) heads every frame, with the step; ``target`` names the field."""
     from matplotlib.animation import FuncAnimation, PillowWriter
@@ -230,9 +292,16 @@ def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | 
     err_max = max(np.abs(pred - truth).max(), 1e-12)
     if truth.ndim == 3:
         fig, axes = plt.subplots(1, 3, figsize=(10, 3.4))
-        ims = [ax.imshow(img.T, origin="lower", vmin=v0, vmax=v1, cmap=cm) for ax, img, v0, v1, cm in
-               zip(axes, (truth[0], pred[0], np.abs(pred[0] - truth[0])), (lo, lo, 0), (hi, hi, err_max),
-                   ("viridis", "viridis", "magma"))]
+        ims = [
+            ax.imshow(img.T, origin="lower", vmin=v0, vmax=v1, cmap=cm)
+            for ax, img, v0, v1, cm in zip(
+                axes,
+                (truth[0], pred[0], np.abs(pred[0] - truth[0])),
+                (lo, lo, 0),
+                (hi, hi, err_max),
+                ("viridis", "viridis", "magma"),
+            )
+        ]
         for ax, name in zip(axes, (f"target {target}", f"prediction of {target}", f"|error| of {target}")):
             ax.set_title(name, fontsize=9), ax.set_xticks([]), ax.set_yticks([])
 
@@ -252,6 +321,7 @@ def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | 
             lt.set_ydata(truth[k]), lp.set_ydata(pred[k])
             ax.set_title(f"{title}\nrollout step {k + 1}" if title else f"rollout step {k + 1}", fontsize=9)
             return lt, lp
+
     anim = FuncAnimation(fig, update, frames=len(truth), blit=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     anim.save(path, writer=PillowWriter(fps=fps))
@@ -262,6 +332,7 @@ def plot_rollout_animation(truth: torch.Tensor, pred: torch.Tensor, path: str | 
 # --------------------------------------------------------------------------------------------------
 # The plots of a trained run folder
 # --------------------------------------------------------------------------------------------------
+
 
 def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> list[str]:
     """Draw a trained run's plots into its folder from its last checkpoint and ``metrics.jsonl``, and link them
@@ -290,16 +361,21 @@ def write_run_plots(run_dir: str | Path, device: str | torch.device = "cpu") -> 
     training_file = _store_name(run.cfg)
     curve_title = run_title(run, f"trained on {training_file}" if training_file else "")
     if getattr(run.task, "name", "") == "sequence":
-        plot_sequence_learning_curve(history, run.task.monitor[0], run_dir / "learning_curve.png",
-                                     objective="cross-entropy" if run.task.kind == "classification"
-                                     else "MSE of normalised targets", title=curve_title)
+        plot_sequence_learning_curve(
+            history,
+            run.task.monitor[0],
+            run_dir / "learning_curve.png",
+            objective="cross-entropy" if run.task.kind == "classification" else "MSE of normalised targets",
+            title=curve_title,
+        )
     else:
         loss = str(run.train_config.loss)
         # a steady task's objective is its loss of the predictions in the data's units, batch by batch: trained on
         # rel_l2, it is the validation metric measured on the training batches (the same quantity, one axis)
         same = loss == "rel_l2" and getattr(run.task, "name", "") == "steady"
-        plot_learning_curve(history, run_dir / "learning_curve.png", objective=loss, title=curve_title,
-                            same_quantity=same)
+        plot_learning_curve(
+            history, run_dir / "learning_curve.png", objective=loss, title=curve_title, same_quantity=same
+        )
     written.append("learning_curve.png")
     link_plots(run_dir, written)
     return written
@@ -322,8 +398,9 @@ def _store_name(cfg: dict[str, Any]) -> str:
         return ""
     try:
         gen = get_generator(data["generator"])
-        return gen.default_path(gen.make_config(**data_options(data)), stored_samples(data),
-                                int(data.get("seed", 0))).name
+        return gen.default_path(
+            gen.make_config(**data_options(data)), stored_samples(data), int(data.get("seed", 0))
+        ).name
     except NeurodynError:  # a config of an older generator version: its name says enough
         return f"{data['generator']} data"
 
@@ -383,8 +460,14 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
     data = f"{label}" + (f" of {file}" if file and label == "test split" else f" ({file})" if file else "")
     if getattr(task, "name", "") == "sequence":
         classes = getattr(dataset, "classes", None)  # the test split's (the training store's) class names
-        plot_sequence_predictions(task, model, batches(dataset, run.eval_batch_size, device), out,
-                                  title=run_title(run, data), class_names=classes)
+        plot_sequence_predictions(
+            task,
+            model,
+            batches(dataset, run.eval_batch_size, device),
+            out,
+            title=run_title(run, data),
+            class_names=classes,
+        )
         return [out.name]
     n_plot = run.train_config.logging.n_plot
     batch = next(batches(dataset, n_plot, device, count=n_plot))
@@ -393,19 +476,32 @@ def _plot_set(run, dataset, out: Path, label: str, run_dir: Path, first: bool, d
     title = run_title(run, f"{data}, first {batch['y'].shape[0]} sample(s)")
     if not isinstance(task, AutoregressiveTask):
         if getattr(task, "grid", True) is False and batch.get("pos") is not None:
-            plot_point_cloud_predictions(batch["pos"], batch["y"], pred, out, mask=batch.get("mask"), title=title,
-                                         target=target)
+            plot_point_cloud_predictions(
+                batch["pos"], batch["y"], pred, out, mask=batch.get("mask"), title=title, target=target
+            )
         else:
             plot_predictions(batch["x"], batch["y"], pred, out, title=title, source=source, target=target)
         return [out.name]
     frames = [to_frames(t, task.channels, task.fac) for t in (batch["y"], pred)]
     history_frames = to_frames(batch["x"], task.channels, task.fac)
-    plot_predictions(history_frames[:, -1], frames[0][:, -1], frames[1][:, -1], out, title=title + ", last step",
-                     source=f"{source}, last given frame", target=f"{target} at the last step")
+    plot_predictions(
+        history_frames[:, -1],
+        frames[0][:, -1],
+        frames[1][:, -1],
+        out,
+        title=title + ", last step",
+        source=f"{source}, last given frame",
+        target=f"{target} at the last step",
+    )
     written = [out.name]
     if first:
-        plot_rollout_animation(frames[0][0], frames[1][0], run_dir / "rollout.gif",
-                               title=run_title(run, f"{data}, sample 0"), target=target)
+        plot_rollout_animation(
+            frames[0][0],
+            frames[1][0],
+            run_dir / "rollout.gif",
+            title=run_title(run, f"{data}, sample 0"),
+            target=target,
+        )
         written.append("rollout.gif")
         name = "test" if label == "test split" else label.split("'")[1]
         per_step = read_test_metrics(run_dir).get(name, {}).get("last", {}).get("rel_l2_per_step")
@@ -435,7 +531,7 @@ def link_plots(run_dir: str | Path, names: Sequence[str]) -> None:
         return
     lines = summary.read_text().splitlines()
     if PLOTS_HEADER in lines:
-        lines = lines[:lines.index(PLOTS_HEADER)]
+        lines = lines[: lines.index(PLOTS_HEADER)]
     lines = [ln for ln in lines if not ln.startswith("![")]
     while lines and not lines[-1].strip():
         lines.pop()
@@ -445,8 +541,9 @@ def link_plots(run_dir: str | Path, names: Sequence[str]) -> None:
     summary.write_text("\n".join(lines).rstrip("\n") + "\n")
 
 
-def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str | Path, title: str = "",
-                              class_names: Sequence[str] | None = None) -> Path:
+def plot_sequence_predictions(
+    task, model: torch.nn.Module, batches, path: str | Path, title: str = "", class_names: Sequence[str] | None = None
+) -> Path:
     """Confusion matrix (classification: row-normalised, counts written in the cells, ``class_names`` on the axes,
     else class indices) or prediction against target (regression, one panel per target) of a sequence task."""
     preds, ys = [], []
@@ -474,8 +571,15 @@ def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str |
             for i in range(k):
                 for j in range(k):
                     if cm[i, j]:
-                        ax.text(j, i, f"{int(cm[i, j])}", ha="center", va="center", fontsize=7,
-                                color="white" if cm[i, j] / max(cm[i].sum(), 1) > 0.5 else "black")
+                        ax.text(
+                            j,
+                            i,
+                            f"{int(cm[i, j])}",
+                            ha="center",
+                            va="center",
+                            fontsize=7,
+                            color="white" if cm[i, j] / max(cm[i].sum(), 1) > 0.5 else "black",
+                        )
         ax.set_xticks(range(k), names, rotation=45 if max(map(len, names)) > 3 else 0, ha="right", fontsize=8)
         ax.set_yticks(range(k), names, fontsize=8)
         ax.set_xlabel("predicted class"), ax.set_ylabel("true class")
@@ -496,16 +600,24 @@ def plot_sequence_predictions(task, model: torch.nn.Module, batches, path: str |
     return save_figure(fig, path)
 
 
-def plot_sequence_learning_curve(history: Sequence[dict[str, Any]], key: str, path: str | Path,
-                                 objective: str = "loss", title: str = "") -> Path:
+def plot_sequence_learning_curve(
+    history: Sequence[dict[str, Any]], key: str, path: str | Path, objective: str = "loss", title: str = ""
+) -> Path:
     """The training objective (``objective``) and the monitored validation metric ``key`` per epoch, in two panels
     (:func:`plot_learning_curve`: different quantities; accuracy is not log-scaled)."""
-    return plot_learning_curve(history, path, objective=objective, metric=key, title=title,
-                               log=key not in ("accuracy", "balanced_accuracy", "r2"))
+    return plot_learning_curve(
+        history,
+        path,
+        objective=objective,
+        metric=key,
+        title=title,
+        log=key not in ("accuracy", "balanced_accuracy", "r2"),
+    )
 
 
-def plot_seed_mean_curves(groups: dict[str, Sequence[Sequence[float]]], path: str | Path, ylabel: str,
-                          title: str = "", log: bool = False) -> dict[str, np.ndarray]:
+def plot_seed_mean_curves(
+    groups: dict[str, Sequence[Sequence[float]]], path: str | Path, ylabel: str, title: str = "", log: bool = False
+) -> dict[str, np.ndarray]:
     """Per-epoch curves of several runs per label: the mean over each label's runs (cut to the shortest) on one
     axis, labelled with the run count. Returns ``label -> mean curve`` (labels without runs are skipped)."""
     means = {}
@@ -537,8 +649,9 @@ def plot_error_vs_time(records: Sequence[dict[str, Any]], path: str | Path) -> P
         key = f"{r['model']} ({r['preset']})"
         first = key not in colours
         colours.setdefault(key, f"C{len(colours) % 10}")
-        ax.plot(r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2,
-                label=key if first else None)
+        ax.plot(
+            r["curve_seconds"], r["curve_rel_l2"], color=colours[key], marker=".", lw=1.2, label=key if first else None
+        )
     metric = records[0].get("metric", "rel_l2") if records else "rel_l2"
     name = {"rel_l2": "relative L2", "rmse": "RMSE", "accuracy": "accuracy"}.get(metric, metric)
     ax.set_xlabel("training time (s)")

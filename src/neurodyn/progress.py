@@ -25,6 +25,7 @@ an estimate, in lines mode, the first units' pace is extrapolated once and said 
 it starts by the model itself where it can (``model.predict_seconds(n) -> (seconds, what was timed)``:
 :func:`predict_estimate`; the fitted baselines of :mod:`neurodyn.baselines`, whose DTW 1-NN can take hours).
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,8 +35,15 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["CLOSING_LINE_SECONDS", "LONG_SECONDS", "Stage", "progress_style", "duration", "evaluate_stage",
-           "predict_estimate"]
+__all__ = [
+    "CLOSING_LINE_SECONDS",
+    "LONG_SECONDS",
+    "Stage",
+    "progress_style",
+    "duration",
+    "evaluate_stage",
+    "predict_estimate",
+]
 
 LONG_SECONDS = 60.0
 """A stage estimated to take longer says so before it starts."""
@@ -57,8 +65,10 @@ def progress_style(progress: Any) -> str:
         return "off"
     if progress == "lines":
         return "lines"
-    raise ConfigError(f"progress must be None (a bar on a terminal, else lines), 'lines', True (a bar) or False "
-                      f"(nothing); got {progress!r}")
+    raise ConfigError(
+        f"progress must be None (a bar on a terminal, else lines), 'lines', True (a bar) or False "
+        f"(nothing); got {progress!r}"
+    )
 
 
 def duration(seconds: float) -> str:
@@ -80,8 +90,16 @@ class Stage:
     expected to take, measured before it starts (None: not estimated); ``detail``: what the estimate rests on.
     Lines go to ``stream`` (stderr)."""
 
-    def __init__(self, what: str, total: int, unit: str = "sample", progress: Any = None,
-                 estimate: float | None = None, detail: str = "", stream=None):
+    def __init__(
+        self,
+        what: str,
+        total: int,
+        unit: str = "sample",
+        progress: Any = None,
+        estimate: float | None = None,
+        detail: str = "",
+        stream=None,
+    ):
         self.what, self.total, self.unit = what, int(total), unit
         self.style = progress_style(progress)
         self.estimate, self.detail = estimate, detail
@@ -113,8 +131,14 @@ class Stage:
                 self._say(f"{self.what}: {self._units(self.total)}{about}")
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=self.total, desc=self.what, unit=self.unit, leave=False, dynamic_ncols=True,
-                             file=self.stream or sys.stderr)
+            self._bar = tqdm(
+                total=self.total,
+                desc=self.what,
+                unit=self.unit,
+                leave=False,
+                dynamic_ncols=True,
+                file=self.stream or sys.stderr,
+            )
         return self
 
     def update(self, n: int = 1) -> None:
@@ -127,8 +151,9 @@ class Stage:
             rest = elapsed / self.done * (self.total - self.done)
             self._told = True  # one extrapolation, from the first units
             if rest > LONG_SECONDS:
-                self._say(f"{self.what}: about {duration(rest)} more ({self._units(self.done)} took "
-                          f"{duration(elapsed)})")
+                self._say(
+                    f"{self.what}: about {duration(rest)} more ({self._units(self.done)} took {duration(elapsed)})"
+                )
 
     def track(self, items: Iterable[T], size: Callable[[T], int] = lambda item: 1) -> Iterator[T]:
         """The items of ``items``, each counted (``size(item)`` units) once the consumer asks for the next."""
@@ -154,8 +179,9 @@ def predict_estimate(model: Any, n: int) -> tuple[float | None, str]:
     return found if found is not None else (None, "")
 
 
-def evaluate_stage(task: Any, model: Any, batches: Iterable[dict[str, Any]], n: int, what: str,
-                   progress: Any = False, **kwargs: Any) -> dict[str, Any]:
+def evaluate_stage(
+    task: Any, model: Any, batches: Iterable[dict[str, Any]], n: int, what: str, progress: Any = False, **kwargs: Any
+) -> dict[str, Any]:
     """``task.evaluate(model, batches, **kwargs)`` as one :class:`~neurodyn.progress.Stage` of ``n`` samples
     (``what``: its name; ``progress``: the one idiom), with the model's estimate (:func:`predict_estimate`)."""
     estimate, detail = predict_estimate(model, n) if progress is not False else (None, "")

@@ -10,6 +10,7 @@ before anything else, so each case must leave the world as it was: the run folde
 generated or loaded into the data folder, and nothing else was written. The whole table runs in seconds (no data,
 no model is allocated).
 """
+
 import dataclasses
 import re
 
@@ -24,8 +25,12 @@ from neurodyn.train.run_folder import why_not_a_run_folder
 
 CASES = [
     # (case, preset, override, words of the error)
-    ("lamo_mesh-geometry", "lamo/pipe", "model.geometry=bogus",
-     "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'; got 'bogus'"),
+    (
+        "lamo_mesh-geometry",
+        "lamo/pipe",
+        "model.geometry=bogus",
+        "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'; got 'bogus'",
+    ),
     ("lamo-width", "lamo/darcy", "model.width=-3", "lamo config field width must be >= 1; got -3"),
     ("lamo-ssm-d_state", "lamo/darcy", "model.ssm.d_state=0", "ssm.d_state must be >= 1, got 0"),
     ("lamo-ssm-layout", "lamo/darcy", "model.ssm.layout=fast", "ssm.layout must be one of"),
@@ -33,16 +38,29 @@ CASES = [
     ("fno-padding", "fno/darcy", "model.padding=2.0", "FNO padding is a fraction of the grid size in [0, 1]; got 2.0"),
     ("ffno-activation", "ffno/ks-nu0.1", "model.activation=swish", "FFNO activation must be one of"),
     ("s4ffno-memory-after", "s4ffno/ks-nu0.1", "model.memory_after=99", "S4FFNO memory_after must be in 0..n_layers"),
-    ("geomano-ssm-kind", "geomano/darcy", "model.ssm.kind=3d", "ssm.kind ('1d': vanilla GeoMamba-SSM, '2d': "
-     "2DGeoMamba-SSM) must be one of '1d', '2d'; got '3d'"),
+    (
+        "geomano-ssm-kind",
+        "geomano/darcy",
+        "model.ssm.kind=3d",
+        "ssm.kind ('1d': vanilla GeoMamba-SSM, '2d': 2DGeoMamba-SSM) must be one of '1d', '2d'; got '3d'",
+    ),
     ("geomano-decoder", "geomano/darcy", "model.decoder=none", "geomano decoder must be one of"),
-    ("transolver-variant", "transolver/darcy", "model.variant=grid", "transolver variant ('structured_mesh' also for "
-     "regular grids) must be one of 'structured_mesh', 'point_cloud'; got 'grid'"),
+    (
+        "transolver-variant",
+        "transolver/darcy",
+        "model.variant=grid",
+        "transolver variant ('structured_mesh' also for "
+        "regular grids) must be one of 'structured_mesh', 'point_cloud'; got 'grid'",
+    ),
     ("stssm-factorization", "stssm/burgers", "model.factorization=bogus", "STSSM factorization must be one of"),
     ("unet-pad-mode", "unet/darcy", "model.pad_mode=mirror", "UNet pad_mode must be one of"),
     ("chonn-unet-scan", "chonn_unet/darcy", "model.scan=diagonal", "chonn scan must be one of"),
-    ("chonn1d-ssm-combine", "chonn1d/order1d", "model.ssm.combine=max", "ssm.combine (how each cell's scan "
-     "directions are merged) must be one of 'mean', 'sum', 'norm'; got 'max'"),
+    (
+        "chonn1d-ssm-combine",
+        "chonn1d/order1d",
+        "model.ssm.combine=max",
+        "ssm.combine (how each cell's scan directions are merged) must be one of 'mean', 'sum', 'norm'; got 'max'",
+    ),
     ("nac-option-eps", "nac/sequence", "model.options.eps=0", "NAC option eps=0 must be > 0.0"),
     ("nac-option-pair-time", "nac/sequence", "model.options.pair_time=now", "NAC pair_time must be one of"),
     ("nac-mode", "nac/sequence", "model.mode=rk4", "NAC mode must be one of 'exact', 'euler', 'steady'; got 'rk4'"),
@@ -50,15 +68,23 @@ CASES = [
     # mha's alone of the config the sequence baselines share: checked by train's build of it on the meta device
     ("mha-heads", "mha/sequence", "model.n_heads=3", "mha hidden 8 must be divisible by n_heads 3"),
     ("knn-distance", "knn/sequence", "model.distance=cosine", "model.distance must be one of 'euclidean', 'dtw'"),
-    ("minirocket-features", "minirocket/sequence", "model.n_features=10",
-     "minirocket config field n_features must be >= 84; got 10"),
+    (
+        "minirocket-features",
+        "minirocket/sequence",
+        "model.n_features=10",
+        "minirocket config field n_features must be >= 84; got 10",
+    ),
     ("train-lr", "fno/darcy", "train.lr=-1", "train.lr must be > 0, got -1"),
     ("train-epochs", "fno/darcy", "train.epochs=0", "train.epochs must be >= 1, got 0"),
     ("train-batch-size", "lamo/darcy", "train.batch_size=0", "train.batch_size must be >= 1, got 0"),
     ("train-loss", "fno/darcy", "train.loss=l7", "train.loss must be one of"),
     ("train-mode", "fno/navier_stokes_rollout", "train.rollout.mode=replay", "train.rollout.mode must be one of"),
-    ("train-flat-key", "fno/darcy", "train.scheduler=cosine",
-     "train.scheduler (the train options that belong together are sections now: spell it train.schedule.name)"),
+    (
+        "train-flat-key",
+        "fno/darcy",
+        "train.scheduler=cosine",
+        "train.scheduler (the train options that belong together are sections now: spell it train.schedule.name)",
+    ),
     ("train-eval-every", "nac/sequence", "train.eval_every=0", "train.eval_every must be >= 1, got 0"),
     # checks that need more than the config's own values, still made before --fresh removes anything
     ("memory-model-too-large", "fno/darcy", "model.width=30000", "does not fit in memory"),
@@ -68,8 +94,12 @@ CASES = [
     ("data-normalize-input", "fno/darcy", "data.normalize_input=zscore", "data.normalize_input must be one of"),
     ("data-missing", "nac/event_digits", "data.missing=zero", "data.missing must be one of 'ffill', 'mean', 'drop'"),
     ("data-t-in", "fno/navier_stokes_rollout", "data.t_in=0", "data.t_in=0 must be a whole number >= 1"),
-    ("triton-backend-on-cpu", "lamo/darcy", "model.ssm.backend=triton",
-     "model.ssm.backend=triton runs the Triton kernels, which need a CUDA device"),
+    (
+        "triton-backend-on-cpu",
+        "lamo/darcy",
+        "model.ssm.backend=triton",
+        "model.ssm.backend=triton runs the Triton kernels, which need a CUDA device",
+    ),
     ("yaml-int-tag-not-an-int", "fno/darcy", "model.width=!!int 12abc", "the value is not plain YAML"),
     ("yaml-binary-tag", "fno/darcy", "data.path=!!binary aGVsbG8=", "the value is not plain YAML (it holds a bytes)"),
     ("yaml-timestamp-tag", "fno/darcy", "train.loss=!!timestamp 2001-12-14", "the value is not plain YAML"),
@@ -77,8 +107,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case, preset, override, words", CASES, ids=[c[0] for c in CASES])
-def test_bad_value_is_refused_before_anything_is_touched(case, preset, override, words, tmp_path, monkeypatch,
-                                                         capsys):
+def test_bad_value_is_refused_before_anything_is_touched(case, preset, override, words, tmp_path, monkeypatch, capsys):
     if case == "triton-backend-on-cpu" and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     data = tmp_path / "data"
@@ -91,15 +120,33 @@ def test_bad_value_is_refused_before_anything_is_touched(case, preset, override,
     write_run_marker(run)
     assert why_not_a_run_folder(run) is None  # a run folder: --fresh would remove it
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    code = main(["train", preset, "--scale", "tiny", "--no-progress", "--fresh", "--runs-dir", str(tmp_path / "runs"),
-                 "--run-name", "r", override])
+    code = main(
+        [
+            "train",
+            preset,
+            "--scale",
+            "tiny",
+            "--no-progress",
+            "--fresh",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--run-name",
+            "r",
+            override,
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2, err
     assert err.startswith("neurodyn train: error: ") and "\n" not in err, err
     assert words in err, err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # --fresh removed nothing
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
-        "runs", "runs/r", "runs/r/.neurodyn-run", "runs/r/config.yaml", "runs/r/metrics.jsonl"]  # nothing written
+        "runs",
+        "runs/r",
+        "runs/r/.neurodyn-run",
+        "runs/r/config.yaml",
+        "runs/r/metrics.jsonl",
+    ]  # nothing written
 
 
 def test_every_kind_of_config_is_in_the_table():
@@ -157,5 +204,6 @@ def test_a_config_refuses_a_bad_value_when_it_is_made(name, values, words):
 def _by_hand(config_cls: type, values: dict):
     """``config_cls(**values)`` without the registry; a mapping becomes its section's dataclass."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
-    return config_cls(**{k: type(fields[k].default_factory())(**v) if isinstance(v, dict) else v
-                         for k, v in values.items()})
+    return config_cls(
+        **{k: type(fields[k].default_factory())(**v) if isinstance(v, dict) else v for k, v in values.items()}
+    )

@@ -5,6 +5,7 @@ Darcy store (``darcy.h5``: seed 0, 2 samples, resolution 5). A CLI case must ret
 ``neurodyn generate: error: ...``; a library case must raise one NeurodynError of one line. Either way the text
 holds the expected words, ``darcy.h5`` keeps its bytes and no temporary file is left anywhere.
 """
+
 import errno
 import os
 import shutil
@@ -39,6 +40,7 @@ def place(darcy_store, tmp_path, monkeypatch) -> Path:
 # ------------------------------------------------------------------------------------------------
 # set-ups and library calls (each takes the folder and pytest's monkeypatch)
 
+
 def _text_file(place, mp):
     (place / "notes.txt").write_text("mine")
 
@@ -67,11 +69,12 @@ def _other_version(place, mp):
 
 def _little_free_space(place, mp):
     """``shutil.disk_usage`` reports 1000 bytes free everywhere."""
-    mp.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(total=10 ** 9, used=10 ** 9 - 1000, free=1000))
+    mp.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(total=10**9, used=10**9 - 1000, free=1000))
 
 
 def _disk_fills_in_savez(place, mp):
     """Every chunk write fails as numpy's zip writer does on a full disk: the OSError, then a RuntimeError."""
+
     def savez(f, **arrays):
         f.write(b"PK\x03\x04 half a chunk")
         try:
@@ -165,8 +168,12 @@ def _convert(place, name, text, **options):
 
 
 def _ts_shared_timestamp(place, mp):
-    _convert(place, "stamped.ts", "@problemName S\n@timeStamps true\n@univariate true\n@classLabel true a b\n"
-                                  "@data\n(1,10),(1,20),(2,30):a\n(1,5),(2,6):b\n")
+    _convert(
+        place,
+        "stamped.ts",
+        "@problemName S\n@timeStamps true\n@univariate true\n@classLabel true a b\n"
+        "@data\n(1,10),(1,20),(2,30):a\n(1,5),(2,6):b\n",
+    )
 
 
 def _ts_infinite_value(place, mp):
@@ -190,6 +197,7 @@ def _ts_value_beyond_float32(place, mp):
 
 def _file_size_limit_writing_chunks(place, mp):
     """Every chunk write passes the process's file-size limit (``ulimit -f``): numpy's zip writer gets EFBIG."""
+
     def savez(f, **arrays):
         raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
 
@@ -223,68 +231,159 @@ def _out_inside_a_run_folder(place, mp):
 
 CASES = [
     # (id, CLI words or a library call, set-up before a CLI call, words expected in the one-line message)
-    ("out-other-seed-and-count", [*GEN[:2], "--n", "3", "resolution=5", "--seed", "1", "--out", "{p}/darcy.h5"],
-     None, "holds darcy seed 0 with 2 samples, but this call asks for seed 1 with 3 samples; choose another --out"),
-    ("out-other-config", [*GEN[:4], "resolution=6", "--out", "{p}/darcy.h5"], None,
-     "holds darcy (resolution=5) seed 0 with 2 samples, but this call asks for resolution=6"),
-    ("out-other-generator", ["generate", "poisson", "--n", "2", "--out", "{p}/darcy.h5"], None,
-     "holds darcy seed 0 with 2 samples, but this call asks for poisson"),
-    ("out-other-generator-version", [*GEN, "--out", "{p}/darcy.h5"], _other_version,
-     "holds darcy version 1 seed 0 with 2 samples, but this call asks for version 2"),
+    (
+        "out-other-seed-and-count",
+        [*GEN[:2], "--n", "3", "resolution=5", "--seed", "1", "--out", "{p}/darcy.h5"],
+        None,
+        "holds darcy seed 0 with 2 samples, but this call asks for seed 1 with 3 samples; choose another --out",
+    ),
+    (
+        "out-other-config",
+        [*GEN[:4], "resolution=6", "--out", "{p}/darcy.h5"],
+        None,
+        "holds darcy (resolution=5) seed 0 with 2 samples, but this call asks for resolution=6",
+    ),
+    (
+        "out-other-generator",
+        ["generate", "poisson", "--n", "2", "--out", "{p}/darcy.h5"],
+        None,
+        "holds darcy seed 0 with 2 samples, but this call asks for poisson",
+    ),
+    (
+        "out-other-generator-version",
+        [*GEN, "--out", "{p}/darcy.h5"],
+        _other_version,
+        "holds darcy version 1 seed 0 with 2 samples, but this call asks for version 2",
+    ),
     ("out-text-file", [*GEN, "--out", "{p}/notes.txt"], _text_file, "notes.txt exists and is not an HDF5 store file"),
     ("out-directory", [*GEN, "--out", "{p}/folder"], _folder, "folder is a directory; expected an HDF5 store file"),
-    ("default-path-holds-other-count", [*GEN[:2], "--n", "3", "resolution=5"], _foreign_file_at_default_path,
-     "holds darcy seed 0 with 2 samples, but this call asks for 3 samples"),
-    ("assembly-free-space", [*GEN, "--out", "{p}/new.h5"], _little_free_space,
-     "(1000 bytes) are free; the 1 finished chunk file(s) in {p}/new.h5.partial were kept"),
-    ("chunk-write-disk-full", [*GEN, "--out", "{p}/new.h5"], _disk_fills_in_savez,
-     "is full (no space left on device) while writing chunk 1 of 1; the 0 finished chunk file(s)"),
-    ("assembly-quota", [*GEN, "--out", "{p}/new.h5"], _quota_when_assembling,
-     "is full (the user's disk quota is used up) while assembling new.h5; the 1 finished chunk file(s)"),
+    (
+        "default-path-holds-other-count",
+        [*GEN[:2], "--n", "3", "resolution=5"],
+        _foreign_file_at_default_path,
+        "holds darcy seed 0 with 2 samples, but this call asks for 3 samples",
+    ),
+    (
+        "assembly-free-space",
+        [*GEN, "--out", "{p}/new.h5"],
+        _little_free_space,
+        "(1000 bytes) are free; the 1 finished chunk file(s) in {p}/new.h5.partial were kept",
+    ),
+    (
+        "chunk-write-disk-full",
+        [*GEN, "--out", "{p}/new.h5"],
+        _disk_fills_in_savez,
+        "is full (no space left on device) while writing chunk 1 of 1; the 0 finished chunk file(s)",
+    ),
+    (
+        "assembly-quota",
+        [*GEN, "--out", "{p}/new.h5"],
+        _quota_when_assembling,
+        "is full (the user's disk quota is used up) while assembling new.h5; the 1 finished chunk file(s)",
+    ),
     ("convert-disk-full", _convert_disk_full, None, "is full (no space left on device) while writing chunk 1 of 3"),
-    ("chunk-size-zero", [*GEN, "--out", "{p}/new.h5", "--chunk-size", "0"], None, "--chunk-size (chunk_size) must "
-     "be >= 1; got 0"),
+    (
+        "chunk-size-zero",
+        [*GEN, "--out", "{p}/new.h5", "--chunk-size", "0"],
+        None,
+        "--chunk-size (chunk_size) must be >= 1; got 0",
+    ),
     ("chunk-size-negative", [*GEN, "--out", "{p}/new.h5", "--chunk-size", "-1"], None, "must be >= 1; got -1"),
     ("library-chunk-size-zero", _library_run_chunk_size_zero, None, "must be >= 1; got 0"),
     ("convert-chunk-size-zero", _convert_chunk_size_zero, None, "must be >= 1; got 0"),
-    ("generator-option-string-for-int", ["generate", "darcy", "resolution=abc"], None,
-     "generator 'darcy' option resolution='abc' is not an integer"),
-    ("preset-option-string-for-float", ["generate", "fno/darcy", "--scale", "tiny", "data.alpha=rough"], None,
-     "generator 'darcy' option alpha='rough' is not a number"),
-    ("library-string-for-float", _make_config_string_for_float, None,
-     "generator 'burgers' option nu='low' is not a number"),
-    ("test-set-is-a-folder", _test_set_is_a_folder, None,
-     "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
-    ("stored-dataset-of-a-folder", _stored_dataset_of_a_folder, None,
-     "folder is a directory; expected an HDF5 store file (made by neurodyn generate)"),
+    (
+        "generator-option-string-for-int",
+        ["generate", "darcy", "resolution=abc"],
+        None,
+        "generator 'darcy' option resolution='abc' is not an integer",
+    ),
+    (
+        "preset-option-string-for-float",
+        ["generate", "fno/darcy", "--scale", "tiny", "data.alpha=rough"],
+        None,
+        "generator 'darcy' option alpha='rough' is not a number",
+    ),
+    (
+        "library-string-for-float",
+        _make_config_string_for_float,
+        None,
+        "generator 'burgers' option nu='low' is not a number",
+    ),
+    (
+        "test-set-is-a-folder",
+        _test_set_is_a_folder,
+        None,
+        "folder is a directory; expected an HDF5 store file (made by neurodyn generate)",
+    ),
+    (
+        "stored-dataset-of-a-folder",
+        _stored_dataset_of_a_folder,
+        None,
+        "folder is a directory; expected an HDF5 store file (made by neurodyn generate)",
+    ),
     # special files are refused, never opened (a named pipe blocks its reader forever)
-    ("from-a-fifo", ["convert", "{p}/f.csv", "--out", "{p}/new.h5"], _fifo,
-     "input {p}/f.csv is a named pipe (FIFO), not a regular file"),
-    ("train-data-path-fifo", ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--runs-dir", "{p}/runs",
-                              "data.path={p}/f.csv"], _fifo, "{p}/f.csv is a named pipe (FIFO), not a regular file"),
+    (
+        "from-a-fifo",
+        ["convert", "{p}/f.csv", "--out", "{p}/new.h5"],
+        _fifo,
+        "input {p}/f.csv is a named pipe (FIFO), not a regular file",
+    ),
+    (
+        "train-data-path-fifo",
+        ["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--runs-dir", "{p}/runs", "data.path={p}/f.csv"],
+        _fifo,
+        "{p}/f.csv is a named pipe (FIFO), not a regular file",
+    ),
     ("stored-dataset-of-a-fifo", _stored_dataset_of_a_fifo, None, "pipe.h5 is a named pipe (FIFO)"),
     # generation's shard lock never follows a link
-    ("shard-lock-is-a-symlink", [*GEN, "--out", "{p}/new.h5"], lambda place, mp: (
-        _text_file(place, mp), (place / ".new.h5.shard0of1.lock").symlink_to(place / "notes.txt")),
-     "is a symbolic link, which a lock never follows"),
+    (
+        "shard-lock-is-a-symlink",
+        [*GEN, "--out", "{p}/new.h5"],
+        lambda place, mp: (_text_file(place, mp), (place / ".new.h5.shard0of1.lock").symlink_to(place / "notes.txt")),
+        "is a symbolic link, which a lock never follows",
+    ),
     # converted files keep every observation and value, or are refused naming the file and line
-    ("ts-two-values-at-one-timestamp", _ts_shared_timestamp, None,
-     "stamped.ts:6: dimension 1 holds 2 values at the timestamp 1; expected one value per timestamp"),
+    (
+        "ts-two-values-at-one-timestamp",
+        _ts_shared_timestamp,
+        None,
+        "stamped.ts:6: dimension 1 holds 2 values at the timestamp 1; expected one value per timestamp",
+    ),
     ("ts-infinite-value", _ts_infinite_value, None, "inf.ts:6: dimension 1 holds the infinite value 'inf'"),
     ("csv-infinite-value", _csv_infinite_value, None, "long.csv:3: column 'v' holds the infinite value '-inf'"),
-    ("ts-value-beyond-float32", _ts_value_beyond_float32, None,
-     "holds 1e+39, beyond the range of float32 (+-3.4e+38) in which the store keeps values"),
+    (
+        "ts-value-beyond-float32",
+        _ts_value_beyond_float32,
+        None,
+        "holds 1e+39, beyond the range of float32 (+-3.4e+38) in which the store keeps values",
+    ),
     # a write that passes the file-size limit (ulimit -f) is said as such, and keeps what a full disk keeps
-    ("chunk-write-file-size-limit", [*GEN, "--out", "{p}/new.h5"], _file_size_limit_writing_chunks,
-     "grew past this process's file-size limit (ulimit -f) while writing chunk 1 of 1; the 0 finished chunk file(s)"),
+    (
+        "chunk-write-file-size-limit",
+        [*GEN, "--out", "{p}/new.h5"],
+        _file_size_limit_writing_chunks,
+        "grew past this process's file-size limit (ulimit -f) while writing chunk 1 of 1; the 0 finished chunk file(s)",
+    ),
     # a store holds its arrays itself: a link (leading nowhere, or anywhere) is refused when the file is opened
-    ("store-with-an-external-link", _stored_dataset_with_an_external_link, None,
-     "fields/a is an external link to missing.h5:/a; a store file holds its arrays itself"),
+    (
+        "store-with-an-external-link",
+        _stored_dataset_with_an_external_link,
+        None,
+        "fields/a is an external link to missing.h5:/a; a store file holds its arrays itself",
+    ),
     # no writer puts a file into a run folder
-    ("generate-out-inside-a-run-folder", [*GEN, "--out", "{p}/runs/r/new.h5"], _out_inside_a_run_folder,
-     "lies in the run folder"),
-    ("convert-out-inside-a-run-folder", ["convert", "{p}/darcy_src.mat", "--out", "{p}/runs/r/conv.h5"],
-     lambda place, mp: (_fno_mat(place), _out_inside_a_run_folder(place, mp)), "lies in the run folder"),
+    (
+        "generate-out-inside-a-run-folder",
+        [*GEN, "--out", "{p}/runs/r/new.h5"],
+        _out_inside_a_run_folder,
+        "lies in the run folder",
+    ),
+    (
+        "convert-out-inside-a-run-folder",
+        ["convert", "{p}/darcy_src.mat", "--out", "{p}/runs/r/conv.h5"],
+        lambda place, mp: (_fno_mat(place), _out_inside_a_run_folder(place, mp)),
+        "lies in the run folder",
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ The estimators check arrays as the converter checks a ``.npz`` file (:mod:`neuro
 ``fit``, ``predict``, ``predict_proba`` and ``score``; every setting is checked before training starts. A case that
 trains would show as a run folder (``run_dir``) or a temporary one (``tempfile.tempdir`` points at an empty folder).
 """
+
 import tempfile
 
 import numpy as np
@@ -47,35 +48,64 @@ FIT = [
     ("fit-complex-x", lambda tmp: _knn().fit(X.astype(np.complex64) + 1j, Y), "X holds complex numbers"),
     ("fit-ragged-x", lambda tmp: _knn().fit([[1.0, 2.0, 3.0], [1.0, 2.0]] * 12, Y), "X is ragged"),
     ("fit-nan-labels", lambda tmp: _knn().fit(X, np.where(Y == "a", 0.0, np.nan)), "has the label nan"),
-    ("fit-mixed-label-types", lambda tmp: _knn().fit(X, np.array(["a", 1] * 12, dtype=object)),
-     "y mixes label types (int, str)"),
+    (
+        "fit-mixed-label-types",
+        lambda tmp: _knn().fit(X, np.array(["a", 1] * 12, dtype=object)),
+        "y mixes label types (int, str)",
+    ),
     ("fit-all-nan-sequence", lambda tmp: _knn().fit(NAN_SEQUENCE, Y), "sequence 3 holds no observed value"),
     ("fit-times-decrease", lambda tmp: _knn().fit(X, Y, t=BACKWARDS), "sequence 5 has timestamps that decrease"),
     ("fit-mask-values", lambda tmp: _knn().fit(X, Y, mask=np.full((24, 16), 2)), "holds values other than 0 and 1"),
-    ("fit-regression-no-target", lambda tmp: neurodyn.SequenceRegressor("knn/sequence", scale="tiny").fit(
-        X, np.zeros((24, 0))), "y has shape (24, 0); expected numbers of shape (N,) or (N, k) with N = 24 and k >= 1"),
-    ("fit-regression-complex-target", lambda tmp: neurodyn.SequenceRegressor("knn/sequence", scale="tiny").fit(
-        X, np.ones(24) * 1j), "y holds complex numbers"),
+    (
+        "fit-regression-no-target",
+        lambda tmp: neurodyn.SequenceRegressor("knn/sequence", scale="tiny").fit(X, np.zeros((24, 0))),
+        "y has shape (24, 0); expected numbers of shape (N,) or (N, k) with N = 24 and k >= 1",
+    ),
+    (
+        "fit-regression-complex-target",
+        lambda tmp: neurodyn.SequenceRegressor("knn/sequence", scale="tiny").fit(X, np.ones(24) * 1j),
+        "y holds complex numbers",
+    ),
     ("fit-device-cuda-without-gpu", lambda tmp: _knn(device="cuda").fit(X, Y), "no usable CUDA GPU"),
     ("fit-run-dir-is-a-file", lambda tmp: _knn(run_dir=tmp / "notes.txt").fit(X, Y), "it is a file, not a folder"),
     ("fit-run-dir-holds-nul", lambda tmp: _knn(run_dir=str(tmp / "a\0b")).fit(X, Y), "is not a folder path"),
     ("fit-run-dir-users-folder", lambda tmp: _knn(run_dir=tmp / "mine").fit(X, Y), "no run marker (.neurodyn-run)"),
     ("fit-which-unknown", lambda tmp: _knn(which="final", run_dir=tmp / "new").fit(X, Y), "which must be one of"),
-    ("fit-which-best-without-validation", lambda tmp: _knn(which="best", run_dir=tmp / "new",
-                                                           overrides=["data.n_val=0"]).fit(X, Y),
-     "which='best' predicts with the best validation epoch, and data.n_val leaves no validation split"),
-    ("fit-log-without-run-dir", lambda tmp: _knn(logging={"to": "csv"}).fit(X, Y),
-     "train.logging.to='csv' writes logs into a run folder; give run_dir=..."),
-    ("fit-data-path-override", lambda tmp: _knn(overrides=[f"data.path={tmp / 'a.h5'}"]).fit(X, Y),
-     "the estimators train on the arrays given to fit"),
-    ("fit-data-test-path-override", lambda tmp: _knn(overrides=[f"data.test_path={tmp / 'a.h5'}"]).fit(X, Y),
-     "data.test_path="),
-    ("fit-data-key-typo", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_trian=5"]).fit(X, Y),
-     "data.n_trian is not a data key of a run on arrays (did you mean 'n_train'?)"),
-    ("fit-data-value", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.missing=zero"]).fit(X, Y),
-     "data.missing must be one of"),
-    ("fit-too-few-to-train", lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_test=24"]).fit(X, Y),
-     "data.n_train=all leaves no training sample in the 24 samples after data.n_test=24"),
+    (
+        "fit-which-best-without-validation",
+        lambda tmp: _knn(which="best", run_dir=tmp / "new", overrides=["data.n_val=0"]).fit(X, Y),
+        "which='best' predicts with the best validation epoch, and data.n_val leaves no validation split",
+    ),
+    (
+        "fit-log-without-run-dir",
+        lambda tmp: _knn(logging={"to": "csv"}).fit(X, Y),
+        "train.logging.to='csv' writes logs into a run folder; give run_dir=...",
+    ),
+    (
+        "fit-data-path-override",
+        lambda tmp: _knn(overrides=[f"data.path={tmp / 'a.h5'}"]).fit(X, Y),
+        "the estimators train on the arrays given to fit",
+    ),
+    (
+        "fit-data-test-path-override",
+        lambda tmp: _knn(overrides=[f"data.test_path={tmp / 'a.h5'}"]).fit(X, Y),
+        "data.test_path=",
+    ),
+    (
+        "fit-data-key-typo",
+        lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_trian=5"]).fit(X, Y),
+        "data.n_trian is not a data key of a run on arrays (did you mean 'n_train'?)",
+    ),
+    (
+        "fit-data-value",
+        lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.missing=zero"]).fit(X, Y),
+        "data.missing must be one of",
+    ),
+    (
+        "fit-too-few-to-train",
+        lambda tmp: _knn(run_dir=tmp / "new", overrides=["data.n_test=24"]).fit(X, Y),
+        "data.n_train=all leaves no training sample in the 24 samples after data.n_test=24",
+    ),
 ]
 
 
@@ -106,10 +136,16 @@ def _score_one_label(clf, reg):
 
 PREDICT = [
     # (case, call on (classifier, regressor), words): a fitted estimator refuses what fit refuses
-    ("score-one-label-for-all", _score_one_label,
-     "y has shape (1,); expected one label per sequence, shape (N,) = (24,)"),
-    ("score-int-labels-on-string-classifier", lambda clf, reg: clf.score(X, np.where(Y == "a", 0, 1)),
-     "y holds number labels and the classifier was fitted on text labels"),
+    (
+        "score-one-label-for-all",
+        _score_one_label,
+        "y has shape (1,); expected one label per sequence, shape (N,) = (24,)",
+    ),
+    (
+        "score-int-labels-on-string-classifier",
+        lambda clf, reg: clf.score(X, np.where(Y == "a", 0, 1)),
+        "y holds number labels and the classifier was fitted on text labels",
+    ),
     ("score-nan-target", lambda clf, reg: reg.score(X, np.full((24, 2), np.nan)), "has a NaN or Inf target"),
     ("score-target-width", lambda clf, reg: reg.score(X, np.zeros(24)), "fitted on targets of shape (N, 2)"),
     ("predict-all-nan-sequence", lambda clf, reg: clf.predict(NAN_SEQUENCE), "sequence 3 holds no observed value"),

@@ -6,6 +6,7 @@ names the op and the argument instead of reading out of bounds (an empty ``B`` u
 ``delta`` or ``A`` to return garbage). A row of the table is (op, argument, defect) -> the start of the message,
 ``neurodyn_scan.<op>: <argument> ...``; every row starts from valid arguments, which run (``test_valid_arguments_run``).
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,17 @@ def _ops():
 
 def _selective_fwd():
     b, d, L, n = 2, 4, 70, 8  # two checkpoint chunks, B input-dependent with 2 groups, C fixed
-    return {"u": _r(b, d, L), "delta": torch.rand(b, d, L, dtype=F) * 0.5, "A": _decay(d, n), "B": _r(b, 2, L, n),
-            "C": _r(d, n), "D": _r(d), "h0": _r(b, d, n), "save_checkpoints": True, "zoh": False}
+    return {
+        "u": _r(b, d, L),
+        "delta": torch.rand(b, d, L, dtype=F) * 0.5,
+        "A": _decay(d, n),
+        "B": _r(b, 2, L, n),
+        "C": _r(d, n),
+        "D": _r(d),
+        "h0": _r(b, d, n),
+        "save_checkpoints": True,
+        "zoh": False,
+    }
 
 
 def _selective_bwd():
@@ -55,8 +65,17 @@ def _linear():
 
 def _scan2d_fwd():
     b, d, H, W, n = 2, 3, 10, 5, 8  # two row blocks
-    return {"x": _r(b, d, H, W), "delta": torch.rand(b, d, H, W, dtype=F) * 0.5, "A": _decay(d, n),
-            "B": _r(b, H, W, n), "C": _r(b, H, W, n), "D": _r(d), "R": _r(d, n), "form": 0, "save_checkpoints": True}
+    return {
+        "x": _r(b, d, H, W),
+        "delta": torch.rand(b, d, H, W, dtype=F) * 0.5,
+        "A": _decay(d, n),
+        "B": _r(b, H, W, n),
+        "C": _r(b, H, W, n),
+        "D": _r(d),
+        "R": _r(d, n),
+        "form": 0,
+        "save_checkpoints": True,
+    }
 
 
 def _scan2d_bwd():
@@ -68,8 +87,15 @@ def _scan2d_bwd():
 
 def _head_fwd():
     b, S, L, H, P, G, N = 2, 2, 40, 2, 16, 1, 8  # two checkpoint chunks; P a multiple of the 8 float64 lanes
-    return {"u": _r(b, S, L, H * P), "dt": torch.rand(b, S, L, H, dtype=F) * 0.5, "A": _decay(S, H),
-            "B": _r(b, S, L, G, N), "C": _r(b, S, L, G, N), "D": _r(S, H * P), "save_checkpoints": True}
+    return {
+        "u": _r(b, S, L, H * P),
+        "dt": torch.rand(b, S, L, H, dtype=F) * 0.5,
+        "A": _decay(S, H),
+        "B": _r(b, S, L, G, N),
+        "C": _r(b, S, L, G, N),
+        "D": _r(S, H * P),
+        "save_checkpoints": True,
+    }
 
 
 def _head_bwd():
@@ -81,25 +107,48 @@ def _head_bwd():
 
 def _ncp_fwd():
     C, M, a = 2, 20, 3  # two tiles of 16 rows; layers of 5 and 4 neurons
-    return {"x": _r(C, M, a), "w_in": [_r(C, a, 5), _r(C, a, 4)], "bias": [_r(C, 5), _r(C, 4)],
-            "w_rec": [torch.empty(0, dtype=F), _r(C, 5, 4)], "mask": [torch.ones(5, dtype=F), torch.ones(4, dtype=F)],
-            "act": 1, "pat_in": [torch.ones(a, 5), torch.ones(a, 4)], "pat_rec": [torch.empty(0), torch.ones(5, 4)],
-            "io": [_r(C, a), _r(C, a), _r(C, a, 2), _r(C, 2)]}
+    return {
+        "x": _r(C, M, a),
+        "w_in": [_r(C, a, 5), _r(C, a, 4)],
+        "bias": [_r(C, 5), _r(C, 4)],
+        "w_rec": [torch.empty(0, dtype=F), _r(C, 5, 4)],
+        "mask": [torch.ones(5, dtype=F), torch.ones(4, dtype=F)],
+        "act": 1,
+        "pat_in": [torch.ones(a, 5), torch.ones(a, 4)],
+        "pat_rec": [torch.empty(0), torch.ones(5, 4)],
+        "io": [_r(C, a), _r(C, a), _r(C, a, 2), _r(C, 2)],
+    }
 
 
 def _ncp_bwd():
     a = _ncp_fwd()
     *saved, y, head = _ops().ncp_mlp_fwd(*a.values())
     keep = {k: a[k] for k in ("x", "w_in", "bias", "w_rec", "mask")}
-    return {**keep, "saved": saved, "gout": _r(*y.shape), "act": 1, "pat_in": a["pat_in"], "pat_rec": a["pat_rec"],
-            "io": a["io"], "ghead": _r(*head.shape)}
+    return {
+        **keep,
+        "saved": saved,
+        "gout": _r(*y.shape),
+        "act": 1,
+        "pat_in": a["pat_in"],
+        "pat_rec": a["pat_rec"],
+        "io": a["io"],
+        "ghead": _r(*head.shape),
+    }
 
 
 VALID = {
-    "selective_scan_fwd": _selective_fwd, "selective_scan_bwd": _selective_bwd, "linear_scan": _linear,
-    "scan2d_fwd": _scan2d_fwd, "scan2d_bwd": _scan2d_bwd, "head_scan_fwd": _head_fwd, "head_scan_bwd": _head_bwd,
-    "ncp_mlp_fwd": _ncp_fwd, "ncp_mlp_bwd": _ncp_bwd, "exp_test": lambda: {"x": _r(7)},
-    "zoh_test": lambda: {"x": torch.rand(7, dtype=F), "which": 2}, "chunk_size": dict,
+    "selective_scan_fwd": _selective_fwd,
+    "selective_scan_bwd": _selective_bwd,
+    "linear_scan": _linear,
+    "scan2d_fwd": _scan2d_fwd,
+    "scan2d_bwd": _scan2d_bwd,
+    "head_scan_fwd": _head_fwd,
+    "head_scan_bwd": _head_bwd,
+    "ncp_mlp_fwd": _ncp_fwd,
+    "ncp_mlp_bwd": _ncp_bwd,
+    "exp_test": lambda: {"x": _r(7)},
+    "zoh_test": lambda: {"x": torch.rand(7, dtype=F), "which": 2},
+    "chunk_size": dict,
     "head_scan_lanes": lambda: {"is_double": True},
 }
 
@@ -140,9 +189,23 @@ def _non_contiguous(t):
 _COMMON = {"u": "rank", "delta": -1, "A": -1, "B": -1, "C": -1, "D": -1, "h0": -1}
 _SCAN2D = {"x": "rank", "delta": -1, "A": -1, "B": -1, "C": -1, "D": -1, "R": -1}
 _HEAD = {"u": "rank", "dt": 2, "A": -1, "B": 2, "C": -1, "D": -1}  # dt fixes the heads and B the groups: shorten L
-_NCP = {"x": "rank", "w_in[0]": -1, "w_in[1]": -1, "bias[0]": 0, "bias[1]": 0, "w_rec[1]": -1, "mask[0]": -1,
-        "mask[1]": -1, "pat_in[0]": -1, "pat_in[1]": -1, "pat_rec[1]": -1, "in_scale": -1, "in_shift": -1,
-        "head_w": 1, "head_b": -1}  # bias fixes a layer's width and head_w the head's: shorten another dimension
+_NCP = {
+    "x": "rank",
+    "w_in[0]": -1,
+    "w_in[1]": -1,
+    "bias[0]": 0,
+    "bias[1]": 0,
+    "w_rec[1]": -1,
+    "mask[0]": -1,
+    "mask[1]": -1,
+    "pat_in[0]": -1,
+    "pat_in[1]": -1,
+    "pat_rec[1]": -1,
+    "in_scale": -1,
+    "in_shift": -1,
+    "head_w": 1,
+    "head_b": -1,
+}  # bias fixes a layer's width and head_w the head's: shorten another dimension
 # op -> {tensor argument: the dimension its shape defect shortens ("rank": an extra one; None: any shape is valid)}
 TENSORS = {
     "selective_scan_fwd": _COMMON,
@@ -182,7 +245,7 @@ def test_valid_arguments_run(op):
     out = _call(op, VALID[op]())
     outs = out if isinstance(out, (list, tuple)) else [out]
     if op == "scan2d_fwd":  # its checkpoint buffer's last slot is never written (allocated with torch.empty; the
-        outs = outs[:1]     # backward does not read it): only the output itself must be finite
+        outs = outs[:1]  # backward does not read it): only the output itself must be finite
     for t in outs:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             assert torch.isfinite(t).all()
@@ -201,36 +264,64 @@ def _set(name, value):
     def change(args):
         box, key = _locate(args, name)
         box[key] = value(box[key]) if callable(value) else value
+
     return change
 
 
 # (op, change to valid arguments, the message) for the cases that used to crash or return garbage (an empty B, a
 # short delta or A) and the non-tensor arguments
 SPECIAL = [
-    ("selective_scan_fwd", _set("B", torch.empty(0, dtype=F)),
-     "neurodyn_scan.selective_scan_fwd: B has shape [0], expected (d, n_pad) = [4, 8] or (batch, groups, L, n_pad) "
-     "= [2, G, 70, 8] with G dividing d = 4"),
-    ("selective_scan_fwd", _set("delta", lambda t: t[..., :69].contiguous()),
-     "neurodyn_scan.selective_scan_fwd: delta has shape [2, 4, 69], expected (batch, d, L) like u = [2, 4, 70]"),
-    ("selective_scan_fwd", _set("A", lambda t: t[:3].contiguous()),
-     "neurodyn_scan.selective_scan_fwd: A has shape [3, 8], expected (d, n_pad) = [4, n_pad] with n_pad a positive "
-     "multiple of 8"),
-    ("selective_scan_fwd", _set("A", lambda t: t.float()),
-     "neurodyn_scan.selective_scan_fwd: A has dtype Float, expected Double"),
-    ("selective_scan_fwd", _set("u", _non_contiguous),
-     "neurodyn_scan.selective_scan_fwd: u of shape [2, 4, 70] is not contiguous"),
-    ("selective_scan_fwd", _set("B", lambda t: _r(2, 3, 70, 8)),
-     "neurodyn_scan.selective_scan_fwd: B has shape [2, 3, 70, 8], expected"),  # 3 groups do not divide d = 4
-    ("selective_scan_bwd", _set("ckpt", lambda t: t[:, :, :1].contiguous()),
-     "neurodyn_scan.selective_scan_bwd: ckpt has shape [2, 4, 1, 8], expected (batch, d, chunks, n_pad) as "
-     "selective_scan_fwd saved it = [2, 4, 2, 8]"),
-    ("linear_scan", _set("a", lambda t: t[:, :9].contiguous()),
-     "neurodyn_scan.linear_scan: a has shape [3, 9, 5], expected (P, L, Q) like x = [3, 10, 5]"),
+    (
+        "selective_scan_fwd",
+        _set("B", torch.empty(0, dtype=F)),
+        "neurodyn_scan.selective_scan_fwd: B has shape [0], expected (d, n_pad) = [4, 8] or (batch, groups, L, n_pad) "
+        "= [2, G, 70, 8] with G dividing d = 4",
+    ),
+    (
+        "selective_scan_fwd",
+        _set("delta", lambda t: t[..., :69].contiguous()),
+        "neurodyn_scan.selective_scan_fwd: delta has shape [2, 4, 69], expected (batch, d, L) like u = [2, 4, 70]",
+    ),
+    (
+        "selective_scan_fwd",
+        _set("A", lambda t: t[:3].contiguous()),
+        "neurodyn_scan.selective_scan_fwd: A has shape [3, 8], expected (d, n_pad) = [4, n_pad] with n_pad a positive "
+        "multiple of 8",
+    ),
+    (
+        "selective_scan_fwd",
+        _set("A", lambda t: t.float()),
+        "neurodyn_scan.selective_scan_fwd: A has dtype Float, expected Double",
+    ),
+    (
+        "selective_scan_fwd",
+        _set("u", _non_contiguous),
+        "neurodyn_scan.selective_scan_fwd: u of shape [2, 4, 70] is not contiguous",
+    ),
+    (
+        "selective_scan_fwd",
+        _set("B", lambda t: _r(2, 3, 70, 8)),
+        "neurodyn_scan.selective_scan_fwd: B has shape [2, 3, 70, 8], expected",
+    ),  # 3 groups do not divide d = 4
+    (
+        "selective_scan_bwd",
+        _set("ckpt", lambda t: t[:, :, :1].contiguous()),
+        "neurodyn_scan.selective_scan_bwd: ckpt has shape [2, 4, 1, 8], expected (batch, d, chunks, n_pad) as "
+        "selective_scan_fwd saved it = [2, 4, 2, 8]",
+    ),
+    (
+        "linear_scan",
+        _set("a", lambda t: t[:, :9].contiguous()),
+        "neurodyn_scan.linear_scan: a has shape [3, 9, 5], expected (P, L, Q) like x = [3, 10, 5]",
+    ),
     ("scan2d_fwd", _set("form", 3), "neurodyn_scan.scan2d_fwd: form is 3, expected 0 (cbx), 1 (eq9) or 2 (alg2)"),
     ("scan2d_bwd", _set("ckpt", lambda t: t[:, :, :1].contiguous()), "neurodyn_scan.scan2d_bwd: ckpt has shape"),
-    ("head_scan_fwd", _set("dt", lambda t: torch.rand(*t.shape[:3], 32, dtype=F)),  # 32 heads of one channel
-     "neurodyn_scan.head_scan_fwd: dt has shape [2, 2, 40, 32], expected (batch, S, L, H) = [2, 2, 40, H] with H "
-     "dividing the 32 channels of u into heads of a multiple of 8 channels"),
+    (
+        "head_scan_fwd",
+        _set("dt", lambda t: torch.rand(*t.shape[:3], 32, dtype=F)),  # 32 heads of one channel
+        "neurodyn_scan.head_scan_fwd: dt has shape [2, 2, 40, 32], expected (batch, S, L, H) = [2, 2, 40, H] with H "
+        "dividing the 32 channels of u into heads of a multiple of 8 channels",
+    ),
     ("head_scan_fwd", _set("B", lambda t: _r(2, 2, 40, 3, 8)), "neurodyn_scan.head_scan_fwd: B has shape"),
     ("head_scan_bwd", _set("ckpt", lambda t: t[:, :1].contiguous()), "neurodyn_scan.head_scan_bwd: ckpt has shape"),
     ("ncp_mlp_fwd", _set("act", 7), "neurodyn_scan.ncp_mlp_fwd: act is 7"),
@@ -267,10 +358,12 @@ def test_a_truncated_library_in_the_cache_is_rebuilt_or_bypassed_never_loaded(tm
     cache = tmp_path / "ext"
     shutil.copytree(cpu_kernel.build_dir(), cache, ignore=shutil.ignore_patterns("*.o", "*.lock", "lock"))
     library = cache / "neurodyn_scan_cpu.so"
-    library.write_bytes(library.read_bytes()[:library.stat().st_size // 2])
-    probe = ("import torch; from neurodyn import ops; from neurodyn.ops import cpu_kernel; "
-             "print(cpu_kernel.get() is None, ops.selective_scan_ref(*[torch.ones(1, 2, 3)] * 2, -torch.ones(2, 1), "
-             "torch.ones(1, 1, 3), torch.ones(1, 1, 3)).shape)")
+    library.write_bytes(library.read_bytes()[: library.stat().st_size // 2])
+    probe = (
+        "import torch; from neurodyn import ops; from neurodyn.ops import cpu_kernel; "
+        "print(cpu_kernel.get() is None, ops.selective_scan_ref(*[torch.ones(1, 2, 3)] * 2, -torch.ones(2, 1), "
+        "torch.ones(1, 1, 3), torch.ones(1, 1, 3)).shape)"
+    )
     env = {**os.environ, "NEURODYN_EXT_DIR": str(cache), "CXX": str(tmp_path / "no-compiler"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

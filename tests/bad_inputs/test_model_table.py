@@ -5,6 +5,7 @@ it must raise, in one line. ``EMPTY``: ops called with an empty length (no steps
 return the correctly shaped empty result, as torch ops do, and their backward runs. ``WARNS``: metrics that are
 undefined for a sample say so. The whole table runs in seconds (tiny configs, no training).
 """
+
 import argparse
 import functools
 import warnings
@@ -41,8 +42,10 @@ SPECS = {
     **{name: (dict(hidden=8), SEQ) for name in ("gru", "lstm", "cfc", "ltc", "odernn")},
     "mha": (dict(hidden=8, n_heads=2), SEQ),
     # fitted in one pass: no parameters, so any floating dtype (the input's is kept)
-    **{name: (dict(in_channels=1, out_channels=3), SEQ)
-       for name in ("majority", "knn", "minirocket", "multirocket", "hydra")},
+    **{
+        name: (dict(in_channels=1, out_channels=3), SEQ)
+        for name in ("majority", "knn", "minirocket", "multirocket", "hydra")
+    },
 }
 FITTED = ("majority", "knn", "minirocket", "multirocket", "hydra")
 
@@ -60,6 +63,7 @@ def call_model(name: str, dtype=torch.float32, batch: int | None = None):
 
 def compare_without_training(presets):
     """``compare`` with training replaced by a failure: a preset that does not fit must be refused before."""
+
     def call(ctx):
         from neurodyn import compare
 
@@ -69,6 +73,7 @@ def compare_without_training(presets):
         ctx.monkeypatch.setattr(compare, "run_jobs", trained)
         ctx.monkeypatch.setenv("NEURODYN_DATA", str(ctx.tmp_path / "data"))
         compare.compare(presets, ctx.tmp_path / "cmp", "tiny", epochs=1)
+
     return call
 
 
@@ -121,47 +126,102 @@ def text_checkpoint(ctx):
 
 CASES = [
     # 1. input dtype / batch of every model, checked once at the top of forward (models.inputs.check_input)
-    ("fno-float64", call_model("fno", torch.float64), ValueError,
-     "FNO expects float32 input like its parameters; got float64; call model.double() or x.float()"),
-    ("fno-int64", call_model("fno", torch.int64), ValueError,
-     "FNO expects float32 input like its parameters; got int64"),
+    (
+        "fno-float64",
+        call_model("fno", torch.float64),
+        ValueError,
+        "FNO expects float32 input like its parameters; got float64; call model.double() or x.float()",
+    ),
+    (
+        "fno-int64",
+        call_model("fno", torch.int64),
+        ValueError,
+        "FNO expects float32 input like its parameters; got int64",
+    ),
     ("fno-batch-0", call_model("fno", batch=0), ValueError, "FNO input x has batch size 0"),
     ("geomano-float64", call_model("geomano", torch.float64), ValueError, "GeoMaNO expects float32 input"),
     ("geomano-int64", call_model("geomano", torch.int64), ValueError, "got int64; call x.float()"),
     ("geomano-batch-0", call_model("geomano", batch=0), ValueError, "GeoMaNO input x has batch size 0"),
-    *[(f"{name}-float64", call_model(name, torch.float64), ValueError, "expects float32 input like its parameters")
-      for name in SPECS if name not in ("fno", "geomano", *FITTED)],
+    *[
+        (f"{name}-float64", call_model(name, torch.float64), ValueError, "expects float32 input like its parameters")
+        for name in SPECS
+        if name not in ("fno", "geomano", *FITTED)
+    ],
     *[(f"{name}-int64", call_model(name, torch.int64), ValueError, "expects floating-point input") for name in FITTED],
-    *[(f"{name}-batch-0", call_model(name, batch=0), ValueError, "input x has batch size 0")
-      for name in SPECS if name not in ("fno", "geomano")],
+    *[
+        (f"{name}-batch-0", call_model(name, batch=0), ValueError, "input x has batch size 0")
+        for name in SPECS
+        if name not in ("fno", "geomano")
+    ],
     ("nac-int64", call_model("nac", torch.int64), ValueError, "NACModel expects float32 input"),
     # 2. a config too large for memory (10**12 channels: more than any address space, so no machine allocates it)
-    ("fno-width-too-large", lambda ctx: models.build("fno", modes=(4, 4), width=10**12), ConfigError,
-     "model 'fno' with this config does not fit in memory"),
-    ("gpu-out-of-memory", gpu_out_of_memory, ConfigError,
-     "model 'fno' with this config does not fit in memory: its parameters need more than this machine has (one "
-     "allocation of 2.00 GiB was refused)"),
+    (
+        "fno-width-too-large",
+        lambda ctx: models.build("fno", modes=(4, 4), width=10**12),
+        ConfigError,
+        "model 'fno' with this config does not fit in memory",
+    ),
+    (
+        "gpu-out-of-memory",
+        gpu_out_of_memory,
+        ConfigError,
+        "model 'fno' with this config does not fit in memory: its parameters need more than this machine has (one "
+        "allocation of 2.00 GiB was refused)",
+    ),
     # 5. a foreign checkpoint says why it was refused
-    ("checkpoint-foreign-object", foreign_checkpoint, DataError,
-     "holds Python objects that are not allowed to load safely (torch.load weights_only=True): the global "
-     "argparse.Namespace"),
-    ("checkpoint-text-file", text_checkpoint, DataError, "is truncated or not a neurodyn checkpoint (bytes that are "
-     "not a pickle)"),
-    ("checkpoint-malicious-pickle", malicious_checkpoint, DataError, "evil.pt is not a neurodyn checkpoint: it holds "
-     "Python objects that are not allowed to load safely (torch.load weights_only=True): the global posix.remove; "
-     "nothing of it was loaded or run"),
+    (
+        "checkpoint-foreign-object",
+        foreign_checkpoint,
+        DataError,
+        "holds Python objects that are not allowed to load safely (torch.load weights_only=True): the global "
+        "argparse.Namespace",
+    ),
+    (
+        "checkpoint-text-file",
+        text_checkpoint,
+        DataError,
+        "is truncated or not a neurodyn checkpoint (bytes that are not a pickle)",
+    ),
+    (
+        "checkpoint-malicious-pickle",
+        malicious_checkpoint,
+        DataError,
+        "evil.pt is not a neurodyn checkpoint: it holds "
+        "Python objects that are not allowed to load safely (torch.load weights_only=True): the global posix.remove; "
+        "nothing of it was loaded or run",
+    ),
     # 6. compare checks every preset before any training
-    ("compare-sequence-on-fields", compare_without_training(["fno/darcy", "nac/activity"]), ConfigError,
-     "preset 'nac/activity' is a sequence model and cannot train on the field data of 'fno/darcy'"),
+    (
+        "compare-sequence-on-fields",
+        compare_without_training(["fno/darcy", "nac/activity"]),
+        ConfigError,
+        "preset 'nac/activity' is a sequence model and cannot train on the field data of 'fno/darcy'",
+    ),
     # 7. impossible sizes (already refused before this table; kept so that they stay so)
-    ("fno-width-0", lambda ctx: models.build("fno", width=0), ConfigError,
-     "FNO config field width must be >= 1; got 0"),
-    ("fno-negative-modes", lambda ctx: models.build("fno", modes=(-4, 4)), ConfigError,
-     "FNO modes must be positive; got modes=(-4, 4)"),
-    ("geomano-width-0", lambda ctx: models.build("geomano", width=0), ConfigError,
-     "geomano config field width must be >= 1; got 0"),
-    ("geomano-negative-latent-grid", lambda ctx: models.build("geomano", latent_grid=(-4, 4)), ConfigError,
-     "geomano latent_grid must be (h, w) with h, w >= 1"),
+    (
+        "fno-width-0",
+        lambda ctx: models.build("fno", width=0),
+        ConfigError,
+        "FNO config field width must be >= 1; got 0",
+    ),
+    (
+        "fno-negative-modes",
+        lambda ctx: models.build("fno", modes=(-4, 4)),
+        ConfigError,
+        "FNO modes must be positive; got modes=(-4, 4)",
+    ),
+    (
+        "geomano-width-0",
+        lambda ctx: models.build("geomano", width=0),
+        ConfigError,
+        "geomano config field width must be >= 1; got 0",
+    ),
+    (
+        "geomano-negative-latent-grid",
+        lambda ctx: models.build("geomano", latent_grid=(-4, 4)),
+        ConfigError,
+        "geomano latent_grid must be (h, w) with h, w >= 1",
+    ),
     ("lamo-width-0", lambda ctx: models.build("lamo", width=0), ConfigError, "lamo config field width must be >= 1"),
     ("lamo-negative-grid", lambda ctx: models.build("lamo", grid_size=(-4, 4)), ConfigError, "lamo grid_size must be"),
 ]
@@ -188,18 +248,36 @@ def test_bad_model_input(ctx, case, call, error, words):
 
 
 def _scan_inputs(b=2, L=5, d=4, n=3):
-    return (torch.randn(b, d, L), torch.rand(b, d, L), -torch.rand(d, n), torch.randn(b, n, L), torch.randn(b, n, L),
-            torch.randn(d))
+    return (
+        torch.randn(b, d, L),
+        torch.rand(b, d, L),
+        -torch.rand(d, n),
+        torch.randn(b, n, L),
+        torch.randn(b, n, L),
+        torch.randn(d),
+    )
 
 
 def _head_inputs(b=2, L=5, S=2, H=2, P=16, G=1, N=3):
-    return (torch.randn(b, S, L, H * P), torch.rand(b, S, L, H), -torch.rand(S, H), torch.randn(b, S, L, G, N),
-            torch.randn(b, S, L, G, N), torch.randn(S, H * P))
+    return (
+        torch.randn(b, S, L, H * P),
+        torch.rand(b, S, L, H),
+        -torch.rand(S, H),
+        torch.randn(b, S, L, G, N),
+        torch.randn(b, S, L, G, N),
+        torch.randn(S, H * P),
+    )
 
 
 def _grid_inputs(b=2, H=3, W=3, d=3, n=2):
-    return (torch.randn(b, d, H, W), torch.rand(b, d, H, W), -torch.rand(d, n), torch.randn(b, n, H, W),
-            torch.randn(b, n, H, W), torch.randn(d))
+    return (
+        torch.randn(b, d, H, W),
+        torch.rand(b, d, H, W),
+        -torch.rand(d, n),
+        torch.randn(b, n, H, W),
+        torch.randn(b, n, H, W),
+        torch.randn(d),
+    )
 
 
 EMPTY = [
@@ -210,27 +288,58 @@ EMPTY = [
     ("selective_scan-b0-torch", lambda *a: ops.selective_scan(*a, backend="torch"), _scan_inputs(b=0), (0, 4, 5)),
     ("selective_scan-L0", ops.selective_scan, _scan_inputs(L=0), (2, 4, 0)),
     ("selective_scan_ref-L0", ops.selective_scan_ref, _scan_inputs(L=0), (2, 4, 0)),
-    ("knc_scan-b0-torch", lambda u, dl, A, B, C, D: ops.knc_scan(u, dl, 0.1 - A, B, C, D, backend="torch"),
-     _scan_inputs(b=0), (0, 4, 5)),
+    (
+        "knc_scan-b0-torch",
+        lambda u, dl, A, B, C, D: ops.knc_scan(u, dl, 0.1 - A, B, C, D, backend="torch"),
+        _scan_inputs(b=0),
+        (0, 4, 5),
+    ),
     ("knc_scan-L0", lambda u, dl, A, B, C, D: ops.knc_scan(u, dl, 0.1 - A, B, C, D), _scan_inputs(L=0), (2, 4, 0)),
-    ("knc_scan_ref-L0", lambda u, dl, A, B, C, D: knc_scan_ref(u, dl, 0.1 - A, B, C, D), _scan_inputs(L=0),
-     (2, 4, 0)),
-    ("linear_scan-b0-torch", lambda a, x: ops.linear_scan(a, x, backend="torch"),
-     (torch.rand(0, 3, 5), torch.randn(0, 3, 5)), (0, 3, 5)),
-    ("scan_2d-H0-torch", lambda *a: ops.selective_scan_2d(*a, R="0011", backend="torch"), _grid_inputs(H=0),
-     (2, 3, 0, 3)),
-    ("scan_2d-b0-torch", lambda *a: ops.selective_scan_2d(*a, R="0011", backend="torch"), _grid_inputs(b=0),
-     (0, 3, 3, 3)),
+    ("knc_scan_ref-L0", lambda u, dl, A, B, C, D: knc_scan_ref(u, dl, 0.1 - A, B, C, D), _scan_inputs(L=0), (2, 4, 0)),
+    (
+        "linear_scan-b0-torch",
+        lambda a, x: ops.linear_scan(a, x, backend="torch"),
+        (torch.rand(0, 3, 5), torch.randn(0, 3, 5)),
+        (0, 3, 5),
+    ),
+    (
+        "scan_2d-H0-torch",
+        lambda *a: ops.selective_scan_2d(*a, R="0011", backend="torch"),
+        _grid_inputs(H=0),
+        (2, 3, 0, 3),
+    ),
+    (
+        "scan_2d-b0-torch",
+        lambda *a: ops.selective_scan_2d(*a, R="0011", backend="torch"),
+        _grid_inputs(b=0),
+        (0, 3, 3, 3),
+    ),
     ("scan_2d_ref-W0", lambda *a: ops.selective_scan_2d_ref(*a, R="0011"), _grid_inputs(W=0), (2, 3, 3, 0)),
     ("s4d-L0", lambda u, K: ops.fft_conv(u, K[:, :0]), (torch.randn(2, 4, 0), torch.randn(4, 3)), (2, 4, 0)),
-    ("block_topk-no-queries", lambda q, k: ops.block_topk(q, k, 3)[0], (torch.randn(2, 0, 4), torch.randn(2, 9, 4)),
-     (2, 0, 3)),
-    ("block_topk-no-keys", lambda q, k: ops.block_topk(q, k, 3)[0], (torch.randn(2, 5, 4), torch.randn(2, 0, 4)),
-     (2, 5, 0)),
-    ("block_topk-no-groups", lambda q, k: ops.block_topk(q, k, 3, key_mask=torch.ones(0, 9, dtype=torch.bool))[0],
-     (torch.randn(0, 5, 4), torch.randn(0, 9, 4)), (0, 5, 3)),
-    ("ncp_mlp-no-rows", lambda x, w: ops.ncp_mlp(x, [w], [torch.zeros(2, 5)], [None], [torch.ones(5)]),
-     (torch.randn(2, 0, 3), torch.randn(2, 3, 5)), (2, 0, 5)),
+    (
+        "block_topk-no-queries",
+        lambda q, k: ops.block_topk(q, k, 3)[0],
+        (torch.randn(2, 0, 4), torch.randn(2, 9, 4)),
+        (2, 0, 3),
+    ),
+    (
+        "block_topk-no-keys",
+        lambda q, k: ops.block_topk(q, k, 3)[0],
+        (torch.randn(2, 5, 4), torch.randn(2, 0, 4)),
+        (2, 5, 0),
+    ),
+    (
+        "block_topk-no-groups",
+        lambda q, k: ops.block_topk(q, k, 3, key_mask=torch.ones(0, 9, dtype=torch.bool))[0],
+        (torch.randn(0, 5, 4), torch.randn(0, 9, 4)),
+        (0, 5, 3),
+    ),
+    (
+        "ncp_mlp-no-rows",
+        lambda x, w: ops.ncp_mlp(x, [w], [torch.zeros(2, 5)], [None], [torch.ones(5)]),
+        (torch.randn(2, 0, 3), torch.randn(2, 3, 5)),
+        (2, 0, 5),
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ other runs and their files byte for byte, a user's file, the input store ``in.h5
 The tests after the tables check behaviours that are not refusals (a long legal name trains, a raised epoch count
 trains on, ``compare`` does not reuse a stale run, an interrupted predict leaves nothing).
 """
+
 import errno
 import json
 import os
@@ -103,6 +104,7 @@ def _read_only_runs_dir(world: Path, mp) -> None:
 
 def _malicious_checkpoint(world: Path, mp) -> None:
     """``evil.pt``: a pickle that deletes the user's file when it is loaded without weights_only."""
+
     class Evil:
         def __reduce__(self):
             return os.remove, (str(world / "victim" / "precious.txt"),)
@@ -119,8 +121,11 @@ def _read_only_predictions_folder(world: Path, mp) -> None:
     def refuse(self, name, mode="r", *args, **kwargs):
         if mode == "r":
             return real(self, name, mode, *args, **kwargs)
-        raise OSError(errno.EROFS, f"Unable to synchronously create file (unable to open file: name = '{name}', "
-                                   "errno = 30, error message = 'Read-only file system', flags = 13, o_flags = 242)")
+        raise OSError(
+            errno.EROFS,
+            f"Unable to synchronously create file (unable to open file: name = '{name}', "
+            "errno = 30, error message = 'Read-only file system', flags = 13, o_flags = 242)",
+        )
 
     mp.setattr(h5py.File, "__init__", refuse)
 
@@ -158,11 +163,13 @@ def _symlink_to_victim(world: Path, mp=None) -> None:
 
 def _undeletable_best(world: Path, mp) -> None:
     """``done/checkpoints/best.pt`` refuses to go, as an immutable file (chattr +i) does: unlink and rename fail."""
+
     def refuse(real):
         def call(src, *args, **kwargs):
             if str(src).endswith("best.pt"):
                 raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src))
             return real(src, *args, **kwargs)
+
         return call
 
     for name in ("unlink", "remove", "rename", "replace"):
@@ -192,92 +199,233 @@ def _store_with_a_dangling_link(world: Path, mp=None) -> None:
 
 CASES = [
     # (id, argv after TRAIN-like words, set-up, words expected in the one line of stderr)
-    ("run-name-parent-path-fresh", [*TRAIN, "--run-name", "../../victim", "--fresh"], None,
-     "must be a single folder name"),
+    (
+        "run-name-parent-path-fresh",
+        [*TRAIN, "--run-name", "../../victim", "--fresh"],
+        None,
+        "must be a single folder name",
+    ),
     ("run-name-dot-fresh", [*TRAIN, "--run-name", ".", "--fresh"], None, "must be a single folder name"),
     ("run-name-dotdot", [*TRAIN, "--run-name", ".."], None, "must be a single folder name"),
     ("run-name-absolute", [*TRAIN, "--run-name", "{world}/victim"], None, "must be a single folder name"),
     ("run-name-nested", [*TRAIN, "--run-name", "a/b"], None, "must be a single folder name"),
-    ("fresh-not-a-run-folder", [*TRAIN, "--run-name", "mine", "--fresh"], "mine",
-     "it holds no run marker (.neurodyn-run)"),
+    (
+        "fresh-not-a-run-folder",
+        [*TRAIN, "--run-name", "mine", "--fresh"],
+        "mine",
+        "it holds no run marker (.neurodyn-run)",
+    ),
     # a folder is a run folder only if it holds the marker the library wrote: no other folder is trained into
-    ("train-into-a-users-folder", [*TRAIN, "--run-name", "mine"], "mine",
-     "it holds data.csv but no run marker (.neurodyn-run)"),
-    ("train-at-a-symlink-leading-outside", [*TRAIN, "--run-name", "link"], _symlink_to_victim,
-     "it is a symbolic link, which a run folder never is"),
-    ("run-name-over-255-bytes", [*TRAIN, "--run-name", "r" * 300], None, "is 300 bytes long; a folder name has at "
-     "most 255 bytes"),
+    (
+        "train-into-a-users-folder",
+        [*TRAIN, "--run-name", "mine"],
+        "mine",
+        "it holds data.csv but no run marker (.neurodyn-run)",
+    ),
+    (
+        "train-at-a-symlink-leading-outside",
+        [*TRAIN, "--run-name", "link"],
+        _symlink_to_victim,
+        "it is a symbolic link, which a run folder never is",
+    ),
+    (
+        "run-name-over-255-bytes",
+        [*TRAIN, "--run-name", "r" * 300],
+        None,
+        "is 300 bytes long; a folder name has at most 255 bytes",
+    ),
     # every check before --fresh removes the run: memory, the data file; and a run file that cannot go
-    ("fresh-model-too-large", [*TRAIN, "--run-name", "done", "--fresh", "model.width=30000"], None,
-     "does not fit in memory"),
-    ("fresh-data-path-missing", [*TRAIN, "--run-name", "done", "--fresh", "data.path={world}/missing.h5"], None,
-     "missing.h5 does not exist"),
-    ("fresh-undeletable-checkpoint", [*TRAIN, "--run-name", "done", "--fresh"], _undeletable_best,
-     "--fresh cannot remove"),
-    ("fresh-run-with-user-file", [*TRAIN, "--run-name", "done", "--fresh"], _user_file_in_run,
-     "it also holds notes.txt, which a run does not write"),
+    (
+        "fresh-model-too-large",
+        [*TRAIN, "--run-name", "done", "--fresh", "model.width=30000"],
+        None,
+        "does not fit in memory",
+    ),
+    (
+        "fresh-data-path-missing",
+        [*TRAIN, "--run-name", "done", "--fresh", "data.path={world}/missing.h5"],
+        None,
+        "missing.h5 does not exist",
+    ),
+    (
+        "fresh-undeletable-checkpoint",
+        [*TRAIN, "--run-name", "done", "--fresh"],
+        _undeletable_best,
+        "--fresh cannot remove",
+    ),
+    (
+        "fresh-run-with-user-file",
+        [*TRAIN, "--run-name", "done", "--fresh"],
+        _user_file_in_run,
+        "it also holds notes.txt, which a run does not write",
+    ),
     ("typo-on-existing-run", [*TRAIN, "--run-name", "done", "model.widht=8"], None, "did you mean 'width'"),
-    ("typo-on-existing-run-fresh", [*TRAIN, "--run-name", "done", "--fresh", "model.widht=8"], None,
-     "did you mean 'width'"),
+    (
+        "typo-on-existing-run-fresh",
+        [*TRAIN, "--run-name", "done", "--fresh", "model.widht=8"],
+        None,
+        "did you mean 'width'",
+    ),
     ("diverged-lr-inf", [*TRAIN, "--run-name", "new", "train.lr=.inf"], None, "--run-name NAME"),
     ("evaluate-nan-weights", ["evaluate", "{world}/runs/sub/done"], _nan_weights, "holds non-finite weights"),
-    ("budget-negative", ["compare", "fno/darcy", "--scale", "tiny", "--budget", "-5s"], None,
-     "a budget is a positive time"),
-    ("yaml-python-tag-override", [*TRAIN, "--run-name", "new", "model.width=!!python/name:os.system"], None,
-     "the value is not plain YAML"),
-    ("yaml-python-tag-generate", ["generate", "darcy", "resolution=!!python/object/apply:os.system [ls]"], None,
-     "the value is not plain YAML"),
+    (
+        "budget-negative",
+        ["compare", "fno/darcy", "--scale", "tiny", "--budget", "-5s"],
+        None,
+        "a budget is a positive time",
+    ),
+    (
+        "yaml-python-tag-override",
+        [*TRAIN, "--run-name", "new", "model.width=!!python/name:os.system"],
+        None,
+        "the value is not plain YAML",
+    ),
+    (
+        "yaml-python-tag-generate",
+        ["generate", "darcy", "resolution=!!python/object/apply:os.system [ls]"],
+        None,
+        "the value is not plain YAML",
+    ),
     # outputs never replace an input, a run's files or an existing file
-    ("predict-out-is-its-input", [*PREDICT, "{world}/in.h5"], None, "is the input --data file; predictions never "
-     "replace their input"),
-    ("predict-out-a-checkpoint", [*PREDICT, "{world}/runs/sub/done/checkpoints/last.pt"], None,
-     "is the checkpoint the predictions come from"),
-    ("predict-out-inside-checkpoints", [*PREDICT, "{world}/runs/sub/done/checkpoints/pred.h5"], None,
-     "lies in the run folder"),
-    ("predict-out-existing-file", [*PREDICT, "{world}/victim/precious.txt"], None,
-     "already exists; choose another --out, or pass --overwrite to replace it"),
+    (
+        "predict-out-is-its-input",
+        [*PREDICT, "{world}/in.h5"],
+        None,
+        "is the input --data file; predictions never replace their input",
+    ),
+    (
+        "predict-out-a-checkpoint",
+        [*PREDICT, "{world}/runs/sub/done/checkpoints/last.pt"],
+        None,
+        "is the checkpoint the predictions come from",
+    ),
+    (
+        "predict-out-inside-checkpoints",
+        [*PREDICT, "{world}/runs/sub/done/checkpoints/pred.h5"],
+        None,
+        "lies in the run folder",
+    ),
+    (
+        "predict-out-existing-file",
+        [*PREDICT, "{world}/victim/precious.txt"],
+        None,
+        "already exists; choose another --out, or pass --overwrite to replace it",
+    ),
     ("predict-out-a-folder", [*PREDICT, "{world}/victim"], None, "is a folder; give a file name inside it"),
     ("predict-out-empty", [*PREDICT, ""], None, "--out is empty"),
-    ("predict-out-below-a-file", [*PREDICT, "{world}/victim/precious.txt/pred.h5"], None,
-     "precious.txt is a file, not a folder; choose another --out"),
-    ("predict-disk-full", [*PREDICT, "{world}/victim/pred.h5"], _disk_full_writing_predictions,
-     "is full (writing the predictions to pred.h5); nothing was written"),
-    ("predict-overwrite-another-runs-checkpoint", [*PREDICT, "{world}/runs/sub/other/checkpoints/best.pt",
-                                                   "--overwrite"], None, "lies in the run folder"),
+    (
+        "predict-out-below-a-file",
+        [*PREDICT, "{world}/victim/precious.txt/pred.h5"],
+        None,
+        "precious.txt is a file, not a folder; choose another --out",
+    ),
+    (
+        "predict-disk-full",
+        [*PREDICT, "{world}/victim/pred.h5"],
+        _disk_full_writing_predictions,
+        "is full (writing the predictions to pred.h5); nothing was written",
+    ),
+    (
+        "predict-overwrite-another-runs-checkpoint",
+        [*PREDICT, "{world}/runs/sub/other/checkpoints/best.pt", "--overwrite"],
+        None,
+        "lies in the run folder",
+    ),
     ("predict-out-into-another-run", [*PREDICT, "{world}/runs/sub/other/pred.h5"], None, "lies in the run folder"),
-    ("predict-file-size-limit", [*PREDICT, "{world}/victim/pred.h5"], _file_size_limit_writing_predictions,
-     "grew past this process's file-size limit (ulimit -f)"),
-    ("evaluate-on-a-store-with-a-dangling-link", ["evaluate", "{world}/runs/sub/done", "--data",
-                                                  "{world}/linked.h5"], _store_with_a_dangling_link,
-     "is an external link to missing.h5:/x; a store file holds its arrays itself"),
-    ("evaluate-which-with-a-checkpoint-file", ["evaluate", "{world}/runs/sub/done/checkpoints/last.pt", "--which",
-                                              "best"], None, "is a checkpoint file itself; drop --which"),
-    ("predict-out-read-only", [*PREDICT, "{world}/victim/pred.h5"], _read_only_predictions_folder,
-     "pred.h5 (Read-only file system); nothing was written: choose another --out"),
-    ("train-over-a-users-config", [*TRAIN, "--run-name", "mine"], _users_config_in_folder,
-     "it holds config.yaml but no run marker (.neurodyn-run), so it is not a run folder neurodyn made"),
+    (
+        "predict-file-size-limit",
+        [*PREDICT, "{world}/victim/pred.h5"],
+        _file_size_limit_writing_predictions,
+        "grew past this process's file-size limit (ulimit -f)",
+    ),
+    (
+        "evaluate-on-a-store-with-a-dangling-link",
+        ["evaluate", "{world}/runs/sub/done", "--data", "{world}/linked.h5"],
+        _store_with_a_dangling_link,
+        "is an external link to missing.h5:/x; a store file holds its arrays itself",
+    ),
+    (
+        "evaluate-which-with-a-checkpoint-file",
+        ["evaluate", "{world}/runs/sub/done/checkpoints/last.pt", "--which", "best"],
+        None,
+        "is a checkpoint file itself; drop --which",
+    ),
+    (
+        "predict-out-read-only",
+        [*PREDICT, "{world}/victim/pred.h5"],
+        _read_only_predictions_folder,
+        "pred.h5 (Read-only file system); nothing was written: choose another --out",
+    ),
+    (
+        "train-over-a-users-config",
+        [*TRAIN, "--run-name", "mine"],
+        _users_config_in_folder,
+        "it holds config.yaml but no run marker (.neurodyn-run), so it is not a run folder neurodyn made",
+    ),
     # lock files: never followed, never truncated, and one sentence when they cannot be made
-    ("lock-is-a-symlink", [*TRAIN, "--run-name", "new"], _lock_links_to_victim, "is a symbolic link, which a lock "
-     "never follows"),
+    (
+        "lock-is-a-symlink",
+        [*TRAIN, "--run-name", "new"],
+        _lock_links_to_victim,
+        "is a symbolic link, which a lock never follows",
+    ),
     ("lock-is-a-hard-link", [*TRAIN, "--run-name", "new"], _lock_hard_links_to_victim, "is a hard link"),
     ("lock-path-is-a-folder", [*TRAIN, "--run-name", "new"], _folder_at_lock_path, ".new.lock of run folder"),
     ("runs-dir-read-only", [*TRAIN, "--run-name", "new"], _read_only_runs_dir, "(Read-only file system); make"),
     # every value is checked before --fresh removes anything or data is generated
-    ("fresh-negative-width", [*TRAIN, "--run-name", "done", "--fresh", "model.width=-3"], None,
-     "width must be >= 1; got -3"),
-    ("fresh-unknown-variant", ["train", "transolver/darcy", "--scale", "tiny", "--no-progress", "--run-name", "done",
-                               "--fresh", "model.variant=bogus"], None, "got 'bogus'"),
-    ("negative-n-train", [*TRAIN, "--run-name", "new", "data.n_train=-5"], None,
-     "data.n_train must be a whole number >= 0"),
+    (
+        "fresh-negative-width",
+        [*TRAIN, "--run-name", "done", "--fresh", "model.width=-3"],
+        None,
+        "width must be >= 1; got -3",
+    ),
+    (
+        "fresh-unknown-variant",
+        [
+            "train",
+            "transolver/darcy",
+            "--scale",
+            "tiny",
+            "--no-progress",
+            "--run-name",
+            "done",
+            "--fresh",
+            "model.variant=bogus",
+        ],
+        None,
+        "got 'bogus'",
+    ),
+    (
+        "negative-n-train",
+        [*TRAIN, "--run-name", "new", "data.n_train=-5"],
+        None,
+        "data.n_train must be a whole number >= 0",
+    ),
     # a GPU that is not there is said as such (never "truncated checkpoint" and --fresh)
-    ("train-device-cuda-without-gpu", [*TRAIN, "--run-name", "done", "--device", "cuda"], None,
-     "this machine has no usable CUDA GPU"),
-    ("evaluate-device-cuda-without-gpu", ["evaluate", "{world}/runs/sub/done", "--device", "cuda"], None,
-     "this machine has no usable CUDA GPU"),
-    ("compare-seed-twice", ["compare", "fno/darcy", "--scale", "tiny", "--epochs", "1", "--seeds", "0", "0", "--out",
-                            "{world}/cmp"], None, "seed 0 is listed twice"),
-    ("evaluate-malicious-pickle", ["evaluate", "{world}/evil.pt"], _malicious_checkpoint,
-     "not allowed to load safely (torch.load weights_only=True): the global posix.remove; nothing of it"),
+    (
+        "train-device-cuda-without-gpu",
+        [*TRAIN, "--run-name", "done", "--device", "cuda"],
+        None,
+        "this machine has no usable CUDA GPU",
+    ),
+    (
+        "evaluate-device-cuda-without-gpu",
+        ["evaluate", "{world}/runs/sub/done", "--device", "cuda"],
+        None,
+        "this machine has no usable CUDA GPU",
+    ),
+    (
+        "compare-seed-twice",
+        ["compare", "fno/darcy", "--scale", "tiny", "--epochs", "1", "--seeds", "0", "0", "--out", "{world}/cmp"],
+        None,
+        "seed 0 is listed twice",
+    ),
+    (
+        "evaluate-malicious-pickle",
+        ["evaluate", "{world}/evil.pt"],
+        _malicious_checkpoint,
+        "not allowed to load safely (torch.load weights_only=True): the global posix.remove; nothing of it",
+    ),
 ]
 
 
@@ -441,8 +589,11 @@ LIBRARY = [
     # (id, call on the world, words expected in the one-line message)
     ("fit-over-a-users-config", _fit_into_a_users_folder, "no run marker (.neurodyn-run)"),
     ("fit-on-empty-data", _fit_on_nothing, "fit() got no training samples"),
-    ("predict-negative-batch-size", _predict_negative_batch,
-     "batch_size must be a whole number >= 1 (samples per forward pass); got -1"),
+    (
+        "predict-negative-batch-size",
+        _predict_negative_batch,
+        "batch_size must be a whole number >= 1 (samples per forward pass); got -1",
+    ),
 ]
 
 
@@ -535,8 +686,11 @@ def test_a_run_stopped_by_its_time_limit_trains_on_with_a_longer_one(world, caps
     argv = [*TRAIN, "--runs-dir", str(runs), "--run-name", "timed", "train.epochs=3"]
     assert main([*argv, "train.time_limit=0.001"]) == 0, capsys.readouterr().err
     assert "stopped at the time limit after epoch 1" in capsys.readouterr().out
-    epochs = lambda: [r["epoch"] for r in map(json.loads, (runs / "timed" / "metrics.jsonl").read_text().splitlines())
-                      if "train_loss" in r]
+    epochs = lambda: [
+        r["epoch"]
+        for r in map(json.loads, (runs / "timed" / "metrics.jsonl").read_text().splitlines())
+        if "train_loss" in r
+    ]
     assert epochs() == [0]
     assert main([*argv, "train.time_limit=0.002"]) == 0  # a longer limit: resumed, and stopped again by it
     assert epochs() == [0]

@@ -12,6 +12,7 @@ The accuracies (slow): ours and aeon's ``MultiRocketClassifier`` / ``HydraClassi
 and scored on the same test file (the archive's default split; the files aeon ships) agree within ``TOLERANCE``: the
 random draws differ (numpy's generator against torch's), so one test case of a small file can go either way.
 """
+
 import os
 
 import numpy as np
@@ -53,10 +54,16 @@ def test_hydra_features_equal_aeons_given_its_kernels():
         internal = theirs._hydra
         D, C = internal.W.shape[0], x.shape[1]
         half, k = internal.h, internal.k
-        channels = (torch.ones(D, 2, half, 1) if C == 1 else
-                    torch.stack([torch.nn.functional.one_hot(idx.long(), C).sum(-2) for idx in internal.idx]).float())
-        params = {"dilations": internal.dilations.long(), "channels": channels,
-                  "weights": internal.W.reshape(D, 2, half, k, hy.KERNEL_LENGTH).float()}
+        channels = (
+            torch.ones(D, 2, half, 1)
+            if C == 1
+            else torch.stack([torch.nn.functional.one_hot(idx.long(), C).sum(-2) for idx in internal.idx]).float()
+        )
+        params = {
+            "dilations": internal.dilations.long(),
+            "channels": channels,
+            "weights": internal.W.reshape(D, 2, half, k, hy.KERNEL_LENGTH).float(),
+        }
         assert params["dilations"].tolist() == hy.hydra_dilations(x.shape[2])
         ours = hy.hydra_transform(channels_last(xt), params).numpy()
         np.testing.assert_allclose(ours, np.asarray(theirs.transform(xt)), rtol=1e-4, atol=1e-4)
@@ -71,8 +78,12 @@ def test_multirocket_series_features_equal_aeons_given_its_parameters():
 
     def params(p):
         dilations, per_dilation, biases = p
-        return {"dilations": torch.as_tensor(dilations), "per_dilation": torch.as_tensor(per_dilation),
-                "channels": torch.ones(len(dilations), 84, 1), "biases": torch.as_tensor(biases)}
+        return {
+            "dilations": torch.as_tensor(dilations),
+            "per_dilation": torch.as_tensor(per_dilation),
+            "channels": torch.ones(len(dilations), 84, 1),
+            "biases": torch.as_tensor(biases),
+        }
 
     both = {**params(theirs.parameter), **{f"diff_{k}": v for k, v in params(theirs.parameter1).items()}}
     ours = mr.multirocket_transform(channels_last(xt[:10]), both).numpy().reshape(10, 2, 4, -1)[:, 0]

@@ -1,4 +1,5 @@
 """Vectorised DTW and Euclidean distances against the textbook double loop and a NumPy brute force."""
+
 import numpy as np
 import pytest
 import torch
@@ -8,8 +9,10 @@ from neurodyn.baselines.dtw import dtw_distance_ref, dtw_distances, euclidean_di
 
 def _pairs(seed, n=3, m=4, L=7, K=5, C=2):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(n, L, C, generator=g, dtype=torch.float64),
-            torch.randn(m, K, C, generator=g, dtype=torch.float64))
+    return (
+        torch.randn(n, L, C, generator=g, dtype=torch.float64),
+        torch.randn(m, K, C, generator=g, dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("window", [None, 0, 2, 3])
@@ -20,8 +23,7 @@ def test_dtw_equals_the_double_loop(window, lengths):
         with pytest.raises(ValueError, match="Sakoe-Chiba window"):
             dtw_distances(a, b, window)
         return
-    want = torch.tensor([[dtw_distance_ref(x.tolist(), y.tolist(), window) for y in b] for x in a],
-                        dtype=torch.float64)
+    want = torch.tensor([[dtw_distance_ref(x.tolist(), y.tolist(), window) for y in b] for x in a], dtype=torch.float64)
     torch.testing.assert_close(dtw_distances(a, b, window), want, rtol=1e-12, atol=1e-12)
     # chunked over pairs: the same values
     torch.testing.assert_close(dtw_distances(a, b, window, chunk_elements=1), want, rtol=1e-12, atol=1e-12)

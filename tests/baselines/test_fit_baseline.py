@@ -1,6 +1,7 @@
 """The baselines' own path beside the trainer (``fit_baseline``): one pass, the training loss and the validation
 metrics against closed forms, the run it writes read back by ``load_run``, a finished run reloaded, nothing written
 without a run folder."""
+
 import json
 import math
 import os
@@ -10,8 +11,8 @@ import pytest
 import torch
 
 import neurodyn
-from neurodyn.baselines import fit_baseline
 from neurodyn.baselines import fit as fit_module
+from neurodyn.baselines import fit_baseline
 from neurodyn.data.assembly import build_sequence_data
 from neurodyn.data.memory_store import sequence_store
 from neurodyn.errors import ConfigError
@@ -43,7 +44,7 @@ def test_majority_scores_and_loss_match_the_closed_forms(tmp_path, monkeypatch):
     # the training loss: the cross-entropy of the class frequencies, -sum_k p_k log p_k
     assert record["train_loss"] == pytest.approx(-(p * np.log(p)).sum(), rel=1e-6)
     assert record["val"]["accuracy"] == pytest.approx(np.mean(val.y.numpy() == mode))
-    assert run.run_dir is None and not run.reloaded and os.listdir(tmp_path) == []   # nothing written
+    assert run.run_dir is None and not run.reloaded and os.listdir(tmp_path) == []  # nothing written
 
 
 def test_a_one_nearest_neighbour_recognises_its_training_series():
@@ -76,7 +77,7 @@ def test_the_run_it_writes_is_a_run_and_is_reloaded_not_refitted(tmp_path, monke
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records == json.loads(json.dumps(run.history))
     assert (run_dir / "checkpoints" / "best.pt").is_file() and (run_dir / "checkpoints" / "last.pt").is_file()
-    restored = neurodyn.load_run(run_dir)   # the trainer's checkpoint format: load_run restores model, task, norms
+    restored = neurodyn.load_run(run_dir)  # the trainer's checkpoint format: load_run restores model, task, norms
     assert restored.cfg["model"]["name"] == "knn"
     raw = train.x[:6].numpy()
     with torch.no_grad():

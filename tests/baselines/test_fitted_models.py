@@ -1,12 +1,13 @@
 """The fitted baselines (majority, 1-NN, MiniRocket) against independent oracles: the mode, a NumPy brute-force
 nearest neighbour, the plain-Python DTW, and a synthetic problem that only the shape of a series separates."""
+
 import numpy as np
 import pytest
 import torch
 
+from neurodyn.baselines.dtw import dtw_distance_ref
 from neurodyn.errors import ConfigError
 from neurodyn.models import build
-from neurodyn.baselines.dtw import dtw_distance_ref
 
 
 def sine_or_square(n: int, seed: int, length: int = 64, noise: float = 0.1):
@@ -39,8 +40,7 @@ def test_knn_euclidean_equals_numpy_brute_force():
     ytr = rng.integers(0, 3, size=30)
     m = build("knn", in_channels=3, out_channels=3)
     m.fit(torch.as_tensor(xtr, dtype=torch.float32), None, None, torch.as_tensor(ytr))
-    want = ytr[[int(np.argmin([((a - b) ** 2).sum() for b in xtr.astype(np.float32)])) for a in
-                xte.astype(np.float32)]]
+    want = ytr[[int(np.argmin([((a - b) ** 2).sum() for b in xtr.astype(np.float32)])) for a in xte.astype(np.float32)]]
     assert np.array_equal(m(torch.as_tensor(xte, dtype=torch.float32)).argmax(-1).numpy(), want)
     # regression: the neighbour's targets
     targets = torch.as_tensor(rng.normal(size=(30, 2)), dtype=torch.float32)
@@ -70,7 +70,7 @@ def test_padding_and_unequal_lengths():
     padded = torch.cat([x[:5], 100 * torch.randn(5, 6, 1)], 1)
     mask = torch.arange(22)[None].expand(5, 22) < 16
     torch.testing.assert_close(m(padded, mask=mask), m(x[:5]))
-    assert m(x[:5, ::2]).shape == (5, 2)                       # 8 steps, read as 16
+    assert m(x[:5, ::2]).shape == (5, 2)  # 8 steps, read as 16
 
 
 @pytest.mark.parametrize("C", [1, 2])
@@ -78,8 +78,9 @@ def test_minirocket_separates_sine_from_square(C):
     xtr, ytr = sine_or_square(60, 10)
     xte, yte = sine_or_square(200, 11)
     if C == 2:  # a second channel of pure noise
-        xtr, xte = (torch.cat([a, torch.randn(a.shape, generator=torch.Generator().manual_seed(5))], -1)
-                    for a in (xtr, xte))
+        xtr, xte = (
+            torch.cat([a, torch.randn(a.shape, generator=torch.Generator().manual_seed(5))], -1) for a in (xtr, xte)
+        )
     m = build("minirocket", in_channels=C, out_channels=2, n_features=2000)
     m.fit(xtr, None, None, ytr)
     acc = (m(xte).argmax(-1) == yte).float().mean().item()
@@ -98,7 +99,7 @@ def test_minirocket_is_deterministic_by_seed_and_restores_from_its_state():
         outs.append(m(x))
     assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
     fresh = build("minirocket", in_channels=1, out_channels=2, n_features=500)
-    fresh.load_state_dict(m.state_dict())                        # the fitted buffers' shapes come from the state
+    fresh.load_state_dict(m.state_dict())  # the fitted buffers' shapes come from the state
     assert torch.equal(fresh(x), outs[2])
 
 
@@ -146,9 +147,11 @@ def test_the_registry_finds_the_baselines_by_name_alone():
     import subprocess
     import sys
 
-    code = ("import sys; from neurodyn.models import build, available; m = build('minirocket', in_channels=2); "
-            "assert {'majority', 'knn', 'minirocket'} <= set(available()); "
-            "assert type(m).__module__ == 'neurodyn.baselines.minirocket', type(m).__module__; "
-            "assert not [k for k in sys.modules if k.startswith('neurodyn.train')], 'train imported'")
+    code = (
+        "import sys; from neurodyn.models import build, available; m = build('minirocket', in_channels=2); "
+        "assert {'majority', 'knn', 'minirocket'} <= set(available()); "
+        "assert type(m).__module__ == 'neurodyn.baselines.minirocket', type(m).__module__; "
+        "assert not [k for k in sys.modules if k.startswith('neurodyn.train')], 'train imported'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

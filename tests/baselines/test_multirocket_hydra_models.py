@@ -1,12 +1,12 @@
 """The ``multirocket`` and ``hydra`` baselines: a synthetic problem only the shape of a series separates, a regression,
 the same features and predictions twice for one seed (and others for another), a checkpoint restored, and their
 configs checked."""
+
 import pytest
 import torch
 
 from neurodyn.errors import ConfigError
 from neurodyn.models import build
-
 from tests.baselines.test_fitted_models import sine_or_square
 
 SMALL = {"multirocket": {"n_features": 8 * 84 * 3}, "hydra": {"n_groups": 16}}
@@ -18,8 +18,9 @@ def test_separates_sine_from_square(name, C):
     xtr, ytr = sine_or_square(60, 10)
     xte, yte = sine_or_square(200, 11)
     if C == 2:  # a second channel of pure noise
-        xtr, xte = (torch.cat([a, torch.randn(a.shape, generator=torch.Generator().manual_seed(5))], -1)
-                    for a in (xtr, xte))
+        xtr, xte = (
+            torch.cat([a, torch.randn(a.shape, generator=torch.Generator().manual_seed(5))], -1) for a in (xtr, xte)
+        )
     m = build(name, in_channels=C, out_channels=2, **SMALL[name])
     m.fit(xtr, None, None, ytr)
     acc = (m(xte).argmax(-1) == yte).float().mean().item()
@@ -41,7 +42,7 @@ def test_deterministic_by_seed_and_restored_from_its_state(name):
     assert torch.equal(a.transform(x), b.transform(x)) and not torch.equal(a.transform(x), c.transform(x))
     assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
     fresh = build(name, in_channels=1, out_channels=2, **SMALL[name])
-    fresh.load_state_dict(c.state_dict())                          # the fitted buffers' shapes come from the state
+    fresh.load_state_dict(c.state_dict())  # the fitted buffers' shapes come from the state
     assert torch.equal(fresh(x), outs[2])
 
 
@@ -63,8 +64,8 @@ def test_short_series_and_bad_configs():
     x, y = sine_or_square(10, 1, length=6)
     for name, fewest in (("multirocket", 10), ("hydra", 9)):
         m = build(name, in_channels=1, out_channels=2, **SMALL[name])
-        assert torch.equal(m(x), torch.zeros(10, 2))                # not fitted yet: zeros
-        m.fit(x, None, None, y)                                    # 6 steps, resampled to the fewest it takes
+        assert torch.equal(m(x), torch.zeros(10, 2))  # not fitted yet: zeros
+        m.fit(x, None, None, y)  # 6 steps, resampled to the fewest it takes
         assert int(m.steps) == fewest and m(x).shape == (10, 2)
     with pytest.raises(ConfigError, match="n_features must be >= 672"):
         build("multirocket", in_channels=1, out_channels=2, n_features=100)

@@ -1,4 +1,5 @@
 """Closed-form leave-one-out ridge against refitting without each sample."""
+
 import pytest
 import torch
 
@@ -16,8 +17,11 @@ def test_loo_errors_equal_refits(n, p, k):
 def test_ridge_fit_solves_the_normal_equations():
     g = torch.Generator().manual_seed(3)
     x = torch.randn(40, 6, generator=g, dtype=torch.float64)
-    y = x @ torch.randn(6, 2, generator=g, dtype=torch.float64) + 0.1 * torch.randn(40, 2, generator=g,
-                                                                                   dtype=torch.float64) + 3.0
+    y = (
+        x @ torch.randn(6, 2, generator=g, dtype=torch.float64)
+        + 0.1 * torch.randn(40, 2, generator=g, dtype=torch.float64)
+        + 3.0
+    )
     w, b, alpha = ridge_loo(x, y, torch.logspace(-3, 3, 10, dtype=torch.float64))
     xc, yc = x - x.mean(0), y - y.mean(0)
     want = torch.linalg.solve(xc.T @ xc + alpha * torch.eye(6, dtype=x.dtype), xc.T @ yc)

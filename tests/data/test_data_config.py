@@ -1,5 +1,6 @@
 """The ``data`` section as a typed config (:class:`neurodyn.data.config.DataConfig`): the flat spelling of the presets
 read into sections, every value checked when the config is made, and one open of the store per ``build_data``."""
+
 import pytest
 
 from neurodyn.data.assembly import build_data, without_generator
@@ -22,20 +23,23 @@ def test_every_preset_reads_into_sections_with_its_flat_values():
     assert read >= 3 * 60
 
 
-@pytest.mark.parametrize("key, value, words", [
-    ("n_train", -1, "data.n_train must be a whole number >= 0"),
-    ("n_val", "half", "data.n_val must be a whole number >= 0 or 'auto'"),
-    ("normalize_input", "zscore", "data.normalize_input must be one of"),
-    ("normalize_reduce", "global", "data.normalize_reduce must be one of"),
-    ("t_in", 0, "data.t_in=0 must be a whole number >= 1"),
-    ("window_stride", 0, "data.window_stride=0 must be a whole number >= 1"),
-    ("missing", "zero", "data.missing must be one of 'ffill', 'mean', 'drop'"),
-    ("drop_steps", 1.5, "data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got 1.5"),
-    ("max_steps", -4, "data.max_steps=-4 must be a whole number >= 0"),
-    ("shuffle", "maybe", "data.shuffle='maybe' is not true or false"),
-    ("normalize_target", 3, "data.normalize_target=3 is not a string"),
-    ("resolution", "fine", "generator 'darcy' option resolution='fine' is not an integer"),
-])
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("n_train", -1, "data.n_train must be a whole number >= 0"),
+        ("n_val", "half", "data.n_val must be a whole number >= 0 or 'auto'"),
+        ("normalize_input", "zscore", "data.normalize_input must be one of"),
+        ("normalize_reduce", "global", "data.normalize_reduce must be one of"),
+        ("t_in", 0, "data.t_in=0 must be a whole number >= 1"),
+        ("window_stride", 0, "data.window_stride=0 must be a whole number >= 1"),
+        ("missing", "zero", "data.missing must be one of 'ffill', 'mean', 'drop'"),
+        ("drop_steps", 1.5, "data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got 1.5"),
+        ("max_steps", -4, "data.max_steps=-4 must be a whole number >= 0"),
+        ("shuffle", "maybe", "data.shuffle='maybe' is not true or false"),
+        ("normalize_target", 3, "data.normalize_target=3 is not a string"),
+        ("resolution", "fine", "generator 'darcy' option resolution='fine' is not an integer"),
+    ],
+)
 def test_a_bad_value_is_one_sentence_naming_the_key(key, value, words):
     with pytest.raises(ConfigError) as info:  # (the generator's options: checked with the source, before use)
         DataConfig.parse({"generator": "darcy", "n_train": 10, key: value}).check_source()
@@ -43,8 +47,11 @@ def test_a_bad_value_is_one_sentence_naming_the_key(key, value, words):
 
 
 def test_a_typo_on_a_file_run_names_the_closest_key():
-    with pytest.raises(ConfigError, match=r"data.n_trian is not a data key of a run on a file \(did you mean "
-                                          r"'n_train'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data.n_trian is not a data key of a run on a file \(did you mean "
+        r"'n_train'\?\)",
+    ):
         DataConfig.parse({"path": "train.h5", "n_trian": 10})
 
 

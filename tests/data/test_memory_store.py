@@ -1,5 +1,6 @@
 """Sequence arrays held in memory (``MemoryStore``, ``build_sequence_data``) against the store file ``neurodyn
 convert`` makes of the same arrays: the same arrays read, the same datasets and normalizers, nothing written."""
+
 import os
 
 import numpy as np
@@ -19,8 +20,8 @@ def ragged(n=30, length=20, channels=2, seed=0, labels=("walk", "run", "sit")):
     x = rng.normal(size=(n, length, channels))
     mask = np.ones((n, length), dtype=np.int8)
     mask[::3, -5:] = 0
-    mask[1::4, 2] = 0                          # a gap inside a series: the reader compacts it
-    x[4, 6, 1] = np.nan                        # one missing value: fields/observed
+    mask[1::4, 2] = 0  # a gap inside a series: the reader compacts it
+    x[4, 6, 1] = np.nan  # one missing value: fields/observed
     t = np.cumsum(rng.uniform(0.5, 1.5, (n, length)), axis=1)
     y = np.asarray(labels)[rng.integers(0, len(labels), n)]
     return {"x": np.where(mask[..., None] == 1, x, np.nan), "y": y, "t": t, "mask": mask}
@@ -37,10 +38,12 @@ def test_the_memory_store_holds_what_the_converted_file_holds(tmp_path):
     memory = sequence_store(arrays)
     assert memory.shapes == disk.shapes and memory.n_samples == disk.n_samples == 30
     assert (memory.inputs, memory.targets) == (disk.inputs, disk.targets)
-    assert "fields/observed" in memory.shapes              # the missing value is marked, as in the file
+    assert "fields/observed" in memory.shapes  # the missing value is marked, as in the file
     for key in disk.shapes:
-        got, want = memory.read(key, () if key.startswith("coords/") else slice(None)), disk.read(
-            key, () if key.startswith("coords/") else slice(None))
+        got, want = (
+            memory.read(key, () if key.startswith("coords/") else slice(None)),
+            disk.read(key, () if key.startswith("coords/") else slice(None)),
+        )
         assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), key
     assert np.array_equal(memory.read("fields/x", np.array([2, 7])), disk.read("fields/x", np.array([2, 7])))
     assert memory.config["info"]["classes"] == disk.config["info"]["classes"] == ["run", "sit", "walk"]
@@ -50,10 +53,13 @@ def test_the_memory_store_holds_what_the_converted_file_holds(tmp_path):
     assert sequence_store(other).attrs["checksum"] != memory.attrs["checksum"] == sequence_store(arrays).checksum()
 
 
-@pytest.mark.parametrize("data", [
-    {"n_train": "all", "n_val": "auto", "shuffle": True, "seed": 3, "missing": "ffill"},
-    {"n_train": 20, "n_val": 4, "n_test": 6, "missing": "mean", "observed_channels": True, "max_steps": 8},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"n_train": "all", "n_val": "auto", "shuffle": True, "seed": 3, "missing": "ffill"},
+        {"n_train": 20, "n_val": 4, "n_test": 6, "missing": "mean", "observed_channels": True, "max_steps": 8},
+    ],
+)
 def test_build_sequence_data_splits_and_normalises_as_build_data(tmp_path, data):
     arrays = ragged(seed=1)
     path = converted(tmp_path, arrays)
@@ -65,7 +71,7 @@ def test_build_sequence_data_splits_and_normalises_as_build_data(tmp_path, data)
     for name, ds in want["sets"].items():
         mine = got["sets"][name]
         assert np.array_equal(mine.ids, ds.ids) and (mine.pool, mine.n_targets) == (ds.pool, ds.n_targets)
-        for key in ("x", "t", "m", "y"):   # (NaN: a value the training mean fills, data.missing=mean)
+        for key in ("x", "t", "m", "y"):  # (NaN: a value the training mean fills, data.missing=mean)
             torch.testing.assert_close(getattr(mine, key), getattr(ds, key), rtol=0, atol=0, equal_nan=True)
     for norm in ("x_norm",):
         for k, v in want[norm].state_dict().items():

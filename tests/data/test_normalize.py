@@ -59,19 +59,21 @@ def test_errors():
 def test_pointwise_statistics_resample_onto_a_finer_grid_of_the_same_domain():
     """Oracle: data whose per-point mean is a linear function of (x, y) on a vertex grid; its mean field
     resampled to the 2x finer vertex grid is that same linear function there (bilinear is exact on it)."""
+
     def field(s, n):
         x = torch.linspace(0, 1, s, dtype=torch.float64)
-        mean = (2 * x[:, None] - 3 * x[None, :])[None, ..., None]           # (1, s, s, 1)
+        mean = (2 * x[:, None] - 3 * x[None, :])[None, ..., None]  # (1, s, s, 1)
         return mean + 0.5 * torch.randn(n, s, s, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
     n = Normalizer("gaussian", "pointwise").fit(field(9, 400))
     fine = field(17, 1)
     shift, scale = n._stats(fine)
-    exact = (2 * torch.linspace(0, 1, 17)[:, None] - 3 * torch.linspace(0, 1, 17)[None, :])
+    exact = 2 * torch.linspace(0, 1, 17)[:, None] - 3 * torch.linspace(0, 1, 17)[None, :]
     coarse_mean = n.shift[..., 0]
     # the resampled mean equals the bilinear interpolant of the fitted one; at the shared (even) nodes it is
     # the fitted value itself, and at the midpoints the average of its neighbours
     torch.testing.assert_close(shift[::2, ::2, 0], coarse_mean)
     torch.testing.assert_close(shift[1::2, ::2, 0], 0.5 * (coarse_mean[:-1] + coarse_mean[1:]))
-    assert (shift[..., 0].double() - exact.double()).abs().max() < 0.2            # sampling noise of 400 draws
+    assert (shift[..., 0].double() - exact.double()).abs().max() < 0.2  # sampling noise of 400 draws
     assert scale.shape == (17, 17, 1) and (scale > 0).all()
     torch.testing.assert_close(n.decode(n.encode(fine)), fine)

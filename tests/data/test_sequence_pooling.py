@@ -1,5 +1,6 @@
 """data.max_steps: long sequences average-pooled in time (masked mean over windows of k steps), checked against
 a NumPy reference computed here from the stored arrays; the same k for every split and test file of a run."""
+
 import math
 
 import numpy as np
@@ -24,7 +25,7 @@ def write_store(tmp_path, name, lengths, per_step=False, seed=0, missing=False):
         t[i, :L] = np.cumsum(rng.uniform(0.5, 1.5, L))
         t[i, L:] = t[i, L - 1]
         if missing:
-            x[i, 1:L:4, 2] = np.nan                                     # channel 2 missing at some steps
+            x[i, 1:L:4, 2] = np.nan  # channel 2 missing at some steps
     mask = np.arange(T)[None] < np.asarray(lengths)[:, None]
     y = rng.integers(0, 2, (n, T) if per_step else n)
     np.savez(tmp_path / f"{name}.npz", x=x, t=t, mask=mask, y=np.where(y, "up", "down"))
@@ -112,8 +113,9 @@ def test_drop_steps_happen_before_pooling(tmp_path):
     dropped = SequenceDataset(store, np.arange(2), drop_steps=0.5, drop_seed=3)
     pooled = SequenceDataset(store, np.arange(2), drop_steps=0.5, drop_seed=3, max_steps=10)
     assert dropped.m.sum(1).tolist() == [10, 10] and pooled.pool == 2
-    ref_x, ref_t, ref_m = reference_pool(dropped.x.numpy(), dropped.t.numpy(),
-                                         np.repeat(dropped.m.numpy()[..., None], 3, -1), 2)
+    ref_x, ref_t, ref_m = reference_pool(
+        dropped.x.numpy(), dropped.t.numpy(), np.repeat(dropped.m.numpy()[..., None], 3, -1), 2
+    )
     assert pooled.m.sum(1).tolist() == [5, 5]
     np.testing.assert_allclose(pooled.x.numpy()[ref_m], ref_x[ref_m], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(pooled.t.numpy()[ref_m], ref_t[ref_m], rtol=1e-6)
@@ -121,9 +123,19 @@ def test_drop_steps_happen_before_pooling(tmp_path):
 
 def test_every_split_and_a_longer_test_file_pool_with_the_training_k(tmp_path):
     train = write_store(tmp_path, "train", [40, 31, 25, 40, 12, 33, 28, 40, 36, 22])
-    held = write_store(tmp_path, "held", [90, 50, 20], seed=1)               # longer than any training sequence
-    cfg = {"task": "sequence", "data": {"path": str(train), "n_train": "all", "n_val": 2, "n_test": 2,
-                                        "shuffle": False, "max_steps": 10, "test_path": str(held)}}
+    held = write_store(tmp_path, "held", [90, 50, 20], seed=1)  # longer than any training sequence
+    cfg = {
+        "task": "sequence",
+        "data": {
+            "path": str(train),
+            "n_train": "all",
+            "n_val": 2,
+            "n_test": 2,
+            "shuffle": False,
+            "max_steps": 10,
+            "test_path": str(held),
+        },
+    }
     sets = build_data(cfg, progress=False)["sets"]
     k = math.ceil(40 / 10)
     assert {name: ds.pool for name, ds in sets.items()} == {"train": k, "val": k, "test": k}
@@ -131,6 +143,9 @@ def test_every_split_and_a_longer_test_file_pool_with_the_training_k(tmp_path):
     assert tested.pool == k and tested.m.sum(1).tolist() == [math.ceil(L / k) for L in (90, 50, 20)]
     # on its own the test file would pool by ceil(90 / 10) = 9
     assert SequenceDataset(StoredDataset(held), np.arange(3), max_steps=10).pool == 9
-    recorded = {**cfg["data"], "path": str(tmp_path / "gone.h5"),
-                "file": {"shapes": {"fields/x": [10, 40, 3]}}}             # the run's record of a moved file
+    recorded = {
+        **cfg["data"],
+        "path": str(tmp_path / "gone.h5"),
+        "file": {"shapes": {"fields/x": [10, 40, 3]}},
+    }  # the run's record of a moved file
     assert build_test_sets({**cfg, "data": recorded})["held"].pool == k

@@ -1,5 +1,6 @@
 """Sequence data: event encoding, generators, the dataset, and readers of the real files (tiny files
 written here in each format)."""
+
 import gzip
 import math
 
@@ -30,8 +31,11 @@ def test_event_encoding_decodes_back_to_the_pixels():
 
 
 def test_generators_are_deterministic_and_chunking_independent(data_dir):
-    for name, opts in (("event_digits", {}), ("activity", {"max_len": 32, "min_len": 8}),
-                       ("bearing", {"life_min": 12, "life_max": 16, "n_points": 128, "n_freqs": 4})):
+    for name, opts in (
+        ("event_digits", {}),
+        ("activity", {"max_len": 32, "min_len": 8}),
+        ("bearing", {"life_min": 12, "life_max": 16, "n_points": 128, "n_freqs": 4}),
+    ):
         gen = get_generator(name)
         cfg = gen.make_config(**opts)
         whole = gen.generate(cfg, np.arange(6), 3, torch.device("cpu"))
@@ -114,13 +118,16 @@ def test_pad_sequences():
     assert x.shape == (2, 4, 2) and m.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
 
 
-@pytest.mark.parametrize("name,opts,needle", [
-    ("event_digits", {"source": "emnist"}, "source"),
-    ("event_digits", {"source": "mnist"}, "data.source_path"),
-    ("activity", {"min_len": 10, "max_len": 5}, "min_len"),
-    ("bearing", {"conditions": (0, 9)}, "conditions"),
-    ("bearing", {"source": "xjtu"}, "data.source_path"),
-])
+@pytest.mark.parametrize(
+    "name,opts,needle",
+    [
+        ("event_digits", {"source": "emnist"}, "source"),
+        ("event_digits", {"source": "mnist"}, "data.source_path"),
+        ("activity", {"min_len": 10, "max_len": 5}, "min_len"),
+        ("bearing", {"conditions": (0, 9)}, "conditions"),
+        ("bearing", {"source": "xjtu"}, "data.source_path"),
+    ],
+)
 def test_bad_generator_options(name, opts, needle):
     with pytest.raises(ConfigError, match=needle):
         get_generator(name).make_config(**opts)
@@ -139,7 +146,7 @@ def test_mnist_idx_folder_and_npz(tmp_path, data_dir):
     imgs = np.zeros((7, 28, 28), dtype=np.uint8)
     for i in range(7):  # a few random bars: fewer than 256 events
         r, c = rng.integers(0, 20, 2)
-        imgs[i, r:r + 6, c:c + 5] = rng.integers(100, 256)
+        imgs[i, r : r + 6, c : c + 5] = rng.integers(100, 256)
     labels = np.arange(7) % 10
     folder = tmp_path / "mnist"
     folder.mkdir()
@@ -185,8 +192,9 @@ def test_person_activity_file(tmp_path, data_dir):
     assert recs[0]["t"][0] == 0 and abs(recs[0]["t"][1] - 0.0540584) < 1e-6
     assert recs[0]["y"].tolist() == [0, 0, 5] and recs[1]["y"].tolist() == [2]
     gen = get_generator("activity")
-    out = gen.generate(gen.make_config(source="par", source_path=str(p), max_len=2, min_len=1), np.arange(3), 0,
-                       torch.device("cpu"))
+    out = gen.generate(
+        gen.make_config(source="par", source_path=str(p), max_len=2, min_len=1), np.arange(3), 0, torch.device("cpu")
+    )
     assert out["fields/y"].shape == (3, 2) and out["fields/mask"].tolist() == [[1, 1], [1, 0], [1, 0]]
     bad = tmp_path / "bad.txt"
     bad.write_text(PAR_LINES.replace("walking", "flying", 1))
@@ -196,8 +204,10 @@ def test_person_activity_file(tmp_path, data_dir):
 
 def test_ts_file(tmp_path):
     p = tmp_path / "Tiny_TRAIN.ts"
-    p.write_text("@problemName Tiny\n@timeStamps false\n@univariate false\n@classLabel true a b\n@data\n"
-                 "1.0,2.0,3.0:4.0,5.0,6.0:a\n0.5,0.25:1,2:b\n")
+    p.write_text(
+        "@problemName Tiny\n@timeStamps false\n@univariate false\n@classLabel true a b\n@data\n"
+        "1.0,2.0,3.0:4.0,5.0,6.0:a\n0.5,0.25:1,2:b\n"
+    )
     xs, labels = ts.read_ts(p)
     assert labels == ["a", "b"] and xs[0].shape == (3, 2) and xs[0][:, 1].tolist() == [4, 5, 6]
     assert xs[1].shape == (2, 2)
@@ -212,8 +222,10 @@ def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
     b.mkdir(parents=True)
     for i in range(3):
         sep = ";" if i == 1 else ","
-        rows = [sep.join(["9", "39", str(10 * i), str(65664 + j), f"{rng.normal():.3f}", f"{rng.normal():.3f}"])
-                for j in range(256)]
+        rows = [
+            sep.join(["9", "39", str(10 * i), str(65664 + j), f"{rng.normal():.3f}", f"{rng.normal():.3f}"])
+            for j in range(256)
+        ]
         (b / f"acc_{i + 1:05d}.csv").write_text("\n".join(rows) + "\n")
     (b / "temp_00001.csv").write_text("9,39,0,0,35.1\n9,39,1,0,35.3\n")
     run = bearings.read_pronostia_bearing(b)
@@ -229,8 +241,9 @@ def test_pronostia_and_xjtu_folders(tmp_path, data_dir):
     assert xr.signals.shape == (3, 2, 300) and xr.times.tolist() == [0, 60, 540] and xr.condition == 1
     gen = get_generator("bearing")
     for source, root in (("pronostia", tmp_path / "pronostia"), ("xjtu", tmp_path / "xjtu")):
-        out = gen.generate(gen.make_config(source=source, source_path=str(root), n_freqs=4), np.arange(1), 0,
-                           torch.device("cpu"))
+        out = gen.generate(
+            gen.make_config(source=source, source_path=str(root), n_freqs=4), np.arange(1), 0, torch.device("cpu")
+        )
         assert out["fields/x"].shape == (1, 3, 16) and np.isclose(out["fields/y"][0, -1, 0], 1.0)
     with pytest.raises(DataError, match="no pronostia bearing folders"):
         bearings.list_bearings(tmp_path / "xjtu", "pronostia")

@@ -31,15 +31,29 @@ def test_interrupted_generation_resumes_to_identical_bytes(tmp_path):
             raise Killed
 
     with pytest.raises(Killed):
-        write_store(resumed, meta, lambda ids: g.generate(cfg, ids, 3, "cpu"), coords=g.coords(cfg),
-                    progress=False, on_chunk=die_after_two)
+        write_store(
+            resumed,
+            meta,
+            lambda ids: g.generate(cfg, ids, 3, "cpu"),
+            coords=g.coords(cfg),
+            progress=False,
+            on_chunk=die_after_two,
+        )
     partial = tmp_path / "resumed.h5.partial"
     assert not resumed.exists() and sorted(p.name for p in partial.glob("chunk_*")) == [
-        "chunk_000000.npz", "chunk_000001.npz", "chunk_000002.npz"]
+        "chunk_000000.npz",
+        "chunk_000001.npz",
+        "chunk_000002.npz",
+    ]
     (partial / ".chunk_000003.npz.999.tmp").write_bytes(b"half a chunk")  # a kill mid-write leaves this
     made = []
-    write_store(resumed, meta, lambda ids: made.append(ids[0]) or g.generate(cfg, ids, 3, "cpu"),
-                coords=g.coords(cfg), progress=False)
+    write_store(
+        resumed,
+        meta,
+        lambda ids: made.append(ids[0]) or g.generate(cfg, ids, 3, "cpu"),
+        coords=g.coords(cfg),
+        progress=False,
+    )
     assert made == [15, 20]  # only the missing chunks were made
     assert resumed.read_bytes() == whole.read_bytes()
     assert not partial.exists()
@@ -123,7 +137,6 @@ def test_unwritable_path_is_a_file(tmp_path):
         write_store(blocker / "t.h5", meta, lambda ids: {"fields/a": np.ones((1, 2))}, progress=False)
 
 
-
 def _write_darcy(path: str, delay: float) -> str:
     """write_store of 12 small Darcy chunks, sleeping ``delay`` s before each chunk (a slower process)."""
     import dataclasses
@@ -153,7 +166,7 @@ def test_two_processes_asking_for_the_same_file_both_get_it(tmp_path):
     alone = tmp_path / "alone.h5"
     _write_darcy(str(alone), 0.0)
     np.testing.assert_array_equal(StoredDataset(path).read("fields/u"), StoredDataset(alone).read("fields/u"))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.h5", "same.h5"]   # no lock or partial left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.h5", "same.h5"]  # no lock or partial left
 
 
 # ------------------------------------------------------------------------------------------------
@@ -168,11 +181,17 @@ def test_an_existing_store_is_reused_only_when_it_holds_the_same_dataset(tmp_pat
     made = []
     # the same dataset (another chunk size is only another way of writing it): reused, nothing made
     assert write_store(path, meta, lambda ids: made.append(ids) or {}, progress=False) == path and made == []
-    with pytest.raises(DataError, match=r"holds darcy seed 0 with 4 samples, but this call asks for seed 2 with 5 "
-                                        r"samples; choose another --out or delete it"):
+    with pytest.raises(
+        DataError,
+        match=r"holds darcy seed 0 with 4 samples, but this call asks for seed 2 with 5 "
+        r"samples; choose another --out or delete it",
+    ):
         g.run(cfg, 5, seed=2, path=path, progress=False)
-    with pytest.raises(DataError, match=r"holds darcy \(resolution=8\) seed 0 with 4 samples, but this call asks "
-                                        r"for resolution=9;"):
+    with pytest.raises(
+        DataError,
+        match=r"holds darcy \(resolution=8\) seed 0 with 4 samples, but this call asks "
+        r"for resolution=9;",
+    ):
         g.run(g.make_config(resolution=9), 4, path=path, progress=False)
     assert path.read_bytes() == before
 
@@ -223,9 +242,12 @@ def test_disk_full_while_writing_a_chunk_keeps_the_finished_ones_and_resumes(tmp
         real_savez(f, **arrays)
 
     monkeypatch.setattr(np, "savez", savez)
-    with pytest.raises(DiskFullError, match=rf"the disk holding {tmp_path} \(mounted at .*\) is full \(no space left "
-                                            rf"on device\) while writing chunk 2 of 3; the 1 finished chunk file\(s\) "
-                                            rf"in {path}.partial were kept"):
+    with pytest.raises(
+        DiskFullError,
+        match=rf"the disk holding {tmp_path} \(mounted at .*\) is full \(no space left "
+        rf"on device\) while writing chunk 2 of 3; the 1 finished chunk file\(s\) "
+        rf"in {path}.partial were kept",
+    ):
         g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False)
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "d.h5.partial").iterdir()) == ["chunk_000000.npz", "meta.json"]
@@ -268,8 +290,11 @@ def test_disk_full_while_assembling_leaves_no_file_keeps_the_chunks_and_resumes(
     g.run(cfg, 6, seed=0, path=whole, chunk_size=2, progress=False)
     path = tmp_path / "s.h5"
     monkeypatch.setattr(store, "open", _disk_filling_after(whole.stat().st_size // 2), raising=False)
-    with pytest.raises(DiskFullError, match=r"is full \(no space left on device\) while assembling s.h5; the 3 "
-                                            r"finished chunk file\(s\) in .*s.h5.partial were kept"):
+    with pytest.raises(
+        DiskFullError,
+        match=r"is full \(no space left on device\) while assembling s.h5; the 3 "
+        r"finished chunk file\(s\) in .*s.h5.partial were kept",
+    ):
         g.run(cfg, 6, seed=0, path=path, chunk_size=2, progress=False)
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5.partial", "whole.h5"]  # no temporary, no s.h5
@@ -284,10 +309,13 @@ def test_too_little_free_space_is_refused_before_assembling(tmp_path, monkeypatc
     from neurodyn.data.store import DiskFullError
 
     g, cfg, path = _darcy(tmp_path, "d.h5")
-    monkeypatch.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(total=10 ** 6, used=10 ** 6 - 1000, free=1000))
-    with pytest.raises(DiskFullError, match=rf"not enough free space in {tmp_path} to assemble d.h5: it needs about "
-                                            r"1\.\d MB \(\d+ bytes\) and 1\.0 kB \(1000 bytes\) are free; "
-                                            r"the 2 finished chunk"):
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: SimpleNamespace(total=10**6, used=10**6 - 1000, free=1000))
+    with pytest.raises(
+        DiskFullError,
+        match=rf"not enough free space in {tmp_path} to assemble d.h5: it needs about "
+        r"1\.\d MB \(\d+ bytes\) and 1\.0 kB \(1000 bytes\) are free; "
+        r"the 2 finished chunk",
+    ):
         g.run(cfg, 4, seed=0, path=path, chunk_size=2, progress=False)
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.h5.partial"]

@@ -1,5 +1,6 @@
 """CHONN backbones: parameter counts by formula, order 0 = the U-Net, the FNO branch reducing to FNO, shapes,
 checkpoint round trip, and the vision backbone learning sklearn's digits."""
+
 import time
 
 import pytest
@@ -45,8 +46,14 @@ def test_chonn_unet_order0_is_the_unet_and_ckbs_add_their_count():
     assert ndm.count_parameters(same) == ndm.count_parameters(unet)
     torch.testing.assert_close(same(x), unet(x), rtol=0, atol=0)
     for order in (1, 3):
-        m = ndm.build("chonn_unet", init_features=4, order=order, ssm=dict(d_state=4),
-                      ckb_stages=("enc4", "bottleneck", "dec4", "dec1"), ckb_blocks=2)
+        m = ndm.build(
+            "chonn_unet",
+            init_features=4,
+            order=order,
+            ssm=dict(d_state=4),
+            ckb_stages=("enc4", "bottleneck", "dec4", "dec1"),
+            ckb_blocks=2,
+        )
         widths = {"enc4": 32, "bottleneck": 64, "dec4": 32, "dec1": 4}
         extra = sum(2 * ckb_parameter_count(w, order, d_state=4, dims=2, scan="cross") for w in widths.values())
         assert ndm.count_parameters(m) == ndm.count_parameters(unet) + extra
@@ -57,8 +64,9 @@ def test_chonn_unet_order0_is_the_unet_and_ckbs_add_their_count():
 
 
 def test_chonn_fno_replace_skip_reduces_to_fno_with_identity_skip_when_the_gate_is_closed():
-    cfg = dict(in_channels=3, out_channels=1, modes=(4, 4), width=8, n_layers=3, lifting_channels=0,
-               projection_channels=16)
+    cfg = dict(
+        in_channels=3, out_channels=1, modes=(4, 4), width=8, n_layers=3, lifting_channels=0, projection_channels=16
+    )
     torch.manual_seed(0)
     fno = ndm.build("fno", **cfg)
     model = ndm.build("chonn_fno", **cfg, order=2, ssm=dict(d_state=4), ckb_layers=(0, 2))
@@ -81,14 +89,17 @@ def test_chonn_fno_parallel_branch_with_downsampling():
     cfg = dict(in_channels=2, out_channels=2, modes=(4, 4), width=8, n_layers=2)
     fno = ndm.build("fno", **cfg)
     m = ndm.build("chonn_fno", **cfg, ckb_mode="parallel", ckb_downsample=2, order=2, ssm=dict(d_state=4), scan="bi")
-    assert ndm.count_parameters(m) == ndm.count_parameters(fno) + ckb_parameter_count(8, 2, d_state=4, dims=2,
-                                                                                       scan="bi")
+    assert ndm.count_parameters(m) == ndm.count_parameters(fno) + ckb_parameter_count(
+        8, 2, d_state=4, dims=2, scan="bi"
+    )
+
     # parallel: K v + W v + branch(v), so with the FNO's weights and the branch's gate closed (W_g = 0 -> g = 0) it
     # is the FNO; the branch runs on the 2 x 2 average-pooled grid (odd sizes: floor) and is upsampled back
-    def copy_fno(model, plain):   # the FNO's weights; a branch layer holds W_l as skips.l.linear
+    def copy_fno(model, plain):  # the FNO's weights; a branch layer holds W_l as skips.l.linear
         sd = plain.state_dict()
-        model.load_state_dict({k: sd[k.replace(".linear.", ".")] for k in model.state_dict() if ".ckb." not in k},
-                              strict=False)
+        model.load_state_dict(
+            {k: sd[k.replace(".linear.", ".")] for k in model.state_dict() if ".ckb." not in k}, strict=False
+        )
 
     copy_fno(m, fno)
     seen = []
@@ -97,18 +108,21 @@ def test_chonn_fno_parallel_branch_with_downsampling():
     fno1 = ndm.build("fno", modes=(6,), width=8)
     copy_fno(m1, fno1)
     m1.skips[0].ckb.register_forward_hook(lambda mod, args, out: seen.append(tuple(args[0].shape[1:-1])))
-    cases = [(m, fno, torch.randn(2, 16, 16, 2)), (m, fno, torch.randn(1, 15, 17, 2)),
-             (m1, fno1, torch.randn(2, 32, 1))]
+    cases = [
+        (m, fno, torch.randn(2, 16, 16, 2)),
+        (m, fno, torch.randn(1, 15, 17, 2)),
+        (m1, fno1, torch.randn(2, 32, 1)),
+    ]
     with torch.no_grad():
         open_out = [model(x) for model, _, x in cases]
         for model in (m, m1):
             for skip in model.skips:
                 if hasattr(skip, "ckb"):
-                    skip.ckb.in_proj.weight[skip.ckb.in_proj.weight.shape[0] // 2:].zero_()
+                    skip.ckb.in_proj.weight[skip.ckb.in_proj.weight.shape[0] // 2 :].zero_()
         for (model, plain, x), y_open in zip(cases, open_out):
             assert y_open.shape == x.shape[:-1] + (model.config.out_channels,)
             torch.testing.assert_close(model(x), plain(x), rtol=1e-5, atol=1e-6)
-            assert (y_open - plain(x)).abs().max() > 1e-3 * plain(x).abs().max()   # the open branch contributes
+            assert (y_open - plain(x)).abs().max() > 1e-3 * plain(x).abs().max()  # the open branch contributes
     assert seen[:3] == [(8, 8), (7, 8), (16,)]
 
 
@@ -130,8 +144,16 @@ def test_vision_backbone_learns_sklearn_digits():
     y = torch.tensor(data.target)
     perm = torch.randperm(len(y))
     tr, te = perm[:1400], perm[1400:]
-    model = ndm.build("chonn_vision", in_channels=1, num_classes=10, patch_size=2, dims=(16, 24, 32, 48),
-                      depths=(1, 1, 1, 1), ssm=dict(d_state=2), drop_path=0.0)
+    model = ndm.build(
+        "chonn_vision",
+        in_channels=1,
+        num_classes=10,
+        patch_size=2,
+        dims=(16, 24, 32, 48),
+        depths=(1, 1, 1, 1),
+        ssm=dict(d_state=2),
+        drop_path=0.0,
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     t0 = time.time()
     model.train()

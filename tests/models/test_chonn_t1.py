@@ -30,6 +30,7 @@ The checks can fail: the same "asymptotically a multiple of x" probe rejects T1 
 represent T1 would fail it), and the same block without the LayerNorm (``model.norm=none``) has an unbounded
 branch (its deviation from c1 x + c0 grows with the input's scale), so the bound is the LayerNorm's doing.
 """
+
 import functools
 import math
 
@@ -72,25 +73,25 @@ def branch_bound(model) -> float:
     """M with |model(x) - c1 x - c0| <= M for every x (module docstring), from the parameters alone."""
     (blk,) = model.blocks
     D = blk.d_inner
-    V = 4 * blk.norm.weight.abs() + blk.norm.bias.abs()                          # LayerNorm output
+    V = 4 * blk.norm.weight.abs() + blk.norm.bias.abs()  # LayerNorm output
     Wu, Wg = blk.in_proj.weight[:D].abs(), blk.in_proj.weight[D:].abs()
     P = Wu @ V
     dw = blk.conv.depthwise
-    C = dw.weight.abs().sum((1, 2)) * P + dw.bias.abs()                         # depthwise, zero padding
+    C = dw.weight.abs().sum((1, 2)) * P + dw.bias.abs()  # depthwise, zero padding
     pw = blk.conv.pointwise
     Q = pw.weight.abs()[:, :, 0] @ C + pw.bias.abs()
-    U = Q.clamp_min(SILU_MIN)                                                   # u = SiLU(DSConv(.))
+    U = Q.clamp_min(SILU_MIN)  # u = SiLU(DSConv(.))
     (cell,) = blk.cells
     R, N = cell.dt_rank, cell.d_state
-    xp = cell.x_proj.abs()                                                      # (K, R + 2N, D)
-    Bn = xp[:, R:R + N] @ U                                                     # (K, N): |b_k[n]|
-    Cn = xp[:, R + N:] @ U                                                      # (K, N): |c_k[n]|
-    lam = cell.lam                                                              # (K, D, N)
-    state = (Bn[:, None, :] * U[None, :, None] / lam)                           # |v| per (K, D, N)
-    y = (Cn[:, None, :] * state).sum(-1) + cell.d.abs() * U[None]               # (K, D)
+    xp = cell.x_proj.abs()  # (K, R + 2N, D)
+    Bn = xp[:, R : R + N] @ U  # (K, N): |b_k[n]|
+    Cn = xp[:, R + N :] @ U  # (K, N): |c_k[n]|
+    lam = cell.lam  # (K, D, N)
+    state = Bn[:, None, :] * U[None, :, None] / lam  # |v| per (K, D, N)
+    y = (Cn[:, None, :] * state).sum(-1) + cell.d.abs() * U[None]  # (K, D)
     ybar = y.sum(0) / (cell.directions if blk.merge == "mean" else 1)
     G = (Wg @ V).clamp_min(SILU_MIN)
-    return float((model.proj.weight.abs()[0] * ybar * G).sum()) * 1.001         # knc_phi's clamp: < 1e-6
+    return float((model.proj.weight.abs()[0] * ybar * G).sum()) * 1.001  # knc_phi's clamp: < 1e-6
 
 
 def order1d_input(seed: int, s: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -105,7 +106,7 @@ def order1d_input(seed: int, s: float) -> tuple[torch.Tensor, torch.Tensor, torc
     pulses = evaluate_mixture(cfg, dict(p, low=p["low"] * 0, broadband=p["broadband"] * 0), grid)
     m_low = torch.arange(1, cfg.low_modes + 1, dtype=F64)
     m_bb = torch.arange(cfg.low_modes + 1, cfg.broadband_max_mode + 1, dtype=F64)
-    gain = lambda m: 1 / (1 + TAU ** 2 * (2 * math.pi * m) ** 2)  # noqa: E731
+    gain = lambda m: 1 / (1 + TAU**2 * (2 * math.pi * m) ** 2)  # noqa: E731
     t1 = torch.zeros(N_POINTS, dtype=F64)
     for m, (a, b) in zip(m_low, p["low"].T):
         t1 += gain(m) * (a * torch.cos(2 * math.pi * m * grid) + b * torch.sin(2 * math.pi * m * grid))
@@ -125,8 +126,10 @@ def limit_slope_residual(f, t: torch.Tensor, s: float = 1e8) -> float:
 def affine_part(model) -> tuple[float, float]:
     """(c1, c0): the residual path proj(lift(x)) = c1 x + c0."""
     with torch.no_grad():
-        return (float(model.proj.weight @ model.lift.weight),
-                float(model.proj.weight @ model.lift.bias + model.proj.bias))
+        return (
+            float(model.proj.weight @ model.lift.weight),
+            float(model.proj.weight @ model.lift.bias + model.proj.bias),
+        )
 
 
 def _run(model, x):
@@ -181,7 +184,9 @@ def test_the_obstruction_check_has_teeth():
     assert limit_slope_residual(lambda z: apply_order_operator(z, 1, TAU), t) > 0.1
     model = o1_model("paper", ["model.norm=none"])
     c1, c0 = affine_part(model)
-    devs = [(_run(model, order1d_input(0, s)[0]) - c1 * order1d_input(0, s)[0] - c0).abs().max().item()
-            for s in (1.0, 1e2, 1e4)]
+    devs = [
+        (_run(model, order1d_input(0, s)[0]) - c1 * order1d_input(0, s)[0] - c0).abs().max().item()
+        for s in (1.0, 1e2, 1e4)
+    ]
     assert devs[2] > 1e3 * max(devs[0], 1e-3)
     assert limit_slope_residual(lambda z: _run(model, z), t, s=1e4) > 1e-3

@@ -21,6 +21,7 @@ it compiled and exported, not a fallback. ``fno`` and ``stssm`` have none (spect
 NAC builds its NCP plan (which neurons each backbone update computes: ``torch.nonzero`` of the wiring masks) at
 construction (``NCPCell.prepare``), so a fresh model traces with no data-dependent size.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,8 +36,15 @@ pytestmark = pytest.mark.slow
 
 GRAD_BACKEND = "aot_eager_decomp_partition"
 TOL = 1e-4
-KERNELS = {"lamo": "head_scan", "geomano": "scan2d", "chonn_unet": "selective_scan", "chonn_fno": "selective_scan",
-           "nac": "ncp_mlp"}
+KERNELS = {
+    "lamo": "head_scan",
+    "geomano": "scan2d",
+    "chonn_unet": "selective_scan",
+    "chonn_fno": "selective_scan",
+    "nac": "ncp_mlp",
+}
+
+
 def _build(name: str, dtype: torch.dtype = torch.float32):
     """(model, example inputs) of a tiny config in ``dtype``, training mode."""
     model, args = _build32(name)
@@ -49,19 +57,38 @@ def _build32(name: str):
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
     grid = lambda *s: (torch.randn(2, *s, 1, generator=g),)  # noqa: E731
-    fno = dict(in_channels=1, out_channels=1, modes=(4, 4), width=8, n_layers=2, lifting_channels=16,
-               projection_channels=16)
+    fno = dict(
+        in_channels=1, out_channels=1, modes=(4, 4), width=8, n_layers=2, lifting_channels=16, projection_channels=16
+    )
     if name == "fno":
         return ndm.build("fno", **fno), grid(12, 12)
     if name == "lamo":  # 2 heads of 16 channels: the head-scan kernel's float32 lane block
-        return ndm.build("lamo", in_channels=1, out_channels=1, grid_size=(8, 8), width=16,
-                         n_layers=2, ssm=dict(d_state=4, heads=2), mlp_ratio=2), grid(8, 8)
+        return ndm.build(
+            "lamo",
+            in_channels=1,
+            out_channels=1,
+            grid_size=(8, 8),
+            width=16,
+            n_layers=2,
+            ssm=dict(d_state=4, heads=2),
+            mlp_ratio=2,
+        ), grid(8, 8)
     if name == "geomano":
-        return ndm.build("geomano", in_channels=1, width=8, n_layers=1, ssm=dict(d_state=4), latent_grid=(4, 4)), \
-            grid(8, 8)
+        return ndm.build("geomano", in_channels=1, width=8, n_layers=1, ssm=dict(d_state=4), latent_grid=(4, 4)), grid(
+            8, 8
+        )
     if name == "stssm":
-        return ndm.build("stssm", in_channels=1, out_channels=1, width=8, d_state=4, n_layers_pre=1, n_layers_post=1,
-                         projection_channels=16, memory_window=2), (torch.randn(2, 3, 16, 1, generator=g),)
+        return ndm.build(
+            "stssm",
+            in_channels=1,
+            out_channels=1,
+            width=8,
+            d_state=4,
+            n_layers_pre=1,
+            n_layers_post=1,
+            projection_channels=16,
+            memory_window=2,
+        ), (torch.randn(2, 3, 16, 1, generator=g),)
     if name == "chonn_unet":
         return ndm.build("chonn_unet", init_features=4, order=2, ssm=dict(d_state=4)), grid(16, 16)
     if name == "chonn_fno":
@@ -71,8 +98,11 @@ def _build32(name: str):
         t = torch.rand(2, 9, generator=g).cumsum(1)
         mask = torch.ones(2, 9, dtype=torch.bool)
         mask[-1, 6:] = False
-        return ndm.build("nac", in_channels=3, out_channels=4, conv_channels=(6,), dense=(8,), d_model=8,
-                         n_heads=2), (x, t, mask)
+        return ndm.build("nac", in_channels=3, out_channels=4, conv_channels=(6,), dense=(8,), d_model=8, n_heads=2), (
+            x,
+            t,
+            mask,
+        )
     raise AssertionError(name)
 
 

@@ -1,5 +1,6 @@
 """FFNO, Multi-Input FFNO, S4-FFNO and FNO2D-R / Multi-Input FNO2D: the parameter counts of the ST-SSM paper's
 Tables 1, 2 and 5, periodicity, the reduced spectral weights, and S4-FFNO's causal memory window."""
+
 import pytest
 import torch
 
@@ -9,11 +10,14 @@ from neurodyn.models.fno2d_time import ReducedSpectralConv2d
 from neurodyn.nn.spectral import SpectralConv
 
 
-@pytest.mark.parametrize("res, ffno, multi, s4", [
-    (128, 2_239_618, 2_239_810, 2_260_354),   # Table 1, res 128
-    (64, 1_191_042, 1_191_234, 1_211_778),    # res 64
-    (32, 666_754, 666_946, 687_490),          # res 32
-])
+@pytest.mark.parametrize(
+    "res, ffno, multi, s4",
+    [
+        (128, 2_239_618, 2_239_810, 2_260_354),  # Table 1, res 128
+        (64, 1_191_042, 1_191_234, 1_211_778),  # res 64
+        (32, 666_754, 666_946, 687_490),  # res 32
+    ],
+)
 def test_table1_counts(res, ffno, multi, s4):
     kw = dict(modes=(0,), grid_size=(res,))  # all modes: k_max = res // 2
     assert count_parameters(build("ffno", **kw)) == ffno
@@ -41,8 +45,9 @@ def test_modes_zero_means_all_and_needs_the_grid():
         assert build("ffno", modes=(40,), width=8)(torch.randn(1, 32, 1)).shape == (1, 32, 1)
 
 
-@pytest.mark.parametrize("name, shape", [("ffno", (2, 16, 12, 3)), ("fno2d_r", (2, 16, 12, 3)),
-                                         ("fno2d_time", (2, 16, 12, 3))])
+@pytest.mark.parametrize(
+    "name, shape", [("ffno", (2, 16, 12, 3)), ("fno2d_r", (2, 16, 12, 3)), ("fno2d_time", (2, 16, 12, 3))]
+)
 def test_periodic_shift_equivariance_without_coordinates(name, shape):
     """Fourier layers are circular convolutions: without the coordinate channels a periodic shift of the
     input shifts the output (ST-SSM's zero-padded S4D sweeps are not periodic)."""
@@ -74,10 +79,11 @@ def test_reduced_spectral_conv_is_the_full_one_with_diagonal_weights():
 
 def test_s4ffno_memory_is_causal_with_window_k():
     K, T, t = 3, 7, 5
-    m = build("s4_ffno", modes=(4,), width=8, projection_channels=8, d_state=8, memory_window=K,
-              dt_min=0.05, dt_max=0.5).double()
+    m = build(
+        "s4_ffno", modes=(4,), width=8, projection_channels=8, d_state=8, memory_window=K, dt_min=0.05, dt_max=0.5
+    ).double()
     x = torch.randn(2, T, 16, 1, dtype=torch.float64, requires_grad=True)
-    g, = torch.autograd.grad(m.forward_sequence(x)[0, t].sum(), x)
+    (g,) = torch.autograd.grad(m.forward_sequence(x)[0, t].sum(), x)
     g = g[0].abs().flatten(1).sum(-1)
     assert (g > 1e-12 * g.max()).tolist() == [t - K < s <= t for s in range(T)]
     y = m(x)

@@ -1,4 +1,5 @@
 """FNO: parameter counts from the architecture, the model call convention, context, dtypes and errors."""
+
 import dataclasses
 import math
 
@@ -19,8 +20,9 @@ def mlp(a, hidden, b):
     return linear(a, b) if hidden == 0 else linear(a, hidden) + linear(hidden, b)
 
 
-def expected_fno_parameters(in_ch, out_ch, modes, width, n_layers, lifting, projection, grid=True, ctx=0,
-                            skip="linear"):
+def expected_fno_parameters(
+    in_ch, out_ch, modes, width, n_layers, lifting, projection, grid=True, ctx=0, skip="linear"
+):
     """Count derived from the architecture (see models/fno.py), independently of the code."""
     d = len(modes)
     kept = math.prod(2 * m for m in modes[:-1]) * modes[-1]  # both signs on non-last axes, half spectrum on the last
@@ -36,27 +38,66 @@ def test_li_et_al_fourier_2d_parameter_count():
     # 4*(2*32*32*12*12*2) + 4*(32*32+32) + (3*32+32) + (32*128+128) + (128+1) = 2,368,001
     published = 4 * (2 * 32 * 32 * 12 * 12 * 2) + 4 * (32 * 32 + 32) + (3 * 32 + 32) + (32 * 128 + 128) + (128 + 1)
     assert published == 2_368_001
-    model = ndm.build("fno", in_channels=1, out_channels=1, modes=(12, 12), width=32, n_layers=4,
-                      lifting_channels=0, projection_channels=128, positional_grid=True)
+    model = ndm.build(
+        "fno",
+        in_channels=1,
+        out_channels=1,
+        modes=(12, 12),
+        width=32,
+        n_layers=4,
+        lifting_channels=0,
+        projection_channels=128,
+        positional_grid=True,
+    )
     assert ndm.count_parameters(model) == 2_368_001
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(in_channels=1, out_channels=1, modes=(12, 12), width=32, n_layers=4, lifting=128, projection=128),
-    dict(in_channels=3, out_channels=2, modes=(16,), width=24, n_layers=3, lifting=0, projection=64),
-    dict(in_channels=2, out_channels=1, modes=(5, 7), width=8, n_layers=2, lifting=16, projection=0, ctx=3,
-         grid=False, skip="none"),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(in_channels=1, out_channels=1, modes=(12, 12), width=32, n_layers=4, lifting=128, projection=128),
+        dict(in_channels=3, out_channels=2, modes=(16,), width=24, n_layers=3, lifting=0, projection=64),
+        dict(
+            in_channels=2,
+            out_channels=1,
+            modes=(5, 7),
+            width=8,
+            n_layers=2,
+            lifting=16,
+            projection=0,
+            ctx=3,
+            grid=False,
+            skip="none",
+        ),
+    ],
+)
 def test_parameter_count_formula(kwargs):
     kw = dict(kwargs)
-    cfg = dict(in_channels=kw["in_channels"], out_channels=kw["out_channels"], modes=kw["modes"],
-               width=kw["width"], n_layers=kw["n_layers"], lifting_channels=kw["lifting"],
-               projection_channels=kw["projection"], positional_grid=kw.get("grid", True),
-               ctx_channels=kw.get("ctx", 0), skip=kw.get("skip", "linear"))
+    cfg = dict(
+        in_channels=kw["in_channels"],
+        out_channels=kw["out_channels"],
+        modes=kw["modes"],
+        width=kw["width"],
+        n_layers=kw["n_layers"],
+        lifting_channels=kw["lifting"],
+        projection_channels=kw["projection"],
+        positional_grid=kw.get("grid", True),
+        ctx_channels=kw.get("ctx", 0),
+        skip=kw.get("skip", "linear"),
+    )
     model = ndm.build("fno", **cfg)
     assert ndm.count_parameters(model) == expected_fno_parameters(
-        kw["in_channels"], kw["out_channels"], kw["modes"], kw["width"], kw["n_layers"], kw["lifting"],
-        kw["projection"], grid=kw.get("grid", True), ctx=kw.get("ctx", 0), skip=kw.get("skip", "linear"))
+        kw["in_channels"],
+        kw["out_channels"],
+        kw["modes"],
+        kw["width"],
+        kw["n_layers"],
+        kw["lifting"],
+        kw["projection"],
+        grid=kw.get("grid", True),
+        ctx=kw.get("ctx", 0),
+        skip=kw.get("skip", "linear"),
+    )
 
 
 def small(**kw):
@@ -165,8 +206,18 @@ def test_wrong_input_is_a_clear_error():
         assert model(torch.randn(2, 6, 16, 3)).shape == (2, 6, 16, 1)  # 2 * 4 > 6: the grid holds 3 there
 
 
-@pytest.mark.parametrize("bad", [dict(modes=(4, 4, 4)), dict(modes=()), dict(width=0), dict(skip="conv"),
-                                 dict(activation="swish2"), dict(padding=-0.1), dict(modes=(0, 3))])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(modes=(4, 4, 4)),
+        dict(modes=()),
+        dict(width=0),
+        dict(skip="conv"),
+        dict(activation="swish2"),
+        dict(padding=-0.1),
+        dict(modes=(0, 3)),
+    ],
+)
 def test_impossible_configs_raise_config_error(bad):
     with pytest.raises(ConfigError):
         ndm.build("fno", **bad)
@@ -204,15 +255,27 @@ def test_one_linear_fourier_layer_equals_an_explicit_dft(method, modes, spatial)
     ``y = irfftn(R rfftn(x)) + bias``: checked against the DFT written out as sums over grid points and kept
     frequencies (numpy, no FFT), with hand-set complex weights R_{oi}(k) that mix the two channels."""
     c = 2
-    model = ndm.build("fno", in_channels=c, out_channels=c, modes=modes, width=c, n_layers=1, lifting_channels=0,
-                      projection_channels=0, positional_grid=False, skip="none", padding=0.0,
-                      spectral_method=method).double()
+    model = ndm.build(
+        "fno",
+        in_channels=c,
+        out_channels=c,
+        modes=modes,
+        width=c,
+        n_layers=1,
+        lifting_channels=0,
+        projection_channels=0,
+        positional_grid=False,
+        skip="none",
+        padding=0.0,
+        spectral_method=method,
+    ).double()
     conv = model.spectral[0]
     with torch.no_grad():
         for linear in (model.lifting[0], model.projection[0]):
             linear.weight.copy_(torch.eye(c)), linear.bias.zero_()
-        conv.weight.copy_(torch.arange(conv.weight.numel(), dtype=torch.float64).reshape(conv.weight.shape)
-                          .mul(0.37).sin())
+        conv.weight.copy_(
+            torch.arange(conv.weight.numel(), dtype=torch.float64).reshape(conv.weight.shape).mul(0.37).sin()
+        )
         conv.bias.copy_(torch.tensor([0.5, -0.25]))
     x = torch.randn(2, *spatial, c, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     # kept frequencies per axis, in the weight's order: 0..m-1 then -m..-1 on non-last axes, 0..m-1 on the last

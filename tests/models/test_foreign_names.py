@@ -1,15 +1,21 @@
 """Names of neuraloperator, mamba-ssm and ncps given as model options are answered with ours (docs/coming-from.md),
 and the n_modes conversion keeps the same frequencies (same parameter count of one spectral layer)."""
+
 import pytest
 
 from neurodyn.errors import ConfigError
 from neurodyn.models import build
 
 
-@pytest.mark.parametrize("model,given,ours", [("fno", {"n_modes": (16, 16)}, "'modes'"),
-                                              ("fno", {"hidden_channels": 64}, "'width'"),
-                                              ("gru", {"units": 32}, "'hidden'"),
-                                              ("lamo", {"d_state": 8}, "model.ssm.d_state")])
+@pytest.mark.parametrize(
+    "model,given,ours",
+    [
+        ("fno", {"n_modes": (16, 16)}, "'modes'"),
+        ("fno", {"hidden_channels": 64}, "'width'"),
+        ("gru", {"units": 32}, "'hidden'"),
+        ("lamo", {"d_state": 8}, "model.ssm.d_state"),
+    ],
+)
 def test_foreign_names_point_to_ours(model, given, ours):
     with pytest.raises(ConfigError) as err:
         build(model, **given)

@@ -64,11 +64,18 @@ def ssm_x_proj(D, N, H, K, expand=2, k=3, conv2d=False, norm="layernorm", G=1, d
     conv = (di * k * k + di) if conv2d else K * (di * k + di)
     if dt == "channel":
         R = -(-D // 16)
-        dt_params = K * R * di + K * di * R + K * di + K * H   # x_proj dt rows, dt_proj, dt_bias, A_log
+        dt_params = K * R * di + K * di * R + K * di + K * H  # x_proj dt rows, dt_proj, dt_bias, A_log
     else:
-        dt_params = K * H * di + 2 * K * H                      # x_proj dt rows, dt_bias, A_log
-    return (lin(D, 2 * di, False) + conv + K * 2 * G * N * di + dt_params + K * di
-            + {"layernorm": 2 * di, "rmsnorm": di, "none": 0}[norm] + lin(di, D, False))
+        dt_params = K * H * di + 2 * K * H  # x_proj dt rows, dt_bias, A_log
+    return (
+        lin(D, 2 * di, False)
+        + conv
+        + K * 2 * G * N * di
+        + dt_params
+        + K * di
+        + {"layernorm": 2 * di, "rmsnorm": di, "none": 0}[norm]
+        + lin(di, D, False)
+    )
 
 
 def ssm_bimamba2(D, N, H, K=2, expand=2, k=3, G=1):
@@ -96,8 +103,7 @@ def slice_encoder(D, He, M, conv):
 def mesh_lamo(c_in, c_out, D, L, ratio, M, He, ssm, shared, conv, time=False):
     block = ln(D) + ssm + lin(D, D) + ln(D) + mlp(D, int(ratio * D), D)
     enc = slice_encoder(D, He, M, conv) * (1 if shared else L)
-    return (mlp(c_in, 2 * D, D) + D + (2 * lin(D, D) if time else 0) + L * block + enc
-            + ln(D) + lin(D, c_out))
+    return mlp(c_in, 2 * D, D) + D + (2 * lin(D, D) if time else 0) + L * block + enc + ln(D) + lin(D, c_out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -105,26 +111,75 @@ def mesh_lamo(c_in, c_out, D, L, ratio, M, He, ssm, shared, conv, time=False):
 
 CODE = {
     # Darcy: LaMO_Regular_Grid, width 64, depth 8, patch 2, 88x88 padded, SS2D d_state 64, ceil(64/16)=4 heads
-    "darcy": (dict(in_channels=1, width=64, n_layers=8, mlp_ratio=4,
-                   ssm=dict(d_state=64, heads=4, norm="layernorm", act="gelu"), grid_size=(85, 85), pad_multiple=8),
-              grid_lamo(3, 1, 64, 8, 4, 2, 44 * 44, ssm_x_proj(64, 64, 4, 4, conv2d=True)), 1_145_984),
-    "ns": (dict(in_channels=10, width=256, n_layers=8, mlp_ratio=4,
-                ssm=dict(d_state=64, heads=16, norm="layernorm", act="gelu"), grid_size=(64, 64)),
-           grid_lamo(12, 1, 256, 8, 4, 2, 32 * 32, ssm_x_proj(256, 64, 16, 4, conv2d=True)), 10_061_312),
+    "darcy": (
+        dict(
+            in_channels=1,
+            width=64,
+            n_layers=8,
+            mlp_ratio=4,
+            ssm=dict(d_state=64, heads=4, norm="layernorm", act="gelu"),
+            grid_size=(85, 85),
+            pad_multiple=8,
+        ),
+        grid_lamo(3, 1, 64, 8, 4, 2, 44 * 44, ssm_x_proj(64, 64, 4, 4, conv2d=True)),
+        1_145_984,
+    ),
+    "ns": (
+        dict(
+            in_channels=10,
+            width=256,
+            n_layers=8,
+            mlp_ratio=4,
+            ssm=dict(d_state=64, heads=16, norm="layernorm", act="gelu"),
+            grid_size=(64, 64),
+        ),
+        grid_lamo(12, 1, 256, 8, 4, 2, 32 * 32, ssm_x_proj(256, 64, 16, 4, conv2d=True)),
+        10_061_312,
+    ),
     # Pipe: Structured_Mesh_2D_unshared, bi-Mamba2 headdim 32 (8 heads), MLP ratio 2
-    "pipe": (dict(geometry="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=2,
-                  ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False),
-             mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 8), False, True), 4_020_545),
+    "pipe": (
+        dict(
+            geometry="structured_mesh",
+            in_channels=2,
+            positional_grid=False,
+            width=128,
+            mlp_ratio=2,
+            ssm=dict(heads=8, layout="fused", combine="mean"),
+            share_encoder=False,
+        ),
+        mesh_lamo(2, 1, 128, 8, 2, 64, 8, ssm_bimamba2(128, 64, 8), False, True),
+        4_020_545,
+    ),
     # Airfoil: Structured_Mesh_2D_shared, Hydra d_state 1 expand 1 headdim 64 (2 heads)
-    "airfoil": (dict(geometry="structured_mesh", in_channels=2, positional_grid=False, width=128, mlp_ratio=1,
-                     ssm=dict(d_state=1, expand=1, heads=2, layout="hydra"), share_encoder=True),
-                mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 1, 2, expand=1), True, True), 1_139_577),
+    "airfoil": (
+        dict(
+            geometry="structured_mesh",
+            in_channels=2,
+            positional_grid=False,
+            width=128,
+            mlp_ratio=1,
+            ssm=dict(d_state=1, expand=1, heads=2, layout="hydra"),
+            share_encoder=True,
+        ),
+        mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 1, 2, expand=1), True, True),
+        1_139_577,
+    ),
     # Plasticity: unshared structured mesh with the time embedding, MLP ratio 1, 4 output channels... as
     # in the notes' analytic count (one output channel per time-conditioned call of the released script)
-    "plasticity": (dict(geometry="structured_mesh", in_channels=1, width=128, mlp_ratio=1,
-                        ssm=dict(heads=8, layout="fused", combine="mean"), share_encoder=False, ctx_channels=1,
-                        time_embedding=True),
-                   mesh_lamo(3, 1, 128, 8, 1, 64, 8, ssm_bimamba2(128, 64, 8), False, True, time=True), 3_790_657),
+    "plasticity": (
+        dict(
+            geometry="structured_mesh",
+            in_channels=1,
+            width=128,
+            mlp_ratio=1,
+            ssm=dict(heads=8, layout="fused", combine="mean"),
+            share_encoder=False,
+            ctx_channels=1,
+            time_embedding=True,
+        ),
+        mesh_lamo(3, 1, 128, 8, 1, 64, 8, ssm_bimamba2(128, 64, 8), False, True, time=True),
+        3_790_657,
+    ),
 }
 
 
@@ -173,8 +228,11 @@ def test_table6_presets_against_table9(capsys):
     assert round(counts["darcy"] / 1e6, 1) == lo and round(counts["pipe"] / 1e6, 1) == hi
     # formulas for the Table 6 readings
     # darcy: Table 6's 1 SSM head, Algorithm 1's block (no norm before the gate)
-    assert counts["darcy"] == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none")) \
+    assert (
+        counts["darcy"]
+        == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none"))
         == 1_131_456
+    )
     # a step per channel (S6) would not round to Table 9's 1.1 M
     s6 = ndm.count_parameters(preset_model("darcy", 1, ssm=dict(dt_mode="channel")))
     assert s6 == grid_lamo(3, 1, 64, 8, 4, 2, 1936, ssm_x_proj(64, 64, 1, 4, conv2d=True, norm="none", dt="channel"))
@@ -183,8 +241,11 @@ def test_table6_presets_against_table9(capsys):
     assert counts["elasticity"] == mesh_lamo(2, 1, 128, 8, 1, 64, 8, ssm_hydra(128, 64, 4), True, False)
     # Navier-Stokes is outside the published range under every reading (notes-lamo.md, "LaMO model: paper vs code")
     # ns: Table 6's 4 SSM heads, no norm (the code's 16 heads with LayerNorm: 10,061,312)
-    assert counts["ns"] == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 4, 4, conv2d=True, norm="none")) \
+    assert (
+        counts["ns"]
+        == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 4, 4, conv2d=True, norm="none"))
         == 9_855_744
+    )
     code = ndm.count_parameters(preset_model("ns", 10, ssm=dict(heads=16, norm="layernorm")))
     assert code == grid_lamo(12, 1, 256, 8, 4, 2, 1024, ssm_x_proj(256, 64, 16, 4, conv2d=True)) == 10_061_312
     assert counts["ns"] > (hi + 0.05) * 1e6
@@ -198,8 +259,8 @@ def test_algorithm1_block_does_not_reproduce_the_published_maximum():
 
 
 def test_darcy_and_ns_token_counts_match_table6():
-    assert preset_model("darcy", 1).token_grid == (44, 44)   # 1936 latent tokens (85 padded to 88, patch 2)
-    assert preset_model("ns", 10).token_grid == (32, 32)     # 1024
+    assert preset_model("darcy", 1).token_grid == (44, 44)  # 1936 latent tokens (85 padded to 88, patch 2)
+    assert preset_model("ns", 10).token_grid == (32, 32)  # 1024
 
 
 # ------------------------------------------------------------------------------------------------
@@ -248,13 +309,13 @@ def test_point_cloud_runs_on_any_number_of_points():
     with torch.no_grad():
         y = m(x)
         assert y.shape == (3, 37, 1)
-        for k in (2, 5):                                                   # 74 and 185 points
+        for k in (2, 5):  # 74 and 185 points
             torch.testing.assert_close(m(x.repeat(1, k, 1)), y.repeat(1, k, 1), rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(m(x[1:2]), y[1:2], rtol=1e-12, atol=1e-12)
         one = m(x[:, :1])
         assert one.shape == (3, 1, 1)
         torch.testing.assert_close(m(x[:, :1].repeat(1, 4, 1)), one.repeat(1, 4, 1), rtol=1e-10, atol=1e-12)
-        assert (m(x[:, :20]) - y[:, :20]).abs().max() > 1e-2 * y.abs().max()   # not vacuous: other points matter
+        assert (m(x[:, :20]) - y[:, :20]).abs().max() > 1e-2 * y.abs().max()  # not vacuous: other points matter
 
 
 def test_grid_resolution_handling():
@@ -262,14 +323,15 @@ def test_grid_resolution_handling():
     with torch.no_grad():
         m.pos_embed.normal_()
     assert m.token_grid == (6, 6)
-    assert m._grid_pos_embed((6, 6)) is m.pos_embed        # nominal resolution: the embedding as learned
-    for shape in ((12, 12), (13, 9), (20, 16)):               # odd sizes are padded and cropped back
+    assert m._grid_pos_embed((6, 6)) is m.pos_embed  # nominal resolution: the embedding as learned
+    for shape in ((12, 12), (13, 9), (20, 16)):  # odd sizes are padded and cropped back
         assert m(torch.randn(2, *shape, 1, dtype=DT)).shape == (2, *shape, 1)
     with torch.no_grad():
-        m.pos_embed.fill_(0.7)                               # bilinear resizing keeps a constant embedding
+        m.pos_embed.fill_(0.7)  # bilinear resizing keeps a constant embedding
     torch.testing.assert_close(m._grid_pos_embed((10, 8)), torch.full((1, 10, 8, 16), 0.7, dtype=DT))
-    fixed = ndm.build("lamo", in_channels=1, grid_size=(12, 12), pos_embed_interp=False,
-                      grid_transfer="tokens", **SMALL)
+    fixed = ndm.build(
+        "lamo", in_channels=1, grid_size=(12, 12), pos_embed_interp=False, grid_transfer="tokens", **SMALL
+    )
     with pytest.raises(ValueError, match="token grid"):
         fixed(torch.randn(1, 16, 16, 1))
 
@@ -297,7 +359,7 @@ def test_grid_transfer_resample_agrees_with_the_training_grid_at_shared_points()
         coarse, fine = smooth_field(9), smooth_field(17)
         torch.testing.assert_close(fine[:, ::2, ::2], coarse)
         y9 = resample(coarse)
-        torch.testing.assert_close(tokens(coarse), y9)              # the same model at the training grid
+        torch.testing.assert_close(tokens(coarse), y9)  # the same model at the training grid
         y17 = resample(fine)
         assert y17.shape == (2, 17, 17, 1)
         torch.testing.assert_close(y17[:, ::2, ::2], y9)
@@ -313,14 +375,15 @@ def test_grid_padding_does_not_leak_into_the_crop():
     the real points: the oracle is not met by any padding (non-zero padding gives another crop)."""
     torch.manual_seed(0)
     m = ndm.build("lamo", in_channels=1, grid_size=(6, 6), pad_multiple=4, **SMALL).to(DT).eval()
-    oracle = ndm.build("lamo", in_channels=3, grid_size=(8, 8), pad_multiple=4, positional_grid=False,
-                       **SMALL).to(DT).eval()
+    oracle = (
+        ndm.build("lamo", in_channels=3, grid_size=(8, 8), pad_multiple=4, positional_grid=False, **SMALL).to(DT).eval()
+    )
     assert m.token_grid == oracle.token_grid == (4, 4)
     oracle.load_state_dict(m.state_dict())
     x = torch.randn(2, 6, 6, 1, dtype=DT)
     g = torch.linspace(0, 1, 6, dtype=DT)
     coords = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).expand(2, 6, 6, 2)
-    padded = torch.nn.functional.pad(torch.cat([x, coords], -1), (0, 0, 0, 2, 0, 2))   # zeros below and right
+    padded = torch.nn.functional.pad(torch.cat([x, coords], -1), (0, 0, 0, 2, 0, 2))  # zeros below and right
     with torch.no_grad():
         m.pos_embed.normal_()
         oracle.pos_embed.copy_(m.pos_embed)
@@ -342,9 +405,14 @@ def test_structured_mesh_and_shared_encoder():
     assert shared(x).shape == unshared(x).shape == (2, 7, 5, 1)
 
 
-@pytest.mark.parametrize("kw, x", [(dict(SMALL, grid_size=(8, 8)), (2, 8, 8, 1)),
-                                   (dict(MESH, geometry="structured_mesh"), (2, 5, 4, 1)),
-                                   (dict(MESH, geometry="point_cloud"), (2, 20, 1))])
+@pytest.mark.parametrize(
+    "kw, x",
+    [
+        (dict(SMALL, grid_size=(8, 8)), (2, 8, 8, 1)),
+        (dict(MESH, geometry="structured_mesh"), (2, 5, 4, 1)),
+        (dict(MESH, geometry="point_cloud"), (2, 20, 1)),
+    ],
+)
 def test_float64_and_gradients(kw, x):
     """float64 end to end: autograd's input gradient equals central finite differences (gradcheck, which a float32
     step anywhere inside would fail), the float32 model with the same weights computes the same function to float32
@@ -354,15 +422,16 @@ def test_float64_and_gradients(kw, x):
     m = lamo(in_channels=1, **kw).to(DT)
     m.load_state_dict(m32.state_dict())
     with torch.no_grad():
-        for p in m.parameters():   # away from the zero / tiny initialisations, so that every term matters
+        for p in m.parameters():  # away from the zero / tiny initialisations, so that every term matters
             p.add_(0.05 * torch.randn_like(p))
     m32.load_state_dict(m.state_dict())
     inp = torch.randn(*x, dtype=DT)
     y = m(inp)
     assert y.dtype == DT and y.shape == x[:-1] + (1,)
     torch.testing.assert_close(m32(inp.float()).double(), y, rtol=1e-4, atol=1e-5 * y.abs().max().item())
-    assert torch.autograd.gradcheck(m, (inp[:1].clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5,
-                                    fast_mode=True)
+    assert torch.autograd.gradcheck(
+        m, (inp[:1].clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=True
+    )
     y.square().sum().backward()
     zero = [n for n, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert not zero, f"no gradient reaches {zero}"
@@ -381,11 +450,12 @@ def _first_direction_only(multi, uni):
 
     with torch.no_grad():
         for ssm in (s for s in multi.modules() if isinstance(s, LatentSSM)):
-            ssm.x_proj_weight[1:, ssm.dt_rank + ssm.n_groups * ssm.d_state:] = 0
+            ssm.x_proj_weight[1:, ssm.dt_rank + ssm.n_groups * ssm.d_state :] = 0
             ssm.D[1:] = 0
     want = uni.state_dict()
-    uni.load_state_dict({k: v[: want[k].shape[0]] if v.shape != want[k].shape else v
-                         for k, v in multi.state_dict().items()})
+    uni.load_state_dict(
+        {k: v[: want[k].shape[0]] if v.shape != want[k].shape else v for k, v in multi.state_dict().items()}
+    )
 
 
 def test_options_build_and_run():
@@ -398,9 +468,14 @@ def test_options_build_and_run():
 
     torch.manual_seed(0)
     x, perm = torch.randn(2, 20, 1, dtype=DT), torch.randperm(20)
-    for kw in (dict(decoder="separate"), dict(decoder="literal", n_points=20),
-               dict(ssm=dict(MESH["ssm"], discretization="zoh")), dict(ssm=dict(MESH["ssm"], a_mode="diag")),
-               dict(directions="uni"), dict(slice_normalize=False, slice_value_projection=False)):
+    for kw in (
+        dict(decoder="separate"),
+        dict(decoder="literal", n_points=20),
+        dict(ssm=dict(MESH["ssm"], discretization="zoh")),
+        dict(ssm=dict(MESH["ssm"], a_mode="diag")),
+        dict(directions="uni"),
+        dict(slice_normalize=False, slice_value_projection=False),
+    ):
         m = ndm.build("lamo_mesh", geometry="point_cloud", in_channels=1, init="torch", **dict(MESH, **kw)).to(DT)
         with torch.no_grad():
             y = m(x)
@@ -434,14 +509,17 @@ def test_options_build_and_run():
             torch.testing.assert_close(multi(inp), uni(inp), rtol=1e-10, atol=1e-12, msg=f"{geometry} {d}")
 
 
-@pytest.mark.parametrize("kw, call, err, needle", [
-    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 3)), ValueError, r"\(batch, H, W, 1\)"),
-    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), pos=(2, 64, 2)), ValueError, "lamo_mesh"),
-    (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), mask=(2, 64)), ValueError, "takes no point mask"),
-    (dict(MESH, geometry="point_cloud", pos_channels=2), dict(x=(2, 10, 1)), ValueError, "pos=None"),
-    (dict(MESH, geometry="point_cloud", ctx_channels=2), dict(x=(2, 10, 1)), ValueError, "ctx"),
-    (dict(MESH, geometry="structured_mesh"), dict(x=(2, 10, 1)), ValueError, "index grid"),
-])
+@pytest.mark.parametrize(
+    "kw, call, err, needle",
+    [
+        (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 3)), ValueError, r"\(batch, H, W, 1\)"),
+        (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), pos=(2, 64, 2)), ValueError, "lamo_mesh"),
+        (dict(SMALL, grid_size=(8, 8)), dict(x=(2, 8, 8, 1), mask=(2, 64)), ValueError, "takes no point mask"),
+        (dict(MESH, geometry="point_cloud", pos_channels=2), dict(x=(2, 10, 1)), ValueError, "pos=None"),
+        (dict(MESH, geometry="point_cloud", ctx_channels=2), dict(x=(2, 10, 1)), ValueError, "ctx"),
+        (dict(MESH, geometry="structured_mesh"), dict(x=(2, 10, 1)), ValueError, "index grid"),
+    ],
+)
 def test_bad_inputs_get_one_clear_sentence(kw, call, err, needle):
     m = lamo(in_channels=1, **kw)
     args = {k: torch.randn(*v) for k, v in call.items()}
@@ -449,15 +527,18 @@ def test_bad_inputs_get_one_clear_sentence(kw, call, err, needle):
         m(args.pop("x"), **args)
 
 
-@pytest.mark.parametrize("kw, needle", [
-    (dict(MESH, geometry="point_cloud", directions="cross"), "grids only"),
-    (dict(MESH, geometry="mesh"), "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'"),
-    (dict(MESH, geometry="point_cloud", slice_heads=3), "slice_heads"),
-    (dict(MESH, geometry="point_cloud", time_embedding=True), "ctx_channels"),
-    (dict(SMALL, patch_size=0), "patch_size"),
-    (dict(SMALL, n_slices=8), "no config field 'n_slices'"),                      # a mesh option on the grid model
-    (dict(MESH, geometry="point_cloud", grid_size=(8, 8)), "no config field 'grid_size'"),  # and the other way
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (dict(MESH, geometry="point_cloud", directions="cross"), "grids only"),
+        (dict(MESH, geometry="mesh"), "lamo_mesh geometry must be one of 'structured_mesh', 'point_cloud'"),
+        (dict(MESH, geometry="point_cloud", slice_heads=3), "slice_heads"),
+        (dict(MESH, geometry="point_cloud", time_embedding=True), "ctx_channels"),
+        (dict(SMALL, patch_size=0), "patch_size"),
+        (dict(SMALL, n_slices=8), "no config field 'n_slices'"),  # a mesh option on the grid model
+        (dict(MESH, geometry="point_cloud", grid_size=(8, 8)), "no config field 'grid_size'"),  # and the other way
+    ],
+)
 def test_bad_configs(kw, needle):
     with pytest.raises(ConfigError, match=needle):
         lamo(**kw)

@@ -1,5 +1,6 @@
 """Grid operators built for a grid smaller than their modes keep the modes that grid holds (as neuraloperator
 does), say so once, and are then the very model built with those modes."""
+
 import dataclasses
 import re
 import warnings
@@ -48,13 +49,32 @@ def test_a_training_run_with_too_many_modes_runs_and_says_so_in_one_line(tmp_pat
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "neurodyn", "train", "fno/darcy", "--scale", "tiny", "--runs-dir",
-                           str(tmp_path), "model.modes=[12,12]", "train.epochs=1", "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "neurodyn",
+            "train",
+            "fno/darcy",
+            "--scale",
+            "tiny",
+            "--runs-dir",
+            str(tmp_path),
+            "model.modes=[12,12]",
+            "train.epochs=1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "do not fit" in line]
-    assert said == ["neurodyn: warning: FNO: modes=(12, 12) do not fit the (16, 16) grid; using modes=(8, 9) (what "
-                    "the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)"]
+    assert said == [
+        "neurodyn: warning: FNO: modes=(12, 12) do not fit the (16, 16) grid; using modes=(8, 9) (what "
+        "the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)"
+    ]
 
 
 def test_padding_counts_in_the_grid_the_layers_see():
@@ -64,12 +84,15 @@ def test_padding_counts_in_the_grid_the_layers_see():
     assert model(torch.randn(1, 16, 16, 1)).shape == (1, 16, 16, 1)
 
 
-@pytest.mark.parametrize("name, modes, grid, want", [
-    ("ffno", (40, 3), (16, 16), (held(40, 16, True), 3)),
-    ("fno2d_time", (12, 12), (16, 16), (held(12, 16, False), held(12, 16, True))),
-    ("fno2d_r", (12, 12), (10, 16), (held(12, 10, False), held(12, 16, True))),
-    ("chonn_fno", (12, 12), (16, 16), (8, 9)),
-])
+@pytest.mark.parametrize(
+    "name, modes, grid, want",
+    [
+        ("ffno", (40, 3), (16, 16), (held(40, 16, True), 3)),
+        ("fno2d_time", (12, 12), (16, 16), (held(12, 16, False), held(12, 16, True))),
+        ("fno2d_r", (12, 12), (10, 16), (held(12, 10, False), held(12, 16, True))),
+        ("chonn_fno", (12, 12), (16, 16), (8, 9)),
+    ],
+)
 def test_other_grid_operators_clamp_too(name, modes, grid, want):
     with pytest.warns(UserWarning, match=re.escape(f"using modes={want}")):
         model = ndm.build(name, modes=modes, grid_size=grid, width=4)
@@ -95,5 +118,5 @@ def test_the_channelwise_layer_of_fno2d_r_cuts_its_weight_on_a_small_grid():
     small = ReducedSpectralConv2d(3, (5, 9)).double()
     with torch.no_grad():  # corner 0: frequencies 0..4 (rows 0..4); corner 1: -5..-1 (the last 5 of -12..-1)
         small.weight[0] = big.weight[0, :, :5, :9]
-        small.weight[1] = big.weight[1, :, 12 - 5:, :9]
+        small.weight[1] = big.weight[1, :, 12 - 5 :, :9]
     torch.testing.assert_close(y, small(x), atol=1e-12, rtol=0)

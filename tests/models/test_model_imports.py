@@ -1,6 +1,7 @@
 """Models compose layers: a model file imports from another model file only the registered model class it extends
 and that model's config (CHONN-UNet extends ``UNet`` / ``UNetConfig``); every shared helper is in
 ``models/inputs.py`` (input checks) or ``nn/`` (layers and networks)."""
+
 import ast
 from pathlib import Path
 
@@ -20,6 +21,9 @@ def test_model_files_import_only_the_models_they_extend():
     for path in sorted(MODELS.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module not in HELPERS:
-                bad += [f"{path.name}: {a.name} from .{node.module}" for a in node.names
-                        if registered.get(a.name) != node.module]
+                bad += [
+                    f"{path.name}: {a.name} from .{node.module}"
+                    for a in node.names
+                    if registered.get(a.name) != node.module
+                ]
     assert not bad, f"model files import helpers from other model files (move them to nn/ or inputs.py): {bad}"

@@ -1,5 +1,6 @@
 """Sequence models (NAC and the baselines): shapes, masks, timestamps, registry round trip; NAC's profiles and
 options section, its old flat checkpoints, and the published protocol of the sequence presets' paper scales."""
+
 import dataclasses
 import math
 
@@ -88,14 +89,14 @@ def test_nac_per_step_tokens_are_length_one_sequences():
     x, t, mask = _batch(B=1, T=5)
     with torch.no_grad():
         y = model(x, t, mask)
-        alone = torch.cat([model(x[:, i:i + 1], t[:, i:i + 1]) for i in range(5)], 1)
+        alone = torch.cat([model(x[:, i : i + 1], t[:, i : i + 1]) for i in range(5)], 1)
     assert torch.allclose(y, alone, atol=1e-5)
 
 
 def test_nac_explicit_options_override_compat():
     m = _build("nac", compat="released", options={"tied_heads": False, "backbone_unfolds": 3})
     assert not m.nac.opt.tied_heads and m.nac.opt.backbone_unfolds == 3 and m.nac.opt.dense_sensory
-    assert m.config.options == m.nac.opt   # the config holds every resolved value
+    assert m.config.options == m.nac.opt  # the config holds every resolved value
 
 
 def test_nac_without_timestamps_ignores_them():
@@ -155,7 +156,7 @@ def test_a_saved_nac_config_holds_every_option_so_later_profiles_do_not_change_i
     save(model, tmp_path / "m.pt")
     saved = torch.load(tmp_path / "m.pt", weights_only=True)["model"]["config"]
     assert None not in saved["options"].values()
-    monkeypatch.setitem(nac_layer.PROFILE_OPTIONS, "paper", RELEASED)   # a later release changes the profile
+    monkeypatch.setitem(nac_layer.PROFILE_OPTIONS, "paper", RELEASED)  # a later release changes the profile
     again = load(tmp_path / "m.pt")
     assert again.config.options == PAPER
     x, t, mask = _batch()
@@ -180,19 +181,28 @@ SPLITS = {"event_digits": (60000, 10000), "activity": (2304, 256)}
 def test_paper_scale_of_the_sequence_presets_is_the_published_protocol(name, task):
     cfg = load_experiment(f"{name}/{task}", "paper")
     want, m, tr, d = TABLE4[task], cfg["model"], cfg["train"], cfg["data"]
-    assert (tr["optimizer"], tr["lr"], tr["batch_size"], tr["epochs"]) == (want["opt"], want["lr"], want["batch"],
-                                                                          want["epochs"])
+    assert (tr["optimizer"], tr["lr"], tr["batch_size"], tr["epochs"]) == (
+        want["opt"],
+        want["lr"],
+        want["batch"],
+        want["epochs"],
+    )
     assert tr.get("schedule", {}).get("name", "none") == "none" and not tr.get("grad_clip")
     assert list(m["conv_channels"]) == want["conv"] and list(m["dense"]) == want["dense"]
     if name == "nac":
         assert (m["d_model"], m["n_heads"], m["mode"], m["topk"], m["sparsity"]) == (
-            want["d_model"], want["heads"], "exact", 8, 0.5)            # NAC-Exact/05s/8k (Table 1, §3.5)
+            want["d_model"],
+            want["heads"],
+            "exact",
+            8,
+            0.5,
+        )  # NAC-Exact/05s/8k (Table 1, §3.5)
         assert m["compat"] == "paper" and not m.get("options")
     else:
         assert m["hidden"] == want["d_model"]
         if name == "mha":
             assert m["n_heads"] == want["heads"]
-    assert d.get("n_val", "auto") == "auto"                             # the paper states no validation split
+    assert d.get("n_val", "auto") == "auto"  # the paper states no validation split
     if task in SPLITS:
         assert (d["n_train"], d["n_test"]) == SPLITS[task]
     else:
@@ -226,7 +236,7 @@ def test_a_strided_front_end_ignores_padding_and_gives_the_core_the_steps_it_cen
     model.core = (lambda core: lambda z, tt, mm: seen.update(z=z, t=tt, m=mm) or core(z, tt, mm))(model.core)
     with torch.no_grad():
         out = model(x, t, mask)
-    assert seen["z"].shape[1] == 3                                # 11 -> 6 -> 3
+    assert seen["z"].shape[1] == 3  # 11 -> 6 -> 3
     torch.testing.assert_close(seen["t"], t[:, ::4])
     assert seen["m"].tolist() == [[True] * 3, [True, True, False]]  # 7 real steps -> 4 -> 2
     xp = torch.cat([x, 50 * torch.randn(2, 5, 3)], 1)
@@ -242,15 +252,14 @@ def test_series_input_norm_standardises_each_series_and_keeps_its_amplitude_as_a
     series scaled by 1000 differs in that channel alone (log 1000), and padding takes no part."""
     kw = {"options": {"topk_method": "exact"}} if name == "nac" else {}
     model = _build(name, conv_channels=(6,), conv_norm="batch", input_norm="series", pool="mean", **kw).eval()
-    assert model.front[0].in_channels == 6                        # 3 channels and their 3 log-amplitudes
+    assert model.front[0].in_channels == 6  # 3 channels and their 3 log-amplitudes
     x, t, mask = _batch(T=12)
     z = model.per_series(x, mask)
     for b, n in enumerate(mask.sum(1).tolist()):
         real = z[b, :n, :3]
         torch.testing.assert_close(real.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
         torch.testing.assert_close(real.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
-        torch.testing.assert_close(z[b, :n, 3:], x[b, :n].std(0, unbiased=False).log().expand(n, 3), atol=1e-4,
-                                   rtol=0)
+        torch.testing.assert_close(z[b, :n, 3:], x[b, :n].std(0, unbiased=False).log().expand(n, 3), atol=1e-4, rtol=0)
         assert (z[b, n:] == 0).all()
     big = model.per_series(1000 * x, mask)
     torch.testing.assert_close(big[..., :3], z[..., :3], atol=1e-4, rtol=1e-4)
@@ -296,13 +305,13 @@ def test_batch_norm_of_the_front_end_standardises_over_the_valid_steps_only():
     x, _, mask = _batch()
     conv, norm = model.front[0], model.front[1].norm
     with torch.no_grad():
-        z = model.front(x * mask[..., None], mask)               # (B, T, 6)
-        raw = conv((x * mask[..., None]).transpose(1, 2)).transpose(1, 2)[mask]   # the valid steps, (N, 6)
+        z = model.front(x * mask[..., None], mask)  # (B, T, 6)
+        raw = conv((x * mask[..., None]).transpose(1, 2)).transpose(1, 2)[mask]  # the valid steps, (N, 6)
         mu, var = raw.mean(0), raw.var(0, unbiased=False)
         want = torch.relu((raw - mu) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias)
     torch.testing.assert_close(z[mask], want, atol=1e-5, rtol=1e-5)
     assert (z[~mask] == 0).all()
-    torch.testing.assert_close(norm.running_mean, 0.1 * mu)      # momentum 0.1 from 0: the valid steps' mean
+    torch.testing.assert_close(norm.running_mean, 0.1 * mu)  # momentum 0.1 from 0: the valid steps' mean
 
 
 def test_conv_norm_none_keeps_the_front_end_layout_of_older_checkpoints():

@@ -1,5 +1,6 @@
 """ST-SSM: parameter counts of the paper, bidirectionality, temporal causality and window (by autograd),
 the zero-damping / integer-frequency kernel = F-FNO Fourier kernel, and a tiny run through the presets."""
+
 import math
 
 import pytest
@@ -12,16 +13,19 @@ from neurodyn.nn.spectral import SpectralConv
 
 
 # -- parameter counts (the paper's numbers fix the architecture) ---------------------------------------
-@pytest.mark.parametrize("kwargs, count", [
-    ({"dims": 1}, 203_713),                                   # Table 1
-    ({"dims": 2}, 369_665),                                   # Tables 2 and 5
-    ({"dims": 2, "factorization": "zigzag"}, 402_945),        # ST-SSM-VM, Table 5
-    ({"dims": 2, "factorization": "parallel"}, 503_297),      # ST-SSM-FF, Table 5
-    ({"dims": 1, "bidirectional": False}, 203_713),           # App. C.1: 8 forward-only layers, same count
-    ({"dims": 2, "bidirectional": False}, 369_665),
-    ({"dims": 1, "memory_window": 0}, 203_713 - 20_736),      # App. C.2: no temporal module
-    ({"dims": 2, "in_channels": 2, "ctx_channels": 1}, 369_665 + 128),  # TorusVis full context: f and nu
-])
+@pytest.mark.parametrize(
+    "kwargs, count",
+    [
+        ({"dims": 1}, 203_713),  # Table 1
+        ({"dims": 2}, 369_665),  # Tables 2 and 5
+        ({"dims": 2, "factorization": "zigzag"}, 402_945),  # ST-SSM-VM, Table 5
+        ({"dims": 2, "factorization": "parallel"}, 503_297),  # ST-SSM-FF, Table 5
+        ({"dims": 1, "bidirectional": False}, 203_713),  # App. C.1: 8 forward-only layers, same count
+        ({"dims": 2, "bidirectional": False}, 369_665),
+        ({"dims": 1, "memory_window": 0}, 203_713 - 20_736),  # App. C.2: no temporal module
+        ({"dims": 2, "in_channels": 2, "ctx_channels": 1}, 369_665 + 128),  # TorusVis full context: f and nu
+    ],
+)
 def test_parameter_counts(kwargs, count):
     assert count_parameters(build("stssm", **kwargs)) == count
 
@@ -36,7 +40,7 @@ def _influence(model, x, index):
     """|d y[index] / d x| summed over channels, for the first sample."""
     x = x.clone().requires_grad_(True)
     y = model.forward_sequence(x) if x.dim() == model.config.dims + 3 else model(x)
-    g, = torch.autograd.grad(y[index].sum(), x)
+    (g,) = torch.autograd.grad(y[index].sum(), x)
     return g[0].abs().sum(-1)
 
 
@@ -48,7 +52,7 @@ def test_bidirectional_output_sees_both_sides_unidirectional_only_one():
     assert (g > 0).all()  # every input point matters: left and right of x0
     g = _influence(_small(dims=1, bidirectional=False), x, (0, x0))
     tol = 1e-12 * g.max()
-    assert (g[: x0 + 1] > tol).all() and (g[x0 + 1:] <= tol).all()
+    assert (g[: x0 + 1] > tol).all() and (g[x0 + 1 :] <= tol).all()
 
 
 @pytest.mark.parametrize("factorization", ["sequential", "parallel", "zigzag"])
@@ -128,7 +132,7 @@ def test_zero_damping_integer_frequency_kernel_is_an_ffno_fourier_kernel():
     Bbar = torch.expm1(dt * A) / A  # B = 1
     cbar = R / L
     cbar[:, 0] = R[:, 0].real / (2 * L)  # the zero mode counts once (irfft drops Im R_0)
-    kappa0 = 2 * cbar.sum(-1).real       # lag-0 tap, which both directions would add
+    kappa0 = 2 * cbar.sum(-1).real  # lag-0 tap, which both directions would add
     for block, cb, D in ((sweep.fwd, cbar, torch.zeros(H)), (sweep.bwd, cbar.conj(), -kappa0)):
         with torch.no_grad():
             block.log_dt.fill_(math.log(dt))
@@ -167,7 +171,7 @@ def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path, tiny_ru
     per_step, horizon = [], []
     with torch.no_grad():
         for b in batches(r.split("test"), 1):
-            frames = b["x"]                                                   # (1, t_in, X, 1), physical units
+            frames = b["x"]  # (1, t_in, X, 1), physical units
             assert frames.shape[1] == t_in and b["y"].shape[1] == n_steps
             for _ in range(n_steps):
                 frames = torch.cat([frames, norm.decode(r.model(norm.encode(frames[:, -t_in:])))], 1)
@@ -176,6 +180,6 @@ def test_tiny_preset_trains_and_evaluates_by_rollout(data_dir, tmp_path, tiny_ru
             horizon.append((pred - true).flatten(1).norm(dim=1) / true.flatten(1).norm(dim=1))
     assert final["rel_l2_per_step"] == pytest.approx(torch.cat(per_step).mean(0).tolist(), rel=1e-5)
     assert final["rel_l2"] == pytest.approx(torch.cat(horizon).mean().item(), rel=1e-5)
-    assert final["rel_l2_per_step"][-1] > final["rel_l2_per_step"][0]   # errors accumulate along the rollout
-    before, after = run.train_errors()   # training lowered the training error of the initial weights
+    assert final["rel_l2_per_step"][-1] > final["rel_l2_per_step"][0]  # errors accumulate along the rollout
+    before, after = run.train_errors()  # training lowered the training error of the initial weights
     assert after < 0.97 * before, (before, after)

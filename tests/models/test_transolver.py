@@ -1,4 +1,5 @@
 """Transolver (LaMO's baseline): parameter counts vs the LaMO paper's Table 9, equivariance, unified_pos."""
+
 import pytest
 import torch
 
@@ -47,8 +48,9 @@ def test_mesh_and_point_cloud_presets_match_the_formula():
 
 
 def test_point_cloud_permutation_equivariance():
-    m = ndm.build("transolver", variant="point_cloud", in_channels=1, pos_channels=2, width=16, n_layers=2,
-                  n_heads=4, n_slices=6).to(DT)
+    m = ndm.build(
+        "transolver", variant="point_cloud", in_channels=1, pos_channels=2, width=16, n_layers=2, n_heads=4, n_slices=6
+    ).to(DT)
     x, pos = torch.randn(2, 30, 1, dtype=DT), torch.rand(2, 30, 2, dtype=DT)
     perm = torch.randperm(30)
     torch.testing.assert_close(m(x, pos=pos)[:, perm], m(x[:, perm], pos=pos[:, perm]), rtol=1e-10, atol=1e-12)
@@ -56,10 +58,10 @@ def test_point_cloud_permutation_equivariance():
 
 def test_unified_position_is_the_distance_to_the_reference_grid():
     coords = torch.tensor([[[0.0, 0.0], [1.0, 0.5]]], dtype=DT)
-    d = unified_position(coords, 3)                    # reference points (i/2, j/2), row-major
+    d = unified_position(coords, 3)  # reference points (i/2, j/2), row-major
     assert d.shape == (1, 2, 9)
-    assert d[0, 0, 0] == 0 and torch.isclose(d[0, 0, 8], torch.tensor(2 ** 0.5, dtype=DT))
-    assert d[0, 1, 7] == 0                             # (1, 0.5) is the reference point (2, 1)
+    assert d[0, 0, 0] == 0 and torch.isclose(d[0, 0, 8], torch.tensor(2**0.5, dtype=DT))
+    assert d[0, 1, 7] == 0  # (1, 0.5) is the reference point (2, 1)
 
 
 def test_structured_runs_at_any_resolution_and_in_float64():
@@ -72,7 +74,7 @@ def test_structured_runs_at_any_resolution_and_in_float64():
     m = ndm.build("transolver", **kw).to(DT)
     cloud = ndm.build("transolver", variant="point_cloud", pos_channels=2, **kw).to(DT)
     with torch.no_grad():
-        for p in m.parameters():                 # away from the near-zero initialisation
+        for p in m.parameters():  # away from the near-zero initialisation
             p.add_(0.05 * torch.randn_like(p))
     x = torch.randn(2, 12, 7, 1, dtype=DT)
     y = m(x)
@@ -82,13 +84,14 @@ def test_structured_runs_at_any_resolution_and_in_float64():
     m32 = ndm.build("transolver", **kw)
     m32.load_state_dict(m.state_dict())
     torch.testing.assert_close(m32(x.float()).double(), y, rtol=1e-4, atol=1e-5 * y.abs().max().item())
-    assert torch.autograd.gradcheck(m, (x[:1].clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5,
-                                    fast_mode=True)
+    assert torch.autograd.gradcheck(
+        m, (x[:1].clone().requires_grad_(True),), eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=True
+    )
     with torch.no_grad():
         conv = [k for k, v in m.state_dict().items() if v.dim() == 4 and v.shape[-2:] == (3, 3)]
-        assert len(conv) == 2 * 2                # in_project_x and in_project_fx of both blocks
+        assert len(conv) == 2 * 2  # in_project_x and in_project_fx of both blocks
         state = {k: v * centre if k in conv else v for k, v in m.state_dict().items()}
-        m.load_state_dict(state)                 # every Conv2d(D, D, 3) slice projection: its centre tap only
+        m.load_state_dict(state)  # every Conv2d(D, D, 3) slice projection: its centre tap only
         cloud.load_state_dict({k: v[..., 1, 1] if k in conv else v for k, v in state.items()})
         for shape in ((9, 9), (12, 7)):
             x = torch.randn(2, *shape, 1, dtype=DT)
@@ -118,5 +121,7 @@ def test_tiny_pipe_preset_trains_through_the_experiment_api(tmp_path, data_dir, 
     # (the mean field, ~0.49, is the baseline), so the decrease is small but strict
     before, after = run.train_errors()
     assert after < before, (before, after)
-    assert any(not torch.equal(a, b) for a, b in zip(run.initial.state_dict().values(),
-                                                     run.restored.model.state_dict().values()))
+    assert any(
+        not torch.equal(a, b)
+        for a, b in zip(run.initial.state_dict().values(), run.restored.model.state_dict().values())
+    )

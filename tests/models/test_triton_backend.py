@@ -3,6 +3,7 @@ choice takes the Triton kernels for CUDA tensors (a CPU tensor made to claim CUD
 paths for CPU tensors, and a model built with ``backend="triton"`` computes what the same model computes on the
 sequential references: in Triton's interpreter by default, on the GPU with ``pytest --device cuda`` (the ``device``
 fixture: compiled kernels, production tiles)."""
+
 import importlib
 
 import pytest
@@ -12,11 +13,13 @@ import neurodyn.models as ndm
 from neurodyn.errors import ConfigError
 from neurodyn.nn.geomamba import GeoMambaKernel
 from neurodyn.nn.ssm_config import GeoMambaSSMConfig, KirchhoffSSMConfig, LatentSSMConfig
-from neurodyn.ops import (head_scan, knc_scan, linear_scan, selective_scan, selective_scan_2d, triton_loader)
+from neurodyn.ops import head_scan, knc_scan, linear_scan, selective_scan, selective_scan_2d, triton_loader
 
 needs_triton = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
-ss_mod, hs_mod, ls_mod, s2_mod = (importlib.import_module(f"neurodyn.ops.{m}.interface") for m in (
-    "selective_scan", "head_scan", "linear_scan", "scan_2d"))
+ss_mod, hs_mod, ls_mod, s2_mod = (
+    importlib.import_module(f"neurodyn.ops.{m}.interface")
+    for m in ("selective_scan", "head_scan", "linear_scan", "scan_2d")
+)
 knc_mod = importlib.import_module("neurodyn.ops.knc_scan")  # (the package names the function so)
 
 
@@ -76,11 +79,13 @@ def _calls():
     H, P = 2, 1
     return {
         "selective_scan": lambda: selective_scan(r(b, d, L), r(b, d, L).abs(), -r(d, n).abs(), r(b, n, L), r(b, n, L)),
-        "head_scan": lambda: head_scan(r(b, 1, L, H * P), r(b, 1, L, H).abs(), -r(1, H).abs(), r(b, 1, L, 1, n),
-                                       r(b, 1, L, 1, n)),
+        "head_scan": lambda: head_scan(
+            r(b, 1, L, H * P), r(b, 1, L, H).abs(), -r(1, H).abs(), r(b, 1, L, 1, n), r(b, 1, L, 1, n)
+        ),
         "linear_scan": lambda: linear_scan(torch.rand(2, L, generator=g), r(2, L)),
-        "scan_2d": lambda: selective_scan_2d(r(b, d, 3, 4), r(b, d, 3, 4).abs(), -r(d, n).abs(), r(b, n, 3, 4),
-                                             r(b, n, 3, 4), directions=("row",)),
+        "scan_2d": lambda: selective_scan_2d(
+            r(b, d, 3, 4), r(b, d, 3, 4).abs(), -r(d, n).abs(), r(b, n, 3, 4), r(b, n, 3, 4), directions=("row",)
+        ),
         "knc_scan": lambda: knc_scan(r(b, d, L), r(b, d, L).abs(), r(d, n).abs(), r(b, n, L), r(b, n, L), r(d)),
     }
 
@@ -90,7 +95,7 @@ def _calls():
 def test_auto_takes_triton_for_cuda_tensors_and_the_cpu_paths_for_cpu_ones(monkeypatch, name):
     _spy_all(monkeypatch)
     call = _calls()[name]
-    out = call()                       # CPU tensors: a CPU kernel or the PyTorch path, never the spy
+    out = call()  # CPU tensors: a CPU kernel or the PyTorch path, never the spy
     assert torch.isfinite(out).all()
     monkeypatch.setattr(triton_loader, "is_cuda", lambda t: True)  # the same tensors now claim CUDA
     with pytest.raises(_Called):
@@ -114,8 +119,11 @@ def test_the_resolved_selective_scan_backend(monkeypatch):
 def test_explicit_triton_on_cpu_without_the_interpreter_is_one_clear_error(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     m = ndm.build("chonn1d", orders=(1,), width=8, ssm=dict(d_state=4, backend="triton"))
-    with pytest.raises(ValueError, match=r"backend='triton' needs CUDA tensors .*TRITON_INTERPRET=1.*got tensors on "
-                                         r"cpu"):
+    with pytest.raises(
+        ValueError,
+        match=r"backend='triton' needs CUDA tensors .*TRITON_INTERPRET=1.*got tensors on "
+        r"cpu",
+    ):
         m(torch.randn(1, 6, 1))
 
 
@@ -180,8 +188,9 @@ def test_a_lamo_model_on_triton_equals_the_reference(monkeypatch, kernels_on):
 @needs_triton
 @pytest.mark.parametrize("kind", ["1d", "2d"])
 def test_a_geomamba_kernel_on_triton_equals_the_reference(monkeypatch, kernels_on, kind):
-    m, ref = _pair(lambda be: GeoMambaKernel(6, d_state=3, ssm=kind, correction="learnable", r_init="pattern",
-                                             scan_backend=be))
+    m, ref = _pair(
+        lambda be: GeoMambaKernel(6, d_state=3, ssm=kind, correction="learnable", r_init="pattern", scan_backend=be)
+    )
     with torch.no_grad():
         m.R.uniform_(-1, 1)
     ref.load_state_dict(m.state_dict())

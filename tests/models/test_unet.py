@@ -1,4 +1,5 @@
 """PDEBench U-Net: parameter count from the architecture, odd grid sizes, context, errors."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,14 +1,20 @@
 """Kirchhoff Neural Cell and Cascaded Kirchhoff Block (CHONN, paper 000): the closed forms of Eqs. (45)-(47)
 on the cells, and the block's equations and parameter counts by formula (the scan kernel:
 tests/ops/test_knc_scan.py)."""
+
 import math
 
 import pytest
 import torch
 
 from neurodyn.nn.kirchhoff import CascadedKirchhoffBlock, KirchhoffCell, ckb_parameter_count
-from neurodyn.ops.knc_scan import (knc_impulse_response, knc_scan_ref, knc_transfer_function, merge_sequences,
-                                   scan_sequences)
+from neurodyn.ops.knc_scan import (
+    knc_impulse_response,
+    knc_scan_ref,
+    knc_transfer_function,
+    merge_sequences,
+    scan_sequences,
+)
 
 D64 = torch.float64
 
@@ -62,8 +68,9 @@ def test_single_cell_impulse_response_is_the_closed_form_of_eq45():
 
 def _lti_block(order, aggregate="last", seed=0, D=2, N=2):
     torch.manual_seed(seed)
-    blk = CascadedKirchhoffBlock(D, order=order, d_state=N, dims=1, scan="uni", selective=False,
-                                 aggregate=aggregate).double()
+    blk = CascadedKirchhoffBlock(
+        D, order=order, d_state=N, dims=1, scan="uni", selective=False, aggregate=aggregate
+    ).double()
     for r, cell in enumerate(blk.cells):
         src = _lti_cell(D, N, seed=seed * 10 + r)
         cell.load_state_dict(src.state_dict())
@@ -110,7 +117,7 @@ def test_strictly_recurrent_cascade_is_eq47():
     for cell in blk.cells:
         a, b, c, _ = (v.reshape(()) for v in _cell_abcd(cell))
         gain = gain * c * b
-        g = a ** t
+        g = a**t
         want = torch.stack([(want[: k + 1] * g[: k + 1].flip(0)).sum() for k in range(L)])
     torch.testing.assert_close(h, gain * want, rtol=1e-10, atol=1e-12)
 
@@ -121,7 +128,7 @@ def test_bidirectional_cell_is_forward_plus_flipped_backward():
     bi = KirchhoffCell(D, N, directions=2, dt_rank=2).double()
     fwd, bwd = (KirchhoffCell(D, N, directions=1, dt_rank=2).double() for _ in range(2))
     for k, cell in enumerate((fwd, bwd)):
-        cell.load_state_dict({name: p[k:k + 1] for name, p in bi.state_dict().items()})
+        cell.load_state_dict({name: p[k : k + 1] for name, p in bi.state_dict().items()})
     u = torch.randn(B, D, L, dtype=D64)
     got = merge_sequences(bi(scan_sequences(u, "bi")), (L,), "bi")
     want = fwd(u[:, None])[:, 0] + bwd(u.flip(-1)[:, None])[:, 0].flip(-1)
@@ -146,12 +153,15 @@ def test_selective_cell_coefficients_follow_eq33_34():
     torch.testing.assert_close(y, want, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(d_model=16, order=1, d_state=8, dims=1, scan="bi"),
-    dict(d_model=16, order=3, d_state=8, dims=1, scan="uni", expand=2, dt_rank=3),
-    dict(d_model=12, order=2, d_state=4, dims=2, scan="cross", conv_pointwise=False, out_norm=True),
-    dict(d_model=8, order=4, d_state=2, dims=2, scan="bi", norm="none", out_proj=True, selective=False),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(d_model=16, order=1, d_state=8, dims=1, scan="bi"),
+        dict(d_model=16, order=3, d_state=8, dims=1, scan="uni", expand=2, dt_rank=3),
+        dict(d_model=12, order=2, d_state=4, dims=2, scan="cross", conv_pointwise=False, out_norm=True),
+        dict(d_model=8, order=4, d_state=2, dims=2, scan="bi", norm="none", out_proj=True, selective=False),
+    ],
+)
 def test_block_shape_and_parameter_count(kw):
     blk = CascadedKirchhoffBlock(**kw)
     shape = (2, 10, kw["d_model"]) if kw["dims"] == 1 else (2, 5, 6, kw["d_model"])
@@ -258,8 +268,9 @@ def test_every_cascade_stage_starts_at_unit_scale_and_gradients_do_not_grow_with
             for r, gain in enumerate(gains, 1):
                 assert 0.5 <= gain <= 2.0, f"{scan} order {order}: stage {r} gain {gain:.3g} (all {gains})"
             grad1 = grad if order == 1 else grad1
-            assert 0.1 <= grad / grad1 <= 10.0, (f"{scan} order {order}: first-layer gradient "
-                                                 f"{grad / grad1:.3g}x order 1")
+            assert 0.1 <= grad / grad1 <= 10.0, (
+                f"{scan} order {order}: first-layer gradient {grad / grad1:.3g}x order 1"
+            )
 
 
 def test_summed_directions_grow_as_k_to_the_r():
@@ -286,11 +297,13 @@ def test_merge_modes(merge):
         if merge == "mean":
             y = y / 2
         elif merge == "norm":
-            y = torch.nn.functional.layer_norm(y.movedim(1, -1), (6,), blk.merge_norms[r].weight,
-                                               blk.merge_norms[r].bias).movedim(-1, 1)
+            y = torch.nn.functional.layer_norm(
+                y.movedim(1, -1), (6,), blk.merge_norms[r].weight, blk.merge_norms[r].bias
+            ).movedim(-1, 1)
         total = total + y
     torch.testing.assert_close(blk.cascade(u), total)
     from neurodyn.errors import ConfigError
+
     with pytest.raises(ConfigError, match="merge"):
         CascadedKirchhoffBlock(6, merge="max")
 
@@ -327,5 +340,6 @@ def test_rms_coefficients_make_every_stage_homogeneous_of_degree_one():
     for a, b in zip(cell.coefficients(v), cell.coefficients(3.0 * v)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-9)
     from neurodyn.errors import ConfigError
+
     with pytest.raises(ConfigError, match="coef_norm"):
         KirchhoffCell(4, coef_norm="layer")

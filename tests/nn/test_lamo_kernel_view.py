@@ -38,6 +38,7 @@ Discretisation (``Abar = exp(Delta a)`` in both cases): Euler ``Bbar = Delta B``
 kernel) or exact ZOH ``Bbar = (exp(Delta a) - 1) / a * B`` (paper Eq. 4-5 / Prop. 3.3, Eq. 17 with its
 missing Delta restored; see docs/papers/notes-lamo.md 2.5).
 """
+
 import inspect
 
 import pytest
@@ -49,18 +50,18 @@ from neurodyn.nn.mamba import GRID_DIRECTIONS, LatentSSM
 from neurodyn.nn.ssm_config import LatentSSMConfig
 
 DT = torch.float64
-ATOL = 1e-10          # a correct kernel matches to float64 round-off
-WRONG = 1e-3          # a wrong kernel misses by at least this relative error (observed: 3e-2 .. 1.2)
+ATOL = 1e-10  # a correct kernel matches to float64 round-off
+WRONG = 1e-3  # a wrong kernel misses by at least this relative error (observed: 3e-2 .. 1.2)
 
 # Layer options (all x_proj layout, LaMO's Algorithm 1). "grid": a (3, 4) token grid with the four
 # cross-scan paths; otherwise a sequence of 9 tokens with the forward and backward paths.
 CASES = {
-    "head-euler": dict(),                                               # the default: a and Delta per head
-    "head-zoh": dict(discretization="zoh"),                             # paper Eq. 4-5 (exact ZOH)
-    "diag-channel-euler": dict(a_mode="diag", dt_mode="channel"),       # paper's S6: Delta per channel, diag A
+    "head-euler": dict(),  # the default: a and Delta per head
+    "head-zoh": dict(discretization="zoh"),  # paper Eq. 4-5 (exact ZOH)
+    "diag-channel-euler": dict(a_mode="diag", dt_mode="channel"),  # paper's S6: Delta per channel, diag A
     "head-channel-zoh-mean": dict(dt_mode="channel", discretization="zoh", combine="mean"),
     "diag-head-noconv-nonorm": dict(a_mode="diag", conv="none", norm="none"),  # one X shared by the paths
-    "head-euler-grid": dict(directions=GRID_DIRECTIONS),                # regular grid: 4 paths, 3x3 conv
+    "head-euler-grid": dict(directions=GRID_DIRECTIONS),  # regular grid: 4 paths, 3x3 conv
 }
 GRID_SHAPE = (3, 4)
 SEQ_LEN = 9
@@ -78,8 +79,13 @@ def make_layer(name):
     torch.manual_seed(1234)
     options = dict(CASES[name])
     directions = options.pop("directions", ("forward", "backward"))
-    m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=4, groups=2, d_conv=3, dt_range=(0.05, 0.5),
-                                  a_init_range=(0.5, 2.0), **options), 16, directions).to(DT)
+    m = LatentSSM(
+        LatentSSMConfig(
+            d_state=3, expand=2, heads=4, groups=2, d_conv=3, dt_range=(0.05, 0.5), a_init_range=(0.5, 2.0), **options
+        ),
+        16,
+        directions,
+    ).to(DT)
     with torch.no_grad():
         m.x_proj_weight.mul_(3.0)
         m.D.normal_()
@@ -121,19 +127,25 @@ def recorded_channel_form(name, args, out):
     u, step, y ``(b, C, L)``; A ``(C, N)``; B, Cm ``(b, C, L, N)``; D ``(C,)`` or None."""
     if name == "head_scan":
         u, dt, A, B, Cm, D = (args[k] for k in ("u", "dt", "A", "B", "C", "D"))
-        b, S, L, HP = u.shape                                      # u (b, S, L, H*P)
-        H, G, N = dt.shape[3], B.shape[3], B.shape[4]              # dt (b, S, L, H); B, C (b, S, L, G, N)
+        b, S, L, HP = u.shape  # u (b, S, L, H*P)
+        H, G, N = dt.shape[3], B.shape[3], B.shape[4]  # dt (b, S, L, H); B, C (b, S, L, G, N)
         P = HP // H
 
-        def chan(t):   # (b, S, L, HP) -> (b, S*HP, L)
+        def chan(t):  # (b, S, L, HP) -> (b, S*HP, L)
             return t.permute(0, 1, 3, 2).reshape(b, S * HP, L)
 
-        def coef(t):   # (b, S, L, G, N) -> (b, S*HP, L, N): channel c of a set uses group c // (HP / G)
+        def coef(t):  # (b, S, L, G, N) -> (b, S*HP, L, N): channel c of a set uses group c // (HP / G)
             return t.repeat_interleave(HP // G, dim=3).permute(0, 1, 3, 2, 4).reshape(b, S * HP, L, N)
 
-        return dict(u=chan(u), step=chan(dt.repeat_interleave(P, dim=3)),
-                    A=A.repeat_interleave(P, dim=1).reshape(S * HP, 1).expand(S * HP, N),
-                    B=coef(B), Cm=coef(Cm), D=None if D is None else D.reshape(S * HP), y=chan(out))
+        return dict(
+            u=chan(u),
+            step=chan(dt.repeat_interleave(P, dim=3)),
+            A=A.repeat_interleave(P, dim=1).reshape(S * HP, 1).expand(S * HP, N),
+            B=coef(B),
+            Cm=coef(Cm),
+            D=None if D is None else D.reshape(S * HP),
+            y=chan(out),
+        )
     assert name == "selective_scan"
     assert args["z"] is None and not args["reverse"] and args["initial_state"] is None
     u, step, A, B, Cm = (args[k] for k in ("u", "delta", "A", "B", "C"))  # u, delta (b, C, L); A (C, N)
@@ -143,7 +155,7 @@ def recorded_channel_form(name, args, out):
         step = F.softplus(step)
     b, C, L = u.shape
 
-    def coef(t):   # (b, G, N, L) -> (b, C, L, N): channel c uses group c // (C / G)
+    def coef(t):  # (b, G, N, L) -> (b, C, L, N): channel c uses group c // (C / G)
         return t.repeat_interleave(C // t.shape[1], dim=1).permute(0, 1, 3, 2)
 
     return dict(u=u, step=step, A=A, B=coef(B), Cm=coef(Cm), D=args["D"], y=out)
@@ -168,7 +180,7 @@ def kernel_matrix(abar, bbar, c, path, prod_from="j+1"):
         for tj in range(ti + 1):
             j = path[tj]
             first = {"j+1": tj + 1, "j": tj, "start": 0}[prod_from]
-            decay = torch.prod(abar[..., list(path[first:ti + 1]), :], dim=-2)   # (..., N); empty product = 1
+            decay = torch.prod(abar[..., list(path[first : ti + 1]), :], dim=-2)  # (..., N); empty product = 1
             M[..., i, j] = (c[..., i, :] * decay * bbar[..., j, :]).sum(-1)
     return M
 
@@ -182,9 +194,11 @@ def discretise(step, a, B, how):
     """Abar = exp(Delta a); Bbar = Delta B (euler) or (exp(Delta a) - 1) / a * B (zoh).
     ``"zoh_eq17_printed"`` is Eq. 17 as printed, ``(Delta a)^-1 (exp(Delta a) - 1) B``, without the Delta."""
     abar = torch.exp(step * a)
-    bbar = {"euler": step * B,
-            "zoh": torch.expm1(step * a) / a * B,
-            "zoh_eq17_printed": torch.expm1(step * a) / (step * a) * B}[how]
+    bbar = {
+        "euler": step * B,
+        "zoh": torch.expm1(step * a) / a * B,
+        "zoh_eq17_printed": torch.expm1(step * a) / (step * a) * B,
+    }[how]
     return abar, bbar
 
 
@@ -219,37 +233,46 @@ def layer_quantities(m, u):
     after conv and act); D ``(di,)``.
     """
     b, d = u.shape[0], u.shape[-1]
-    flat = u.reshape(b, -1, d)                                                    # (b, L, d_model), row-major
+    flat = u.reshape(b, -1, d)  # (b, L, d_model), row-major
     di, H, G, N, kc = m.d_inner, m.n_heads, m.n_groups, m.d_state, m.d_conv
     x, z = m.in_proj(flat).split([di, di], dim=-1)
-    if m.conv_mode == "same":                                     # grid: one shared depthwise 3x3 conv
+    if m.conv_mode == "same":  # grid: one shared depthwise 3x3 conv
         Hh, Ww = u.shape[1:3]
         g = x.transpose(1, 2).reshape(b, di, Hh, Ww)
         x = F.conv2d(g, m.conv.weight, m.conv.bias, padding=kc // 2, groups=di).reshape(b, di, -1).transpose(1, 2)
-    a_all = -torch.exp(m.A_log)                                             # (K, H) or (K, di, N)
+    a_all = -torch.exp(m.A_log)  # (K, H) or (K, di, N)
     dirs = []
     for k, path in enumerate(scan_paths(m, u)):
-        seq = x[:, path]                                                            # (b, L, di) scan order
-        if m.conv_mode == "causal":                               # this direction's causal kernel, along its path
-            w, bias = m.conv.weight[k * di:(k + 1) * di], m.conv.bias[k * di:(k + 1) * di]
+        seq = x[:, path]  # (b, L, di) scan order
+        if m.conv_mode == "causal":  # this direction's causal kernel, along its path
+            w, bias = m.conv.weight[k * di : (k + 1) * di], m.conv.bias[k * di : (k + 1) * di]
             seq = F.conv1d(F.pad(seq.transpose(1, 2), (kc - 1, 0)), w, bias, groups=di).transpose(1, 2)
         seq = m.act(seq)
         dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([m.dt_rank, G * N, G * N], dim=-1)
         if m.dt_mode == "channel":
-            dt = dt @ m.dt_proj_weight[k].T                                         # (b, L, di)
-        step = F.softplus(dt + m.dt_bias[k])                                        # (b, L, H or di)
-        step = step.repeat_interleave(di // step.shape[-1], dim=-1)[..., None]      # (b, L, di, 1)
+            dt = dt @ m.dt_proj_weight[k].T  # (b, L, di)
+        step = F.softplus(dt + m.dt_bias[k])  # (b, L, H or di)
+        step = step.repeat_interleave(di // step.shape[-1], dim=-1)[..., None]  # (b, L, di, 1)
         Bm, Cm = (t.reshape(*t.shape[:2], G, N).repeat_interleave(di // G, dim=2) for t in (Bm, Cm))  # (b, L, di, N)
         a = a_all[k].repeat_interleave(di // H)[:, None].expand(di, N) if m.a_mode == "head" else a_all[k]
-        dirs.append(dict(path=path, step=to_tokens(step, path), a=a, B=to_tokens(Bm, path),
-                         Cm=to_tokens(Cm, path), x=to_tokens(seq, path), D=m.D[k]))
+        dirs.append(
+            dict(
+                path=path,
+                step=to_tokens(step, path),
+                a=a,
+                B=to_tokens(Bm, path),
+                Cm=to_tokens(Cm, path),
+                x=to_tokens(seq, path),
+                D=m.D[k],
+            )
+        )
     return z, dirs
 
 
 def direction_kernel(m, q, how=None, prod_from="j+1", path=None):
     """``M_k (b, di, L, L)`` of one direction in token order, without D."""
     abar, bbar = discretise(q["step"], q["a"], q["B"], how or m.discretization)
-    abar, bbar, c = (v.transpose(1, 2) for v in (abar, bbar, q["Cm"]))            # (b, di, L, N)
+    abar, bbar, c = (v.transpose(1, 2) for v in (abar, bbar, q["Cm"]))  # (b, di, L, N)
     return kernel_matrix(abar, bbar, c, q["path"] if path is None else path, prod_from)
 
 
@@ -257,7 +280,7 @@ def merged_from_kernels(m, dirs, kernels, with_D=True):
     """``sum_k (M_k X_k + D_k X_k)`` (divided by K for combine="mean"): ``(b, L, di)``."""
     y = 0
     for q, M in zip(dirs, kernels):
-        xk = q["x"].transpose(1, 2)                                                 # (b, di, L)
+        xk = q["x"].transpose(1, 2)  # (b, di, L)
         y = y + apply_kernel(M, xk) + (q["D"][:, None] * xk if with_D else 0)
     y = y / len(dirs) if m.combine == "mean" else y
     return y.transpose(1, 2)
@@ -277,7 +300,7 @@ def test_scan_output_is_a_lower_triangular_kernel_in_scan_order(name, monkeypatc
     Its arguments are the layer's own projections (the ZOH factor is folded into u by the layer)."""
     m, u = make_layer(name)
     _, calls, _ = run_with_spy(m, u, monkeypatch)
-    (scan_name, args, out), = calls
+    ((scan_name, args, out),) = calls
     assert scan_name == ("head_scan" if (m.a_mode, m.dt_mode) == ("head", "head") else "selective_scan")
     rec = recorded_channel_form(scan_name, args, out)
     L = rec["u"].shape[-1]
@@ -285,20 +308,20 @@ def test_scan_output_is_a_lower_triangular_kernel_in_scan_order(name, monkeypatc
     # 1. the captured quantities are the layer's: Delta, a, B, C per direction and channel (scan order)
     _, dirs = layer_quantities(m, u)
 
-    def scan_order(key):   # token order, per direction -> scan order, directions folded into channels
+    def scan_order(key):  # token order, per direction -> scan order, directions folded into channels
         return torch.cat([q[key][:, q["path"]].transpose(1, 2) for q in dirs], dim=1)
 
-    torch.testing.assert_close(rec["step"], scan_order("step")[..., 0], rtol=0, atol=ATOL)      # (b, K di, L)
-    torch.testing.assert_close(rec["B"], scan_order("B"), rtol=0, atol=ATOL)                    # (b, K di, L, N)
+    torch.testing.assert_close(rec["step"], scan_order("step")[..., 0], rtol=0, atol=ATOL)  # (b, K di, L)
+    torch.testing.assert_close(rec["B"], scan_order("B"), rtol=0, atol=ATOL)  # (b, K di, L, N)
     torch.testing.assert_close(rec["Cm"], scan_order("Cm"), rtol=0, atol=ATOL)
-    torch.testing.assert_close(rec["A"], torch.cat([q["a"] for q in dirs]), rtol=0, atol=ATOL)   # (K di, N)
+    torch.testing.assert_close(rec["A"], torch.cat([q["a"] for q in dirs]), rtol=0, atol=ATOL)  # (K di, N)
     assert rec["step"].std(dim=-1).mean() > 2e-2, "Delta should vary along the sequence (data-dependent)"
-    abar = torch.exp(rec["step"][..., None] * rec["A"][:, None])                     # (b, K di, L, N)
+    abar = torch.exp(rec["step"][..., None] * rec["A"][:, None])  # (b, K di, L, N)
     assert abar.min() < 0.5 and abar.max() < 1, "Abar should be well inside (0, 1)"
 
     # 2. the kernel from the recorded arguments, with loops; 3. M u (+ D u) is the scan's output
-    bbar = rec["step"][..., None] * rec["B"]                                         # Euler input of the scan
-    M = kernel_matrix(abar, bbar, rec["Cm"], list(range(L)))                         # (b, C, L, L)
+    bbar = rec["step"][..., None] * rec["B"]  # Euler input of the scan
+    M = kernel_matrix(abar, bbar, rec["Cm"], list(range(L)))  # (b, C, L, L)
     assert torch.equal(M, M.tril()) and (M.tril(-1).abs() > 0).any()
     y = apply_kernel(M, rec["u"])
     if rec["D"] is not None:
@@ -318,19 +341,19 @@ def test_each_direction_is_the_kernel_of_its_path(name, monkeypatch):
     di = m.d_inner
     for k, q in enumerate(dirs):
         sl = slice(k * di, (k + 1) * di)
-        y_scan = rec["y"][:, sl]                                                     # (b, di, L) scan order
+        y_scan = rec["y"][:, sl]  # (b, di, L) scan order
         if rec["D"] is not None:
             y_scan = y_scan - rec["D"][sl, None] * rec["u"][:, sl]
-        y_tok = to_tokens(y_scan.transpose(1, 2), q["path"]).transpose(1, 2)        # (b, di, L) token order
-        M = direction_kernel(m, q)                                                  # (b, di, L, L)
+        y_tok = to_tokens(y_scan.transpose(1, 2), q["path"]).transpose(1, 2)  # (b, di, L) token order
+        M = direction_kernel(m, q)  # (b, di, L, L)
         torch.testing.assert_close(y_tok, apply_kernel(M, q["x"].transpose(1, 2)), rtol=0, atol=ATOL)
         p = q["path"]
-        assert torch.equal(M[..., p, :][..., p], M[..., p, :][..., p].tril())       # causal along its own path
+        assert torch.equal(M[..., p, :][..., p], M[..., p, :][..., p].tril())  # causal along its own path
         name_k = m.directions[k]
         if name_k in ("forward", "row"):
             assert torch.equal(M, M.tril()) and (M.tril(-1).abs() > 0).any()
         if name_k in ("backward", "row_rev"):
-            assert torch.equal(M, M.triu()) and (M.triu(1).abs() > 0).any()        # the reversed path
+            assert torch.equal(M, M.triu()) and (M.triu(1).abs() > 0).any()  # the reversed path
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -342,17 +365,17 @@ def test_layer_is_the_sum_over_paths_of_kernel_integrals(name, monkeypatch):
     out, _, y_merged = run_with_spy(m, u, monkeypatch)
     z, dirs = layer_quantities(m, u)
     kernels = [direction_kernel(m, q) for q in dirs]
-    y = merged_from_kernels(m, dirs, kernels)                                        # (b, L, di)
+    y = merged_from_kernels(m, dirs, kernels)  # (b, L, di)
     torch.testing.assert_close(y_merged, y, rtol=0, atol=ATOL)
     full = m.out_proj(m.norm(y) * m.act(z)).reshape(out.shape)
     torch.testing.assert_close(out, full, rtol=0, atol=ATOL)
 
     if m.conv_mode == "none":
-        X = dirs[0]["x"].transpose(1, 2)                                             # (b, di, L)
+        X = dirs[0]["x"].transpose(1, 2)  # (b, di, L)
         assert all(torch.equal(q["x"], dirs[0]["x"]) for q in dirs)
         M = sum(Mk + torch.diag_embed(q["D"][:, None].expand_as(X)) for q, Mk in zip(dirs, kernels))
         M = M / len(dirs) if m.combine == "mean" else M
-        assert (M.tril(-1).abs() > 0).any() and (M.triu(1).abs() > 0).any()         # a non-causal kernel
+        assert (M.tril(-1).abs() > 0).any() and (M.triu(1).abs() > 0).any()  # a non-causal kernel
         torch.testing.assert_close(y_merged, apply_kernel(M, X).transpose(1, 2), rtol=0, atol=ATOL)
 
 
@@ -374,8 +397,7 @@ def test_wrong_kernels_do_not_match(name, monkeypatch):
         "backward path read forwards": [direction_kernel(m, q, path=sorted(q["path"])) for q in dirs],
     }
     if m.discretization == "zoh":
-        wrong["Eq. 17 as printed (no Delta in Bbar)"] = [direction_kernel(m, q, how="zoh_eq17_printed")
-                                                         for q in dirs]
+        wrong["Eq. 17 as printed (no Delta in Bbar)"] = [direction_kernel(m, q, how="zoh_eq17_printed") for q in dirs]
     errors = {label: rel_err(merged_from_kernels(m, dirs, Ms), y_merged) for label, Ms in wrong.items()}
     errors["no D skip"] = rel_err(merged_from_kernels(m, dirs, right, with_D=False), y_merged)
     missed = {label: e for label, e in errors.items() if not e > WRONG}

@@ -28,11 +28,11 @@ def _scan_heads(m, k, seq, dt, Bm, Cm, D=None, a_set=None):
     ys = []
     for h in range(H):
         g = h // (H // G)
-        u_h = seq[..., h * P:(h + 1) * P].transpose(1, 2)
+        u_h = seq[..., h * P : (h + 1) * P].transpose(1, 2)
         delta = dt[..., h][:, None, :].expand(b, P, L)
-        A = (-torch.exp(m.A_log[a_set, h]) * torch.ones(P, N, dtype=seq.dtype))
-        Bh = Bm[..., g * N:(g + 1) * N].transpose(1, 2)
-        Ch = Cm[..., g * N:(g + 1) * N].transpose(1, 2)
+        A = -torch.exp(m.A_log[a_set, h]) * torch.ones(P, N, dtype=seq.dtype)
+        Bh = Bm[..., g * N : (g + 1) * N].transpose(1, 2)
+        Ch = Cm[..., g * N : (g + 1) * N].transpose(1, 2)
         Dh = None if D is None else D(h)
         bias = m.dt_bias[a_set, h].expand(P)
         ys.append(selective_scan_ref(u_h, delta, A, Bh, Ch, D=Dh, delta_bias=bias, delta_softplus=True))
@@ -40,7 +40,7 @@ def _scan_heads(m, k, seq, dt, Bm, Cm, D=None, a_set=None):
 
 
 def _causal_conv(m, k, seq, C):
-    w, bias = m.conv.weight[k * C:(k + 1) * C], m.conv.bias[k * C:(k + 1) * C]
+    w, bias = m.conv.weight[k * C : (k + 1) * C], m.conv.bias[k * C : (k + 1) * C]
     kc = w.shape[-1]
     return F.conv1d(F.pad(seq.transpose(1, 2), (kc - 1, 0)), w, bias, groups=C).transpose(1, 2)
 
@@ -56,7 +56,7 @@ def reference_1d(m, u):
             seq = x.flip(1) if d == "backward" else x
             seq = _act(m)(_causal_conv(m, k, seq, di))
             dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([H, G * N, G * N], -1)
-            y = _scan_heads(m, k, seq, dt, Bm, Cm, D=lambda h, k=k: m.D[k, h * P:(h + 1) * P])
+            y = _scan_heads(m, k, seq, dt, Bm, Cm, D=lambda h, k=k: m.D[k, h * P : (h + 1) * P])
             outs.append(y.flip(1) if d == "backward" else y)
     elif m.layout == "fused":
         z, xbc, dt = proj.split([di, di + 2 * G * N, H], -1)
@@ -69,14 +69,17 @@ def reference_1d(m, u):
     else:  # hydra
         z, xbc, dt = proj.split([di, di + 2 * K * G * N, K * H], -1)
         kc = m.conv.weight.shape[-1]
-        xbc = _act(m)(F.conv1d(xbc.transpose(1, 2), m.conv.weight, m.conv.bias, padding=kc // 2,
-                               groups=xbc.shape[-1]).transpose(1, 2))
+        xbc = _act(m)(
+            F.conv1d(xbc.transpose(1, 2), m.conv.weight, m.conv.bias, padding=kc // 2, groups=xbc.shape[-1]).transpose(
+                1, 2
+            )
+        )
         x_og, bc = xbc.split([di, 2 * K * G * N], -1)
         for k, d in enumerate(m.directions):
             fl = (lambda t: t.flip(1)) if d == "backward" else (lambda t: t)
-            blk = bc[..., 2 * k * G * N:2 * (k + 1) * G * N]
+            blk = bc[..., 2 * k * G * N : 2 * (k + 1) * G * N]
             Bm, Cm = fl(blk).split([G * N, G * N], -1)
-            y = _scan_heads(m, k, fl(x_og), fl(dt[..., k * H:(k + 1) * H]), Bm, Cm, a_set=0)
+            y = _scan_heads(m, k, fl(x_og), fl(dt[..., k * H : (k + 1) * H]), Bm, Cm, a_set=0)
             y = torch.cat([torch.zeros_like(y[:, :1]), y[:, :-1]], dim=1)  # diagonal excluded
             outs.append(fl(y))
     y = sum(outs) if m.combine == "sum" else sum(outs) / len(outs)
@@ -97,12 +100,15 @@ def _randomise(m):
             p.add_(0.1 * torch.randn_like(p))
 
 
-@pytest.mark.parametrize("kw", [
-    dict(layout="x_proj"),
-    dict(layout="x_proj", groups=2, combine="mean", norm="layernorm", act="gelu"),
-    dict(layout="fused", combine="mean"),
-    dict(layout="hydra"),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(layout="x_proj"),
+        dict(layout="x_proj", groups=2, combine="mean", norm="layernorm", act="gelu"),
+        dict(layout="fused", combine="mean"),
+        dict(layout="hydra"),
+    ],
+)
 def test_bidirectional_block_equals_forward_plus_flipped_backward(kw):
     m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=4, d_conv=3, **kw), 6).to(DT)
     _randomise(m)
@@ -120,8 +126,11 @@ def _corner_indices(Hh, Ww):
 @pytest.mark.parametrize("which", ["cross", "corners"])
 def test_grid_four_direction_block_matches_reference(which):
     """Four traversals of the token grid (explicit index permutations), shared 3x3 depthwise conv, summed."""
-    m = LatentSSM(LatentSSMConfig(d_state=3, expand=2, heads=2, norm="layernorm", act="gelu"), 4,
-                  mixer_directions(which, grid=True)).to(DT)
+    m = LatentSSM(
+        LatentSSMConfig(d_state=3, expand=2, heads=2, norm="layernorm", act="gelu"),
+        4,
+        mixer_directions(which, grid=True),
+    ).to(DT)
     _randomise(m)
     b, Hh, Ww = 2, 3, 5
     u = torch.randn(b, Hh, Ww, 4, dtype=DT)
@@ -134,7 +143,7 @@ def test_grid_four_direction_block_matches_reference(which):
     for k in range(4):
         seq = x[:, idx[k]]
         dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([H, N, N], -1)
-        yk = _scan_heads(m, k, seq, dt, Bm, Cm, D=lambda h, k=k: m.D[k, h * P:(h + 1) * P])
+        yk = _scan_heads(m, k, seq, dt, Bm, Cm, D=lambda h, k=k: m.D[k, h * P : (h + 1) * P])
         y[:, idx[k]] += yk
     ref = F.linear(m.norm(y) * m.act(z.reshape(b, Hh * Ww, di)), m.out_proj.weight).reshape(b, Hh, Ww, 4)
     torch.testing.assert_close(m(u), ref, rtol=1e-9, atol=1e-10)
@@ -151,14 +160,26 @@ def test_unidirectional_scan_is_causal_and_bidirectional_is_not():
     bi = LatentSSM(LatentSSMConfig(d_state=2, heads=2), 3, ("forward", "backward")).to(DT)
     Ju, Jb = _jacobian(uni), _jacobian(bi)
     upper = torch.triu(torch.ones_like(Ju, dtype=torch.bool), diagonal=1)
-    assert Ju[upper].max() == 0 and Ju[~upper].min() > 0   # lower-triangular kernel (paper Eq. 80)
-    assert Jb.min() > 0                                       # full, non-causal kernel
+    assert Ju[upper].max() == 0 and Ju[~upper].min() > 0  # lower-triangular kernel (paper Eq. 80)
+    assert Jb.min() > 0  # full, non-causal kernel
 
 
 def test_zoh_discretisation_matches_exact_recurrence():
     """discretization='zoh': h_t = exp(Delta a) h_{t-1} + (exp(Delta a) - 1) / a * B_t x_t (paper Eq. 4-5)."""
-    m = LatentSSM(LatentSSMConfig(d_state=2, expand=1, heads=1, d_conv=1, norm="none", discretization="zoh",
-                                  dt_range=(0.3, 0.6), a_init_range=(1, 2)), 2, ("forward",)).to(DT)
+    m = LatentSSM(
+        LatentSSMConfig(
+            d_state=2,
+            expand=1,
+            heads=1,
+            d_conv=1,
+            norm="none",
+            discretization="zoh",
+            dt_range=(0.3, 0.6),
+            a_init_range=(1, 2),
+        ),
+        2,
+        ("forward",),
+    ).to(DT)
     _randomise(m)
     u = torch.randn(1, 6, 2, dtype=DT)
     x, z = F.linear(u, m.in_proj.weight).split([2, 2], -1)
@@ -203,8 +224,9 @@ def test_float32_float64_and_gradients():
     torch.testing.assert_close(u.grad.double(), u64.grad, rtol=1e-4, atol=1e-5)
     for (name, p), p64 in zip(m.named_parameters(), m64.parameters()):
         assert p.grad is not None and p.grad.abs().sum() > 0, name
-        torch.testing.assert_close(p.grad.double(), p64.grad, rtol=1e-4, atol=1e-5 * p64.grad.abs().max().item(),
-                                   msg=name)
+        torch.testing.assert_close(
+            p.grad.double(), p64.grad, rtol=1e-4, atol=1e-5 * p64.grad.abs().max().item(), msg=name
+        )
     assert torch.autograd.gradcheck(m64, (u64[:1].detach().clone().requires_grad_(True),), fast_mode=True)
 
 
@@ -217,12 +239,15 @@ def test_parameter_count_formula_x_proj_layout():
     assert sum(p.numel() for p in m.parameters()) == want
 
 
-@pytest.mark.parametrize("kw, directions, needle", [
-    ({}, ("forward", "cross"), "distinct names"),
-    (dict(heads=3), ("forward",), "divisible by n_heads"),
-    (dict(discretization="zoh", a_mode="diag"), ("forward",), "a_mode='head'"),
-    (dict(layout="mamba3"), ("forward",), "layout"),
-])
+@pytest.mark.parametrize(
+    "kw, directions, needle",
+    [
+        ({}, ("forward", "cross"), "distinct names"),
+        (dict(heads=3), ("forward",), "divisible by n_heads"),
+        (dict(discretization="zoh", a_mode="diag"), ("forward",), "a_mode='head'"),
+        (dict(layout="mamba3"), ("forward",), "layout"),
+    ],
+)
 def test_bad_configs(kw, directions, needle):
     """The scan options are refused by the config (when it is made), the directions and the sizes that depend on
     d_model by the layer."""
@@ -271,8 +296,11 @@ def test_channel_delta_matches_a_per_channel_reference():
     """dt_mode='channel' (the paper's S6, Eq. 7): Delta = softplus(dt_proj(x_proj(x)) + dt_bias) per channel."""
     torch.manual_seed(0)
     d, N, H = 6, 3, 1
-    m = LatentSSM(LatentSSMConfig(d_state=N, expand=2, heads=H, d_conv=3, dt_mode="channel", a_mode="diag"), d,
-                  ("forward", "backward")).to(DT)
+    m = LatentSSM(
+        LatentSSMConfig(d_state=N, expand=2, heads=H, d_conv=3, dt_mode="channel", a_mode="diag"),
+        d,
+        ("forward", "backward"),
+    ).to(DT)
     _randomise(m)
     assert m.dt_rank == 1 and m.dt_bias.shape == (2, 12) and m.dt_proj_weight.shape == (2, 12, 1)
     u = torch.randn(2, 9, d, dtype=DT)
@@ -283,10 +311,17 @@ def test_channel_delta_matches_a_per_channel_reference():
         seq = x.flip(1) if direction == "backward" else x
         seq = m.act(_causal_conv(m, k, seq, di))
         dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([R, N, N], -1)
-        delta = dt @ m.dt_proj_weight[k].T                                   # (b, L, di): one step per channel
-        yk = selective_scan_ref(seq.transpose(1, 2), delta.transpose(1, 2), -torch.exp(m.A_log[k]),
-                                Bm.transpose(1, 2), Cm.transpose(1, 2), D=m.D[k], delta_bias=m.dt_bias[k],
-                                delta_softplus=True).transpose(1, 2)
+        delta = dt @ m.dt_proj_weight[k].T  # (b, L, di): one step per channel
+        yk = selective_scan_ref(
+            seq.transpose(1, 2),
+            delta.transpose(1, 2),
+            -torch.exp(m.A_log[k]),
+            Bm.transpose(1, 2),
+            Cm.transpose(1, 2),
+            D=m.D[k],
+            delta_bias=m.dt_bias[k],
+            delta_softplus=True,
+        ).transpose(1, 2)
         y = y + (yk.flip(1) if direction == "backward" else yk)
     ref = F.linear(m.norm(y) * m.act(z), m.out_proj.weight)
     torch.testing.assert_close(m(u), ref, rtol=1e-9, atol=1e-10)
@@ -303,8 +338,11 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
     h_t = exp(Delta a) h_{t-1} + (exp(Delta a) - 1) / a * B_t x_t with a = -exp(A_log) per head, y = C h + D x,
     scattered back to the grid and summed over the four directions."""
     torch.manual_seed(0)
-    m = LatentSSM(LatentSSMConfig(d_state=4, heads=2, dt_mode="channel", discretization="zoh"), 8,
-                  mixer_directions("cross", grid=True)).to(DT)
+    m = LatentSSM(
+        LatentSSMConfig(d_state=4, heads=2, dt_mode="channel", discretization="zoh"),
+        8,
+        mixer_directions("cross", grid=True),
+    ).to(DT)
     _randomise(m)
     b, Hh, Ww = 2, 3, 4
     u = torch.randn(b, Hh, Ww, 8, dtype=DT)
@@ -319,8 +357,8 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
     for k in range(4):
         seq = x[:, idx[k]]
         dt, Bm, Cm = (seq @ m.x_proj_weight[k].T).split([R, N, N], -1)
-        step = F.softplus(dt @ m.dt_proj_weight[k].T + m.dt_bias[k])            # (b, L, di)
-        a = (-torch.exp(m.A_log[k])).repeat_interleave(P)[:, None]            # (di, 1)
+        step = F.softplus(dt @ m.dt_proj_weight[k].T + m.dt_bias[k])  # (b, L, di)
+        a = (-torch.exp(m.A_log[k])).repeat_interleave(P)[:, None]  # (di, 1)
         h = torch.zeros(b, di, N, dtype=DT)
         for t in range(Hh * Ww):
             e = torch.exp(step[:, t, :, None] * a)
@@ -330,11 +368,14 @@ def test_channel_delta_with_zoh_and_grid_directions_runs():
     torch.testing.assert_close(y, ref, rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(layout="x_proj"),
-    dict(layout="fused", groups=2, combine="mean"),
-    dict(layout="hydra"),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(layout="x_proj"),
+        dict(layout="fused", groups=2, combine="mean"),
+        dict(layout="hydra"),
+    ],
+)
 def test_fused_head_kernel_path_matches_reference_with_gradients(kw, monkeypatch):
     """16 channels per head (a multiple of the kernel's float64 lanes): the module runs ops.head_scan's fused
     kernel; output and every gradient equal the per-direction, per-head reference."""

@@ -1,5 +1,6 @@
 """neurodyn.nn.Mamba: mamba-ssm's Mamba block (constructor, parameter names and shapes, count, initialisation),
 strictly causal, and equal to a step-by-step recurrence written here."""
+
 import math
 
 import pytest
@@ -17,9 +18,16 @@ def expected_shapes(d_model, d_state=16, d_conv=4, expand=2, dt_rank="auto", bia
     """mamba-ssm's parameters of ``Mamba(d_model, ...)``, from its published layout."""
     di = int(expand * d_model)
     r = math.ceil(d_model / 16) if dt_rank == "auto" else dt_rank
-    shapes = {"in_proj.weight": (2 * di, d_model), "conv1d.weight": (di, 1, d_conv),
-              "x_proj.weight": (r + 2 * d_state, di), "dt_proj.weight": (di, r), "dt_proj.bias": (di,),
-              "A_log": (di, d_state), "D": (di,), "out_proj.weight": (d_model, di)}
+    shapes = {
+        "in_proj.weight": (2 * di, d_model),
+        "conv1d.weight": (di, 1, d_conv),
+        "x_proj.weight": (r + 2 * d_state, di),
+        "dt_proj.weight": (di, r),
+        "dt_proj.bias": (di,),
+        "A_log": (di, d_state),
+        "D": (di,),
+        "out_proj.weight": (d_model, di),
+    }
     if conv_bias:
         shapes["conv1d.bias"] = (di,)
     if bias:
@@ -27,8 +35,7 @@ def expected_shapes(d_model, d_state=16, d_conv=4, expand=2, dt_rank="auto", bia
     return shapes
 
 
-@pytest.mark.parametrize("kw", [{}, dict(d_state=8, d_conv=3, expand=1.5, bias=True, conv_bias=False),
-                                dict(dt_rank=5)])
+@pytest.mark.parametrize("kw", [{}, dict(d_state=8, d_conv=3, expand=1.5, bias=True, conv_bias=False), dict(dt_rank=5)])
 def test_parameter_names_shapes_and_count_are_mamba_ssms(kw):
     d_model = 40
     m = Mamba(d_model, **kw)
@@ -38,8 +45,19 @@ def test_parameter_names_shapes_and_count_are_mamba_ssms(kw):
     di, n, k = int(kw.get("expand", 2) * d_model), kw.get("d_state", 16), kw.get("d_conv", 4)
     r = kw.get("dt_rank", math.ceil(d_model / 16))
     bias, conv_bias = kw.get("bias", False), kw.get("conv_bias", True)
-    count = (d_model * 2 * di + bias * 2 * di + di * k + conv_bias * di + di * (r + 2 * n) + r * di + di
-             + di * n + di + di * d_model + bias * d_model)
+    count = (
+        d_model * 2 * di
+        + bias * 2 * di
+        + di * k
+        + conv_bias * di
+        + di * (r + 2 * n)
+        + r * di
+        + di
+        + di * n
+        + di
+        + di * d_model
+        + bias * d_model
+    )
     assert sum(p.numel() for p in m.parameters()) == count
     twin = Mamba(d_model, **kw)
     twin.load_state_dict(m.state_dict())  # interchangeable state_dicts
@@ -80,8 +98,8 @@ def oracle(m: Mamba, u: torch.Tensor) -> torch.Tensor:
                 conv = conv + p["conv1d.weight"][:, 0, j] * x_in[:, s]
         x = F.silu(conv)
         dbl = x @ p["x_proj.weight"].T
-        dt, Bt, Ct = dbl[:, :r], dbl[:, r:r + n], dbl[:, r + n:]
-        delta = F.softplus(dt @ p["dt_proj.weight"].T + p["dt_proj.bias"])        # (b, di)
+        dt, Bt, Ct = dbl[:, :r], dbl[:, r : r + n], dbl[:, r + n :]
+        delta = F.softplus(dt @ p["dt_proj.weight"].T + p["dt_proj.bias"])  # (b, di)
         h = torch.exp(delta[..., None] * A) * h + (delta * x)[..., None] * Bt[:, None, :]
         y = (h * Ct[:, None, :]).sum(-1) + p["D"] * x
         y = y * F.silu(z[:, t])
@@ -159,7 +177,7 @@ def test_step_by_step_from_an_empty_cache_equals_the_forward_pass(kw, L):
     with torch.no_grad():
         steps = []
         for t in range(L):
-            out, c, s = m.step(u[:, t:t + 1], conv_state, ssm_state)
+            out, c, s = m.step(u[:, t : t + 1], conv_state, ssm_state)
             assert c is conv_state and s is ssm_state and out.shape == (3, 1, 16)
             steps.append(out)
         full = m(u)
@@ -185,7 +203,7 @@ def test_prompt_then_decode_equals_the_forward_pass(backend, kw, prompt, total):
         conv_state, ssm_state = params.key_value_memory_dict[3]
         assert conv_state.shape == (2, m.d_inner, m.d_conv) and ssm_state.shape == (2, m.d_inner, m.d_state)
         for t in range(prompt, total):
-            outs.append(m(u[:, t:t + 1], inference_params=params))
+            outs.append(m(u[:, t : t + 1], inference_params=params))
             params.seqlen_offset += 1
         full = m(u)
     torch.testing.assert_close(torch.cat(outs, dim=1), full, atol=1e-5, rtol=1e-5)

@@ -108,8 +108,9 @@ def test_sizing_rules_match_the_paper_and_give_d_model_sensory_neurons():
 @pytest.mark.parametrize("dense", [False, True])
 def test_masks_follow_the_ncps_wiring(dense):
     w = build_autoncp(units_backbone(16), 2, 8, 0.5, seed=7)
-    cell = NCPCell(w, input_group="inter", output_group="motor", disabled=("command",), activation="tanh",
-                   dense_input=dense)
+    cell = NCPCell(
+        w, input_group="inter", output_group="motor", disabled=("command",), activation="tanh", dense_input=dense
+    )
     groups = wiring_groups(w)
     assert torch.equal(cell.mask_rec, torch.as_tensor(np.abs(w.adjacency_matrix), dtype=torch.float32))
     if dense:
@@ -195,18 +196,23 @@ def test_timestamps_enter_through_the_time_gate():
     assert y_delta.shape == y1.shape
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(mode="rk4"), "mode"),
-    (dict(d_model=10, n_heads=4), "divisible"),
-    (dict(sparsity=0.05), "sparsity"),
-    (dict(compat="tf"), "compat"),
-    (dict(topk=0), "topk"),
-    (dict(topk_method="approx"), "topk_method"),
-    (dict(unknown_option=1), "unknown NAC option"),
-    (dict(eps=0.0), r"eps=0.0 must be > 0"), (dict(euler_dt=-1.0), r"euler_dt=-1.0 must be >= 0"),
-    (dict(backbone_unfolds=0), r"backbone_unfolds=0 must be a whole number >= 1"),
-    (dict(tied_heads=1), "tied_heads=1 is not true or false"), (dict(pair_time="now"), "pair_time"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(mode="rk4"), "mode"),
+        (dict(d_model=10, n_heads=4), "divisible"),
+        (dict(sparsity=0.05), "sparsity"),
+        (dict(compat="tf"), "compat"),
+        (dict(topk=0), "topk"),
+        (dict(topk_method="approx"), "topk_method"),
+        (dict(unknown_option=1), "unknown NAC option"),
+        (dict(eps=0.0), r"eps=0.0 must be > 0"),
+        (dict(euler_dt=-1.0), r"euler_dt=-1.0 must be >= 0"),
+        (dict(backbone_unfolds=0), r"backbone_unfolds=0 must be a whole number >= 1"),
+        (dict(tied_heads=1), "tied_heads=1 is not true or false"),
+        (dict(pair_time="now"), "pair_time"),
+    ],
+)
 def test_bad_configuration_gets_one_clear_sentence(kwargs, needle):
     with pytest.raises(ConfigError, match=needle) as e:
         _layer(**kwargs)
@@ -216,8 +222,11 @@ def test_bad_configuration_gets_one_clear_sentence(kwargs, needle):
 def test_bad_inputs_get_one_clear_sentence():
     layer = _layer()
     x, t = _inputs(B=2, T=5)
-    for args, needle in (((x[..., :2], t), r"\(B, T, 3\)"), ((x, t[:, :4]), "timestamps"),
-                         ((x, t, torch.ones(2, 6, dtype=torch.bool)), "mask")):
+    for args, needle in (
+        ((x[..., :2], t), r"\(B, T, 3\)"),
+        ((x, t[:, :4]), "timestamps"),
+        ((x, t, torch.ones(2, 6, dtype=torch.bool)), "mask"),
+    ):
         with pytest.raises(ValueError, match=needle):
             layer(*args)
 
@@ -229,45 +238,65 @@ def test_paper_profile_is_what_the_paper_prints_and_else_the_released_code():
     opt = resolve_options("paper")
     assert opt == PAPER and not opt.unset()
     # printed by the paper
-    assert opt.tied_heads is False                 # §2.2: a backbone "with two heads", "separate head layers"
-    assert opt.dense_sensory is False              # Algorithm 1: M_in <- |A_in|
-    assert opt.shared_backbone is False            # §2.2.1: each head has "its own parameterization of phi and omega"
-    assert opt.topk_method == "block"              # Algorithm 2: block centroids, B_s = floor(sqrt(T_k))
-    assert opt.topk_spare_blocks == 0              # Algorithm 2: top_k(S_coarse, ceil(K / B_s)) blocks, no more
-    assert opt.quadrature == "time"                # §2.2, eq. 19: sum_i alpha^(i) v^(i) t^(i)
-    assert opt.time_horizon == 1.0                 # §2.2: t = sigma(t_a t_sample + t_b), "t in [0, 1]"
-    assert opt.learn_horizon is False              # §2.2: no scale of t to learn
+    assert opt.tied_heads is False  # §2.2: a backbone "with two heads", "separate head layers"
+    assert opt.dense_sensory is False  # Algorithm 1: M_in <- |A_in|
+    assert opt.shared_backbone is False  # §2.2.1: each head has "its own parameterization of phi and omega"
+    assert opt.topk_method == "block"  # Algorithm 2: block centroids, B_s = floor(sqrt(T_k))
+    assert opt.topk_spare_blocks == 0  # Algorithm 2: top_k(S_coarse, ceil(K / B_s)) blocks, no more
+    assert opt.quadrature == "time"  # §2.2, eq. 19: sum_i alpha^(i) v^(i) t^(i)
+    assert opt.time_horizon == 1.0  # §2.2: t = sigma(t_a t_sample + t_b), "t in [0, 1]"
+    assert opt.learn_horizon is False  # §2.2: no scale of t to learn
     # readings the paper forces
-    assert opt.backbone_unfolds == 3               # Alg. 1 + eq. 14: the input reaches the motor neurons on update 3
-    assert opt.backbone_activation == "tanh"       # Thm. 2 needs "nonlinear activations" (tanh: our pick)
-    assert opt.euler_dt == 0.0                     # eq. 2 steps over [0, T] (§2.1): dt = t / euler_steps
+    assert opt.backbone_unfolds == 3  # Alg. 1 + eq. 14: the input reaches the motor neurons on update 3
+    assert opt.backbone_activation == "tanh"  # Thm. 2 needs "nonlinear activations" (tanh: our pick)
+    assert opt.euler_dt == 0.0  # eq. 2 steps over [0, T] (§2.1): dt = t / euler_steps
     # silent: the released code
     assert (opt.eps, opt.ncp_init, opt.front_init) == (RELEASED.eps, RELEASED.ncp_init, RELEASED.front_init)
     assert opt.pair_time == RELEASED.pair_time == "query"  # §2.2 "the sample's timestamp"; the code: t per query
-    assert opt.euler_steps == 6                    # the released experiment scripts (layer default 5)
+    assert opt.euler_steps == 6  # the released experiment scripts (layer default 5)
 
 
 def test_released_and_tuned_profiles():
     # the authors' released code (docs/papers/notes-nac.md §2.14-2.15)
     assert resolve_options("released") == NACOptions(
-        tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True, shared_backbone=True,
-        topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5, quadrature="none", eps=1e-6,
-        ncp_init="glorot", front_init="glorot", time_horizon=1.0, learn_horizon=False, pair_time="query")
+        tied_heads=True,
+        backbone_unfolds=1,
+        backbone_activation="linear",
+        dense_sensory=True,
+        shared_backbone=True,
+        topk_method="exact",
+        topk_spare_blocks=0,
+        euler_steps=5,
+        euler_dt=0.5,
+        quadrature="none",
+        eps=1e-6,
+        ncp_init="glorot",
+        front_init="glorot",
+        time_horizon=1.0,
+        learn_horizon=False,
+        pair_time="query",
+    )
     # our measured choices (the NAC results page): the paper profile but for these, i.e. what compat="paper"
     # meant before
     tuned = resolve_options("tuned")
     assert tuned == TUNED
     differ = {f for f in NACOptions.__dataclass_fields__ if getattr(tuned, f) != getattr(PAPER, f)}
     assert differ == {"topk_spare_blocks", "eps", "ncp_init", "front_init", "time_horizon", "pair_time"}
-    assert (tuned.topk_spare_blocks, tuned.eps, tuned.ncp_init, tuned.front_init, tuned.time_horizon,
-            tuned.pair_time) == (1, 1e-5, "fan_in", "he", 10.0, "delta")
+    assert (
+        tuned.topk_spare_blocks,
+        tuned.eps,
+        tuned.ncp_init,
+        tuned.front_init,
+        tuned.time_horizon,
+        tuned.pair_time,
+    ) == (1, 1e-5, "fan_in", "he", 10.0, "delta")
 
 
 def test_an_option_given_wins_over_every_profile():
     for compat in ("paper", "released", "tuned"):
         opt = resolve_options(compat, {"time_horizon": 5, "tied_heads": None}, pair_time="key")
         assert (opt.time_horizon, opt.pair_time) == (5.0, "key")
-        assert opt.tied_heads == resolve_options(compat).tied_heads   # None: the profile's
+        assert opt.tied_heads == resolve_options(compat).tied_heads  # None: the profile's
     # a value that happens to be another profile's default is still the user's
     assert resolve_options("tuned", NACOptions(time_horizon=1.0)).time_horizon == 1.0
     layer = _layer(compat="released", options={"backbone_unfolds": 3}, tied_heads=False)
@@ -281,7 +310,7 @@ def test_the_input_reaches_phi_and_omega_on_the_third_backbone_update(unfolds):
     x, t = _inputs(B=2, T=10)
     with torch.no_grad():
         _, d = _layer(backbone_unfolds=unfolds)(x, t, return_details=True)
-    spread = lambda a: a.transpose(0, 1).flatten(1).std(1).min()   # per head, over every pair of the batch
+    spread = lambda a: a.transpose(0, 1).flatten(1).std(1).min()  # per head, over every pair of the batch
     varies = spread(d["phi"]) > 1e-4 and spread(d["omega"]) > 1e-4
     assert varies == (unfolds >= 3)
 
@@ -298,8 +327,9 @@ def test_phi_and_omega_vary_with_the_input_at_initialisation():
     torch.manual_seed(0)
     B, T = 64, 32
     x, t = torch.randn(B, T, 2), torch.sort(torch.rand(B, T), 1).values
-    model = build("nac", dict(in_channels=2, out_channels=10, d_model=32, n_heads=4, conv_channels=(32, 32),
-                              compat="tuned"))
+    model = build(
+        "nac", dict(in_channels=2, out_channels=10, d_model=32, n_heads=4, conv_channels=(32, 32), compat="tuned")
+    )
     layer = NACAttention(8, d_model=32, n_heads=4, compat="tuned")
     with torch.no_grad():
         dm = model.details(x, t)
@@ -375,7 +405,7 @@ def test_masked_softmax_matches_torch_and_empty_rows_give_zero_without_nan_gradi
     g = torch.Generator().manual_seed(0)
     logits = (torch.randn(3, 5, 8, generator=g, dtype=torch.float64) * 4).requires_grad_(True)
     ok = torch.rand(3, 5, 8, generator=g) > 0.4
-    ok[0, 0] = False                                  # a query with no valid key
+    ok[0, 0] = False  # a query with no valid key
     ok[1, 1] = True
     attn = _masked_softmax(logits, ok)
     ref = torch.softmax(logits.masked_fill(~ok, float("-inf")), -1)
@@ -383,8 +413,9 @@ def test_masked_softmax_matches_torch_and_empty_rows_give_zero_without_nan_gradi
     assert torch.allclose(attn[rows], ref[rows]) and torch.equal(attn[~rows], torch.zeros_like(attn[~rows]))
     (grad,) = torch.autograd.grad((attn * torch.randn(attn.shape, generator=g, dtype=attn.dtype)).sum(), logits)
     assert torch.isfinite(grad).all() and torch.equal(grad[0, 0], torch.zeros(8, dtype=grad.dtype))
-    assert torch.autograd.gradcheck(lambda a: _masked_softmax(a, ok[:1, 1:3]),
-                                    (logits[:1, 1:3].detach().clone().requires_grad_(True),))
+    assert torch.autograd.gradcheck(
+        lambda a: _masked_softmax(a, ok[:1, 1:3]), (logits[:1, 1:3].detach().clone().requires_grad_(True),)
+    )
 
 
 def test_feedforward_cells_do_not_depend_on_w_rec_and_every_nac_parameter_gets_a_gradient():

@@ -22,6 +22,7 @@ exact for generic coefficients, ``eps(t) / t^2 -> (phi'(0) - omega'(0) a0) / 2``
 The check has teeth: the same comparison flags the steady logit ``phi_0 / omega_0`` in place of the frozen
 transient, a frozen solution with ``omega_0`` off by 1 %, and one that ignores ``a0``.
 """
+
 import math
 
 import torch
@@ -60,8 +61,8 @@ def _draws(n: int, seed: int, zero_a0: bool = False):
     L_phi, kp, thp, sp = u(0, 2), u(0.3, 6), u(0, 2 * math.pi), sign()
     kind = torch.randint(0, 3, (n,), generator=g)
     ko, tho = u(0.3, 6), u(0, 2 * math.pi)
-    L_sin = u(0, 1) * omega0 * ko / 2 * 0.95          # omega0 - 2 L / k > 0
-    L_fall = u(0, 1) * 0.9 * omega0 / T_END           # omega0 - L T >= 0.1 omega0
+    L_sin = u(0, 1) * omega0 * ko / 2 * 0.95  # omega0 - 2 L / k > 0
+    L_fall = u(0, 1) * 0.9 * omega0 / T_END  # omega0 - L T >= 0.1 omega0
     L_rise = u(0, 1.5)
     L_omega = torch.where(kind == 0, L_sin, torch.where(kind == 1, L_fall, L_rise))
 
@@ -75,14 +76,23 @@ def _draws(n: int, seed: int, zero_a0: bool = False):
     # exact derivatives at 0 (for the t^2 coefficient)
     dphi0 = L_phi * sp * torch.cos(thp)
     domega0 = torch.where(kind == 0, L_sin * torch.cos(tho), torch.where(kind == 1, -L_fall, L_rise))
-    return dict(phi=phi, omega=omega, phi0=phi0, omega0=omega0, a0=a0, L_phi=L_phi, L_omega=L_omega,
-                dphi0=dphi0, domega0=domega0)
+    return dict(
+        phi=phi,
+        omega=omega,
+        phi0=phi0,
+        omega0=omega0,
+        a0=a0,
+        L_phi=L_phi,
+        L_omega=L_omega,
+        dphi0=dphi0,
+        domega0=domega0,
+    )
 
 
 def theorem3_bound(p, t):
     """Eq. 34 at times ``t (T, 1)`` for every draw."""
     C = p["a0"].abs() + p["phi0"].abs() / p["omega0"]
-    return (p["L_phi"] + C * p["L_omega"]) * t ** 2 * torch.exp(p["L_omega"] * t)
+    return (p["L_phi"] + C * p["L_omega"]) * t**2 * torch.exp(p["L_omega"] * t)
 
 
 def frozen_errors(p, frozen, zero_a0=False, solved=None):
@@ -104,7 +114,7 @@ def test_theorem3_bound_holds_for_the_implementations_frozen_solution():
         bound = theorem3_bound(p, t)
         assert (err <= bound + 1e-12).all(), f"Eq. 34 violated: max err / bound {(err / bound)[1:].max():.3g}"
         C = p["a0"].abs() + p["phi0"].abs() / p["omega0"]
-        half = (p["L_phi"] + C * p["L_omega"]) * t ** 2 / 2
+        half = (p["L_phi"] + C * p["L_omega"]) * t**2 / 2
         assert (err <= half + 1e-12).all()
         # nearly attained on these draws: some errors come within 10 % of the sharper bound (so Eq. 34 with a
         # constant below 0.45 would be violated)
@@ -121,7 +131,7 @@ def test_theorem3_is_tight_up_to_two_and_the_error_is_of_order_t_squared():
     t, a_var = rk4(lambda s: L * s, lambda s: om, zero, 1.0, 200)
     t = t[:, None]
     err = (a_var - exact_logits(zero, om, t, zero)).abs()
-    ratio = err[1:] / (L * t[1:] ** 2)                      # Eq. 34 with C = 0, L_omega = 0
+    ratio = err[1:] / (L * t[1:] ** 2)  # Eq. 34 with C = 0, L_omega = 0
     assert ((ratio - 0.5).abs() < 1e-6).all()
     # order t^2 on random draws: eps(t) / t^2 at small t against the Taylor coefficient
     p = _draws(300, seed=7)
@@ -129,8 +139,8 @@ def test_theorem3_is_tight_up_to_two_and_the_error_is_of_order_t_squared():
     eps = a_var[-1] - exact_logits(p["phi0"], p["omega0"], tt[-1], p["a0"])
     coef = (p["dphi0"] - p["domega0"] * p["a0"]) / 2
     scale = 1 + p["phi0"].abs() + p["a0"].abs() + p["L_phi"] + p["L_omega"] + p["omega0"]
-    assert ((eps / tt[-1] ** 2 - coef).abs() < 2e-3 * scale ** 2).all()
-    assert (coef.abs() > 0.1).float().mean() > 0.5          # most draws have a genuinely quadratic error
+    assert ((eps / tt[-1] ** 2 - coef).abs() < 2e-3 * scale**2).all()
+    assert (coef.abs() > 0.1).float().mean() > 0.5  # most draws have a genuinely quadratic error
 
 
 def test_the_bound_check_has_teeth():
@@ -166,5 +176,6 @@ def test_closed_form_and_steady_gap_follow_eqs_7_to_9():
     gap = (exact - a_star).abs()
     torch.testing.assert_close(gap, (a0 - a_star).abs() * torch.exp(-om * t), rtol=1e-12, atol=1e-13)
     # a0 = 0 (the layer's branch of exact_logits): the same law with |a*|
-    torch.testing.assert_close((exact_logits(phi, om, t) - a_star).abs(), a_star.abs() * torch.exp(-om * t),
-                               rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(
+        (exact_logits(phi, om, t) - a_star).abs(), a_star.abs() * torch.exp(-om * t), rtol=1e-12, atol=1e-13
+    )

@@ -1,4 +1,5 @@
 """The S4D block of ST-SSM: parameter count, initialisations, convolution = recurrence, window causality."""
+
 import math
 
 import numpy as np
@@ -88,13 +89,13 @@ def test_window_truncates_the_memory():
     m = S4D(5, 8, window=K, dt_min=0.01, dt_max=0.1).double()
     u = torch.randn(1, 12, 5, dtype=torch.float64, requires_grad=True)
     t = 8
-    g, = torch.autograd.grad(m(u)[0, t].sum(), u)
+    (g,) = torch.autograd.grad(m(u)[0, t].sum(), u)
     g = g[0].abs().sum(-1)
     seen = g > 1e-12 * g.max()  # FFT round-off leaves ~1e-17 elsewhere
     assert seen.tolist() == [t - K < s <= t for s in range(12)]
     # without a window the output sees the whole past (and nothing of the future)
     m.window = None
-    g, = torch.autograd.grad(m(u)[0, t].sum(), u)
+    (g,) = torch.autograd.grad(m(u)[0, t].sum(), u)
     g = g[0].abs().sum(-1)
     assert (g > 1e-12 * g.max()).tolist() == [s <= t for s in range(12)]
 

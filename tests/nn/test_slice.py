@@ -1,4 +1,5 @@
 """Slice encoder / decoder (nn/slice.py): softmax assignment, weighted means, deslicing, equivariance."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,7 @@ def test_temperature_sharpens_and_is_clamped():
         enc.temperature.fill_(1e-4)  # clamped to 0.1: still a soft assignment
         w_clamped = enc.weights(x)
         enc.clamp = None
-        w_hard = enc.weights(x)      # unclamped tiny tau: one-hot
+        w_hard = enc.weights(x)  # unclamped tiny tau: one-hot
     assert w_clamped.max(-1).values.min() < 0.999
     assert (w_hard.max(-1).values > 0.999).double().mean() > 0.9  # (near-ties aside) one-hot assignment
 
@@ -48,9 +49,9 @@ def test_one_hot_patch_weights_give_patch_average_pooling():
     b, c, H, W, p = 2, 3, 6, 4, 2
     img = torch.randn(b, H, W, c, dtype=DT)
     rows, cols = torch.meshgrid(torch.arange(H), torch.arange(W), indexing="ij")
-    patch = (rows // p) * (W // p) + cols // p                               # patch index per point
+    patch = (rows // p) * (W // p) + cols // p  # patch index per point
     w = F.one_hot(patch.reshape(-1), (H // p) * (W // p)).to(DT)[None, None].expand(b, 1, H * W, -1)
-    tokens = pool(img.reshape(b, 1, H * W, c), w, eps=0.0)                   # (b, 1, M, c)
+    tokens = pool(img.reshape(b, 1, H * W, c), w, eps=0.0)  # (b, 1, M, c)
     avg = F.avg_pool2d(img.permute(0, 3, 1, 2), p).permute(0, 2, 3, 1).reshape(b, -1, c)
     torch.testing.assert_close(tokens[:, 0], avg)
     # deslicing with the same weights broadcasts each patch mean back to its points
@@ -62,8 +63,11 @@ def test_decoder_of_encoder_shapes_and_modes():
     enc = SliceEncoder(12, n_heads=3, n_slices=5).to(DT)
     x = torch.randn(2, 17, 12, dtype=DT)
     tokens, w = enc(x)
-    for dec in (SliceDecoder("shared"), SliceDecoder("separate", 12, 3, 5),
-                SliceDecoder("literal", 12, 3, 5, n_points=17)):
+    for dec in (
+        SliceDecoder("shared"),
+        SliceDecoder("separate", 12, 3, 5),
+        SliceDecoder("literal", 12, 3, 5, n_points=17),
+    ):
         y = dec.to(DT)(tokens, w, x)
         assert y.shape == (2, 17, 12)
     with pytest.raises(ValueError, match="not mesh-independent"):

@@ -7,6 +7,7 @@ spectrum is Y and zero elsewhere:
 with c = 1 for the zero (and, for even n, the Nyquist) frequency of the last axis and c = 2 otherwise
 (the conjugate partners of the half spectrum). No FFT is used.
 """
+
 import itertools
 
 import numpy as np
@@ -54,8 +55,7 @@ def test_matches_dense_dft(modes, spatial, method):
     conv = SpectralConv(3, 2, modes, method=method, bias=True).double()
     x = torch.randn(2, 3, *spatial, dtype=torch.float64)
     y = conv(x)
-    expected = dense_dft_oracle(x.numpy(), conv.complex_weight().detach().numpy(), modes,
-                                conv.bias.detach().numpy())
+    expected = dense_dft_oracle(x.numpy(), conv.complex_weight().detach().numpy(), modes, conv.bias.detach().numpy())
     assert y.shape == (2, 2, *spatial) and y.dtype == torch.float64
     np.testing.assert_allclose(y.detach().numpy(), expected, atol=1e-12, rtol=0)
 
@@ -64,9 +64,10 @@ def test_matches_dense_dft(modes, spatial, method):
 def test_gradients_match_finite_differences(method):
     conv = SpectralConv(2, 2, (2, 3), method=method, bias=True).double()
     x = torch.randn(1, 2, 6, 7, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda inp, w, b: torch.func.functional_call(conv, {"weight": w, "bias": b},
-                                                                                 (inp,)),
-                                    (x, conv.weight, conv.bias))
+    assert torch.autograd.gradcheck(
+        lambda inp, w, b: torch.func.functional_call(conv, {"weight": w, "bias": b}, (inp,)),
+        (x, conv.weight, conv.bias),
+    )
 
 
 def test_float32_close_to_float64_and_methods_agree():
@@ -118,8 +119,11 @@ def test_a_grid_smaller_than_the_modes_keeps_the_modes_it_holds(method):
     conv = SpectralConv(2, 3, (12, 12), method=method, bias=True).double()
     conv(torch.randn(1, 2, 24, 22, dtype=torch.float64))  # the smallest grid that holds them: nothing said
     x = torch.randn(2, 2, 23, 21, dtype=torch.float64)
-    with pytest.warns(UserWarning, match=r"SpectralConv: modes=\(12, 12\) do not fit the \(23, 21\) grid; using "
-                                         r"modes=\(11, 11\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"SpectralConv: modes=\(12, 12\) do not fit the \(23, 21\) grid; using "
+        r"modes=\(11, 11\)",
+    ):
         y = conv(x)
     # the layer built with those modes and the lowest frequencies of the weight: rows 0..10 and -11..-1 of the
     # first axis (stored at 0..11 and 12..23), columns 0..10 of the last

@@ -1,4 +1,5 @@
 """Input factories and comparison helpers for the scan tests."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,21 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).norm().item() / (den if den > 0 else 1.0)
 
 
-def scan_inputs(batch=2, d=4, L=33, n=5, *, dtype=torch.float64, bc="var", groups=1, with_z=True,
-                with_D=True, with_bias=True, with_h0=False, delta_scale=0.5):
+def scan_inputs(
+    batch=2,
+    d=4,
+    L=33,
+    n=5,
+    *,
+    dtype=torch.float64,
+    bc="var",
+    groups=1,
+    with_z=True,
+    with_D=True,
+    with_bias=True,
+    with_h0=False,
+    delta_scale=0.5,
+):
     """Random selective-scan arguments; bc is 'var' (input-dependent B, C), 'fixed' or 'mixed'."""
     g = torch.Generator().manual_seed(1234 + L + 7 * d + n)
     r = lambda *s: torch.randn(*s, generator=g, dtype=dtype)  # noqa: E731

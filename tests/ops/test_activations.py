@@ -1,4 +1,5 @@
 """ops.activations.tanh against torch.tanh (the reference) in value and gradient."""
+
 import torch
 
 from neurodyn.ops.activations import tanh
@@ -14,7 +15,7 @@ def test_float32_tanh_matches_float64_reference():
     ref = torch.tanh(xd)
     assert (y.detach().double() - ref).abs().max() < 3e-7
     assert y.detach().abs().max() <= 1.0
-    assert ((gx.double() - g.double() * (1 - ref ** 2)).abs() / (1 + g.double().abs())).max() < 1e-6
+    assert ((gx.double() - g.double() * (1 - ref**2)).abs() / (1 + g.double().abs())).max() < 1e-6
 
 
 def test_float64_is_torch_tanh_exactly():

@@ -11,6 +11,7 @@
   with the kernel counted, and under ``torch.export`` (the forward operator in the graph, the program run against
   eager).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,33 +54,63 @@ def _detach(ts):
 def _selective_scan_cases():
     g = _gen(1)
     b, d, L, n = 2, 3, 70, 8  # L crosses the 64-step checkpoint chunk
-    full = (_randn(g, b, d, L, grad=True), _step(g, b, d, L, grad=True), _decay(g, d, n, grad=True),
-            _randn(g, b, 1, L, n, grad=True), _randn(g, d, n, grad=True), _randn(g, d, grad=True),
-            _randn(g, b, d, n, grad=True))
+    full = (
+        _randn(g, b, d, L, grad=True),
+        _step(g, b, d, L, grad=True),
+        _decay(g, d, n, grad=True),
+        _randn(g, b, 1, L, n, grad=True),
+        _randn(g, d, n, grad=True),
+        _randn(g, d, grad=True),
+        _randn(g, b, d, n, grad=True),
+    )
     yield "fwd_var_B_fixed_C_D_h0", "selective_scan_fwd", (*full, True, False)
-    yield "fwd_fixed_B_zoh_no_ckpt", "selective_scan_fwd", (_randn(g, b, d, L), _step(g, b, d, L), _decay(g, d, n),
-                                                            _randn(g, d, n), _randn(g, b, 3, L, n), None, None,
-                                                            False, True)
+    yield (
+        "fwd_fixed_B_zoh_no_ckpt",
+        "selective_scan_fwd",
+        (
+            _randn(g, b, d, L),
+            _step(g, b, d, L),
+            _decay(g, d, n),
+            _randn(g, d, n),
+            _randn(g, b, 3, L, n),
+            None,
+            None,
+            False,
+            True,
+        ),
+    )
     u, dl, A, B, C, D, h0 = _detach(full)
     _, _, ckpt = OPS["cpp"]["selective_scan_fwd"](u, dl, A, B, C, D, h0, True, False)
-    yield "bwd_D_h0_glast", "selective_scan_bwd", (u, dl, A, B, C, D, h0, ckpt, _randn(g, b, d, L),
-                                                   _randn(g, b, d, n), False)
+    yield (
+        "bwd_D_h0_glast",
+        "selective_scan_bwd",
+        (u, dl, A, B, C, D, h0, ckpt, _randn(g, b, d, L), _randn(g, b, d, n), False),
+    )
     yield "bwd_plain", "selective_scan_bwd", (u, dl, A, B, C, None, None, ckpt, _randn(g, b, d, L), None, False)
 
 
 def _linear_scan_cases():
     g = _gen(2)
-    yield "h0_reverse", "linear_scan", (_step(g, 2, 5, 3, grad=True), _randn(g, 2, 5, 3, grad=True),
-                                        _randn(g, 2, 3, grad=True), True)
+    yield (
+        "h0_reverse",
+        "linear_scan",
+        (_step(g, 2, 5, 3, grad=True), _randn(g, 2, 5, 3, grad=True), _randn(g, 2, 3, grad=True), True),
+    )
     yield "plain", "linear_scan", (_step(g, 2, 5, 3), _randn(g, 2, 5, 3), None, False)
 
 
 def _scan2d_cases():
     g = _gen(3)
     b, d, H, W, n = 2, 3, 11, 5, 8  # H crosses the 8-row checkpoint block
-    args = (_randn(g, b, d, H, W, grad=True), _step(g, b, d, H, W, grad=True), _decay(g, d, n, grad=True),
-            _randn(g, b, H, W, n, grad=True), _randn(g, b, H, W, n, grad=True), _randn(g, d, grad=True),
-            _randn(g, d, n, grad=True))
+    args = (
+        _randn(g, b, d, H, W, grad=True),
+        _step(g, b, d, H, W, grad=True),
+        _decay(g, d, n, grad=True),
+        _randn(g, b, H, W, n, grad=True),
+        _randn(g, b, H, W, n, grad=True),
+        _randn(g, d, grad=True),
+        _randn(g, d, n, grad=True),
+    )
     for form in (0, 1, 2):
         yield f"fwd_form{form}", "scan2d_fwd", (*args, form, True)
     plain = _detach(args)
@@ -91,8 +122,14 @@ def _scan2d_cases():
 def _head_scan_cases():
     g = _gen(4)
     b, S, L, H, P, G, N = 2, 2, 37, 2, 8, 1, 4  # float64: 8 lanes; L crosses the 32-step chunk
-    args = (_randn(g, b, S, L, H * P, grad=True), _step(g, b, S, L, H, grad=True), _decay(g, S, H, grad=True),
-            _randn(g, b, S, L, G, N, grad=True), _randn(g, b, S, L, G, N, grad=True), _randn(g, S, H * P, grad=True))
+    args = (
+        _randn(g, b, S, L, H * P, grad=True),
+        _step(g, b, S, L, H, grad=True),
+        _decay(g, S, H, grad=True),
+        _randn(g, b, S, L, G, N, grad=True),
+        _randn(g, b, S, L, G, N, grad=True),
+        _randn(g, S, H * P, grad=True),
+    )
     yield "fwd_D", "head_scan_fwd", (*args, True)
     yield "fwd_no_D_no_ckpt", "head_scan_fwd", (*_detach(args[:5]), None, False)
     plain = _detach(args)
@@ -112,8 +149,16 @@ def _ncp_args(g, M=37, grad=True, io=True, patterns=True, middle=4):
     mask = [torch.tensor([1.0, 1, 0, 1, 1, 1], dtype=F64), torch.ones(middle, dtype=F64), torch.ones(2, dtype=F64)]
     pat = lambda *s: (torch.rand(*s, generator=g) < 0.6).to(F64)  # noqa: E731
     p_in, p_rec = ([pat(a, 6), e, pat(a, 2)], [e, pat(6, middle), pat(middle, 2)]) if patterns else ([], [])
-    io_t = ([_randn(g, C, a, grad=grad), _randn(g, C, a, grad=grad), _randn(g, C, a, 3, grad=grad),
-             _randn(g, C, 3, grad=grad)] if io else [e] * 4)
+    io_t = (
+        [
+            _randn(g, C, a, grad=grad),
+            _randn(g, C, a, grad=grad),
+            _randn(g, C, a, 3, grad=grad),
+            _randn(g, C, 3, grad=grad),
+        ]
+        if io
+        else [e] * 4
+    )
     return _randn(g, C, M, a, grad=grad), w_in, bias, w_rec, mask, p_in, p_rec, io_t
 
 
@@ -126,9 +171,10 @@ def _ncp_cases():
     x3, w_in3, bias3, w_rec3, mask3, p_in3, p_rec3, io3 = _ncp_args(g, middle=0)
     yield "fwd_empty_layer", "ncp_mlp_fwd", (x3, w_in3, bias3, w_rec3, mask3, 1, p_in3, p_rec3, io3)
     for label, (xx, wi, bb, wr, mm, pi, pr, ii), act in (
-            ("bwd_patterns_io_head", _ncp_args(g, grad=False), 3),
-            ("bwd_dense_plain", _ncp_args(g, grad=False, io=False, patterns=False), 0),
-            ("bwd_empty_layer", _ncp_args(g, grad=False, middle=0), 1)):
+        ("bwd_patterns_io_head", _ncp_args(g, grad=False), 3),
+        ("bwd_dense_plain", _ncp_args(g, grad=False, io=False, patterns=False), 0),
+        ("bwd_empty_layer", _ncp_args(g, grad=False, middle=0), 1),
+    ):
         *saved, y, head = OPS["cpp"]["ncp_mlp_fwd"](xx, wi, bb, wr, mm, act, pi, pr, ii)
         ghead = _randn(g, *head.shape) if head.numel() else torch.empty(0, dtype=F64)
         yield label, "ncp_mlp_bwd", (xx, wi, bb, wr, mm, saved, _randn(g, *y.shape), act, pi, pr, ii, ghead)
@@ -137,14 +183,27 @@ def _ncp_cases():
 # "operator-label" of every case the makers above yield, in their order: named here so that collecting the tests never
 # runs a kernel (the backward cases take a forward's checkpoints); test_opcheck_cases_are_the_ones_named checks it
 OPCHECK_CASES = [
-    "selective_scan_fwd-fwd_var_B_fixed_C_D_h0", "selective_scan_fwd-fwd_fixed_B_zoh_no_ckpt",
-    "selective_scan_bwd-bwd_D_h0_glast", "selective_scan_bwd-bwd_plain",
-    "linear_scan-h0_reverse", "linear_scan-plain",
-    "scan2d_fwd-fwd_form0", "scan2d_fwd-fwd_form1", "scan2d_fwd-fwd_form2", "scan2d_fwd-fwd_no_D_no_ckpt",
+    "selective_scan_fwd-fwd_var_B_fixed_C_D_h0",
+    "selective_scan_fwd-fwd_fixed_B_zoh_no_ckpt",
+    "selective_scan_bwd-bwd_D_h0_glast",
+    "selective_scan_bwd-bwd_plain",
+    "linear_scan-h0_reverse",
+    "linear_scan-plain",
+    "scan2d_fwd-fwd_form0",
+    "scan2d_fwd-fwd_form1",
+    "scan2d_fwd-fwd_form2",
+    "scan2d_fwd-fwd_no_D_no_ckpt",
     "scan2d_bwd-bwd_alg2",
-    "head_scan_fwd-fwd_D", "head_scan_fwd-fwd_no_D_no_ckpt", "head_scan_bwd-bwd", "head_scan_fwd-fwd_float32",
-    "ncp_mlp_fwd-fwd_patterns_io_head", "ncp_mlp_fwd-fwd_dense_plain", "ncp_mlp_fwd-fwd_empty_layer",
-    "ncp_mlp_bwd-bwd_patterns_io_head", "ncp_mlp_bwd-bwd_dense_plain", "ncp_mlp_bwd-bwd_empty_layer",
+    "head_scan_fwd-fwd_D",
+    "head_scan_fwd-fwd_no_D_no_ckpt",
+    "head_scan_bwd-bwd",
+    "head_scan_fwd-fwd_float32",
+    "ncp_mlp_fwd-fwd_patterns_io_head",
+    "ncp_mlp_fwd-fwd_dense_plain",
+    "ncp_mlp_fwd-fwd_empty_layer",
+    "ncp_mlp_bwd-bwd_patterns_io_head",
+    "ncp_mlp_bwd-bwd_dense_plain",
+    "ncp_mlp_bwd-bwd_empty_layer",
 ]
 
 
@@ -210,11 +269,19 @@ def test_forward_operators_carry_their_gradient_and_backward_operators_are_first
     want = torch.stack(hs, 1)
     torch.testing.assert_close(h, want)
     w = torch.randn(h.shape, generator=g, dtype=F64)
-    for got, ref in zip(torch.autograd.grad((h * w).sum(), (a, x, h0)), torch.autograd.grad((want * w).sum(),
-                                                                                            (a, x, h0))):
+    for got, ref in zip(
+        torch.autograd.grad((h * w).sum(), (a, x, h0)), torch.autograd.grad((want * w).sum(), (a, x, h0))
+    ):
         torch.testing.assert_close(got, ref)
-    u, dl, A, B, C, D, h0 = _randn(g, 1, 2, 9), _step(g, 1, 2, 9), _decay(g, 2, 8), _randn(g, 2, 8), _randn(g, 2, 8), \
-        None, None
+    u, dl, A, B, C, D, h0 = (
+        _randn(g, 1, 2, 9),
+        _step(g, 1, 2, 9),
+        _decay(g, 2, 8),
+        _randn(g, 2, 8),
+        _randn(g, 2, 8),
+        None,
+        None,
+    )
     _, _, ckpt = OPS["cpp"]["selective_scan_fwd"](u, dl, A, B, C, D, h0, True, False)
     gout = _randn(g, 1, 2, 9, grad=True)
     grads = OPS["cpp"]["selective_scan_bwd"](u, dl, A, B, C, D, h0, ckpt, gout, None, False)
@@ -238,25 +305,55 @@ def _wrapper_cases():
     mask = [m.detach() for m in mask]
 
     def ncp(x, w0, w2, b0, b1, b2, r1, r2, sc, sh, hw, hb):
-        return ncp_mlp(x, [w0, None, w2], [b0, b1, b2], [None, r1, r2], mask, "tanh", pattern_in=[p_in[0], None,
-                       p_in[2]], pattern_rec=[None, p_rec[1], p_rec[2]], in_scale=sc, in_shift=sh, head=(hw, hb))
+        return ncp_mlp(
+            x,
+            [w0, None, w2],
+            [b0, b1, b2],
+            [None, r1, r2],
+            mask,
+            "tanh",
+            pattern_in=[p_in[0], None, p_in[2]],
+            pattern_rec=[None, p_rec[1], p_rec[2]],
+            in_scale=sc,
+            in_shift=sh,
+            head=(hw, hb),
+        )
 
     return {
-        "selective_scan": ("selective_scan_fwd", lambda u, de, A, B, C, D, z, bias, h0: selective_scan(
-            u, de, A, B, C, D, z, bias, True, True, initial_state=h0, backend="cpp"),
-            (r(b, d, L), r(b, d, L), neg(d, n), r(b, n, L), r(b, 2, n, L), r(d), r(b, d, L), r(d), r(b, d, n))),
-        "selective_scan_reverse_fixed_BC": ("selective_scan_fwd", lambda u, de, A, B, C: selective_scan(
-            u, de, A, B, C, delta_softplus=True, reverse=True, backend="cpp"),
-            (r(b, d, L), r(b, d, L), neg(d, n), r(d, n), r(d, n))),
-        "knc_scan": ("selective_scan_fwd", lambda u, de, lam, B, C, D: knc_scan(u, de, lam, B, C, D, backend="cpp"),
-                     (r(b, d, L), pos(b, d, L), pos(d, n), r(b, n, L), r(b, n, L), r(d))),
-        "head_scan": ("head_scan_fwd", lambda u, de, A, B, C, D: head_scan(u, de, A, B, C, D, backend="heads"),
-                      (r(2, 2, 37, 32), pos(2, 2, 37, 2), neg(2, 2), r(2, 2, 37, 1, 4), r(2, 2, 37, 1, 4), r(2, 32))),
-        "scan_2d": ("scan2d_fwd", lambda x, de, A, B, C, D: selective_scan_2d(
-            x, de, A, B, C, D, R="0011", delta_softplus=True, correction_form="eq9", backend="cpp"),
-            (r(2, 3, 11, 5), r(2, 3, 11, 5), neg(3, n), r(2, n, 11, 5), r(2, n, 11, 5), r(3))),
-        "linear_scan": ("linear_scan", lambda a, x, h0: linear_scan(a, x, h0, dim=1, reverse=True, backend="cpp"),
-                        (pos(2, 9, 3), r(2, 9, 3), r(2, 3))),
+        "selective_scan": (
+            "selective_scan_fwd",
+            lambda u, de, A, B, C, D, z, bias, h0: selective_scan(
+                u, de, A, B, C, D, z, bias, True, True, initial_state=h0, backend="cpp"
+            ),
+            (r(b, d, L), r(b, d, L), neg(d, n), r(b, n, L), r(b, 2, n, L), r(d), r(b, d, L), r(d), r(b, d, n)),
+        ),
+        "selective_scan_reverse_fixed_BC": (
+            "selective_scan_fwd",
+            lambda u, de, A, B, C: selective_scan(u, de, A, B, C, delta_softplus=True, reverse=True, backend="cpp"),
+            (r(b, d, L), r(b, d, L), neg(d, n), r(d, n), r(d, n)),
+        ),
+        "knc_scan": (
+            "selective_scan_fwd",
+            lambda u, de, lam, B, C, D: knc_scan(u, de, lam, B, C, D, backend="cpp"),
+            (r(b, d, L), pos(b, d, L), pos(d, n), r(b, n, L), r(b, n, L), r(d)),
+        ),
+        "head_scan": (
+            "head_scan_fwd",
+            lambda u, de, A, B, C, D: head_scan(u, de, A, B, C, D, backend="heads"),
+            (r(2, 2, 37, 32), pos(2, 2, 37, 2), neg(2, 2), r(2, 2, 37, 1, 4), r(2, 2, 37, 1, 4), r(2, 32)),
+        ),
+        "scan_2d": (
+            "scan2d_fwd",
+            lambda x, de, A, B, C, D: selective_scan_2d(
+                x, de, A, B, C, D, R="0011", delta_softplus=True, correction_form="eq9", backend="cpp"
+            ),
+            (r(2, 3, 11, 5), r(2, 3, 11, 5), neg(3, n), r(2, n, 11, 5), r(2, n, 11, 5), r(3)),
+        ),
+        "linear_scan": (
+            "linear_scan",
+            lambda a, x, h0: linear_scan(a, x, h0, dim=1, reverse=True, backend="cpp"),
+            (pos(2, 9, 3), r(2, 9, 3), r(2, 3)),
+        ),
         "ncp_mlp": ("ncp_mlp_fwd", ncp, tuple(ncp_leaves)),
     }
 

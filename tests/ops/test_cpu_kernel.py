@@ -5,6 +5,7 @@ The build-logic tests replace the compiler child (``_child_argv``) by a fast fak
 stub, so they take seconds; the one real check (a second checkout reuses the build) uses the session's build.
 Anything that could hang runs in a subprocess with a timeout.
 """
+
 import os
 import shutil
 import subprocess
@@ -229,11 +230,17 @@ def test_missing_ninja_gives_one_line_and_none(fresh, monkeypatch, tmp_path):
     assert "ninja is not on PATH" in msg and "pure-PyTorch path" in msg and "NEURODYN_NO_CPP_EXT=1" in msg
 
 
-@pytest.mark.parametrize("code,reason", [
-    ("print('src/ncp_cpu.cpp:9:1: error: expected unqualified-id'); print('ninja: build stopped: subcommand "
-     "failed.'); raise SystemExit(1)", "(src/ncp_cpu.cpp:9:1: error: expected unqualified-id)"),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "(the build process was killed by signal 9)"),
-])
+@pytest.mark.parametrize(
+    "code,reason",
+    [
+        (
+            "print('src/ncp_cpu.cpp:9:1: error: expected unqualified-id'); print('ninja: build stopped: subcommand "
+            "failed.'); raise SystemExit(1)",
+            "(src/ncp_cpu.cpp:9:1: error: expected unqualified-id)",
+        ),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "(the build process was killed by signal 9)"),
+    ],
+)
 def test_build_error_names_the_cause_and_what_to_do(fresh, monkeypatch, code, reason):
     fake_build(monkeypatch, code)
     msg = one_line_warning()
@@ -266,8 +273,7 @@ def _package_root() -> str:
 
 
 def _copy_checkout(dst: Path) -> Path:
-    shutil.copytree(Path(_package_root()) / "neurodyn", dst / "neurodyn",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(_package_root()) / "neurodyn", dst / "neurodyn", ignore=shutil.ignore_patterns("__pycache__"))
     return dst
 
 
@@ -277,9 +283,14 @@ def test_cache_directory_is_the_same_for_two_copies_of_the_sources(tmp_path, mon
     dirs = []
     for name in ("a", "b"):
         root = _copy_checkout(tmp_path / name)
-        res = subprocess.run([sys.executable, "-c", "import neurodyn.ops.cpu_kernel as k; print(k.__file__); "
-                              "print(k.build_dir())"], env={**env, "PYTHONPATH": str(root)},
-                             capture_output=True, text=True, timeout=120, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", "import neurodyn.ops.cpu_kernel as k; print(k.__file__); print(k.build_dir())"],
+            env={**env, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         where, d = res.stdout.split()
         assert where.startswith(str(root))
         dirs.append(d)
@@ -294,8 +305,10 @@ def test_second_checkout_reuses_the_build(tmp_path):
     so = cpu_kernel.build_dir() / "neurodyn_scan_cpu.so"
     before = so.stat().st_mtime_ns
     root = _copy_checkout(tmp_path / "clone")
-    script = ("import neurodyn.ops.cpu_kernel as k; ext = k.get(); print(k.__file__); "
-              "print(ext.exp_test(__import__('torch').zeros(3)).tolist())")
+    script = (
+        "import neurodyn.ops.cpu_kernel as k; ext = k.get(); print(k.__file__); "
+        "print(ext.exp_test(__import__('torch').zeros(3)).tolist())"
+    )
     env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("NEURODYN_NO_CPP_EXT", None)
     res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
@@ -333,8 +346,20 @@ def test_all_state_sizes_match_torch_path(n):
     leaves = [v.requires_grad_(True) for v in a.values() if v is not None]
     outs = []
     for backend in ("torch", "cpp"):
-        out, last = selective_scan(a["u"], a["delta"], a["A"], a["B"], a["C"], a["D"], a["z"], a["delta_bias"],
-                                   True, True, initial_state=a["initial_state"], backend=backend)
+        out, last = selective_scan(
+            a["u"],
+            a["delta"],
+            a["A"],
+            a["B"],
+            a["C"],
+            a["D"],
+            a["z"],
+            a["delta_bias"],
+            True,
+            True,
+            initial_state=a["initial_state"],
+            backend=backend,
+        )
         outs.append((out, last, torch.autograd.grad(out.sum() + last.sum(), leaves)))
     assert rel_err(outs[1][0], outs[0][0]) < 1e-12 and rel_err(outs[1][1], outs[0][1]) < 1e-12
     for g1, g0 in zip(outs[1][2], outs[0][2]):
@@ -349,14 +374,26 @@ def test_scalar_A_rows_match_reference(dtype, tol, n):
     (n = 5) or not, forward and every gradient equal the sequential reference."""
     a = scan_inputs(2, 4, 97, n, dtype=dtype, with_h0=True)
     A = a["A"].clone()
-    A[0] = A[0, 0]          # rows 0 and 2 scalar, 1 and 3 per state
+    A[0] = A[0, 0]  # rows 0 and 2 scalar, 1 and 3 per state
     A[2] = -1.7
     a["A"] = A
     leaves = [v.requires_grad_(True) for v in a.values() if v is not None]
     res = []
     for backend in ("ref", "cpp"):
-        out = selective_scan(a["u"], a["delta"], a["A"], a["B"], a["C"], a["D"], a["z"], a["delta_bias"],
-                             True, True, initial_state=a["initial_state"], backend=backend)
+        out = selective_scan(
+            a["u"],
+            a["delta"],
+            a["A"],
+            a["B"],
+            a["C"],
+            a["D"],
+            a["z"],
+            a["delta_bias"],
+            True,
+            True,
+            initial_state=a["initial_state"],
+            backend=backend,
+        )
         res.append((out, grads(out, leaves)))
     (o0, l0), g0 = res[0]
     (o1, l1), g1 = res[1]

@@ -1,4 +1,5 @@
 """cross_scan / cross_unscan / cross_merge: traversal orders, exact inverses, adjointness."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """The one scan-direction resolver (ops.directions) and the choice check (errors.check_choice)."""
+
 import pytest
 
 from neurodyn.errors import ConfigError, check_choice

@@ -1,4 +1,5 @@
 """Fused tiled MLP (ops.fused_mlp) against its plain-autograd reference: forward and gradients, float32/64."""
+
 import pytest
 import torch
 

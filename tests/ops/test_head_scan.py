@@ -2,6 +2,7 @@
 the sequential selective_scan_ref), forward and every gradient, float64 and float32; compiled and generic state
 counts, several channel blocks per head, groups; the NaN-free range dt in [1e-6, 1e3] at L = 65536; fallbacks and
 errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,14 +39,17 @@ def _run(fn, args, **kw):
 
 @needs_kernel
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
-@pytest.mark.parametrize("shape", [
-    dict(),                                   # N = 16 compiled, L not a multiple of the checkpoint interval
-    dict(P=32, N=8, L=31),                    # two channel blocks per head (float32), L below one interval
-    dict(H=4, G=2, N=5, S=3, L=33),           # groups, a state count that is not compiled in
-    dict(N=40, b=1, L=64),                    # generic N above one vector of lanes
-    dict(N=32, H=1, S=1, L=100),
-    dict(N=64, H=1, S=1, b=1, L=40),          # the largest compiled state count (LaMO's paper preset)
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(),  # N = 16 compiled, L not a multiple of the checkpoint interval
+        dict(P=32, N=8, L=31),  # two channel blocks per head (float32), L below one interval
+        dict(H=4, G=2, N=5, S=3, L=33),  # groups, a state count that is not compiled in
+        dict(N=40, b=1, L=64),  # generic N above one vector of lanes
+        dict(N=32, H=1, S=1, L=100),
+        dict(N=64, H=1, S=1, b=1, L=40),  # the largest compiled state count (LaMO's paper preset)
+    ],
+)
 def test_kernel_matches_reference_forward_and_gradients(dtype, tol, shape):
     args = head_inputs(dtype=dtype, **shape)
     y, g = _run(head_scan, args, backend="heads")
@@ -65,9 +69,14 @@ def test_reference_is_the_per_channel_selective_scan():
         for h in range(2):
             for p in range(3):
                 c = h * 3 + p
-                yc = selective_scan_ref(a["u"][:, s, :, c][:, None], a["dt"][:, s, :, h][:, None],
-                                        a["A"][s, h].expand(1, 4), a["B"][:, s, :, h].transpose(1, 2)[:, None],
-                                        a["C"][:, s, :, h].transpose(1, 2)[:, None], D=a["D"][s, c:c + 1])
+                yc = selective_scan_ref(
+                    a["u"][:, s, :, c][:, None],
+                    a["dt"][:, s, :, h][:, None],
+                    a["A"][s, h].expand(1, 4),
+                    a["B"][:, s, :, h].transpose(1, 2)[:, None],
+                    a["C"][:, s, :, h].transpose(1, 2)[:, None],
+                    D=a["D"][s, c : c + 1],
+                )
                 torch.testing.assert_close(y[:, s, :, c], yc[:, 0], rtol=1e-12, atol=1e-12)
 
 
@@ -137,15 +146,18 @@ def test_without_skip_term():
     assert rel_err(y, y_ref) < 1e-12
 
 
-@pytest.mark.parametrize("change,needle", [
-    (lambda a: a.update(u=a["u"][0]), "u has shape"),
-    (lambda a: a.update(dt=a["dt"][..., :1].expand(-1, -1, -1, 3)), "dt has shape"),
-    (lambda a: a.update(A=a["A"][:, :1]), "A has shape"),
-    (lambda a: a.update(B=a["B"][:, :, :-1]), "B has shape"),
-    (lambda a: a.update(C=a["C"][..., :-1]), "C has"),
-    (lambda a: a.update(D=a["D"][:, :-1]), "D has shape"),
-    (lambda a: a.update(u=a["u"].long()), "u must be a real floating tensor"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (lambda a: a.update(u=a["u"][0]), "u has shape"),
+        (lambda a: a.update(dt=a["dt"][..., :1].expand(-1, -1, -1, 3)), "dt has shape"),
+        (lambda a: a.update(A=a["A"][:, :1]), "A has shape"),
+        (lambda a: a.update(B=a["B"][:, :, :-1]), "B has shape"),
+        (lambda a: a.update(C=a["C"][..., :-1]), "C has"),
+        (lambda a: a.update(D=a["D"][:, :-1]), "D has shape"),
+        (lambda a: a.update(u=a["u"].long()), "u must be a real floating tensor"),
+    ],
+)
 def test_bad_arguments_raise_one_clear_error(change, needle):
     args = head_inputs(b=1, S=1, L=5, H=2, P=4, N=3)
     change(args)

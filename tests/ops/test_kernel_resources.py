@@ -8,6 +8,7 @@ minutes on one core (the NCP backward is the longest: one to six minutes), hence
 are printed (``pytest -s``) and recorded as a property. A row that spills today is an expected failure (strict: it
 flips when fixed), with the figures measured when it was marked.
 """
+
 import time
 
 import pytest
@@ -15,14 +16,16 @@ import pytest
 from neurodyn.bench import kernel_report as kr
 from neurodyn.ops import triton_loader
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed"),
+]
 
 # (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked
 SPILLS = {
     # the backward at NAC's widest preset, on sm_80 only (sm_90: 186 registers)
     ("ncp_mlp", "nac/event_digits C8 M65536 a16 146/67/2", "sm_80"): "backward: 255 registers, 1,108 B spill stores "
-                                                                       "(16 or 32 rows per program)",
+    "(16 or 32 rows per program)",
 }
 
 
@@ -59,7 +62,9 @@ def test_launchable_without_spills(case, arch, cache, record_property):
     assert [r["direction"] for r in rows] == ["fwd", "bwd"]
     limit = kr.ARCHS[arch].shared_per_block
     for r in rows:
-        print(f"{r['kernel']} {r['direction']} {arch} {r['shape']}: {r['registers']} registers, {r['spill_bytes']} B "
-              f"spill, {r['stack_bytes']} B stack, {r['shared_bytes']} B shared, compile {r['_table']['compile_s']} s")
+        print(
+            f"{r['kernel']} {r['direction']} {arch} {r['shape']}: {r['registers']} registers, {r['spill_bytes']} B "
+            f"spill, {r['stack_bytes']} B stack, {r['shared_bytes']} B shared, compile {r['_table']['compile_s']} s"
+        )
         assert r["shared_bytes"] <= limit and r["launchable"], r
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, r

@@ -2,6 +2,7 @@
 (1 - exp(-Delta lambda)) / lambda and its derivatives computed in-kernel) against the sequential reference
 knc_scan_ref, forward and gradients, in float64 and float32; the NaN-free range Delta in [1e-6, 1e3];
 a long sequence; the kernel's expm1 and psi = -phi' helpers."""
+
 import math
 
 import pytest
@@ -99,8 +100,16 @@ def test_fused_zoh_is_nan_free_and_accurate_for_delta_in_1e_6_to_1e3(dtype):
 def test_fused_cell_long_sequence_matches_reference():
     L = 65536
     g = torch.Generator().manual_seed(6)
-    args64 = _args(1, 2, 4, L, 1, delta=torch.rand(1, 2, L, generator=g, dtype=D64) * 0.05 + 1e-4,
-                   lam=torch.rand(2, 4, generator=g, dtype=D64) * 0.5 + 0.01, seed=6)
+    args64 = _args(
+        1,
+        2,
+        4,
+        L,
+        1,
+        delta=torch.rand(1, 2, L, generator=g, dtype=D64) * 0.05 + 1e-4,
+        lam=torch.rand(2, 4, generator=g, dtype=D64) * 0.5 + 0.01,
+        seed=6,
+    )
     with torch.no_grad():  # the reference's forward; its gradients through the generic float64 path
         y_ref = knc_scan_ref(*args64, "zoh")
     y, gr = _fwd_bwd(lambda *a, **k: knc_scan(*a, **k, backend="cpp"), args64, "zoh")
@@ -141,7 +150,7 @@ def test_kernel_expm1_and_psi(dtype):
     assert ((m - torch.expm1(yq)).abs() <= 4 * eps * torch.expm1(yq).abs() + 1e-300).all()
     x = -yq
     ps = ext.zoh_test(x.to(dtype), 2).double()
-    series = sum((-1) ** j * (j + 1) / math.factorial(j + 2) * x ** j for j in range(30))
+    series = sum((-1) ** j * (j + 1) / math.factorial(j + 2) * x**j for j in range(30))
     closed = (-torch.expm1(-x) / x - torch.exp(-x)) / x
     want = torch.where(x < 1, series, closed)  # psi = -phi'(x), both forms accurate there
     assert ((ps - want).abs() <= 16 * eps * want.abs() + 1e-300).all(), (ps - want).abs().div(want).max()

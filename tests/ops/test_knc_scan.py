@@ -1,14 +1,24 @@
 """Kirchhoff-cell scan (ops.knc_scan, CHONN paper 000): the scan on selective_scan against a direct loop of
 its recurrence and against knc_scan_ref (forward and gradients, float64 and float32), the ZOH solution of
 Eq. (18), the closed forms of Eqs. (44)-(45), and the scan layouts through ops.cross_scan."""
+
 import math
 
 import pytest
 import torch
 
 from neurodyn.ops import VMAMBA_ORDER, cross_scan, cross_scan_indices
-from neurodyn.ops.knc_scan import (ZOHInput, knc_impulse_response, knc_phi, knc_scan, knc_scan_ref,
-                                   knc_transfer_function, merge_sequences, n_directions, scan_sequences)
+from neurodyn.ops.knc_scan import (
+    ZOHInput,
+    knc_impulse_response,
+    knc_phi,
+    knc_scan,
+    knc_scan_ref,
+    knc_transfer_function,
+    merge_sequences,
+    n_directions,
+    scan_sequences,
+)
 
 D64 = torch.float64
 
@@ -80,8 +90,9 @@ def test_zoh_input_function_gradcheck_and_float32_agreement():
     want = knc_phi(delta.unsqueeze(-1) * lam[None, :, None, :]) * bt.repeat_interleave(2, dim=1)
     torch.testing.assert_close(ZOHInput.apply(delta, lam, bt), want)
     x = torch.tensor([0.0, 1e-9, 1e-3, 0.5, 3.0, 40.0])
-    exact = torch.tensor([1.0, 1.0, (1 - math.exp(-1e-3)) / 1e-3, (1 - math.exp(-0.5)) / 0.5,
-                          (1 - math.exp(-3.0)) / 3.0, 1 / 40.0])
+    exact = torch.tensor(
+        [1.0, 1.0, (1 - math.exp(-1e-3)) / 1e-3, (1 - math.exp(-0.5)) / 0.5, (1 - math.exp(-3.0)) / 3.0, 1 / 40.0]
+    )
     torch.testing.assert_close(knc_phi(x), exact, rtol=1e-6, atol=1e-6)
 
 
@@ -163,8 +174,9 @@ def _layout_by_index(x, scan):
     return flat[:, :, idx].transpose(1, 2)
 
 
-@pytest.mark.parametrize("scan, shape", [("uni", (7,)), ("bi", (7,)), ("uni", (3, 4)), ("bi", (3, 4)),
-                                         ("cross", (3, 4))])
+@pytest.mark.parametrize(
+    "scan, shape", [("uni", (7,)), ("bi", (7,)), ("uni", (3, 4)), ("bi", (3, 4)), ("cross", (3, 4))]
+)
 def test_scan_layouts_are_exact_permutations_and_merge_sums_pairs(scan, shape):
     x = torch.randn(2, 5, *shape)
     seqs = scan_sequences(x, scan)
@@ -177,7 +189,6 @@ def test_scan_layouts_are_exact_permutations_and_merge_sums_pairs(scan, shape):
     g = [torch.zeros_like(want).index_copy(-1, idx[k], y[:, k]) for k in range(seqs.shape[1])]
     want = {1: lambda: g[0], 2: lambda: g[0] + g[1], 4: lambda: (g[0] + g[2]) + (g[1] + g[3])}[len(g)]()
     assert torch.equal(merge_sequences(y, shape, scan), want.reshape(x.shape))
-
 
 
 def test_scan_modes_are_checked_with_one_clear_sentence():

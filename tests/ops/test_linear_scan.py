@@ -1,4 +1,5 @@
 """linear_scan against a plain loop, on both backends, forward and gradients."""
+
 import pytest
 import torch
 
@@ -12,7 +13,7 @@ def _loop(a, x, h0, dim, reverse):
     a, x = a.movedim(dim, 0), x.movedim(dim, 0)
     h = h0 if h0 is not None else torch.zeros_like(x[0])
     out = [None] * x.shape[0]
-    for t in (reversed(range(x.shape[0])) if reverse else range(x.shape[0])):
+    for t in reversed(range(x.shape[0])) if reverse else range(x.shape[0]):
         h = a[t] * h + x[t]
         out[t] = h
     return torch.stack(out).movedim(0, dim)
@@ -34,8 +35,9 @@ def test_matches_loop(backend, dim, reverse, L, device):
     out = linear_scan(a, x, h0, dim=dim, reverse=reverse, backend=backend)
     assert out.device == a.device and rel_err(out, ref) < 1e-12
     g = torch.randn_like(ref)
-    for gf, gr in zip(torch.autograd.grad((out * g).sum(), [a, x, h0]),
-                      torch.autograd.grad((ref * g).sum(), [a, x, h0])):
+    for gf, gr in zip(
+        torch.autograd.grad((out * g).sum(), [a, x, h0]), torch.autograd.grad((ref * g).sum(), [a, x, h0])
+    ):
         assert rel_err(gf, gr) < 1e-12
 
 
@@ -55,7 +57,7 @@ def test_torch_backend_one_chunk_path_for_wide_problems():
     """P * Q >= SEQUENTIAL_WIDTH on CPU: chunk_scan runs one L-step loop with h0 entering directly."""
     from neurodyn.ops.selective_scan import chunked as sc
 
-    a = torch.rand(64, 70, 40, dtype=torch.float64, requires_grad=True)   # P * Q = 2560
+    a = torch.rand(64, 70, 40, dtype=torch.float64, requires_grad=True)  # P * Q = 2560
     x = torch.randn(64, 70, 40, dtype=torch.float64, requires_grad=True)
     h0 = torch.randn(64, 40, dtype=torch.float64, requires_grad=True)
     assert 64 * 40 >= sc.SEQUENTIAL_WIDTH
@@ -63,6 +65,7 @@ def test_torch_backend_one_chunk_path_for_wide_problems():
     out = linear_scan(a, x, h0, dim=1, backend="torch")
     assert rel_err(out, ref) < 1e-12
     g = torch.randn_like(ref)
-    for gf, gr in zip(torch.autograd.grad((out * g).sum(), [a, x, h0]),
-                      torch.autograd.grad((ref * g).sum(), [a, x, h0])):
+    for gf, gr in zip(
+        torch.autograd.grad((out * g).sum(), [a, x, h0]), torch.autograd.grad((ref * g).sum(), [a, x, h0])
+    ):
         assert rel_err(gf, gr) < 1e-12

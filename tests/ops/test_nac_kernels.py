@@ -1,5 +1,6 @@
 """NAC kernels (ops.nac_logits, ops.block_topk): the closed-form ODE logits against fine Euler (forward and
 gradients, float64 and float32), Theorem 1's bounds, and block top-K against the exhaustive search (recall)."""
+
 import os
 
 import pytest
@@ -46,8 +47,9 @@ def test_theorem_1_multi_connection_and_euler_step_condition():
         assert torch.all(a >= lo - 1e-12) and torch.all(a <= hi + 1e-12)
     # negative control: the released scripts' dt = 1.5 with omega = 1.5 > 4/3 overshoots the interval [0, 1/1.5];
     # by hand, a <- a + 1.5 (1 - 1.5 a) = 1.5 - 1.25 a from 0: 1.5, -0.375, 1.96875
-    a = euler_logits(torch.tensor([1.0], dtype=torch.float64), torch.tensor([1.5], dtype=torch.float64), None, 3,
-                     dt=1.5)
+    a = euler_logits(
+        torch.tensor([1.0], dtype=torch.float64), torch.tensor([1.5], dtype=torch.float64), None, 3, dt=1.5
+    )
     assert a.item() == pytest.approx(1.96875, abs=1e-12) and a.item() > 1.0 / 1.5
 
 
@@ -59,7 +61,7 @@ def test_gradients_match_eqs_56_57():
     e = torch.exp(-omega * t)
     star = phi / omega
     assert torch.allclose(gphi, (1 - e) / omega)
-    assert torch.allclose(gom, -(phi / omega ** 2) * (1 - e) - (a0 - star) * t * e)
+    assert torch.allclose(gom, -(phi / omega**2) * (1 - e) - (a0 - star) * t * e)
 
 
 def _recall(idx, ref):
@@ -125,16 +127,23 @@ def test_block_topk_does_not_materialise_the_score_matrix_at_16k():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _RSS_PROBE], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())})
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     probe = json.loads(done.stdout.strip().splitlines()[-1])
     if probe is None:
         pytest.skip("cannot reset the peak-RSS counter on this system (/proc/self/clear_refs)")
     T, K, Ts = 16384, 8, 4096
     full_mb = 4 * T * T / 2**20
-    print(f"\nblock top-K at T={T}: peak RSS increase {probe['block_mb']:.0f} MB (the T x T float32 scores: "
-          f"{full_mb:.0f} MB)")
+    print(
+        f"\nblock top-K at T={T}: peak RSS increase {probe['block_mb']:.0f} MB (the T x T float32 scores: "
+        f"{full_mb:.0f} MB)"
+    )
     assert probe["shape"] == [1, T, K]
     assert probe["block_mb"] < full_mb / 8
     # positive control: the measurement does see a T x T score matrix when one is made

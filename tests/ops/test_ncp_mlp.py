@@ -1,6 +1,7 @@
 """Fused NCP backbone (ops.ncp_mlp, csrc/ncp_cpu.cpp) against its batched-matmul reference: forward and every
 gradient, float32 / float64, each activation, layers without an input term, row counts that are not a multiple
 of the kernel's tile, two threads; and NCPCell's fused forward against its unfused one."""
+
 import pytest
 import torch
 
@@ -15,11 +16,14 @@ TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-
 def _layers(C, a, widths, dtype, no_input=(), seed=0):
     g = torch.Generator().manual_seed(seed)
     req = dict(dtype=dtype)
-    w_in = [None if l in no_input else (torch.randn(C, a, h, generator=g, **req) / a ** 0.5).requires_grad_()
-            for l, h in enumerate(widths)]
+    w_in = [
+        None if l in no_input else (torch.randn(C, a, h, generator=g, **req) / a**0.5).requires_grad_()
+        for l, h in enumerate(widths)
+    ]
     bias = [(0.3 * torch.randn(C, h, generator=g, **req)).requires_grad_() for h in widths]
-    w_rec = [None] + [(torch.randn(C, p, h, generator=g, **req) / p ** 0.5).requires_grad_()
-                      for p, h in zip(widths, widths[1:])]
+    w_rec = [None] + [
+        (torch.randn(C, p, h, generator=g, **req) / p**0.5).requires_grad_() for p, h in zip(widths, widths[1:])
+    ]
     mask = [(torch.rand(h, generator=g) > 0.2).to(dtype) for h in widths]
     return w_in, bias, w_rec, mask
 

@@ -7,12 +7,14 @@ from neurodyn.ops.resample import resample_grid
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_fields_linear_along_each_axis_are_reproduced_exactly(dims):
     """Oracle: multi-linear interpolation is exact on a field linear in each coordinate (x_i = i / (n - 1))."""
+
     def field(n):
         axes = torch.meshgrid(*[torch.linspace(0, 1, n, dtype=torch.float64)] * dims, indexing="ij")
         f = 1.0 + sum((j + 2) * a for j, a in enumerate(axes))
         if dims >= 2:
             f = f + 3 * axes[0] * axes[1]
         return torch.stack([f, -2 * f], dim=-1)[None].expand(2, *f.shape, 2)
+
     for src, dst in ((5, 9), (9, 5), (7, 12)):
         torch.testing.assert_close(resample_grid(field(src), (dst,) * dims), field(dst))
 

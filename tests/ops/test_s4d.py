@@ -1,4 +1,5 @@
 """S4D kernel + FFT convolution against the step-by-step recurrence and a direct convolution."""
+
 import math
 
 import pytest
@@ -11,8 +12,9 @@ from .helpers import rel_err
 
 def _ssm(H=3, N2=4, seed=0):
     g = torch.Generator().manual_seed(seed)
-    A = torch.complex(-0.5 * torch.ones(H, N2, dtype=torch.float64),
-                      math.pi * torch.arange(N2, dtype=torch.float64).repeat(H, 1))  # S4D-Lin
+    A = torch.complex(
+        -0.5 * torch.ones(H, N2, dtype=torch.float64), math.pi * torch.arange(N2, dtype=torch.float64).repeat(H, 1)
+    )  # S4D-Lin
     B = torch.randn(H, N2, generator=g, dtype=torch.cdouble)
     C = torch.randn(H, N2, generator=g, dtype=torch.cdouble)
     log_dt = torch.empty(H, dtype=torch.float64).uniform_(math.log(1e-3), math.log(1e-1), generator=g)
@@ -110,16 +112,25 @@ def test_real_arithmetic_kernel_matches_complex_vandermonde_forward_and_backward
     H, N2, L = 4, 6, 50
     re = -(torch.rand(H, N2, generator=g, dtype=torch.float64) + 0.1)
     im = torch.randn(H, N2, generator=g, dtype=torch.float64) * 20
-    params = [re.to(dtype), im.to(dtype),
-              torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
-              torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
-              (torch.rand(H, generator=g, dtype=torch.float64) * 4 - 5).to(dtype)]
+    params = [
+        re.to(dtype),
+        im.to(dtype),
+        torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
+        torch.randn(H, N2, 2, generator=g, dtype=torch.float64).to(dtype),
+        (torch.rand(H, generator=g, dtype=torch.float64) * 4 - 5).to(dtype),
+    ]
     params = [p.requires_grad_() for p in params]
 
     def run(fn):
         A = torch.complex(params[0], params[1])
-        K = fn(A, torch.view_as_complex(params[2]).to(cdt), torch.view_as_complex(params[3]).to(cdt), params[4], L,
-               window=window)
+        K = fn(
+            A,
+            torch.view_as_complex(params[2]).to(cdt),
+            torch.view_as_complex(params[3]).to(cdt),
+            params[4],
+            L,
+            window=window,
+        )
         w = torch.randn(K.shape, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to(dtype)
         return K, torch.autograd.grad((K * w).sum(), params)
 
@@ -131,10 +142,12 @@ def test_real_arithmetic_kernel_matches_complex_vandermonde_forward_and_backward
     for a, e in zip(gr, g_ref):
         assert rel_err(a, e) < tol
     if dtype == torch.float64:
-        assert torch.autograd.gradcheck(lambda a, b, c, d: s4d_kernel(torch.complex(a, b), torch.view_as_complex(c),
-                                                                       torch.view_as_complex(d),
-                                                                       params[4].detach()[:2], 9),
-                                        [p.detach()[:2, :3].clone().requires_grad_() for p in params[:4]])
+        assert torch.autograd.gradcheck(
+            lambda a, b, c, d: s4d_kernel(
+                torch.complex(a, b), torch.view_as_complex(c), torch.view_as_complex(d), params[4].detach()[:2], 9
+            ),
+            [p.detach()[:2, :3].clone().requires_grad_() for p in params[:4]],
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -153,6 +166,9 @@ def test_toeplitz_convolution_matches_fft_forward_and_backward(dtype, L, Lk):
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     for a, e in zip(*outs):
         assert a.dtype == dtype and rel_err(a, e) < tol
-    torch.testing.assert_close(outs[0][0].double(), _direct(u.detach().double().reshape(-1, 5, L),
-                                                            K.detach().double()).reshape(3, 2, 5, L),
-                               rtol=tol * 10, atol=tol * 10)
+    torch.testing.assert_close(
+        outs[0][0].double(),
+        _direct(u.detach().double().reshape(-1, 5, L), K.detach().double()).reshape(3, 2, 5, L),
+        rtol=tol * 10,
+        atol=tol * 10,
+    )

@@ -1,4 +1,5 @@
 """selective_scan_2d against its double loop, GeoMaNO's closed form and the self-term counts."""
+
 import pytest
 import torch
 
@@ -20,7 +21,8 @@ def _inputs(b=2, d=3, H=4, W=5, n=3, K=4, per_dir=True, seed=0):
         x=r(b, d, H, W),
         delta=torch.rand(*kd, d, H, W, generator=g, dtype=F64),
         A=-torch.rand(*((K,) if per_dir else ()), d, n, generator=g, dtype=F64) - 0.1,
-        B=r(*kd, n, H, W), C=r(*kd, n, H, W),
+        B=r(*kd, n, H, W),
+        C=r(*kd, n, H, W),
         D=r(*((K,) if per_dir else ()), d),
         R=torch.rand(K, d, n, generator=g, dtype=F64),
         delta_bias=r(*((K,) if per_dir else ()), d) * 0.1,
@@ -68,8 +70,13 @@ def test_low_precision(backend, dtype, tol):
     low = {k: v.to(dtype) for k, v in kw.items()}
     got = selective_scan_2d(**low, delta_softplus=True, backend=backend)
     assert got.dtype == dtype
-    assert rel_err(got, selective_scan_2d(**{k: v.to(dtype).double() for k, v in kw.items()},
-                                          delta_softplus=True, backend="torch")) < tol
+    assert (
+        rel_err(
+            got,
+            selective_scan_2d(**{k: v.to(dtype).double() for k, v in kw.items()}, delta_softplus=True, backend="torch"),
+        )
+        < tol
+    )
     assert rel_err(got, want) < max(tol, 1e-2 if dtype == torch.bfloat16 else tol)
 
 
@@ -91,13 +98,17 @@ def test_closed_form_manhattan_path_product():
     h = linear_scan(a, linear_scan(a, bx, dim=1), dim=0)
     for i in range(H):
         for j in range(W):
-            want = sum(a[ip, jp + 1:j + 1].prod() * a[ip + 1:i + 1, j].prod() * bx[ip, jp]
-                       for ip in range(i + 1) for jp in range(j + 1))
+            want = sum(
+                a[ip, jp + 1 : j + 1].prod() * a[ip + 1 : i + 1, j].prod() * bx[ip, jp]
+                for ip in range(i + 1)
+                for jp in range(j + 1)
+            )
             assert torch.allclose(h[i, j], want)
     # constant decay: the weight is a ** (Manhattan distance) (GeoMaNO Eq. 23)
     c = 0.7
-    h = linear_scan(torch.full((3, 3), c, dtype=F64), linear_scan(torch.full((3, 3), c, dtype=F64),
-                                                                  bx[:3, :3], dim=1), dim=0)
+    h = linear_scan(
+        torch.full((3, 3), c, dtype=F64), linear_scan(torch.full((3, 3), c, dtype=F64), bx[:3, :3], dim=1), dim=0
+    )
     want = sum(c ** ((2 - ip) + (2 - jp)) * bx[ip, jp] for ip in range(3) for jp in range(3))
     assert torch.allclose(h[2, 2], want)
 
@@ -108,8 +119,7 @@ def test_self_term_count_after_merge(pattern, count):
     kw = _inputs(b=1, d=1, H=3, W=3, n=2, per_dir=False)
     kw.pop("D"), kw.pop("R"), kw.pop("delta_bias")
     x = kw.pop("x")
-    jac = torch.autograd.functional.jacobian(
-        lambda x: selective_scan_2d(x, **kw, R=pattern, correction_form="cbx"), x)
+    jac = torch.autograd.functional.jacobian(lambda x: selective_scan_2d(x, **kw, R=pattern, correction_form="cbx"), x)
     diag = jac.reshape(9, 9).diagonal()
     self_term = (kw["C"] * kw["delta"] * kw["B"]).sum(1).reshape(9)  # sum_s C_s dt B_s per cell
     assert torch.allclose(diag, count * self_term)
@@ -138,8 +148,7 @@ def test_receptive_fields():
     x = kw.pop("x")
 
     def reach(directions):
-        jac = torch.autograd.functional.jacobian(
-            lambda x: selective_scan_2d(x, **kw, directions=directions), x)
+        jac = torch.autograd.functional.jacobian(lambda x: selective_scan_2d(x, **kw, directions=directions), x)
         return jac[0, 0, 2, 2, 0, 0].abs() > 0  # which inputs the centre output depends on
 
     paper, corners = reach("paper"), reach("corners")

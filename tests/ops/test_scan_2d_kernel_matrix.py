@@ -25,6 +25,7 @@ correction form. It can fail: the same construction with the path taken in the o
 right) or with the Manhattan-power kernel of Eq. 23 (only right for constant coefficients) is measurably
 different from the op's output.
 """
+
 import itertools
 
 import numpy as np
@@ -40,8 +41,14 @@ BACKENDS = ["ref", "torch", "scan", pytest.param("cpp", marks=pytest.mark.needs_
 # direction -> (starting corner, the axis the first scan runs along), from the paper's Sec. 4.2 wording and
 # the ``corners`` preset (row-major from each corner); "row" = along a row (j), "col" = down a column (i)
 TRAVERSALS = {
-    "row": ("tl", "row"), "row_rev": ("br", "row"), "col": ("tl", "col"), "col_rev": ("br", "col"),
-    "tl": ("tl", "row"), "tr": ("tr", "row"), "bl": ("bl", "row"), "br": ("br", "row"),
+    "row": ("tl", "row"),
+    "row_rev": ("br", "row"),
+    "col": ("tl", "col"),
+    "col_rev": ("br", "col"),
+    "tl": ("tl", "row"),
+    "tr": ("tr", "row"),
+    "bl": ("bl", "row"),
+    "br": ("br", "row"),
 }
 PRESETS = {"paper": ("row", "row_rev", "col", "col_rev"), "corners": ("tl", "tr", "bl", "br")}
 
@@ -81,7 +88,7 @@ def kernel_matrix(names, dt, A, B, C, D, R, form, path="paper"):
     for k, name in enumerate(names):
         corner, first = TRAVERSALS[name]
         abar = np.exp(dt[:, k, :, :, :, None] * A[k][None, :, None, None, :])  # (b, d, H, W, n): per-cell decay
-        bbar = dt[:, k, :, :, :, None] * np.moveaxis(B[:, k], 1, -1)[:, None]   # (b, d, H, W, n): Delta B
+        bbar = dt[:, k, :, :, :, None] * np.moveaxis(B[:, k], 1, -1)[:, None]  # (b, d, H, W, n): Delta B
         for (t, dst), (s, src) in itertools.product(enumerate(cells), enumerate(cells)):
             if not reaches(src, dst, corner):
                 continue
@@ -92,7 +99,7 @@ def kernel_matrix(names, dt, A, B, C, D, R, form, path="paper"):
                 decay = np.ones((b, d, A.shape[-1]))
                 for cell in path_cells(src, dst, first, order_first=path == "paper"):
                     decay = decay * abar[:, :, cell[0], cell[1]]
-            c = C[:, k, :, dst[0], dst[1]][:, None]                            # (b, 1, n)
+            c = C[:, k, :, dst[0], dst[1]][:, None]  # (b, 1, n)
             K[:, :, t, s] += (c * decay * bbar[:, :, src[0], src[1]]).sum(-1)
         for t, (i, j) in enumerate(cells):  # the diagonal: Eq. 9's correction and the skip D
             c = C[:, k, :, i, j][:, None]
@@ -137,8 +144,17 @@ def _case(H, W, names, per_dir, softplus, with_bias, R_kind, seed, b=2, d=2, n=3
         R = torch.rand(Kd, d, n, generator=g, dtype=F64)
     sq = (lambda t: t[:, 0]) if not per_dir else (lambda t: t)
     sq0 = (lambda t: t[0]) if not per_dir else (lambda t: t)
-    args = dict(x=x, delta=sq(delta), A=sq0(A), B=sq(Bx), C=sq(Cx), D=sq0(D), R=R, delta_bias=None if bias is None
-                else sq0(bias), delta_softplus=softplus)
+    args = dict(
+        x=x,
+        delta=sq(delta),
+        A=sq0(A),
+        B=sq(Bx),
+        C=sq(Cx),
+        D=sq0(D),
+        R=R,
+        delta_bias=None if bias is None else sq0(bias),
+        delta_softplus=softplus,
+    )
     # the matrix side, every per-direction quantity expanded to K directions
     raw = delta + (0 if bias is None else bias[None, :, :, None, None])
     dt = F.softplus(raw) if softplus else raw
@@ -158,7 +174,9 @@ def _case(H, W, names, per_dir, softplus, with_bias, R_kind, seed, b=2, d=2, n=3
 def _direction(mats, k):
     """The matrix inputs of direction ``k`` alone."""
     batch_first = ("dt", "B", "C")
-    return {key: None if v is None else v[:, k:k + 1] if key in batch_first else v[k:k + 1] for key, v in mats.items()}
+    return {
+        key: None if v is None else v[:, k : k + 1] if key in batch_first else v[k : k + 1] for key, v in mats.items()
+    }
 
 
 def _run(backend, args, directions, form):

@@ -23,9 +23,21 @@ CASES = [
 
 
 def _run(fn, args, reverse, softplus, **kw):
-    return fn(args["u"], args["delta"], args["A"], args["B"], args["C"], args["D"], args["z"],
-              args["delta_bias"], softplus, True, reverse=reverse,
-              initial_state=args["initial_state"], **kw)
+    return fn(
+        args["u"],
+        args["delta"],
+        args["A"],
+        args["B"],
+        args["C"],
+        args["D"],
+        args["z"],
+        args["delta_bias"],
+        softplus,
+        True,
+        reverse=reverse,
+        initial_state=args["initial_state"],
+        **kw,
+    )
 
 
 def _leaves(args):
@@ -36,8 +48,11 @@ def _leaves(args):
 
 
 @pytest.mark.parametrize("backend", FAST_BACKENDS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"b{c[0]}d{c[1]}L{c[2]}n{c[3]}-{c[4]}-g{c[5]}"
-                         f"{'-rev' if c[6] else ''}{'-h0' if c[7] else ''}")
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=lambda c: f"b{c[0]}d{c[1]}L{c[2]}n{c[3]}-{c[4]}-g{c[5]}{'-rev' if c[6] else ''}{'-h0' if c[7] else ''}",
+)
 def test_float64_matches_reference(backend, case):
     batch, d, L, n, bc, groups, reverse, h0, softplus = case
     args = scan_inputs(batch, d, L, n, bc=bc, groups=groups, with_h0=h0)
@@ -73,9 +88,21 @@ def test_gradcheck(backend):
 
     def f(*xs):
         kw = dict(zip(names, xs))
-        out, last = selective_scan(kw["u"], kw["delta"], kw["A"], kw["B"], kw["C"], kw["D"], kw["z"],
-                                   kw["delta_bias"], True, True, reverse=True,
-                                   initial_state=kw["initial_state"], backend=backend)
+        out, last = selective_scan(
+            kw["u"],
+            kw["delta"],
+            kw["A"],
+            kw["B"],
+            kw["C"],
+            kw["D"],
+            kw["z"],
+            kw["delta_bias"],
+            True,
+            True,
+            reverse=True,
+            initial_state=kw["initial_state"],
+            backend=backend,
+        )
         return out, last
 
     assert torch.autograd.gradcheck(f, leaves, eps=1e-6, atol=1e-7)
@@ -124,8 +151,7 @@ def test_half_inputs_accumulate_in_float32(backend, dtype):
     half = {k: (v.to(dtype) if v is not None else None) for k, v in args.items()}
     leaves = _leaves(half)
     out = _run(selective_scan, half, False, True, backend=backend)
-    ref = _run(selective_scan_ref, {k: (v.float() if v is not None else None) for k, v in half.items()},
-               False, True)
+    ref = _run(selective_scan_ref, {k: (v.float() if v is not None else None) for k, v in half.items()}, False, True)
     assert out[0].dtype == dtype and out[1].dtype == torch.float32
     assert rel_err(out[0], ref[0]) < (1e-2 if dtype == torch.bfloat16 else 2e-3)
     gs = grads(out, leaves)
@@ -134,11 +160,13 @@ def test_half_inputs_accumulate_in_float32(backend, dtype):
 
 def test_reverse_last_state_is_state_at_position_zero():
     args = scan_inputs(1, 2, 10, 3, with_z=False, with_D=False)
-    _, last = selective_scan_ref(args["u"], args["delta"], args["A"], args["B"], args["C"],
-                                 return_last_state=True, reverse=True)
+    _, last = selective_scan_ref(
+        args["u"], args["delta"], args["A"], args["B"], args["C"], return_last_state=True, reverse=True
+    )
     flipped = {k: (v.flip(-1) if v is not None and v.dim() == 3 else v) for k, v in args.items()}
-    _, last_f = selective_scan_ref(flipped["u"], flipped["delta"], flipped["A"], flipped["B"], flipped["C"],
-                                   return_last_state=True)
+    _, last_f = selective_scan_ref(
+        flipped["u"], flipped["delta"], flipped["A"], flipped["B"], flipped["C"], return_last_state=True
+    )
     assert torch.allclose(last, last_f)
 
 
@@ -146,8 +174,9 @@ def test_initial_state_continues_a_split_sequence():
     args = scan_inputs(2, 3, 90, 4, with_z=False, with_bias=False)
     u, dl, A, B, C, D = (args[k] for k in ("u", "delta", "A", "B", "C", "D"))
     full = selective_scan(u, dl, A, B, C, D, backend="torch")
-    y1, h = selective_scan(u[..., :40], dl[..., :40], A, B[..., :40], C[..., :40], D,
-                           return_last_state=True, backend="torch")
+    y1, h = selective_scan(
+        u[..., :40], dl[..., :40], A, B[..., :40], C[..., :40], D, return_last_state=True, backend="torch"
+    )
     y2 = selective_scan(u[..., 40:], dl[..., 40:], A, B[..., 40:], C[..., 40:], D, initial_state=h)
     assert rel_err(torch.cat([y1, y2], -1), full) < 1e-12
 
@@ -175,7 +204,7 @@ def test_auto_dispatches_to_mamba_for_cuda_tensors_without_triton(monkeypatch):
         is_cuda = True
         device = torch.device("cpu")
 
-    monkeypatch.setattr(ss, "_mamba_fn", lambda: (lambda *a, **k: None))
+    monkeypatch.setattr(ss, "_mamba_fn", lambda: lambda *a, **k: None)
     assert ss.resolve_backend("auto", FakeCuda()) == "mamba"
     assert ss.resolve_backend("auto", FakeCuda(), initial_state=torch.zeros(1)) != "mamba"
     monkeypatch.delenv("NEURODYN_NO_TRITON")
@@ -190,13 +219,25 @@ BAD = [
     ("delta", lambda a: a.update(delta=a["delta"][..., :5]), ValueError, r"delta has shape \(2, 3, 5\)"),
     ("A", lambda a: a.update(A=a["A"][:2]), ValueError, r"A has shape \(2, 4\), expected \(d, n\) with d = 3"),
     ("B", lambda a: a.update(B=a["B"][..., :6]), ValueError, r"B has shape \(2, 4, 6\), expected .*\(2, 4, 7\)"),
-    ("C", lambda a: a.update(C=torch.zeros(2, 2, 4, 7, dtype=torch.float64)), ValueError,
-     r"C has shape \(2, 2, 4, 7\): its groups dimension 2 must divide d = 3"),
-    ("D", lambda a: a.update(D=torch.zeros(4, dtype=torch.float64)), ValueError,
-     r"D has shape \(4,\), expected \(d,\)"),
+    (
+        "C",
+        lambda a: a.update(C=torch.zeros(2, 2, 4, 7, dtype=torch.float64)),
+        ValueError,
+        r"C has shape \(2, 2, 4, 7\): its groups dimension 2 must divide d = 3",
+    ),
+    (
+        "D",
+        lambda a: a.update(D=torch.zeros(4, dtype=torch.float64)),
+        ValueError,
+        r"D has shape \(4,\), expected \(d,\)",
+    ),
     ("z", lambda a: a.update(z=torch.zeros(2, 3, dtype=torch.float64)), ValueError, r"z has shape \(2, 3\)"),
-    ("initial_state", lambda a: a.update(initial_state=torch.zeros(2, 3, 5, dtype=torch.float64)), ValueError,
-     r"initial_state has shape \(2, 3, 5\), expected \(batch, d, n\) = \(2, 3, 4\)"),
+    (
+        "initial_state",
+        lambda a: a.update(initial_state=torch.zeros(2, 3, 5, dtype=torch.float64)),
+        ValueError,
+        r"initial_state has shape \(2, 3, 5\), expected \(batch, d, n\) = \(2, 3, 4\)",
+    ),
     ("u int", lambda a: a.update(u=torch.zeros(2, 3, 7, dtype=torch.int64)), TypeError, r"u must be a real floating"),
     ("A complex", lambda a: a.update(A=a["A"].to(torch.complex128)), TypeError, r"A must be a real"),
 ]
@@ -208,8 +249,17 @@ def test_bad_arguments_name_the_argument(name, mutate, exc, msg):
     mutate(a)
     for fn in (selective_scan, selective_scan_ref):  # the dispatcher and the reference refuse alike
         with pytest.raises(exc, match=msg):
-            fn(a["u"], a["delta"], a["A"], a["B"], a["C"], a["D"], a["z"], a["delta_bias"],
-               initial_state=a["initial_state"])
+            fn(
+                a["u"],
+                a["delta"],
+                a["A"],
+                a["B"],
+                a["C"],
+                a["D"],
+                a["z"],
+                a["delta_bias"],
+                initial_state=a["initial_state"],
+            )
 
 
 WIDE = [  # (bc, groups, reverse, with_z, with_D, with_bias, softplus): b * d * n = 2 * 64 * 16 = 2048 recurrences
@@ -231,9 +281,10 @@ def test_torch_backend_wide_problems_one_chunk_or_many(chunks, case, monkeypatch
 
     bc, groups, reverse, with_z, with_D, with_bias, softplus = case
     if chunks == "chunked":
-        monkeypatch.setattr(sc, "SEQUENTIAL_WIDTH", 10 ** 9)
-    args = scan_inputs(2, 64, 150, 16, bc=bc, groups=groups, with_h0=True, with_z=with_z, with_D=with_D,
-                       with_bias=with_bias)
+        monkeypatch.setattr(sc, "SEQUENTIAL_WIDTH", 10**9)
+    args = scan_inputs(
+        2, 64, 150, 16, bc=bc, groups=groups, with_h0=True, with_z=with_z, with_D=with_D, with_bias=with_bias
+    )
     assert 2 * 64 * 16 >= sc.SEQUENTIAL_WIDTH or chunks == "chunked"
     leaves = _leaves(args)
     ref = _run(selective_scan_ref, args, reverse, softplus)

@@ -1,4 +1,5 @@
 """Truncated DFT matrices (ops.spectral) against torch.fft: forward and gradients, float32 and float64."""
+
 import pytest
 import torch
 
@@ -12,8 +13,8 @@ DTYPES = [torch.float64, torch.float32]
 def _grads_close(f_ours, f_ref, x, dtype):
     out = f_ours(x)
     w = torch.randn_like(out)
-    g_ours, = torch.autograd.grad((out * w).sum(), x)
-    g_ref, = torch.autograd.grad((f_ref(x) * w).sum(), x)
+    (g_ours,) = torch.autograd.grad((out * w).sum(), x)
+    (g_ref,) = torch.autograd.grad((f_ref(x) * w).sum(), x)
     torch.testing.assert_close(g_ours, g_ref, **TOL[dtype])
 
 

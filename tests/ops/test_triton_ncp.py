@@ -11,8 +11,8 @@ import torch
 
 import neurodyn.models as ndm
 from neurodyn.ops import cpu_kernel, triton_loader
-from neurodyn.ops.ncp_mlp import triton_op as ncp_op
 from neurodyn.ops.ncp_mlp import ACT_CODES, fused_available, ncp_mlp, ncp_mlp_ref, resolve_backend
+from neurodyn.ops.ncp_mlp import triton_op as ncp_op
 
 from .helpers import TRITON_DEVICES, triton_device, triton_setup
 
@@ -40,22 +40,26 @@ def _problem(C, rows, a, widths, dtype, device, no_input=(), affine=False, patte
     """Arguments of ncp_mlp as float64 leaves (the reference's) and as ``dtype`` leaves on ``device``."""
     g = torch.Generator().manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    kw = {"x": r(C, rows, a),
-          "w_in": [None if l in no_input else r(C, a, h) / a ** 0.5 for l, h in enumerate(widths)],
-          "bias": [0.3 * r(C, h) for h in widths],
-          "w_rec": [None] + [r(C, p, h) / p ** 0.5 for p, h in zip(widths, widths[1:])],
-          "mask": [(torch.rand(h, generator=g) > 0.2).double() for h in widths]}
+    kw = {
+        "x": r(C, rows, a),
+        "w_in": [None if l in no_input else r(C, a, h) / a**0.5 for l, h in enumerate(widths)],
+        "bias": [0.3 * r(C, h) for h in widths],
+        "w_rec": [None] + [r(C, p, h) / p**0.5 for p, h in zip(widths, widths[1:])],
+        "mask": [(torch.rand(h, generator=g) > 0.2).double() for h in widths],
+    }
     if affine:
         kw["in_scale"], kw["in_shift"] = 1.0 + 0.3 * r(C, a), 0.2 * r(C, a)
     if patterns:
         kw["pattern_in"] = [(torch.rand(a, h, generator=g) < 0.4).double() for h in widths]
-        kw["pattern_rec"] = [None] + [(torch.rand(p, h, generator=g) < 0.4).double()
-                                      for p, h in zip(widths, widths[1:])]
+        kw["pattern_rec"] = [None] + [
+            (torch.rand(p, h, generator=g) < 0.4).double() for p, h in zip(widths, widths[1:])
+        ]
     if head:
         kw["head"] = (r(C, a, 2), r(C, 2))
 
     def leaves(dt, dev):
         """The values rounded to ``dtype`` (the reference sees what the kernel sees), as ``dt`` on ``dev``."""
+
         def conv(v, grad=True):
             if v is None:
                 return None
@@ -63,6 +67,7 @@ def _problem(C, rows, a, widths, dtype, device, no_input=(), affine=False, patte
                 return type(v)(conv(t, grad) for t in v)
             t = v.to(dtype).to(device=triton_device(dev), dtype=dt)
             return t.requires_grad_() if grad else t
+
         return {k: conv(v, grad=k not in ("mask", "pattern_in", "pattern_rec")) for k, v in kw.items()}
 
     return leaves(torch.float64, "cpu"), leaves(dtype, device)
@@ -114,14 +119,27 @@ def test_triton_ncp_with_patterns_affine_and_head(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("a,widths", [(16, (73, 33, 2)), (16, (146, 67, 2)), (4, (33, 16, 2)), (8, (36, 16, 2))],
-                         ids=["nac-cpu", "nac-event_digits-paper", "nac-bearing-paper", "nac-bearing-cpu"])
+@pytest.mark.parametrize(
+    "a,widths",
+    [(16, (73, 33, 2)), (16, (146, 67, 2)), (4, (33, 16, 2)), (8, (36, 16, 2))],
+    ids=["nac-cpu", "nac-event_digits-paper", "nac-bearing-paper", "nac-bearing-cpu"],
+)
 def test_triton_ncp_at_nacs_production_widths(device, a, widths):
     """NAC's backbone as its presets build it (the input into the first layer only, the synapse patterns, the
     sensory scaling): the cpu preset's 73 / 33 / 2 neurons (the kernels' widths 80 / 48 / 16), the paper presets'
     146 / 67 / 2 and 33 / 16 / 2, the bearing cpu preset's 36 / 16 / 2; 40 rows."""
-    kw_ref, kw = _problem(2, 40, a, widths, torch.float32, device, no_input=tuple(range(1, len(widths))), affine=True,
-                          patterns=True, seed=sum(widths))
+    kw_ref, kw = _problem(
+        2,
+        40,
+        a,
+        widths,
+        torch.float32,
+        device,
+        no_input=tuple(range(1, len(widths))),
+        affine=True,
+        patterns=True,
+        seed=sum(widths),
+    )
     _check(kw_ref, kw, "tanh", torch.float32)
 
 
@@ -159,8 +177,9 @@ def test_a_nac_model_runs_its_backbone_on_the_kernels(monkeypatch):
     """A NAC layer whose tensors claim CUDA takes the Triton backbone (interpreted here): same output and gradients
     as on the reference path."""
     torch.manual_seed(0)
-    model = ndm.build("nac", in_channels=3, out_channels=2, d_model=8, n_heads=2, topk=4, conv_channels=(),
-                      dense=(), compat="tuned")
+    model = ndm.build(
+        "nac", in_channels=3, out_channels=2, d_model=8, n_heads=2, topk=4, conv_channels=(), dense=(), compat="tuned"
+    )
     x, t = torch.randn(2, 9, 3), torch.linspace(0, 1, 9).expand(2, 9).contiguous()
     monkeypatch.setattr(cpu_kernel, "available", lambda: False)  # the reference as the other path
     y_ref = model(x, t)
@@ -195,4 +214,4 @@ def test_the_precision_decision_holds():
     ieee_out, ieee_grad = err["ieee"]
     assert err["tf32"][0] > 300 * ieee_out and err["tf32"][1] > 100 * ieee_grad
     assert err["tf32x3"][0] < 3 * ieee_out and err["tf32x3"][1] < 3 * ieee_grad
-    assert err["tf32"][1] < 2 ** -9
+    assert err["tf32"][1] < 2**-9

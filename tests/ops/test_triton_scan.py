@@ -5,6 +5,7 @@ fixture below); with one the same tests also run on CUDA. The kernels' block siz
 2 or 4 channels per program) so that odd lengths, partial chunks, several channel blocks and channel blocks that
 straddle a B/C group are all exercised at sizes the interpreter runs in well under a second each.
 """
+
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,16 @@ import textwrap
 import pytest
 import torch
 
-from neurodyn.ops import (head_scan, head_scan_ref, knc_scan, knc_scan_ref, linear_scan, selective_scan,
-                          selective_scan_ref, triton_loader)
+from neurodyn.ops import (
+    head_scan,
+    head_scan_ref,
+    knc_scan,
+    knc_scan_ref,
+    linear_scan,
+    selective_scan,
+    selective_scan_ref,
+    triton_loader,
+)
 from neurodyn.ops.custom_op import OPS
 from neurodyn.ops.linear_scan import triton_op as ls_op
 from neurodyn.ops.selective_scan import interface as ss_module
@@ -66,26 +75,55 @@ def _compare(got, want, tol):
 # (bc, groups, reverse, initial state, softplus, z / D / bias); batch 2, d = 6, L = 19, n = 3
 SS_CASES = [
     ("var", 1, False, False, True, True),
-    ("var", 2, True, True, True, True),     # groups of 3 channels: channel blocks of 2 straddle them
+    ("var", 2, True, True, True, True),  # groups of 3 channels: channel blocks of 2 straddle them
     ("fixed", 1, True, True, False, True),
     ("mixed", 3, False, True, True, False),  # fixed C, grouped B; no z, D, bias
 ]
 
 
 def _ss_call(args, reverse, softplus, **kw):
-    return selective_scan(args["u"], args["delta"], args["A"], args["B"], args["C"], args["D"], args["z"],
-                          args["delta_bias"], softplus, True, reverse=reverse, initial_state=args["initial_state"],
-                          **kw)
+    return selective_scan(
+        args["u"],
+        args["delta"],
+        args["A"],
+        args["B"],
+        args["C"],
+        args["D"],
+        args["z"],
+        args["delta_bias"],
+        softplus,
+        True,
+        reverse=reverse,
+        initial_state=args["initial_state"],
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("case", SS_CASES, ids=lambda c: f"{c[0]}-g{c[1]}{'-rev' if c[2] else ''}"
-                         f"{'-h0' if c[3] else ''}{'-softplus' if c[4] else ''}{'' if c[5] else '-plain'}")
+@pytest.mark.parametrize(
+    "case",
+    SS_CASES,
+    ids=lambda c: (
+        f"{c[0]}-g{c[1]}{'-rev' if c[2] else ''}"
+        f"{'-h0' if c[3] else ''}{'-softplus' if c[4] else ''}{'' if c[5] else '-plain'}"
+    ),
+)
 def test_selective_scan_matches_reference(device, dtype, case):
     bc, groups, reverse, h0, softplus, extras = case
-    base = scan_inputs(2, 6, 19, 3, dtype=torch.float64, bc=bc, groups=groups, with_h0=h0, with_z=extras,
-                       with_D=extras, with_bias=extras)
+    base = scan_inputs(
+        2,
+        6,
+        19,
+        3,
+        dtype=torch.float64,
+        bc=bc,
+        groups=groups,
+        with_h0=h0,
+        with_z=extras,
+        with_D=extras,
+        with_bias=extras,
+    )
     args = _on(base, device, dtype)
     ref_args = {k: None if v is None else v.detach().double().cpu().requires_grad_() for k, v in args.items()}
     leaves = [args[k] for k in NAMES if args[k] is not None]
@@ -135,8 +173,22 @@ def test_selective_scan_without_grad_saves_no_checkpoints(device):
     args = _on(scan_inputs(1, 3, 9, 2, bc="var"), device, torch.float32)
     args = {k: None if v is None else v.detach() for k, v in args.items()}
     _, _, ckpt = OPS["triton"]["selective_scan_triton"](
-        args["u"], args["delta"], args["A"], args["B"].unsqueeze(1), args["C"].unsqueeze(1), None, None, None, None,
-        False, False, False, 8, 2, False)
+        args["u"],
+        args["delta"],
+        args["A"],
+        args["B"].unsqueeze(1),
+        args["C"].unsqueeze(1),
+        None,
+        None,
+        None,
+        None,
+        False,
+        False,
+        False,
+        8,
+        2,
+        False,
+    )
     assert ckpt.numel() == 0
     out = selective_scan(**args, backend="triton")
     torch.testing.assert_close(out, selective_scan(**args, backend="ref"), rtol=1e-5, atol=1e-5)
@@ -157,7 +209,7 @@ def _linear_ref(a, x, h0, reverse):
     """``h_t = a_t h_{t-1} + x_t`` along dim 1, one step at a time."""
     h = h0 if h0 is not None else torch.zeros_like(x[:, 0])
     out = [None] * x.shape[1]
-    for t in (range(x.shape[1] - 1, -1, -1) if reverse else range(x.shape[1])):
+    for t in range(x.shape[1] - 1, -1, -1) if reverse else range(x.shape[1]):
         h = a[:, t] * h + x[:, t]
         out[t] = h
     return torch.stack(out, 1)
@@ -200,9 +252,14 @@ def test_head_scan_matches_reference(device, dtype, G):
     g = torch.Generator().manual_seed(7)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     b, S, L, H, P, N = 2, 2, 11, 2, 3, 3
-    base = [r(b, S, L, H * P), 0.1 + torch.rand(b, S, L, H, generator=g, dtype=torch.float64),
-            -0.1 - torch.rand(S, H, generator=g, dtype=torch.float64), r(b, S, L, G, N), r(b, S, L, G, N),
-            r(S, H * P)]
+    base = [
+        r(b, S, L, H * P),
+        0.1 + torch.rand(b, S, L, H, generator=g, dtype=torch.float64),
+        -0.1 - torch.rand(S, H, generator=g, dtype=torch.float64),
+        r(b, S, L, G, N),
+        r(b, S, L, G, N),
+        r(S, H * P),
+    ]
     args = [t.to(triton_device(device), dtype).requires_grad_() for t in base]
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
     y = head_scan(*args, backend="triton")
@@ -213,8 +270,12 @@ def test_head_scan_matches_reference(device, dtype, G):
 
 
 # Kirchhoff cell: (discretization, groups (0: fixed b, c), reverse, dtype)
-KNC_CASES = [("zoh", 2, True, torch.float32), ("zoh", 0, False, torch.bfloat16), ("euler", 1, False, torch.float32),
-             ("zoh", 2, False, torch.float64)]  # (float64: the factor's float64 series and switch)
+KNC_CASES = [
+    ("zoh", 2, True, torch.float32),
+    ("zoh", 0, False, torch.bfloat16),
+    ("euler", 1, False, torch.float32),
+    ("zoh", 2, False, torch.float64),
+]  # (float64: the factor's float64 series and switch)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -226,8 +287,14 @@ def test_knc_scan_matches_reference(device, case):
     B, D, N, L = 2, 6, 3, 19
     shape = (D, N) if groups == 0 else (B, groups, N, L)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    base = [r(B, D, L), torch.rand(B, D, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
-            torch.rand(D, N, generator=g, dtype=torch.float64) * 4 + 0.1, r(*shape), r(*shape), r(D)]
+    base = [
+        r(B, D, L),
+        torch.rand(B, D, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
+        torch.rand(D, N, generator=g, dtype=torch.float64) * 4 + 0.1,
+        r(*shape),
+        r(*shape),
+        r(D),
+    ]
     args = [t.to(triton_device(device), dtype).requires_grad_() for t in base]
     ref_args = [t.detach().double().cpu().requires_grad_() for t in args]
     y = knc_scan(*args, disc, reverse=reverse, backend="triton")
@@ -244,16 +311,40 @@ def test_knc_scan_matches_reference(device, case):
 def _ss_op_args(grad):
     args = scan_inputs(1, 3, 10, 2, dtype=torch.float32, bc="var", groups=1, with_h0=True)
     t = {k: v.requires_grad_(grad) for k, v in args.items()}
-    return (t["u"], t["delta"], t["A"], t["B"].unsqueeze(1), t["C"].unsqueeze(1), t["D"], t["z"], t["delta_bias"],
-            t["initial_state"], True, True, True, 8, 2, False)
+    return (
+        t["u"],
+        t["delta"],
+        t["A"],
+        t["B"].unsqueeze(1),
+        t["C"].unsqueeze(1),
+        t["D"],
+        t["z"],
+        t["delta_bias"],
+        t["initial_state"],
+        True,
+        True,
+        True,
+        8,
+        2,
+        False,
+    )
 
 
 def _opcheck_cases():
     fwd = _ss_op_args(True)
     with torch.no_grad():
         _, _, ckpt = OPS["triton"]["selective_scan_triton"](*fwd)
-    bwd = (*[t.detach() if isinstance(t, torch.Tensor) else t for t in fwd[:9]], ckpt, torch.randn(1, 3, 10),
-           torch.randn(1, 3, 2), True, True, 8, 2, False)
+    bwd = (
+        *[t.detach() if isinstance(t, torch.Tensor) else t for t in fwd[:9]],
+        ckpt,
+        torch.randn(1, 3, 10),
+        torch.randn(1, 3, 2),
+        True,
+        True,
+        8,
+        2,
+        False,
+    )
     g = torch.Generator().manual_seed(8)
     a = (0.5 + 0.5 * torch.rand(2, 9, 3, generator=g)).requires_grad_()
     x, h0 = torch.randn(2, 9, 3, generator=g).requires_grad_(), torch.randn(2, 3, generator=g).requires_grad_()
@@ -262,25 +353,56 @@ def _opcheck_cases():
     gx = torch.Generator().manual_seed(11)
     r = lambda *s: torch.randn(*s, generator=gx).requires_grad_()  # noqa: E731
     dirs = [0, 0, 0, 1, 1, 1]  # ("row", "col_rev")
-    s2 = (r(1, 2, 5, 3), torch.rand(1, 2, 5, 3, generator=gx).requires_grad_(), (-0.5 - torch.rand(
-        2, 2, 3, generator=gx)).requires_grad_(), r(1, 2, 3, 5, 3), r(1, 3, 5, 3), r(2, 2), r(2, 2, 3), r(2, 2), dirs,
-        True, 0)
+    s2 = (
+        r(1, 2, 5, 3),
+        torch.rand(1, 2, 5, 3, generator=gx).requires_grad_(),
+        (-0.5 - torch.rand(2, 2, 3, generator=gx)).requires_grad_(),
+        r(1, 2, 3, 5, 3),
+        r(1, 3, 5, 3),
+        r(2, 2),
+        r(2, 2, 3),
+        r(2, 2),
+        dirs,
+        True,
+        0,
+    )
     with torch.no_grad():
         _, ckpt2, dsum2 = OPS["triton"]["scan2d_triton"](*s2, True, 2, 2, 1, 4)
-    hs = (r(1, 2, 9, 4), (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(), (-0.5 - torch.rand(
-        2, 2, generator=gx)).requires_grad_(), r(1, 2, 9, 1, 3), r(1, 2, 9, 1, 3), r(2, 4))
+    hs = (
+        r(1, 2, 9, 4),
+        (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(),
+        (-0.5 - torch.rand(2, 2, generator=gx)).requires_grad_(),
+        r(1, 2, 9, 1, 3),
+        r(1, 2, 9, 1, 3),
+        r(2, 4),
+    )
     with torch.no_grad():
         _, ckpt_h = OPS["triton"]["head_scan_triton"](*hs, True, 8, 2)
-    ncp = (r(2, 19, 5), r(2, 16 * 32), r(2, 48), r(2, 32 * 16), (torch.rand(48, generator=gx) > 0.3).float(), r(2, 5),
-           r(2, 5))  # (widths 32 / 16, the input into the first layer only)
+    ncp = (
+        r(2, 19, 5),
+        r(2, 16 * 32),
+        r(2, 48),
+        r(2, 32 * 16),
+        (torch.rand(48, generator=gx) > 0.3).float(),
+        r(2, 5),
+        r(2, 5),
+    )  # (widths 32 / 16, the input into the first layer only)
     return {
         "ncp_mlp_triton": (*ncp, [32, 16], [1, 0], 1, 3, 16),
         "ncp_mlp_triton_bwd": (*[t.detach() for t in ncp], torch.randn(2, 19, 3), [32, 16], [1, 0], 1, 16),
         "head_scan_triton": (*hs, True, 8, 2),
         "head_scan_triton_bwd": (*[t.detach() for t in hs], ckpt_h, torch.randn(1, 2, 9, 4), 8, 2),
         "scan2d_triton": (*s2, True, 2, 2, 1, 4),
-        "scan2d_triton_bwd": (*[t.detach() if isinstance(t, torch.Tensor) else t for t in s2], ckpt2, dsum2,
-                              torch.randn(1, 2, 2, 5, 3), 2, 2, 1, 4),
+        "scan2d_triton_bwd": (
+            *[t.detach() if isinstance(t, torch.Tensor) else t for t in s2],
+            ckpt2,
+            dsum2,
+            torch.randn(1, 2, 2, 5, 3),
+            2,
+            2,
+            1,
+            4,
+        ),
         "selective_scan_triton": fwd,
         "selective_scan_triton_bwd": bwd,
         "linear_scan_triton": (a, x, h0, True, 8, 2),
@@ -405,8 +527,13 @@ def test_package_works_without_triton(tmp_path):
         assert y.shape == (1, 2, 7) and h.shape == (2, 7)
         print("ok")
     """)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "NEURODYN_NO_CPP_EXT": "1"})
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "NEURODYN_NO_CPP_EXT": "1"},
+    )
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
 
 
@@ -420,10 +547,15 @@ def _compile_sm90(kernel, constexprs, num_warps=4):  # float32 pointers (bfloat1
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sig = {a: "constexpr" if a in constexprs else "*bf16" if a == "u_ptr" else "*fp32" if a.endswith("_ptr") else "i32"
-           for a in kernel.arg_names}
-    compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    sig = {
+        a: "constexpr" if a in constexprs else "*bf16" if a == "u_ptr" else "*fp32" if a.endswith("_ptr") else "i32"
+        for a in kernel.arg_names
+    }
+    compiled = triton.compile(
+        ASTSource(fn=kernel, signature=sig, constexprs=constexprs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": num_warps},
+    )
     return compiled.asm
 
 
@@ -441,14 +573,29 @@ def test_kernels_compile_for_sm90_without_a_gpu(monkeypatch, tmp_path):
         pytest.skip("triton was imported under TRITON_INTERPRET=1: its own library is interpreted, nothing compiles")
     ss = triton_loader.load("selective_scan", torch.device("cuda"))
     ls = triton_loader.load("linear_scan", torch.device("cuda"))
-    flags = dict(ACC=tl.float32, LANES=8, KU=4, JC=4, KC=4, SU_T=1, B_VAR=True, C_VAR=False, HAS_D=True,
-                 HAS_Z=True, HAS_BIAS=True, HAS_H0=True, SOFTPLUS=True)
+    flags = dict(
+        ACC=tl.float32,
+        LANES=8,
+        KU=4,
+        JC=4,
+        KC=4,
+        SU_T=1,
+        B_VAR=True,
+        C_VAR=False,
+        HAS_D=True,
+        HAS_Z=True,
+        HAS_BIAS=True,
+        HAS_H0=True,
+        SOFTPLUS=True,
+    )
     for reverse, zoh, head in ((False, False, False), (True, True, False), (False, False, True)):
         common = dict(flags, REVERSE=reverse, ZOH=zoh, HEAD=head)
         assert "cubin" in _compile_sm90(ss._selective_scan_fwd_kernel, dict(common, BD=16, JU=4, SAVE_CKPT=True))
-        assert "cubin" in _compile_sm90(ss._selective_scan_bwd_kernel, dict(
-            common, BD=8, LANES=16, JU=2, JC=2, HAS_GLAST=True))
+        assert "cubin" in _compile_sm90(
+            ss._selective_scan_bwd_kernel, dict(common, BD=8, LANES=16, JU=2, JC=2, HAS_GLAST=True)
+        )
     for name in ("_linear_scan_fwd_kernel", "_linear_scan_bwd_kernel"):
-        assert "cubin" in _compile_sm90(getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True,
-                                                                          REVERSE=True))
+        assert "cubin" in _compile_sm90(
+            getattr(ls, name), dict(ACC=tl.float32, BL=32, BQ=64, HAS_H0=True, REVERSE=True)
+        )
     # (the NCP and 2-D kernels: tests/ops/test_kernel_resources.py compiles them through their launchers)

@@ -4,6 +4,7 @@ coefficients, odd and non-square grids (transposed directions read a different f
 the carry pass, segments of one to three rows, the model's permuted (non-contiguous) input, merged and per-direction
 outputs. In Triton's interpreter on CPU tensors (small tiles); on CUDA too when there is one, at the small and the
 production tiles."""
+
 import pytest
 import torch
 
@@ -31,9 +32,15 @@ def _args(b, d, H, W, n, K, per_direction, seed=0):
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     lead = (b, K) if per_direction else (b,)
     kp = (K,) if per_direction else ()
-    return dict(x=r(b, d, H, W), delta=torch.rand(*lead, d, H, W, generator=g, dtype=torch.float64) - 0.5,
-                A=-0.1 - torch.rand(*kp, d, n, generator=g, dtype=torch.float64), B=r(*lead, n, H, W),
-                C=r(*lead, n, H, W), D=r(*kp, d), delta_bias=0.2 * r(*kp, d))
+    return dict(
+        x=r(b, d, H, W),
+        delta=torch.rand(*lead, d, H, W, generator=g, dtype=torch.float64) - 0.5,
+        A=-0.1 - torch.rand(*kp, d, n, generator=g, dtype=torch.float64),
+        B=r(*lead, n, H, W),
+        C=r(*lead, n, H, W),
+        D=r(*kp, d),
+        delta_bias=0.2 * r(*kp, d),
+    )
 
 
 def _run(args, device, dtype, opts, count=None):
@@ -71,8 +78,13 @@ CASES = [  # (b, d, H, W, n, directions, per-direction, form, R); at the small t
 
 @pytest.mark.parametrize("device", TRITON_DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[2]}x{c[3]}-"
-                         f"{c[5] if isinstance(c[5], str) else '+'.join(c[5])}-{c[7]}{'-perdir' if c[6] else ''}")
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=lambda c: (
+        f"{c[2]}x{c[3]}-{c[5] if isinstance(c[5], str) else '+'.join(c[5])}-{c[7]}{'-perdir' if c[6] else ''}"
+    ),
+)
 def test_matches_the_reference(device, dtype, case):
     b, d, H, W, n, dirs, per_direction, form, R = case
     K = 4 if isinstance(dirs, str) else len(dirs)

@@ -10,6 +10,7 @@ benchmark shapes), without a GPU.
   ``cuobjdump`` that ships with Triton: every kernel fits the architecture's shared memory, spills nothing, uses no
   stack, and on sm_90 the backwards hold at most 168 registers per thread (3 blocks of 4 warps per SM).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,15 @@ import subprocess
 import pytest
 import torch
 
-from neurodyn.ops import head_scan, head_scan_ref, knc_scan, knc_scan_ref, selective_scan, selective_scan_ref
-from neurodyn.ops import triton_loader
+from neurodyn.ops import (
+    head_scan,
+    head_scan_ref,
+    knc_scan,
+    knc_scan_ref,
+    selective_scan,
+    selective_scan_ref,
+    triton_loader,
+)
 from neurodyn.ops.selective_scan.triton_op import scan_blocks
 
 from .helpers import rel_err, scan_inputs
@@ -84,8 +92,14 @@ def test_knc_scan_at_the_production_tile(interpreter):
     _production_tile(d, n, L)
     g = torch.Generator().manual_seed(3)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    base = [r(1, d, L), torch.rand(1, d, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
-            torch.rand(d, n, generator=g, dtype=torch.float64) * 4 + 0.1, r(1, 1, n, L), r(1, 1, n, L), r(d)]
+    base = [
+        r(1, d, L),
+        torch.rand(1, d, L, generator=g, dtype=torch.float64) * 0.8 + 1e-3,
+        torch.rand(d, n, generator=g, dtype=torch.float64) * 4 + 0.1,
+        r(1, 1, n, L),
+        r(1, 1, n, L),
+        r(d),
+    ]
     args = [t.float().requires_grad_() for t in base]
     ref = [t.detach().double().requires_grad_() for t in args]
     _check((knc_scan(*args, "zoh", backend="triton"),), (knc_scan_ref(*ref, "zoh"),), args, ref)
@@ -98,9 +112,14 @@ def test_head_scan_at_the_production_tile(interpreter):
     _production_tile(H * P, n, L)
     g = torch.Generator().manual_seed(4)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    base = [r(1, 1, L, H * P), 0.1 + torch.rand(1, 1, L, H, generator=g, dtype=torch.float64),
-            -0.1 - torch.rand(1, H, generator=g, dtype=torch.float64), r(1, 1, L, 1, n), r(1, 1, L, 1, n),
-            r(1, H * P)]
+    base = [
+        r(1, 1, L, H * P),
+        0.1 + torch.rand(1, 1, L, H, generator=g, dtype=torch.float64),
+        -0.1 - torch.rand(1, H, generator=g, dtype=torch.float64),
+        r(1, 1, L, 1, n),
+        r(1, 1, L, 1, n),
+        r(1, H * P),
+    ]
     args = [t.float().requires_grad_() for t in base]
     ref = [t.detach().double().requires_grad_() for t in args]
     _check((head_scan(*args, backend="triton"),), (head_scan_ref(*ref),), args, ref)
@@ -109,8 +128,8 @@ def test_head_scan_at_the_production_tile(interpreter):
 # ---------------------------------------------------------------------------------------------------------------
 # compiled for sm_90 and sm_80 without a GPU
 
-SHARED_LIMIT = {90: 232448, 80: 166912}   # bytes of shared memory one block may use (opt-in maximum)
-MAX_BWD_REGISTERS = 168                     # 3 blocks of 4 warps per SM (65,536 registers)
+SHARED_LIMIT = {90: 232448, 80: 166912}  # bytes of shared memory one block may use (opt-in maximum)
+MAX_BWD_REGISTERS = 168  # 3 blocks of 4 warps per SM (65,536 registers)
 
 
 def _cuobjdump():

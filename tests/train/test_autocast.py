@@ -1,6 +1,7 @@
 """Every task's training loss under an outer ``torch.autocast`` (bf16 on the CPU), as Lightning's bf16-mixed and
 ``train.precision=bf16`` run it: finite, computed in bfloat16 somewhere in the model, and close to the float32 loss
 of the same model and batch."""
+
 import pytest
 import torch
 from torch.utils.data import default_collate
@@ -40,8 +41,10 @@ def _losses(preset: str, scale: str, overrides=(), n: int = 4) -> tuple[float, f
     torch.manual_seed(1)  # the same noise / pushforward draws in both calls
     fp32 = task.training_loss(model, batch)
     dtypes = set()
-    hooks = [m.register_forward_hook(lambda m, i, o: dtypes.add(o.dtype) if torch.is_tensor(o) else None)
-             for m in model.modules()]
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: dtypes.add(o.dtype) if torch.is_tensor(o) else None)
+        for m in model.modules()
+    ]
     torch.manual_seed(1)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         mixed = task.training_loss(model, batch)

@@ -1,5 +1,6 @@
 """Time windows, rollouts and the autoregressive task, on a trajectory set whose dynamics are exact:
 u_{t+1}(x) = u_t(x - one cell) (periodic advection), so an oracle model has zero rollout error."""
+
 import numpy as np
 import pytest
 import torch
@@ -19,8 +20,9 @@ def _advection_store(path, n=10):
     def make(ids):
         rng = np.random.default_rng(ids[0])
         x = np.arange(X) / X
-        u0 = np.stack([np.sin(2 * np.pi * (x + rng.random())) + 0.5 * np.cos(4 * np.pi * (x + rng.random()))
-                       for _ in ids])
+        u0 = np.stack(
+            [np.sin(2 * np.pi * (x + rng.random())) + 0.5 * np.cos(4 * np.pi * (x + rng.random())) for _ in ids]
+        )
         u = np.stack([np.roll(u0, t, axis=1) for t in range(T)], axis=1)[..., None].astype(np.float32)
         f = np.broadcast_to(np.cos(2 * np.pi * x)[None, :, None], (len(ids), X, 1)).astype(np.float32)
         return {"fields/u": u, "fields/f": f, "params/nu": (0.1 * (ids + 1)).astype(np.float32)}
@@ -118,7 +120,8 @@ def test_oracle_model_has_zero_rollout_error_and_training_modes_run(store, fac):
     # rollout step's), and the horizon error of both modes is reported either way
     assert lazy["rel_l2_rollout"] == lazy["rel_l2"] > lazy["rel_l2_teacher_forced"]
     forced = AutoregressiveTask(build_loss("rel_l2"), norm, 1, fac, eval_mode="teacher_forcing").evaluate(
-        lambda x, pos=None, ctx=None: x[..., -1:] if fac else x[:, -1:], [batch])
+        lambda x, pos=None, ctx=None: x[..., -1:] if fac else x[:, -1:], [batch]
+    )
     assert forced["rel_l2_per_step"] == pytest.approx([steps[0]] * (T - 2), rel=1e-4)
     assert forced["rel_l2"] == forced["rel_l2_teacher_forced"] == pytest.approx(lazy["rel_l2_teacher_forced"])
     assert forced["rel_l2_rollout"] == pytest.approx(lazy["rel_l2"])
@@ -137,11 +140,22 @@ def test_autoregressive_experiment_end_to_end(tmp_path, store, mode):
     from neurodyn.train.experiment import run_experiment
     from neurodyn.train.runs import evaluate_run
 
-    cfg = {"task": "autoregressive", "preset": "test/advection", "scale": "tiny",
-           "data": {"path": str(store.path), "n_train": 6, "n_test": 4, "t_in": 2, "context_fields": ["f"],
-                    "context_params": ["nu"], "normalize_reduce": "channel"},
-           "model": {"name": "fno", "modes": [8], "width": 8, "lifting_channels": 0, "projection_channels": 16},
-           "train": {"epochs": 4, "batch_size": 10, "lr": 1e-2, "rollout": {"mode": mode, "pushforward": 1}}}
+    cfg = {
+        "task": "autoregressive",
+        "preset": "test/advection",
+        "scale": "tiny",
+        "data": {
+            "path": str(store.path),
+            "n_train": 6,
+            "n_test": 4,
+            "t_in": 2,
+            "context_fields": ["f"],
+            "context_params": ["nu"],
+            "normalize_reduce": "channel",
+        },
+        "model": {"name": "fno", "modes": [8], "width": 8, "lifting_channels": 0, "projection_channels": 16},
+        "train": {"epochs": 4, "batch_size": 10, "lr": 1e-2, "rollout": {"mode": mode, "pushforward": 1}},
+    }
     run = tmp_path / "run"
     final = run_experiment(cfg, run, progress=False)
     write_run_plots(run)

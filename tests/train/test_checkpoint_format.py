@@ -5,6 +5,7 @@ flat train config, one ``lamo`` model with a ``variant``) and format 0 (format 1
 wrote it) restore the same model and predictions, and resume to the same weights; a newer format and a format-0
 checkpoint that does not hold its task are refused in one sentence.
 """
+
 import os
 import shutil
 
@@ -26,19 +27,43 @@ def run(tmp_path_factory):
     old = os.environ.get("NEURODYN_DATA")
     os.environ["NEURODYN_DATA"] = str(root / "data")
     try:
-        assert main(["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--quiet", "train.epochs=1",
-                     "--runs-dir", str(root / "runs"), "--run-name", "r"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    "fno/darcy",
+                    "--scale",
+                    "tiny",
+                    "--no-progress",
+                    "--quiet",
+                    "train.epochs=1",
+                    "--runs-dir",
+                    str(root / "runs"),
+                    "--run-name",
+                    "r",
+                ]
+            )
+            == 0
+        )
     finally:
         os.environ.pop("NEURODYN_DATA") if old is None else os.environ.__setitem__("NEURODYN_DATA", old)
     return root / "runs" / "r"
 
 
 # the flat names formats 0 and 1 gave the options that are sections now (written out here, not read from the reader)
-FLAT_NAMES = {("schedule", "name"): "scheduler", ("schedule", "pct_start"): "pct_start",
-              ("schedule", "step_size"): "step_size", ("schedule", "gamma"): "gamma", ("rollout", "mode"): "train_mode",
-              ("rollout", "steps"): "rollout_steps", ("rollout", "eval_mode"): "eval_mode",
-              ("rollout", "pushforward"): "pushforward", ("rollout", "input_noise"): "input_noise",
-              ("logging", "to"): "log", ("logging", "n_plot"): "n_plot"}
+FLAT_NAMES = {
+    ("schedule", "name"): "scheduler",
+    ("schedule", "pct_start"): "pct_start",
+    ("schedule", "step_size"): "step_size",
+    ("schedule", "gamma"): "gamma",
+    ("rollout", "mode"): "train_mode",
+    ("rollout", "steps"): "rollout_steps",
+    ("rollout", "eval_mode"): "eval_mode",
+    ("rollout", "pushforward"): "pushforward",
+    ("rollout", "input_noise"): "input_noise",
+    ("logging", "to"): "log",
+    ("logging", "n_plot"): "n_plot",
+}
 
 
 def _flat_train(train: dict) -> dict:
@@ -54,6 +79,7 @@ def _flat_train(train: dict) -> dict:
 
 def _as_format(version):
     """The change that makes a format-2 checkpoint dict the format ``version`` wrote."""
+
     def change(c):
         if version == 2:
             return
@@ -63,6 +89,7 @@ def _as_format(version):
             c["format_version"] = version
         else:
             c.pop("format_version")
+
     return change
 
 
@@ -84,7 +111,7 @@ def test_writers_save_the_current_format(run, tmp_path):
 def test_every_readable_format_restores_the_same_model(run, tmp_path, version):
     path = _rewrite(run / "checkpoints" / "last.pt", tmp_path / f"v{version}.pt", _as_format(version))
     if version < 2:
-        assert "scheduler" in torch.load(path, weights_only=True)["train_config"]   # the flat layout indeed
+        assert "scheduler" in torch.load(path, weights_only=True)["train_config"]  # the flat layout indeed
     a = torch.rand(3, 16, 16, 1)
     want = neurodyn.load_run(run)
     got = neurodyn.load_run(path)
@@ -104,8 +131,24 @@ def _resumed_weights(run, tmp_path, name, change):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        assert main(["train", "fno/darcy", "--scale", "tiny", "--no-progress", "--quiet", "train.epochs=2",
-                     "--runs-dir", str(folder.parent), "--run-name", name]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    "fno/darcy",
+                    "--scale",
+                    "tiny",
+                    "--no-progress",
+                    "--quiet",
+                    "train.epochs=2",
+                    "--runs-dir",
+                    str(folder.parent),
+                    "--run-name",
+                    name,
+                ]
+            )
+            == 0
+        )
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -128,21 +171,35 @@ def test_every_readable_format_resumes_to_the_same_weights(run, tmp_path, versio
 def test_a_format_1_lamo_checkpoint_loads_as_the_model_of_its_variant(tmp_path):
     """Format 1 had one ``lamo`` model whose ``variant`` chose grid, structured mesh or point cloud (its config held
     every option of both); it loads as ``lamo`` (grid) or ``lamo_mesh`` with that geometry, with the same weights."""
-    grid_only = dict(patch_size=2, pad_multiple=0, grid_size=(8, 8), grid_transfer="resample", pos_embed=True,
-                     pos_embed_interp=True)
-    mesh_only = dict(n_slices=4, slice_heads=4, slice_temperature=0.5, slice_clamp=None, share_encoder=True,
-                     decoder="shared", n_points=0, slice_normalize=True, slice_value_projection=True, pos_channels=0,
-                     placeholder=True, time_embedding=False)
+    grid_only = dict(
+        patch_size=2, pad_multiple=0, grid_size=(8, 8), grid_transfer="resample", pos_embed=True, pos_embed_interp=True
+    )
+    mesh_only = dict(
+        n_slices=4,
+        slice_heads=4,
+        slice_temperature=0.5,
+        slice_clamp=None,
+        share_encoder=True,
+        decoder="shared",
+        n_points=0,
+        slice_normalize=True,
+        slice_value_projection=True,
+        pos_channels=0,
+        placeholder=True,
+        time_embedding=False,
+    )
     small = dict(in_channels=1, width=8, n_layers=1, mlp_ratio=2, ssm=dict(d_state=4, heads=2))
-    for variant, name, x in (("grid", "lamo", torch.rand(2, 8, 8, 1)),
-                             ("point_cloud", "lamo_mesh", torch.rand(2, 12, 1)),
-                             ("structured_mesh", "lamo_mesh", torch.rand(2, 5, 4, 1))):
+    for variant, name, x in (
+        ("grid", "lamo", torch.rand(2, 8, 8, 1)),
+        ("point_cloud", "lamo_mesh", torch.rand(2, 12, 1)),
+        ("structured_mesh", "lamo_mesh", torch.rand(2, 5, 4, 1)),
+    ):
         own = grid_only if name == "lamo" else dict(mesh_only, geometry=variant)
         model = ndm.build(name, **small, **own)
         ndm.save(model, tmp_path / "m.pt")
         ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
         saved = {k: v for k, v in ckpt["model"]["config"].items() if k != "geometry"}
-        config = {**grid_only, **mesh_only, **saved, "variant": variant}   # format 1: every option of both
+        config = {**grid_only, **mesh_only, **saved, "variant": variant}  # format 1: every option of both
         ckpt.update(format_version=1, model={"name": "lamo", "config": config})
         torch.save(ckpt, tmp_path / "old.pt")
         again = ndm.load(tmp_path / "old.pt")
@@ -152,8 +209,9 @@ def test_a_format_1_lamo_checkpoint_loads_as_the_model_of_its_variant(tmp_path):
 
 
 def test_a_newer_format_is_refused_naming_the_versions(run, tmp_path):
-    path = _rewrite(run / "checkpoints" / "last.pt", tmp_path / "new.pt",
-                    lambda c: c.update(format_version=CHECKPOINT_FORMAT + 1))
+    path = _rewrite(
+        run / "checkpoints" / "last.pt", tmp_path / "new.pt", lambda c: c.update(format_version=CHECKPOINT_FORMAT + 1)
+    )
     with pytest.raises(DataError) as info:
         neurodyn.load_run(path)
     text = str(info.value)

@@ -11,6 +11,7 @@ accumulation equals one batch twice as large, up to float32 rounding, is tested 
 (``tests/train/test_trainer_options.py``). DDP also refuses to train a model with a parameter that gets no
 gradient, so a pass proves every parameter is used.
 """
+
 import json
 import os
 import shutil
@@ -39,21 +40,34 @@ GLOO_EXIT_ABORT = "terminate called without an active exception"
 
 
 def _run(args, env, extra):
-    return subprocess.run([sys.executable, *extra, "-m", "neurodyn", *args], env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, *extra, "-m", "neurodyn", *args], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def _losses(run):
-    return [r["train_loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
-            if "train_loss" in (r := json.loads(line))]
+    return [
+        r["train_loss"]
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if "train_loss" in (r := json.loads(line))
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_two_processes_follow_one(tmp_path, data_dir, family):
     preset, overrides, batch = FAMILIES[family]
-    args = ["train", preset, "--scale", "tiny", "--no-progress", "train.epochs=2", *overrides,
-            "--runs-dir", str(tmp_path)]
+    args = [
+        "train",
+        preset,
+        "--scale",
+        "tiny",
+        "--no-progress",
+        "train.epochs=2",
+        *overrides,
+        "--runs-dir",
+        str(tmp_path),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NEURODYN_DATA": str(data_dir)}
     # one process: each global batch as two micro-batches of half its size (the ranks' halves, in the same order)
     one = _run([*args, "--run-name", "one", f"train.batch_size={batch // 2}", "train.accumulate=2"], env, [])
@@ -72,8 +86,9 @@ def test_two_processes_follow_one(tmp_path, data_dir, family):
     l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
     assert len(l1) == len(l2) == 2
     assert l2 == pytest.approx(l1, rel=LOSS_RTOL, abs=0)
-    w1, w2 = (torch.load(tmp_path / r / "checkpoints" / "last.pt", weights_only=True)["model_state"]
-              for r in ("one", "two"))
+    w1, w2 = (
+        torch.load(tmp_path / r / "checkpoints" / "last.pt", weights_only=True)["model_state"] for r in ("one", "two")
+    )
     assert w1.keys() == w2.keys()
     for k in w1:
         if "running_" in k or "num_batches_tracked" in k:

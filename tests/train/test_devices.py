@@ -4,6 +4,7 @@ commands built on them (``evaluate``, ``predict``, plots, ``load_run``) on this 
 Without an accelerator here, the ``meta`` device stands in for one: a tensor left on the CPU meets a meta tensor
 in the first operation and fails there, as a CPU tensor meets a CUDA one ("Expected all tensors to be on the same
 device")."""
+
 import pytest
 import torch
 

@@ -1,6 +1,7 @@
 """neurodyn.SequenceClassifier / SequenceRegressor on arrays the test writes: training through the preset's own
 trainer, predictions, probabilities, exact resume from a run folder, labels kept, bad input refused; in memory, no
 file written anywhere and the predictions of a run on the store converted from the same arrays."""
+
 import tempfile
 
 import h5py
@@ -33,7 +34,7 @@ def test_classifier_trains_predicts_and_keeps_string_labels(tmp_path):
     assert clf.fit(x, y) is clf
     assert clf.classes_.tolist() == ["sine", "square"]
     assert set(clf.predict(xt).tolist()) <= {"sine", "square"}
-    proba = clf.predict_proba(torch.as_tensor(xt))                      # tensors in, like arrays
+    proba = clf.predict_proba(torch.as_tensor(xt))  # tensors in, like arrays
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
     assert np.array_equal(clf.classes_[proba.argmax(1)], clf.predict(xt))
     assert clf.score(xt, yt) == np.mean(clf.predict(xt) == yt) >= 0.9
@@ -144,30 +145,58 @@ def converted_run(tmp_path, name, preset, arrays, *overrides):
     np.savez(tmp_path / f"{name}.npz", **arrays)
     store = tmp_path / f"{name}.h5"
     assert main(["convert", str(tmp_path / f"{name}.npz"), "--out", str(store), "--no-progress"]) == 0
-    assert main(["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--run-name", name,
-                 "--quiet", f"data.path={store}", *overrides]) == 0
+    assert (
+        main(
+            [
+                "train",
+                preset,
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--run-name",
+                name,
+                "--quiet",
+                f"data.path={store}",
+                *overrides,
+            ]
+        )
+        == 0
+    )
     return tmp_path / "runs" / name
 
 
-@pytest.mark.parametrize("preset, opts", [
-    ("gru/sequence", dict(epochs=3, batch_size=8)),
-    ("knn/sequence", {}),
-    ("minirocket/sequence", {}),
-])
+@pytest.mark.parametrize(
+    "preset, opts",
+    [
+        ("gru/sequence", dict(epochs=3, batch_size=8)),
+        ("knn/sequence", {}),
+        ("minirocket/sequence", {}),
+    ],
+)
 def test_in_memory_predictions_equal_a_run_on_the_converted_store(tmp_path, preset, opts):
     x, y, _ = waves(36, 6)
     mask = np.ones(x.shape[:2], dtype=bool)
-    mask[1::3, -7:] = False                        # unequal lengths: the mask travels with the arrays
+    mask[1::3, -7:] = False  # unequal lengths: the mask travels with the arrays
     xt, _, _ = waves(12, 7)
     classes, codes = np.unique(y, return_inverse=True)
-    arrays = {"x": np.where(mask[..., None], x, np.nan), "y": codes.astype(np.int64), "classes": classes,
-              "mask": mask.astype(np.int8)}
+    arrays = {
+        "x": np.where(mask[..., None], x, np.nan),
+        "y": codes.astype(np.int64),
+        "classes": classes,
+        "mask": mask.astype(np.int8),
+    }
     run = converted_run(tmp_path, "old", preset, arrays, *(f"train.{k}={v}" for k, v in opts.items()))
     clf = neurodyn.SequenceClassifier(preset, scale="tiny", **opts).fit(x, y, mask=mask)
     for which in ("last", "best"):
         want = neurodyn.load_run(run, which=which).predict(xt)
-        mine = clf.run_.predict(xt) if which == "last" else neurodyn.SequenceClassifier(
-            preset, scale="tiny", which="best", **opts).fit(x, y, mask=mask).run_.predict(xt)
+        mine = (
+            clf.run_.predict(xt)
+            if which == "last"
+            else neurodyn.SequenceClassifier(preset, scale="tiny", which="best", **opts)
+            .fit(x, y, mask=mask)
+            .run_.predict(xt)
+        )
         torch.testing.assert_close(mine, want, rtol=0, atol=0)
     np.testing.assert_array_equal(clf.predict(xt), classes[neurodyn.load_run(run).predict(xt).argmax(-1).numpy()])
 
@@ -177,8 +206,9 @@ def test_in_memory_regression_equals_a_run_on_the_converted_store(tmp_path):
     target = np.stack([np.cos(phase), np.sin(phase)], 1)
     run = converted_run(tmp_path, "reg", "gru/sequence", {"x": x, "y": target}, "train.epochs=2")
     reg = neurodyn.SequenceRegressor("gru/sequence", scale="tiny", epochs=2).fit(x, target)
-    torch.testing.assert_close(torch.as_tensor(reg.predict(x)), neurodyn.load_run(run).predict(x).double(),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        torch.as_tensor(reg.predict(x)), neurodyn.load_run(run).predict(x).double(), rtol=0, atol=0
+    )
 
 
 def test_a_run_on_arrays_is_evaluated_on_a_converted_test_file(tmp_path):
@@ -188,14 +218,17 @@ def test_a_run_on_arrays_is_evaluated_on_a_converted_test_file(tmp_path):
     y = np.where(np.arange(40) % 5 == 0, "noise", y)
     x[y == "noise"] = np.random.default_rng(0).normal(size=(8, 32, 1))
     clf = neurodyn.SequenceClassifier("knn/sequence", scale="tiny", run_dir=tmp_path / "run").fit(x, y)
-    xt, yt, _ = waves(20, 10)                                   # only sine and square: indices 0, 1 in its own file
+    xt, yt, _ = waves(20, 10)  # only sine and square: indices 0, 1 in its own file
     np.savez(tmp_path / "test.npz", x=xt, y=yt)
     assert main(["convert", str(tmp_path / "test.npz"), "--out", str(tmp_path / "test.h5"), "--no-progress"]) == 0
     scores = neurodyn.load_run(tmp_path / "run").evaluate([tmp_path / "test.h5"])
     assert clf.classes_.tolist() == ["noise", "sine", "square"]
     assert scores["test"]["accuracy"] == pytest.approx(clf.score(xt, yt)) and clf.score(xt, yt) > 0.6
-    with pytest.raises(ConfigError, match=r"trained by a sequence estimator \(sha256:[0-9a-f]{16}\) on arrays, so it "
-                                          r"has no stored val split"):
+    with pytest.raises(
+        ConfigError,
+        match=r"trained by a sequence estimator \(sha256:[0-9a-f]{16}\) on arrays, so it "
+        r"has no stored val split",
+    ):
         neurodyn.load_run(tmp_path / "run").split("val")
 
 
@@ -226,8 +259,9 @@ def test_the_summary_of_an_estimators_run_shows_the_baselines(tmp_path):
     assert majority == pytest.approx(val_accuracy(runs["majority"]), abs=1e-4)
     assert knn == pytest.approx(val_accuracy(runs["knn"]), abs=1e-4)
     # with a test split held out, the test table carries them, and no validation table is shown
-    neurodyn.SequenceClassifier("hydra/sequence", scale="tiny", run_dir=tmp_path / "held",
-                                overrides=["data.n_test=12"]).fit(x, y)
+    neurodyn.SequenceClassifier(
+        "hydra/sequence", scale="tiny", run_dir=tmp_path / "held", overrides=["data.n_test=12"]
+    ).fit(x, y)
     held = (tmp_path / "held" / "summary.md").read_text()
     assert "Test split:" in held and "majority (baseline) | 1-NN Euclidean (baseline)" in held
     assert "The validation split" not in held

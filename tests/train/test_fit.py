@@ -1,4 +1,5 @@
 """neurodyn.train.fit: a user's own nn.Module trains, checkpoints, resumes and predicts through the library."""
+
 import pytest
 import torch
 from torch import nn

@@ -1,5 +1,6 @@
 """The fitted baselines through the one trainer, the CLI and compare, and the baseline scores and new metrics of
 every sequence run's summary."""
+
 import json
 import re
 
@@ -34,8 +35,23 @@ def stores(tmp_path, capsys):
 
 def train(tmp_path, preset, *overrides):
     name = preset.replace("/", "-")
-    assert main(["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
-                 "--run-name", name, *overrides]) == 0
+    assert (
+        main(
+            [
+                "train",
+                preset,
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--no-progress",
+                "--run-name",
+                name,
+                *overrides,
+            ]
+        )
+        == 0
+    )
     return tmp_path / "runs" / name
 
 
@@ -57,7 +73,7 @@ def test_baselines_train_in_one_pass_and_every_summary_shows_them(tmp_path, stor
     train_h5, test_h5 = stores
     data = [f"data.path={train_h5}", f"data.test_path={test_h5}"]
     knn = train(tmp_path, "knn/sequence", *data, "train.epochs=3")
-    assert [r["epoch"] for r in records(knn) if "train_loss" in r] == [0]    # one fitting pass, whatever epochs says
+    assert [r["epoch"] for r in records(knn) if "train_loss" in r] == [0]  # one fitting pass, whatever epochs says
     acc_knn = metric_of(knn, "accuracy")
     assert acc_knn > 0.7 and metric_of(knn, "balanced_accuracy") > 0.7
     assert np.array(metric_of(knn, "confusion")).sum() == 30
@@ -85,17 +101,22 @@ def test_regression_reports_r2_beside_the_training_mean(tmp_path, capsys):
     store = sine_or_square_npz(tmp_path / "phase.npz", 60, 2, regression=True)
     run = train(tmp_path, "minirocket/sequence", f"data.path={store}", "data.n_test=15")
     last = next(r["test"] for r in records(run) if "test" in r)["test"]["last"]
-    assert {"rmse", "mae", "r2"} <= set(last) and "score" not in last   # a RUL score only for RUL data
+    assert {"rmse", "mae", "r2"} <= set(last) and "score" not in last  # a RUL score only for RUL data
     assert last["r2"] > 0.8
-    r2 = summary_row(run, "r2")                      # final, best, majority (the training mean), 1-NN
+    r2 = summary_row(run, "r2")  # final, best, majority (the training mean), 1-NN
     assert r2[2] < 0.05 < r2[3]
     capsys.readouterr()
 
 
 def test_compare_fits_baselines_once(tmp_path, stores, capsys):
     train_h5, test_h5 = stores
-    recs = compare(["majority/sequence", "knn/sequence"], tmp_path / "cmp", "tiny", epochs=3,
-                   overrides=[f"data.path={train_h5}", f"data.test_path={test_h5}"])
+    recs = compare(
+        ["majority/sequence", "knn/sequence"],
+        tmp_path / "cmp",
+        "tiny",
+        epochs=3,
+        overrides=[f"data.path={train_h5}", f"data.test_path={test_h5}"],
+    )
     assert [r["epochs"] for r in recs] == [1, 1]
     by = {r["preset"]: r["sets"]["waves_test"] for r in recs}
     assert by["knn/sequence"] > by["majority/sequence"]
@@ -109,8 +130,13 @@ def test_compare_records_every_metric_of_a_regression_test_file(tmp_path, capsys
     validation split), and RMSE >= MAE always."""
     train_h5 = sine_or_square_npz(tmp_path / "phase_train.npz", 40, 3, regression=True)
     test_h5 = sine_or_square_npz(tmp_path / "phase_test.npz", 30, 4, regression=True)
-    recs = compare(["majority/sequence", "minirocket/sequence"], tmp_path / "cmp", "tiny", epochs=1,
-                   overrides=[f"data.path={train_h5}", f"data.test_path={test_h5}", "data.n_val=0"])
+    recs = compare(
+        ["majority/sequence", "minirocket/sequence"],
+        tmp_path / "cmp",
+        "tiny",
+        epochs=1,
+        overrides=[f"data.path={train_h5}", f"data.test_path={test_h5}", "data.n_val=0"],
+    )
     by = {r["preset"]: r["set_metrics"]["phase_test"] for r in recs}
     assert all(r["set_metrics"]["phase_test"]["rmse"] == r["sets"]["phase_test"] for r in recs)
     assert all(m["rmse"] >= m["mae"] for m in by.values())

@@ -1,4 +1,5 @@
 """Tests of neurodyn.train.losses against independent numpy / analytic oracles."""
+
 import math
 
 import numpy as np
@@ -62,11 +63,12 @@ def test_quadrature_constant_spacing_cancels_but_weights_do_not():
     pred, target = torch.randn(3, 10, 7, 2).double(), torch.randn(3, 10, 7, 2).double()
     plain = relative_lp(pred, target, reduction="none")
     assert torch.allclose(relative_lp(pred, target, reduction="none", quadrature=(0.1, 0.5)), plain, rtol=1e-14)
-    assert torch.allclose(relative_lp(pred, target, reduction="none", quadrature=torch.full((10, 7), 0.3)),
-                          plain, rtol=1e-12)
+    assert torch.allclose(
+        relative_lp(pred, target, reduction="none", quadrature=torch.full((10, 7), 0.3)), plain, rtol=1e-12
+    )
     w = torch.rand(10, 7).double() + 0.1
     a, b, ww = pred.numpy(), target.numpy(), w.numpy()[None, :, :, None]
-    want = np.sqrt((ww * (a - b) ** 2).sum((1, 2, 3)) / (ww * b ** 2).sum((1, 2, 3)))
+    want = np.sqrt((ww * (a - b) ** 2).sum((1, 2, 3)) / (ww * b**2).sum((1, 2, 3)))
     got = relative_lp(pred, target, reduction="none", quadrature=w).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert not np.allclose(got, plain.numpy(), rtol=1e-3)
@@ -140,10 +142,12 @@ def test_gradient_loss_reference_form_hand_computed():
         p[0, :] = p[-1, :] = p[:, 0] = p[:, -1] = 0.0
         terms = []
         for di, dj, h in ((0, 1, hx), (1, 0, hy)):
-            gp = np.array([[(at(p, i + di, j + dj) - at(p, i - di, j - dj)) / (2 * h) for j in range(W)]
-                           for i in range(H)])
-            gt = np.array([[(at(t, i + di, j + dj) - at(t, i - di, j - dj)) / (2 * h) for j in range(W)]
-                           for i in range(H)])
+            gp = np.array(
+                [[(at(p, i + di, j + dj) - at(p, i - di, j - dj)) / (2 * h) for j in range(W)] for i in range(H)]
+            )
+            gt = np.array(
+                [[(at(t, i + di, j + dj) - at(t, i - di, j - dj)) / (2 * h) for j in range(W)] for i in range(H)]
+            )
             terms.append(np.linalg.norm(gp - gt) / np.linalg.norm(gt))
         losses.append(rel + 0.1 * sum(terms))
     got = gradient_loss(torch.from_numpy(P), torch.from_numpy(T), h=(hy, hx), reduction="none").numpy()
@@ -191,7 +195,7 @@ def test_h1_periodic_2d_analytic():
     u = (torch.sin(2 * math.pi * X) * torch.sin(2 * math.pi * Y))[None, ..., None]
     e = a * (torch.sin(2 * math.pi * k * X) * torch.sin(2 * math.pi * l * Y))[None, ..., None]
     got = float(H1Loss(periodic=True)(u + e, u))
-    want = a * math.sqrt((1 + 4 * math.pi ** 2 * (k * k + l * l)) / (1 + 8 * math.pi ** 2))
+    want = a * math.sqrt((1 + 4 * math.pi**2 * (k * k + l * l)) / (1 + 8 * math.pi**2))
     sym = lambda m: math.sin(2 * math.pi * m / n) * n  # noqa: E731  (exact discrete symbol)
     discrete = a * math.sqrt((1 + sym(k) ** 2 + sym(l) ** 2) / (1 + 2 * sym(1) ** 2))
     assert got == pytest.approx(discrete, rel=1e-10)
@@ -201,7 +205,7 @@ def test_h1_periodic_2d_analytic():
 def test_h1_nonperiodic_2d_converges():
     # on [0,1]^2 with endpoints: ||e||^2 = eps^2/4, ||grad e||^2 = 2 pi^2 eps^2; ||u||^2 = 1/4, ||grad u||^2 = pi^2/2
     eps_ = 0.1
-    want = eps_ * math.sqrt((0.25 + 2 * math.pi ** 2) / (0.25 + math.pi ** 2 / 2))
+    want = eps_ * math.sqrt((0.25 + 2 * math.pi**2) / (0.25 + math.pi**2 / 2))
     errs = []
     for s in (33, 129):
         y, x = _grid(s)

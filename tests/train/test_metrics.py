@@ -1,4 +1,5 @@
 """Tests of neurodyn.train.metrics against independent numpy oracles and analytic cases."""
+
 import itertools
 import json
 import math
@@ -10,9 +11,19 @@ import pytest
 import torch
 
 from neurodyn.train.losses import relative_lp
-from neurodyn.train.metrics import (METRIC_DEFINITIONS, METRIC_NAMES, MetricAccumulator, band_modes, boundary_mask,
-                                    evaluate_fields, fourier_band_rmse, order_metrics, poisson_metrics, sample_metrics,
-                                    shown_metrics)
+from neurodyn.train.metrics import (
+    METRIC_DEFINITIONS,
+    METRIC_NAMES,
+    MetricAccumulator,
+    band_modes,
+    boundary_mask,
+    evaluate_fields,
+    fourier_band_rmse,
+    order_metrics,
+    poisson_metrics,
+    sample_metrics,
+    shown_metrics,
+)
 
 SHAPES = [(3, 21, 2), (2, 12, 9, 1), (2, 6, 7, 5, 2)]  # 1D odd, 2D even x odd, 3D
 
@@ -27,8 +38,11 @@ def _pair(shape, seed=0):
 
 
 def _np_boundary_points(spatial):
-    return [idx for idx in itertools.product(*(range(n) for n in spatial))
-            if any(i in (0, n - 1) for i, n in zip(idx, spatial))]
+    return [
+        idx
+        for idx in itertools.product(*(range(n) for n in spatial))
+        if any(i in (0, n - 1) for i, n in zip(idx, spatial))
+    ]
 
 
 def _np_band_of_modes(spatial, lo=4, hi=12):
@@ -66,7 +80,7 @@ def test_per_sample_values_match_numpy(shape):
     bpts = _np_boundary_points(spatial)
     for b, c in itertools.product(range(B), range(C)):
         e, t = P[b, ..., c] - T[b, ..., c], T[b, ..., c]
-        assert float(got["rmse"][b, c]) == pytest.approx(np.sqrt(np.mean(e ** 2)), rel=1e-12)
+        assert float(got["rmse"][b, c]) == pytest.approx(np.sqrt(np.mean(e**2)), rel=1e-12)
         assert float(got["nrmse"][b, c]) == pytest.approx(np.linalg.norm(e) / np.linalg.norm(t), rel=1e-12)
         assert float(got["max_err"][b, c]) == pytest.approx(np.abs(e).max(), rel=1e-15)
         assert float(got["crmse"][b, c]) == pytest.approx(abs(P[b, ..., c].mean() - t.mean()), rel=1e-10)
@@ -91,7 +105,7 @@ def test_evaluate_fields_aggregation():
     assert res["max_err"] == float((pred - target).abs().max())
     # crmse: RMS over samples per channel, then mean over channels (PDEBench)
     d = (pred.mean(dim=(1, 2)) - target.mean(dim=(1, 2))).numpy()  # (B, C)
-    assert res["crmse"] == pytest.approx(np.sqrt((d ** 2).mean(axis=0)).mean(), rel=1e-12)
+    assert res["crmse"] == pytest.approx(np.sqrt((d**2).mean(axis=0)).mean(), rel=1e-12)
     assert res["rel_l2"] == pytest.approx(float(relative_lp(pred, target)), rel=1e-12)
 
 
@@ -119,8 +133,10 @@ def test_single_wavenumber_1d_lands_in_one_band(k, band):
     assert torch.allclose(f, want, atol=1e-12), (k, f)
 
 
-@pytest.mark.parametrize("kx, ky, band", [(2, 3, 0), (3, 3, 1), (3, -3, 1), (0, 4, 1), (-8, 0, 1),
-                                          (7, 9, 1), (9, 9, 2), (12, 0, 2), (11, 0, 1)])
+@pytest.mark.parametrize(
+    "kx, ky, band",
+    [(2, 3, 0), (3, 3, 1), (3, -3, 1), (0, 4, 1), (-8, 0, 1), (7, 9, 1), (9, 9, 2), (12, 0, 2), (11, 0, 1)],
+)
 def test_single_wavenumber_2d_uses_radial_wavenumber(kx, ky, band):
     # |k| = sqrt(kx^2 + ky^2): (3, 3) has both components < 4 but |k| = 4.24 -> mid; (9, 9): 12.7 -> high
     n = 32
@@ -186,8 +202,7 @@ def test_shown_metrics_drop_a_duplicate_and_say_which_bands_are_missing():
     res = evaluate_fields(*_pair((3, 16, 16, 1), seed=9))
     keys, notes = shown_metrics(res, channels=1)
     assert "nrmse" not in keys and "frmse_high" not in keys and "rel_l2" in keys and "frmse_mid" in keys
-    assert any(n.startswith("nrmse is not shown: for a field of one channel it is rel_l2 by definition")
-               for n in notes)
+    assert any(n.startswith("nrmse is not shown: for a field of one channel it is rel_l2 by definition") for n in notes)
     assert "frmse_high: n/a, the grid has no Fourier mode with |k| >= 12" in notes
     assert "nrmse" in shown_metrics(res, channels=2)[0]  # several channels: two quantities
     assert "nrmse" not in shown_metrics(res)[0]  # unknown channels: equal to 1e-9, one quantity
@@ -272,7 +287,7 @@ def _dist_worker(rank, world, init_file, data_file, out_file):
         out = {}
         # (a) unequal shards, the NaN-free case
         acc = MetricAccumulator()
-        for sl in ([slice(0, 2), slice(2, 3)] if rank == 0 else [slice(3, 7)]):
+        for sl in [slice(0, 2), slice(2, 3)] if rank == 0 else [slice(3, 7)]:
             acc.update(pred[sl], target[sl])
         out["split"] = acc.reduce_().compute()
         # (b) rank 1 saw no data at all, rank 0 everything
@@ -282,18 +297,18 @@ def _dist_worker(rank, world, init_file, data_file, out_file):
         out["empty_rank"] = acc.reduce_().compute()
         # (c) a NaN on rank 1 survives the MAX reduction
         acc = MetricAccumulator()
-        p = pred[rank * 3:rank * 3 + 3].clone()
+        p = pred[rank * 3 : rank * 3 + 3].clone()
         if rank == 1:
             p[0, 0, 0, 0] = float("nan")
-        acc.update(p, target[rank * 3:rank * 3 + 3])
+        acc.update(p, target[rank * 3 : rank * 3 + 3])
         out["nan"] = acc.reduce_().compute()
         out["count"] = acc.count
         # (d) an all-zero target on rank 1 is counted on every rank: one warning with the total
         acc = MetricAccumulator()
-        t = target[rank * 3:rank * 3 + 3].clone()
+        t = target[rank * 3 : rank * 3 + 3].clone()
         if rank == 1:
             t[0] = 0.0
-        acc.update(pred[rank * 3:rank * 3 + 3], t)
+        acc.update(pred[rank * 3 : rank * 3 + 3], t)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             acc.reduce_().compute()
@@ -341,9 +356,12 @@ def test_zero_targets_warn_once_and_change_no_value():
         warnings.simplefilter("error")  # ordinary targets: no warning
         evaluate_fields(pred, target)
     target[1] = 0.0
-    with pytest.warns(UserWarning, match=r"^1 of 4 samples have an all-zero target \(norm <= 1e-12\), for which "
-                                         r"relative L2 is undefined .*absolute metrics reported beside it "
-                                         r"\(rmse, max_err\)\.$"):
+    with pytest.warns(
+        UserWarning,
+        match=r"^1 of 4 samples have an all-zero target \(norm <= 1e-12\), for which "
+        r"relative L2 is undefined .*absolute metrics reported beside it "
+        r"\(rmse, max_err\)\.$",
+    ):
         got = evaluate_fields(pred, target)
     assert got["rel_l2"] == pytest.approx(float(relative_lp(pred, target, 2)), rel=1e-12)  # the value is unchanged
 

@@ -1,6 +1,7 @@
 """A user's own time series end to end through the command line: `neurodyn convert FILE` (UEA .ts,
 long-format CSV, .npz), then `neurodyn train <model>/sequence data.path=STORE data.test_path=TEST`, `evaluate
 --data`, `predict` and `compare` on the converted stores, and every sequence preset trained on such a store."""
+
 import json
 
 import numpy as np
@@ -29,8 +30,16 @@ def _cases(n: int, seed: int, length=(6, 10)):
 
 
 def write_ts(path, cases, missing=False):
-    lines = ["@problemName Ramps", "@timeStamps false", f"@missing {str(missing).lower()}", "@univariate false",
-             "@dimensions 2", "@equalLength false", "@classLabel true down up", "@data"]
+    lines = [
+        "@problemName Ramps",
+        "@timeStamps false",
+        f"@missing {str(missing).lower()}",
+        "@univariate false",
+        "@dimensions 2",
+        "@equalLength false",
+        "@classLabel true down up",
+        "@data",
+    ]
     for k, (x, c) in enumerate(cases):
         dims = [[f"{v:.4f}" for v in x[:, j]] for j in range(2)]
         if missing and k % 3 == 0:
@@ -43,7 +52,7 @@ def write_ts(path, cases, missing=False):
 def write_csv(path, cases, offset=0):
     rows = ["id,time,a,b,label"]
     for k, (x, c) in enumerate(cases):
-        t = np.cumsum(np.random.default_rng(k).uniform(0.5, 1.5, len(x)))     # irregular timestamps
+        t = np.cumsum(np.random.default_rng(k).uniform(0.5, 1.5, len(x)))  # irregular timestamps
         rows += [f"s{k + offset},{t[j]:.3f},{x[j, 0]:.4f},{x[j, 1]:.4f},{'up' if c else 'down'}" for j in range(len(x))]
     path.write_text("\n".join(rows) + "\n")
     return path
@@ -53,7 +62,7 @@ def write_npz(path, cases):
     T = max(len(x) for x, _ in cases)
     x = np.full((len(cases), T, 2), np.nan)
     for k, (xi, _) in enumerate(cases):
-        x[k, :len(xi)] = xi
+        x[k, : len(xi)] = xi
     np.savez(path, x=x, mask=np.isfinite(x[..., 0]), y=np.array(["up" if c else "down" for _, c in cases]))
     return path
 
@@ -76,8 +85,17 @@ def stores(tmp_path, capsys):
 
 
 def train(tmp_path, preset, *overrides, name=None):
-    argv = ["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
-            *(["--run-name", name] if name else []), *overrides]
+    argv = [
+        "train",
+        preset,
+        "--scale",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        *(["--run-name", name] if name else []),
+        *overrides,
+    ]
     assert main(argv) == 0
     return tmp_path / "runs" / (name or f"{preset.replace('/', '-')}-tiny")
 
@@ -99,12 +117,11 @@ def test_each_format_converts_and_trains_nac_and_gru(tmp_path, capsys, fmt, mode
     test_h5 = convert(test_src, tmp_path / "own_test.h5")
     store = StoredDataset(train_h5)
     assert store.config["info"]["classes"] == ["down", "up"] and store.shapes["fields/x"][2] == 2
-    run = train(tmp_path, f"{model}/sequence", f"data.path={train_h5}", f"data.test_path={test_h5}",
-                "train.epochs=2")
+    run = train(tmp_path, f"{model}/sequence", f"data.path={train_h5}", f"data.test_path={test_h5}", "train.epochs=2")
     tests = read_tests(run)
     last = tests["own_test"]["last"]
     assert set(tests) == {"own_test"} and last["n"] == 8 and 0 <= last["accuracy"] <= 1
-    assert "best" in tests["own_test"]                                   # 2 of the 20 training sequences validate
+    assert "best" in tests["own_test"]  # 2 of the 20 training sequences validate
     ckpt = read_checkpoint(run / "checkpoints" / "last.pt")
     assert ckpt["model"]["config"]["in_channels"] == 2 and ckpt["model"]["config"]["out_channels"] == 2
     assert "Test file `own_test`" in (run / "summary.md").read_text()
@@ -118,7 +135,7 @@ def test_evaluate_predict_and_compare_on_converted_stores(tmp_path, stores, caps
     metrics = json.loads(capsys.readouterr().out)
     m = metrics["Ramps_TEST"]
     assert set(metrics) == {"Ramps_TEST"} and m["n"] == 10 and 0 <= m["accuracy"] <= 1
-    assert main(["evaluate", str(run)]) == 0                             # its own held-out test split
+    assert main(["evaluate", str(run)]) == 0  # its own held-out test split
     assert "accuracy" in capsys.readouterr().out
 
     assert main(["predict", str(run), "--data", str(test_h5), "--out", str(tmp_path / "pred.h5")]) == 0
@@ -126,12 +143,28 @@ def test_evaluate_predict_and_compare_on_converted_stores(tmp_path, stores, caps
 
     with h5py.File(tmp_path / "pred.h5") as f:
         pred = f["pred"][()]
-    assert pred.shape == (10, 2) and np.isfinite(pred).all()             # class logits, one row per sequence
+    assert pred.shape == (10, 2) and np.isfinite(pred).all()  # class logits, one row per sequence
     assert "accuracy" in capsys.readouterr().out
 
     out = tmp_path / "cmp"
-    assert main(["compare", "nac/sequence", "gru/sequence", "--scale", "tiny", "--epochs", "1", "--out", str(out),
-                 f"data.path={train_h5}", f"data.test_path={test_h5}"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "nac/sequence",
+                "gru/sequence",
+                "--scale",
+                "tiny",
+                "--epochs",
+                "1",
+                "--out",
+                str(out),
+                f"data.path={train_h5}",
+                f"data.test_path={test_h5}",
+            ]
+        )
+        == 0
+    )
     table = (out / "compare.md").read_text()
     assert "accuracy Ramps_TEST" in table and "nac (nac/sequence)" in table and "gru (gru/sequence)" in table
     records = json.loads((out / "results.json").read_text())
@@ -143,20 +176,33 @@ def test_missing_values_irregular_steps_and_regression_train(tmp_path, capsys):
     src = write_ts(tmp_path / "Gaps_TRAIN.ts", _cases(16, 0), missing=True)
     store = StoredDataset(convert(src, tmp_path / "gaps.h5"))
     assert "fields/observed" in store.shapes and store.config["info"]["missing_values"] == 6
-    run = train(tmp_path, "cfc/sequence", f"data.path={store.path}", "data.n_test=4", "data.observed_channels=true",
-                "data.drop_steps=0.25", "train.epochs=1")
+    run = train(
+        tmp_path,
+        "cfc/sequence",
+        f"data.path={store.path}",
+        "data.n_test=4",
+        "data.observed_channels=true",
+        "data.drop_steps=0.25",
+        "train.epochs=1",
+    )
     assert read_checkpoint(run / "checkpoints" / "last.pt")["model"]["config"]["in_channels"] == 4
-    run = train(tmp_path, "mha/sequence", f"data.path={store.path}", "data.n_test=4", "data.missing=drop",
-                "train.epochs=1")
+    run = train(
+        tmp_path, "mha/sequence", f"data.path={store.path}", "data.n_test=4", "data.missing=drop", "train.epochs=1"
+    )
     assert read_tests(run)["test"]["last"]["n"] == 4
 
     reg = tmp_path / "Level_TRAIN.ts"
     rng = np.random.default_rng(0)
-    reg.write_text("@problemName Level\n@univariate true\n@targetLabel true\n@data\n" + "".join(
-        ",".join(f"{v:.3f}" for v in lvl + 0.1 * rng.normal(size=6)) + f":{lvl:.3f}\n"
-        for lvl in rng.uniform(0, 5, 12)))
-    run = train(tmp_path, "nac/sequence", f"data.path={convert(reg, tmp_path / 'level.h5')}", "data.n_test=3",
-                "train.epochs=1")
+    reg.write_text(
+        "@problemName Level\n@univariate true\n@targetLabel true\n@data\n"
+        + "".join(
+            ",".join(f"{v:.3f}" for v in lvl + 0.1 * rng.normal(size=6)) + f":{lvl:.3f}\n"
+            for lvl in rng.uniform(0, 5, 12)
+        )
+    )
+    run = train(
+        tmp_path, "nac/sequence", f"data.path={convert(reg, tmp_path / 'level.h5')}", "data.n_test=3", "train.epochs=1"
+    )
     last = read_tests(run)["test"]["last"]
     assert {"rmse", "mae"} <= set(last) and np.isfinite(last["rmse"])
 
@@ -192,10 +238,20 @@ def test_every_sequence_preset_trains_on_a_converted_store(tmp_path, stores, pre
     """The generic ``<model>/sequence`` presets need only the paths; the others take the same store with the
     split sizes (and, for the bearing presets, no condition split and no windows) overridden."""
     train_h5, test_h5 = stores
-    extra = [] if preset.endswith("/sequence") else ["data.n_train=all", "data.n_test=0", "data.split_param=null",
-                                                     "data.window=0"]
-    run = train(tmp_path, preset, f"data.path={train_h5}", f"data.test_path={test_h5}", "train.epochs=1", *extra,
-                name=preset.replace("/", "-"))
+    extra = (
+        []
+        if preset.endswith("/sequence")
+        else ["data.n_train=all", "data.n_test=0", "data.split_param=null", "data.window=0"]
+    )
+    run = train(
+        tmp_path,
+        preset,
+        f"data.path={train_h5}",
+        f"data.test_path={test_h5}",
+        "train.epochs=1",
+        *extra,
+        name=preset.replace("/", "-"),
+    )
     assert read_tests(run)["Ramps_TEST"]["last"]["n"] == 10
 
 
@@ -213,11 +269,17 @@ def test_predict_fills_missing_values_as_training_did(tmp_path, capsys):
 
     src = write_ts(tmp_path / "Gaps_TRAIN.ts", _cases(12, 0), missing=True)
     store = StoredDataset(convert(src, tmp_path / "gaps.h5"))
-    run = train(tmp_path, "gru/sequence", f"data.path={store.path}", "data.n_test=4", "data.observed_channels=true",
-                "train.epochs=1")
+    run = train(
+        tmp_path,
+        "gru/sequence",
+        f"data.path={store.path}",
+        "data.n_test=4",
+        "data.observed_channels=true",
+        "train.epochs=1",
+    )
     raw = np.where(store.read("fields/observed").astype(bool), store.read("fields/x"), np.nan)
     t, mask = store.read("fields/t"), store.read("fields/mask").astype(bool)
-    assert np.isnan(raw[mask]).any()                                  # the file has missing values inside sequences
+    assert np.isnan(raw[mask]).any()  # the file has missing values inside sequences
     ds = SequenceDataset(store, np.arange(store.n_samples), observed_channels=True)
     r = load_run(run)
     batch = {"x": ds.x, "t": torch.as_tensor(t), "mask": torch.as_tensor(mask)}

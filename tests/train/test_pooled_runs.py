@@ -1,5 +1,6 @@
 """A run trained with data.max_steps: its splits and test files pool with the training file's factor, and
 ``load_run(...).predict`` on raw arrays pools them alike (the same outputs as predicting the store)."""
+
 import h5py
 import numpy as np
 import yaml
@@ -26,15 +27,27 @@ def write_store(tmp_path, name, lengths, seed):
 def test_a_pooled_run_evaluates_and_predicts_raw_arrays_as_its_data(tmp_path, capsys):
     rng = np.random.default_rng(1)
     train = write_store(tmp_path, "train", [int(v) for v in rng.integers(10, 25, 24)] + [24], seed=0)
-    held = write_store(tmp_path, "held", [40, 13, 7, 24], seed=2)          # longer than the training file's 24
-    argv = ["train", "gru/sequence", "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
-            "--run-name", "pooled", f"data.path={train}", f"data.test_path={held}", "data.max_steps=6",
-            "train.epochs=1"]
+    held = write_store(tmp_path, "held", [40, 13, 7, 24], seed=2)  # longer than the training file's 24
+    argv = [
+        "train",
+        "gru/sequence",
+        "--scale",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        "--run-name",
+        "pooled",
+        f"data.path={train}",
+        f"data.test_path={held}",
+        "data.max_steps=6",
+        "train.epochs=1",
+    ]
     assert main(argv) == 0
     run = tmp_path / "runs" / "pooled"
     trained = load_run(run)
     held_set = trained.test_sets([held])["held"]
-    assert held_set.pool == 4 and held_set.m.sum(1).tolist() == [10, 4, 2, 6]    # k = ceil(24 / 6), not 40 / 6
+    assert held_set.pool == 4 and held_set.m.sum(1).tolist() == [10, 4, 2, 6]  # k = ceil(24 / 6), not 40 / 6
     capsys.readouterr()
     assert main(["predict", str(run), "--data", str(held), "--out", str(tmp_path / "p.h5"), "--which", "last"]) == 0
     with h5py.File(tmp_path / "p.h5") as f:
@@ -46,8 +59,8 @@ def test_a_pooled_run_evaluates_and_predicts_raw_arrays_as_its_data(tmp_path, ca
     direct = trained.predict(raw, t=t, mask=m).numpy()
     np.testing.assert_allclose(direct, stored, rtol=1e-4, atol=1e-5)
     unpooled = load_run(run)
-    unpooled.cfg["data"]["max_steps"] = 0                                      # without pooling they differ
+    unpooled.cfg["data"]["max_steps"] = 0  # without pooling they differ
     assert not np.allclose(unpooled.predict(raw, t=t, mask=m).numpy(), stored, atol=1e-5)
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["max_steps"] == 6
-    train.rename(tmp_path / "moved.h5")                                        # the checkpoint alone still knows k
+    train.rename(tmp_path / "moved.h5")  # the checkpoint alone still knows k
     assert load_run(run).test_sets([held])["held"].pool == 4

@@ -1,5 +1,6 @@
 """A trained run predicts in physical units: the README's snippet, `neurodyn predict` and the run's own test error
 agree; autoregressive and sequence runs predict too."""
+
 import re
 from pathlib import Path
 
@@ -30,8 +31,10 @@ def demo_run(tmp_path_factory):
     os.chdir(root)
     os.environ["NEURODYN_DATA"] = str(root / "data")
     try:
-        assert main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "demo", "--no-progress",
-                     "train.epochs=3"]) == 0
+        assert (
+            main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "demo", "--no-progress", "train.epochs=3"])
+            == 0
+        )
         yield root
     finally:
         os.chdir(old_cwd)

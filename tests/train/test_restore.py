@@ -1,5 +1,6 @@
 """One restore path: ``evaluate`` / ``compare`` / the plots / ``predict`` restore a run through ``load_run`` from its
 checkpoint, and read only the data asked for (never generated, never re-fitted)."""
+
 import json
 
 import numpy as np
@@ -36,8 +37,13 @@ def _pairs(n, seed):
 
 def _store(path, x, y):
     meta = StoreMeta("pairs", "1", {}, 0, len(x), len(x), ("a",), ("u",))
-    return write_store(path, meta, lambda ids: {"fields/a": x[ids].numpy(), "fields/u": y[ids].numpy()},
-                       coords={"x": np.arange(x.shape[1], dtype=float)}, progress=False)
+    return write_store(
+        path,
+        meta,
+        lambda ids: {"fields/a": x[ids].numpy(), "fields/u": y[ids].numpy()},
+        coords={"x": np.arange(x.shape[1], dtype=float)},
+        progress=False,
+    )
 
 
 @pytest.fixture
@@ -47,6 +53,7 @@ def no_training_data(monkeypatch):
 
 def _refuse_training_data(monkeypatch):
     """Building training data or generating a file fails: restoring must need neither."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("a trained run was restored by rebuilding its training data")
 
@@ -74,8 +81,7 @@ def test_evaluate_scores_a_fit_run_on_a_given_file(tmp_path, capsys, no_training
 def test_evaluate_reads_the_stored_test_split_and_reproduces_the_training_record(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NEURODYN_DATA", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    assert main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "r", "--no-progress",
-                 "train.epochs=2"]) == 0
+    assert main(["train", "fno/darcy", "--scale", "tiny", "--run-name", "r", "--no-progress", "train.epochs=2"]) == 0
     capsys.readouterr()
     recorded = read_test_metrics(tmp_path / "runs" / "r")["test"]["last"]
 

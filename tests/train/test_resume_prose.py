@@ -1,4 +1,5 @@
 """The resume check of a run folder compares what trains, not the preset's prose."""
+
 import json
 
 import pytest

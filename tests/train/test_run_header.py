@@ -3,6 +3,7 @@ header (``neurodyn train``) prints how the series reach the model (raw or pooled
 front end leaves to the core) and the seconds per epoch estimated from a few timed steps; ``summary.md`` writes the
 same steps line. The estimate changes nothing of the training that follows. The baselines whose published protocol
 reads the raw series (1-NN, MiniRocket, MultiRocket, Hydra) never pool unless asked."""
+
 import json
 
 import numpy as np
@@ -26,8 +27,18 @@ def write_store(tmp_path, name, n, length, seed=0):
 
 
 def train(tmp_path, preset, *overrides, name="run", quiet=False):
-    argv = ["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--run-name", name,
-            "--quiet" if quiet else "--no-progress", *overrides]
+    argv = [
+        "train",
+        preset,
+        "--scale",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--run-name",
+        name,
+        "--quiet" if quiet else "--no-progress",
+        *overrides,
+    ]
     assert main(argv) == 0
     return tmp_path / "runs" / name
 
@@ -50,19 +61,26 @@ def test_the_header_and_summary_say_how_the_series_reach_the_model_and_the_cost(
     assert out[first + 1] == "steps pooled by 2: 300 -> 150 (data.max_steps=auto)"
     cost = out[first + 2]
     assert cost.startswith("cost: ~") and " s per epoch (1 steps of " in cost and "for 2 epochs" in cost
-    assert out[first + 3].startswith("epoch 1/2")                     # printed before training starts
+    assert out[first + 3].startswith("epoch 1/2")  # printed before training starts
     summary = (run / "summary.md").read_text()
     assert "- steps pooled by 2: 300 -> 150 (data.max_steps=auto)" in summary
 
 
 def test_a_strided_front_end_reads_the_raw_series_and_says_what_the_core_reads(tmp_path, long_store, capsys):
-    run = train(tmp_path, "gru/sequence", f"data.path={long_store}", "data.max_steps=0", "model.conv_stride=auto",
-                "model.core_steps=40", "train.epochs=1")
+    run = train(
+        tmp_path,
+        "gru/sequence",
+        f"data.path={long_store}",
+        "data.max_steps=0",
+        "model.conv_stride=auto",
+        "model.core_steps=40",
+        "train.epochs=1",
+    )
     line = "raw series, 300 steps; the front end's strides 8: the core reads 38 steps"
     assert line in capsys.readouterr().out
     assert f"- {line}" in (run / "summary.md").read_text()
     model = read_checkpoint(run / "checkpoints" / "last.pt")["model"]["config"]
-    assert list(model["conv_stride"]) == [8]                          # the checkpoint holds the strides chosen
+    assert list(model["conv_stride"]) == [8]  # the checkpoint holds the strides chosen
 
 
 def test_the_cost_estimate_changes_nothing_of_the_training(tmp_path, long_store, capsys):
@@ -72,8 +90,11 @@ def test_the_cost_estimate_changes_nothing_of_the_training(tmp_path, long_store,
     assert "cost: ~" in capsys.readouterr().out
 
     def losses(run):
-        return [json.loads(line)["train_loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
-                if "train_loss" in line]
+        return [
+            json.loads(line)["train_loss"]
+            for line in (run / "metrics.jsonl").read_text().splitlines()
+            if "train_loss" in line
+        ]
 
     assert losses(quiet) == losses(told) and len(losses(told)) == 3
     a = read_checkpoint(quiet / "checkpoints" / "last.pt")["model_state"]

@@ -1,5 +1,6 @@
 """What a trained run folder shows: every image its summary.md links exists and holds a drawing, the plots name
 what they draw, and a run on a user's file records that file (path, sha256, shapes) instead of generator options."""
+
 import hashlib
 import json
 import re
@@ -57,15 +58,30 @@ def figures(monkeypatch):
 
 
 def train(tmp_path, capsys, preset, *overrides, name):
-    assert main(["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
-                 "--run-name", name, *overrides]) == 0
+    assert (
+        main(
+            [
+                "train",
+                preset,
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--no-progress",
+                "--run-name",
+                name,
+                *overrides,
+            ]
+        )
+        == 0
+    )
     return tmp_path / "runs" / name, capsys.readouterr().out
 
 
 def write_darcy_pt(path: Path, n: int, seed: int, size: int = 16) -> Path:
     g = torch.Generator().manual_seed(seed)
     a = (torch.rand(n, size, size, generator=g) > 0.5).float() * 9 + 3
-    u = torch.cumsum(torch.cumsum(1 / a, 1), 2) / size ** 2  # smooth, depends on a: something to learn
+    u = torch.cumsum(torch.cumsum(1 / a, 1), 2) / size**2  # smooth, depends on a: something to learn
     torch.save({"x": a, "y": u}, path)
     return path
 
@@ -79,8 +95,16 @@ def test_pde_run_on_user_files_records_them_and_plots_its_only_test_file(tmp_pat
     train_h5, line = convert(write_darcy_pt(tmp_path / "darcy_train_16.pt", 12, 0), tmp_path / "train.h5", capsys)
     assert "12 samples" in line and "(16, 16, 1)" in line
     test_h5, _ = convert(write_darcy_pt(tmp_path / "darcy_test_16.pt", 5, 1), tmp_path / "held.h5", capsys)
-    run, out = train(tmp_path, capsys, "fno/darcy", f"data.path={train_h5}", "data.n_train=10", "data.n_test=0",
-                     f"data.test_path={test_h5}", name="pde")
+    run, out = train(
+        tmp_path,
+        capsys,
+        "fno/darcy",
+        f"data.path={train_h5}",
+        "data.n_train=10",
+        "data.n_test=0",
+        f"data.test_path={test_h5}",
+        name="pde",
+    )
     last = out.strip().splitlines()[-1]
     assert "predictions.png" in last and "learning_curve.png" in last
     assert_summary_images(run, {"predictions.png", "learning_curve.png"})
@@ -88,7 +112,9 @@ def test_pde_run_on_user_files_records_them_and_plots_its_only_test_file(tmp_pat
     fig = figures["learning_curve.png"]
     assert [ax.get_ylabel() for ax in fig.axes] == ["relative L2"]
     assert [ln.get_label() for ln in fig.axes[0].get_lines()] == [
-        "training relative L2 (objective, mean over each epoch's batches)", "validation relative L2 (after each epoch)"]
+        "training relative L2 (objective, mean over each epoch's batches)",
+        "validation relative L2 (after each epoch)",
+    ]
     # the file the run read, and nothing of the preset's generator
     data = yaml.safe_load((run / "config.yaml").read_text())["data"]
     assert not {"generator", "resolution", "solve_resolution"} & set(data)
@@ -96,13 +122,24 @@ def test_pde_run_on_user_files_records_them_and_plots_its_only_test_file(tmp_pat
     assert record["path"] == str(train_h5)
     assert record["sha256"] == hashlib.sha256(train_h5.read_bytes()).hexdigest()
     assert record["shapes"] == {k: list(v) for k, v in StoredDataset(train_h5).shapes.items()}
-    assert record["converted_from"][0]["sha256"] == hashlib.sha256(
-        (tmp_path / "darcy_train_16.pt").read_bytes()).hexdigest()
+    assert (
+        record["converted_from"][0]["sha256"]
+        == hashlib.sha256((tmp_path / "darcy_train_16.pt").read_bytes()).hexdigest()
+    )
     summary = (run / "summary.md").read_text()
     assert record["sha256"] in summary and "solve_resolution" not in summary and '"generator"' not in summary
     # the same command again resumes (the recorded file is not a changed setting)
-    run, out = train(tmp_path, capsys, "fno/darcy", f"data.path={train_h5}", "data.n_train=10", "data.n_test=0",
-                     f"data.test_path={test_h5}", "train.epochs=2", name="pde")
+    run, out = train(
+        tmp_path,
+        capsys,
+        "fno/darcy",
+        f"data.path={train_h5}",
+        "data.n_train=10",
+        "data.n_test=0",
+        f"data.test_path={test_h5}",
+        "train.epochs=2",
+        name="pde",
+    )
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 2
 
 
@@ -110,8 +147,13 @@ def _write_sequences(path: Path, n: int, seed: int) -> Path:
     rng = np.random.default_rng(seed)
     T = 8
     c = np.arange(n) % 2
-    x = np.stack([np.linspace(0, 1, T)[None] * np.where(c, 1, -1)[:, None] + 0.1 * rng.normal(size=(n, T)),
-                  rng.normal(size=(n, T))], -1)
+    x = np.stack(
+        [
+            np.linspace(0, 1, T)[None] * np.where(c, 1, -1)[:, None] + 0.1 * rng.normal(size=(n, T)),
+            rng.normal(size=(n, T)),
+        ],
+        -1,
+    )
     np.savez(path, x=x, y=np.array(["rising" if k else "falling" for k in c]))
     return path
 
@@ -120,8 +162,9 @@ def test_sequence_classification_draws_a_confusion_matrix_per_test_set(tmp_path,
     train_h5, line = convert(_write_sequences(tmp_path / "seq_train.npz", 24, 0), tmp_path / "seq.h5", capsys)
     assert "24 sequences" in line and "2 classes (falling, rising)" in line and "length 8" in line
     held, _ = convert(_write_sequences(tmp_path / "seq_held.npz", 10, 1), tmp_path / "held.h5", capsys)
-    run, _ = train(tmp_path, capsys, "gru/sequence", f"data.path={train_h5}", "data.n_test=4",
-                   f"data.test_path={held}", name="cls")
+    run, _ = train(
+        tmp_path, capsys, "gru/sequence", f"data.path={train_h5}", "data.n_test=4", f"data.test_path={held}", name="cls"
+    )
     assert_summary_images(run, {"predictions.png", "predictions_held.png", "learning_curve.png"})
     for name, n in (("predictions.png", 4), ("predictions_held.png", 10)):
         ax = figures[name].axes[0]
@@ -144,8 +187,17 @@ def test_sequence_regression_draws_prediction_against_target(tmp_path, data_dir,
 
 
 def test_comparison_plot_names_its_metric_and_draws_the_budget(tmp_path, figures):
-    records = [{"model": m, "preset": f"{m}/sequence", "metric": "accuracy", "budget": "30s",
-                "curve_seconds": [5.0, 10.0, 20.0], "curve_rel_l2": [0.5, 0.7, 0.8]} for m in ("gru", "nac")]
+    records = [
+        {
+            "model": m,
+            "preset": f"{m}/sequence",
+            "metric": "accuracy",
+            "budget": "30s",
+            "curve_seconds": [5.0, 10.0, 20.0],
+            "curve_rel_l2": [0.5, 0.7, 0.8],
+        }
+        for m in ("gru", "nac")
+    ]
     plots.plot_error_vs_time(records, tmp_path / "error_vs_time.png")
     ax = figures["error_vs_time.png"].axes[0]
     assert "accuracy" in ax.get_ylabel() and "error" not in ax.get_ylabel() + ax.get_title()

@@ -1,4 +1,5 @@
 """The sequence task in the one trainer: presets at tiny scale, monitor metric, score, CLI bench."""
+
 import json
 import math
 
@@ -68,8 +69,11 @@ def test_per_step_classification(tmp_path, data_dir):
             rows.append(f"A0{rec},{tag},{633790226051280329 + 2_110_000 * i},x,{i % 5}.0,{rec}.0,{i % 3}.0,{act}")
     p.write_text("\n".join(rows) + "\n")
     read_person_activity.cache_clear()
-    cfg = load_experiment("odernn/activity", "tiny", ["data.source=par", f"data.source_path={p}", "data.max_len=20",
-                                                      "data.n_train=4", "data.n_test=2"])
+    cfg = load_experiment(
+        "odernn/activity",
+        "tiny",
+        ["data.source=par", f"data.source_path={p}", "data.max_len=20", "data.n_train=4", "data.n_test=2"],
+    )
     final = run_experiment(cfg, tmp_path / "run", progress=False)
     assert final["n"] == 2 * 20  # every valid step of the 2 test chunks is scored
 

@@ -1,5 +1,6 @@
 """Separate test files (data.test_path): evaluated after training and by `neurodyn evaluate --data`, with the
 training normalizers, at other resolutions; data.n_test = 0 when test files are given."""
+
 import json
 
 import numpy as np
@@ -37,15 +38,24 @@ def test_test_files_of_the_same_samples_at_two_resolutions(files):
 @pytest.mark.parametrize("model", ["fno", "lamo"])
 def test_training_evaluates_every_test_file_with_the_training_normalizers(tmp_path, files, model):
     preset = {"fno": "fno/darcy", "lamo": "lamo/darcy"}[model]
-    cfg = load_experiment(preset, "tiny", [f"data.path={files['train']}", "data.n_train=24", "data.n_test=0",
-                                           f"data.test_path={{test9: {files['test9']}, test17: {files['test17']}}}",
-                                           "train.epochs=2", "data.normalize_reduce=pointwise"])
+    cfg = load_experiment(
+        preset,
+        "tiny",
+        [
+            f"data.path={files['train']}",
+            "data.n_train=24",
+            "data.n_test=0",
+            f"data.test_path={{test9: {files['test9']}, test17: {files['test17']}}}",
+            "train.epochs=2",
+            "data.normalize_reduce=pointwise",
+        ],
+    )
     run = tmp_path / "run"
     final = run_experiment(cfg, run, progress=False)
     logged = read_test_file_metrics(run)
     assert set(logged) == {"test9", "test17"}
     assert final["test9/rel_l2"] == pytest.approx(logged["test9"]["rel_l2"])
-    assert len(read_history(run)) == 2                      # the test-file record is not an epoch
+    assert len(read_history(run)) == 2  # the test-file record is not an epoch
     assert "Test file `test17`" in (run / "summary.md").read_text()
     # the test-file number is the training normalizers' number: recomputed here from the checkpoint's predictions on
     # the file's raw inputs (mean over samples of ||pred - u|| / ||u||), and normalizers refit on the test file itself
@@ -74,21 +84,32 @@ def test_training_evaluates_every_test_file_with_the_training_normalizers(tmp_pa
 
 
 def test_missing_test_file_and_no_evaluation_set_are_clear_errors(tmp_path, files):
-    cfg = load_experiment("fno/darcy", "tiny", [f"data.path={files['train']}", "data.n_test=0",
-                                                f"data.test_path={tmp_path / 'nope.h5'}"])
+    cfg = load_experiment(
+        "fno/darcy", "tiny", [f"data.path={files['train']}", "data.n_test=0", f"data.test_path={tmp_path / 'nope.h5'}"]
+    )
     with pytest.raises(DataError, match="nope.h5 does not exist"):
         run_experiment(cfg, tmp_path / "run", progress=False)
-    cfg = load_experiment("fno/darcy", "tiny", [f"data.path={files['train']}", "data.n_train=24", "data.n_test=0",
-                                                "train.epochs=1"])
-    assert run_experiment(cfg, tmp_path / "run2", progress=False) == {}   # n_test = 0 alone: trains, evaluates nothing
+    cfg = load_experiment(
+        "fno/darcy", "tiny", [f"data.path={files['train']}", "data.n_train=24", "data.n_test=0", "train.epochs=1"]
+    )
+    assert run_experiment(cfg, tmp_path / "run2", progress=False) == {}  # n_test = 0 alone: trains, evaluates nothing
     with pytest.raises(ConfigError, match="no test split and no data.test_path"):
         evaluate_sets(tmp_path / "run2")
 
 
 def test_a_test_file_the_model_cannot_take_fails_before_training(tmp_path, files):
-    cfg = load_experiment("lamo/darcy", "tiny", [f"data.path={files['train']}", "data.n_train=24", "data.n_test=0",
-                                                 f"data.test_path={files['test17']}", "model.grid_transfer=tokens",
-                                                 "model.pos_embed_interp=false"])
+    cfg = load_experiment(
+        "lamo/darcy",
+        "tiny",
+        [
+            f"data.path={files['train']}",
+            "data.n_train=24",
+            "data.n_test=0",
+            f"data.test_path={files['test17']}",
+            "model.grid_transfer=tokens",
+            "model.pos_embed_interp=false",
+        ],
+    )
     with pytest.raises(ConfigError, match="cannot take test file 'darcy17_s1'"):
         run_experiment(cfg, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -96,10 +117,28 @@ def test_a_test_file_the_model_cannot_take_fails_before_training(tmp_path, files
 
 def test_cli_evaluate_data_prints_one_column_per_file(tmp_path, files, capsys):
     runs = tmp_path / "runs"
-    assert main(["train", "fno/darcy", "--scale", "tiny", "--runs-dir", str(runs), "--no-progress",
-                 f"data.path={files['train']}", "data.n_train=24", "data.n_test=0", "train.epochs=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "fno/darcy",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(runs),
+                "--no-progress",
+                f"data.path={files['train']}",
+                "data.n_train=24",
+                "data.n_test=0",
+                "train.epochs=1",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["evaluate", str(runs / "fno-darcy-tiny"), "--data", str(files["test9"]),
-                 "--data", str(files["test17"])]) == 0
+    assert (
+        main(["evaluate", str(runs / "fno-darcy-tiny"), "--data", str(files["test9"]), "--data", str(files["test17"])])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "darcy9_s1" in out.splitlines()[0] and "darcy17_s1" in out.splitlines()[0] and "rel_l2" in out

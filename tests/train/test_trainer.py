@@ -1,4 +1,5 @@
 """Trainer: exact resume, Ctrl-C checkpoint, DDP equivalence, divergence and bad configs."""
+
 import json
 import os
 import subprocess
@@ -25,8 +26,11 @@ def _weights(run_dir):
 
 
 def _losses(run_dir):
-    return [r["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if "train_loss" in (r := json.loads(line))]
+    return [
+        r["train_loss"]
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if "train_loss" in (r := json.loads(line))
+    ]
 
 
 def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, device):
@@ -109,17 +113,17 @@ def test_a_run_folder_of_the_flat_train_layout_is_refused_in_one_sentence(tmp_pa
         run_experiment(cfg, run, progress=False, interrupt_at=lambda e, b: (e, b) == (1, 1))
     saved = yaml.safe_load((run / "config.yaml").read_text())
     schedule = saved["train"].pop("schedule")
-    saved["train"].update(scheduler=schedule["name"])           # as the folder was written before the sections
+    saved["train"].update(scheduler=schedule["name"])  # as the folder was written before the sections
     (run / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     before = sorted(p.name for p in run.rglob("*"))
     with pytest.raises(ConfigError) as info:
         run_experiment(cfg, run, progress=False)
     text = str(info.value)
     assert "former layout of the train section" in text and "train.scheduler" in text and "--fresh" in text
-    assert "\n" not in text and "->" not in text                  # one sentence, no list of differing keys
-    assert sorted(p.name for p in run.rglob("*")) == before       # nothing touched
+    assert "\n" not in text and "->" not in text  # one sentence, no list of differing keys
+    assert sorted(p.name for p in run.rglob("*")) == before  # nothing touched
     assert neurodyn.load_run(run).train_config.schedule.name == "onecycle"
-    run_experiment(cfg, run, progress=False, resume=False)        # starting over is allowed
+    run_experiment(cfg, run, progress=False, resume=False)  # starting over is allowed
     assert len(_losses(run)) == 3
 
 
@@ -144,7 +148,7 @@ def test_model_load_rebuilds_without_the_script(tmp_path, data_dir, tiny_run):
     from neurodyn.models import build, load
 
     run = tmp_path / "run"
-    trained = [tiny_run(_cfg(), run).module]   # the very module the trainer optimised
+    trained = [tiny_run(_cfg(), run).module]  # the very module the trainer optimised
     model = load(run / "checkpoints" / "last.pt")
     ref = read_checkpoint(run / "checkpoints" / "last.pt")
     assert ref["model"]["name"] == "fno" and type(model) is type(trained[0]) and model.config == trained[0].config
@@ -158,7 +162,7 @@ def test_model_load_rebuilds_without_the_script(tmp_path, data_dir, tiny_run):
         y = model(x)
         assert y.shape == (2, 16, 16, 1)
         assert torch.equal(y, trained[0](x))
-        assert not torch.allclose(build("fno", model.config)(x), y)   # not met by any model of that config
+        assert not torch.allclose(build("fno", model.config)(x), y)  # not met by any model of that config
 
 
 def test_divergence_stops_with_position(tmp_path, data_dir, monkeypatch):
@@ -177,8 +181,15 @@ def test_divergence_stops_with_position(tmp_path, data_dir, monkeypatch):
         run_experiment(_cfg(), tmp_path / "r", progress=False)
 
 
-@pytest.mark.parametrize("override,match", [("train.epochs=0", "epochs"), ("train.optimizer=sgdx", "optimizer"),
-                                            ("train.lossy=1", "unknown key"), ("model.in_channels=3", "in_channels")])
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        ("train.epochs=0", "epochs"),
+        ("train.optimizer=sgdx", "optimizer"),
+        ("train.lossy=1", "unknown key"),
+        ("model.in_channels=3", "in_channels"),
+    ],
+)
 def test_impossible_train_configs(tmp_path, data_dir, override, match):
     with pytest.raises(ConfigError, match=match):
         run_experiment(_cfg(override), tmp_path / "r", progress=False)
@@ -186,17 +197,48 @@ def test_impossible_train_configs(tmp_path, data_dir, override, match):
 
 @pytest.mark.slow
 def test_two_process_ddp_follows_the_one_process_curve(tmp_path, data_dir):
-    args = ["train", "fno/darcy", "--scale", "tiny", "--no-progress", *TINY, "train.epochs=2",
-            "--runs-dir", str(tmp_path)]
+    args = [
+        "train",
+        "fno/darcy",
+        "--scale",
+        "tiny",
+        "--no-progress",
+        *TINY,
+        "train.epochs=2",
+        "--runs-dir",
+        str(tmp_path),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NEURODYN_DATA": str(data_dir)}
     # the oracle: one process taking each global batch of 6 as the ranks' two halves (tests/train/test_ddp_models.py
     # says why the two then take the same float32 steps, whatever the machine's reduction order)
-    one = subprocess.run([sys.executable, "-m", "neurodyn", *args, "--run-name", "one", "train.batch_size=3",
-                          "train.accumulate=2"], env=env, capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        [sys.executable, "-m", "neurodyn", *args, "--run-name", "one", "train.batch_size=3", "train.accumulate=2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                          "--master_port", str(29500 + os.getpid() % 1000), "-m", "neurodyn", *args,
-                          "--run-name", "two"], env=env, capture_output=True, text=True, timeout=300)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(29500 + os.getpid() % 1000),
+            "-m",
+            "neurodyn",
+            *args,
+            "--run-name",
+            "two",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "processes: 1" in one.stdout and two.stdout.count("processes: 2") == 1  # the main process's header
     l1, l2 = _losses(tmp_path / "one"), _losses(tmp_path / "two")
@@ -216,8 +258,10 @@ def test_make_optimizer_steps_like_the_reference_optimizer(name):
     w0 = [torch.randn(7, 5, generator=g), torch.randn(3, generator=g)]
     grads = [[torch.randn(w.shape, generator=g) for w in w0] for _ in range(3)]
     runs = []
-    for make in (lambda p: make_optimizer(name, p, 1e-2, 1e-2),
-                 lambda p: (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(p, lr=1e-2, weight_decay=1e-2)):
+    for make in (
+        lambda p: make_optimizer(name, p, 1e-2, 1e-2),
+        lambda p: (torch.optim.AdamW if name == "adamw" else torch.optim.Adam)(p, lr=1e-2, weight_decay=1e-2),
+    ):
         ps = [torch.nn.Parameter(w.clone()) for w in w0]
         opt = make(ps)
         for gs in grads:

@@ -4,6 +4,7 @@ bf16 autocast, torch.compile.
 Oracles: accumulation against one batch of the accumulated size; an extended run interrupted and resumed against
 the same extension uninterrupted; early stopping against a scripted validation curve.
 """
+
 import csv
 import json
 import re
@@ -41,8 +42,13 @@ def _train_both_same_weights(tmp_path, reference, variant, rtol, atol):
 @pytest.mark.slow
 def test_accumulation_equals_one_batch_of_the_accumulated_size(tmp_path, data_dir):
     # 21 training samples (24 with 3 carved for validation): steps of 8, 8 and 5 samples, each in micro-batches
-    one, four = _train_both_same_weights(tmp_path, ["train.epochs=2", "train.batch_size=8"],
-                                         ["train.epochs=2", "train.batch_size=2", "train.accumulate=4"], 2e-5, 1e-6)
+    one, four = _train_both_same_weights(
+        tmp_path,
+        ["train.epochs=2", "train.batch_size=8"],
+        ["train.epochs=2", "train.batch_size=2", "train.accumulate=4"],
+        2e-5,
+        1e-6,
+    )
     la, lb = ([h["train_loss"] for h in read_history(r)] for r in (one, four))
     assert la == pytest.approx(lb, rel=1e-5)
     # the oracle is not trivially met: plain batches of 2 train differently
@@ -110,19 +116,22 @@ def test_the_train_section_is_parsed_and_validated_once(tmp_path, data_dir, monk
     assert TrainConfig(loss="rel_l2+grad", grad_loss_weight=0.7).loss_fn().weight == 0.7
 
 
-@pytest.mark.parametrize("section, values, words", [
-    ("schedule", dict(name="linear"), "train.schedule.name must be one of 'onecycle', 'step', 'cosine', 'none'"),
-    ("schedule", dict(pct_start=1.5), "train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]"),
-    ("schedule", dict(step_size=0), "train.schedule.step_size must be >= 1"),
-    ("schedule", dict(gamma=0.0), "train.schedule.gamma must be > 0"),
-    ("rollout", dict(mode="replay"), "train.rollout.mode must be one of"),
-    ("rollout", dict(steps=0), "train.rollout.steps must be >= 1, got 0"),
-    ("rollout", dict(eval_mode="one_step"), "train.rollout.eval_mode must be one of"),
-    ("rollout", dict(input_noise=-0.1), "train.rollout.input_noise must be >= 0"),
-    ("rollout", dict(mode="pushforward"), "train.rollout.mode=pushforward needs train.rollout.pushforward >= 1"),
-    ("logging", dict(to="wandb"), "train.logging.to must be none, csv, tensorboard"),
-    ("logging", dict(n_plot=-1), "train.logging.n_plot must be >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "section, values, words",
+    [
+        ("schedule", dict(name="linear"), "train.schedule.name must be one of 'onecycle', 'step', 'cosine', 'none'"),
+        ("schedule", dict(pct_start=1.5), "train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]"),
+        ("schedule", dict(step_size=0), "train.schedule.step_size must be >= 1"),
+        ("schedule", dict(gamma=0.0), "train.schedule.gamma must be > 0"),
+        ("rollout", dict(mode="replay"), "train.rollout.mode must be one of"),
+        ("rollout", dict(steps=0), "train.rollout.steps must be >= 1, got 0"),
+        ("rollout", dict(eval_mode="one_step"), "train.rollout.eval_mode must be one of"),
+        ("rollout", dict(input_noise=-0.1), "train.rollout.input_noise must be >= 0"),
+        ("rollout", dict(mode="pushforward"), "train.rollout.mode=pushforward needs train.rollout.pushforward >= 1"),
+        ("logging", dict(to="wandb"), "train.logging.to must be none, csv, tensorboard"),
+        ("logging", dict(n_plot=-1), "train.logging.n_plot must be >= 0, got -1"),
+    ],
+)
 def test_each_train_section_validates_itself_naming_its_field(section, values, words):
     """A section made by hand and the same section parsed from a mapping refuse a bad value in one ConfigError that
     names train.<section>.<field>."""
@@ -144,12 +153,14 @@ def test_the_train_sections_parse_from_nested_mappings_and_name_a_flat_key_s_new
 
     t = TrainConfig.from_options({"lr": 0.01, "schedule": {"name": "step", "gamma": 0.9}, "rollout": {"steps": 3}})
     assert t.schedule == ScheduleConfig(name="step", gamma=0.9) and t.rollout == RolloutConfig(steps=3)
-    assert t.lr == 0.01 and t.logging.to == "none" and t.window_steps == 1   # steps count in mode=rollout only
+    assert t.lr == 0.01 and t.logging.to == "none" and t.window_steps == 1  # steps count in mode=rollout only
     for old, (section, key) in FORMAT_1_TRAIN_KEYS.items():
         with pytest.raises(ConfigError) as info:
             TrainConfig.from_options({old: 1})
-        assert f"train.{old} (the train options that belong together are sections now: spell it " \
-               f"train.{section}.{key})" in str(info.value), old
+        assert (
+            f"train.{old} (the train options that belong together are sections now: spell it "
+            f"train.{section}.{key})" in str(info.value)
+        ), old
         with pytest.raises(ConfigError, match=re.escape(f"spell it {section}={{{key!r}: ...}}")):
             TrainConfig.from_options({old: 1}, unknown="fit() got unknown training option(s)", prefix="")
     with pytest.raises(ConfigError, match=r"train\.schedule\.nam \(did you mean train\.schedule\.name\?\)"):
@@ -171,13 +182,17 @@ def test_tensorboard_log(tmp_path, data_dir):
     events = accumulator.EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     history = read_history(run)
-    want = {"train/loss": [h["train_loss"] for h in history], "train/lr": [h["lr"] for h in history],
-            "val/rel_l2": [h["val"]["rel_l2"] for h in history], "val/rmse": [h["val"]["rmse"] for h in history]}
+    want = {
+        "train/loss": [h["train_loss"] for h in history],
+        "train/lr": [h["lr"] for h in history],
+        "val/rel_l2": [h["val"]["rel_l2"] for h in history],
+        "val/rmse": [h["val"]["rmse"] for h in history],
+    }
     assert set(want) <= set(events.Tags()["scalars"])
     for tag, values in want.items():
         logged = events.Scalars(tag)
         assert [e.step for e in logged] == [1, 2], tag
-        assert [e.value for e in logged] == pytest.approx(values, rel=1e-6), tag   # float32 in the event file
+        assert [e.value for e in logged] == pytest.approx(values, rel=1e-6), tag  # float32 in the event file
 
 
 def test_tensorboard_missing_is_one_sentence(tmp_path, data_dir, monkeypatch):
@@ -206,8 +221,9 @@ def test_raising_epochs_continues_a_finished_run_with_a_new_segment(tmp_path, da
         run_experiment(_cfg("train.epochs=2", *base), run, progress=False)
     run_experiment(_cfg("train.epochs=4", *base), straight, progress=False)
     with pytest.raises(KeyboardInterrupt):  # the extension, interrupted inside the new segment, then resumed
-        run_experiment(_cfg("train.epochs=4", *base), broken, progress=False,
-                       interrupt_at=lambda e, b: (e, b) == (3, 1))
+        run_experiment(
+            _cfg("train.epochs=4", *base), broken, progress=False, interrupt_at=lambda e, b: (e, b) == (3, 1)
+        )
     run_experiment(_cfg("train.epochs=4", *base), broken, progress=False)
     history = read_history(straight)
     assert [h["epoch"] for h in history] == [0, 1, 2, 3]
@@ -229,7 +245,7 @@ def test_bf16_autocast_trains_with_float32_parameters(tmp_path, data_dir):
     fp32 = run_experiment(_cfg("train.epochs=2"), tmp_path / "fp32", progress=False)
     assert all(w.dtype == torch.float32 for w in _weights(run).values() if w.is_floating_point())
     assert final["rel_l2"] == pytest.approx(fp32["rel_l2"], rel=0.2)  # close to float32 ...
-    assert final["rel_l2"] != fp32["rel_l2"]                           # ... but computed in bfloat16
+    assert final["rel_l2"] != fp32["rel_l2"]  # ... but computed in bfloat16
     with pytest.raises(ConfigError, match="train.precision=16 .* needs a CUDA device"):
         run_experiment(_cfg("train.precision=16"), tmp_path / "r16", progress=False)
     with pytest.raises(ConfigError, match="train.precision must be one of 32, bf16, 16"):
@@ -242,8 +258,9 @@ def test_compiled_training_follows_eager(tmp_path, data_dir):
     _train_both_same_weights(tmp_path, eager, [*eager, "train.compile=true"], 1e-4, 1e-5)
 
 
-@pytest.mark.parametrize("preset", ["stssm/burgers", "nac/event_digits", "mha/activity", "lamo/darcy",
-                                    "chonn_unet/darcy"])
+@pytest.mark.parametrize(
+    "preset", ["stssm/burgers", "nac/event_digits", "mha/activity", "lamo/darcy", "chonn_unet/darcy"]
+)
 def test_every_family_trains_under_bf16(tmp_path, data_dir, preset, tiny_run):
     """bf16 autocast end to end (the S4D convolution and NAC's time gate accumulate in float32)."""
     run = tiny_run(load_experiment(preset, "tiny", ["train.epochs=1", "train.precision=bf16"]), tmp_path / "run")
@@ -262,12 +279,14 @@ def test_bf16_models_run_in_bf16():
     """``model.to(torch.bfloat16)`` works for the models whose layers compute in float32 inside."""
     from neurodyn.models import build
 
-    for name, kw, x in (("stssm", dict(in_channels=2, out_channels=1, dims=1, width=8, d_state=4), (2, 5, 16, 2)),
-                        ("mha", dict(in_channels=3, out_channels=4, hidden=8, n_heads=2), (2, 7, 3)),
-                        ("nac", dict(in_channels=3, out_channels=4, d_model=8, n_heads=2, dense=(8,)), (2, 7, 3))):
+    for name, kw, x in (
+        ("stssm", dict(in_channels=2, out_channels=1, dims=1, width=8, d_state=4), (2, 5, 16, 2)),
+        ("mha", dict(in_channels=3, out_channels=4, hidden=8, n_heads=2), (2, 7, 3)),
+        ("nac", dict(in_channels=3, out_channels=4, d_model=8, n_heads=2, dense=(8,)), (2, 7, 3)),
+    ):
         torch.manual_seed(0)
         model = build(name, **kw).to(torch.bfloat16)
-        ref = build(name, **kw)                            # float32, the same (bf16-rounded) weights and input
+        ref = build(name, **kw)  # float32, the same (bf16-rounded) weights and input
         ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
         inp = torch.randn(*x, dtype=torch.bfloat16)
         t = torch.linspace(0, 1, x[1]).expand(x[0], x[1])

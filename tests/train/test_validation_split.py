@@ -3,6 +3,7 @@
 Oracle: two trainings that differ only in their test data (the test split and a separate test file replaced by
 other values) must train, validate and select identically, bit for bit, and differ only in the test metrics.
 """
+
 import json
 
 import pytest
@@ -13,8 +14,14 @@ from neurodyn.experiments import load_experiment
 from neurodyn.train import experiment
 from neurodyn.train.runs import read_history, read_test_metrics
 
-TINY = ["train.epochs=3", "data.n_train=12", "data.n_test=4", "model.width=8", "model.modes=[4,4]",
-        "train.batch_size=4"]
+TINY = [
+    "train.epochs=3",
+    "data.n_train=12",
+    "data.n_test=4",
+    "model.width=8",
+    "model.modes=[4,4]",
+    "train.batch_size=4",
+]
 
 
 def _train(tmp_path, name, monkeypatch, scramble: bool, test_file):

@@ -1,5 +1,6 @@
 """`neurodyn evaluate / predict --which auto` (the default): best.pt only when the validation split that selected it
 held at least MIN_VAL_FOR_BEST cases, else last.pt, told on stderr; the run's summary states the split's size."""
+
 import json
 
 import numpy as np
@@ -26,8 +27,21 @@ def write_store(tmp_path, n, name="ramps"):
 
 
 def train(tmp_path, store, n_val, name):
-    argv = ["train", "gru/sequence", "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--no-progress",
-            "--run-name", name, f"data.path={store}", "data.n_test=6", f"data.n_val={n_val}", "train.epochs=2"]
+    argv = [
+        "train",
+        "gru/sequence",
+        "--scale",
+        "tiny",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        "--run-name",
+        name,
+        f"data.path={store}",
+        "data.n_test=6",
+        f"data.n_val={n_val}",
+        "train.epochs=2",
+    ]
     assert main(argv) == 0
     return tmp_path / "runs" / name
 
@@ -43,18 +57,24 @@ def evaluate(run, capsys, *extra):
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("which")
     store = write_store(tmp, 6 + MIN_VAL_FOR_BEST + 10)
-    return {"few": train(tmp, store, 7, "few"), "enough": train(tmp, store, MIN_VAL_FOR_BEST, "enough"),
-            "none": train(tmp, store, 0, "none"), "store": store}
+    return {
+        "few": train(tmp, store, 7, "few"),
+        "enough": train(tmp, store, MIN_VAL_FOR_BEST, "enough"),
+        "none": train(tmp, store, 0, "none"),
+        "store": store,
+    }
 
 
 def test_a_small_validation_split_evaluates_last_and_says_why(runs, capsys):
     run = runs["few"]
     assert (run / "checkpoints" / "best.pt").is_file()
     auto, err = evaluate(run, capsys)
-    assert err.strip() == ("evaluate: last.pt (the validation split has 7 cases, under 50: too few to select a "
-                           "checkpoint; --which best to override)")
+    assert err.strip() == (
+        "evaluate: last.pt (the validation split has 7 cases, under 50: too few to select a "
+        "checkpoint; --which best to override)"
+    )
     last, err_last = evaluate(run, capsys, "--which", "last")
-    assert auto == last and err_last == ""                         # an explicit choice is not commented on
+    assert auto == last and err_last == ""  # an explicit choice is not commented on
     assert load_run(run, "auto").checkpoint.name == "last.pt"
     summary = (run / "summary.md").read_text()
     assert "(selects `best.pt`; 7 validation cases)" in summary
@@ -94,7 +114,7 @@ def test_older_checkpoints_without_the_count_fall_back_on_the_config(runs, tmp_p
     ckpt.pop("n_val")
     atomic_torch_save(ckpt, run / "checkpoints" / "last.pt")
     assert choose_checkpoint(run)[0] == "last" and "7 cases" in choose_checkpoint(run)[1]
-    data = {"n_train": 600, "n_val": "auto", "n_test": 0}                  # auto: 10 % of the 600 validate
+    data = {"n_train": 600, "n_val": "auto", "n_test": 0}  # auto: 10 % of the 600 validate
     assert validation_cases({"experiment": {"data": data}}) == 60
     assert validation_cases({"experiment": {"data": {"n_train": "all", "n_val": "auto"}}}) is None
 

@@ -7,6 +7,7 @@ folders train in the untracked twin (``lab/runs/chonn/<claim>``). A run recorded
 experiment can be split over invocations (``--seeds 0`` in one, ``--seeds 1`` later); the tables and plots always
 cover every recorded run, and ``--report`` only rebuilds them.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,23 +22,43 @@ import numpy as np
 import torch
 
 from neurodyn.train.runs import TrainedRun, read_history
-
 from neurodyn_lab.queue import Job, run_jobs
 from neurodyn_lab.records import write_text
 
 
 def jobs_for(specs: Sequence[tuple[str, str, str, list[str], dict[str, Any]]], seeds: Sequence[int]) -> list[Job]:
     """Per seed, one :class:`Job` ``<stem>-s<seed>`` per ``(stem, label, preset, overrides, keys)``."""
-    return [Job(f"{stem}-s{seed}", preset, seed, list(overrides), keys, label)
-            for seed in seeds for stem, label, preset, overrides, keys in specs]
+    return [
+        Job(f"{stem}-s{seed}", preset, seed, list(overrides), keys, label)
+        for seed in seeds
+        for stem, label, preset, overrides, keys in specs
+    ]
 
 
-def run_specs(tag: str, specs, evaluate: Callable[[TrainedRun], dict[str, Any]], summary: Callable[[dict], str],
-         scale: str, seeds: Sequence[int], out_dir: Path, overrides: Sequence[str],
-         train: bool) -> list[dict[str, Any]]:
+def run_specs(
+    tag: str,
+    specs,
+    evaluate: Callable[[TrainedRun], dict[str, Any]],
+    summary: Callable[[dict], str],
+    scale: str,
+    seeds: Sequence[int],
+    out_dir: Path,
+    overrides: Sequence[str],
+    train: bool,
+) -> list[dict[str, Any]]:
     """Every job for every seed through :func:`neurodyn_lab.queue.run_jobs` (records: ``<out_dir>/runs/``)."""
-    return run_jobs(jobs_for(specs, seeds), out_dir, scale, evaluate=evaluate, summary=summary, tag=tag,
-                    overrides=overrides, train=train, workers=WORKERS["n"], threads=WORKERS["threads"])
+    return run_jobs(
+        jobs_for(specs, seeds),
+        out_dir,
+        scale,
+        evaluate=evaluate,
+        summary=summary,
+        tag=tag,
+        overrides=overrides,
+        train=train,
+        workers=WORKERS["n"],
+        threads=WORKERS["threads"],
+    )
 
 
 WORKERS = {"n": 0, "threads": None}  # --workers: trainings in parallel processes (run_jobs), each with --threads
@@ -58,9 +79,13 @@ def fmt(m: float, s: float | None = None, digits: int = 4) -> str:
 
 
 def header(title: str, scale: str, seeds: Sequence[int], extra: str = "") -> list[str]:
-    return [f"## {title}", "", f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; scale `{scale}`; "
-            f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}"
-            + (f"; {extra}" if extra else ""), ""]
+    return [
+        f"## {title}",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; scale `{scale}`; "
+        f"training seeds {list(seeds)}; torch threads {torch.get_num_threads()}" + (f"; {extra}" if extra else ""),
+        "",
+    ]
 
 
 def write_tables(out_dir: Path, lines: Sequence[str]) -> str:
@@ -74,8 +99,9 @@ def write_tables(out_dir: Path, lines: Sequence[str]) -> str:
 # relative-gain and rollout plots
 
 
-def relative_gains(chonn: dict[str, float], baselines: dict[str, dict[str, float]],
-                   metrics: Sequence[str]) -> dict[str, tuple[float, str]]:
+def relative_gains(
+    chonn: dict[str, float], baselines: dict[str, dict[str, float]], metrics: Sequence[str]
+) -> dict[str, tuple[float, str]]:
     """Per metric: ``1 - chonn / min(baselines)`` (positive: CHONN lower = better) and the stronger baseline."""
     out = {}
     for m in metrics:
@@ -132,13 +158,18 @@ def model_table(results, key: str, metrics: Sequence[str], order: Sequence[str])
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         groups[r[key]].append(r)
-    lines = ["| model | params | " + " | ".join(metrics) + " | s / epoch | n |",
-             "| --- | ---: | " + " | ".join("---:" for _ in metrics) + " | ---: | ---: |"]
+    lines = [
+        "| model | params | " + " | ".join(metrics) + " | s / epoch | n |",
+        "| --- | ---: | " + " | ".join("---:" for _ in metrics) + " | ---: | ---: |",
+    ]
     means = {}
     for name in [m for m in order if m in groups]:
         rs = groups[name]
         st = {m: mean_std([r.get(m) for r in rs]) for m in metrics}  # a band a grid lacks: "-"
         means[name] = {m: st[m][0] for m in metrics}
-        lines.append(f"| {name} | {rs[0]['params']:,} | " + " | ".join(fmt(*st[m]) for m in metrics)
-                     + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
+        lines.append(
+            f"| {name} | {rs[0]['params']:,} | "
+            + " | ".join(fmt(*st[m]) for m in metrics)
+            + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |"
+        )
     return lines, means

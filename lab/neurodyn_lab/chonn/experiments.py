@@ -12,6 +12,7 @@ own measurements): ``python -m neurodyn_lab run chonn/<experiment> [--scale cpu]
 
 Timing and threads: ``--threads`` (default 1) is set with ``torch.set_num_threads`` before anything runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,14 +32,30 @@ from neurodyn_lab.records import load_results
 
 #: experiment -> (trains, reports, default seeds, one line)
 EXPERIMENTS = {
-    "order": (order.run_order_benchmark, order.report_order, (0, 1, 2),
-              "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on T1-T4 (point/spectral/derivative RelL2)"),
-    "poisson": (poisson.run_poisson_benchmark, poisson.report_poisson, (0, 1),
-                "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB orders 1-4, ID K=16 / OOD K=20"),
-    "darcy": (darcy.run_darcy_benchmark, darcy.report_darcy, (0, 1),
-              "CHONN Fig. 4c-d: CHONN-UNet vs U-Net vs FNO on Darcy, PDEBench metric table, relative gains"),
-    "rollout": (rollout.run_rollout_benchmark, rollout.report_rollout, (0, 1),
-                "CHONN Fig. 5: CHONN-FNO vs FNO, shallow-water rollout and NS 40-step rollout from 3/5/10 frames"),
+    "order": (
+        order.run_order_benchmark,
+        order.report_order,
+        (0, 1, 2),
+        "CHONN Fig. 3: order-n CKB vs n stacked first-order blocks on T1-T4 (point/spectral/derivative RelL2)",
+    ),
+    "poisson": (
+        poisson.run_poisson_benchmark,
+        poisson.report_poisson,
+        (0, 1),
+        "CHONN Fig. 4g: Poisson order ablation, U-Net (order 0) vs CKB orders 1-4, ID K=16 / OOD K=20",
+    ),
+    "darcy": (
+        darcy.run_darcy_benchmark,
+        darcy.report_darcy,
+        (0, 1),
+        "CHONN Fig. 4c-d: CHONN-UNet vs U-Net vs FNO on Darcy, PDEBench metric table, relative gains",
+    ),
+    "rollout": (
+        rollout.run_rollout_benchmark,
+        rollout.report_rollout,
+        (0, 1),
+        "CHONN Fig. 5: CHONN-FNO vs FNO, shallow-water rollout and NS 40-step rollout from 3/5/10 frames",
+    ),
 }
 
 
@@ -74,13 +91,21 @@ def run(scale: str, argv: Sequence[str]) -> int:
     p.add_argument("--out", default=None, help=f"the claim the records go to (default chonn/{sub}), or a folder")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--report", action="store_true", help="only rebuild tables and plots from finished runs")
-    p.add_argument("--only", nargs="+", default=None,
-                   help="subset: order: TARGET:MODEL pairs (e.g. 3:o3 3:d3); poisson: orders; darcy: models; "
-                        "rollout: swe and/or ns-<m> (with --models)")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="subset: order: TARGET:MODEL pairs (e.g. 3:o3 3:d3); poisson: orders; darcy: models; "
+        "rollout: swe and/or ns-<m> (with --models)",
+    )
     p.add_argument("--models", nargs="+", default=None, help="rollout only: chonn_fno and/or fno")
-    p.add_argument("--workers", type=int, default=0,
-                   help="train this many runs at a time, each in its own process with --threads threads (default 0: "
-                        "one at a time in this process)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="train this many runs at a time, each in its own process with --threads threads (default 0: "
+        "one at a time in this process)",
+    )
     p.add_argument("overrides", nargs="*", help="key.path=value overrides applied to every run")
     a = p.parse_args(argv)
     torch.set_num_threads(int(a.threads))

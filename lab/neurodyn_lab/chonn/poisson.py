@@ -3,6 +3,7 @@ range-normalised nRMSE (60), MaxMSE (61) on the in-distribution (K = 16) and out
 
     python -m neurodyn_lab run chonn/poisson --scale cpu --seeds 0 1
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,6 @@ import numpy as np
 
 from neurodyn.train.metrics import poisson_metrics
 from neurodyn.train.runs import TrainedRun, predict
-
 from neurodyn_lab.chonn.common import fmt, header, mean_std, plot_relative_gain, relative_gains, run_specs, write_tables
 from neurodyn_lab.paths import records
 
@@ -36,12 +36,25 @@ def _ood_dataset(scale: str):
     return SteadyDataset(store, np.arange(store.n_samples))
 
 
-def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: Path | None = None,
-                          orders: Sequence[int] = (0, 1, 2, 3, 4), overrides: Sequence[str] = (),
-                          train: bool = True) -> list[dict[str, Any]]:
+def run_poisson_benchmark(
+    scale: str = "cpu",
+    seeds: Sequence[int] = (0, 1),
+    out_dir: Path | None = None,
+    orders: Sequence[int] = (0, 1, 2, 3, 4),
+    overrides: Sequence[str] = (),
+    train: bool = True,
+) -> list[dict[str, Any]]:
     """U-Net (order 0) and CHONN-UNet orders 1-4 on Poisson; ID (K = 16) and OOD (K = 20) metrics."""
-    jobs = [(f"order{order}", f"order {order}", "unet/poisson" if order == 0 else "chonn_unet/poisson",
-                 [] if order == 0 else [f"model.order={order}"], {"order": order}) for order in orders]
+    jobs = [
+        (
+            f"order{order}",
+            f"order {order}",
+            "unet/poisson" if order == 0 else "chonn_unet/poisson",
+            [] if order == 0 else [f"model.order={order}"],
+            {"order": order},
+        )
+        for order in orders
+    ]
     ood = []  # the OOD test set, built when first needed
 
     def evaluate(r: TrainedRun) -> dict[str, Any]:
@@ -51,9 +64,17 @@ def run_poisson_benchmark(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out
         rec.update({f"ood_{k}": v for k, v in poisson_metrics(*predict(r.task, r.model, ood[0], 16)).items()})
         return rec
 
-    return run_specs("chonn-poisson", jobs, evaluate,
-                     lambda rec: f"ID RelL1 {rec['id_rel_l1_pct']:.3f} %, OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %",
-                     scale, seeds, records(out_dir or DEFAULT_OUT), overrides, train)
+    return run_specs(
+        "chonn-poisson",
+        jobs,
+        evaluate,
+        lambda rec: f"ID RelL1 {rec['id_rel_l1_pct']:.3f} %, OOD RelL1 {rec['ood_rel_l1_pct']:.3f} %",
+        scale,
+        seeds,
+        records(out_dir or DEFAULT_OUT),
+        overrides,
+        train,
+    )
 
 
 def best_poisson_order(groups: dict[int, list[dict]], means: dict[int, dict[str, float]]) -> tuple[int, str]:
@@ -79,11 +100,13 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
     groups: dict[int, list[dict]] = defaultdict(list)
     for r in results:
         groups[r["order"]].append(r)
-    lines = header("Poisson order ablation (Fig. 4g)", scale, seeds,
-                   f"`python -m neurodyn_lab run chonn/poisson --scale {scale}`")
-    lines += ["| order | params | ID RelL1 % | ID nRMSE | ID MaxMSE | "
-              "OOD RelL1 % | OOD nRMSE | OOD MaxMSE | s / epoch | n |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = header(
+        "Poisson order ablation (Fig. 4g)", scale, seeds, f"`python -m neurodyn_lab run chonn/poisson --scale {scale}`"
+    )
+    lines += [
+        "| order | params | ID RelL1 % | ID nRMSE | ID MaxMSE | OOD RelL1 % | OOD nRMSE | OOD MaxMSE | s / epoch | n |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     means: dict[int, dict[str, float]] = {}
     for order in sorted(groups):
         rs = groups[order]
@@ -94,16 +117,21 @@ def report_poisson(results: list[dict[str, Any]], out_dir: Path, scale: str, see
                 ms = mean_std([r[f"{pre}_{m}"] for r in rs])
                 means[order][f"{pre}_{m}"] = ms[0]
                 cells.append(fmt(*ms))
-        lines.append(f"| {order} | {rs[0]['params']:,} | " + " | ".join(cells)
-                     + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |")
+        lines.append(
+            f"| {order} | {rs[0]['params']:,} | "
+            + " | ".join(cells)
+            + f" | {statistics.median(r['seconds_per_epoch'] for r in rs):.1f} | {len(rs)} |"
+        )
     if 0 in means and len(means) > 1:
         keys = [f"{p}_{m}" for p in ("id", "ood") for m in POISSON_METRICS]
         best, how = best_poisson_order(groups, means)
         gains = relative_gains(means[best], {"order 0": means[0]}, keys)
-        plot_relative_gain(gains, out_dir / "poisson_gain.png",
-                           f"Poisson: CHONN-UNet order {best} ({how}) vs U-Net")
-        lines += ["", f"Relative gain of the order chosen by {how} ({best}) over order 0: " + ", ".join(
-            f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
-            "", "![poisson gain](poisson_gain.png)"]
+        plot_relative_gain(gains, out_dir / "poisson_gain.png", f"Poisson: CHONN-UNet order {best} ({how}) vs U-Net")
+        lines += [
+            "",
+            f"Relative gain of the order chosen by {how} ({best}) over order 0: "
+            + ", ".join(f"{k} {100 * v[0]:+.1f} %" for k, v in gains.items()),
+            "",
+            "![poisson gain](poisson_gain.png)",
+        ]
     return write_tables(out_dir, lines)
-

@@ -15,6 +15,7 @@ Backbones (the cpu-scale experiment shapes):
 Median over ``--repeats`` steps after two warm-up steps; results printed as a table and written to
 ``lab/records/chonn/speed/chonn_speed.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,6 @@ from pathlib import Path
 import torch
 
 import neurodyn.models as ndm
-
 from neurodyn_lab.paths import records
 from neurodyn_lab.records import write_json
 
@@ -63,21 +63,47 @@ def cases(only):
         out.append(("chain", "no CKB", 0, "-", lambda: _LiftProj(), x, y))
         for disc in ("zoh", "euler"):
             for n in (1, 2, 3, 4):
-                out.append(("chain", f"order {n}", n, disc,
-                            lambda n=n, disc=disc: ndm.build("chonn1d", orders=(n,), ssm={"discretization": disc}),
-                            x, y))
+                out.append(
+                    (
+                        "chain",
+                        f"order {n}",
+                        n,
+                        disc,
+                        lambda n=n, disc=disc: ndm.build("chonn1d", orders=(n,), ssm={"discretization": disc}),
+                        x,
+                        y,
+                    )
+                )
     if "unet" in only:
         x, y = torch.randn(16, 64, 64, 1), torch.randn(16, 64, 64, 1)
         for n in range(5):
-            out.append(("unet", "U-Net" if n == 0 else f"order {n}", n, "zoh",
-                        lambda n=n: ndm.build("chonn_unet", init_features=8, order=n), x, y))
+            out.append(
+                (
+                    "unet",
+                    "U-Net" if n == 0 else f"order {n}",
+                    n,
+                    "zoh",
+                    lambda n=n: ndm.build("chonn_unet", init_features=8, order=n),
+                    x,
+                    y,
+                )
+            )
     if "fno" in only:
         x, y = torch.randn(20, 32, 32, 10), torch.randn(20, 32, 32, 1)
         cfg = dict(in_channels=10, modes=(12, 12), width=20)
         out.append(("fno", "FNO", 0, "-", lambda: ndm.build("fno", **cfg), x, y))
         for n in (1, 2, 3, 4):
-            out.append(("fno", f"order {n}", n, "zoh",
-                        lambda n=n: ndm.build("chonn_fno", **cfg, order=n, ssm=dict(d_state=8), scan="bi"), x, y))
+            out.append(
+                (
+                    "fno",
+                    f"order {n}",
+                    n,
+                    "zoh",
+                    lambda n=n: ndm.build("chonn_fno", **cfg, order=n, ssm=dict(d_state=8), scan="bi"),
+                    x,
+                    y,
+                )
+            )
     return out
 
 
@@ -102,11 +128,27 @@ def main(argv=None) -> int:
             base[backbone] = t
         rel = t / base[backbone] if backbone in base else float("nan")
         params = ndm.count_parameters(model)
-        rows.append({"backbone": backbone, "model": label, "order": n, "discretization": disc, "params": params,
-                     "seconds_per_step": t, "relative_to_backbone": rel})
+        rows.append(
+            {
+                "backbone": backbone,
+                "model": label,
+                "order": n,
+                "discretization": disc,
+                "params": params,
+                "seconds_per_step": t,
+                "relative_to_backbone": rel,
+            }
+        )
         print(f"{backbone:8s} {label:8s} {disc:>6s} {params:>10,d} {t:8.4f} {rel:10.2f}", flush=True)
-    write_json(a.out, {"threads": a.threads, "repeats": a.repeats,
-                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows})
+    write_json(
+        a.out,
+        {
+            "threads": a.threads,
+            "repeats": a.repeats,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "rows": rows,
+        },
+    )
     return 0
 
 

@@ -21,6 +21,7 @@ activation memory a training step holds), ``peak dMB`` = growth of the process's
 forward+backward after the warm-up (noisy, includes allocator behaviour). Writes
 ``lab/records/geomano/kernel/geomano_kernel.json``.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,6 +39,7 @@ from pathlib import Path
 
 from neurodyn_lab.paths import child_env, module_command, records
 from neurodyn_lab.records import write_json
+
 KERNELS = {
     "plain-lamo": None,
     "geo-1d-none": dict(ssm="1d", correction="none"),
@@ -55,8 +57,9 @@ def build(name: str, D: int, N: int):
         from neurodyn.nn.mamba import LatentSSM
         from neurodyn.nn.ssm_config import LatentSSMConfig
 
-        config = LatentSSMConfig(d_state=N, expand=1, heads=D, layout="x_proj", conv="same", norm="layernorm",
-                                 a_mode="diag")
+        config = LatentSSMConfig(
+            d_state=N, expand=1, heads=D, layout="x_proj", conv="same", norm="layernorm", a_mode="diag"
+        )
         return LatentSSM(config, D, ("row", "row_rev", "col", "col_rev"))
     from neurodyn.nn.geomamba import GeoMambaKernel
 
@@ -106,13 +109,25 @@ def measure(name: str, grid: int, batch: int, D: int, N: int, threads: int, warm
         cpu.append(time.process_time() - c1)
         fwd.append(t1 - t0)
         times.append(t2 - t1)
-    return {"kernel": name, "grid": grid, "batch": batch, "D": D, "N": N, "threads": threads,
-            "fwd_bwd_median_s": statistics.median(times), "fwd_bwd_min_s": min(times),
-            "fwd_bwd_cpu_median_s": statistics.median(cpu),
-            "fwd_median_s": statistics.median(fwd), "saved_mb": sum(saved.values()) / 2 ** 20,
-            "peak_rss_delta_mb": peak,
-            "params": sum(p.numel() for p in m.parameters()), "repeats": repeats, "load_avg": os.getloadavg(),
-            "date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__}
+    return {
+        "kernel": name,
+        "grid": grid,
+        "batch": batch,
+        "D": D,
+        "N": N,
+        "threads": threads,
+        "fwd_bwd_median_s": statistics.median(times),
+        "fwd_bwd_min_s": min(times),
+        "fwd_bwd_cpu_median_s": statistics.median(cpu),
+        "fwd_median_s": statistics.median(fwd),
+        "saved_mb": sum(saved.values()) / 2**20,
+        "peak_rss_delta_mb": peak,
+        "params": sum(p.numel() for p in m.parameters()),
+        "repeats": repeats,
+        "load_avg": os.getloadavg(),
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+    }
 
 
 def main(argv=None) -> None:
@@ -137,10 +152,23 @@ def main(argv=None) -> None:
     recs = []
     for grid in args.grids:
         for name in args.kernels:
-            cmd = [*module_command("neurodyn_lab.geomano.kernel"), "--worker", f"{name}:{grid}",
-                   "--batch", str(args.batch), "--width",
-                   str(args.width), "--d-state", str(args.d_state), "--threads", str(args.threads), "--warmup",
-                   str(args.warmup), "--repeats", str(args.repeats)]
+            cmd = [
+                *module_command("neurodyn_lab.geomano.kernel"),
+                "--worker",
+                f"{name}:{grid}",
+                "--batch",
+                str(args.batch),
+                "--width",
+                str(args.width),
+                "--d-state",
+                str(args.d_state),
+                "--threads",
+                str(args.threads),
+                "--warmup",
+                str(args.warmup),
+                "--repeats",
+                str(args.repeats),
+            ]
             res = subprocess.run(cmd, env=env, capture_output=True, text=True)
             line = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
             if res.returncode or not line:
@@ -148,28 +176,35 @@ def main(argv=None) -> None:
                 continue
             rec = json.loads(line[0][7:])
             recs.append(rec)
-            print(f"{name:15s} {grid:4d}^2  fwd+bwd {rec['fwd_bwd_median_s'] * 1e3:9.1f} ms (min "
-                  f"{rec['fwd_bwd_min_s'] * 1e3:9.1f}, cpu {rec['fwd_bwd_cpu_median_s'] * 1e3:9.1f})  "
-                  f"fwd {rec['fwd_median_s'] * 1e3:8.1f} ms  saved "
-                  f"{rec['saved_mb']:8.1f} MB  peak d {rec['peak_rss_delta_mb']:8.1f} MB  load "
-                  f"{rec['load_avg'][0]:.1f}", flush=True)
+            print(
+                f"{name:15s} {grid:4d}^2  fwd+bwd {rec['fwd_bwd_median_s'] * 1e3:9.1f} ms (min "
+                f"{rec['fwd_bwd_min_s'] * 1e3:9.1f}, cpu {rec['fwd_bwd_cpu_median_s'] * 1e3:9.1f})  "
+                f"fwd {rec['fwd_median_s'] * 1e3:8.1f} ms  saved "
+                f"{rec['saved_mb']:8.1f} MB  peak d {rec['peak_rss_delta_mb']:8.1f} MB  load "
+                f"{rec['load_avg'][0]:.1f}",
+                flush=True,
+            )
     old = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else []
     keep = [r for r in old if (r["kernel"], r["grid"]) not in {(x["kernel"], x["grid"]) for x in recs}]
     write_json(args.out, keep + recs)
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     base = {r["grid"]: r for r in keep + recs if r["kernel"] == "plain-lamo"}
-    print("| kernel | grid | fwd+bwd ms (median) | min | x plain | CPU ms (median) | x plain | fwd ms | saved MB "
-          "| x plain | peak RSS dMB |")
+    print(
+        "| kernel | grid | fwd+bwd ms (median) | min | x plain | CPU ms (median) | x plain | fwd ms | saved MB "
+        "| x plain | peak RSS dMB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in sorted(keep + recs, key=lambda r: (r["grid"], list(KERNELS).index(r["kernel"]))):
         b = base.get(r["grid"])
         rt = f"{r['fwd_bwd_median_s'] / b['fwd_bwd_median_s']:.2f}" if b else "-"
         rm = f"{r['saved_mb'] / b['saved_mb']:.2f}" if b else "-"
         rc = f"{r['fwd_bwd_cpu_median_s'] / b['fwd_bwd_cpu_median_s']:.2f}" if b else "-"
-        print(f"| {r['kernel']} | {r['grid']}^2 | {r['fwd_bwd_median_s'] * 1e3:.1f} | "
-              f"{r['fwd_bwd_min_s'] * 1e3:.1f} | {rt} "
-              f"| {r['fwd_bwd_cpu_median_s'] * 1e3:.1f} | {rc} | {r['fwd_median_s'] * 1e3:.1f} "
-              f"| {r['saved_mb']:.1f} | {rm} | {r['peak_rss_delta_mb']:.0f} |")
+        print(
+            f"| {r['kernel']} | {r['grid']}^2 | {r['fwd_bwd_median_s'] * 1e3:.1f} | "
+            f"{r['fwd_bwd_min_s'] * 1e3:.1f} | {rt} "
+            f"| {r['fwd_bwd_cpu_median_s'] * 1e3:.1f} | {rc} | {r['fwd_median_s'] * 1e3:.1f} "
+            f"| {r['saved_mb']:.1f} | {rm} | {r['peak_rss_delta_mb']:.0f} |"
+        )
 
 
 def run(scale: str, argv: list[str]) -> int:

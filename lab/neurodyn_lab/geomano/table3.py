@@ -18,6 +18,7 @@ The table gives mean +- std over seeds of the final-epoch test relative L2 besid
 Python: ``run_ablation(scale, seeds, out_dir, ...)`` returns the records; ``ablation_table(out_dir)`` the
 markdown table.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,46 +67,78 @@ for _b, _pes in (("darcy", (False,)), ("ns", (False, True))):
     for _ssm in ("1d", "2d"):
         if _b == "darcy":  # Table 3a's positional-embedding rows
             VARIANTS[_b][f"{_ssm}-pe-none"] = (_variant(_ssm, True, "none"), (_ssm, True, "none"))
-VARIANTS["darcy"].update({
-    "2d-noD-none": (_variant("2d", False, "none", "model.ssm.d_mode=none"), None),
-    "1d-noD-none": (_variant("1d", False, "none", "model.ssm.d_mode=none"), None),
-    "2d-0011-vmamba-order": (_variant("2d", False, "0011", "model.ssm.r_order=vmamba"), None),
-    "2d-corners-0011": (_variant("2d", False, "0011", "model.directions=corners"), None),
-})
-VARIANTS["ns"].update({
-    "1d-pe-noD-none": (_variant("1d", True, "none", "model.ssm.d_mode=none"), None),
-})
+VARIANTS["darcy"].update(
+    {
+        "2d-noD-none": (_variant("2d", False, "none", "model.ssm.d_mode=none"), None),
+        "1d-noD-none": (_variant("1d", False, "none", "model.ssm.d_mode=none"), None),
+        "2d-0011-vmamba-order": (_variant("2d", False, "0011", "model.ssm.r_order=vmamba"), None),
+        "2d-corners-0011": (_variant("2d", False, "0011", "model.directions=corners"), None),
+    }
+)
+VARIANTS["ns"].update(
+    {
+        "1d-pe-noD-none": (_variant("1d", True, "none", "model.ssm.d_mode=none"), None),
+    }
+)
 
 #: paper Table 3 (relative L2): (bench, ssm, pos. emb., coefficient) -> value
 PAPER = {
-    ("darcy", "1d", True, "none"): 0.00389, ("darcy", "1d", False, "none"): 0.00381,
-    ("darcy", "1d", False, "0001"): 0.00385, ("darcy", "1d", False, "0011"): 0.00376,
-    ("darcy", "1d", False, "0111"): 0.00387, ("darcy", "1d", False, "learnable"): 0.00386,
-    ("darcy", "2d", True, "none"): 0.00428, ("darcy", "2d", False, "none"): 0.00380,
-    ("darcy", "2d", False, "0001"): 0.00387, ("darcy", "2d", False, "0011"): 0.00362,
-    ("darcy", "2d", False, "0111"): 0.00383, ("darcy", "2d", False, "learnable"): 0.00372,
-    ("ns", "1d", False, "none"): 0.04190, ("ns", "1d", False, "0001"): 0.04212, ("ns", "1d", False, "0011"): 0.04062,
-    ("ns", "1d", False, "0111"): 0.04153, ("ns", "1d", False, "learnable"): 0.04190,
-    ("ns", "1d", True, "none"): 0.03938, ("ns", "1d", True, "0001"): 0.03795, ("ns", "1d", True, "0011"): 0.03783,
-    ("ns", "1d", True, "0111"): 0.03709, ("ns", "1d", True, "learnable"): 0.03701,
-    ("ns", "2d", False, "none"): 0.13554, ("ns", "2d", True, "none"): 0.18287,
+    ("darcy", "1d", True, "none"): 0.00389,
+    ("darcy", "1d", False, "none"): 0.00381,
+    ("darcy", "1d", False, "0001"): 0.00385,
+    ("darcy", "1d", False, "0011"): 0.00376,
+    ("darcy", "1d", False, "0111"): 0.00387,
+    ("darcy", "1d", False, "learnable"): 0.00386,
+    ("darcy", "2d", True, "none"): 0.00428,
+    ("darcy", "2d", False, "none"): 0.00380,
+    ("darcy", "2d", False, "0001"): 0.00387,
+    ("darcy", "2d", False, "0011"): 0.00362,
+    ("darcy", "2d", False, "0111"): 0.00383,
+    ("darcy", "2d", False, "learnable"): 0.00372,
+    ("ns", "1d", False, "none"): 0.04190,
+    ("ns", "1d", False, "0001"): 0.04212,
+    ("ns", "1d", False, "0011"): 0.04062,
+    ("ns", "1d", False, "0111"): 0.04153,
+    ("ns", "1d", False, "learnable"): 0.04190,
+    ("ns", "1d", True, "none"): 0.03938,
+    ("ns", "1d", True, "0001"): 0.03795,
+    ("ns", "1d", True, "0011"): 0.03783,
+    ("ns", "1d", True, "0111"): 0.03709,
+    ("ns", "1d", True, "learnable"): 0.03701,
+    ("ns", "2d", False, "none"): 0.13554,
+    ("ns", "2d", True, "none"): 0.18287,
 }
 
 
-def model_job(name: str, preset: str, overrides: Sequence[str], seed: int, keys: dict,
-              model_from: str | None = None) -> Job:
+def model_job(
+    name: str, preset: str, overrides: Sequence[str], seed: int, keys: dict, model_from: str | None = None
+) -> Job:
     """A :class:`Job` whose ``model.`` overrides apply after the model section (of ``model_from`` when given)."""
-    return Job(name, preset, seed, [o for o in overrides if not o.startswith("model.")], keys, keys.get("label", ""),
-               model_from, [o for o in overrides if o.startswith("model.")])
+    return Job(
+        name,
+        preset,
+        seed,
+        [o for o in overrides if not o.startswith("model.")],
+        keys,
+        keys.get("label", ""),
+        model_from,
+        [o for o in overrides if o.startswith("model.")],
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
 # the ablation
 
 
-def ablation_jobs(scale: str, seeds: Sequence[int], benches: Sequence[str] = ("darcy",),
-                  variants: Sequence[str] | None = None, epochs: int = 0, threads: int = 2,
-                  common: Sequence[str] = ()) -> list[Job]:
+def ablation_jobs(
+    scale: str,
+    seeds: Sequence[int],
+    benches: Sequence[str] = ("darcy",),
+    variants: Sequence[str] | None = None,
+    epochs: int = 0,
+    threads: int = 2,
+    common: Sequence[str] = (),
+) -> list[Job]:
     """One job ``<bench>-<variant>-s<seed>`` per bench, variant and seed."""
     jobs = []
     for bench in benches:
@@ -113,29 +146,55 @@ def ablation_jobs(scale: str, seeds: Sequence[int], benches: Sequence[str] = ("d
         names = list(table) if not variants else [v for v in variants if v in table]
         unknown = [v for v in (variants or []) if not any(v in VARIANTS[b] for b in benches)]
         if unknown:
-            raise SystemExit(f"unknown variant(s) {unknown}; known for {list(benches)}: "
-                             f"{sorted({v for b in benches for v in VARIANTS[b]})}")
+            raise SystemExit(
+                f"unknown variant(s) {unknown}; known for {list(benches)}: "
+                f"{sorted({v for b in benches for v in VARIANTS[b]})}"
+            )
         for seed in seeds:
             for name in names:
                 overrides, paper_row = table[name]
                 ov = list(common) + list(overrides) + ([f"train.epochs={epochs}"] if epochs else [])
-                jobs.append(model_job(f"{bench}-{name}-s{seed}", PRESETS[bench], ov, seed,
-                                      {"label": name, "bench": bench,
-                                       "paper_row": list(paper_row) if paper_row else None}))
+                jobs.append(
+                    model_job(
+                        f"{bench}-{name}-s{seed}",
+                        PRESETS[bench],
+                        ov,
+                        seed,
+                        {"label": name, "bench": bench, "paper_row": list(paper_row) if paper_row else None},
+                    )
+                )
     return jobs
 
 
-def run_ablation(scale: str = "cpu", seeds: Sequence[int] = (0, 1), out_dir: str | Path = DEFAULT_OUT,
-                 benches: Sequence[str] = ("darcy",), variants: Sequence[str] | None = None, jobs: int = 1,
-                 epochs: int = 0, threads: int = 2, runs_dir: str | Path | None = None,
-                 force: bool = False, common: Sequence[str] = ()) -> list[dict]:
+def run_ablation(
+    scale: str = "cpu",
+    seeds: Sequence[int] = (0, 1),
+    out_dir: str | Path = DEFAULT_OUT,
+    benches: Sequence[str] = ("darcy",),
+    variants: Sequence[str] | None = None,
+    jobs: int = 1,
+    epochs: int = 0,
+    threads: int = 2,
+    runs_dir: str | Path | None = None,
+    force: bool = False,
+    common: Sequence[str] = (),
+) -> list[dict]:
     """Train every (variant, seed) not yet recorded under ``out_dir``, ``jobs`` processes at a time; return
     all records there."""
     todo = ablation_jobs(scale, seeds, benches, variants, epochs, threads, common)
     out_dir = records(out_dir)
-    run_jobs(todo, out_dir, scale, tag="geomano-ablation", retrain=force, resume=not force,
-             runs_dir=Path(runs_dir) if runs_dir else runs_for(out_dir) / scale, workers=max(1, jobs), threads=threads,
-             summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s")
+    run_jobs(
+        todo,
+        out_dir,
+        scale,
+        tag="geomano-ablation",
+        retrain=force,
+        resume=not force,
+        runs_dir=Path(runs_dir) if runs_dir else runs_for(out_dir) / scale,
+        workers=max(1, jobs),
+        threads=threads,
+        summary=lambda r: f"test rel. L2 {r['final_rel_l2']:.5f}, {r['train_seconds']:.0f} s",
+    )
     return load_records(out_dir)
 
 
@@ -156,9 +215,11 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
     recs = [r for r in load_records(out_dir) if scale is None or r["scale"] == scale]
     if not recs:
         return f"no ablation runs recorded under {out_dir}"
-    lines = ["| bench | SSM | Pos. Emb. | Geo. Coeff. | variant | params | seeds | epochs | test rel. L2 (ours) | "
-             "paper (Table 3) | ours / best of ours in bench | s/epoch |",
-             "|---|---|---|---|---|---:|---|---:|---|---:|---:|---:|"]
+    lines = [
+        "| bench | SSM | Pos. Emb. | Geo. Coeff. | variant | params | seeds | epochs | test rel. L2 (ours) | "
+        "paper (Table 3) | ours / best of ours in bench | s/epoch |",
+        "|---|---|---|---|---|---:|---|---:|---|---:|---:|---:|",
+    ]
     for bench in ("darcy", "ns"):
         rows = {}
         for r in recs:
@@ -176,15 +237,22 @@ def ablation_table(out_dir: str | Path = DEFAULT_OUT, scale: str | None = None) 
             ssm = "2D" if _said(ov, "kind") == "2d" else "Vanilla"
             pe = "✓" if "model.pos_embed=true" in ov else "–"
             corr = _said(ov, "correction")
-            coeff = ("Learnable" if corr == "learnable" else "None" if corr == "none" else
-                     (_said(ov, "r_pattern") or "").strip("'"))
+            coeff = (
+                "Learnable"
+                if corr == "learnable"
+                else "None"
+                if corr == "none"
+                else (_said(ov, "r_pattern") or "").strip("'")
+            )
             if _said(ov, "d_mode") == "none":
                 coeff += " (no D)"
             finals = [r["final_rel_l2"] for r in rs]
-            lines.append(f"| {bench} | {ssm} | {pe} | {coeff} | {label} | {rs[0]['params']:,} | "
-                         f"{','.join(str(r['seed']) for r in rs)} | {rs[0]['epochs']} | {_fmt(finals)} | "
-                         f"{paper if paper is not None else '-'} | {means[label] / best:.3f} | "
-                         f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
+            lines.append(
+                f"| {bench} | {ssm} | {pe} | {coeff} | {label} | {rs[0]['params']:,} | "
+                f"{','.join(str(r['seed']) for r in rs)} | {rs[0]['epochs']} | {_fmt(finals)} | "
+                f"{paper if paper is not None else '-'} | {means[label] / best:.3f} | "
+                f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |"
+            )
     return "\n".join(lines)
 
 
@@ -199,8 +267,9 @@ def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
     ap.add_argument("--epochs", type=int, default=0, help="train.epochs for every run (0: the preset's)")
     ap.add_argument("--common", nargs="*", default=[], help="overrides applied to every run")
     ap.add_argument("--out", default=DEFAULT_OUT, help="the claim the records go to (lab/records/<out>), or a folder")
-    ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<out>/<scale>, "
-                    "untracked)")
+    ap.add_argument(
+        "--runs-dir", default=None, help="where the run folders train (default lab/runs/<out>/<scale>, untracked)"
+    )
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true", help="only print the table of recorded runs")
     ap.add_argument("--list", action="store_true", help="list the variants and their overrides")
@@ -212,8 +281,19 @@ def run(scale: str = "cpu", argv: Sequence[str] = ()) -> int:
                 print(f"{b:6s} {k:24s} {' '.join(ov)}" + (f"   [Table 3: {PAPER.get((b,) + row)}]" if row else ""))
         return 0
     if not args.report:
-        run_ablation(scale, args.seeds, args.out, args.bench, args.variants, args.jobs, args.epochs, args.threads,
-                     args.runs_dir, args.force, args.common)
+        run_ablation(
+            scale,
+            args.seeds,
+            args.out,
+            args.bench,
+            args.variants,
+            args.jobs,
+            args.epochs,
+            args.threads,
+            args.runs_dir,
+            args.force,
+            args.common,
+        )
     print(ablation_table(args.out, None if args.report else scale))
     return 0
 

@@ -28,6 +28,7 @@ gradients of one training step on top of the weights and the input. The workers 
 threshold would otherwise keep the warm-up's activations resident and hide the peak), and with
 ``OMP_WAIT_POLICY=PASSIVE``.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,15 +59,42 @@ SIZES = (1024, 4096, 16384, 65536)
 MODELS = ("lamo", "transolver", "attention")
 GEOMETRIES = ("point_cloud", "grid")
 
-LAMO_PC = dict(geometry="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, mlp_ratio=1,
-               ssm=dict(d_state=64, expand=2, heads=4, layout="hydra"), n_slices=64, slice_heads=8,
-               share_encoder=True)
-TRANSOLVER_PC = dict(variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, n_heads=8,
-                     n_slices=64, mlp_ratio=1)
-LAMO_GRID = dict(in_channels=1, out_channels=1, width=64, n_layers=8, mlp_ratio=4,
-                 ssm=dict(d_state=64, expand=2, heads=1, norm="layernorm"), patch_size=2, pad_multiple=2)
-TRANSOLVER_GRID = dict(variant="structured_mesh", in_channels=1, out_channels=1, width=128, n_layers=8,
-                       n_heads=8, n_slices=64, mlp_ratio=1, unified_pos=8)
+LAMO_PC = dict(
+    geometry="point_cloud",
+    in_channels=2,
+    out_channels=1,
+    width=128,
+    n_layers=8,
+    mlp_ratio=1,
+    ssm=dict(d_state=64, expand=2, heads=4, layout="hydra"),
+    n_slices=64,
+    slice_heads=8,
+    share_encoder=True,
+)
+TRANSOLVER_PC = dict(
+    variant="point_cloud", in_channels=2, out_channels=1, width=128, n_layers=8, n_heads=8, n_slices=64, mlp_ratio=1
+)
+LAMO_GRID = dict(
+    in_channels=1,
+    out_channels=1,
+    width=64,
+    n_layers=8,
+    mlp_ratio=4,
+    ssm=dict(d_state=64, expand=2, heads=1, norm="layernorm"),
+    patch_size=2,
+    pad_multiple=2,
+)
+TRANSOLVER_GRID = dict(
+    variant="structured_mesh",
+    in_channels=1,
+    out_channels=1,
+    width=128,
+    n_layers=8,
+    n_heads=8,
+    n_slices=64,
+    mlp_ratio=1,
+    unified_pos=8,
+)
 
 
 class FullAttention(nn.Module):
@@ -94,9 +122,10 @@ class AttentionTransformer(nn.Module):
         from neurodyn.nn.mlp import ChannelMLP
 
         self.lift = ChannelMLP(in_channels, width, 2 * width)
-        self.blocks = nn.ModuleList(ResidualBlock(width, FullAttention(width, heads), mlp_ratio,
-                                                  out_channels=1 if l == n_layers - 1 else 0)
-                                    for l in range(n_layers))
+        self.blocks = nn.ModuleList(
+            ResidualBlock(width, FullAttention(width, heads), mlp_ratio, out_channels=1 if l == n_layers - 1 else 0)
+            for l in range(n_layers)
+        )
 
     def forward(self, x, pos=None, ctx=None):
         h = self.lift(x.reshape(x.shape[0], -1, x.shape[-1]))
@@ -149,8 +178,17 @@ def worker(model: str, geometry: str, n: int, repeats: int, threads: int) -> dic
 
 
 def run_point(model, geometry, n, repeats, threads, timeout):
-    cmd = [*module_command("neurodyn_lab.lamo.scaling"), "--worker", model, geometry, str(n), "--repeats", str(repeats),
-           "--threads", str(threads)]
+    cmd = [
+        *module_command("neurodyn_lab.lamo.scaling"),
+        "--worker",
+        model,
+        geometry,
+        str(n),
+        "--repeats",
+        str(repeats),
+        "--threads",
+        str(threads),
+    ]
     env = child_env(MALLOC_MMAP_THRESHOLD_="131072", OMP_WAIT_POLICY="PASSIVE")
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -182,8 +220,11 @@ def main(argv=None) -> None:
     out = Path(args.out)
     done = {}
     if out.exists() and not args.fresh:  # resume: keep the points measured by an interrupted run
-        done = {(r["model"], r["geometry"], r["n"]): r for r in json.loads(out.read_text())["results"]
-                if "time" in r or r.get("skipped")}
+        done = {
+            (r["model"], r["geometry"], r["n"]): r
+            for r in json.loads(out.read_text())["results"]
+            if "time" in r or r.get("skipped")
+        }
     results = []
     for geometry in GEOMETRIES:
         for n in sizes:  # models interleaved at each size, so that load changes hit all of them
@@ -197,8 +238,13 @@ def main(argv=None) -> None:
                     results.append({"model": model, "geometry": geometry, "n": n, "skipped": True})
                     continue
                 r = run_point(model, geometry, n, repeats, args.threads, args.timeout)
-                r.update(model=model, geometry=geometry, n=n, date=_dt.datetime.now().isoformat(timespec="seconds"),
-                         load_avg=os.getloadavg())
+                r.update(
+                    model=model,
+                    geometry=geometry,
+                    n=n,
+                    date=_dt.datetime.now().isoformat(timespec="seconds"),
+                    load_avg=os.getloadavg(),
+                )
                 results.append(r)
                 print(json.dumps(r), flush=True)
                 save(out, results, args, repeats)
@@ -207,17 +253,25 @@ def main(argv=None) -> None:
 
 
 def save(out: Path, results, args, repeats) -> dict:
-    meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "threads": args.threads,
-            "repeats": repeats, "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-            "load_avg": os.getloadavg(), "command": " ".join([Path(sys.executable).name] + sys.argv)}
+    meta = {
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "threads": args.threads,
+        "repeats": repeats,
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "load_avg": os.getloadavg(),
+        "command": " ".join([Path(sys.executable).name] + sys.argv),
+    }
     write_json(out, {"meta": meta, "results": results})
     return meta
 
 
 def print_tables(results, sizes, meta) -> None:
     by = {(r["model"], r["geometry"], r["n"]): r for r in results}
-    print(f"\n{meta['date']}, {meta['threads']} threads, median of {meta['repeats']} runs, load average "
-          f"{', '.join(f'{v:.1f}' for v in meta['load_avg'])}\n")
+    print(
+        f"\n{meta['date']}, {meta['threads']} threads, median of {meta['repeats']} runs, load average "
+        f"{', '.join(f'{v:.1f}' for v in meta['load_avg'])}\n"
+    )
     for geometry in GEOMETRIES:
         models = [m for m in MODELS if not (m == "attention" and geometry == "grid")]
         print(f"### {geometry.replace('_', ' ')}: forward+backward seconds per sample (peak MiB)\n")

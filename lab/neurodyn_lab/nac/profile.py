@@ -10,6 +10,7 @@ events whose name holds ``ncp`` (the fused op, its autograd node and its kernels
 matmuls are not told apart, so the share is that of the fused op). Prints the step time, the backbone's forward and
 backward milliseconds per step and their share of the profiled self time, and the profiler's top events.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,9 +61,14 @@ def profile(preset="nac/sequence", scale="cpu", length=64, channels=6, classes=6
     total = sum(e.self_cpu_time_total for e in events)
     ncp = {e.key: e.self_cpu_time_total for e in events if "ncp" in e.key.lower()}
     bwd = sum(v for k, v in ncp.items() if "bwd" in k.lower() or "backward" in k.lower())
-    return {"step_ms": statistics.median(times), "batch": batch, "ncp_fwd_ms": (sum(ncp.values()) - bwd) / 1e3 / steps,
-            "ncp_bwd_ms": bwd / 1e3 / steps, "share": sum(ncp.values()) / total if total else float("nan"),
-            "table": events.table(sort_by="self_cpu_time_total", row_limit=12)}
+    return {
+        "step_ms": statistics.median(times),
+        "batch": batch,
+        "ncp_fwd_ms": (sum(ncp.values()) - bwd) / 1e3 / steps,
+        "ncp_bwd_ms": bwd / 1e3 / steps,
+        "share": sum(ncp.values()) / total if total else float("nan"),
+        "table": events.table(sort_by="self_cpu_time_total", row_limit=12),
+    }
 
 
 def main(argv=None) -> int:
@@ -77,9 +83,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     r = profile(args.preset, args.scale, args.length, args.channels, steps=args.steps, warmup=args.warmup)
-    print(f"{args.preset} ({args.scale}), batch {r['batch']}, T = {args.length}, {args.channels} channels, "
-          f"{args.threads} thread(s): step {r['step_ms']:.1f} ms; NCP backbone forward {r['ncp_fwd_ms']:.1f} ms + "
-          f"backward {r['ncp_bwd_ms']:.1f} ms per step = {r['share']:.1%} of the profiled self CPU time")
+    print(
+        f"{args.preset} ({args.scale}), batch {r['batch']}, T = {args.length}, {args.channels} channels, "
+        f"{args.threads} thread(s): step {r['step_ms']:.1f} ms; NCP backbone forward {r['ncp_fwd_ms']:.1f} ms + "
+        f"backward {r['ncp_bwd_ms']:.1f} ms per step = {r['share']:.1%} of the profiled self CPU time"
+    )
     print(r["table"])
     return 0
 

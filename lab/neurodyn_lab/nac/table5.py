@@ -16,6 +16,7 @@ against the exhaustive Top-K and reports the recall of the true top keys.
 
 The paper measured on a T4 GPU; compare orderings and ratios, not seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,20 @@ MODELS = {
     "ODE-RNN (GRU + decay)": ("odernn", {}),
 }
 PAPER_T5 = {  # run time (s), peak memory (MB) on a T4 (paper Table 5)
-    "NAC-Exact/05s/8k": (7.4101, 151.50), "NAC-Euler": (7.3367, 152.22), "NAC-Steady": (7.2942, 150.86),
-    "NAC-2k": (7.3071, 44.75), "NAC-32k": (7.2313, 549.86), "NAC-PW": (8.5649, 5042.09),
-    "NAC-09s": (7.222, 150.85), "NAC-02s": (7.252, 151.54), "Attention": (0.0016, 16.86), "MHA": (0.0041, 69.05),
-    "GRU": (3.216, 0.54), "LSTM": (2.6241, 0.42), "CfC": (6.0988, 0.76), "LTC": (14.643, 0.99),
+    "NAC-Exact/05s/8k": (7.4101, 151.50),
+    "NAC-Euler": (7.3367, 152.22),
+    "NAC-Steady": (7.2942, 150.86),
+    "NAC-2k": (7.3071, 44.75),
+    "NAC-32k": (7.2313, 549.86),
+    "NAC-PW": (8.5649, 5042.09),
+    "NAC-09s": (7.222, 150.85),
+    "NAC-02s": (7.252, 151.54),
+    "Attention": (0.0016, 16.86),
+    "MHA": (0.0041, 69.05),
+    "GRU": (3.216, 0.54),
+    "LSTM": (2.6241, 0.42),
+    "CfC": (6.0988, 0.76),
+    "LTC": (14.643, 0.99),
     "ODE-RNN (GRU + decay)": (12.2498, 0.64),  # the paper's GRU-ODE row
 }
 
@@ -128,9 +139,18 @@ def run(scale: str, argv: list[str]) -> int:
     pw_n = a.pw_n or {"tiny": 64, "cpu": 512, "paper": 1024}[scale]
     runs = a.runs or {"tiny": 2, "cpu": 5, "paper": 10}[scale]
     d, heads = 64, 4
-    results = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "scale": scale, "n": n, "pw_n": pw_n,
-               "runs": runs, "threads": a.threads, "torch": torch.__version__, "host": platform.node(),
-               "cpu": platform.processor(), "models": {}}
+    results = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "scale": scale,
+        "n": n,
+        "pw_n": pw_n,
+        "runs": runs,
+        "threads": a.threads,
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "cpu": platform.processor(),
+        "models": {},
+    }
     g = torch.Generator().manual_seed(0)
     for name in a.models:
         length = pw_n if name == "NAC-PW" else n
@@ -142,9 +162,12 @@ def run(scale: str, argv: list[str]) -> int:
         r["n"] = length
         r["params"] = sum(p.numel() for p in model.parameters())
         results["models"][name] = r
-        print(f"{name:>26s}  n={length:5d}  wall {r['median']:8.4f} s (IQR {r['iqr']:.4f})  "
-              f"cpu {r['cpu_median']:8.4f} s"
-              f"  peak +{r['peak_mb']:8.1f} MB", flush=True)
+        print(
+            f"{name:>26s}  n={length:5d}  wall {r['median']:8.4f} s (IQR {r['iqr']:.4f})  "
+            f"cpu {r['cpu_median']:8.4f} s"
+            f"  peak +{r['peak_mb']:8.1f} MB",
+            flush=True,
+        )
         del model
     if not a.no_scaling:
         ns = [256, 1024] if scale == "tiny" else [256, 1024, 4096, 16384]
@@ -155,28 +178,40 @@ def run(scale: str, argv: list[str]) -> int:
 
 
 def markdown(res: dict) -> str:
-    lines = [f"Run time and peak memory, batch 1, n = {res['n']} (NAC-PW: n = {res['pw_n']}), 64 features, "
-             f"d_model 64, 4 heads, forward only; median of {res['runs']} passes after a warm-up, "
-             f"{res['threads']} threads, torch {res['torch']}, {res['date']}.", "",
-             "| model | ours: wall time (s) | ours: CPU time (s) | ours: throughput (seq/s, wall) "
-             "| ours: peak RSS (MB) "
-             "| paper (T4): run time (s) | paper: peak memory (MB) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"Run time and peak memory, batch 1, n = {res['n']} (NAC-PW: n = {res['pw_n']}), 64 features, "
+        f"d_model 64, 4 heads, forward only; median of {res['runs']} passes after a warm-up, "
+        f"{res['threads']} threads, torch {res['torch']}, {res['date']}.",
+        "",
+        "| model | ours: wall time (s) | ours: CPU time (s) | ours: throughput (seq/s, wall) "
+        "| ours: peak RSS (MB) "
+        "| paper (T4): run time (s) | paper: peak memory (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, r in res["models"].items():
         pt, pm = PAPER_T5.get(name, (None, None))
         extra = f" (n={r['n']})" if r["n"] != res["n"] else ""
-        lines.append(f"| {name}{extra} | {r['median']:.4f} | {r['cpu_median']:.4f} | {1 / r['median']:.2f} | "
-                     f"{r['peak_mb']:.1f} | "
-                     f"{pt if pt is not None else '–'} | {pm if pm is not None else '–'} |")
+        lines.append(
+            f"| {name}{extra} | {r['median']:.4f} | {r['cpu_median']:.4f} | {1 / r['median']:.2f} | "
+            f"{r['peak_mb']:.1f} | "
+            f"{pt if pt is not None else '–'} | {pm if pm is not None else '–'} |"
+        )
     if "topk_scaling" in res:
-        lines += ["", "Top-K pair selection (K = 8, D = 16, smooth keys): time (s) and peak RSS increase (MB); recall "
-                  "of the exhaustive top-8 keys by Algorithm 2 (random / temporally smooth keys)", "",
-                  "| n | block s | block MB | exhaustive s | exhaustive MB | recall random | recall smooth |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Top-K pair selection (K = 8, D = 16, smooth keys): time (s) and peak RSS increase (MB); recall "
+            "of the exhaustive top-8 keys by Algorithm 2 (random / temporally smooth keys)",
+            "",
+            "| n | block s | block MB | exhaustive s | exhaustive MB | recall random | recall smooth |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in res["topk_scaling"]:
-            f = lambda k, fmt: (fmt.format(r[k]) if k in r else "–")
-            lines.append(f"| {r['n']} | {f('block_s', '{:.4f}')} | {f('block_mb', '{:.1f}')} | "
-                         f"{f('exact_s', '{:.4f}')} | {f('exact_mb', '{:.1f}')} | "
-                         f"{f('recall_random', '{:.3f}')} | {f('recall_smooth', '{:.3f}')} |")
+            f = lambda k, fmt: fmt.format(r[k]) if k in r else "–"
+            lines.append(
+                f"| {r['n']} | {f('block_s', '{:.4f}')} | {f('block_mb', '{:.1f}')} | "
+                f"{f('exact_s', '{:.4f}')} | {f('exact_mb', '{:.1f}')} | "
+                f"{f('recall_random', '{:.3f}')} | {f('recall_smooth', '{:.3f}')} |"
+            )
     return "\n".join(lines)
 
 

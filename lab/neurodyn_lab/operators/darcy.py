@@ -22,6 +22,7 @@ mean +- std over seeds. Runs are skipped when their JSON exists (``--force`` red
 (``torch.set_num_threads``) with ``OMP_WAIT_POLICY=PASSIVE`` (spinning OpenMP workers slow 2-thread runs on a
 shared machine).
 """
+
 from __future__ import annotations
 
 import os
@@ -60,17 +61,43 @@ def run_one(label, preset, overrides, seed, args, out: Path) -> dict:
     model_ov = [o for o in overrides if o.startswith("model.")]
     # with a swap: the model section of another preset (same scale), then the run's model overrides
     runs_dir = Path(args.runs_dir) if args.runs_dir else runs_for(records(args.tag))
-    r = train_preset(preset, args.scale, runs_dir / f"{label}-s{seed}", ov, seed=seed,
-                     model_overrides=model_ov, model_from=swap[0] if swap else None, resume=not args.force)
+    r = train_preset(
+        preset,
+        args.scale,
+        runs_dir / f"{label}-s{seed}",
+        ov,
+        seed=seed,
+        model_overrides=model_ov,
+        model_from=swap[0] if swap else None,
+        resume=not args.force,
+    )
     res = r.record()
     rec = {
-        "label": label, "preset": preset, "scale": args.scale, "seed": seed,
+        "label": label,
+        "preset": preset,
+        "scale": args.scale,
+        "seed": seed,
         "overrides": ov + [f"@model={s}" for s in swap[:1]] + model_ov,
-        **{k: res.get(k) for k in ("final_rel_l2", "best_val_rel_l2", "test_rel_l2_at_best_val", "epochs",
-                                   "train_seconds", "wall_seconds", "params", "n_train", "n_val", "n_test",
-                                   "final_train_loss")},
-        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
-        "final_metrics": {k: v for k, v in r.final.items() if isinstance(v, (int, float))}, "curve": r.curve,
+        **{
+            k: res.get(k)
+            for k in (
+                "final_rel_l2",
+                "best_val_rel_l2",
+                "test_rel_l2_at_best_val",
+                "epochs",
+                "train_seconds",
+                "wall_seconds",
+                "params",
+                "n_train",
+                "n_val",
+                "n_test",
+                "final_train_loss",
+            )
+        },
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "load_avg": os.getloadavg(),
+        "final_metrics": {k: v for k, v in r.final.items() if isinstance(v, (int, float))},
+        "curve": r.curve,
     }
     write_run_record(out.parent.parent.parent, out.parent.name, rec, run_dir=r.run_dir)
     return rec
@@ -83,8 +110,10 @@ def report(tag: str) -> None:
     if not rows:
         print(f"no runs recorded under lab/records/{tag}")
         return
-    print("| run | preset (scale) | params | epochs | seeds | test rel. L2 (final), mean +- std | per seed | "
-          "best validation rel. L2 (older records: best test epoch †) | train s/epoch |")
+    print(
+        "| run | preset (scale) | params | epochs | seeds | test rel. L2 (final), mean +- std | per seed | "
+        "best validation rel. L2 (older records: best test epoch †) | train s/epoch |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for label, rs in rows.items():
         rs.sort(key=lambda r: r["seed"])
@@ -94,10 +123,12 @@ def report(tag: str) -> None:
         std = statistics.stdev(finals) if len(finals) > 1 else 0.0
         extra = [o for o in rs[0]["overrides"] if not o.startswith(("train.seed", "train.epochs"))]
         name = label + (f" (`{' '.join(extra)}`)" if extra else "")
-        print(f"| {name} | {rs[0]['preset']} ({rs[0]['scale']}) | {rs[0]['params']:,} | {rs[0]['epochs']} | "
-              f"{','.join(str(r['seed']) for r in rs)} | {statistics.mean(finals):.4f} +- {std:.4f} | "
-              f"{' '.join(f'{v:.4f}' for v in finals)} | {statistics.mean(best):.4f}{dagger} | "
-              f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |")
+        print(
+            f"| {name} | {rs[0]['preset']} ({rs[0]['scale']}) | {rs[0]['params']:,} | {rs[0]['epochs']} | "
+            f"{','.join(str(r['seed']) for r in rs)} | {statistics.mean(finals):.4f} +- {std:.4f} | "
+            f"{' '.join(f'{v:.4f}' for v in finals)} | {statistics.mean(best):.4f}{dagger} | "
+            f"{statistics.mean(r['train_seconds'] / r['epochs'] for r in rs):.0f} |"
+        )
 
 
 def plot_curves(tag: str, out: str, extra: list[str]) -> None:
@@ -113,8 +144,9 @@ def plot_curves(tag: str, out: str, extra: list[str]) -> None:
         paper, claim, runs = (pattern.split("/", 2) + ["", ""])[:3]
         groups[label] = read_run_records(records(f"{paper}/{claim}"), runs or "*")
     curves = {label: [r["curve"] for r in rs if r.get("curve")] for label, rs in groups.items()}
-    means = plot_seed_mean_curves(curves, out, "validation rel. L2 (older records: test)", f"{tag}: mean over seeds",
-                                  log=True)
+    means = plot_seed_mean_curves(
+        curves, out, "validation rel. L2 (older records: test)", f"{tag}: mean over seeds", log=True
+    )
     for label, m in means.items():
         print(f"{label} ({len(curves[label])} seeds): " + " / ".join(f"{v:.4f}" for v in m))
     print("->", out)
@@ -132,10 +164,19 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--plot-curves", metavar="OUT.png", default=None,
-                    help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra")
-    ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=GLOB",
-                    help="with --plot-curves: more records, e.g. fno=geomano/table1/ns-fno-s*")
+    ap.add_argument(
+        "--plot-curves",
+        metavar="OUT.png",
+        default=None,
+        help="plot the per-epoch test rel. L2 (mean over seeds) of the runs under --tag, and --extra",
+    )
+    ap.add_argument(
+        "--extra",
+        nargs="*",
+        default=[],
+        metavar="LABEL=GLOB",
+        help="with --plot-curves: more records, e.g. fno=geomano/table1/ns-fno-s*",
+    )
     args = ap.parse_args(argv)
     if args.report:
         report(args.tag)
@@ -153,9 +194,12 @@ def main(argv=None) -> None:
                 continue
             rec = run_one(label, preset, overrides, seed, args, out)
             best = rec["best_val_rel_l2"]
-            print(f"{label} seed {seed}: test rel. L2 {rec['final_rel_l2']:.4f} (best validation "
-                  f"{'-' if best is None else format(best, '.4f')}), "
-                  f"{rec['params']:,} parameters, {rec['train_seconds']:.0f} s", flush=True)
+            print(
+                f"{label} seed {seed}: test rel. L2 {rec['final_rel_l2']:.4f} (best validation "
+                f"{'-' if best is None else format(best, '.4f')}), "
+                f"{rec['params']:,} parameters, {rec['train_seconds']:.0f} s",
+                flush=True,
+            )
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.tag)
 

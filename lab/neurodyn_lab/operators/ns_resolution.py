@@ -18,6 +18,7 @@ Two initial conditions per trajectory:
   the same on every grid, the finer grid adds its smaller scales): how far the 64^2 data are from the
   trajectories a 256^2 simulation of the same law (FNO's) would give.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,16 +32,20 @@ import torch
 
 from neurodyn.data.generators import get_generator, sample_rng
 from neurodyn.data.generators.navier_stokes import SpectralForcing, li_forcing, solve_vorticity
-
 from neurodyn_lab.paths import records
 from neurodyn_lab.records import write_json, write_text
 
 OUT = records("operators/ns_resolution")
-STORED = 32                      # the grid the models see
+STORED = 32  # the grid the models see
 NU, T_FINAL = 1e-4, 20
 #: (label, grid, dt) of every solve; the last is the reference
-SOLVES = (("64^2, dt 2e-3 (the data)", 64, 2e-3), ("64^2, dt 5e-4", 64, 5e-4), ("128^2, dt 1e-3", 128, 1e-3),
-          ("128^2, dt 2.5e-4", 128, 2.5e-4), ("256^2, dt 5e-4 (reference)", 256, 5e-4))
+SOLVES = (
+    ("64^2, dt 2e-3 (the data)", 64, 2e-3),
+    ("64^2, dt 5e-4", 64, 5e-4),
+    ("128^2, dt 1e-3", 128, 1e-3),
+    ("128^2, dt 2.5e-4", 128, 2.5e-4),
+    ("256^2, dt 5e-4 (reference)", 256, 5e-4),
+)
 
 
 def pad_spectrum(w: torch.Tensor, n: int) -> torch.Tensor:
@@ -49,7 +54,7 @@ def pad_spectrum(w: torch.Tensor, n: int) -> torch.Tensor:
     m = w.shape[-1]
     if n == m:
         return w.clone()
-    c = torch.fft.fft2(w) / m ** 2
+    c = torch.fft.fft2(w) / m**2
     out = torch.zeros(w.shape[0], n, n, dtype=c.dtype)
     h = m // 2
     for sx in (slice(0, h), slice(-h, None)):
@@ -64,7 +69,7 @@ def pad_spectrum(w: torch.Tensor, n: int) -> torch.Tensor:
     for a in (h, -h):
         for b in (h, -h):
             out[:, a, b] = 0.25 * c[:, h, h]
-    return torch.fft.ifft2(out * n ** 2).real
+    return torch.fft.ifft2(out * n**2).real
 
 
 def initial_fields(n: int, samples: int, seed: int) -> torch.Tensor:
@@ -102,8 +107,10 @@ def measure(samples: int, seed: int) -> dict:
             seconds[label] = time.perf_counter() - t0
             print(f"{case}: {label} solved in {seconds[label]:.0f} s", flush=True)
         ref = sols.pop(solves[-1][0])
-        out["cases"][case] = {label: {"rel_err": rel_errors(w, ref)[:, 1:].tolist(), "seconds": seconds[label]}
-                              for label, w in sols.items()}
+        out["cases"][case] = {
+            label: {"rel_err": rel_errors(w, ref)[:, 1:].tolist(), "seconds": seconds[label]}
+            for label, w in sols.items()
+        }
     return out
 
 
@@ -111,11 +118,14 @@ def report(rec: dict) -> str:
     """Markdown: per solve and case, the error at t = 1, 5, 10, 20 (mean and max over trajectories) and the
     largest over the horizon."""
     frames = (1, 5, 10, 20)
-    lines = [f"Navier-Stokes nu = {rec['nu']:g}, {rec['samples']} trajectories (generator seed {rec['seed']}), "
-             f"errors on the stored {rec['stored']}^2 grid against the 256^2 / dt 5e-4 solve, "
-             "``||w - w_ref|| / ||w_ref||`` (mean over trajectories; max in brackets):", "",
-             "| initial field | solve | " + " | ".join(f"t = {t}" for t in frames) + " | max over t <= 20 |",
-             "|---|---|" + "---:|" * (len(frames) + 1)]
+    lines = [
+        f"Navier-Stokes nu = {rec['nu']:g}, {rec['samples']} trajectories (generator seed {rec['seed']}), "
+        f"errors on the stored {rec['stored']}^2 grid against the 256^2 / dt 5e-4 solve, "
+        "``||w - w_ref|| / ||w_ref||`` (mean over trajectories; max in brackets):",
+        "",
+        "| initial field | solve | " + " | ".join(f"t = {t}" for t in frames) + " | max over t <= 20 |",
+        "|---|---|" + "---:|" * (len(frames) + 1),
+    ]
     for case, solves in rec["cases"].items():
         for label, r in solves.items():
             err = torch.tensor(r["rel_err"])  # (B, T)
@@ -164,11 +174,17 @@ def main(argv=None) -> int:
         write_json(path, rec)
     plot(rec, a.out / "errors.png")
     text = report(rec)
-    write_text(a.out / "report.md", f"<!-- made by `python -m neurodyn_lab run operators/ns_resolution` -->\n\n"
-                                    f"{text}\n\n![errors over time](errors.png)\n")
+    write_text(
+        a.out / "report.md",
+        f"<!-- made by `python -m neurodyn_lab run operators/ns_resolution` -->\n\n"
+        f"{text}\n\n![errors over time](errors.png)\n",
+    )
     print(text)
-    return 0 if all(math.isfinite(v) for s in rec["cases"].values() for r in s.values()
-                    for row in r["rel_err"] for v in row) else 1
+    return (
+        0
+        if all(math.isfinite(v) for s in rec["cases"].values() for r in s.values() for row in r["rel_err"] for v in row)
+        else 1
+    )
 
 
 def run(scale: str, argv: list[str]) -> int:

@@ -12,6 +12,7 @@ grows with the input) to show what the resampling buys.
 Records ``lab/records/operators/resolution_transfer/{compare.md,results.json}`` (and ``<out>_tokens/`` for the
 second LaMO mode); the runs and ``error_vs_time.png`` stay in ``lab/runs/operators/...`` (untracked).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,6 @@ import torch
 
 from neurodyn.data.generators import get_generator
 from neurodyn.data.store import data_root
-
 from neurodyn_lab.cli import script_main
 from neurodyn_lab.comparisons import compare_recorded
 from neurodyn_lab.paths import records
@@ -50,16 +50,37 @@ def run(scale: str, argv: list[str]) -> int:
     torch.set_num_threads(args.threads)
     train = darcy_file(17, args.n_train, seed=0)
     tests = {"test17": darcy_file(17, 100, seed=1), "test33": darcy_file(33, 100, seed=1)}
-    common = [f"data.path={train}", f"data.n_train={args.n_train}", "data.n_test=0",
-              "data.test_path={" + ", ".join(f"{k}: {v}" for k, v in tests.items()) + "}"]
+    common = [
+        f"data.path={train}",
+        f"data.n_train={args.n_train}",
+        "data.n_test=0",
+        "data.test_path={" + ", ".join(f"{k}: {v}" for k, v in tests.items()) + "}",
+    ]
     fno_modes = {"fno/darcy": ["model.modes=[8,8]"]}  # 17 points hold 9 rfft modes
     data = {data_root(): "<data>"}  # generated files outside the repository are named from $NEURODYN_DATA
     out = records(args.out)
-    compare_recorded(PRESETS, out, scale, placeholders=data, seeds=args.seeds, epochs=args.epochs,
-                     data_from="fno/darcy", overrides=common, preset_overrides=fno_modes)
-    compare_recorded(["lamo/darcy"], out.with_name(f"{out.name}_tokens"), scale, placeholders=data, seeds=args.seeds,
-                     epochs=args.epochs, data_from="fno/darcy", overrides=common,
-                     preset_overrides={"lamo/darcy": ["model.grid_transfer=tokens"]})
+    compare_recorded(
+        PRESETS,
+        out,
+        scale,
+        placeholders=data,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        data_from="fno/darcy",
+        overrides=common,
+        preset_overrides=fno_modes,
+    )
+    compare_recorded(
+        ["lamo/darcy"],
+        out.with_name(f"{out.name}_tokens"),
+        scale,
+        placeholders=data,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        data_from="fno/darcy",
+        overrides=common,
+        preset_overrides={"lamo/darcy": ["model.grid_transfer=tokens"]},
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ printed beside it). Then it trains them (:func:`neurodyn_lab.queue.run_jobs`: a 
 again, an interrupted one resumes from its untracked run folder), prints our numbers (mean ± std over seeds) beside
 the paper's and writes that table, the page section, to ``<records>/table.md``. ``--dry-run`` stops after the plan.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,18 @@ def jobs_of(table: Table, scale: str, seeds: Sequence[int]) -> list[Job]:
         for row in table.rows:
             other, model = _split((*table.common, *row.overrides))
             epochs = [f"train.epochs={table.epochs[scale]}"] if table.epochs and scale in table.epochs else []
-            jobs.append(Job(f"{row.label}-s{seed}", row.preset, seed, [*other, *epochs],
-                            {"label": row.label, "table": f"{table.paper}/{table.name}"}, row.label,
-                            row.model_from, model))
+            jobs.append(
+                Job(
+                    f"{row.label}-s{seed}",
+                    row.preset,
+                    seed,
+                    [*other, *epochs],
+                    {"label": row.label, "table": f"{table.paper}/{table.name}"},
+                    row.label,
+                    row.model_from,
+                    model,
+                )
+            )
     return jobs
 
 
@@ -63,8 +73,11 @@ def _fmt_hours(seconds: float) -> str:
 def plan(table: Table, scale: str, seeds: Sequence[int], device: str, recorded: set[str]) -> tuple[list[str], float]:
     """The plan's lines and the estimated seconds of the runs not yet recorded."""
     unit = "GPU-hours" if device.startswith("cuda") else "CPU-hours"
-    lines = [f"| model | preset | overrides | seeds (to run) | epochs | paper | s / epoch | estimated {unit} | "
-             "the estimate rests on |", "|---|---|---|---|---:|---|---:|---:|---|"]
+    lines = [
+        f"| model | preset | overrides | seeds (to run) | epochs | paper | s / epoch | estimated {unit} | "
+        "the estimate rests on |",
+        "|---|---|---|---|---:|---|---:|---:|---|",
+    ]
     total, missing = 0.0, []
     for row in table.rows:
         other, model = _split((*table.common, *row.overrides))
@@ -79,11 +92,16 @@ def plan(table: Table, scale: str, seeds: Sequence[int], device: str, recorded: 
             total += seconds
             cost, spe = _fmt_hours(seconds), f"{t.seconds_per_epoch:.3g}"
         preset = row.preset + (f" (model of {row.model_from})" if row.model_from else "")
-        lines.append(f"| {row.label} | {preset} | {' '.join(row.overrides) or '-'} | {' '.join(map(str, seeds))} "
-                     f"({len(todo)}) | {epochs} | {row.paper} | {spe} | {cost} | {t.how}: {t.source} |")
-    lines += ["", f"Estimated cost of the runs to go: {_fmt_hours(total)} {unit} (an estimate: the seconds per epoch "
-              "the records measured, times epochs and seeds; one torch thread on a shared 2-core CPU, so a quiet or "
-              "larger machine is faster)."]
+        lines.append(
+            f"| {row.label} | {preset} | {' '.join(row.overrides) or '-'} | {' '.join(map(str, seeds))} "
+            f"({len(todo)}) | {epochs} | {row.paper} | {spe} | {cost} | {t.how}: {t.source} |"
+        )
+    lines += [
+        "",
+        f"Estimated cost of the runs to go: {_fmt_hours(total)} {unit} (an estimate: the seconds per epoch "
+        "the records measured, times epochs and seeds; one torch thread on a shared 2-core CPU, so a quiet or "
+        "larger machine is faster).",
+    ]
     if device.startswith("cuda"):
         lines.append("No record holds a GPU timing yet: the GPU-hours shown are the CPU estimate, an upper bound.")
     if missing:
@@ -101,15 +119,29 @@ def _ours(values: list[float]) -> str:
 
 def result_table(table: Table, scale: str, seeds: Sequence[int], records: list[dict[str, Any]]) -> str:
     """Ours (mean ± std over the recorded seeds) beside the paper's number, one row per model: the page section."""
-    lines = [f"### {table.title}", "", f"Ours at `{scale}` scale, seeds {' '.join(map(str, seeds))}; the metric: "
-             f"`{table.reported}` (test split, final model). {table.note}.", "",
-             "| model | preset | ours | paper |", "|---|---|---:|---:|"]
+    lines = [
+        f"### {table.title}",
+        "",
+        f"Ours at `{scale}` scale, seeds {' '.join(map(str, seeds))}; the metric: "
+        f"`{table.reported}` (test split, final model). {table.note}.",
+        "",
+        "| model | preset | ours | paper |",
+        "|---|---|---:|---:|",
+    ]
     for row in table.rows:
-        values = [r[table.reported] for r in records if r.get("label") == row.label and r.get("seed") in seeds
-                  and isinstance(r.get(table.reported), (int, float))]
+        values = [
+            r[table.reported]
+            for r in records
+            if r.get("label") == row.label
+            and r.get("seed") in seeds
+            and isinstance(r.get(table.reported), (int, float))
+        ]
         lines.append(f"| {row.label} | {row.preset} | {_ours(values)} | {row.paper} |")
-    lines += ["", f"Made by `python -m neurodyn_lab reproduce {table.paper} --table {table.name} --scale {scale}` "
-                  "from the records beside this file."]
+    lines += [
+        "",
+        f"Made by `python -m neurodyn_lab reproduce {table.paper} --table {table.name} --scale {scale}` "
+        "from the records beside this file.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -122,8 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="where the runs train (cpu, cuda)")
     ap.add_argument("--seeds", nargs="+", type=int, default=None, help="training seeds (default: the table's)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its cost only")
-    ap.add_argument("--records", type=Path, default=None,
-                    help="the records folder (default lab/records/<paper>/reproduce_<table>-<scale>)")
+    ap.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="the records folder (default lab/records/<paper>/reproduce_<table>-<scale>)",
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the runs")
     a = ap.parse_args(argv)
     mine = tables[a.paper]
@@ -135,14 +171,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = list(a.seeds or table.seeds)
     folder = a.records or records_dir(table, a.scale)
     recorded = {r.get("run") for r in load_results(folder)} if folder.exists() else set()
-    print(f"## {table.title}\n\n{table.note}.\n\nRecords: {relative(folder)} ({len(recorded)} runs recorded); "
-          f"scale {a.scale}, device {a.device}.\n")
+    print(
+        f"## {table.title}\n\n{table.note}.\n\nRecords: {relative(folder)} ({len(recorded)} runs recorded); "
+        f"scale {a.scale}, device {a.device}.\n"
+    )
     lines, _ = plan(table, a.scale, seeds, a.device, recorded)
     print("\n".join(lines), flush=True)
     if a.dry_run:
         return 0
-    records = run_jobs(jobs_of(table, a.scale, seeds), folder, a.scale, evaluate=table.evaluate,
-                       metric=table.metric, tag=f"reproduce {a.paper}/{name}", device=a.device, threads=a.threads)
+    records = run_jobs(
+        jobs_of(table, a.scale, seeds),
+        folder,
+        a.scale,
+        evaluate=table.evaluate,
+        metric=table.metric,
+        tag=f"reproduce {a.paper}/{name}",
+        device=a.device,
+        threads=a.threads,
+    )
     text = result_table(table, a.scale, seeds, records)
     write_text(folder / "table.md", text)
     print("\n" + text + f"\nwritten: {relative(folder / 'table.md')}")

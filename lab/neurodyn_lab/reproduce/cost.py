@@ -13,6 +13,7 @@ preset (and model section) at the same scale, times the epochs and seeds still t
 GPU-hours: no record holds a GPU timing yet, so a ``--device cuda`` estimate is the CPU estimate, labelled as an
 upper bound.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,8 +28,8 @@ from neurodyn_lab.paths import RECORDS
 
 class Timing(NamedTuple):
     seconds_per_epoch: float | None
-    how: str                      # "measured" | "scaled" | "none"
-    source: str                   # what it rests on, in words
+    how: str  # "measured" | "scaled" | "none"
+    source: str  # what it rests on, in words
 
 
 def _seconds_per_epoch(rec: dict[str, Any]) -> float | None:
@@ -74,9 +75,16 @@ def index(root: Path = RECORDS) -> tuple[dict[str, Any], ...]:
                 continue
             claim = path.parent.relative_to(root)
             claim = claim.parent.parent if claim.parent.name == "runs" else claim
-            found.append({"preset": preset, "model_from": rec.get("model_from"), "scale": rec["scale"],
-                          "model_overrides": _model_overrides(rec), "seconds_per_epoch": spe,
-                          "claim": claim.as_posix()})
+            found.append(
+                {
+                    "preset": preset,
+                    "model_from": rec.get("model_from"),
+                    "scale": rec["scale"],
+                    "model_overrides": _model_overrides(rec),
+                    "seconds_per_epoch": spe,
+                    "claim": claim.as_posix(),
+                }
+            )
     return tuple(found)
 
 
@@ -89,11 +97,17 @@ def work(preset: str, scale: str, overrides: Sequence[str] = ()) -> float:
     n = data.get("n_train") or (data.get("split_sizes") or [1])[0] or 1
     r = data.get("resolution")
     dims = 1 if data.get("generator") in ("ks", "order1d") else 2
-    return float(n) * float(r ** dims if isinstance(r, int) else 1)
+    return float(n) * float(r**dims if isinstance(r, int) else 1)
 
 
-def estimate(preset: str, scale: str, model_overrides: Sequence[str] = (), model_from: str | None = None,
-             overrides: Sequence[str] = (), root: Path = RECORDS) -> Timing:
+def estimate(
+    preset: str,
+    scale: str,
+    model_overrides: Sequence[str] = (),
+    model_from: str | None = None,
+    overrides: Sequence[str] = (),
+    root: Path = RECORDS,
+) -> Timing:
     """The seconds per epoch of a run of ``preset`` at ``scale`` (module docstring)."""
     same = [r for r in index(root) if r["preset"] == preset and r["model_from"] == model_from]
     model = tuple(sorted(model_overrides))
@@ -106,11 +120,17 @@ def estimate(preset: str, scale: str, model_overrides: Sequence[str] = (), model
     if here:
         spe = statistics.median(r["seconds_per_epoch"] for r in here)
         return Timing(spe, "measured", f"median of {len(here)} {scale}-scale run(s) in {claims(here)}")
-    other = min({r["scale"] for r in pool}, key=lambda s: ("cpu", "paper", "tiny").index(s)
-                if s in ("cpu", "paper", "tiny") else 9)
+    other = min(
+        {r["scale"] for r in pool},
+        key=lambda s: ("cpu", "paper", "tiny").index(s) if s in ("cpu", "paper", "tiny") else 9,
+    )
     base = [r for r in pool if r["scale"] == other]
     spe = statistics.median(r["seconds_per_epoch"] for r in base)
     ratio = work(preset, scale, overrides) / work(preset, other, overrides)
     bound = "a lower bound" if ratio > 1 else "an upper bound" if ratio < 1 else "the same work"
-    return Timing(spe * ratio, "scaled", f"median of {len(base)} {other}-scale run(s) in {claims(base)}, x {ratio:.3g} "
-                                         f"(training samples x grid points, {other} -> {scale}): {bound}")
+    return Timing(
+        spe * ratio,
+        "scaled",
+        f"median of {len(base)} {other}-scale run(s) in {claims(base)}, x {ratio:.3g} "
+        f"(training samples x grid points, {other} -> {scale}): {bound}",
+    )

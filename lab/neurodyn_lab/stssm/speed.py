@@ -16,6 +16,7 @@ after a warm-up, wall clock and the process's CPU time (``time.process_time``; o
 wall clock also counts waiting for a core). Threads: ``--threads`` (2), ``OMP_WAIT_POLICY=PASSIVE``.
 Results go to ``lab/records/stssm/speed/stssm_speed.json`` and are printed as Markdown tables.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,8 +72,9 @@ def step_part(args) -> list[dict]:
             opt.step()
 
         wall, cpu = timed(step, args.repeats)
-        rows.append({"model": label, "params": count_parameters(model), "input": list(shape),
-                     "wall_s": wall, "cpu_s": cpu})
+        rows.append(
+            {"model": label, "params": count_parameters(model), "input": list(shape), "wall_s": wall, "cpu_s": cpu}
+        )
         print(f"  {label}: {wall:.3f} s wall, {cpu:.3f} s CPU", flush=True)
     return rows
 
@@ -96,8 +98,15 @@ def layer_part(args) -> list[dict]:
 
         wall, cpu = timed(fwd_bwd, args.repeats)
         kwall, kcpu = timed(kernel_only, args.repeats)
-        row = {"L": L, "B": B, "tokens": B * L, "fwd_bwd_wall_s": wall, "fwd_bwd_cpu_s": cpu,
-               "kernel_wall_s": kwall, "kernel_cpu_s": kcpu}
+        row = {
+            "L": L,
+            "B": B,
+            "tokens": B * L,
+            "fwd_bwd_wall_s": wall,
+            "fwd_bwd_cpu_s": cpu,
+            "kernel_wall_s": kwall,
+            "kernel_cpu_s": kcpu,
+        }
         if L <= args.max_recurrent:
             with torch.no_grad():
                 steps = min(L, 256)
@@ -112,8 +121,9 @@ def layer_part(args) -> list[dict]:
                 rwall, rcpu = timed(rec, max(3, args.repeats // 2))
             row.update({"step_wall_s_per_token": rwall / (steps * B), "step_cpu_s_per_token": rcpu / (steps * B)})
         rows.append(row)
-        print(f"  L = {L}: {wall * 1e3:.1f} ms fwd+bwd ({cpu * 1e3:.1f} ms CPU), kernel {kwall * 1e3:.2f} ms",
-              flush=True)
+        print(
+            f"  L = {L}: {wall * 1e3:.1f} ms fwd+bwd ({cpu * 1e3:.1f} ms CPU), kernel {kwall * 1e3:.2f} ms", flush=True
+        )
     return rows
 
 
@@ -131,8 +141,13 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(records("stssm/speed") / "stssm_speed.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "load_avg_start": os.getloadavg(), "repeats": args.repeats}
+    meta = {
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_avg_start": os.getloadavg(),
+        "repeats": args.repeats,
+    }
     res: dict = {"meta": meta}
     if args.part in ("step", "both"):
         print(f"training step, batch {args.batch}, {args.grid} x {args.grid}:")
@@ -146,24 +161,32 @@ def main(argv=None) -> None:
     old.update(res)
     write_json(out, old)
 
-    print(f"\nload average {meta['load_avg_start'][0]:.1f} -> {meta['load_avg_end'][0]:.1f}, "
-          f"{meta['threads']} threads, median of {args.repeats}\n")
+    print(
+        f"\nload average {meta['load_avg_start'][0]:.1f} -> {meta['load_avg_end'][0]:.1f}, "
+        f"{meta['threads']} threads, median of {args.repeats}\n"
+    )
     if "step" in res:
         ref = next((r for r in res["step"] if r["model"].startswith("FFNO")), None)
         print("| model | params | input | step wall (s) | step CPU (s) | CPU vs FFNO |")
         print("|---|---:|---|---:|---:|---:|")
         for r in res["step"]:
             rel = f"{r['cpu_s'] / ref['cpu_s']:.1f}x" if ref else "-"
-            print(f"| {r['model']} | {r['params']:,} | {tuple(r['input'])} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
-                  f"| {rel} |")
+            print(
+                f"| {r['model']} | {r['params']:,} | {tuple(r['input'])} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
+                f"| {rel} |"
+            )
     if "layer" in res:
-        print("\n| L | B | fwd+bwd wall (ms) | fwd+bwd CPU (ms) | CPU us / token | kernel CPU (ms) | "
-              "recurrent step CPU us / token |")
+        print(
+            "\n| L | B | fwd+bwd wall (ms) | fwd+bwd CPU (ms) | CPU us / token | kernel CPU (ms) | "
+            "recurrent step CPU us / token |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for r in res["layer"]:
             rec = f"{r['step_cpu_s_per_token'] * 1e6:.1f}" if "step_cpu_s_per_token" in r else "-"
-            print(f"| {r['L']} | {r['B']} | {r['fwd_bwd_wall_s'] * 1e3:.1f} | {r['fwd_bwd_cpu_s'] * 1e3:.1f} | "
-                  f"{r['fwd_bwd_cpu_s'] / r['tokens'] * 1e6:.2f} | {r['kernel_cpu_s'] * 1e3:.2f} | {rec} |")
+            print(
+                f"| {r['L']} | {r['B']} | {r['fwd_bwd_wall_s'] * 1e3:.1f} | {r['fwd_bwd_cpu_s'] * 1e3:.1f} | "
+                f"{r['fwd_bwd_cpu_s'] / r['tokens'] * 1e6:.2f} | {r['kernel_cpu_s'] * 1e3:.2f} | {rec} |"
+            )
 
 
 def run(scale: str, argv: list[str]) -> int:

@@ -25,6 +25,7 @@ and the first-step and steps-1-5 errors next to
 the whole-horizon one.
 Threads: ``--threads`` (2) with ``OMP_WAIT_POLICY=PASSIVE`` (set below when unset).
 """
+
 from __future__ import annotations
 
 import os
@@ -50,17 +51,23 @@ OUT = records(DEFAULT_TAG)
 
 # label -> (preset, extra overrides); the budget is added per table
 RUNS = {
-    "1": {f"{m}-r{r}": (p, [f"data.resolution={r}"] + ov)
-          for r in (64, 32)
-          for m, (p, ov) in {"stssm": ("stssm/ks-nu0.1", []),
-                             "ffno": ("ffno/ks-nu0.1", []),
-                             "mi-ffno": ("ffno/ks-nu0.1-multi", []),
-                             "s4ffno": ("s4ffno/ks-nu0.1", []),
-                             "unet": ("unet/ks-nu0.1", [])}.items()},
-    "5": {"stssm": ("stssm/torus-li", []),
-          "stssm-vm": ("stssm/torus-li", ["model.factorization=zigzag"]),
-          "stssm-ff": ("stssm/torus-li", ["model.factorization=parallel"]),
-          "fno2d-r": ("ffno/torus-li-fno2d-r", [])},
+    "1": {
+        f"{m}-r{r}": (p, [f"data.resolution={r}"] + ov)
+        for r in (64, 32)
+        for m, (p, ov) in {
+            "stssm": ("stssm/ks-nu0.1", []),
+            "ffno": ("ffno/ks-nu0.1", []),
+            "mi-ffno": ("ffno/ks-nu0.1-multi", []),
+            "s4ffno": ("s4ffno/ks-nu0.1", []),
+            "unet": ("unet/ks-nu0.1", []),
+        }.items()
+    },
+    "5": {
+        "stssm": ("stssm/torus-li", []),
+        "stssm-vm": ("stssm/torus-li", ["model.factorization=zigzag"]),
+        "stssm-ff": ("stssm/torus-li", ["model.factorization=parallel"]),
+        "fno2d-r": ("ffno/torus-li-fno2d-r", []),
+    },
 }
 BUDGET = {
     # cpu preset data (512 / 128 trajectories solved at 512 points); every 2nd window (5,632), batch 8,
@@ -69,23 +76,40 @@ BUDGET = {
     "1": ["data.window_stride=2", "train.batch_size=8", "train.epochs=10", "train.eval_every=1000"],
     # TorusLi-like cpu data (nu = 1e-3, simulated at 32^2) stored at 16^2, 200 / 40 trajectories; every 2nd
     # window (1,000), batch 4, 6 epochs = 1,500 optimizer steps; one epoch: ST-SSM 50 s, VM 144 s, FF 58 s
-    "5": ["data.resolution=16", "data.sim_resolution=32", "data.window_stride=2", "train.batch_size=4",
-          "train.epochs=6", "train.eval_every=1000"],
+    "5": [
+        "data.resolution=16",
+        "data.sim_resolution=32",
+        "data.window_stride=2",
+        "train.batch_size=4",
+        "train.epochs=6",
+        "train.eval_every=1000",
+    ],
 }
 # the paper's numbers (relative L2) and parameter counts
 PAPER = {
-    "1": {"stssm-r64": (0.0048, 203_713), "ffno-r64": (0.0688, 1_191_042), "mi-ffno-r64": (0.0232, 1_191_234),
-          "s4ffno-r64": (0.0247, 1_211_778), "unet-r64": (0.0631, 2_707_905),
-          "stssm-r32": (0.0162, 203_713), "ffno-r32": (0.1127, 666_754), "mi-ffno-r32": (0.0466, 666_946),
-          "s4ffno-r32": (0.0535, 687_490), "unet-r32": (0.1243, 2_707_905)},
-    "5": {"stssm": (0.0345, 369_665), "stssm-vm": (0.0495, 402_945), "stssm-ff": (0.0403, 503_297),
-          "fno2d-r": (0.0718, 1_115_841)},
+    "1": {
+        "stssm-r64": (0.0048, 203_713),
+        "ffno-r64": (0.0688, 1_191_042),
+        "mi-ffno-r64": (0.0232, 1_191_234),
+        "s4ffno-r64": (0.0247, 1_211_778),
+        "unet-r64": (0.0631, 2_707_905),
+        "stssm-r32": (0.0162, 203_713),
+        "ffno-r32": (0.1127, 666_754),
+        "mi-ffno-r32": (0.0466, 666_946),
+        "s4ffno-r32": (0.0535, 687_490),
+        "unet-r32": (0.1243, 2_707_905),
+    },
+    "5": {
+        "stssm": (0.0345, 369_665),
+        "stssm-vm": (0.0495, 402_945),
+        "stssm-ff": (0.0403, 503_297),
+        "fno2d-r": (0.0718, 1_115_841),
+    },
 }
 
 
 def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
     from neurodyn.train.runs import read_history
-
     from neurodyn_lab.queue import train_preset
 
     preset, extra = RUNS[table][label]
@@ -96,16 +120,29 @@ def run_one(table: str, label: str, seed: int, args, out: Path) -> dict:
     cpu = time.process_time() - cpu0
     cfg, final, history = r.cfg, r.final, read_history(run_dir)
     rec = {
-        "table": table, "label": label, "preset": preset, "scale": args.scale, "seed": seed, "overrides": ov,
-        "rel_l2": final.get("rel_l2"), "rel_l2_per_step": final.get("rel_l2_per_step"),
+        "table": table,
+        "label": label,
+        "preset": preset,
+        "scale": args.scale,
+        "seed": seed,
+        "overrides": ov,
+        "rel_l2": final.get("rel_l2"),
+        "rel_l2_per_step": final.get("rel_l2_per_step"),
         "rel_l2_teacher_forced": final.get("rel_l2_teacher_forced"),
-        "epochs": r.epochs, "train_seconds": r.train_seconds, "wall_seconds": r.wall_seconds,
-        "cpu_seconds": cpu, "params": r.params, "n_train": cfg["data"].get("n_train"),
-        "n_test": cfg["data"].get("n_test"), "resolution": cfg["data"].get("resolution"),
+        "epochs": r.epochs,
+        "train_seconds": r.train_seconds,
+        "wall_seconds": r.wall_seconds,
+        "cpu_seconds": cpu,
+        "params": r.params,
+        "n_train": cfg["data"].get("n_train"),
+        "n_test": cfg["data"].get("n_test"),
+        "resolution": cfg["data"].get("resolution"),
         "final_train_loss": r.final_train_loss,
         "train_loss_curve": [h["train_loss"] for h in history],
-        "date": _dt.datetime.now().isoformat(timespec="seconds"), "load_avg": os.getloadavg(),
-        "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "load_avg": os.getloadavg(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
         **validation_record(run_dir),
     }
     write_run_record(out.parent.parent.parent, out.parent.name, rec, run_dir=run_dir)
@@ -125,11 +162,15 @@ def validation_record(run_dir: Path) -> dict:
         return {}
     curve = [h["val"]["rel_l2"] for h in evaluated]
     at_best = read_test_metrics(run_dir).get("test", {}).get("best", {})
-    return {"n_val": split_sizes(yaml.safe_load((run_dir / "config.yaml").read_text())["data"])[1], "curve": curve,
-            "curve_epochs": [h["epoch"] + 1 for h in evaluated], "best_val_rel_l2": min(curve),
-            "best_val_epoch": evaluated[curve.index(min(curve))]["epoch"] + 1,
-            "test_rel_l2_at_best_val": at_best.get("rel_l2"),
-            "test_rel_l2_teacher_forced_at_best_val": at_best.get("rel_l2_teacher_forced")}
+    return {
+        "n_val": split_sizes(yaml.safe_load((run_dir / "config.yaml").read_text())["data"])[1],
+        "curve": curve,
+        "curve_epochs": [h["epoch"] + 1 for h in evaluated],
+        "best_val_rel_l2": min(curve),
+        "best_val_epoch": evaluated[curve.index(min(curve))]["epoch"] + 1,
+        "test_rel_l2_at_best_val": at_best.get("rel_l2"),
+        "test_rel_l2_teacher_forced_at_best_val": at_best.get("rel_l2_teacher_forced"),
+    }
 
 
 class _Persistence(torch.nn.Module):
@@ -159,10 +200,14 @@ def persistence(table: str, args) -> dict:
     test = data["sets"]["test"]
     batches = (default_collate([test[i] for i in range(j, min(j + 32, len(test)))]) for j in range(0, len(test), 32))
     res = task.evaluate(_Persistence(test.channels), batches)
-    return {"rel_l2": res["rel_l2"], "teacher_forced": res["rel_l2_teacher_forced"],
-            "resolution": cfg["data"].get("resolution"),
-            "first_step": res["rel_l2_per_step"][0], "per_step": res["rel_l2_per_step"],
-            "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5])}
+    return {
+        "rel_l2": res["rel_l2"],
+        "teacher_forced": res["rel_l2_teacher_forced"],
+        "resolution": cfg["data"].get("resolution"),
+        "first_step": res["rel_l2_per_step"][0],
+        "per_step": res["rel_l2_per_step"],
+        "steps_1_5": statistics.mean(res["rel_l2_per_step"][:5]),
+    }
 
 
 def runs_dir(args) -> Path:
@@ -204,9 +249,11 @@ def report(table: str, args=None) -> None:
     if not rows:
         print(f"no runs of table {table} recorded under {OUT / 'runs'}")
         return
-    lines = ["| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
-             "1st step | steps 1-5 | train min / run | final train loss | rollout at best validation (epoch) |",
-             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| run | params (paper) | res | seeds | rollout rel. L2 | per seed | teacher-forced rel. L2 | paper | "
+        "1st step | steps 1-5 | train min / run | final train loss | rollout at best validation (epoch) |",
+        "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     means, forced, curves = {}, {}, {}
     for label in RUNS[table]:
         rs = sorted(rows.get(label, []), key=lambda r: r["seed"])
@@ -219,25 +266,30 @@ def report(table: str, args=None) -> None:
         if tf:
             forced[label] = statistics.mean(tf)
         pv, pp = PAPER[table][label]
-        lines.append(f"| {label} | {rs[0]['params']:,} ({pp:,}) | {rs[0]['resolution']} | "
-                     f"{','.join(str(r['seed']) for r in rs)} | {_ms(v)} | {' '.join(f'{x:.4f}' for x in v)} | "
-                     f"{_ms(tf) if tf else '-'} | {pv:.4f} | "
-                     f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
-                     f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
-                     f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
-                     f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} | {_at_best(rs)} |")
+        lines.append(
+            f"| {label} | {rs[0]['params']:,} ({pp:,}) | {rs[0]['resolution']} | "
+            f"{','.join(str(r['seed']) for r in rs)} | {_ms(v)} | {' '.join(f'{x:.4f}' for x in v)} | "
+            f"{_ms(tf) if tf else '-'} | {pv:.4f} | "
+            f"{statistics.mean(r['rel_l2_per_step'][0] for r in rs):.4f} | "
+            f"{statistics.mean(statistics.mean(r['rel_l2_per_step'][:5]) for r in rs):.4f} | "
+            f"{statistics.mean(r['train_seconds'] for r in rs) / 60:.1f} | "
+            f"{statistics.mean(r['final_train_loss'] for r in rs):.4f} | {_at_best(rs)} |"
+        )
     if args is not None and not args.no_persistence:
         # persistence only at the resolutions that have runs: a plot of the baseline alone says nothing
         res = [""] if table == "5" else [r for r, g in _by_resolution(table, means).items() if g]
         for r in res:
             if r:
                 args.common = [c for c in args.common if not c.startswith("data.resolution")] + [
-                    f"data.resolution={r.removeprefix('r')}"]
+                    f"data.resolution={r.removeprefix('r')}"
+                ]
             p = persistence(table, args)
             curves[f"persistence{'-' + r if r else ''}"] = p["per_step"]
-            lines.append(f"| persistence u(t+1) = u(t) | 0 | {p['resolution']} | - | {p['rel_l2']:.4f} | - | "
-                         f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - "
-                         "| - |")
+            lines.append(
+                f"| persistence u(t+1) = u(t) | 0 | {p['resolution']} | - | {p['rel_l2']:.4f} | - | "
+                f"{p['teacher_forced']:.4f} | - | {p['first_step']:.4f} | {p['steps_1_5']:.4f} | - | - "
+                "| - |"
+            )
     for g in _by_resolution(table, means).values():
         if len(g) < 2:
             continue
@@ -246,8 +298,10 @@ def report(table: str, args=None) -> None:
         for name, score in (("rollout", means), ("teacher-forced", forced)):
             if all(k in score for k in g):
                 ours = sorted(g, key=score.get)
-                lines.append(f"ordering (best first), ours {name + ':':16s}{' < '.join(ours)}  "
-                             f"(same as the paper: {ours == paper}; best {ours[0]} / paper {paper[0]})")
+                lines.append(
+                    f"ordering (best first), ours {name + ':':16s}{' < '.join(ours)}  "
+                    f"(same as the paper: {ours == paper}; best {ours[0]} / paper {paper[0]})"
+                )
     text = "\n".join(lines)
     print(text)
     write_text(OUT / f"table{table}.md", text + "\n")
@@ -260,8 +314,9 @@ def _at_best(rs: list[dict]) -> str:
     chosen = [r for r in rs if r.get("test_rel_l2_at_best_val") is not None]
     if len(chosen) < len(rs):
         return "-"
-    return (f"{_ms([r['test_rel_l2_at_best_val'] for r in chosen])} "
-            f"({', '.join(str(r['best_val_epoch']) for r in chosen)})")
+    return (
+        f"{_ms([r['test_rel_l2_at_best_val'] for r in chosen])} ({', '.join(str(r['best_val_epoch']) for r in chosen)})"
+    )
 
 
 def _by_resolution(table: str, names) -> dict[str, list[str]]:
@@ -287,8 +342,9 @@ def _plot_per_step(table: str, curves: dict[str, list[float]], scale_label: str)
         if names:
             path = OUT / f"table{table}{'_' + suffix if suffix else ''}_per_step.png"
             title = f"ST-SSM Table {table}, {scale_label}{', ' + suffix if suffix else ''}: rollout error per step"
-            plot_rollout_curves({k: curves[k] for k in names}, path, title,
-                                baselines=[k for k in names if "persistence" in k], log=True)
+            plot_rollout_curves(
+                {k: curves[k] for k in names}, path, title, baselines=[k for k in names if "persistence" in k], log=True
+            )
             print(f"plot: {path}")
 
 
@@ -299,17 +355,26 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--common", nargs="*", default=[], help="extra overrides for every run")
-    ap.add_argument("--tag", default=DEFAULT_TAG, help="the claim: records go to "
-                    "lab/records/<tag>/runs/<run>/result.json, the report to <tag>/table<k>.md")
+    ap.add_argument(
+        "--tag",
+        default=DEFAULT_TAG,
+        help="the claim: records go to lab/records/<tag>/runs/<run>/result.json, the report to <tag>/table<k>.md",
+    )
     ap.add_argument("--runs-dir", default=None, help="where the run folders train (default lab/runs/<tag>, untracked)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--no-persistence", action="store_true",
-                    help="leave the persistence forecast out of the report (it generates the data when missing)")
-    ap.add_argument("--estimate", action="store_true",
-                    help="only time a few training steps of each run (at --threads) and print the CPU hours of "
-                         "--seeds runs with the budget and --common overrides")
+    ap.add_argument(
+        "--no-persistence",
+        action="store_true",
+        help="leave the persistence forecast out of the report (it generates the data when missing)",
+    )
+    ap.add_argument(
+        "--estimate",
+        action="store_true",
+        help="only time a few training steps of each run (at --threads) and print the CPU hours of "
+        "--seeds runs with the budget and --common overrides",
+    )
     args = ap.parse_args(argv)
     global OUT
     OUT = records(args.tag)
@@ -332,8 +397,11 @@ def main(argv=None) -> None:
                 print(f"{label} seed {seed}: recorded already ({out})")
                 continue
             rec = run_one(args.table, label, seed, args, out)
-            print(f"{label} seed {seed}: test rel. L2 {rec['rel_l2']:.4f}, {rec['params']:,} parameters, "
-                  f"{rec['train_seconds']:.0f} s training, load {rec['load_avg'][0]:.1f}", flush=True)
+            print(
+                f"{label} seed {seed}: test rel. L2 {rec['rel_l2']:.4f}, {rec['params']:,} parameters, "
+                f"{rec['train_seconds']:.0f} s training, load {rec['load_avg'][0]:.1f}",
+                flush=True,
+            )
     print(f"\ncommand: {' '.join([Path(sys.executable).name] + sys.argv)}\n")
     report(args.table, args)
 
@@ -345,9 +413,12 @@ def estimate(args) -> str:
 
     torch.set_num_threads(args.threads)
     labels = args.only or list(RUNS[args.table])
-    cfgs = {label: load_experiment(RUNS[args.table][label][0], args.scale,
-                                   BUDGET[args.table] + RUNS[args.table][label][1] + list(args.common))
-            for label in labels}
+    cfgs = {
+        label: load_experiment(
+            RUNS[args.table][label][0], args.scale, BUDGET[args.table] + RUNS[args.table][label][1] + list(args.common)
+        )
+        for label in labels
+    }
     return estimate_table(cfgs, next(iter(cfgs.values()))["train"]["epochs"], len(args.seeds))
 
 

@@ -36,6 +36,7 @@ Records: ``lab/records/time_series/long_series/`` (``runs/<run>/result.json`` pe
 ``report.md``); run folders in ``lab/runs/time_series/long_series`` (untracked; ``--test`` needs the selection's
 checkpoints there).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,11 +66,13 @@ CORES = {"gru": "gru/sequence", "nac": "nac/sequence"}
 #: strideS-series: the same with each series standardised over its own steps and the log of its standard deviation
 #: appended as a channel (model.input_norm=series), added after the first three's validation accuracies were seen
 #: (PLAID, whose amplitudes span five orders of magnitude, did not fit its training split), before any test read
-CANDIDATES = {"pool256": ("data.max_steps=256", "model.conv_stride=1"),
-              "stride2": ("data.max_steps=0", "model.conv_stride=2"),
-              "stride4": ("data.max_steps=0", "model.conv_stride=4"),
-              "stride2-series": ("data.max_steps=0", "model.conv_stride=2", "model.input_norm=series"),
-              "stride4-series": ("data.max_steps=0", "model.conv_stride=4", "model.input_norm=series")}
+CANDIDATES = {
+    "pool256": ("data.max_steps=256", "model.conv_stride=1"),
+    "stride2": ("data.max_steps=0", "model.conv_stride=2"),
+    "stride4": ("data.max_steps=0", "model.conv_stride=4"),
+    "stride2-series": ("data.max_steps=0", "model.conv_stride=2", "model.input_norm=series"),
+    "stride4-series": ("data.max_steps=0", "model.conv_stride=4", "model.input_norm=series"),
+}
 THREADS = 2
 TIME_LIMIT = 840  # s of training (epochs with their evaluations); data, model and summary fit in the last minute
 FLOOR_SECONDS = 900  # issue 58: 15 minutes of wall clock, the whole training
@@ -84,13 +87,17 @@ def find_archive_file(dirs: list[Path], name: str, split: str) -> Path:
     for d in dirs:
         if (d / name / f"{name}_{split}.ts").exists():
             return d
-    raise SystemExit(f"{name}/{name}_{split}.ts is in none of {[str(d) for d in dirs]}: give --archive DIR ... "
-                     "(aeon's and sktime's datasets/data folders)")
+    raise SystemExit(
+        f"{name}/{name}_{split}.ts is in none of {[str(d) for d in dirs]}: give --archive DIR ... "
+        "(aeon's and sktime's datasets/data folders)"
+    )
 
 
 def stores(args, name: str, splits=("TRAIN",)) -> list[Path]:
-    return [uea_sequences.convert(find_archive_file(args.archive, name, s), name, Path(args.stores), (s,))[0]
-            for s in splits]
+    return [
+        uea_sequences.convert(find_archive_file(args.archive, name, s), name, Path(args.stores), (s,))[0]
+        for s in splits
+    ]
 
 
 def core_steps(t_max: int, candidate: str) -> int:
@@ -99,7 +106,7 @@ def core_steps(t_max: int, candidate: str) -> int:
         limit = int(candidate[4:])
         k = max(1, math.ceil(t_max / limit))
         return math.ceil(t_max / k)
-    s = int(candidate[len("stride"):].split("-")[0])
+    s = int(candidate[len("stride") :].split("-")[0])
     for _ in range(3):
         t_max = math.ceil(t_max / s)
     return t_max
@@ -139,11 +146,16 @@ def selection_jobs(args) -> list:
         data = [f"data.path={train}", f"data.n_val={uea_sequences.n_val(train)}", f"train.time_limit={TIME_LIMIT}"]
         for core, preset in CORES.items():
             for candidate, overrides in CANDIDATES.items():
-                jobs.append(Job(name=selection_name(core, candidate, dataset), preset=preset, seed=0,
-                                overrides=[*data, *overrides],
-                                keys={"core": core, "candidate": candidate, "dataset": dataset,
-                                      "t_max": longest(train)},
-                                label=f"{core} {candidate} {dataset}"))
+                jobs.append(
+                    Job(
+                        name=selection_name(core, candidate, dataset),
+                        preset=preset,
+                        seed=0,
+                        overrides=[*data, *overrides],
+                        keys={"core": core, "candidate": candidate, "dataset": dataset, "t_max": longest(train)},
+                        label=f"{core} {candidate} {dataset}",
+                    )
+                )
     return jobs
 
 
@@ -160,10 +172,21 @@ def run_select(args) -> None:
     from neurodyn_lab.queue import run_jobs
 
     cpu = _cpu_clock()
-    run_jobs(selection_jobs(args), args.out, "cpu", evaluate=selection_record(cpu), runs_dir=args.runs,
-             tag="long-series", placeholders={args.stores: "<stores>"}, threads=args.threads, metric="accuracy",
-             summary=lambda r: f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, {r['epochs_run']} epochs, "
-                               f"{r['wall_seconds']:.0f} s wall, load {r['load_avg'][0]:.1f}")
+    run_jobs(
+        selection_jobs(args),
+        args.out,
+        "cpu",
+        evaluate=selection_record(cpu),
+        runs_dir=args.runs,
+        tag="long-series",
+        placeholders={args.stores: "<stores>"},
+        threads=args.threads,
+        metric="accuracy",
+        summary=lambda r: (
+            f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, {r['epochs_run']} epochs, "
+            f"{r['wall_seconds']:.0f} s wall, load {r['load_avg'][0]:.1f}"
+        ),
+    )
 
 
 def baseline_jobs(args) -> list:
@@ -174,10 +197,16 @@ def baseline_jobs(args) -> list:
         train, test = stores(args, dataset, ("TRAIN", "TEST"))
         for label, preset in BASELINES.items():
             for steps, override in BASELINE_STEPS.items():
-                jobs.append(Job(name=f"{preset.split('/')[0]}-{steps}-{dataset}", preset=preset, seed=0,
-                                overrides=[f"data.path={train}", f"data.test_path={test}", "data.n_val=0", override],
-                                keys={"baseline": label, "steps": steps, "dataset": dataset},
-                                label=f"{label} {steps} {dataset}"))
+                jobs.append(
+                    Job(
+                        name=f"{preset.split('/')[0]}-{steps}-{dataset}",
+                        preset=preset,
+                        seed=0,
+                        overrides=[f"data.path={train}", f"data.test_path={test}", "data.n_val=0", override],
+                        keys={"baseline": label, "steps": steps, "dataset": dataset},
+                        label=f"{label} {steps} {dataset}",
+                    )
+                )
     return jobs
 
 
@@ -191,9 +220,18 @@ def run_baselines(args) -> None:
         (metrics,) = read_test_file_metrics(run.run_dir).values()
         return {"test_accuracy": metrics["accuracy"], "cpu_seconds": cpu()}
 
-    run_jobs(baseline_jobs(args), args.out, "cpu", evaluate=evaluate, runs_dir=args.runs, tag="long-series",
-             placeholders={args.stores: "<stores>"}, threads=args.threads, metric="accuracy",
-             summary=lambda r: f"test {r['test_accuracy']:.3f}, {r['wall_seconds']:.0f} s")
+    run_jobs(
+        baseline_jobs(args),
+        args.out,
+        "cpu",
+        evaluate=evaluate,
+        runs_dir=args.runs,
+        tag="long-series",
+        placeholders={args.stores: "<stores>"},
+        threads=args.threads,
+        metric="accuracy",
+        summary=lambda r: f"test {r['test_accuracy']:.3f}, {r['wall_seconds']:.0f} s",
+    )
 
 
 def selection_records(records: list[dict]) -> list[dict]:
@@ -206,8 +244,11 @@ def choose(records: list[dict], core: str, datasets) -> tuple[list[tuple], str |
     highest mean, ties to the later in ``CANDIDATES``."""
     rows = []
     for candidate in CANDIDATES:
-        got = {r["dataset"]: r["val_best"] for r in selection_records(records)
-               if r["core"] == core and r["candidate"] == candidate}
+        got = {
+            r["dataset"]: r["val_best"]
+            for r in selection_records(records)
+            if r["core"] == core and r["candidate"] == candidate
+        }
         if all(d in got for d in datasets):
             rows.append((candidate, statistics.fmean(got[d] for d in datasets), got))
     if len(rows) < len(CANDIDATES):
@@ -238,18 +279,30 @@ def run_test(args) -> None:
             test = stores(args, dataset, ("TEST",))[0]
             run = load_run(Path(args.runs) / name, "auto")
             metrics = run.evaluate({"test": test})["test"]
-            entry = {"run": name, "core": core, "candidate": choice, "dataset": dataset,
-                     "checkpoint": run.checkpoint.name, "test_accuracy": metrics["accuracy"],
-                     "test_file": str(test)}
-            write_json(out / TEST / f"{name}.json",
-                       with_placeholders(entry, {str(Path(args.stores).absolute()): "<stores>"}))
-            print(f"[long-series] {core} {choice} {dataset}: test {metrics['accuracy']:.3f} ({run.checkpoint.name})",
-                  flush=True)
+            entry = {
+                "run": name,
+                "core": core,
+                "candidate": choice,
+                "dataset": dataset,
+                "checkpoint": run.checkpoint.name,
+                "test_accuracy": metrics["accuracy"],
+                "test_file": str(test),
+            }
+            write_json(
+                out / TEST / f"{name}.json", with_placeholders(entry, {str(Path(args.stores).absolute()): "<stores>"})
+            )
+            print(
+                f"[long-series] {core} {choice} {dataset}: test {metrics['accuracy']:.3f} ({run.checkpoint.name})",
+                flush=True,
+            )
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
-            + ["| " + " | ".join(row) + " |" for row in rows] + [""])
+    return (
+        ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+        + ["| " + " | ".join(row) + " |" for row in rows]
+        + [""]
+    )
 
 
 def report(args) -> str:
@@ -259,13 +312,17 @@ def report(args) -> str:
     base = {(r["baseline"], r["steps"], r["dataset"]): r for r in records if "baseline" in r}
     tests = {(r["core"], r["dataset"]): r for r in read_tests(out)}
     lengths = {r["dataset"]: r.get("t_max") for r in records if r.get("t_max")}
-    lines = ["# Long archive series: pooling or a strided front end, chosen on validation", "",
-             "Generated by `python -m neurodyn_lab run time_series/long_series --report` from the records. "
-             f"Selection: one seed (0) per candidate and file, {args.threads} torch threads, "
-             f"`train.time_limit={TIME_LIMIT}` s, 20 % of each training file validates, no test file read; cell: the "
-             "best validation accuracy; score: the mean over the files; the highest score is chosen per core (ties: "
-             "the later one listed). Wall: the whole run (data, model, training); load: the "
-             "1-minute load average of the 2-core machine when the run ended (other work shared it).", ""]
+    lines = [
+        "# Long archive series: pooling or a strided front end, chosen on validation",
+        "",
+        "Generated by `python -m neurodyn_lab run time_series/long_series --report` from the records. "
+        f"Selection: one seed (0) per candidate and file, {args.threads} torch threads, "
+        f"`train.time_limit={TIME_LIMIT}` s, 20 % of each training file validates, no test file read; cell: the "
+        "best validation accuracy; score: the mean over the files; the highest score is chosen per core (ties: "
+        "the later one listed). Wall: the whole run (data, model, training); load: the "
+        "1-minute load average of the 2-core machine when the run ended (other work shared it).",
+        "",
+    ]
     for core, preset in CORES.items():
         rows_, choice = choose(records, core, args.datasets)
         rows = []
@@ -273,44 +330,79 @@ def report(args) -> str:
             cells = []
             for d in args.datasets:
                 r = sel.get((core, candidate, d))
-                cells.append("—" if r is None else
-                             f"{r['val_best']:.3f} ({r['epochs_run']} ep, {r['wall_seconds'] / 60:.1f} min, "
-                             f"load {r['load_avg'][0]:.1f})")
+                cells.append(
+                    "—"
+                    if r is None
+                    else f"{r['val_best']:.3f} ({r['epochs_run']} ep, {r['wall_seconds'] / 60:.1f} min, "
+                    f"load {r['load_avg'][0]:.1f})"
+                )
             score = next((f"{s:.3f}" for c, s, _ in rows_ if c == candidate), "—")
             rows.append([f"{candidate}{' **chosen**' if candidate == choice else ''}", *cells, score])
         lines += [f"## {core} ({preset}, cpu scale)", "", *_table(["candidate", *args.datasets, "score"], rows)]
-    lines += ["## Test accuracy, once, of the chosen candidates", "",
-              "The checkpoint `neurodyn evaluate --which auto` takes (best.pt with 50 or more validation cases, else "
-              "last.pt). Best trained: the core with the higher validation accuracy on the file. 1-NN ED and "
-              "MiniRocket: fitted on the whole training file, raw series.", ""]
+    lines += [
+        "## Test accuracy, once, of the chosen candidates",
+        "",
+        "The checkpoint `neurodyn evaluate --which auto` takes (best.pt with 50 or more validation cases, else "
+        "last.pt). Best trained: the core with the higher validation accuracy on the file. 1-NN ED and "
+        "MiniRocket: fitted on the whole training file, raw series.",
+        "",
+    ]
     rows = []
     for d in args.datasets:
         got = {c: tests.get((c, d)) for c in CORES}
-        best = max((c for c in CORES if got[c] is not None),
-                   key=lambda c: sel[(c, got[c]["candidate"], d)]["val_best"], default=None)
+        best = max(
+            (c for c in CORES if got[c] is not None),
+            key=lambda c: sel[(c, got[c]["candidate"], d)]["val_best"],
+            default=None,
+        )
         knn = base.get(("1-NN ED", "raw", d))
         rocket = base.get(("MiniRocket", "raw", d))
-        cells = [("—" if got[c] is None else f"{got[c]['test_accuracy']:.3f} ({got[c]['candidate']}, "
-                  f"{sel[(c, got[c]['candidate'], d)]['wall_seconds'] / 60:.1f} min)") for c in CORES]
+        cells = [
+            (
+                "—"
+                if got[c] is None
+                else f"{got[c]['test_accuracy']:.3f} ({got[c]['candidate']}, "
+                f"{sel[(c, got[c]['candidate'], d)]['wall_seconds'] / 60:.1f} min)"
+            )
+            for c in CORES
+        ]
         verdict = "—"
         if best is not None and knn is not None:
             r = sel[(best, got[best]["candidate"], d)]
             met = got[best]["test_accuracy"] >= knn["test_accuracy"] and r["wall_seconds"] <= FLOOR_SECONDS
             verdict = f"{best}: {'met' if met else 'not met'}"
-        rows.append([d, *cells, "—" if knn is None else f"{knn['test_accuracy']:.3f}",
-                     "—" if rocket is None else f"{rocket['test_accuracy']:.3f}", verdict])
+        rows.append(
+            [
+                d,
+                *cells,
+                "—" if knn is None else f"{knn['test_accuracy']:.3f}",
+                "—" if rocket is None else f"{rocket['test_accuracy']:.3f}",
+                verdict,
+            ]
+        )
     lines += _table(["file", *(f"{c} (test)" for c in CORES), "1-NN ED", "MiniRocket", "floor (1 seed)"], rows)
-    lines += ["## The fitted baselines, raw and pooled", "",
-              "Fitted on the whole training file; test accuracy. pool256: average-pooled in time to at most 256 "
-              "steps, what `data.max_steps=auto` did to every preset before (silently).", ""]
-    rows = [[d, *(f"{base[(b, s, d)]['test_accuracy']:.3f}" if (b, s, d) in base else "—"
-                  for b in BASELINES for s in BASELINE_STEPS)] for d in args.datasets]
+    lines += [
+        "## The fitted baselines, raw and pooled",
+        "",
+        "Fitted on the whole training file; test accuracy. pool256: average-pooled in time to at most 256 "
+        "steps, what `data.max_steps=auto` did to every preset before (silently).",
+        "",
+    ]
+    rows = [
+        [
+            d,
+            *(
+                f"{base[(b, s, d)]['test_accuracy']:.3f}" if (b, s, d) in base else "—"
+                for b in BASELINES
+                for s in BASELINE_STEPS
+            ),
+        ]
+        for d in args.datasets
+    ]
     lines += _table(["file", *(f"{b} {s}" for b in BASELINES for s in BASELINE_STEPS)], rows)
-    steps = [[d, *(str(core_steps(lengths[d], c)) if d in lengths else "—" for c in CANDIDATES)]
-             for d in args.datasets]
+    steps = [[d, *(str(core_steps(lengths[d], c)) if d in lengths else "—" for c in CANDIDATES)] for d in args.datasets]
     if lengths:
-        lines += ["Steps the core reads (longest training series):", "",
-                  *_table(["file", *CANDIDATES], steps)]
+        lines += ["Steps the core reads (longest training series):", "", *_table(["file", *CANDIDATES], steps)]
     cpu = sum(r.get("cpu_seconds", 0) for r in records)
     lines += [f"CPU time of the recorded runs (user + system of the driver's process): {cpu / 3600:.2f} h.", ""]
     return "\n".join(lines)
@@ -318,8 +410,13 @@ def report(args) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--archive", nargs="*", type=Path, default=[],
-                    help="folders holding <NAME>/<NAME>_TRAIN.ts (aeon's and sktime's datasets/data)")
+    ap.add_argument(
+        "--archive",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="folders holding <NAME>/<NAME>_TRAIN.ts (aeon's and sktime's datasets/data)",
+    )
     ap.add_argument("--datasets", nargs="*", default=list(DATASETS))
     ap.add_argument("--threads", type=int, default=THREADS)
     ap.add_argument("--stores", default=str(STORES), help="where the archive files are converted to")

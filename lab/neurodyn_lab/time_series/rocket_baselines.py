@@ -23,6 +23,7 @@ Records: ``lab/records/time_series/rocket_baselines/<file>/results.json`` (``com
 and the gap (ours - published), whether it is within 2 points (issue 58's floor), and the published accuracy of the
 default split alone where the authors publish it (our protocol exactly).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,22 +49,27 @@ MODELS = ("minirocket", "multirocket", "hydra")
 #: where each published mean comes from (every number below is a mean over 30 resamples of the file)
 SOURCES = {
     "minirocket": "Dempster, Schmidt and Webb 2021 (KDD), MiniRocket's results_ucr109_mean table (the default split "
-                  "and 29 resamples); for ACSF1 and OSULeaf the same 30-resample means as tabulated beside "
-                  "MultiRocket's in Tan et al.'s results/all_resamples_average.csv (column MiniRocket)",
+    "and 29 resamples); for ACSF1 and OSULeaf the same 30-resample means as tabulated beside "
+    "MultiRocket's in Tan et al.'s results/all_resamples_average.csv (column MiniRocket)",
     "multirocket": "Tan, Dempster, Bergmeir and Webb 2022 (DMKD), MultiRocket's published 30-resample results "
-                   "(the authors' results/resamples/MULTIROCKET_50K_TESTFOLDS.csv, the default 50,000 features; "
-                   "the same means as column MultiRocket of results/all_resamples_average.csv)",
+    "(the authors' results/resamples/MULTIROCKET_50K_TESTFOLDS.csv, the default 50,000 features; "
+    "the same means as column MultiRocket of results/all_resamples_average.csv)",
     "hydra": "Dempster, Schmidt and Webb 2023 (DMKD), Hydra's published results on 112 UCR files, 30 resamples "
-             "(the authors' results/results_ucr112_hydra.csv, as updated with the DMKD version)",
+    "(the authors' results/results_ucr112_hydra.csv, as updated with the DMKD version)",
 }
 #: published test accuracy, mean over 30 resamples; a file missing here has none we know of (the papers report
 #: univariate UCR files only: nothing for BasicMotions and JapaneseVowels; Hydra's 112 files leave out the
 #: unequal-length PLAID)
 PUBLISHED = {
-    "minirocket": {"GunPoint": 0.992, "ItalyPowerDemand": 0.960, "ArrowHead": 0.881, "ACSF1": 0.822,
-                   "OSULeaf": 0.958},
-    "multirocket": {"GunPoint": 0.998, "ItalyPowerDemand": 0.964, "ArrowHead": 0.895, "ACSF1": 0.834,
-                    "OSULeaf": 0.962, "PLAID": 0.941},
+    "minirocket": {"GunPoint": 0.992, "ItalyPowerDemand": 0.960, "ArrowHead": 0.881, "ACSF1": 0.822, "OSULeaf": 0.958},
+    "multirocket": {
+        "GunPoint": 0.998,
+        "ItalyPowerDemand": 0.964,
+        "ArrowHead": 0.895,
+        "ACSF1": 0.834,
+        "OSULeaf": 0.962,
+        "PLAID": 0.941,
+    },
     "hydra": {"GunPoint": 0.998, "ItalyPowerDemand": 0.962, "ArrowHead": 0.870, "ACSF1": 0.807, "OSULeaf": 0.979},
 }
 #: published test accuracy on the archive's default train/test split alone (resample 0), our protocol exactly, where
@@ -71,8 +77,14 @@ PUBLISHED = {
 #: MultiRocket's MULTIROCKET_50K_TESTFOLDS.csv; Hydra's published table holds only the means
 PUBLISHED_DEFAULT_SPLIT = {
     "minirocket": {"GunPoint": 0.993, "ItalyPowerDemand": 0.969, "ArrowHead": 0.863},
-    "multirocket": {"GunPoint": 1.000, "ItalyPowerDemand": 0.968, "ArrowHead": 0.863, "ACSF1": 0.900,
-                    "OSULeaf": 0.967, "PLAID": 0.940},
+    "multirocket": {
+        "GunPoint": 1.000,
+        "ItalyPowerDemand": 0.968,
+        "ArrowHead": 0.863,
+        "ACSF1": 0.900,
+        "OSULeaf": 0.967,
+        "PLAID": 0.940,
+    },
     "hydra": {},
 }
 #: the floor: ours within this of the published mean (issue 58: "within 2 points")
@@ -99,9 +111,14 @@ def run_all(args) -> None:
     for name in args.files:
         train, test = convert(uea_dir(args.uea_dir, name), name, Path(args.stores))
         print(f"== {name}: {', '.join(args.models)} on the whole train file, seeds {args.seeds}", flush=True)
-        compare_store(args, entries(args.models, args.seeds), Path(args.out) / name, seeds=[0], epochs=1,
-                      overrides=[f"data.path={train}", f"data.test_path={test}", "data.n_val=0",
-                                 "data.max_steps=0"])
+        compare_store(
+            args,
+            entries(args.models, args.seeds),
+            Path(args.out) / name,
+            seeds=[0],
+            epochs=1,
+            overrides=[f"data.path={train}", f"data.test_path={test}", "data.n_val=0", "data.max_steps=0"],
+        )
 
 
 def accuracies(folder: Path) -> dict[str, dict[int, float]]:
@@ -134,23 +151,35 @@ def table(out: Path, files=FILES, models=MODELS) -> list[str]:
                 counts[model][1] += 1
                 within = "yes" if ok else "no"
             split = PUBLISHED_DEFAULT_SPLIT[model].get(name)
-            rows.append(f"| {name} | {model} | {each} | {mean:.3f} | {'–' if pub is None else f'{pub:.3f}'} | "
-                        f"{gap} | {within} | {'–' if split is None else f'{split:.3f}'} |")
+            rows.append(
+                f"| {name} | {model} | {each} | {mean:.3f} | {'–' if pub is None else f'{pub:.3f}'} | "
+                f"{gap} | {within} | {'–' if split is None else f'{split:.3f}'} |"
+            )
     if not rows:
         return []
     summary = "; ".join(f"{m} {c[0]} of {c[1]}" for m, c in counts.items() if c[1])
-    return ["### MiniRocket, MultiRocket and Hydra against their published 30-resample means", "",
-            "Ours: the archive's default train/test split, fitted on the whole train file, raw series, the presets' "
-            "(the papers') defaults, one run per `model.seed`; published: the mean over 30 resamples. Gap in "
-            "points (ours - published).", "",
-            "| file | baseline | ours, seeds 0 1 2 | ours, mean | published, 30-resample mean | gap | "
-            "within 2 points | published, default split alone |",
-            "| --- | --- | --- | ---: | ---: | ---: | :---: | ---: |", *rows, "",
-            f"Within 2 points of the published mean: {summary} (files with a published mean).", "",
-            "Sources of the published means:", "", *[f"- {m}: {SOURCES[m]}" for m in models],
-            "- default split alone (resample 0, our protocol exactly): MiniRocket's accuracy_ucr109_resamples table; "
-            "fold 0 of MultiRocket's MULTIROCKET_50K_TESTFOLDS.csv; none published for Hydra (its table holds the "
-            "means only)", ""]
+    return [
+        "### MiniRocket, MultiRocket and Hydra against their published 30-resample means",
+        "",
+        "Ours: the archive's default train/test split, fitted on the whole train file, raw series, the presets' "
+        "(the papers') defaults, one run per `model.seed`; published: the mean over 30 resamples. Gap in "
+        "points (ours - published).",
+        "",
+        "| file | baseline | ours, seeds 0 1 2 | ours, mean | published, 30-resample mean | gap | "
+        "within 2 points | published, default split alone |",
+        "| --- | --- | --- | ---: | ---: | ---: | :---: | ---: |",
+        *rows,
+        "",
+        f"Within 2 points of the published mean: {summary} (files with a published mean).",
+        "",
+        "Sources of the published means:",
+        "",
+        *[f"- {m}: {SOURCES[m]}" for m in models],
+        "- default split alone (resample 0, our protocol exactly): MiniRocket's accuracy_ucr109_resamples table; "
+        "fold 0 of MultiRocket's MULTIROCKET_50K_TESTFOLDS.csv; none published for Hydra (its table holds the "
+        "means only)",
+        "",
+    ]
 
 
 def report(args) -> str:
@@ -159,8 +188,9 @@ def report(args) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--uea-dir", nargs="*", default=[], help="folders holding <NAME>/<NAME>_TRAIN.ts, searched in "
-                    "order")
+    ap.add_argument(
+        "--uea-dir", nargs="*", default=[], help="folders holding <NAME>/<NAME>_TRAIN.ts, searched in order"
+    )
     ap.add_argument("--files", nargs="*", default=list(FILES))
     ap.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2], help="model.seed of each fit")

@@ -33,6 +33,7 @@ accuracies come from models fitted on every training case, so both are also fitt
 MiniRocket with its published accuracy on that protocol (and, on the unequal-length JapaneseVowels, where the 1-NN
 of the stores is not defined, take the harness's 1-NN fitted so as the reference).
 """
+
 from __future__ import annotations
 
 import os
@@ -76,12 +77,21 @@ ONE_CONV = "model.conv_channels=[32];model.conv_kernel=5;model.conv_norm=none"
 #: label=preset;overrides (neurodyn compare's entries): NAC as the paper prints it, with our tuned choices, and with
 #: the tuned choices behind the normalised conv front end; GRU behind it too (listed after the presets it extends, so
 #: that a tie on validation keeps the earlier one)
-MODELS = (f"nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;{ONE_CONV};model.pool=mean",
-          f"nac-tuned=nac/sequence;model.compat=tuned;{ONE_CONV};model.pool=last",
-          f"gru/sequence;{ONE_CONV};model.pool=last", "lstm/sequence", "cfc/sequence", "ltc/sequence",
-          "mha/sequence", "odernn/sequence",
-          f"nac-conv=nac/sequence;model.compat=tuned;{CONV_FRONT}", f"gru-conv=gru/sequence;{CONV_FRONT}",
-          "majority/sequence", "knn/sequence", "minirocket/sequence")
+MODELS = (
+    f"nac-paper=nac/sequence;model.compat=paper;train.lr=0.001;{ONE_CONV};model.pool=mean",
+    f"nac-tuned=nac/sequence;model.compat=tuned;{ONE_CONV};model.pool=last",
+    f"gru/sequence;{ONE_CONV};model.pool=last",
+    "lstm/sequence",
+    "cfc/sequence",
+    "ltc/sequence",
+    "mha/sequence",
+    "odernn/sequence",
+    f"nac-conv=nac/sequence;model.compat=tuned;{CONV_FRONT}",
+    f"gru-conv=gru/sequence;{CONV_FRONT}",
+    "majority/sequence",
+    "knn/sequence",
+    "minirocket/sequence",
+)
 #: the fitted baselines (one pass, no epochs): trained once per seed, whatever the budget
 BASELINES = ("majority/sequence", "knn/sequence", "minirocket/sequence")
 #: the fitted baselines fitted again on the whole training file, no validation split: the published protocol of the
@@ -89,9 +99,11 @@ BASELINES = ("majority/sequence", "knn/sequence", "minirocket/sequence")
 WHOLE_TRAIN = ("knn/sequence", "minirocket/sequence")
 #: published 1-NN test accuracies (1 - error rate) of the UCR archive 2018's table (ED; DTW with a full window) for
 #: the univariate sets; none given for the multivariate ones (their published baselines differ in normalisation)
-PUBLISHED = {"GunPoint": {"1-NN ED": 0.913, "1-NN DTW": 0.907},
-             "ItalyPowerDemand": {"1-NN ED": 0.955, "1-NN DTW": 0.950},
-             "ArrowHead": {"1-NN ED": 0.800, "1-NN DTW": 0.703}}
+PUBLISHED = {
+    "GunPoint": {"1-NN ED": 0.913, "1-NN DTW": 0.907},
+    "ItalyPowerDemand": {"1-NN ED": 0.955, "1-NN DTW": 0.950},
+    "ArrowHead": {"1-NN ED": 0.800, "1-NN DTW": 0.703},
+}
 #: MiniRocket's published test accuracy (Dempster, Schmidt and Webb 2021, KDD; the mean over the default split and
 #: 29 resamples, their results_ucr109_mean table) for the univariate sets; the paper has no multivariate results
 PUBLISHED_MINIROCKET = {"GunPoint": 0.992, "ItalyPowerDemand": 0.960, "ArrowHead": 0.881}
@@ -100,8 +112,12 @@ PUBLISHED_MINIROCKET = {"GunPoint": 0.992, "ItalyPowerDemand": 0.960, "ArrowHead
 PUBLISHED_MINIROCKET_DEFAULT_SPLIT = {"GunPoint": 0.993, "ItalyPowerDemand": 0.969, "ArrowHead": 0.863}
 #: published deep baselines (Ismail Fawaz et al. 2019, "Deep learning for time series classification: a review",
 #: DMKD; the mean of 10 runs; JapaneseVowels from their multivariate (Baydogan) table): ResNet / FCN
-PUBLISHED_DEEP = {"GunPoint": (0.991, 1.000), "ItalyPowerDemand": (0.963, 0.961), "ArrowHead": (0.845, 0.843),
-                  "JapaneseVowels": (0.992, 0.993)}
+PUBLISHED_DEEP = {
+    "GunPoint": (0.991, 1.000),
+    "ItalyPowerDemand": (0.963, 0.961),
+    "ArrowHead": (0.845, 0.843),
+    "JapaneseVowels": (0.992, 0.993),
+}
 
 
 def default_uea_dir() -> Path | None:
@@ -123,8 +139,9 @@ def convert(uea_dir: Path, name: str, stores: Path, splits: tuple[str, ...] = ("
             raise SystemExit(f"{src} does not exist: give --uea-dir, the folder holding {name}/{name}_{split}.ts")
         if not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run([sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst),
-                            "--no-progress"], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst), "--no-progress"], check=True
+            )
         out.append(dst)
     return out
 
@@ -205,8 +222,7 @@ def run_all(args) -> None:
             overrides.append(f"data.drop_steps={args.drop}")
         out = store(args, dataset, variant, budget)
         print(f"== {dataset} {variant} {budget}", flush=True)
-        kwargs = ({"epochs": int(budget[:-2])} if budget.endswith("ep")
-                  else {"budget_seconds": parse_budget(budget)})
+        kwargs = {"epochs": int(budget[:-2])} if budget.endswith("ep") else {"budget_seconds": parse_budget(budget)}
         compare_store(args, list(MODELS), out, seeds=args.seeds, overrides=overrides, **kwargs)
 
 
@@ -231,12 +247,18 @@ def whole_train(args, uea: Path) -> None:
         train, test = convert(uea, dataset, Path(args.stores))
         print(f"== {dataset} regular, fitted baselines on the whole train file", flush=True)
         folder = store(args, dataset, "regular", WHOLE)
-        compare_store(args, list(WHOLE_TRAIN), folder, seeds=args.seeds, epochs=1,
-                      overrides=data_overrides(train, test, 0))
-        write_json(folder / ONE_NN_RECORD,
-                   {"accuracy": one_nn_euclidean(train, test), "train": train.name, "test": test.name,
-                    "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal "
-                            "lengths)"})
+        compare_store(
+            args, list(WHOLE_TRAIN), folder, seeds=args.seeds, epochs=1, overrides=data_overrides(train, test, 0)
+        )
+        write_json(
+            folder / ONE_NN_RECORD,
+            {
+                "accuracy": one_nn_euclidean(train, test),
+                "train": train.name,
+                "test": test.name,
+                "what": "1-NN, Euclidean distance on the raw series of the whole train file (None: unequal lengths)",
+            },
+        )
 
 
 def front_end_choice(args, uea: Path) -> None:
@@ -244,14 +266,23 @@ def front_end_choice(args, uea: Path) -> None:
     splits of each of ``FRONT_END_FILES`` (``data.seed`` 0-2, seed 0, at most ``--epochs`` with the presets' early
     stopping). Only the validation scores are read (:func:`front_end_table`). Records:
     ``<out>/frontend_<dataset>-draw<k>/results.json``."""
-    entries = [f"{core}-{front}={preset};{FRONT_END_CANDIDATES[front]}" for core, preset in FRONT_END_CORES.items()
-               for front in FRONT_END_CANDIDATES]
+    entries = [
+        f"{core}-{front}={preset};{FRONT_END_CANDIDATES[front]}"
+        for core, preset in FRONT_END_CORES.items()
+        for front in FRONT_END_CANDIDATES
+    ]
     for dataset in FRONT_END_FILES:
         train, test = convert(uea, dataset, Path(args.stores))
         for draw in (0, 1, 2):
             print(f"== front ends, {dataset} validation split {draw}", flush=True)
-            compare_store(args, entries, _front_end_folder(args, dataset, draw), seeds=[0], epochs=args.epochs,
-                          overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+            compare_store(
+                args,
+                entries,
+                _front_end_folder(args, dataset, draw),
+                seeds=[0],
+                epochs=args.epochs,
+                overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"],
+            )
 
 
 def _prefix(args) -> str:
@@ -267,8 +298,10 @@ def front_end_table(args) -> list[str]:
     """The front-end choice on validation: per core and front end, the mean over the recorded splits of the final
     model's and of the best validation accuracy per file (``n``: runs recorded), and the means over the files of
     both; no test number."""
-    records = {dataset: [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))]
-               for dataset in FRONT_END_FILES}
+    records = {
+        dataset: [r for k in (0, 1, 2) for r in _read_records(_front_end_folder(args, dataset, k))]
+        for dataset in FRONT_END_FILES
+    }
     rows, seen, finals = [], False, {front: [] for front in FRONT_END_CANDIDATES}
     for core in FRONT_END_CORES:
         for front in FRONT_END_CANDIDATES:
@@ -287,13 +320,19 @@ def front_end_table(args) -> list[str]:
     mean_final = {front: statistics.mean(v) for front, v in finals.items() if v}
     best = max(mean_final, key=mean_final.get)
     chosen = next(front for front, text in FRONT_END_CANDIDATES.items() if text == CONV_FRONT)
-    return ["### The conv front end, chosen on validation (final model / best validation accuracy, mean over the "
-            "recorded splits; seed 0; no test file read)", "",
-            "| core | front end | " + " | ".join(FRONT_END_FILES) + " | mean over the files |",
-            "| --- | --- |" + " ---: |" * (len(FRONT_END_FILES) + 1), *rows, "",
-            "One front end for every core: the mean over both cores and the files of the final model's validation "
-            "accuracy: " + ", ".join(f"{front} {v:.3f}" for front, v in mean_final.items()) + f"; highest: {best}. "
-            f"Chosen for the comparisons (`nac-conv`, `gru-conv`): {chosen}, `{CONV_FRONT}`.", ""]
+    return [
+        "### The conv front end, chosen on validation (final model / best validation accuracy, mean over the "
+        "recorded splits; seed 0; no test file read)",
+        "",
+        "| core | front end | " + " | ".join(FRONT_END_FILES) + " | mean over the files |",
+        "| --- | --- |" + " ---: |" * (len(FRONT_END_FILES) + 1),
+        *rows,
+        "",
+        "One front end for every core: the mean over both cores and the files of the final model's validation "
+        "accuracy: " + ", ".join(f"{front} {v:.3f}" for front, v in mean_final.items()) + f"; highest: {best}. "
+        f"Chosen for the comparisons (`nac-conv`, `gru-conv`): {chosen}, `{CONV_FRONT}`.",
+        "",
+    ]
 
 
 def _read_records(folder: Path) -> list[dict]:
@@ -317,8 +356,14 @@ def validation_draws(args, uea: Path) -> None:
             train, test = convert(uea, dataset, Path(args.stores))
             budget = draw_budget(f"{args.epochs}ep", draw)
             print(f"== {dataset} regular {budget}", flush=True)
-            compare_store(args, list(MODELS), store(args, dataset, "regular", budget), seeds=[0], epochs=args.epochs,
-                          overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"])
+            compare_store(
+                args,
+                list(MODELS),
+                store(args, dataset, "regular", budget),
+                seeds=[0],
+                epochs=args.epochs,
+                overrides=[*data_overrides(train, test, n_val(train)), f"data.seed={draw}"],
+            )
 
 
 def store(args, dataset: str, variant: str, budget: str) -> Path:
@@ -366,8 +411,14 @@ def _model_rows(recs, cols, budget, cell) -> list[str]:
         for key in cols:
             rs = [r for r in recs[key] if r["preset"] == label]
             fitted = entry in BASELINES
-            cells.append(cell(rs) + (f" [{statistics.mean(r['epochs'] for r in rs):.0f} ep]"
-                                     if rs and not fitted and not budget.endswith("ep") else ""))
+            cells.append(
+                cell(rs)
+                + (
+                    f" [{statistics.mean(r['epochs'] for r in rs):.0f} ep]"
+                    if rs and not fitted and not budget.endswith("ep")
+                    else ""
+                )
+            )
             speeds += [r["seconds_per_epoch"] for r in rs if not fitted]
         speed = f"{statistics.median(speeds):.2f}" if speeds else "-"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {speed} |")
@@ -386,31 +437,53 @@ def _classification_table(args, budget: str, datasets: list[str]) -> list[str]:
     recs = _records(args, cols, budget)
     if not any(recs.values()):
         return []
-    lines = [f"### Test accuracy, {budget} per model (mean ± std over seeds; validation: 20 % of the train "
-             "file)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
-             "| --- |" + " ---: |" * (len(cols) + 1)]
+    lines = [
+        f"### Test accuracy, {budget} per model (mean ± std over seeds; validation: 20 % of the train file)",
+        "",
+        "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
+        "| --- |" + " ---: |" * (len(cols) + 1),
+    ]
     lines += _model_rows(recs, cols, budget, lambda rs: _mean_std(_test_values(rs)))
-    lines.append("| NAC, the profile chosen on validation | " + " | ".join(
-        _nac_choice(recs[key]) for key in cols) + " | - |")
+    lines.append(
+        "| NAC, the profile chosen on validation | " + " | ".join(_nac_choice(recs[key]) for key in cols) + " | - |"
+    )
     ours = {d: one_nn_reference(args, d) for d in datasets}
-    lines.append("| 1-NN ED, ours (same stores, whole train file) | " + " | ".join(
-        f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols) + " | - |")
+    lines.append(
+        "| 1-NN ED, ours (same stores, whole train file) | "
+        + " | ".join(f"{ours[d]:.3f}" if ours[d] is not None and v == "regular" else "-" for d, v in cols)
+        + " | - |"
+    )
     whole = _records(args, cols, WHOLE)
     for label in WHOLE_TRAIN:
-        lines.append(f"| {_label(label)}, ours on the whole train file (no validation split; the published protocol) "
-                     "| " + " | ".join(_mean_std(_test_values([r for r in whole[key] if r["preset"] == label]))
-                                       for key in cols) + " | - |")
+        lines.append(
+            f"| {_label(label)}, ours on the whole train file (no validation split; the published protocol) "
+            "| "
+            + " | ".join(_mean_std(_test_values([r for r in whole[key] if r["preset"] == label])) for key in cols)
+            + " | - |"
+        )
     for ref in ("1-NN ED", "1-NN DTW"):
-        lines.append(f"| {ref}, published (UCR archive 2018) | " + " | ".join(
-            f"{PUBLISHED.get(d, {}).get(ref, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
-    for what, table in (("mean of 30 resamples", PUBLISHED_MINIROCKET),
-                        ("the default split", PUBLISHED_MINIROCKET_DEFAULT_SPLIT)):
-        lines.append(f"| MiniRocket, published, {what} (Dempster et al. 2021) | " + " | ".join(
-            f"{table.get(d, '-')}" if v == "regular" else "-" for d, v in cols) + " | - |")
+        lines.append(
+            f"| {ref}, published (UCR archive 2018) | "
+            + " | ".join(f"{PUBLISHED.get(d, {}).get(ref, '-')}" if v == "regular" else "-" for d, v in cols)
+            + " | - |"
+        )
+    for what, table in (
+        ("mean of 30 resamples", PUBLISHED_MINIROCKET),
+        ("the default split", PUBLISHED_MINIROCKET_DEFAULT_SPLIT),
+    ):
+        lines.append(
+            f"| MiniRocket, published, {what} (Dempster et al. 2021) | "
+            + " | ".join(f"{table.get(d, '-')}" if v == "regular" else "-" for d, v in cols)
+            + " | - |"
+        )
     for i, name in enumerate(("ResNet", "FCN")):
-        lines.append(f"| {name}, published (Ismail Fawaz et al. 2019) | " + " | ".join(
-            f"{PUBLISHED_DEEP[d][i]:.3f}" if d in PUBLISHED_DEEP and v == "regular" else "-" for d, v in cols)
-            + " | - |")
+        lines.append(
+            f"| {name}, published (Ismail Fawaz et al. 2019) | "
+            + " | ".join(
+                f"{PUBLISHED_DEEP[d][i]:.3f}" if d in PUBLISHED_DEEP and v == "regular" else "-" for d, v in cols
+            )
+            + " | - |"
+        )
     return lines + [""]
 
 
@@ -427,15 +500,19 @@ def _regression_table(args, budget: str, datasets: list[str]) -> list[str]:
     recs = _records(args, cols, budget)
     if not any(recs.values()):
         return []
-    lines = [f"### Regression: test RMSE / R^2, {budget} per model (mean over seeds; `majority` predicts the "
-             "training mean)", "", "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
-             "| --- |" + " ---: |" * (len(cols) + 1)]
+    lines = [
+        f"### Regression: test RMSE / R^2, {budget} per model (mean over seeds; `majority` predicts the training mean)",
+        "",
+        "| model | " + " | ".join(f"{d} {v}" for d, v in cols) + " | s/epoch (median) |",
+        "| --- |" + " ---: |" * (len(cols) + 1),
+    ]
 
     def cell(rs):
         rmse, r2 = _test_values(rs), _test_values(rs, "r2")
         if not rmse:
             return "-"
         return _mean_std(rmse, RMSE_FMT) + (f" / R^2 {statistics.mean(r2):.3f}" if r2 else "")
+
     return lines + _model_rows(recs, cols, budget, cell) + [""]
 
 
@@ -467,8 +544,9 @@ def chosen_on_draws(draws: list[list[dict]], labels: list[str], higher: bool) ->
     for i, label in enumerate(labels):
         scores = [validation_score([r for r in recs if r["preset"] == label], higher) for recs in draws]
         if scores and None not in scores:
-            scored.append((sign * statistics.mean(s[0] for s in scores), sign * statistics.mean(s[1] for s in scores),
-                           -i, label))
+            scored.append(
+                (sign * statistics.mean(s[0] for s in scores), sign * statistics.mean(s[1] for s in scores), -i, label)
+            )
     return max(scored)[3] if scored else None
 
 
@@ -480,8 +558,9 @@ def draw_budget(budget: str, draw: int) -> str:
     return f"{budget}-draw{draw}"
 
 
-def choices(args, dataset: str, budget: str, draws: list[int] | None = None
-            ) -> tuple[list[dict], list[list[dict]], dict[str, str | None]] | None:
+def choices(
+    args, dataset: str, budget: str, draws: list[int] | None = None
+) -> tuple[list[dict], list[list[dict]], dict[str, str | None]] | None:
     """The regular comparison of ``dataset`` at ``budget`` (its records), its validation splits (the comparison's
     and those of ``draws``) and the labels chosen on them together (:func:`chosen_on_draws`): the best model of the
     harness, the best neural one and the better NAC profile (a regression file: the best model only). None while a
@@ -494,9 +573,15 @@ def choices(args, dataset: str, budget: str, draws: list[int] | None = None
     if dataset in REGRESSION:
         return recs, splits, {"best": chosen_on_draws(splits, labels, higher=False)}
     neural = [_label(e) for e in MODELS if e not in BASELINES]
-    return recs, splits, {"best": chosen_on_draws(splits, labels, True),
-                          "neural": chosen_on_draws(splits, neural, True),
-                          "nac": chosen_on_draws(splits, NAC_PROFILES, True)}
+    return (
+        recs,
+        splits,
+        {
+            "best": chosen_on_draws(splits, labels, True),
+            "neural": chosen_on_draws(splits, neural, True),
+            "nac": chosen_on_draws(splits, NAC_PROFILES, True),
+        },
+    )
 
 
 def best_epoch(record: dict, higher: bool) -> int:
@@ -545,16 +630,28 @@ def refit_chosen(args, uea: Path) -> None:
         for label in dict.fromkeys(label for label in chosen.values() if label and entries[label] not in BASELINES):
             for rule in REFIT_RULES:  # the same number of epochs twice is one set of runs (compare resumes)
                 epochs = refit_epochs(splits, label, dataset not in REGRESSION, rule)
-                print(f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs ({rule})",
-                      flush=True)
-                compare_store(args, [entries[label]], folder, seeds=args.seeds, epochs=epochs,
-                              overrides=[*whole, "train.early_stop=0"])
+                print(
+                    f"== {dataset} regular, {label} refitted on the whole train file for {epochs} epochs ({rule})",
+                    flush=True,
+                )
+                compare_store(
+                    args,
+                    [entries[label]],
+                    folder,
+                    seeds=args.seeds,
+                    epochs=epochs,
+                    overrides=[*whole, "train.early_stop=0"],
+                )
         if dataset in REGRESSION:  # whole_train fits no regression file: the training mean (and a chosen baseline)
             fitted = dict.fromkeys(["majority/sequence", *(c for c in chosen.values() if entries.get(c) in BASELINES)])
             compare_store(args, list(fitted), folder, seeds=args.seeds, epochs=1, overrides=whole)
         if records := _read_records(folder):  # compare.md of every refit of the file, not only the last call's
-            write_text(folder / "compare.md", comparison_table(records, title=f"{dataset}: the presets chosen on "
-                                                               "validation, refitted on the whole train file"))
+            write_text(
+                folder / "compare.md",
+                comparison_table(
+                    records, title=f"{dataset}: the presets chosen on validation, refitted on the whole train file"
+                ),
+            )
 
 
 #: the "budget" part of the folder of the refits (:func:`refit_chosen`)
@@ -574,6 +671,7 @@ def _refit_test(args, dataset: str, splits: list[list[dict]], rule: str):
             return [r for r in (whole if higher and label in WHOLE_TRAIN else refits) if r["preset"] == label]
         want = f"{refit_epochs(splits, label, higher, rule)}ep"
         return [r for r in refits if r["preset"] == label and r["budget"] == want]
+
     return runs
 
 
@@ -598,8 +696,10 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: str |
             mean = {"majority/sequence"} if d in REGRESSION else set()  # a regression file's whole-file training mean
             wanted = {label for label in chosen.values() if label} | mean
         else:
+
             def runs_of(label, recs=recs):
                 return [r for r in recs if r["preset"] == label]
+
             wanted = {_label(e) for e in MODELS}
         test = {label: statistics.mean(vals) for label in wanted if (vals := _test_values(runs_of(label)))}
         if refit and set(test) != wanted:
@@ -608,17 +708,22 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: str |
             best = chosen["best"]
             mean_rmse, r2 = test.get("majority/sequence"), _test_values(runs_of(best), "r2")
             ok = mean_rmse is not None and test.get(best) is not None and test[best] <= mean_rmse
-            rows.append(f"| {d} (RMSE) | training mean {_fmt(mean_rmse, RMSE_FMT)} | {best}: "
-                        f"{_fmt(test.get(best), RMSE_FMT)}"
-                        f"{f', R^2 {statistics.mean(r2):.3f}' if r2 else ''} | {'yes' if ok else 'no'} | - | - | - | - "
-                        "| - |")
+            rows.append(
+                f"| {d} (RMSE) | training mean {_fmt(mean_rmse, RMSE_FMT)} | {best}: "
+                f"{_fmt(test.get(best), RMSE_FMT)}"
+                f"{f', R^2 {statistics.mean(r2):.3f}' if r2 else ''} | {'yes' if ok else 'no'} | - | - | - | - "
+                "| - |"
+            )
             continue
         whole = _comparison_records(args, d, "regular", WHOLE)
         whole_nn, whole_rocket = (_test_values([r for r in whole if r["preset"] == p]) for p in WHOLE_TRAIN)
         nn, nn_note = one_nn_reference(args, d), ""
         if nn is None:  # unequal lengths or no stores: the harness's 1-NN, on the whole train file where recorded
-            nn, nn_note = ((statistics.mean(whole_nn), " (harness 1-NN, whole train file)") if whole_nn
-                           else (test.get("knn/sequence"), " (harness 1-NN)"))
+            nn, nn_note = (
+                (statistics.mean(whole_nn), " (harness 1-NN, whole train file)")
+                if whole_nn
+                else (test.get("knn/sequence"), " (harness 1-NN)")
+            )
         cells = []
         for key, label in chosen.items():
             verdict = "-"
@@ -626,12 +731,16 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: str |
                 verdicts[key].append(test[label] >= nn)
                 verdict = "yes" if verdicts[key][-1] else "no"
             cells.append(f"{label}: {_fmt(test.get(label))} | {verdict}")
-        rocket, published = (statistics.mean(whole_rocket) if whole_rocket else test.get("minirocket/sequence"),
-                             PUBLISHED_MINIROCKET.get(d))
+        rocket, published = (
+            statistics.mean(whole_rocket) if whole_rocket else test.get("minirocket/sequence"),
+            PUBLISHED_MINIROCKET.get(d),
+        )
         if rocket is not None and published is not None:
             verdicts["rocket"].append(abs(rocket - published) <= 0.03)
-            cells.append(f"{_fmt(rocket)}{' (whole train file)' if whole_rocket else ''} vs {published:.3f}: "
-                         f"{'yes' if verdicts['rocket'][-1] else 'no'}")
+            cells.append(
+                f"{_fmt(rocket)}{' (whole train file)' if whole_rocket else ''} vs {published:.3f}: "
+                f"{'yes' if verdicts['rocket'][-1] else 'no'}"
+            )
         else:
             cells.append(f"{_fmt(rocket)} (none published)" if rocket is not None else "-")
         rows.append(f"| {d} | {_fmt(nn)}{nn_note} | " + " | ".join(cells) + " |")
@@ -640,20 +749,34 @@ def floors_table(args, budget: str, draws: list[int] | None = None, refit: str |
 
     def count(key):
         return f"{sum(verdicts[key])} of {len(verdicts[key])}"
-    how = (f"chosen on {len(draws) + 1} validation splits of the train file together (data.seed 0 and draws "
-           f"{', '.join(map(str, draws))}, seed 0 each)" if draws else "chosen on validation")
+
+    how = (
+        f"chosen on {len(draws) + 1} validation splits of the train file together (data.seed 0 and draws "
+        f"{', '.join(map(str, draws))}, seed 0 each)"
+        if draws
+        else "chosen on validation"
+    )
     epochs = {"best": "the epoch of their best validation score", "trained": "the epochs their compared runs trained"}
-    tests = (f"the chosen neural presets refitted on the whole train file for {epochs.get(refit)} (mean over their "
-             "runs), the fitted baselines fitted on it; test means over seeds" if refit else "test means over seeds")
-    return [f"### Floors, {budget}, regular files (every model and profile {how}; {tests})", "",
-            "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
-            "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
-            "MiniRocket vs published (fitted on the whole train file where recorded), within 3 points |",
-            "| --- | ---: | --- | :---: | --- | :---: | --- | :---: | --- |", *rows, "",
-            f"Counts (classification files): best model at or above 1-NN on {count('best')}; best neural model on "
-            f"{count('neural')}; NAC on {count('nac')}; MiniRocket within 3 points of the published accuracy on "
-            f"{count('rocket')}.",
-            ""]
+    tests = (
+        f"the chosen neural presets refitted on the whole train file for {epochs.get(refit)} (mean over their "
+        "runs), the fitted baselines fitted on it; test means over seeds"
+        if refit
+        else "test means over seeds"
+    )
+    return [
+        f"### Floors, {budget}, regular files (every model and profile {how}; {tests})",
+        "",
+        "| file | 1-NN ED (test) | best model on validation: test | at or above 1-NN | best neural "
+        "model on validation: test | at or above 1-NN | NAC profile on validation: test | at or above 1-NN | "
+        "MiniRocket vs published (fitted on the whole train file where recorded), within 3 points |",
+        "| --- | ---: | --- | :---: | --- | :---: | --- | :---: | --- |",
+        *rows,
+        "",
+        f"Counts (classification files): best model at or above 1-NN on {count('best')}; best neural model on "
+        f"{count('neural')}; NAC on {count('nac')}; MiniRocket within 3 points of the published accuracy on "
+        f"{count('rocket')}.",
+        "",
+    ]
 
 
 def _fmt(value: float | None, fmt: str = ".3f") -> str:
@@ -686,16 +809,27 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=400, help="equal-epochs budget, a cap (0: none)")
     ap.add_argument("--budget", default="30s", help="equal wall-clock budget per model ('' for none)")
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
-    ap.add_argument("--draws", nargs="*", type=int, default=[1, 2, 3, 4],
-                    help="other validation splits (data.seed) of the regular equal-epochs comparisons, seed 0 each")
+    ap.add_argument(
+        "--draws",
+        nargs="*",
+        type=int,
+        default=[1, 2, 3, 4],
+        help="other validation splits (data.seed) of the regular equal-epochs comparisons, seed 0 each",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--stores", default=str(STORES), help="where the archive files are converted to (untracked)")
-    ap.add_argument("--out", default="time_series/uea", help="the claim (lab/records/<out>) or folder of the report "
-                    "and of the comparisons' records")
+    ap.add_argument(
+        "--out",
+        default="time_series/uea",
+        help="the claim (lab/records/<out>) or folder of the report and of the comparisons' records",
+    )
     ap.add_argument("--tag", default="", help="prefix of the comparisons' folders inside --out")
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--front-ends", action="store_true",
-                    help="only the front-end choice on validation (FRONT_END_CANDIDATES), then the report")
+    ap.add_argument(
+        "--front-ends",
+        action="store_true",
+        help="only the front-end choice on validation (FRONT_END_CANDIDATES), then the report",
+    )
     args = ap.parse_args(argv)
     args.out = str(records(args.out))
     if args.front_ends:

@@ -17,6 +17,7 @@ The rerun itself (converting the files, writing each fold's stores, ``compare_re
 the protocol's records folder, the refits and the verdicts) is the next step of issue 58; without ``--dry-run`` this
 command says so and trains nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,9 @@ def stratified_folds(y: np.ndarray, k: int, seed: int, regression: bool = False)
     return [np.sort(np.asarray(f, dtype=int)) for f in folds]
 
 
-def fold_split(y: np.ndarray, k: int, seed: int, fold: int, regression: bool = False, inner: float = 0.2,
-               min_val: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fold_split(
+    y: np.ndarray, k: int, seed: int, fold: int, regression: bool = False, inner: float = 0.2, min_val: int = 4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The selection rule's split of a training file for fold ``fold`` of the repeat drawn with ``seed``:
     ``(train, val, held_out)`` case indices. ``held_out`` is the fold (it scores the final model); the other folds
     train, with ``inner`` of them (at least ``min_val`` cases, stratified the same way, the same seed) validating
@@ -79,7 +81,7 @@ def fold_split(y: np.ndarray, k: int, seed: int, fold: int, regression: bool = F
     for extra in inner_folds[1:]:
         if len(val) >= min_val:
             break
-        val += list(extra[:min_val - len(val)])
+        val += list(extra[: min_val - len(val)])
     val_idx = np.sort(rest[np.asarray(val, dtype=int)])
     train = np.setdiff1d(rest, val_idx)
     return train, val_idx, held_out
@@ -91,21 +93,21 @@ def fold_split(y: np.ndarray, k: int, seed: int, fold: int, regression: bool = F
 
 class Run(NamedTuple):
     file: str
-    role: str           # development | confirmation
-    stage: str          # cv (a fold of the selection) | refit (a chosen neural candidate) | fit (fitted, references)
+    role: str  # development | confirmation
+    stage: str  # cv (a fold of the selection) | refit (a chosen neural candidate) | fit (fitted, references)
     label: str
     repeat: int | None
     fold: int | None
     seed: int
-    seconds: float      # estimated
-    basis: str          # what the estimate rests on
+    seconds: float  # estimated
+    basis: str  # what the estimate rests on
 
 
 class Cost(NamedTuple):
     seconds_per_epoch: float
     epochs: float
-    overhead: float     # seconds of a run outside training (start, evaluation, recording)
-    n_train: int        # the training cases of the recorded runs
+    overhead: float  # seconds of a run outside training (start, evaluation, recording)
+    n_train: int  # the training cases of the recorded runs
 
 
 def _label(entry: str) -> str:
@@ -122,11 +124,15 @@ def cost_table(dataset: str, root: Path = COST_RECORDS) -> dict[str, Cost]:
         if path.exists():
             for r in json.loads(path.read_text()):
                 runs[r["preset"]].append(r)
-    return {label: Cost(statistics.median(r["seconds_per_epoch"] for r in rs),
-                        statistics.mean(r["epochs"] for r in rs),
-                        statistics.median(max(0.0, r["wall_seconds"] - r["train_seconds"]) for r in rs),
-                        int(statistics.median(r["n_train"] for r in rs)))
-            for label, rs in runs.items()}
+    return {
+        label: Cost(
+            statistics.median(r["seconds_per_epoch"] for r in rs),
+            statistics.mean(r["epochs"] for r in rs),
+            statistics.median(max(0.0, r["wall_seconds"] - r["train_seconds"]) for r in rs),
+            int(statistics.median(r["n_train"] for r in rs)),
+        )
+        for label, rs in runs.items()
+    }
 
 
 def _fold_train_cases(n: int, k: int, inner: float = 0.2, min_val: int = 4) -> int:
@@ -162,19 +168,32 @@ def plan(protocol: protocols.Protocol | None = None, root: Path = COST_RECORDS) 
         for cand in p.candidates():
             for r in range(repeats):
                 for fold in range(k):
-                    out.append(Run(f["name"], role, "cv", cand["label"], r, fold, train_seed,
-                                   seconds(cand, n_fold), basis))
+                    out.append(
+                        Run(f["name"], role, "cv", cand["label"], r, fold, train_seed, seconds(cand, n_fold), basis)
+                    )
         fitted = [c for c in p.candidates() if "fitted" in c.get("group", [])]
         refs = [r for r in p.spec["references"] if (r["label"] == "training mean") == (f["task"] == "regression")]
         for item in fitted + refs:
             for s in seeds:
                 out.append(Run(f["name"], role, "fit", item["label"], None, None, s, seconds(item, n_whole), basis))
-        neural = sorted((c for c in p.candidates() if "neural" in c.get("group", [])),
-                        key=lambda c: -seconds(c, n_whole))[:3 if f["task"] == "classification" else 1]
+        neural = sorted(
+            (c for c in p.candidates() if "neural" in c.get("group", [])), key=lambda c: -seconds(c, n_whole)
+        )[: 3 if f["task"] == "classification" else 1]
         for cand in neural:
             for s in seeds:
-                out.append(Run(f["name"], role, "refit", cand["label"], None, None, s, seconds(cand, n_whole),
-                               f"{basis}; upper bound (the chosen ones are not known before the selection)"))
+                out.append(
+                    Run(
+                        f["name"],
+                        role,
+                        "refit",
+                        cand["label"],
+                        None,
+                        None,
+                        s,
+                        seconds(cand, n_whole),
+                        f"{basis}; upper bound (the chosen ones are not known before the selection)",
+                    )
+                )
     return out
 
 
@@ -190,25 +209,36 @@ def estimate(runs: list[Run]) -> dict[str, float]:
 def report(protocol: protocols.Protocol, runs: list[Run], every_run: bool = False) -> str:
     """The plan as text: per file and candidate the runs and their hours, the totals against the protocol's stated
     budget and estimate."""
-    lines = [f"protocol {protocol.name} (sha256 {protocol.sha256[:12]}, status {protocol.spec['status']}): "
-             f"{len(runs)} runs", ""]
+    lines = [
+        f"protocol {protocol.name} (sha256 {protocol.sha256[:12]}, status {protocol.spec['status']}): {len(runs)} runs",
+        "",
+    ]
     by = defaultdict(list)
     for r in runs:
         by[(r.file, r.role, r.stage, r.label)].append(r)
-    lines += ["| file | role | stage | label | runs | s / run | CPU-h | basis |",
-              "|---|---|---|---|---:|---:|---:|---|"]
+    lines += [
+        "| file | role | stage | label | runs | s / run | CPU-h | basis |",
+        "|---|---|---|---|---:|---:|---:|---|",
+    ]
     for (file, role, stage, label), rs in by.items():
-        lines.append(f"| {file} | {role} | {stage} | {label} | {len(rs)} | {rs[0].seconds:.1f} | "
-                     f"{sum(r.seconds for r in rs) / 3600:.3f} | {rs[0].basis} |")
+        lines.append(
+            f"| {file} | {role} | {stage} | {label} | {len(rs)} | {rs[0].seconds:.1f} | "
+            f"{sum(r.seconds for r in rs) / 3600:.3f} | {rs[0].basis} |"
+        )
     est = estimate(runs)
     stated = protocol.spec["budget"]
-    lines += ["", "estimated CPU-hours: " + ", ".join(f"{k} {v:.2f}" for k, v in est.items()),
-              f"stated in the protocol: budget {stated['cpu_hours']} CPU-h; estimate "
-              + ", ".join(f"{k} {v}" for k, v in (stated.get("estimate") or {}).items()),
-              "(1 thread per run as the records measured them; two runs at a time on 2 cores halves the wall time)"]
+    lines += [
+        "",
+        "estimated CPU-hours: " + ", ".join(f"{k} {v:.2f}" for k, v in est.items()),
+        f"stated in the protocol: budget {stated['cpu_hours']} CPU-h; estimate "
+        + ", ".join(f"{k} {v}" for k, v in (stated.get("estimate") or {}).items()),
+        "(1 thread per run as the records measured them; two runs at a time on 2 cores halves the wall time)",
+    ]
     if every_run:
-        lines += ["", "every run:"] + [f"{r.file} {r.stage} {r.label} repeat={r.repeat} fold={r.fold} seed={r.seed} "
-                                       f"{r.seconds:.1f} s" for r in runs]
+        lines += ["", "every run:"] + [
+            f"{r.file} {r.stage} {r.label} repeat={r.repeat} fold={r.fold} seed={r.seed} {r.seconds:.1f} s"
+            for r in runs
+        ]
     return "\n".join(lines)
 
 
@@ -220,13 +250,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = protocols.load(args.protocol)
     if not args.dry_run:
-        print(f"the rerun under {p.name} is not implemented yet (issue 58, Deliver 1: the next step); "
-              "--dry-run prints its plan and cost", file=sys.stderr)
+        print(
+            f"the rerun under {p.name} is not implemented yet (issue 58, Deliver 1: the next step); "
+            "--dry-run prints its plan and cost",
+            file=sys.stderr,
+        )
         return 2
     print(report(p, plan(p), args.runs))
     if not p.frozen:
-        print(f"\nstatus {p.spec['status']}: nothing may be recorded under this protocol until it is frozen and "
-              "committed (neurodyn_lab.protocols.require_registered)")
+        print(
+            f"\nstatus {p.spec['status']}: nothing may be recorded under this protocol until it is frozen and "
+            "committed (neurodyn_lab.protocols.require_registered)"
+        )
     return 0
 
 

@@ -17,6 +17,7 @@ Records: ``lab/records/time_series/uea_tuning/`` (one per model, grid point and 
 ``report.md``. Run folders (checkpoints included) go to ``--runs``, by default ``lab/runs/time_series/uea_tuning``
 (untracked).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,17 +38,28 @@ OUT = "time_series/uea_tuning"
 
 #: one recipe for every model and grid point: a constant learning rate, validation every 5 epochs, early stopping
 #: after 20 evaluations (100 epochs) without a better validation accuracy, at most 400 epochs
-RECIPE = ("train.schedule.name=none", "train.grad_clip=1.0", "train.batch_size=32", "train.eval_every=5",
-          "train.early_stop=20", "train.epochs=400")
+RECIPE = (
+    "train.schedule.name=none",
+    "train.grad_clip=1.0",
+    "train.batch_size=32",
+    "train.eval_every=5",
+    "train.early_stop=20",
+    "train.epochs=400",
+)
 
 #: label -> (preset, its own overrides, {key: values}); NAC keeps the paper's 32-d width (Table 4, PAR column)
 GRIDS = {
-    "nac-paper": ("nac/sequence", ("model.compat=paper",),
-                  {"train.lr": (0.01, 0.003, 0.001), "model.pool": ("last", "mean")}),
-    "nac-tuned": ("nac/sequence", ("model.compat=tuned",),
-                  {"train.lr": (0.01, 0.003, 0.001), "model.pool": ("last", "mean")}),
-    "mha": ("mha/sequence", (), {"train.lr": (0.01, 0.003), "model.hidden": (32, 64),
-                                 "model.pool": ("last", "mean")}),
+    "nac-paper": (
+        "nac/sequence",
+        ("model.compat=paper",),
+        {"train.lr": (0.01, 0.003, 0.001), "model.pool": ("last", "mean")},
+    ),
+    "nac-tuned": (
+        "nac/sequence",
+        ("model.compat=tuned",),
+        {"train.lr": (0.01, 0.003, 0.001), "model.pool": ("last", "mean")},
+    ),
+    "mha": ("mha/sequence", (), {"train.lr": (0.01, 0.003), "model.hidden": (32, 64), "model.pool": ("last", "mean")}),
     "gru": ("gru/sequence", (), {"train.lr": (0.01, 0.003), "model.hidden": (32, 64)}),
     "lstm": ("lstm/sequence", (), {"train.lr": (0.01, 0.003), "model.hidden": (32, 64)}),
     "cfc": ("cfc/sequence", (), {"train.lr": (0.01, 0.003), "model.hidden": (32, 64)}),
@@ -72,8 +84,9 @@ def validation_scores(run) -> dict[str, object]:
     epoch of the best."""
     from neurodyn.train.runs import read_history
 
-    curve = [(h["epoch"], h["val"]["accuracy"]) for h in read_history(run.run_dir)
-             if "val" in h and "accuracy" in h["val"]]
+    curve = [
+        (h["epoch"], h["val"]["accuracy"]) for h in read_history(run.run_dir) if "val" in h and "accuracy" in h["val"]
+    ]
     if not curve:
         raise SystemExit(f"{run.run_dir}: no validation accuracy recorded (a classification file was expected)")
     best_epoch, best = max(curve, key=lambda c: (c[1], -c[0]))  # the first epoch that reached the best
@@ -85,10 +98,17 @@ def jobs_for(label: str, dataset: str, train_store: Path):
 
     preset, own, _ = GRIDS[label]
     data = [f"data.path={train_store}", f"data.n_val={uea_sequences.n_val(train_store)}"]
-    return [Job(name=f"{label}-{dataset}-{point_name(p)}", preset=preset, seed=0,
-                overrides=[*data, *RECIPE, *own, *(f"{k}={v}" for k, v in p.items())],
-                keys={"model": label, "dataset": dataset, "point": point_name(p)}, label=f"{label} {dataset}")
-            for p in grid_points(label)]
+    return [
+        Job(
+            name=f"{label}-{dataset}-{point_name(p)}",
+            preset=preset,
+            seed=0,
+            overrides=[*data, *RECIPE, *own, *(f"{k}={v}" for k, v in p.items())],
+            keys={"model": label, "dataset": dataset, "point": point_name(p)},
+            label=f"{label} {dataset}",
+        )
+        for p in grid_points(label)
+    ]
 
 
 def run_all(args) -> None:
@@ -101,12 +121,21 @@ def run_all(args) -> None:
     if uea is None:
         raise SystemExit("no UEA folder: install sktime, or give --uea-dir (see neurodyn_lab.time_series.uea)")
     for label in args.models:
-        jobs = [j for d in args.datasets
-                for j in jobs_for(label, d, uea_sequences.convert(uea, d, Path(args.stores), ("TRAIN",))[0])]
-        run_jobs(jobs, args.out, "cpu", evaluate=validation_scores, runs_dir=args.runs, tag="uea-tuning",
-                 placeholders={args.stores: "<stores>"},
-                 summary=lambda r: f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, "
-                                   f"last {r['val_last']:.3f}")
+        jobs = [
+            j
+            for d in args.datasets
+            for j in jobs_for(label, d, uea_sequences.convert(uea, d, Path(args.stores), ("TRAIN",))[0])
+        ]
+        run_jobs(
+            jobs,
+            args.out,
+            "cpu",
+            evaluate=validation_scores,
+            runs_dir=args.runs,
+            tag="uea-tuning",
+            placeholders={args.stores: "<stores>"},
+            summary=lambda r: f"val best {r['val_best']:.3f} at epoch {r['best_epoch']}, last {r['val_last']:.3f}",
+        )
 
 
 def choose(records: list[dict], label: str, datasets: list[str]) -> tuple[list[tuple], tuple | None]:
@@ -123,33 +152,46 @@ def choose(records: list[dict], label: str, datasets: list[str]) -> tuple[list[t
 
     def order(row):
         p = row[0]
-        return (-row[1], p.get("train.lr", 0), p.get("model.hidden", p.get("model.d_model", 0)),
-                p.get("model.pool", "last") != "last")
+        return (
+            -row[1],
+            p.get("train.lr", 0),
+            p.get("model.hidden", p.get("model.d_model", 0)),
+            p.get("model.pool", "last") != "last",
+        )
 
     return rows, min(rows, key=order)
 
 
 def report(args) -> str:
     records = load_results(args.out)
-    lines = ["# Sequence presets: training settings chosen on validation (UEA/UCR training files)", "",
-             "Generated by `python -m neurodyn_lab run time_series/uea_tuning --report` from the records. One seed "
-             "(0) per grid point and "
-             f"file; recipe: {', '.join(f'`{o}`' for o in RECIPE)}; 20 % of each training file validates; the "
-             "test files are not read. Cell: the best validation accuracy of the run; score: the mean over files; the "
-             "highest score is chosen (ties: the smaller lr, then the smaller width, then the last step).",
-             ""]
+    lines = [
+        "# Sequence presets: training settings chosen on validation (UEA/UCR training files)",
+        "",
+        "Generated by `python -m neurodyn_lab run time_series/uea_tuning --report` from the records. One seed "
+        "(0) per grid point and "
+        f"file; recipe: {', '.join(f'`{o}`' for o in RECIPE)}; 20 % of each training file validates; the "
+        "test files are not read. Cell: the best validation accuracy of the run; score: the mean over files; the "
+        "highest score is chosen (ties: the smaller lr, then the smaller width, then the last step).",
+        "",
+    ]
     # every model with records, not only those --models trains now: report.md is the whole table
     for label in [m for m in GRIDS if m in args.models or any(r["model"] == m for r in records)]:
         rows, choice = choose(records, label, args.datasets)
-        lines += [f"## {label} ({GRIDS[label][0]}{'; ' + ', '.join(GRIDS[label][1]) if GRIDS[label][1] else ''})",
-                  "", "| grid point | " + " | ".join(args.datasets) + " | score |",
-                  "|---|" + "---:|" * (len(args.datasets) + 1)]
+        lines += [
+            f"## {label} ({GRIDS[label][0]}{'; ' + ', '.join(GRIDS[label][1]) if GRIDS[label][1] else ''})",
+            "",
+            "| grid point | " + " | ".join(args.datasets) + " | score |",
+            "|---|" + "---:|" * (len(args.datasets) + 1),
+        ]
         for p, score, values in sorted(rows, key=lambda r: -r[1]):
             mark = " **chosen**" if choice is not None and p == choice[0] else ""
             lines.append(f"| {point_name(p)}{mark} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {score:.3f} |")
         missing = len(grid_points(label)) - len(rows)
-        lines += (["", f"{missing} of {len(grid_points(label))} grid points not yet recorded on every file."]
-                  if missing else []) + [""]
+        lines += (
+            ["", f"{missing} of {len(grid_points(label))} grid points not yet recorded on every file."]
+            if missing
+            else []
+        ) + [""]
     return "\n".join(lines)
 
 

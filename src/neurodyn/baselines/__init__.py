@@ -61,6 +61,7 @@ Nothing else: the registry finds the module (every module of this package is imp
 name), and the experiment, the estimators and ``compare`` take any :class:`FittedSequenceModel` through
 :func:`fit_baseline`.
 """
+
 from .feature_ridge import FeatureRidgeModel, RidgeConfig
 from .fit import BaselineFit, baseline_checkpoint, fit_baseline, fit_on
 from .fitted import FittedConfig, FittedSequenceModel
@@ -70,6 +71,22 @@ from .majority import MajorityModel
 from .minirocket import MiniRocketConfig, MiniRocketModel
 from .multirocket import MultiRocketConfig, MultiRocketModel
 
-__all__ = ["BaselineFit", "FeatureRidgeModel", "FittedConfig", "FittedSequenceModel", "HydraConfig", "HydraModel",
-           "KNNConfig", "KNNModel", "MajorityModel", "MiniRocketConfig", "MiniRocketModel", "MultiRocketConfig",
-           "MultiRocketModel", "RidgeConfig", "baseline_checkpoint", "fit_baseline", "fit_on"]
+__all__ = [
+    "BaselineFit",
+    "FeatureRidgeModel",
+    "FittedConfig",
+    "FittedSequenceModel",
+    "HydraConfig",
+    "HydraModel",
+    "KNNConfig",
+    "KNNModel",
+    "MajorityModel",
+    "MiniRocketConfig",
+    "MiniRocketModel",
+    "MultiRocketConfig",
+    "MultiRocketModel",
+    "RidgeConfig",
+    "baseline_checkpoint",
+    "fit_baseline",
+    "fit_on",
+]

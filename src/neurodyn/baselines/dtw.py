@@ -11,6 +11,7 @@
   Vectorised over all pairs and one anti-diagonal at a time (``L + L' - 1`` steps). :func:`dtw_distance_ref` is
   the plain-Python double loop it is tested against.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,10 @@ import torch
 
 def _check(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
     if a.dim() != 3 or b.dim() != 3 or a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"{what} takes a (N, L, C) and b (M, L', C) with the same channels; got {tuple(a.shape)} "
-                         f"and {tuple(b.shape)}")
+        raise ValueError(
+            f"{what} takes a (N, L, C) and b (M, L', C) with the same channels; got {tuple(a.shape)} "
+            f"and {tuple(b.shape)}"
+        )
 
 
 def euclidean_distances(a: torch.Tensor, b: torch.Tensor, chunk_elements: int = 1 << 24) -> torch.Tensor:
@@ -31,12 +34,16 @@ def euclidean_distances(a: torch.Tensor, b: torch.Tensor, chunk_elements: int = 
         raise ValueError(f"euclidean_distances needs series of one length; got {a.shape[1]} and {b.shape[1]} steps")
     fa, fb = a.flatten(1), b.flatten(1)
     step = max(1, chunk_elements // max(1, fb.numel()))
-    return torch.cat([(fa[i:i + step, None] - fb[None]).square().sum(-1) for i in range(0, len(fa), step)]) \
-        if len(fa) else fa.new_zeros(0, len(fb))
+    return (
+        torch.cat([(fa[i : i + step, None] - fb[None]).square().sum(-1) for i in range(0, len(fa), step)])
+        if len(fa)
+        else fa.new_zeros(0, len(fb))
+    )
 
 
-def dtw_distances(a: torch.Tensor, b: torch.Tensor, window: int | None = None,
-                  chunk_elements: int = 1 << 24) -> torch.Tensor:
+def dtw_distances(
+    a: torch.Tensor, b: torch.Tensor, window: int | None = None, chunk_elements: int = 1 << 24
+) -> torch.Tensor:
     """DTW costs ``(N, M)`` of every pair (module docstring); pairs are processed in chunks of about
     ``chunk_elements`` cost-matrix cells."""
     _check(a, b, "dtw_distances")
@@ -47,7 +54,7 @@ def dtw_distances(a: torch.Tensor, b: torch.Tensor, window: int | None = None,
     if window is not None and abs(L - K) > window:
         raise ValueError(f"no warping path of series of {L} and {K} steps fits a Sakoe-Chiba window of {window}")
     step = max(1, chunk_elements // max(1, M * L * K))
-    out = [_dtw_block(a[i:i + step], b, window) for i in range(0, N, step)]
+    out = [_dtw_block(a[i : i + step], b, window) for i in range(0, N, step)]
     return torch.cat(out) if out else a.new_zeros(0, M)
 
 

@@ -17,6 +17,7 @@ A series is predicted as ``scaled(phi(x)) W + b``. Subclasses name their transfo
 (:attr:`~FeatureRidgeModel.TRANSFORM_BUFFERS`) and implement :meth:`~FeatureRidgeModel.fit_transform` and
 :meth:`~FeatureRidgeModel.transform`; :meth:`~FeatureRidgeModel.predict_seconds` times a few series.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,10 @@ class RidgeConfig(FittedConfig):
         super().__post_init__()
         check_min(self.MODEL, self, ("n_alphas",), 1)
         if not 0 < self.alpha_min <= self.alpha_max:
-            raise ConfigError(f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
-                              f"{self.alpha_min}, {self.alpha_max}")
+            raise ConfigError(
+                f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
+                f"{self.alpha_min}, {self.alpha_max}"
+            )
 
 
 class FeatureRidgeModel(FittedSequenceModel):
@@ -65,9 +68,14 @@ class FeatureRidgeModel(FittedSequenceModel):
 
     def __init__(self, cfg: RidgeConfig):
         super().__init__(cfg)
-        buffers = {**self.TRANSFORM_BUFFERS, "feature_mean": ((0,), torch.float32),
-                   "feature_scale": ((0,), torch.float32), "weight": ((0, cfg.out_channels), torch.float32),
-                   "bias": ((cfg.out_channels,), torch.float32), "alpha": ((), torch.float64)}
+        buffers = {
+            **self.TRANSFORM_BUFFERS,
+            "feature_mean": ((0,), torch.float32),
+            "feature_scale": ((0,), torch.float32),
+            "weight": ((0, cfg.out_channels), torch.float32),
+            "bias": ((cfg.out_channels,), torch.float32),
+            "alpha": ((), torch.float64),
+        }
         for name, (shape, dtype) in buffers.items():
             self.register_buffer(name, torch.zeros(shape, dtype=dtype))
 
@@ -100,13 +108,18 @@ class FeatureRidgeModel(FittedSequenceModel):
         self.set_state(**self.fit_transform(x.float()))
         feats = self._training_features(x.float(), progress).double()
         mean, scale = self.scaling(feats)
-        target = y.double() if y.is_floating_point() else \
-            2.0 * nn.functional.one_hot(y, cfg.out_channels).double() - 1.0
-        alphas = torch.logspace(math.log10(cfg.alpha_min), math.log10(cfg.alpha_max), cfg.n_alphas,
-                                dtype=torch.float64)
+        target = (
+            y.double() if y.is_floating_point() else 2.0 * nn.functional.one_hot(y, cfg.out_channels).double() - 1.0
+        )
+        alphas = torch.logspace(math.log10(cfg.alpha_min), math.log10(cfg.alpha_max), cfg.n_alphas, dtype=torch.float64)
         w, b, alpha = ridge_loo(self.scaled(feats, mean, scale), target, alphas)
-        self.set_state(feature_mean=mean.float(), feature_scale=scale.float(), weight=w.float(), bias=b.float(),
-                       alpha=torch.tensor(alpha, dtype=torch.float64))
+        self.set_state(
+            feature_mean=mean.float(),
+            feature_scale=scale.float(),
+            weight=w.float(),
+            bias=b.float(),
+            alpha=torch.tensor(alpha, dtype=torch.float64),
+        )
 
     def predict(self, x):
         return self.scaled(self.transform(x.float()), self.feature_mean, self.feature_scale) @ self.weight + self.bias
@@ -118,11 +131,17 @@ class FeatureRidgeModel(FittedSequenceModel):
         t0 = time.perf_counter()
         parts = [self.transform(x[:head])]
         estimate = (time.perf_counter() - t0) / head * n
-        with Stage(f"{self.registry_name}: features of the {n} training series", n, "series", progress,
-                   estimate=estimate, detail=f"{head} series timed") as stage:
+        with Stage(
+            f"{self.registry_name}: features of the {n} training series",
+            n,
+            "series",
+            progress,
+            estimate=estimate,
+            detail=f"{head} series timed",
+        ) as stage:
             stage.update(head)
             for lo in range(head, n, self.FEATURE_ROWS):
-                parts.append(self.transform(x[lo:lo + self.FEATURE_ROWS]))
+                parts.append(self.transform(x[lo : lo + self.FEATURE_ROWS]))
                 stage.update(len(parts[-1]))
         return torch.cat(parts)
 

@@ -25,6 +25,7 @@ baseline rows (``baseline_scores``) and ``compare``'s budget estimate fit throug
 task (:class:`neurodyn.train.sequence_task.SequenceTask`: ``model_inputs``, ``model_targets``, ``training_loss``,
 ``evaluate``, ``normalizers``, ``spec``, ``monitor``); this layer never imports it.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,9 @@ def batches(dataset: Dataset, batch_size: int, device: str | torch.device = "cpu
 
 
 @torch.no_grad()
-def fit_on(model: FittedSequenceModel, task: Any, train_batches: Iterable[dict[str, torch.Tensor]],
-           progress: Any = False) -> None:
+def fit_on(
+    model: FittedSequenceModel, task: Any, train_batches: Iterable[dict[str, torch.Tensor]], progress: Any = False
+) -> None:
     """The one pass: ``model.fit(x, t, mask, y, progress=progress)`` on every batch of ``train_batches`` together
     (module docstring, step 1); ``progress``: the one idiom of :mod:`neurodyn.progress`."""
     xs, ts, ms, ys = [], [], [], []
@@ -95,40 +97,61 @@ def fit_on(model: FittedSequenceModel, task: Any, train_batches: Iterable[dict[s
     model.fit(torch.cat([pad(x) for x in xs]), t, torch.cat([pad(m) for m in ms]), torch.cat(ys), progress=progress)
 
 
-def baseline_checkpoint(model: FittedSequenceModel, task: Any, *, n_val: int, best: float,
-                        train_config: Mapping[str, Any] | None = None,
-                        experiment: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def baseline_checkpoint(
+    model: FittedSequenceModel,
+    task: Any,
+    *,
+    n_val: int,
+    best: float,
+    train_config: Mapping[str, Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A fitted model's checkpoint in the trainer's format (:mod:`neurodyn.train.checkpoint`): ``model`` (registered
     name and config), ``model_state`` (the fitted buffers), ``normalizers`` with their kinds, ``task_spec``,
     ``position`` (after its one epoch), ``best`` (the validation metric), ``n_val``, ``train_config`` and
     ``experiment``; no optimizer, scheduler or RNG state (nothing resumes inside a one-pass fit)."""
     norms = task.normalizers()
-    return versioned({
-        "model": model_spec(model),
-        "model_state": model.state_dict(),
-        "normalizers": {k: m.state_dict() for k, m in norms.items()},
-        "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in norms.items()},
-        "task_spec": task.spec(),
-        "position": {"epoch": 1, "batch": 0, "global_step": 1},
-        "best": best,
-        "n_val": n_val,
-        "train_config": dict(train_config or {}),
-        "experiment": dict(experiment or {}),
-    })
+    return versioned(
+        {
+            "model": model_spec(model),
+            "model_state": model.state_dict(),
+            "normalizers": {k: m.state_dict() for k, m in norms.items()},
+            "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in norms.items()},
+            "task_spec": task.spec(),
+            "position": {"epoch": 1, "batch": 0, "global_step": 1},
+            "best": best,
+            "n_val": n_val,
+            "train_config": dict(train_config or {}),
+            "experiment": dict(experiment or {}),
+        }
+    )
 
 
-def fit_baseline(model: FittedSequenceModel, task: Any, train_set: Dataset, val_set: Dataset | None = None,
-                 run_dir: str | Path | None = None, *, batch_size: int = 256, device: str | torch.device = "cpu",
-                 train_config: Mapping[str, Any] | None = None, experiment: Mapping[str, Any] | None = None,
-                 progress: Any = False, resume: bool = True, training_loss: bool = True) -> BaselineFit:
+def fit_baseline(
+    model: FittedSequenceModel,
+    task: Any,
+    train_set: Dataset,
+    val_set: Dataset | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+    train_config: Mapping[str, Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
+    progress: Any = False,
+    resume: bool = True,
+    training_loss: bool = True,
+) -> BaselineFit:
     """Fit ``model`` in one pass on ``train_set``, score ``val_set`` and, given ``run_dir``, write the run (module
     docstring). ``batch_size``: samples per batch of the passes; ``train_config`` / ``experiment``: what the
     checkpoint records of the run (the train options as ``TrainConfig``'s fields, the experiment config);
     ``progress``: the one idiom (:mod:`neurodyn.progress`); ``training_loss=False`` skips step 2 (the summary's
     baseline rows need only their test scores)."""
     if not isinstance(model, FittedSequenceModel):
-        raise ConfigError(f"fit_baseline fits the baselines of neurodyn.baselines; {type(model).__name__} is trained "
-                          "by gradient descent (neurodyn.train)")
+        raise ConfigError(
+            f"fit_baseline fits the baselines of neurodyn.baselines; {type(model).__name__} is trained "
+            "by gradient descent (neurodyn.train)"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a whole number >= 1 (samples per pass batch); got {batch_size!r}")
     model.to(device)
@@ -139,8 +162,9 @@ def fit_baseline(model: FittedSequenceModel, task: Any, train_set: Dataset, val_
         done = _fitted_before(model, run_dir, device)
         if done is not None:
             if progress is not False:
-                print(f"{run_dir} holds the fitted {name}: its checkpoint is loaded, nothing is fitted again",
-                      flush=True)
+                print(
+                    f"{run_dir} holds the fitted {name}: its checkpoint is loaded, nothing is fitted again", flush=True
+                )
             return BaselineFit(model.eval(), done, run_dir, reloaded=True)
     t0 = time.time()
     fit_on(model, task, batches(train_set, batch_size, device), progress)
@@ -151,8 +175,9 @@ def fit_baseline(model: FittedSequenceModel, task: Any, train_set: Dataset, val_
     key, mode = getattr(task, "monitor", ("accuracy", "max"))
     best = float("inf") if mode == "min" else float("-inf")
     if val_set is not None and len(val_set):
-        record["val"] = evaluate_stage(task, model, batches(val_set, batch_size, device), len(val_set),
-                                       f"{name}: validation split", progress)
+        record["val"] = evaluate_stage(
+            task, model, batches(val_set, batch_size, device), len(val_set), f"{name}: validation split", progress
+        )
         best = record["val"][key]
     record["seconds"] = time.time() - t0
     if progress_style(progress) == "lines" and len(record) > 2:  # (epoch and seconds alone: nothing to say)
@@ -161,19 +186,30 @@ def fit_baseline(model: FittedSequenceModel, task: Any, train_set: Dataset, val_
         print(f"{name}: fitted in one pass{loss}{shown}  ({record['seconds']:.1f} s)", flush=True)
     if run_dir is not None:
         n_val = len(getattr(val_set, "ids", val_set)) if val_set is not None else 0
-        _write_run(run_dir, record, baseline_checkpoint(model, task, n_val=n_val, best=best, train_config=train_config,
-                                                        experiment=experiment), with_best="val" in record)
+        _write_run(
+            run_dir,
+            record,
+            baseline_checkpoint(model, task, n_val=n_val, best=best, train_config=train_config, experiment=experiment),
+            with_best="val" in record,
+        )
     return BaselineFit(model, [record], run_dir)
 
 
 @torch.no_grad()
-def _training_loss(model: FittedSequenceModel, task: Any, train_set: Dataset, batch_size: int, device, name: str,
-                   progress: Any) -> float:
+def _training_loss(
+    model: FittedSequenceModel, task: Any, train_set: Dataset, batch_size: int, device, name: str, progress: Any
+) -> float:
     """The fitted model's mean loss per training sample (module docstring, step 2), as one stage."""
     estimate, detail = predict_estimate(model, len(train_set)) if progress is not False else (None, "")
     total, count = 0.0, 0
-    with Stage(f"{name}: training loss of the fitted model", len(train_set), "sample", progress, estimate=estimate,
-               detail=detail) as stage:
+    with Stage(
+        f"{name}: training loss of the fitted model",
+        len(train_set),
+        "sample",
+        progress,
+        estimate=estimate,
+        detail=detail,
+    ) as stage:
         for batch in stage.track(batches(train_set, batch_size, device), lambda b: len(b["x"])):
             n = len(batch["x"])
             total += float(task.training_loss(model, batch).double()) * n

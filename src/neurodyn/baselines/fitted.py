@@ -22,6 +22,7 @@ predict ``n`` series; the passes over whole splits (:func:`neurodyn.baselines.fi
 evaluate``) say it before they start when it exceeds a minute (:func:`neurodyn.progress.evaluate_stage`), and
 ``fit(..., progress=...)`` may show its own long stages (:mod:`neurodyn.progress`).
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,10 @@ class FittedConfig:
         check_min(self.MODEL, self, ("in_channels", "out_channels"), 1)
         check_min(self.MODEL, self, ("length",), 0)
         if self.per_step:
-            raise ConfigError(f"the {self.MODEL} baseline predicts one output per sequence, and these "
-                              "data have per-step targets; use a sequence model (e.g. gru/sequence) for them")
+            raise ConfigError(
+                f"the {self.MODEL} baseline predicts one output per sequence, and these "
+                "data have per-step targets; use a sequence model (e.g. gru/sequence) for them"
+            )
 
 
 class FittedSequenceModel(nn.Module):
@@ -95,15 +98,18 @@ class FittedSequenceModel(nn.Module):
         return resample_steps(x, mask, int(self.steps))
 
     @torch.no_grad()
-    def fit(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, y: torch.Tensor,
-            progress: Any = False) -> None:
+    def fit(
+        self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None, y: torch.Tensor, progress: Any = False
+    ) -> None:
         """Fit on the training split: ``x (N, T, C)`` normalised, ``mask (N, T)``, ``y (N,)`` class indices or
         ``(N, k)`` normalised targets; ``progress`` (:mod:`neurodyn.progress`) shows a long fit's stages."""
         check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
         regression = y.is_floating_point()
         if regression and (y.dim() != 2 or y.shape[1] != self.cfg.out_channels):
-            raise ValueError(f"{type(self).__name__}: regression targets must have shape (N, "
-                             f"{self.cfg.out_channels}), got {tuple(y.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: regression targets must have shape (N, "
+                f"{self.cfg.out_channels}), got {tuple(y.shape)}"
+            )
         if not regression and (y.dim() != 1 or int(y.min()) < 0 or int(y.max()) >= self.cfg.out_channels):
             raise ValueError(f"{type(self).__name__}: class indices must be (N,) in 0..{self.cfg.out_channels - 1}")
         longest = int(mask.sum(1).max()) if mask is not None else x.shape[1]
@@ -112,8 +118,7 @@ class FittedSequenceModel(nn.Module):
         self.fit_state(self._series(x, mask), y, progress)
         self.fitted.fill_(True)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None
-                ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
         check_sequence_input(x, t, mask, self.cfg.in_channels, type(self).__name__, self)
         if not x.is_floating_point():
             raise ValueError(f"{type(self).__name__} expects floating-point input x; got {x.dtype}; call x.float()")

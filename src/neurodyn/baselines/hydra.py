@@ -8,6 +8,7 @@ kernel of the smallest adds one: ``D x 2 x g x k`` counts), scaled as the paper 
 standardised where it is not zero: :func:`~neurodyn.baselines.hydra_transform.sparse_scaling`), then ridge with its
 penalty chosen by exact leave-one-out error (the paper: ``RidgeClassifierCV(alphas=logspace(-3, 3, 10))``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,15 +45,20 @@ class HydraConfig(RidgeConfig):
         check_min("hydra", self, ("n_kernels", "n_groups"), 2)
         check_min("hydra", self, ("max_channels",), 1)
         if self.n_groups % 2:
-            raise ConfigError(f"model.n_groups must be even (half the groups convolve the series, half its first "
-                              f"difference); got {self.n_groups}")
+            raise ConfigError(
+                f"model.n_groups must be even (half the groups convolve the series, half its first "
+                f"difference); got {self.n_groups}"
+            )
 
 
 @register("hydra", HydraConfig)
 class HydraModel(FeatureRidgeModel):
     min_length = MIN_LENGTH
-    TRANSFORM_BUFFERS = {"dilations": ((0,), torch.long), "weights": ((0, 2, 0, 0, KERNEL_LENGTH), torch.float32),
-                         "channels": ((0, 2, 0, 1), torch.float32)}
+    TRANSFORM_BUFFERS = {
+        "dilations": ((0,), torch.long),
+        "weights": ((0, 2, 0, 0, KERNEL_LENGTH), torch.float32),
+        "channels": ((0, 2, 0, 1), torch.float32),
+    }
 
     def fit_transform(self, x):
         cfg = self.cfg

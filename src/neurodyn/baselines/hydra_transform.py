@@ -29,6 +29,7 @@ The classifier's scaling of these counts (:func:`sparse_scaling`, the paper's): 
 ``(s - mu) / (sigma + p0^4 + 1e-8)`` where ``s != 0`` and 0 where ``s = 0``, with the training mean ``mu``, standard
 deviation ``sigma`` and fraction of zeros ``p0`` of each feature.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ MIN_LENGTH = KERNEL_LENGTH
 def hydra_dilations(length: int) -> list[int]:
     """``[1, 2, 4, ..., 2^E]``, ``E = floor(log2((length - 1) / 8))`` (at least ``[1]``)."""
     top = int(math.floor(math.log2((length - 1) / (KERNEL_LENGTH - 1)))) if length > KERNEL_LENGTH else 0
-    return [2 ** e for e in range(max(top, 0) + 1)]
+    return [2**e for e in range(max(top, 0) + 1)]
 
 
 def channels_per_group(n_channels: int, max_channels: int = 8) -> int:
@@ -52,14 +53,14 @@ def channels_per_group(n_channels: int, max_channels: int = 8) -> int:
     return max(2, min(n_channels // 2, max_channels))
 
 
-def hydra_fit(x: torch.Tensor, n_kernels: int = 8, n_groups: int = 64, max_channels: int = 8, seed: int = 0
-              ) -> dict[str, torch.Tensor]:
+def hydra_fit(
+    x: torch.Tensor, n_kernels: int = 8, n_groups: int = 64, max_channels: int = 8, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """Fit the transform for training series ``x (N, L, C)`` (``L >= 9``; only the shape is read). Returns
     ``dilations (D,)``, ``weights (D, 2, g/2, k, 9)`` (representation 0 the series, 1 its difference) and
     ``channels (D, 2, g/2, C)`` (how many times each group drew each channel: the weights of its sum)."""
     if x.dim() != 3 or x.shape[1] < MIN_LENGTH or len(x) == 0:
-        raise ValueError(f"hydra_fit takes series (N, L, C) with N >= 1 and L >= {MIN_LENGTH}; got "
-                         f"{tuple(x.shape)}")
+        raise ValueError(f"hydra_fit takes series (N, L, C) with N >= 1 and L >= {MIN_LENGTH}; got {tuple(x.shape)}")
     if n_groups < 2 or n_groups % 2 or n_kernels < 2:
         raise ValueError(f"hydra_fit needs an even n_groups >= 2 and n_kernels >= 2; got {n_groups}, {n_kernels}")
     _, L, C = x.shape
@@ -74,8 +75,7 @@ def hydra_fit(x: torch.Tensor, n_kernels: int = 8, n_groups: int = 64, max_chann
         m = channels_per_group(C, max_channels)
         drawn = torch.randint(C, (len(dilations), 2, half, m), generator=gen)
         channels = torch.nn.functional.one_hot(drawn, C).sum(-2).float()
-    return {"dilations": torch.tensor(dilations), "weights": w.float().to(x.device),
-            "channels": channels.to(x.device)}
+    return {"dilations": torch.tensor(dilations), "weights": w.float().to(x.device), "channels": channels.to(x.device)}
 
 
 def n_output_features(params: dict[str, torch.Tensor]) -> int:
@@ -84,8 +84,7 @@ def n_output_features(params: dict[str, torch.Tensor]) -> int:
     return D * reps * 2 * half * k
 
 
-def hydra_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 24
-                    ) -> torch.Tensor:
+def hydra_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 24) -> torch.Tensor:
     """Features ``(N, D x 2 x 2 x g/2 x k)`` of ``x (N, L, C)`` under ``params`` (module docstring), in ``x``'s
     dtype. ``chunk_elements``: about the most convolution outputs held at once."""
     N, L, _ = x.shape
@@ -93,7 +92,7 @@ def hydra_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elem
     step = max(1, chunk_elements // max(1, half * k * L))
     rows = []
     for lo in range(0, N, step):
-        xs = x[lo:lo + step]
+        xs = x[lo : lo + step]
         n = len(xs)
         series = (xs, torch.diff(xs, dim=1))
         parts = []
@@ -104,7 +103,7 @@ def hydra_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elem
                 if u.shape[2] == 1:  # one channel: every group convolves it
                     z = F.conv1d(u.transpose(1, 2), w, dilation=d, padding=(KERNEL_LENGTH - 1) * d // 2)
                 else:
-                    summed = torch.einsum("nlc,gc->ngl", u, params["channels"][i, r].to(u))   # (n, g/2, L_r)
+                    summed = torch.einsum("nlc,gc->ngl", u, params["channels"][i, r].to(u))  # (n, g/2, L_r)
                     z = F.conv1d(summed, w, dilation=d, padding=(KERNEL_LENGTH - 1) * d // 2, groups=half)
                 z = z.reshape(n, half, k, u.shape[1])
                 top, top_at = z.max(2)
@@ -121,7 +120,7 @@ def sparse_scaling(feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     ``sigma + p0^4 + 1e-8`` of ``sqrt(max(f, 0))``."""
     s = feats.clamp_min(0).sqrt()
     zeros = (s == 0).to(s.dtype).mean(0)
-    return s.mean(0), s.std(0) + zeros ** 4 + 1e-8
+    return s.mean(0), s.std(0) + zeros**4 + 1e-8
 
 
 def sparse_scaled(feats: torch.Tensor, mean: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -144,7 +143,7 @@ def hydra_transform_ref(x, params: dict[str, torch.Tensor]) -> np.ndarray:
         for i, d in enumerate(params["dilations"].tolist()):
             pad = (KERNEL_LENGTH - 1) * d // 2
             for r in range(reps):
-                u = series[r] @ sel[i, r].T                                   # (L_r, g/2): each group's sum
+                u = series[r] @ sel[i, r].T  # (L_r, g/2): each group's sum
                 soft_max, hard_min = np.zeros((half, k)), np.zeros((half, k))
                 for g in range(half):
                     for t in range(len(u)):
@@ -156,8 +155,8 @@ def hydra_transform_ref(x, params: dict[str, torch.Tensor]) -> np.ndarray:
                                 if 0 <= src < len(u):
                                     s += W[i, r, g, j, tap] * u[src, g]
                             resp.append(s)
-                        top = max(range(k), key=lambda j: (resp[j], -j))    # the first of the largest
-                        low = min(range(k), key=lambda j: (resp[j], j))     # the first of the smallest
+                        top = max(range(k), key=lambda j: (resp[j], -j))  # the first of the largest
+                        low = min(range(k), key=lambda j: (resp[j], j))  # the first of the smallest
                         soft_max[g, top] += resp[top]
                         hard_min[g, low] += 1.0
                 row += [soft_max.ravel(), hard_min.ravel()]

@@ -13,6 +13,7 @@ training series) with
 the ``n x N`` pairs to come: DTW costs ``L^2`` per pair, so a 1-NN over hundreds of long series takes many minutes,
 and the passes over whole splits say so before they start.
 """
+
 from __future__ import annotations
 
 import time

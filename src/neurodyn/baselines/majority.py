@@ -4,6 +4,7 @@ Fitted on ``y``: for ``K`` classes with counts ``n_k`` of ``N`` training series,
 ``log(n_k / N)`` (clamped below at ``log 1e-6``), whose arg-max is the most frequent class (ties: the lowest index);
 for regression targets ``y (N, k)`` it is their mean ``(1/N) sum_i y_i``. The series themselves are not read.
 """
+
 from __future__ import annotations
 
 import torch

@@ -16,6 +16,7 @@ Fitted on resampled series ``X (N, L, C)`` (``L >= 9``, the kernels' length):
 A series is predicted as ``((phi(x) - mu) / sigma) W + b``. The features of the training series are one stage of
 ``fit(..., progress=...)`` (:mod:`neurodyn.progress`); :meth:`MiniRocketModel.predict_seconds` times a few series.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,8 +62,10 @@ class MiniRocketConfig(FittedConfig):
         check_min("minirocket", self, ("n_features",), 84)
         check_min("minirocket", self, ("max_dilations", "n_alphas"), 1)
         if not 0 < self.alpha_min <= self.alpha_max:
-            raise ConfigError(f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
-                              f"{self.alpha_min}, {self.alpha_max}")
+            raise ConfigError(
+                f"model.alpha_min and alpha_max must satisfy 0 < alpha_min <= alpha_max; got "
+                f"{self.alpha_min}, {self.alpha_max}"
+            )
 
 
 @register("minirocket", MiniRocketConfig)
@@ -71,12 +74,17 @@ class MiniRocketModel(FittedSequenceModel):
 
     def __init__(self, cfg: MiniRocketConfig):
         super().__init__(cfg)
-        for name, shape, dtype in (("dilations", (0,), torch.long), ("per_dilation", (0,), torch.long),
-                                   ("channels", (0, 84, cfg.in_channels), torch.float32),
-                                   ("biases", (0,), torch.float32), ("feature_mean", (0,), torch.float32),
-                                   ("feature_scale", (0,), torch.float32), ("weight", (0, cfg.out_channels),
-                                                                            torch.float32),
-                                   ("bias", (cfg.out_channels,), torch.float32), ("alpha", (), torch.float64)):
+        for name, shape, dtype in (
+            ("dilations", (0,), torch.long),
+            ("per_dilation", (0,), torch.long),
+            ("channels", (0, 84, cfg.in_channels), torch.float32),
+            ("biases", (0,), torch.float32),
+            ("feature_mean", (0,), torch.float32),
+            ("feature_scale", (0,), torch.float32),
+            ("weight", (0, cfg.out_channels), torch.float32),
+            ("bias", (cfg.out_channels,), torch.float32),
+            ("alpha", (), torch.float64),
+        ):
             self.register_buffer(name, torch.zeros(shape, dtype=dtype))
 
     def _params(self) -> dict[str, torch.Tensor]:
@@ -89,15 +97,20 @@ class MiniRocketModel(FittedSequenceModel):
         feats = self._training_features(x.float(), params, progress).double()
         mean, scale = feats.mean(0), feats.std(0, unbiased=False)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # a constant feature stays 0
-        target = y.double() if y.is_floating_point() else \
-            2.0 * nn.functional.one_hot(y, cfg.out_channels).double() - 1.0
-        alphas = torch.logspace(math.log10(cfg.alpha_min), math.log10(cfg.alpha_max), cfg.n_alphas,
-                                dtype=torch.float64)
+        target = (
+            y.double() if y.is_floating_point() else 2.0 * nn.functional.one_hot(y, cfg.out_channels).double() - 1.0
+        )
+        alphas = torch.logspace(math.log10(cfg.alpha_min), math.log10(cfg.alpha_max), cfg.n_alphas, dtype=torch.float64)
         if len(x) < 2:
             raise ValueError("minirocket needs at least 2 training series to choose its ridge penalty")
         w, b, alpha = ridge_loo((feats - mean) / scale, target, alphas)
-        self.set_state(feature_mean=mean.float(), feature_scale=scale.float(), weight=w.float(), bias=b.float(),
-                  alpha=torch.tensor(alpha, dtype=torch.float64))
+        self.set_state(
+            feature_mean=mean.float(),
+            feature_scale=scale.float(),
+            weight=w.float(),
+            bias=b.float(),
+            alpha=torch.tensor(alpha, dtype=torch.float64),
+        )
 
     def predict(self, x):
         feats = minirocket_transform(x.float(), self._params())
@@ -112,11 +125,17 @@ class MiniRocketModel(FittedSequenceModel):
         t0 = time.perf_counter()
         parts = [minirocket_transform(x[:head], params)]
         estimate = (time.perf_counter() - t0) / head * n
-        with Stage(f"minirocket: features of the {n} training series", n, "series", progress, estimate=estimate,
-                   detail=f"{head} series timed") as stage:
+        with Stage(
+            f"minirocket: features of the {n} training series",
+            n,
+            "series",
+            progress,
+            estimate=estimate,
+            detail=f"{head} series timed",
+        ) as stage:
             stage.update(head)
             for lo in range(head, n, self.FEATURE_ROWS):
-                parts.append(minirocket_transform(x[lo:lo + self.FEATURE_ROWS], params))
+                parts.append(minirocket_transform(x[lo : lo + self.FEATURE_ROWS], params))
                 stage.update(len(parts[-1]))
         return torch.cat(parts)
 

@@ -21,6 +21,7 @@ The draws (series of each bias, channel subsets) come from ``torch.Generator().m
 function of the training data and the seed, on every device. :func:`minirocket_transform_ref` computes the
 same features by explicit loops (the test oracle).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -78,20 +79,22 @@ def convolve(x: torch.Tensor, dilation: int, channels: torch.Tensor) -> torch.Te
 def _convolve_each(xe: torch.Tensor, dilation: int, channels: torch.Tensor) -> torch.Tensor:
     """``xe (84, L, C)`` -> ``(84, L)``: kernel ``k`` on series ``k`` only (a grouped convolution)."""
     K, L, C = xe.shape
-    w = kernel_weights().to(xe).repeat_interleave(C, 0)[:, None, :]          # (84 C, 1, 9)
+    w = kernel_weights().to(xe).repeat_interleave(C, 0)[:, None, :]  # (84 C, 1, 9)
     pad = (KERNEL_LENGTH - 1) * dilation // 2
     out = F.conv1d(xe.permute(0, 2, 1).reshape(1, K * C, L), w, padding=pad, dilation=dilation, groups=K * C)
     return (out.reshape(K, C, L) * channels.to(xe)[..., None]).sum(1)
 
 
-def minirocket_fit(x: torch.Tensor, n_features: int = 10_000, max_dilations: int = 32, seed: int = 0
-                   ) -> dict[str, torch.Tensor]:
+def minirocket_fit(
+    x: torch.Tensor, n_features: int = 10_000, max_dilations: int = 32, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """Fit the transform on training series ``x (N, L, C)`` (``L >= 9``). Returns the tensors that define it:
     ``dilations (D,)``, ``per_dilation (D,)`` (features per kernel), ``channels (D, 84, C)`` (0/1) and
     ``biases (84 * sum(per_dilation),)``, ordered by dilation, kernel, feature."""
     if x.dim() != 3 or x.shape[1] < KERNEL_LENGTH or len(x) == 0:
-        raise ValueError(f"minirocket_fit takes series (N, L, C) with N >= 1 and L >= {KERNEL_LENGTH}; got "
-                         f"{tuple(x.shape)}")
+        raise ValueError(
+            f"minirocket_fit takes series (N, L, C) with N >= 1 and L >= {KERNEL_LENGTH}; got {tuple(x.shape)}"
+        )
     N, L, C = x.shape
     gen = torch.Generator().manual_seed(int(seed))
     dilations, per_dilation = fit_dilations(L, n_features, max_dilations)
@@ -102,36 +105,41 @@ def minirocket_fit(x: torch.Tensor, n_features: int = 10_000, max_dilations: int
         sel = torch.zeros(N_KERNELS, C)
         for k in range(N_KERNELS):
             n_ch = int(2.0 ** (torch.rand((), generator=gen, dtype=torch.float64).item() * max_exponent))
-            sel[k, torch.randperm(C, generator=gen)[:max(1, min(n_ch, C))]] = 1.0
+            sel[k, torch.randperm(C, generator=gen)[: max(1, min(n_ch, C))]] = 1.0
         example = torch.randint(N, (N_KERNELS,), generator=gen)
-        rows = _convolve_each(x[example.to(x.device)], d, sel.to(x.device)).double()   # kernel k on example k
-        qs = q[at:at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x.device)
+        rows = _convolve_each(x[example.to(x.device)], d, sel.to(x.device)).double()  # kernel k on example k
+        qs = q[at : at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x.device)
         biases.append(torch.stack([torch.quantile(rows[k], qs[k]) for k in range(N_KERNELS)]).reshape(-1))
         channels.append(sel)
         at += N_KERNELS * nf
-    return {"dilations": torch.tensor(dilations), "per_dilation": torch.tensor(per_dilation),
-            "channels": torch.stack(channels).to(x.device), "biases": torch.cat(biases).to(x.dtype)}
+    return {
+        "dilations": torch.tensor(dilations),
+        "per_dilation": torch.tensor(per_dilation),
+        "channels": torch.stack(channels).to(x.device),
+        "biases": torch.cat(biases).to(x.dtype),
+    }
 
 
-def minirocket_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 25
-                         ) -> torch.Tensor:
+def minirocket_transform(
+    x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 25
+) -> torch.Tensor:
     """PPV features ``(N, 84 * sum(per_dilation))`` of ``x (N, L, C)`` (the fitted length) under ``params``."""
     N, L, _ = x.shape
     at = 0
     feats = x.new_zeros(N, len(params["biases"]))
     for i, (d, nf) in enumerate(zip(params["dilations"].tolist(), params["per_dilation"].tolist())):
-        bias = params["biases"][at:at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x)
+        bias = params["biases"][at : at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x)
         pad = (KERNEL_LENGTH - 1) * d // 2
         padded = torch.tensor([(i + k) % 2 == 0 for k in range(N_KERNELS)], device=x.device)
         inside = torch.zeros(L, dtype=torch.bool, device=x.device)
-        inside[pad:L - pad] = True
-        keep = (padded[:, None] | inside[None, :]).to(x.dtype)          # (84, L): positions each kernel counts
+        inside[pad : L - pad] = True
+        keep = (padded[:, None] | inside[None, :]).to(x.dtype)  # (84, L): positions each kernel counts
         step = max(1, chunk_elements // max(1, N_KERNELS * L * nf))
         for lo in range(0, N, step):
-            conv = convolve(x[lo:lo + step], d, params["channels"][i])  # (n, 84, L)
-            above = (conv[..., None] > bias[None, :, None, :]).to(x.dtype)   # (n, 84, L, nf)
+            conv = convolve(x[lo : lo + step], d, params["channels"][i])  # (n, 84, L)
+            above = (conv[..., None] > bias[None, :, None, :]).to(x.dtype)  # (n, 84, L, nf)
             ppv = (above * keep[None, :, :, None]).sum(2) / keep.sum(1)[None, :, None]
-            feats[lo:lo + step, at:at + N_KERNELS * nf] = ppv.reshape(len(conv), -1)
+            feats[lo : lo + step, at : at + N_KERNELS * nf] = ppv.reshape(len(conv), -1)
         at += N_KERNELS * nf
     return feats
 

@@ -8,6 +8,7 @@ convolution: ``8 x 84 x (n_features // 8 // 84)`` of them, 49,728 at the paper's
 training mean and deviation, then ridge with its penalty chosen by exact leave-one-out error (the paper:
 ``RidgeClassifierCV(alphas=logspace(-3, 3, 10))`` on standardised features).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,8 +45,12 @@ class MultiRocketConfig(RidgeConfig):
         check_min("multirocket", self, ("max_dilations",), 1)
 
 
-_DILATIONS = {"dilations": ((0,), torch.long), "per_dilation": ((0,), torch.long),
-              "channels": ((0, N_KERNELS, 1), torch.float32), "biases": ((0,), torch.float32)}
+_DILATIONS = {
+    "dilations": ((0,), torch.long),
+    "per_dilation": ((0,), torch.long),
+    "channels": ((0, N_KERNELS, 1), torch.float32),
+    "biases": ((0,), torch.float32),
+}
 
 
 @register("multirocket", MultiRocketConfig)

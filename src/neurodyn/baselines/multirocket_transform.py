@@ -24,6 +24,7 @@ features. The draws of each representation come from ``torch.Generator().manual_
 taps (the test oracle). Layout of a feature vector: ``(representation, operator, feature)``, the operators in the
 order of :data:`POOLING` and the features in MiniRocket's order (dilation, kernel, bias).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,14 +42,16 @@ def features_per_representation(n_features: int) -> int:
     return n_features // (len(REPRESENTATIONS) * len(POOLING))
 
 
-def multirocket_fit(x: torch.Tensor, n_features: int = 50_000, max_dilations: int = 32, seed: int = 0
-                    ) -> dict[str, torch.Tensor]:
+def multirocket_fit(
+    x: torch.Tensor, n_features: int = 50_000, max_dilations: int = 32, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """Fit the transform on training series ``x (N, L, C)`` (``L >= 10``). Returns MiniRocket's parameters of the
     series (``dilations``, ``per_dilation``, ``channels``, ``biases``: :func:`~.minirocket_transform.minirocket_fit`
     with ``n_features // 8`` features) and the same of its difference, prefixed ``diff_``."""
     if x.dim() != 3 or x.shape[1] < MIN_LENGTH or len(x) == 0:
-        raise ValueError(f"multirocket_fit takes series (N, L, C) with N >= 1 and L >= {MIN_LENGTH}; got "
-                         f"{tuple(x.shape)}")
+        raise ValueError(
+            f"multirocket_fit takes series (N, L, C) with N >= 1 and L >= {MIN_LENGTH}; got {tuple(x.shape)}"
+        )
     per = features_per_representation(n_features)
     series = minirocket_fit(x, per, max_dilations, seed=2 * int(seed))
     diff = minirocket_fit(torch.diff(x, dim=1), per, max_dilations, seed=2 * int(seed) + 1)
@@ -63,52 +66,66 @@ def n_output_features(params: dict[str, torch.Tensor]) -> int:
 def _pooled(conv: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``conv (n, K, m)`` (the counted positions) and ``bias (K, f)`` -> ``(n, K, f, 4)``: PPV, MPV, MIPV, LSPV."""
     m = conv.shape[-1]
-    z = conv[:, :, None, :] - bias[None, :, :, None]                      # (n, K, f, m)
+    z = conv[:, :, None, :] - bias[None, :, :, None]  # (n, K, f, m)
     pos = z > 0
     count = pos.sum(-1)
     denom = count.clamp_min(1).to(conv.dtype)
     ppv = count.to(conv.dtype) / m
-    mpv = z.clamp_min(0).sum(-1) / denom                                  # 0 where nothing is positive
+    mpv = z.clamp_min(0).sum(-1) / denom  # 0 where nothing is positive
     index = torch.arange(m, device=conv.device, dtype=conv.dtype)
     mipv = torch.where(count > 0, (pos.to(conv.dtype) @ index) / denom, torch.full_like(ppv, -1.0))
-    run_end = pos.cumsum(-1, dtype=torch.int32)                          # positives so far
+    run_end = pos.cumsum(-1, dtype=torch.int32)  # positives so far
     reset = torch.where(pos, torch.zeros_like(run_end), run_end).cummax(-1).values
-    lspv = (run_end - reset).amax(-1).to(conv.dtype)                     # the longest run of positives
+    lspv = (run_end - reset).amax(-1).to(conv.dtype)  # the longest run of positives
     return torch.stack([ppv, mpv, mipv, lspv], -1)
 
 
-def _representation(x: torch.Tensor, dilations: list[int], per_dilation: list[int], channels: torch.Tensor,
-                    biases: torch.Tensor, chunk_elements: int) -> torch.Tensor:
+def _representation(
+    x: torch.Tensor,
+    dilations: list[int],
+    per_dilation: list[int],
+    channels: torch.Tensor,
+    biases: torch.Tensor,
+    chunk_elements: int,
+) -> torch.Tensor:
     """``(N, 4, 84 * sum(per_dilation))``: the four features of every (dilation, kernel, bias) of one
     representation ``x (N, L, C)``."""
     N, L, _ = x.shape
     out = x.new_zeros(N, len(POOLING), len(biases))
     at = 0
     for i, (d, nf) in enumerate(zip(dilations, per_dilation)):
-        bias = biases[at:at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x)
+        bias = biases[at : at + N_KERNELS * nf].reshape(N_KERNELS, nf).to(x)
         pad = (KERNEL_LENGTH - 1) * d // 2
         padded = torch.tensor([(i + k) % 2 == 0 for k in range(N_KERNELS)], device=x.device)
         step = max(1, chunk_elements // max(1, N_KERNELS * L * nf))
         for lo in range(0, N, step):
-            conv = convolve(x[lo:lo + step], d, channels[i])              # (n, 84, L)
+            conv = convolve(x[lo : lo + step], d, channels[i])  # (n, 84, L)
             pooled = conv.new_empty(len(conv), N_KERNELS, nf, len(POOLING))
             pooled[:, padded] = _pooled(conv[:, padded], bias[padded])
-            pooled[:, ~padded] = _pooled(conv[:, ~padded, pad:L - pad], bias[~padded])
-            out[lo:lo + step, :, at:at + N_KERNELS * nf] = pooled.permute(0, 3, 1, 2).reshape(len(conv), 4, -1)
+            pooled[:, ~padded] = _pooled(conv[:, ~padded, pad : L - pad], bias[~padded])
+            out[lo : lo + step, :, at : at + N_KERNELS * nf] = pooled.permute(0, 3, 1, 2).reshape(len(conv), 4, -1)
         at += N_KERNELS * nf
     return out
 
 
-def multirocket_transform(x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 22
-                          ) -> torch.Tensor:
+def multirocket_transform(
+    x: torch.Tensor, params: dict[str, torch.Tensor], chunk_elements: int = 1 << 22
+) -> torch.Tensor:
     """Features ``(N, 8 * 84 * sum(per_dilation))`` of ``x (N, L, C)`` (the fitted length) under ``params``
     (module docstring: layout ``(representation, operator, feature)``), in ``x``'s dtype. ``chunk_elements``: about
     the most elements of one ``(series, kernel, bias, position)`` block held at once."""
     parts = []
     for prefix, series in (("", x), ("diff_", torch.diff(x, dim=1))):
-        parts.append(_representation(series, params[prefix + "dilations"].tolist(),
-                                     params[prefix + "per_dilation"].tolist(), params[prefix + "channels"],
-                                     params[prefix + "biases"], chunk_elements).reshape(len(x), -1))
+        parts.append(
+            _representation(
+                series,
+                params[prefix + "dilations"].tolist(),
+                params[prefix + "per_dilation"].tolist(),
+                params[prefix + "channels"],
+                params[prefix + "biases"],
+                chunk_elements,
+            ).reshape(len(x), -1)
+        )
     return torch.cat(parts, 1)
 
 
@@ -121,8 +138,12 @@ def pooled_ref(z) -> list[float]:
         longest = max(longest, run)
     if not positive:
         return [0.0, 0.0, -1.0, 0.0]
-    return [len(positive) / len(z), sum(v for _, v in positive) / len(positive),
-            sum(j for j, _ in positive) / len(positive), float(longest)]
+    return [
+        len(positive) / len(z),
+        sum(v for _, v in positive) / len(positive),
+        sum(j for j, _ in positive) / len(positive),
+        float(longest),
+    ]
 
 
 def multirocket_transform_ref(x, params: dict[str, torch.Tensor]) -> np.ndarray:
@@ -137,8 +158,9 @@ def multirocket_transform_ref(x, params: dict[str, torch.Tensor]) -> np.ndarray:
         biases = params[prefix + "biases"].double().cpu().numpy()
         feats = np.zeros((N, len(POOLING), len(biases)))
         col = 0
-        for i, (d, nf) in enumerate(zip(params[prefix + "dilations"].tolist(),
-                                        params[prefix + "per_dilation"].tolist())):
+        for i, (d, nf) in enumerate(
+            zip(params[prefix + "dilations"].tolist(), params[prefix + "per_dilation"].tolist())
+        ):
             sel = params[prefix + "channels"][i].cpu().numpy()
             half = (KERNEL_LENGTH - 1) * d // 2
             for k in range(N_KERNELS):

@@ -12,6 +12,7 @@ thin SVD of the centred design ``x_c = U diag(s) V^T``:
 
 Computed in float64; :func:`loo_errors_ref` refits ``n`` times (the test oracle).
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,12 +32,12 @@ def loo_errors(x: torch.Tensor, y: torch.Tensor, alphas: torch.Tensor) -> torch.
     return torch.stack(out)
 
 
-def ridge_loo(x: torch.Tensor, y: torch.Tensor, alphas: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, float]:
+def ridge_loo(x: torch.Tensor, y: torch.Tensor, alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
     """``(w (p, k), b (k,), alpha)``: the ridge fit at the ``alpha`` of least leave-one-out error."""
     if x.dim() != 2 or y.dim() != 2 or len(x) != len(y) or len(x) < 2:
-        raise ValueError(f"ridge_loo takes x (n, p) and y (n, k) with n >= 2; got {tuple(x.shape)} and "
-                         f"{tuple(y.shape)}")
+        raise ValueError(
+            f"ridge_loo takes x (n, p) and y (n, k) with n >= 2; got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
     alphas = torch.as_tensor(alphas, dtype=torch.float64)
     errors = loo_errors(x, y, alphas)
     alpha = float(alphas[int(torch.argmin(errors))])

@@ -9,6 +9,7 @@ the papers' claims are not here: they are the laboratory's, a project of its own
 Also here (from :mod:`neurodyn.bench.measure`): the measurement helpers the benchmarks share (``timed``,
 ``peak_rss_mb``, ``rss_increase_kib``, ``TensorSizeTracker``, ...).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,27 +24,44 @@ SCALES = ("tiny", "cpu", "paper")
 
 
 class Benchmark(NamedTuple):
-    module: str               # the module of this package with run(scale, argv)
+    module: str  # the module of this package with run(scale, argv)
     description: str
     args: tuple[str, ...] = ()  # put before the user's arguments
 
 
 BENCHMARKS: dict[str, Benchmark] = {
-    "scan": Benchmark("scan", "selective scan speed and peak memory: fused C++ kernel, PyTorch fallback, reference, "
-                              "mambapy pscan when installed; 2-D, cross-scan, S4D, Kirchhoff sections"),
-    "head-scan-speed": Benchmark("head_scan_speed", "ops.head_scan's fused kernel vs the scan folded into channels "
-                                                    "(selective_scan, C++ and PyTorch) at LaMO's shapes"),
-    "step-speed": Benchmark("step_speed", "training-step time of every seed model against its baselines at the "
-                                          "presets' cpu scale"),
-    "compile-speed": Benchmark("compile_speed", "torch.compile (inductor, fullgraph) and bf16 autocast vs eager: "
-                                                "forward + backward step time, LaMO / GeoMaNO"),
-    "gpu": Benchmark("gpu", "the scans' forward / backward against the memory floor, seed models vs baselines per "
-                            "sample (fp32, bf16, compiled), paper protocols' GPU-hours; --scale tiny on a CPU"),
-    "kernels": Benchmark("kernel_report", "static report of every Triton kernel compiled for sm_80 / sm_90 on a CPU: "
-                                          "registers, spills, shared memory, SASS per element, predicted ratio to "
-                                          "the memory floor"),
-    "generators": Benchmark("generators", "dataset generation speed per generator and the projected time of each "
-                                          "dataset at cpu and paper scale"),
+    "scan": Benchmark(
+        "scan",
+        "selective scan speed and peak memory: fused C++ kernel, PyTorch fallback, reference, "
+        "mambapy pscan when installed; 2-D, cross-scan, S4D, Kirchhoff sections",
+    ),
+    "head-scan-speed": Benchmark(
+        "head_scan_speed",
+        "ops.head_scan's fused kernel vs the scan folded into channels "
+        "(selective_scan, C++ and PyTorch) at LaMO's shapes",
+    ),
+    "step-speed": Benchmark(
+        "step_speed", "training-step time of every seed model against its baselines at the presets' cpu scale"
+    ),
+    "compile-speed": Benchmark(
+        "compile_speed",
+        "torch.compile (inductor, fullgraph) and bf16 autocast vs eager: forward + backward step time, LaMO / GeoMaNO",
+    ),
+    "gpu": Benchmark(
+        "gpu",
+        "the scans' forward / backward against the memory floor, seed models vs baselines per "
+        "sample (fp32, bf16, compiled), paper protocols' GPU-hours; --scale tiny on a CPU",
+    ),
+    "kernels": Benchmark(
+        "kernel_report",
+        "static report of every Triton kernel compiled for sm_80 / sm_90 on a CPU: "
+        "registers, spills, shared memory, SASS per element, predicted ratio to "
+        "the memory floor",
+    ),
+    "generators": Benchmark(
+        "generators",
+        "dataset generation speed per generator and the projected time of each dataset at cpu and paper scale",
+    ),
 }
 
 
@@ -69,5 +87,5 @@ def script_main(run_fn: Callable[[str, list[str]], int], argv: Sequence[str] | N
     if "--scale" in args:
         i = args.index("--scale")
         scale = args[i + 1]
-        del args[i:i + 2]
+        del args[i : i + 2]
     return run_fn(scale, args)

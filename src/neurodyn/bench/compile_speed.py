@@ -18,6 +18,7 @@ table gives the median seconds per step over ``--repeats`` rounds and compiled /
 take mamba-ssm's kernels when installed, else the PyTorch path). Results:
 ``bench-results/compile_speed.json`` (``--out``) and a Markdown table on stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,13 @@ import sys
 import time
 from pathlib import Path
 
-
 import torch  # noqa: E402
 
 MODELS = ["lamo/darcy", "geomano/darcy"]
-_SMALL = {"steady": ["data.n_train=4", "data.n_test=0", "data.n_val=0"],
-          "autoregressive": ["data.n_train=2", "data.n_test=0", "data.n_val=0"]}
+_SMALL = {
+    "steady": ["data.n_train=4", "data.n_test=0", "data.n_val=0"],
+    "autoregressive": ["data.n_train=2", "data.n_test=0", "data.n_val=0"],
+}
 
 
 def build(preset: str, scale: str, device: torch.device, data_dir: Path):
@@ -46,8 +48,10 @@ def build(preset: str, scale: str, device: torch.device, data_dir: Path):
 
     cfg = load_experiment(preset, scale)
     if cfg.get("task", "steady") not in _SMALL:
-        raise SystemExit(f"compile_speed: {preset} is a {cfg.get('task')} preset; only steady and autoregressive "
-                         f"(grid operator) presets are timed here")
+        raise SystemExit(
+            f"compile_speed: {preset} is a {cfg.get('task')} preset; only steady and autoregressive "
+            f"(grid operator) presets are timed here"
+        )
     small = load_experiment(preset, scale, _SMALL[cfg.get("task", "steady")])
     os.environ["NEURODYN_DATA"] = str(data_dir)
     data = build_data(small, progress=False, train_window_steps=train_config(small).window_steps)
@@ -60,8 +64,11 @@ def build(preset: str, scale: str, device: torch.device, data_dir: Path):
     for key, arg in (("x", "x"), ("pos", "pos"), ("ctx", "ctx")):
         v = item.get(key)
         if torch.is_tensor(v):
-            batch = (torch.randn((bs,) + tuple(v.shape), generator=gen, dtype=v.dtype) if key == "x"
-                     else v[None].expand((bs,) + tuple(v.shape)).clone())
+            batch = (
+                torch.randn((bs,) + tuple(v.shape), generator=gen, dtype=v.dtype)
+                if key == "x"
+                else v[None].expand((bs,) + tuple(v.shape)).clone()
+            )
             inputs[arg] = batch.to(device)
     return model, inputs
 
@@ -92,8 +99,11 @@ def measure(preset: str, scale: str, device: torch.device, args) -> dict:
         first = step(compiled, inputs, device)  # compilation (forward and backward graphs) plus one step
     except Exception as exc:  # noqa: BLE001 - e.g. a CUDA extension without a fake: time it with graph breaks
         msg = " ".join(str(exc).split())[:300]
-        print(f"compile_speed: {preset} does not compile as one graph ({type(exc).__name__}: {msg}); timing it "
-              f"with graph breaks", file=sys.stderr)
+        print(
+            f"compile_speed: {preset} does not compile as one graph ({type(exc).__name__}: {msg}); timing it "
+            f"with graph breaks",
+            file=sys.stderr,
+        )
         torch._dynamo.reset()
         for p in compiled_model.parameters():
             p.grad = None
@@ -112,21 +122,38 @@ def measure(preset: str, scale: str, device: torch.device, args) -> dict:
             if r >= args.warmup:
                 times[name].append(t)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"preset": preset, "scale": scale, "device": str(device), "backend": args.backend, "fullgraph": fullgraph,
-            "batch": int(next(iter(inputs.values())).shape[0]), "shape": list(inputs["x"].shape),
-            "params": sum(p.numel() for p in model.parameters()), "first_compiled_step_s": first,
-            "eager_s": med["eager"], "compiled_s": med["compiled"], "ratio": med["compiled"] / med["eager"],
-            "bf16_s": med["bf16"], "bf16_ratio": med["bf16"] / med["eager"],
-            "eager_all_s": times["eager"], "compiled_all_s": times["compiled"]}
+    return {
+        "preset": preset,
+        "scale": scale,
+        "device": str(device),
+        "backend": args.backend,
+        "fullgraph": fullgraph,
+        "batch": int(next(iter(inputs.values())).shape[0]),
+        "shape": list(inputs["x"].shape),
+        "params": sum(p.numel() for p in model.parameters()),
+        "first_compiled_step_s": first,
+        "eager_s": med["eager"],
+        "compiled_s": med["compiled"],
+        "ratio": med["compiled"] / med["eager"],
+        "bf16_s": med["bf16"],
+        "bf16_ratio": med["bf16"] / med["eager"],
+        "eager_all_s": times["eager"],
+        "compiled_all_s": times["compiled"],
+    }
 
 
 def markdown(rows) -> str:
-    lines = ["| model | scale | device | input | eager s/step | compiled s/step | compiled / eager | bf16 s/step | "
-             "bf16 / eager | compile (first step) s | one graph |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | scale | device | input | eager s/step | compiled s/step | compiled / eager | bf16 s/step | "
+        "bf16 / eager | compile (first step) s | one graph |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['preset']} | {r['scale']} | {r['device']} | {tuple(r['shape'])} | {r['eager_s']:.4f} | "
-                     f"{r['compiled_s']:.4f} | {r['ratio']:.2f} | {r['bf16_s']:.4f} | {r['bf16_ratio']:.2f} | "
-                     f"{r['first_compiled_step_s']:.1f} | {'yes' if r['fullgraph'] else 'no'} |")
+        lines.append(
+            f"| {r['preset']} | {r['scale']} | {r['device']} | {tuple(r['shape'])} | {r['eager_s']:.4f} | "
+            f"{r['compiled_s']:.4f} | {r['ratio']:.2f} | {r['bf16_s']:.4f} | {r['bf16_ratio']:.2f} | "
+            f"{r['first_compiled_step_s']:.1f} | {'yes' if r['fullgraph'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 
@@ -139,14 +166,19 @@ def run(scale: str, argv) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/neurodyn_compile_speed_data"))
-    ap.add_argument("--out", type=Path,
-                    default=Path("bench-results") / "compile_speed.json")
+    ap.add_argument("--out", type=Path, default=Path("bench-results") / "compile_speed.json")
     args = ap.parse_args(list(argv))
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     rows = [measure(p, scale, device, args) for p in args.models]
-    result = {"torch": torch.__version__, "threads": args.threads, "repeats": args.repeats, "warmup": args.warmup,
-              "command": " ".join(["neurodyn bench compile-speed", "--scale", scale, *argv]), "rows": rows}
+    result = {
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "command": " ".join(["neurodyn bench compile-speed", "--scale", scale, *argv]),
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(markdown(rows))

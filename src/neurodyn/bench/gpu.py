@@ -51,6 +51,7 @@ set by ``--threads``); ``--warmup`` calls, then the median of ``--repeats`` (ful
 model step; tiny: 1 + 3). Writes ``gpu.json`` and ``report.md`` to
 ``--out`` (default ``bench-results/gpu/``) and prints the report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
 
 import torch  # noqa: E402
 
@@ -83,11 +83,38 @@ PAIRS = [
 # run scale -> op shapes (batch, channels of the 1-D scans, state size, channels of the 2-D and Kirchhoff scans,
 # heads), lengths, repeats, copy size and the preset scales of the models
 SETTINGS = {
-    "tiny": dict(batch=2, width=32, state=4, width_2d=8, width_knc=16, heads=2, lengths=(64, 256), repeats=3,
-                 warmup=1, copy_mib=64, model_scales=("tiny",), op_budget=math.inf, loop_calls=3),
-    "full": dict(batch=8, width=1024, state=16, width_2d=64, width_knc=256, heads=16, lengths=(1024, 4096, 16384),
-                 repeats=5, warmup=2, copy_mib=1024, model_scales=("cpu", "paper"), model_repeats=3, model_warmup=1,
-                 op_budget=45.0, loop_calls=20),
+    "tiny": dict(
+        batch=2,
+        width=32,
+        state=4,
+        width_2d=8,
+        width_knc=16,
+        heads=2,
+        lengths=(64, 256),
+        repeats=3,
+        warmup=1,
+        copy_mib=64,
+        model_scales=("tiny",),
+        op_budget=math.inf,
+        loop_calls=3,
+    ),
+    "full": dict(
+        batch=8,
+        width=1024,
+        state=16,
+        width_2d=64,
+        width_knc=256,
+        heads=16,
+        lengths=(1024, 4096, 16384),
+        repeats=5,
+        warmup=2,
+        copy_mib=1024,
+        model_scales=("cpu", "paper"),
+        model_repeats=3,
+        model_warmup=1,
+        op_budget=45.0,
+        loop_calls=20,
+    ),
 }
 
 
@@ -204,25 +231,55 @@ def op_case(op: str, L: int, s: dict, device: torch.device):
         return x.to(device).requires_grad_(grad)
 
     if op == "selective_scan":
-        args = (t(b, d, L), t(b, d, L, lo=-2.0, hi=0.5), t(d, n, lo=-2.0, hi=-0.1), t(b, n, L), t(b, n, L), t(d),
-                t(b, d, L), t(d, lo=-0.5, hi=0.5))
-        return args, lambda be, u, dl, A, B, C, D, z, bias: ops.selective_scan(
-            u, dl, A, B, C, D, z, bias, True, backend=be), f"B={b} D={d} N={n}", (0, 1, 3, 4)
+        args = (
+            t(b, d, L),
+            t(b, d, L, lo=-2.0, hi=0.5),
+            t(d, n, lo=-2.0, hi=-0.1),
+            t(b, n, L),
+            t(b, n, L),
+            t(d),
+            t(b, d, L),
+            t(d, lo=-0.5, hi=0.5),
+        )
+        return (
+            args,
+            lambda be, u, dl, A, B, C, D, z, bias: ops.selective_scan(u, dl, A, B, C, D, z, bias, True, backend=be),
+            f"B={b} D={d} N={n}",
+            (0, 1, 3, 4),
+        )
     if op == "head_scan":
         h = s["heads"]
-        args = (t(b, 1, L, d), t(b, 1, L, h, lo=1e-3, hi=0.1), t(1, h, lo=-2.0, hi=-0.1), t(b, 1, L, 1, n),
-                t(b, 1, L, 1, n), t(1, d))
+        args = (
+            t(b, 1, L, d),
+            t(b, 1, L, h, lo=1e-3, hi=0.1),
+            t(1, h, lo=-2.0, hi=-0.1),
+            t(b, 1, L, 1, n),
+            t(b, 1, L, 1, n),
+            t(1, d),
+        )
         return args, lambda be, *a: ops.head_scan(*a, backend=be), f"B={b} heads={h}x{d // h} N={n}", (0, 1, 3, 4)
     if op == "linear_scan":
         args = (t(b, d, L, lo=0.5, hi=1.0), t(b, d, L))
         return args, lambda be, a, x: ops.linear_scan(a, x, dim=-1, backend=be), f"({b}, {d}, L)", (0, 1)
     if op == "scan_2d":
         d2, side = s["width_2d"], math.isqrt(L)
-        args = (t(b, d2, side, side), t(b, d2, side, side, lo=-2.0, hi=0.5), t(d2, n, lo=-2.0, hi=-0.1),
-                t(b, n, side, side), t(b, n, side, side), t(d2), t(d2, lo=-0.5, hi=0.5))
-        return args, lambda be, x, dl, A, B, C, D, bias: selective_scan_2d(
-            x, dl, A, B, C, D, 1.0, delta_bias=bias, delta_softplus=True, backend=be), \
-            f"B={b} D={d2} N={n} {side}x{side}, 4 directions", (0, 1, 3, 4)
+        args = (
+            t(b, d2, side, side),
+            t(b, d2, side, side, lo=-2.0, hi=0.5),
+            t(d2, n, lo=-2.0, hi=-0.1),
+            t(b, n, side, side),
+            t(b, n, side, side),
+            t(d2),
+            t(d2, lo=-0.5, hi=0.5),
+        )
+        return (
+            args,
+            lambda be, x, dl, A, B, C, D, bias: selective_scan_2d(
+                x, dl, A, B, C, D, 1.0, delta_bias=bias, delta_softplus=True, backend=be
+            ),
+            f"B={b} D={d2} N={n} {side}x{side}, 4 directions",
+            (0, 1, 3, 4),
+        )
     if op == "knc_scan":
         dk = s["width_knc"]
         args = (t(b, dk, L), t(b, dk, L, lo=1e-3, hi=0.5), t(dk, n, lo=0.1, hi=4.0), t(b, n, L), t(b, n, L), t(dk))
@@ -238,16 +295,34 @@ def _ncp_case(rows: int, t, g: torch.Generator, device: torch.device):
     from neurodyn import ops
 
     cells, a, widths = 4, 16, (73, 33, 2)
-    args = (t(cells, rows, a), t(cells, a, widths[0]), *(t(cells, h) for h in widths),
-            *(t(cells, p, h) for p, h in zip(widths, widths[1:])), t(cells, a, lo=0.5, hi=1.5), t(cells, a))
+    args = (
+        t(cells, rows, a),
+        t(cells, a, widths[0]),
+        *(t(cells, h) for h in widths),
+        *(t(cells, p, h) for p, h in zip(widths, widths[1:])),
+        t(cells, a, lo=0.5, hi=1.5),
+        t(cells, a),
+    )
     mask = [torch.ones(h, device=device) for h in widths]
     pattern_in = [(torch.rand(a, widths[0], generator=g) < 0.35).float().to(device), None, None]
-    pattern_rec = [None] + [(torch.rand(p, h, generator=g) < 0.35).float().to(device)
-                            for p, h in zip(widths, widths[1:])]
+    pattern_rec = [None] + [
+        (torch.rand(p, h, generator=g) < 0.35).float().to(device) for p, h in zip(widths, widths[1:])
+    ]
 
     def call(be, x, w_in, b0, b1, b2, r1, r2, scale, shift):
-        return ops.ncp_mlp(x, [w_in, None, None], [b0, b1, b2], [None, r1, r2], mask, "tanh", pattern_in, pattern_rec,
-                           scale, shift, backend=be)
+        return ops.ncp_mlp(
+            x,
+            [w_in, None, None],
+            [b0, b1, b2],
+            [None, r1, r2],
+            mask,
+            "tanh",
+            pattern_in,
+            pattern_rec,
+            scale,
+            shift,
+            backend=be,
+        )
 
     return args, call, f"cells={cells} rows={rows} in={a} layers={'/'.join(map(str, widths))}", (0,)
 
@@ -255,8 +330,11 @@ def _ncp_case(rows: int, t, g: torch.Generator, device: torch.device):
 def _refused(exc: BaseException) -> bool:
     """Whether ``exc`` is an op refusing a backend (unknown, or unavailable here) rather than a failure."""
     text = str(exc).lower()
-    return isinstance(exc, (ValueError, RuntimeError, ImportError, NotImplementedError)) and (
-        "backend" in text or "triton" in text) and "outofresources" not in type(exc).__name__.lower()
+    return (
+        isinstance(exc, (ValueError, RuntimeError, ImportError, NotImplementedError))
+        and ("backend" in text or "triton" in text)
+        and "outofresources" not in type(exc).__name__.lower()
+    )
 
 
 def _why(exc: BaseException) -> str:
@@ -273,12 +351,24 @@ def floor_bytes(args, core, y) -> dict[str, int]:
     parameters), read once, in their own column."""
     inputs = [args[i] for i in core]
     fwd = nbytes(*inputs, y)
-    return {"fwd": fwd, "bwd": 2 * nbytes(*inputs) + nbytes(y),
-            "extra": nbytes(*(a for i, a in enumerate(args) if i not in core))}
+    return {
+        "fwd": fwd,
+        "bwd": 2 * nbytes(*inputs) + nbytes(y),
+        "extra": nbytes(*(a for i, a in enumerate(args) if i not in core)),
+    }
 
 
-def measure_op(op: str, L: int, backend: str, s: dict, device: torch.device, bandwidth: float, repeats: int,
-               warmup: int, loop_calls: int = 0) -> dict:
+def measure_op(
+    op: str,
+    L: int,
+    backend: str,
+    s: dict,
+    device: torch.device,
+    bandwidth: float,
+    repeats: int,
+    warmup: int,
+    loop_calls: int = 0,
+) -> dict:
     """One row of the ops table, or a row saying why it has none (``skipped``: the op refuses the backend;
     ``error``: anything else that failed -- compilation, a kernel's resources, memory -- so that one row never stops
     the run). Times: ``fwd_ms`` / ``fwdbwd_ms`` the median of single synchronised calls; with ``loop_calls``,
@@ -324,8 +414,20 @@ def measure_op(op: str, L: int, backend: str, s: dict, device: torch.device, ban
     return row
 
 
-def op_rows(ops, lengths, backends, s, device, bandwidth, repeats, warmup, budget: float, loop_calls: int = 0,
-            clock: Callable[[], float] = time.perf_counter, measure=None) -> list[dict]:
+def op_rows(
+    ops,
+    lengths,
+    backends,
+    s,
+    device,
+    bandwidth,
+    repeats,
+    warmup,
+    budget: float,
+    loop_calls: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
+    measure=None,
+) -> list[dict]:
     """Every (op, length, backend) row, each backend's rows within its own ``budget`` seconds (a row not started
     within it is listed as skipped), so that one slow backend (the pure-PyTorch scans at L = 16k) cannot take another's
     time, nor the models'."""
@@ -336,8 +438,12 @@ def op_rows(ops, lengths, backends, s, device, bandwidth, repeats, warmup, budge
         for op in ops:
             for L in lengths:
                 if clock() > deadline:
-                    row = {"op": op, "L": L, "backend": backend, "skipped": f"{backend}'s op budget ({budget:g} s) "
-                                                                               f"spent"}
+                    row = {
+                        "op": op,
+                        "L": L,
+                        "backend": backend,
+                        "skipped": f"{backend}'s op budget ({budget:g} s) spent",
+                    }
                 else:
                     row = measure(op, L, backend, s, device, bandwidth, repeats, warmup, loop_calls)
                 rows.append(row)
@@ -351,8 +457,10 @@ def _op_line(row: dict) -> str:
     if "skipped" in row or "error" in row:
         return ("skipped: " + row["skipped"] if "skipped" in row else "error: " + row["error"])[:100]
     loop = f", loop {row['fwd_loop_ms']:.3f} ms" if "fwd_loop_ms" in row else ""
-    return (f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_x_floor']:.1f}x floor{loop}), fwd+bwd {row['fwdbwd_ms']:.3f} ms "
-            f"({row['fwdbwd_x_floor']:.1f}x floor)")
+    return (
+        f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_x_floor']:.1f}x floor{loop}), fwd+bwd {row['fwdbwd_ms']:.3f} ms "
+        f"({row['fwdbwd_x_floor']:.1f}x floor)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,7 +493,8 @@ def build_model_case(preset: str, scale: str, batch: int, device: torch.device, 
     from neurodyn.train.trainer import make_optimizer
 
     model, task, data, _opt, params, _bs = step_speed.build_case(
-        preset, [f"train.batch_size={batch}", *_small_data(preset, scale)], data_dir, scale, device)
+        preset, [f"train.batch_size={batch}", *_small_data(preset, scale)], data_dir, scale, device
+    )
     model.to(device)
     task.to(device)
     data = {k: v.to(device) if torch.is_tensor(v) else v for k, v in data.items()}
@@ -436,8 +545,9 @@ def _train_step(model, task, batch, opt) -> None:
     opt.step()
 
 
-def model_rows(pairs, model_scales, modes, device, repeats, warmup, data_dir, compile_budget,
-               deadline: float = math.inf) -> list[dict]:
+def model_rows(
+    pairs, model_scales, modes, device, repeats, warmup, data_dir, compile_budget, deadline: float = math.inf
+) -> list[dict]:
     """Every (model scale, pair, role, mode) step; pairs at the seed preset's batch size. A model not started by
     ``deadline`` (``time.perf_counter()``) is listed as skipped."""
     from neurodyn.experiments import load_experiment
@@ -470,8 +580,11 @@ def model_rows(pairs, model_scales, modes, device, repeats, warmup, data_dir, co
                     compile_spent += row.get("compile_s", 0.0)
                     row["per_sample_ms"] = row["step_ms"] / batch
                     rows.append(row)
-                    print(f"  {scale:5s} {preset:34s} {mode:8s} {row['step_ms']:9.2f} ms/step "
-                          f"{row['per_sample_ms']:8.3f} ms/sample {row['peak_mb']:8.1f} MB", flush=True)
+                    print(
+                        f"  {scale:5s} {preset:34s} {mode:8s} {row['step_ms']:9.2f} ms/step "
+                        f"{row['per_sample_ms']:8.3f} ms/sample {row['peak_mb']:8.1f} MB",
+                        flush=True,
+                    )
                 del model, task, data, opt
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
@@ -485,10 +598,18 @@ def ratios(rows: list[dict]) -> list[dict]:
     for (scale, group, mode, role), seed in found.items():
         base = found.get((scale, group, mode, "baseline"))
         if role == "seed" and base is not None:
-            out.append({"model_scale": scale, "group": group, "mode": mode, "seed": seed["preset"],
-                        "baseline": base["preset"], "seed_per_sample_ms": seed["per_sample_ms"],
-                        "baseline_per_sample_ms": base["per_sample_ms"],
-                        "ratio": seed["per_sample_ms"] / base["per_sample_ms"]})
+            out.append(
+                {
+                    "model_scale": scale,
+                    "group": group,
+                    "mode": mode,
+                    "seed": seed["preset"],
+                    "baseline": base["preset"],
+                    "seed_per_sample_ms": seed["per_sample_ms"],
+                    "baseline_per_sample_ms": base["per_sample_ms"],
+                    "ratio": seed["per_sample_ms"] / base["per_sample_ms"],
+                }
+            )
     return out
 
 
@@ -504,13 +625,28 @@ def protocols(rows: list[dict], scale: str, data_dir: Path, device: torch.device
         windows = split_sizes(paper["data"])[0] * windows_per_sample(preset, scale, data_dir, device)
         steps = math.ceil(windows / own_batch)
         for r in rows:
-            if r["preset"] == preset and r["model_scale"] == scale and r["mode"] in ("fp32", "bf16") \
-                    and "per_sample_ms" in r and (preset, r["mode"]) not in seen:  # a baseline of two seeds: once
+            if (
+                r["preset"] == preset
+                and r["model_scale"] == scale
+                and r["mode"] in ("fp32", "bf16")
+                and "per_sample_ms" in r
+                and (preset, r["mode"]) not in seen
+            ):  # a baseline of two seeds: once
                 seen.add((preset, r["mode"]))
                 step_s = r["per_sample_ms"] * own_batch / 1e3
-                out.append({"preset": preset, "mode": r["mode"], "from_scale": scale, "epochs": epochs,
-                            "batch": own_batch, "steps_per_epoch": steps, "measured_batch": r["batch"],
-                            "step_s": step_s, "gpu_hours": epochs * steps * step_s / 3600})
+                out.append(
+                    {
+                        "preset": preset,
+                        "mode": r["mode"],
+                        "from_scale": scale,
+                        "epochs": epochs,
+                        "batch": own_batch,
+                        "steps_per_epoch": steps,
+                        "measured_batch": r["batch"],
+                        "step_s": step_s,
+                        "gpu_hours": epochs * steps * step_s / 3600,
+                    }
+                )
     return out
 
 
@@ -520,50 +656,80 @@ def protocols(rows: list[dict], scale: str, data_dir: Path, device: torch.device
 
 def markdown(res: dict) -> str:
     bw = res["bandwidth"]
-    lines = [f"# GPU benchmark ({res['device_name']}, torch {res['torch']}, scale {res['scale']})", "",
-             f"Command: `{res['command']}`; {res['seconds']:.0f} s. Memory bandwidth from a "
-             f"{bw['bytes'] / 2 ** 21:.0f} MiB copy: {bw['bytes_per_s'] / 1e9:.1f} GB/s.", "",
-             "## Ops against the memory floor", "",
-             "Floor: the scanned inputs (u, delta, B, C; a, x; x for the NCP backbone) read once and the output "
-             "written once (forward); the backward adds them and the output's gradient read again and their "
-             "gradients written (MB bwd). z and the parameters are in their own column (MB extra), not in the floor. "
-             "fwd ms: the median of single synchronised calls; loop ms: per call of a loop of calls; graph ms: per "
-             "replay of a CUDA graph of the forward (the gap to loop ms is the host's launches).", "",
-             "| op | shape | L | backend | fwd ms | loop ms | graph ms | GB/s | floor ms | x floor | fwd+bwd ms | "
-             "loop ms | GB/s | floor ms | x floor | MB fwd | MB bwd | MB extra |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# GPU benchmark ({res['device_name']}, torch {res['torch']}, scale {res['scale']})",
+        "",
+        f"Command: `{res['command']}`; {res['seconds']:.0f} s. Memory bandwidth from a "
+        f"{bw['bytes'] / 2**21:.0f} MiB copy: {bw['bytes_per_s'] / 1e9:.1f} GB/s.",
+        "",
+        "## Ops against the memory floor",
+        "",
+        "Floor: the scanned inputs (u, delta, B, C; a, x; x for the NCP backbone) read once and the output "
+        "written once (forward); the backward adds them and the output's gradient read again and their "
+        "gradients written (MB bwd). z and the parameters are in their own column (MB extra), not in the floor. "
+        "fwd ms: the median of single synchronised calls; loop ms: per call of a loop of calls; graph ms: per "
+        "replay of a CUDA graph of the forward (the gap to loop ms is the host's launches).",
+        "",
+        "| op | shape | L | backend | fwd ms | loop ms | graph ms | GB/s | floor ms | x floor | fwd+bwd ms | "
+        "loop ms | GB/s | floor ms | x floor | MB fwd | MB bwd | MB extra |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     opt = lambda r, k, f: format(r[k], f) if k in r else ""  # noqa: E731
     for r in res["ops"]:
         if "skipped" in r or "error" in r:
             why = f"skipped: {r['skipped']}" if "skipped" in r else f"error: {r['error']}"
             lines.append(f"| {r['op']} | {r.get('shape', '')} | {r['L']} | {r['backend']} | {why} |" + " |" * 13)
             continue
-        lines.append(f"| {r['op']} | {r['shape']} | {r['L']} | {r['backend']} | {r['fwd_ms']:.3f} | "
-                     f"{opt(r, 'fwd_loop_ms', '.3f')} | {opt(r, 'fwd_graph_ms', '.3f')} | "
-                     f"{r['fwd_gbps']:.1f} | {r['floor_fwd_ms']:.4f} | {r['fwd_x_floor']:.1f} | "
-                     f"{r['fwdbwd_ms']:.3f} | {opt(r, 'fwdbwd_loop_ms', '.3f')} | {r['fwdbwd_gbps']:.1f} | "
-                     f"{r['floor_fwdbwd_ms']:.4f} | {r['fwdbwd_x_floor']:.1f} | {r['bytes_fwd'] / 1e6:.1f} | "
-                     f"{r['bytes_bwd'] / 1e6:.1f} | {r['bytes_extra'] / 1e6:.1f} |")
-    lines += ["", "## Training steps (equal batch: the seed preset's)", "",
-              "| scale | group | preset | mode | batch | ms/step | ms/sample | peak MB | compile s |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['op']} | {r['shape']} | {r['L']} | {r['backend']} | {r['fwd_ms']:.3f} | "
+            f"{opt(r, 'fwd_loop_ms', '.3f')} | {opt(r, 'fwd_graph_ms', '.3f')} | "
+            f"{r['fwd_gbps']:.1f} | {r['floor_fwd_ms']:.4f} | {r['fwd_x_floor']:.1f} | "
+            f"{r['fwdbwd_ms']:.3f} | {opt(r, 'fwdbwd_loop_ms', '.3f')} | {r['fwdbwd_gbps']:.1f} | "
+            f"{r['floor_fwdbwd_ms']:.4f} | {r['fwdbwd_x_floor']:.1f} | {r['bytes_fwd'] / 1e6:.1f} | "
+            f"{r['bytes_bwd'] / 1e6:.1f} | {r['bytes_extra'] / 1e6:.1f} |"
+        )
+    lines += [
+        "",
+        "## Training steps (equal batch: the seed preset's)",
+        "",
+        "| scale | group | preset | mode | batch | ms/step | ms/sample | peak MB | compile s |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in res["models"]:
         if "skipped" in r:
-            lines.append(f"| {r['model_scale']} | {r['group']} | {r['preset']} | {r['mode']} | {r['batch']} | "
-                         f"skipped: {r['skipped']} | | | |")
+            lines.append(
+                f"| {r['model_scale']} | {r['group']} | {r['preset']} | {r['mode']} | {r['batch']} | "
+                f"skipped: {r['skipped']} | | | |"
+            )
             continue
         comp = f"{r['compile_s']:.1f}" if "compile_s" in r else ""
-        lines.append(f"| {r['model_scale']} | {r['group']} | {r['preset']} | {r['mode']} | {r['batch']} | "
-                     f"{r['step_ms']:.2f} | {r['per_sample_ms']:.3f} | {r['peak_mb']:.0f} | {comp} |")
-    lines += ["", "## Seed model / baseline, per sample", "", "| scale | mode | seed | baseline | ratio |",
-              "|---|---|---|---|---:|"]
-    lines += [f"| {r['model_scale']} | {r['mode']} | {r['seed']} | {r['baseline']} | {r['ratio']:.2f} |"
-              for r in res["ratios"]]
-    lines += ["", f"## Paper protocols (training steps only, from the {res['protocol_scale']}-scale steps)", "",
-              "| preset | mode | epochs | steps/epoch | batch | s/step | GPU-hours |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['preset']} | {r['mode']} | {r['epochs']} | {r['steps_per_epoch']} | {r['batch']} | "
-              f"{r['step_s']:.4f} | {r['gpu_hours']:.2f} |" for r in res["protocols"]]
+        lines.append(
+            f"| {r['model_scale']} | {r['group']} | {r['preset']} | {r['mode']} | {r['batch']} | "
+            f"{r['step_ms']:.2f} | {r['per_sample_ms']:.3f} | {r['peak_mb']:.0f} | {comp} |"
+        )
+    lines += [
+        "",
+        "## Seed model / baseline, per sample",
+        "",
+        "| scale | mode | seed | baseline | ratio |",
+        "|---|---|---|---|---:|",
+    ]
+    lines += [
+        f"| {r['model_scale']} | {r['mode']} | {r['seed']} | {r['baseline']} | {r['ratio']:.2f} |"
+        for r in res["ratios"]
+    ]
+    lines += [
+        "",
+        f"## Paper protocols (training steps only, from the {res['protocol_scale']}-scale steps)",
+        "",
+        "| preset | mode | epochs | steps/epoch | batch | s/step | GPU-hours |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['preset']} | {r['mode']} | {r['epochs']} | {r['steps_per_epoch']} | {r['batch']} | "
+        f"{r['step_s']:.4f} | {r['gpu_hours']:.2f} |"
+        for r in res["protocols"]
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -581,14 +747,26 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     p.add_argument("--compile-budget", type=float, default=90.0, help="seconds of torch.compile to spend at most")
-    p.add_argument("--time-limit", type=float, default=150.0,
-                   help="seconds of the models' phase after which no further model is started (the rest are listed "
-                        "as skipped); the ops have their own budgets")
-    p.add_argument("--op-budget", type=float, default=None,
-                   help="seconds each backend's op rows may take (a row not started within them is listed as "
-                        "skipped); default 45 (tiny: no limit)")
-    p.add_argument("--loop-calls", type=int, default=None,
-                   help="calls of the loop (and CUDA graph) timings of each op (default 20; tiny 3; 0: none)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=150.0,
+        help="seconds of the models' phase after which no further model is started (the rest are listed "
+        "as skipped); the ops have their own budgets",
+    )
+    p.add_argument(
+        "--op-budget",
+        type=float,
+        default=None,
+        help="seconds each backend's op rows may take (a row not started within them is listed as "
+        "skipped); default 45 (tiny: no limit)",
+    )
+    p.add_argument(
+        "--loop-calls",
+        type=int,
+        default=None,
+        help="calls of the loop (and CUDA graph) timings of each op (default 20; tiny 3; 0: none)",
+    )
     p.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "neurodyn_gpu_bench_data")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
@@ -607,23 +785,52 @@ def run(scale: str, argv: list[str]) -> int:
     repeats = args.repeats or s["repeats"]
     warmup = s["warmup"] if args.warmup is None else args.warmup
     t0 = time.perf_counter()
-    name = (torch.cuda.get_device_name(device) if device.type == "cuda"
-            else f"CPU, {args.threads} thread{'s' if args.threads > 1 else ''}")
-    res = {"scale": scale, "device": str(device), "device_name": name, "torch": torch.__version__,
-           "command": " ".join(["neurodyn bench gpu --scale", scale, *argv]), "repeats": repeats, "warmup": warmup,
-           "settings": s}
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU, {args.threads} thread{'s' if args.threads > 1 else ''}"
+    )
+    res = {
+        "scale": scale,
+        "device": str(device),
+        "device_name": name,
+        "torch": torch.__version__,
+        "command": " ".join(["neurodyn bench gpu --scale", scale, *argv]),
+        "repeats": repeats,
+        "warmup": warmup,
+        "settings": s,
+    }
     res["bandwidth"] = copy_bandwidth(device, s["copy_mib"], repeats)
     print(f"bandwidth {res['bandwidth']['bytes_per_s'] / 1e9:.1f} GB/s", flush=True)
     op_budget = args.op_budget if args.op_budget is not None else s["op_budget"]
-    res["ops"] = op_rows(args.ops, s["lengths"], args.backends, s, device, res["bandwidth"]["bytes_per_s"], repeats,
-                         warmup, op_budget, s["loop_calls"] if args.loop_calls is None else args.loop_calls)
+    res["ops"] = op_rows(
+        args.ops,
+        s["lengths"],
+        args.backends,
+        s,
+        device,
+        res["bandwidth"]["bytes_per_s"],
+        repeats,
+        warmup,
+        op_budget,
+        s["loop_calls"] if args.loop_calls is None else args.loop_calls,
+    )
     pairs = [p for p in PAIRS if p[0] in args.models]
     # the models' steps take longer than the ops' calls: fewer repeats by default (their medians are steadier)
     m_repeats = args.repeats or s.get("model_repeats", repeats)
     m_warmup = s.get("model_warmup", warmup) if args.warmup is None else args.warmup
     models_t0 = time.perf_counter()  # (the models' limit counts from here: the ops have their own budgets)
-    res["models"] = model_rows(pairs, s["model_scales"], args.modes, device, m_repeats, m_warmup, args.data_dir,
-                               args.compile_budget, models_t0 + args.time_limit)
+    res["models"] = model_rows(
+        pairs,
+        s["model_scales"],
+        args.modes,
+        device,
+        m_repeats,
+        m_warmup,
+        args.data_dir,
+        args.compile_budget,
+        models_t0 + args.time_limit,
+    )
     res["ratios"] = ratios(res["models"])
     res["protocol_scale"] = s["model_scales"][-1]
     res["protocols"] = protocols(res["models"], res["protocol_scale"], args.data_dir, device)

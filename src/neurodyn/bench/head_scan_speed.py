@@ -11,6 +11,7 @@ pure-PyTorch chunked scan. Forward and forward + backward of a random projection
 implementations of a shape are timed interleaved (one call each per round) after a warm-up round; medians of
 ``--repeats`` rounds. Results: ``bench-results/head_scan_speed.json`` and a Markdown table.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,6 @@ import statistics
 import time
 from pathlib import Path
 
-
 import torch  # noqa: E402
 
 SHAPES = {"lamo cpu": (8, 4, 256, 4, 16, 1, 16), "lamo paper": (4, 4, 1936, 4, 32, 1, 64)}
@@ -33,8 +33,14 @@ BACKENDS = {"heads": "heads", "folded": "cpp", "torch": "torch"}
 def inputs(b, S, L, H, P, G, N, seed=0):
     g = torch.Generator().manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    return [r(b, S, L, H * P), 0.01 + 0.5 * torch.rand(b, S, L, H, generator=g),
-            -(0.1 + 2 * torch.rand(S, H, generator=g)), r(b, S, L, G, N), r(b, S, L, G, N), r(S, H * P)]
+    return [
+        r(b, S, L, H * P),
+        0.01 + 0.5 * torch.rand(b, S, L, H, generator=g),
+        -(0.1 + 2 * torch.rand(S, H, generator=g)),
+        r(b, S, L, G, N),
+        r(b, S, L, G, N),
+        r(S, H * P),
+    ]
 
 
 def one_call(backend: str, args, gy, backward: bool) -> float:
@@ -75,12 +81,22 @@ def main(argv=None) -> int:
             row.update({f"{n}_ms": 1e3 * med[(n, m)] for n in names})
             row.update({f"{n}/heads": med[(n, m)] / med[("heads", m)] for n in names if n != "heads"})
             rows.append(row)
-    print("| shape (b, S, L, H, P, G, N) | mode | " + " | ".join(f"{n} ms" for n in names) + " | "
-          + " | ".join(f"{n} / heads" for n in names if n != "heads") + " |")
+    print(
+        "| shape (b, S, L, H, P, G, N) | mode | "
+        + " | ".join(f"{n} ms" for n in names)
+        + " | "
+        + " | ".join(f"{n} / heads" for n in names if n != "heads")
+        + " |"
+    )
     print("|---" * (2 + 2 * len(names) - 1) + "|")
     for r in rows:
-        print(f"| {r['shape']} {tuple(r['dims'])} | {r['mode']} | " + " | ".join(f"{r[n + '_ms']:.2f}" for n in names)
-              + " | " + " | ".join(f"{r[n + '/heads']:.1f}x" for n in names if n != "heads") + " |")
+        print(
+            f"| {r['shape']} {tuple(r['dims'])} | {r['mode']} | "
+            + " | ".join(f"{r[n + '_ms']:.2f}" for n in names)
+            + " | "
+            + " | ".join(f"{r[n + '/heads']:.1f}x" for n in names if n != "heads")
+            + " |"
+        )
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
     return 0

@@ -43,6 +43,7 @@ The launch calls of each kernel are the small functions of :data:`CASES` (one pe
 launcher's new signature is one place to update; :data:`TRIPS` gives each kernel's main-loop trip count from its
 launch arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,22 @@ from pathlib import Path
 import torch
 
 KERNELS = ("selective_scan", "head_scan", "knc_scan", "scan_2d", "linear_scan", "ncp_mlp")
-JSON_KEYS = ("kernel", "direction", "arch", "shape", "programs", "warps", "registers", "spill_bytes", "stack_bytes",
-             "shared_bytes", "launchable", "sass_per_iteration", "instr_per_element", "predicted_floor_ratio")
+JSON_KEYS = (
+    "kernel",
+    "direction",
+    "arch",
+    "shape",
+    "programs",
+    "warps",
+    "registers",
+    "spill_bytes",
+    "stack_bytes",
+    "shared_bytes",
+    "launchable",
+    "sass_per_iteration",
+    "instr_per_element",
+    "predicted_floor_ratio",
+)
 EFFICIENCY = 0.6
 LAUNCH_S = 2e-6
 
@@ -72,15 +87,16 @@ LAUNCH_S = 2e-6
 @dataclass(frozen=True)
 class Arch:
     """A target: compute capability, the card the model assumes, and its limits and rates."""
+
     name: str
     capability: int
     card: str
     sms: int
     clock_hz: float
-    bandwidth: float          # achievable bytes / s
-    shared_per_block: int     # opt-in maximum of dynamic shared memory per block
+    bandwidth: float  # achievable bytes / s
+    shared_per_block: int  # opt-in maximum of dynamic shared memory per block
     shared_per_sm: int
-    fp32_rate: float          # warp instructions per SM per clock
+    fp32_rate: float  # warp instructions per SM per clock
     fp64_rate: float
     regs_per_sm: int = 65536
     threads_per_sm: int = 2048
@@ -95,12 +111,52 @@ _RATES = {"issue": 4.0, "int": 2.0, "lsu": 1.0, "shfl": 1.0, "mufu": 0.5}
 _PIPES = {
     "mufu": ("MUFU",),
     "shfl": ("SHFL",),
-    "lsu": ("LDG", "STG", "LDS", "STS", "LDSM", "STSM", "LDL", "STL", "ATOM", "ATOMG", "ATOMS", "RED", "REDG",
-            "LDGSTS", "LD", "ST"),
+    "lsu": (
+        "LDG",
+        "STG",
+        "LDS",
+        "STS",
+        "LDSM",
+        "STSM",
+        "LDL",
+        "STL",
+        "ATOM",
+        "ATOMG",
+        "ATOMS",
+        "RED",
+        "REDG",
+        "LDGSTS",
+        "LD",
+        "ST",
+    ),
     "fp32": ("FFMA", "FMUL", "FADD", "FMNMX", "FSETP", "FSEL", "FCHK", "FRND", "FSWZADD", "FMUL2", "FFMA2", "FADD2"),
     "fp64": ("DFMA", "DMUL", "DADD", "DSETP", "DMNMX"),
-    "int": ("IMAD", "IADD3", "LOP3", "ISETP", "SEL", "SHF", "LEA", "IABS", "IMNMX", "VIADD", "VIMNMX", "POPC", "FLO",
-            "PRMT", "IADD", "IMUL", "LOP", "SHL", "SHR", "I2F", "F2I", "F2F", "I2FP", "F2IP"),
+    "int": (
+        "IMAD",
+        "IADD3",
+        "LOP3",
+        "ISETP",
+        "SEL",
+        "SHF",
+        "LEA",
+        "IABS",
+        "IMNMX",
+        "VIADD",
+        "VIMNMX",
+        "POPC",
+        "FLO",
+        "PRMT",
+        "IADD",
+        "IMUL",
+        "LOP",
+        "SHL",
+        "SHR",
+        "I2F",
+        "F2I",
+        "F2F",
+        "I2FP",
+        "F2IP",
+    ),
 }
 _PIPE_OF = {op: pipe for pipe, ops in _PIPES.items() for op in ops}
 _LOADS = ("LDG",)
@@ -114,6 +170,7 @@ _STORES = ("STG", "ATOM", "ATOMG", "RED", "REDG")
 @dataclass
 class Launch:
     """One captured launch: the kernel's name, grid, bound arguments, compiled kernel, ptxas log, compile seconds."""
+
     name: str
     grid: tuple[int, ...]
     args: dict
@@ -174,8 +231,10 @@ def _check_compiled_build() -> None:
     from triton.runtime.jit import JITFunction
 
     if triton_loader.interpreter_requested() or not isinstance(tl.standard._sum_combine, JITFunction):
-        raise RuntimeError("neurodyn bench kernels compiles the kernels: unset TRITON_INTERPRET (with it, triton "
-                           "interprets every kernel and nothing compiles)")
+        raise RuntimeError(
+            "neurodyn bench kernels compiles the kernels: unset TRITON_INTERPRET (with it, triton "
+            "interprets every kernel and nothing compiles)"
+        )
 
 
 @contextlib.contextmanager
@@ -195,8 +254,17 @@ def stand_in(arch: Arch, recorder: Recorder, cache_dir: str) -> Iterator[None]:
             kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
         bound = dict(zip(self.arg_names, args))
         bound.update(kwargs)
-        recorder.launches.append(Launch(self.fn.__name__, tuple(grid), bound, kernel, out.getvalue(),
-                                        time.perf_counter() - t0, recorder.direction))
+        recorder.launches.append(
+            Launch(
+                self.fn.__name__,
+                tuple(grid),
+                bound,
+                kernel,
+                out.getvalue(),
+                time.perf_counter() - t0,
+                recorder.direction,
+            )
+        )
         return kernel
 
     knobs = triton.knobs
@@ -235,12 +303,12 @@ def sass(cubin: bytes) -> list[tuple[int, str]]:
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
     try:
-        text = subprocess.run([_tool("cuobjdump"), "-sass", f.name], check=True, capture_output=True,
-                              text=True).stdout
+        text = subprocess.run([_tool("cuobjdump"), "-sass", f.name], check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(f.name)
-    return [(int(m.group(1), 16), m.group(2).strip()) for m in
-            re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;/]*?)\s*;", text)]
+    return [
+        (int(m.group(1), 16), m.group(2).strip()) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;/]*?)\s*;", text)
+    ]
 
 
 def opcode(instruction: str) -> str:
@@ -272,11 +340,11 @@ def executed_body(ops: list[str], main: tuple[int, int], inner: list[tuple[int, 
     """The opcodes one trip of the ``main`` loop executes: its body, with the largest loop inside it (the scans' loop
     over the states within a chunk) counted ``inner_trips`` times instead of once."""
     first, last = main
-    body = Counter(ops[first:last + 1])
+    body = Counter(ops[first : last + 1])
     inside = [r for r in inner if first < r[0] and r[1] < last]
     if inside and inner_trips > 1:
         a, b = max(inside, key=lambda r: r[1] - r[0])
-        for op, c in Counter(ops[a:b + 1]).items():
+        for op, c in Counter(ops[a : b + 1]).items():
             body[op] += c * (inner_trips - 1)
     return body
 
@@ -284,6 +352,7 @@ def executed_body(ops: list[str], main: tuple[int, int], inner: list[tuple[int, 
 @dataclass
 class Kernel:
     """The static facts of one compiled launch."""
+
     name: str
     programs: int
     warps: int
@@ -291,8 +360,8 @@ class Kernel:
     spill_bytes: int
     stack_bytes: int
     shared_bytes: int
-    body: Counter                    # opcode counts of the main loop's body (the whole kernel without a loop)
-    rest: Counter                    # outside it (other loops counted once)
+    body: Counter  # opcode counts of the main loop's body (the whole kernel without a loop)
+    rest: Counter  # outside it (other loops counted once)
     trips: float
     seconds: float
     nested: bool = False
@@ -325,23 +394,35 @@ def analyse(launch: Launch) -> Kernel:
         first, last = max(outer, key=lambda r: r[1] - r[0])
         inner_trips = INNER_TRIPS.get(launch.name, lambda a: 1)(launch.args)
         body = executed_body(ops, (first, last), all_loops(instructions), inner_trips)
-        rest = Counter(ops[:first] + ops[last + 1:])
+        rest = Counter(ops[:first] + ops[last + 1 :])
     else:
         body, rest = Counter(ops), Counter()
     all_backward = len(re.findall(r"\bBRA\b", "\n".join(t for _, t in instructions)))
     trips = TRIPS.get(launch.name, lambda a: 1)(launch.args) if outer else 1
     grid = [int(g) for g in launch.grid] + [1] * (3 - len(launch.grid))
-    return Kernel(launch.name, math.prod(grid), int(launch.args.get("num_warps", 4)), regs, spill, stack,
-                  int(k.metadata.shared), body, rest, float(trips), launch.seconds,
-                  nested=len(outer) > 0 and all_backward > len(outer) + 1)
+    return Kernel(
+        launch.name,
+        math.prod(grid),
+        int(launch.args.get("num_warps", 4)),
+        regs,
+        spill,
+        stack,
+        int(k.metadata.shared),
+        body,
+        rest,
+        float(trips),
+        launch.seconds,
+        nested=len(outer) > 0 and all_backward > len(outer) + 1,
+    )
 
 
 def _res_usage(cubin: bytes) -> tuple[int, int]:
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
     try:
-        text = subprocess.run([_tool("cuobjdump"), "-res-usage", f.name], check=True, capture_output=True,
-                              text=True).stdout
+        text = subprocess.run(
+            [_tool("cuobjdump"), "-res-usage", f.name], check=True, capture_output=True, text=True
+        ).stdout
     finally:
         os.unlink(f.name)
     m = re.search(r"REG:(\d+) STACK:(\d+)", text)
@@ -393,9 +474,10 @@ def predicted_seconds(k: Kernel, arch: Arch) -> float:
 class Case:
     """A kernel at one shape: ``launch(rec)`` calls the launchers inside ``with rec("fwd")`` / ``with rec("bwd")``;
     ``elements``: useful elements per direction; ``floor``: memory-floor bytes per direction."""
+
     kernel: str
     shape: str
-    scale: str                # "bench" (the GPU benchmark's shapes) or "paper" (a seed model's paper preset)
+    scale: str  # "bench" (the GPU benchmark's shapes) or "paper" (a seed model's paper preset)
     launch: Callable
     elements: int
     floor: dict
@@ -409,10 +491,12 @@ def _bytes(*shapes, size=4) -> int:
     return sum(math.prod(s) for s in shapes) * size
 
 
-def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, zoh: bool, extras: bool, label: str,
-               scale: str) -> Case:
+def _selective(
+    kernel: str, batch: int, dim: int, n: int, L: int, groups: int, zoh: bool, extras: bool, label: str, scale: str
+) -> Case:
     """The selective scan (Mamba's call: D, z, bias, softplus) or the Kirchhoff scan (ZOH), B and C ``(batch, G, n,
     L)``."""
+
     def launch(rec):
         from ..ops.selective_scan.triton_op import scan_blocks
 
@@ -428,12 +512,19 @@ def _selective(kernel: str, batch: int, dim: int, n: int, L: int, groups: int, z
 
     io = [(batch, dim, L)] * 2 + [(batch, groups, n, L)] * 2
     fwd = _bytes(*io, (batch, dim, L))
-    return Case(kernel, label, scale, launch, batch * dim * n * L,
-                {"fwd": fwd, "bwd": _bytes(*io, (batch, dim, L)) + _bytes(*io)})
+    return Case(
+        kernel,
+        label,
+        scale,
+        launch,
+        batch * dim * n * L,
+        {"fwd": fwd, "bwd": _bytes(*io, (batch, dim, L)) + _bytes(*io)},
+    )
 
 
 def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, scale: str) -> Case:
     """The multi-head scan in its time-major layout (one B, C group)."""
+
     def launch(rec):
         from ..ops.selective_scan.triton_op import scan_blocks
 
@@ -447,8 +538,14 @@ def _head(batch: int, S: int, L: int, heads: int, P: int, N: int, label: str, sc
             k.head_bwd(u, dt, A, B, C, D, ckpt, _e(batch, S, L, heads * P), bl, bd)
 
     io = [(batch, S, L, heads * P), (batch, S, L, heads), (batch, S, L, N), (batch, S, L, N)]
-    return Case("head_scan", label, scale, launch, batch * S * heads * P * N * L,
-                {"fwd": _bytes(*io, io[0]), "bwd": _bytes(*io, io[0]) + _bytes(*io)})
+    return Case(
+        "head_scan",
+        label,
+        scale,
+        launch,
+        batch * S * heads * P * N * L,
+        {"fwd": _bytes(*io, io[0]), "bwd": _bytes(*io, io[0]) + _bytes(*io)},
+    )
 
 
 def _linear(P: int, L: int, Q: int, label: str, scale: str) -> Case:
@@ -492,13 +589,20 @@ def _scan2d(batch: int, dim: int, n: int, side: int, per_direction: bool, form: 
     lead = (batch, K) if per_direction else (batch,)
     y = (batch, K, dim, side, side) if per_direction else (batch, dim, side, side)
     io = [(batch, dim, side, side), (*lead, dim, side, side), (*lead, n, side, side), (*lead, n, side, side)]
-    return Case("scan_2d", label, scale, launch, batch * K * dim * n * side * side,
-                {"fwd": _bytes(*io, y), "bwd": _bytes(*io, y) + _bytes(*io)})
+    return Case(
+        "scan_2d",
+        label,
+        scale,
+        launch,
+        batch * K * dim * n * side * side,
+        {"fwd": _bytes(*io, y), "bwd": _bytes(*io, y) + _bytes(*io)},
+    )
 
 
 def _ncp(cells: int, rows: int, a: int, widths: tuple[int, ...], label: str, scale: str) -> Case:
     """NAC's backbone: the input into the first layer only, tanh, the sensory scaling; packed as
     :func:`neurodyn.ops.ncp_mlp.pack_layers` packs it."""
+
     def launch(rec):
         from ..ops.ncp_mlp.triton_op import ncp_blocks, packed_input_width, packed_width
 
@@ -516,8 +620,9 @@ def _ncp(cells: int, rows: int, a: int, widths: tuple[int, ...], label: str, sca
             k.bwd(x, w_in, bias, w_rec, mask, sc, sh, _e(cells, rows, widths[-1]), packed, inputs, 1, bm)
 
     x, y = (cells, rows, a), (cells, rows, widths[-1])
-    return Case("ncp_mlp", label, scale, launch, cells * rows * sum(widths),
-                {"fwd": _bytes(x, y), "bwd": _bytes(x, y, x)})
+    return Case(
+        "ncp_mlp", label, scale, launch, cells * rows * sum(widths), {"fwd": _bytes(x, y), "bwd": _bytes(x, y, x)}
+    )
 
 
 CASES: list[Case] = [
@@ -582,21 +687,32 @@ def rows_of(case: Case, arch: Arch, cache_dir: str) -> list[dict]:
         main = max(kernels, key=lambda k: k.sass_per_iteration * k.trips * k.programs * k.warps)
         instr = per_element(kernels, None, case.elements)
         row = {
-            "kernel": case.kernel, "direction": direction, "arch": arch.name, "shape": case.shape,
-            "programs": main.programs, "warps": main.warps, "registers": max(k.registers for k in kernels),
-            "spill_bytes": max(k.spill_bytes for k in kernels), "stack_bytes": max(k.stack_bytes for k in kernels),
+            "kernel": case.kernel,
+            "direction": direction,
+            "arch": arch.name,
+            "shape": case.shape,
+            "programs": main.programs,
+            "warps": main.warps,
+            "registers": max(k.registers for k in kernels),
+            "spill_bytes": max(k.spill_bytes for k in kernels),
+            "stack_bytes": max(k.stack_bytes for k in kernels),
             "shared_bytes": max(k.shared_bytes for k in kernels),
             "launchable": all(blocks_per_sm(k, arch) > 0 for k in kernels),
-            "sass_per_iteration": main.sass_per_iteration, "instr_per_element": round(instr, 2),
+            "sass_per_iteration": main.sass_per_iteration,
+            "instr_per_element": round(instr, 2),
             "predicted_floor_ratio": round(seconds / (case.floor[direction] / arch.bandwidth), 2),
         }
         row["_table"] = dict(
-            blocks_per_sm=min(blocks_per_sm(k, arch) for k in kernels), launches=len(kernels),
+            blocks_per_sm=min(blocks_per_sm(k, arch) for k in kernels),
+            launches=len(kernels),
             loads_per_element=round(per_element(kernels, _LOADS, case.elements), 3),
             stores_per_element=round(per_element(kernels, _STORES, case.elements), 3),
-            predicted_us=round(seconds * 1e6, 1), floor_us=round(case.floor[direction] / arch.bandwidth * 1e6, 2),
-            compile_s=round(sum(k.seconds for k in kernels), 1), nested=any(k.nested for k in kernels),
-            scale=case.scale)
+            predicted_us=round(seconds * 1e6, 1),
+            floor_us=round(case.floor[direction] / arch.bandwidth * 1e6, 2),
+            compile_s=round(sum(k.seconds for k in kernels), 1),
+            nested=any(k.nested for k in kernels),
+            scale=case.scale,
+        )
         out.append(row)
     return out
 
@@ -614,29 +730,66 @@ def report(archs=("sm_80", "sm_90"), kernels=KERNELS, scales=("bench", "paper"),
                     rows = rows_of(case, ARCHS[name], cache)
                 except Exception as exc:  # noqa: BLE001 - one kernel that does not compile is a row, not the end
                     why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                    rows = [{"kernel": case.kernel, "direction": d, "arch": name, "shape": case.shape,
-                             "error": why} for d in ("fwd", "bwd")]
+                    rows = [
+                        {"kernel": case.kernel, "direction": d, "arch": name, "shape": case.shape, "error": why}
+                        for d in ("fwd", "bwd")
+                    ]
                 out += rows
                 if progress:
                     progress(rows)
     return out
 
 
-_COLUMNS = [("kernel", 14), ("dir", 3), ("arch", 5), ("shape", 40), ("programs", 8), ("warps", 5), ("regs", 4),
-            ("spill", 5), ("stack", 5), ("smem", 6), ("blk/SM", 6), ("ok", 3), ("sass/it", 7), ("instr/el", 8),
-            ("ld/el", 6), ("st/el", 6), ("pred us", 8), ("floor us", 8), ("x floor", 7), ("compile s", 9)]
+_COLUMNS = [
+    ("kernel", 14),
+    ("dir", 3),
+    ("arch", 5),
+    ("shape", 40),
+    ("programs", 8),
+    ("warps", 5),
+    ("regs", 4),
+    ("spill", 5),
+    ("stack", 5),
+    ("smem", 6),
+    ("blk/SM", 6),
+    ("ok", 3),
+    ("sass/it", 7),
+    ("instr/el", 8),
+    ("ld/el", 6),
+    ("st/el", 6),
+    ("pred us", 8),
+    ("floor us", 8),
+    ("x floor", 7),
+    ("compile s", 9),
+]
 
 
 def format_row(r: dict) -> str:
     if "error" in r:
         return f"{r['kernel']:14s} {r['direction']:3s} {r['arch']:5s} {r['shape']:40s} error: {r['error']}"
     t = r["_table"]
-    vals = [r["kernel"], r["direction"], r["arch"], r["shape"], r["programs"], r["warps"], r["registers"],
-            r["spill_bytes"], r["stack_bytes"], r["shared_bytes"], t["blocks_per_sm"],
-            "yes" if r["launchable"] else "NO",
-            r["sass_per_iteration"], f"{r['instr_per_element']:.1f}", f"{t['loads_per_element']:.2f}",
-            f"{t['stores_per_element']:.2f}", f"{t['predicted_us']:.1f}", f"{t['floor_us']:.1f}",
-            f"{r['predicted_floor_ratio']:.1f}", f"{t['compile_s']:.1f}"]
+    vals = [
+        r["kernel"],
+        r["direction"],
+        r["arch"],
+        r["shape"],
+        r["programs"],
+        r["warps"],
+        r["registers"],
+        r["spill_bytes"],
+        r["stack_bytes"],
+        r["shared_bytes"],
+        t["blocks_per_sm"],
+        "yes" if r["launchable"] else "NO",
+        r["sass_per_iteration"],
+        f"{r['instr_per_element']:.1f}",
+        f"{t['loads_per_element']:.2f}",
+        f"{t['stores_per_element']:.2f}",
+        f"{t['predicted_us']:.1f}",
+        f"{t['floor_us']:.1f}",
+        f"{r['predicted_floor_ratio']:.1f}",
+        f"{t['compile_s']:.1f}",
+    ]
     cells = [f"{v:<{w}s}" if i < 4 else f"{v!s:>{w}s}" for i, (v, (_, w)) in enumerate(zip(vals, _COLUMNS))]
     return " ".join(cells)
 

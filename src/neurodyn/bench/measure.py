@@ -1,5 +1,6 @@
 """Measurement helpers every benchmark script can share: peak and current RSS (Linux ``/proc``), the RSS
 increase of one call, the largest tensor an operation creates, and wall / CPU timing."""
+
 from __future__ import annotations
 
 import statistics
@@ -87,7 +88,7 @@ class TensorSizeTracker:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                for t in out if isinstance(out, (tuple, list)) else (out,):
                     if isinstance(t, torch.Tensor) and t.numel() > tracker.largest_numel:
                         tracker.largest_numel, tracker.largest_bytes = t.numel(), t.numel() * t.element_size()
                         tracker.largest_shape, tracker.largest_op = tuple(t.shape), str(func)
@@ -115,6 +116,10 @@ def timed(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> dict[s
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     q = sorted(times)
-    return {"median": statistics.median(times), "min": q[0], "max": q[-1],
-            "iqr": (q[(3 * len(q)) // 4] - q[len(q) // 4]) if len(q) > 1 else 0.0,
-            "cpu_median": statistics.median(cpu)}
+    return {
+        "median": statistics.median(times),
+        "min": q[0],
+        "max": q[-1],
+        "iqr": (q[(3 * len(q)) // 4] - q[len(q) // 4]) if len(q) > 1 else 0.0,
+        "cpu_median": statistics.median(cpu),
+    }

@@ -18,6 +18,7 @@ torch's CPU allocator returns large blocks to the OS, so this is the peak of the
 allocates (its output, autograd's saved tensors and the gradients included, to within allocator
 slack). Linux only; tracemalloc would not see torch's allocations.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,7 +110,7 @@ def _time_interleaved(L, cases, repeats, ref_repeats):
         if xs is not None:
             for t in xs:
                 t.grad = None
-        with (torch.no_grad() if mode == "fwd" else torch.enable_grad()):
+        with torch.no_grad() if mode == "fwd" else torch.enable_grad():
             t0 = time.perf_counter()
             _run_once(impl, L, mode, xs, fx)
             return time.perf_counter() - t0
@@ -139,13 +140,13 @@ def _worker(impl: str, L: int, mode: str, threads: int) -> None:
         import mambapy.pscan  # noqa: F401
     xs = None if impl == "floor" else _inputs(max(L // 64, 1), mode == "f+b")  # warm code paths
     fx = torch.randn(BATCH, DIM, max(L // 64, 1), NSTATE) if impl == "floor" else None
-    with (torch.no_grad() if mode == "fwd" else torch.enable_grad()):
+    with torch.no_grad() if mode == "fwd" else torch.enable_grad():
         _run_once(impl, L, mode, xs, fx)
     xs = None if impl == "floor" else _inputs(L, mode == "f+b")
     fx = torch.randn(BATCH, DIM, L, NSTATE) if impl == "floor" else None
 
     def call():
-        with (torch.no_grad() if mode == "fwd" else torch.enable_grad()):
+        with torch.no_grad() if mode == "fwd" else torch.enable_grad():
             _run_once(impl, L, mode, xs, fx)
 
     print(json.dumps({"peak": rss_increase_kib(call) * 1024}))
@@ -192,6 +193,7 @@ def bench_2d(repeats):
         del fx
         row = {"grid": f"{S}x{S}", "floor": floor}
         for backend in ("auto", "scan", "torch") if S <= 64 else ("auto", "scan"):
+
             def fwd():
                 with torch.no_grad():
                     selective_scan_2d(x, delta, A, B, C, Dk, R="0011", delta_softplus=True, backend=backend)
@@ -200,8 +202,9 @@ def bench_2d(repeats):
                 for t in leaves:
                     t.requires_grad_(True)
                     t.grad = None
-                selective_scan_2d(x, delta, A, B, C, Dk, R="0011", delta_softplus=True,
-                                  backend=backend).sum().backward()
+                selective_scan_2d(
+                    x, delta, A, B, C, Dk, R="0011", delta_softplus=True, backend=backend
+                ).sum().backward()
                 for t in leaves:
                     t.requires_grad_(False)
 
@@ -209,9 +212,20 @@ def bench_2d(repeats):
             row[f"{backend}_fb"] = _time(fb, max(1, repeats // 2))
         if S == 64:  # the double loop: forward only, one run, a 16x16 crop extrapolated by cell count
             s = 16
-            t_ref = _time(lambda: selective_scan_2d_ref(
-                x[..., :s, :s], delta[..., :s, :s], A, B[..., :s, :s], C[..., :s, :s], Dk, R="0011",
-                delta_softplus=True), 1, warmup=0)
+            t_ref = _time(
+                lambda: selective_scan_2d_ref(
+                    x[..., :s, :s],
+                    delta[..., :s, :s],
+                    A,
+                    B[..., :s, :s],
+                    C[..., :s, :s],
+                    Dk,
+                    R="0011",
+                    delta_softplus=True,
+                ),
+                1,
+                warmup=0,
+            )
             row["ref_fwd"] = t_ref * (S * S) / (s * s)
         rows.append(row)
     return rows
@@ -295,7 +309,7 @@ def bench_knc(repeats, threads_note=""):
     from neurodyn.ops.knc_scan import ZOHInput, knc_scan
 
     rows = []
-    for (batch, D, N, L) in ((32, 64, 8, 256), (4, 64, 16, 4096)):
+    for batch, D, N, L in ((32, 64, 8, 256), (4, 64, 16, 4096)):
         g = torch.Generator().manual_seed(0)
         u = torch.randn(batch, D, L, generator=g).requires_grad_()
         delta = (torch.rand(batch, D, L, generator=g) * 0.3 + 0.01).requires_grad_()
@@ -309,8 +323,12 @@ def bench_knc(repeats, threads_note=""):
             B_eff = ZOHInput.apply(delta, lam, b.transpose(-1, -2)).transpose(-1, -2)
             return selective_scan(u, delta, -lam, B_eff, c, d, backend="cpp")
 
-        fns = {"zoh": lambda: knc_scan(*args, "zoh"), "euler": lambda: knc_scan(*args, "euler"),
-               "zoh B_eff": beff_path, "zoh torch": lambda: knc_scan(*args, "zoh", backend="torch")}
+        fns = {
+            "zoh": lambda: knc_scan(*args, "zoh"),
+            "euler": lambda: knc_scan(*args, "euler"),
+            "zoh B_eff": beff_path,
+            "zoh torch": lambda: knc_scan(*args, "zoh", backend="torch"),
+        }
         ts = {k: [] for k in fns}
         for r in range(repeats + 1):
             for k, f in fns.items():
@@ -324,8 +342,10 @@ def bench_knc(repeats, threads_note=""):
     print("| batch, D, N, L | zoh (fused) | euler (fused) | zoh B_eff (old) | zoh torch | zoh / euler | old / zoh |")
     print("|---|---|---|---|---|---|---|")
     for shape, m in rows:
-        print(f"| {', '.join(map(str, shape))} | {_ms(m['zoh'])} | {_ms(m['euler'])} | {_ms(m['zoh B_eff'])} | "
-              f"{_ms(m['zoh torch'])} | {m['zoh'] / m['euler']:.2f} | {m['zoh B_eff'] / m['zoh']:.2f} |")
+        print(
+            f"| {', '.join(map(str, shape))} | {_ms(m['zoh'])} | {_ms(m['euler'])} | {_ms(m['zoh B_eff'])} | "
+            f"{_ms(m['zoh torch'])} | {m['zoh'] / m['euler']:.2f} | {m['zoh B_eff'] / m['zoh']:.2f} |"
+        )
     return rows
 
 
@@ -356,8 +376,10 @@ def main(argv=None):
         args.lengths, args.repeats, args.no_memory = [256, 1024], 3, True
     torch.set_num_threads(args.threads)
     if args.knc_only:
-        print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}; threads {torch.get_num_threads()}, "
-              f"load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}; threads {torch.get_num_threads()}, "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
         bench_knc(args.repeats)
         return
     from neurodyn.ops import cpu_kernel, resolve_backend
@@ -367,6 +389,7 @@ def main(argv=None):
     build = time.time() - t0
     try:
         import mambapy.pscan  # noqa: F401
+
         have_pscan = True
     except ImportError:
         have_pscan = False
@@ -375,16 +398,24 @@ def main(argv=None):
     print(f"# neurodyn scan benchmark  {_dt.datetime.now().isoformat(timespec='seconds')}")
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     auto = resolve_backend("auto", torch.zeros(1, 1, 1))
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"{platform.processor() or platform.machine()}, backend auto -> {auto}, extension load {build:.1f}s, "
-          f"mambapy {'yes' if have_pscan else 'not installed'}")
-    print(f"shapes: batch {BATCH}, d {DIM}, n {NSTATE}, input-dependent B/C, D, z, softplus; float32; "
-          f"load average at start {os.getloadavg()[0]:.1f} (1 min)\n")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"{platform.processor() or platform.machine()}, backend auto -> {auto}, extension load {build:.1f}s, "
+        f"mambapy {'yes' if have_pscan else 'not installed'}"
+    )
+    print(
+        f"shapes: batch {BATCH}, d {DIM}, n {NSTATE}, input-dependent B/C, D, z, softplus; float32; "
+        f"load average at start {os.getloadavg()[0]:.1f} (1 min)\n"
+    )
 
     times: dict = {}
     for L in args.lengths:
-        cases = [(impl, mode) for impl in impls for mode in ("fwd", "f+b")
-                 if not (impl == "floor" and mode == "f+b") and not (impl == "ref" and L > args.ref_max_len)]
+        cases = [
+            (impl, mode)
+            for impl in impls
+            for mode in ("fwd", "f+b")
+            if not (impl == "floor" and mode == "f+b") and not (impl == "ref" and L > args.ref_max_len)
+        ]
         for (impl, mode), t in _time_interleaved(L, cases, args.repeats, 3 if L <= 256 else 1).items():
             times[impl, L, mode] = t
         print(f"  measured L = {L} (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
@@ -402,22 +433,35 @@ def main(argv=None):
         return "" if ("ref", L, "f+b") in times else "~"
 
     print("## Time (ms, median)\n")
-    head = ("| L | ours fwd | ours f+b | torch fwd | torch f+b |" + (" pscan fwd | pscan f+b |" if have_pscan else "")
-            + " ref fwd | ref f+b | exp floor |")
+    head = (
+        "| L | ours fwd | ours f+b | torch fwd | torch f+b |"
+        + (" pscan fwd | pscan f+b |" if have_pscan else "")
+        + " ref fwd | ref f+b | exp floor |"
+    )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for L in args.lengths:
-        cells = [str(L), _ms(times["ours", L, "fwd"]), _ms(times["ours", L, "f+b"]),
-                 _ms(times["torch", L, "fwd"]), _ms(times["torch", L, "f+b"])]
+        cells = [
+            str(L),
+            _ms(times["ours", L, "fwd"]),
+            _ms(times["ours", L, "f+b"]),
+            _ms(times["torch", L, "fwd"]),
+            _ms(times["torch", L, "f+b"]),
+        ]
         if have_pscan:
             cells += [_ms(times["pscan", L, "fwd"]), _ms(times["pscan", L, "f+b"])]
         cells += [tag(L) + _ms(ref_t(L, "fwd")), tag(L) + _ms(ref_t(L, "f+b")), _ms(times["floor", L, "fwd"])]
         print("| " + " | ".join(cells) + " |")
 
-    print("\n## Ratios (targets: ref/ours f+b >= 100 for L >= 1024; pscan/ours f+b >= 3 for L >= 1024; "
-          "ours/floor fwd <= 8, f+b <= 25)\n")
-    head = "| L | ref / ours (f+b) |" + (" pscan / ours (f+b) | pscan / ours (fwd) |" if have_pscan else "") + \
-        " ours / floor (fwd) | ours / floor (f+b) | torch / floor (fwd) | torch / floor (f+b) |"
+    print(
+        "\n## Ratios (targets: ref/ours f+b >= 100 for L >= 1024; pscan/ours f+b >= 3 for L >= 1024; "
+        "ours/floor fwd <= 8, f+b <= 25)\n"
+    )
+    head = (
+        "| L | ref / ours (f+b) |"
+        + (" pscan / ours (f+b) | pscan / ours (fwd) |" if have_pscan else "")
+        + " ours / floor (fwd) | ours / floor (f+b) | torch / floor (fwd) | torch / floor (f+b) |"
+    )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for L in args.lengths:
@@ -425,8 +469,12 @@ def main(argv=None):
         cells = [str(L), f"{tag(L)}{ref_t(L, 'f+b') / o_b:.0f}" if ref_t(L, "f+b") else "n/a"]
         if have_pscan:
             cells += [f"{times['pscan', L, 'f+b'] / o_b:.1f}", f"{times['pscan', L, 'fwd'] / o_f:.1f}"]
-        cells += [f"{o_f / fl:.1f}", f"{o_b / fl:.1f}", f"{times['torch', L, 'fwd'] / fl:.1f}",
-                  f"{times['torch', L, 'f+b'] / fl:.1f}"]
+        cells += [
+            f"{o_f / fl:.1f}",
+            f"{o_b / fl:.1f}",
+            f"{times['torch', L, 'fwd'] / fl:.1f}",
+            f"{times['torch', L, 'f+b'] / fl:.1f}",
+        ]
         print("| " + " | ".join(cells) + " |")
 
     if not args.no_memory:
@@ -448,16 +496,22 @@ def main(argv=None):
     if not args.no_extras:
         reps = max(1, args.repeats // 2)
         print("\n## 2D selective scan (GeoMaNO, 4 'paper' directions, R = 0011, batch 1, d 64, n 16, float32; ms)\n")
-        print("`auto` = fused C++ 2-D kernel; `scan` = row then column `linear_scan` (C++ 1-D scan, autograd "
-              "elsewhere); `torch` = the same on the pure-PyTorch scan (64x64 only).\n")
-        print("| grid | auto fwd | auto f+b | scan fwd | scan f+b | torch fwd | torch f+b | exp floor (b,K,d,H,W,n) "
-              "| auto fwd / floor | auto f+b / floor | double-loop ref fwd |")
+        print(
+            "`auto` = fused C++ 2-D kernel; `scan` = row then column `linear_scan` (C++ 1-D scan, autograd "
+            "elsewhere); `torch` = the same on the pure-PyTorch scan (64x64 only).\n"
+        )
+        print(
+            "| grid | auto fwd | auto f+b | scan fwd | scan f+b | torch fwd | torch f+b | exp floor (b,K,d,H,W,n) "
+            "| auto fwd / floor | auto f+b / floor | double-loop ref fwd |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in bench_2d(reps):
             ref = f"~{_ms(r['ref_fwd'])} (16x16 crop x cells)" if "ref_fwd" in r else "-"
-            print(f"| {r['grid']} | {_ms(r['auto_fwd'])} | {_ms(r['auto_fb'])} | {_ms(r['scan_fwd'])} | "
-                  f"{_ms(r['scan_fb'])} | {_ms(r.get('torch_fwd'))} | {_ms(r.get('torch_fb'))} | {_ms(r['floor'])} | "
-                  f"{r['auto_fwd'] / r['floor']:.1f} | {r['auto_fb'] / r['floor']:.1f} | {ref} |")
+            print(
+                f"| {r['grid']} | {_ms(r['auto_fwd'])} | {_ms(r['auto_fb'])} | {_ms(r['scan_fwd'])} | "
+                f"{_ms(r['scan_fb'])} | {_ms(r.get('torch_fwd'))} | {_ms(r.get('torch_fb'))} | {_ms(r['floor'])} | "
+                f"{r['auto_fwd'] / r['floor']:.1f} | {r['auto_fb'] / r['floor']:.1f} | {ref} |"
+            )
         c = bench_cross(reps)
         print(f"\n## Cross-scan overhead ({c['shape']}, f+b; ms)\n")
         print("| cross_scan + cross_merge | with selective_scan in between | overhead share |")
@@ -465,12 +519,16 @@ def main(argv=None):
         print(f"| {_ms(c['cross'])} | {_ms(c['full'])} | {100 * c['cross'] / c['full']:.1f}% |")
         s = bench_s4d(reps)
         print(f"\n## S4D layer ({s['shape']}; ms; kernel generation included)\n")
-        print("| s4d_kernel + fft_conv fwd | f+b | direct causal conv1d fwd | f+b | speed-up fwd | speed-up f+b "
-              "| max abs diff |")
+        print(
+            "| s4d_kernel + fft_conv fwd | f+b | direct causal conv1d fwd | f+b | speed-up fwd | speed-up f+b "
+            "| max abs diff |"
+        )
         print("|---|---|---|---|---|---|---|")
-        print(f"| {_ms(s['fft_fwd'])} | {_ms(s['fft_fb'])} | {_ms(s['direct_fwd'])} | {_ms(s['direct_fb'])} | "
-              f"{s['direct_fwd'] / s['fft_fwd']:.1f}x | {s['direct_fb'] / s['fft_fb']:.1f}x | "
-              f"{s['max_abs_diff']:.1e} |")
+        print(
+            f"| {_ms(s['fft_fwd'])} | {_ms(s['fft_fb'])} | {_ms(s['direct_fwd'])} | {_ms(s['direct_fb'])} | "
+            f"{s['direct_fwd'] / s['fft_fwd']:.1f}x | {s['direct_fb'] / s['fft_fb']:.1f}x | "
+            f"{s['max_abs_diff']:.1e} |"
+        )
         bench_knc(reps)
     print(f"\nload average at end {os.getloadavg()[0]:.1f} (1 min); total {time.time() - t0:.0f} s")
 

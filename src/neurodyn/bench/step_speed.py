@@ -13,6 +13,7 @@ median over ``--repeats`` rounds of the wall-clock seconds per step and its rati
 
 Results: ``bench-results/step_speed.json`` (``--out``); the table is printed as Markdown.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
 
 import torch  # noqa: E402
 
@@ -38,8 +38,10 @@ PAIRS = [
     ("nac", "nac/bearing", ["gru/bearing", "mha/bearing"], []),
 ]
 # a tiny copy of each dataset: enough samples to fit the normalizers and read one item
-_SMALL = {"steady": ["data.n_train=4", "data.n_test=0", "data.n_val=0"],
-          "autoregressive": ["data.n_train=2", "data.n_test=0", "data.n_val=0"]}
+_SMALL = {
+    "steady": ["data.n_train=4", "data.n_test=0", "data.n_val=0"],
+    "autoregressive": ["data.n_train=2", "data.n_test=0", "data.n_val=0"],
+}
 
 
 def _split(spec: str) -> tuple[str, list[str]]:
@@ -128,17 +130,28 @@ def main(argv=None) -> None:
             key = _label(preset, ov)
             if key not in cases:
                 cases[key] = build_case(preset, ov, args.data_dir)
-    results = {"threads": {}, "params": {k: c[4] for k, c in cases.items()},
-               "batch": {k: c[5] for k, c in cases.items()}, "repeats": args.repeats, "warmup": args.warmup,
-               "torch": torch.__version__, "command": " ".join(["neurodyn bench step-speed"] + (argv or sys.argv[1:]))}
+    results = {
+        "threads": {},
+        "params": {k: c[4] for k, c in cases.items()},
+        "batch": {k: c[5] for k, c in cases.items()},
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "torch": torch.__version__,
+        "command": " ".join(["neurodyn bench step-speed"] + (argv or sys.argv[1:])),
+    }
     for th in args.threads:
         results["threads"][str(th)] = time_cases(th, cases, args.repeats, args.warmup)
     rows = []
     for group, seed, baselines, overrides in pairs:
         key = _label(seed, overrides)
         for base in [_label(*_split(b)) for b in baselines] or [None]:
-            row = {"group": group, "model": key, "baseline": base, "params": results["params"][key],
-                   "batch": results["batch"][key]}
+            row = {
+                "group": group,
+                "model": key,
+                "baseline": base,
+                "params": results["params"][key],
+                "batch": results["batch"][key],
+            }
             for th in args.threads:
                 t = results["threads"][str(th)]
                 row[f"s_{th}"] = t[key]
@@ -152,8 +165,11 @@ def main(argv=None) -> None:
 
 
 def markdown(rows, threads) -> str:
-    head = "| model | baseline | params | batch | " + " | ".join(
-        f"s/step {t}t | baseline {t}t | ratio {t}t" for t in threads) + " |"
+    head = (
+        "| model | baseline | params | batch | "
+        + " | ".join(f"s/step {t}t | baseline {t}t | ratio {t}t" for t in threads)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (4 + 3 * len(threads))]
     f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
     for r in rows:

@@ -14,6 +14,7 @@ no normalizer fitted: evaluation uses the checkpoint's).
 trained at one resolution can be scored at others (the normalizers fitted on the training split are applied
 to them; see :mod:`neurodyn.data.normalize` for pointwise statistics on another grid).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -66,9 +67,11 @@ def split_sizes(data: DataSection, n_samples: int | None = None) -> tuple[int, i
         total = n_samples if n_samples is not None else StoredDataset(dc.path, verify=False).n_samples
         n_train = total - n_test - (n_val if isinstance(n_val, int) and n_val > 0 else 0)
         if n_train < 1:
-            raise ConfigError(f"data.n_train=all leaves no training sample in {dc.path or f'the {total} samples'} "
-                              f"after data.n_test="
-                              f"{n_test} and data.n_val={n_val}")
+            raise ConfigError(
+                f"data.n_train=all leaves no training sample in {dc.path or f'the {total} samples'} "
+                f"after data.n_test="
+                f"{n_test} and data.n_val={n_val}"
+            )
     n_train = int(n_train)
     if n_val == "auto":
         carved = max(1, round(VAL_FRACTION * n_train)) if n_train >= 2 else 0
@@ -104,15 +107,23 @@ def file_record(store: StoredDataset) -> dict[str, Any]:
     source file's name, size and sha256)."""
     from .formats.convert import file_digest
 
-    out = {"path": str(store.path), "sha256": file_digest(store.path),
-           "shapes": {k: list(map(int, v)) for k, v in sorted(store.shapes.items())}}
+    out = {
+        "path": str(store.path),
+        "sha256": file_digest(store.path),
+        "shapes": {k: list(map(int, v)) for k, v in sorted(store.shapes.items())},
+    }
     if store.config.get("source"):  # a conversion (neurodyn convert): the files it was made from
         out["converted_from"] = store.config["source"]
     return out
 
 
-def ensure_dataset(data: DataSection, device: str | torch.device = "cpu", progress: Any = None,
-                   is_main: bool = True, barrier: Callable[[], None] | None = None) -> Path:
+def ensure_dataset(
+    data: DataSection,
+    device: str | torch.device = "cpu",
+    progress: Any = None,
+    is_main: bool = True,
+    barrier: Callable[[], None] | None = None,
+) -> Path:
     """Path of the store file the config describes, generating it first when missing (``progress``: the one idiom
     of :mod:`neurodyn.progress`).
 
@@ -134,9 +145,15 @@ def ensure_dataset(data: DataSection, device: str | torch.device = "cpu", progre
     return path
 
 
-def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress: Any = None,
-               is_main: bool = True, barrier: Callable[[], None] | None = None, *,
-               train_window_steps: int = 1) -> dict[str, Any]:
+def build_data(
+    cfg: dict[str, Any],
+    device: str | torch.device = "cpu",
+    progress: Any = None,
+    is_main: bool = True,
+    barrier: Callable[[], None] | None = None,
+    *,
+    train_window_steps: int = 1,
+) -> dict[str, Any]:
     """Store file, split datasets and fitted normalizers of an experiment config.
 
     Returns ``config`` (the :class:`DataConfig`), ``path``, ``store`` (the one open handle of the file, which every
@@ -151,8 +168,12 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     task = _task(cfg)
     path = ensure_dataset(dc, device, progress, is_main, barrier)
     store = StoredDataset(path)
-    out: dict[str, Any] = {"config": dc, "path": path, "store": store,
-                           "record": file_record(store) if dc.path else None}
+    out: dict[str, Any] = {
+        "config": dc,
+        "path": path,
+        "store": store,
+        "record": file_record(store) if dc.path else None,
+    }
     if task == "sequence":
         return {**out, **_sequence_data(dc, store)}
     splits = _nonempty(split_indices(store.n_samples, *_ordered(split_sizes(dc, store.n_samples))))
@@ -160,9 +181,11 @@ def build_data(cfg: dict[str, Any], device: str | torch.device = "cpu", progress
     if task == "steady":
         sets = {name: SteadyDataset(store, ids) for name, ids in splits.items()}
         if sets["train"].has_mask and reduce != "channel":
-            raise ConfigError(f"dataset file {path} holds point clouds of different sizes (padded, with "
-                              f"fields/mask); per-point statistics (data.normalize_reduce={reduce}) mean nothing "
-                              "there: set data.normalize_reduce=channel")
+            raise ConfigError(
+                f"dataset file {path} holds point clouds of different sizes (padded, with "
+                f"fields/mask); per-point statistics (data.normalize_reduce={reduce}) mean nothing "
+                "there: set data.normalize_reduce=channel"
+            )
         x_train, y_train = sets["train"].tensors()
         out["x_norm"] = Normalizer(dc.normalize.input, reduce).fit(x_train)
         out["y_norm"] = Normalizer(dc.normalize.target, reduce).fit(y_train)
@@ -191,8 +214,9 @@ def build_sequence_data(cfg: dict[str, Any], store: Any, record: dict[str, Any] 
     split."""
     dc = DataConfig.parse(cfg["data"])
     if _task(cfg) != "sequence":
-        raise ConfigError(f"build_sequence_data builds the data of a sequence task; this config's task is "
-                          f"{_task(cfg)!r}")
+        raise ConfigError(
+            f"build_sequence_data builds the data of a sequence task; this config's task is {_task(cfg)!r}"
+        )
     return {"config": dc, "path": store.path, "store": store, "record": record, **_sequence_data(dc, store)}
 
 
@@ -212,8 +236,10 @@ def _ordered(sizes: tuple[int, int, int]) -> tuple[int, int, int]:
 def _sequence_data(dc: DataConfig, store: StoredDataset) -> dict[str, Any]:
     """Sequence splits (by index, or by a per-sample parameter) and the input/target normalizers."""
     splits = _sequence_splits(dc, store)
-    sets = {name: SequenceDataset(store, ids, pool_from=_steps(store), **_sequence_options(dc))
-            for name, ids in _nonempty(splits).items()}
+    sets = {
+        name: SequenceDataset(store, ids, pool_from=_steps(store), **_sequence_options(dc))
+        for name, ids in _nonempty(splits).items()
+    }
     train = sets["train"]
     out: dict[str, Any] = {"sets": sets}
     out["x_norm"] = Normalizer(dc.normalize.input, "channel").fit(train.valid_steps())
@@ -229,22 +255,25 @@ def _sequence_splits(dc: DataConfig, store: StoredDataset) -> dict[str, np.ndarr
     if sp.param:
         key = f"params/{sp.param}"
         if key not in store.shapes:
-            raise ConfigError(f"data.split_param: dataset file {store.path} has no {key}; it has "
-                              f"{store.keys('params')}")
+            raise ConfigError(
+                f"data.split_param: dataset file {store.path} has no {key}; it has {store.keys('params')}"
+            )
         values = store.read(key)
         chosen = np.isin(values, np.asarray(list(sp.train_values)))
         pool, rest = np.flatnonzero(chosen), np.flatnonzero(~chosen)
         if not n_train and sp.n_val == "auto":  # the whole pool, validation carved from it
             n_val = max(1, round(VAL_FRACTION * len(pool))) if len(pool) >= 2 else 0
             n_train = len(pool) - n_val
-        train_ids = pool[:n_train] if n_train else pool[:len(pool) - n_val]
+        train_ids = pool[:n_train] if n_train else pool[: len(pool) - n_val]
         # validation from the training conditions (in distribution): the other conditions stay unseen until the test
-        splits = {"train": train_ids, "val": pool[len(train_ids):len(train_ids) + n_val], "test": rest}
+        splits = {"train": train_ids, "val": pool[len(train_ids) : len(train_ids) + n_val], "test": rest}
         if not len(train_ids):
             raise ConfigError(f"data.split_param {sp.param}: no sample has a value in {list(sp.train_values)}")
         if len(train_ids) + len(splits["val"]) < n_train + n_val:
-            raise ConfigError(f"data.split_param {sp.param}: {len(pool)} samples have a value in "
-                              f"{list(sp.train_values)}, fewer than data.n_train + data.n_val = {n_train + n_val}")
+            raise ConfigError(
+                f"data.split_param {sp.param}: {len(pool)} samples have a value in "
+                f"{list(sp.train_values)}, fewer than data.n_train + data.n_val = {n_train + n_val}"
+            )
     else:
         splits = split_indices(store.n_samples, n_train, n_test, n_val)
         if sp.shuffle:  # a file in class order (most UEA files): random splits, a fixed draw of data.seed
@@ -263,17 +292,21 @@ def stored_path(data: DataSection, why: str = "") -> Path:
         gen = get_generator(dc.generator)
         path = gen.default_path(gen.make_config(**dc.options), stored_samples(dc), int(dc.splits.seed))
     else:
-        raise ConfigError(f"the data section names no store file (neither 'path' nor 'generator')"
-                          f"{'; ' + why if why else ''}")
+        raise ConfigError(
+            f"the data section names no store file (neither 'path' nor 'generator'){'; ' + why if why else ''}"
+        )
     check_not_special(path, "data file")
     if not path.is_file():
-        raise DataError(f"the data file {path} does not exist{'; ' + why if why else ''}: make it again with "
-                        "`neurodyn generate` (same preset and data options), or give files with --data FILE")
+        raise DataError(
+            f"the data file {path} does not exist{'; ' + why if why else ''}: make it again with "
+            "`neurodyn generate` (same preset and data options), or give files with --data FILE"
+        )
     return path
 
 
-def build_split_sets(cfg: dict[str, Any], names: Sequence[str] = ("test",), *,
-                     train_window_steps: int = 1) -> dict[str, Any]:
+def build_split_sets(
+    cfg: dict[str, Any], names: Sequence[str] = ("test",), *, train_window_steps: int = 1
+) -> dict[str, Any]:
     """``{name: dataset}`` of the asked splits (``train`` / ``val`` / ``test``) of a config's existing store file,
     exactly as :func:`build_data` splits and windows it, without generating data nor fitting normalizers (a trained
     run's checkpoint holds its normalizers). A split the config leaves empty is absent from the result."""
@@ -285,8 +318,11 @@ def build_split_sets(cfg: dict[str, Any], names: Sequence[str] = ("test",), *,
     store = StoredDataset(stored_path(dc, f"it holds the {'/'.join(names)} split of this run"))
     if task == "sequence":
         splits = _nonempty(_sequence_splits(dc, store))
-        return {n: SequenceDataset(store, splits[n], pool_from=_steps(store), **_sequence_options(dc))
-                for n in names if n in splits}
+        return {
+            n: SequenceDataset(store, splits[n], pool_from=_steps(store), **_sequence_options(dc))
+            for n in names
+            if n in splits
+        }
     splits = _nonempty(split_indices(store.n_samples, *_ordered(split_sizes(dc, store.n_samples))))
     if task == "steady":
         return {n: SteadyDataset(store, splits[n]) for n in names if n in splits}
@@ -297,8 +333,11 @@ def build_split_sets(cfg: dict[str, Any], names: Sequence[str] = ("test",), *,
 def _window_sets(dc: DataConfig, store: StoredDataset, splits: dict[str, Any], unroll: int) -> dict[str, Any]:
     """Training windows of ``unroll`` model steps (of ``data.step`` frames each); full-horizon windows to evaluate."""
     common = _window_options(dc)
-    sets = {"train": TimeWindowDataset(store, splits["train"], t_out=unroll * dc.windows.step,
-                                       stride=dc.windows.stride, **common)}
+    sets = {
+        "train": TimeWindowDataset(
+            store, splits["train"], t_out=unroll * dc.windows.step, stride=dc.windows.stride, **common
+        )
+    }
     for name in ("val", "test"):
         if name in splits and len(splits[name]):
             sets[name] = TimeWindowDataset(store, splits[name], t_out=dc.windows.t_out, **common)
@@ -313,15 +352,28 @@ def _nonempty(splits: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _window_options(dc: DataConfig) -> dict[str, Any]:
     """TimeWindowDataset options shared by the training windows and every evaluation set."""
     w = dc.windows
-    return dict(t_in=w.t_in, time_stride=w.time_stride, t_start=w.t_start, context_fields=tuple(w.context_fields),
-                context_params=tuple(w.context_params), frames_as_channels=w.frames_as_channels)
+    return dict(
+        t_in=w.t_in,
+        time_stride=w.time_stride,
+        t_start=w.t_start,
+        context_fields=tuple(w.context_fields),
+        context_params=tuple(w.context_params),
+        frames_as_channels=w.frames_as_channels,
+    )
 
 
 def _sequence_options(dc: DataConfig) -> dict[str, Any]:
     q = dc.sequences
-    return dict(window=q.window, window_stride=dc.windows.stride, relative_time=q.relative_time, missing=q.missing,
-                observed_channels=q.observed_channels, drop_steps=q.drop_steps, drop_seed=dc.drop_seed,
-                max_steps=q.max_steps)
+    return dict(
+        window=q.window,
+        window_stride=dc.windows.stride,
+        relative_time=q.relative_time,
+        missing=q.missing,
+        observed_channels=q.observed_channels,
+        drop_steps=q.drop_steps,
+        drop_seed=dc.drop_seed,
+        max_steps=q.max_steps,
+    )
 
 
 def _steps(store: StoredDataset) -> int:
@@ -372,19 +424,24 @@ def named_test_files(data: DataSection, option: str = "data.test_path") -> dict[
         for item in spec:
             stem = Path(item).stem
             if stem in named:
-                raise ConfigError(f"data.test_path lists two files named {stem!r}; give names as "
-                                  "{name: path}, e.g. data.test_path={test16: a.h5, test32: b.h5}")
+                raise ConfigError(
+                    f"data.test_path lists two files named {stem!r}; give names as "
+                    "{name: path}, e.g. data.test_path={test16: a.h5, test32: b.h5}"
+                )
             named[stem] = Path(item)
     else:
         raise ConfigError(f"data.test_path must be a path, a list of paths or {{name: path}}; got {spec!r}")
     if "test" in named and int(n_test or 0) > 0:  # its results would replace the test split's
-        raise ConfigError(f"{option}: a test file named 'test' ({named['test']}) and the test split (data.n_test="
-                          f"{n_test}) would share one name; name the file, e.g. "
-                          "data.test_path={held_out: test.h5}")
+        raise ConfigError(
+            f"{option}: a test file named 'test' ({named['test']}) and the test split (data.n_test="
+            f"{n_test}) would share one name; name the file, e.g. "
+            "data.test_path={held_out: test.h5}"
+        )
     for name, path in named.items():
         if path.is_dir():
-            raise DataError(f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by "
-                            "neurodyn generate)")
+            raise DataError(
+                f"{option} {name}: {path} is a directory; expected an HDF5 store file (made by neurodyn generate)"
+            )
         check_not_special(path, f"{option} {name}:")
         if not path.is_file():
             raise DataError(f"{option} {name}: file {path} does not exist")

@@ -21,6 +21,7 @@ Every value is checked in the sections' ``__post_init__`` (one ConfigError namin
 spells it, the value and what it must be), before anything is generated, read or removed; the source (a file, or a
 generator and its options) by :meth:`DataConfig.check_source`, where the data would be made or read.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -164,10 +165,14 @@ class SequenceConfig:
         check_flag("data.relative_time", self.relative_time)
         check_choice("data.missing", self.missing, MISSING_FILL)
         check_flag("data.observed_channels", self.observed_channels)
-        if not (isinstance(self.drop_steps, (int, float)) and not isinstance(self.drop_steps, bool)
-                and 0 <= self.drop_steps < 1):
-            raise ConfigError(f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got "
-                              f"{self.drop_steps!r}")
+        if not (
+            isinstance(self.drop_steps, (int, float))
+            and not isinstance(self.drop_steps, bool)
+            and 0 <= self.drop_steps < 1
+        ):
+            raise ConfigError(
+                f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got {self.drop_steps!r}"
+            )
         if self.drop_seed is not None:
             check_whole("data.drop_seed", self.drop_seed, 0)
         if self.max_steps != "auto":
@@ -177,13 +182,27 @@ class SequenceConfig:
 FLAT_KEYS: dict[str, tuple[str, str]] = {
     **{k: ("splits", k) for k in ("n_train", "n_val", "n_test", "seed", "shuffle", "train_values")},
     "split_param": ("splits", "param"),
-    "normalize_input": ("normalize", "input"), "normalize_target": ("normalize", "target"),
+    "normalize_input": ("normalize", "input"),
+    "normalize_target": ("normalize", "target"),
     "normalize_reduce": ("normalize", "reduce"),
-    **{k: ("windows", k) for k in ("t_in", "t_out", "step", "time_stride", "t_start", "context_fields",
-                                    "context_params", "frames_as_channels")},
+    **{
+        k: ("windows", k)
+        for k in (
+            "t_in",
+            "t_out",
+            "step",
+            "time_stride",
+            "t_start",
+            "context_fields",
+            "context_params",
+            "frames_as_channels",
+        )
+    },
     "window_stride": ("windows", "stride"),
-    **{k: ("sequences", k) for k in ("window", "relative_time", "missing", "observed_channels", "drop_steps",
-                                      "drop_seed", "max_steps")},
+    **{
+        k: ("sequences", k)
+        for k in ("window", "relative_time", "missing", "observed_channels", "drop_steps", "drop_seed", "max_steps")
+    },
 }
 """A flat data key of the presets -> ``(section, field)`` of :class:`DataConfig` (the one spelling table)."""
 SOURCE_KEYS = ("generator", "path", "test_path", "chunk_size", "file", "arrays")
@@ -193,8 +212,10 @@ DATA_KEYS = tuple(FLAT_KEYS) + SOURCE_KEYS
 
 def all_needs_a_file() -> ConfigError:
     """The error of ``data.n_train=all`` without ``data.path``."""
-    return ConfigError("data.n_train=all counts the samples of a given file: set data.path=STORE (a generator makes "
-                       "the samples the splits ask for, so give it a number)")
+    return ConfigError(
+        "data.n_train=all counts the samples of a given file: set data.path=STORE (a generator makes "
+        "the samples the splits ask for, so give it a number)"
+    )
 
 
 @dataclass
@@ -263,8 +284,9 @@ class DataConfig:
             close = difflib.get_close_matches(key, DATA_KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             on = "a file" if top.get("path") else "arrays"
-            raise ConfigError(f"data.{key} is not a data key of a run on {on}{hint}; the data keys are "
-                              f"{', '.join(sorted(DATA_KEYS))}")
+            raise ConfigError(
+                f"data.{key} is not a data key of a run on {on}{hint}; the data keys are {', '.join(sorted(DATA_KEYS))}"
+            )
         sections = {name: _section(name, values) for name, values in parts.items()}
         return cls(**top, options=options, **sections)
 
@@ -273,8 +295,10 @@ class DataConfig:
         its config accepts (checked here, where the data would be made or read, not when the section is parsed: the
         split sizes and the test files are read without them)."""
         if not self.generator and not self.path:
-            raise ConfigError("the data section needs either 'generator' (to make the data) or 'path' (a store file: "
-                              "data.path=STORE, e.g. one made by `neurodyn convert FILE`)")
+            raise ConfigError(
+                "the data section needs either 'generator' (to make the data) or 'path' (a store file: "
+                "data.path=STORE, e.g. one made by `neurodyn convert FILE`)"
+            )
         if self.splits.n_train == "all" and not self.path:
             raise all_needs_a_file()
         if self.generator and not self.path:
@@ -288,8 +312,12 @@ class DataConfig:
         return self.splits.seed if self.sequences.drop_seed is None else int(self.sequences.drop_seed)
 
 
-_SECTION_TYPES = {"splits": SplitConfig, "normalize": NormalizeConfig, "windows": WindowConfig,
-                  "sequences": SequenceConfig}
+_SECTION_TYPES = {
+    "splits": SplitConfig,
+    "normalize": NormalizeConfig,
+    "windows": WindowConfig,
+    "sequences": SequenceConfig,
+}
 
 
 def _section(name: str, values: dict[str, Any]):
@@ -306,5 +334,4 @@ def _section(name: str, values: dict[str, Any]):
     return cls(**typed)
 
 
-__all__ = ["DATA_KEYS", "DataConfig", "FLAT_KEYS", "NormalizeConfig", "SequenceConfig", "SplitConfig",
-           "WindowConfig"]
+__all__ = ["DATA_KEYS", "DataConfig", "FLAT_KEYS", "NormalizeConfig", "SequenceConfig", "SplitConfig", "WindowConfig"]

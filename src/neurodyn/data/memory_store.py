@@ -20,6 +20,7 @@ unchanged. ``sequence_store(arrays)`` is the sequence arrays of an ``.npz`` file
 one: the same datasets as a store converted from the file holding them, with one difference: ``data.drop_steps``
 draws its steps with the arrays' checksum rather than the file's.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,16 @@ from .store import canonical_json
 class MemoryStore:
     """The arrays of a store, in memory (module docstring)."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], *, config: dict[str, Any], inputs: tuple[str, ...],
-                 targets: tuple[str, ...], generator: str = "memory", name: str = "arrays"):
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        *,
+        config: dict[str, Any],
+        inputs: tuple[str, ...],
+        targets: tuple[str, ...],
+        generator: str = "memory",
+        name: str = "arrays",
+    ):
         self.path = Path(f"<{name}>")
         self.arrays = {k: np.asarray(v) for k, v in arrays.items()}
         self.shapes = {k: tuple(v.shape) for k, v in self.arrays.items()}
@@ -56,10 +65,21 @@ class MemoryStore:
         hold it (module docstring)."""
         arrays = data.chunk(0, data.n_samples)
         arrays.update({f"coords/{k}": v for k, v in data.coords.items()})
-        config = {"format": data.format, "kind": data.kind, "reader_options": data.options, "info": data.info,
-                  "shapes": {k: list(v) for k, v in sorted(data.shapes.items())}}
-        return cls(arrays, config=config, inputs=data.inputs, targets=data.targets, generator=f"memory:{data.format}",
-                   name=name)
+        config = {
+            "format": data.format,
+            "kind": data.kind,
+            "reader_options": data.options,
+            "info": data.info,
+            "shapes": {k: list(v) for k, v in sorted(data.shapes.items())},
+        }
+        return cls(
+            arrays,
+            config=config,
+            inputs=data.inputs,
+            targets=data.targets,
+            generator=f"memory:{data.format}",
+            name=name,
+        )
 
     def checksum(self) -> str:
         """sha256 over every array's name, dtype, shape and bytes, in name order, then the config (its class names)."""
@@ -75,8 +95,11 @@ class MemoryStore:
         """What a run records of this data (as :func:`neurodyn.data.assembly.file_record` of a file): ``source``
         (``arrays``), ``sha256`` (:meth:`checksum`), the arrays' ``shapes`` (a sequence run's time pooling reads
         ``fields/x``) and the ``classes`` it names (a test file's labels are read by name), if any."""
-        out = {"source": "arrays", "sha256": self.attrs["checksum"],
-               "shapes": {k: list(map(int, v)) for k, v in sorted(self.shapes.items())}}
+        out = {
+            "source": "arrays",
+            "sha256": self.attrs["checksum"],
+            "shapes": {k: list(map(int, v)) for k, v in sorted(self.shapes.items())},
+        }
         classes = (self.config.get("info") or {}).get("classes")
         return out | ({"classes": list(classes)} if classes else {})
 

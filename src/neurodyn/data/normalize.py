@@ -15,6 +15,7 @@ generator and public file here stores them). A 2-D field's mean and standard dev
 data are, so this is what a user would do by hand; it is not done for point clouds, whose pointwise
 statistics have no geometry (their presets use ``reduce="channel"``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -62,15 +63,16 @@ class Normalizer(nn.Module):
         if self.shift.numel() == 0:
             raise RuntimeError("normalizer used before fit() or load_state_dict()")
         want = tuple(self.shift.shape)
-        if tuple(x.shape[-len(want):]) == want:
+        if tuple(x.shape[-len(want) :]) == want:
             return self.shift, self.scale
         spatial = len(want) - 1
-        if (self.reduce != "pointwise" or not 1 <= spatial <= 3 or x.ndim < len(want)
-                or x.shape[-1] != want[-1]):
-            raise DataError(f"normalizer was fitted on samples of shape {want} (per point) but got a tensor "
-                            f"of shape {tuple(x.shape)}; expected the same channels ({want[-1]}) on a grid of "
-                            f"{spatial} dimension(s), or use reduce='channel'")
-        size = tuple(x.shape[-spatial - 1:-1])
+        if self.reduce != "pointwise" or not 1 <= spatial <= 3 or x.ndim < len(want) or x.shape[-1] != want[-1]:
+            raise DataError(
+                f"normalizer was fitted on samples of shape {want} (per point) but got a tensor "
+                f"of shape {tuple(x.shape)}; expected the same channels ({want[-1]}) on a grid of "
+                f"{spatial} dimension(s), or use reduce='channel'"
+            )
+        size = tuple(x.shape[-spatial - 1 : -1])
         return resample_grid(self.shift[None], size)[0], resample_grid(self.scale[None], size)[0]
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:

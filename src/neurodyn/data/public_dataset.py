@@ -8,6 +8,7 @@ sequence reader ends in) returns one: per-sample arrays already in the project's
 ``params`` (per-sample) and ``coords`` (shared) arrays held in memory. ``neurodyn convert`` writes it as a store file
 (:mod:`neurodyn.data.formats.convert`). It sits below the readers: it imports nothing from them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -48,23 +49,38 @@ class PublicDataset:
     range. Every field read is checked for NaN/Inf, naming the source array and the sample index.
     """
 
-    def __init__(self, *, format: str, kind: str, path: Path, files: list[Path], fields: Mapping[str, ArraySource],
-                 params: Mapping[str, np.ndarray] | None = None, coords: Mapping[str, np.ndarray] | None = None,
-                 inputs: tuple[str, ...], targets: tuple[str, ...], info: Mapping[str, Any] | None = None,
-                 options: Mapping[str, Any] | None = None, param_labels: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        format: str,
+        kind: str,
+        path: Path,
+        files: list[Path],
+        fields: Mapping[str, ArraySource],
+        params: Mapping[str, np.ndarray] | None = None,
+        coords: Mapping[str, np.ndarray] | None = None,
+        inputs: tuple[str, ...],
+        targets: tuple[str, ...],
+        info: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        param_labels: Mapping[str, str] | None = None,
+    ):
         self.format, self.kind, self.path, self.files = format, kind, Path(path), [Path(f) for f in files]
         self.fields = dict(fields)
         self.params = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in (params or {}).items()}
         # (reshaped: ascontiguousarray makes a 0-d array 1-d, and a scalar such as n_classes stays a scalar)
-        self.coords = {k: np.ascontiguousarray(v, dtype=np.float32).reshape(np.shape(v))
-                       for k, v in (coords or {}).items()}
+        self.coords = {
+            k: np.ascontiguousarray(v, dtype=np.float32).reshape(np.shape(v)) for k, v in (coords or {}).items()
+        }
         self.inputs, self.targets = tuple(inputs), tuple(targets)
         self.info = dict(info or {})
         self.options = dict(options or {})
         ns = {src.shape[0] for src in self.fields.values()} | {p.shape[0] for p in self.params.values()}
         if len(ns) != 1:
-            sizes = {**{f"fields/{k}": s.shape[0] for k, s in self.fields.items()},
-                     **{f"params/{k}": v.shape[0] for k, v in self.params.items()}}
+            sizes = {
+                **{f"fields/{k}": s.shape[0] for k, s in self.fields.items()},
+                **{f"params/{k}": v.shape[0] for k, v in self.params.items()},
+            }
             raise DataError(f"{self.path}: arrays disagree on the number of samples ({sizes}); expected one count")
         self.n_samples = ns.pop()
         if self.n_samples < 1:
@@ -90,8 +106,9 @@ class PublicDataset:
 
     def sample_nbytes(self) -> int:
         """float32 bytes of one sample over all fields and params."""
-        return 4 * sum(int(np.prod(s.shape[1:])) for s in self.fields.values()) + \
-            4 * sum(int(np.prod(v.shape[1:])) for v in self.params.values())
+        return 4 * sum(int(np.prod(s.shape[1:])) for s in self.fields.values()) + 4 * sum(
+            int(np.prod(v.shape[1:])) for v in self.params.values()
+        )
 
     def read(self, key: str, lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Samples ``lo:hi`` of ``fields/<name>`` / ``params/<name>`` (or all of ``coords/<name>``)."""
@@ -134,8 +151,10 @@ def check_finite(arr: np.ndarray, label: str, offset: int = 0) -> None:
     bad = ~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1) if arr.ndim else ~np.isfinite(arr)
     if np.any(bad):
         idx = offset + int(np.argmax(bad)) if arr.ndim else 0
-        raise DataError(f"{label} holds NaN or Inf in sample {idx}; expected finite values (clean the file, or "
-                        f"convert fewer samples with max_samples={idx} if the damage is at the end)")
+        raise DataError(
+            f"{label} holds NaN or Inf in sample {idx}; expected finite values (clean the file, or "
+            f"convert fewer samples with max_samples={idx} if the damage is at the end)"
+        )
 
 
 __all__ = ["ArraySource", "Fetch", "PublicDataset", "check_finite"]

@@ -6,6 +6,7 @@ their missing values filled or dropped (:mod:`neurodyn.data.sequence_missing`), 
 with every sequence padded (or cut) to one length ``T``. With ``window > 0`` a dataset of per-step
 targets yields windows of ``window`` consecutive valid steps whose target is the last step's.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -34,11 +35,22 @@ class SequenceDataset(Dataset):
     ``self.max_steps`` the option that chose it (:func:`~neurodyn.data.sequence_pooling.describe_pooling`).
     """
 
-    def __init__(self, store: StoredDataset, ids: np.ndarray, max_len: int | None = None, window: int = 0,
-                 window_stride: int = 1, relative_time: bool = True, missing: str = "ffill",
-                 observed_channels: bool = False, drop_steps: float = 0.0, drop_seed: int = 0,
-                 classes: Sequence[str] | None = None, max_steps: int | str | None = 0,
-                 pool_from: int | None = None):
+    def __init__(
+        self,
+        store: StoredDataset,
+        ids: np.ndarray,
+        max_len: int | None = None,
+        window: int = 0,
+        window_stride: int = 1,
+        relative_time: bool = True,
+        missing: str = "ffill",
+        observed_channels: bool = False,
+        drop_steps: float = 0.0,
+        drop_seed: int = 0,
+        classes: Sequence[str] | None = None,
+        max_steps: int | str | None = 0,
+        pool_from: int | None = None,
+    ):
         _check_options(store, missing, drop_steps)
         self.store = store
         self.ids = np.asarray(ids, dtype=np.int64)
@@ -62,8 +74,9 @@ class SequenceDataset(Dataset):
             y = y[:, None]
         lengths = m.sum(1)
         if len(lengths) and lengths.min() < 1:
-            raise DataError(f"dataset file {store.path}: sequence {int(self.ids[np.argmin(lengths)])} has no valid "
-                            "step")
+            raise DataError(
+                f"dataset file {store.path}: sequence {int(self.ids[np.argmin(lengths)])} has no valid step"
+            )
         self.n_classes = self._count_classes(classes) if self.kind == "classification" else None
         self.n_targets = self.n_classes if self.kind == "classification" else int(y.shape[-1])
         self._set_items(lengths, per_step, y, int(window), window_stride, max_len, x.shape[1])
@@ -71,8 +84,11 @@ class SequenceDataset(Dataset):
         self.x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         self.t = torch.from_numpy(np.ascontiguousarray(t, dtype=np.float32))
         self.m = torch.from_numpy(m.astype(bool))
-        self.y = torch.from_numpy(np.ascontiguousarray(y)).long() if self.kind == "classification" \
+        self.y = (
+            torch.from_numpy(np.ascontiguousarray(y)).long()
+            if self.kind == "classification"
             else torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32))
+        )
         self.in_channels = int(x.shape[-1])
 
     def _count_classes(self, classes: Sequence[str] | None) -> int:
@@ -83,8 +99,16 @@ class SequenceDataset(Dataset):
             return int(np.asarray(self.store.read("coords/n_classes", ())).reshape(-1)[0])
         return int(self.store.read("fields/y").max()) + 1
 
-    def _set_items(self, lengths: np.ndarray, per_step: bool, y: np.ndarray, window: int, window_stride: int,
-                   max_len: int | None, T: int) -> None:
+    def _set_items(
+        self,
+        lengths: np.ndarray,
+        per_step: bool,
+        y: np.ndarray,
+        window: int,
+        window_stride: int,
+        max_len: int | None,
+        T: int,
+    ) -> None:
         """``self.items``: ``(sequence, window end)`` pairs (``-1``: the whole sequence), and the item length."""
         path = self.store.path
         self.window = window
@@ -98,8 +122,10 @@ class SequenceDataset(Dataset):
             self.per_step = per_step
             return
         if not per_step:
-            raise DataError(f"dataset file {path}: data.window needs per-step targets (fields/y of shape "
-                            f"(N, T, ...)), got fields/y of shape {y.shape}")
+            raise DataError(
+                f"dataset file {path}: data.window needs per-step targets (fields/y of shape "
+                f"(N, T, ...)), got fields/y of shape {y.shape}"
+            )
         self.items = [(i, e) for i, n in enumerate(lengths) for e in range(window - 1, int(n), window_stride)]
         if not self.items:
             raise DataError(f"dataset file {path}: no sequence has {window} valid steps for data.window")
@@ -151,8 +177,10 @@ class SequenceDataset(Dataset):
         used = np.unique(y[step_mask] if step_mask is not None else y)
         unknown = [own[k] for k in used if 0 <= k < len(own) and own[k] in unknown]
         if unknown:
-            raise DataError(f"dataset file {self.store.path} holds class {unknown[0]!r}, which the training data does "
-                            f"not have (its classes: {', '.join(training)})")
+            raise DataError(
+                f"dataset file {self.store.path} holds class {unknown[0]!r}, which the training data does "
+                f"not have (its classes: {', '.join(training)})"
+            )
         lookup = np.asarray([training.index(c) if c in training else -1 for c in own], dtype=np.int64)
         return lookup[np.clip(y, 0, len(own) - 1)]
 
@@ -168,13 +196,15 @@ class SequenceDataset(Dataset):
 def _check_options(store: StoredDataset, missing: str, drop_steps) -> None:
     for key in ("fields/x", "fields/t", "fields/mask", "fields/y"):
         if key not in store.shapes:
-            raise DataError(f"dataset file {store.path} is not a sequence dataset: it lacks {key!r} "
-                            f"(it has {sorted(store.shapes)})")
+            raise DataError(
+                f"dataset file {store.path} is not a sequence dataset: it lacks {key!r} (it has {sorted(store.shapes)})"
+            )
     if missing not in MISSING:
         raise ConfigError(f"data.missing must be one of {', '.join(MISSING)}, got {missing!r}")
     if isinstance(drop_steps, bool) or not isinstance(drop_steps, (int, float)) or not 0 <= drop_steps < 1:
-        raise ConfigError(f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got "
-                          f"{drop_steps!r}")
+        raise ConfigError(
+            f"data.drop_steps is the fraction of each sequence's steps dropped, in [0, 1); got {drop_steps!r}"
+        )
 
 
 def _read_split(store: StoredDataset, ids: np.ndarray):
@@ -186,8 +216,9 @@ def _read_split(store: StoredDataset, ids: np.ndarray):
     check_sequence_arrays({"fields/x": x, "fields/t": t, "fields/mask": m, "fields/y": y}, str(store.path))
     obs = read("fields/observed").astype(bool) if "fields/observed" in store.shapes else None
     if obs is not None and obs.shape != x.shape:
-        raise DataError(f"dataset file {store.path}: fields/observed {obs.shape} must have the shape of fields/x "
-                        f"{x.shape}")
+        raise DataError(
+            f"dataset file {store.path}: fields/observed {obs.shape} must have the shape of fields/x {x.shape}"
+        )
     m = m.astype(bool)
     values = x if obs is None else np.where(obs, x, 0.0)
     if not np.isfinite(values[m]).all() or not np.isfinite(t[m]).all():

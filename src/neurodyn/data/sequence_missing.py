@@ -17,6 +17,7 @@ random (the rest keep their timestamps), a fixed draw per sequence from (``drop_
 the sample index), so the train, validation and test splits and every re-run see the same sequences. The kept steps
 move to the front of each row (:func:`compact_steps`): the mask stays a prefix, as every model reads it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -31,8 +32,15 @@ if TYPE_CHECKING:
 MISSING = ("ffill", "mean", "drop")
 
 
-def kept_steps(store: StoredDataset, ids: np.ndarray, m: np.ndarray, obs: np.ndarray | None, missing: str,
-                drop_steps: float, drop_seed: int) -> np.ndarray:
+def kept_steps(
+    store: StoredDataset,
+    ids: np.ndarray,
+    m: np.ndarray,
+    obs: np.ndarray | None,
+    missing: str,
+    drop_steps: float,
+    drop_seed: int,
+) -> np.ndarray:
     """The steps kept ``(N, T)`` bool: the mask, less the steps with a missing channel (``missing=drop``) and the
     ``drop_steps`` fraction drawn at random."""
     keep = m.copy()
@@ -40,9 +48,11 @@ def kept_steps(store: StoredDataset, ids: np.ndarray, m: np.ndarray, obs: np.nda
         keep &= obs.all(-1)
         emptied = m.any(1) & ~keep.any(1)
         if emptied.any():
-            raise DataError(f"dataset file {store.path}: sequence {int(ids[np.argmax(emptied)])} has no step "
-                            "at which every channel is observed, so data.missing=drop leaves nothing of it; use "
-                            "data.missing=ffill or mean")
+            raise DataError(
+                f"dataset file {store.path}: sequence {int(ids[np.argmax(emptied)])} has no step "
+                "at which every channel is observed, so data.missing=drop leaves nothing of it; use "
+                "data.missing=ffill or mean"
+            )
     if drop_steps:
         keep = _drop_at_random(keep, drop_steps, drop_seed, _file_salt(store), ids)
     return keep
@@ -85,8 +95,9 @@ def _drop_at_random(keep: np.ndarray, fraction: float, seed: int, salt: int, ids
     return out
 
 
-def compact_steps(keep: np.ndarray, x: np.ndarray, t: np.ndarray, step_y: np.ndarray | None, obs: np.ndarray | None,
-             y: np.ndarray):
+def compact_steps(
+    keep: np.ndarray, x: np.ndarray, t: np.ndarray, step_y: np.ndarray | None, obs: np.ndarray | None, y: np.ndarray
+):
     """The kept steps of every sequence moved to the front (in order, with their timestamps), the rest padding:
     the mask stays a prefix, as every model reads it. Per-step targets (``step_y``) and ``obs`` move with them."""
     n, T = keep.shape
@@ -106,8 +117,9 @@ def compact_steps(keep: np.ndarray, x: np.ndarray, t: np.ndarray, step_y: np.nda
     return x2, t2, m2, y2, obs2
 
 
-def prepare_raw_inputs(x: np.ndarray, mask: np.ndarray, missing: str = "ffill",
-                       observed_channels: bool = False) -> np.ndarray:
+def prepare_raw_inputs(
+    x: np.ndarray, mask: np.ndarray, missing: str = "ffill", observed_channels: bool = False
+) -> np.ndarray:
     """Raw inputs ``x (N, T, C)`` with NaN for a missing value, as a run trained with ``data.missing`` and
     ``data.observed_channels`` saw them: filled (``ffill``; ``mean`` and ``drop`` leave NaN, which the task encodes
     as the training mean: one prediction cannot drop steps) and with the ``C`` observed indicators appended when the
@@ -129,8 +141,8 @@ def fill_missing(x: np.ndarray, obs: np.ndarray, m: np.ndarray, missing: str) ->
         return np.where(obs, x, np.nan).astype(np.float32)
     T = x.shape[1]
     steps = np.arange(T)[None, :, None]
-    last = np.maximum.accumulate(np.where(obs, steps, -1), axis=1)        # last observed step at or before each
-    first = np.argmax(obs, axis=1)[:, None, :]                             # first observed step (N, 1, C)
+    last = np.maximum.accumulate(np.where(obs, steps, -1), axis=1)  # last observed step at or before each
+    first = np.argmax(obs, axis=1)[:, None, :]  # first observed step (N, 1, C)
     src = np.where(last >= 0, last, first)
     filled = np.take_along_axis(x, np.broadcast_to(src, x.shape), axis=1)
     seen = obs.any(axis=1, keepdims=True)

@@ -23,6 +23,7 @@ T steps"). The fitted baselines whose published protocol reads the raw series (`
 ``minirocket/sequence``, ``multirocket/sequence``, ``hydra/sequence``) set ``max_steps: 0`` in their presets: they
 pool only when asked explicitly.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,14 +42,18 @@ def pool_factor(max_steps: Any, t_max: int, per_step: bool) -> int:
     if max_steps is None or max_steps == "auto":
         limit = None if max_steps is None or per_step else AUTO_MAX_STEPS
     elif isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 0:
-        raise ConfigError(f"data.max_steps must be 'auto', 0 (never pool) or a whole number >= 1 (the most time "
-                          f"steps a sequence keeps; longer ones are average-pooled in time); got {max_steps!r}")
+        raise ConfigError(
+            f"data.max_steps must be 'auto', 0 (never pool) or a whole number >= 1 (the most time "
+            f"steps a sequence keeps; longer ones are average-pooled in time); got {max_steps!r}"
+        )
     else:
         limit = int(max_steps) or None
         if limit and per_step:
-            raise ConfigError(f"data.max_steps={limit}: this data has per-step targets, which pooling steps together "
-                              "would misalign; set data.max_steps=0 (or auto, which never pools them), or use "
-                              "data.window to cut long sequences")
+            raise ConfigError(
+                f"data.max_steps={limit}: this data has per-step targets, which pooling steps together "
+                "would misalign; set data.max_steps=0 (or auto, which never pools them), or use "
+                "data.window to cut long sequences"
+            )
     if not limit or t_max <= limit:
         return 1
     return -(-int(t_max) // limit)

@@ -27,6 +27,7 @@ index order), ``dt`` (time between steps where a file gives no timestamps). A ge
 Reading the store: :mod:`neurodyn.data.sequence_dataset` (``SequenceDataset``), with its missing values
 (:mod:`neurodyn.data.sequence_missing`) and time pooling (:mod:`neurodyn.data.sequence_pooling`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from .public_dataset import ArraySource, PublicDataset
 from .store import check_in_range
+
 
 def pad_sequences(seqs: Sequence[np.ndarray], length: int, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Stack ragged ``(T_i, ...)`` arrays into ``(N, length, ...)`` (cut if longer) and a ``(N, length)`` uint8 mask."""
@@ -74,7 +76,7 @@ def take_sequences(data, ids: np.ndarray, length: int) -> dict[str, np.ndarray]:
         pad = np.zeros((len(ids), length, *a.shape[2:]), dtype=a.dtype)
         pad[:, :n] = a[:, :n]
         if key == "fields/t" and length > n:
-            pad[:, n:] = a[:, n - 1:n]
+            pad[:, n:] = a[:, n - 1 : n]
         out[key] = pad
     out.update({k: v for k, v in part.items() if k.startswith("params/")})
     return out
@@ -92,14 +94,13 @@ def check_sequence_arrays(arrays: dict[str, np.ndarray], where: str) -> None:
         raise DataError(f"{where}: fields/t {t.shape} and fields/mask {m.shape} must both be (N, T) = {x.shape[:2]}")
 
 
-
 # --------------------------------------------------------------------------------------------------
 # Writing: a reader's ragged cases -> the padded store arrays (every sequence reader ends here)
 # --------------------------------------------------------------------------------------------------
 
 COMMON_OPTIONS = {"max_samples": 0, "classes": None, "dt": 1.0}
 """Options every sequence reader takes (module doc of :mod:`neurodyn.data.formats.ts` and its siblings)."""
-TIME_PRECISION = 2.0 ** 23  # float32 keeps steps of 1 only below this: larger timestamps are shifted per sequence
+TIME_PRECISION = 2.0**23  # float32 keeps steps of 1 only below this: larger timestamps are shifted per sequence
 
 
 def sequence_options(reader: str, defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -107,8 +108,9 @@ def sequence_options(reader: str, defaults: dict[str, Any], given: dict[str, Any
     or a bad ``max_samples`` / ``dt`` / ``classes`` / ``per_step`` is one ConfigError."""
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ConfigError(f"reader {reader!r} has no option(s) {', '.join(unknown)}; its options are: "
-                          f"{', '.join(sorted(defaults))}")
+        raise ConfigError(
+            f"reader {reader!r} has no option(s) {', '.join(unknown)}; its options are: {', '.join(sorted(defaults))}"
+        )
     opts = {**defaults, **given}
     m = opts["max_samples"]
     if isinstance(m, bool) or not isinstance(m, int) or m < 0:
@@ -119,8 +121,9 @@ def sequence_options(reader: str, defaults: dict[str, Any], given: dict[str, Any
     opts["dt"] = float(dt)
     if opts["classes"] is not None:
         if isinstance(opts["classes"], str) or not isinstance(opts["classes"], (list, tuple)) or not opts["classes"]:
-            raise ConfigError(f"option classes must be a list of class names, e.g. classes=[walk, run], got "
-                              f"{opts['classes']!r}")
+            raise ConfigError(
+                f"option classes must be a list of class names, e.g. classes=[walk, run], got {opts['classes']!r}"
+            )
         opts["classes"] = [str(c) for c in opts["classes"]]
         if len(set(opts["classes"])) != len(opts["classes"]):
             raise ConfigError(f"option classes lists a name twice: {opts['classes']}")
@@ -151,8 +154,10 @@ def label_index(label: str, classes: list[str], where: str, what: str) -> int:
     try:
         return classes.index(label)
     except ValueError:
-        raise DataError(f"{where}: {what} {label!r} is not one of the classes ({', '.join(classes)}); name every "
-                        "class with the option classes=[...]") from None
+        raise DataError(
+            f"{where}: {what} {label!r} is not one of the classes ({', '.join(classes)}); name every "
+            "class with the option classes=[...]"
+        ) from None
 
 
 @dataclass
@@ -181,8 +186,10 @@ def _clean_case(x, t, y, where: str, per_step: bool) -> tuple[np.ndarray, np.nda
     x, t = x[rows], t[rows]
     if np.any(np.diff(t) < 0):
         j = int(np.argmax(np.diff(t) < 0)) + 1
-        raise DataError(f"{where} has timestamps that decrease at step {j + 1} ({t[j - 1]:g} then {t[j]:g}); "
-                        "expected them in time order")
+        raise DataError(
+            f"{where} has timestamps that decrease at step {j + 1} ({t[j - 1]:g} then {t[j]:g}); "
+            "expected them in time order"
+        )
     shifted = bool(np.abs(t).max() >= TIME_PRECISION)
     return x, (t - t[0] if shifted else t), (np.asarray(y)[rows] if per_step else y), shifted
 
@@ -193,8 +200,13 @@ def _pad_cases(xs: list[np.ndarray], ts: list[np.ndarray]) -> dict[str, np.ndarr
     n, c = len(xs), xs[0].shape[1]
     lengths = np.asarray([len(x) for x in xs], dtype=np.int64)
     T = int(lengths.max())
-    out = {"x": np.zeros((n, T, c), dtype=np.float32), "observed": np.zeros((n, T, c), dtype=np.uint8),
-           "t": np.zeros((n, T), dtype=np.float32), "mask": np.zeros((n, T), dtype=np.uint8), "lengths": lengths}
+    out = {
+        "x": np.zeros((n, T, c), dtype=np.float32),
+        "observed": np.zeros((n, T, c), dtype=np.uint8),
+        "t": np.zeros((n, T), dtype=np.float32),
+        "mask": np.zeros((n, T), dtype=np.uint8),
+        "lengths": lengths,
+    }
     for i, (xi, ti) in enumerate(zip(xs, ts)):
         L, ok = len(xi), np.isfinite(xi)
         out["x"][i, :L] = np.where(ok, xi, 0.0)
@@ -210,42 +222,84 @@ def _pad_targets(ys: list[Any], task: str, per_step: bool, T: int) -> np.ndarray
         return np.asarray(ys, dtype=dtype)
     y = np.zeros((len(ys), T, *np.shape(ys[0])[1:]), dtype=dtype)
     for i, yi in enumerate(ys):
-        y[i, :len(yi)] = yi
+        y[i, : len(yi)] = yi
     return y
 
 
-def build_sequences(path: Path, fmt: str, cases: Cases, *, task: str, classes: list[str] | None, per_step: bool,
-                    channels: list[str], options: dict[str, Any], info: dict[str, Any],
-                    params: dict[str, np.ndarray] | None = None, files: list[Path] | None = None):
+def build_sequences(
+    path: Path,
+    fmt: str,
+    cases: Cases,
+    *,
+    task: str,
+    classes: list[str] | None,
+    per_step: bool,
+    channels: list[str],
+    options: dict[str, Any],
+    info: dict[str, Any],
+    params: dict[str, np.ndarray] | None = None,
+    files: list[Path] | None = None,
+):
     """``cases`` as a :class:`~neurodyn.data.public_dataset.PublicDataset` in the store layout of the module doc:
     ``fields/x, t, mask, y`` (``observed`` when a value is missing inside a sequence), ``params/length`` (and
     ``params``, one value per case), ``coords/n_classes`` and ``info.classes`` for classes."""
     n = options.get("max_samples") or len(cases.xs)
-    cleaned = [_clean_case(x, t, y, w, per_step) for x, t, y, w in
-               zip(cases.xs[:n], cases.ts[:n], cases.ys[:n], cases.where[:n])]
+    cleaned = [
+        _clean_case(x, t, y, w, per_step)
+        for x, t, y, w in zip(cases.xs[:n], cases.ts[:n], cases.ys[:n], cases.where[:n])
+    ]
     xs, ts, ys, shifted = (list(v) for v in zip(*cleaned))
     arrays = _pad_cases(xs, ts)
     arrays["y"] = _pad_targets(ys, task, per_step, arrays["x"].shape[1])
     missing = int(((arrays["observed"] == 0) & (arrays["mask"][..., None] == 1)).sum())
     names = ("x", "t", "mask", "y") + (("observed",) if missing else ())
-    fields = {k: ArraySource(tuple(arrays[k].shape), f"{path}: {k}", lambda lo, hi, a=arrays[k]: a[lo:hi],
-                             dtype=arrays[k].dtype) for k in names}
+    fields = {
+        k: ArraySource(
+            tuple(arrays[k].shape), f"{path}: {k}", lambda lo, hi, a=arrays[k]: a[lo:hi], dtype=arrays[k].dtype
+        )
+        for k in names
+    }
     spacing = [np.diff(ti) for ti in ts if len(ti) > 1]
     lengths = arrays["lengths"]
-    info = {**info, "task": task, "per_step": per_step, "channels": channels, "n_sequences": len(xs),
-            "steps": [int(lengths.min()), int(lengths.max())], "missing_values": missing,
-            "irregular": bool(spacing) and not all(np.allclose(d, spacing[0][0]) for d in spacing)}
+    info = {
+        **info,
+        "task": task,
+        "per_step": per_step,
+        "channels": channels,
+        "n_sequences": len(xs),
+        "steps": [int(lengths.min()), int(lengths.max())],
+        "missing_values": missing,
+        "irregular": bool(spacing) and not all(np.allclose(d, spacing[0][0]) for d in spacing),
+    }
     if classes is not None:
         info["classes"] = list(classes)
     if any(shifted):
         info["time_shifted"] = "timestamps beyond 2^23 are stored from each sequence's first one (float32)"
     extra = {k: np.asarray(v)[:n] for k, v in (params or {}).items()}
-    return PublicDataset(format=fmt, kind=task, path=path, files=files or [path], fields=fields,
-                         params={"length": lengths.astype(np.float32), **extra},
-                         coords={"n_classes": np.asarray(len(classes))} if classes is not None else {},
-                         inputs=("x", "t", "mask") + (("observed",) if missing else ()), targets=("y",), info=info,
-                         options={k: list(v) if isinstance(v, tuple) else v for k, v in options.items()})
+    return PublicDataset(
+        format=fmt,
+        kind=task,
+        path=path,
+        files=files or [path],
+        fields=fields,
+        params={"length": lengths.astype(np.float32), **extra},
+        coords={"n_classes": np.asarray(len(classes))} if classes is not None else {},
+        inputs=("x", "t", "mask") + (("observed",) if missing else ()),
+        targets=("y",),
+        info=info,
+        options={k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
+    )
 
 
-__all__ = ["COMMON_OPTIONS", "TIME_PRECISION", "Cases", "build_sequences", "check_sequence_arrays", "class_list",
-           "label_index", "pad_sequences", "sequence_options", "take_sequences"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "TIME_PRECISION",
+    "Cases",
+    "build_sequences",
+    "check_sequence_arrays",
+    "class_list",
+    "label_index",
+    "pad_sequences",
+    "sequence_options",
+    "take_sequences",
+]

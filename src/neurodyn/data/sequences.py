@@ -14,14 +14,41 @@ by what they do (each with its part of the story in its module doc):
 
 They sit below the readers of :mod:`neurodyn.data.formats` (which import them) and import nothing from them.
 """
+
 from __future__ import annotations
 
 from .sequence_dataset import SequenceDataset, store_classes
 from .sequence_missing import MISSING, prepare_raw_inputs
 from .sequence_pooling import AUTO_MAX_STEPS, pool_factor, pool_in_time
-from .sequence_store import (COMMON_OPTIONS, TIME_PRECISION, Cases, build_sequences, check_sequence_arrays, class_list,
-                             label_index, pad_sequences, sequence_options, take_sequences)
+from .sequence_store import (
+    COMMON_OPTIONS,
+    TIME_PRECISION,
+    Cases,
+    build_sequences,
+    check_sequence_arrays,
+    class_list,
+    label_index,
+    pad_sequences,
+    sequence_options,
+    take_sequences,
+)
 
-__all__ = ["AUTO_MAX_STEPS", "COMMON_OPTIONS", "MISSING", "TIME_PRECISION", "Cases", "SequenceDataset",
-           "build_sequences", "check_sequence_arrays", "class_list", "label_index", "pad_sequences", "pool_factor",
-           "pool_in_time", "prepare_raw_inputs", "sequence_options", "store_classes", "take_sequences"]
+__all__ = [
+    "AUTO_MAX_STEPS",
+    "COMMON_OPTIONS",
+    "MISSING",
+    "TIME_PRECISION",
+    "Cases",
+    "SequenceDataset",
+    "build_sequences",
+    "check_sequence_arrays",
+    "class_list",
+    "label_index",
+    "pad_sequences",
+    "pool_factor",
+    "pool_in_time",
+    "prepare_raw_inputs",
+    "sequence_options",
+    "store_classes",
+    "take_sequences",
+]

@@ -22,6 +22,7 @@ A full disk (ENOSPC / EDQUOT) while chunks are written or the file is assembled 
 :class:`DiskFullError` naming the folder and the chunks kept (generation resumes from them); assembly first
 checks the free space against the bytes the file needs.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -172,6 +173,7 @@ def check_chunk_size(chunk_size: Any) -> None:
 # An existing file at the output path
 # --------------------------------------------------------------------------------------------------
 
+
 def check_existing_store(path: str | Path, meta: StoreMeta) -> None:
     """Accept an existing ``path`` only if it is a store of the dataset ``meta`` describes (same generator,
     version, config, seed and sample count); otherwise raise one DataError saying what is there instead."""
@@ -180,8 +182,10 @@ def check_existing_store(path: str | Path, meta: StoreMeta) -> None:
     difference = identity_difference(held, meta)
     if difference is not None:
         theirs, ours = difference
-        raise DataError(f"{path} already exists and holds {theirs}, but this call asks for {ours}; choose "
-                        "another --out or delete it")
+        raise DataError(
+            f"{path} already exists and holds {theirs}, but this call asks for {ours}; choose "
+            "another --out or delete it"
+        )
 
 
 def store_identity(path: str | Path) -> dict[str, Any]:
@@ -190,19 +194,24 @@ def store_identity(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     check_not_special(path, "--out")
     if path.is_dir():
-        raise DataError(f"{path} is a directory; expected an HDF5 store file (give a file name inside it, "
-                        f"e.g. {path / 'data.h5'})")
+        raise DataError(
+            f"{path} is a directory; expected an HDF5 store file (give a file name inside it, e.g. {path / 'data.h5'})"
+        )
     if not h5py.is_hdf5(path):
         raise DataError(f"{path} exists and is not an HDF5 store file; choose another --out or delete it")
     try:
         with h5py.File(path, "r") as f:
             attrs = {k: _attr(f.attrs[k]) for k in IDENTITY if k in f.attrs}
     except OSError as exc:
-        raise DataError(f"{path} exists and is not a readable HDF5 store file ({_first_line(exc)}); choose "
-                        "another --out or delete it") from None
+        raise DataError(
+            f"{path} exists and is not a readable HDF5 store file ({_first_line(exc)}); choose "
+            "another --out or delete it"
+        ) from None
     if len(attrs) < len(IDENTITY):
-        raise DataError(f"{path} exists and is an HDF5 file but not a neurodyn store (it lacks "
-                        f"{', '.join(k for k in IDENTITY if k not in attrs)}); choose another --out or delete it")
+        raise DataError(
+            f"{path} exists and is an HDF5 file but not a neurodyn store (it lacks "
+            f"{', '.join(k for k in IDENTITY if k not in attrs)}); choose another --out or delete it"
+        )
     return attrs
 
 
@@ -215,8 +224,11 @@ def identity_difference(held: Mapping[str, Any], meta: StoreMeta) -> tuple[str, 
     if not differs:
         return None
     # another generator's options are another set of names: listing them says nothing the generator does not
-    config_keys = (_config_differences(str(held["config"]), str(wanted["config"]))
-                   if "config" in differs and "generator" not in differs else [])
+    config_keys = (
+        _config_differences(str(held["config"]), str(wanted["config"]))
+        if "config" in differs and "generator" not in differs
+        else []
+    )
     return (_describe(held, differs, config_keys, whole=True), _describe(wanted, differs, config_keys, whole=False))
 
 
@@ -238,11 +250,10 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
 
 
 def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _describe(ident: Mapping[str, Any], differs: set[str], config_keys: list[tuple[str, str, str]],
-              whole: bool) -> str:
+def _describe(ident: Mapping[str, Any], differs: set[str], config_keys: list[tuple[str, str, str]], whole: bool) -> str:
     """``darcy (resolution=8) seed 0 with 100 samples``: the file's side (``whole``) names its generator,
     seed and count; the call's side only what differs."""
     side = 1 if whole else 2
@@ -267,8 +278,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress,
-                  on_chunk, what: str) -> Path | None:
+def _write_chunks(
+    path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shard: tuple[int, int], progress, on_chunk, what: str
+) -> Path | None:
     """The body of :func:`write_store` under its lock."""
     i_shard, n_shards = shard
     partial = partial_folder(path)
@@ -283,8 +295,12 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
     if not mine and any(not _chunk_path(partial, k).exists() for k in range(n_chunks)):
         return None  # this shard's chunks are made, other shards' are not: nothing to do yet
     if mine:
-        stage = Stage(what + (f" ({kept} of {n_chunks} chunks kept from an earlier run)" if kept else ""),
-                      sum(sizes.values()), "sample", progress)
+        stage = Stage(
+            what + (f" ({kept} of {n_chunks} chunks kept from an earlier run)" if kept else ""),
+            sum(sizes.values()),
+            "sample",
+            progress,
+        )
     else:  # every chunk of this shard exists: what is left is the assembly
         stage = Stage(f"assembling {path.name} from {n_chunks} chunks", n_chunks, "chunk", progress)
     with stage:  # one stage: the chunks made and the file assembled from them
@@ -311,6 +327,7 @@ def _write_chunks(path: Path, meta: StoreMeta, make_chunk: ChunkFn, coords, shar
 # A full disk
 # --------------------------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _disk_full_as_data_error(path: Path, partial: Path, doing: str):
     """Turn a disk-full failure inside the block into one :class:`DiskFullError` (other errors pass through)."""
@@ -323,19 +340,24 @@ def _disk_full_as_data_error(path: Path, partial: Path, doing: str):
         if code is None:
             raise
         if code == errno.EFBIG:
-            raise DiskFullError(f"{no_room(code, path.parent)} while {doing}; {_kept(partial, 'raising the limit')}"
-                                ) from None
+            raise DiskFullError(
+                f"{no_room(code, path.parent)} while {doing}; {_kept(partial, 'raising the limit')}"
+            ) from None
         reason = "no space left on device" if code == errno.ENOSPC else "the user's disk quota is used up"
-        raise DiskFullError(f"the disk holding {path.parent} (mounted at {_mount_point(path.parent)}) is full "
-                            f"({reason}) while {doing}; {_kept(partial)}") from None
+        raise DiskFullError(
+            f"the disk holding {path.parent} (mounted at {_mount_point(path.parent)}) is full "
+            f"({reason}) while {doing}; {_kept(partial)}"
+        ) from None
 
 
 def _kept(partial: Path, after: str = "freeing space") -> str:
     """What survives a failure for lack of room: the finished chunks, and how to resume from them (``after``: what
     makes room)."""
     n = len(list(partial.glob("chunk_*.npz"))) if partial.is_dir() else 0
-    return (f"the {n} finished chunk file(s) in {partial} were kept, and running the same command again after "
-            f"{after} resumes from them")
+    return (
+        f"the {n} finished chunk file(s) in {partial} were kept, and running the same command again after "
+        f"{after} resumes from them"
+    )
 
 
 def _mount_point(folder: Path) -> Path:
@@ -358,8 +380,10 @@ def _check_free_space(path: Path, partial: Path, n_chunks: int, coords: Mapping[
     except OSError:  # no way to ask: let the write itself find out
         return
     if free < needed:
-        raise DiskFullError(f"not enough free space in {path.parent} to assemble {path.name}: it needs about "
-                            f"{_size(needed)} and {_size(free)} are free; {_kept(partial)}")
+        raise DiskFullError(
+            f"not enough free space in {path.parent} to assemble {path.name}: it needs about "
+            f"{_size(needed)} and {_size(free)} are free; {_kept(partial)}"
+        )
 
 
 def _size(n: int) -> str:
@@ -389,7 +413,7 @@ class _SkipWriteWhenFull:
         if self.error is None:
             try:
                 while len(view):
-                    view = view[self.raw.write(view):]
+                    view = view[self.raw.write(view) :]
                 return size
             except OSError as exc:
                 if exc.errno not in DISK_FULL:
@@ -427,8 +451,10 @@ def _ensure_writable(folder: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
             pass
     except OSError as exc:
-        raise DataError(f"cannot write to folder {folder}: {exc.strerror or exc}; choose a writable "
-                        "location (e.g. set $NEURODYN_DATA or pass --out)") from None
+        raise DataError(
+            f"cannot write to folder {folder}: {exc.strerror or exc}; choose a writable "
+            "location (e.g. set $NEURODYN_DATA or pass --out)"
+        ) from None
 
 
 def _check_or_write_partial_meta(partial: Path, meta: StoreMeta) -> None:
@@ -437,8 +463,10 @@ def _check_or_write_partial_meta(partial: Path, meta: StoreMeta) -> None:
     if meta_file.exists():
         theirs = meta_file.read_text()
         if theirs != mine:
-            raise DataError(f"{partial} holds chunks of a different generation (config, seed or version "
-                            "differ); delete that folder to start again")
+            raise DataError(
+                f"{partial} holds chunks of a different generation (config, seed or version "
+                "differ); delete that folder to start again"
+            )
         return
     tmp = meta_file.with_name(f".meta.{os.getpid()}.tmp")
     try:
@@ -452,17 +480,21 @@ def _check_chunk(arrays: Mapping[str, np.ndarray], ids: np.ndarray, meta: StoreM
     for key, arr in arrays.items():
         group = key.split("/", 1)[0]
         if group not in ("fields", "params") or "/" not in key:
-            raise DataError(f"generator {meta.generator} returned key {key!r}; expected 'fields/<name>' "
-                            "or 'params/<name>'")
+            raise DataError(
+                f"generator {meta.generator} returned key {key!r}; expected 'fields/<name>' or 'params/<name>'"
+            )
         if arr.shape[0] != len(ids):
-            raise DataError(f"generator {meta.generator} returned {key} with {arr.shape[0]} samples for a "
-                            f"chunk of {len(ids)}")
+            raise DataError(
+                f"generator {meta.generator} returned {key} with {arr.shape[0]} samples for a chunk of {len(ids)}"
+            )
         if np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.complexfloating):
             bad = ~np.isfinite(arr.reshape(len(ids), -1)).all(axis=1)
             if bad.any():
                 idx = int(ids[np.argmax(bad)])
-                raise DataError(f"generator {meta.generator} produced NaN or Inf in {key} for sample {idx} "
-                                f"(seed {meta.seed}); nothing was written for that chunk ({partial})")
+                raise DataError(
+                    f"generator {meta.generator} produced NaN or Inf in {key} for sample {idx} "
+                    f"(seed {meta.seed}); nothing was written for that chunk ({partial})"
+                )
 
 
 def _atomic_npz(target: Path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -485,12 +517,19 @@ def _read_chunk(p: Path) -> dict[str, np.ndarray]:
             return {k.replace("__", "/"): z[k] for k in z.files}
     except Exception as exc:  # a chunk damaged outside our atomic writes
         p.unlink(missing_ok=True)
-        raise DataError(f"chunk file {p} is unreadable ({exc}); it was removed, run generate again to "
-                        "remake it") from None
+        raise DataError(
+            f"chunk file {p} is unreadable ({exc}); it was removed, run generate again to remake it"
+        ) from None
 
 
-def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords: Mapping[str, np.ndarray],
-              chunk_done: Callable[[int], None] = lambda n: None) -> None:
+def _assemble(
+    path: Path,
+    partial: Path,
+    meta: StoreMeta,
+    n_chunks: int,
+    coords: Mapping[str, np.ndarray],
+    chunk_done: Callable[[int], None] = lambda n: None,
+) -> None:
     """Write the HDF5 file from the chunks under a temporary name in ``path``'s folder, fsync it and rename it
     into place; the temporary file is removed on any failure. A full disk raises its OSError (ENOSPC) once
     HDF5 has closed the file (see :class:`_SkipWriteWhenFull`), so nothing half-written is left at ``path``."""
@@ -515,23 +554,34 @@ def _assemble(path: Path, partial: Path, meta: StoreMeta, n_chunks: int, coords:
         tmp.unlink(missing_ok=True)
 
 
-def _write_arrays(f: h5py.File, partial: Path, meta: StoreMeta, n_chunks: int,
-                  coords: Mapping[str, np.ndarray], chunk_done: Callable[[int], None] = lambda n: None) -> None:
+def _write_arrays(
+    f: h5py.File,
+    partial: Path,
+    meta: StoreMeta,
+    n_chunks: int,
+    coords: Mapping[str, np.ndarray],
+    chunk_done: Callable[[int], None] = lambda n: None,
+) -> None:
     """Every chunk's arrays into ``/fields`` and ``/params`` (one HDF5 chunk per sample), and ``/coords``;
     ``chunk_done(1)`` after each chunk."""
     first = _read_chunk(_chunk_path(partial, 0))
     dsets = {}
     for key in sorted(first):
         arr = first[key]
-        dsets[key] = f.create_dataset(key, shape=(meta.n_samples, *arr.shape[1:]), dtype=arr.dtype,
-                                      chunks=(1, *arr.shape[1:]) if arr.ndim > 1 else None, track_times=False)
+        dsets[key] = f.create_dataset(
+            key,
+            shape=(meta.n_samples, *arr.shape[1:]),
+            dtype=arr.dtype,
+            chunks=(1, *arr.shape[1:]) if arr.ndim > 1 else None,
+            track_times=False,
+        )
     for k in range(n_chunks):
         chunk = first if k == 0 else _read_chunk(_chunk_path(partial, k))
         if sorted(chunk) != sorted(first):
             raise DataError(f"chunk {k} in {partial} has keys {sorted(chunk)}, expected {sorted(first)}")
         lo = k * meta.chunk_size
         for key, arr in chunk.items():
-            dsets[key][lo:lo + arr.shape[0]] = arr
+            dsets[key][lo : lo + arr.shape[0]] = arr
         chunk_done(1)
     for name, arr in sorted(coords.items()):
         f.create_dataset(f"coords/{name}", data=np.asarray(arr), track_times=False)
@@ -551,6 +601,7 @@ def _write_checksums(f: h5py.File, meta: StoreMeta) -> None:
 # Checksums and reading
 # --------------------------------------------------------------------------------------------------
 
+
 def _all_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
     """The arrays of a store's groups by ``group/name``; one DataError for an entry that is a link (external or
     soft: a store holds its arrays itself, and a link may lead nowhere) or not an array."""
@@ -561,16 +612,22 @@ def _all_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
             for name in group:
                 link = group.get(name, getlink=True)
                 if isinstance(link, h5py.ExternalLink):
-                    raise DataError(f"dataset file {f.filename}: {g}/{name} is an external link to "
-                                    f"{link.filename}:{link.path}; a store file holds its arrays itself (write the "
-                                    "array into the file, or convert the source again)")
+                    raise DataError(
+                        f"dataset file {f.filename}: {g}/{name} is an external link to "
+                        f"{link.filename}:{link.path}; a store file holds its arrays itself (write the "
+                        "array into the file, or convert the source again)"
+                    )
                 if isinstance(link, h5py.SoftLink):
-                    raise DataError(f"dataset file {f.filename}: {g}/{name} is a soft link to {link.path}; a store "
-                                    "file holds its arrays itself (write the array into the file)")
+                    raise DataError(
+                        f"dataset file {f.filename}: {g}/{name} is a soft link to {link.path}; a store "
+                        "file holds its arrays itself (write the array into the file)"
+                    )
                 ds = group.get(name)
                 if not isinstance(ds, h5py.Dataset):
-                    raise DataError(f"dataset file {f.filename}: {g}/{name} is not an array; a store file holds "
-                                    "arrays under fields/ (convert public files with `neurodyn convert FILE`)")
+                    raise DataError(
+                        f"dataset file {f.filename}: {g}/{name} is not an array; a store file holds "
+                        "arrays under fields/ (convert public files with `neurodyn convert FILE`)"
+                    )
                 out[f"{g}/{name}"] = ds
     return out
 
@@ -582,7 +639,7 @@ def _dataset_digest(key: str, ds: h5py.Dataset, rows: int = 256) -> hashlib._Has
         h.update(np.ascontiguousarray(ds[()]).tobytes())
         return h
     for lo in range(0, ds.shape[0], rows):
-        h.update(np.ascontiguousarray(ds[lo:lo + rows]).tobytes())
+        h.update(np.ascontiguousarray(ds[lo : lo + rows]).tobytes())
     return h
 
 
@@ -606,11 +663,13 @@ class StoredDataset:
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
         if self.path.is_dir():
-            raise DataError(f"dataset file {self.path} is a directory; expected an HDF5 store file (made by "
-                            "neurodyn generate)")
+            raise DataError(
+                f"dataset file {self.path} is a directory; expected an HDF5 store file (made by neurodyn generate)"
+            )
         if not self.path.exists():
-            raise DataError(f"dataset file {self.path} does not exist; generate it with `neurodyn generate` "
-                            "or check the path")
+            raise DataError(
+                f"dataset file {self.path} does not exist; generate it with `neurodyn generate` or check the path"
+            )
         check_not_special(self.path, "dataset file")
         self._file: h5py.File | None = None
         self._pid: int | None = None
@@ -619,12 +678,15 @@ class StoredDataset:
                 self.attrs = {k: _attr(v) for k, v in f.attrs.items()}
                 self.shapes = {k: tuple(ds.shape) for k, ds in _all_datasets(f).items()}
                 self.dtypes = {k: ds.dtype for k, ds in _all_datasets(f).items()}
-                missing = [k for k in ("neurodyn_layout", "generator", "n_samples", "inputs", "targets")
-                           if k not in self.attrs]
+                missing = [
+                    k for k in ("neurodyn_layout", "generator", "n_samples", "inputs", "targets") if k not in self.attrs
+                ]
                 if missing:
-                    raise DataError(f"dataset file {self.path} lacks attribute(s) {', '.join(missing)}; it is "
-                                    "not a neurodyn store file (convert public files with "
-                                    "`neurodyn convert FILE`)")
+                    raise DataError(
+                        f"dataset file {self.path} lacks attribute(s) {', '.join(missing)}; it is "
+                        "not a neurodyn store file (convert public files with "
+                        "`neurodyn convert FILE`)"
+                    )
                 if verify:
                     self._verify(f)
         except OSError as exc:
@@ -636,21 +698,29 @@ class StoredDataset:
         for name in (*self.inputs, *self.targets):
             key = f"fields/{name}"
             if key not in self.shapes:
-                raise DataError(f"dataset file {self.path} lacks field {key!r} named in its inputs/targets; "
-                                f"it has {sorted(self.shapes)}")
+                raise DataError(
+                    f"dataset file {self.path} lacks field {key!r} named in its inputs/targets; "
+                    f"it has {sorted(self.shapes)}"
+                )
             if self.shapes[key][0] != self.n_samples:
-                raise DataError(f"dataset file {self.path}: {key} has {self.shapes[key][0]} samples, the file "
-                                f"says n_samples={self.n_samples}")
+                raise DataError(
+                    f"dataset file {self.path}: {key} has {self.shapes[key][0]} samples, the file "
+                    f"says n_samples={self.n_samples}"
+                )
 
     def _verify(self, f: h5py.File) -> None:
         for key, ds in sorted(_all_datasets(f).items()):
             want = ds.attrs.get("sha256")
             if want is None or _dataset_digest(key, ds).hexdigest() != _attr(want):
-                raise DataError(f"dataset file {self.path} is corrupt: checksum of {key} does not match; "
-                                "delete it and generate it again")
+                raise DataError(
+                    f"dataset file {self.path} is corrupt: checksum of {key} does not match; "
+                    "delete it and generate it again"
+                )
         if _attr(f.attrs.get("checksum", "")) != file_checksum(f):
-            raise DataError(f"dataset file {self.path} is corrupt: its checksum does not match its contents; "
-                            "delete it and generate it again")
+            raise DataError(
+                f"dataset file {self.path} is corrupt: its checksum does not match its contents; "
+                "delete it and generate it again"
+            )
 
     @property
     def file(self) -> h5py.File:
@@ -700,13 +770,19 @@ def check_in_range(arr: Any, dtype: np.dtype, label: str, offset: int | None = 0
     the value when a finite value of ``arr`` lies beyond what the store's float ``dtype`` holds (1e39 in float32
     would become Inf)."""
     arr = np.asarray(arr)
-    if arr.size == 0 or not np.issubdtype(dtype, np.floating) or not np.issubdtype(arr.dtype, np.floating) \
-            or np.finfo(arr.dtype).max <= np.finfo(dtype).max:
+    if (
+        arr.size == 0
+        or not np.issubdtype(dtype, np.floating)
+        or not np.issubdtype(arr.dtype, np.floating)
+        or np.finfo(arr.dtype).max <= np.finfo(dtype).max
+    ):
         return
     too_big = np.isfinite(arr) & (np.abs(arr) > np.finfo(dtype).max)
     if too_big.any():
         where = np.unravel_index(int(np.argmax(too_big)), arr.shape)
         sample = f" in sample {offset + int(where[0]) if arr.ndim else offset}" if offset is not None else ""
-        raise DataError(f"{label} holds {float(arr[where]):g}{sample}, beyond the range of {np.dtype(dtype).name} "
-                        f"(+-{float(np.finfo(dtype).max):.3g}) in which the store keeps values; rescale the data "
-                        "(e.g. another unit) and convert again")
+        raise DataError(
+            f"{label} holds {float(arr[where]):g}{sample}, beyond the range of {np.dtype(dtype).name} "
+            f"(+-{float(np.finfo(dtype).max):.3g}) in which the store keeps values; rescale the data "
+            "(e.g. another unit) and convert again"
+        )

@@ -8,6 +8,7 @@ holds ``description``, ``data`` and ``scales.<scale>.data`` only, and names no o
 stated in ``experiments/README.md`` (:data:`PRECEDENCE`); the ``defaults`` section is not part of the resolved
 config.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -66,11 +67,15 @@ def load_experiment(name: str, scale: str = "cpu", overrides: Sequence[str] = ()
         ds_data, ds_scale = read_dataset(dataset, scale, path)
         base.data = OmegaConf.merge(ds_data or {}, base.get("data") or {})
         at_scale.data = OmegaConf.merge(ds_scale or {}, at_scale.get("data") or {})
-    for where, data in (("data", base.get("data")), (f"scales.{scale}.data", at_scale.get("data")
-                                                    if isinstance(at_scale, DictConfig) else None)):
+    for where, data in (
+        ("data", base.get("data")),
+        (f"scales.{scale}.data", at_scale.get("data") if isinstance(at_scale, DictConfig) else None),
+    ):
         if isinstance(data, DictConfig) and "dataset" in data:
-            raise ConfigError(f"{path}: {where}.dataset is not a key; a preset names its dataset file in its defaults "
-                              f"section (defaults: [data: {data.dataset}])")
+            raise ConfigError(
+                f"{path}: {where}.dataset is not a key; a preset names its dataset file in its defaults "
+                f"section (defaults: [data: {data.dataset}])"
+            )
     merged = OmegaConf.merge(base, at_scale)
     merged = apply_overrides(merged, overrides)
     try:
@@ -102,12 +107,15 @@ def named_dataset(defaults, where: Path) -> str | None:
     items = list(defaults) if isinstance(defaults, ListConfig) else None
     if items is None or not all(isinstance(i, DictConfig) and len(i) == 1 for i in items):
         got = OmegaConf.to_container(defaults) if isinstance(defaults, (DictConfig, ListConfig)) else defaults
-        raise ConfigError(f"{where}: defaults is a list of one-key entries, e.g. 'defaults: [data: darcy]' (the "
-                          f"dataset file experiments/data/darcy.yaml); got {got!r}")
+        raise ConfigError(
+            f"{where}: defaults is a list of one-key entries, e.g. 'defaults: [data: darcy]' (the "
+            f"dataset file experiments/data/darcy.yaml); got {got!r}"
+        )
     kinds = [next(iter(i)) for i in items]
     if any(k != "data" for k in kinds) or len(kinds) != 1:
-        raise ConfigError(f"{where}: defaults names one dataset file, 'defaults: [data: <name>]'; got the entries "
-                          f"{kinds}")
+        raise ConfigError(
+            f"{where}: defaults names one dataset file, 'defaults: [data: <name>]'; got the entries {kinds}"
+        )
     name = items[0]["data"]
     if not isinstance(name, str) or name not in available_datasets():
         known = unknown_name("dataset", str(name), available_datasets())
@@ -121,13 +129,17 @@ def read_dataset(name: str, scale: str, named_by: Path):
     path = DATASET_DIR / f"{name}.yaml"
     ds = _read(path)
     if "defaults" in ds or isinstance(ds.get("data"), DictConfig) and "dataset" in ds.data:
-        raise ConfigError(f"dataset {path} (named by {named_by}) names another file; presets are one hop deep: a "
-                          "dataset file holds its data itself (description, data and scales.<scale>.data)")
+        raise ConfigError(
+            f"dataset {path} (named by {named_by}) names another file; presets are one hop deep: a "
+            "dataset file holds its data itself (description, data and scales.<scale>.data)"
+        )
     extra = [k for k in ds if k not in ("description", "data", "scales")]
     extra += [f"scales.{s}.{k}" for s, v in (ds.get("scales") or {}).items() for k in (v or {}) if k != "data"]
     if extra:
-        raise ConfigError(f"dataset {path} (named by {named_by}) holds {extra}; a dataset file holds only "
-                          "description, data and scales.<scale>.data")
+        raise ConfigError(
+            f"dataset {path} (named by {named_by}) holds {extra}; a dataset file holds only "
+            "description, data and scales.<scale>.data"
+        )
     return ds.get("data"), ((ds.get("scales") or {}).get(scale) or {}).get("data")
 
 
@@ -138,8 +150,10 @@ def apply_overrides(cfg, overrides: Sequence[str]):
             raise ConfigError(f"override {item!r} is not of the form key.path=value (e.g. model.width=64)")
         key = item.split("=", 1)[0]
         if key.strip().split(".")[0] == "defaults":
-            raise ConfigError(f"override {item!r}: the dataset a preset names (defaults) is read from the preset file "
-                              "only; override the data keys themselves (e.g. data.n_train=100)")
+            raise ConfigError(
+                f"override {item!r}: the dataset a preset names (defaults) is read from the preset file "
+                "only; override the data keys themselves (e.g. data.n_train=100)"
+            )
         if key.split(".")[0] not in SECTIONS:
             raise ConfigError(f"override {item!r} must start with one of data., model., train. or task")
         plain_value(item.split("=", 1)[1], f"override {item!r}")
@@ -147,8 +161,10 @@ def apply_overrides(cfg, overrides: Sequence[str]):
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
     except yaml.YAMLError as exc:  # e.g. a !!python tag: only plain YAML values are read
         bad = next((o for o in overrides if "!!" in o), list(overrides))
-        raise ConfigError(f"override {bad!r}: the value is not plain YAML "
-                          f"({' '.join(str(exc).splitlines()[0].split())}); give a number, a string, a list or a "
-                          "mapping") from None
+        raise ConfigError(
+            f"override {bad!r}: the value is not plain YAML "
+            f"({' '.join(str(exc).splitlines()[0].split())}); give a number, a string, a list or a "
+            "mapping"
+        ) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot apply overrides {list(overrides)}: {exc}") from None

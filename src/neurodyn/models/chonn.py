@@ -25,6 +25,7 @@ docs/papers/notes-chonn.md#chonn-models-paper-vs-code):
 * ``scan="auto"``: "bi" on sequences, "cross" on grids (the targets are non-causal).
 * ``chonn_unet`` puts the CKBs in the project's U-Net, not the paper's CNO-like backbone (isolates the CKBs).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,8 +43,18 @@ from .inputs import check_grid_input, check_input
 from .registry import register
 from .unet import UNet, UNetConfig
 
-__all__ = ["CKBOptions", "Chonn1DConfig", "Chonn1D", "ChonnUNetConfig", "ChonnUNet", "ChonnFNOConfig", "ChonnFNO",
-           "ChonnVisionConfig", "ChonnVision", "UNET_STAGES"]
+__all__ = [
+    "CKBOptions",
+    "Chonn1DConfig",
+    "Chonn1D",
+    "ChonnUNetConfig",
+    "ChonnUNet",
+    "ChonnFNOConfig",
+    "ChonnFNO",
+    "ChonnVisionConfig",
+    "ChonnVision",
+    "UNET_STAGES",
+]
 
 
 @dataclass
@@ -88,9 +99,17 @@ def _field_values(cls: type, cfg) -> dict:
 def _ckb(cfg: CKBOptions, d_model: int, order: int, dims: int, **extra) -> CascadedKirchhoffBlock:
     kw = _field_values(CKBOptions, cfg)
     ssm = kw.pop("ssm")
-    kw.update(d_state=ssm.d_state, expand=ssm.expand, d_conv=ssm.d_conv, discretization=ssm.discretization,
-              dt_rank=ssm.dt_rank, merge=ssm.combine, selective=ssm.selective, coef_norm=ssm.coef_norm,
-              backend=ssm.backend)
+    kw.update(
+        d_state=ssm.d_state,
+        expand=ssm.expand,
+        d_conv=ssm.d_conv,
+        discretization=ssm.discretization,
+        dt_rank=ssm.dt_rank,
+        merge=ssm.combine,
+        selective=ssm.selective,
+        coef_norm=ssm.coef_norm,
+        backend=ssm.backend,
+    )
     if kw["scan"] == "auto":  # VMamba's four traversals on grids, forward + backward on sequences
         kw["scan"] = "cross" if dims == 2 else "bi"
     kw.update(extra)
@@ -144,12 +163,14 @@ class Chonn1D(nn.Module):
         orders = tuple(int(o) for o in config.orders)
         self.config = config
         self.lift = nn.Linear(config.in_channels, config.width)
-        self.blocks = nn.ModuleList(_ckb(config, config.width, o, 1, conv_padding_mode=config.conv_padding_mode)
-                                    for o in orders)
+        self.blocks = nn.ModuleList(
+            _ckb(config, config.width, o, 1, conv_padding_mode=config.conv_padding_mode) for o in orders
+        )
         self.proj = nn.Linear(config.width, config.out_channels)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
         check_grid_input("chonn1d", x, 1, cfg.in_channels, ctx, 0, pos, self)
         p = int(cfg.circular_pad)
@@ -157,12 +178,12 @@ class Chonn1D(nn.Module):
         if p:
             if p > L:
                 raise ValueError(f"chonn1d circular_pad={p} is longer than the sequence ({L} points)")
-            x = torch.cat([x[:, L - p:], x, x[:, :p]], dim=1)
+            x = torch.cat([x[:, L - p :], x, x[:, :p]], dim=1)
         h = self.lift(x)
         for blk in self.blocks:
             h = blk(h)
         y = self.proj(h)
-        return y[:, p:p + L] if p else y
+        return y[:, p : p + L] if p else y
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -193,11 +214,15 @@ class ChonnUNetConfig(CKBOptions, UNetConfig):
         CKBOptions.__post_init__(self)
         bad = [s for s in self.ckb_stages if s not in UNET_STAGES]
         if bad or len(set(self.ckb_stages)) != len(self.ckb_stages):
-            raise ConfigError(f"chonn_unet ckb_stages must be distinct names from {', '.join(UNET_STAGES)}; "
-                              f"got {tuple(self.ckb_stages)!r}")
+            raise ConfigError(
+                f"chonn_unet ckb_stages must be distinct names from {', '.join(UNET_STAGES)}; "
+                f"got {tuple(self.ckb_stages)!r}"
+            )
         if int(self.order) < 0 or int(self.ckb_blocks) < 1:
-            raise ConfigError(f"chonn_unet needs order >= 0 and ckb_blocks >= 1; got order={self.order!r}, "
-                              f"ckb_blocks={self.ckb_blocks!r}")
+            raise ConfigError(
+                f"chonn_unet needs order >= 0 and ckb_blocks >= 1; got order={self.order!r}, "
+                f"ckb_blocks={self.ckb_blocks!r}"
+            )
 
 
 @register("chonn_unet", ChonnUNetConfig)
@@ -214,8 +239,9 @@ class ChonnUNet(UNet):
         self.ckbs = nn.ModuleDict()
         if int(config.order) > 0:
             for s in config.ckb_stages:
-                self.ckbs[s] = nn.Sequential(*(_ckb(config, width[s], int(config.order), config.dims)
-                                               for _ in range(int(config.ckb_blocks))))
+                self.ckbs[s] = nn.Sequential(
+                    *(_ckb(config, width[s], int(config.order), config.dims) for _ in range(int(config.ckb_blocks)))
+                )
 
     @property
     def _input_name(self) -> str:  # order 0 is the plain U-Net, down to its error messages
@@ -257,11 +283,15 @@ class ChonnFNOConfig(CKBOptions, FNOConfig):
         check_choice("chonn_fno ckb_mode", self.ckb_mode, ("replace_skip", "parallel"))
         layers = tuple(int(l) for l in self.ckb_layers)
         if any(l < 0 or l >= self.n_layers for l in layers) or len(set(layers)) != len(layers):
-            raise ConfigError(f"chonn_fno ckb_layers must be distinct layer indices in [0, {self.n_layers}); "
-                              f"got {tuple(self.ckb_layers)!r}")
+            raise ConfigError(
+                f"chonn_fno ckb_layers must be distinct layer indices in [0, {self.n_layers}); "
+                f"got {tuple(self.ckb_layers)!r}"
+            )
         if int(self.order) < 1 or int(self.ckb_downsample) < 1:
-            raise ConfigError(f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={self.order!r}, "
-                              f"ckb_downsample={self.ckb_downsample!r}")
+            raise ConfigError(
+                f"chonn_fno needs order >= 1 and ckb_downsample >= 1; got order={self.order!r}, "
+                f"ckb_downsample={self.ckb_downsample!r}"
+            )
 
 
 class _PlainSkip(nn.Module):
@@ -318,9 +348,14 @@ class ChonnFNO(FNO):
                 continue
             ckb = _ckb(config, config.width, int(config.order), self.n_spatial)
             # replace_skip: v + CKB_branch(v) instead of W_l v; parallel: W_l v (or v, or nothing) + CKB_branch(v)
-            skips.append(KirchhoffSkip(ckb, linear if parallel else None,
-                                       residual=not parallel or config.skip == "identity",
-                                       downsample=config.ckb_downsample))
+            skips.append(
+                KirchhoffSkip(
+                    ckb,
+                    linear if parallel else None,
+                    residual=not parallel or config.skip == "identity",
+                    downsample=config.ckb_downsample,
+                )
+            )
         self.skips = nn.ModuleList(skips)
 
 
@@ -367,8 +402,9 @@ class ChonnVisionConfig(CKBOptions):
         super().__post_init__()
         check_choice("chonn_vision patch_size", self.patch_size, (1, 2, 4))
         if len(self.dims) != len(self.depths) or not self.dims or min(self.depths) < 0:
-            raise ConfigError(f"chonn_vision dims and depths need one entry per stage; got dims={self.dims!r}, "
-                              f"depths={self.depths!r}")
+            raise ConfigError(
+                f"chonn_vision dims and depths need one entry per stage; got dims={self.dims!r}, depths={self.depths!r}"
+            )
 
 
 class DropPath(nn.Module):
@@ -419,8 +455,11 @@ class ChonnVision(nn.Module):
         d0 = config.dims[0]
         s1, s2 = {1: (1, 1), 2: (2, 1), 4: (2, 2)}[config.patch_size]
         self.stem = nn.Sequential(
-            nn.Conv2d(config.in_channels, max(1, d0 // 2), 3, stride=s1, padding=1), _ChannelNorm2d(max(1, d0 // 2)),
-            nn.GELU(), nn.Conv2d(max(1, d0 // 2), d0, 3, stride=s2, padding=1), _ChannelNorm2d(d0),
+            nn.Conv2d(config.in_channels, max(1, d0 // 2), 3, stride=s1, padding=1),
+            _ChannelNorm2d(max(1, d0 // 2)),
+            nn.GELU(),
+            nn.Conv2d(max(1, d0 // 2), d0, 3, stride=s2, padding=1),
+            _ChannelNorm2d(d0),
         )
         total = sum(config.depths)
         rates = torch.linspace(0, config.drop_path, max(total, 1)).tolist()
@@ -429,8 +468,9 @@ class ChonnVision(nn.Module):
         k = 0
         for i, (dim, depth) in enumerate(zip(config.dims, config.depths)):
             if i > 0:
-                self.downs.append(nn.Sequential(nn.Conv2d(config.dims[i - 1], dim, 3, stride=2, padding=1),
-                                                _ChannelNorm2d(dim)))
+                self.downs.append(
+                    nn.Sequential(nn.Conv2d(config.dims[i - 1], dim, 3, stride=2, padding=1), _ChannelNorm2d(dim))
+                )
             self.stages.append(nn.Sequential(*(_VisionBlock(config, dim, rates[k + j]) for j in range(depth))))
             k += depth
         self.head_norm = nn.LayerNorm(config.dims[-1])
@@ -445,8 +485,9 @@ class ChonnVision(nn.Module):
             h = stage(h.movedim(1, -1)).movedim(-1, 1)
         return self.head_norm(h.mean(dim=(2, 3)))
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         c = self.config.in_channels
         check_input("chonn_vision", x, self, f"images (batch, H, W, {c}), channels last", (4,), c)
         if pos is not None or ctx is not None:

@@ -40,6 +40,7 @@ Readings: fourierflow's defaults (``ff_factor=4``, two feed-forward layers, weig
 says otherwise, since only they give the printed counts; the table is in
 docs/papers/notes-stssm.md#ffno-and-s4-ffno-baselines-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -119,8 +120,9 @@ class FFNOConfig:
 def _modes(cfg: FFNOConfig, name: str) -> tuple[int, ...]:
     """The modes of ``cfg`` on its ``grid_size`` (set from the data): every axis has its own 1-D transform, a half
     spectrum, so ``n // 2 + 1`` modes fit."""
-    return clamp_modes(name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size,
-                       half_axes=(True,) * len(tuple(cfg.modes)))
+    return clamp_modes(
+        name, resolve_modes(name, cfg.modes, cfg.grid_size), cfg.grid_size, half_axes=(True,) * len(tuple(cfg.modes))
+    )
 
 
 @register("ffno", FFNOConfig)
@@ -137,13 +139,17 @@ class FFNO(nn.Module):
         self.lifting = wn_linear(self._lift_in(), H, config.weight_norm)
         self.spectral = nn.ModuleList(
             nn.ModuleList(SpectralConv(H, H, (m,), method=config.spectral_method, bias=False) for m in self.modes)
-            for _ in range(config.n_layers))
+            for _ in range(config.n_layers)
+        )
         self.ff = nn.ModuleList(
-            FeedForward(H, config.ff_factor, config.ff_layers, config.weight_norm, config.layer_norm,
-                        config.activation) for _ in range(config.n_layers))
-        self.projection = nn.Sequential(wn_linear(H, config.projection_channels, config.weight_norm),
-                                        activation(config.projection_activation),
-                                        wn_linear(config.projection_channels, config.out_channels, config.weight_norm))
+            FeedForward(H, config.ff_factor, config.ff_layers, config.weight_norm, config.layer_norm, config.activation)
+            for _ in range(config.n_layers)
+        )
+        self.projection = nn.Sequential(
+            wn_linear(H, config.projection_channels, config.weight_norm),
+            activation(config.projection_activation),
+            wn_linear(config.projection_channels, config.out_channels, config.weight_norm),
+        )
         self._d = d
 
     def _lift_in(self) -> int:
@@ -182,8 +188,9 @@ class FFNO(nn.Module):
     def head(self, v: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         return self.projection(b if (self.config.project_update and b is not None) else v)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, self.n_spatial, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         v = self.lifting(self._features(x, ctx))
@@ -217,8 +224,7 @@ class S4FFNOConfig(FFNOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0 <= self.memory_after <= self.n_layers:
-            raise ConfigError(f"S4FFNO memory_after must be in 0..n_layers={self.n_layers}; "
-                              f"got {self.memory_after}.")
+            raise ConfigError(f"S4FFNO memory_after must be in 0..n_layers={self.n_layers}; got {self.memory_after}.")
         if self.memory_window < 0:
             raise ConfigError(f"S4FFNO memory_window must be >= 0 (0 = no memory); got {self.memory_window}.")
         check_choice("S4FFNO init", self.init, S4D_INITS)
@@ -232,17 +238,26 @@ class S4FFNO(FFNO):
 
     def __init__(self, config: S4FFNOConfig):
         super().__init__(config)
-        self.memory = (S4D(config.width, config.d_state, config.init, config.dt_min, config.dt_max,
-                           window=config.memory_window) if config.memory_window > 0 else None)
+        self.memory = (
+            S4D(config.width, config.d_state, config.init, config.dt_min, config.dt_max, window=config.memory_window)
+            if config.memory_window > 0
+            else None
+        )
 
     def _run(self, x: torch.Tensor, ctx: torch.Tensor | None, pos, last_only: bool) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
-        check_input("S4FFNO", x, self, f"the time layout {grid_shape(d, cfg.in_channels, frames=True)} "
-                    "(data.frames_as_channels: false)", (d + 3,), cfg.in_channels)
+        check_input(
+            "S4FFNO",
+            x,
+            self,
+            f"the time layout {grid_shape(d, cfg.in_channels, frames=True)} (data.frames_as_channels: false)",
+            (d + 3,),
+            cfg.in_channels,
+        )
         check_grid_extras("S4FFNO", x.shape[0], pos, ctx, cfg.ctx_channels)
         if last_only:
-            x = x[:, -max(cfg.memory_window, 1):]
+            x = x[:, -max(cfg.memory_window, 1) :]
         B, T = x.shape[:2]
         ctx_t = None if ctx is None else ctx.repeat_interleave(T, dim=0)
         v = self.lifting(self._features(x.flatten(0, 1), ctx_t))
@@ -256,10 +271,12 @@ class S4FFNO(FFNO):
         v, b = self.run_layers(v.flatten(0, 1), range(cfg.memory_after, cfg.n_layers))
         return self.head(v, b).unflatten(0, (B, T))  # b is None (state projected) if memory_after == n_layers
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self._run(x, ctx, pos, last_only=True)
 
-    def forward_sequence(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                         ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_sequence(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self._run(x, ctx, pos, last_only=False)

@@ -33,6 +33,7 @@ Readings (Li et al.'s scripts, the baseline of LaMO, GeoMaNO and CHONN): a lifti
 the code's one Linear is ``lifting_channels=0``); the table is in
 docs/papers/notes-chonn.md#fno-backbone-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -92,11 +93,14 @@ class FNOConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.modes, int):
-            raise ConfigError(f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
-                              f"got {self.modes!r}.")
+            raise ConfigError(
+                f"FNO modes must be a tuple with one entry per spatial axis, e.g. (16,) or (12, 12); "
+                f"got {self.modes!r}."
+            )
         if len(self.modes) not in (1, 2):
-            raise ConfigError(f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); "
-                              f"got modes={tuple(self.modes)}.")
+            raise ConfigError(
+                f"FNO supports 1 or 2 spatial axes, i.e. len(modes) in (1, 2); got modes={tuple(self.modes)}."
+            )
         if any(int(m) < 1 for m in self.modes):
             raise ConfigError(f"FNO modes must be positive; got modes={tuple(self.modes)}.")
         check_min("FNO", self, ("in_channels", "out_channels", "width", "n_layers"), 1)
@@ -141,8 +145,9 @@ class FNO(nn.Module):
         self.act = activation(config.activation)
         self.projection = ChannelMLP(config.width, config.out_channels, config.projection_channels, config.activation)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
         d = self.n_spatial
         check_grid_input("FNO", x, d, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)

@@ -27,6 +27,7 @@ FNO2D-R **1,115,841** (Table 5) and Multi Input FNO2D **67,176,129** (Table 2), 
 Readings: ``projection_channels = 4H`` (only it gives the printed counts), all modes, GELU after
 ``MLP_l + W_l``; the table is in docs/papers/notes-stssm.md#fno2d-time-baselines-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,10 +66,10 @@ class ReducedSpectralConv2d(nn.Module):
         m, (m1, m2) = self.modes[0], clamp_modes("ReducedSpectralConv2d", self.modes, (X, Y))  # what the grid holds
         xf = torch.fft.rfft2(x)
         w = torch.view_as_complex(self.weight)[:, :, :, :m2]
-        w = torch.stack([w[0, :, :m1], w[1, :, m - m1:]])  # frequencies 0..m1-1 and -m1..-1
+        w = torch.stack([w[0, :, :m1], w[1, :, m - m1 :]])  # frequencies 0..m1-1 and -m1..-1
         out = torch.zeros_like(xf)
         out[:, :, :m1, :m2] = xf[:, :, :m1, :m2] * w[0]
-        out[:, :, X - m1:, :m2] = xf[:, :, X - m1:, :m2] * w[1]
+        out[:, :, X - m1 :, :m2] = xf[:, :, X - m1 :, :m2] * w[1]
         return torch.fft.irfft2(out, s=(X, Y))
 
 
@@ -126,13 +127,15 @@ class FNO2DTime(nn.Module):
             self.spectral = nn.ModuleList(ReducedSpectralConv2d(H, modes) for _ in range(config.n_layers))
         else:
             self.spectral = nn.ModuleList(SpectralConv(H, H, modes, bias=False) for _ in range(config.n_layers))
-        self.mlps = nn.ModuleList(nn.Sequential(PointwiseConv(H, H), nn.GELU(), PointwiseConv(H, H))
-                                  for _ in range(config.n_layers))
+        self.mlps = nn.ModuleList(
+            nn.Sequential(PointwiseConv(H, H), nn.GELU(), PointwiseConv(H, H)) for _ in range(config.n_layers)
+        )
         self.skips = nn.ModuleList(PointwiseConv(H, H) for _ in range(config.n_layers))
         self.projection = ChannelMLP(H, config.out_channels, config.projection_channels, "gelu")
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
         check_grid_input(type(self).__name__, x, 2, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         x = append_context(x, ctx)

@@ -21,6 +21,7 @@ docs/papers/notes-geomano.md#geomano-model-paper-vs-code):
 Parameter count: :func:`parameter_count` below (the formula with its terms is in the notes section above),
 checked in ``tests/models/test_geomano.py``: 272,321 for the paper's Darcy configuration.
 """
+
 from __future__ import annotations
 
 import math
@@ -123,10 +124,26 @@ def kernel_kwargs(cfg: GeoMaNOConfig) -> dict:
     """Keyword arguments of ``GeoMambaKernel`` for a model config."""
     directions = cfg.directions if isinstance(cfg.directions, str) else tuple(cfg.directions)
     k = cfg.ssm
-    return dict(d_state=k.d_state, expand=k.expand, d_conv=k.d_conv, dt_rank=k.dt_rank, ssm=k.kind,
-                directions=directions, correction=k.correction, r_pattern=k.r_pattern, r_order=k.r_order,
-                r_init=k.r_init, correction_form=k.correction_form, d_mode=k.d_mode, merge=k.combine,
-                gate=k.gate, norm_act=k.norm_act, act=k.act, dt_range=tuple(k.dt_range), scan_backend=k.backend)
+    return dict(
+        d_state=k.d_state,
+        expand=k.expand,
+        d_conv=k.d_conv,
+        dt_rank=k.dt_rank,
+        ssm=k.kind,
+        directions=directions,
+        correction=k.correction,
+        r_pattern=k.r_pattern,
+        r_order=k.r_order,
+        r_init=k.r_init,
+        correction_form=k.correction_form,
+        d_mode=k.d_mode,
+        merge=k.combine,
+        gate=k.gate,
+        norm_act=k.norm_act,
+        act=k.act,
+        dt_range=tuple(k.dt_range),
+        scan_backend=k.backend,
+    )
 
 
 @register("geomano", GeoMaNOConfig)
@@ -141,12 +158,13 @@ class GeoMaNO(nn.Module):
         super().__init__()
         self.config = cfg = config
         D = cfg.width
-        coord = cfg.unified_pos ** 2 if cfg.unified_pos else (2 if cfg.positional_grid else 0)
+        coord = cfg.unified_pos**2 if cfg.unified_pos else (2 if cfg.positional_grid else 0)
         c_in = cfg.in_channels + cfg.ctx_channels + coord
         grid = tuple(int(s) for s in cfg.latent_grid)
         if cfg.encoder == "soft":
-            self.encoder = GeoEncoder(c_in, D, grid, cfg.lift_hidden, cfg.act, cfg.slice_reduce, cfg.pos_embed,
-                                      cfg.assign_prior)
+            self.encoder = GeoEncoder(
+                c_in, D, grid, cfg.lift_hidden, cfg.act, cfg.slice_reduce, cfg.pos_embed, cfg.assign_prior
+            )
             self.decoder = GeoDecoder(D, cfg.out_channels, cfg.decoder, cfg.head, grid, cfg.n_points, cfg.decoder_skip)
             self.patch = self.unpatch = self.pos_embed = None
         else:
@@ -157,8 +175,9 @@ class GeoMaNO(nn.Module):
             if self.pos_embed is not None:
                 nn.init.trunc_normal_(self.pos_embed, std=0.02)
         kw = kernel_kwargs(cfg)
-        self.blocks = nn.ModuleList(ResidualBlock(D, GeoMambaKernel(D, **kw), cfg.mlp_ratio, cfg.act)
-                                    for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(
+            ResidualBlock(D, GeoMambaKernel(D, **kw), cfg.mlp_ratio, cfg.act) for _ in range(cfg.n_layers)
+        )
         if cfg.init == "trunc_normal":
             trunc_normal_init(self)
         if cfg.encoder == "soft" and cfg.assign_init == "orthogonal":  # Transolver / LaMO code: the slice projection
@@ -178,11 +197,20 @@ class GeoMaNO(nn.Module):
             a = torch.cat([a, coords], dim=-1)
         return a, coords
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
-        check_grid2d_input("GeoMaNO", x, cfg.in_channels, pos, ctx, cfg.ctx_channels, self,
-                           pos_hint=" (regular grids only, as in the paper)")
+        check_grid2d_input(
+            "GeoMaNO",
+            x,
+            cfg.in_channels,
+            pos,
+            ctx,
+            cfg.ctx_channels,
+            self,
+            pos_hint=" (regular grids only, as in the paper)",
+        )
         b, H, W, _ = x.shape
         a, coords = self._features(x, ctx)
         if cfg.encoder == "soft":
@@ -194,12 +222,21 @@ class GeoMaNO(nn.Module):
         return patch_forward(a, cfg.patch_size, self.patch, self.blocks, self.unpatch, pe)
 
 
-def kernel_parameter_count(D: int, N: int = 16, expand: float = 1.0, d_conv: int = 3, dt_rank: int = 0, K: int = 4,
-                           learnable_r: bool = False, d_mode: str = "channel", gate: str = "split") -> int:
+def kernel_parameter_count(
+    D: int,
+    N: int = 16,
+    expand: float = 1.0,
+    d_conv: int = 3,
+    dt_rank: int = 0,
+    K: int = 4,
+    learnable_r: bool = False,
+    d_mode: str = "channel",
+    gate: str = "split",
+) -> int:
     """``P_k``: parameters of one ``GeoMambaKernel`` with the default layout (see ``neurodyn.nn.geomamba``)."""
     di = int(round(expand * D))
     r = dt_rank or math.ceil(D / 16)
-    n = (D * di if gate == "shared" else 2 * D * di) + (di * d_conv ** 2 + di if d_conv > 1 else 0)
+    n = (D * di if gate == "shared" else 2 * D * di) + (di * d_conv**2 + di if d_conv > 1 else 0)
     n += K * (r + 2 * N) * di + K * (r * di + di) + K * di * N
     n += {"channel": K * di, "state": K * N, "none": 0}[d_mode]
     n += K * di * N if learnable_r else 0
@@ -209,13 +246,14 @@ def kernel_parameter_count(D: int, N: int = 16, expand: float = 1.0, d_conv: int
 def parameter_count(cfg: GeoMaNOConfig) -> int:
     """Closed-form parameter count of ``GeoMaNO(cfg)`` (soft encoder, shared decoder, ln_linear head)."""
     D, L = cfg.width, int(cfg.latent_grid[0]) * int(cfg.latent_grid[1])
-    c = cfg.in_channels + cfg.ctx_channels + (cfg.unified_pos ** 2 if cfg.unified_pos else 2 * cfg.positional_grid)
+    c = cfg.in_channels + cfg.ctx_channels + (cfg.unified_pos**2 if cfg.unified_pos else 2 * cfg.positional_grid)
     h = cfg.lift_hidden or 2 * D
     enc = c * h + h + h * D + D + D * L + L + 2 * D + (L * D if cfg.pos_embed else 0)
     K = 4 if isinstance(cfg.directions, str) else len(tuple(cfg.directions))
     k = cfg.ssm
-    pk = kernel_parameter_count(D, k.d_state, k.expand, k.d_conv, k.dt_rank, K, k.correction == "learnable",
-                                k.d_mode, k.gate)
+    pk = kernel_parameter_count(
+        D, k.d_state, k.expand, k.d_conv, k.dt_rank, K, k.correction == "learnable", k.d_mode, k.gate
+    )
     m = int(round(D * cfg.mlp_ratio))
     layer = 4 * D + pk + (2 * D * m + m + D if m > 0 else -2 * D)
     return enc + cfg.n_layers * layer + 2 * D + D * cfg.out_channels + cfg.out_channels

@@ -38,6 +38,7 @@ docs/papers/notes-lamo.md#lamo-model-paper-vs-code):
 
 Parameter counts for Table 6 and the authors' scripts: ``tests/models/test_lamo.py``.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,15 @@ from ..ops.resample import resample_grid
 from .inputs import check_grid2d_input, check_mesh_input
 from .registry import register
 
-__all__ = ["LatentSSMOperatorConfig", "LaMOConfig", "LaMOMeshConfig", "LaMO", "LaMOMesh", "LatentSliceMixer",
-           "GEOMETRIES"]
+__all__ = [
+    "LatentSSMOperatorConfig",
+    "LaMOConfig",
+    "LaMOMeshConfig",
+    "LaMO",
+    "LaMOMesh",
+    "LatentSliceMixer",
+    "GEOMETRIES",
+]
 
 GEOMETRIES = ("structured_mesh", "point_cloud")
 GRID_TRANSFERS = ("resample", "tokens")
@@ -225,7 +233,7 @@ class LatentSliceMixer(nn.Module):
         self.to_out = nn.Linear(dim, dim)
 
     def forward(self, u: torch.Tensor, grid=None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        z, w = self.encoder(u, grid, mask)                              # (B, He, M, dh), (B, He, N, M)
+        z, w = self.encoder(u, grid, mask)  # (B, He, M, dh), (B, He, N, M)
         b, he, m, dh = z.shape
         seq = self.ssm(z.permute(0, 2, 1, 3).reshape(b, m, he * dh))  # latent tokens in slice order
         z = seq.reshape(b, m, he, dh).permute(0, 2, 1, 3)
@@ -255,8 +263,9 @@ class LaMO(nn.Module):
         hp, wp = (-(-int(s) // self.multiple) * self.multiple // cfg.patch_size for s in cfg.grid_size)
         self.token_grid = (hp, wp)
         self.pos_embed = nn.Parameter(torch.zeros(1, hp, wp, D)) if cfg.pos_embed else None
-        self.blocks = nn.ModuleList(ResidualBlock(D, _ssm(cfg, "cross", grid=True), cfg.mlp_ratio, cfg.act)
-                                    for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(
+            ResidualBlock(D, _ssm(cfg, "cross", grid=True), cfg.mlp_ratio, cfg.act) for _ in range(cfg.n_layers)
+        )
         self.unpatch = PatchUnembed2d(D, cfg.out_channels, cfg.patch_size)
         if cfg.init == "trunc_normal":
             trunc_normal_init(self)
@@ -265,19 +274,36 @@ class LaMO(nn.Module):
         if self.pos_embed is None:
             return None
         if hw != self.token_grid and not self.config.pos_embed_interp:
-            raise ValueError(f"LaMO was built for a {self.token_grid} token grid (grid_size="
-                             f"{tuple(self.config.grid_size)}) but the input gives {hw} tokens; set "
-                             "pos_embed_interp=True or grid_size to the input resolution.")
+            raise ValueError(
+                f"LaMO was built for a {self.token_grid} token grid (grid_size="
+                f"{tuple(self.config.grid_size)}) but the input gives {hw} tokens; set "
+                "pos_embed_interp=True or grid_size to the input resolution."
+            )
         return resize_pos_embed(self.pos_embed, hw)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor | None = None,
+        ctx: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         cfg = self.config
         if mask is not None:
-            raise ValueError("LaMO (grid) takes no point mask; masks are for padded point clouds "
-                             "(model lamo_mesh, geometry='point_cloud')")
-        check_grid2d_input("LaMO (grid)", x, cfg.in_channels, pos, ctx, cfg.ctx_channels, self,
-                           pos_hint=" (use model lamo_mesh with geometry='point_cloud' for scattered points)")
+            raise ValueError(
+                "LaMO (grid) takes no point mask; masks are for padded point clouds "
+                "(model lamo_mesh, geometry='point_cloud')"
+            )
+        check_grid2d_input(
+            "LaMO (grid)",
+            x,
+            cfg.in_channels,
+            pos,
+            ctx,
+            cfg.ctx_channels,
+            self,
+            pos_hint=" (use model lamo_mesh with geometry='point_cloud' for scattered points)",
+        )
         size, nominal = tuple(x.shape[1:3]), tuple(int(s) for s in cfg.grid_size)
         resample = cfg.grid_transfer == "resample" and size != nominal
         if resample:
@@ -301,14 +327,27 @@ class LaMOMesh(PointOperator):
         super().__init__()
         self.config = cfg = config
         D = cfg.width
-        enc_kw = dict(projection="conv2d" if cfg.structured else "linear", temperature=cfg.slice_temperature,
-                      clamp=slice_clamp(cfg.slice_clamp, cfg.structured))
-        self._init_lifting(cfg.in_channels + cfg.pos_channels + (0 if cfg.time_embedding else cfg.ctx_channels)
-                           + (2 if cfg.structured and cfg.positional_grid else 0))
+        enc_kw = dict(
+            projection="conv2d" if cfg.structured else "linear",
+            temperature=cfg.slice_temperature,
+            clamp=slice_clamp(cfg.slice_clamp, cfg.structured),
+        )
+        self._init_lifting(
+            cfg.in_channels
+            + cfg.pos_channels
+            + (0 if cfg.time_embedding else cfg.ctx_channels)
+            + (2 if cfg.structured and cfg.positional_grid else 0)
+        )
 
         def encoder() -> SliceEncoder:
-            return SliceEncoder(D, cfg.slice_heads, cfg.n_slices, value_projection=cfg.slice_value_projection,
-                                normalize=cfg.slice_normalize, **enc_kw)
+            return SliceEncoder(
+                D,
+                cfg.slice_heads,
+                cfg.n_slices,
+                value_projection=cfg.slice_value_projection,
+                normalize=cfg.slice_normalize,
+                **enc_kw,
+            )
 
         shared = encoder() if cfg.share_encoder else None
         self.encoder = shared
@@ -317,17 +356,41 @@ class LaMOMesh(PointOperator):
             dec_kw = enc_kw if cfg.decoder == "separate" else {}
             dec = SliceDecoder(cfg.decoder, D, cfg.slice_heads, cfg.n_slices, n_points=cfg.n_points, **dec_kw)
             mixer = LatentSliceMixer(shared if shared is not None else encoder(), _ssm(cfg, "bi", grid=False), dec, D)
-            blocks.append(ResidualBlock(D, mixer, cfg.mlp_ratio, cfg.act,
-                                        out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0))
+            blocks.append(
+                ResidualBlock(
+                    D, mixer, cfg.mlp_ratio, cfg.act, out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0
+                )
+            )
         self.blocks = nn.ModuleList(blocks)
         if cfg.init in ("auto", "trunc_normal"):
             self._init_weights()
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor | None = None,
+        ctx: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         cfg = self.config
-        check_mesh_input("LaMO", x, pos, ctx, model=self, structured=cfg.structured, in_channels=cfg.in_channels,
-                         pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels)
-        feats, grid = mesh_features(x, pos, ctx, structured=cfg.structured, pos_channels=cfg.pos_channels,
-                                    positional_grid=cfg.positional_grid, ctx_as_channels=not cfg.time_embedding)
+        check_mesh_input(
+            "LaMO",
+            x,
+            pos,
+            ctx,
+            model=self,
+            structured=cfg.structured,
+            in_channels=cfg.in_channels,
+            pos_channels=cfg.pos_channels,
+            ctx_channels=cfg.ctx_channels,
+        )
+        feats, grid = mesh_features(
+            x,
+            pos,
+            ctx,
+            structured=cfg.structured,
+            pos_channels=cfg.pos_channels,
+            positional_grid=cfg.positional_grid,
+            ctx_as_channels=not cfg.time_embedding,
+        )
         return self._forward_points(feats, grid, ctx, x, mask)

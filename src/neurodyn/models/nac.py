@@ -9,6 +9,7 @@ the released code where it is silent, the reading it forces where its text canno
 authors' code) or ``"tuned"`` (our measured choices); a value set in ``options`` wins. The table of every option,
 profile by profile with the reasons, is in docs/papers/notes-nac.md#nac-model-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -19,9 +20,8 @@ import torch
 
 from ..errors import ConfigError, check_choice
 from ..nn.nac import PROFILES, NACAttention, NACOptions, check_attention, resolve_options
-from ..nn.sequence_host import SequenceHost
+from ..nn.sequence_host import HostConfig, SequenceHost
 from .inputs import check_sequence_input
-from ..nn.sequence_host import HostConfig
 from .registry import register
 
 
@@ -98,9 +98,19 @@ class NACModel(SequenceHost):
 
     def __init__(self, cfg: NACConfig):
         super().__init__(cfg)
-        self.nac = NACAttention(self.core_in, cfg.d_model, cfg.n_heads, mode=cfg.mode, topk=cfg.topk,
-                                sparsity=cfg.sparsity, compat=cfg.compat, phi_activation=cfg.phi_activation,
-                                dropout=cfg.attn_dropout, seed=cfg.seed, options=cfg.options)
+        self.nac = NACAttention(
+            self.core_in,
+            cfg.d_model,
+            cfg.n_heads,
+            mode=cfg.mode,
+            topk=cfg.topk,
+            sparsity=cfg.sparsity,
+            compat=cfg.compat,
+            phi_activation=cfg.phi_activation,
+            dropout=cfg.attn_dropout,
+            seed=cfg.seed,
+            options=cfg.options,
+        )
         init = _FRONT_INITS[cfg.options.front_init]
         for m in self.front:
             if isinstance(m, torch.nn.Conv1d) and init is not None:

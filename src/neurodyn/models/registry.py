@@ -4,6 +4,7 @@
 ``module.config`` (the dataclass) and ``module.registry_name`` attached; checkpoints store both, so
 ``load(path)`` rebuilds a model without the script that made it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,8 +64,11 @@ def _sections(config_cls: type) -> dict[str, dataclasses.Field]:
 
 # names other libraries use for our fields (docs/coming-from.md): name -> (our field, what differs)
 FOREIGN_NAMES = {
-    "n_modes": ("modes", "neuraloperator's n_modes counts differently: modes=(m1, m2) keeps what n_modes=(2 m1, "
-                "2 m2 - 1) keeps; docs/coming-from.md"),
+    "n_modes": (
+        "modes",
+        "neuraloperator's n_modes counts differently: modes=(m1, m2) keeps what n_modes=(2 m1, "
+        "2 m2 - 1) keeps; docs/coming-from.md",
+    ),
     "hidden_channels": ("width", "neuraloperator's hidden_channels"),
     "lifting_channel_ratio": ("lifting_channels", "neuraloperator's ratio; ours is the hidden width itself"),
     "d_model": ("width", "mamba-ssm's d_model"),
@@ -104,9 +108,11 @@ def _section(name: str, config_cls: type, field: dataclasses.Field, value: Any):
     if dataclasses.is_dataclass(value):  # e.g. the shared sizes (SSMConfig) given for a model's richer section
         value = dataclasses.asdict(value)
     if not isinstance(value, Mapping):
-        raise ConfigError(f"model {name!r} config field {field.name!r} is a section with the fields "
-                          f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
-                          f"{dataclasses.fields(default)[0].name}=...); got {value!r}.")
+        raise ConfigError(
+            f"model {name!r} config field {field.name!r} is a section with the fields "
+            f"{', '.join(f.name for f in dataclasses.fields(default))} (e.g. model.{field.name}."
+            f"{dataclasses.fields(default)[0].name}=...); got {value!r}."
+        )
     return dataclasses.replace(default, **check_field_types(type(default), _tuples(dict(value)), f"model.{field.name}"))
 
 
@@ -141,8 +147,10 @@ def check_config_keys(name: str, values: Mapping[str, Any]) -> None:
     if moved:
         said = ", ".join(f"model.{k} -> model.{to}" for k, to in moved.items())
         section, _, sub = next(iter(moved.values())).partition(".")
-        raise ConfigError(f"model {name!r}: config field(s) of a section given at the top level: {said} (in a "
-                          f"preset: '{section}: {{{sub}: ...}}').")
+        raise ConfigError(
+            f"model {name!r}: config field(s) of a section given at the top level: {said} (in a "
+            f"preset: '{section}: {{{sub}: ...}}')."
+        )
     if unknown:
         raise _unknown_fields(f"model {name!r}", unknown, fields)
     for key, field in sections.items():
@@ -192,8 +200,10 @@ def build(name: str, config: Any = None, **overrides: Any) -> nn.Module:
         found = re.search(r"allocate (\d+) bytes|allocate ([\d.]+ \w?i?B)", str(exc))  # CPU: bytes; CUDA: 2.00 GiB
         size = found and (f"{int(found.group(1)) / 1e9:,.1f} GB" if found.group(1) else found.group(2))
         need = f" (one allocation of {size} was refused)" if size else ""
-        raise ConfigError(f"model {name!r} with this config does not fit in memory: its parameters need more than "
-                          f"this machine has{need}; reduce its sizes (width, layers, modes, ...).") from None
+        raise ConfigError(
+            f"model {name!r} with this config does not fit in memory: its parameters need more than "
+            f"this machine has{need}; reduce its sizes (width, layers, modes, ...)."
+        ) from None
     model.config = cfg
     return model
 
@@ -243,9 +253,11 @@ def check_fits_in_memory(name: str, n_params: int | None, device: str | torch.de
     if total is None or need <= total:
         return
     where = "this machine's memory" if torch.device(device).type == "cpu" else f"the memory of {device}"
-    raise ConfigError(f"model {name!r} with this config does not fit in memory: its {n_params / 1e9:,.2f} G "
-                      f"parameters need {need / 1e9:,.1f} GB to train (float32 weights, gradients and two Adam "
-                      f"moments) and {where} is {total / 1e9:,.1f} GB; reduce its sizes (width, layers, modes, ...).")
+    raise ConfigError(
+        f"model {name!r} with this config does not fit in memory: its {n_params / 1e9:,.2f} G "
+        f"parameters need {need / 1e9:,.1f} GB to train (float32 weights, gradients and two Adam "
+        f"moments) and {where} is {total / 1e9:,.1f} GB; reduce its sizes (width, layers, modes, ...)."
+    )
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -304,13 +316,17 @@ def rebuild(spec: dict[str, Any], model: nn.Module | None = None) -> nn.Module:
     for part in qualname.split(".") if cls is not None else ():
         cls = getattr(cls, part, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise ConfigError(f"the checkpoint holds a {spec.get('class')}, which is not imported here: import "
-                          f"{module_name} first, or pass the module (model=...) to rebuild it")
+        raise ConfigError(
+            f"the checkpoint holds a {spec.get('class')}, which is not imported here: import "
+            f"{module_name} first, or pass the module (model=...) to rebuild it"
+        )
     try:
         return cls(**(spec.get("init") or {}))
     except TypeError as exc:
-        raise ConfigError(f"cannot rebuild {spec['class']} from the checkpoint's init arguments {spec.get('init')} "
-                          f"({exc}); train with neurodyn.train.fit(..., init={{...}}) or pass model=...") from None
+        raise ConfigError(
+            f"cannot rebuild {spec['class']} from the checkpoint's init arguments {spec.get('init')} "
+            f"({exc}); train with neurodyn.train.fit(..., init={{...}}) or pass model=..."
+        ) from None
 
 
 def _plain(value: Any) -> Any:
@@ -335,8 +351,9 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> nn.Modul
 
     ckpt = read_checkpoint(path, map_location=map_location)
     if "model" not in ckpt or "model_state" not in ckpt:
-        raise DataError(f"checkpoint {path} has no model spec ('model' and 'model_state' keys); "
-                        "was it written by neurodyn?")
+        raise DataError(
+            f"checkpoint {path} has no model spec ('model' and 'model_state' keys); was it written by neurodyn?"
+        )
     model = rebuild(ckpt["model"])
     model.load_state_dict(ckpt["model_state"])
     return model

@@ -19,6 +19,7 @@ as NAC's d_model / same d_model and heads"):
 
 Pooling: ``last`` takes the output at the last valid step, ``mean`` averages the valid steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -123,8 +124,9 @@ class CfCModel(_Host):
 class LTCModel(_Host):
     def __init__(self, cfg: SequenceConfig):
         super().__init__(cfg)
-        self.rnn = _ncps_torch().LTC(self.core_in, cfg.hidden, batch_first=True, return_sequences=True,
-                                     ode_unfolds=cfg.ode_unfolds)
+        self.rnn = _ncps_torch().LTC(
+            self.core_in, cfg.hidden, batch_first=True, return_sequences=True, ode_unfolds=cfg.ode_unfolds
+        )
 
     def core(self, z, t, mask):
         # the LTC solver divides by the elapsed time: repeated timestamps (padding) must not give 0
@@ -170,10 +172,11 @@ class MHAModel(_Host):
             h = h + time_encoding(t, h.shape[-1]).to(h.dtype)  # computed in float32, added in the model's dtype
         B, T, d = h.shape
         H = self.cfg.n_heads
-        q, k, v = self.qkv(h).reshape(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)   # (B, H, T, d/H) each
+        q, k, v = self.qkv(h).reshape(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # (B, H, T, d/H) each
         keep = None if mask is None else mask.bool()[:, None, None, :]
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep,
-                                           dropout_p=self.cfg.dropout if self.training else 0.0)
+        o = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep, dropout_p=self.cfg.dropout if self.training else 0.0
+        )
         return self.out(o.transpose(1, 2).reshape(B, T, d))
 
 

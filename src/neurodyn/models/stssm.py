@@ -22,6 +22,7 @@ architecture, is in docs/papers/notes-stssm.md#st-ssm-model-paper-vs-code):
 * ``residual="layer"``: one identity per sweep (the caption and the listing disagree).
 * ``bidirectional=False`` doubles the spatial layers (App. C.1); ``memory_window=0`` removes ``M``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,16 +98,26 @@ class STSSMConfig:
         check_choice("STSSM residual", self.residual, RESIDUALS)
         check_choice("STSSM init", self.init, S4D_INITS)
         if self.factorization != "sequential" and self.dims != 2:
-            raise ConfigError(f"STSSM factorization={self.factorization!r} (ST-SSM-FF / -VM) is a 2-D variant; "
-                              "with dims=1 use 'sequential'.")
+            raise ConfigError(
+                f"STSSM factorization={self.factorization!r} (ST-SSM-FF / -VM) is a 2-D variant; "
+                "with dims=1 use 'sequential'."
+            )
 
 
 class BiSweep(nn.Module):
     """``S_fwd(u) + flip(S_bwd(flip(u)))`` along axis ``-2`` of ``u (..., L, H)`` (forward only if not
     ``bidirectional``); ``residual`` "layer" adds ``u``, "path" adds ``u`` once per direction."""
 
-    def __init__(self, width: int, d_state: int, init: str, dt_min: float, dt_max: float,
-                 bidirectional: bool = True, residual: str = "none"):
+    def __init__(
+        self,
+        width: int,
+        d_state: int,
+        init: str,
+        dt_min: float,
+        dt_max: float,
+        bidirectional: bool = True,
+        residual: str = "none",
+    ):
         super().__init__()
         self.fwd = S4D(width, d_state, init, dt_min, dt_max)
         self.bwd = S4D(width, d_state, init, dt_min, dt_max) if bidirectional else None
@@ -130,7 +141,8 @@ class _SequentialLayer(nn.Module):
         super().__init__()
         self.sweeps = nn.ModuleList(
             BiSweep(cfg.width, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, bidirectional, cfg.residual)
-            for _ in range(cfg.dims))
+            for _ in range(cfg.dims)
+        )
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, *spatial, H)
         for a, sweep in enumerate(self.sweeps):
@@ -145,7 +157,8 @@ class _ParallelLayer(nn.Module):
         super().__init__()
         self.sweeps = nn.ModuleList(
             BiSweep(cfg.width, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, bidirectional, "none")
-            for _ in range(cfg.dims))
+            for _ in range(cfg.dims)
+        )
         self.ff = FeedForward(cfg.width, cfg.ff_factor, 2, cfg.ff_weight_norm, False, "gelu")
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -163,8 +176,8 @@ class _ZigzagLayer(nn.Module):
     def __init__(self, cfg: STSSMConfig, bidirectional: bool):
         super().__init__()
         self.sweeps = nn.ModuleList(
-            BiSweep(cfg.width, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, bidirectional, "none")
-            for _ in range(2))
+            BiSweep(cfg.width, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, bidirectional, "none") for _ in range(2)
+        )
         self.mix = nn.ModuleList(nn.Linear(cfg.width, cfg.width) for _ in range(2))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (N, X, Y, H)
@@ -197,8 +210,11 @@ class STSSM(nn.Module):
         mult = 1 if cfg.bidirectional else 2
         layer = _LAYERS[cfg.factorization]
         self.pre = nn.ModuleList(layer(cfg, cfg.bidirectional) for _ in range(mult * cfg.n_layers_pre))
-        self.memory = (S4D(H, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, window=cfg.memory_window)
-                       if cfg.memory_window > 0 else None)
+        self.memory = (
+            S4D(H, cfg.d_state, cfg.init, cfg.dt_min, cfg.dt_max, window=cfg.memory_window)
+            if cfg.memory_window > 0
+            else None
+        )
         self.post = nn.ModuleList(layer(cfg, cfg.bidirectional) for _ in range(mult * cfg.n_layers_post))
         self.projection = ChannelMLP(H, cfg.out_channels, cfg.projection_channels, "gelu")
 
@@ -207,8 +223,15 @@ class STSSM(nn.Module):
         """Checks; returns ``x`` in the time layout ``(B, T, *spatial, C)`` and whether it had a time axis."""
         cfg = self.config
         d = cfg.dims
-        check_input("STSSM", x, self, f"{grid_shape(d, cfg.in_channels, frames=True)} (data.frames_as_channels: "
-                    f"false) or one frame {grid_shape(d, cfg.in_channels)}", (d + 2, d + 3), cfg.in_channels)
+        check_input(
+            "STSSM",
+            x,
+            self,
+            f"{grid_shape(d, cfg.in_channels, frames=True)} (data.frames_as_channels: "
+            f"false) or one frame {grid_shape(d, cfg.in_channels)}",
+            (d + 2, d + 3),
+            cfg.in_channels,
+        )
         check_grid_extras("STSSM", x.shape[0], pos, ctx, cfg.ctx_channels)
         timed = x.dim() == d + 3
         return (x if timed else x[:, None]), timed
@@ -240,21 +263,23 @@ class STSSM(nn.Module):
 
     def _run(self, x: torch.Tensor, ctx: torch.Tensor | None, last_only: bool) -> torch.Tensor:
         if last_only:
-            x = x[:, -max(self.config.memory_window, 1):]
+            x = x[:, -max(self.config.memory_window, 1) :]
         h = self._spatial(self.pre, self._lift(x, ctx))
         h = self.temporal(h)
         if last_only:
             h = h[:, -1:]
         return self.projection(self._spatial(self.post, h))
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x, timed = self._prepare(x, ctx, pos)
         y = self._run(x, ctx, last_only=True)
         return y if timed else y[:, 0]
 
-    def forward_sequence(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                         ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_sequence(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Teacher-forced pass: ``x (B, T, *spatial, C_in)`` -> ``y (B, T, *spatial, C_out)``, ``y_t`` the
         prediction of frame ``t + 1`` from frames ``t - K + 1 .. t``."""
         x, timed = self._prepare(x, ctx, pos)

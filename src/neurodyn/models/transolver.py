@@ -31,6 +31,7 @@ the LaMO paper gives for Transolver (its Table 9); checked in ``tests/models/tes
 Readings: Transolver's Darcy script for the sizes (the presets set the others); the table is in
 docs/papers/notes-lamo.md#transolver-baseline-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,8 +98,11 @@ class TransolverConfig:
     time_embedding: bool = False
 
     def __post_init__(self) -> None:
-        check_choice("transolver variant ('structured_mesh' also for regular grids)", self.variant,
-                     ("structured_mesh", "point_cloud"))
+        check_choice(
+            "transolver variant ('structured_mesh' also for regular grids)",
+            self.variant,
+            ("structured_mesh", "point_cloud"),
+        )
         check_min("transolver", self, ("in_channels", "out_channels", "width", "n_layers", "n_heads", "n_slices"), 1)
         check_min("transolver", self, ("unified_pos", "pos_channels", "ctx_channels"), 0)
         if self.width % self.n_heads:
@@ -109,8 +113,10 @@ class TransolverConfig:
         if self.unified_pos and self.variant == "point_cloud" and self.pos_channels not in (0, 2):
             raise ConfigError(f"transolver unified_pos needs 2-d coordinates; pos_channels is {self.pos_channels}.")
         if self.unified_pos and self.variant == "point_cloud" and self.pos_channels == 0 and self.in_channels != 2:
-            raise ConfigError("transolver unified_pos on a point cloud without pos treats x as the coordinates, so "
-                              f"in_channels must be 2; got {self.in_channels}.")
+            raise ConfigError(
+                "transolver unified_pos on a point cloud without pos treats x as the coordinates, so "
+                f"in_channels must be 2; got {self.in_channels}."
+            )
 
 
 @register("transolver", TransolverConfig)
@@ -124,7 +130,7 @@ class Transolver(PointOperator):
         structured = cfg.variant == "structured_mesh"
         clamp = slice_clamp(cfg.slice_clamp, structured)
         if cfg.unified_pos:
-            r2 = cfg.unified_pos ** 2
+            r2 = cfg.unified_pos**2
             if structured:
                 coord_in = r2
             else:  # the coordinates (pos, or x itself) are replaced by the distances
@@ -135,21 +141,54 @@ class Transolver(PointOperator):
         c_in += 0 if cfg.time_embedding else cfg.ctx_channels
         self._init_lifting(c_in)
         self.blocks = nn.ModuleList(
-            ResidualBlock(D, PhysicsAttention(D, cfg.n_heads, cfg.n_slices, "conv2d" if structured else "linear",
-                                              dropout=cfg.dropout, temperature=cfg.slice_temperature, clamp=clamp),
-                          cfg.mlp_ratio, cfg.act, out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0)
-            for l in range(cfg.n_layers))
+            ResidualBlock(
+                D,
+                PhysicsAttention(
+                    D,
+                    cfg.n_heads,
+                    cfg.n_slices,
+                    "conv2d" if structured else "linear",
+                    dropout=cfg.dropout,
+                    temperature=cfg.slice_temperature,
+                    clamp=clamp,
+                ),
+                cfg.mlp_ratio,
+                cfg.act,
+                out_channels=cfg.out_channels if l == cfg.n_layers - 1 else 0,
+            )
+            for l in range(cfg.n_layers)
+        )
         self._init_weights()
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor | None = None,
+        ctx: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         cfg = self.config
         structured = cfg.variant == "structured_mesh"
-        check_mesh_input("Transolver", x, pos, ctx, model=self, structured=structured, in_channels=cfg.in_channels,
-                         pos_channels=cfg.pos_channels, ctx_channels=cfg.ctx_channels)
-        feats, grid = mesh_features(x, pos, ctx, structured=structured, pos_channels=cfg.pos_channels,
-                                    positional_grid=cfg.positional_grid and not cfg.unified_pos,
-                                    ctx_as_channels=not cfg.time_embedding)
+        check_mesh_input(
+            "Transolver",
+            x,
+            pos,
+            ctx,
+            model=self,
+            structured=structured,
+            in_channels=cfg.in_channels,
+            pos_channels=cfg.pos_channels,
+            ctx_channels=cfg.ctx_channels,
+        )
+        feats, grid = mesh_features(
+            x,
+            pos,
+            ctx,
+            structured=structured,
+            pos_channels=cfg.pos_channels,
+            positional_grid=cfg.positional_grid and not cfg.unified_pos,
+            ctx_as_channels=not cfg.time_embedding,
+        )
         if cfg.unified_pos:
             b, n, _ = feats.shape
             if structured:

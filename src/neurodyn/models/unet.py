@@ -29,6 +29,7 @@ last, ``(B, *spatial, C)``, as everywhere in neurodyn.
 Readings: PDEBench's blocks and widths; ``pad_mode`` is ours (any grid size); the table is in
 docs/papers/notes-chonn.md#u-net-backbone-paper-vs-code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,8 +82,12 @@ class UNetConfig:
 
 def _block(conv: type[nn.Module], norm: type[nn.Module], c_in: int, c: int) -> nn.Sequential:
     return nn.Sequential(
-        conv(c_in, c, kernel_size=3, padding=1, bias=False), norm(c), Tanh(),
-        conv(c, c, kernel_size=3, padding=1, bias=False), norm(c), Tanh(),
+        conv(c_in, c, kernel_size=3, padding=1, bias=False),
+        norm(c),
+        Tanh(),
+        conv(c, c, kernel_size=3, padding=1, bias=False),
+        norm(c),
+        Tanh(),
     )
 
 
@@ -134,8 +139,9 @@ class UNet(nn.Module):
         adds its blocks there."""
         return h
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor | None = None,
-                ctx: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor | None = None, ctx: torch.Tensor | None = None
+    ) -> torch.Tensor:
         cfg = self.config
         check_grid_input(self._input_name, x, cfg.dims, cfg.in_channels, ctx, cfg.ctx_channels, pos, self)
         h = append_context(x, ctx).movedim(-1, 1)

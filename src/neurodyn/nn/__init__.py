@@ -3,6 +3,7 @@
 ``neurodyn.nn.Mamba`` is mamba-ssm's Mamba block (``nn.mamba_block``; ``neurodyn.nn.InferenceParams`` its decoding
 state), imported on first use so that ``import neurodyn.nn.<module>`` stays as light as that module.
 """
+
 __all__ = ["Mamba", "InferenceParams"]
 
 

@@ -9,6 +9,7 @@ For tokens ``h: (B, *tokens, D)`` and a token mixer ``mix`` (attention, physics 
 index grid of a structured mesh). With ``out_channels`` the block also holds the final projection of the
 model, ``Linear(LayerNorm_3(h))`` (Transolver's and LaMO's last layer; the operator's ``Q``).
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -29,8 +30,7 @@ class ResidualBlock(nn.Module):
         out_channels: if > 0, ``forward`` returns ``Linear(LN_3(h))`` with that many channels.
     """
 
-    def __init__(self, dim: int, mixer: nn.Module, mlp_ratio: float = 4.0, act: str = "gelu",
-                 out_channels: int = 0):
+    def __init__(self, dim: int, mixer: nn.Module, mlp_ratio: float = 4.0, act: str = "gelu", out_channels: int = 0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(dim)
         self.mixer = mixer

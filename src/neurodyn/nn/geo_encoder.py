@@ -34,6 +34,7 @@ features must contain the coordinates (the model appends them; ``docs/papers/not
 assignment logits (``c_l`` the centre of latent cell l in [0, 1]^2, ``delta`` the cell size), which makes
 neighbouring latent tokens cover neighbouring regions from the first step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -62,9 +63,18 @@ def latent_centres(grid: Sequence[int], dtype=None, device=None) -> torch.Tensor
 class GeoEncoder(nn.Module):
     """Eq. 6: ``X (B, P, c_in)`` -> ``(Z (B, h, w, D), W (B, P, L), Y (B, P, D))``; see the module docstring."""
 
-    def __init__(self, in_channels: int, dim: int, latent_grid: Sequence[int] = (8, 8), lift_hidden: int = 0,
-                 act: str = "gelu", reduce: str = "sum", pos_embed: bool = False, assign_prior: float = 0.0,
-                 eps: float = 1e-5):
+    def __init__(
+        self,
+        in_channels: int,
+        dim: int,
+        latent_grid: Sequence[int] = (8, 8),
+        lift_hidden: int = 0,
+        act: str = "gelu",
+        reduce: str = "sum",
+        pos_embed: bool = False,
+        assign_prior: float = 0.0,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         grid = tuple(int(s) for s in latent_grid)
         if len(grid) != 2 or min(grid) < 1:
@@ -92,15 +102,17 @@ class GeoEncoder(nn.Module):
                 raise ValueError("assign_prior > 0 needs the point coordinates (B, P, 2).")
             c = latent_centres(self.latent_grid, y.dtype, y.device)
             cell = 1.0 / max(self.latent_grid)
-            logits = logits - self.assign_prior * torch.cdist(coords.to(y.dtype),
-                                                              c.expand(y.shape[0], -1, -1)).pow(2) / cell ** 2
+            logits = (
+                logits
+                - self.assign_prior * torch.cdist(coords.to(y.dtype), c.expand(y.shape[0], -1, -1)).pow(2) / cell**2
+            )
         return torch.softmax(logits, dim=-1)
 
     def forward(self, x: torch.Tensor, coords: torch.Tensor | None = None):
         if x.dim() != 3:
             raise ValueError(f"GeoEncoder takes point features (batch, P, c); got shape {tuple(x.shape)}.")
-        y = self.lift(x)                                                  # (B, P, D)
-        w = self.weights(y, coords)                                       # (B, P, L)
+        y = self.lift(x)  # (B, P, D)
+        w = self.weights(y, coords)  # (B, P, L)
         z = pool(y[:, None], w[:, None], normalize=self.reduce == "mean", eps=self.eps)[:, 0]  # (B, L, D)
         z = self.norm(z).reshape(x.shape[0], *self.latent_grid, self.dim)
         if self.pos_embed is not None:
@@ -111,22 +123,34 @@ class GeoEncoder(nn.Module):
 class GeoDecoder(nn.Module):
     """Eq. 7: latent grid ``(B, h, w, D)`` -> point values ``(B, P, out_channels)``; see the module docstring."""
 
-    def __init__(self, dim: int, out_channels: int, mode: str = "shared", head: str = "ln_linear",
-                 latent_grid: Sequence[int] = (8, 8), n_points: int = 0, skip: bool = False):
+    def __init__(
+        self,
+        dim: int,
+        out_channels: int,
+        mode: str = "shared",
+        head: str = "ln_linear",
+        latent_grid: Sequence[int] = (8, 8),
+        n_points: int = 0,
+        skip: bool = False,
+    ):
         super().__init__()
         check_choice("decoder", mode, DECODERS)
         check_choice("decoder head", head, HEADS)
         if head == "linear_ln" and out_channels == 1:
-            raise ConfigError("decoder head 'linear_ln' (Eq. 7 literally: LayerNorm after the last Linear) returns "
-                              "the LayerNorm bias for a single output channel; use head 'ln_linear'.")
+            raise ConfigError(
+                "decoder head 'linear_ln' (Eq. 7 literally: LayerNorm after the last Linear) returns "
+                "the LayerNorm bias for a single output channel; use head 'ln_linear'."
+            )
         self.mode, self.head_kind, self.skip = mode, head, bool(skip)
         L = int(latent_grid[0]) * int(latent_grid[1])
         if mode == "separate":
             self.assign = nn.Linear(dim, L)
         elif mode == "literal":
             if n_points < 1:
-                raise ConfigError("the literal (Eq. 7) decoder maps to a fixed number of grid points; set n_points "
-                                  "(H * W of the data) or use decoder 'shared' / 'separate'.")
+                raise ConfigError(
+                    "the literal (Eq. 7) decoder maps to a fixed number of grid points; set n_points "
+                    "(H * W of the data) or use decoder 'shared' / 'separate'."
+                )
             self.n_points = int(n_points)
             self.to_points = nn.Linear(dim, self.n_points)
         if head == "ln_linear":
@@ -134,21 +158,24 @@ class GeoDecoder(nn.Module):
         else:
             self.proj, self.norm = nn.Linear(dim, out_channels), nn.LayerNorm(out_channels)
 
-    def forward(self, z: torch.Tensor, w_enc: torch.Tensor | None = None,
-                y: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, z: torch.Tensor, w_enc: torch.Tensor | None = None, y: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, d = z.shape[0], z.shape[-1]
-        tokens = z.reshape(b, -1, d)                                      # (B, L, D), row-major
+        tokens = z.reshape(b, -1, d)  # (B, L, D), row-major
         if self.mode == "shared":
-            out = deslice(tokens[:, None], w_enc[:, None])                # (B, P, D)
+            out = deslice(tokens[:, None], w_enc[:, None])  # (B, P, D)
         elif self.mode == "separate":
             out = deslice(tokens[:, None], torch.softmax(self.assign(y), dim=-1)[:, None])
         else:
             n = y.shape[1] if y is not None else self.n_points
             if n != self.n_points:
-                raise ValueError(f"the literal decoder was built for n_points={self.n_points} grid points "
-                                 "but the input "
-                                 f"has {n}; it is not resolution independent (use decoder 'shared').")
-            w = torch.softmax(self.to_points(tokens), dim=-1)             # (B, L, P): softmax over the points
+                raise ValueError(
+                    f"the literal decoder was built for n_points={self.n_points} grid points "
+                    "but the input "
+                    f"has {n}; it is not resolution independent (use decoder 'shared')."
+                )
+            w = torch.softmax(self.to_points(tokens), dim=-1)  # (B, L, P): softmax over the points
             out = torch.einsum("blp,bld->bpd", w, tokens)
         if self.skip:
             out = out + y

@@ -27,6 +27,7 @@ Parameters per kernel (K directions, ``di = expand * D``, r = dt_rank, N = d_sta
 
     2 D di + (di k^2 + di) + K (r + 2N) di + K (r di + di) + K di N + K di [+ K di N learnable R] + 2 di + di D
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError, check_choice
-from ..ops import (PAPER_ORDER, VMAMBA_ORDER, cross_scan, cross_unscan, resolve_directions, selective_scan,
-                   selective_scan_2d)
+from ..ops import (
+    PAPER_ORDER,
+    VMAMBA_ORDER,
+    cross_scan,
+    cross_unscan,
+    resolve_directions,
+    selective_scan,
+    selective_scan_2d,
+)
 from ..ops.scan_2d import selective_scan_2d_ref
 from .init import inv_softplus
 from .ssm_config import R_ORDERS, GeoMambaSSMConfig
@@ -53,11 +61,20 @@ _NAMES_2D = set(PAPER_ORDER) | set(CORNERS)
 
 def resolve_kernel_directions(directions: str | Sequence[str], ssm: str) -> tuple[str, ...]:
     """Direction names for ``directions`` ("paper" / "vmamba" / "corners" / a tuple) and ``ssm`` ("1d" / "2d")."""
-    dirs = resolve_directions(directions, _NAMES_2D, DIRECTION_SETS, single=False, distinct=True,
-                              what="GeoMamba directions", error=ConfigError)
+    dirs = resolve_directions(
+        directions,
+        _NAMES_2D,
+        DIRECTION_SETS,
+        single=False,
+        distinct=True,
+        what="GeoMamba directions",
+        error=ConfigError,
+    )
     if ssm != "2d" and any(d in CORNERS for d in dirs):
-        raise ConfigError(f"GeoMamba directions {dirs!r}: corner scans (tl, tr, bl, br) exist only for ssm='2d': "
-                          "a 1-D raster scan and its reverse already reach every token.")
+        raise ConfigError(
+            f"GeoMamba directions {dirs!r}: corner scans (tl, tr, bl, br) exist only for ssm='2d': "
+            "a 1-D raster scan and its reverse already reach every token."
+        )
     return dirs
 
 
@@ -69,9 +86,11 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
     read the digits in (tl, tr, bl, br) order unless ``r_order="directions"``.
     """
     if not isinstance(pattern, str):
-        raise ConfigError(f"r_pattern must be a string of 0/1 digits such as '0011', got the number {pattern!r}: quote "
-                          f"it (YAML and command-line overrides read 0011 as the octal number 9; write "
-                          f"model.ssm.r_pattern=\"'0011'\").")
+        raise ConfigError(
+            f"r_pattern must be a string of 0/1 digits such as '0011', got the number {pattern!r}: quote "
+            f"it (YAML and command-line overrides read 0011 as the octal number 9; write "
+            f"model.ssm.r_pattern=\"'0011'\")."
+        )
     if not pattern or set(pattern) - {"0", "1"}:
         raise ConfigError(f"r_pattern {pattern!r} must be a string of 0/1 digits, one per scan direction.")
     check_choice("r_order", r_order, R_ORDERS)
@@ -83,15 +102,15 @@ def pattern_vector(pattern: str, directions: Sequence[str], r_order: str = "pape
     else:
         order = DIRECTION_SETS[r_order]
     if len(pattern) != len(order):
-        raise ConfigError(f"r_pattern {pattern!r} has {len(pattern)} digits but r_order={r_order!r} names "
-                          f"{len(order)} directions {order}.")
+        raise ConfigError(
+            f"r_pattern {pattern!r} has {len(pattern)} digits but r_order={r_order!r} names "
+            f"{len(order)} directions {order}."
+        )
     missing = [d for d in directions if d not in order]
     if missing:
         raise ConfigError(f"r_order={r_order!r} does not name the direction(s) {missing}; use r_order='directions'.")
     digit = dict(zip(order, pattern))
     return [float(digit[d]) for d in directions]
-
-
 
 
 class GeoMambaKernel(nn.Module):
@@ -103,24 +122,60 @@ class GeoMambaKernel(nn.Module):
     oracles ``selective_scan_ref`` / ``selective_scan_2d_ref``; slow, for tests).
     """
 
-    def __init__(self, d_model: int, d_state: int = 16, expand: float = 1.0, d_conv: int = 3, dt_rank: int = 0,
-                 ssm: str = "1d", directions: str | Sequence[str] = "paper", correction: str = "fixed",
-                 r_pattern: str = "0011", r_order: str = "paper", r_init: str = "zeros",
-                 correction_form: str = "cbx", d_mode: str = "channel", merge: str = "sum", gate: str = "split",
-                 norm_act: bool = True, act: str = "silu", bias: bool = False, conv_bias: bool = True,
-                 dt_range: Sequence[float] = (1e-3, 1e-1), dt_floor: float = 1e-4, scan_backend: str = "auto"):
+    def __init__(
+        self,
+        d_model: int,
+        d_state: int = 16,
+        expand: float = 1.0,
+        d_conv: int = 3,
+        dt_rank: int = 0,
+        ssm: str = "1d",
+        directions: str | Sequence[str] = "paper",
+        correction: str = "fixed",
+        r_pattern: str = "0011",
+        r_order: str = "paper",
+        r_init: str = "zeros",
+        correction_form: str = "cbx",
+        d_mode: str = "channel",
+        merge: str = "sum",
+        gate: str = "split",
+        norm_act: bool = True,
+        act: str = "silu",
+        bias: bool = False,
+        conv_bias: bool = True,
+        dt_range: Sequence[float] = (1e-3, 1e-1),
+        dt_floor: float = 1e-4,
+        scan_backend: str = "auto",
+    ):
         super().__init__()
         # the options are validated where a model's ssm section is (neurodyn.nn.ssm_config)
-        GeoMambaSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, kind=ssm, dt_rank=dt_rank, d_mode=d_mode,
-                          combine=merge, gate=gate, norm_act=norm_act, act=act, correction=correction,
-                          r_pattern=r_pattern, r_order=r_order, r_init=r_init, correction_form=correction_form,
-                          dt_range=tuple(dt_range), backend=scan_backend)
+        GeoMambaSSMConfig(
+            d_state=d_state,
+            expand=expand,
+            d_conv=d_conv,
+            kind=ssm,
+            dt_rank=dt_rank,
+            d_mode=d_mode,
+            combine=merge,
+            gate=gate,
+            norm_act=norm_act,
+            act=act,
+            correction=correction,
+            r_pattern=r_pattern,
+            r_order=r_order,
+            r_init=r_init,
+            correction_form=correction_form,
+            dt_range=tuple(dt_range),
+            backend=scan_backend,
+        )
         self.d_model, self.d_state = int(d_model), int(d_state)
         self.d_inner = di = int(round(expand * d_model))
         self.dt_rank = r = int(dt_rank) if dt_rank else math.ceil(self.d_model / 16)
         if min(self.d_model, di, self.d_state, r) < 1:
-            raise ConfigError(f"GeoMamba needs d_model, d_inner = expand * d_model, d_state and dt_rank >= 1; got "
-                              f"{self.d_model}, {di}, {self.d_state}, {r}.")
+            raise ConfigError(
+                f"GeoMamba needs d_model, d_inner = expand * d_model, d_state and dt_rank >= 1; got "
+                f"{self.d_model}, {di}, {self.d_state}, {r}."
+            )
         self.ssm = ssm
         self.directions = resolve_kernel_directions(directions, ssm)
         self.K = K = len(self.directions)
@@ -130,12 +185,11 @@ class GeoMambaKernel(nn.Module):
         self.r_pattern, self.r_order = r_pattern, r_order
 
         self.in_proj = nn.Linear(self.d_model, di if gate == "shared" else 2 * di, bias=bias)
-        self.conv = (nn.Conv2d(di, di, d_conv, padding=d_conv // 2, groups=di, bias=conv_bias) if d_conv > 1
-                     else None)
+        self.conv = nn.Conv2d(di, di, d_conv, padding=d_conv // 2, groups=di, bias=conv_bias) if d_conv > 1 else None
         self.act = _ACTS[act]()
         bound = 1.0 / math.sqrt(di)
         self.x_proj_weight = nn.Parameter(torch.empty(K, r + 2 * N, di).uniform_(-bound, bound))
-        self.dt_proj_weight = nn.Parameter(torch.empty(K, di, r).uniform_(-r ** -0.5, r ** -0.5))
+        self.dt_proj_weight = nn.Parameter(torch.empty(K, di, r).uniform_(-(r**-0.5), r**-0.5))
         lo, hi = (float(v) for v in dt_range)
         dt = torch.exp(torch.empty(K, di).uniform_(math.log(lo), math.log(hi))).clamp_min(dt_floor)
         self.dt_proj_bias = nn.Parameter(inv_softplus(dt))
@@ -153,8 +207,11 @@ class GeoMambaKernel(nn.Module):
             self.register_buffer("R_fixed", vec.view(K, 1, 1).expand(K, di, N).clone(), persistent=False)
             self.R = None
         elif correction == "learnable":
-            init = (torch.tensor(pattern_vector(r_pattern, self.directions, r_order)) if r_init == "pattern"
-                    else torch.zeros(K))
+            init = (
+                torch.tensor(pattern_vector(r_pattern, self.directions, r_order))
+                if r_init == "pattern"
+                else torch.zeros(K)
+            )
             self.R = nn.Parameter(init.view(K, 1, 1).expand(K, di, N).clone())
             self.R_fixed = None
         else:
@@ -165,9 +222,11 @@ class GeoMambaKernel(nn.Module):
 
     def extra_repr(self) -> str:
         corr = self.correction + (f" {self.r_pattern} ({self.r_order} order)" if self.correction == "fixed" else "")
-        return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, ssm={self.ssm!r}, "
-                f"directions={self.directions}, correction={corr}, form={self.correction_form!r}, "
-                f"d_mode={self.d_mode!r}, merge={self.merge!r}")
+        return (
+            f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, ssm={self.ssm!r}, "
+            f"directions={self.directions}, correction={corr}, form={self.correction_form!r}, "
+            f"d_mode={self.d_mode!r}, merge={self.merge!r}"
+        )
 
     # ------------------------------------------------------------------------------------------------
     # pieces (public so that tests and benchmarks can probe the SSM inside the kernel)
@@ -231,29 +290,54 @@ class GeoMambaKernel(nn.Module):
     def _scan_2d(self, xs, delta, Bm, Cm) -> torch.Tensor:
         fn = selective_scan_2d_ref if self.scan_backend == "ref" else selective_scan_2d
         kw = {} if self.scan_backend == "ref" else {"backend": self.scan_backend}
-        y = fn(xs.permute(0, 3, 1, 2), delta, self.A(), Bm, Cm, self.d_tensor(), self.r_tensor(),
-               delta_bias=self.dt_proj_bias, delta_softplus=True, directions=self.directions,
-               correction_form=self.correction_form, merge=False, **kw)   # (B, K, di, H, W)
+        y = fn(
+            xs.permute(0, 3, 1, 2),
+            delta,
+            self.A(),
+            Bm,
+            Cm,
+            self.d_tensor(),
+            self.r_tensor(),
+            delta_bias=self.dt_proj_bias,
+            delta_softplus=True,
+            directions=self.directions,
+            correction_form=self.correction_form,
+            merge=False,
+            **kw,
+        )  # (B, K, di, H, W)
         return y.permute(0, 1, 3, 4, 2)
 
     def _scan_1d(self, xs, coeffs=None) -> torch.Tensor:
         b, H, W, di = xs.shape
         K, N, L, r = self.K, self.d_state, H * W, self.dt_rank
-        seqs = cross_scan(xs, self.directions)                                  # (b, K, L, di)
+        seqs = cross_scan(xs, self.directions)  # (b, K, L, di)
         if coeffs is None:  # project each traversed sequence with its direction's weights
             dbl = torch.einsum("bkld,kcd->bkcl", seqs, self.x_proj_weight)
             dt, Bm, Cm = dbl.split([r, N, N], dim=2)
-            delta = torch.einsum("bkrl,kdr->bkdl", dt, self.dt_proj_weight)       # (b, K, di, L)
-            Bm, Cm = Bm.contiguous(), Cm.contiguous()                           # (b, K, N, L)
+            delta = torch.einsum("bkrl,kdr->bkdl", dt, self.dt_proj_weight)  # (b, K, di, L)
+            Bm, Cm = Bm.contiguous(), Cm.contiguous()  # (b, K, N, L)
         else:  # grid-frame coefficients: traverse those of direction k along direction k
-            trav = lambda t: torch.stack([cross_scan(tk.permute(0, 2, 3, 1), (d,))[:, 0]  # noqa: E731
-                                          for tk, d in zip(t.unbind(1), self.directions)], dim=1).transpose(-1, -2)
+            trav = lambda t: torch.stack(
+                [
+                    cross_scan(tk.permute(0, 2, 3, 1), (d,))[:, 0]  # noqa: E731
+                    for tk, d in zip(t.unbind(1), self.directions)
+                ],
+                dim=1,
+            ).transpose(-1, -2)
             delta, Bm, Cm = (trav(t).contiguous() for t in coeffs)
         u = seqs.transpose(-1, -2).reshape(b, K * di, L)
         Dk = self.d_tensor()
-        y = selective_scan(u, delta.reshape(b, K * di, L), self.A().reshape(K * di, N), Bm, Cm,
-                           None if Dk is None else Dk.reshape(K * di), delta_bias=self.dt_proj_bias.reshape(K * di),
-                           delta_softplus=True, backend=self.scan_backend).view(b, K, di, L)
+        y = selective_scan(
+            u,
+            delta.reshape(b, K * di, L),
+            self.A().reshape(K * di, N),
+            Bm,
+            Cm,
+            None if Dk is None else Dk.reshape(K * di),
+            delta_bias=self.dt_proj_bias.reshape(K * di),
+            delta_softplus=True,
+            backend=self.scan_backend,
+        ).view(b, K, di, L)
         R = self.r_tensor()
         if R is not None:
             u4 = u.view(b, K, di, L)
@@ -265,7 +349,7 @@ class GeoMambaKernel(nn.Module):
                 w = Bm * Cm if self.correction_form == "cbx" else Bm
                 corr = step * u4 * torch.einsum("kdn,bknl->bkdl", R, w)
             y = y - corr
-        return cross_unscan(y.transpose(-1, -2), H, W, self.directions)        # (b, K, H, W, di)
+        return cross_unscan(y.transpose(-1, -2), H, W, self.directions)  # (b, K, H, W, di)
 
     def gate_out(self, y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Lines 13-14: ``out_proj(act(LN(y)) * act(g))`` (or ``LN(y) * act(g)`` with ``norm_act=False``)."""
@@ -276,8 +360,9 @@ class GeoMambaKernel(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         if z.dim() != 4 or z.shape[-1] != self.d_model:
-            raise ValueError(f"GeoMambaKernel takes a token grid (batch, H, W, {self.d_model}), channels last; got "
-                             f"shape {tuple(z.shape)}.")
+            raise ValueError(
+                f"GeoMambaKernel takes a token grid (batch, H, W, {self.d_model}), channels last; got "
+                f"shape {tuple(z.shape)}."
+            )
         xs, g = self.branch(z)
         return self.gate_out(self.scan(xs), g)
-

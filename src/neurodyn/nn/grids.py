@@ -7,6 +7,7 @@ Every grid model builds its lifting input the same way, ``[x, ctx, coordinates]`
 * :func:`periodic_grid`: ``i / n_j`` in [0, 1) per axis, the points of a periodic cell (FFNO, ST-SSM);
 * :func:`unified_position`: distances to an ``r x r`` reference grid (Transolver's ``unified_pos``, GeoMaNO).
 """
+
 from __future__ import annotations
 
 import torch

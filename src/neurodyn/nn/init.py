@@ -1,4 +1,5 @@
 """Parameter-initialisation helpers shared by the layers and models."""
+
 from __future__ import annotations
 
 import torch

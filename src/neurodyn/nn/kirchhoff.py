@@ -29,6 +29,7 @@ full list are in docs/papers/notes-chonn.md#kirchhoff-cell-and-block-paper-vs-co
 
 Parameter count of one block: :func:`ckb_parameter_count`.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,15 +67,28 @@ class KirchhoffCell(nn.Module):
     ``log_lambda``, ``d``.
     """
 
-    def __init__(self, d_inner: int, d_state: int = 16, directions: int = 1, dt_rank: int = 1,
-                 selective: bool = True, discretization: str = "zoh", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 dt_init_floor: float = 1e-4, backend: str = "auto", coef_norm: str = "none"):
+    def __init__(
+        self,
+        d_inner: int,
+        d_state: int = 16,
+        directions: int = 1,
+        dt_rank: int = 1,
+        selective: bool = True,
+        discretization: str = "zoh",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        dt_init_floor: float = 1e-4,
+        backend: str = "auto",
+        coef_norm: str = "none",
+    ):
         super().__init__()
         check_choice("KirchhoffCell discretization", discretization, _DISCRETIZATIONS)
         check_choice("KirchhoffCell coef_norm", coef_norm, COEF_NORMS)
         if min(d_inner, d_state, directions, dt_rank) < 1:
-            raise ConfigError(f"KirchhoffCell sizes must be >= 1; got d_inner={d_inner}, d_state={d_state}, "
-                              f"directions={directions}, dt_rank={dt_rank}")
+            raise ConfigError(
+                f"KirchhoffCell sizes must be >= 1; got d_inner={d_inner}, d_state={d_state}, "
+                f"directions={directions}, dt_rank={dt_rank}"
+            )
         if not 0 < dt_min <= dt_max:
             raise ConfigError(f"KirchhoffCell needs 0 < dt_min <= dt_max; got {dt_min}, {dt_max}")
         K, D, N, R = directions, d_inner, d_state, dt_rank
@@ -89,17 +103,19 @@ class KirchhoffCell(nn.Module):
         dt = torch.exp(torch.rand(K, D) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
         self.dt_bias = nn.Parameter(inv_softplus(dt.clamp_min(dt_init_floor)))
         if selective:
-            bound = D ** -0.5  # nn.Linear's default for x_proj (fan_in = D)
+            bound = D**-0.5  # nn.Linear's default for x_proj (fan_in = D)
             self.x_proj = nn.Parameter(torch.empty(K, R + 2 * N, D).uniform_(-bound, bound))
-            self.dt_proj_weight = nn.Parameter(torch.empty(K, D, R).uniform_(-(R ** -0.5), R ** -0.5))
+            self.dt_proj_weight = nn.Parameter(torch.empty(K, D, R).uniform_(-(R**-0.5), R**-0.5))
         else:
             self.b = nn.Parameter(torch.ones(K, D, N))
-            self.c = nn.Parameter(torch.randn(K, D, N) * N ** -0.5)
+            self.c = nn.Parameter(torch.randn(K, D, N) * N**-0.5)
 
     def extra_repr(self) -> str:
-        return (f"d_inner={self.d_inner}, d_state={self.d_state}, directions={self.directions}, "
-                f"dt_rank={self.dt_rank}, selective={self.selective}, discretization={self.discretization!r}, "
-                f"coef_norm={self.coef_norm!r}")
+        return (
+            f"d_inner={self.d_inner}, d_state={self.d_state}, directions={self.directions}, "
+            f"dt_rank={self.dt_rank}, selective={self.selective}, discretization={self.discretization!r}, "
+            f"coef_norm={self.coef_norm!r}"
+        )
 
     @property
     def lam(self) -> Tensor:
@@ -119,19 +135,28 @@ class KirchhoffCell(nn.Module):
 
     def forward(self, u: Tensor) -> Tensor:
         if u.dim() != 4 or u.shape[1] != self.directions or u.shape[2] != self.d_inner:
-            raise ValueError(f"KirchhoffCell input has shape {tuple(u.shape)}; expected (batch, K={self.directions}, "
-                             f"D={self.d_inner}, L)")
+            raise ValueError(
+                f"KirchhoffCell input has shape {tuple(u.shape)}; expected (batch, K={self.directions}, "
+                f"D={self.d_inner}, L)"
+            )
         batch, K, D, L = u.shape
         lam = self.lam.reshape(K * D, self.d_state)
         flat = u.reshape(batch, K * D, L)
         d = self.d.reshape(K * D)
         if self.selective:
             delta, b, c = self.coefficients(u)
-            y = knc_scan(flat, delta.reshape(batch, K * D, L), lam, b, c, d, self.discretization,
-                         backend=self.backend)
+            y = knc_scan(flat, delta.reshape(batch, K * D, L), lam, b, c, d, self.discretization, backend=self.backend)
         else:
-            y = knc_scan(flat, F.softplus(self.dt_bias).reshape(K * D), lam, self.b.reshape(K * D, -1),
-                         self.c.reshape(K * D, -1), d, self.discretization, backend=self.backend)
+            y = knc_scan(
+                flat,
+                F.softplus(self.dt_bias).reshape(K * D),
+                lam,
+                self.b.reshape(K * D, -1),
+                self.c.reshape(K * D, -1),
+                d,
+                self.discretization,
+                backend=self.backend,
+            )
         return y.reshape(batch, K, D, L)
 
 
@@ -145,14 +170,16 @@ class DSConv(nn.Module):
     Depthwise ``Conv{dims}d(D, D, kernel, groups=D)`` with bias, then (``pointwise``) ``Conv{dims}d(D, D, 1)``.
     """
 
-    def __init__(self, channels: int, kernel_size: int = 3, dims: int = 1, pointwise: bool = True,
-                 padding_mode: str = "zeros"):
+    def __init__(
+        self, channels: int, kernel_size: int = 3, dims: int = 1, pointwise: bool = True, padding_mode: str = "zeros"
+    ):
         super().__init__()
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ConfigError(f"DSConv kernel_size must be odd and >= 1 (same padding); got {kernel_size}")
         conv = {1: nn.Conv1d, 2: nn.Conv2d}[dims]
-        self.depthwise = conv(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels,
-                              padding_mode=padding_mode)
+        self.depthwise = conv(
+            channels, channels, kernel_size, padding=kernel_size // 2, groups=channels, padding_mode=padding_mode
+        )
         self.pointwise = conv(channels, channels, 1) if pointwise else None
 
     def forward(self, x: Tensor) -> Tensor:
@@ -189,31 +216,62 @@ class CascadedKirchhoffBlock(nn.Module):
         residual: add ``X`` (Eq. 38); ``forward(x, residual=False)`` also returns the branch alone.
     """
 
-    def __init__(self, d_model: int, order: int = 2, d_state: int = 16, dims: int = 1, expand: float = 1.0,
-                 d_conv: int = 3, conv_pointwise: bool = True, conv_padding_mode: str = "zeros",
-                 scan: str = "bi", norm: str = "layernorm", out_proj="auto", out_norm: bool = False,
-                 cascade_input: str = "prev_output", aggregate: str = "sum", selective: bool = True,
-                 discretization: str = "zoh", dt_rank="auto", dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 residual: bool = True, backend: str = "auto", merge: str = "mean", coef_norm: str = "none"):
+    def __init__(
+        self,
+        d_model: int,
+        order: int = 2,
+        d_state: int = 16,
+        dims: int = 1,
+        expand: float = 1.0,
+        d_conv: int = 3,
+        conv_pointwise: bool = True,
+        conv_padding_mode: str = "zeros",
+        scan: str = "bi",
+        norm: str = "layernorm",
+        out_proj="auto",
+        out_norm: bool = False,
+        cascade_input: str = "prev_output",
+        aggregate: str = "sum",
+        selective: bool = True,
+        discretization: str = "zoh",
+        dt_rank="auto",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        residual: bool = True,
+        backend: str = "auto",
+        merge: str = "mean",
+        coef_norm: str = "none",
+    ):
         super().__init__()
         if int(order) < 1:
-            raise ConfigError(f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the "
-                              f"block); got {order!r}")
+            raise ConfigError(
+                f"CascadedKirchhoffBlock order must be >= 1 (order 0 is the backbone without the block); got {order!r}"
+            )
         check_choice("CascadedKirchhoffBlock dims", dims, (1, 2))
         check_choice("CascadedKirchhoffBlock norm", norm, ("layernorm", "none"))
         check_choice("CascadedKirchhoffBlock cascade_input", cascade_input, ("prev_output", "prev_output_plus_input"))
         check_choice("CascadedKirchhoffBlock aggregate", aggregate, ("sum", "last"))
         # the cells' scan options are validated where a model's ssm section is (neurodyn.nn.ssm_config)
-        KirchhoffSSMConfig(d_state=d_state, expand=expand, d_conv=d_conv, discretization=discretization,
-                           dt_rank=dt_rank, combine=merge, selective=selective, coef_norm=coef_norm, backend=backend)
+        KirchhoffSSMConfig(
+            d_state=d_state,
+            expand=expand,
+            d_conv=d_conv,
+            discretization=discretization,
+            dt_rank=dt_rank,
+            combine=merge,
+            selective=selective,
+            coef_norm=coef_norm,
+            backend=backend,
+        )
         D = int(round(expand * d_model))
         if D < 1:
             raise ConfigError(f"CascadedKirchhoffBlock expand={expand} gives no inner channels for d_model={d_model}")
         K = n_directions(scan, dims)
         use_out = (D != d_model) if out_proj == "auto" else bool(out_proj)
         if not use_out and D != d_model:
-            raise ConfigError(f"CascadedKirchhoffBlock out_proj=False needs expand=1 (inner width {D} != d_model "
-                              f"{d_model})")
+            raise ConfigError(
+                f"CascadedKirchhoffBlock out_proj=False needs expand=1 (inner width {D} != d_model {d_model})"
+            )
         self.d_model, self.d_inner, self.order, self.dims, self.scan = d_model, D, int(order), dims, scan
         self.cascade_input, self.aggregate, self.residual = cascade_input, aggregate, residual
         self.merge, self.n_dirs = merge, K
@@ -222,8 +280,18 @@ class CascadedKirchhoffBlock(nn.Module):
         self.in_proj = nn.Linear(d_model, 2 * D, bias=False)  # [W_u; W_g]
         self.conv = DSConv(D, d_conv, dims, conv_pointwise, conv_padding_mode)
         self.cells = nn.ModuleList(
-            KirchhoffCell(D, d_state, K, self.dt_rank, selective, discretization, dt_min, dt_max, backend=backend,
-                          coef_norm="rms" if coef_norm == "rms" or (coef_norm == "cascade" and r > 0) else "none")
+            KirchhoffCell(
+                D,
+                d_state,
+                K,
+                self.dt_rank,
+                selective,
+                discretization,
+                dt_min,
+                dt_max,
+                backend=backend,
+                coef_norm="rms" if coef_norm == "rms" or (coef_norm == "cascade" and r > 0) else "none",
+            )
             for r in range(self.order)
         )
         # merge="norm": a LayerNorm over the D channels after every cell's direction merge
@@ -232,8 +300,10 @@ class CascadedKirchhoffBlock(nn.Module):
         self.out_proj = nn.Linear(D, d_model, bias=False) if use_out else nn.Identity()
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, d_inner={self.d_inner}, order={self.order}, dims={self.dims}, "
-                f"scan={self.scan!r}, cascade_input={self.cascade_input!r}, aggregate={self.aggregate!r}")
+        return (
+            f"d_model={self.d_model}, d_inner={self.d_inner}, order={self.order}, dims={self.dims}, "
+            f"scan={self.scan!r}, cascade_input={self.cascade_input!r}, aggregate={self.aggregate!r}"
+        )
 
     def _merge(self, y: Tensor, spatial: tuple[int, ...], r: int) -> Tensor:
         """Cell ``r``'s per-direction outputs ``(B, K, D, L)`` -> ``(B, D, *spatial)`` under ``self.merge``."""
@@ -273,8 +343,10 @@ class CascadedKirchhoffBlock(nn.Module):
     def forward(self, x: Tensor, residual: bool | None = None) -> Tensor:
         if x.dim() != self.dims + 2 or x.shape[-1] != self.d_model:
             axes = "L" if self.dims == 1 else "H, W"
-            raise ValueError(f"CascadedKirchhoffBlock input has shape {tuple(x.shape)}; expected (batch, {axes}, "
-                             f"{self.d_model}) (channels last)")
+            raise ValueError(
+                f"CascadedKirchhoffBlock input has shape {tuple(x.shape)}; expected (batch, {axes}, "
+                f"{self.d_model}) (channels last)"
+            )
         u, g = self.drive(x)
         ybar = self.cascade(u).movedim(1, -1)
         out = self.out_proj(self.out_norm(ybar) * F.silu(g))
@@ -282,10 +354,22 @@ class CascadedKirchhoffBlock(nn.Module):
         return x + out if use_res else out
 
 
-def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int = 1, expand: float = 1.0,
-                        d_conv: int = 3, conv_pointwise: bool = True, scan: str = "bi", norm: str = "layernorm",
-                        out_proj="auto", out_norm: bool = False, selective: bool = True, dt_rank="auto",
-                        merge: str = "mean") -> int:
+def ckb_parameter_count(
+    d_model: int,
+    order: int,
+    d_state: int = 16,
+    dims: int = 1,
+    expand: float = 1.0,
+    d_conv: int = 3,
+    conv_pointwise: bool = True,
+    scan: str = "bi",
+    norm: str = "layernorm",
+    out_proj="auto",
+    out_norm: bool = False,
+    selective: bool = True,
+    dt_rank="auto",
+    merge: str = "mean",
+) -> int:
     """Closed-form parameter count of :class:`CascadedKirchhoffBlock` (``m = d_model``, ``D`` inner, ``N`` states,
     ``R = dt_rank``, ``K`` directions, ``s`` spatial axes, ``k = d_conv``; selective cells)::
 
@@ -294,7 +378,7 @@ def ckb_parameter_count(d_model: int, order: int, d_state: int = 16, dims: int =
     """
     m, D, N = d_model, int(round(expand * d_model)), d_state
     R, K = _resolve_dt_rank(dt_rank, d_model), n_directions(scan, dims)
-    total = (2 * m if norm == "layernorm" else 0) + 2 * m * D + D * d_conv ** dims + D
+    total = (2 * m if norm == "layernorm" else 0) + 2 * m * D + D * d_conv**dims + D
     total += (D * D + D) if conv_pointwise else 0
     total += 2 * D if out_norm else 0
     total += D * m if ((D != m) if out_proj == "auto" else bool(out_proj)) else 0

@@ -22,6 +22,7 @@ docs/papers/notes-lamo.md#latentssm-mixer-paper-vs-code):
 * ``a_mode`` / ``dt_mode``: "head" (Mamba-2, the code) or "diag" / "channel" (the paper's S6).
 * ``norm``: "rmsnorm" (gated), "layernorm" (grid code) or "none" (Algorithm 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,11 +62,24 @@ def mixer_directions(directions: str | Sequence[str], grid: bool) -> tuple[str, 
     """
     presets = _GRID_PRESETS if grid else _SEQ_PRESETS
     where = "on a grid" if grid else "on a token sequence (mesh / point cloud)"
-    note = "" if grid else (" The paper does not define a multidirectional scan on meshes or point clouds "
-                            "(Table 7), so 'cross' and 'corners' are for regular grids only.")
-    return resolve_directions(directions, _GRID_NAMES if grid else SEQ_DIRECTIONS, presets, single=False,
-                              distinct=True,
-                              what=f"scan directions {where}", error=ConfigError, note=note)
+    note = (
+        ""
+        if grid
+        else (
+            " The paper does not define a multidirectional scan on meshes or point clouds "
+            "(Table 7), so 'cross' and 'corners' are for regular grids only."
+        )
+    )
+    return resolve_directions(
+        directions,
+        _GRID_NAMES if grid else SEQ_DIRECTIONS,
+        presets,
+        single=False,
+        distinct=True,
+        what=f"scan directions {where}",
+        error=ConfigError,
+        note=note,
+    )
 
 
 class RMSNorm(nn.Module):
@@ -129,8 +143,10 @@ class LatentSSM(nn.Module):
         self.n_heads, self.n_groups = H, G = int(cfg.heads), int(cfg.groups)
         self.K = len(self.directions)
         if min(self.d_model, di) < 1 or di % H:
-            raise ConfigError(f"ssm needs d_inner = expand * d_model = {di} divisible by n_heads = {H} "
-                              f"(ssm.heads; d_model = {self.d_model} >= 1), and n_heads divisible by n_groups = {G}.")
+            raise ConfigError(
+                f"ssm needs d_inner = expand * d_model = {di} divisible by n_heads = {H} "
+                f"(ssm.heads; d_model = {self.d_model} >= 1), and n_heads divisible by n_groups = {G}."
+            )
         conv = cfg.conv
         if conv == "auto":
             conv = "same" if (self.grid or cfg.layout == "hydra") else "causal"
@@ -152,14 +168,14 @@ class LatentSSM(nn.Module):
         d_in_proj, self.conv_channels = {
             "x_proj": (2 * di, di),
             "fused": (2 * di + 2 * G * N + H, di + 2 * G * N),
-            "hydra": (2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N),   # per-direction B, C, dt
+            "hydra": (2 * di + 2 * K * G * N + K * H, di + 2 * K * G * N),  # per-direction B, C, dt
         }[self.layout]
         self.in_proj = nn.Linear(self.d_model, d_in_proj, bias=False)
         if self.layout == "x_proj":
             bound = 1.0 / math.sqrt(di)
             self.x_proj_weight = nn.Parameter(torch.empty(K, self.dt_rank + 2 * G * N, di).uniform_(-bound, bound))
             if self.dt_mode == "channel":
-                r = self.dt_rank ** -0.5
+                r = self.dt_rank**-0.5
                 self.dt_proj_weight = nn.Parameter(torch.empty(K, di, self.dt_rank).uniform_(-r, r))
 
     def _init_conv(self) -> None:
@@ -201,10 +217,12 @@ class LatentSSM(nn.Module):
             self.fc_D = nn.Linear(self.d_inner, self.n_heads, bias=False)
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, heads={self.n_heads}, "
-                f"groups={self.n_groups}, directions={self.directions}, layout={self.layout!r}, "
-                f"conv={self.conv_mode!r}, combine={self.combine!r}, discretization={self.discretization!r}, "
-                f"a_mode={self.a_mode!r}, dt_mode={self.dt_mode!r}")
+        return (
+            f"d_model={self.d_model}, d_inner={self.d_inner}, d_state={self.d_state}, heads={self.n_heads}, "
+            f"groups={self.n_groups}, directions={self.directions}, layout={self.layout!r}, "
+            f"conv={self.conv_mode!r}, combine={self.combine!r}, discretization={self.discretization!r}, "
+            f"a_mode={self.a_mode!r}, dt_mode={self.dt_mode!r}"
+        )
 
     # ----------------------------------------------------------------------------------------------
     # ordering of tokens along the K scan directions
@@ -221,8 +239,13 @@ class LatentSSM(nn.Module):
             g = t.reshape(b, *shape, c)
             if not self._mirrored:
                 return cross_scan(g, self.directions)
-            return torch.cat([cross_scan(g.flip(2), (d[7:],)) if d.startswith("mirror_") else cross_scan(g, (d,))
-                              for d in self.directions], dim=1)
+            return torch.cat(
+                [
+                    cross_scan(g.flip(2), (d[7:],)) if d.startswith("mirror_") else cross_scan(g, (d,))
+                    for d in self.directions
+                ],
+                dim=1,
+            )
         return torch.stack([t if d == "forward" else t.flip(1) for d in self.directions], dim=1)
 
     def _unorder(self, y: torch.Tensor, shape) -> torch.Tensor:
@@ -237,8 +260,7 @@ class LatentSSM(nn.Module):
                 g = cross_unscan(yk[:, None], *shape, (name,))[:, 0]
                 grids.append(g.flip(2) if d.startswith("mirror_") else g)
             return torch.stack(grids, dim=1).reshape(b, K, L, c)
-        return torch.stack([yk if d == "forward" else yk.flip(1)
-                            for yk, d in zip(y.unbind(1), self.directions)], dim=1)
+        return torch.stack([yk if d == "forward" else yk.flip(1) for yk, d in zip(y.unbind(1), self.directions)], dim=1)
 
     def _act_ordered(self, t: torch.Tensor, shape) -> torch.Tensor:
         """``act`` then :meth:`_order` (act is elementwise, so it runs once on ``(B, L, c)`` instead of on
@@ -283,7 +305,7 @@ class LatentSSM(nn.Module):
         are (its fused CPU kernel vectorises over a head's channels; no copies into channel-major layouts)."""
         b, K, L, di = xs.shape
         G, N, P = self.n_groups, self.d_state, self.head_dim
-        step = F.softplus(dt + dt_b[None, :, None, :])                     # (b, K, L, H)
+        step = F.softplus(dt + dt_b[None, :, None, :])  # (b, K, L, H)
         a = -torch.exp(self.A_log).expand(K, self.n_heads)
         Bh, Ch = Bm.reshape(b, K, L, G, N), Cm.reshape(b, K, L, G, N)
         if self.discretization == "euler":
@@ -300,26 +322,26 @@ class LatentSSM(nn.Module):
         H, G, N, P = self.n_heads, self.n_groups, self.d_state, self.head_dim
         # fold directions into channels: channel k*di + c, group k*G + c // (di / G)
         u_s = xs.permute(0, 1, 3, 2).reshape(b, K * di, L)
-        delta = dt.permute(0, 1, 3, 2)                                     # (b, K, H or di, L)
+        delta = dt.permute(0, 1, 3, 2)  # (b, K, H or di, L)
         A = self._A().expand(K, di, N).reshape(K * di, N)
         Bs = Bm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
         Cs = Cm.reshape(b, K, L, G, N).permute(0, 1, 3, 4, 2).reshape(b, K * G, N, L)
         Dskip = None if Dskip is None else Dskip.reshape(K * di)
-        per = 1 if self.dt_mode == "channel" else P                        # channels per Delta
+        per = 1 if self.dt_mode == "channel" else P  # channels per Delta
         if self.discretization == "euler":
             # softplus on the (b, K, H, L) steps, then one copy out to the channels (not per channel)
             step = F.softplus(delta + dt_b[None, :, :, None])
             step = step.unsqueeze(3).expand(b, K, step.shape[2], per, L).reshape(b, K * di, L)
             y = selective_scan(u_s, step, A, Bs, Cs, D=Dskip, backend=self.backend)
         else:  # exact ZOH, B^ u = Delta * phi(Delta a) * B u; it needs a_mode="head", so here dt_mode="channel"
-            step = F.softplus(delta + dt_b[None, :, :, None])              # (b, K, di, L)
+            step = F.softplus(delta + dt_b[None, :, :, None])  # (b, K, di, L)
             a = -torch.exp(self.A_log).expand(K, H).repeat_interleave(P, dim=-1)  # (K, di)
             scale = _phi(step * a[None, :, :, None]).reshape(b, K * di, L)
             step = step.reshape(b, K * di, L)
             y = selective_scan(u_s * scale, step, A, Bs, Cs, backend=self.backend)
             if Dskip is not None:
                 y = y + Dskip[:, None] * u_s
-        return y.reshape(b, K, di, L).permute(0, 1, 3, 2)                  # (b, K, L, di) in scan order
+        return y.reshape(b, K, di, L).permute(0, 1, 3, 2)  # (b, K, L, di) in scan order
 
     # ----------------------------------------------------------------------------------------------
 
@@ -341,8 +363,8 @@ class LatentSSM(nn.Module):
         x, z = proj.split([di, di], dim=-1)
         if self.conv_mode == "same":
             x = self._same_conv(x, shape)
-        xs = self._act_ordered(x, shape)                                   # (b, K, L, di)
-        dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)       # (b, K, L, R + 2GN)
+        xs = self._act_ordered(x, shape)  # (b, K, L, di)
+        dbl = torch.einsum("bkld,kcd->bklc", xs, self.x_proj_weight)  # (b, K, L, R + 2GN)
         dt, Bm, Cm = dbl.split([self.dt_rank, G * N, G * N], dim=-1)
         if self.dt_mode == "channel":
             dt = torch.einsum("bklr,kdr->bkld", dt, self.dt_proj_weight)  # (b, K, L, di)
@@ -356,7 +378,7 @@ class LatentSSM(nn.Module):
             xbc = self._same_conv(xbc, shape)
         xbc = self._act_ordered(xbc, shape)
         xs, Bm, Cm = xbc.split([di, G * N, G * N], dim=-1)
-        return z, xs, self._order(dt, shape), Bm, Cm, None                # dt: (b, K, L, H)
+        return z, xs, self._order(dt, shape), Bm, Cm, None  # dt: (b, K, L, H)
 
     def _branches_hydra(self, proj: torch.Tensor, shape):
         """Hydra: one shared convolution; ``in_proj`` emits a ``B, C, dt`` per direction, each direction reads its
@@ -370,7 +392,7 @@ class LatentSSM(nn.Module):
         x_og, bc = xbc.split([di, 2 * K * G * N], dim=-1)
         xs = self._order(x_og, shape)
         bc = self._order(bc, shape).reshape(b, K, L, K, 2 * G * N)
-        bc = torch.stack([bc[:, k, :, k] for k in range(K)], dim=1)       # direction k uses its own B, C
+        bc = torch.stack([bc[:, k, :, k] for k in range(K)], dim=1)  # direction k uses its own B, C
         Bm, Cm = bc.split([G * N, G * N], dim=-1)
         dt = self._order(dt, shape).reshape(b, K, L, K, H)
         dt = torch.stack([dt[:, k, :, k] for k in range(K)], dim=1)
@@ -380,13 +402,16 @@ class LatentSSM(nn.Module):
         """``u`` as a ``(B, L, d_model)`` token sequence and the ``(H, W)`` of a token grid (None for sequences)."""
         if self.grid:
             if u.dim() != 4 or u.shape[-1] != self.d_model:
-                raise ValueError(f"LatentSSM with grid directions {self.directions} takes a token grid (batch, H, W, "
-                                 f"{self.d_model}); got shape {tuple(u.shape)}.")
+                raise ValueError(
+                    f"LatentSSM with grid directions {self.directions} takes a token grid (batch, H, W, "
+                    f"{self.d_model}); got shape {tuple(u.shape)}."
+                )
             b, Hh, Ww, _ = u.shape
             return u.reshape(b, Hh * Ww, self.d_model), (Hh, Ww)
         if u.dim() != 3 or u.shape[-1] != self.d_model:
-            raise ValueError(f"LatentSSM takes a token sequence (batch, L, {self.d_model}); got shape "
-                             f"{tuple(u.shape)}.")
+            raise ValueError(
+                f"LatentSSM takes a token sequence (batch, L, {self.d_model}); got shape {tuple(u.shape)}."
+            )
         return u, None
 
     def _scan(self, xs, dt, Bm, Cm) -> torch.Tensor:
@@ -394,7 +419,7 @@ class LatentSSM(nn.Module):
         K, P = self.K, self.head_dim
         dt_b = self.dt_bias.expand(K, self.dt_bias.shape[-1]) if self.layout == "hydra" else self.dt_bias
         if self.layout == "x_proj":
-            Dskip = self.D                                                 # (K, di)
+            Dskip = self.D  # (K, di)
         elif self.layout == "fused":
             Dskip = self.D.repeat_interleave(P, dim=-1)
         else:

@@ -12,6 +12,7 @@ cache-sized tiles and recomputes the hidden tile in the backward pass instead of
 ``nn.Sequential`` path (``mlp.fused = False``) is its reference. The fused path supports first-order
 gradients only (no ``create_graph`` double backward); switch it off for that.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ class Tanh(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return tanh(x)
+
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "gelu": nn.GELU,
@@ -102,16 +104,19 @@ class ChannelMLP(nn.Sequential):
     ``c = (in, *hidden, out)``.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_channels: int | Sequence[int] = 0,
-                 activation: str = "gelu"):
+    def __init__(
+        self, in_channels: int, out_channels: int, hidden_channels: int | Sequence[int] = 0, activation: str = "gelu"
+    ):
         if isinstance(hidden_channels, int):
             hidden = [hidden_channels] if hidden_channels > 0 else []
         else:
             hidden = [int(h) for h in hidden_channels]
         sizes = [int(in_channels), *hidden, int(out_channels)]
         if any(s < 1 for s in sizes):
-            raise ConfigError(f"ChannelMLP sizes must be positive; got in={in_channels}, hidden={hidden_channels}, "
-                              f"out={out_channels}.")
+            raise ConfigError(
+                f"ChannelMLP sizes must be positive; got in={in_channels}, hidden={hidden_channels}, "
+                f"out={out_channels}."
+            )
         layers: list[nn.Module] = []
         for i in range(len(sizes) - 1):
             layers.append(nn.Linear(sizes[i], sizes[i + 1]))
@@ -154,8 +159,15 @@ class FeedForward(nn.Sequential):
     and a final LayerNorm. At ``dim = 64, factor = 4, n_layers = 2`` with weight norm: 33,408 parameters.
     """
 
-    def __init__(self, dim: int, factor: int = 4, n_layers: int = 2, weight_norm: bool = True,
-                 layer_norm: bool = False, act: str = "gelu"):
+    def __init__(
+        self,
+        dim: int,
+        factor: int = 4,
+        n_layers: int = 2,
+        weight_norm: bool = True,
+        layer_norm: bool = False,
+        act: str = "gelu",
+    ):
         if n_layers < 1 or factor < 1:
             raise ConfigError(f"FeedForward needs n_layers >= 1 and factor >= 1; got {n_layers}, {factor}.")
         layers: list[nn.Module] = []

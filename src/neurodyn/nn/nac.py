@@ -32,6 +32,7 @@ a field of :class:`NACOptions`. A field left ``None`` takes the value of a profi
 
 The values of each profile and the reason for each: docs/papers/notes-nac.md#nac-model-paper-vs-code.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,6 +63,7 @@ PROFILES = ("paper", "released", "tuned")
 # --------------------------------------------------------------------------------------------------
 # Options and the three profiles
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class NACOptions:
@@ -112,13 +114,21 @@ class NACOptions:
         for name, least in (("backbone_unfolds", 1), ("topk_spare_blocks", 0), ("euler_steps", 1)):
             if getattr(self, name) is not None:
                 check_whole(f"NAC option {name}", getattr(self, name), least)
-        for name, bound in (("euler_dt", dict(minimum=0.0, why=" (0: t / euler_steps)")), ("eps", dict(above=0.0)),
-                            ("time_horizon", dict(above=0.0))):
+        for name, bound in (
+            ("euler_dt", dict(minimum=0.0, why=" (0: t / euler_steps)")),
+            ("eps", dict(above=0.0)),
+            ("time_horizon", dict(above=0.0)),
+        ):
             if getattr(self, name) is not None:  # frozen: the widened number is set past __setattr__
                 object.__setattr__(self, name, check_number(f"NAC option {name}", getattr(self, name), **bound))
-        for name, allowed in (("backbone_activation", ACTIVATIONS), ("topk_method", TOPK_METHODS),
-                              ("quadrature", QUADRATURES), ("ncp_init", INITS), ("front_init", FRONT_INITS),
-                              ("pair_time", PAIR_TIMES)):
+        for name, allowed in (
+            ("backbone_activation", ACTIVATIONS),
+            ("topk_method", TOPK_METHODS),
+            ("quadrature", QUADRATURES),
+            ("ncp_init", INITS),
+            ("front_init", FRONT_INITS),
+            ("pair_time", PAIR_TIMES),
+        ):
             if getattr(self, name) is not None:
                 check_choice(f"NAC {name}", getattr(self, name), allowed)
 
@@ -128,22 +138,64 @@ class NACOptions:
 
 
 # what the paper prints; where it is silent the released code; the readings it forces (models/nac.py table)
-PAPER = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
-                   shared_backbone=False, topk_method="block", topk_spare_blocks=0, euler_steps=6, euler_dt=0.0,
-                   quadrature="time", eps=1e-6, ncp_init="glorot", front_init="glorot", time_horizon=1.0,
-                   learn_horizon=False, pair_time="query")
+PAPER = NACOptions(
+    tied_heads=False,
+    backbone_unfolds=3,
+    backbone_activation="tanh",
+    dense_sensory=False,
+    shared_backbone=False,
+    topk_method="block",
+    topk_spare_blocks=0,
+    euler_steps=6,
+    euler_dt=0.0,
+    quadrature="time",
+    eps=1e-6,
+    ncp_init="glorot",
+    front_init="glorot",
+    time_horizon=1.0,
+    learn_horizon=False,
+    pair_time="query",
+)
 # the authors' released code (TF layer defaults; notes-nac §2.14-2.15)
-RELEASED = NACOptions(tied_heads=True, backbone_unfolds=1, backbone_activation="linear", dense_sensory=True,
-                      shared_backbone=True, topk_method="exact", topk_spare_blocks=0, euler_steps=5, euler_dt=0.5,
-                      quadrature="none", eps=1e-6, ncp_init="glorot", front_init="glorot", time_horizon=1.0,
-                      learn_horizon=False, pair_time="query")
+RELEASED = NACOptions(
+    tied_heads=True,
+    backbone_unfolds=1,
+    backbone_activation="linear",
+    dense_sensory=True,
+    shared_backbone=True,
+    topk_method="exact",
+    topk_spare_blocks=0,
+    euler_steps=5,
+    euler_dt=0.5,
+    quadrature="none",
+    eps=1e-6,
+    ncp_init="glorot",
+    front_init="glorot",
+    time_horizon=1.0,
+    learn_horizon=False,
+    pair_time="query",
+)
 # our measured choices (the NAC results page; measured on test splits, to be re-selected on validation):
 # what compat="paper" meant before this profile existed. Written out, not derived from PAPER: checkpoints saved
 # before the profile existed resolve to it.
-TUNED = NACOptions(tied_heads=False, backbone_unfolds=3, backbone_activation="tanh", dense_sensory=False,
-                   shared_backbone=False, topk_method="block", topk_spare_blocks=1, euler_steps=6, euler_dt=0.0,
-                   quadrature="time", eps=1e-5, ncp_init="fan_in", front_init="he", time_horizon=10.0,
-                   learn_horizon=False, pair_time="delta")
+TUNED = NACOptions(
+    tied_heads=False,
+    backbone_unfolds=3,
+    backbone_activation="tanh",
+    dense_sensory=False,
+    shared_backbone=False,
+    topk_method="block",
+    topk_spare_blocks=1,
+    euler_steps=6,
+    euler_dt=0.0,
+    quadrature="time",
+    eps=1e-5,
+    ncp_init="fan_in",
+    front_init="he",
+    time_horizon=10.0,
+    learn_horizon=False,
+    pair_time="delta",
+)
 PROFILE_OPTIONS = {"paper": PAPER, "released": RELEASED, "tuned": TUNED}
 
 
@@ -160,8 +212,9 @@ def check_attention(mode: str, d_model: int, n_heads: int, topk: int | None, phi
     check_choice("NAC phi_activation", phi_activation, PHI_ACTIVATIONS)
 
 
-def resolve_options(compat: str = "paper", options: NACOptions | Mapping[str, Any] | None = None,
-                    **overrides: Any) -> NACOptions:
+def resolve_options(
+    compat: str = "paper", options: NACOptions | Mapping[str, Any] | None = None, **overrides: Any
+) -> NACOptions:
     """Every option set: the values of ``options`` and ``overrides`` that are not None, the profile ``compat``
     ("paper", "released" or "tuned") for the rest; validated."""
     check_choice("NAC compat", compat, PROFILES)
@@ -177,6 +230,7 @@ def resolve_options(compat: str = "paper", options: NACOptions | Mapping[str, An
 # --------------------------------------------------------------------------------------------------
 # The layer
 # --------------------------------------------------------------------------------------------------
+
 
 def _split_last(z: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``(..., m)`` -> m contiguous ``(...)`` tensors (ATen's transcendental ops on the strided views
@@ -254,10 +308,21 @@ class NACAttention(nn.Module):
     * Not implemented: causal masking, the NAC-FC ablation.
     """
 
-    def __init__(self, in_features: int, d_model: int = 64, n_heads: int = 8, mode: str = "exact",
-                 topk: int | None = 8, sparsity: float = 0.5, compat: str = "paper",
-                 phi_activation: str = "sigmoid", dropout: float = 0.0, seed: int = 22222,
-                 options: NACOptions | Mapping[str, Any] | None = None, **overrides: Any):
+    def __init__(
+        self,
+        in_features: int,
+        d_model: int = 64,
+        n_heads: int = 8,
+        mode: str = "exact",
+        topk: int | None = 8,
+        sparsity: float = 0.5,
+        compat: str = "paper",
+        phi_activation: str = "sigmoid",
+        dropout: float = 0.0,
+        seed: int = 22222,
+        options: NACOptions | Mapping[str, Any] | None = None,
+        **overrides: Any,
+    ):
         super().__init__()
         check_attention(mode, d_model, n_heads, topk, phi_activation)
         opt = resolve_options(compat, options, **overrides)
@@ -267,18 +332,34 @@ class NACAttention(nn.Module):
         self.mode, self.topk, self.phi_activation = mode, topk, phi_activation
         self.pair_time, self.time_horizon = opt.pair_time, opt.time_horizon
         gate_wiring = build_autoncp(units_sensory(d_model), 0, in_features, sparsity, seed)
-        self.gates = nn.ModuleDict({
-            name: NCPCell(gate_wiring, input_group="inter", output_group="inter", disabled=("command", "motor"),
-                          activation="linear", dense_input=opt.dense_sensory, init=opt.ncp_init)
-            for name in ("q", "k", "v")})
+        self.gates = nn.ModuleDict(
+            {
+                name: NCPCell(
+                    gate_wiring,
+                    input_group="inter",
+                    output_group="inter",
+                    disabled=("command", "motor"),
+                    activation="linear",
+                    dense_input=opt.dense_sensory,
+                    init=opt.ncp_init,
+                )
+                for name in ("q", "k", "v")
+            }
+        )
         if self.gates["q"].out_features != d_model:  # pragma: no cover - the sizing rule guarantees it
             raise ConfigError(f"AutoNCP gave {self.gates['q'].out_features} sensory neurons for d_model {d_model}")
         n_motor = 1 if opt.tied_heads else 2
         cells = 1 if opt.shared_backbone else n_heads
         bb_wiring = build_autoncp(units_backbone(d_model), n_motor, 2 * self.head_dim, sparsity, seed)
-        self.backbone = NCPCell(bb_wiring, input_group="inter", output_group="motor",
-                                activation=opt.backbone_activation, dense_input=False, n_cells=cells,
-                                init=opt.ncp_init)
+        self.backbone = NCPCell(
+            bb_wiring,
+            input_group="inter",
+            output_group="motor",
+            activation=opt.backbone_activation,
+            dense_input=False,
+            n_cells=cells,
+            init=opt.ncp_init,
+        )
         self.backbone.prepare(opt.backbone_unfolds)  # a static plan: torch.compile / torch.export trace through it
         # time gate: t_a and t_b affine in the pair u, per head (or shared)
         self.time_weight = nn.Parameter(torch.empty(cells, 2 * self.head_dim, 2))
@@ -321,15 +402,23 @@ class NACAttention(nn.Module):
         G, Tk = k.shape[0], k.shape[1]
         if self.topk is None or self.topk >= Tk:
             idx = torch.arange(Tk, device=k.device).expand(G, q.shape[1], Tk)
-            ok = (torch.ones(G, 1, Tk, dtype=torch.bool, device=k.device) if key_mask is None
-                  else key_mask.bool()[:, None, :]).expand(G, q.shape[1], Tk)
+            ok = (
+                torch.ones(G, 1, Tk, dtype=torch.bool, device=k.device)
+                if key_mask is None
+                else key_mask.bool()[:, None, :]
+            ).expand(G, q.shape[1], Tk)
             return idx, ok
         if self.opt.topk_method == "block":
             return block_topk(q, k, self.topk, key_mask, spare_blocks=self.opt.topk_spare_blocks)
         return exact_topk(q, k, self.topk, key_mask)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
-                return_details: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        t: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        return_details: bool = False,
+    ):
         """``x: (B, T, C)``, ``t: (B, T)`` timestamps, ``mask: (B, T)`` True for real steps.
 
         Returns ``(B, T, d_model)``; with ``return_details`` also a dict of per-pair tensors
@@ -338,12 +427,12 @@ class NACAttention(nn.Module):
         self._check(x, t, mask)
         B, T, _ = x.shape
         H, D = self.n_heads, self.head_dim
-        q, k, v = (self._heads(self.gates[n].scan(x)) for n in ("q", "k", "v"))      # (G, T, D), G = H*B
-        key_mask = None if mask is None else mask.bool().repeat(H, 1)                  # (G, T)
-        idx, ok = self.select(q, k, key_mask)                                          # (G, T, Ke)
+        q, k, v = (self._heads(self.gates[n].scan(x)) for n in ("q", "k", "v"))  # (G, T, D), G = H*B
+        key_mask = None if mask is None else mask.bool().repeat(H, 1)  # (G, T)
+        idx, ok = self.select(q, k, key_mask)  # (G, T, Ke)
         ke = idx.shape[-1]
-        k_sel = flat_gather(k, idx)                                                   # (G, T, Ke, D)
-        u = torch.cat([q[:, :, None, :].expand_as(k_sel), k_sel], dim=-1)             # (G, T, Ke, 2D)
+        k_sel = flat_gather(k, idx)  # (G, T, Ke, D)
+        u = torch.cat([q[:, :, None, :].expand_as(k_sel), k_sel], dim=-1)  # (G, T, Ke, 2D)
         uc = self._cells(u)
         # the time gate t_a, t_b = u W_t + b_t is read in the backbone's pass over the pairs
         zz, ta_tb = self.backbone(uc, unfolds=self.opt.backbone_unfolds, head=(self.time_weight, self.time_bias))
@@ -368,26 +457,35 @@ class NACAttention(nn.Module):
         w = self.dropout(attn)
         if self.opt.quadrature == "time":
             w = w * tau
-        o = (w[..., None] * flat_gather(v, idx)).sum(-2)                               # (G, T, D)
+        o = (w[..., None] * flat_gather(v, idx)).sum(-2)  # (G, T, D)
         o = o.reshape(H, B, T, D).permute(1, 2, 0, 3).reshape(B, T, H * D)
         y = self.out(o.to(self.out.weight.dtype))  # a bfloat16 model's time gate and softmax ran in float32
         if not return_details:
             return y
         view = lambda a: a.reshape(H, B, T, ke).transpose(0, 1)
-        details = {"phi": view(phi), "omega": view(omega), "t": view(tau), "logits": view(logits),
-                   "attn": view(attn), "index": view(idx), "valid": view(ok)}
+        details = {
+            "phi": view(phi),
+            "omega": view(omega),
+            "t": view(tau),
+            "logits": view(logits),
+            "attn": view(attn),
+            "index": view(idx),
+            "valid": view(ok),
+        }
         return y, details
 
     def _pair_time(self, t: torch.Tensor | None, idx: torch.Tensor, B: int, T: int, ke: int) -> torch.Tensor:
         """``t_sample`` per pair, ``(G, T, Ke)`` (or broadcastable)."""
         if t is None:
             return torch.ones(1, 1, 1, dtype=torch.float32, device=idx.device).expand(self.n_heads * B, T, ke)
-        tg = t.to(torch.float32).repeat(self.n_heads, 1)                               # (G, T)
+        tg = t.to(torch.float32).repeat(self.n_heads, 1)  # (G, T)
         if self.pair_time == "query":
             return tg[:, :, None].expand(-1, -1, ke)
-        tk = flat_gather(tg[..., None], idx)[..., 0]                                  # (G, T, Ke)
+        tk = flat_gather(tg[..., None], idx)[..., 0]  # (G, T, Ke)
         return tk if self.pair_time == "key" else (tg[:, :, None] - tk).abs()
 
     def extra_repr(self) -> str:
-        return (f"in={self.in_features}, d_model={self.d_model}, heads={self.n_heads}, mode={self.mode}, "
-                f"topk={self.topk}, compat={self.compat}")
+        return (
+            f"in={self.in_features}, d_model={self.d_model}, heads={self.n_heads}, mode={self.mode}, "
+            f"topk={self.topk}, compat={self.compat}"
+        )

@@ -28,6 +28,7 @@ layer preserves the variance of its input. Always b = 0, w_in = w_out = 1, b_in 
 weights are multiplied by 0 in every forward pass, so they receive zero gradient and never influence
 the output.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,10 @@ def build_autoncp(units: int, output_size: int, in_features: int, sparsity: floa
     if not 0.1 <= sparsity <= 1.0:
         raise ConfigError(f"NCP sparsity must be in [0.1, 1.0] (ncps AutoNCP's sparsity_level), got {sparsity}")
     if output_size >= units - 2:
-        raise ConfigError(f"an NCP wiring of {units} units cannot have {output_size} motor neurons "
-                          "(AutoNCP needs output_size < units - 2)")
+        raise ConfigError(
+            f"an NCP wiring of {units} units cannot have {output_size} motor neurons "
+            "(AutoNCP needs output_size < units - 2)"
+        )
     if in_features < 1:
         raise ConfigError(f"an NCP wiring needs at least one input feature, got {in_features}")
     wiring = _ncps().AutoNCP(units, output_size, sparsity_level=sparsity, seed=seed)
@@ -96,9 +99,19 @@ class NCPCell(nn.Module):
     and with ``fused=False``, as batched matmuls.
     """
 
-    def __init__(self, wiring, input_group: str = "inter", output_group: str = "motor",
-                 disabled: Sequence[str] = (), activation: str = "linear", dense_input: bool = False,
-                 n_cells: int = 1, init: str = "fan_in", gain: float = 1.0, fused: bool = True):
+    def __init__(
+        self,
+        wiring,
+        input_group: str = "inter",
+        output_group: str = "motor",
+        disabled: Sequence[str] = (),
+        activation: str = "linear",
+        dense_input: bool = False,
+        n_cells: int = 1,
+        init: str = "fan_in",
+        gain: float = 1.0,
+        fused: bool = True,
+    ):
         super().__init__()
         check_choice("NCP init", init, INITS)
         for g in (input_group, output_group, *disabled):
@@ -146,7 +159,7 @@ class NCPCell(nn.Module):
                 nn.init.orthogonal_(self.W_rec.data[c])
         else:
             for w, m in ((self.W_in, m_in), (self.W_rec, m_rec)):
-                fan = (m != 0).sum(0).clamp_min(1).to(torch.float32)          # synapses each neuron receives
+                fan = (m != 0).sum(0).clamp_min(1).to(torch.float32)  # synapses each neuron receives
                 w.data.normal_().mul_(gain / fan.sqrt())
         self.register_load_state_dict_post_hook(self._rebuild_plans)  # the masks may come from a checkpoint
         active = act_mask.bool()
@@ -236,8 +249,19 @@ class NCPCell(nn.Module):
             wr.append(None if prev is None else w_rec.index_select(1, prev).index_select(2, cols))
             prev = cols
         p_in, p_rec, m = self._plan_wiring(unfolds)
-        out = ncp_mlp(x, wi, b, wr, m, self.activation_name, pattern_in=p_in, pattern_rec=p_rec,
-                      in_scale=self.w_in, in_shift=self.b_in, head=head)
+        out = ncp_mlp(
+            x,
+            wi,
+            b,
+            wr,
+            m,
+            self.activation_name,
+            pattern_in=p_in,
+            pattern_rec=p_rec,
+            in_scale=self.w_in,
+            in_shift=self.b_in,
+            head=head,
+        )
         y, read = out if head is not None else (out, None)
         shape = lambda t: t.reshape(*(() if self.n_cells == 1 else (self.n_cells,)), *lead, t.shape[-1])  # noqa: E731
         return shape(y), None if read is None else shape(read)
@@ -309,8 +333,10 @@ class NCPCell(nn.Module):
             for _ in range(unfolds - 1):
                 need = rec[:, need].any(1)
                 plan.append(need)
-            cache[key] = [(torch.nonzero(n).flatten(), bool(self.mask_act[n].all()), bool(self.mask_in[:, n].any()))
-                          for n in reversed(plan)]
+            cache[key] = [
+                (torch.nonzero(n).flatten(), bool(self.mask_act[n].all()), bool(self.mask_in[:, n].any()))
+                for n in reversed(plan)
+            ]
         return cache[key]
 
     def scan(self, u: torch.Tensor) -> torch.Tensor:
@@ -344,16 +370,19 @@ class NCPCell(nn.Module):
 
     def _check(self, u: torch.Tensor) -> None:
         if u.shape[-1] != self.in_features:
-            raise ValueError(f"NCP cell expects {self.in_features} input features in the last axis, got shape "
-                             f"{tuple(u.shape)}")
+            raise ValueError(
+                f"NCP cell expects {self.in_features} input features in the last axis, got shape {tuple(u.shape)}"
+            )
 
     def effective_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The masked weights ``(W_in * M_in, W_rec * M_rec)`` actually used."""
         return self.W_in * self.mask_in, self.W_rec * self.mask_rec
 
     def extra_repr(self) -> str:
-        return (f"in={self.in_features}, units={self.units}, out={self.out_features}, cells={self.n_cells}, "
-                f"activation={self.activation_name}, synapses={int(self.mask_rec.sum())}+{int(self.mask_in.sum())}")
+        return (
+            f"in={self.in_features}, units={self.units}, out={self.out_features}, cells={self.n_cells}, "
+            f"activation={self.activation_name}, synapses={int(self.mask_rec.sum())}+{int(self.mask_in.sum())}"
+        )
 
 
 def density(mask: torch.Tensor) -> float:

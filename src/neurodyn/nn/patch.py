@@ -12,6 +12,7 @@ on the token side, ``y = W^T (LN(z) + b)``; the same function as an output bias 
 ``crop`` removes it again. ``resize_pos_embed`` resizes a learned ``(1, h, w, D)`` positional embedding of the
 token grid bilinearly to another token grid; ``patch_forward`` runs the whole token path of a patch model.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,8 +45,9 @@ def resize_pos_embed(pe: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     return F.interpolate(pe.permute(0, 3, 1, 2), size=hw, mode="bilinear", align_corners=False).permute(0, 2, 3, 1)
 
 
-def patch_forward(a: torch.Tensor, multiple: int, patch: nn.Module, blocks, unpatch: nn.Module,
-                  pos_embed=None) -> torch.Tensor:
+def patch_forward(
+    a: torch.Tensor, multiple: int, patch: nn.Module, blocks, unpatch: nn.Module, pos_embed=None
+) -> torch.Tensor:
     """The token path of a patch model on a channels-last grid ``a (B, H, W, c) -> (B, H, W, C_out)``::
 
         z = patch(pad(a))  [+ pos_embed((h, w))]     # (B, h, w, D) tokens, pad: zeros to multiples of ``multiple``
@@ -79,8 +81,10 @@ class PatchEmbed2d(nn.Module):
         b, h, w, c = x.shape
         p = self.p
         if h % p or w % p or c != self.in_channels:
-            raise ValueError(f"patch embedding with patch {p} and {self.in_channels} channels got a grid of shape "
-                             f"{tuple(x.shape)}; H and W must be multiples of {p} (pad first).")
+            raise ValueError(
+                f"patch embedding with patch {p} and {self.in_channels} channels got a grid of shape "
+                f"{tuple(x.shape)}; H and W must be multiples of {p} (pad first)."
+            )
         x = x.reshape(b, h // p, p, w // p, p, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h // p, w // p, p * p * c)
         return self.norm(self.proj(x))
 

@@ -8,6 +8,7 @@ For a mesh or point cloud with ``N`` points (a structured mesh's ``(H, W)`` inde
 
 The models check their inputs (``neurodyn.models.inputs.check_mesh_input``) before assembling the features.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,16 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return emb
 
 
-def mesh_features(x: torch.Tensor, pos, ctx, *, structured: bool, pos_channels: int, positional_grid: bool,
-                  ctx_as_channels: bool = True):
+def mesh_features(
+    x: torch.Tensor,
+    pos,
+    ctx,
+    *,
+    structured: bool,
+    pos_channels: int,
+    positional_grid: bool,
+    ctx_as_channels: bool = True,
+):
     """The per-point features ``(B, N, c)`` of a (checked) mesh / point-cloud input, and its index grid.
 
     Returns ``(features, grid)`` where ``grid`` is the (H, W) index grid of a structured mesh (None for
@@ -73,21 +82,24 @@ class PointOperator(nn.Module):
         cfg, D = self.config, self.config.width
         self.lift = ChannelMLP(c_in, D, 2 * D, cfg.act)
         self.placeholder = nn.Parameter(torch.rand(D) / D) if cfg.placeholder else None
-        self.time_fc = (nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None)
+        self.time_fc = nn.Sequential(nn.Linear(D, D), nn.SiLU(), nn.Linear(D, D)) if cfg.time_embedding else None
 
     def _init_weights(self) -> None:
         """Code initialisation: trunc_normal Linear weights, the slice projections orthogonal (as built)."""
         trunc_normal_init(self, skip=[m.in_project_slice for m in self.modules() if isinstance(m, SliceEncoder)])
 
-    def _forward_points(self, feats: torch.Tensor, grid, ctx, x: torch.Tensor,
-                        mask: torch.Tensor | None = None) -> torch.Tensor:
+    def _forward_points(
+        self, feats: torch.Tensor, grid, ctx, x: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``mask (B, N)``: True on the real points of point clouds padded to a common N; the slice tokens pool
         those only, so each real point's output is the one of its cloud without the padding."""
         extra = {}
         if mask is not None:
             if grid is not None or tuple(mask.shape) != tuple(feats.shape[:2]):
-                raise ValueError(f"a point mask is for point clouds and has shape (B, N) = {tuple(feats.shape[:2])}; "
-                                 f"got {tuple(mask.shape)}" + (" on a structured mesh" if grid is not None else ""))
+                raise ValueError(
+                    f"a point mask is for point clouds and has shape (B, N) = {tuple(feats.shape[:2])}; "
+                    f"got {tuple(mask.shape)}" + (" on a structured mesh" if grid is not None else "")
+                )
             extra["mask"] = mask.bool()
         h = self.lift(feats)
         if self.placeholder is not None:

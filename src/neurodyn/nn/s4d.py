@@ -49,6 +49,7 @@ for ``n = 0 .. N/2 - 1``; always ``C ~ CN(0, 1)``, ``D ~ N(0, 1)``, ``dt`` log-u
 the last ``window - 1`` inputs (a truncated kernel has no finite-state recurrence). Running
 :meth:`step` over a sequence reproduces :meth:`forward` (tested).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,14 +78,15 @@ def _hippo_legs_diag(N: int) -> tuple[np.ndarray, np.ndarray]:
     skew = S + 0.5 * np.eye(N)
     # the eigenvalues of a real skew-symmetric matrix are i * (those of the Hermitian -i * skew)
     w, V = np.linalg.eigh(-1j * skew)
-    keep = np.argsort(w)[N // 2:]  # positive imaginary parts; their conjugates are the other half
+    keep = np.argsort(w)[N // 2 :]  # positive imaginary parts; their conjugates are the other half
     lam = -0.5 + 1j * w[keep]
     Bv = V[:, keep].conj().T @ r  # V unitary: the eigenbasis coordinates of B
     return lam, Bv
 
 
-def s4d_init(init: str, H: int, N: int, dt_min: float = 1e-3, dt_max: float = 1e-1,
-             generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+def s4d_init(
+    init: str, H: int, N: int, dt_min: float = 1e-3, dt_max: float = 1e-1, generator: torch.Generator | None = None
+) -> dict[str, torch.Tensor]:
     """Initial ``A, B, C`` (complex ``(H, N/2)``), ``D`` (``(H,)``) and ``log_dt`` (``(H,)``) of an S4D layer."""
     check_choice("S4D init", init, S4D_INITS)
     if N < 2 or N % 2:
@@ -102,8 +104,9 @@ def s4d_init(init: str, H: int, N: int, dt_min: float = 1e-3, dt_max: float = 1e
     else:
         lam, Bv = _hippo_legs_diag(N)
         A, B = torch.from_numpy(lam), torch.from_numpy(Bv)
-    log_dt = torch.rand(H, dtype=torch.float64, generator=generator) * (math.log(dt_max) - math.log(dt_min)) \
-        + math.log(dt_min)
+    log_dt = torch.rand(H, dtype=torch.float64, generator=generator) * (math.log(dt_max) - math.log(dt_min)) + math.log(
+        dt_min
+    )
     C = torch.randn(H, N2, dtype=torch.cdouble, generator=generator)  # complex normal, E|C|^2 = 1
     D = torch.randn(H, dtype=torch.float64, generator=generator)
     return {"A": A.expand(H, N2).clone(), "B": B.expand(H, N2).clone(), "C": C, "D": D, "log_dt": log_dt}
@@ -122,8 +125,16 @@ class S4D(nn.Module):
         activation: ``"gelu"`` (the paper) or any name of ``neurodyn.nn.mlp.ACTIVATIONS``.
     """
 
-    def __init__(self, d_model: int, d_state: int = 64, init: str = "legs", dt_min: float = 1e-3,
-                 dt_max: float = 1e-1, window: int | None = None, activation: str = "gelu"):
+    def __init__(
+        self,
+        d_model: int,
+        d_state: int = 64,
+        init: str = "legs",
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        window: int | None = None,
+        activation: str = "gelu",
+    ):
         super().__init__()
         if d_model < 1:
             raise ConfigError(f"S4D d_model must be >= 1; got {d_model}.")
@@ -172,8 +183,10 @@ class S4D(nn.Module):
     # -- forward ---------------------------------------------------------------------------------------
     def _check(self, u: torch.Tensor) -> None:
         if u.dim() < 2 or u.shape[-1] != self.d_model:
-            raise ValueError(f"S4D input has shape {tuple(u.shape)}; expected (..., L, {self.d_model}) "
-                             "(sequence axis second to last, channels last).")
+            raise ValueError(
+                f"S4D input has shape {tuple(u.shape)}; expected (..., L, {self.d_model}) "
+                "(sequence axis second to last, channels last)."
+            )
 
     def _head(self, z: torch.Tensor) -> torch.Tensor:
         """Pointwise part after the convolution: ``GLU(Linear(act(z)))`` on channels-last ``z``."""

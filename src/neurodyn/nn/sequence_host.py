@@ -15,6 +15,7 @@ the timestamps and mask of the steps the outputs are centred on (``t[:, ::s]``, 
 ``core_steps`` steps, else the smallest stride ``s`` (the same for every conv) with which the core reads at most
 ``core_steps`` steps; the run's checkpoint holds the strides chosen. Built without data, ``auto`` is stride 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,16 @@ from torch import nn
 
 from ..errors import ConfigError, check_choice
 
-__all__ = ["AUTO_CORE_STEPS", "CONV_NORMS", "HostConfig", "SequenceHost", "auto_strides", "describe_front_end", "pool",
-           "resolve_conv_stride"]
+__all__ = [
+    "AUTO_CORE_STEPS",
+    "CONV_NORMS",
+    "HostConfig",
+    "SequenceHost",
+    "auto_strides",
+    "describe_front_end",
+    "pool",
+    "resolve_conv_stride",
+]
 
 CONV_NORMS = ("none", "batch", "layer")
 INPUT_NORMS = ("none", "series")
@@ -76,18 +85,24 @@ class HostConfig:
         if self.in_channels < 1 or self.out_channels < 1 or self.hidden < 1:
             raise ConfigError("sequence models need in_channels, out_channels and hidden >= 1")
         if isinstance(self.core_steps, bool) or not isinstance(self.core_steps, int) or self.core_steps < 1:
-            raise ConfigError(f"core_steps is a whole number >= 1 (the most steps the core reads with "
-                              f"conv_stride=auto); got {self.core_steps!r}")
+            raise ConfigError(
+                f"core_steps is a whole number >= 1 (the most steps the core reads with "
+                f"conv_stride=auto); got {self.core_steps!r}"
+            )
         if isinstance(self.conv_stride, str) and self.conv_stride != "auto":
-            raise ConfigError(f"conv_stride is a whole number >= 1, one per front-end conv, or 'auto'; got "
-                              f"{self.conv_stride!r}")
+            raise ConfigError(
+                f"conv_stride is a whole number >= 1, one per front-end conv, or 'auto'; got {self.conv_stride!r}"
+            )
         strides = self.strides()
         if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in strides):
-            raise ConfigError(f"conv_stride is a whole number >= 1, one per front-end conv, or 'auto'; got "
-                              f"{self.conv_stride!r}")
+            raise ConfigError(
+                f"conv_stride is a whole number >= 1, one per front-end conv, or 'auto'; got {self.conv_stride!r}"
+            )
         if any(s > 1 for s in strides) and self.per_step:
-            raise ConfigError(f"conv_stride={self.conv_stride!r} shortens the sequence, and this data has per-step "
-                              "targets (one output per step): use conv_stride=1")
+            raise ConfigError(
+                f"conv_stride={self.conv_stride!r} shortens the sequence, and this data has per-step "
+                "targets (one output per step): use conv_stride=1"
+            )
 
     def strides(self) -> tuple:
         """The stride of each front-end conv (``conv_stride`` repeated, or as given; ``auto`` not yet resolved from
@@ -96,8 +111,10 @@ class HostConfig:
             return (1,) * len(self.conv_channels)
         if isinstance(self.conv_stride, (list, tuple)):
             if len(self.conv_stride) != len(self.conv_channels):
-                raise ConfigError(f"conv_stride lists {len(self.conv_stride)} strides for {len(self.conv_channels)} "
-                                  "front-end convs (conv_channels); give one per conv, or one number for all")
+                raise ConfigError(
+                    f"conv_stride lists {len(self.conv_stride)} strides for {len(self.conv_channels)} "
+                    "front-end convs (conv_channels); give one per conv, or one number for all"
+                )
             return tuple(self.conv_stride)
         return (self.conv_stride,) * len(self.conv_channels)
 
@@ -174,8 +191,9 @@ class SequenceHost(nn.Module):
     def check_input(self, x: torch.Tensor, t: torch.Tensor | None, mask: torch.Tensor | None) -> None:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None,
-                pos=None, ctx=None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor | None = None, mask: torch.Tensor | None = None, pos=None, ctx=None
+    ) -> torch.Tensor:
         self.check_input(x, t, mask)
         x = self.per_series(x, mask)
         z, t, mask = self.front.shorten(x, t, mask)
@@ -183,7 +201,6 @@ class SequenceHost(nn.Module):
         if not self.cfg.per_step:
             h = pool(h, mask, self.cfg.pool)
         return self.head(h)
-
 
     def per_series(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``x`` with padded steps zeroed; with ``input_norm="series"`` each series standardised over its real steps,

@@ -29,6 +29,7 @@ tokens, still mesh-independent) and ``"literal"`` (paper Eqs. 14-15: ``W = softm
 over the N points, ``Y = W^T Z``; it needs a fixed number of points ``n_points`` and is not
 discretisation-invariant, which is why the code does not use it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -83,9 +84,19 @@ class SliceEncoder(nn.Module):
         eps: added to the slice weight totals.
     """
 
-    def __init__(self, dim: int, n_heads: int = 8, n_slices: int = 64, projection: str = "linear",
-                 kernel: int = 3, temperature: float = 0.5, clamp: Sequence[float] | None = None,
-                 value_projection: bool = True, normalize: bool = True, eps: float = 1e-5):
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int = 8,
+        n_slices: int = 64,
+        projection: str = "linear",
+        kernel: int = 3,
+        temperature: float = 0.5,
+        clamp: Sequence[float] | None = None,
+        value_projection: bool = True,
+        normalize: bool = True,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         check_choice("slice projection", projection, PROJECTIONS)
         if dim < 1 or n_heads < 1 or dim % n_heads:
@@ -114,8 +125,9 @@ class SliceEncoder(nn.Module):
         b, n, _ = x.shape
         if self.projection == "conv2d":
             if grid is None or grid[0] * grid[1] != n:
-                raise ValueError(f"a conv2d slice projection needs the index grid (H, W) with H * W = N = {n}; "
-                                 f"got grid={grid}.")
+                raise ValueError(
+                    f"a conv2d slice projection needs the index grid (H, W) with H * W = N = {n}; got grid={grid}."
+                )
             y = layer(x.transpose(1, 2).reshape(b, self.dim, *grid)).reshape(b, self.dim, n).transpose(1, 2)
         else:
             y = layer(x)
@@ -132,8 +144,9 @@ class SliceEncoder(nn.Module):
         """``(B, N, D)`` -> slice weights ``(B, H, N, M)`` (each row sums to one over M)."""
         return self.weights_from(self._project(self.in_project_x, x, grid))
 
-    def forward(self, x: torch.Tensor, grid=None,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, grid=None, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, N, D)`` -> ``(tokens (B, H, M, d_h), weights (B, H, N, M))``.
 
         ``mask (B, N)`` (True on real points of padded point clouds) zeroes the weights of padded points, so the
@@ -158,8 +171,9 @@ class SliceDecoder(nn.Module):
 
     MODES = ("shared", "separate", "literal")
 
-    def __init__(self, mode: str = "shared", dim: int = 0, n_heads: int = 8, n_slices: int = 64,
-                 n_points: int = 0, **kwargs):
+    def __init__(
+        self, mode: str = "shared", dim: int = 0, n_heads: int = 8, n_slices: int = 64, n_points: int = 0, **kwargs
+    ):
         super().__init__()
         check_choice("slice decoder mode", mode, self.MODES)
         self.mode = mode
@@ -167,23 +181,28 @@ class SliceDecoder(nn.Module):
             self.assign = SliceEncoder(dim, n_heads, n_slices, value_projection=False, **kwargs)
         elif mode == "literal":
             if n_points < 1:
-                raise ConfigError("the literal (paper Eq. 14) slice decoder maps to a fixed number of points; set "
-                                  "n_points >= 1 (the mesh size), or use decoder 'shared' or 'separate'.")
+                raise ConfigError(
+                    "the literal (paper Eq. 14) slice decoder maps to a fixed number of points; set "
+                    "n_points >= 1 (the mesh size), or use decoder 'shared' or 'separate'."
+                )
             if dim % n_heads:
                 raise ConfigError(f"slice decoder needs dim ({dim}) divisible by n_heads ({n_heads}).")
             self.n_points = int(n_points)
             self.to_points = nn.Linear(dim // n_heads, self.n_points)
 
-    def forward(self, tokens: torch.Tensor, weights: torch.Tensor | None = None, x: torch.Tensor | None = None,
-                grid=None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, weights: torch.Tensor | None = None, x: torch.Tensor | None = None, grid=None
+    ) -> torch.Tensor:
         if self.mode == "shared":
             return deslice(tokens, weights)
         if self.mode == "separate":
             return deslice(tokens, self.assign.weights(x, grid))
         n = weights.shape[2] if weights is not None else (x.shape[1] if x is not None else self.n_points)
         if n != self.n_points:
-            raise ValueError(f"the literal slice decoder was built for n_points={self.n_points} but the input has "
-                             f"{n} points; it is not mesh-independent (use decoder 'shared' or 'separate').")
+            raise ValueError(
+                f"the literal slice decoder was built for n_points={self.n_points} but the input has "
+                f"{n} points; it is not mesh-independent (use decoder 'shared' or 'separate')."
+            )
         w = torch.softmax(self.to_points(tokens), dim=-1)  # (B, H, M, N), softmax over the N points
         out = torch.einsum("bhmn,bhmc->bnhc", w, tokens)
         return out.reshape(out.shape[0], out.shape[1], -1)
@@ -198,12 +217,20 @@ class PhysicsAttention(nn.Module):
     ``encoder`` may be shared between layers (pass an existing ``SliceEncoder``).
     """
 
-    def __init__(self, dim: int, n_heads: int = 8, n_slices: int = 64, projection: str = "linear",
-                 encoder: SliceEncoder | None = None, dropout: float = 0.0, **kwargs):
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int = 8,
+        n_slices: int = 64,
+        projection: str = "linear",
+        encoder: SliceEncoder | None = None,
+        dropout: float = 0.0,
+        **kwargs,
+    ):
         super().__init__()
         self.encoder = encoder if encoder is not None else SliceEncoder(dim, n_heads, n_slices, projection, **kwargs)
         dh = self.encoder.head_dim
-        self.scale = dh ** -0.5
+        self.scale = dh**-0.5
         self.to_q = nn.Linear(dh, dh, bias=False)
         self.to_k = nn.Linear(dh, dh, bias=False)
         self.to_v = nn.Linear(dh, dh, bias=False)

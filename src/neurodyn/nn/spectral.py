@@ -50,6 +50,7 @@ computes the same operator with ``torch.fft`` (truncating axis by axis, so only 
 zero-filled); it is the better choice when many modes are kept. ``method="auto"`` picks per call by a
 flop estimate. DFT matrices are built in float64 and cached per (size, modes, dtype, device).
 """
+
 from __future__ import annotations
 
 import math
@@ -75,8 +76,9 @@ def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
     """Modes per axis with ``0`` replaced by ``grid_size[a] // 2`` (all modes, the ST-SSM paper's setting; FFNO,
     FNO-2D-time). ``name`` is the model named in the ConfigError for a malformed ``modes``."""
     if isinstance(modes, int):
-        raise ConfigError(f"{name} modes must be a tuple with one entry per spatial axis, e.g. (0,) or (32, 32); "
-                          f"got {modes!r}.")
+        raise ConfigError(
+            f"{name} modes must be a tuple with one entry per spatial axis, e.g. (0,) or (32, 32); got {modes!r}."
+        )
     modes = tuple(int(m) for m in modes)
     if len(modes) not in (1, 2):
         raise ConfigError(f"{name} supports 1 or 2 spatial axes (len(modes) in (1, 2)); got modes={modes}.")
@@ -85,8 +87,10 @@ def resolve_modes(name: str, modes, grid_size) -> tuple[int, ...]:
     if any(m == 0 for m in modes):
         grid = tuple(int(g) for g in (grid_size or ()))
         if len(grid) != len(modes) or any(g < 2 for g in grid):
-            raise ConfigError(f"{name} modes={modes} asks for all modes (0) but grid_size={grid_size!r} does not "
-                              f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes.")
+            raise ConfigError(
+                f"{name} modes={modes} asks for all modes (0) but grid_size={grid_size!r} does not "
+                f"give one size >= 2 per axis; set grid_size (e.g. grid_size=[64]) or the modes."
+            )
         modes = tuple(g // 2 if m == 0 else m for m, g in zip(modes, grid))
     return modes
 
@@ -103,8 +107,9 @@ def grid_modes(modes: Sequence[int], grid: Sequence[int], half_axes: Sequence[bo
 _SAID: set = set()
 
 
-def clamp_modes(name: str, modes: Sequence[int], grid: Sequence[int] | None,
-                half_axes: Sequence[bool] | None = None) -> tuple[int, ...]:
+def clamp_modes(
+    name: str, modes: Sequence[int], grid: Sequence[int] | None, half_axes: Sequence[bool] | None = None
+) -> tuple[int, ...]:
     """``modes`` cut to what ``grid`` holds (:func:`grid_modes`), with one warning line when that changes them (as
     neuraloperator does on a grid smaller than its modes); ``modes`` as they are when ``grid`` is empty (unknown)."""
     modes = tuple(int(m) for m in modes)
@@ -114,14 +119,18 @@ def clamp_modes(name: str, modes: Sequence[int], grid: Sequence[int] | None,
         raise ConfigError(f"{name} grid_size {tuple(grid)} needs one size per axis of modes={modes}.")
     kept = grid_modes(modes, grid, half_axes)
     if min(kept) < 1:
-        raise ConfigError(f"{name}: a grid of size {tuple(grid)} holds no Fourier mode on some axis; give at least 2 "
-                          "points per axis.")
+        raise ConfigError(
+            f"{name}: a grid of size {tuple(grid)} holds no Fourier mode on some axis; give at least 2 points per axis."
+        )
     said = (name, modes, tuple(int(n) for n in grid), kept)
     if kept != modes and said not in _SAID:  # once per process: a run builds its model more than once
         _SAID.add(said)
-        warnings.warn(f"{name}: modes={modes} do not fit the {tuple(int(n) for n in grid)} grid; using modes={kept} "
-                      "(what the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)", UserWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"{name}: modes={modes} do not fit the {tuple(int(n) for n in grid)} grid; using modes={kept} "
+            "(what the grid holds: n // 2 per axis, n // 2 + 1 on the real FFT's axis)",
+            UserWarning,
+            stacklevel=3,
+        )
     return kept
 
 
@@ -143,8 +152,9 @@ class SpectralConv(nn.Module):
     ``N(0, 1 / (C_in + C_out))``, so that the per-mode gain is about one; the bias like ``nn.Linear``'s.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, modes: Sequence[int] | int, method: str = "auto",
-                 bias: bool = False):
+    def __init__(
+        self, in_channels: int, out_channels: int, modes: Sequence[int] | int, method: str = "auto", bias: bool = False
+    ):
         super().__init__()
         if isinstance(modes, int):
             modes = (modes,)
@@ -173,8 +183,10 @@ class SpectralConv(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, modes={self.modes}, method={self.method!r}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"{self.in_channels}, {self.out_channels}, modes={self.modes}, method={self.method!r}, "
+            f"bias={self.bias is not None}"
+        )
 
     def complex_weight(self) -> torch.Tensor:
         """The weight as complex ``(C_in, C_out, *kept_shape)`` (a differentiable view-based copy)."""
@@ -191,8 +203,10 @@ class SpectralConv(nn.Module):
             )
         spatial = x.shape[2:]
         if min(grid_modes(self.modes, spatial)) < 1:
-            raise ValueError(f"SpectralConv input x has spatial size {tuple(spatial)}: a grid holds no Fourier mode "
-                             "along an axis of fewer than 2 points (but the last); give at least 2 points per axis.")
+            raise ValueError(
+                f"SpectralConv input x has spatial size {tuple(spatial)}: a grid holds no Fourier mode "
+                "along an axis of fewer than 2 points (but the last); give at least 2 points per axis."
+            )
 
     def _spectrum(self, spatial: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...], torch.Tensor]:
         """The kept modes, their shape and the weight for a grid of size ``spatial``: all of them, or, on a grid
@@ -234,8 +248,9 @@ class SpectralConv(nn.Module):
             return self._forward_dft(x, modes, kept, weight)
         return self._forward_fft(x, modes, kept, weight)
 
-    def _mix(self, t: torch.Tensor, batch: int, weight: torch.Tensor,
-             dc_bias: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    def _mix(
+        self, t: torch.Tensor, batch: int, weight: torch.Tensor, dc_bias: float = 0.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``t: (M, 2B, C_in)`` (real parts of the batch, then imaginary) -> real, imag ``(M, B, C_out)``.
 
         With a bias, ``dc_bias * bias`` is added to the real part of mode 0 (the zero frequency), which the

@@ -13,6 +13,7 @@ mapping (``model.ssm.heads=4``) and refuses a section's key given at the top lev
 The scan directions stay in the model configs (``directions`` / ``scan``): their vocabulary and their "auto"
 depend on the model's token layout.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,21 @@ from typing import ClassVar
 
 from ..errors import ConfigError, check_choice
 
-__all__ = ["SSMConfig", "LatentSSMConfig", "GeoMambaSSMConfig", "KirchhoffSSMConfig", "LAYOUTS", "CONVS", "NORMS",
-           "ACTS", "CORRECTIONS", "FORMS", "R_ORDERS", "MERGES", "BLOCK_COEF_NORMS"]
+__all__ = [
+    "SSMConfig",
+    "LatentSSMConfig",
+    "GeoMambaSSMConfig",
+    "KirchhoffSSMConfig",
+    "LAYOUTS",
+    "CONVS",
+    "NORMS",
+    "ACTS",
+    "CORRECTIONS",
+    "FORMS",
+    "R_ORDERS",
+    "MERGES",
+    "BLOCK_COEF_NORMS",
+]
 
 # LatentSSM
 LAYOUTS = ("x_proj", "fused", "hydra")
@@ -40,8 +54,11 @@ BLOCK_COEF_NORMS = ("none", "rms", "cascade")  # "cascade": rms in the cells fed
 def _check_range(name: str, value) -> None:
     """``value`` is a positive ``(low, high)`` pair with ``low <= high``."""
     pair = tuple(value) if isinstance(value, (tuple, list)) else ()
-    if len(pair) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair) \
-            or not 0 < float(pair[0]) <= float(pair[1]):
+    if (
+        len(pair) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
+        or not 0 < float(pair[0]) <= float(pair[1])
+    ):
         raise ConfigError(f"ssm.{name} must be a positive (low, high) pair with low <= high; got {value!r}.")
 
 
@@ -122,25 +139,36 @@ class LatentSSMConfig(SSMConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name, allowed in (("layout", LAYOUTS), ("conv", CONVS), ("combine", ("sum", "mean")), ("norm", NORMS),
-                              ("act", ACTS), ("discretization", ("euler", "zoh")), ("a_mode", ("head", "diag")),
-                              ("a_init", ("auto", "uniform", "s4d_real")), ("dt_mode", ("head", "channel"))):
+        for name, allowed in (
+            ("layout", LAYOUTS),
+            ("conv", CONVS),
+            ("combine", ("sum", "mean")),
+            ("norm", NORMS),
+            ("act", ACTS),
+            ("discretization", ("euler", "zoh")),
+            ("a_mode", ("head", "diag")),
+            ("a_init", ("auto", "uniform", "s4d_real")),
+            ("dt_mode", ("head", "channel")),
+        ):
             check_choice(f"ssm.{name}", getattr(self, name), allowed)
         if self.a_init == "s4d_real" and self.a_mode != "diag":
             raise ConfigError("ssm a_init='s4d_real' (A_n = -n per state) needs a_mode='diag'.")
         if self.dt_mode == "channel" and self.layout != "x_proj":
-            raise ConfigError(f"ssm dt_mode='channel' (a Delta per channel through dt_proj) needs layout='x_proj', "
-                              f"got layout={self.layout!r}.")
+            raise ConfigError(
+                f"ssm dt_mode='channel' (a Delta per channel through dt_proj) needs layout='x_proj', "
+                f"got layout={self.layout!r}."
+            )
         if self.discretization == "zoh" and self.a_mode != "head":
-            raise ConfigError("ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
-                              "diagonal A does not factor through the Euler kernel.")
+            raise ConfigError(
+                "ssm discretization='zoh' needs a_mode='head' (a scalar A per head); exact ZOH with a "
+                "diagonal A does not factor through the Euler kernel."
+            )
         if self.layout == "hydra" and self.a_mode != "head":
             raise ConfigError("ssm layout='hydra' shares a scalar A per head between directions; use a_mode='head'.")
         if self.layout == "hydra" and self.conv == "causal" and int(self.d_conv) >= 2:
             raise ConfigError("ssm layout='hydra' uses one shared non-causal convolution (conv='same' or 'none').")
         if int(self.heads) < 1 or int(self.groups) < 1 or int(self.heads) % int(self.groups):
-            raise ConfigError(f"ssm.heads = {self.heads} must be divisible by ssm.groups = {self.groups} "
-                              "(both >= 1).")
+            raise ConfigError(f"ssm.heads = {self.heads} must be divisible by ssm.groups = {self.groups} (both >= 1).")
         if self.conv == "same" and int(self.d_conv) >= 2 and int(self.d_conv) % 2 == 0:
             raise ConfigError(f"ssm conv='same' needs an odd d_conv (centred kernel), got {self.d_conv}.")
         _check_range("a_init_range", self.a_init_range)
@@ -198,15 +226,23 @@ class GeoMambaSSMConfig(SSMConfig):
     def __post_init__(self):
         super().__post_init__()
         check_choice("ssm.kind ('1d': vanilla GeoMamba-SSM, '2d': 2DGeoMamba-SSM)", self.kind, ("1d", "2d"))
-        for name, allowed in (("correction", CORRECTIONS), ("correction_form", FORMS), ("r_order", R_ORDERS),
-                              ("d_mode", ("channel", "state", "none")), ("combine", ("sum", "mean")),
-                              ("gate", ("split", "shared")), ("act", ACTS), ("r_init", ("zeros", "pattern"))):
+        for name, allowed in (
+            ("correction", CORRECTIONS),
+            ("correction_form", FORMS),
+            ("r_order", R_ORDERS),
+            ("d_mode", ("channel", "state", "none")),
+            ("combine", ("sum", "mean")),
+            ("gate", ("split", "shared")),
+            ("act", ACTS),
+            ("r_init", ("zeros", "pattern")),
+        ):
             check_choice(f"ssm.{name}", getattr(self, name), allowed)
         if int(self.dt_rank) < 0:
             raise ConfigError(f"ssm.dt_rank must be >= 0 (0: ceil(D / 16)), got {self.dt_rank!r}.")
         if int(self.d_conv) > 1 and int(self.d_conv) % 2 == 0:
-            raise ConfigError(f"GeoMamba d_conv must be odd (a centred 2-D kernel) or <= 1 (no conv), "
-                              f"got {self.d_conv}.")
+            raise ConfigError(
+                f"GeoMamba d_conv must be odd (a centred 2-D kernel) or <= 1 (no conv), got {self.d_conv}."
+            )
         _check_range("dt_range", self.dt_range)
 
 

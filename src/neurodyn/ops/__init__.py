@@ -34,6 +34,7 @@ kernels are built by ``ops.cpu_kernel`` on first use; the Triton kernels are loa
 first run (no ``triton`` import with neurodyn): ``backend="triton"``, the ``"auto"`` choice for CUDA tensors when
 ``triton`` imports, pending a GPU measurement.
 """
+
 from .block_topk import block_topk, exact_topk
 from .cross_scan import PAPER_ORDER, VMAMBA_ORDER, cross_merge, cross_scan, cross_scan_indices, cross_unscan
 from .directions import resolve_directions
@@ -48,10 +49,33 @@ from .scan_2d import selective_scan_2d, selective_scan_2d_ref
 from .selective_scan import resolve_backend, selective_scan, selective_scan_ref
 
 __all__ = [
-    "block_topk", "exact_topk", "resolve_directions", "fused_mlp", "mlp_ref", "head_scan", "head_scan_ref",
-    "knc_scan", "knc_scan_ref",
-    "euler_logits", "exact_logits", "steady_logits", "ncp_mlp", "ncp_mlp_ref",
-    "PAPER_ORDER", "VMAMBA_ORDER", "cross_merge", "cross_scan", "cross_scan_indices", "cross_unscan",
-    "fft_conv", "linear_scan", "resolve_backend", "s4d_kernel", "s4d_recurrent", "selective_scan",
-    "selective_scan_2d", "selective_scan_2d_ref", "selective_scan_ref",
+    "block_topk",
+    "exact_topk",
+    "resolve_directions",
+    "fused_mlp",
+    "mlp_ref",
+    "head_scan",
+    "head_scan_ref",
+    "knc_scan",
+    "knc_scan_ref",
+    "euler_logits",
+    "exact_logits",
+    "steady_logits",
+    "ncp_mlp",
+    "ncp_mlp_ref",
+    "PAPER_ORDER",
+    "VMAMBA_ORDER",
+    "cross_merge",
+    "cross_scan",
+    "cross_scan_indices",
+    "cross_unscan",
+    "fft_conv",
+    "linear_scan",
+    "resolve_backend",
+    "s4d_kernel",
+    "s4d_recurrent",
+    "selective_scan",
+    "selective_scan_2d",
+    "selective_scan_2d_ref",
+    "selective_scan_ref",
 ]

@@ -6,6 +6,7 @@ a sixth of a NAC training step in it. The identity ``tanh(x) = 2 sigmoid(2x) - 1
 within 2.4e-7 absolute (float32 rounding of the sigmoid, doubled); the backward is ``g (1 - y^2)`` from the
 saved output, like ATen's. float64 and non-CPU tensors use ``torch.tanh`` (the reference).
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@
 an approximation: its reference relation is recall against :func:`exact_topk` (exact when the selected
 blocks cover every key), not equality. :func:`flat_gather` gathers the picked rows.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,14 @@ def _best(x: torch.Tensor, k: int) -> torch.Tensor:
     return x.topk(k, dim=-1).indices
 
 
-def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None,
-               query_chunk: int = 1024, spare_blocks: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def block_topk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    topk: int,
+    key_mask: torch.Tensor | None = None,
+    query_chunk: int = 1024,
+    spare_blocks: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Algorithm 2: sub-quadratic Top-K key selection by square-root block partitioning.
 
     ``q: (G, Tq, D)``, ``k: (G, Tk, D)``, ``key_mask: (G, Tk)`` (True = real key). Blocks have
@@ -72,8 +79,10 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     m = min(nb, max(1, -(-topk // bs)) + spare_blocks)
     k_eff = min(topk, m * bs)
     if G == 0 or Tq == 0 or Tk == 0:  # no groups, queries or keys: empty picks (Tk = 0 picks none per query)
-        return (torch.zeros(G, Tq, k_eff, dtype=torch.long, device=k.device),
-                torch.zeros(G, Tq, k_eff, dtype=torch.bool, device=k.device))
+        return (
+            torch.zeros(G, Tq, k_eff, dtype=torch.long, device=k.device),
+            torch.zeros(G, Tq, k_eff, dtype=torch.bool, device=k.device),
+        )
     blocks = _key_blocks(k, key_mask, bs, nb)
     # blocks can overlap (and a key be reached twice) only when some row is shorter than nb * bs
     may_repeat = key_mask is not None or Tk % bs != 0
@@ -82,7 +91,7 @@ def block_topk(q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tens
     score_all = nb <= 4 * m
     idx_parts, ok_parts = [], []
     for lo in range(0, Tq, query_chunk):
-        pick, ok = _pick(q[:, lo:lo + query_chunk], blocks, m, k_eff, may_repeat, score_all)
+        pick, ok = _pick(q[:, lo : lo + query_chunk], blocks, m, k_eff, may_repeat, score_all)
         order = blocks.order
         idx_parts.append(pick if order is None else order.gather(1, pick.reshape(G, -1)).reshape(pick.shape))
         ok_parts.append(ok)
@@ -94,12 +103,12 @@ class _KeyBlocks(NamedTuple):
     """The keys of each row split into ``nb`` blocks of ``bs`` (:func:`block_topk`'s docstring)."""
 
     order: torch.Tensor | None  # (G, Tk): compacted position -> key index (None: no mask, keys in place)
-    kc: torch.Tensor            # (G, Tk, D): the keys, real ones first
-    ids: torch.Tensor           # (G, nb, bs): compacted position of each block's keys
-    kb: torch.Tensor            # (G, nb, bs, D): each block's keys
-    centroid: torch.Tensor      # (G, nb, D): mean of each block's real keys
-    block_off: torch.Tensor     # (G, nb): empty blocks and repeats of the block before
-    ok_block: torch.Tensor      # (G, nb, bs): real keys of blocks in use
+    kc: torch.Tensor  # (G, Tk, D): the keys, real ones first
+    ids: torch.Tensor  # (G, nb, bs): compacted position of each block's keys
+    kb: torch.Tensor  # (G, nb, bs, D): each block's keys
+    centroid: torch.Tensor  # (G, nb, D): mean of each block's real keys
+    block_off: torch.Tensor  # (G, nb): empty blocks and repeats of the block before
+    ok_block: torch.Tensor  # (G, nb, bs): real keys of blocks in use
 
 
 def _key_blocks(k: torch.Tensor, key_mask: torch.Tensor | None, bs: int, nb: int) -> _KeyBlocks:
@@ -112,35 +121,36 @@ def _key_blocks(k: torch.Tensor, key_mask: torch.Tensor | None, bs: int, nb: int
         n = torch.full((G,), Tk, dtype=torch.long, device=dev)
     else:
         valid = key_mask.bool()
-        order = torch.sort((~valid).to(torch.uint8), dim=-1, stable=True).indices   # real keys first, in order
+        order = torch.sort((~valid).to(torch.uint8), dim=-1, stable=True).indices  # real keys first, in order
         kc = flat_gather(k, order)
         n = valid.sum(-1)
     offs = torch.arange(bs, device=dev)
-    starts = torch.minimum(torch.arange(nb, device=dev) * bs, (n - bs).clamp_min(0)[:, None])   # (G, nb)
-    ids = starts[..., None] + offs                                          # (G, nb, bs), may run past n
+    starts = torch.minimum(torch.arange(nb, device=dev) * bs, (n - bs).clamp_min(0)[:, None])  # (G, nb)
+    ids = starts[..., None] + offs  # (G, nb, bs), may run past n
     vb = ids < n[:, None, None]
     ids = ids.clamp_max(Tk - 1)
     kb = flat_gather(kc, ids.reshape(G, nb * bs)).reshape(G, nb, bs, D)
-    count = vb.sum(-1)                                                      # (G, nb)
+    count = vb.sum(-1)  # (G, nb)
     centroid = (kb * vb[..., None]).sum(-2) / count.clamp_min(1)[..., None].to(k.dtype)
     repeat = torch.zeros_like(count, dtype=torch.bool)
     repeat[:, 1:] = starts[:, 1:] == starts[:, :-1]
-    block_off = (count == 0) | repeat                                       # (G, nb)
-    ok_block = vb & ~block_off[..., None]                                   # (G, nb, bs)
+    block_off = (count == 0) | repeat  # (G, nb)
+    ok_block = vb & ~block_off[..., None]  # (G, nb, bs)
     return _KeyBlocks(order, kc, ids, kb, centroid, block_off, ok_block)
 
 
-def _pick(qc: torch.Tensor, blocks: _KeyBlocks, m: int, k_eff: int, may_repeat: bool,
-          score_all: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _pick(
+    qc: torch.Tensor, blocks: _KeyBlocks, m: int, k_eff: int, may_repeat: bool, score_all: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One chunk of queries ``qc: (G, c, D)``: the best ``m`` blocks by centroid score, then the best ``k_eff`` of
     their keys. Returns the picks as compacted positions ``(G, c, k_eff)`` and their validity."""
     G, nb, bs, D = blocks.kb.shape
     c = qc.shape[1]
     first_block = (torch.arange(G, device=qc.device) * nb)[:, None, None]
     coarse = (qc @ blocks.centroid.transpose(1, 2)).masked_fill(blocks.block_off[:, None, :], float("-inf"))
-    rows = (_best(coarse, m) + first_block).reshape(-1)                     # picked blocks as rows of (G nb, .)
+    rows = (_best(coarse, m) + first_block).reshape(-1)  # picked blocks as rows of (G nb, .)
     take = lambda t: t.reshape(G * nb, -1).index_select(0, rows)  # noqa: E731 - whole blocks, one copy each
-    cand = take(blocks.ids).reshape(G, c, m * bs)                           # positions in the compacted row
+    cand = take(blocks.ids).reshape(G, c, m * bs)  # positions in the compacted row
     cand_ok = take(blocks.ok_block).reshape(G, c, m * bs)
     if may_repeat:  # overlapping blocks: a key reached twice counts once
         srt, perm = torch.sort(cand.masked_fill(~cand_ok, -1), dim=-1)
@@ -150,15 +160,16 @@ def _pick(qc: torch.Tensor, blocks: _KeyBlocks, m: int, k_eff: int, may_repeat: 
     if score_all:  # the candidates are a large share of the keys: score every key at once, then pick
         fine = (qc @ blocks.kc.transpose(1, 2)).gather(-1, cand)
     else:
-        k_cand = take(blocks.kb).reshape(G, c, m * bs, D)                    # whole blocks: contiguous copies
-        fine = torch.matmul(k_cand, qc[..., None])[..., 0]                  # (G, c, m*bs)
+        k_cand = take(blocks.kb).reshape(G, c, m * bs, D)  # whole blocks: contiguous copies
+        fine = torch.matmul(k_cand, qc[..., None])[..., 0]  # (G, c, m*bs)
     fine = fine.masked_fill(~cand_ok, float("-inf"))
     top = _best(fine, k_eff)
     return cand.gather(-1, top), cand_ok.gather(-1, top)
 
 
-def exact_topk(q: torch.Tensor, k: torch.Tensor, topk: int,
-               key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def exact_topk(
+    q: torch.Tensor, k: torch.Tensor, topk: int, key_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Exhaustive Top-K: the full ``(G, Tq, Tk)`` dot-product matrix, then ``top_k`` (O(n^2) memory)."""
     scores = q @ k.transpose(1, 2)
     if key_mask is not None:

@@ -32,6 +32,7 @@ runs in a child process in its own session, so the calling process never holds a
 can be stopped, with ninja and the compilers, at the timeout or on an interrupt; its output is in
 ``<dir>/build.log``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,7 +65,8 @@ _HEADERS = (_CSRC / "fast_math.h", _CSRC / "checks.h")
 # (no -std: torch's cpp_extension passes the standard its headers need, -std=c++20 with torch 2.13; one of ours after
 # it would override it)
 _CFLAGS = ["-O3", "-fopenmp"] + (
-    ["-march=native"] if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else [])
+    ["-march=native"] if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else []
+)
 _LDFLAGS = ["-fopenmp"]
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}  # "module" -> ModuleType | None once a build was attempted
@@ -137,8 +139,9 @@ def _timeout() -> float:
     except ValueError:
         value = float("nan")
     if not value > 0:
-        raise _Unavailable(f"neurodyn: {_ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}; "
-                           f"using the pure-PyTorch path.")
+        raise _Unavailable(
+            f"neurodyn: {_ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}; using the pure-PyTorch path."
+        )
     return value
 
 
@@ -154,11 +157,13 @@ def _build_env() -> dict[str, str]:
     else:
         cxx = next((c for c in ("c++", "g++") if shutil.which(c)), "")
         if not cxx:
-            raise _Unavailable(f"neurodyn: no C++ compiler (c++ or g++) on PATH to build the fused CPU kernels; "
-                               f"{fallback}.")
+            raise _Unavailable(
+                f"neurodyn: no C++ compiler (c++ or g++) on PATH to build the fused CPU kernels; {fallback}."
+            )
     if not shutil.which("ninja"):
-        raise _Unavailable(f"neurodyn: ninja is not on PATH (pip install ninja) to build the fused CPU kernels; "
-                           f"{fallback}.")
+        raise _Unavailable(
+            f"neurodyn: ninja is not on PATH (pip install ninja) to build the fused CPU kernels; {fallback}."
+        )
     return {**os.environ, "CXX": cxx}
 
 
@@ -207,8 +212,15 @@ def _loads_in_child(directory: Path) -> bool:
     """Whether the library loads in a child process (a damaged one kills the child only)."""
     code = "import sys, torch; torch.ops.load_library(sys.argv[1])"
     try:
-        return subprocess.run([sys.executable, "-c", code, str(directory / f"{_NAME}.so")], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=300).returncode == 0
+        return (
+            subprocess.run(
+                [sys.executable, "-c", code, str(directory / f"{_NAME}.so")],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=300,
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -240,8 +252,11 @@ def _build_lock(directory: Path, deadline: float):
                     raise TimeoutError from None
                 if not waiting:
                     waiting = True
-                    print(f"neurodyn: waiting for another process compiling the fused CPU kernels in {directory}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"neurodyn: waiting for another process compiling the fused CPU kernels in {directory}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 time.sleep(0.2)
         yield lock
 
@@ -261,8 +276,13 @@ def _copy_sources(directory: Path) -> None:
 
 def _child_argv(directory: Path) -> list[str]:
     """The command that compiles (and test-loads) the copied sources in ``directory``."""
-    spec = {"name": _NAME, "sources": [str(directory / "src" / f.name) for f in _SOURCES],
-            "extra_cflags": _CFLAGS, "extra_ldflags": _LDFLAGS, "build_directory": str(directory)}
+    spec = {
+        "name": _NAME,
+        "sources": [str(directory / "src" / f.name) for f in _SOURCES],
+        "extra_cflags": _CFLAGS,
+        "extra_ldflags": _LDFLAGS,
+        "build_directory": str(directory),
+    }
     return [sys.executable, "-c", _CHILD, json.dumps(spec)]
 
 
@@ -303,9 +323,15 @@ def _run_child(directory: Path, deadline: float, env: dict[str, str], lock) -> N
     out until it ends."""
     log = directory / "build.log"
     with open(log, "wb") as out:
-        child = subprocess.Popen(_child_argv(directory), stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                 pass_fds=(lock.fileno(),))
+        child = subprocess.Popen(
+            _child_argv(directory),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            pass_fds=(lock.fileno(),),
+        )
         try:
             code = child.wait(timeout=max(0.0, deadline - time.monotonic()))
         except BaseException:
@@ -315,7 +341,8 @@ def _run_child(directory: Path, deadline: float, env: dict[str, str], lock) -> N
         raise _Unavailable(
             f"neurodyn: could not build the fused CPU kernels ({_failure(log, code)}); using the pure-PyTorch path "
             f"(the compiler's output is in {log}; the next process retries: delete {directory} if it keeps failing, "
-            f"or {_SKIP}).")
+            f"or {_SKIP})."
+        )
 
 
 def _compile(directory: Path, timeout: float, damaged: bool = False) -> None:
@@ -329,14 +356,18 @@ def _compile(directory: Path, timeout: float, damaged: bool = False) -> None:
     try:
         with _build_lock(directory, deadline) as lock:
             if _cache_state(directory) == "ok" or (not damaged and _is_built(directory)):  # another process
-                return                                                                     # finished meanwhile
+                return  # finished meanwhile
             for name in ("built", _DIGEST, f"{_NAME}.so"):
                 (directory / name).unlink(missing_ok=True)
             (directory / "lock").unlink(missing_ok=True)  # torch's lock of a killed build: live builders hold ours
-            print(f"neurodyn: the cached fused CPU kernels in {directory} are damaged (their checksum or a test load "
-                  "failed); rebuilding them (about a minute)" if damaged else
-                  f"neurodyn: compiling the fused CPU kernels once (about a minute) into {directory}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"neurodyn: the cached fused CPU kernels in {directory} are damaged (their checksum or a test load "
+                "failed); rebuilding them (about a minute)"
+                if damaged
+                else f"neurodyn: compiling the fused CPU kernels once (about a minute) into {directory}",
+                file=sys.stderr,
+                flush=True,
+            )
             _copy_sources(directory)
             _run_child(directory, deadline, env, lock)
             _record_digest(directory)
@@ -344,11 +375,14 @@ def _compile(directory: Path, timeout: float, damaged: bool = False) -> None:
             tmp.write_text(_source_tag())
             os.replace(tmp, directory / "built")
     except TimeoutError:
-        raise _Unavailable(f"neurodyn: another process was still compiling the fused CPU kernels in {directory} "
-                           f"after {timeout:g} s; {late}.") from None
+        raise _Unavailable(
+            f"neurodyn: another process was still compiling the fused CPU kernels in {directory} "
+            f"after {timeout:g} s; {late}."
+        ) from None
     except subprocess.TimeoutExpired:
-        raise _Unavailable(f"neurodyn: compiling the fused CPU kernels in {directory} did not finish within "
-                           f"{timeout:g} s; {late}.") from None
+        raise _Unavailable(
+            f"neurodyn: compiling the fused CPU kernels in {directory} did not finish within {timeout:g} s; {late}."
+        ) from None
 
 
 def _load(directory: Path):
@@ -393,9 +427,14 @@ def get():
                 _STATE["module"] = _build()
             except Exception as exc:  # noqa: BLE001 - any build failure means "use the fallback"
                 _STATE["module"] = None
-                message = str(exc) if isinstance(exc, _Unavailable) else (
-                    f"neurodyn: could not build the fused CPU kernels ({type(exc).__name__}: {_last_line(exc)}); "
-                    f"using the pure-PyTorch path ({_SKIP}).")
+                message = (
+                    str(exc)
+                    if isinstance(exc, _Unavailable)
+                    else (
+                        f"neurodyn: could not build the fused CPU kernels ({type(exc).__name__}: {_last_line(exc)}); "
+                        f"using the pure-PyTorch path ({_SKIP})."
+                    )
+                )
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
     return _STATE["module"]  # type: ignore[return-value]
 
@@ -414,8 +453,10 @@ def library():
     built on the first call; one clear error when they are unavailable."""
     ext = get()
     if ext is None:
-        raise RuntimeError("neurodyn: the fused CPU kernels are unavailable (no compiler / ninja, a failed build, or "
-                           f"{_ENV_DISABLE}=1); the torch.ops.neurodyn operators need them")
+        raise RuntimeError(
+            "neurodyn: the fused CPU kernels are unavailable (no compiler / ninja, a failed build, or "
+            f"{_ENV_DISABLE}=1); the torch.ops.neurodyn operators need them"
+        )
     return ext
 
 

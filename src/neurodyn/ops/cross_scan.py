@@ -15,6 +15,7 @@ grid and sums over directions, so it is the adjoint of ``cross_scan``, and ``cro
 is its exact inverse. Both are implemented with flips and transposes, which equal the index
 permutations of :func:`cross_scan_indices`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -76,8 +77,10 @@ def _unscan_one(s: Tensor, d: str, H: int, W: int) -> Tensor:
 
 def _check_seqs(y: Tensor, H: int, W: int, directions: tuple[str, ...]) -> None:
     if not isinstance(y, torch.Tensor) or y.dim() != 4 or y.shape[1] != len(directions) or y.shape[2] != H * W:
-        raise ValueError(f"y has shape {tuple(getattr(y, 'shape', ()))}, expected (batch, K, H*W, c) with K = "
-                         f"{len(directions)} and H*W = {H * W}")
+        raise ValueError(
+            f"y has shape {tuple(getattr(y, 'shape', ()))}, expected (batch, K, H*W, c) with K = "
+            f"{len(directions)} and H*W = {H * W}"
+        )
 
 
 def cross_unscan(y: Tensor, H: int, W: int, directions: Sequence[str] = PAPER_ORDER) -> Tensor:

@@ -34,6 +34,7 @@ gradient}``; arguments it leaves out get no gradient. One registration is then a
 
 with ``_backward(s, gh)`` returning ``{"a": ga, "x": gx, "h0": gh0}`` from ``s.a, s.h0, s.h, s.reverse, ...``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -82,8 +83,16 @@ def cdiv(n: int, size: int) -> int:
     return (n + size - 1) // size
 
 
-def define_op(name: str, schema: str, impl: Callable, fake: Callable, *, backend: str, save: Sequence[str] = (),
-              backward: Callable | None = None):
+def define_op(
+    name: str,
+    schema: str,
+    impl: Callable,
+    fake: Callable,
+    *,
+    backend: str,
+    save: Sequence[str] = (),
+    backward: Callable | None = None,
+):
     """The operator ``torch.ops.neurodyn.<name>`` (returned as ``torch.library.CustomOpDef``, called like a function).
 
     ``schema``: the arguments and results, named (``save`` refers to them); ``impl``: the kernel call, with the
@@ -92,8 +101,9 @@ def define_op(name: str, schema: str, impl: Callable, fake: Callable, *, backend
     device); ``save`` and ``backward``: the autograd formula of a forward operator (module docstring)."""
     if backend not in OPS:
         raise ValueError(f"define_op {name}: backend must be one of {sorted(OPS)}, got {backend!r}")
-    op = torch.library.custom_op(f"{NAMESPACE}::{name}", impl, mutates_args=(), schema=schema,
-                                 device_types=DEVICE_TYPES[backend])
+    op = torch.library.custom_op(
+        f"{NAMESPACE}::{name}", impl, mutates_args=(), schema=schema, device_types=DEVICE_TYPES[backend]
+    )
     op.register_fake(fake)
     if backward is not None:
         formula = _Formula(name, schema, save, backward)
@@ -123,8 +133,9 @@ class _Formula:
         known = {n for n, _ in self.arguments} | {r for r in self.results if r}
         unknown = [s for s in save if s not in known]
         if unknown:
-            raise ValueError(f"define_op {name}: save names {unknown}, neither an argument nor a named result of "
-                             f"{schema}")
+            raise ValueError(
+                f"define_op {name}: save names {unknown}, neither an argument nor a named result of {schema}"
+            )
         self.save = tuple(save)
         self.formula = formula
 

@@ -5,6 +5,7 @@ GeoMaNO's ``GeoMambaKernel``, CHONN's Kirchhoff cells) accepts either the name o
 tuple of directions, e.g. ``"cross"`` or ``"paper"``), a single direction name, or a sequence of names.
 Each caller owns its vocabulary (``names``) and presets; this module owns the rules and the message.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
@@ -12,10 +13,17 @@ from collections.abc import Collection, Mapping, Sequence
 __all__ = ["resolve_directions"]
 
 
-def resolve_directions(directions: str | Sequence[str], names: Collection[str],
-                       presets: Mapping[str, Sequence[str]] | None = None, *, single: bool = True,
-                       distinct: bool = False, what: str = "directions", error: type[Exception] = ValueError,
-                       note: str = "") -> tuple[str, ...]:
+def resolve_directions(
+    directions: str | Sequence[str],
+    names: Collection[str],
+    presets: Mapping[str, Sequence[str]] | None = None,
+    *,
+    single: bool = True,
+    distinct: bool = False,
+    what: str = "directions",
+    error: type[Exception] = ValueError,
+    note: str = "",
+) -> tuple[str, ...]:
     """``directions`` -> a non-empty tuple of names from ``names``.
 
     Args:

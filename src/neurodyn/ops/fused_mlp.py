@@ -5,6 +5,7 @@ an MLP is bound by memory traffic: :func:`fused_mlp` processes ``tile`` rows at 
 tile in the backward pass instead of storing it (first-order gradients only, no double backward).
 :func:`mlp_ref` is the same function with plain autograd (its reference). Activations: ``FUSABLE``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -60,19 +61,26 @@ class _FusedMLPFunction(torch.autograd.Function):
             if need_x:
                 torch.mm(gh, w1, out=gx[s : s + tile])
         gb2 = grad_out.sum(0) if need_b2 else None
-        return (gx, gw1 if need_w1 else None, gb1 if need_b1 else None, gw2 if need_w2 else None, gb2,
-                None, None)
+        return (gx, gw1 if need_w1 else None, gb1 if need_b1 else None, gw2 if need_w2 else None, gb2, None, None)
 
 
-def fused_mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
-              activation: str = "gelu", tile: int = _TILE_ROWS) -> torch.Tensor:
+def fused_mlp(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    b1: torch.Tensor,
+    w2: torch.Tensor,
+    b2: torch.Tensor,
+    activation: str = "gelu",
+    tile: int = _TILE_ROWS,
+) -> torch.Tensor:
     """``act(x @ w1.T + b1) @ w2.T + b2`` for ``x (..., a)``, tiled over rows (see module docstring)."""
     lead = x.shape[:-1]
     out = _FusedMLPFunction.apply(x.reshape(-1, x.shape[-1]), w1, b1, w2, b2, activation, tile)
     return out.view(*lead, w2.shape[0])
 
 
-def mlp_ref(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
-            activation: str = "gelu") -> torch.Tensor:
+def mlp_ref(
+    x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor, activation: str = "gelu"
+) -> torch.Tensor:
     """The reference of :func:`fused_mlp`: ``act(x @ w1.T + b1) @ w2.T + b2`` in one piece, plain autograd."""
     return F.linear(FUSABLE[activation][0](F.linear(x, w1, b1)), w2, b2)

@@ -14,6 +14,7 @@ For channel ``i`` of ``D``, state ``n`` of ``N`` and step ``k`` (``Delta > 0``, 
 (Eqs. 44-45). Scan layouts (:func:`scan_sequences` / :func:`merge_sequences`) express the cell's traversal
 modes ``uni`` / ``bi`` / ``cross`` through :mod:`neurodyn.ops.cross_scan`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,8 +32,16 @@ from .selective_scan.triton_op import selective_scan_triton
 Tensor = torch.Tensor
 
 __all__ = [
-    "SCANS", "SCAN_DIRECTIONS", "knc_phi", "knc_scan", "knc_scan_ref", "scan_sequences", "merge_sequences",
-    "n_directions", "knc_transfer_function", "knc_impulse_response",
+    "SCANS",
+    "SCAN_DIRECTIONS",
+    "knc_phi",
+    "knc_scan",
+    "knc_scan_ref",
+    "scan_sequences",
+    "merge_sequences",
+    "n_directions",
+    "knc_transfer_function",
+    "knc_impulse_response",
 ]
 
 SCANS = ("uni", "bi", "cross")
@@ -96,8 +105,17 @@ class ZOHInput(torch.autograd.Function):
         return gdelta, glam, gbt
 
 
-def knc_scan(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
-             discretization: str = "zoh", reverse: bool = False, backend: str = "auto") -> Tensor:
+def knc_scan(
+    u: Tensor,
+    delta: Tensor,
+    lam: Tensor,
+    b: Tensor,
+    c: Tensor,
+    d: Tensor | None = None,
+    discretization: str = "zoh",
+    reverse: bool = False,
+    backend: str = "auto",
+) -> Tensor:
     """Kirchhoff-cell recurrence (module docstring, Eqs. 32-34) on :func:`neurodyn.ops.selective_scan`.
 
     Args:
@@ -177,8 +195,16 @@ def _knc_scan_cpp(u, delta, lam, b, c, d, zoh, reverse):
     return out.flip(-1) if reverse else out
 
 
-def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d: Tensor | None = None,
-                 discretization: str = "zoh", reverse: bool = False) -> Tensor:
+def knc_scan_ref(
+    u: Tensor,
+    delta: Tensor,
+    lam: Tensor,
+    b: Tensor,
+    c: Tensor,
+    d: Tensor | None = None,
+    discretization: str = "zoh",
+    reverse: bool = False,
+) -> Tensor:
     """The recurrence of Eq. (32) with Eq. (34) as a plain loop (the oracle of :func:`knc_scan`)."""
     batch, D, L = u.shape
     N = lam.shape[1]
@@ -193,7 +219,7 @@ def knc_scan_ref(u: Tensor, delta: Tensor, lam: Tensor, b: Tensor, c: Tensor, d:
 
     v = u.new_zeros(batch, D, N)
     ys = [None] * L
-    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+    for t in range(L - 1, -1, -1) if reverse else range(L):
         dl = delta[:, :, t, None] * lam  # (batch, D, N)
         alpha = torch.exp(-dl)
         beta = ((1 - alpha) / lam if discretization == "zoh" else delta[:, :, t, None]) * coef(b, t)

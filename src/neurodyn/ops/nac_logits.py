@@ -8,6 +8,7 @@ All are elementwise on broadcastable tensors ``phi``, ``omega > 0``, ``t``; Eule
 reference of the closed form (it converges at first order in ``dt``), the closed form at large ``t`` that
 of the steady state.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,9 @@ def steady_logits(phi: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
     return phi / omega
 
 
-def exact_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float,
-                 a0: torch.Tensor | float = 0.0) -> torch.Tensor:
+def exact_logits(
+    phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float, a0: torch.Tensor | float = 0.0
+) -> torch.Tensor:
     """Closed form ``a_t = a* + (a_0 - a*) exp(-omega t)`` (eq. 3); with ``a_0 = 0`` eq. 17."""
     a_star = phi / omega
     decay = torch.exp(-omega * t)
@@ -32,8 +34,14 @@ def exact_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float
     return a_star + (a0 - a_star) * decay
 
 
-def euler_logits(phi: torch.Tensor, omega: torch.Tensor, t: torch.Tensor | float | None, steps: int,
-                 dt: float | None = None, a0: torch.Tensor | float = 0.0) -> torch.Tensor:
+def euler_logits(
+    phi: torch.Tensor,
+    omega: torch.Tensor,
+    t: torch.Tensor | float | None,
+    steps: int,
+    dt: float | None = None,
+    a0: torch.Tensor | float = 0.0,
+) -> torch.Tensor:
     """Explicit Euler (eq. 2): ``steps`` updates ``a <- a + dt (-omega a + phi)``.
 
     ``dt=None`` integrates over ``[0, t]`` (``dt = t / steps``, converging to :func:`exact_logits` as

@@ -6,6 +6,7 @@ interpolation, vertex-aligned (``align_corners=True``): both grids hold points o
 linear along each axis is reproduced exactly, and going from ``2n - 1`` points to ``n`` picks the shared
 (even) points. An axis of one point is repeated (nearest).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,10 @@ def resample_grid(x: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
     size = tuple(int(s) for s in size)
     dims = len(size)
     if dims not in _MODES or x.dim() != dims + 2:
-        raise ValueError(f"resample_grid takes (batch, *grid, channels) with 1-3 grid axes matching the target "
-                         f"size {size}; got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"resample_grid takes (batch, *grid, channels) with 1-3 grid axes matching the target "
+            f"size {size}; got shape {tuple(x.shape)}"
+        )
     if tuple(x.shape[1:-1]) == size:
         return x
     chw = x.movedim(-1, 1)
@@ -44,9 +47,9 @@ def resample_steps(x: torch.Tensor, mask: torch.Tensor | None, length: int) -> t
     if mask is None:
         mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
     mask = mask.bool()
-    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)      # real steps first, in their order
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # real steps first, in their order
     packed = torch.gather(x, 1, order[..., None].expand(B, T, C))
-    n = mask.sum(1).clamp_min(1).to(x.dtype)                                  # (B,)
+    n = mask.sum(1).clamp_min(1).to(x.dtype)  # (B,)
     pos = torch.arange(length, device=x.device, dtype=x.dtype)[None] * ((n[:, None] - 1) / max(length - 1, 1))
     lo = pos.floor().long().clamp(0, T - 1)
     hi = (lo + 1).clamp(max=(n.long() - 1)[:, None]).clamp(0, T - 1)

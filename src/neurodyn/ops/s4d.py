@@ -17,6 +17,7 @@ output at t sees inputs t-K+1 .. t). :func:`fft_conv` evaluates the convolution 
 each channel's Toeplitz matrix; :func:`s4d_recurrent` runs the same system step by step.
 :func:`s4d_kernel` evaluates the Vandermonde product in real arithmetic with a hand-written backward.
 """
+
 from __future__ import annotations
 
 import torch
@@ -49,8 +50,7 @@ def _discretise(A, B, C, log_dt):
     return dtA, Bbar, C
 
 
-def s4d_kernel(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int,
-               window: int | None = None) -> Tensor:
+def s4d_kernel(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int, window: int | None = None) -> Tensor:
     """S4D convolution kernel ``(H, L_k)`` (real), ``L_k = min(L, window)``; see the module docstring.
 
     ``A, B, C``: complex ``(H, N/2)`` (``B=None`` means ones); ``log_dt``: real ``(H,)``.
@@ -64,8 +64,7 @@ def s4d_kernel(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int,
     return _Vandermonde.apply(dtA.real, dtA.imag, W.real, W.imag, Lk)
 
 
-def s4d_kernel_ref(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int,
-                   window: int | None = None) -> Tensor:
+def s4d_kernel_ref(A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor, L: int, window: int | None = None) -> Tensor:
     """:func:`s4d_kernel` by a complex Vandermonde matrix and autograd (the reference of the tests)."""
     _check_ssm(A, B, C, log_dt)
     Lk = L if window is None else min(L, window)
@@ -173,8 +172,16 @@ def _causal_fft_only(u: Tensor, K: Tensor) -> Tensor:
     return torch.fft.irfft(Uf * Kf, n=n)[..., :L].to(u.dtype)
 
 
-def s4d_recurrent(u: Tensor, A: Tensor, B: Tensor | None, C: Tensor, log_dt: Tensor,
-                  D: Tensor | None = None, state: Tensor | None = None, return_state: bool = False):
+def s4d_recurrent(
+    u: Tensor,
+    A: Tensor,
+    B: Tensor | None,
+    C: Tensor,
+    log_dt: Tensor,
+    D: Tensor | None = None,
+    state: Tensor | None = None,
+    return_state: bool = False,
+):
     """The same S4D system run step by step: ``x_t = Abar x_{t-1} + Bbar u_t``, ``y_t = 2 Re(C x_t) + D u_t``.
 
     ``u (..., H, L)`` real; ``state (..., H, N/2)`` complex (zero if None). Equals

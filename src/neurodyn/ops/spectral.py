@@ -16,6 +16,7 @@ axis, ``0..m-1`` and ``-m..-1`` on every other axis (:func:`kept_frequencies`). 
 built in float64 and cached per (size, modes, dtype, device), except while ``torch.export`` or ``make_fx`` traces
 (they would cache fake tensors: the next call, eager or traced, got a tensor without data).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,6 +68,7 @@ def _angles(freqs: Sequence[int], n: int) -> torch.Tensor:
 
 def rdft_matrix(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``(n, 2m)``: ``x @ F`` gives ``[Re X_0..X_{m-1} | Im X_0..X_{m-1}]`` of the real DFT of rows ``x``."""
+
     def build():
         a = _angles(range(m), n)  # (m, n)
         return torch.cat([torch.cos(a), -torch.sin(a)], 0).T.contiguous().to(dtype=dtype, device=device)
@@ -79,6 +81,7 @@ def irdft_matrix(n: int, m: int, dtype: torch.dtype, device: torch.device) -> to
 
     Like ``irfft``, it ignores the imaginary parts of the zero (and, for even n, the Nyquist) frequency.
     """
+
     def build():
         a = _angles(range(m), n)
         c = torch.full((m, 1), 2.0, dtype=torch.float64)
@@ -92,6 +95,7 @@ def irdft_matrix(n: int, m: int, dtype: torch.dtype, device: torch.device) -> to
 
 def dft_stack(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``(4m, n)``: real parts over imaginary parts of the truncated DFT (frequencies ``0..m-1, -m..-1``)."""
+
     def build():
         a = _angles(kept_frequencies(n, m, last=False), n)  # (2m, n)
         return torch.cat([torch.cos(a), -torch.sin(a)], 0).to(dtype=dtype, device=device)
@@ -101,6 +105,7 @@ def dft_stack(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch
 
 def idft_side(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``(n, 4m)``: real parts beside imaginary parts of the inverse DFT (with 1/n) from the kept frequencies."""
+
     def build():
         a = _angles(kept_frequencies(n, m, last=False), n).T  # (n, 2m)
         return (torch.cat([torch.cos(a), torch.sin(a)], 1) / n).to(dtype=dtype, device=device)
@@ -111,6 +116,7 @@ def idft_side(n: int, m: int, dtype: torch.dtype, device: torch.device) -> torch
 # Complex data in the DFT path is a real tensor ``(P, n, Q, 2, m_d)``: the axis being transformed (size n),
 # everything before it folded into P, the remaining middle axes into Q, then real/imaginary parts and the
 # half-spectrum axis. Both helpers keep that layout, so no large tensor is ever transposed.
+
 
 def dft_axis(t: torch.Tensor, mat: torch.Tensor, p: int) -> torch.Tensor:
     """Forward complex DFT ``(2K, n)`` stacked as ``[Re; Im]`` along axis ``n`` of ``t (P, n, Q, 2, m)``."""

@@ -1,6 +1,7 @@
 """Helpers shared by the ops' Triton kernel modules (``ops/<op>/triton_kernels.py``), loaded like them once per build
 (compiled / interpreted): a kernel module reaches them through :func:`neurodyn.ops.triton_loader.shared` while the
 loader executes it. Never imported: it imports ``triton``."""
+
 from __future__ import annotations
 
 import triton

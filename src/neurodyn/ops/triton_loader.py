@@ -24,6 +24,7 @@ that variable makes every call interpreted.)
 
 ``NEURODYN_NO_TRITON=1`` makes :func:`available` false, so that ``backend="auto"`` never picks the kernels.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,7 +40,7 @@ from .custom_op import constant_for_compile
 _ENV_DISABLE = "NEURODYN_NO_TRITON"
 _HERE = Path(__file__).parent
 _KERNELS = "triton_kernels"  # an op's kernel module: ops/<op>/triton_kernels.py
-_COMMON = "triton_common"    # the helpers its kernels share: ops/triton_common.py
+_COMMON = "triton_common"  # the helpers its kernels share: ops/triton_common.py
 _LOCK = threading.RLock()  # (reentrant: a kernel module loads the shared helpers while being loaded)
 _MODULES: dict[tuple[str, bool], object] = {}
 
@@ -91,8 +92,10 @@ def check_device(t: torch.Tensor, what: str) -> None:
         raise RuntimeError(f"{what}: backend='triton' needs the triton package (pip install 'neurodyn[triton]')")
     if t.is_cuda or (t.device.type == "cpu" and interpreter_requested()):
         return
-    raise ValueError(f"{what}: backend='triton' needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1, which runs "
-                     f"the kernels in Triton's CPU interpreter); got tensors on {t.device}")
+    raise ValueError(
+        f"{what}: backend='triton' needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1, which runs "
+        f"the kernels in Triton's CPU interpreter); got tensors on {t.device}"
+    )
 
 
 def kernel_modules() -> tuple[str, ...]:
@@ -112,8 +115,10 @@ def load(name: str, device: torch.device):
 def launcher(name: str, function: str, device_of: int = 0):
     """An operator's implementation (:func:`neurodyn.ops.custom_op.define_op`): ``function`` of op ``name``'s kernel
     module, loaded for the device of argument ``device_of``, called with the operator's arguments as they are."""
+
     def implementation(*args):
         return getattr(load(name, args[device_of].device), function)(*args)
+
     implementation.__name__ = f"{name}_{function}"
     return implementation
 
@@ -148,8 +153,9 @@ def _exec(name: str, interpret: bool):
     full += "_interpreted" if interpret else ""
     path = _HERE / (f"{name}.py" if name == _COMMON else f"{name}/{_KERNELS}.py")
     if not path.is_file():
-        raise ValueError(f"no Triton kernels for {name!r}: {path} does not exist (kernel modules: "
-                         f"{', '.join(kernel_modules())})")
+        raise ValueError(
+            f"no Triton kernels for {name!r}: {path} does not exist (kernel modules: {', '.join(kernel_modules())})"
+        )
     spec = importlib.util.spec_from_file_location(full, path)
     mod = importlib.util.module_from_spec(spec)
     old = os.environ.get("TRITON_INTERPRET")

@@ -4,6 +4,7 @@ A trainer checkpoint is a dict of plain data and tensors: ``model`` (registered 
 ``model_state``, ``optimizer``, ``scheduler``, ``normalizers``, ``position`` (epoch, batch, global
 step), ``rng`` (torch, CUDA, numpy, python states), ``best``, ``experiment`` (the full config).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -89,32 +90,42 @@ def check_resume_config(cfg: dict[str, Any], run_dir: Path, tcfg: Any) -> None:
     old_train = old.get("train") if isinstance(old, dict) else None
     former = _former_train_layout(old_train, tcfg) if isinstance(old_train, dict) else []
     if former:
-        raise ConfigError(f"run folder {run_dir} was trained with the former layout of the train section (flat keys "
-                          f"such as train.{former[0]}; the options that belong together are "
-                          "the sections train.schedule, train.rollout and train.logging now), so its config cannot be "
-                          "compared: train into a new run folder (neurodyn train --run-name NAME) or start this one "
-                          "over (--fresh); its checkpoints still load (neurodyn evaluate, neurodyn.load_run)")
+        raise ConfigError(
+            f"run folder {run_dir} was trained with the former layout of the train section (flat keys "
+            f"such as train.{former[0]}; the options that belong together are "
+            "the sections train.schedule, train.rollout and train.logging now), so its config cannot be "
+            "compared: train into a new run folder (neurodyn train --run-name NAME) or start this one "
+            "over (--fresh); its checkpoints still load (neurodyn evaluate, neurodyn.load_run)"
+        )
     if isinstance(old, dict) and isinstance(old.get("data"), dict):  # what the run recorded of its file is no setting
         old = {**old, "data": without_generator({k: v for k, v in old["data"].items() if k != "file"})}
     diff = [k for k in _config_differences(old, json.loads(json.dumps(cfg))) if k not in PROSE_KEYS]
-    if "train.time_limit" in diff and _longer_time_limit(_lookup(old, "train.time_limit"),
-                                                         _lookup(cfg, "train.time_limit")):
+    if "train.time_limit" in diff and _longer_time_limit(
+        _lookup(old, "train.time_limit"), _lookup(cfg, "train.time_limit")
+    ):
         diff.remove("train.time_limit")  # a longer limit (or none) continues a run its limit stopped
     if not diff:
         return
-    if diff == ["train.epochs"] and isinstance(_lookup(old, diff[0]), int) \
-            and _lookup(cfg, diff[0]) > _lookup(old, diff[0]):
+    if (
+        diff == ["train.epochs"]
+        and isinstance(_lookup(old, diff[0]), int)
+        and _lookup(cfg, diff[0]) > _lookup(old, diff[0])
+    ):
         return  # more epochs: the run continues (neurodyn.train.schedule: a new segment over the added epochs)
     if "train.epochs" in diff and len(diff) == 1:
-        raise ConfigError(f"run folder {run_dir} was trained for train.epochs={_lookup(old, 'train.epochs')}; a run "
-                          "can be extended (more epochs) but not shortened: evaluate its checkpoints instead, train "
-                          "into a new run folder (--run-name NAME) or start this one over (--fresh)")
+        raise ConfigError(
+            f"run folder {run_dir} was trained for train.epochs={_lookup(old, 'train.epochs')}; a run "
+            "can be extended (more epochs) but not shortened: evaluate its checkpoints instead, train "
+            "into a new run folder (--run-name NAME) or start this one over (--fresh)"
+        )
     if diff:
         shown = ", ".join(f"{k} ({_lookup(old, k)!r} -> {_lookup(cfg, k)!r})" for k in diff[:6])
         more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-        raise ConfigError(f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
-                          "train into a new run folder (neurodyn train --run-name NAME) or start this one over "
-                          "(--fresh)")
+        raise ConfigError(
+            f"run folder {run_dir} holds a checkpoint trained with another config: {shown}{more}; "
+            "train into a new run folder (neurodyn train --run-name NAME) or start this one over "
+            "(--fresh)"
+        )
 
 
 def _former_train_layout(train: dict[str, Any], tcfg: Any) -> list[str]:

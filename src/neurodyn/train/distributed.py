@@ -2,6 +2,7 @@
 
 Without torchrun's environment every helper degrades to a single process.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def init_from_env(device: torch.device) -> DistInfo:
         return DistInfo()
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return DistInfo(rank=dist.get_rank(), world_size=dist.get_world_size(),
-                    local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    return DistInfo(
+        rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0"))
+    )
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:

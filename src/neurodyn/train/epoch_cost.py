@@ -11,6 +11,7 @@
 The estimate trains a deep copy of the model with its own optimizer inside :func:`torch.random.fork_rng`, so the
 model, its optimizer and the random streams of the training that follows are those it would have had without it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,18 @@ from ..nn.sequence_host import describe_front_end
 __all__ = ["cost_line", "estimate_epoch", "steps_line"]
 
 
-def estimate_epoch(model: torch.nn.Module, task, train_set, eval_set, config, device: str | torch.device = "cpu", *,
-                   steps: int = 5, warmup: int = 2, eval_batches: int | None = None) -> dict[str, Any]:
+def estimate_epoch(
+    model: torch.nn.Module,
+    task,
+    train_set,
+    eval_set,
+    config,
+    device: str | torch.device = "cpu",
+    *,
+    steps: int = 5,
+    warmup: int = 2,
+    eval_batches: int | None = None,
+) -> dict[str, Any]:
     """Seconds per epoch of ``config`` (a :class:`~neurodyn.train.trainer.TrainConfig`) here, before training: the
     median time of ``steps`` training steps (after ``warmup``) of a throwaway trainer on a copy of ``model``, times
     the batches per epoch, plus one evaluation pass over ``eval_set`` (its first ``eval_batches`` batches scaled to
@@ -41,15 +52,21 @@ def estimate_epoch(model: torch.nn.Module, task, train_set, eval_set, config, de
     device = torch.device(device)
     work = copy.deepcopy(model)
     n_batches = -(-len(train_set) // config.batch_size)
-    with tempfile.TemporaryDirectory() as tmp, torch.random.fork_rng(devices=[device] if device.type == "cuda"
-                                                                      else []):
+    with tempfile.TemporaryDirectory() as tmp, torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if isinstance(work, FittedSequenceModel):  # its one pass as its run takes it: the fit, the validation split
             t0 = time.perf_counter()
-            fit_baseline(work, task, train_set, eval_set, batch_size=config.eval_batch_size or config.batch_size,
-                         device=device)
+            fit_baseline(
+                work, task, train_set, eval_set, batch_size=config.eval_batch_size or config.batch_size, device=device
+            )
             fit = time.perf_counter() - t0
-            return {"step_seconds": fit / n_batches, "eval_seconds": 0.0, "estimated_seconds_per_epoch": fit,
-                    "n_batches": n_batches, "fitted": True, "timed_steps": 0}
+            return {
+                "step_seconds": fit / n_batches,
+                "eval_seconds": 0.0,
+                "estimated_seconds_per_epoch": fit,
+                "n_batches": n_batches,
+                "fitted": True,
+                "timed_steps": 0,
+            }
         trainer = Trainer(work, task, train_set, None, config, tmp, device=device, progress=False)
         step = trainer.measure_step_seconds(steps, warmup)
         evaluation = 0.0
@@ -62,9 +79,14 @@ def estimate_epoch(model: torch.nn.Module, task, train_set, eval_set, config, de
             with torch.no_grad():
                 task.evaluate(work, itertools.islice(trainer.eval_batches(eval_set), n))
             evaluation = (time.perf_counter() - t0) * total / n
-    return {"step_seconds": step, "eval_seconds": evaluation,
-            "estimated_seconds_per_epoch": step * trainer.n_batches + evaluation, "n_batches": trainer.n_batches,
-            "fitted": False, "timed_steps": steps}
+    return {
+        "step_seconds": step,
+        "eval_seconds": evaluation,
+        "estimated_seconds_per_epoch": step * trainer.n_batches + evaluation,
+        "n_batches": trainer.n_batches,
+        "fitted": False,
+        "timed_steps": steps,
+    }
 
 
 def _duration(seconds: float) -> str:
@@ -82,12 +104,15 @@ def cost_line(estimate: dict[str, Any], config) -> str:
     if estimate.get("fitted"):
         return f"cost: fitted in one pass, ~{per_epoch:.3g} s here (no epochs)"
     val = f", + {estimate['eval_seconds']:.2g} s of validation" if estimate["eval_seconds"] else ""
-    line = (f"cost: ~{per_epoch:.3g} s per epoch ({estimate['n_batches']} steps of {estimate['step_seconds']:.2g} s, "
-            f"timed on {estimate['timed_steps']}{val}) -> ~{_duration(per_epoch * config.epochs)} for "
-            f"{config.epochs} epochs")
+    line = (
+        f"cost: ~{per_epoch:.3g} s per epoch ({estimate['n_batches']} steps of {estimate['step_seconds']:.2g} s, "
+        f"timed on {estimate['timed_steps']}{val}) -> ~{_duration(per_epoch * config.epochs)} for "
+        f"{config.epochs} epochs"
+    )
     if config.time_limit and per_epoch * config.epochs > config.time_limit:
-        line += (f" (train.time_limit={config.time_limit:g} s stops it after about "
-                 f"{int(config.time_limit // per_epoch)})")
+        line += (
+            f" (train.time_limit={config.time_limit:g} s stops it after about {int(config.time_limit // per_epoch)})"
+        )
     if config.early_stop:
         line += "; early stopping may end it sooner"
     return line

@@ -38,6 +38,7 @@ Inf, complex numbers, masks, timestamps in time order, label kinds) in ``fit``, 
 ``device``, ``run_dir``, a ``train.logging`` log without a ``run_dir``) is checked before anything is written or
 trained.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,9 +59,11 @@ def arrays_section(data: dict[str, Any], store) -> dict[str, Any]:
     a run folder compares on resuming (other arrays are another training)."""
     for key in ("path", "test_path"):
         if data.get(key):
-            raise ConfigError(f"data.{key}={data[key]!r}: the estimators train on the arrays given to fit (and score "
-                              "test arrays with .score(X, y)); drop the override, or train on a store file with "
-                              "`neurodyn train PRESET data.path=STORE`")
+            raise ConfigError(
+                f"data.{key}={data[key]!r}: the estimators train on the arrays given to fit (and score "
+                "test arrays with .score(X, y)); drop the override, or train on a store file with "
+                "`neurodyn train PRESET data.path=STORE`"
+            )
     kept = {k: v for k, v in data.items() if k not in ("path", "test_path", "generator")}
     return {**kept, "arrays": f"sha256:{store.attrs['checksum'][:16]}"}
 
@@ -85,9 +88,18 @@ class _SequenceEstimator:
 
     classifier = False
 
-    def __init__(self, model: str = "nac/sequence", *, scale: str = "cpu", run_dir: str | Path | None = None,
-                 overrides: list[str] | tuple[str, ...] = (), which: str = "last", device: str | torch.device = "cpu",
-                 progress: bool | None = False, **train_options: Any):
+    def __init__(
+        self,
+        model: str = "nac/sequence",
+        *,
+        scale: str = "cpu",
+        run_dir: str | Path | None = None,
+        overrides: list[str] | tuple[str, ...] = (),
+        which: str = "last",
+        device: str | torch.device = "cpu",
+        progress: bool | None = False,
+        **train_options: Any,
+    ):
         self.model, self.scale, self.run_dir, self.overrides = model, scale, run_dir, list(overrides)
         self.which, self.device, self.progress, self.train_options = which, device, progress, dict(train_options)
 
@@ -103,14 +115,16 @@ class _SequenceEstimator:
         from .run_folder import check_trainable
 
         if self.which not in WHICH:
-            raise ConfigError(f"which must be one of {', '.join(WHICH)} (the checkpoint predict uses); got "
-                              f"{self.which!r}")
+            raise ConfigError(
+                f"which must be one of {', '.join(WHICH)} (the checkpoint predict uses); got {self.which!r}"
+            )
         check_device(self.device, "device")
         if self.run_dir is not None:
             text = str(self.run_dir)
             if not text.strip() or "\0" in text:
-                raise ConfigError(f"run_dir {self.run_dir!r} is not a folder path; give a folder (or None: no run "
-                                  "folder is kept)")
+                raise ConfigError(
+                    f"run_dir {self.run_dir!r} is not a folder path; give a folder (or None: no run folder is kept)"
+                )
             check_trainable(Path(self.run_dir), f"{type(self).__name__}.fit", "another run_dir")
 
     def fit(self, X, y, t=None, mask=None, *, interrupt_at=None):
@@ -133,21 +147,34 @@ class _SequenceEstimator:
         options = [f"train.{k}={json.dumps(v)}" for k, v in self.train_options.items()]
         cfg = load_experiment(self.model, self.scale, [*self.overrides, *options])  # a bad name fails before any work
         if cfg.get("task") != "sequence":
-            raise ConfigError(f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
-                              "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)")
+            raise ConfigError(
+                f"model {self.model!r} is a preset of the {cfg.get('task')!r} task; the sequence "
+                "estimators take a sequence preset (nac/sequence, gru/sequence, knn/sequence, ...)"
+            )
         self._check_options()
         tcfg = check_config(cfg, self.device, data=False)  # the train options and model keys, before any work
         if self.run_dir is None and parse_loggers(tcfg.logging.to):
-            raise ConfigError(f"train.logging.to={tcfg.logging.to!r} writes logs into a run folder; give run_dir=... "
-                              "or leave train.logging.to at none")
+            raise ConfigError(
+                f"train.logging.to={tcfg.logging.to!r} writes logs into a run folder; give run_dir=... "
+                "or leave train.logging.to at none"
+            )
         store = sequence_store(arrays)
         cfg = {**cfg, "data": arrays_section(cfg.get("data") or {}, store)}
         data = build_sequence_data(cfg, store, record=store.record())  # every data value checked, nothing written
         if self.which == "best" and "val" not in data["sets"]:
-            raise ConfigError("which='best' predicts with the best validation epoch, and data.n_val leaves no "
-                              "validation split; use which='last' (or 'auto'), or give data.n_val > 0")
-        trained = train_experiment(cfg, self.run_dir, device=self.device, resume=True, progress=self.progress,
-                                   interrupt_at=interrupt_at, data=data)
+            raise ConfigError(
+                "which='best' predicts with the best validation epoch, and data.n_val leaves no "
+                "validation split; use which='last' (or 'auto'), or give data.n_val > 0"
+            )
+        trained = train_experiment(
+            cfg,
+            self.run_dir,
+            device=self.device,
+            resume=True,
+            progress=self.progress,
+            interrupt_at=interrupt_at,
+            data=data,
+        )
         if self.run_dir is not None:
             self.run_dir_ = Path(self.run_dir)
             self.run_ = load_run(self.run_dir_, which=self.which, device=self.device)
@@ -212,8 +239,10 @@ class SequenceClassifier(_SequenceEstimator):
         y = check_labels(y, len(X))
         if label_kind(y) != label_kind(self.classes_):
             fitted = label_kind(self.classes_)
-            raise DataError(f"y holds {label_kind(y)} labels and the classifier was fitted on {fitted} labels "
-                            f"({', '.join(map(str, self.classes_[:5]))}); give labels of the fitted kind")
+            raise DataError(
+                f"y holds {label_kind(y)} labels and the classifier was fitted on {fitted} labels "
+                f"({', '.join(map(str, self.classes_[:5]))}); give labels of the fitted kind"
+            )
         return float(np.mean(self.predict(X, t, mask) == y))
 
 
@@ -240,8 +269,10 @@ class SequenceRegressor(_SequenceEstimator):
         X, t, mask = check_series(X, t, mask, channels=self.n_features_in_)
         y = check_targets(y, len(X))
         if (y.ndim == 2) != self._vector or (y.ndim == 2 and y.shape[1] != self._width):
-            raise DataError(f"y has shape {y.shape}; the regressor was fitted on targets of shape "
-                            f"{('(N, ' + str(self._width) + ')') if self._vector else '(N,)'}")
+            raise DataError(
+                f"y has shape {y.shape}; the regressor was fitted on targets of shape "
+                f"{('(N, ' + str(self._width) + ')') if self._vector else '(N,)'}"
+            )
         pred = self.predict(X, t, mask)
         y2, p2 = y.reshape(len(y), -1), pred.reshape(len(y), -1)
         sst = ((y2 - y2.mean(0)) ** 2).sum(0)

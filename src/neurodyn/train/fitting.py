@@ -8,6 +8,7 @@ physical units, exact resume, the validation data selecting ``checkpoints/best.p
 normalizers and what rebuilds the module: its class and the ``init`` arguments, so ``neurodyn.load_run(run_dir)``
 predicts in physical units wherever the class is importable (or with ``load_run(run_dir, model=MyNet(...))``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,8 +52,9 @@ def _as_dataset(data, what: str) -> Dataset | None:
         return data
     if isinstance(data, (tuple, list)) and len(data) == 2:
         return PairDataset(*data)
-    raise ConfigError(f"{what} must be an (x, y) pair of tensors or a Dataset of {{'x', 'y'}} dicts; got "
-                      f"{type(data).__name__}")
+    raise ConfigError(
+        f"{what} must be an (x, y) pair of tensors or a Dataset of {{'x', 'y'}} dicts; got {type(data).__name__}"
+    )
 
 
 def _stacked(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,9 +64,20 @@ def _stacked(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack([it["x"] for it in items]), torch.stack([it["y"] for it in items])
 
 
-def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[str, Any] | None = None,
-        normalize: str = "gaussian", normalize_reduce: str = "pointwise", device: str | torch.device = "cpu",
-        resume: bool = True, progress: bool | None = False, **train_options: Any) -> list[dict[str, Any]]:
+def fit(
+    model: nn.Module,
+    train,
+    val=None,
+    *,
+    run_dir: str | Path,
+    init: dict[str, Any] | None = None,
+    normalize: str = "gaussian",
+    normalize_reduce: str = "pointwise",
+    device: str | torch.device = "cpu",
+    resume: bool = True,
+    progress: bool | None = False,
+    **train_options: Any,
+) -> list[dict[str, Any]]:
     """Train ``model`` on ``train`` (validated on ``val``) into ``run_dir``; returns the per-epoch history.
 
     ``init``: the module's constructor arguments, saved so the run can rebuild it. ``normalize``: ``gaussian`` |
@@ -80,27 +93,36 @@ def fit(model: nn.Module, train, val=None, *, run_dir: str | Path, init: dict[st
     if val_set is not None and len(val_set) == 0:
         raise ConfigError("fit() got an empty val; give at least one (x, y) pair, or val=None for no validation")
     x, y = _stacked(train_set)
-    task = SteadyTask(tcfg.loss_fn(), Normalizer(normalize, normalize_reduce).fit(x),
-                      Normalizer(normalize, normalize_reduce).fit(y))
+    task = SteadyTask(
+        tcfg.loss_fn(), Normalizer(normalize, normalize_reduce).fit(x), Normalizer(normalize, normalize_reduce).fit(y)
+    )
     if init is not None:
         model.neurodyn_init = dict(init)
     cls = type(model)
-    experiment = {"preset": f"{cls.__module__}:{cls.__qualname__}", "scale": "fit", "task": "steady",
-                  "model": {"name": f"{cls.__module__}:{cls.__qualname__}"}, "data": {"source": "neurodyn.train.fit"},
-                  "train": dataclasses.asdict(tcfg)}
+    experiment = {
+        "preset": f"{cls.__module__}:{cls.__qualname__}",
+        "scale": "fit",
+        "task": "steady",
+        "model": {"name": f"{cls.__module__}:{cls.__qualname__}"},
+        "data": {"source": "neurodyn.train.fit"},
+        "train": dataclasses.asdict(tcfg),
+    }
     run_dir = Path(run_dir)
     check_trainable(run_dir, "fit()", "another run_dir")
     with training_lock(run_dir):
         why = foreign_config(run_dir)
         if why:
-            raise ConfigError(f"run_dir {run_dir} holds a config.yaml that {why}, which fit() does not write over; "
-                              "give run_dir a new folder (or one that fit() trained)")
+            raise ConfigError(
+                f"run_dir {run_dir} holds a config.yaml that {why}, which fit() does not write over; "
+                "give run_dir a new folder (or one that fit() trained)"
+            )
         if resume:
             check_resume_config(experiment, run_dir, tcfg)  # changed settings are refused (more epochs continue)
         open_run_folder(run_dir)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
-        trainer = Trainer(model, task, train_set, val_set, tcfg, run_dir, experiment=experiment, device=device,
-                          progress=progress)
+        trainer = Trainer(
+            model, task, train_set, val_set, tcfg, run_dir, experiment=experiment, device=device, progress=progress
+        )
         return trainer.fit(resume=resume)
 
 

@@ -8,6 +8,7 @@
 
 ``metrics.jsonl`` is always written (the run API reads it).
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,9 +37,10 @@ def check_available(loggers: Sequence[str]) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter  # noqa: F401
         except ImportError:
-            raise ConfigError("train.logging.to=tensorboard needs the tensorboard package: pip install "
-                              "'neurodyn[tensorboard]' (or pip install tensorboard), or use train.logging.to=csv"
-                              ) from None
+            raise ConfigError(
+                "train.logging.to=tensorboard needs the tensorboard package: pip install "
+                "'neurodyn[tensorboard]' (or pip install tensorboard), or use train.logging.to=csv"
+            ) from None
 
 
 class RunLogs:
@@ -82,8 +84,10 @@ def write_csv(path: Path, history: Sequence[dict[str, Any]]) -> None:
     writer = csv.writer(out)
     writer.writerow(columns)
     for rec in history:
-        writer.writerow([rec["epoch"] + 1, rec["train_loss"], rec.get("lr", ""), rec["seconds"]] +
-                        [rec.get("val", {}).get(k, "") for k in val_keys])
+        writer.writerow(
+            [rec["epoch"] + 1, rec["train_loss"], rec.get("lr", ""), rec["seconds"]]
+            + [rec.get("val", {}).get(k, "") for k in val_keys]
+        )
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(out.getvalue())
     tmp.replace(path)

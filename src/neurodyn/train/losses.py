@@ -56,6 +56,7 @@ Losses never check for NaN or raise on it (that would force a device synchronisa
 or inf in ``pred`` propagates to the returned loss, and the trainer decides what to do (stop, skip).
 Shape mismatches raise ``ValueError`` naming both shapes; there is no broadcasting.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -95,24 +96,34 @@ _REDUCTIONS = ("mean", "sum", "none")
 # input checks shared with metrics.py
 
 
-def check_fields(pred: Tensor, target: Tensor, where: str, min_spatial: int = 1,
-                 max_spatial: int | None = 3) -> int:
+def check_fields(pred: Tensor, target: Tensor, where: str, min_spatial: int = 1, max_spatial: int | None = 3) -> int:
     """Check that ``pred`` and ``target`` are same-shaped ``(B, *spatial, C)`` tensors; return ``len(spatial)``."""
     if not isinstance(pred, Tensor) or not isinstance(target, Tensor):
-        raise TypeError(f"{where}: pred and target must be torch tensors, got {type(pred).__name__} "
-                        f"and {type(target).__name__}.")
+        raise TypeError(
+            f"{where}: pred and target must be torch tensors, got {type(pred).__name__} and {type(target).__name__}."
+        )
     if pred.shape != target.shape:
-        raise ValueError(f"{where}: pred and target must have the same shape (B, *spatial, C), got pred "
-                         f"{tuple(pred.shape)} and target {tuple(target.shape)}.")
+        raise ValueError(
+            f"{where}: pred and target must have the same shape (B, *spatial, C), got pred "
+            f"{tuple(pred.shape)} and target {tuple(target.shape)}."
+        )
     n_spatial = pred.dim() - 2
     if n_spatial < 0:
-        raise ValueError(f"{where}: expected fields (B, *spatial, C) with a batch and a channel axis, got shape "
-                         f"{tuple(pred.shape)}.")
+        raise ValueError(
+            f"{where}: expected fields (B, *spatial, C) with a batch and a channel axis, got shape {tuple(pred.shape)}."
+        )
     if n_spatial < min_spatial or (max_spatial is not None and n_spatial > max_spatial):
-        want = (f"{min_spatial} to {max_spatial}" if max_spatial is not None and max_spatial != min_spatial
-                else f"{min_spatial}" if max_spatial == min_spatial else f"at least {min_spatial}")
-        raise ValueError(f"{where}: expected fields of shape (B, *spatial, C) with {want} spatial dimension(s), "
-                         f"got shape {tuple(pred.shape)} ({max(n_spatial, 0)} spatial).")
+        want = (
+            f"{min_spatial} to {max_spatial}"
+            if max_spatial is not None and max_spatial != min_spatial
+            else f"{min_spatial}"
+            if max_spatial == min_spatial
+            else f"at least {min_spatial}"
+        )
+        raise ValueError(
+            f"{where}: expected fields of shape (B, *spatial, C) with {want} spatial dimension(s), "
+            f"got shape {tuple(pred.shape)} ({max(n_spatial, 0)} spatial)."
+        )
     if pred.shape[0] == 0:
         raise ValueError(f"{where}: got an empty batch (shape {tuple(pred.shape)}).")
     return n_spatial
@@ -120,8 +131,7 @@ def check_fields(pred: Tensor, target: Tensor, where: str, min_spatial: int = 1,
 
 def _check_reduction(reduction: str, where: str) -> None:
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{where}: reduction must be one of {', '.join(map(repr, _REDUCTIONS))}, "
-                         f"got {reduction!r}.")
+        raise ValueError(f"{where}: reduction must be one of {', '.join(map(repr, _REDUCTIONS))}, got {reduction!r}.")
 
 
 def _reduce(per_sample: Tensor, reduction: str) -> Tensor:
@@ -138,13 +148,16 @@ def _spacing(h: Spacing, shape: Sequence[int], periodic: bool, where: str) -> tu
         if periodic:
             return tuple(1.0 / n for n in shape)
         if min(shape) < 2:
-            raise ValueError(f"{where}: cannot infer the spacing of an axis with fewer than 2 points "
-                             f"(spatial shape {tuple(shape)}); pass h.")
+            raise ValueError(
+                f"{where}: cannot infer the spacing of an axis with fewer than 2 points "
+                f"(spatial shape {tuple(shape)}); pass h."
+            )
         return tuple(1.0 / (n - 1) for n in shape)
     hs = (float(h),) * len(shape) if isinstance(h, (int, float)) else tuple(float(v) for v in h)
     if len(hs) != len(shape) or not all(v > 0 and math.isfinite(v) for v in hs):
-        raise ValueError(f"{where}: h must be a positive number or one positive number per spatial axis "
-                         f"({len(shape)}), got {h!r}.")
+        raise ValueError(
+            f"{where}: h must be a positive number or one positive number per spatial axis ({len(shape)}), got {h!r}."
+        )
     return hs
 
 
@@ -157,8 +170,14 @@ def at_least_float32(*tensors: Tensor) -> tuple[Tensor, ...]:
 # functional losses
 
 
-def relative_lp(pred: Tensor, target: Tensor, p: float = 2, reduction: str = "mean", eps: float = 1e-12,
-                quadrature: Quadrature = None) -> Tensor:
+def relative_lp(
+    pred: Tensor,
+    target: Tensor,
+    p: float = 2,
+    reduction: str = "mean",
+    eps: float = 1e-12,
+    quadrature: Quadrature = None,
+) -> Tensor:
     """Relative Lp error ``||pred - target||_p / ||target||_p`` per sample, then reduced over the batch.
 
     Args:
@@ -190,8 +209,10 @@ def relative_lp(pred: Tensor, target: Tensor, p: float = 2, reduction: str = "me
         except RuntimeError:
             ok = False
         if not ok:
-            raise ValueError(f"{where}: quadrature weights of shape {tuple(w.shape)} do not broadcast to the "
-                             f"points {tuple(pred.shape[:-1])} of fields {tuple(pred.shape)}.") from None
+            raise ValueError(
+                f"{where}: quadrature weights of shape {tuple(w.shape)} do not broadcast to the "
+                f"points {tuple(pred.shape[:-1])} of fields {tuple(pred.shape)}."
+            ) from None
         if not math.isinf(p):
             # sum w|f|^p == sum |w^(1/p) f|^p: scale the fields and reuse vector_norm (safe gradient at 0)
             scale = w.clamp_min(0).pow(1.0 / p).unsqueeze(-1)
@@ -202,8 +223,10 @@ def relative_lp(pred: Tensor, target: Tensor, p: float = 2, reduction: str = "me
     elif quadrature is not None:
         vals = [quadrature] if isinstance(quadrature, (int, float)) else list(quadrature)
         if not all(isinstance(v, (int, float)) and v > 0 for v in vals):
-            raise ValueError(f"{where}: quadrature must be a tensor of weights, a positive spacing or a "
-                             f"sequence of positive spacings, got {quadrature!r}.")
+            raise ValueError(
+                f"{where}: quadrature must be a tensor of weights, a positive spacing or a "
+                f"sequence of positive spacings, got {quadrature!r}."
+            )
         # constant weight: cancels in the ratio (documented); nothing to do
     num = torch.linalg.vector_norm(diff.reshape(diff.shape[0], -1), ord=p, dim=1)
     den = torch.linalg.vector_norm(ref.reshape(ref.shape[0], -1), ord=p, dim=1)
@@ -233,15 +256,24 @@ def central_diff_2d(f: Tensor, h: Spacing = None, *, zero_pad: bool = True) -> t
     if zero_pad:
         f = F.pad(f, (0, 0, 1, 1, 1, 1))  # pads C by 0, W by 1 each side, H by 1 each side
     elif min(f.shape[1:3]) < 3:
-        raise ValueError(f"central_diff_2d: interior differences need at least 3 points per axis, got "
-                         f"spatial shape {tuple(f.shape[1:3])}.")
+        raise ValueError(
+            f"central_diff_2d: interior differences need at least 3 points per axis, got "
+            f"spatial shape {tuple(f.shape[1:3])}."
+        )
     dx = (f[:, 1:-1, 2:, :] - f[:, 1:-1, :-2, :]) / (2 * hx)
     dy = (f[:, 2:, 1:-1, :] - f[:, :-2, 1:-1, :]) / (2 * hy)
     return dx, dy
 
 
-def gradient_loss(pred: Tensor, target: Tensor, weight: float = 0.1, h: Spacing = None,
-                  mode: str = "reference", reduction: str = "mean", eps: float = 1e-12) -> Tensor:
+def gradient_loss(
+    pred: Tensor,
+    target: Tensor,
+    weight: float = 0.1,
+    h: Spacing = None,
+    mode: str = "reference",
+    reduction: str = "mean",
+    eps: float = 1e-12,
+) -> Tensor:
     """Darcy loss ``relL2(pred, target) + weight * [relL2(d_x pred', d_x target) + relL2(d_y pred', d_y target)]``.
 
     ``pred``/``target``: 2D fields ``(B, H, W, C)``, decoded to physical units (see the module docstring
@@ -266,8 +298,7 @@ def gradient_loss(pred: Tensor, target: Tensor, weight: float = 0.1, h: Spacing 
     else:
         pdx, pdy = central_diff_2d(pred, h, zero_pad=False)
         tdx, tdy = central_diff_2d(target, h, zero_pad=False)
-    grad = (relative_lp(pdx, tdx, 2, reduction="none", eps=eps)
-            + relative_lp(pdy, tdy, 2, reduction="none", eps=eps))
+    grad = relative_lp(pdx, tdx, 2, reduction="none", eps=eps) + relative_lp(pdy, tdy, 2, reduction="none", eps=eps)
     return _reduce(base + weight * grad, reduction)
 
 
@@ -279,8 +310,9 @@ def _fd_gradients(f: Tensor, hs: Sequence[float], periodic: bool) -> list[Tensor
     return list(torch.gradient(f, spacing=list(hs), dim=list(axes), edge_order=2))
 
 
-def h1_loss(pred: Tensor, target: Tensor, periodic: bool = False, h: Spacing = None,
-            reduction: str = "mean", eps: float = 1e-12) -> Tensor:
+def h1_loss(
+    pred: Tensor, target: Tensor, periodic: bool = False, h: Spacing = None, reduction: str = "mean", eps: float = 1e-12
+) -> Tensor:
     """Relative H1 error ``sqrt(||e||^2 + ||grad e||^2) / sqrt(||u||^2 + ||grad u||^2)`` per sample.
 
     ``e = pred - target``, ``u = target``; fields ``(B, *spatial, C)`` with 1 to 3 spatial axes; norms are
@@ -294,8 +326,9 @@ def h1_loss(pred: Tensor, target: Tensor, periodic: bool = False, h: Spacing = N
     pred, target = at_least_float32(pred, target)
     spatial = pred.shape[1:-1]
     if not periodic and min(spatial) < 3:
-        raise ValueError(f"{where}: non-periodic differences need at least 3 points per axis, got spatial "
-                         f"shape {tuple(spatial)}.")
+        raise ValueError(
+            f"{where}: non-periodic differences need at least 3 points per axis, got spatial shape {tuple(spatial)}."
+        )
     hs = _spacing(h, spatial, periodic, where)
     assert len(hs) == n_spatial
     B = pred.shape[0]
@@ -370,8 +403,14 @@ class DarcyGradientLoss(FunctionalLoss):
 
     fn, shown = gradient_loss, ("weight", "mode", "reduction")
 
-    def __init__(self, weight: float = 0.1, h: Spacing = None, mode: str = "reference",
-                 reduction: str = "mean", eps: float = 1e-12):
+    def __init__(
+        self,
+        weight: float = 0.1,
+        h: Spacing = None,
+        mode: str = "reference",
+        reduction: str = "mean",
+        eps: float = 1e-12,
+    ):
         super().__init__(weight=weight, h=h, mode=mode, reduction=reduction, eps=eps)
         if mode not in ("reference", "interior"):
             raise ValueError(f"DarcyGradientLoss: mode must be 'reference' or 'interior', got {mode!r}.")
@@ -400,20 +439,25 @@ def masked_loss(loss: nn.Module, pred: Tensor, target: Tensor, mask: Tensor) -> 
     real points. Each sample's value is the one of the sample without its padding: relative Lp takes the mask as
     0/1 quadrature weights (both norms run over the real points); MSE divides each sample's squared error by its
     own point count. Other losses (gradients, H1) assume a grid, which padded points do not have."""
-    m = mask.to(device=pred.device, dtype=torch.float32 if pred.dtype in (torch.float16, torch.bfloat16)
-                else pred.dtype)
+    m = mask.to(
+        device=pred.device, dtype=torch.float32 if pred.dtype in (torch.float16, torch.bfloat16) else pred.dtype
+    )
     if isinstance(loss, RelativeLpLoss):
         if loss.quadrature is not None:
-            raise ConfigError("a relative Lp loss with quadrature weights cannot also take a point mask; drop "
-                              "the loss's quadrature for padded point clouds")
+            raise ConfigError(
+                "a relative Lp loss with quadrature weights cannot also take a point mask; drop "
+                "the loss's quadrature for padded point clouds"
+            )
         return relative_lp(pred, target, loss.p, loss.reduction, loss.eps, quadrature=m)
     if isinstance(loss, MSELoss):
         pred, target = at_least_float32(pred, target)
         per_point = (pred - target).pow(2).mean(dim=-1) * m
         per_sample = per_point.reshape(pred.shape[0], -1).sum(1) / m.reshape(pred.shape[0], -1).sum(1).clamp_min(1)
         return _reduce(per_sample, loss.reduction)
-    raise ConfigError(f"loss {type(loss).__name__} assumes a grid and cannot skip the padded points of ragged point "
-                      "clouds; use train.loss rel_l2, rel_l1 or mse")
+    raise ConfigError(
+        f"loss {type(loss).__name__} assumes a grid and cannot skip the padded points of ragged point "
+        "clouds; use train.loss rel_l2, rel_l1 or mse"
+    )
 
 
 def available_losses() -> list[str]:
@@ -434,6 +478,8 @@ def build_loss(name: str, **kw: Any) -> nn.Module:
     params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
     bad = sorted(set(kw) - set(params))
     if bad:
-        raise ConfigError(f"loss {name!r} does not take argument(s) {', '.join(map(repr, bad))}; "
-                          f"it takes {', '.join(params) or 'no arguments'}.")
+        raise ConfigError(
+            f"loss {name!r} does not take argument(s) {', '.join(map(repr, bad))}; "
+            f"it takes {', '.join(params) or 'no arguments'}."
+        )
     return cls(**kw)

@@ -64,6 +64,7 @@ NaN policy: metrics never hide NaN. A NaN/inf in ``pred`` makes every metric tha
 (the FFT spreads it to every band; ``max_err`` propagates it), and the accumulator keeps it to the end.
 Shape mismatches raise ``ValueError`` naming both shapes.
 """
+
 from __future__ import annotations
 
 import math
@@ -94,8 +95,17 @@ DEFAULT_BANDS: tuple[int, int] = (4, 12)
 GRID_METRICS = ("brmse", "frmse_low", "frmse_mid", "frmse_high")
 METRIC_NAMES = ("rel_l2", "rmse", "nrmse", "max_err", "crmse") + GRID_METRICS
 # how per-sample values combine over samples: mean, RMS, or max
-_KIND = {"rel_l2": "mean", "rmse": "mean", "nrmse": "mean", "max_err": "max", "crmse": "rms",
-         "brmse": "mean", "frmse_low": "mean", "frmse_mid": "mean", "frmse_high": "mean"}
+_KIND = {
+    "rel_l2": "mean",
+    "rmse": "mean",
+    "nrmse": "mean",
+    "max_err": "max",
+    "crmse": "rms",
+    "brmse": "mean",
+    "frmse_low": "mean",
+    "frmse_mid": "mean",
+    "frmse_high": "mean",
+}
 
 
 def _check_bands(bands: Sequence[int]) -> tuple[int, int]:
@@ -174,8 +184,15 @@ def fourier_band_rmse(err: Tensor, bands: Sequence[int] = DEFAULT_BANDS) -> Tens
 
 
 @torch.no_grad()
-def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAULT_BANDS, grid: bool = True,
-                   eps: float = 1e-12, mask: Tensor | None = None) -> dict[str, Tensor]:
+def sample_metrics(
+    pred: Tensor,
+    target: Tensor,
+    *,
+    bands: Sequence[int] = DEFAULT_BANDS,
+    grid: bool = True,
+    eps: float = 1e-12,
+    mask: Tensor | None = None,
+) -> dict[str, Tensor]:
     """Per-sample metric values, float64 tensors of shape ``(B, C)`` (``rel_l2``: ``(B, 1)``).
 
     Keys are :data:`METRIC_NAMES` (without ``brmse``/``frmse_*`` when ``grid=False``, and without each
@@ -194,8 +211,10 @@ def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAU
         if grid:
             raise ValueError("metrics: a point mask needs grid=False (padded points have no grid).")
         if tuple(mask.shape) != (B, *spatial):
-            raise ValueError(f"metrics: mask of shape {tuple(mask.shape)} does not match the points "
-                             f"{(B, *spatial)} of fields {tuple(pred.shape)}.")
+            raise ValueError(
+                f"metrics: mask of shape {tuple(mask.shape)} does not match the points "
+                f"{(B, *spatial)} of fields {tuple(pred.shape)}."
+            )
         m = mask.reshape(B, -1, 1).to(pred.device).bool()
         e = torch.where(m, e, torch.zeros((), dtype=e.dtype, device=e.device))
         t = torch.where(m, target.reshape(B, -1, C), torch.zeros((), dtype=e.dtype, device=e.device))
@@ -207,7 +226,8 @@ def sample_metrics(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAU
     rmse = (e2.sum(dim=1) / count).sqrt()
     out = {
         "rel_l2": (e.reshape(B, -1).norm(dim=1) / t.reshape(B, -1).norm(dim=1).clamp_min(eps)).unsqueeze(1)
-        if mask is not None else relative_lp(pred, target, 2, reduction="none", eps=eps).unsqueeze(1),
+        if mask is not None
+        else relative_lp(pred, target, 2, reduction="none", eps=eps).unsqueeze(1),
         "rmse": rmse,
         "nrmse": rmse / (t.square().sum(dim=1) / count).sqrt().clamp_min(eps),
         "max_err": e.abs().amax(dim=1),
@@ -272,8 +292,10 @@ class MetricAccumulator:
         if self._stats is None:
             self._init_stats(channels, vals["rmse"].device)
         elif channels != self._channels:
-            raise ValueError(f"MetricAccumulator.update: fields have {channels} channels (shape "
-                             f"{tuple(pred.shape)}) but earlier batches had {self._channels}.")
+            raise ValueError(
+                f"MetricAccumulator.update: fields have {channels} channels (shape "
+                f"{tuple(pred.shape)}) but earlier batches had {self._channels}."
+            )
         for n in self.names:
             if n not in vals:  # a Fourier band this grid has no mode in
                 continue
@@ -301,10 +323,11 @@ class MetricAccumulator:
 
         if self._reduced or not (dist.is_available() and dist.is_initialized()):
             return self
-        device = (torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl"
-                  else torch.device("cpu"))
+        device = (
+            torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        )
         # 1. agree on the channel count (ranks without data have none)
-        big = 2 ** 62
+        big = 2**62
         c = self._channels if self._channels is not None else -1
         cc = torch.tensor([c, -(c if c >= 0 else big)], dtype=torch.int64, device=device)
         dist.all_reduce(cc, op=dist.ReduceOp.MAX)
@@ -313,17 +336,24 @@ class MetricAccumulator:
         if c_max < 0:  # nobody has data
             return self
         if c_min != c_max:
-            raise ValueError(f"MetricAccumulator.reduce_: ranks accumulated fields with different channel "
-                             f"counts ({c_min} and {c_max}).")
+            raise ValueError(
+                f"MetricAccumulator.reduce_: ranks accumulated fields with different channel "
+                f"counts ({c_min} and {c_max})."
+            )
         if self._stats is None:
             self._init_stats(c_max, device)
         # 2. sums and count in one SUM, maxima (NaN -> +inf plus a NaN flag in the SUM) in one MAX
         sum_names = [n for n in self.names if _KIND[n] != "max"]
         max_names = [n for n in self.names if _KIND[n] == "max"]
         maxes = torch.cat([self._stats[n].to(device) for n in max_names])
-        sums = torch.cat([self._stats[n].to(device) for n in sum_names] + [self._band_count.to(device)]
-                         + [torch.tensor([float(self._count), float(self._zero_targets)], dtype=torch.float64,
-                                         device=device), torch.isnan(maxes).double()])
+        sums = torch.cat(
+            [self._stats[n].to(device) for n in sum_names]
+            + [self._band_count.to(device)]
+            + [
+                torch.tensor([float(self._count), float(self._zero_targets)], dtype=torch.float64, device=device),
+                torch.isnan(maxes).double(),
+            ]
+        )
         maxes = torch.where(torch.isnan(maxes), torch.full_like(maxes, math.inf), maxes)
         dist.all_reduce(sums, op=dist.ReduceOp.SUM)
         dist.all_reduce(maxes, op=dist.ReduceOp.MAX)
@@ -331,16 +361,16 @@ class MetricAccumulator:
         maxes = torch.where(sums[-n_max:] > 0, torch.full_like(maxes, math.nan), maxes)
         self._count = int(round(float(sums[-n_max - 2])))
         self._zero_targets = int(round(float(sums[-n_max - 1])))
-        self._band_count = sums[-n_max - 2 - len(BAND_NAMES):-n_max - 2].cpu().clone()
+        self._band_count = sums[-n_max - 2 - len(BAND_NAMES) : -n_max - 2].cpu().clone()
         offset = 0
         for n in sum_names:
             k = self._stats[n].numel()
-            self._stats[n] = sums[offset:offset + k].clone()
+            self._stats[n] = sums[offset : offset + k].clone()
             offset += k
         offset = 0
         for n in max_names:
             k = self._stats[n].numel()
-            self._stats[n] = maxes[offset:offset + k].clone()
+            self._stats[n] = maxes[offset : offset + k].clone()
             offset += k
         return self
 
@@ -363,15 +393,19 @@ class MetricAccumulator:
                 v = s.amax()
             out[n] = float(v)
         if self._zero_targets:
-            warnings.warn(f"{self._zero_targets} of {self._count} samples have an all-zero target (norm <= "
-                          f"{self.eps:g}), for which relative L2 is undefined (it divides by {self.eps:g} instead, "
-                          f"so rel_l2 = {out['rel_l2']:.3g} says little); judge them by the absolute metrics "
-                          "reported beside it (rmse, max_err).", stacklevel=2)
+            warnings.warn(
+                f"{self._zero_targets} of {self._count} samples have an all-zero target (norm <= "
+                f"{self.eps:g}), for which relative L2 is undefined (it divides by {self.eps:g} instead, "
+                f"so rel_l2 = {out['rel_l2']:.3g} says little); judge them by the absolute metrics "
+                "reported beside it (rmse, max_err).",
+                stacklevel=2,
+            )
         return out
 
 
-def evaluate_fields(pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAULT_BANDS, grid: bool = True,
-                    eps: float = 1e-12) -> dict[str, float]:
+def evaluate_fields(
+    pred: Tensor, target: Tensor, *, bands: Sequence[int] = DEFAULT_BANDS, grid: bool = True, eps: float = 1e-12
+) -> dict[str, float]:
     """All metrics of a batch (or a whole test set) of fields ``(B, *spatial, C)``, as ``{name: float}``.
 
     Keys: ``rel_l2, rmse, nrmse, max_err, crmse`` and, if ``grid``, ``brmse`` and the ``frmse_low, frmse_mid,
@@ -390,32 +424,33 @@ BAND_RANGES = {"frmse_low": f"|k| < {_LO}", "frmse_mid": f"{_LO} <= |k| < {_HI}"
 _BAND = "rmse of the error's Fourier modes with radial wavenumber {} (k: periods per domain length); target's units"
 METRIC_DEFINITIONS: dict[str, str] = {
     "rel_l2": "relative L2 error ||pred - target|| / ||target|| over each sample's points and channels, mean over "
-              "samples; dimensionless (0 exact, 1 as large as the target)",
+    "samples; dimensionless (0 exact, 1 as large as the target)",
     "rmse": "root-mean-square error sqrt(mean over points of (pred - target)^2) per sample and channel, mean over "
-            "both; target's units",
-    "nrmse": "rmse / RMS of the target (||e_c|| / ||target_c||) per sample and channel, mean over both; "
-             "dimensionless",
+    "both; target's units",
+    "nrmse": "rmse / RMS of the target (||e_c|| / ||target_c||) per sample and channel, mean over both; dimensionless",
     "max_err": "largest |pred - target| over all samples, points and channels; target's units",
     "crmse": "error of the spatial mean (the conserved quantity), |mean pred - mean target| per sample and channel, "
-             "RMS over samples, mean over channels; target's units",
+    "RMS over samples, mean over channels; target's units",
     "brmse": "rmse over the grid's boundary points (an index 0 or n - 1 on some axis), mean over samples and "
-             "channels; target's units",
+    "channels; target's units",
     "frmse_low": _BAND.format(BAND_RANGES["frmse_low"]),
     "frmse_mid": _BAND.format(BAND_RANGES["frmse_mid"]),
     "frmse_high": _BAND.format(BAND_RANGES["frmse_high"] + ", up to the grid's highest mode") + " (the three bands' "
-                  "squares add up to rmse^2)",
+    "squares add up to rmse^2)",
     # autoregressive tasks (neurodyn.train.tasks.AutoregressiveTask.evaluate)
     "rel_l2_rollout": "relative L2 error of each trajectory over all its frames, points and channels, every frame "
-                      "predicted from the model's own earlier frames, mean over trajectories; dimensionless",
+    "predicted from the model's own earlier frames, mean over trajectories; dimensionless",
     "rel_l2_teacher_forced": "relative L2 error of each trajectory over all its frames, points and channels, each "
-                             "frame predicted from the true frames before it, mean over trajectories; dimensionless",
+    "frame predicted from the true frames before it, mean over trajectories; dimensionless",
 }
 """One line per field metric: what it measures, how it is aggregated, and its units (``target's units``: the units
 the data stores the target in; predictions are compared in them, after the training normalizers are undone)."""
 
 
-ROLLOUT_REL_L2 = ("relative L2 error of each trajectory over all its predicted frames, points and channels, in the "
-                  "task's evaluation mode (train.eval_mode, rollout by default), mean over trajectories; dimensionless")
+ROLLOUT_REL_L2 = (
+    "relative L2 error of each trajectory over all its predicted frames, points and channels, in the "
+    "task's evaluation mode (train.eval_mode, rollout by default), mean over trajectories; dimensionless"
+)
 
 
 def metric_definition(name: str, autoregressive: bool = False) -> str | None:
@@ -449,8 +484,10 @@ def shown_metrics(metrics: dict, channels: int | None = None) -> tuple[list[str]
         same = channels == 1 if channels is not None else abs(nrmse - rel) <= 1e-9 * max(abs(rel), 1e-300)
         if same:
             keys.remove(f"{prefix}nrmse")
-            notes.append(f"{prefix}nrmse is not shown: for a field of one channel it is {prefix}rel_l2 by definition "
-                         "(both ||pred - target|| / ||target|| over each sample's points)")
+            notes.append(
+                f"{prefix}nrmse is not shown: for a field of one channel it is {prefix}rel_l2 by definition "
+                "(both ||pred - target|| / ||target|| over each sample's points)"
+            )
     for mode in ("rollout", "teacher_forced"):
         name = f"rel_l2_{mode}"
         if name in keys and "rel_l2" in keys and "rel_l2_per_step" in metrics and metrics[name] == metrics["rel_l2"]:
@@ -488,5 +525,8 @@ def poisson_metrics(pred: Tensor, true: Tensor) -> dict[str, float]:
     t = true.double().reshape(n, -1)
     rel_l1 = 100 * e.abs().sum(-1) / t.abs().sum(-1).clamp_min(1e-300)
     nrmse = e.square().mean(-1).sqrt() / (t.amax(-1) - t.amin(-1)).clamp_min(1e-300)
-    return {"rel_l1_pct": rel_l1.mean().item(), "nrmse_range": nrmse.mean().item(),
-            "max_mse": e.square().amax(-1).mean().item()}
+    return {
+        "rel_l1_pct": rel_l1.mean().item(),
+        "nrmse_range": nrmse.mean().item(),
+        "max_mse": e.square().amax(-1).mean().item(),
+    }

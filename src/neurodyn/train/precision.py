@@ -7,6 +7,7 @@
 * ``16``: float16 autocast with a gradient scaler (``torch.amp.GradScaler``), CUDA only: float16 has too small a
   range to train without loss scaling, and CPU autocast is meant for bfloat16.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,8 +24,16 @@ def parse_precision(value: Any) -> str:
     """``32`` / ``"32"`` / ``"fp32"`` -> ``"32"``, ``"bf16"`` / ``"bfloat16"`` -> ``"bf16"``, ``16`` / ``"fp16"`` ->
     ``"16"``; anything else is one ConfigError."""
     text = str(value).strip().lower()
-    aliases = {"32": "32", "fp32": "32", "float32": "32", "bf16": "bf16", "bfloat16": "bf16",
-               "16": "16", "fp16": "16", "float16": "16"}
+    aliases = {
+        "32": "32",
+        "fp32": "32",
+        "float32": "32",
+        "bf16": "bf16",
+        "bfloat16": "bf16",
+        "16": "16",
+        "fp16": "16",
+        "float16": "16",
+    }
     if text not in aliases:
         raise ConfigError(f"train.precision must be one of 32, bf16, 16; got {value!r}")
     return aliases[text]
@@ -36,8 +45,10 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     if precision == "32":
         return None
     if precision == "16" and device.type != "cuda":
-        raise ConfigError(f"train.precision=16 (float16 with loss scaling) needs a CUDA device, not {device.type}; "
-                          "use train.precision=bf16 on the CPU")
+        raise ConfigError(
+            f"train.precision=16 (float16 with loss scaling) needs a CUDA device, not {device.type}; "
+            "use train.precision=bf16 on the CPU"
+        )
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 

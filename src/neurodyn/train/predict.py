@@ -20,6 +20,7 @@ A checkpoint holds its task (``task_spec``) and its format version (:data:`neuro
 the benchmark drivers): data is read only when asked for (:meth:`TrainedRun.split`, :meth:`TrainedRun.test_sets`),
 from the run's existing store or from given files, never generated, and always with the checkpoint's normalizers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,19 +33,17 @@ import torch
 from torch.utils.data import default_collate
 
 from ..checkpoint_io import nonfinite_tensors, read_checkpoint
-from ..data.assembly import (build_split_sets, build_test_sets, named_test_files, split_sizes,
-                             training_steps)
+from ..data.assembly import build_split_sets, build_test_sets, named_test_files, split_sizes, training_steps
 from ..data.normalize import Normalizer
 from ..data.sequence_arrays import Spelling, check_series
 from ..data.sequences import pool_factor, pool_in_time, prepare_raw_inputs
 from ..errors import ConfigError, DataError, DiskFullError, disk_full_errno, make_room, no_room
 from ..files import atomic_output, check_not_special, check_outside_runs
 from ..models.registry import module_device, rebuild
+from ..progress import evaluate_stage
 from .experiment import check_model_accepts
 from .task_spec import task_from_spec
-from ..progress import evaluate_stage
 from .trainer import MIN_VAL_FOR_BEST, TrainConfig
-
 
 FIT_SOURCE = "neurodyn.train.fit"  # data.source of a run trained by neurodyn.train.fit on arrays (no store)
 
@@ -88,13 +87,17 @@ class TrainedRun:
         (nothing generated: the file must exist). One ConfigError when the run has no such split (a run of
         ``neurodyn.train.fit`` or an estimator, trained on arrays in memory, has none: evaluate it on files)."""
         if in_memory_source(self.cfg):
-            raise ConfigError(f"the run {self.run_dir} was trained by {in_memory_source(self.cfg)} on arrays, so it "
-                              f"has no stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data "
-                              "FILE`")
+            raise ConfigError(
+                f"the run {self.run_dir} was trained by {in_memory_source(self.cfg)} on arrays, so it "
+                f"has no stored {name} split; evaluate it on a store file: `neurodyn evaluate RUN --data "
+                "FILE`"
+            )
         found = build_split_sets(self.cfg, (name,), train_window_steps=self.train_config.window_steps)
         if name not in found:
-            raise ConfigError(f"the experiment of {self.checkpoint} has no {name} split (data.n_{name} = 0); evaluate "
-                              "it on files with `neurodyn evaluate RUN --data FILE`")
+            raise ConfigError(
+                f"the experiment of {self.checkpoint} has no {name} split (data.n_{name} = 0); evaluate "
+                "it on files with `neurodyn evaluate RUN --data FILE`"
+            )
         return found[name]
 
     def test_sets(self, files=None, required: bool = True) -> dict[str, Any]:
@@ -102,18 +105,24 @@ class TrainedRun:
         default the test split (``"test"``) and the separate test files of the config (``data.test_path``). A run
         with neither is one ConfigError saying what to give, or ``{}`` when not ``required``."""
         if files is not None:
-            named = files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))},
-                                                                           "--data")
+            named = (
+                files if isinstance(files, dict) else named_test_files({"test_path": list(map(str, files))}, "--data")
+            )
             return build_test_sets(self.cfg, named)
         sets: dict[str, Any] = {}
         if not in_memory_source(self.cfg):
             sets.update(build_split_sets(self.cfg, ("test",), train_window_steps=self.train_config.window_steps))
             sets.update(build_test_sets(self.cfg))
         if not sets and required:
-            why = (f"was trained by {in_memory_source(self.cfg)} on arrays" if in_memory_source(self.cfg)
-                   else "has no test split and no data.test_path")
-            raise ConfigError(f"the run {self.run_dir} {why}; give store files to evaluate it on "
-                              "(`neurodyn evaluate RUN --data FILE`)")
+            why = (
+                f"was trained by {in_memory_source(self.cfg)} on arrays"
+                if in_memory_source(self.cfg)
+                else "has no test split and no data.test_path"
+            )
+            raise ConfigError(
+                f"the run {self.run_dir} {why}; give store files to evaluate it on "
+                "(`neurodyn evaluate RUN --data FILE`)"
+            )
         return sets
 
     def evaluate(self, files=None, progress: Any = False) -> dict[str, dict[str, Any]]:
@@ -125,8 +134,14 @@ class TrainedRun:
         for name, dataset in sets.items():
             check_model_accepts(self.model, self.task, dataset, self.cfg["model"]["name"], what=f"{name!r}")
         for name, dataset in sets.items():
-            out[name] = evaluate_stage(self.task, self.model, batches(dataset, self.eval_batch_size, self.device),
-                                       len(dataset), f"evaluating {self.cfg['model']['name']} on {name!r}", progress)
+            out[name] = evaluate_stage(
+                self.task,
+                self.model,
+                batches(dataset, self.eval_batch_size, self.device),
+                len(dataset),
+                f"evaluating {self.cfg['model']['name']} on {name!r}",
+                progress,
+            )
         return out
 
     def _tensor(self, a) -> torch.Tensor | None:
@@ -136,8 +151,9 @@ class TrainedRun:
         return t.to(self.device, torch.float32 if t.is_floating_point() else t.dtype)
 
     @torch.no_grad()
-    def predict(self, x, *, pos=None, ctx=None, t=None, mask=None, steps: int | None = None,
-                batch_size: int = 64) -> torch.Tensor:
+    def predict(
+        self, x, *, pos=None, ctx=None, t=None, mask=None, steps: int | None = None, batch_size: int = 64
+    ) -> torch.Tensor:
         """Predictions for raw inputs ``x`` (module docstring); returns a CPU tensor in the data's units."""
         check_batch_size(batch_size)
         name = getattr(self.task, "name", "")
@@ -155,13 +171,14 @@ class TrainedRun:
                 extra["mask"] = torch.ones(x.shape[:2], dtype=torch.bool, device=self.device)
             d = self.cfg.get("data", {})
             raw, mask = self._pooled(x.cpu().numpy(), extra)
-            x = torch.from_numpy(prepare_raw_inputs(raw, mask, d.get("missing", "ffill"),
-                                                    bool(d.get("observed_channels"))))
+            x = torch.from_numpy(
+                prepare_raw_inputs(raw, mask, d.get("missing", "ffill"), bool(d.get("observed_channels")))
+            )
             x = x.to(self.device)
         self.model.eval()
         out = []
         for i in range(0, len(x), batch_size):
-            batch = {"x": x[i:i + batch_size], **{k: v[i:i + batch_size] for k, v in extra.items()}}
+            batch = {"x": x[i : i + batch_size], **{k: v[i : i + batch_size] for k, v in extra.items()}}
             if name == "autoregressive":
                 batch["y"] = self._empty_frames(batch["x"], steps)
             out.append(self.task.predict(self.model, batch).float().cpu())
@@ -214,13 +231,18 @@ def choose_checkpoint(run: str | Path, which: str = "auto") -> tuple[str, str]:
         return "last", "the run has no best.pt: it had no validation split to select one"
     n_val = validation_cases(read_checkpoint(ckpts / "last.pt", map_location="cpu"))
     if n_val is None:
-        return "last", ("the run does not record its validation split's size, so best.pt is not trusted; --which "
-                        "best to override")
+        return "last", (
+            "the run does not record its validation split's size, so best.pt is not trusted; --which best to override"
+        )
     if n_val < MIN_VAL_FOR_BEST:
-        return "last", (f"the validation split has {n_val} cases, under {MIN_VAL_FOR_BEST}: too few to select a "
-                        "checkpoint; --which best to override")
-    return "best", (f"the validation split has {n_val} cases, at least {MIN_VAL_FOR_BEST}: best.pt, the best "
-                    "validation epoch; --which last to override")
+        return "last", (
+            f"the validation split has {n_val} cases, under {MIN_VAL_FOR_BEST}: too few to select a "
+            "checkpoint; --which best to override"
+        )
+    return "best", (
+        f"the validation split has {n_val} cases, at least {MIN_VAL_FOR_BEST}: best.pt, the best "
+        "validation epoch; --which last to override"
+    )
 
 
 def validation_cases(ckpt: dict[str, Any]) -> int | None:
@@ -237,8 +259,9 @@ def validation_cases(ckpt: dict[str, Any]) -> int | None:
         return None
 
 
-def load_run(run: str | Path, which: str = "last", device: str | torch.device = "cpu",
-             model: torch.nn.Module | None = None) -> TrainedRun:
+def load_run(
+    run: str | Path, which: str = "last", device: str | torch.device = "cpu", model: torch.nn.Module | None = None
+) -> TrainedRun:
     """The run folder's ``checkpoints/<which>.pt`` (``last``: the final model, which the run's summary reports;
     ``best``: the best validation epoch; ``auto``: :func:`choose_checkpoint`), or a checkpoint file, as a
     :class:`TrainedRun` in eval mode. A run of a user's own module (``neurodyn.train.fit``) is rebuilt from its
@@ -251,14 +274,18 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     path = run if run.is_file() else run / "checkpoints" / f"{which}.pt"
     ckpt = read_checkpoint(path, map_location="cpu")  # built on the CPU, then moved once: nothing stays behind
     if "experiment" not in ckpt or "model" not in ckpt:
-        raise DataError(f"checkpoint {path} was not written by the neurodyn trainer (no experiment config); load a "
-                        "bare model with neurodyn.models.load")
+        raise DataError(
+            f"checkpoint {path} was not written by the neurodyn trainer (no experiment config); load a "
+            "bare model with neurodyn.models.load"
+        )
     bad = nonfinite_tensors(ckpt["model_state"])
     if bad:
         raise DataError(f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}): the run diverged")
     if not ckpt.get("task_spec") or "normalizer_kinds" not in ckpt:
-        raise DataError(f"checkpoint {path} does not hold its task (written by a neurodyn before 0.1's checkpoint "
-                        "format); train the run again to load it")
+        raise DataError(
+            f"checkpoint {path} does not hold its task (written by a neurodyn before 0.1's checkpoint "
+            "format); train the run again to load it"
+        )
     tcfg = TrainConfig.from_options(ckpt["train_config"])
     norms = {}
     for key, kind in ckpt["normalizer_kinds"].items():
@@ -273,8 +300,7 @@ def load_run(run: str | Path, which: str = "last", device: str | torch.device = 
     return TrainedRun(model, task, ckpt["experiment"], path, tcfg)
 
 
-def batches(dataset, batch_size: int = 32, device: str | torch.device | None = None,
-            count: int | None = None):
+def batches(dataset, batch_size: int = 32, device: str | torch.device | None = None, count: int | None = None):
     """The first ``count`` (default all) samples of ``dataset`` in collated batches, on ``device``."""
     n = len(dataset) if count is None else min(count, len(dataset))
     for i in range(0, n, batch_size):
@@ -284,9 +310,16 @@ def batches(dataset, batch_size: int = 32, device: str | torch.device | None = N
         yield batch
 
 
-def write_predictions(run: str | Path, data: str | Path, out: str | Path, which: str = "last",
-                      device: str | torch.device = "cpu", batch_size: int = 64,
-                      overwrite: bool = False, progress: Any = False) -> tuple[Path, dict[str, Any]]:
+def write_predictions(
+    run: str | Path,
+    data: str | Path,
+    out: str | Path,
+    which: str = "last",
+    device: str | torch.device = "cpu",
+    batch_size: int = 64,
+    overwrite: bool = False,
+    progress: Any = False,
+) -> tuple[Path, dict[str, Any]]:
     """Predict every sample of the store file ``data`` (read like the run's test split: same windows and sequence
     options) and write ``out`` (HDF5: dataset ``pred``, in the data's units and the dataset's layout; attributes name
     the run, the checkpoint and the source). Returns ``(out, metrics of the predictions against the file's targets)``.
@@ -307,26 +340,42 @@ def write_predictions(run: str | Path, data: str | Path, out: str | Path, which:
     preds: list[torch.Tensor] = []
     trained.model.eval()
     with torch.no_grad():  # one pass: the evaluation hands over the predictions it scores
-        metrics = evaluate_stage(trained.task, trained.model, batches(dataset, batch_size, trained.device),
-                                 len(dataset), f"predicting {Path(data).name}", progress,
-                                 keep=lambda p: preds.append(p.float().cpu()))
+        metrics = evaluate_stage(
+            trained.task,
+            trained.model,
+            batches(dataset, batch_size, trained.device),
+            len(dataset),
+            f"predicting {Path(data).name}",
+            progress,
+            keep=lambda p: preds.append(p.float().cpu()),
+        )
     pred = torch.cat(preds).numpy()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_output(out) as tmp, h5py.File(tmp, "w") as f:
             f.create_dataset("pred", data=pred)
-            f.attrs.update({"run": str(run), "checkpoint": str(trained.checkpoint), "source": str(data),
-                            "model": trained.cfg["model"]["name"], "units": "the data's (normalizers decoded)"})
+            f.attrs.update(
+                {
+                    "run": str(run),
+                    "checkpoint": str(trained.checkpoint),
+                    "source": str(data),
+                    "model": trained.cfg["model"]["name"],
+                    "units": "the data's (normalizers decoded)",
+                }
+            )
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"nothing was written to {out}") from None
     except OSError as exc:
         code = disk_full_errno(exc)
         if code is not None:
-            raise DiskFullError(f"{no_room(code, out.parent)} (writing the predictions to {out.name}); nothing was "
-                                f"written: {make_room(code, out.parent)} or choose another --out") from None
+            raise DiskFullError(
+                f"{no_room(code, out.parent)} (writing the predictions to {out.name}); nothing was "
+                f"written: {make_room(code, out.parent)} or choose another --out"
+            ) from None
         reason = os.strerror(exc.errno) if exc.errno else _first_line(exc)
-        raise DataError(f"cannot write the predictions to {out} ({reason}); nothing was written: choose another "
-                        "--out") from None
+        raise DataError(
+            f"cannot write the predictions to {out} ({reason}); nothing was written: choose another --out"
+        ) from None
     return out, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
@@ -336,8 +385,9 @@ def check_batch_size(batch_size: Any) -> None:
         raise ConfigError(f"batch_size must be a whole number >= 1 (samples per forward pass); got {batch_size!r}")
 
 
-def check_output(out: str | Path, data: str | Path, run: str | Path, which: str = "last",
-                 overwrite: bool = False) -> Path:
+def check_output(
+    out: str | Path, data: str | Path, run: str | Path, which: str = "last", overwrite: bool = False
+) -> Path:
     """``out`` as a Path once it is known not to destroy anything: not empty, not a folder or special file, not the
     input ``data``, not inside any run folder (this run's or another's: :func:`neurodyn.files.check_outside_runs`),
     and not an existing file unless ``overwrite``; one ConfigError or DataError otherwise."""
@@ -351,8 +401,9 @@ def check_output(out: str | Path, data: str | Path, run: str | Path, which: str 
     if blocked is not None:
         raise DataError(f"--out {out} cannot be written: {blocked} is a file, not a folder; choose another --out")
     if _same_file(out, Path(data)):
-        raise DataError(f"--out {out} is the input --data file; predictions never replace their input: choose "
-                        "another --out")
+        raise DataError(
+            f"--out {out} is the input --data file; predictions never replace their input: choose another --out"
+        )
     if _same_file(out, run) or _same_file(out, run / "checkpoints" / f"{which}.pt"):
         raise DataError(f"--out {out} is the checkpoint the predictions come from; choose another --out")
     check_outside_runs(out, "--out")

@@ -10,6 +10,7 @@
 A results folder holds ``results.json`` and ``runs/<run>/``, one run folder per run (its ``result.json`` record,
 and while it trains its config, metrics and checkpoints).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -69,17 +70,35 @@ class RunResult:
         """The numbers a results store keeps of the run (plain JSON). ``final_<metric>``: test, final model;
         ``test_<metric>_at_best_val``: test, the model of the best validation epoch; ``best_val_<metric>`` and
         ``curve``: validation only."""
-        return {"preset": self.cfg.get("preset"), "scale": self.cfg.get("scale"), "model": self.cfg["model"]["name"],
-                "params": self.params, f"final_{self.metric}": self.final.get(self.metric),
-                f"test_{self.metric}_at_best_val": self.test_at_best.get(self.metric),
-                f"best_val_{self.metric}": self.best, "epochs": self.epochs, "train_seconds": self.train_seconds,
-                "wall_seconds": self.wall_seconds, "seconds_per_epoch": self.seconds_per_epoch,
-                "n_train": self.n_train, "n_val": self.n_val, "n_test": self.n_test,
-                "final_train_loss": self.final_train_loss, "curve": self.curve, **self.env}
+        return {
+            "preset": self.cfg.get("preset"),
+            "scale": self.cfg.get("scale"),
+            "model": self.cfg["model"]["name"],
+            "params": self.params,
+            f"final_{self.metric}": self.final.get(self.metric),
+            f"test_{self.metric}_at_best_val": self.test_at_best.get(self.metric),
+            f"best_val_{self.metric}": self.best,
+            "epochs": self.epochs,
+            "train_seconds": self.train_seconds,
+            "wall_seconds": self.wall_seconds,
+            "seconds_per_epoch": self.seconds_per_epoch,
+            "n_train": self.n_train,
+            "n_val": self.n_val,
+            "n_test": self.n_test,
+            "final_train_loss": self.final_train_loss,
+            "curve": self.curve,
+            **self.env,
+        }
 
 
-def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = (), model_overrides: Sequence[str] = (),
-                  model_from: str | None = None, data_from: str | None = None) -> dict[str, Any]:
+def preset_config(
+    preset: str,
+    scale: str = "cpu",
+    overrides: Sequence[str] = (),
+    model_overrides: Sequence[str] = (),
+    model_from: str | None = None,
+    data_from: str | None = None,
+) -> dict[str, Any]:
     """The preset at ``scale`` with ``overrides`` then ``model_overrides``; with ``model_from`` the model
     section is that preset's (same scale) with ``model_overrides`` instead; with ``data_from`` the task and
     data sections are that preset's (same scale, with ``overrides``), so several models train on one dataset."""
@@ -96,10 +115,21 @@ def preset_config(preset: str, scale: str = "cpu", overrides: Sequence[str] = ()
     return cfg
 
 
-def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequence[str] = (), *,
-                 seed: int | None = None, model_overrides: Sequence[str] = (), model_from: str | None = None,
-                 data_from: str | None = None, resume: bool = True, device: str | torch.device = "cpu",
-                 metric: str = "rel_l2", progress: Any = False) -> RunResult:
+def train_preset(
+    preset: str,
+    scale: str,
+    run_dir: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    seed: int | None = None,
+    model_overrides: Sequence[str] = (),
+    model_from: str | None = None,
+    data_from: str | None = None,
+    resume: bool = True,
+    device: str | torch.device = "cpu",
+    metric: str = "rel_l2",
+    progress: Any = False,
+) -> RunResult:
     """Train ``preset`` at ``scale`` into ``run_dir`` (see :func:`preset_config` for the overrides); ``progress``:
     the trainer's (:mod:`neurodyn.progress`; False, the default: nothing).
 
@@ -121,15 +151,30 @@ def train_preset(preset: str, scale: str, run_dir: str | Path, overrides: Sequen
     curve = [h["val"][metric] for h in history if metric in h.get("val", {})]
     best = (max if metric in HIGHER_IS_BETTER else min)(curve, default=float("nan"))
     n_train, n_val, n_test = split_sizes(cfg["data"])
-    return RunResult(run_dir=str(run_dir), cfg=cfg, final=final, best=best, curve=curve,
-                     test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}), n_val=n_val,
-                     epochs=len(history), train_seconds=sum(h["seconds"] for h in history), wall_seconds=wall,
-                     seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
-                     params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
-                     n_train=n_train, n_test=n_test,
-                     final_train_loss=history[-1]["train_loss"] if history else float("nan"), metric=metric,
-                     env={"date": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
-                          "threads": torch.get_num_threads(), "load_avg": list(os.getloadavg())})
+    return RunResult(
+        run_dir=str(run_dir),
+        cfg=cfg,
+        final=final,
+        best=best,
+        curve=curve,
+        test_at_best=read_test_metrics(run_dir).get("test", {}).get("best", {}),
+        n_val=n_val,
+        epochs=len(history),
+        train_seconds=sum(h["seconds"] for h in history),
+        wall_seconds=wall,
+        seconds_per_epoch=statistics.median(h["seconds"] for h in history) if history else float("nan"),
+        params=count_parameters(build(ckpt["model"]["name"], ckpt["model"]["config"])),
+        n_train=n_train,
+        n_test=n_test,
+        final_train_loss=history[-1]["train_loss"] if history else float("nan"),
+        metric=metric,
+        env={
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "load_avg": list(os.getloadavg()),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -201,12 +246,24 @@ class Job(NamedTuple):
     data_from: str | None = None
 
 
-def run_jobs(jobs: Sequence[Job], store_dir: str | Path, scale: str = "cpu", *,
-             evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
-             summary: Callable[[dict[str, Any]], str] | None = None, tag: str = "", overrides: Sequence[str] = (),
-             train: bool = True, retrain: bool = False, runs_dir: str | Path | None = None, resume: bool = True,
-             workers: int = 0, threads: int | None = None,
-             device: str | torch.device = "cpu", progress: Any = False) -> list[dict[str, Any]]:
+def run_jobs(
+    jobs: Sequence[Job],
+    store_dir: str | Path,
+    scale: str = "cpu",
+    *,
+    evaluate: Callable[[TrainedRun], dict[str, Any]] | None = None,
+    summary: Callable[[dict[str, Any]], str] | None = None,
+    tag: str = "",
+    overrides: Sequence[str] = (),
+    train: bool = True,
+    retrain: bool = False,
+    runs_dir: str | Path | None = None,
+    resume: bool = True,
+    workers: int = 0,
+    threads: int | None = None,
+    device: str | torch.device = "cpu",
+    progress: Any = False,
+) -> list[dict[str, Any]]:
     """Train every job not yet recorded in ``store_dir`` and record it; returns the records of ``jobs``.
 
     A job's record is ``{"run": name, **job.keys, "seed", "overrides", **RunResult.record(),
@@ -262,35 +319,70 @@ def _overrides(job: Job, common: Sequence[str]) -> list[str]:
 
 def job_config(job: Job, scale: str = "cpu", common: Sequence[str] = ()) -> dict[str, Any]:
     """The config :func:`run_jobs` trains ``job`` with (``common``: its run list's common overrides)."""
-    return preset_config(job.preset, scale, _overrides(job, common), job.model_overrides, job.model_from,
-                         job.data_from)
+    return preset_config(job.preset, scale, _overrides(job, common), job.model_overrides, job.model_from, job.data_from)
 
 
-def _train_job(job: Job, scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-               device: str | torch.device = "cpu", progress: Any = False) -> RunResult:
-    return train_preset(job.preset, scale, runs_dir / job.name, _overrides(job, common), seed=job.seed,
-                        model_overrides=job.model_overrides, model_from=job.model_from, data_from=job.data_from,
-                        resume=resume, device=device, progress=progress)
+def _train_job(
+    job: Job,
+    scale: str,
+    common: Sequence[str],
+    runs_dir: Path,
+    resume: bool,
+    device: str | torch.device = "cpu",
+    progress: Any = False,
+) -> RunResult:
+    return train_preset(
+        job.preset,
+        scale,
+        runs_dir / job.name,
+        _overrides(job, common),
+        seed=job.seed,
+        model_overrides=job.model_overrides,
+        model_from=job.model_from,
+        data_from=job.data_from,
+        resume=resume,
+        device=device,
+        progress=progress,
+    )
 
 
-def _run_in_processes(jobs: Sequence[Job], scale: str, common: Sequence[str], runs_dir: Path, resume: bool,
-                      workers: int, threads: int | None, done: Callable[[Job, RunResult], None],
-                      device: str = "cpu") -> None:
+def _run_in_processes(
+    jobs: Sequence[Job],
+    scale: str,
+    common: Sequence[str],
+    runs_dir: Path,
+    resume: bool,
+    workers: int,
+    threads: int | None,
+    done: Callable[[Job, RunResult], None],
+    device: str = "cpu",
+) -> None:
     """Train every job in its own ``python -m neurodyn.train.queue`` process, ``workers`` at a time
     (``OMP_WAIT_POLICY=PASSIVE``); ``done(job, result)`` as each one finishes."""
     package_root = str(Path(__file__).resolve().parents[2])  # the workers import this same neurodyn
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
-               PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        OMP_WAIT_POLICY="PASSIVE",
+        PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
+    )
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     pending, running = list(jobs), []
     while pending or running:
         while pending and len(running) < workers:
             job = pending.pop(0)
-            spec = {"job": job._asdict(), "scale": scale, "common": list(common), "runs_dir": str(runs_dir),
-                    "resume": resume, "threads": threads, "device": device}
-            running.append((job, subprocess.Popen([sys.executable, "-m", "neurodyn.train.queue", json.dumps(spec)],
-                                                  env=env)))
+            spec = {
+                "job": job._asdict(),
+                "scale": scale,
+                "common": list(common),
+                "runs_dir": str(runs_dir),
+                "resume": resume,
+                "threads": threads,
+                "device": device,
+            }
+            running.append(
+                (job, subprocess.Popen([sys.executable, "-m", "neurodyn.train.queue", json.dumps(spec)], env=env))
+            )
             print(f"started {job.label or job.name} seed {job.seed} ({len(pending)} queued)", flush=True)
         time.sleep(0.5)
         for job, proc in list(running):
@@ -309,8 +401,9 @@ def _worker(spec_json: str) -> int:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     job = Job(**spec["job"])
-    result = _train_job(job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"],
-                        spec.get("device", "cpu"))
+    result = _train_job(
+        job, spec["scale"], spec["common"], Path(spec["runs_dir"]), spec["resume"], spec.get("device", "cpu")
+    )
     (Path(result.run_dir) / "run_result.json").write_text(json.dumps(dataclasses.asdict(result), indent=1))
     return 0
 

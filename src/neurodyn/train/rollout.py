@@ -7,6 +7,7 @@ Trajectory frames travel in one of two layouts (``TimeWindowDataset.frames_as_ch
 
 ``to_frames`` / ``from_frames`` convert to and from the canonical (B, t, *spatial, C).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -20,8 +21,9 @@ def to_frames(x: torch.Tensor, channels: int, frames_as_channels: bool) -> torch
         return x
     b, *spatial, tc = x.shape
     if tc % channels:
-        raise ValueError(f"a stacked-frames tensor of shape {tuple(x.shape)} does not hold whole frames of "
-                         f"{channels} channel(s)")
+        raise ValueError(
+            f"a stacked-frames tensor of shape {tuple(x.shape)} does not hold whole frames of {channels} channel(s)"
+        )
     return x.reshape(b, *spatial, tc // channels, channels).movedim(-2, 1)
 
 
@@ -49,11 +51,12 @@ def rollout(step: Callable[[torch.Tensor, int], torch.Tensor], history: torch.Te
         new = step(frames[:, -t_in:], made)
         frames = torch.cat([frames, new], dim=1)
         made += new.shape[1]
-    return frames[:, t_in:t_in + n_frames]
+    return frames[:, t_in : t_in + n_frames]
 
 
-def teacher_forced(step: Callable[[torch.Tensor, int], torch.Tensor], history: torch.Tensor,
-                   truth: torch.Tensor) -> torch.Tensor:
+def teacher_forced(
+    step: Callable[[torch.Tensor, int], torch.Tensor], history: torch.Tensor, truth: torch.Tensor
+) -> torch.Tensor:
     """Predict every frame of ``truth`` from true frames only (one-step-ahead, no feedback).
 
     Args:
@@ -68,7 +71,7 @@ def teacher_forced(step: Callable[[torch.Tensor, int], torch.Tensor], history: t
     frames = torch.cat([history, truth], dim=1)
     out, made = [], 0
     while made < n:
-        new = step(frames[:, made:made + t_in], made)
+        new = step(frames[:, made : made + t_in], made)
         out.append(new)
         made += new.shape[1]
     return torch.cat(out, dim=1)[:, :n]

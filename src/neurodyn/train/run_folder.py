@@ -15,6 +15,7 @@ folder is made (:func:`open_run_folder`). Every command that writes follows one 
   sentence naming the holder; a lock left by a killed process does not block (see :mod:`neurodyn.locks`). The
   lock file sits beside the folder (``.<name>.lock``), so ``--fresh`` can remove the folder while holding it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,22 +33,47 @@ from ..locks import hold
 
 # what a run writes into its folder (the trainer, the summary, the plots, the results store; estimator_data: the
 # converted arrays of an estimator's run before the estimators trained in memory); patterns
-RUN_ENTRIES = (RUN_MARKER, "config.yaml", "metrics.jsonl", "metrics.csv", "summary.md", "checkpoints", "tensorboard",
-               "predictions.png", "learning_curve.png", "rollout.gif", "rollout_error.png", "result.json",
-               "run_result.json", "estimator_data", ".*.tmp")
+RUN_ENTRIES = (
+    RUN_MARKER,
+    "config.yaml",
+    "metrics.jsonl",
+    "metrics.csv",
+    "summary.md",
+    "checkpoints",
+    "tensorboard",
+    "predictions.png",
+    "learning_curve.png",
+    "rollout.gif",
+    "rollout_error.png",
+    "result.json",
+    "run_result.json",
+    "estimator_data",
+    ".*.tmp",
+)
 
 
 def run_folder(runs_dir: str | Path, name: str) -> Path:
     """``runs_dir / name`` after checking that ``name`` is one folder name."""
     text = str(name)
-    if (not text.strip() or text in (".", "..") or "/" in text or (os.sep in text) or
-            (os.altsep and os.altsep in text) or Path(text).is_absolute() or "\0" in text):
+    if (
+        not text.strip()
+        or text in (".", "..")
+        or "/" in text
+        or (os.sep in text)
+        or (os.altsep and os.altsep in text)
+        or Path(text).is_absolute()
+        or "\0" in text
+    ):
         shown = repr(name) if len(text) <= 80 else repr(text[:60]) + "..."
-        raise ConfigError(f"--run-name {shown} must be a single folder name (no '/', '..', '.', NUL or absolute "
-                          f"path): runs live inside --runs-dir ({runs_dir}); to train elsewhere, set --runs-dir")
+        raise ConfigError(
+            f"--run-name {shown} must be a single folder name (no '/', '..', '.', NUL or absolute "
+            f"path): runs live inside --runs-dir ({runs_dir}); to train elsewhere, set --runs-dir"
+        )
     if len(text.encode(errors="surrogateescape")) > NAME_MAX:
-        raise ConfigError(f"--run-name {text[:40]!r}... is {len(text.encode(errors='surrogateescape'))} bytes long; a "
-                          f"folder name has at most {NAME_MAX} bytes: choose a shorter --run-name")
+        raise ConfigError(
+            f"--run-name {text[:40]!r}... is {len(text.encode(errors='surrogateescape'))} bytes long; a "
+            f"folder name has at most {NAME_MAX} bytes: choose a shorter --run-name"
+        )
     return Path(runs_dir) / text
 
 
@@ -58,8 +84,11 @@ def lock_file(run_dir: str | Path) -> Path:
 
 def training_lock(run_dir: str | Path) -> contextlib.AbstractContextManager:
     """Hold the run folder's lock (re-entrant in one process; refused with one sentence in another)."""
-    return hold(lock_file(run_dir), f"run folder {run_dir}",
-                "wait for that training to finish, or train into another folder with --run-name NAME")
+    return hold(
+        lock_file(run_dir),
+        f"run folder {run_dir}",
+        "wait for that training to finish, or train into another folder with --run-name NAME",
+    )
 
 
 def is_run_entry(name: str) -> bool:
@@ -146,8 +175,10 @@ def remove_run_folder(run_dir: str | Path) -> bool:
         return False
     why = why_not_a_run_folder(run_dir)
     if why:
-        raise ConfigError(f"--fresh refuses to delete {run_dir}: {why}; remove it yourself if it can go, "
-                          "or train into another folder with --run-name NAME")
+        raise ConfigError(
+            f"--fresh refuses to delete {run_dir}: {why}; remove it yourself if it can go, "
+            "or train into another folder with --run-name NAME"
+        )
     aside = side_path(run_dir, ".", f".fresh-{os.getpid()}", reserve=0)
     shutil.rmtree(aside, ignore_errors=True)
     aside.mkdir()
@@ -162,8 +193,10 @@ def remove_run_folder(run_dir: str | Path) -> bool:
         for f, target in reversed(moved):
             os.rename(target, f)
         shutil.rmtree(aside, ignore_errors=True)
-        raise ConfigError(f"--fresh cannot remove {f} ({exc.strerror or exc}); nothing was removed: make it removable "
-                          "(chattr -i, chmod) or train into another folder with --run-name NAME") from None
+        raise ConfigError(
+            f"--fresh cannot remove {f} ({exc.strerror or exc}); nothing was removed: make it removable "
+            "(chattr -i, chmod) or train into another folder with --run-name NAME"
+        ) from None
     shutil.rmtree(aside, ignore_errors=True)
     shutil.rmtree(run_dir)
     return True
@@ -194,8 +227,10 @@ def fresh_or_kept(run_dir: Path, fresh: bool, is_main: bool = True) -> Iterator[
     if fresh and (run_dir.exists() or run_dir.is_symlink()):
         why = why_not_a_run_folder(run_dir)
         if why:
-            raise ConfigError(f"--fresh refuses to delete {run_dir}: {why}; remove it yourself if it can go, "
-                              "or train into another folder with --run-name NAME")
+            raise ConfigError(
+                f"--fresh refuses to delete {run_dir}: {why}; remove it yourself if it can go, "
+                "or train into another folder with --run-name NAME"
+            )
     else:
         check_trainable(run_dir)
     _make_folder(run_dir.parent, run_dir)  # the lock file goes there

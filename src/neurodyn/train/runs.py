@@ -8,6 +8,7 @@
 Seeded training runs of presets recorded into a results folder (what ``neurodyn compare`` trains) are
 :mod:`neurodyn.train.queue`'s.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,9 +75,13 @@ def evaluate_run(run: str | Path, device: str | torch.device = "cpu", which: str
     return r.task.evaluate(r.model, batches(r.split("test"), r.eval_batch_size, r.device))
 
 
-def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str | Path] | None = None,
-                  device: str | torch.device = "cpu", which: str = "last", progress: Any = False
-                  ) -> dict[str, dict[str, Any]]:
+def evaluate_sets(
+    run: str | Path,
+    files: Sequence[str | Path] | dict[str, str | Path] | None = None,
+    device: str | torch.device = "cpu",
+    which: str = "last",
+    progress: Any = False,
+) -> dict[str, dict[str, Any]]:
     """``{name: metrics}`` of a run's checkpoint, with the training normalizers, on ``files`` (store files, named
     by their stems, or ``{name: path}``), or by default on its test split (``"test"``) and the separate test
     files of its config (``data.test_path``): :meth:`neurodyn.train.predict.TrainedRun.evaluate` (``progress``:
@@ -84,5 +89,14 @@ def evaluate_sets(run: str | Path, files: Sequence[str | Path] | dict[str, str |
     return load_run(run, which, device).evaluate(files, progress=progress)
 
 
-__all__ = ("TrainedRun", "batches", "evaluate_run", "evaluate_sets", "load_run", "predict", "read_history",
-           "read_test_file_metrics", "read_test_metrics")
+__all__ = (
+    "TrainedRun",
+    "batches",
+    "evaluate_run",
+    "evaluate_sets",
+    "load_run",
+    "predict",
+    "read_history",
+    "read_test_file_metrics",
+    "read_test_metrics",
+)

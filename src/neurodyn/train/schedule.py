@@ -11,6 +11,7 @@ A run trains ``train.epochs`` epochs under one schedule (``onecycle``: OneCycleL
 
 The segments are saved with every checkpoint, so a resumed run rebuilds exactly the schedule it was on.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,8 +24,17 @@ PER_SEGMENT = ("onecycle", "cosine")  # schedules with an end, rebuilt for every
 class Schedule:
     """``scheduler`` of the segment that holds ``epoch``; ``segments`` are the epoch counts at which they end."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, kind: str, lr: float, steps_per_epoch: int,
-                 epochs: int, pct_start: float = 0.3, step_size: int = 100, gamma: float = 0.5):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        kind: str,
+        lr: float,
+        steps_per_epoch: int,
+        epochs: int,
+        pct_start: float = 0.3,
+        step_size: int = 100,
+        gamma: float = 0.5,
+    ):
         self.optimizer, self.kind, self.lr, self.steps_per_epoch = optimizer, kind, lr, steps_per_epoch
         self.pct_start, self.step_size, self.gamma = pct_start, step_size, gamma
         self.segments = [epochs]
@@ -49,8 +59,9 @@ class Schedule:
                 group["lr"] = group["initial_lr"] = self.lr
             return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
         if self.kind == "step":  # stepped per batch, so the epoch count is scaled
-            return torch.optim.lr_scheduler.StepLR(opt, step_size=self.step_size * self.steps_per_epoch,
-                                                   gamma=self.gamma)
+            return torch.optim.lr_scheduler.StepLR(
+                opt, step_size=self.step_size * self.steps_per_epoch, gamma=self.gamma
+            )
         return torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
 
     def start_epoch(self, epoch: int) -> None:
@@ -68,8 +79,11 @@ class Schedule:
             self.segments.append(epochs)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"scheduler": self.scheduler.state_dict(), "segments": list(self.segments),
-                "current": list(self.current)}
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "segments": list(self.segments),
+            "current": list(self.current),
+        }
 
     def load_state_dict(self, state: dict[str, Any], epoch: int, epochs: int) -> None:
         """Restore from a checkpoint at ``epoch`` (the next epoch to train); ``epochs`` is the run's ``train.epochs``

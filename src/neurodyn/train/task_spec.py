@@ -1,5 +1,6 @@
 """A task rebuilt from a checkpoint: :func:`task_from_spec` (above both task modules: steady and autoregressive
 tasks in :mod:`.tasks`, sequence tasks in :mod:`.sequence_task`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,11 +22,23 @@ def task_from_spec(spec: dict[str, Any], normalizers: dict[str, nn.Module], loss
     if name == "steady":
         return SteadyTask(loss, normalizers["input"], normalizers["target"], grid=spec.get("grid", True))
     if name == "autoregressive":
-        return AutoregressiveTask(loss, normalizers["u"], int(spec["channels"]), bool(spec["frames_as_channels"]),
-                                  step=int(spec["step"]), cf_norm=normalizers.get("cf"),
-                                  ctx_norm=normalizers.get("ctx"), eval_mode=spec.get("eval_mode", "rollout"))
+        return AutoregressiveTask(
+            loss,
+            normalizers["u"],
+            int(spec["channels"]),
+            bool(spec["frames_as_channels"]),
+            step=int(spec["step"]),
+            cf_norm=normalizers.get("cf"),
+            ctx_norm=normalizers.get("ctx"),
+            eval_mode=spec.get("eval_mode", "rollout"),
+        )
     if name == "sequence":
-        return SequenceTask(spec["kind"], normalizers["input"], normalizers.get("target"),
-                            per_step=bool(spec["per_step"]), n_targets=int(spec["n_targets"]),
-                            rul=bool(spec.get("rul", False)))
+        return SequenceTask(
+            spec["kind"],
+            normalizers["input"],
+            normalizers.get("target"),
+            per_step=bool(spec["per_step"]),
+            n_targets=int(spec["n_targets"]),
+            rul=bool(spec.get("rul", False)),
+        )
     raise ConfigError(f"cannot rebuild a task of kind {name!r}; expected steady, autoregressive or sequence")

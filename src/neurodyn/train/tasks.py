@@ -8,6 +8,7 @@ every task and only calls ``training_loss``, ``evaluate``, ``normalizers`` and `
   forcing or by unrolled rollouts (optionally the pushforward trick), evaluated by rollout over the
   whole horizon.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -74,8 +75,12 @@ class SteadyTask(Task):
         return self.loss_fn(pred, batch["y"])
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
-                 keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        model: nn.Module,
+        batches: Iterable[dict[str, torch.Tensor]],
+        keep: Callable[[torch.Tensor], Any] | None = None,
+    ) -> dict[str, Any]:
         """Metrics of ``model`` over ``batches``; ``keep`` (a function) is given each batch's :meth:`predict`, so one
         pass over the data both scores and predicts."""
         acc = MetricAccumulator(grid=self.grid)
@@ -126,17 +131,28 @@ class AutoregressiveTask(Task):
     MODES = ("teacher_forcing", "rollout", "pushforward")
     EVAL_MODES = ("rollout", "teacher_forcing")
 
-    def __init__(self, loss: LossFn, u_norm: Normalizer, channels: int, frames_as_channels: bool = True,
-                 step: int = 1, cf_norm: Normalizer | None = None, ctx_norm: Normalizer | None = None,
-                 train_mode: str = "teacher_forcing", pushforward: int = 0, input_noise: float = 0.0,
-                 eval_mode: str = "rollout"):
+    def __init__(
+        self,
+        loss: LossFn,
+        u_norm: Normalizer,
+        channels: int,
+        frames_as_channels: bool = True,
+        step: int = 1,
+        cf_norm: Normalizer | None = None,
+        ctx_norm: Normalizer | None = None,
+        train_mode: str = "teacher_forcing",
+        pushforward: int = 0,
+        input_noise: float = 0.0,
+        eval_mode: str = "rollout",
+    ):
         if train_mode not in self.MODES:
             raise ConfigError(f"train.rollout.mode must be one of {', '.join(self.MODES)}, got {train_mode!r}")
         if eval_mode not in self.EVAL_MODES:
             raise ConfigError(f"train.rollout.eval_mode must be one of {', '.join(self.EVAL_MODES)}, got {eval_mode!r}")
         if train_mode == "pushforward" and pushforward < 1:
-            raise ConfigError("train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled "
-                              "steps)")
+            raise ConfigError(
+                "train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled steps)"
+            )
         self.loss_fn, self.u_norm, self.cf_norm, self.ctx_norm = loss, u_norm, cf_norm, ctx_norm
         self.channels, self.fac, self.step = channels, frames_as_channels, step
         self.train_mode, self.pushforward, self.input_noise = train_mode, pushforward, input_noise
@@ -148,8 +164,13 @@ class AutoregressiveTask(Task):
 
     def spec(self) -> dict[str, Any]:
         """What rebuilds this task from a checkpoint besides its normalizers (``task_spec.task_from_spec``)."""
-        return {"name": self.name, "channels": self.channels, "frames_as_channels": self.fac, "step": self.step,
-                "eval_mode": self.eval_mode}
+        return {
+            "name": self.name,
+            "channels": self.channels,
+            "frames_as_channels": self.fac,
+            "step": self.step,
+            "eval_mode": self.eval_mode,
+        }
 
     # ------------------------------------------------------------------------------------------
     def step_fn(self, model: nn.Module, batch: dict[str, torch.Tensor], noise: float = 0.0):
@@ -189,17 +210,22 @@ class AutoregressiveTask(Task):
             if k:
                 with torch.no_grad():
                     frames = torch.cat([history, rollout(f, history, k * self.step)], dim=1)
-            pred = f(frames[:, -history.shape[1]:], k * self.step)
-            return self.loss_fn(from_frames(pred, self.fac),
-                                from_frames(target[:, k * self.step:(k + 1) * self.step], self.fac))
+            pred = f(frames[:, -history.shape[1] :], k * self.step)
+            return self.loss_fn(
+                from_frames(pred, self.fac), from_frames(target[:, k * self.step : (k + 1) * self.step], self.fac)
+            )
         pred = rollout(f, history, target.shape[1])
         # mean over the unrolled frames of the per-frame loss
         b, t = pred.shape[:2]
         return self.loss_fn(pred.reshape(b * t, *pred.shape[2:]), target.reshape(b * t, *target.shape[2:]))
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, torch.Tensor]],
-                 keep: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        model: nn.Module,
+        batches: Iterable[dict[str, torch.Tensor]],
+        keep: Callable[[torch.Tensor], Any] | None = None,
+    ) -> dict[str, Any]:
         """Metrics of ``model`` over ``batches`` in both modes (``rel_l2`` in ``eval_mode``); ``keep`` (a function)
         is given each batch's rollout (:meth:`predict`'s default), so one pass both scores and predicts."""
         acc = MetricAccumulator()
@@ -229,7 +255,11 @@ class AutoregressiveTask(Task):
         step_sums = all_reduce_sum(step_sums if step_sums is not None else torch.zeros(steps, dtype=torch.float64))
         out = {f"frame_{k}": v for k, v in acc.compute().items()}
         n = horizon_sum[1]
-        out = {"rel_l2": float(horizon_sum[0] / n), "rel_l2_per_step": (step_sums / n).tolist(),
-               f"rel_l2_{self.eval_mode.replace('_forcing', '_forced')}": float(horizon_sum[0] / n),
-               f"rel_l2_{other.replace('_forcing', '_forced')}": float(other_sum[0] / n), **out}
+        out = {
+            "rel_l2": float(horizon_sum[0] / n),
+            "rel_l2_per_step": (step_sums / n).tolist(),
+            f"rel_l2_{self.eval_mode.replace('_forcing', '_forced')}": float(horizon_sum[0] / n),
+            f"rel_l2_{other.replace('_forcing', '_forced')}": float(other_sum[0] / n),
+            **out,
+        }
         return out

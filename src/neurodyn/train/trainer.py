@@ -12,6 +12,7 @@
   takes its part of each global batch and the loss is scaled so that the averaged gradient is that of
   the global-batch mean, i.e. W processes follow the 1-process loss curve.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,8 +72,9 @@ class ScheduleConfig:
     def __post_init__(self) -> None:
         check_choice("train.schedule.name", self.name, SCHEDULES)
         if not 0 <= self.pct_start <= 1:
-            raise ConfigError(f"train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]; got "
-                              f"{self.pct_start}")
+            raise ConfigError(
+                f"train.schedule.pct_start is the warm-up fraction of OneCycleLR, in [0, 1]; got {self.pct_start}"
+            )
         if self.step_size < 1:
             raise ConfigError(f"train.schedule.step_size must be >= 1 (epochs between decays), got {self.step_size}")
         if not self.gamma > 0:
@@ -109,8 +111,9 @@ class RolloutConfig:
         if not self.input_noise >= 0:
             raise ConfigError(f"train.rollout.input_noise must be >= 0, got {self.input_noise}")
         if self.mode == "pushforward" and self.pushforward < 1:
-            raise ConfigError("train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled "
-                              "steps)")
+            raise ConfigError(
+                "train.rollout.mode=pushforward needs train.rollout.pushforward >= 1 (the most unrolled steps)"
+            )
 
     @property
     def window_steps(self) -> int:
@@ -193,24 +196,29 @@ class TrainConfig:
         when they were made)."""
         for name, cls in _sections().items():
             if not isinstance(getattr(self, name), cls):
-                raise ConfigError(f"train.{name} must be a {cls.__name__} (TrainConfig.from_options reads a mapping "
-                                  f"{{{', '.join(f.name for f in fields(cls))}}}); got {getattr(self, name)!r}")
+                raise ConfigError(
+                    f"train.{name} must be a {cls.__name__} (TrainConfig.from_options reads a mapping "
+                    f"{{{', '.join(f.name for f in fields(cls))}}}); got {getattr(self, name)!r}"
+                )
         if self.epochs < 1:
             raise ConfigError(f"train.epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
             raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if self.accumulate < 1:
-            raise ConfigError(f"train.accumulate must be >= 1 (micro-batches per optimizer step), got "
-                              f"{self.accumulate}")
+            raise ConfigError(
+                f"train.accumulate must be >= 1 (micro-batches per optimizer step), got {self.accumulate}"
+            )
         for name, least, meaning in (("eval_batch_size", 0, " (0: batch_size)"), ("eval_every", 1, "")):
             if getattr(self, name) < least:
                 raise ConfigError(f"train.{name} must be >= {least}{meaning}, got {getattr(self, name)}")
         if not self.time_limit >= 0:
-            raise ConfigError(f"train.time_limit is seconds of training (0: no limit) and must be >= 0, got "
-                              f"{self.time_limit}")
+            raise ConfigError(
+                f"train.time_limit is seconds of training (0: no limit) and must be >= 0, got {self.time_limit}"
+            )
         if self.early_stop < 0:
-            raise ConfigError(f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got "
-                              f"{self.early_stop}")
+            raise ConfigError(
+                f"train.early_stop must be >= 0 (evaluations without improvement; 0: never), got {self.early_stop}"
+            )
         parse_precision(self.precision)
         if not self.lr > 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr}")
@@ -222,8 +230,9 @@ class TrainConfig:
         check_choice("train.loss", self.loss, available_losses())
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)",
-                     prefix: str = "train.") -> TrainConfig:
+    def from_options(
+        cls, options: Mapping[str, Any], unknown: str = "train section has unknown key(s)", prefix: str = "train."
+    ) -> TrainConfig:
         """The one parse of a ``train`` section (or of :func:`neurodyn.train.fitting.fit`'s keyword options, with
         ``prefix=""``): sections as nested mappings (``{"schedule": {"name": "cosine"}}``). An unknown key
         (``unknown`` leads the message, with the closest spelling: a key of a section given at the top level, as
@@ -241,13 +250,17 @@ class TrainConfig:
             given = values[name]
             keys = [f.name for f in fields(section)]
             if not isinstance(given, Mapping):
-                raise ConfigError(f"{prefix}{name} is a section with the keys {', '.join(keys)}; got {given!r} (e.g. "
-                                  f"{prefix}{name}.{keys[0]}={given!r})")
+                raise ConfigError(
+                    f"{prefix}{name} is a section with the keys {', '.join(keys)}; got {given!r} (e.g. "
+                    f"{prefix}{name}.{keys[0]}={given!r})"
+                )
             wrong = [k for k in given if k not in keys]
             if wrong:
                 close = [difflib.get_close_matches(str(k), keys, n=1) for k in wrong]
-                said = "; ".join(f"{prefix}{name}.{k}" + (f" (did you mean {prefix}{name}.{c[0]}?)" if c else "")
-                                 for k, c in zip(wrong, close))
+                said = "; ".join(
+                    f"{prefix}{name}.{k}" + (f" (did you mean {prefix}{name}.{c[0]}?)" if c else "")
+                    for k, c in zip(wrong, close)
+                )
                 raise ConfigError(f"{unknown} {said}; {prefix}{name} holds {', '.join(keys)}")
             values[name] = section(**check_field_types(section, given, f"{prefix}{name}".rstrip(".")))
         return cls(**check_field_types(cls, values, prefix.rstrip(".")))
@@ -298,8 +311,7 @@ def _unknown_train_keys(lead: str, keys: Sequence[str], prefix: str) -> str:
         elif "." in new:
             section, leaf = new.split(".")
             spelled = f"{prefix}{new}" if prefix else f"{section}={{{leaf!r}: ...}}"  # fit()'s keywords: a mapping
-            said.append(f"{prefix}{key} (the train options that belong together are sections now: spell it "
-                        f"{spelled})")
+            said.append(f"{prefix}{key} (the train options that belong together are sections now: spell it {spelled})")
         else:
             said.append(f"{prefix}{key} (did you mean {prefix}{new}?)")
     listed = top + [f"{s}.{{{', '.join(f.name for f in fields(cls))}}}" for s, cls in sections.items()]
@@ -332,23 +344,35 @@ def split_cases(dataset: Dataset | None) -> int:
 
 class Trainer:
     """Trains ``model`` on ``train_set`` for a task; logs into ``run_dir`` (``None``: writes nothing, no checkpoint,
-``metrics.jsonl`` or ``train.logging`` log, and keeps the best validation epoch's weights in memory:
-:meth:`best_state`).
+    ``metrics.jsonl`` or ``train.logging`` log, and keeps the best validation epoch's weights in memory:
+    :meth:`best_state`).
 
-    ``eval_set`` is the validation data: evaluated every ``eval_every`` epochs (``"val"`` in each epoch's record of
-    ``metrics.jsonl``), it alone selects ``best.pt``. The trainer never sees test data: the experiment evaluates the
-    test split once, after :meth:`fit` (:func:`neurodyn.train.experiment.run_experiment`)."""
+        ``eval_set`` is the validation data: evaluated every ``eval_every`` epochs (``"val"`` in each epoch's record of
+        ``metrics.jsonl``), it alone selects ``best.pt``. The trainer never sees test data: the experiment evaluates the
+        test split once, after :meth:`fit` (:func:`neurodyn.train.experiment.run_experiment`)."""
 
-    def __init__(self, model: nn.Module, task: Any, train_set: Dataset, eval_set: Dataset | None,
-                 config: TrainConfig, run_dir: str | Path | None, experiment: dict[str, Any] | None = None,
-                 device: str | torch.device = "cpu", dist_info: DistInfo | None = None,
-                 progress: bool | None = None, interrupt_at: Callable[[int, int], bool] | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: Any,
+        train_set: Dataset,
+        eval_set: Dataset | None,
+        config: TrainConfig,
+        run_dir: str | Path | None,
+        experiment: dict[str, Any] | None = None,
+        device: str | torch.device = "cpu",
+        dist_info: DistInfo | None = None,
+        progress: bool | None = None,
+        interrupt_at: Callable[[int, int], bool] | None = None,
+    ):
         self.cfg = config  # validated when it was made (TrainConfig.__post_init__)
         self.device = torch.device(device)
         self.dist = dist_info or DistInfo()
         if self.cfg.batch_size < self.dist.world_size:
-            raise ConfigError(f"train.batch_size {self.cfg.batch_size} is smaller than the {self.dist.world_size} "
-                              "processes; every process needs at least one sample per batch")
+            raise ConfigError(
+                f"train.batch_size {self.cfg.batch_size} is smaller than the {self.dist.world_size} "
+                "processes; every process needs at least one sample per batch"
+            )
         self.model = model.to(self.device)
         self.task = task.to(self.device)
         self.train_set, self.eval_set = train_set, eval_set
@@ -358,7 +382,7 @@ class Trainer:
         self.progress = progress
         self._print_lines = False
         self.interrupt_at = interrupt_at  # test hook: pretend Ctrl-C after (epoch, batch)
-        self.ddp = (nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model)
+        self.ddp = nn.parallel.DistributedDataParallel(self.model) if self.dist.enabled else self.model
         if self.cfg.compile:
             if self.dist.is_main and progress is not False:
                 print("compiling the model with torch.compile; the first step takes minutes on a CPU", flush=True)
@@ -369,8 +393,16 @@ class Trainer:
         self.optimizer = self._make_optimizer()
         self.n_batches = math.ceil(len(train_set) / self.step_batch)
         sched = self.cfg.schedule
-        self.schedule = Schedule(self.optimizer, sched.name, self.cfg.lr, self.n_batches, self.cfg.epochs,
-                                 pct_start=sched.pct_start, step_size=sched.step_size, gamma=sched.gamma)
+        self.schedule = Schedule(
+            self.optimizer,
+            sched.name,
+            self.cfg.lr,
+            self.n_batches,
+            self.cfg.epochs,
+            pct_start=sched.pct_start,
+            step_size=sched.step_size,
+            gamma=sched.gamma,
+        )
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.stale_evals, self.stopped_early = 0, False  # early stopping: evaluations since the best one
         self.logs = None
@@ -423,28 +455,36 @@ class Trainer:
         mine = rank_slice(torch.arange(n), self.dist.rank, self.dist.world_size)
         bs = self.cfg.eval_batch_size or self.cfg.batch_size
         for i in range(0, len(mine), bs):
-            yield self._collate(dataset, mine[i:i + bs].tolist())
+            yield self._collate(dataset, mine[i : i + bs].tolist())
 
     # ---------------------------------------------------------------------------------------- checkpoints
     def state(self) -> dict[str, Any]:
-        return versioned({
-            "model": model_spec(self.model),
-            "model_state": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.schedule.state_dict(),
-            "early_stop": {"stale_evals": self.stale_evals, "stopped": self.stopped_early},
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "normalizers": {k: m.state_dict() for k, m in self.task.normalizers().items()},
-            "normalizer_kinds": {k: {"kind": m.kind, "reduce": m.reduce} for k, m in self.task.normalizers().items()},
-            "task_spec": self.task.spec() if hasattr(self.task, "spec") else None,
-            "position": {"epoch": self.epoch, "batch": self.batch, "global_step": self.global_step,
-                         "epoch_sums": self._epoch_sums.clone()},
-            "rng": rng_state(),
-            "best": self.best,
-            "n_val": split_cases(self.eval_set),  # the cases best.pt was selected on (evaluate --which auto)
-            "train_config": asdict(self.cfg),
-            "experiment": self.experiment,
-        })
+        return versioned(
+            {
+                "model": model_spec(self.model),
+                "model_state": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.schedule.state_dict(),
+                "early_stop": {"stale_evals": self.stale_evals, "stopped": self.stopped_early},
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "normalizers": {k: m.state_dict() for k, m in self.task.normalizers().items()},
+                "normalizer_kinds": {
+                    k: {"kind": m.kind, "reduce": m.reduce} for k, m in self.task.normalizers().items()
+                },
+                "task_spec": self.task.spec() if hasattr(self.task, "spec") else None,
+                "position": {
+                    "epoch": self.epoch,
+                    "batch": self.batch,
+                    "global_step": self.global_step,
+                    "epoch_sums": self._epoch_sums.clone(),
+                },
+                "rng": rng_state(),
+                "best": self.best,
+                "n_val": split_cases(self.eval_set),  # the cases best.pt was selected on (evaluate --which auto)
+                "train_config": asdict(self.cfg),
+                "experiment": self.experiment,
+            }
+        )
 
     def save(self, name: str) -> None:
         """Write ``checkpoints/<name>`` (main process); weights holding NaN or Inf are never written: the run has
@@ -455,7 +495,8 @@ class Trainer:
         if bad:
             raise TrainingDiverged(
                 f"the weights became non-finite ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}) at epoch "
-                f"{self.epoch} batch {self.batch}; {self._kept(name)}. {self._retry_hint()}")
+                f"{self.epoch} batch {self.batch}; {self._kept(name)}. {self._retry_hint()}"
+            )
         if self.run_dir is None:  # in memory: the best epoch's weights (the last are the model's own)
             if name == "best.pt":
                 self._best_in_memory = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -464,15 +505,20 @@ class Trainer:
 
     def _kept(self, name: str) -> str:
         path = self.ckpt_dir / name if self.ckpt_dir is not None else None
-        return (f"{path} still holds the last finite weights" if path is not None and path.exists()
-                else "no checkpoint was written")
+        return (
+            f"{path} still holds the last finite weights"
+            if path is not None and path.exists()
+            else "no checkpoint was written"
+        )
 
     def _retry_hint(self) -> str:
         """What to do after a divergence, in words the user can act on (the folder refuses changed settings)."""
         lower = f"{self.cfg.lr / 10:g}" if math.isfinite(self.cfg.lr) else "1e-3"
-        return (f"Lower the learning rate (e.g. train.lr={lower}) or enable gradient clipping "
-                "(train.grad_clip=1.0), and start this run over with --fresh or train into a new folder with "
-                "--run-name NAME")
+        return (
+            f"Lower the learning rate (e.g. train.lr={lower}) or enable gradient clipping "
+            "(train.grad_clip=1.0), and start this run over with --fresh or train into a new folder with "
+            "--run-name NAME"
+        )
 
     def load(self, path: str | Path) -> None:
         ckpt = read_checkpoint(path, map_location=self.device)
@@ -487,9 +533,12 @@ class Trainer:
             # the run stopped early and was given more epochs: the one reason to do that is to train on
             self.stale_evals, self.stopped_early = 0, False
             if self.dist.is_main and self.progress is not False:
-                print(f"{self.run_dir} stopped early after epoch {pos['epoch']}; train.epochs is raised from "
-                      f"{trained_for} to {self.cfg.epochs}, so it trains on with a fresh early-stopping patience "
-                      f"({self.cfg.early_stop} evaluations)", flush=True)
+                print(
+                    f"{self.run_dir} stopped early after epoch {pos['epoch']}; train.epochs is raised from "
+                    f"{trained_for} to {self.cfg.epochs}, so it trains on with a fresh early-stopping patience "
+                    f"({self.cfg.early_stop} evaluations)",
+                    flush=True,
+                )
         if self.scaler is not None and ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
         for k, m in self.task.normalizers().items():
@@ -520,8 +569,11 @@ class Trainer:
         path = self.run_dir / "metrics.jsonl" if self.run_dir is not None else None
         if not (self.dist.is_main and path is not None and path.exists()):
             return
-        keep = [line for line in path.read_text().splitlines()
-                if line and "train_loss" in (rec := json.loads(line)) and rec["epoch"] < self.epoch]
+        keep = [
+            line
+            for line in path.read_text().splitlines()
+            if line and "train_loss" in (rec := json.loads(line)) and rec["epoch"] < self.epoch
+        ]
         path.write_text("".join(line + "\n" for line in keep))
         self.history = [json.loads(line) for line in keep]
 
@@ -555,8 +607,13 @@ class Trainer:
         style = progress_style(self.progress)  # the one idiom (neurodyn.progress): bar, lines or nothing
         use_bar = style == "bar"
         self._print_lines = self.dist.is_main and style == "lines"
-        bar = tqdm(total=total, initial=self.epoch * self.n_batches + self.batch, unit="step",
-                   disable=not (use_bar and self.dist.is_main), dynamic_ncols=True)
+        bar = tqdm(
+            total=total,
+            initial=self.epoch * self.n_batches + self.batch,
+            unit="step",
+            disable=not (use_bar and self.dist.is_main),
+            dynamic_ncols=True,
+        )
         try:
             with self._terminate_as_interrupt():
                 while self.epoch < self.cfg.epochs and not self.stopped_early and not self._out_of_time():
@@ -565,8 +622,10 @@ class Trainer:
             self.save("last.pt")
             bar.close()
             if self.dist.is_main and self.run_dir is not None:
-                print(f"\ninterrupted: saved {self.ckpt_dir / 'last.pt'} at epoch {self.epoch} batch {self.batch}; "
-                      "run the same command again to resume")
+                print(
+                    f"\ninterrupted: saved {self.ckpt_dir / 'last.pt'} at epoch {self.epoch} batch {self.batch}; "
+                    "run the same command again to resume"
+                )
             raise
         finally:
             if self.logs is not None:
@@ -574,11 +633,17 @@ class Trainer:
         bar.close()
         if self.epoch < self.cfg.epochs and self._out_of_time() and self.dist.is_main and self.progress is not False:
             spent = sum(h["seconds"] for h in self.history)
-            print(f"stopped at the time limit after epoch {self.epoch}: {spent:.1f} s of train.time_limit="
-                  f"{self.cfg.time_limit:g} s", flush=True)
+            print(
+                f"stopped at the time limit after epoch {self.epoch}: {spent:.1f} s of train.time_limit="
+                f"{self.cfg.time_limit:g} s",
+                flush=True,
+            )
         if self.stopped_early and self.dist.is_main and self.progress is not False:
-            print(f"stopped early after epoch {self.epoch}: {self.cfg.early_stop} evaluations without a better "
-                  f"validation {self.monitor_key}", flush=True)
+            print(
+                f"stopped early after epoch {self.epoch}: {self.cfg.early_stop} evaluations without a better "
+                f"validation {self.monitor_key}",
+                flush=True,
+            )
         return self.history
 
     def _out_of_time(self) -> bool:
@@ -615,8 +680,9 @@ class Trainer:
 
     def _train_epoch(self, bar) -> None:
         cfg = self.cfg
-        batches = global_batches(len(self.train_set), self.step_batch, cfg.seed, self.epoch, cfg.shuffle,
-                                 world=self.dist.world_size)
+        batches = global_batches(
+            len(self.train_set), self.step_batch, cfg.seed, self.epoch, cfg.shuffle, world=self.dist.world_size
+        )
         if self.batch == 0:
             self._epoch_sums = torch.zeros(2, dtype=torch.float64)
             self._epoch_t0 = time.time()
@@ -631,8 +697,12 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(epoch=f"{self.epoch + 1}/{cfg.epochs}", loss=f"{loss:.4g}", refresh=False)
         sums = all_reduce_sum(self._epoch_sums.clone())
-        record = {"epoch": self.epoch, "train_loss": float(sums[0] / sums[1]),
-                  "lr": self.optimizer.param_groups[0]["lr"], "seconds": time.time() - self._epoch_t0}
+        record = {
+            "epoch": self.epoch,
+            "train_loss": float(sums[0] / sums[1]),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "seconds": time.time() - self._epoch_t0,
+        }
         improved = False
         if self.eval_set is not None and ((self.epoch + 1) % cfg.eval_every == 0 or self.epoch == cfg.epochs - 1):
             self.ddp.eval()
@@ -655,8 +725,11 @@ class Trainer:
             bar.set_description(f"val {key} {value:.4g}")
             if self._print_lines:
                 shown = f"  val {key} {value:.4g}" if "val" in record else ""
-                print(f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
-                      f"({record['seconds']:.1f} s)", flush=True)
+                print(
+                    f"epoch {self.epoch}/{cfg.epochs}  train loss {record['train_loss']:.4g}{shown}  "
+                    f"({record['seconds']:.1f} s)",
+                    flush=True,
+                )
 
     def _model_name(self) -> str:
         return getattr(self.model, "registry_name", type(self.model).__name__)
@@ -671,8 +744,9 @@ class Trainer:
         ``steps`` steps after ``warmup``; the steps train the model (use a throwaway trainer)."""
         import statistics
 
-        order = global_batches(len(self.train_set), self.step_batch, self.cfg.seed, 0, self.cfg.shuffle,
-                               world=self.dist.world_size)
+        order = global_batches(
+            len(self.train_set), self.step_batch, self.cfg.seed, 0, self.cfg.shuffle, world=self.dist.world_size
+        )
         self.ddp.train()
         times = []
         for i in range(warmup + steps):
@@ -698,8 +772,10 @@ class Trainer:
                 if not torch.isfinite(loss):
                     if not nonfinite_tensors(self.model.state_dict()):
                         self.save("last.pt")  # finite weights: the step can be examined from here
-                    raise TrainingDiverged(f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
-                                           f"{self._kept('last.pt')}. {self._retry_hint()}")
+                    raise TrainingDiverged(
+                        f"the loss became {loss.item()} at epoch {self.epoch} batch {self.batch}; "
+                        f"{self._kept('last.pt')}. {self._retry_hint()}"
+                    )
                 # scaled so that DDP's gradient average equals the gradient of the global-batch mean
                 scale = len(part) * self.dist.world_size / len(global_ids)
                 scaled = loss * scale

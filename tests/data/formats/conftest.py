@@ -3,6 +3,7 @@
 Each writer returns the path and the arrays it wrote (in the publisher's own axis order), so tests
 check the reader against the arrays by explicit index formulas rather than by the reader's code.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -156,8 +157,16 @@ class Writers:
         }
         path = self.root / name
         with h5py.File(path, "w") as f:
-            f.attrs.update({"dataset_name": "shear_flow", "grid_type": "cartesian", "n_spatial_dims": 2,
-                            "n_trajectories": B, "simulation_parameters": ["Schmidt"], "Schmidt": 0.5})
+            f.attrs.update(
+                {
+                    "dataset_name": "shear_flow",
+                    "grid_type": "cartesian",
+                    "n_spatial_dims": 2,
+                    "n_trajectories": B,
+                    "simulation_parameters": ["Schmidt"],
+                    "Schmidt": 0.5,
+                }
+            )
             dims = f.create_group("dimensions")
             dims.attrs["spatial_dims"] = ["x", "y"]
             for k in ("time", "x", "y"):
@@ -165,8 +174,9 @@ class Writers:
                 dims[k].attrs["sample_varying"] = False
                 dims[k].attrs["time_varying"] = False
             bc = f.create_group("boundary_conditions").create_group("x_periodic")
-            bc.attrs.update({"bc_type": "PERIODIC", "associated_dims": ["x"], "sample_varying": False,
-                             "time_varying": False})
+            bc.attrs.update(
+                {"bc_type": "PERIODIC", "associated_dims": ["x"], "sample_varying": False, "time_varying": False}
+            )
             sc = f.create_group("scalars")
             sc.attrs["field_names"] = ["Re", "gamma"]
             sc["Re"] = arr["Re"]
@@ -185,8 +195,14 @@ class Writers:
                 t1.attrs["field_names"] = t2.attrs["field_names"] = []
                 return path, arr
             t0.attrs["field_names"] = ["density", "pressure_x_only", "mask"]
-            put(t0, "density", arr["density"] if bad != "density" else arr["density"][:, :, :-1], True, True,
-                [True, True])
+            put(
+                t0,
+                "density",
+                arr["density"] if bad != "density" else arr["density"][:, :, :-1],
+                True,
+                True,
+                [True, True],
+            )
             put(t0, "pressure_x_only", arr["pressure_x_only"], True, True, [True, False])
             put(t0, "mask", arr["mask"], False, False, [True, True])
             t1.attrs["field_names"] = ["velocity"]

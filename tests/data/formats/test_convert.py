@@ -21,8 +21,9 @@ def test_darcy_converts_to_a_checksummed_store_file(make, data_dir):
     np.testing.assert_array_equal(s.read("fields/u")[..., 0], sol[:, ::2, ::2].astype(np.float32))
     np.testing.assert_allclose(s.read("coords/x"), np.linspace(0, 1, 11), atol=1e-7)
     cfg = s.config
-    assert cfg["source"] == [{"name": src.name, "size": src.stat().st_size,
-                              "sha256": hashlib.sha256(src.read_bytes()).hexdigest()}]
+    assert cfg["source"] == [
+        {"name": src.name, "size": src.stat().st_size, "sha256": hashlib.sha256(src.read_bytes()).hexdigest()}
+    ]
     assert cfg["format"] == "fno-mat" and cfg["kind"] == "darcy"
     assert cfg["reader_options"] == {"max_samples": 0, "stride": 2, "time_stride": 1, "include_initial": True}
     ds = SteadyDataset(s, np.arange(5))
@@ -55,8 +56,16 @@ def test_other_formats_convert_with_params_and_coords(make, tmp_path, writer):
         out = convert_to_store(src, out=tmp_path / "w.h5")
         s = StoredDataset(out)
         assert s.shapes["fields/u"] == (2, 3, 4, 5, 8) and s.shapes["params/Re"] == (2,)
-        assert s.config["info"]["channels"] == ["density", "pressure_x_only", "velocity_x", "velocity_y",
-                                                "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+        assert s.config["info"]["channels"] == [
+            "density",
+            "pressure_x_only",
+            "velocity_x",
+            "velocity_y",
+            "stress_xx",
+            "stress_xy",
+            "stress_yx",
+            "stress_yy",
+        ]
         u = s.read("fields/u")
         close(u[..., 0], arr["density"])
         close(u[..., 1], np.broadcast_to(arr["pressure_x_only"][..., None], (2, 3, 4, 5)))  # constant along y
@@ -71,8 +80,10 @@ def test_other_formats_convert_with_params_and_coords(make, tmp_path, writer):
         out = convert_to_store(folder, out=tmp_path / "e.h5")
         s = StoredDataset(out)
         assert s.shapes["fields/pos"] == (4, 13, 2) and s.inputs == ("pos",)
-        assert [f["name"] for f in s.config["source"]] == ["Meshes/Random_UnitCell_XY_10.npy",
-                                                           "Meshes/Random_UnitCell_sigma_10.npy"]
+        assert [f["name"] for f in s.config["source"]] == [
+            "Meshes/Random_UnitCell_XY_10.npy",
+            "Meshes/Random_UnitCell_sigma_10.npy",
+        ]
         close(s.read("fields/pos"), xy.transpose(2, 0, 1))  # written (P, 2, n): sample axis last
         close(s.read("fields/u")[..., 0], sigma.T)  # written (P, n)
     else:

@@ -49,5 +49,3 @@ def test_generate_takes_a_preset_or_generator_and_convert_one_file(make, capsys)
     with pytest.raises(SystemExit):  # a file to read is convert's: generate has no --from
         main(["generate", "darcy", "--from", str(src)])
     assert "unrecognized arguments: --from" in capsys.readouterr().err
-
-

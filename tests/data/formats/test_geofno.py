@@ -27,8 +27,11 @@ def test_pipe_channel_zero_and_stride(make):
     assert d["pos"].shape == (3, 5, 5, 2) and d["u"].shape == (3, 5, 5, 1)
     assert d["u"][2, 4, 1, 0] == np.float32(Q[2, 0, 8, 2])
     assert d["pos"][0, 1, 3, 1] == np.float32(Y[0, 2, 6])
-    with pytest.raises(DataError, match=r"array NACA_Cylinder_Q.npy has shape \(3, 3, 9, 9\) with 3 channels, "
-                                        r"expected channel 4 \(the Mach number"):
+    with pytest.raises(
+        DataError,
+        match=r"array NACA_Cylinder_Q.npy has shape \(3, 3, 9, 9\) with 3 channels, "
+        r"expected channel 4 \(the Mach number",
+    ):
         make.geofno_mesh("airfoil", H=9, W=9, C=3, folder="short")
         read_public(make.root / "short")
 
@@ -86,8 +89,11 @@ def test_folder_errors(make, tmp_path):
 def test_shape_mismatch_nan_and_truncation(make, cut):
     folder, xy, sigma = make.geofno_elasticity(folder="el")
     np.save(folder / "Meshes" / "Random_UnitCell_sigma_10.npy", sigma[:, :3])
-    with pytest.raises(DataError, match=r"array Random_UnitCell_sigma_10.npy has shape \(13, 3\), expected "
-                                        r"\(13, 4\) = \(P, N\)"):
+    with pytest.raises(
+        DataError,
+        match=r"array Random_UnitCell_sigma_10.npy has shape \(13, 3\), expected "
+        r"\(13, 4\) = \(P, N\)",
+    ):
         read_public(folder)
     bad = sigma.copy()
     bad[5, 2] = np.nan  # point 5 of sample 2

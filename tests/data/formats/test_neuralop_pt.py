@@ -51,10 +51,10 @@ def test_bad_content_is_refused_with_one_sentence(make, cut):
     with pytest.raises(DataError, match=r"tensor 'y' of mism.pt has spatial shape \(5,\), expected \(4,\) like 'x'"):
         read_public(make.pt({"x": torch.zeros(2, 4), "y": torch.zeros(2, 5)}, name="mism.pt"))
     # weights_only=True: an arbitrary Python object is not unpickled (nor executed)
-    evil = make.pt({"x": torch.zeros(2, 4), "y": torch.zeros(2, 4), "obj": Unsafe()},
-                   name="evil.pt")
-    with pytest.raises(DataError,
-                       match=r"holds objects other than tensors .* weights_only=True refused the global \S*Unsafe"):
+    evil = make.pt({"x": torch.zeros(2, 4), "y": torch.zeros(2, 4), "obj": Unsafe()}, name="evil.pt")
+    with pytest.raises(
+        DataError, match=r"holds objects other than tensors .* weights_only=True refused the global \S*Unsafe"
+    ):
         read_public(evil)
     y = torch.zeros(3, 4)
     y[1, 2] = float("nan")

@@ -2,6 +2,7 @@
 else (the generators read their real files through the converter), each reader's store holds the values the test
 wrote (an independent oracle: the arrays the test drew, not the reader's code), and a generator's real-file source
 gives the rows of the converted store."""
+
 import ast
 from pathlib import Path
 
@@ -20,8 +21,16 @@ from neurodyn.errors import ConfigError
 SRC = Path(formats.__file__).resolve().parents[1]
 
 # format -> the one module that parses it (read_public dispatches there)
-READERS = {"uea-ts": "ts", "csv": "long_table", "parquet": "long_table", "sequence-npz": "sequence_npz",
-           "person-activity": "person_activity", "mnist": "mnist", "pronostia": "bearings", "xjtu": "bearings"}
+READERS = {
+    "uea-ts": "ts",
+    "csv": "long_table",
+    "parquet": "long_table",
+    "sequence-npz": "sequence_npz",
+    "person-activity": "person_activity",
+    "mnist": "mnist",
+    "pronostia": "bearings",
+    "xjtu": "bearings",
+}
 
 
 def test_every_sequence_format_has_one_reader_module():
@@ -55,9 +64,13 @@ def test_generators_parse_no_file_themselves():
     assert reads == ["event_digits.py:_sklearn_digits"]
     # what generators take from formats/: the converter's entry and shared transforms, never a reader
     allowed = {"read_public", "event_encode", "morlet_cwt", "snapshot_features", "run_features", "sktime_dataset_path"}
-    taken = {(p.name, a.name) for p in sorted((SRC / "generators").glob("*.py"))
-             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.ImportFrom)
-             and (node.module or "").startswith("formats") for a in node.names}
+    taken = {
+        (p.name, a.name)
+        for p in sorted((SRC / "generators").glob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("formats")
+        for a in node.names
+    }
     assert taken and {name for _, name in taken} <= allowed, taken
 
 
@@ -65,10 +78,16 @@ def test_the_ts_reader_holds_the_values_written(tmp_path):
     rng = np.random.default_rng(7)
     lengths, dims = [5, 3, 7], 2
     values = [np.round(rng.normal(size=(n, dims)), 3) for n in lengths]
-    values[1][1, 0] = np.nan                                   # one missing value, written as ?
+    values[1][1, 0] = np.nan  # one missing value, written as ?
     labels = ["up", "down", "up"]
-    lines = ["@problemName Oracle", "@univariate false", f"@dimensions {dims}", "@equalLength false",
-             "@classLabel true up down", "@data"]
+    lines = [
+        "@problemName Oracle",
+        "@univariate false",
+        f"@dimensions {dims}",
+        "@equalLength false",
+        "@classLabel true up down",
+        "@data",
+    ]
     for v, lab in zip(values, labels):
         dims_text = [",".join("?" if np.isnan(a) else repr(float(a)) for a in v[:, j]) for j in range(dims)]
         lines.append(":".join(dims_text) + f":{lab}")
@@ -100,7 +119,7 @@ def test_the_long_table_reader_sorts_rows_by_time_and_groups_by_id(tmp_path):
         times = np.sort(rng.choice(50, size=4, replace=False)).astype(float)
         vals = np.round(rng.normal(size=(4, 2)), 3)
         truth[key] = (times, vals, lab)
-        order = rng.permutation(4)                                     # rows out of time order in the file
+        order = rng.permutation(4)  # rows out of time order in the file
         rows += [f"{key},{times[r]},{vals[r, 0]},{vals[r, 1]},{lab}" for r in order]
     src = tmp_path / "long.csv"
     src.write_text("\n".join(rows) + "\n")
@@ -113,10 +132,15 @@ def test_the_long_table_reader_sorts_rows_by_time_and_groups_by_id(tmp_path):
         assert data.read("y")[i] == data.info["classes"].index(lab)
 
 
-PAR = "\n".join(
-    f"A0{rec},{['010-000-024-033', '020-000-033-111'][i % 2]},{633790226051280329 + 1_000_000 * i},d,"
-    f"{i}.5,{rec}.25,{i % 3}.0,{['walking', 'lying', 'sitting'][(i // 3) % 3]}"
-    for rec in range(2) for i in range(7)) + "\n"
+PAR = (
+    "\n".join(
+        f"A0{rec},{['010-000-024-033', '020-000-033-111'][i % 2]},{633790226051280329 + 1_000_000 * i},d,"
+        f"{i}.5,{rec}.25,{i % 3}.0,{['walking', 'lying', 'sitting'][(i // 3) % 3]}"
+        for rec in range(2)
+        for i in range(7)
+    )
+    + "\n"
+)
 
 
 def test_person_activity_store_holds_the_readings(tmp_path):
@@ -126,9 +150,9 @@ def test_person_activity_store_holds_the_readings(tmp_path):
     # 7 readings per recording in chunks of 3: 3 + 3 + 1, twice
     assert data.n_samples == 6 and data.read("mask").sum(1).tolist() == [3, 3, 1, 3, 3, 1]
     x, t, y = data.read("x"), data.read("t"), data.read("y")
-    np.testing.assert_array_equal(x[1, :3, 4], [3.5, 4.5, 5.5])              # x of readings 3..5 of A00
+    np.testing.assert_array_equal(x[1, :3, 4], [3.5, 4.5, 5.5])  # x of readings 3..5 of A00
     np.testing.assert_array_equal(x[1, :3, :4], [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 1, 0]])  # one-hot tags
-    np.testing.assert_allclose(t[1, :3], [0.0, 0.1, 0.2], atol=1e-6)          # 1e6 ticks of 100 ns = 0.1 s
+    np.testing.assert_allclose(t[1, :3], [0.0, 0.1, 0.2], atol=1e-6)  # 1e6 ticks of 100 ns = 0.1 s
     classes = data.info["classes"]
     assert [classes[k] for k in y[1, :3]] == ["lying", "lying", "lying"] and classes[y[2, 0]] == "sitting"
     with pytest.raises(ConfigError, match="has no option"):
@@ -141,8 +165,12 @@ def test_a_generator_real_file_source_is_the_converted_store_with_a_note(tmp_pat
     store = StoredDataset(convert_to_store(src, tmp_path / "par.h5", kind="person-activity", chunk=4))
     gen = get_generator("activity")
     with pytest.warns(UserWarning, match=r"neurodyn convert .*kind=person-activity chunk=4"):
-        out = gen.generate(gen.make_config(source="par", source_path=str(src), max_len=4, min_len=1),
-                           np.arange(4), 0, torch.device("cpu"))
+        out = gen.generate(
+            gen.make_config(source="par", source_path=str(src), max_len=4, min_len=1),
+            np.arange(4),
+            0,
+            torch.device("cpu"),
+        )
     for key in ("fields/x", "fields/t", "fields/mask", "fields/y"):
         np.testing.assert_array_equal(out[key], store.read(key)[:4], err_msg=key)
     assert out["params/length"].tolist() == [4, 3, 4, 3]

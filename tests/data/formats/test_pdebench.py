@@ -59,8 +59,11 @@ def test_per_seed_groups_become_samples_in_name_order(make):
 
 def test_seed_group_of_another_shape_is_named(make):
     path, _ = make.pdebench_seeds(bad_group="0002")
-    with pytest.raises(DataError, match=r"array '0002/data' of 2D_rdb_NA_NA.h5 has shape \(5, 5, 4, 1\), "
-                                        r"expected \(5, 6, 4, 1\) like group '0000'"):
+    with pytest.raises(
+        DataError,
+        match=r"array '0002/data' of 2D_rdb_NA_NA.h5 has shape \(5, 5, 4, 1\), "
+        r"expected \(5, 6, 4, 1\) like group '0000'",
+    ):
         read_public(path)
 
 

@@ -1,5 +1,6 @@
 """Point clouds from a user's files (torch lists of per-sample dicts as neuraloperator's car files, and .npz),
 padded with a mask that the loss, the metrics and the point-cloud models honour, trained end to end."""
+
 import json
 import re
 from pathlib import Path
@@ -43,8 +44,14 @@ def neuralop_car_samples(n: int = 14, seed: int = 0, lo: int = 20, hi: int = 40)
         P = int(torch.randint(lo, hi, (1,), generator=g))
         v = torch.rand(P, 3, generator=g)
         press = (v[:, 0] * 2 + v[:, 1] ** 2 - v[:, 2]).reshape(1, P)
-        out.append({"vertices": v, "press": press, "query_points": torch.rand(4, 4, 4, 3, generator=g),
-                    "distance": torch.rand(1, 4, 4, 4, generator=g)})
+        out.append(
+            {
+                "vertices": v,
+                "press": press,
+                "query_points": torch.rand(4, 4, 4, 3, generator=g),
+                "distance": torch.rand(1, 4, 4, 4, generator=g),
+            }
+        )
     return out
 
 
@@ -55,8 +62,8 @@ def test_neuraloperator_car_file_reads_press_of_shape_1_by_P(tmp_path):
     sizes = [s["vertices"].shape[0] for s in samples]
     assert data.shapes["fields/u"] == (4, max(sizes), 1)
     for i, s in enumerate(samples):
-        np.testing.assert_allclose(data["u"][i, :sizes[i], 0], s["press"][0].numpy(), rtol=1e-6)
-        np.testing.assert_allclose(data["pos"][i, :sizes[i]], s["vertices"].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(data["u"][i, : sizes[i], 0], s["press"][0].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(data["pos"][i, : sizes[i]], s["vertices"].numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("shape", ["P", "1P", "P1", "1P1", "11P"])
@@ -87,20 +94,27 @@ def test_vectors_per_point_either_way_round_when_unambiguous(tmp_path):
 def test_shapes_that_cannot_be_read_are_one_sentence_naming_found_and_expected(tmp_path):
     v = torch.rand(5, 3)
     torch.save([{"vertices": v, "press": torch.rand(2, 4)}], tmp_path / "short.pt")
-    with pytest.raises(DataError, match=r"'press' of sample 0 of \S+short.pt has shape \(2, 4\) where 'vertices' "
-                                        r"\(5, 3\) holds 5 points; expected one value per point, shape \(5,\) or "
-                                        r"the same with axes of length 1 such as \(1, 5\), or vectors \(5, c\) / "
-                                        r"\(c, 5\)$"):
+    with pytest.raises(
+        DataError,
+        match=r"'press' of sample 0 of \S+short.pt has shape \(2, 4\) where 'vertices' "
+        r"\(5, 3\) holds 5 points; expected one value per point, shape \(5,\) or "
+        r"the same with axes of length 1 such as \(1, 5\), or vectors \(5, c\) / "
+        r"\(c, 5\)$",
+    ):
         read_public(tmp_path / "short.pt")
     torch.save([{"vertices": v, "press": torch.rand(5, 5)}], tmp_path / "square.pt")  # (P, P): which axis?
     with pytest.raises(DataError, match=r"has shape \(5, 5\) where 'vertices' \(5, 3\) holds 5 points"):
         read_public(tmp_path / "square.pt")
     # a later sample must have the first sample's channel count
-    torch.save([{"vertices": v, "press": torch.rand(1, 5)}, {"vertices": v, "press": torch.rand(2, 5)}],
-               tmp_path / "widths.pt")
-    with pytest.raises(DataError, match=r"'press' of sample 1 .* has shape \(2, 5\) .* expected one value per "
-                                        r"point, shape \(5,\) or the same with axes of length 1 such as \(1, 5\) "
-                                        r"as the first sample$"):
+    torch.save(
+        [{"vertices": v, "press": torch.rand(1, 5)}, {"vertices": v, "press": torch.rand(2, 5)}], tmp_path / "widths.pt"
+    )
+    with pytest.raises(
+        DataError,
+        match=r"'press' of sample 1 .* has shape \(2, 5\) .* expected one value per "
+        r"point, shape \(5,\) or the same with axes of length 1 such as \(1, 5\) "
+        r"as the first sample$",
+    ):
         read_public(tmp_path / "widths.pt")
     torch.save([{"vertices": v, "press": torch.rand(1, 5, 2, 3)}], tmp_path / "four.pt")
     with pytest.raises(DataError, match=r"has shape \(1, 5, 2, 3\) where"):
@@ -129,12 +143,16 @@ def test_keys_are_chosen_by_option_when_ambiguous(tmp_path):
     for s in samples:
         s["pressure"] = s["press"] * 2
     torch.save(samples, tmp_path / "two.pt")
-    with pytest.raises(DataError, match=r"several candidates \(press, pressure\).*\['index', 'press', 'pressure', "
-                                        r"'vertices'\].*target=KEY"):
+    with pytest.raises(
+        DataError,
+        match=r"several candidates \(press, pressure\).*\['index', 'press', 'pressure', "
+        r"'vertices'\].*target=KEY",
+    ):
         read_public(tmp_path / "two.pt")
     data = read_public(tmp_path / "two.pt", target="pressure")
-    np.testing.assert_allclose(data["u"][0, :len(samples[0]["vertices"]), 0],
-                               samples[0]["pressure"][:, 0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        data["u"][0, : len(samples[0]["vertices"]), 0], samples[0]["pressure"][:, 0].numpy(), rtol=1e-6
+    )
     torch.save([{"xyz": torch.rand(4, 3), "p": torch.rand(4)}], tmp_path / "odd.pt")
     with pytest.raises(DataError, match=r"none of vertices, points, pos, coords; it holds \['p', 'xyz'\]"):
         read_public(tmp_path / "odd.pt")
@@ -182,8 +200,11 @@ def test_padded_batch_scores_as_its_samples_unpadded(name):
     metrics equal the metrics accumulated sample by sample."""
     torch.manual_seed(0)
     cfg = {"in_channels": 3, "out_channels": 1, "width": 16, "n_layers": 2, "n_slices": 4}
-    cfg.update({"geometry": "point_cloud", "ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4} if name == "lamo_mesh"
-               else {"variant": "point_cloud", "n_heads": 4})
+    cfg.update(
+        {"geometry": "point_cloud", "ssm": {"d_state": 4, "heads": 2}, "slice_heads": 4}
+        if name == "lamo_mesh"
+        else {"variant": "point_cloud", "n_heads": 4}
+    )
     model = build(name, cfg).double().eval()
     samples = car_samples(4, lo=5, hi=12)
     sizes = [len(s["vertices"]) for s in samples]
@@ -192,13 +213,18 @@ def test_padded_batch_scores_as_its_samples_unpadded(name):
     y = torch.zeros(4, P, 1, dtype=torch.float64)
     mask = torch.zeros(4, P, dtype=torch.bool)
     for i, s in enumerate(samples):
-        x[i, :sizes[i]], y[i, :sizes[i]], mask[i, :sizes[i]] = s["vertices"], s["press"], True
-        x[i, sizes[i]:] = 7.0  # padding values that would show if anything read them
+        x[i, : sizes[i]], y[i, : sizes[i]], mask[i, : sizes[i]] = s["vertices"], s["press"], True
+        x[i, sizes[i] :] = 7.0  # padding values that would show if anything read them
     norm = Normalizer("gaussian", "channel").fit(y[mask])
     task = SteadyTask(build_loss("rel_l2"), Normalizer("none", "channel").fit(x[mask]), norm, grid=False)
     padded = task.training_loss(model, {"x": x, "y": y, "pos": x, "mask": mask})
-    alone = [task.training_loss(model, {"x": s["vertices"][None].double(), "y": s["press"][None].double(),
-                                        "pos": s["vertices"][None].double()}) for s in samples]
+    alone = [
+        task.training_loss(
+            model,
+            {"x": s["vertices"][None].double(), "y": s["press"][None].double(), "pos": s["vertices"][None].double()},
+        )
+        for s in samples
+    ]
     assert padded.item() == pytest.approx(torch.stack(alone).mean().item(), rel=1e-10)
     batch = [{"x": x, "y": y, "pos": x, "mask": mask}]
     metrics = task.evaluate(model, batch)
@@ -227,11 +253,30 @@ def test_convert_and_train_point_clouds_with_the_cli(tmp_path, data_dir, capsys,
     assert main(["convert", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
     sizes = [len(s["vertices"]) for s in samples]
     line = capsys.readouterr().out.strip()
-    assert line == (f"{store}: 14 point clouds, {min(sizes)}..{max(sizes)} points (padded, with fields/mask), "
-                    "3-d coordinates, 1 output channel (point-cloud)")
+    assert line == (
+        f"{store}: 14 point clouds, {min(sizes)}..{max(sizes)} points (padded, with fields/mask), "
+        "3-d coordinates, 1 output channel (point-cloud)"
+    )
     run = tmp_path / "runs" / "car"
-    assert main(["train", preset, "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"), "--run-name", "car",
-                 "--no-progress", f"data.path={store}", "data.n_train=10", "data.n_test=4"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                preset,
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--run-name",
+                "car",
+                "--no-progress",
+                f"data.path={store}",
+                "data.n_train=10",
+                "data.n_test=4",
+            ]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     test = next(r["test"]["test"]["last"] for r in records if "test" in r and "train_loss" not in r)
     assert set(test) == {"rel_l2", "rmse", "nrmse", "max_err", "crmse"} and np.isfinite(test["rel_l2"])
@@ -255,7 +300,22 @@ def test_ragged_clouds_need_channel_statistics(tmp_path, data_dir, capsys):
     torch.save(car_samples(14), tmp_path / "mini_car.pt")
     store = tmp_path / "car.h5"
     assert main(["convert", str(tmp_path / "mini_car.pt"), "--out", str(store), "--no-progress"]) == 0
-    assert main(["train", "lamo/elasticity_geofno", "--scale", "tiny", "--runs-dir", str(tmp_path / "runs"),
-                 f"data.path={store}", "data.n_train=10", "data.n_test=4", "data.normalize_reduce=pointwise"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "lamo/elasticity_geofno",
+                "--scale",
+                "tiny",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                f"data.path={store}",
+                "data.n_train=10",
+                "data.n_test=4",
+                "data.normalize_reduce=pointwise",
+            ]
+        )
+        == 2
+    )
     assert "set data.normalize_reduce=channel" in capsys.readouterr().err
     assert not Path(tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.pt"))

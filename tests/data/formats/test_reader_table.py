@@ -2,6 +2,7 @@
 once (one peek at the file, each claim asked at most once, a container opened at most once), ``kind=`` forces a row
 without a walk, a new reader is one row, and a file no reader claims is refused in one sentence naming what was
 looked for."""
+
 import dataclasses
 from collections import Counter
 
@@ -42,6 +43,7 @@ class _Counting:
             def claims(peek):
                 self.asked[reader.kind] += 1
                 return reader.claims(peek)
+
             return dataclasses.replace(reader, claims=claims if reader.claims else None)
 
         monkeypatch.setattr(table, "Peek", Peek)
@@ -76,9 +78,15 @@ def test_kind_forces_a_row_without_a_walk(make, monkeypatch):
 
 def test_a_new_reader_is_one_row(tmp_path, monkeypatch):
     def read(path, **options):
-        return PublicDataset(format="probe", kind="probe", path=path, files=[path],
-                             fields={"u": ArraySource((2, 3), "probe", lambda lo, hi: np.ones((hi - lo, 3)))},
-                             inputs=("u",), targets=("u",))
+        return PublicDataset(
+            format="probe",
+            kind="probe",
+            path=path,
+            files=[path],
+            fields={"u": ArraySource((2, 3), "probe", lambda lo, hi: np.ones((hi - lo, 3)))},
+            inputs=("u",),
+            targets=("u",),
+        )
 
     row = table.Reader("probe", "probe", read, lambda peek: peek.head.startswith(b"PROBE"), "a probe file")
     monkeypatch.setattr(table, "READERS", (row, *table.READERS))

@@ -40,8 +40,11 @@ def test_missing_empty_and_unknown_files(tmp_path):
         read_public(npz)
     with open(tmp_path / "arrays.bin", "wb") as fh:  # a zip archive of arrays under another name
         np.savez(fh, a=np.zeros(2))
-    with pytest.raises(DataError, match=r"zip archive .*arrays.bin is neither a torch file nor a sequence .npz "
-                                        r"\(it holds \['a.npy'\]\)"):
+    with pytest.raises(
+        DataError,
+        match=r"zip archive .*arrays.bin is neither a torch file nor a sequence .npz "
+        r"\(it holds \['a.npy'\]\)",
+    ):
         read_public(tmp_path / "arrays.bin")
     fake_mat = tmp_path / "fake.mat"
     fake_mat.write_bytes(b"\x00" * 300)

@@ -12,8 +12,16 @@ def test_fields_become_channels_with_the_wells_names(make):
     d = read_public(path)
     assert (d.kind, d.inputs, d.targets) == ("shear_flow", ("u",), ("u",))
     names = d.info["channels"]
-    assert names == ["density", "pressure_x_only", "velocity_x", "velocity_y",
-                     "stress_xx", "stress_xy", "stress_yx", "stress_yy"]
+    assert names == [
+        "density",
+        "pressure_x_only",
+        "velocity_x",
+        "velocity_y",
+        "stress_xx",
+        "stress_xy",
+        "stress_yx",
+        "stress_yy",
+    ]
     u = d["u"]
     assert u.shape == (2, 3, 4, 5, 8)
     ch = {name: i for i, name in enumerate(names)}
@@ -40,8 +48,11 @@ def test_fields_become_channels_with_the_wells_names(make):
 
 def test_shape_disagreeing_with_attributes_is_named(make):
     path, _ = make.the_well(bad="density")
-    with pytest.raises(DataError, match=r"field 't0_fields/density' of .* has shape \(2, 3, 3, 5\), expected "
-                                        r"\(2, 3, 4, 5\) = \(B, T, varying spatial axes\)"):
+    with pytest.raises(
+        DataError,
+        match=r"field 't0_fields/density' of .* has shape \(2, 3, 3, 5\), expected "
+        r"\(2, 3, 4, 5\) = \(B, T, varying spatial axes\)",
+    ):
         read_public(path)
 
 
@@ -60,6 +71,9 @@ def test_nan_names_fields_and_sample(make):
     path, _ = make.the_well()
     with h5py.File(path, "r+") as f:
         f["t1_fields/velocity"][1, 0, 0, 0, 0] = np.nan
-    with pytest.raises(DataError, match=r"time-varying fields \(density, pressure_x_only, velocity, stress\) of "
-                                        r"shear_flow_Reynolds_1e4.hdf5 holds NaN or Inf in sample 1"):
+    with pytest.raises(
+        DataError,
+        match=r"time-varying fields \(density, pressure_x_only, velocity, stress\) of "
+        r"shear_flow_Reynolds_1e4.hdf5 holds NaN or Inf in sample 1",
+    ):
         read_public(path)["u"]

@@ -30,9 +30,14 @@ def _cole_hopf_cell_averages(n, t, nu, m=2048):
     return -2 * nu * np.diff(np.log(phi)) * n
 
 
-@pytest.mark.parametrize("limiter,flux,cells", [pytest.param("mc", "godunov", (256, 512, 1024), marks=pytest.mark.slow),
-                                                ("minmod", "rusanov", (128, 256)),
-                                                ("vanleer", "roe", (128, 256))])
+@pytest.mark.parametrize(
+    "limiter,flux,cells",
+    [
+        pytest.param("mc", "godunov", (256, 512, 1024), marks=pytest.mark.slow),
+        ("minmod", "rusanov", (128, 256)),
+        ("vanleer", "roe", (128, 256)),
+    ],
+)
 def test_second_order_convergence_to_cole_hopf_solution(limiter, flux, cells):
     # nu = 0.01, t = 0.2: the front has steepened to |u_x| ~ 37 (about 1/nu) but is resolved
     nu, t = 0.01, 0.2
@@ -40,10 +45,10 @@ def test_second_order_convergence_to_cole_hopf_solution(limiter, flux, cells):
     for n in cells:
         u0 = torch.tensor(_cole_hopf_cell_averages(n, 0.0, nu))[None]
         u = solve_burgers(u0, [0.0, t], nu, cfl=0.5, limiter=limiter, flux=flux)[0, -1].numpy()
-        errors.append(np.abs(u - _cole_hopf_cell_averages(n, t, nu)).mean())   # L1 error of cell averages
+        errors.append(np.abs(u - _cole_hopf_cell_averages(n, t, nu)).mean())  # L1 error of cell averages
     rates = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     assert np.all(rates > 1.8) and np.all(rates < 2.2), (errors, rates)
-    assert errors[-1] < (1.2e-5 if cells[-1] == 1024 else 5e-4), errors   # minmod is the most diffusive
+    assert errors[-1] < (1.2e-5 if cells[-1] == 1024 else 5e-4), errors  # minmod is the most diffusive
 
 
 def test_pdebench_regime_conserves_mean_and_is_tvd_with_a_maximum_principle():
@@ -60,7 +65,7 @@ def test_pdebench_regime_conserves_mean_and_is_tvd_with_a_maximum_principle():
     assert torch.all(tv[:, 1:] <= tv[:, :-1] + 1e-12), tv
     assert torch.all(u.amax(dim=2) <= u0.amax(dim=1, keepdim=True) + 1e-12)
     assert torch.all(u.amin(dim=2) >= u0.amin(dim=1, keepdim=True) - 1e-12)
-    assert torch.all(tv[:, -1] < 0.99 * tv[:, 0])         # shocks formed and dissipated variation
+    assert torch.all(tv[:, -1] < 0.99 * tv[:, 0])  # shocks formed and dissipated variation
     out = g.generate(cfg, ids[:1], 11, "cpu")
     np.testing.assert_allclose(out["fields/u"][0, ..., 0], u[0].numpy(), rtol=0, atol=1e-6)
 
@@ -105,7 +110,7 @@ def test_generator_layout_subsampling_and_determinism():
 
 
 def test_blow_up_is_reported_with_sample_and_seed():
-    u0 = torch.zeros(2, 64, dtype=torch.float64)                       # row 0 stays 0 (stable)
+    u0 = torch.zeros(2, 64, dtype=torch.float64)  # row 0 stays 0 (stable)
     u0[1] = torch.sin(2 * math.pi * (torch.arange(64, dtype=torch.float64) + 0.5) / 64)
     with pytest.raises(DataError, match=r"sample 7 .*seed 3"):
         # cfl 1.5 > 1 makes the diffusion number 0.75 > 0.5: unstable (validate refuses cfl > 0.5)
@@ -114,10 +119,23 @@ def test_blow_up_is_reported_with_sample_and_seed():
         solve_burgers(torch.full((1, 64), float("nan"), dtype=torch.float64), [0.0, 0.1], 0.01, ids=[6])
 
 
-@pytest.mark.parametrize("bad", [dict(nu=-0.001), dict(resolution=4), dict(resolution=100, solve_resolution=1024),
-                                 dict(cfl=0.8), dict(cfl=0.0), dict(n_frames=1), dict(t_final=0.0),
-                                 dict(init="gauss"), dict(limiter="superbee"), dict(flux="hllc"),
-                                 dict(resolution=32, n_modes=8), dict(viscosity=1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(nu=-0.001),
+        dict(resolution=4),
+        dict(resolution=100, solve_resolution=1024),
+        dict(cfl=0.8),
+        dict(cfl=0.0),
+        dict(n_frames=1),
+        dict(t_final=0.0),
+        dict(init="gauss"),
+        dict(limiter="superbee"),
+        dict(flux="hllc"),
+        dict(resolution=32, n_modes=8),
+        dict(viscosity=1.0),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("burgers").make_config(**bad)

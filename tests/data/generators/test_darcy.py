@@ -16,9 +16,9 @@ def _manufactured(s):
     u = np.sin(pi * X) * np.sin(pi * Y) * X * np.exp(Y)
     ux = (np.sin(pi * X) + pi * X * np.cos(pi * X)) * np.sin(pi * Y) * np.exp(Y)
     uy = np.sin(pi * X) * X * np.exp(Y) * (pi * np.cos(pi * Y) + np.sin(pi * Y))
-    uxx = (2 * pi * np.cos(pi * X) - pi ** 2 * X * np.sin(pi * X)) * np.sin(pi * Y) * np.exp(Y)
-    uyy = np.sin(pi * X) * X * np.exp(Y) * (2 * pi * np.cos(pi * Y) + np.sin(pi * Y) - pi ** 2 * np.sin(pi * Y))
-    a = 1 + X ** 2 + Y / 2 + np.sin(X * Y)
+    uxx = (2 * pi * np.cos(pi * X) - pi**2 * X * np.sin(pi * X)) * np.sin(pi * Y) * np.exp(Y)
+    uyy = np.sin(pi * X) * X * np.exp(Y) * (2 * pi * np.cos(pi * Y) + np.sin(pi * Y) - pi**2 * np.sin(pi * Y))
+    a = 1 + X**2 + Y / 2 + np.sin(X * Y)
     ax = 2 * X + Y * np.cos(X * Y)
     ay = 0.5 + X * np.cos(X * Y)
     f = -(ax * ux + a * uxx + ay * uy + a * uyy)
@@ -43,11 +43,11 @@ def test_grf_has_the_prescribed_spectrum():
     x = (torch.arange(s, dtype=torch.float64) + 0.5) / s  # midpoint rule is exact for these cosines
     f = neumann_grf_2d(xi, x, x, alpha, tau)
     k = torch.arange(k_modes, dtype=torch.float64)
-    basis = torch.where(k == 0, 1.0, 2 ** 0.5)[:, None] * torch.cos(torch.pi * k[:, None] * x[None])
-    coeff = torch.einsum("bhw,kh,lw->bkl", f, basis, basis) / s ** 2
+    basis = torch.where(k == 0, 1.0, 2**0.5)[:, None] * torch.cos(torch.pi * k[:, None] * x[None])
+    coeff = torch.einsum("bhw,kh,lw->bkl", f, basis, basis) / s**2
     var = coeff.var(dim=0)
-    lam = torch.pi ** 2 * (k[:, None] ** 2 + k[None] ** 2)
-    want = tau ** (2 * alpha - 2) * (lam + tau ** 2) ** (-alpha)
+    lam = torch.pi**2 * (k[:, None] ** 2 + k[None] ** 2)
+    want = tau ** (2 * alpha - 2) * (lam + tau**2) ** (-alpha)
     want[0, 0] = 0
     assert var[0, 0] < 1e-20
     rel = (var - want).abs()[1:, 1:] / want[1:, 1:]
@@ -71,8 +71,16 @@ def test_generator_threshold_subsampling_and_determinism():
     assert not np.array_equal(other_seed["fields/a"][0], out["fields/a"][1])
 
 
-@pytest.mark.parametrize("bad", [dict(resolution=2), dict(resolution=85, solve_resolution=420),
-                                 dict(tau=-1.0), dict(coefficient="gamma"), dict(widht=3)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(resolution=2),
+        dict(resolution=85, solve_resolution=420),
+        dict(tau=-1.0),
+        dict(coefficient="gamma"),
+        dict(widht=3),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("darcy").make_config(**bad)

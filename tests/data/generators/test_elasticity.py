@@ -23,13 +23,15 @@ def _kirsch(x, y, a, S, E, nu, plane):
     kap = 3 - 4 * nu if plane == "strain" else (3 - nu) / (1 + nu)
     r, th = np.hypot(x, y), np.arctan2(y, x)
     q, c = a / r, a * S / (8 * mu)
-    ux = c * ((kap + 1) * np.cos(th) / q + 2 * q * ((1 + kap) * np.cos(th) + np.cos(3 * th))
-              - 2 * q**3 * np.cos(3 * th))
-    uy = c * ((kap - 3) * np.sin(th) / q + 2 * q * ((1 - kap) * np.sin(th) + np.sin(3 * th))
-              - 2 * q**3 * np.sin(3 * th))
+    ux = c * (
+        (kap + 1) * np.cos(th) / q + 2 * q * ((1 + kap) * np.cos(th) + np.cos(3 * th)) - 2 * q**3 * np.cos(3 * th)
+    )
+    uy = c * (
+        (kap - 3) * np.sin(th) / q + 2 * q * ((1 - kap) * np.sin(th) + np.sin(3 * th)) - 2 * q**3 * np.sin(3 * th)
+    )
     sxx = S * (1 - q**2 * (1.5 * np.cos(2 * th) + np.cos(4 * th)) + 1.5 * q**4 * np.cos(4 * th))
-    syy = S * (-q**2 * (0.5 * np.cos(2 * th) - np.cos(4 * th)) - 1.5 * q**4 * np.cos(4 * th))
-    sxy = S * (-q**2 * (0.5 * np.sin(2 * th) + np.sin(4 * th)) + 1.5 * q**4 * np.sin(4 * th))
+    syy = S * (-(q**2) * (0.5 * np.cos(2 * th) - np.cos(4 * th)) - 1.5 * q**4 * np.cos(4 * th))
+    sxy = S * (-(q**2) * (0.5 * np.sin(2 * th) + np.sin(4 * th)) + 1.5 * q**4 * np.sin(4 * th))
     return np.stack([ux, uy], -1), np.stack([sxx, syy, sxy], -1)
 
 
@@ -74,8 +76,10 @@ def test_kirsch_hole_converges_at_second_order():
     pts = np.array([[0.3, 0.1], [-0.25, 0.3], [0.1, -0.45]])
     h = 1e-6
     lam, mu = lame(E, nu, "strain")
-    d = [(_kirsch(*(pts + dp).T, a, S, E, nu, "strain")[0] - _kirsch(*(pts - dp).T, a, S, E, nu, "strain")[0]) / (2 * h)
-         for dp in (np.array([h, 0]), np.array([0, h]))]
+    d = [
+        (_kirsch(*(pts + dp).T, a, S, E, nu, "strain")[0] - _kirsch(*(pts - dp).T, a, S, E, nu, "strain")[0]) / (2 * h)
+        for dp in (np.array([h, 0]), np.array([0, h]))
+    ]
     exx, eyy, exy = d[0][:, 0], d[1][:, 1], 0.5 * (d[1][:, 0] + d[0][:, 1])
     s_fd = np.stack([lam * (exx + eyy) + 2 * mu * exx, lam * (exx + eyy) + 2 * mu * eyy, 2 * mu * exy], -1)
     np.testing.assert_allclose(s_fd, _kirsch(*pts.T, a, S, E, nu, "strain")[1], atol=1e-8)
@@ -98,7 +102,7 @@ def test_kirsch_hole_converges_at_second_order():
         vm_ex = von_mises(np.concatenate([s_ex, nu * (s_ex[..., :1] + s_ex[..., 1:2])], -1))
         vm_max.append(np.abs(von_mises(sol.stress) - vm_ex).max())
     rates = np.log2(np.array(rms[:-1]) / np.array(rms[1:]))
-    assert rates[0] > 1.6 and rates[1] > 1.85, rates          # measured 1.75, 1.99
+    assert rates[0] > 1.6 and rates[1] > 1.85, rates  # measured 1.75, 1.99
     assert vm_max[-1] < 0.02 * 3 * S and vm_max[-1] < vm_max[0] / 5, vm_max  # peak of Kirsch vm: ~3 S
 
 
@@ -146,7 +150,7 @@ def test_generated_sample_balances_the_load_and_matches_its_void():
     w = skfem.BilinearForm(lambda u, v, _: u * v).assemble(b1) @ np.ones(b1.N)  # int of each hat function
     w = w[m.dof[::2, ::2]]
     area = 1.0 - skfem.Functional(lambda _: 1.0).assemble(b1)
-    assert 0.5 * 0.2**2 * np.pi < area < np.pi * 0.4**2                          # the void's area
+    assert 0.5 * 0.2**2 * np.pi < area < np.pi * 0.4**2  # the void's area
     assert abs((w * sol.stress[..., 1]).sum() - 100.0) < 1e-9 * 100
     assert abs((w * sol.stress[..., 2]).sum()) < 1e-9 * 100
     p = out["fields/pos"][0].astype(np.float64).reshape(cfg.n_rings, cfg.n_theta, 2) - 0.5
@@ -172,14 +176,29 @@ def test_generator_shapes_and_determinism():
         np.testing.assert_array_equal(alone[key][0], out[key][1])
     other = g.generate(cfg, np.array([1]), seed=6, device="cpu")
     assert not np.array_equal(other["fields/pos"][0], out["fields/pos"][1])
-    assert g.make_config().n_theta * g.make_config().n_rings == 972   # Geo-FNO's point count by default
+    assert g.make_config().n_theta * g.make_config().n_rings == 972  # Geo-FNO's point count by default
 
 
-@pytest.mark.parametrize("bad", [dict(r_max=0.5), dict(r_min=0.3, r_max=0.25), dict(r_min=0.0),
-                                 dict(youngs_modulus=0.0), dict(youngs_modulus=-1e6), dict(poisson_ratio=0.5),
-                                 dict(poisson_ratio=-1.0), dict(n_theta=30), dict(n_theta=4), dict(n_rings=1),
-                                 dict(n_theta=32, n_modes=8), dict(plane="axisymmetric"), dict(grading=0.0),
-                                 dict(radius_tau=0.0), dict(n_thetas=32)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(r_max=0.5),
+        dict(r_min=0.3, r_max=0.25),
+        dict(r_min=0.0),
+        dict(youngs_modulus=0.0),
+        dict(youngs_modulus=-1e6),
+        dict(poisson_ratio=0.5),
+        dict(poisson_ratio=-1.0),
+        dict(n_theta=30),
+        dict(n_theta=4),
+        dict(n_rings=1),
+        dict(n_theta=32, n_modes=8),
+        dict(plane="axisymmetric"),
+        dict(grading=0.0),
+        dict(radius_tau=0.0),
+        dict(n_thetas=32),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("elasticity").make_config(**bad)

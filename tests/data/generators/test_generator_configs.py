@@ -1,5 +1,6 @@
 """Every registered generator's config refuses a value of the wrong type with one ConfigError naming the generator,
 the option, the value and the expected type (a mistyped ``key=value`` arrives as a string)."""
+
 import dataclasses
 import typing
 

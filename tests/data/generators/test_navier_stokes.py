@@ -5,6 +5,7 @@ field), a conservation law (mean vorticity), an independent solver (scipy's adap
 the same Fourier-Galerkin system written with numpy's complex FFT), convergence under refinement
 in time (first order) and space (spectral), and the GRF's spectrum.
 """
+
 import math
 
 import numpy as np
@@ -14,10 +15,20 @@ from scipy.integrate import solve_ivp
 
 from neurodyn.data.generators import get_generator, sample_rng
 from neurodyn.data.generators.grf import periodic_grf_2d
-from neurodyn.data.generators.navier_stokes import (FNO_GRF_SIGMA, SolverBlowUp, SpectralForcing, li_forcing,
-                                                    random_forcing_quadratures, solve_vorticity)
-from neurodyn.data.generators.spectral import (dealias_mask_2d, derivative_wavenumbers, max_dealiased_wavenumber,
-                                               nested_normals_2d)
+from neurodyn.data.generators.navier_stokes import (
+    FNO_GRF_SIGMA,
+    SolverBlowUp,
+    SpectralForcing,
+    li_forcing,
+    random_forcing_quadratures,
+    solve_vorticity,
+)
+from neurodyn.data.generators.spectral import (
+    dealias_mask_2d,
+    derivative_wavenumbers,
+    max_dealiased_wavenumber,
+    nested_normals_2d,
+)
 from neurodyn.errors import ConfigError, DataError
 
 TWO_PI = 2 * math.pi
@@ -45,7 +56,7 @@ def test_taylor_green_vortex_decays_exactly():
         exact = w0[b] * math.exp(-nu * k2 * dt * steps)
         scale = w0[b].abs().max()
         assert (out[b, -1] - discrete).abs().max() / scale < 1e-11
-        assert (out[b, -1] - exact).abs().max() / exact.abs().max() < 1e-4   # CN error 2 a^3 n / 3 ~ 3e-5
+        assert (out[b, -1] - exact).abs().max() / exact.abs().max() < 1e-4  # CN error 2 a^3 n / 3 ~ 3e-5
     assert out.shape == (3, 3, n, n)
 
 
@@ -57,7 +68,7 @@ def test_forced_single_shell_flow_is_exact():
     f = li_forcing(x, x)
     forcing = SpectralForcing(torch.fft.rfft2(f)[None])
     out = solve_vorticity(torch.zeros(1, n, n, dtype=torch.float64), nu, forcing, dt, steps, steps // 4)
-    lam = 8 * math.pi ** 2
+    lam = 8 * math.pi**2
     a = 0.5 * dt * nu * lam
     for r in range(5):
         t = r * steps // 4 * dt
@@ -65,7 +76,7 @@ def test_forced_single_shell_flow_is_exact():
         discrete = steady * (1 - ((1 - a) / (1 + a)) ** (r * steps // 4))
         exact = steady * (1 - math.exp(-nu * lam * t))
         assert (out[0, r] - discrete).abs().max() < 1e-12 * steady.abs().max() + 1e-15
-        assert (out[0, r] - exact).abs().max() < 2e-3 * steady.abs().max()   # first order in dt
+        assert (out[0, r] - exact).abs().max() < 2e-3 * steady.abs().max()  # first order in dt
 
 
 def test_advection_term_of_a_two_mode_field():
@@ -88,7 +99,7 @@ def _band_limited_field(n, kmax, seed, amp):
     w = np.zeros((n, n))
     for kx in range(-kmax, kmax + 1):
         for ky in range(0, kmax + 1):
-            if (ky == 0 and kx <= 0):
+            if ky == 0 and kx <= 0:
                 continue
             a, b = rng.normal(size=2) * amp / (kx * kx + ky * ky)
             w += a * np.cos(TWO_PI * (kx * X + ky * Y)) + b * np.sin(TWO_PI * (kx * X + ky * Y))
@@ -99,7 +110,7 @@ def _reference_rhs(n, nu, f_c, f_s, delta):
     """RHS of the dealiased Fourier-Galerkin system, written independently with numpy's complex FFT."""
     k = np.fft.fftfreq(n, d=1.0 / n)
     KX, KY = np.meshgrid(k, k, indexing="ij")
-    lap = 4 * np.pi ** 2 * (KX ** 2 + KY ** 2)
+    lap = 4 * np.pi**2 * (KX**2 + KY**2)
     inv = np.where(lap > 0, 1 / np.where(lap > 0, lap, 1), 0.0)
     keep = (np.abs(KX) <= n / 3) & (np.abs(KY) <= n / 3)
     fc_h, fs_h = np.fft.fft2(f_c), np.fft.fft2(f_s)
@@ -125,8 +136,18 @@ def test_matches_an_independent_solver_with_first_order_in_time():
     w0 = _band_limited_field(n, 3, seed=1, amp=4.0)
     amps = torch.as_tensor(np.random.default_rng(2).uniform(size=(1, 12)))
     f_c, f_s = random_forcing_quadratures(amps, _grid(n), _grid(n), scale=0.5)
-    ref = solve_ivp(_reference_rhs(n, nu, f_c[0].numpy(), f_s[0].numpy(), delta), (0, t_end), w0.ravel(),
-                    method="DOP853", rtol=1e-11, atol=1e-12).y[:, -1].reshape(n, n)
+    ref = (
+        solve_ivp(
+            _reference_rhs(n, nu, f_c[0].numpy(), f_s[0].numpy(), delta),
+            (0, t_end),
+            w0.ravel(),
+            method="DOP853",
+            rtol=1e-11,
+            atol=1e-12,
+        )
+        .y[:, -1]
+        .reshape(n, n)
+    )
     forcing = SpectralForcing(torch.fft.rfft2(f_c), torch.fft.rfft2(f_s), delta)
     errs = []
     for dt in (2e-3, 1e-3, 5e-4):
@@ -147,13 +168,17 @@ def test_mean_vorticity_is_conserved():
     out = solve_vorticity(w0, torch.tensor([1e-3, 1e-4]), forcing, 1e-3, 300, 50)
     means = out.mean(dim=(-2, -1))
     assert (means - w0.mean(dim=(-2, -1))[:, None]).abs().max() < 1e-13
-    assert (out[:, -1] - out[:, 0]).abs().max() > 1e-2   # the field did evolve
+    assert (out[:, -1] - out[:, 0]).abs().max() > 1e-2  # the field did evolve
 
 
 def _smooth_initial(n):
     X, Y = _grid(n)[:, None], _grid(n)[None, :]
-    return (torch.sin(TWO_PI * X) * torch.cos(TWO_PI * Y) + 0.8 * torch.cos(2 * TWO_PI * Y + 0.3)
-            + 0.6 * torch.sin(TWO_PI * (X + 2 * Y)) + 0.5 * torch.cos(TWO_PI * (2 * X - Y)))[None]
+    return (
+        torch.sin(TWO_PI * X) * torch.cos(TWO_PI * Y)
+        + 0.8 * torch.cos(2 * TWO_PI * Y + 0.3)
+        + 0.6 * torch.sin(TWO_PI * (X + 2 * Y))
+        + 0.5 * torch.cos(TWO_PI * (2 * X - Y))
+    )[None]
 
 
 def test_spectral_convergence_under_refinement():
@@ -167,7 +192,7 @@ def test_spectral_convergence_under_refinement():
         sol[n] = solve_vorticity(_smooth_initial(n), 1e-3, forcing, dt, steps, steps, stride=n // 32)[0, -1]
     scale = sol[128].norm()
     e32, e64 = ((sol[32] - sol[128]).norm() / scale).item(), ((sol[64] - sol[128]).norm() / scale).item()
-    assert 1e-7 < e32 < 1e-3, e32       # resolved but not exactly
+    assert 1e-7 < e32 < 1e-3, e32  # resolved but not exactly
     assert e64 < 1e-8 and e64 < 1e-4 * e32, (e32, e64)
 
 
@@ -175,13 +200,13 @@ def test_periodic_grf_has_the_prescribed_spectrum():
     # E |w_hat_k|^2 = sigma^2 (4 pi^2 |k|^2 + tau^2)^(-alpha) for w_hat = rfft2(w) / n^2; zero mean.
     n, alpha, tau, sigma, m = 16, 2.5, 7.0, 3.0, 4000
     w = periodic_grf_2d(torch.randn(m, n, n, 2, dtype=torch.float64), n, alpha, tau, sigma)
-    var = (torch.fft.rfft2(w) / n ** 2).abs().pow(2).mean(0)
+    var = (torch.fft.rfft2(w) / n**2).abs().pow(2).mean(0)
     k = torch.fft.fftfreq(n, 1 / n, dtype=torch.float64)[:, None]
     l = torch.fft.rfftfreq(n, 1 / n, dtype=torch.float64)[None, :]
-    want = sigma ** 2 * (4 * math.pi ** 2 * (k ** 2 + l ** 2) + tau ** 2) ** (-alpha)
+    want = sigma**2 * (4 * math.pi**2 * (k**2 + l**2) + tau**2) ** (-alpha)
     assert var[0, 0] < 1e-28 and w.mean(dim=(1, 2)).abs().max() < 1e-12
-    rel = (var / want)[(k ** 2 + l ** 2) > 0]
-    assert (rel - 1).abs().max() < 0.15      # 4000 samples: ~2-3 % per mode, 144 modes
+    rel = (var / want)[(k**2 + l**2) > 0]
+    assert (rel - 1).abs().max() < 0.15  # 4000 samples: ~2-3 % per mode, 144 modes
     assert abs(rel.mean().item() - 1) < 0.01
 
 
@@ -192,18 +217,18 @@ def test_initial_vorticity_has_the_law_of_fnos_sampler():
     g = get_generator("navier_stokes")
     cfg = g.make_config(resolution=16, sim_resolution=16, nu=1e-3, dt=1e-2, t_final=1.0)
     w0 = g.initial_vorticity(cfg, [sample_rng(0, i) for i in range(3000)], torch.device("cpu"))
-    var = (torch.fft.rfft2(w0) / 16 ** 2).abs().pow(2).mean(0)
+    var = (torch.fft.rfft2(w0) / 16**2).abs().pow(2).mean(0)
     k = torch.fft.fftfreq(16, 1 / 16, dtype=torch.float64)[:, None]
     l = torch.fft.rfftfreq(16, 1 / 16, dtype=torch.float64)[None, :]
-    want = 2 * 7.0 ** 3 * (4 * math.pi ** 2 * (k ** 2 + l ** 2) + 49.0) ** (-2.5)
-    rel = (var / want)[(k ** 2 + l ** 2) > 0]
+    want = 2 * 7.0**3 * (4 * math.pi**2 * (k**2 + l**2) + 49.0) ** (-2.5)
+    rel = (var / want)[(k**2 + l**2) > 0]
     assert abs(rel.mean().item() - 1) < 0.015 and (rel - 1).abs().max() < 0.2
 
 
 def test_grf_draws_are_nested_across_resolutions():
     # The low modes of sample i do not depend on the simulation grid.
     a, b = nested_normals_2d(sample_rng(3, 7), 16), nested_normals_2d(sample_rng(3, 7), 64)
-    idx = torch.fft.fftfreq(16, 1 / 16).long()[1:8]            # wavenumbers 1..7 and -7..-1 of both grids
+    idx = torch.fft.fftfreq(16, 1 / 16).long()[1:8]  # wavenumbers 1..7 and -7..-1 of both grids
     idx = torch.cat([torch.tensor([0]), idx, -idx])
     assert torch.equal(a[idx[:, None] % 16, idx[None, :] % 16], b[idx[:, None] % 64, idx[None, :] % 64])
 
@@ -215,8 +240,13 @@ def test_spectral_helpers_follow_fno_conventions():
     assert m[85, 85] and not m[86, 0] and not m[0, 86] and m[256 - 85, 0] and not m[256 - 86, 0]
     assert int(m.sum()) == (2 * 85 + 1) * 86
     k = derivative_wavenumbers(8)
-    assert (k.tolist() == [0, 1, 2, 3, 0, -3, -2, -1]
-            and derivative_wavenumbers(8, rfft=True).tolist() == [0, 1, 2, 3, 0])
+    assert k.tolist() == [0, 1, 2, 3, 0, -3, -2, -1] and derivative_wavenumbers(8, rfft=True).tolist() == [
+        0,
+        1,
+        2,
+        3,
+        0,
+    ]
 
 
 def _tiny(name, **kw):
@@ -294,31 +324,42 @@ def test_numeric_strings_are_accepted():
     assert cfg.nu == 1e-3 and cfg.sim_resolution == 64 and cfg.dt == 1e-3
 
 
-@pytest.mark.parametrize("name,bad", [
-    ("navier_stokes", dict(nu=-1e-3)),
-    ("navier_stokes", dict(nu=0.0)),
-    ("navier_stokes", dict(resolution=64, sim_resolution=100)),
-    ("navier_stokes", dict(resolution=7, sim_resolution=21)),
-    ("navier_stokes", dict(dt=3e-4)),                          # record_every is not a whole number of steps
-    ("navier_stokes", dict(t_final=20.5)),                     # t_final not a multiple of record_every
-    ("navier_stokes", dict(dt=0.1, record_every=1.0)),          # CFL: U dt / dx >> 1 at 256 points
-    ("navier_stokes", dict(forcing="kolmogorov")),
-    ("navier_stokes", dict(nu="abc")),
-    ("navier_stokes", dict(grf_alpha=1.0)),
-    ("navier_stokes", dict(viscosity=1e-3)),
-    ("torus_vis", dict(nu_min=1e-4, nu_max=1e-5)),
-    ("torus_vis", dict(nu_min=-1e-5)),
-    ("torus_vis", dict(forcing_cycles=0)),
-    ("torus_vis", dict(sim_resolution=8, resolution=8, forcing_cycles=3, dt=1e-2)),  # outside the 2/3 band
-    ("torus_vis_force", dict(dt=0.05)),
-])
+@pytest.mark.parametrize(
+    "name,bad",
+    [
+        ("navier_stokes", dict(nu=-1e-3)),
+        ("navier_stokes", dict(nu=0.0)),
+        ("navier_stokes", dict(resolution=64, sim_resolution=100)),
+        ("navier_stokes", dict(resolution=7, sim_resolution=21)),
+        ("navier_stokes", dict(dt=3e-4)),  # record_every is not a whole number of steps
+        ("navier_stokes", dict(t_final=20.5)),  # t_final not a multiple of record_every
+        ("navier_stokes", dict(dt=0.1, record_every=1.0)),  # CFL: U dt / dx >> 1 at 256 points
+        ("navier_stokes", dict(forcing="kolmogorov")),
+        ("navier_stokes", dict(nu="abc")),
+        ("navier_stokes", dict(grf_alpha=1.0)),
+        ("navier_stokes", dict(viscosity=1e-3)),
+        ("torus_vis", dict(nu_min=1e-4, nu_max=1e-5)),
+        ("torus_vis", dict(nu_min=-1e-5)),
+        ("torus_vis", dict(forcing_cycles=0)),
+        ("torus_vis", dict(sim_resolution=8, resolution=8, forcing_cycles=3, dt=1e-2)),  # outside the 2/3 band
+        ("torus_vis_force", dict(dt=0.05)),
+    ],
+)
 def test_impossible_configs_are_refused(name, bad):
     with pytest.raises(ConfigError):
         get_generator(name).make_config(**bad)
 
 
-@pytest.mark.parametrize("preset", ["data/navier_stokes", "data/navier_stokes_nu1e-3", "data/navier_stokes_nu1e-4",
-                                    "data/torus_vis", "data/torus_vis_force"])
+@pytest.mark.parametrize(
+    "preset",
+    [
+        "data/navier_stokes",
+        "data/navier_stokes_nu1e-3",
+        "data/navier_stokes_nu1e-4",
+        "data/torus_vis",
+        "data/torus_vis_force",
+    ],
+)
 @pytest.mark.parametrize("scale", ["tiny", "cpu", "paper"])
 def test_presets_are_valid(preset, scale):
     from neurodyn.data.assembly import data_options

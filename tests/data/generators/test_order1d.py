@@ -20,10 +20,10 @@ def _fd_operator(n_points, tau):
     diags, offsets = [], []
     for k, c in _D2.items():
         for o in {k, -k, n_points - k, -(n_points - k)} if k else {0}:
-            diags.append(np.full(n_points - abs(o), c / h ** 2))
+            diags.append(np.full(n_points - abs(o), c / h**2))
             offsets.append(o)
     d2 = sp.diags(diags, offsets, shape=(n_points, n_points))
-    return (sp.identity(n_points) - tau ** 2 * d2).tocsc()
+    return (sp.identity(n_points) - tau**2 * d2).tocsc()
 
 
 def test_cosine_modes_are_damped_by_the_exact_transfer_function():
@@ -32,10 +32,10 @@ def test_cosine_modes_are_damped_by_the_exact_transfer_function():
         x = torch.cos(2 * math.pi * m * s)
         for n in (1, 4):
             y = apply_order_operator(x, n, 0.08)
-            want = (1 + 0.08 ** 2 * (2 * math.pi * m) ** 2) ** (-n)
+            want = (1 + 0.08**2 * (2 * math.pi * m) ** 2) ** (-n)
             torch.testing.assert_close(y, want * x, rtol=0, atol=1e-13)
             y_idx = apply_order_operator(x, n, 0.08, wavenumber="index")
-            torch.testing.assert_close(y_idx, (1 + 0.08 ** 2 * m ** 2) ** (-n) * x, rtol=0, atol=1e-13)
+            torch.testing.assert_close(y_idx, (1 + 0.08**2 * m**2) ** (-n) * x, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
@@ -57,20 +57,20 @@ def test_targets_solve_the_equation_on_a_4x_finer_grid_by_finite_differences(ord
             y = lu.solve(y)
         ref = y[::4]
         err = np.linalg.norm(out["fields/y"][b, :, 0] - ref) / np.linalg.norm(ref)
-        assert err < 1e-6, (order, b, err)   # float32 storage: ~2e-8 observed
+        assert err < 1e-6, (order, b, err)  # float32 storage: ~2e-8 observed
         np.testing.assert_allclose(out["fields/x"][b, :, 0], x_fine[b, ::4], rtol=0, atol=1e-5)
 
 
 def test_fourier_identity_and_composition_on_stored_data():
     g = get_generator("order1d")
     outs = {n: g.generate(g.make_config(order=n), np.arange(8), seed=42, device="cpu") for n in (1, 3)}
-    np.testing.assert_array_equal(outs[1]["fields/x"], outs[3]["fields/x"])   # inputs do not depend on the order
+    np.testing.assert_array_equal(outs[1]["fields/x"], outs[3]["fields/x"])  # inputs do not depend on the order
     x = torch.tensor(outs[3]["fields/x"][..., 0], dtype=torch.float64)
     y3 = torch.tensor(outs[3]["fields/y"][..., 0], dtype=torch.float64)
     m = torch.arange(129, dtype=torch.float64)
-    H1 = 1 / (1 + 0.08 ** 2 * (2 * math.pi * m) ** 2)
+    H1 = 1 / (1 + 0.08**2 * (2 * math.pi * m) ** 2)
     xh, yh = torch.fft.rfft(x), torch.fft.rfft(y3)
-    assert ((yh - H1 ** 3 * xh).abs().max() / xh.abs().max()) < 1e-6
+    assert ((yh - H1**3 * xh).abs().max() / xh.abs().max()) < 1e-6
     # T3 = T1 o T1 o T1
     y1 = torch.tensor(outs[1]["fields/y"][..., 0], dtype=torch.float64)
     torch.testing.assert_close(apply_order_operator(apply_order_operator(y1, 1, 0.08), 1, 0.08), y3, rtol=0, atol=1e-5)
@@ -110,10 +110,21 @@ def test_split_seeds_reproduce_separate_files_and_chunking_does_not_matter(data_
         np.testing.assert_array_equal(f["fields/y"][:], combined["fields/y"])
 
 
-@pytest.mark.parametrize("bad", [dict(order=0), dict(order=9), dict(tau=0.0), dict(tau=-0.1), dict(wavenumber="freq"),
-                                 dict(broadband_max_mode=128), dict(pulse_width_min=0.0), dict(pulses_min=4),
-                                 dict(split_sizes=[10, 2], split_seeds=[42]),
-                                 dict(split_sizes=[1, 1], split_seeds=[4, 4])])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(order=0),
+        dict(order=9),
+        dict(tau=0.0),
+        dict(tau=-0.1),
+        dict(wavenumber="freq"),
+        dict(broadband_max_mode=128),
+        dict(pulse_width_min=0.0),
+        dict(pulses_min=4),
+        dict(split_sizes=[10, 2], split_seeds=[42]),
+        dict(split_sizes=[1, 1], split_seeds=[4, 4]),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("order1d").make_config(**bad)

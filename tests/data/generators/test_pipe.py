@@ -41,8 +41,11 @@ def test_straight_pipe_gives_poiseuille_flow_exactly():
     assert np.abs(sol.u - 4 * eta * (1 - eta) * math.cos(a)).max() < 1e-11
     assert np.abs(sol.v - 4 * eta * (1 - eta) * math.sin(a)).max() < 1e-11
     # Poiseuille pressure: p = 8 U_max (L - x) / width^2 (viscosity 1), zero at the outlet
-    np.testing.assert_allclose(solve_stokes_channel(pipe_grid(cfg, np.zeros(5), np.zeros(5)), 1.0).p[:, 4],
-                               8 * (10 - np.linspace(0, 10, 17)), atol=1e-9)
+    np.testing.assert_allclose(
+        solve_stokes_channel(pipe_grid(cfg, np.zeros(5), np.zeros(5)), 1.0).p[:, 4],
+        8 * (10 - np.linspace(0, 10, 17)),
+        atol=1e-9,
+    )
 
 
 @pytest.mark.slow
@@ -57,7 +60,7 @@ def test_bent_pipe_converges_under_refinement():
         us[n] = solve_stokes_channel(pipe_grid(cfg, y, m), 1.0).u
     err = [np.sqrt(np.mean((us[n] - us[129][:: 128 // (n - 1), :: 128 // (n - 1)]) ** 2)) for n in (17, 33, 65)]
     rates = np.log2(np.array(err[:-1]) / np.array(err[1:]))
-    assert rates[0] > 1.9 and rates[1] > 2.7, (err, rates)       # measured 2.2, 3.2
+    assert rates[0] > 1.9 and rates[1] > 2.7, (err, rates)  # measured 2.2, 3.2
     assert err[-1] < 2e-3 * np.abs(us[129]).max()
 
 
@@ -68,15 +71,15 @@ def test_mesh_nodes_lie_on_the_walls_and_mass_is_conserved():
     X = out["fields/mesh"][0].astype(np.float64)
     yk, mk = out["params/control_y"][0].astype(np.float64), out["params/control_slope"][0].astype(np.float64)
     assert mk[0] == 0 and mk[-1] == 0 and np.abs(yk).max() <= 2 and np.abs(mk).max() <= 1
-    f = CubicHermiteSpline(np.linspace(0, 10, 5), yk, mk)      # independent centreline oracle
+    f = CubicHermiteSpline(np.linspace(0, 10, 5), yk, mk)  # independent centreline oracle
     x = X[:, 0, 0]
     np.testing.assert_allclose(X[..., 0], np.broadcast_to(x[:, None], X.shape[:2]), atol=1e-12)
-    np.testing.assert_allclose(X[:, 0, 1], f(x) - 0.5, atol=2e-6)    # lower wall
-    np.testing.assert_allclose(X[:, -1, 1], f(x) + 0.5, atol=2e-6)   # upper wall
+    np.testing.assert_allclose(X[:, 0, 1], f(x) - 0.5, atol=2e-6)  # lower wall
+    np.testing.assert_allclose(X[:, -1, 1], f(x) + 0.5, atol=2e-6)  # upper wall
     assert np.all(np.diff(X[..., 1], axis=1) > 0)
     u = out["fields/u"][0, ..., 0].astype(np.float64)
-    assert np.all(u[:, 0] == 0) and np.all(u[:, -1] == 0)      # no slip
-    flux = _section_flux(X, u)                                  # inflow flux: 2/3 U_max width
+    assert np.all(u[:, 0] == 0) and np.all(u[:, -1] == 0)  # no slip
+    flux = _section_flux(X, u)  # inflow flux: 2/3 U_max width
     # Taylor-Hood conserves mass weakly: measured 0.032 here (strongly bent pipe, 65 x 33), 0.005 at 129 x 65
     assert np.abs(flux / (2 / 3) - 1).max() < 0.05, np.abs(flux / (2 / 3) - 1).max()
     assert abs(flux[0] / (2 / 3) - 1) < 1e-12 and abs(flux[-1] / (2 / 3) - 1) < 1e-3
@@ -114,14 +117,27 @@ def test_generator_shapes_refinement_and_determinism():
     np.testing.assert_array_equal(fine["fields/mesh"][0], out["fields/mesh"][1])
     ref = g.generate(g.make_config(resolution_x=33, resolution_y=17), np.array([1]), seed=5, device="cpu")
     np.testing.assert_allclose(fine["fields/u"][0], ref["fields/u"][0, ::2, ::2], atol=1e-6)
-    assert g.make_config().resolution_x == g.make_config().resolution_y == 129   # Geo-FNO's mesh by default
+    assert g.make_config().resolution_x == g.make_config().resolution_y == 129  # Geo-FNO's mesh by default
 
 
-@pytest.mark.parametrize("bad", [dict(resolution_x=128), dict(resolution_y=3), dict(resolution_x=13),
-                                 dict(n_control=1), dict(width=0.0), dict(length=-1.0), dict(amplitude=-0.1),
-                                 dict(offset="normal"), dict(offset="normal", amplitude=0.5, slope=0.5),
-                                 dict(offset="radial"), dict(end_slopes="free"), dict(refine=0),
-                                 dict(resolution=129)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(resolution_x=128),
+        dict(resolution_y=3),
+        dict(resolution_x=13),
+        dict(n_control=1),
+        dict(width=0.0),
+        dict(length=-1.0),
+        dict(amplitude=-0.1),
+        dict(offset="normal"),
+        dict(offset="normal", amplitude=0.5, slope=0.5),
+        dict(offset="radial"),
+        dict(end_slopes="free"),
+        dict(refine=0),
+        dict(resolution=129),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("pipe").make_config(**bad)
@@ -130,7 +146,7 @@ def test_impossible_configs_are_refused(bad):
 def test_normal_offset_refusal_names_the_walls():
     with pytest.raises(ConfigError, match="walls cross"):
         get_generator("pipe").make_config(offset="normal")
-    get_generator("pipe").make_config(offset="normal", amplitude=0.3, slope=0.3)   # bound 1.3 < 2: accepted
+    get_generator("pipe").make_config(offset="normal", amplitude=0.3, slope=0.3)  # bound 1.3 < 2: accepted
 
 
 def test_saddle_solver_falls_back_to_pivoting():

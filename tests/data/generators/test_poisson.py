@@ -18,7 +18,7 @@ def _naive_source(a, r, x, y):
     for i in range(1, k + 1):
         for j in range(1, k + 1):
             total += a[i - 1, j - 1] * (i * i + j * j) ** r * math.sin(math.pi * i * x) * math.sin(math.pi * j * y)
-    return math.pi / k ** 2 * total
+    return math.pi / k**2 * total
 
 
 def test_source_matches_the_formula_and_minus_laplacian_of_u_is_f():
@@ -45,8 +45,9 @@ def test_fd_solve_converges_at_second_order_to_the_exact_series(include_boundary
     errors, sizes = [], (17, 33, 65, 129)
     for s in sizes:
         ex = g.generate(g.make_config(resolution=s, K=3, include_boundary=include_boundary), np.arange(2), 3, "cpu")
-        fd = g.generate(g.make_config(resolution=s, K=3, include_boundary=include_boundary, solver="fd"),
-                        np.arange(2), 3, "cpu")
+        fd = g.generate(
+            g.make_config(resolution=s, K=3, include_boundary=include_boundary, solver="fd"), np.arange(2), 3, "cpu"
+        )
         np.testing.assert_array_equal(ex["fields/f"], fd["fields/f"])
         errors.append(np.abs(ex["fields/u"] - fd["fields/u"]).max() / np.abs(ex["fields/u"]).max())
     h = 1.0 / (np.array(sizes) - 1 if include_boundary else np.array(sizes) + 1)
@@ -59,7 +60,7 @@ def test_dst_solver_equals_a_sparse_direct_solve_of_the_5_point_system():
     s = 21
     f = torch.randn(2, s - 2, s - 2, dtype=torch.float64)
     u = fd_poisson_dirichlet(f, 1.0 / (s - 1))
-    m = darcy_matrix(np.ones((s, s))).tocsc()   # -div(1 grad .): the 5-point -Laplacian on interior nodes
+    m = darcy_matrix(np.ones((s, s))).tocsc()  # -div(1 grad .): the 5-point -Laplacian on interior nodes
     for b in range(2):
         ref = spla.spsolve(m, f[b].numpy().ravel()).reshape(s - 2, s - 2)
         np.testing.assert_allclose(u[b].numpy(), ref, rtol=0, atol=1e-12 * np.abs(ref).max())
@@ -86,9 +87,18 @@ def test_generator_fields_boundary_ood_and_determinism():
     assert not np.array_equal(g.generate(cfg, np.array([2]), seed=1, device="cpu")["fields/f"][0], out["fields/f"][2])
 
 
-@pytest.mark.parametrize("bad", [dict(K=0), dict(resolution=16, K=15),
-                                 dict(resolution=16, K=17, include_boundary=False),
-                                 dict(r=-11.0), dict(r=float("nan")), dict(solver="multigrid"), dict(resolution=2)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(K=0),
+        dict(resolution=16, K=15),
+        dict(resolution=16, K=17, include_boundary=False),
+        dict(r=-11.0),
+        dict(r=float("nan")),
+        dict(solver="multigrid"),
+        dict(resolution=2),
+    ],
+)
 def test_impossible_configs_are_refused(bad):
     with pytest.raises(ConfigError):
         get_generator("poisson").make_config(**bad)

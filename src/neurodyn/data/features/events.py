@@ -5,6 +5,7 @@ features ``(value, duration / width)`` at ``t = end of the run / L``.
 The one copy of the encoding: the reader of the MNIST files (:mod:`neurodyn.data.formats.mnist`) and the
 ``event_digits`` generator (:mod:`neurodyn.data.generators.event_digits`) both encode here.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -7,6 +7,7 @@ The one copy of these features: the reader of the real PRONOSTIA / XJTU-SY files
 (:mod:`neurodyn.data.formats.bearings`) and the synthetic ``bearing`` generator
 (:mod:`neurodyn.data.generators.bearing`) both compute them here.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,7 @@ def snapshot_features(signals: torch.Tensor | np.ndarray, fs: float, n_freqs: in
     """The 7 features per axis of snapshots ``(n, axes, points)`` (a tensor or an array) -> ``(n, 7 * axes)``."""
     freqs = torch.logspace(math.log10(fs / 256), math.log10(fs / 2.5), n_freqs, dtype=torch.float64)
     x = torch.as_tensor(signals).to(torch.float64)
-    power = morlet_cwt(x, fs, freqs).abs().square().mean(-1)               # (n, axes, n_freqs)
+    power = morlet_cwt(x, fs, freqs).abs().square().mean(-1)  # (n, axes, n_freqs)
     energy = torch.log10(power.sum(-1) + 1e-12)
     dominant = freqs[power.argmax(-1)] / 1000.0
     p = power / power.sum(-1, keepdim=True).clamp_min(1e-30)
@@ -45,8 +46,9 @@ def snapshot_features(signals: torch.Tensor | np.ndarray, fs: float, n_freqs: in
     return feats.reshape(len(x), -1).float()
 
 
-def run_features(signals: torch.Tensor | np.ndarray, times_s: np.ndarray, temperature: np.ndarray | None, fs: float,
-                 n_freqs: int) -> np.ndarray:
+def run_features(
+    signals: torch.Tensor | np.ndarray, times_s: np.ndarray, temperature: np.ndarray | None, fs: float, n_freqs: int
+) -> np.ndarray:
     """``(n, 16)``: 7 CWT/statistical features per axis, operating hours, temperature."""
     feats = snapshot_features(signals, fs, n_freqs).numpy()
     temp = np.zeros(len(times_s), dtype=np.float32) if temperature is None else np.asarray(temperature, np.float32)

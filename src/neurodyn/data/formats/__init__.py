@@ -36,6 +36,7 @@ mask, missing values, classes) is built in one place, :func:`neurodyn.data.seque
 ``airfoil``, ``pipe``, ``elasticity``, ``plasticity``); without it :func:`sniff` walks the table. ``options`` go to
 the reader (``max_samples`` for all; see each module for the others). A new reader is one module and one row.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -45,11 +46,29 @@ from typing import Any
 from ...errors import ConfigError, DataError, unknown_name
 from ...files import check_not_special
 from .base import PublicDataset
-from .table import (BY_KIND, FORMATS, GEO_FNO_SETS, KINDS, RAW_SEQUENCE_FORMATS, READERS, SEQUENCE_FORMATS, Reader,
-                    find_reader)
+from .table import (
+    BY_KIND,
+    FORMATS,
+    GEO_FNO_SETS,
+    KINDS,
+    RAW_SEQUENCE_FORMATS,
+    READERS,
+    SEQUENCE_FORMATS,
+    Reader,
+    find_reader,
+)
 
-__all__ = ["read_public", "sniff", "PublicDataset", "FORMATS", "KINDS", "GEO_FNO_SETS", "RAW_SEQUENCE_FORMATS",
-           "READERS", "SEQUENCE_FORMATS"]
+__all__ = [
+    "read_public",
+    "sniff",
+    "PublicDataset",
+    "FORMATS",
+    "KINDS",
+    "GEO_FNO_SETS",
+    "RAW_SEQUENCE_FORMATS",
+    "READERS",
+    "SEQUENCE_FORMATS",
+]
 
 
 def _missing(path: Path) -> DataError:
@@ -91,5 +110,6 @@ def _check_keywords(reader: Reader, options: dict[str, Any]) -> None:
     known = [n for n, p in params.items() if p.default is not inspect.Parameter.empty and n not in bound]
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ConfigError(f"reader {reader.kind!r} has no option(s) {', '.join(unknown)}; its options are: "
-                          f"{', '.join(sorted(known))}")
+        raise ConfigError(
+            f"reader {reader.kind!r} has no option(s) {', '.join(unknown)}; its options are: {', '.join(sorted(known))}"
+        )

@@ -9,6 +9,7 @@ Every failure is a :class:`~neurodyn.errors.DataError` (bad file) or
 :class:`~neurodyn.errors.ConfigError` (bad reader option) of one sentence naming the file, the array,
 the shape found and the shape expected.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,6 +30,7 @@ READER_VERSION = "1"
 # --------------------------------------------------------------------------------------------------
 # Checks and small helpers shared by the readers
 # --------------------------------------------------------------------------------------------------
+
 
 def require_shape(label: str, shape: tuple[int, ...], expected: str, ok: bool) -> None:
     """Raise ``DataError`` saying ``label`` has ``shape`` when ``expected`` (a description) was wanted."""
@@ -72,8 +74,9 @@ def make_options(cls: type, reader: str, options: Mapping[str, Any]):
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise ConfigError(f"reader {reader!r} has no option(s) {', '.join(unknown)}; its options are: "
-                          f"{', '.join(sorted(known))}")
+        raise ConfigError(
+            f"reader {reader!r} has no option(s) {', '.join(unknown)}; its options are: {', '.join(sorted(known))}"
+        )
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     opts = cls(**values)
     if not isinstance(opts.max_samples, int) or opts.max_samples < 0:
@@ -93,8 +96,9 @@ def options_dict(opts) -> dict[str, Any]:
 def read_failed(path: Path, exc: BaseException, what: str = "file") -> DataError:
     """The error for a file that a library could not parse: truncated, damaged or not of that format."""
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return DataError(f"{what} {path} could not be read; it is truncated, damaged or not of the expected "
-                     f"format ({detail})")
+    return DataError(
+        f"{what} {path} could not be read; it is truncated, damaged or not of the expected format ({detail})"
+    )
 
 
 def load_torch_file(path: Path) -> Any:
@@ -108,8 +112,10 @@ def load_torch_file(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         reason = unsafe_pickle_reason(exc) or str(exc).strip().splitlines()[0]
-        raise DataError(f"file {path} holds objects other than tensors and plain containers, which are not loaded "
-                        f"(torch.load weights_only=True refused {reason}); re-save it as a dict of tensors") from None
+        raise DataError(
+            f"file {path} holds objects other than tensors and plain containers, which are not loaded "
+            f"(torch.load weights_only=True refused {reason}); re-save it as a dict of tensors"
+        ) from None
     except Exception as exc:  # truncated zip, bad magic number, ...
         raise read_failed(path, exc, "torch file") from None
 
@@ -139,6 +145,22 @@ def h5_read(path: Path, key: str, index: Any = ()) -> np.ndarray:
             raise read_failed(path, exc, f"array {key!r} of HDF5 file") from None
 
 
-__all__ = ["ArraySource", "Fetch", "PublicDataset", "READER_VERSION", "ReaderOptions", "as_1d", "check_finite",
-           "h5_read", "load_torch_file", "make_options", "open_h5", "options_dict", "read_failed", "require_shape",
-           "select", "stride_slices", "strided_len"]
+__all__ = [
+    "ArraySource",
+    "Fetch",
+    "PublicDataset",
+    "READER_VERSION",
+    "ReaderOptions",
+    "as_1d",
+    "check_finite",
+    "h5_read",
+    "load_torch_file",
+    "make_options",
+    "open_h5",
+    "options_dict",
+    "read_failed",
+    "require_shape",
+    "select",
+    "stride_slices",
+    "strided_len",
+]

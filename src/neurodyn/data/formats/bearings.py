@@ -18,6 +18,7 @@ snapshot ``(N, T, 1)`` (``linear``: the physics-based labels of the paper's ref.
 ``params/condition``. Options: ``max_snapshots`` (0: all), ``n_freqs`` (CWT frequencies, default 24),
 ``max_samples``.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,8 @@ class BearingRun:
     name: str
     condition: int
     fs: float
-    times: np.ndarray                 # (n,) seconds since the first snapshot
-    signals: np.ndarray               # (n, 2, points) float32
+    times: np.ndarray  # (n,) seconds since the first snapshot
+    signals: np.ndarray  # (n, 2, points) float32
     temperature: np.ndarray | None = field(default=None)  # (n,) C, or None
 
 
@@ -133,28 +134,41 @@ def list_bearings(root: str | Path, fmt: str) -> list[Path]:
 def read_bearing_store(path: Path, layout: str, max_snapshots: int = 0, n_freqs: int = 24, max_samples: int = 0):
     """Every bearing folder under ``path`` (``layout``: ``pronostia`` or ``xjtu``) as one feature sequence (module
     doc)."""
-    for name, value, least in (("max_snapshots", max_snapshots, 0), ("n_freqs", n_freqs, 2),
-                               ("max_samples", max_samples, 0)):
+    for name, value, least in (
+        ("max_snapshots", max_snapshots, 0),
+        ("n_freqs", n_freqs, 2),
+        ("max_samples", max_samples, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"option {name} must be an int >= {least}, got {value!r}")
     from ..features.wavelets import run_features  # (torch: imported when a bearing folder is read)
 
-    runs = read_bearing_runs(str(path), layout, max_snapshots)[:max_samples or None]
+    runs = read_bearing_runs(str(path), layout, max_snapshots)[: max_samples or None]
     cases = Cases([], [], [], [])
     for r in runs:
         cases.xs.append(run_features(r.signals, r.times, r.temperature, r.fs, n_freqs))
         cases.ts.append((r.times / 3600.0).astype(np.float32))
         cases.ys.append((r.times / max(r.times[-1], 1e-9)).astype(np.float32)[:, None])
         cases.where.append(f"{path}: bearing {r.name}")
-    files = [f for folder in list_bearings(path, layout)[:len(runs)] for f in sorted(Path(folder).glob("*.csv"))]
-    axes = [f"{a}_{k}" for a in ("h", "v") for k in ("energy", "dominant_khz", "entropy", "kurtosis", "skewness",
-                                                     "mean", "std")]
-    return build_sequences(Path(path), layout, cases, task="regression", classes=None, per_step=True,
-                           channels=axes + ["hours", "temperature"],
-                           options={"max_snapshots": max_snapshots, "n_freqs": n_freqs, "max_samples": max_samples},
-                           info={"timestamps": "hours since the first snapshot", "target": "life fraction"},
-                           params={"condition": np.asarray([r.condition for r in runs], dtype=np.float32)},
-                           files=files)
+    files = [f for folder in list_bearings(path, layout)[: len(runs)] for f in sorted(Path(folder).glob("*.csv"))]
+    axes = [
+        f"{a}_{k}"
+        for a in ("h", "v")
+        for k in ("energy", "dominant_khz", "entropy", "kurtosis", "skewness", "mean", "std")
+    ]
+    return build_sequences(
+        Path(path),
+        layout,
+        cases,
+        task="regression",
+        classes=None,
+        per_step=True,
+        channels=axes + ["hours", "temperature"],
+        options={"max_snapshots": max_snapshots, "n_freqs": n_freqs, "max_samples": max_samples},
+        info={"timestamps": "hours since the first snapshot", "target": "life fraction"},
+        params={"condition": np.asarray([r.condition for r in runs], dtype=np.float32)},
+        files=files,
+    )
 
 
 @lru_cache(maxsize=2)
@@ -164,5 +178,12 @@ def read_bearing_runs(path: str, layout: str, max_snapshots: int = 0) -> list[Be
     return [read(f, max_snapshots) for f in list_bearings(path, layout)]
 
 
-__all__ = ["BearingRun", "read_pronostia_bearing", "read_xjtu_bearing", "list_bearings", "read_bearing_runs",
-           "read_bearing_store", "XJTU_CONDITIONS"]
+__all__ = [
+    "BearingRun",
+    "read_pronostia_bearing",
+    "read_xjtu_bearing",
+    "list_bearings",
+    "read_bearing_runs",
+    "read_bearing_store",
+    "XJTU_CONDITIONS",
+]

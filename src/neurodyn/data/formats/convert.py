@@ -12,6 +12,7 @@ writes chunks to ``<out>.partial/`` and only renames a finished file into place,
 removed on failure. It is kept after Ctrl-C and when the disk is full (one
 :class:`~neurodyn.data.store.DiskFullError` naming the folder), so the conversion resumes when run again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,12 +23,20 @@ from typing import Any
 
 from ...errors import DataError
 from ...files import check_outside_runs
-from ..store import (DiskFullError, StoreMeta, check_chunk_size, data_root, identity_difference, partial_folder,
-                     store_identity, write_store)
+from ..store import (
+    DiskFullError,
+    StoreMeta,
+    check_chunk_size,
+    data_root,
+    identity_difference,
+    partial_folder,
+    store_identity,
+    write_store,
+)
 from . import read_public
 from .base import READER_VERSION, PublicDataset
 
-CHUNK_BYTES = 64 * 1024 ** 2
+CHUNK_BYTES = 64 * 1024**2
 
 
 def file_digest(path: Path, block: int = 1 << 22) -> str:
@@ -64,9 +73,16 @@ def default_out(src: Path, data: PublicDataset, options: dict[str, Any]) -> Path
     return data_root() / "imported" / f"{name}.h5"
 
 
-def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str | None = None, *,
-                     chunk_size: int | None = None, progress: Any = False, owner: str | Path | None = None,
-                     **options: Any) -> Path:
+def convert_to_store(
+    src: str | Path,
+    out: str | Path | None = None,
+    kind: str | None = None,
+    *,
+    chunk_size: int | None = None,
+    progress: Any = False,
+    owner: str | Path | None = None,
+    **options: Any,
+) -> Path:
     """Read ``src`` with :func:`read_public` (``kind``, ``options``) and write it as a store file.
 
     Returns the path of the store file (``out``, or the default under ``$NEURODYN_DATA/imported``).
@@ -90,17 +106,31 @@ def convert_to_store(src: str | Path, out: str | Path | None = None, kind: str |
         chunk_size = max(1, min(data.n_samples, CHUNK_BYTES // max(1, data.sample_nbytes())))
     check_chunk_size(chunk_size)
     path = Path(out) if out is not None else default_out(src, data, options)
-    meta = StoreMeta(generator=f"import:{data.format}", generator_version=READER_VERSION, config=config, seed=0,
-                     n_samples=data.n_samples, chunk_size=int(chunk_size), inputs=data.inputs, targets=data.targets)
+    meta = StoreMeta(
+        generator=f"import:{data.format}",
+        generator_version=READER_VERSION,
+        config=config,
+        seed=0,
+        n_samples=data.n_samples,
+        chunk_size=int(chunk_size),
+        inputs=data.inputs,
+        targets=data.targets,
+    )
     if path.exists():
         _check_existing(path, meta)
         return path
     partial = partial_folder(path)
     ours = not partial.exists()
     try:
-        done = write_store(path, meta, lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
-                           coords=data.coords, progress=progress, owner=owner,
-                           what=f"converting {src.name} ({data.format}) into {path.name}")
+        done = write_store(
+            path,
+            meta,
+            lambda ids: data.chunk(int(ids[0]), int(ids[-1]) + 1),
+            coords=data.coords,
+            progress=progress,
+            owner=owner,
+            what=f"converting {src.name} ({data.format}) into {path.name}",
+        )
     except DiskFullError:  # the chunks made so far are kept: converting again resumes from them
         raise
     except Exception:
@@ -121,17 +151,26 @@ def conversion_summary(path: str | Path) -> str:
     fmt = store.config.get("format", "?")
     if "n_sequences" in info:
         lo, hi = info.get("steps", ["?", "?"])
-        what = (f"{len(info['classes'])} classes ({', '.join(map(str, info['classes'][:6]))}"
-                f"{', ...' if len(info['classes']) > 6 else ''})" if info.get("classes") else "regression targets")
+        what = (
+            f"{len(info['classes'])} classes ({', '.join(map(str, info['classes'][:6]))}"
+            f"{', ...' if len(info['classes']) > 6 else ''})"
+            if info.get("classes")
+            else "regression targets"
+        )
         lengths = f"length {lo}" if lo == hi else f"lengths {lo}..{hi}"
-        return (f"{path}: {info['n_sequences']} sequences ({fmt}), {what}, {lengths}, "
-                f"{len(info.get('channels', []))} channel(s)")
+        return (
+            f"{path}: {info['n_sequences']} sequences ({fmt}), {what}, {lengths}, "
+            f"{len(info.get('channels', []))} channel(s)"
+        )
     if "points_min" in info:
         from .point_cloud import summary_line
 
         return f"{path}: {summary_line(store.n_samples, info)} ({fmt})"
-    shapes = ", ".join(f"{k.removeprefix('fields/')} {tuple(v[1:])}" for k, v in sorted(store.shapes.items())
-                       if k.startswith("fields/"))
+    shapes = ", ".join(
+        f"{k.removeprefix('fields/')} {tuple(v[1:])}"
+        for k, v in sorted(store.shapes.items())
+        if k.startswith("fields/")
+    )
     return f"{path}: {store.n_samples} samples ({fmt}), per sample {shapes}"
 
 
@@ -140,8 +179,10 @@ def _check_existing(path: Path, meta: StoreMeta) -> None:
     options and sample count); a folder, a foreign file or another conversion is one DataError."""
     difference = identity_difference(store_identity(path), meta)
     if difference is not None:
-        raise DataError(f"{path} already exists and holds another conversion ({difference[0]}, where this one "
-                        f"has {difference[1]}); choose another --out or delete it")
+        raise DataError(
+            f"{path} already exists and holds another conversion ({difference[0]}, where this one "
+            f"has {difference[1]}); choose another --out or delete it"
+        )
 
 
 __all__ = ["convert_to_store", "conversion_summary", "default_out", "file_digest"]

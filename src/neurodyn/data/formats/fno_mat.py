@@ -25,6 +25,7 @@ MATLAB v5 files are read with ``scipy.io.loadmat`` (one variable at a time); v7.
 where MATLAB's column-major order shows every array with its axes REVERSED (``sol`` appears as
 (s, s, N)): they are read with h5py and transposed back, as FNO's ``MatReader`` does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,20 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, as_1d, make_options, open_h5, options_dict, read_failed,
-                   require_shape, select, stride_slices, strided_len)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    as_1d,
+    make_options,
+    open_h5,
+    options_dict,
+    read_failed,
+    require_shape,
+    select,
+    stride_slices,
+    strided_len,
+)
 
 NAME = "fno-mat"
 
@@ -51,8 +64,11 @@ class MatFile:
         self._cache: dict[str, np.ndarray] = {}
         if self.hdf5:
             with open_h5(self.path) as f:
-                self.shapes = {k: tuple(reversed(ds.shape)) for k, ds in f.items()
-                               if isinstance(ds, h5py.Dataset) and not k.startswith("#")}
+                self.shapes = {
+                    k: tuple(reversed(ds.shape))
+                    for k, ds in f.items()
+                    if isinstance(ds, h5py.Dataset) and not k.startswith("#")
+                }
         else:
             import scipy.io
 
@@ -137,13 +153,19 @@ def read(path: Path, **options: Any) -> PublicDataset:
         return _au(mat, opts)
     have = ", ".join(f"{k}{mat.shapes[k]}" for k in mat.names())
     if "coeff" in names or "sol" in names:
-        raise DataError(f"MATLAB file {path} has {'coeff' if 'coeff' in names else 'sol'} but no "
-                        f"{'sol' if 'coeff' in names else 'coeff'}; a Darcy file needs both (it holds {have})")
+        raise DataError(
+            f"MATLAB file {path} has {'coeff' if 'coeff' in names else 'sol'} but no "
+            f"{'sol' if 'coeff' in names else 'coeff'}; a Darcy file needs both (it holds {have})"
+        )
     if "a" in names or "u" in names:
-        raise DataError(f"MATLAB file {path} has {'a' if 'a' in names else 'u'} but no "
-                        f"{'u' if 'a' in names else 'a'}; a Burgers or Navier-Stokes file needs both (it holds {have})")
-    raise DataError(f"MATLAB file {path} holds {have}; expected FNO's 'coeff' and 'sol' (Darcy) or 'a' and 'u' "
-                    "(Burgers, Navier-Stokes)")
+        raise DataError(
+            f"MATLAB file {path} has {'a' if 'a' in names else 'u'} but no "
+            f"{'u' if 'a' in names else 'a'}; a Burgers or Navier-Stokes file needs both (it holds {have})"
+        )
+    raise DataError(
+        f"MATLAB file {path} holds {have}; expected FNO's 'coeff' and 'sol' (Darcy) or 'a' and 'u' "
+        "(Burgers, Navier-Stokes)"
+    )
 
 
 def _spatial_source(mat: MatFile, name: str, n: int, slices: tuple[slice, ...]) -> ArraySource:
@@ -157,24 +179,39 @@ def _spatial_source(mat: MatFile, name: str, n: int, slices: tuple[slice, ...]) 
 
 
 def _info(mat: MatFile, used: dict[str, str], extra: dict | None = None) -> dict:
-    return {"matlab_version": mat.version, "source_keys": used,
-            "source_shapes": {k: list(mat.shapes[k]) for k in sorted(set(used.values()))},
-            "ignored": [k for k in mat.names() if k not in used.values()], **(extra or {})}
+    return {
+        "matlab_version": mat.version,
+        "source_keys": used,
+        "source_shapes": {k: list(mat.shapes[k]) for k in sorted(set(used.values()))},
+        "ignored": [k for k in mat.names() if k not in used.values()],
+        **(extra or {}),
+    }
 
 
 def _darcy(mat: MatFile, opts: FnoMatOptions) -> PublicDataset:
     a_shape, u_shape = mat.shapes["coeff"], mat.shapes["sol"]
-    require_shape(mat.label("coeff"), a_shape, "(N, s, s) with N >= 1 and s >= 2",
-                  len(a_shape) == 3 and a_shape[1] >= 2 and a_shape[2] >= 2 and a_shape[0] >= 1)
+    require_shape(
+        mat.label("coeff"),
+        a_shape,
+        "(N, s, s) with N >= 1 and s >= 2",
+        len(a_shape) == 3 and a_shape[1] >= 2 and a_shape[2] >= 2 and a_shape[0] >= 1,
+    )
     require_shape(mat.label("sol"), u_shape, f"{a_shape} like 'coeff'", u_shape == a_shape)
     n = select(a_shape[0], opts.max_samples)
     slices = stride_slices(opts.stride, 2)
     coords = {ax: np.linspace(0.0, 1.0, a_shape[1 + i])[slices[i]] for i, ax in enumerate("xy")}
     return PublicDataset(
-        format=NAME, kind="darcy", path=mat.path, files=[mat.path],
+        format=NAME,
+        kind="darcy",
+        path=mat.path,
+        files=[mat.path],
         fields={"a": _spatial_source(mat, "coeff", n, slices), "u": _spatial_source(mat, "sol", n, slices)},
-        coords=coords, inputs=("a",), targets=("u",), options=options_dict(opts),
-        info=_info(mat, {"a": "coeff", "u": "sol"}, {"grid": "vertex grid x_i = i/(s-1) on [0,1]"}))
+        coords=coords,
+        inputs=("a",),
+        targets=("u",),
+        options=options_dict(opts),
+        info=_info(mat, {"a": "coeff", "u": "sol"}, {"grid": "vertex grid x_i = i/(s-1) on [0,1]"}),
+    )
 
 
 def _au(mat: MatFile, opts: FnoMatOptions) -> PublicDataset:
@@ -187,20 +224,30 @@ def _au(mat: MatFile, opts: FnoMatOptions) -> PublicDataset:
     if u_shape == a_shape:
         kind = "burgers" if d == 1 else "steady"
         return PublicDataset(
-            format=NAME, kind=kind, path=mat.path, files=[mat.path],
+            format=NAME,
+            kind=kind,
+            path=mat.path,
+            files=[mat.path],
             fields={"a": _spatial_source(mat, "a", n, slices), "u": _spatial_source(mat, "u", n, slices)},
-            coords=periodic, inputs=("a",), targets=("u",), options=options_dict(opts),
-            info=_info(mat, {"a": "a", "u": "u"}, {"grid": "periodic grid x_i = i/s on [0,1)"}))
-    require_shape(mat.label("u"), u_shape, f"{a_shape} (a steady pair, as Burgers) or {(*a_shape, 'T')} "
-                  "(a trajectory with time last, as Navier-Stokes)",
-                  len(u_shape) == len(a_shape) + 1 and u_shape[:-1] == a_shape and u_shape[-1] >= 1)
+            coords=periodic,
+            inputs=("a",),
+            targets=("u",),
+            options=options_dict(opts),
+            info=_info(mat, {"a": "a", "u": "u"}, {"grid": "periodic grid x_i = i/s on [0,1)"}),
+        )
+    require_shape(
+        mat.label("u"),
+        u_shape,
+        f"{a_shape} (a steady pair, as Burgers) or {(*a_shape, 'T')} (a trajectory with time last, as Navier-Stokes)",
+        len(u_shape) == len(a_shape) + 1 and u_shape[:-1] == a_shape and u_shape[-1] >= 1,
+    )
     n_t = u_shape[-1]
     if "t" in mat.shapes:
         t = as_1d(mat.read("t")).astype(np.float64)
         require_shape(mat.label("t"), np.shape(t), f"({n_t},), one time per snapshot of 'u'", t.shape == (n_t,))
     else:
         t = np.arange(1, n_t + 1, dtype=np.float64)
-    frames = np.arange(0 if opts.include_initial else 1, n_t + 1)[::opts.time_stride]  # 0 = a, k = u[..., k-1]
+    frames = np.arange(0 if opts.include_initial else 1, n_t + 1)[:: opts.time_stride]  # 0 = a, k = u[..., k-1]
     times = np.concatenate([[0.0], t])[frames]
     spatial = tuple(strided_len(s, sl.step) for s, sl in zip(a_shape[1:], slices))
 
@@ -210,16 +257,29 @@ def _au(mat: MatFile, opts: FnoMatOptions) -> PublicDataset:
         if frames[0] == 0:
             out[:, 0, ..., 0] = mat.read("a", lo, hi)[(slice(None), *slices)]
         u = mat.read("u", lo, hi)[(slice(None), *slices, u_frames - 1)]  # (n, *spatial, T')
-        out[:, len(frames) - len(u_frames):, ..., 0] = np.moveaxis(u, -1, 1)
+        out[:, len(frames) - len(u_frames) :, ..., 0] = np.moveaxis(u, -1, 1)
         return out
 
     label = f"arrays 'a'/'u' of {mat.path.name}" if opts.include_initial else mat.label("u")
     return PublicDataset(
-        format=NAME, kind="navier-stokes" if d == 2 else "trajectory", path=mat.path, files=[mat.path],
+        format=NAME,
+        kind="navier-stokes" if d == 2 else "trajectory",
+        path=mat.path,
+        files=[mat.path],
         fields={"u": ArraySource((n, len(frames), *spatial, 1), label, fetch)},
-        coords={**periodic, "t": times}, inputs=("u",), targets=("u",), options=options_dict(opts),
-        info=_info(mat, {"u0": "a", "u": "u"}, {
-            "grid": "periodic grid x_i = i/s on [0,1)",
-            "frames": "frame 0 is 'a' at t=0, frame k>=1 is u[..., k-1]" if opts.include_initial
-            else "frame k is u[..., k]",
-            "t_source": "'t'" if "t" in mat.shapes else "absent; assumed 1..T"}))
+        coords={**periodic, "t": times},
+        inputs=("u",),
+        targets=("u",),
+        options=options_dict(opts),
+        info=_info(
+            mat,
+            {"u0": "a", "u": "u"},
+            {
+                "grid": "periodic grid x_i = i/s on [0,1)",
+                "frames": "frame 0 is 'a' at t=0, frame k>=1 is u[..., k-1]"
+                if opts.include_initial
+                else "frame k is u[..., k]",
+                "t_source": "'t'" if "t" in mat.shapes else "absent; assumed 1..T",
+            },
+        ),
+    )

@@ -29,6 +29,7 @@ Neural-Solver-Library's ``data_provider/data_loader.py`` and Geo-FNO's scripts):
 from the file. Shapes other than the published ones are accepted when they are consistent (the
 checks are on axis count and agreement between files), so sub-sets of the data read too.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,18 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, options_dict, read_failed, require_shape,
-                   select, stride_slices, strided_len)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    make_options,
+    options_dict,
+    read_failed,
+    require_shape,
+    select,
+    stride_slices,
+    strided_len,
+)
 from .fno_mat import MatFile, is_matlab, variables
 
 NAME = "geo-fno"
@@ -125,9 +136,11 @@ def read(path: Path, kind: str | None = None, **options: Any) -> PublicDataset:
     if kind is None:
         found = detect(path)
         if not found:
-            raise DataError(f"{path} holds none of Geo-FNO's sets; expected NACA_Cylinder_{{X,Y,Q}}.npy (airfoil), "
-                            "Pipe_{X,Y,Q}.npy (pipe), Meshes/Random_UnitCell_{XY,sigma}_10.npy (elasticity) or "
-                            "plas_N987_T20.mat (plasticity)")
+            raise DataError(
+                f"{path} holds none of Geo-FNO's sets; expected NACA_Cylinder_{{X,Y,Q}}.npy (airfoil), "
+                "Pipe_{X,Y,Q}.npy (pipe), Meshes/Random_UnitCell_{XY,sigma}_10.npy (elasticity) or "
+                "plas_N987_T20.mat (plasticity)"
+            )
         if len(found) > 1:
             raise DataError(f"{path} holds several Geo-FNO sets ({', '.join(found)}); choose one with kind=<name>")
         kind = found[0]
@@ -144,8 +157,9 @@ def read(path: Path, kind: str | None = None, **options: Any) -> PublicDataset:
     for name in FILES[kind]:
         p = _find(folder, name)
         if p is None:
-            raise DataError(f"folder {folder} has no {name}, which the Geo-FNO {kind} set needs "
-                            f"({', '.join(FILES[kind])})")
+            raise DataError(
+                f"folder {folder} has no {name}, which the Geo-FNO {kind} set needs ({', '.join(FILES[kind])})"
+            )
         files.append(p)
     arrays = [_npy(p) for p in files]
     if kind == "elasticity":
@@ -168,8 +182,12 @@ def _mesh2d(kind: str, folder: Path, files: list[Path], arrays: list[np.ndarray]
     fx, fy, fq = (p.name for p in files)
     require_shape(f"array {fx}", X.shape, "(N, H, W), the mesh x-coordinates", X.ndim == 3)
     require_shape(f"array {fy}", Y.shape, f"{X.shape} like {fx}", Y.shape == X.shape)
-    require_shape(f"array {fq}", Q.shape, f"(N, C, H, W) = ({X.shape[0]}, C, {X.shape[1]}, {X.shape[2]})",
-                  Q.ndim == 4 and Q.shape[0] == X.shape[0] and Q.shape[2:] == X.shape[1:])
+    require_shape(
+        f"array {fq}",
+        Q.shape,
+        f"(N, C, H, W) = ({X.shape[0]}, C, {X.shape[1]}, {X.shape[2]})",
+        Q.ndim == 4 and Q.shape[0] == X.shape[0] and Q.shape[2:] == X.shape[1:],
+    )
     if opts.channels is None:
         channels = DEFAULT_CHANNELS[kind]
     elif opts.channels == "all":
@@ -177,12 +195,14 @@ def _mesh2d(kind: str, folder: Path, files: list[Path], arrays: list[np.ndarray]
     else:
         channels = (opts.channels,) if isinstance(opts.channels, int) else tuple(opts.channels)
         if not channels or not all(isinstance(c, int) and c >= 0 for c in channels):
-            raise ConfigError(f"option channels must be None, 'all' or a list of channel indices >= 0, "
-                              f"got {opts.channels!r}")
+            raise ConfigError(
+                f"option channels must be None, 'all' or a list of channel indices >= 0, got {opts.channels!r}"
+            )
     if max(channels) >= Q.shape[1]:
-        raise DataError(f"array {fq} has shape {Q.shape} with {Q.shape[1]} channels, expected channel {max(channels)}"
-                        + (" (the Mach number, the benchmark target)"
-                           if kind == "airfoil" and opts.channels is None else ""))
+        raise DataError(
+            f"array {fq} has shape {Q.shape} with {Q.shape[1]} channels, expected channel {max(channels)}"
+            + (" (the Mach number, the benchmark target)" if kind == "airfoil" and opts.channels is None else "")
+        )
     n = select(X.shape[0], opts.max_samples)
     sl = stride_slices(opts.stride, 2)
     h, w = (strided_len(s, st.step) for s, st in zip(X.shape[1:], sl))
@@ -195,32 +215,52 @@ def _mesh2d(kind: str, folder: Path, files: list[Path], arrays: list[np.ndarray]
         return np.moveaxis(Q[lo:hi][:, ch][(slice(None), slice(None), *sl)], 1, -1)
 
     names = [AIRFOIL_CHANNELS[c] if kind == "airfoil" and c < len(AIRFOIL_CHANNELS) else f"q{c}" for c in ch]
-    return PublicDataset(format=NAME, kind=kind, path=folder, files=files,
-                         fields={"pos": ArraySource((n, h, w, 2), f"arrays {fx}/{fy}", pos),
-                                 "u": ArraySource((n, h, w, len(ch)), f"array {fq}", out)},
-                         inputs=("pos",), targets=("u",), options=options_dict(opts),
-                         info={"source_keys": {"pos": [fx, fy], "u": f"{fq}[:, {ch}]"}, "channels": names})
+    return PublicDataset(
+        format=NAME,
+        kind=kind,
+        path=folder,
+        files=files,
+        fields={
+            "pos": ArraySource((n, h, w, 2), f"arrays {fx}/{fy}", pos),
+            "u": ArraySource((n, h, w, len(ch)), f"array {fq}", out),
+        },
+        inputs=("pos",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={"source_keys": {"pos": [fx, fy], "u": f"{fq}[:, {ch}]"}, "channels": names},
+    )
 
 
 def _elasticity(folder: Path, files: list[Path], arrays: list[np.ndarray], opts) -> PublicDataset:
     xy, sigma = arrays
     fxy, fs = (p.name for p in files)
-    require_shape(f"array {fxy}", xy.shape, "(P, 2, N): P points, 2 coordinates, N samples",
-                  xy.ndim == 3 and xy.shape[1] == 2)
-    require_shape(f"array {fs}", sigma.shape, f"({xy.shape[0]}, {xy.shape[2]}) = (P, N) like {fxy}",
-                  sigma.shape == (xy.shape[0], xy.shape[2]))
+    require_shape(
+        f"array {fxy}", xy.shape, "(P, 2, N): P points, 2 coordinates, N samples", xy.ndim == 3 and xy.shape[1] == 2
+    )
+    require_shape(
+        f"array {fs}",
+        sigma.shape,
+        f"({xy.shape[0]}, {xy.shape[2]}) = (P, N) like {fxy}",
+        sigma.shape == (xy.shape[0], xy.shape[2]),
+    )
     if opts.stride != 1:
         raise ConfigError("option stride does not apply to elasticity (a point cloud); leave it at 1")
     n = select(xy.shape[2], opts.max_samples)
     p = xy.shape[0]
-    return PublicDataset(format=NAME, kind="elasticity", path=folder, files=files,
-                         fields={"pos": ArraySource((n, p, 2), f"array {fxy}",
-                                                    lambda lo, hi: np.transpose(xy[:, :, lo:hi], (2, 0, 1))),
-                                 "u": ArraySource((n, p, 1), f"array {fs}",
-                                                  lambda lo, hi: np.transpose(sigma[:, lo:hi])[..., None])},
-                         inputs=("pos",), targets=("u",), options=options_dict(opts),
-                         info={"source_keys": {"pos": f"{fxy} (P, 2, N) -> (N, P, 2)",
-                                               "u": f"{fs} (P, N) -> (N, P, 1)"}})
+    return PublicDataset(
+        format=NAME,
+        kind="elasticity",
+        path=folder,
+        files=files,
+        fields={
+            "pos": ArraySource((n, p, 2), f"array {fxy}", lambda lo, hi: np.transpose(xy[:, :, lo:hi], (2, 0, 1))),
+            "u": ArraySource((n, p, 1), f"array {fs}", lambda lo, hi: np.transpose(sigma[:, lo:hi])[..., None]),
+        },
+        inputs=("pos",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={"source_keys": {"pos": f"{fxy} (P, 2, N) -> (N, P, 2)", "u": f"{fs} (P, N) -> (N, P, 1)"}},
+    )
 
 
 def _plasticity(path: Path, opts) -> PublicDataset:
@@ -235,13 +275,20 @@ def _plasticity(path: Path, opts) -> PublicDataset:
             raise DataError(f"file {file} has no {key!r} ({what}); it holds {mat.names()}")
     a_shape, u_shape = mat.shapes["input"], mat.shapes["output"]
     require_shape(mat.label("input"), a_shape, "(N, X), one die profile per sample", len(a_shape) == 2)
-    require_shape(mat.label("output"), u_shape, f"({a_shape[0]}, {a_shape[1]}, Y, T, C) matching 'input' {a_shape}",
-                  len(u_shape) == 5 and u_shape[:2] == a_shape)
+    require_shape(
+        mat.label("output"),
+        u_shape,
+        f"({a_shape[0]}, {a_shape[1]}, Y, T, C) matching 'input' {a_shape}",
+        len(u_shape) == 5 and u_shape[:2] == a_shape,
+    )
     n = select(a_shape[0], opts.max_samples)
     sl = stride_slices(opts.stride, 2)
     ts = slice(None, None, opts.time_stride)
-    nx, ny, nt = (strided_len(u_shape[1], sl[0].step), strided_len(u_shape[2], sl[1].step),
-                  strided_len(u_shape[3], opts.time_stride))
+    nx, ny, nt = (
+        strided_len(u_shape[1], sl[0].step),
+        strided_len(u_shape[2], sl[1].step),
+        strided_len(u_shape[3], opts.time_stride),
+    )
 
     def a(lo: int, hi: int) -> np.ndarray:
         prof = mat.read("input", lo, hi)[:, sl[0]]
@@ -250,13 +297,27 @@ def _plasticity(path: Path, opts) -> PublicDataset:
     def u(lo: int, hi: int) -> np.ndarray:
         return np.moveaxis(mat.read("output", lo, hi)[:, sl[0], sl[1], ts], 3, 1)
 
-    coords = {"x": np.linspace(0, 1, u_shape[1])[sl[0]], "y": np.linspace(0, 1, u_shape[2])[sl[1]],
-              "t": np.linspace(0, 1, u_shape[3])[ts]}
-    return PublicDataset(format=NAME, kind="plasticity", path=file, files=[file],
-                         fields={"a": ArraySource((n, nx, ny, 1), mat.label("input"), a),
-                                 "u": ArraySource((n, nt, nx, ny, u_shape[4]), mat.label("output"), u)},
-                         coords=coords, inputs=("a",), targets=("u",), options=options_dict(opts),
-                         info={"source_keys": {"a": "input (repeated along y)",
-                                               "u": "output (N, X, Y, T, C) -> (N, T, X, Y, C)"},
-                               "matlab_version": mat.version,
-                               "coords": "normalised linspace(0, 1, n) per axis, as the Neural-Solver-Library"})
+    coords = {
+        "x": np.linspace(0, 1, u_shape[1])[sl[0]],
+        "y": np.linspace(0, 1, u_shape[2])[sl[1]],
+        "t": np.linspace(0, 1, u_shape[3])[ts],
+    }
+    return PublicDataset(
+        format=NAME,
+        kind="plasticity",
+        path=file,
+        files=[file],
+        fields={
+            "a": ArraySource((n, nx, ny, 1), mat.label("input"), a),
+            "u": ArraySource((n, nt, nx, ny, u_shape[4]), mat.label("output"), u),
+        },
+        coords=coords,
+        inputs=("a",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={
+            "source_keys": {"a": "input (repeated along y)", "u": "output (N, X, Y, T, C) -> (N, T, X, Y, C)"},
+            "matlab_version": mat.version,
+            "coords": "normalised linspace(0, 1, n) per axis, as the Neural-Solver-Library",
+        },
+    )

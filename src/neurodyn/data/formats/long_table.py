@@ -10,6 +10,7 @@ per sequence), and CSV ``delimiter`` (default: found from the header: ``,``, ``;
 empty cell, ``?``, ``NaN``, ``NA``, ``null`` or ``none``; times are numbers or ISO dates (dates become seconds
 since each sequence's first row). Every problem is one DataError naming the file and the line (or row).
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,8 +25,15 @@ from ...errors import ConfigError, DataError
 from ..sequence_store import COMMON_OPTIONS, Cases, build_sequences, class_list, label_index, sequence_options
 from .text import MISSING_CELLS, is_date, is_number, parse_times, read_text_lines
 
-TABLE_OPTIONS = {**COMMON_OPTIONS, "id": "id", "time": "time", "label": "label", "target": "target",
-                 "features": None, "per_step": False}
+TABLE_OPTIONS = {
+    **COMMON_OPTIONS,
+    "id": "id",
+    "time": "time",
+    "label": "label",
+    "target": "target",
+    "features": None,
+    "per_step": False,
+}
 CSV_OPTIONS = {**TABLE_OPTIONS, "delimiter": None}
 
 Rows = list[tuple[str, list[str]]]
@@ -48,8 +56,10 @@ def read_long_csv(path: Path, **given: Any):
     lines = read_text_lines(path, "CSV file")
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None:
-        raise DataError(f"{path}:1: the file is empty; expected a header line naming the columns (id, time, the "
-                        "features, label or target), then one row per observation")
+        raise DataError(
+            f"{path}:1: the file is empty; expected a header line naming the columns (id, time, the "
+            "features, label or target), then one row per observation"
+        )
     delimiter = opts["delimiter"]
     if delimiter is None:
         head = lines[first]
@@ -73,8 +83,9 @@ def _csv_rows(path: Path, lines: list[str], delimiter: str) -> tuple[list[str], 
                 continue
             where = f"{path}:{reader.line_num}"
             if len(cells) != len(header):
-                raise DataError(f"{where}: this row has {len(cells)} fields where the header (line {header_line}) "
-                                f"has {len(header)}")
+                raise DataError(
+                    f"{where}: this row has {len(cells)} fields where the header (line {header_line}) has {len(header)}"
+                )
             rows.append((where, [c.strip() for c in cells]))
     except csv.Error as exc:
         raise DataError(f"{path}:{reader.line_num}: not readable as CSV ({exc})") from None
@@ -88,8 +99,10 @@ def read_long_parquet(path: Path, **given: Any):
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ConfigError(f"reading the Parquet file {path} needs pyarrow, which is not installed: "
-                          "`pip install 'neurodyn[parquet]'` (or pyarrow), or save the table as CSV") from None
+        raise ConfigError(
+            f"reading the Parquet file {path} needs pyarrow, which is not installed: "
+            "`pip install 'neurodyn[parquet]'` (or pyarrow), or save the table as CSV"
+        ) from None
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises its own error types for damaged files
@@ -129,8 +142,10 @@ class _Columns:
 def _column(header: list[str], name: Any, option: str, what: str, where: str) -> int:
     if name in header:
         return header.index(name)
-    raise DataError(f"{where}: the table has no column {name!r} ({what}); its columns are: {', '.join(header)}; "
-                    f"name yours with {option}=COLUMN")
+    raise DataError(
+        f"{where}: the table has no column {name!r} ({what}); its columns are: {', '.join(header)}; "
+        f"name yours with {option}=COLUMN"
+    )
 
 
 def _columns(header: list[str], opts: dict[str, Any], where: str) -> _Columns:
@@ -140,12 +155,16 @@ def _columns(header: list[str], opts: dict[str, Any], where: str) -> _Columns:
     label, target = opts["label"], opts["target"]
     has_label, has_target = label in header, target in header
     if has_label and has_target:
-        raise DataError(f"{where}: the table has both a label column {label!r} and a target column {target!r}; "
-                        "choose one with label=null or target=null")
+        raise DataError(
+            f"{where}: the table has both a label column {label!r} and a target column {target!r}; "
+            "choose one with label=null or target=null"
+        )
     if not has_label and not has_target:
-        raise DataError(f"{where}: the table has no label column {label!r} and no target column {target!r}; its "
-                        f"columns are: {', '.join(header)}; name yours with label=COLUMN (classes) or target=COLUMN "
-                        "(regression)")
+        raise DataError(
+            f"{where}: the table has no label column {label!r} and no target column {target!r}; its "
+            f"columns are: {', '.join(header)}; name yours with label=COLUMN (classes) or target=COLUMN "
+            "(regression)"
+        )
     y_name = label if has_label else target
     y_col = header.index(y_name)
     used = {id_col, y_col} | ({time_col} if time_col is not None else set())
@@ -155,8 +174,10 @@ def _columns(header: list[str], opts: dict[str, Any], where: str) -> _Columns:
         names = [opts["features"]] if isinstance(opts["features"], str) else list(opts["features"])
         feats = [_column(header, str(f), "features", "a feature", where) for f in names]
     if not feats:
-        raise DataError(f"{where}: no feature columns (the columns are {', '.join(header)}: id, time and "
-                        f"{'label' if has_label else 'target'} only)")
+        raise DataError(
+            f"{where}: no feature columns (the columns are {', '.join(header)}: id, time and "
+            f"{'label' if has_label else 'target'} only)"
+        )
     return _Columns(id_col, time_col, y_col, y_name, "classification" if has_label else "regression", feats)
 
 
@@ -172,11 +193,15 @@ def _values(header: list[str], rows: Rows, cols: list[int]) -> np.ndarray:
             try:
                 values[r, k] = float(v)
             except ValueError:
-                raise DataError(f"{where}: column {header[j]!r} holds the non-numeric value {v!r}; expected a "
-                                "number, or an empty cell / ? / NaN for a missing value") from None
+                raise DataError(
+                    f"{where}: column {header[j]!r} holds the non-numeric value {v!r}; expected a "
+                    "number, or an empty cell / ? / NaN for a missing value"
+                ) from None
             if np.isinf(values[r, k]):
-                raise DataError(f"{where}: column {header[j]!r} holds the infinite value {v!r}; expected a finite "
-                                "number, or an empty cell / ? / NaN for a missing value")
+                raise DataError(
+                    f"{where}: column {header[j]!r} holds the infinite value {v!r}; expected a finite "
+                    "number, or an empty cell / ? / NaN for a missing value"
+                )
     return values
 
 
@@ -195,8 +220,10 @@ def _times(path: Path, header: list[str], rows: Rows, col: int) -> tuple[np.ndar
         r = next((i for i, k in enumerate(kinds) if k != kinds[0]), None)
         if r is None:
             r = next(i for i, v in enumerate(times) if not is_date(v))
-        raise DataError(f"{rows[r][0]}: the time column {name!r} holds {times[r]!r}, which is not a timestamp like "
-                        f"the first row's ({times[0]!r}); give numbers or ISO dates") from None
+        raise DataError(
+            f"{rows[r][0]}: the time column {name!r} holds {times[r]!r}, which is not a timestamp like "
+            f"the first row's ({times[0]!r}); give numbers or ISO dates"
+        ) from None
 
 
 def _sequence_target(key: str, idx: np.ndarray, labels: list[str], rows: Rows, c: _Columns, classes, per_step: bool):
@@ -205,9 +232,11 @@ def _sequence_target(key: str, idx: np.ndarray, labels: list[str], rows: Rows, c
     if not per_step:
         other = next((r for r in idx if labels[r] != labels[idx[0]]), None)
         if other is not None:
-            raise DataError(f"{rows[other][0]}: sequence {key!r} has {c.y_name} {labels[other]!r} here but "
-                            f"{labels[idx[0]]!r} at {rows[idx[0]][0]}; a sequence has one {c.y_name} (per_step=true: "
-                            "one per row)")
+            raise DataError(
+                f"{rows[other][0]}: sequence {key!r} has {c.y_name} {labels[other]!r} here but "
+                f"{labels[idx[0]]!r} at {rows[idx[0]][0]}; a sequence has one {c.y_name} (per_step=true: "
+                "one per row)"
+            )
     if classes is not None:
         codes = [label_index(lab_r, classes, rows[r][0], "label") for lab_r, r in zip(lab, idx)]
         return np.asarray(codes) if per_step else codes[0]
@@ -215,8 +244,9 @@ def _sequence_target(key: str, idx: np.ndarray, labels: list[str], rows: Rows, c
         vals = [float(v) for v in lab]
     except ValueError:
         r = next(r for r, v in zip(idx, lab) if not is_number(v))
-        raise DataError(f"{rows[r][0]}: the target column {c.y_name!r} holds the non-numeric value "
-                        f"{labels[r]!r}") from None
+        raise DataError(
+            f"{rows[r][0]}: the target column {c.y_name!r} holds the non-numeric value {labels[r]!r}"
+        ) from None
     return np.asarray(vals) if per_step else vals[0]
 
 
@@ -239,8 +269,9 @@ def _from_table(path: Path, fmt: str, header: list[str], rows: Rows, opts: dict[
     labels = []
     for where, cells in rows:
         if cells[c.y].lower() in MISSING_CELLS:
-            raise DataError(f"{where}: the {'label' if c.task == 'classification' else 'target'} column "
-                            f"{c.y_name!r} is empty")
+            raise DataError(
+                f"{where}: the {'label' if c.task == 'classification' else 'target'} column {c.y_name!r} is empty"
+            )
         labels.append(cells[c.y])
     classes = class_list(labels, None, opts["classes"]) if c.task == "classification" else None
     cases = Cases([], [], [], [])
@@ -255,12 +286,27 @@ def _from_table(path: Path, fmt: str, header: list[str], rows: Rows, opts: dict[
         cases.ts.append(t)
         cases.ys.append(_sequence_target(key, idx, labels, rows, c, classes, opts["per_step"]))
         cases.where.append(f"{rows[idx[0]][0]}: sequence {key!r}")
-    info = {"columns": {"id": header[c.id], "time": None if c.time is None else header[c.time],
-                        ("label" if c.task == "classification" else "target"): c.y_name},
-            "timestamps": ("the time column" + (", dates as seconds since each sequence's first" if dated else ""))
-            if c.time is not None else f"row order x dt = {opts['dt']:g}"}
-    return build_sequences(path, fmt, cases, task=c.task, classes=classes, per_step=opts["per_step"],
-                           channels=[header[j] for j in c.features], options=opts, info=info)
+    info = {
+        "columns": {
+            "id": header[c.id],
+            "time": None if c.time is None else header[c.time],
+            ("label" if c.task == "classification" else "target"): c.y_name,
+        },
+        "timestamps": ("the time column" + (", dates as seconds since each sequence's first" if dated else ""))
+        if c.time is not None
+        else f"row order x dt = {opts['dt']:g}",
+    }
+    return build_sequences(
+        path,
+        fmt,
+        cases,
+        task=c.task,
+        classes=classes,
+        per_step=opts["per_step"],
+        channels=[header[j] for j in c.features],
+        options=opts,
+        info=info,
+    )
 
 
 __all__ = ["read_long_csv", "read_long_parquet", "claims_csv", "claims_parquet", "TABLE_OPTIONS", "CSV_OPTIONS"]

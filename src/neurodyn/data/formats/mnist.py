@@ -11,6 +11,7 @@ image is thresholded to binary (``threshold``, default 128), flattened row by ro
 encoded: ``[1, 1, 1, 1] -> (value 1, duration 4)``; each event is one step with features ``(value, duration /
 width)`` at ``t = end of the run / L``; at most ``max_len`` events (default 256) are kept per image.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,12 @@ from ...errors import ConfigError, DataError
 from ..features.events import event_encode
 from ..sequence_store import Cases, build_sequences
 
-MNIST_FILES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",
-               "test_images": "t10k-images-idx3-ubyte", "test_labels": "t10k-labels-idx1-ubyte"}
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
 
 
 def _open_maybe_gz(path: Path) -> bytes:
@@ -43,7 +48,7 @@ def read_idx(path: str | Path) -> np.ndarray:
         raise DataError(f"{path} is not an unsigned-byte IDX file (magic 0x000008nn expected)")
     ndim = data[3]
     header = 4 + 4 * ndim
-    dims = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     if len(data) != header + int(np.prod(dims)):
         raise DataError(f"IDX file {path} declares shape {dims} but holds {len(data) - header} bytes of data")
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
@@ -56,8 +61,9 @@ def mnist_files(folder: Path) -> dict[str, Path]:
         names = (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz")
         found = next((folder / n for n in names if (folder / n).exists()), None)
         if found is None:
-            raise DataError(f"MNIST folder {folder} has no {stem}[.gz]; expected the four IDX files of the MNIST "
-                            "distribution")
+            raise DataError(
+                f"MNIST folder {folder} has no {stem}[.gz]; expected the four IDX files of the MNIST distribution"
+            )
         out[key] = found
     return out
 
@@ -104,11 +110,19 @@ def read_mnist_events(path: Path, threshold: float = 128.0, max_len: int = 256, 
         cases.ys.append(int(labels[i]))
         cases.where.append(f"{path}: image {i}")
     files = list(mnist_files(Path(path)).values()) if Path(path).is_dir() else [Path(path)]
-    return build_sequences(Path(path), "mnist", cases, task="classification", classes=[str(d) for d in range(10)],
-                           per_step=False, channels=["value", "duration"],
-                           options={"threshold": threshold, "max_len": max_len, "max_samples": max_samples},
-                           info={"timestamps": "end of the run / pixels"}, files=files,
-                           params={"train": (np.arange(n) < n_train).astype(np.float32)})
+    return build_sequences(
+        Path(path),
+        "mnist",
+        cases,
+        task="classification",
+        classes=[str(d) for d in range(10)],
+        per_step=False,
+        channels=["value", "duration"],
+        options={"threshold": threshold, "max_len": max_len, "max_samples": max_samples},
+        info={"timestamps": "end of the run / pixels"},
+        files=files,
+        params={"train": (np.arange(n) < n_train).astype(np.float32)},
+    )
 
 
 __all__ = ["read_idx", "read_mnist", "read_mnist_events", "mnist_files"]

@@ -21,6 +21,7 @@ A file holding a list of per-sample dicts (point clouds of any sizes, as neuralo
 Other tensors with N rows and at most 2 axes become ``params/<name>``; anything else is listed in
 ``info["ignored"]``. The files carry no grid, so no ``coords`` are stored.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,17 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, load_torch_file, make_options, options_dict,
-                   require_shape, select, stride_slices)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    load_torch_file,
+    make_options,
+    options_dict,
+    require_shape,
+    select,
+    stride_slices,
+)
 
 NAME = "neuralop-pt"
 
@@ -62,15 +72,20 @@ def read(path: Path, **options: Any) -> PublicDataset:
         return from_samples(path, obj, **options)
     opts = make_options(PtOptions, NAME, options)
     if opts.channel_dim is not None and (not isinstance(opts.channel_dim, int) or opts.channel_dim < 1):
-        raise ConfigError(f"option channel_dim must be None (channels squeezed) or an axis >= 1, "
-                          f"got {opts.channel_dim!r}")
+        raise ConfigError(
+            f"option channel_dim must be None (channels squeezed) or an axis >= 1, got {opts.channel_dim!r}"
+        )
     if not isinstance(obj, dict):
-        raise DataError(f"file {path} holds a {type(obj).__name__}; expected a dict with tensors 'x' and 'y' "
-                        "(neuraloperator's layout), or a list of per-sample dicts (point clouds)")
+        raise DataError(
+            f"file {path} holds a {type(obj).__name__}; expected a dict with tensors 'x' and 'y' "
+            "(neuraloperator's layout), or a list of per-sample dicts (point clouds)"
+        )
     for key in ("x", "y"):
         if key not in obj:
-            raise DataError(f"file {path} has no {key!r} (the {'input' if key == 'x' else 'output'} tensor); it holds "
-                            f"{sorted(map(str, obj))}")
+            raise DataError(
+                f"file {path} has no {key!r} (the {'input' if key == 'x' else 'output'} tensor); it holds "
+                f"{sorted(map(str, obj))}"
+            )
         if not isinstance(obj[key], torch.Tensor):
             raise DataError(f"entry {key!r} of {path} is a {type(obj[key]).__name__}; expected a tensor")
     arrays = {}
@@ -80,25 +95,39 @@ def read(path: Path, **options: Any) -> PublicDataset:
             raise DataError(f"tensor {key!r} of {path} is complex; expected real values")
         arr = t.to(torch.float32).numpy()
         if opts.channel_dim is not None:
-            require_shape(f"tensor {key!r} of {path.name}", arr.shape, f"an axis {opts.channel_dim} holding channels "
-                          "(option channel_dim)", arr.ndim > opts.channel_dim + 1)
+            require_shape(
+                f"tensor {key!r} of {path.name}",
+                arr.shape,
+                f"an axis {opts.channel_dim} holding channels (option channel_dim)",
+                arr.ndim > opts.channel_dim + 1,
+            )
             arr = np.moveaxis(arr, opts.channel_dim, -1)
         else:
             arr = arr[..., None]
-        require_shape(f"tensor {key!r} of {path.name}", arr.shape[:-1] if opts.channel_dim is None else arr.shape,
-                      "(N, *spatial) with at least one spatial axis", arr.ndim >= 3)
+        require_shape(
+            f"tensor {key!r} of {path.name}",
+            arr.shape[:-1] if opts.channel_dim is None else arr.shape,
+            "(N, *spatial) with at least one spatial axis",
+            arr.ndim >= 3,
+        )
         arrays[key] = arr
     x, y = arrays["x"], arrays["y"]
-    require_shape(f"tensor 'y' of {path.name}", y.shape[:-1], f"{x.shape[0]} samples like 'x' {x.shape[:-1]}",
-                  y.shape[0] == x.shape[0])
+    require_shape(
+        f"tensor 'y' of {path.name}",
+        y.shape[:-1],
+        f"{x.shape[0]} samples like 'x' {x.shape[:-1]}",
+        y.shape[0] == x.shape[0],
+    )
     sx, sy = x.shape[1:-1], y.shape[1:-1]
     if sx == sy:
         kind, time = "steady", False
     elif len(sy) == len(sx) + 1 and sy[1:] == sx:
         kind, time = "space-time", True
     else:
-        raise DataError(f"tensor 'y' of {path.name} has spatial shape {sy}, expected {sx} like 'x' (a steady pair) or "
-                        f"(T, {', '.join(map(str, sx))}) (a trajectory from the initial condition 'x')")
+        raise DataError(
+            f"tensor 'y' of {path.name} has spatial shape {sy}, expected {sx} like 'x' (a steady pair) or "
+            f"(T, {', '.join(map(str, sx))}) (a trajectory from the initial condition 'x')"
+        )
     n = select(x.shape[0], opts.max_samples)
     slices = stride_slices(opts.stride, len(sx))
     x = x[(slice(0, n), *slices)]
@@ -116,10 +145,22 @@ def read(path: Path, **options: Any) -> PublicDataset:
             params[str(key)] = val.detach().cpu().to(torch.float64).numpy()[:n]
         else:
             ignored.append(str(key))
-    return PublicDataset(format=NAME, kind=kind, path=path, files=[path],
-                         fields={"a": source(x, "x"), "u": source(y, "y")}, params=params,
-                         inputs=("a",), targets=("u",), options=options_dict(opts),
-                         param_labels={k: f"tensor {k!r} of {path.name}" for k in params},
-                         info={"source_keys": {"a": "x", "u": "y"}, "ignored": ignored,
-                               "channels": "squeezed (one channel added)" if opts.channel_dim is None
-                               else f"axis {opts.channel_dim} moved last"})
+    return PublicDataset(
+        format=NAME,
+        kind=kind,
+        path=path,
+        files=[path],
+        fields={"a": source(x, "x"), "u": source(y, "y")},
+        params=params,
+        inputs=("a",),
+        targets=("u",),
+        options=options_dict(opts),
+        param_labels={k: f"tensor {k!r} of {path.name}" for k in params},
+        info={
+            "source_keys": {"a": "x", "u": "y"},
+            "ignored": ignored,
+            "channels": "squeezed (one channel added)"
+            if opts.channel_dim is None
+            else f"axis {opts.channel_dim} moved last",
+        },
+    )

@@ -20,6 +20,7 @@
 The number of spatial axes is the number of coordinate arrays present. ``coords/x`` (``y``, ``z``) and
 ``coords/t`` follow ``stride`` and ``time_stride``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,20 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, h5_read, make_options, open_h5, options_dict, read_failed,
-                   require_shape, select, stride_slices, strided_len)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    h5_read,
+    make_options,
+    open_h5,
+    options_dict,
+    read_failed,
+    require_shape,
+    select,
+    stride_slices,
+    strided_len,
+)
 
 NAME = "pdebench"
 AXES = "xyz"
@@ -63,8 +76,10 @@ def read(path: Path, **options: Any) -> PublicDataset:
         groups = sorted(k for k, g in f.items() if isinstance(g, h5py.Group))
         if groups and all("data" in f[g] for g in groups):
             return _seeds(path, f, groups, opts)
-        raise DataError(f"HDF5 file {path} holds {sorted(f.keys())}; expected PDEBench's 'tensor', CFD arrays "
-                        "('density', 'pressure', 'Vx', ...) or per-seed groups each with 'data' and 'grid'")
+        raise DataError(
+            f"HDF5 file {path} holds {sorted(f.keys())}; expected PDEBench's 'tensor', CFD arrays "
+            "('density', 'pressure', 'Vx', ...) or per-seed groups each with 'data' and 'grid'"
+        )
 
 
 def _time(path: Path, t: np.ndarray | None, n_t: int, label: str) -> tuple[np.ndarray, str]:
@@ -72,8 +87,9 @@ def _time(path: Path, t: np.ndarray | None, n_t: int, label: str) -> tuple[np.nd
         return np.arange(n_t, dtype=np.float64), "absent; snapshot indices 0..T-1 stored"
     t = np.asarray(t, dtype=np.float64).reshape(-1)
     if t.shape[0] < n_t:
-        raise DataError(f"{label} of {path.name} has shape {t.shape}, expected at least ({n_t},), "
-                        "one time per snapshot")
+        raise DataError(
+            f"{label} of {path.name} has shape {t.shape}, expected at least ({n_t},), one time per snapshot"
+        )
     note = "as stored" if t.shape[0] == n_t else f"first {n_t} of its {t.shape[0]} values kept"
     return t[:n_t], note
 
@@ -92,21 +108,29 @@ def _coords(path: Path, f, axes: list[str], spatial: tuple[int, ...], slices, ke
     out = {}
     for i, ax in enumerate(axes):
         c = np.asarray(f[key_of(ax)][()], dtype=np.float64).reshape(-1)
-        require_shape(f"coordinate {key_of(ax)!r} of {path.name}", c.shape,
-                      f"({spatial[i]},), one value per grid point along axis {i + 1}", c.shape == (spatial[i],))
+        require_shape(
+            f"coordinate {key_of(ax)!r} of {path.name}",
+            c.shape,
+            f"({spatial[i]},), one value per grid point along axis {i + 1}",
+            c.shape == (spatial[i],),
+        )
         out[ax] = c[slices[i]]
     return out
 
 
-def _field_source(path: Path, key: str, n: int, shape: tuple[int, ...], opts, has_channel: bool,
-                  time_axis: bool = True) -> ArraySource:
+def _field_source(
+    path: Path, key: str, n: int, shape: tuple[int, ...], opts, has_channel: bool, time_axis: bool = True
+) -> ArraySource:
     """``f[key]`` (N, [T,] *spatial[, C]) read lazily with strides, as (n, [T',] *spatial', C)."""
     d = len(shape) - 1 - int(time_axis) - int(has_channel)
     slices = stride_slices(opts.stride, d)
     index_tail = ((slice(None, None, opts.time_stride),) if time_axis else ()) + slices
-    out_shape = (n, *((strided_len(shape[1], opts.time_stride),) if time_axis else ()),
-                 *(strided_len(s, sl.step) for s, sl in zip(shape[1 + int(time_axis):][:d], slices)),
-                 shape[-1] if has_channel else 1)
+    out_shape = (
+        n,
+        *((strided_len(shape[1], opts.time_stride),) if time_axis else ()),
+        *(strided_len(s, sl.step) for s, sl in zip(shape[1 + int(time_axis) :][:d], slices)),
+        shape[-1] if has_channel else 1,
+    )
 
     def fetch(lo: int, hi: int) -> np.ndarray:
         arr = h5_read(path, key, (slice(lo, hi), *index_tail))
@@ -121,46 +145,74 @@ def _single(path: Path, f, opts) -> PublicDataset:
     if "nu" in f:  # 2D Darcy: nu (N, X, Y) -> tensor (N, 1, X, Y)
         nu_shape = tuple(f["nu"].shape)
         require_shape(f"array 'nu' of {path.name}", nu_shape, "(N, X, Y)", len(nu_shape) == 3)
-        require_shape(f"array 'tensor' of {path.name}", shape, f"{(nu_shape[0], 1, *nu_shape[1:])} like 'nu' "
-                      "with one time step", shape == (nu_shape[0], 1, *nu_shape[1:]))
+        require_shape(
+            f"array 'tensor' of {path.name}",
+            shape,
+            f"{(nu_shape[0], 1, *nu_shape[1:])} like 'nu' with one time step",
+            shape == (nu_shape[0], 1, *nu_shape[1:]),
+        )
         n = select(nu_shape[0], opts.max_samples)
         slices = stride_slices(opts.stride, 2)
         a = _field_source(path, "nu", n, nu_shape, opts, has_channel=False, time_axis=False)
         u_src = _field_source(path, "tensor", n, shape, opts, has_channel=False)
         u = ArraySource(a.shape, u_src.label, lambda lo, hi: u_src.fetch(lo, hi)[:, 0])
         coords = _coords(path, f, axes, nu_shape[1:], slices, lambda ax: f"{ax}-coordinate") if len(axes) == 2 else {}
-        return PublicDataset(format=NAME, kind="darcy", path=path, files=[path], fields={"a": a, "u": u},
-                             coords=coords, inputs=("a",), targets=("u",), options=options_dict(opts),
-                             info={"family": "single-array (Darcy)", "source_keys": {"a": "nu", "u": "tensor[:, 0]"}})
+        return PublicDataset(
+            format=NAME,
+            kind="darcy",
+            path=path,
+            files=[path],
+            fields={"a": a, "u": u},
+            coords=coords,
+            inputs=("a",),
+            targets=("u",),
+            options=options_dict(opts),
+            info={"family": "single-array (Darcy)", "source_keys": {"a": "nu", "u": "tensor[:, 0]"}},
+        )
     d = len(axes) or len(shape) - 2
-    require_shape(f"array 'tensor' of {path.name}", shape,
-                  f"(N, T, {', '.join(['X', 'Y', 'Z'][:d])}[, C]) for its {d} coordinate array(s)",
-                  len(shape) in (2 + d, 3 + d) and d >= 1)
+    require_shape(
+        f"array 'tensor' of {path.name}",
+        shape,
+        f"(N, T, {', '.join(['X', 'Y', 'Z'][:d])}[, C]) for its {d} coordinate array(s)",
+        len(shape) in (2 + d, 3 + d) and d >= 1,
+    )
     has_channel = len(shape) == 3 + d
     n = select(shape[0], opts.max_samples)
     slices = stride_slices(opts.stride, d)
     t, note = _time(path, f["t-coordinate"][()] if "t-coordinate" in f else None, shape[1], "'t-coordinate'")
-    coords = _coords(path, f, axes, shape[2:2 + d], slices, lambda ax: f"{ax}-coordinate")
-    coords["t"] = t[::opts.time_stride]
-    return PublicDataset(format=NAME, kind="single", path=path, files=[path],
-                         fields={"u": _field_source(path, "tensor", n, shape, opts, has_channel)},
-                         coords=coords, inputs=("u",), targets=("u",), options=options_dict(opts),
-                         info={"family": "single-array", "source_keys": {"u": "tensor"}, "t_coordinate": note})
+    coords = _coords(path, f, axes, shape[2 : 2 + d], slices, lambda ax: f"{ax}-coordinate")
+    coords["t"] = t[:: opts.time_stride]
+    return PublicDataset(
+        format=NAME,
+        kind="single",
+        path=path,
+        files=[path],
+        fields={"u": _field_source(path, "tensor", n, shape, opts, has_channel)},
+        coords=coords,
+        inputs=("u",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={"family": "single-array", "source_keys": {"u": "tensor"}, "t_coordinate": note},
+    )
 
 
 def _cfd(path: Path, f, opts) -> PublicDataset:
     shape = tuple(f["density"].shape) if "density" in f else None
     if shape is None or len(shape) < 3:
-        raise DataError(f"HDF5 file {path} looks like a PDEBench CFD file but its 'density' is "
-                        f"{'missing' if shape is None else f'of shape {shape}'}; expected (N, T, *spatial)")
+        raise DataError(
+            f"HDF5 file {path} looks like a PDEBench CFD file but its 'density' is "
+            f"{'missing' if shape is None else f'of shape {shape}'}; expected (N, T, *spatial)"
+        )
     d = len(shape) - 2
     if d > 3:
         raise DataError(f"array 'density' of {path.name} has shape {shape}, expected (N, T, X[, Y[, Z]])")
-    names = list(CFD_VARS[:2 + d])
+    names = list(CFD_VARS[: 2 + d])
     for v in names:
         if v not in f:
-            raise DataError(f"file {path} has no {v!r}, which a {d}-D PDEBench CFD file needs ({', '.join(names)}); "
-                            f"it holds {sorted(f.keys())}")
+            raise DataError(
+                f"file {path} has no {v!r}, which a {d}-D PDEBench CFD file needs ({', '.join(names)}); "
+                f"it holds {sorted(f.keys())}"
+            )
         require_shape(f"array {v!r} of {path.name}", f[v].shape, f"{shape} like 'density'", tuple(f[v].shape) == shape)
     n = select(shape[0], opts.max_samples)
     slices = stride_slices(opts.stride, d)
@@ -170,37 +222,55 @@ def _cfd(path: Path, f, opts) -> PublicDataset:
         return np.concatenate([p.fetch(lo, hi) for p in parts], axis=-1)
 
     t, note = _time(path, f["t-coordinate"][()] if "t-coordinate" in f else None, shape[1], "'t-coordinate'")
-    coords = _coords(path, f, [ax for ax in AXES[:d] if f"{ax}-coordinate" in f], shape[2:], slices,
-                     lambda ax: f"{ax}-coordinate")
-    coords["t"] = t[::opts.time_stride]
+    coords = _coords(
+        path, f, [ax for ax in AXES[:d] if f"{ax}-coordinate" in f], shape[2:], slices, lambda ax: f"{ax}-coordinate"
+    )
+    coords["t"] = t[:: opts.time_stride]
     u = ArraySource((*parts[0].shape[:-1], len(names)), f"arrays {', '.join(names)} of {path.name}", fetch)
-    return PublicDataset(format=NAME, kind="cfd", path=path, files=[path], fields={"u": u}, coords=coords,
-                         inputs=("u",), targets=("u",), options=options_dict(opts),
-                         info={"family": "CFD", "channels": names, "t_coordinate": note})
+    return PublicDataset(
+        format=NAME,
+        kind="cfd",
+        path=path,
+        files=[path],
+        fields={"u": u},
+        coords=coords,
+        inputs=("u",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={"family": "CFD", "channels": names, "t_coordinate": note},
+    )
 
 
 def _seeds(path: Path, f, groups: list[str], opts) -> PublicDataset:
     first = f[groups[0]]
     if "grid" not in first:
-        raise DataError(f"group {groups[0]!r} of {path} has no 'grid' (with x[, y, z] and t); it holds "
-                        f"{sorted(first.keys())}")
+        raise DataError(
+            f"group {groups[0]!r} of {path} has no 'grid' (with x[, y, z] and t); it holds {sorted(first.keys())}"
+        )
     axes = _coord_names(first["grid"], suffix="")
     shape = tuple(first["data"].shape)
     d = len(axes) or len(shape) - 2
-    require_shape(f"array '{groups[0]}/data' of {path.name}", shape,
-                  f"(T, {', '.join(['X', 'Y', 'Z'][:d])}[, C]) for its {d} grid axis/axes",
-                  len(shape) in (1 + d, 2 + d) and d >= 1)
+    require_shape(
+        f"array '{groups[0]}/data' of {path.name}",
+        shape,
+        f"(T, {', '.join(['X', 'Y', 'Z'][:d])}[, C]) for its {d} grid axis/axes",
+        len(shape) in (1 + d, 2 + d) and d >= 1,
+    )
     for g in groups[1:]:
         if "data" not in f[g]:
             raise DataError(f"group {g!r} of {path} has no 'data'; every seed group needs one like group {groups[0]!r}")
         other = tuple(f[g]["data"].shape)
         require_shape(f"array '{g}/data' of {path.name}", other, f"{shape} like group {groups[0]!r}", other == shape)
     has_channel = len(shape) == 2 + d
-    groups = groups[:select(len(groups), opts.max_samples)]
+    groups = groups[: select(len(groups), opts.max_samples)]
     slices = stride_slices(opts.stride, d)
     index = (slice(None, None, opts.time_stride), *slices)
-    out_shape = (len(groups), strided_len(shape[0], opts.time_stride),
-                 *(strided_len(s, sl.step) for s, sl in zip(shape[1:1 + d], slices)), shape[-1] if has_channel else 1)
+    out_shape = (
+        len(groups),
+        strided_len(shape[0], opts.time_stride),
+        *(strided_len(s, sl.step) for s, sl in zip(shape[1 : 1 + d], slices)),
+        shape[-1] if has_channel else 1,
+    )
 
     def fetch(lo: int, hi: int) -> np.ndarray:
         with open_h5(path) as h:
@@ -210,16 +280,31 @@ def _seeds(path: Path, f, groups: list[str], opts) -> PublicDataset:
                 raise read_failed(path, exc, "a seed group's 'data' in HDF5 file") from None
         for k, (g, a) in enumerate(zip(groups[lo:hi], arrs)):
             if not np.isfinite(a).all():
-                raise DataError(f"array '{g}/data' of {path.name} (sample {lo + k}) holds NaN or Inf; expected "
-                                "finite values (clean the file or drop that group)")
+                raise DataError(
+                    f"array '{g}/data' of {path.name} (sample {lo + k}) holds NaN or Inf; expected "
+                    "finite values (clean the file or drop that group)"
+                )
         arr = np.stack(arrs)
         return arr if has_channel else arr[..., None]
 
     t, note = _time(path, first["grid"]["t"][()] if "t" in first["grid"] else None, shape[0], "'grid/t'")
-    coords = _coords(path, first, axes, shape[1:1 + d], slices, lambda ax: f"grid/{ax}")
-    coords["t"] = t[::opts.time_stride]
+    coords = _coords(path, first, axes, shape[1 : 1 + d], slices, lambda ax: f"grid/{ax}")
+    coords["t"] = t[:: opts.time_stride]
     u = ArraySource(out_shape, f"the seed groups' 'data' of {path.name}", fetch)
-    return PublicDataset(format=NAME, kind="seeds", path=path, files=[path], fields={"u": u}, coords=coords,
-                         inputs=("u",), targets=("u",), options=options_dict(opts),
-                         info={"family": "per-seed groups", "groups": [groups[0], groups[-1]],
-                               "n_groups": len(groups), "t_coordinate": note})
+    return PublicDataset(
+        format=NAME,
+        kind="seeds",
+        path=path,
+        files=[path],
+        fields={"u": u},
+        coords=coords,
+        inputs=("u",),
+        targets=("u",),
+        options=options_dict(opts),
+        info={
+            "family": "per-seed groups",
+            "groups": [groups[0], groups[-1]],
+            "n_groups": len(groups),
+            "t_coordinate": note,
+        },
+    )

@@ -8,6 +8,7 @@ activities, 25 recordings A01..E05. A reading is ``[one-hot tag (4), x, y, z]`` 
 Hasani). The store cuts each recording into chunks of ``chunk`` readings (option, default 64), ``t`` in seconds
 from the chunk's first reading, one label per reading (the paper's per-time-step classification).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -20,16 +21,28 @@ from ...errors import ConfigError, DataError
 from ..sequence_store import Cases, build_sequences
 
 PAR_TAGS = {"010-000-024-033": 0, "010-000-030-096": 1, "020-000-033-111": 2, "020-000-032-221": 3}
-PAR_ACTIVITIES = ("walking", "falling", "lying down", "lying", "sitting down", "sitting", "standing up from lying",
-                  "on all fours", "sitting on the ground", "standing up from sitting",
-                  "standing up from sitting on the ground")
+PAR_ACTIVITIES = (
+    "walking",
+    "falling",
+    "lying down",
+    "lying",
+    "sitting down",
+    "sitting",
+    "standing up from lying",
+    "on all fours",
+    "sitting on the ground",
+    "standing up from sitting",
+    "standing up from sitting on the ground",
+)
 
 
 def _reading(parts: list[str], where: str) -> tuple[str, list[float], int, int]:
     """``(recording, [one-hot tag, x, y, z], ticks, activity index)`` of one line's fields."""
     if len(parts) != 8:
-        raise DataError(f"{where}: expected 8 comma-separated fields (sequence, tag, timestamp, date, x, y, z, "
-                        f"activity), got {len(parts)}")
+        raise DataError(
+            f"{where}: expected 8 comma-separated fields (sequence, tag, timestamp, date, x, y, z, "
+            f"activity), got {len(parts)}"
+        )
     name, tag, ticks, _, xs, ys, zs, act = parts
     if tag not in PAR_TAGS:
         raise DataError(f"{where}: unknown sensor tag {tag!r}; known: {', '.join(PAR_TAGS)}")
@@ -70,8 +83,14 @@ def read_person_activity(path: str) -> list[dict[str, np.ndarray]]:
     out = []
     for name, r in recs.items():
         ticks = np.asarray(r["t"], dtype=np.int64)
-        out.append({"name": name, "x": np.asarray(r["x"], dtype=np.float32),
-                    "t": ((ticks - ticks[0]) / 1e7).astype(np.float32), "y": np.asarray(r["y"], dtype=np.int64)})
+        out.append(
+            {
+                "name": name,
+                "x": np.asarray(r["x"], dtype=np.float32),
+                "t": ((ticks - ticks[0]) / 1e7).astype(np.float32),
+                "y": np.asarray(r["y"], dtype=np.int64),
+            }
+        )
     return out
 
 
@@ -90,11 +109,18 @@ def read_person_activity_store(path: Path, chunk: int = 64, max_samples: int = 0
             cases.where.append(f"{path}: recording {rec['name']}, readings {lo + 1}..{lo + len(rec['x'][sl])}")
             recording.append(k)
     options: dict[str, Any] = {"chunk": chunk, "max_samples": max_samples}
-    return build_sequences(Path(path), "person-activity", cases, task="classification",
-                           classes=list(PAR_ACTIVITIES), per_step=True,
-                           channels=["tag_left_ankle", "tag_right_ankle", "tag_chest", "tag_belt", "x", "y", "z"],
-                           options=options, info={"timestamps": "seconds since the chunk's first reading"},
-                           params={"recording": np.asarray(recording, dtype=np.float32)})
+    return build_sequences(
+        Path(path),
+        "person-activity",
+        cases,
+        task="classification",
+        classes=list(PAR_ACTIVITIES),
+        per_step=True,
+        channels=["tag_left_ankle", "tag_right_ankle", "tag_chest", "tag_belt", "x", "y", "z"],
+        options=options,
+        info={"timestamps": "seconds since the chunk's first reading"},
+        params={"recording": np.asarray(recording, dtype=np.float32)},
+    )
 
 
 __all__ = ["PAR_TAGS", "PAR_ACTIVITIES", "read_person_activity", "read_person_activity_store"]

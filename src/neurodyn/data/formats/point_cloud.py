@@ -19,6 +19,7 @@ Stored (the layout of Geo-FNO's elasticity set): ``fields/pos (N, P_max, d)`` th
 every sample is padded with zeros to ``P_max`` and ``fields/mask (N, P_max, 1)`` holds 1 on real points and 0 on
 padding (the training loss, the metrics and the point-cloud models skip the padding).
 """
+
 from __future__ import annotations
 
 import zipfile
@@ -29,8 +30,16 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, load_torch_file, make_options, options_dict, read_failed,
-                   select)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    load_torch_file,
+    make_options,
+    options_dict,
+    read_failed,
+    select,
+)
 
 NAME = "point-cloud"
 POINT_KEYS = ("vertices", "points", "pos", "coords")
@@ -55,8 +64,11 @@ def npz_shapes(path: Path) -> dict[str, tuple[int, ...]]:
                 continue
             with z.open(name) as fh:
                 version = np.lib.format.read_magic(fh)
-                shape = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
-                         else np.lib.format.read_array_header_2_0(fh))[0]
+                shape = (
+                    np.lib.format.read_array_header_1_0(fh)
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0(fh)
+                )[0]
             out[name[:-4]] = tuple(shape)
     return out
 
@@ -79,15 +91,22 @@ def looks_like_npz(path: Path) -> bool:
     except (zipfile.BadZipFile, OSError, ValueError):
         return False
     x, y = shapes.get("x"), shapes.get("y")
-    return (x is not None and y is not None and len(x) == 3 and len(y) >= 3 and x[0] == y[0]
-            and per_point_layout(y[1:], x[1]) is not None)
+    return (
+        x is not None
+        and y is not None
+        and len(x) == 3
+        and len(y) >= 3
+        and x[0] == y[0]
+        and per_point_layout(y[1:], x[1]) is not None
+    )
 
 
 def claims(peek) -> bool:
     """An ``.npz`` of point clouds (:func:`looks_like_npz`); a torch list of them is read only with
     ``kind=point-cloud`` (neuraloperator's reader hands such a file here too)."""
-    return (peek.container == "zip" and ("x.npy" in peek.zip_names() or peek.suffix == ".npz")
-            and looks_like_npz(peek.path))
+    return (
+        peek.container == "zip" and ("x.npy" in peek.zip_names() or peek.suffix == ".npz") and looks_like_npz(peek.path)
+    )
 
 
 def _pick(keys: list[str], given: Any, known: tuple[str, ...], what: str, option: str, where: str) -> str:
@@ -98,13 +117,21 @@ def _pick(keys: list[str], given: Any, known: tuple[str, ...], what: str, option
     found = [k for k in known if k in keys]
     if len(found) != 1:
         how = f"several candidates ({', '.join(found)})" if found else f"none of {', '.join(known)}"
-        raise DataError(f"{where}: cannot tell which key holds the {what}: {how}; it holds {keys}. Choose with "
-                        f"{option}=KEY")
+        raise DataError(
+            f"{where}: cannot tell which key holds the {what}: {how}; it holds {keys}. Choose with {option}=KEY"
+        )
     return found[0]
 
 
-def _ragged(path: Path, pos: list[np.ndarray], target: list[np.ndarray], masks: list[np.ndarray] | None,
-            info: dict[str, Any], opts: PointCloudOptions, kind: str) -> PublicDataset:
+def _ragged(
+    path: Path,
+    pos: list[np.ndarray],
+    target: list[np.ndarray],
+    masks: list[np.ndarray] | None,
+    info: dict[str, Any],
+    opts: PointCloudOptions,
+    kind: str,
+) -> PublicDataset:
     """A dataset of per-sample ``pos (P_i, d)``, ``target (P_i, c)`` (``masks``: which points are real, or None:
     all), padded to the largest ``P``."""
     n = select(len(pos), opts.max_samples)
@@ -119,15 +146,32 @@ def _ragged(path: Path, pos: list[np.ndarray], target: list[np.ndarray], masks: 
     for i, (p, u, m) in enumerate(zip(pos, target, masks)):
         k = len(p)
         P[i, :k], U[i, :k], M[i, :k, 0] = np.where(m[:, None], p, 0), np.where(m[:, None], u, 0), m
-    fields = {"pos": ArraySource(P.shape, f"coordinates of {path.name}", lambda lo, hi: P[lo:hi]),
-              "u": ArraySource(U.shape, f"target of {path.name}", lambda lo, hi: U[lo:hi])}
+    fields = {
+        "pos": ArraySource(P.shape, f"coordinates of {path.name}", lambda lo, hi: P[lo:hi]),
+        "u": ArraySource(U.shape, f"target of {path.name}", lambda lo, hi: U[lo:hi]),
+    }
     if padded:
         fields["mask"] = ArraySource(M.shape, f"point mask of {path.name}", lambda lo, hi: M[lo:hi])
     counts = M[..., 0].sum(1).astype(int)
-    info = {**info, "points_min": int(counts.min()), "points_max": int(counts.max()), "dims": int(d),
-            "channels": int(c), "padded": bool(padded)}
-    return PublicDataset(format=NAME, kind=kind, path=path, files=[path], fields=fields, inputs=("pos",),
-                         targets=("u",), options=options_dict(opts), info=info)
+    info = {
+        **info,
+        "points_min": int(counts.min()),
+        "points_max": int(counts.max()),
+        "dims": int(d),
+        "channels": int(c),
+        "padded": bool(padded),
+    }
+    return PublicDataset(
+        format=NAME,
+        kind=kind,
+        path=path,
+        files=[path],
+        fields=fields,
+        inputs=("pos",),
+        targets=("u",),
+        options=options_dict(opts),
+        info=info,
+    )
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -144,11 +188,15 @@ def _as_coords(arr: np.ndarray, label: str, width: int | None = None) -> np.ndar
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[0] < 1 or not np.issubdtype(arr.dtype, np.number):
-        raise DataError(f"{label} has shape {_shape(found)} and dtype {arr.dtype}; expected numbers of shape (P, d) "
-                        "(or (P,), or with leading axes of length 1) with P >= 1 points")
+        raise DataError(
+            f"{label} has shape {_shape(found)} and dtype {arr.dtype}; expected numbers of shape (P, d) "
+            "(or (P,), or with leading axes of length 1) with P >= 1 points"
+        )
     if width is not None and arr.shape[1] != width:
-        raise DataError(f"{label} has shape {_shape(found)}, {arr.shape[1]}-d coordinates where the first sample has "
-                        f"{width}-d; expected one dimension for every sample")
+        raise DataError(
+            f"{label} has shape {_shape(found)}, {arr.shape[1]}-d coordinates where the first sample has "
+            f"{width}-d; expected one dimension for every sample"
+        )
     return arr.astype(np.float64)
 
 
@@ -194,8 +242,10 @@ def _as_values(arr: np.ndarray, label: str, n_points: int, points: str, width: i
         raise DataError(f"{label} has dtype {arr.dtype}; expected numbers, one value (or vector) per point")
     layout = per_point_layout(arr.shape, n_points, width)
     if layout is None:
-        raise DataError(f"{label} has shape {_shape(arr.shape)} where {points} holds {n_points} points; expected "
-                        f"one value per point, shape {_expected(n_points, width)}")
+        raise DataError(
+            f"{label} has shape {_shape(arr.shape)} where {points} holds {n_points} points; expected "
+            f"one value per point, shape {_expected(n_points, width)}"
+        )
     kind, c = layout
     out = arr.reshape([n for n in arr.shape if n != 1]).T if kind == "channels" else arr.reshape(n_points, c)
     return np.ascontiguousarray(out, dtype=np.float64)
@@ -224,8 +274,13 @@ def from_samples(path: Path, samples: list, **options: Any) -> PublicDataset:
             if not isinstance(s[key], torch.Tensor) or s[key].is_complex():
                 raise DataError(f"entry {key!r} of {where} is a {type(s[key]).__name__}; expected a real tensor")
         p = _as_coords(s[pk].detach().cpu().double().numpy(), f"{pk!r} of {where}", pos[0].shape[1] if pos else None)
-        u = _as_values(s[tk].detach().cpu().double().numpy(), f"{tk!r} of {where}", len(p),
-                       f"{pk!r} {_shape(tuple(s[pk].shape))}", target[0].shape[1] if target else None)
+        u = _as_values(
+            s[tk].detach().cpu().double().numpy(),
+            f"{tk!r} of {where}",
+            len(p),
+            f"{pk!r} {_shape(tuple(s[pk].shape))}",
+            target[0].shape[1] if target else None,
+        )
         pos.append(p)
         target.append(u)
     return _ragged(path, pos, target, None, {"source_keys": {"pos": pk, "u": tk}}, opts, "torch-list")
@@ -239,8 +294,10 @@ def read(path: Path, **options: Any) -> PublicDataset:
         return read_npz(path, **options)
     obj = load_torch_file(path)
     if not isinstance(obj, list):
-        raise DataError(f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
-                        "per-sample dicts (points and target)")
+        raise DataError(
+            f"file {path} holds a {type(obj).__name__}; a point-cloud torch file holds a list of "
+            "per-sample dicts (points and target)"
+        )
     return from_samples(path, obj, **options)
 
 
@@ -248,8 +305,9 @@ def read_npz(path: Path, **options: Any) -> PublicDataset:
     """``np.savez`` arrays ``x (N, P, d)``, ``y (N, P, c)`` or ``(N, P)``, optional ``mask (N, P)``."""
     opts = make_options(PointCloudOptions, NAME, options)
     if opts.points is not None or opts.target is not None:
-        raise ConfigError("options points / target choose keys of a torch list; an .npz is read from its arrays x, "
-                          "y (and mask)")
+        raise ConfigError(
+            "options points / target choose keys of a torch list; an .npz is read from its arrays x, y (and mask)"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files if k in ("x", "y", "mask")}
@@ -261,15 +319,19 @@ def read_npz(path: Path, **options: Any) -> PublicDataset:
             raise DataError(f"{path}: no array {key!r}; the file holds {names} and needs x (N, P, d) and y (N, P, c)")
     x, y = arrays["x"], arrays["y"]
     if x.ndim != 3 or y.ndim < 2 or x.shape[0] != y.shape[0] or min(x.shape[:2]) < 1:
-        raise DataError(f"{path}: x has shape {_shape(x.shape)} and y {_shape(y.shape)}; expected x (N, P, d) and y "
-                        "(N, P, c) or (N, P) with the same N")
+        raise DataError(
+            f"{path}: x has shape {_shape(x.shape)} and y {_shape(y.shape)}; expected x (N, P, d) and y "
+            "(N, P, c) or (N, P) with the same N"
+        )
     layout = per_point_layout(y.shape[1:], x.shape[1])
     if layout is None:
-        raise DataError(f"{path}: y has shape {_shape(y.shape)} where x {_shape(x.shape)} holds {x.shape[1]} points "
-                        f"per sample; expected ({x.shape[0]}, P, c), ({x.shape[0]}, c, P) or ({x.shape[0]}, P) with "
-                        "any axes of length 1")
+        raise DataError(
+            f"{path}: y has shape {_shape(y.shape)} where x {_shape(x.shape)} holds {x.shape[1]} points "
+            f"per sample; expected ({x.shape[0]}, P, c), ({x.shape[0]}, c, P) or ({x.shape[0]}, P) with "
+            "any axes of length 1"
+        )
     n, P = x.shape[:2]
-    y = (y.reshape(n, layout[1], P).transpose(0, 2, 1) if layout[0] == "channels" else y.reshape(n, P, layout[1]))
+    y = y.reshape(n, layout[1], P).transpose(0, 2, 1) if layout[0] == "channels" else y.reshape(n, P, layout[1])
     for key, arr in (("x", x), ("y", y)):
         if not np.issubdtype(arr.dtype, np.number):
             raise DataError(f"{path}: {key} has dtype {arr.dtype}; expected numbers")
@@ -282,18 +344,30 @@ def read_npz(path: Path, **options: Any) -> PublicDataset:
         empty = [i for i, row in enumerate(masks) if not row.any()]
         if empty:
             raise DataError(f"{path}: sample {empty[0]}: the mask marks no point as real; expected at least one")
-    return _ragged(path, list(x.astype(np.float64)), list(y.astype(np.float64)), masks,
-                   {"source_keys": {"pos": "x", "u": "y"}}, opts, "npz")
+    return _ragged(
+        path,
+        list(x.astype(np.float64)),
+        list(y.astype(np.float64)),
+        masks,
+        {"source_keys": {"pos": "x", "u": "y"}},
+        opts,
+        "npz",
+    )
 
 
 def summary_line(n_samples: int, info: dict[str, Any]) -> str:
     """One line describing a converted point-cloud set (``info``: the reader's description): samples, points,
     dimensions, output channels."""
     i = info
-    points = (f"{i['points_min']} points" if i["points_min"] == i["points_max"]
-              else f"{i['points_min']}..{i['points_max']} points (padded, with fields/mask)")
-    return (f"{n_samples} point clouds, {points}, {i['dims']}-d coordinates, {i['channels']} output "
-            f"channel{'s' if i['channels'] != 1 else ''}")
+    points = (
+        f"{i['points_min']} points"
+        if i["points_min"] == i["points_max"]
+        else f"{i['points_min']}..{i['points_max']} points (padded, with fields/mask)"
+    )
+    return (
+        f"{n_samples} point clouds, {points}, {i['dims']}-d coordinates, {i['channels']} output "
+        f"channel{'s' if i['channels'] != 1 else ''}"
+    )
 
 
 __all__ = ["read", "read_npz", "from_samples", "claims", "looks_like_npz", "summary_line"]

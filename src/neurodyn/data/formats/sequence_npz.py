@@ -9,6 +9,7 @@ class labels (``classes`` names the indices), float regression targets, or per-s
 DataError naming the file and the sample. (A point-cloud ``.npz``, ``x (N, P, d)`` with ``y (N, P, c)``, is
 :mod:`neurodyn.data.formats.point_cloud`'s.)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,9 @@ def _load(path: Path) -> dict[str, np.ndarray]:
             arrays = {k: z[k] for k in z.files}
     except ValueError as exc:
         if "pickle" in str(exc):
-            raise DataError(f"{path}: sample 0: an array holds Python objects; save plain numeric (or string) "
-                            "arrays with np.savez") from None
+            raise DataError(
+                f"{path}: sample 0: an array holds Python objects; save plain numeric (or string) arrays with np.savez"
+            ) from None
         raise read_failed(path, exc, ".npz file") from None
     except Exception as exc:  # a damaged zip or member
         raise read_failed(path, exc, ".npz file") from None
@@ -42,24 +44,28 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 def _series(path: Path, arrays: dict[str, np.ndarray], dt: float):
     """``(x (N, T, C) float64, t (N, T), its description, mask (N, T) bool)``, checked as every sequence array is
     (:func:`neurodyn.data.sequence_arrays.check_series`)."""
-    x, t, m = check_series(arrays["x"], arrays.get("t"), arrays.get("mask"),
-                           spelling=Spelling(where=f"{path}: ", x="x"))
+    x, t, m = check_series(
+        arrays["x"], arrays.get("t"), arrays.get("mask"), spelling=Spelling(where=f"{path}: ", x="x")
+    )
     n, T, _ = x.shape
     if t is not None:
         return x, t, "the file's t", m
     return x, np.broadcast_to(np.arange(T) * dt, (n, T)), f"step index x dt = {dt:g}", m
 
 
-def _class_codes(path: Path, y: np.ndarray, names: list[str] | None, m: np.ndarray, per_step: bool,
-                 given: list[str] | None) -> tuple[np.ndarray, list[str]]:
+def _class_codes(
+    path: Path, y: np.ndarray, names: list[str] | None, m: np.ndarray, per_step: bool, given: list[str] | None
+) -> tuple[np.ndarray, list[str]]:
     """Integer or string labels ``y`` as indices into the class list (``names``, ``given``, or the labels sorted)."""
     n = len(y)
     raw = y.astype(str) if y.dtype.kind in "US" else y
     if names is not None and np.issubdtype(raw.dtype, np.integer):
         if raw.min() < 0 or raw.max() >= len(names):
             i = int(np.argmax(((raw < 0) | (raw >= len(names))).reshape(n, -1).any(1)))
-            raise DataError(f"{path}: sample {i}: y holds a class index outside 0..{len(names) - 1} (classes has "
-                            f"{len(names)} names)")
+            raise DataError(
+                f"{path}: sample {i}: y holds a class index outside 0..{len(names) - 1} (classes has "
+                f"{len(names)} names)"
+            )
         labels = np.asarray(names)[raw]
     else:
         labels = raw.astype(str)
@@ -70,8 +76,10 @@ def _class_codes(path: Path, y: np.ndarray, names: list[str] | None, m: np.ndarr
         if per_step and not m[idx]:
             continue
         if lab not in lookup:
-            raise DataError(f"{path}: sample {idx[0]}: label {lab!r} is not one of the classes "
-                            f"({', '.join(classes)}); name every class with the option classes=[...]")
+            raise DataError(
+                f"{path}: sample {idx[0]}: label {lab!r} is not one of the classes "
+                f"({', '.join(classes)}); name every class with the option classes=[...]"
+            )
         codes[idx] = lookup[lab]
     return codes, classes
 
@@ -80,8 +88,9 @@ def _targets(path: Path, arrays: dict[str, np.ndarray], m: np.ndarray, opts: dic
     """``(y, task, classes, per_step)``: class indices or float targets, checked against ``x``'s ``(N, T)``."""
     y = arrays["y"]
     n, T = m.shape
-    per_step = opts["per_step"] or (y.ndim == 2 and y.shape == (n, T) and
-                                    (np.issubdtype(y.dtype, np.integer) or y.dtype.kind in "USb"))
+    per_step = opts["per_step"] or (
+        y.ndim == 2 and y.shape == (n, T) and (np.issubdtype(y.dtype, np.integer) or y.dtype.kind in "USb")
+    )
     if y.shape[0] != n:
         raise DataError(f"{path}: y has {y.shape[0]} entries for {n} sequences in x")
     if per_step and y.shape[:2] != (n, T):
@@ -119,15 +128,30 @@ def read_sequence_arrays(arrays: dict[str, np.ndarray], path: str | Path = "<arr
     opts = sequence_options("sequence-npz", NPZ_OPTIONS, given)
     for key in ("x", "y"):
         if key not in arrays:
-            raise DataError(f"{path}: no array {key!r}; the file holds {sorted(arrays) or 'nothing'} and needs x "
-                            "(N, T, C) and y (N,) (optional t (N, T), mask (N, T), classes (K,))")
+            raise DataError(
+                f"{path}: no array {key!r}; the file holds {sorted(arrays) or 'nothing'} and needs x "
+                "(N, T, C) and y (N,) (optional t (N, T), mask (N, T), classes (K,))"
+            )
     x, t, stamps, m = _series(path, arrays, opts["dt"])
     n, T, c = x.shape
     y, task, classes, per_step = _targets(path, arrays, m, opts)
-    cases = Cases([np.where(m[i][:, None], x[i], np.nan) for i in range(n)], [t[i] for i in range(n)],
-                  [y[i] for i in range(n)], [f"{path}: sample {i}" for i in range(n)])
-    return build_sequences(path, "sequence-npz", cases, task=task, classes=classes, per_step=per_step,
-                           channels=[f"x_{j}" for j in range(c)], options=opts, info={"timestamps": stamps})
+    cases = Cases(
+        [np.where(m[i][:, None], x[i], np.nan) for i in range(n)],
+        [t[i] for i in range(n)],
+        [y[i] for i in range(n)],
+        [f"{path}: sample {i}" for i in range(n)],
+    )
+    return build_sequences(
+        path,
+        "sequence-npz",
+        cases,
+        task=task,
+        classes=classes,
+        per_step=per_step,
+        channels=[f"x_{j}" for j in range(c)],
+        options=opts,
+        info={"timestamps": stamps},
+    )
 
 
 __all__ = ["read_sequence_npz", "read_sequence_arrays", "NPZ_OPTIONS", "claims"]

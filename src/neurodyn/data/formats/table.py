@@ -15,6 +15,7 @@ refuses it with its sentence), so an earlier row wins (suffix-named tables befor
 before FNO's MATLAB files; torch archives and point-cloud ``.npz`` before sequence ``.npz``; The Well before
 PDEBench). When no row claims the file, one sentence says what the file is and what was looked for.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,21 +25,48 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from . import (bearings, fno_mat, geofno, long_table, mnist, neuralop_pt, pdebench, person_activity, point_cloud,
-               sequence_npz, the_well, ts)
+from . import (
+    bearings,
+    fno_mat,
+    geofno,
+    long_table,
+    mnist,
+    neuralop_pt,
+    pdebench,
+    person_activity,
+    point_cloud,
+    sequence_npz,
+    the_well,
+    ts,
+)
 from .base import PublicDataset, read_failed
 
 RAW_SEQUENCE_FORMATS = ("person-activity", "mnist", "pronostia", "xjtu")
 """Raw files of the sequence papers, read only when named with ``kind=`` (their generators name them)."""
-FORMATS = ("fno-mat", "pdebench", "neuralop-pt", "geo-fno", "the-well", "uea-ts", "csv", "parquet", "sequence-npz",
-           "point-cloud") + RAW_SEQUENCE_FORMATS
+FORMATS = (
+    "fno-mat",
+    "pdebench",
+    "neuralop-pt",
+    "geo-fno",
+    "the-well",
+    "uea-ts",
+    "csv",
+    "parquet",
+    "sequence-npz",
+    "point-cloud",
+) + RAW_SEQUENCE_FORMATS
 SEQUENCE_FORMATS = ("uea-ts", "csv", "parquet", "sequence-npz") + RAW_SEQUENCE_FORMATS
 GEO_FNO_SETS = geofno.SETS
 KINDS = FORMATS + GEO_FNO_SETS
 
 HEAD_BYTES = 128
-_MAGIC = ((b"MATLAB", "matlab"), (b"\x93NUMPY", "npy"), (b"PK\x03\x04", "zip"), (b"\x80", "pickle"),
-          (b"\x89HDF\r\n\x1a\n", "hdf5"))
+_MAGIC = (
+    (b"MATLAB", "matlab"),
+    (b"\x93NUMPY", "npy"),
+    (b"PK\x03\x04", "zip"),
+    (b"\x80", "pickle"),
+    (b"\x89HDF\r\n\x1a\n", "hdf5"),
+)
 
 
 def read_head(path: Path, n: int) -> bytes:
@@ -90,6 +118,7 @@ class Peek:
 
     def zip_names(self) -> list[str]:
         """The names in a zip archive; a damaged archive is one DataError."""
+
         def names() -> list[str]:
             import zipfile
 
@@ -142,8 +171,9 @@ class Reader:
 
 
 def _geo(kind: str, looks_for: str) -> Reader:
-    return Reader(kind, "geo-fno", partial(geofno.read, kind=kind), partial(geofno.claims, kind=kind), looks_for,
-                  folder=True)
+    return Reader(
+        kind, "geo-fno", partial(geofno.read, kind=kind), partial(geofno.claims, kind=kind), looks_for, folder=True
+    )
 
 
 READERS = (
@@ -189,26 +219,36 @@ def unclaimed(peek: Peek) -> str:
     path, kind_only = peek.path, [r.kind for r in READERS if r.claims is None]
     if peek.container == "folder":
         folders = "|".join(r.kind for r in READERS if r.claims is None and r.folder and r.kind != "geo-fno")
-        return (f"folder {path} holds no known public data set; a folder is read as a Geo-FNO set "
-                "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat), or as MNIST or "
-                f"bearing folders with kind={folders}; give a file path for the other formats")
+        return (
+            f"folder {path} holds no known public data set; a folder is read as a Geo-FNO set "
+            "(NACA_Cylinder_*.npy, Pipe_*.npy, Meshes/Random_UnitCell_*_10.npy or plas_*.mat), or as MNIST or "
+            f"bearing folders with kind={folders}; give a file path for the other formats"
+        )
     if peek.container == "empty":
         return f"file {path} is empty; expected a public dataset file (.mat, .h5/.hdf5, .pt, .npy)"
     if peek.container == "npy":
-        return (f"numpy file {path} is not one of Geo-FNO's files (NACA_Cylinder_*.npy, Pipe_*.npy, "
-                "Random_UnitCell_*_10.npy); pass kind=airfoil|pipe|elasticity with its folder")
+        return (
+            f"numpy file {path} is not one of Geo-FNO's files (NACA_Cylinder_*.npy, Pipe_*.npy, "
+            "Random_UnitCell_*_10.npy); pass kind=airfoil|pipe|elasticity with its folder"
+        )
     if peek.container == "zip":
-        return (f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {peek.zip_names()[:5]}); "
-                "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)")
+        return (
+            f"zip archive {path} is neither a torch file nor a sequence .npz (it holds {peek.zip_names()[:5]}); "
+            "expected a neuraloperator .pt file saved with torch.save, or np.savez(FILE, x=..., y=...)"
+        )
     if peek.container == "hdf5":
         f = peek.hdf5()
-        return (f"HDF5 file {path} holds {sorted(f.keys())} and root attributes {sorted(f.attrs)}, which match no "
-                "known layout; expected PDEBench ('tensor', 'density', seed groups), The Well (t0_fields, dimensions) "
-                "or a MATLAB v7.3 file")
+        return (
+            f"HDF5 file {path} holds {sorted(f.keys())} and root attributes {sorted(f.attrs)}, which match no "
+            "known layout; expected PDEBench ('tensor', 'density', seed groups), The Well (t0_fields, dimensions) "
+            "or a MATLAB v7.3 file"
+        )
     looked = ", ".join(f"{r.looks_for} ({r.kind})" for r in READERS if r.claims is not None)
-    return (f"cannot tell the format of {path} (it starts with {peek.head[:8]!r}); looked for {looked}; name the "
-            f"format with kind= (one of {', '.join(r.kind for r in READERS if r.claims is not None)}, or for the "
-            f"papers' raw files {', '.join(k for k in kind_only if k != 'geo-fno')})")
+    return (
+        f"cannot tell the format of {path} (it starts with {peek.head[:8]!r}); looked for {looked}; name the "
+        f"format with kind= (one of {', '.join(r.kind for r in READERS if r.claims is not None)}, or for the "
+        f"papers' raw files {', '.join(k for k in kind_only if k != 'geo-fno')})"
+    )
 
 
 def find_reader(path: Path) -> Reader:
@@ -217,5 +257,18 @@ def find_reader(path: Path) -> Reader:
         return pick(peek)
 
 
-__all__ = ["BY_KIND", "FORMATS", "GEO_FNO_SETS", "KINDS", "Peek", "READERS", "RAW_SEQUENCE_FORMATS", "Reader",
-           "SEQUENCE_FORMATS", "find_reader", "pick", "read_head", "unclaimed"]
+__all__ = [
+    "BY_KIND",
+    "FORMATS",
+    "GEO_FNO_SETS",
+    "KINDS",
+    "Peek",
+    "READERS",
+    "RAW_SEQUENCE_FORMATS",
+    "Reader",
+    "SEQUENCE_FORMATS",
+    "find_reader",
+    "pick",
+    "read_head",
+    "unclaimed",
+]

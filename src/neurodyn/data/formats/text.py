@@ -3,6 +3,7 @@ telling numbers and timestamps apart, and parsing timestamps.
 
 Every problem is one :class:`~neurodyn.errors.DataError` naming the file (and the line where there is one).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -27,7 +28,7 @@ def read_text_lines(path: Path, what: str) -> list[str]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise DataError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x}); expected a {what}") from None
     return text.splitlines()
 
@@ -62,8 +63,10 @@ def parse_times(values: list[str], where: str, what: str) -> tuple[np.ndarray, b
         try:
             stamp = datetime.datetime.fromisoformat(v.strip())
         except ValueError:
-            raise DataError(f"{where}: {what} holds the timestamp {v!r}, which is neither a number nor an ISO "
-                            "date and time (2007-01-01 00:01:00); every timestamp must be one or the other") from None
+            raise DataError(
+                f"{where}: {what} holds the timestamp {v!r}, which is neither a number nor an ISO "
+                "date and time (2007-01-01 00:01:00); every timestamp must be one or the other"
+            ) from None
         if stamp.tzinfo is None:
             stamp = stamp.replace(tzinfo=datetime.timezone.utc)
         out.append(stamp.timestamp())

@@ -28,6 +28,7 @@ Stored (channels-last, time first, as the store's convention):
 
 Axes not varying over samples or time are broadcast so every sample is complete.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -38,8 +39,19 @@ from typing import Any
 import numpy as np
 
 from ...errors import DataError
-from .base import (ArraySource, PublicDataset, ReaderOptions, make_options, open_h5, options_dict, read_failed,
-                   require_shape, select, stride_slices, strided_len)
+from .base import (
+    ArraySource,
+    PublicDataset,
+    ReaderOptions,
+    make_options,
+    open_h5,
+    options_dict,
+    read_failed,
+    require_shape,
+    select,
+    stride_slices,
+    strided_len,
+)
 
 NAME = "the-well"
 REQUIRED_ATTRS = ("n_spatial_dims", "n_trajectories")
@@ -101,51 +113,86 @@ def _read(path: Path, f, opts) -> PublicDataset:
     grid = _grid(path, f, opts)
     coords, params = _axes(path, f["dimensions"], grid)
     dynamic, static, ch_dyn, ch_static = _field_specs(path, f, grid)
-    fields = {"u": ArraySource((grid.n, grid.out_t, *grid.out_sp, len(ch_dyn)),
-                               f"time-varying fields ({', '.join(s[1] for s in dynamic)}) of {path.name}",
-                               _fetcher(path, grid, dynamic, True))}
+    fields = {
+        "u": ArraySource(
+            (grid.n, grid.out_t, *grid.out_sp, len(ch_dyn)),
+            f"time-varying fields ({', '.join(s[1] for s in dynamic)}) of {path.name}",
+            _fetcher(path, grid, dynamic, True),
+        )
+    }
     if static:
-        fields["static"] = ArraySource((grid.n, *grid.out_sp, len(ch_static)),
-                                       f"time-invariant fields ({', '.join(s[1] for s in static)}) of {path.name}",
-                                       _fetcher(path, grid, static, False))
+        fields["static"] = ArraySource(
+            (grid.n, *grid.out_sp, len(ch_static)),
+            f"time-invariant fields ({', '.join(s[1] for s in static)}) of {path.name}",
+            _fetcher(path, grid, static, False),
+        )
     shared_scalars = _scalars(path, f, grid, params)
     sim = {str(p): _s(f.attrs[p]) for p in _s(f.attrs.get("simulation_parameters", [])) if p in f.attrs}
     bcs = {}
     if "boundary_conditions" in f:
         for name, g in f["boundary_conditions"].items():
             bcs[name] = {k: _s(g.attrs[k]) for k in ("bc_type", "associated_dims") if k in g.attrs}
-    info = {"dataset_name": _s(f.attrs.get("dataset_name", "")), "grid_type": _s(f.attrs.get("grid_type", "")),
-            "channels": ch_dyn, "static_channels": ch_static, "simulation_parameters": sim,
-            "shared_scalars": shared_scalars, "boundary_conditions": bcs, "spatial_dims": grid.spatial_dims}
-    return PublicDataset(format=NAME, kind=str(info["dataset_name"] or "trajectories"), path=path, files=[path],
-                         fields=fields, params=params, coords=coords, inputs=("u",), targets=("u",),
-                         options=options_dict(opts), info=info,
-                         param_labels={k: f"array {k!r} of {path.name}" for k in params})
+    info = {
+        "dataset_name": _s(f.attrs.get("dataset_name", "")),
+        "grid_type": _s(f.attrs.get("grid_type", "")),
+        "channels": ch_dyn,
+        "static_channels": ch_static,
+        "simulation_parameters": sim,
+        "shared_scalars": shared_scalars,
+        "boundary_conditions": bcs,
+        "spatial_dims": grid.spatial_dims,
+    }
+    return PublicDataset(
+        format=NAME,
+        kind=str(info["dataset_name"] or "trajectories"),
+        path=path,
+        files=[path],
+        fields=fields,
+        params=params,
+        coords=coords,
+        inputs=("u",),
+        targets=("u",),
+        options=options_dict(opts),
+        info=info,
+        param_labels={k: f"array {k!r} of {path.name}" for k in params},
+    )
 
 
 def _grid(path: Path, f, opts) -> _Grid:
     """The root attributes and ``dimensions`` checked, the sizes read and the options' slices."""
     for a in REQUIRED_ATTRS:
         if a not in f.attrs:
-            raise DataError(f"HDF5 file {path} lacks root attribute {a!r}; a file of The Well has "
-                            f"{', '.join(REQUIRED_ATTRS)}, dataset_name and grid_type")
+            raise DataError(
+                f"HDF5 file {path} lacks root attribute {a!r}; a file of The Well has "
+                f"{', '.join(REQUIRED_ATTRS)}, dataset_name and grid_type"
+            )
     if "dimensions" not in f:
         raise DataError(f"file {path} has no group 'dimensions' (time and grid); it holds {sorted(f.keys())}")
     D, B = int(_s(f.attrs["n_spatial_dims"])), int(_s(f.attrs["n_trajectories"]))
     dims = f["dimensions"]
     spatial_dims = [str(d) for d in _s(dims.attrs.get("spatial_dims", ["x", "y", "z"][:D]))]
     if len(spatial_dims) != D:
-        raise DataError(f"file {path}: dimensions/spatial_dims is {spatial_dims}, expected {D} names "
-                        f"(n_spatial_dims = {D})")
+        raise DataError(
+            f"file {path}: dimensions/spatial_dims is {spatial_dims}, expected {D} names (n_spatial_dims = {D})"
+        )
     for d in ("time", *spatial_dims):
         if d not in dims:
             raise DataError(f"file {path} has no 'dimensions/{d}'; it holds {sorted(dims.keys())}")
     sizes = tuple(int(dims[d].shape[-1]) for d in spatial_dims)
     T = int(dims["time"].shape[-1])
     sl = stride_slices(opts.stride, D)
-    return _Grid(D, B, T, select(B, opts.max_samples), spatial_dims, sizes, sl,
-                 slice(None, None, opts.time_stride), tuple(strided_len(s, st.step) for s, st in zip(sizes, sl)),
-                 strided_len(T, opts.time_stride))
+    return _Grid(
+        D,
+        B,
+        T,
+        select(B, opts.max_samples),
+        spatial_dims,
+        sizes,
+        sl,
+        slice(None, None, opts.time_stride),
+        tuple(strided_len(s, st.step) for s, st in zip(sizes, sl)),
+        strided_len(T, opts.time_stride),
+    )
 
 
 def _axes(path: Path, dims, grid: _Grid) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -158,7 +205,7 @@ def _axes(path: Path, dims, grid: _Grid) -> tuple[dict[str, np.ndarray], dict[st
         arr = np.asarray(dims[key][()], dtype=np.float64)
         expect = (grid.B, want) if sv else (want,)
         require_shape(f"array 'dimensions/{key}' of {path.name}", arr.shape, f"{expect}", arr.shape == expect)
-        return arr[:grid.n][:, index] if sv else arr[index]
+        return arr[: grid.n][:, index] if sv else arr[index]
 
     for d, size, st in zip(grid.spatial_dims, grid.sizes, grid.sl):
         sv = bool(_s(dims[d].attrs.get("sample_varying", False)))
@@ -180,8 +227,10 @@ def _field_specs(path: Path, f, grid: _Grid) -> tuple[list, list, list[str], lis
         group = f[gname]
         for name in _names(group):
             if name not in group:
-                raise DataError(f"file {path}: {gname} lists field {name!r} in field_names but has no such dataset; "
-                                f"it holds {sorted(group.keys())}")
+                raise DataError(
+                    f"file {path}: {gname} lists field {name!r} in field_names but has no such dataset; "
+                    f"it holds {sorted(group.keys())}"
+                )
             ds = group[name]
             sv = bool(_s(ds.attrs.get("sample_varying", True)))
             tv = bool(_s(ds.attrs.get("time_varying", True)))
@@ -192,9 +241,13 @@ def _field_specs(path: Path, f, grid: _Grid) -> tuple[list, list, list[str], lis
             shape = tuple(ds.shape)
             tails = [(D,) * order] + ([(D * D,)] if order == 2 else [])
             ok = any(shape == lead + tail for tail in tails)
-            require_shape(f"field '{gname}/{name}' of {path.name}", shape,
-                          f"{lead + (D,) * order} = ({'B, ' if sv else ''}{'T, ' if tv else ''}varying spatial axes"
-                          f"{', D' * order}) from its attributes", ok)
+            require_shape(
+                f"field '{gname}/{name}' of {path.name}",
+                shape,
+                f"{lead + (D,) * order} = ({'B, ' if sv else ''}{'T, ' if tv else ''}varying spatial axes"
+                f"{', D' * order}) from its attributes",
+                ok,
+            )
             comps = ["".join(c) for c in itertools.product(spatial_dims, repeat=order)]
             spec = (gname, name, sv, tv, dv, order)
             if tv:
@@ -204,20 +257,26 @@ def _field_specs(path: Path, f, grid: _Grid) -> tuple[list, list, list[str], lis
                 static.append(spec)
                 ch_static += [f"{name}_{c}" if c else name for c in comps]
     if not dynamic:
-        raise DataError(f"file {path} has no time-varying field in t0_fields/t1_fields/t2_fields; expected at least "
-                        "one (the trajectory to learn)")
+        raise DataError(
+            f"file {path} has no time-varying field in t0_fields/t1_fields/t2_fields; expected at least "
+            "one (the trajectory to learn)"
+        )
     return dynamic, static, ch_dyn, ch_static
 
 
 def _fetcher(path: Path, grid: _Grid, specs: list, with_time: bool):
     """``fetch(lo, hi)``: trajectories ``lo:hi`` of the fields ``specs`` as channels, broadcast over the axes a field
     does not vary along."""
+
     def fetch(lo: int, hi: int) -> np.ndarray:
         parts = []
         with open_h5(path) as h:
             for gname, name, sv, tv, dv, _order in specs:
-                index = ((slice(lo, hi),) if sv else ()) + ((grid.ts,) if tv else ()) + \
-                    tuple(st for st, v in zip(grid.sl, dv) if v)
+                index = (
+                    ((slice(lo, hi),) if sv else ())
+                    + ((grid.ts,) if tv else ())
+                    + tuple(st for st, v in zip(grid.sl, dv) if v)
+                )
                 try:
                     arr = np.asarray(h[gname][name][index], dtype=np.float32)
                 except (OSError, ValueError) as exc:
@@ -228,9 +287,10 @@ def _fetcher(path: Path, grid: _Grid, specs: list, with_time: bool):
                     if not v:
                         arr = np.expand_dims(arr, (2 if with_time else 1) + j)
                 target = (hi - lo, *((grid.out_t,) if with_time else ()), *grid.out_sp)
-                arr = arr.reshape(*arr.shape[:len(target)], -1)  # tensor axes -> D**order channels
+                arr = arr.reshape(*arr.shape[: len(target)], -1)  # tensor axes -> D**order channels
                 parts.append(np.broadcast_to(arr, (*target, arr.shape[-1])))
         return np.concatenate(parts, axis=-1)
+
     return fetch
 
 
@@ -249,9 +309,13 @@ def _scalars(path: Path, f, grid: _Grid, params: dict[str, np.ndarray]) -> dict[
         arr = np.asarray(ds[()], dtype=np.float64)
         if sv:
             want = (B, T) if tv else (B,)
-            require_shape(f"scalar 'scalars/{name}' of {path.name}", arr.shape, f"{want}",
-                          arr.shape == want or (not tv and arr.shape == (B, 1)))
-            arr = arr.reshape(B, -1)[:grid.n] if tv else arr.reshape(B)[:grid.n]
+            require_shape(
+                f"scalar 'scalars/{name}' of {path.name}",
+                arr.shape,
+                f"{want}",
+                arr.shape == want or (not tv and arr.shape == (B, 1)),
+            )
+            arr = arr.reshape(B, -1)[: grid.n] if tv else arr.reshape(B)[: grid.n]
             params[name] = arr[:, grid.ts] if tv else arr
         else:
             shared[name] = arr.reshape(-1).tolist() if arr.size > 1 else float(arr.reshape(-1)[0])

@@ -12,6 +12,7 @@ Store options (``neurodyn convert FILE.ts key=value``): those of every sequence 
 ``classes``, ``dt`` (:data:`neurodyn.data.sequence_store.COMMON_OPTIONS`). Without timestamps, ``t = step index * dt``.
 Every problem is one :class:`~neurodyn.errors.DataError` naming the file and the line.
 """
+
 from __future__ import annotations
 
 import re
@@ -78,11 +79,14 @@ def _numbers(text: str, where: str, what: str) -> np.ndarray:
         out = np.asarray([np.nan if v in _MISSING else v for v in values], dtype=np.float64)
     except ValueError:
         bad = next(v for v in values if v not in _MISSING and not is_number(v))
-        raise DataError(f"{where}: {what} holds the non-numeric value {bad!r}; expected numbers, '?' for a "
-                        "missing value") from None
+        raise DataError(
+            f"{where}: {what} holds the non-numeric value {bad!r}; expected numbers, '?' for a missing value"
+        ) from None
     if np.isinf(out).any():
-        raise DataError(f"{where}: {what} holds the infinite value {values[int(np.argmax(np.isinf(out)))]!r}; "
-                        "expected finite numbers, '?' for a missing value")
+        raise DataError(
+            f"{where}: {what} holds the infinite value {values[int(np.argmax(np.isinf(out)))]!r}; "
+            "expected finite numbers, '?' for a missing value"
+        )
     return out
 
 
@@ -97,15 +101,19 @@ def _stamped(text: str, where: str, what: str) -> tuple[np.ndarray, np.ndarray, 
         values.append(m.group(2))
         pos = m.end()
     if pos != len(text) or not times:
-        raise DataError(f"{where}: {what} is not a list of (timestamp,value) pairs, as @timeStamps true declares "
-                        f"(it starts {text[:40]!r})")
+        raise DataError(
+            f"{where}: {what} is not a list of (timestamp,value) pairs, as @timeStamps true declares "
+            f"(it starts {text[:40]!r})"
+        )
     vals = _numbers(",".join(values), where, what)
     stamps, dated = parse_times(times, where, what)
     _, first, counts = np.unique(stamps, return_index=True, return_counts=True)
     if (counts > 1).any():
         i = int(np.argmax(counts > 1))
-        raise DataError(f"{where}: {what} holds {counts[i]} values at the timestamp {times[first[i]]}; expected one "
-                        "value per timestamp in a dimension (merge or drop the repeated observations in the file)")
+        raise DataError(
+            f"{where}: {what} holds {counts[i]} values at the timestamp {times[first[i]]}; expected one "
+            "value per timestamp in a dimension (merge or drop the repeated observations in the file)"
+        )
     return stamps, vals, dated
 
 
@@ -140,11 +148,15 @@ class _Header:
         self.tags[tag] = value
         if tag == "data":
             self.in_data = True
-            if "classlabel" in self.tags and "targetlabel" in self.tags and \
-                    _flag(self.tags["classlabel"], "classLabel", where) and \
-                    _flag(self.tags["targetlabel"], "targetLabel", where):
-                raise DataError(f"{where}: the header declares both @classLabel true and @targetLabel true; a case "
-                                "has one label")
+            if (
+                "classlabel" in self.tags
+                and "targetlabel" in self.tags
+                and _flag(self.tags["classlabel"], "classLabel", where)
+                and _flag(self.tags["targetlabel"], "targetLabel", where)
+            ):
+                raise DataError(
+                    f"{where}: the header declares both @classLabel true and @targetLabel true; a case has one label"
+                )
         elif tag == "classlabel":
             self._class_label(value, where)
         elif tag == "targetlabel":
@@ -176,14 +188,18 @@ def _case_label(h: _Header, parts: list[str], where: str, lineno: int):
     """The case's label (``None`` without one), after checking its dimension count against the header."""
     n_dims = len(parts) - (1 if h.has_label else 0)
     if h.has_label and (len(parts) < 2 or parts[-1] == ""):
-        raise DataError(f"{where}: the {'target' if h.task == 'regression' else 'class label'} is missing; a case "
-                        "is its dimensions separated by ':' then the label after the last ':'")
+        raise DataError(
+            f"{where}: the {'target' if h.task == 'regression' else 'class label'} is missing; a case "
+            "is its dimensions separated by ':' then the label after the last ':'"
+        )
     if h.dims is None:
         h.dims, h.dims_from = n_dims, f"the first case (line {lineno})"
     if n_dims != h.dims:
         hint = " (the label may be missing)" if h.has_label and n_dims == h.dims - 1 else ""
-        raise DataError(f"{where}: the case has {n_dims} dimension(s) where {h.dims_from} says {h.dims}{hint}; "
-                        "dimensions are separated by ':' and the label comes last")
+        raise DataError(
+            f"{where}: the case has {n_dims} dimension(s) where {h.dims_from} says {h.dims}{hint}; "
+            "dimensions are separated by ':' and the label comes last"
+        )
     if not h.has_label:
         return None
     label = parts[-1]
@@ -194,8 +210,9 @@ def _case_label(h: _Header, parts: list[str], where: str, lineno: int):
             raise DataError(f"{where}: the target {label!r} is not a number (@targetLabel true)") from None
     if h.classes and label not in h.classes:
         hint = " (the label looks like values: it may be missing)" if "," in label else ""
-        raise DataError(f"{where}: class label {label!r} is not one of the @classLabel values "
-                        f"({', '.join(h.classes)}){hint}")
+        raise DataError(
+            f"{where}: class label {label!r} is not one of the @classLabel values ({', '.join(h.classes)}){hint}"
+        )
     return label
 
 
@@ -208,7 +225,7 @@ def _case_values(dim_texts: list[str], dims: int, stamped: bool, where: str):
         cols = [_numbers(d, where, f"dimension {j + 1}") for j, d in enumerate(dim_texts)]
         arr = np.full((max(len(c) for c in cols), dims), np.nan)
         for j, c in enumerate(cols):
-            arr[:len(c), j] = c
+            arr[: len(c), j] = c
         return arr, None, None
     per_dim = [_stamped(d, where, f"dimension {j + 1}") for j, d in enumerate(dim_texts)]
     kinds = {dated for _, _, dated in per_dim}
@@ -229,8 +246,10 @@ def read_ts_cases(path: str | Path) -> TsCases:
         raise DataError(f".ts file {p} does not exist")
     lines = read_text_lines(p, "UEA/UCR .ts file")
     if not any(line.strip() for line in lines):
-        raise DataError(f"{p}:1: the file is empty; expected @-header lines (@problemName, @classLabel ...), then "
-                        "@data and one case a line")
+        raise DataError(
+            f"{p}:1: the file is empty; expected @-header lines (@problemName, @classLabel ...), then "
+            "@data and one case a line"
+        )
     h = _Header()
     xs, ts, labels, where_lines, dated_seen = [], [], [], [], set()
     for lineno, raw in enumerate(lines, 1):
@@ -243,7 +262,7 @@ def read_ts_cases(path: str | Path) -> TsCases:
             continue
         parts = [q.strip() for q in _split_outside_parens(line, ":")]
         labels.append(_case_label(h, parts, where, lineno))
-        arr, stamps, dated = _case_values(parts[:h.dims], h.dims, h.stamped, where)
+        arr, stamps, dated = _case_values(parts[: h.dims], h.dims, h.stamped, where)
         if dated is not None:
             dated_seen.add(dated)
             if len(dated_seen) > 1:
@@ -252,13 +271,14 @@ def read_ts_cases(path: str | Path) -> TsCases:
         xs.append(arr)
         where_lines.append(lineno)
     if not h.in_data:
-        raise DataError(f"{p}:{len(lines)}: the file ends without an @data line; expected @-header lines, then @data "
-                        "and one case a line")
+        raise DataError(
+            f"{p}:{len(lines)}: the file ends without an @data line; expected @-header lines, then @data "
+            "and one case a line"
+        )
     if not xs:
         raise DataError(f"{p}:{len(lines)}: the @data section holds no cases")
     task = h.task if h.has_label else "none"
-    return TsCases(p, xs, ts if h.stamped else None, labels, where_lines, h.classes, task, h.tags,
-                   True in dated_seen)
+    return TsCases(p, xs, ts if h.stamped else None, labels, where_lines, h.classes, task, h.tags, True in dated_seen)
 
 
 def read_ts(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
@@ -273,27 +293,39 @@ def read_uea_ts(path: Path, **given: Any):
     opts = sequence_options("uea-ts", COMMON_OPTIONS, given)
     cases = read_ts_cases(path)
     if cases.task == "none":
-        raise DataError(f"{path}: the header declares no labels (@classLabel false, no @targetLabel true); a "
-                        "store for training needs a class label or a target per case")
+        raise DataError(
+            f"{path}: the header declares no labels (@classLabel false, no @targetLabel true); a "
+            "store for training needs a class label or a target per case"
+        )
     classes = None
     if cases.task == "classification":
         classes = class_list(cases.labels, cases.classes, opts["classes"])
-        ys = [label_index(lab, classes, f"{path}:{line}", "class label") for lab, line in zip(cases.labels,
-                                                                                            cases.lines)]
+        ys = [
+            label_index(lab, classes, f"{path}:{line}", "class label") for lab, line in zip(cases.labels, cases.lines)
+        ]
     else:
         ys = list(cases.labels)
     if cases.ts is not None:
         ts = cases.ts
-        stamps = "the file's (t, v) pairs" + (", dates as seconds since each case's first" if cases.datetime_stamps
-                                               else "")
+        stamps = "the file's (t, v) pairs" + (
+            ", dates as seconds since each case's first" if cases.datetime_stamps else ""
+        )
     else:
         ts = [np.arange(len(x)) * opts["dt"] for x in cases.xs]
         stamps = f"step index x dt = {opts['dt']:g}"
     info = {"problem": cases.header.get("problemname", ""), "timestamps": stamps}
     where = [f"{path}:{line}: the case" for line in cases.lines]
-    return build_sequences(path, "uea-ts", Cases(cases.xs, ts, ys, where), task=cases.task, classes=classes,
-                           per_step=False, channels=[f"dim_{j}" for j in range(cases.xs[0].shape[1])], options=opts,
-                           info=info)
+    return build_sequences(
+        path,
+        "uea-ts",
+        Cases(cases.xs, ts, ys, where),
+        task=cases.task,
+        classes=classes,
+        per_step=False,
+        channels=[f"dim_{j}" for j in range(cases.xs[0].shape[1])],
+        options=opts,
+        info=info,
+    )
 
 
 def claims(peek) -> bool:
@@ -307,8 +339,14 @@ def looks_like_ts(head: bytes) -> bool:
         line = line.strip()
         if not line or line.startswith(("#", "%")):
             continue
-        return bool(re.match(r"@(problemname|timestamps|missing|univariate|dimensions|equallength|serieslength|"
-                             r"classlabel|targetlabel|data)\b", line, re.IGNORECASE))
+        return bool(
+            re.match(
+                r"@(problemname|timestamps|missing|univariate|dimensions|equallength|serieslength|"
+                r"classlabel|targetlabel|data)\b",
+                line,
+                re.IGNORECASE,
+            )
+        )
     return False
 
 

@@ -23,6 +23,7 @@ The real files are read by the converter through ``base.real_file`` (:mod:`neuro
 :mod:`neurodyn.data.formats.person_activity` for ``par``, with a one-line note naming ``neurodyn convert
 ConfLongDemo_JSI.txt kind=person-activity chunk=64``, the one route for real files); this module only generates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,16 +40,16 @@ from .base import Generator, check_source, real_file, register_generator, sample
 
 @dataclass
 class ActivityConfig:
-    source: str = "synthetic"   # synthetic | basicmotions | par
-    source_path: str = ""              # par: ConfLongDemo_JSI.txt
+    source: str = "synthetic"  # synthetic | basicmotions | par
+    source_path: str = ""  # par: ConfLongDemo_JSI.txt
     n_classes: int = 6
-    min_len: int = 48           # synthetic: readings per sequence, uniform in [min_len, max_len]
-    max_len: int = 96           # padded length (par: chunk length)
-    rate: float = 8.0           # synthetic: readings per second (all tags together)
-    separation: float = 0.6     # synthetic: spread of class postures (smaller is harder)
-    noise: float = 0.15         # synthetic: reading noise
-    keep_prob: float = 0.6      # basicmotions: probability of keeping each step
-    template_seed: int = 1234   # synthetic: the activities themselves
+    min_len: int = 48  # synthetic: readings per sequence, uniform in [min_len, max_len]
+    max_len: int = 96  # padded length (par: chunk length)
+    rate: float = 8.0  # synthetic: readings per second (all tags together)
+    separation: float = 0.6  # synthetic: spread of class postures (smaller is harder)
+    noise: float = 0.15  # synthetic: reading noise
+    keep_prob: float = 0.6  # basicmotions: probability of keeping each step
+    template_seed: int = 1234  # synthetic: the activities themselves
 
 
 def _templates(cfg: ActivityConfig) -> dict[str, np.ndarray]:
@@ -69,8 +70,10 @@ def sktime_dataset_path(name: str, split: str) -> Path:
 
     spec = importlib.util.find_spec("sktime")
     if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"the {name} data ships with the 'sktime' package, which is not installed; "
-                        "`pip install sktime`, or use source=synthetic")
+        raise DataError(
+            f"the {name} data ships with the 'sktime' package, which is not installed; "
+            "`pip install sktime`, or use source=synthetic"
+        )
     root = Path(next(iter(spec.submodule_search_locations)))
     path = root / "datasets" / "data" / name / f"{name}_{split.upper()}.ts"
     if not path.exists():
@@ -86,14 +89,16 @@ def _basicmotions() -> tuple[np.ndarray, np.ndarray, int]:
     classes = tuple(sorted(real_file("activity", "basicmotions", paths[0], "uea-ts", note=False).info["classes"]))
     stores = [real_file("activity", "basicmotions", p, "uea-ts", note=False, classes=classes) for p in paths]
     n = max(s.read("fields/x").shape[1] for s in stores)
-    x = np.concatenate([np.pad(s.read("fields/x"), ((0, 0), (0, n - s.read("fields/x").shape[1]), (0, 0)))
-                        for s in stores])
+    x = np.concatenate(
+        [np.pad(s.read("fields/x"), ((0, 0), (0, n - s.read("fields/x").shape[1]), (0, 0))) for s in stores]
+    )
     return x, np.concatenate([s.read("fields/y") for s in stores]).astype(np.int64), len(classes)
 
 
 @register_generator
-class ActivityGenerator(Generator, name="activity", config=ActivityConfig, inputs=("x", "t", "mask"),
-                        targets=("y",), chunk_size=256):
+class ActivityGenerator(
+    Generator, name="activity", config=ActivityConfig, inputs=("x", "t", "mask"), targets=("y",), chunk_size=256
+):
     def validate(self, cfg: ActivityConfig) -> None:
         check_source("activity", cfg, ("synthetic", "basicmotions", "par"), ("par",), "UCI's ConfLongDemo_JSI.txt")
         if cfg.n_classes < 2:
@@ -157,11 +162,14 @@ class ActivityGenerator(Generator, name="activity", config=ActivityConfig, input
     def _par(self, cfg: ActivityConfig, ids: np.ndarray) -> dict[str, np.ndarray]:
         data = real_file("activity", "par", cfg.source_path, "person-activity", chunk=cfg.max_len)
         if int(ids.max()) >= data.n_samples:
-            raise DataError(f"{cfg.source_path} gives {data.n_samples} chunks of {cfg.max_len} readings; cannot make "
-                            f"sample {int(ids.max())}")
+            raise DataError(
+                f"{cfg.source_path} gives {data.n_samples} chunks of {cfg.max_len} readings; cannot make "
+                f"sample {int(ids.max())}"
+            )
         out = take_sequences(data, ids, cfg.max_len)
-        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
-            {"params/length": out["fields/mask"].sum(1).astype(np.int64)}
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | {
+            "params/length": out["fields/mask"].sum(1).astype(np.int64)
+        }
 
     @staticmethod
     def _pack(xs, ts, y, length: int) -> dict[str, np.ndarray]:
@@ -170,5 +178,10 @@ class ActivityGenerator(Generator, name="activity", config=ActivityConfig, input
         last = np.take_along_axis(t, np.maximum(mask.sum(1, keepdims=True) - 1, 0), 1)
         t = np.where(mask.astype(bool), t, last)
         x = np.nan_to_num(x)
-        return {"fields/x": x.astype(np.float32), "fields/t": t.astype(np.float32), "fields/mask": mask,
-                "fields/y": y, "params/length": mask.sum(1).astype(np.int64)}
+        return {
+            "fields/x": x.astype(np.float32),
+            "fields/t": t.astype(np.float32),
+            "fields/mask": mask,
+            "fields/y": y,
+            "params/length": mask.sum(1).astype(np.int64),
+        }

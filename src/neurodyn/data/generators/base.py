@@ -4,6 +4,7 @@ A generator is a pure function of (config, seed, sample index): sample ``i`` dra
 from a torch.Generator seeded by ``sample_seed(seed, i)``, so the same sample comes out whatever the
 chunking, sharding or device, and a resumed generation matches an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -57,12 +58,26 @@ class Generator(ABC):
     default_chunk_size: ClassVar[int] = 32
     field_labels: ClassVar[dict[str, str]] = {}
 
-    def __init_subclass__(cls, *, name: str | None = None, version: str | None = None, config: type | None = None,
-                          inputs: tuple[str, ...] | None = None, targets: tuple[str, ...] | None = None,
-                          chunk_size: int | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        config: type | None = None,
+        inputs: tuple[str, ...] | None = None,
+        targets: tuple[str, ...] | None = None,
+        chunk_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init_subclass__(**kwargs)
-        declared = {"name": name, "version": version, "config_cls": config, "inputs": inputs, "targets": targets,
-                    "default_chunk_size": chunk_size}
+        declared = {
+            "name": name,
+            "version": version,
+            "config_cls": config,
+            "inputs": inputs,
+            "targets": targets,
+            "default_chunk_size": chunk_size,
+        }
         for attr, value in declared.items():
             if value is not None:
                 setattr(cls, attr, value)
@@ -81,10 +96,13 @@ class Generator(ABC):
         fields = {f.name for f in dataclasses.fields(self.config_cls)}
         unknown = sorted(set(values) - fields)
         if unknown:
-            raise ConfigError(f"generator {self.name!r} has no option(s) {', '.join(unknown)}; its options "
-                              f"are: {', '.join(sorted(fields))}")
-        checked = check_field_types(self.config_cls, values, "", subject=f"generator {self.name!r} option",
-                                    numeric_strings=True)
+            raise ConfigError(
+                f"generator {self.name!r} has no option(s) {', '.join(unknown)}; its options "
+                f"are: {', '.join(sorted(fields))}"
+            )
+        checked = check_field_types(
+            self.config_cls, values, "", subject=f"generator {self.name!r} option", numeric_strings=True
+        )
         values.update({k: checked[k] for k, v in values.items() if isinstance(v, str)})  # "1e-3" -> 0.001 only
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         cfg = self.config_cls(**values)
@@ -109,16 +127,25 @@ class Generator(ABC):
 
     # ----------------------------------------------------------------------------------------------
     def default_path(self, cfg, n_samples: int, seed: int) -> Path:
-        ident = canonical_json({"g": self.name, "v": self.version, "c": dataclasses.asdict(cfg),
-                                "n": n_samples, "s": seed})
+        ident = canonical_json(
+            {"g": self.name, "v": self.version, "c": dataclasses.asdict(cfg), "n": n_samples, "s": seed}
+        )
         digest = hashlib.sha256(ident.encode()).hexdigest()[:10]
         tag = self.tag(cfg)
         stem = "_".join(p for p in (self.name, tag, f"n{n_samples}", f"s{seed}", digest) if p)
         return data_root() / self.name / f"{stem}.h5"
 
-    def run(self, cfg, n_samples: int, seed: int = 0, path: str | Path | None = None,
-            device: str | torch.device = "cpu", chunk_size: int | None = None,
-            shard: tuple[int, int] = (0, 1), progress: Any = None) -> Path | None:
+    def run(
+        self,
+        cfg,
+        n_samples: int,
+        seed: int = 0,
+        path: str | Path | None = None,
+        device: str | torch.device = "cpu",
+        chunk_size: int | None = None,
+        shard: tuple[int, int] = (0, 1),
+        progress: Any = None,
+    ) -> Path | None:
         """Generate (or reuse) the store file for ``n_samples`` samples; returns its path (``None`` while other
         shards still have chunks to make).
 
@@ -132,13 +159,26 @@ class Generator(ABC):
         chunk_size = self.default_chunk_size if chunk_size is None else chunk_size
         device = torch.device(device)
         path = Path(path) if path is not None else self.default_path(cfg, n_samples, seed)
-        meta = StoreMeta(generator=self.name, generator_version=self.version, config=dataclasses.asdict(cfg),
-                         seed=seed, n_samples=n_samples, chunk_size=chunk_size, inputs=self.inputs,
-                         targets=self.targets)
+        meta = StoreMeta(
+            generator=self.name,
+            generator_version=self.version,
+            config=dataclasses.asdict(cfg),
+            seed=seed,
+            n_samples=n_samples,
+            chunk_size=chunk_size,
+            inputs=self.inputs,
+            targets=self.targets,
+        )
         shards = f", shard {shard[0]}/{shard[1]}" if shard[1] > 1 else ""
-        return write_store(path, meta, lambda ids: self.generate(cfg, ids, seed, device),
-                           coords=self.coords(cfg), shard=shard, progress=progress,
-                           what=f"generating {self.name} into {path.name}{shards}")
+        return write_store(
+            path,
+            meta,
+            lambda ids: self.generate(cfg, ids, seed, device),
+            coords=self.coords(cfg),
+            shard=shard,
+            progress=progress,
+            what=f"generating {self.name} into {path.name}{shards}",
+        )
 
 
 _GENERATORS: dict[str, Generator] = {}
@@ -210,9 +250,11 @@ def real_file(generator: str, source: str, path: str | Path, kind: str, note: bo
             import warnings
 
             opts = "".join(f" {k}={v}" for k, v in sorted(options.items()))
-            warnings.warn(f"{generator} source={source} reads {p} through the converter; real files enter through "
-                          f"`neurodyn convert {p} kind={kind}{opts} --out STORE`, then train with data.path=STORE",
-                          stacklevel=2)
+            warnings.warn(
+                f"{generator} source={source} reads {p} through the converter; real files enter through "
+                f"`neurodyn convert {p} kind={kind}{opts} --out STORE`, then train with data.path=STORE",
+                stacklevel=2,
+            )
         _REAL_FILES.clear()  # one file at a time: they can be large
         _REAL_FILES[key] = read_public(p, kind=kind, **options)
     return _REAL_FILES[key]
@@ -227,10 +269,14 @@ def solve_grid(generator: str, cfg, minimum: int, nodes: bool) -> int:
         raise ConfigError(f"{generator} resolution must be >= {minimum}{'' if nodes else ' cells'}, got {res}")
     fine = cfg.solve_resolution or res
     if fine < res or ((fine - 1) % (res - 1) if nodes else fine % res):
-        expected = ("solve_resolution - 1 to be a multiple of resolution - 1 (e.g. 421 -> 85)" if nodes else
-                    "a multiple of it (e.g. 1024 -> 128)")
-        raise ConfigError(f"{generator} solve_resolution {fine} cannot be subsampled to resolution {res}: "
-                          f"expected {expected}")
+        expected = (
+            "solve_resolution - 1 to be a multiple of resolution - 1 (e.g. 421 -> 85)"
+            if nodes
+            else "a multiple of it (e.g. 1024 -> 128)"
+        )
+        raise ConfigError(
+            f"{generator} solve_resolution {fine} cannot be subsampled to resolution {res}: expected {expected}"
+        )
     return fine
 
 

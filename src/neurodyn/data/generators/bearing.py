@@ -29,6 +29,7 @@ by the converter (the reader :mod:`neurodyn.data.formats.bearings`, reached thro
 one-line note naming ``neurodyn convert FOLDER kind=pronostia``, the one route for real files); this module only
 generates. The features, of synthetic and real runs alike, are :mod:`neurodyn.data.features.wavelets`'.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,31 +44,38 @@ from ..sequence_store import pad_sequences, take_sequences
 from .base import Generator, check_source, real_file, register_generator, sample_rng
 
 # rpm, load (kN), fault ("outer" | "inner"), resonance (Hz)
-CONDITIONS = ((1800, 4.0, "outer", 3000.0), (1650, 4.2, "outer", 3000.0), (1500, 5.0, "outer", 3000.0),
-              (2100, 12.0, "inner", 4200.0), (2250, 11.0, "inner", 4200.0), (2400, 10.0, "inner", 4200.0))
+CONDITIONS = (
+    (1800, 4.0, "outer", 3000.0),
+    (1650, 4.2, "outer", 3000.0),
+    (1500, 5.0, "outer", 3000.0),
+    (2100, 12.0, "inner", 4200.0),
+    (2250, 11.0, "inner", 4200.0),
+    (2400, 10.0, "inner", 4200.0),
+)
 N_FEATURES = 16
 
 
 @dataclass
 class BearingConfig:
-    source: str = "synthetic"       # synthetic | pronostia | xjtu
-    source_path: str = ""                  # pronostia / xjtu: folder of bearing folders
+    source: str = "synthetic"  # synthetic | pronostia | xjtu
+    source_path: str = ""  # pronostia / xjtu: folder of bearing folders
     conditions: tuple = (0, 1, 2, 3)
-    life_min: int = 80              # snapshots per run (before dropping)
+    life_min: int = 80  # snapshots per run (before dropping)
     life_max: int = 160
-    interval: float = 60.0          # seconds between snapshots
-    drop_prob: float = 0.2          # fraction of snapshots dropped (irregular sampling)
+    interval: float = 60.0  # seconds between snapshots
+    drop_prob: float = 0.2  # fraction of snapshots dropped (irregular sampling)
     fs: float = 25600.0
-    n_points: int = 2560            # samples per snapshot (PRONOSTIA: 2560 = 0.1 s)
-    n_freqs: int = 24               # CWT frequencies, log-spaced in [fs/256, fs/2.5]
-    label: str = "piecewise"        # piecewise | linear
-    max_len: int = 0                # padded length (0: life_max)
-    max_snapshots: int = 0          # real files: keep at most this many snapshots (0: all)
+    n_points: int = 2560  # samples per snapshot (PRONOSTIA: 2560 = 0.1 s)
+    n_freqs: int = 24  # CWT frequencies, log-spaced in [fs/256, fs/2.5]
+    label: str = "piecewise"  # piecewise | linear
+    max_len: int = 0  # padded length (0: life_max)
+    max_snapshots: int = 0  # real files: keep at most this many snapshots (0: all)
 
 
 # --------------------------------------------------------------------------------------------------
 # Synthetic run-to-failure
 # --------------------------------------------------------------------------------------------------
+
 
 def synthetic_run(cfg: BearingConfig, condition: int, gen: torch.Generator) -> dict[str, np.ndarray]:
     """One run: ``signals (n, 2, points)``, ``times (n,)`` s, ``temperature (n,)``, ``label (n,)``."""
@@ -77,11 +85,11 @@ def synthetic_run(cfg: BearingConfig, condition: int, gen: torch.Generator) -> d
     keep = torch.rand(life, generator=gen) >= cfg.drop_prob
     keep[0] = keep[-1] = True
     k = torch.nonzero(keep).flatten().double()
-    tau = k / (life - 1)                                                      # life fraction in [0, 1]
+    tau = k / (life - 1)  # life fraction in [0, 1]
     onset = float(u(0.3, 0.7))
     growth = float(u(2.0, 5.0))
     after = ((tau - onset) / (1 - onset)).clamp_min(0)
-    severity = torch.expm1(growth * after) / math.expm1(growth)               # 0 -> 1 at failure
+    severity = torch.expm1(growth * after) / math.expm1(growth)  # 0 -> 1 at failure
     n, npts = len(k), cfg.n_points
     t = torch.arange(npts, dtype=torch.float64) / cfg.fs
     f_r = rpm / 60.0
@@ -107,18 +115,24 @@ def synthetic_run(cfg: BearingConfig, condition: int, gen: torch.Generator) -> d
         train = train * (1 + 0.5 * torch.cos(2 * math.pi * f_r * t))
     amp = 2.5 * (load / 4.0) ** 0.5 * severity
     sig += (amp[:, None, None] * train[:, None, :]) * torch.tensor([1.0, 0.7], dtype=torch.float64)[None, :, None]
-    temp = 35 + 0.4 * load + 8 * severity ** 2 + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64)
+    temp = 35 + 0.4 * load + 8 * severity**2 + 0.3 * torch.randn(n, generator=gen, dtype=torch.float64)
     label = after if cfg.label == "piecewise" else tau
-    return {"signals": sig.float(), "times": (k * cfg.interval).numpy(), "temperature": temp.float().numpy(),
-            "label": label.float().numpy()}
+    return {
+        "signals": sig.float(),
+        "times": (k * cfg.interval).numpy(),
+        "temperature": temp.float().numpy(),
+        "label": label.float().numpy(),
+    }
 
 
 @register_generator
-class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=("x", "t", "mask"),
-                       targets=("y",), chunk_size=8):
+class BearingGenerator(
+    Generator, name="bearing", config=BearingConfig, inputs=("x", "t", "mask"), targets=("y",), chunk_size=8
+):
     def validate(self, cfg: BearingConfig) -> None:
-        check_source("bearing", cfg, ("synthetic", "pronostia", "xjtu"), ("pronostia", "xjtu"),
-                     "the folder of bearing folders")
+        check_source(
+            "bearing", cfg, ("synthetic", "pronostia", "xjtu"), ("pronostia", "xjtu"), "the folder of bearing folders"
+        )
         bad = [c for c in cfg.conditions if not 0 <= int(c) < len(CONDITIONS)]
         if not cfg.conditions or bad:
             raise ConfigError(f"bearing conditions must be ids in 0..{len(CONDITIONS) - 1}, got {list(cfg.conditions)}")
@@ -149,20 +163,36 @@ class BearingGenerator(Generator, name="bearing", config=BearingConfig, inputs=(
         y, _ = pad_sequences(ys, length)
         last = np.take_along_axis(t, np.maximum(mask.sum(1, keepdims=True) - 1, 0), 1)
         t = np.where(mask.astype(bool), t, last)
-        return {"fields/x": x, "fields/t": t.astype(np.float32), "fields/mask": mask, "fields/y": y.astype(np.float32),
-                "params/condition": np.asarray(conds, dtype=np.int64), "params/length": mask.sum(1).astype(np.int64)}
+        return {
+            "fields/x": x,
+            "fields/t": t.astype(np.float32),
+            "fields/mask": mask,
+            "fields/y": y.astype(np.float32),
+            "params/condition": np.asarray(conds, dtype=np.int64),
+            "params/length": mask.sum(1).astype(np.int64),
+        }
 
     def _real(self, cfg: BearingConfig, ids: np.ndarray) -> dict[str, np.ndarray]:
         """Bearings ``ids`` of the folder at ``source_path``, read and featurised by the converter."""
-        data = real_file("bearing", cfg.source, cfg.source_path, cfg.source, max_snapshots=cfg.max_snapshots,
-                         n_freqs=cfg.n_freqs)
+        data = real_file(
+            "bearing", cfg.source, cfg.source_path, cfg.source, max_snapshots=cfg.max_snapshots, n_freqs=cfg.n_freqs
+        )
         if int(ids.max()) >= data.n_samples:
             raise DataError(f"{cfg.source_path} holds {data.n_samples} bearings; cannot make sample {int(ids.max())}")
         out = take_sequences(data, ids, cfg.max_len or data.fields["x"].shape[1])
-        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
-            {"params/condition": out["params/condition"].astype(np.int64),
-             "params/length": out["fields/mask"].sum(1).astype(np.int64)}
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | {
+            "params/condition": out["params/condition"].astype(np.int64),
+            "params/length": out["fields/mask"].sum(1).astype(np.int64),
+        }
 
 
-__all__ = ["BearingConfig", "BearingGenerator", "CONDITIONS", "N_FEATURES", "synthetic_run", "morlet_cwt",
-           "snapshot_features", "run_features"]
+__all__ = [
+    "BearingConfig",
+    "BearingGenerator",
+    "CONDITIONS",
+    "N_FEATURES",
+    "synthetic_run",
+    "morlet_cwt",
+    "snapshot_features",
+    "run_features",
+]

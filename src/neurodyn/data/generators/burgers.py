@@ -54,6 +54,7 @@ Stored per sample: ``fields/u`` (n_frames, resolution, 1) (the solve grid subsam
 ``params/nu`` (the PDEBench-convention nu); ``coords/t`` (n_frames,), ``coords/x`` (resolution,)
 cell centres.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,34 +70,35 @@ from .base import Generator, as_numpy, register_generator, sample_rng, single_th
 LIMITERS = ("mc", "minmod", "vanleer")
 FLUXES = ("godunov", "roe", "rusanov")
 INITS = ("pdebench", "sines")
-P_ABS = 0.1      # PDEBench: probability of taking |u0|
-P_WINDOW = 0.1   # PDEBench: probability of the tanh window
+P_ABS = 0.1  # PDEBench: probability of taking |u0|
+P_WINDOW = 0.1  # PDEBench: probability of the tanh window
 WINDOW_WIDTH = 0.01
 
 
 @dataclass
 class BurgersConfig:
-    resolution: int = 1024        # stored cells
-    solve_resolution: int = 0     # cells the PDE is solved on (0: = resolution); a multiple of resolution
-    nu: float = 0.001             # PDEBench's epsilon; the applied viscosity is nu/pi (see nu_over_pi)
-    nu_over_pi: bool = True       # True: u_t + (u^2/2)_x = (nu/pi) u_xx (PDEBench); False: nu u_xx
-    t_final: float = 1.33         # last stored time
-    n_frames: int = 20            # stored frames, equispaced on [0, t_final], t = 0 included
-    init: str = "pdebench"        # pdebench | sines
-    n_modes: int = 4              # wavenumbers 1..n_modes (PDEBench k_tot)
-    n_waves: int = 2              # wavenumbers drawn per sample (PDEBench num_choise_k)
-    cfl: float = 0.25             # dt = cfl * min(dx / max|u|, dx^2 / (2 nu_eff)); at most 0.5
-    limiter: str = "mc"           # mc | minmod | vanleer
-    flux: str = "godunov"         # godunov | roe | rusanov
+    resolution: int = 1024  # stored cells
+    solve_resolution: int = 0  # cells the PDE is solved on (0: = resolution); a multiple of resolution
+    nu: float = 0.001  # PDEBench's epsilon; the applied viscosity is nu/pi (see nu_over_pi)
+    nu_over_pi: bool = True  # True: u_t + (u^2/2)_x = (nu/pi) u_xx (PDEBench); False: nu u_xx
+    t_final: float = 1.33  # last stored time
+    n_frames: int = 20  # stored frames, equispaced on [0, t_final], t = 0 included
+    init: str = "pdebench"  # pdebench | sines
+    n_modes: int = 4  # wavenumbers 1..n_modes (PDEBench k_tot)
+    n_waves: int = 2  # wavenumbers drawn per sample (PDEBench num_choise_k)
+    cfl: float = 0.25  # dt = cfl * min(dx / max|u|, dx^2 / (2 nu_eff)); at most 0.5
+    limiter: str = "mc"  # mc | minmod | vanleer
+    flux: str = "godunov"  # godunov | roe | rusanov
 
 
 # ------------------------------------------------------------------------------------------------
 # The finite-volume scheme
 # ------------------------------------------------------------------------------------------------
 
+
 def limited_slope(a: torch.Tensor, b: torch.Tensor, limiter: str) -> torch.Tensor:
     """Limited cell slope (times dx) from the backward difference ``a`` and forward difference ``b``."""
-    if limiter == "mc":       # sign(c) min(2|a|, 2|b|, |c|) where ab > 0, c = (a + b)/2; else 0
+    if limiter == "mc":  # sign(c) min(2|a|, 2|b|, |c|) where ab > 0, c = (a + b)/2; else 0
         c = (a + b).mul_(0.5)
         m = torch.minimum(torch.minimum(a.abs(), b.abs()).mul_(2), c.abs())
         return c.sign_().mul_(m).mul_(a * b > 0)
@@ -125,14 +127,14 @@ def advective_flux(um: torch.Tensor, up: torch.Tensor, flux: str) -> torch.Tenso
 def burgers_rhs(u: torch.Tensor, dx: float, nu_eff: float, limiter: str = "mc", flux: str = "godunov") -> torch.Tensor:
     """du/dt of the cell averages ``u`` (B, N) of u_t + (u^2/2)_x = nu_eff u_xx, periodic, width ``dx``."""
     n = u.shape[-1]
-    p = torch.cat([u[:, -2:], u, u[:, :2]], dim=1)                 # (B, N+4), cell i is p[:, i+2]
-    d = p[:, 1:] - p[:, :-1]                                        # d[j] = p[j+1] - p[j], (B, N+3)
-    hs = limited_slope(d[:, :-1], d[:, 1:], limiter).mul_(0.5)      # half slopes of p[1..N+2], (B, N+2)
-    um = p[:, 1:-2] + hs[:, :-1]                                    # left state at faces p[j]|p[j+1], j=1..N+1
-    up = p[:, 2:-1] - hs[:, 1:]                                     # right state at the same faces
-    f = advective_flux(um, up, flux)                                # (B, N+1): faces i-1/2, i = 0..N
+    p = torch.cat([u[:, -2:], u, u[:, :2]], dim=1)  # (B, N+4), cell i is p[:, i+2]
+    d = p[:, 1:] - p[:, :-1]  # d[j] = p[j+1] - p[j], (B, N+3)
+    hs = limited_slope(d[:, :-1], d[:, 1:], limiter).mul_(0.5)  # half slopes of p[1..N+2], (B, N+2)
+    um = p[:, 1:-2] + hs[:, :-1]  # left state at faces p[j]|p[j+1], j=1..N+1
+    up = p[:, 2:-1] - hs[:, 1:]  # right state at the same faces
+    f = advective_flux(um, up, flux)  # (B, N+1): faces i-1/2, i = 0..N
     if nu_eff:
-        f.sub_(d[:, 1:n + 2], alpha=nu_eff / dx)
+        f.sub_(d[:, 1 : n + 2], alpha=nu_eff / dx)
     return (f[:, :-1] - f[:, 1:]).mul_(1.0 / dx)
 
 
@@ -142,8 +144,17 @@ block stay in cache, which is 2-4x faster per sample than whole chunks. A sample
 depend on the blocking (its time step is its own)."""
 
 
-def solve_burgers(u0: torch.Tensor, times, nu_eff: float, cfl: float = 0.25, limiter: str = "mc",
-                  flux: str = "godunov", ids=None, seed=None, growth_limit: float = 10.0) -> torch.Tensor:
+def solve_burgers(
+    u0: torch.Tensor,
+    times,
+    nu_eff: float,
+    cfl: float = 0.25,
+    limiter: str = "mc",
+    flux: str = "godunov",
+    ids=None,
+    seed=None,
+    growth_limit: float = 10.0,
+) -> torch.Tensor:
     """Integrate cell averages ``u0`` (B, N) on [0, 1) periodic; returns (B, len(times), N) at ``times``.
 
     ``times`` is increasing with ``times[0] == 0``. Each sample has its own step
@@ -158,8 +169,12 @@ def solve_burgers(u0: torch.Tensor, times, nu_eff: float, cfl: float = 0.25, lim
         raise ConfigError(f"burgers frame times must start at 0 and increase, got {times}")
     ids = np.arange(b) if ids is None else np.asarray(ids)
     block = max(1, BLOCK_CELLS // n)
-    return torch.cat([_solve_block(u0[s:s + block], times, nu_eff, cfl, limiter, flux, ids[s:s + block], seed,
-                                   growth_limit) for s in range(0, b, block)])
+    return torch.cat(
+        [
+            _solve_block(u0[s : s + block], times, nu_eff, cfl, limiter, flux, ids[s : s + block], seed, growth_limit)
+            for s in range(0, b, block)
+        ]
+    )
 
 
 def _solve_block(u0, times, nu_eff, cfl, limiter, flux, ids, seed, growth_limit):
@@ -176,21 +191,23 @@ def _solve_block(u0, times, nu_eff, cfl, limiter, flux, ids, seed, growth_limit)
         interval = times[j] - times[j - 1]
         rows = torch.arange(b, device=u0.device)
         u, lim = out[:, j - 1], bound
-        t = torch.zeros(b, dtype=torch.float64, device=u0.device)       # time since times[j - 1]
+        t = torch.zeros(b, dtype=torch.float64, device=u0.device)  # time since times[j - 1]
         while rows.numel():
             amax = u.abs().amax(dim=1)
             bad = ~torch.isfinite(amax) | (amax > lim)
             if bool(bad.any()):
                 k = int(bad.nonzero()[0, 0])
-                raise DataError(f"burgers solver blew up (non-finite or growing values) for sample "
-                                f"{int(ids[int(rows[k])])} (seed {seed}) at t = {times[j - 1] + float(t[k]):.4g}; "
-                                "lower cfl or check the initial condition")
+                raise DataError(
+                    f"burgers solver blew up (non-finite or growing values) for sample "
+                    f"{int(ids[int(rows[k])])} (seed {seed}) at t = {times[j - 1] + float(t[k]):.4g}; "
+                    "lower cfl or check the initial condition"
+                )
             dt = cfl * torch.minimum(dx / amax.clamp(min=1e-8), torch.full_like(amax, dt_diff)).to(torch.float64)
             rem = interval - t
             last = dt >= rem
             dt = torch.where(last, rem, dt)
             h = dt.to(u.dtype)[:, None]
-            u1 = burgers_rhs(u, dx, nu_eff, limiter, flux).mul_(h).add_(u)            # SSP-RK2 (Heun)
+            u1 = burgers_rhs(u, dx, nu_eff, limiter, flux).mul_(h).add_(u)  # SSP-RK2 (Heun)
             u = burgers_rhs(u1, dx, nu_eff, limiter, flux).mul_(h).add_(u1).add_(u).mul_(0.5)
             t = t + dt
             if bool(last.any()):
@@ -203,6 +220,7 @@ def _solve_block(u0, times, nu_eff, cfl, limiter, flux, ids, seed, growth_limit)
 # ------------------------------------------------------------------------------------------------
 # Initial conditions
 # ------------------------------------------------------------------------------------------------
+
 
 def _draws(cfg: BurgersConfig, seed: int, i: int) -> dict[str, torch.Tensor]:
     """Every random number sample ``i`` uses, always drawn in the same order (CPU, float64)."""
@@ -239,8 +257,9 @@ class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=(
         if not cfg.nu >= 0:
             raise ConfigError(f"burgers nu must be >= 0 (a viscosity), got {cfg.nu}")
         if not 0 < cfg.cfl <= 0.5:
-            raise ConfigError(f"burgers cfl must be in (0, 0.5] for the MUSCL/SSP-RK2 scheme to be stable, "
-                              f"got {cfg.cfl}")
+            raise ConfigError(
+                f"burgers cfl must be in (0, 0.5] for the MUSCL/SSP-RK2 scheme to be stable, got {cfg.cfl}"
+            )
         if not cfg.t_final > 0 or not math.isfinite(cfg.t_final):
             raise ConfigError(f"burgers t_final must be a finite time > 0, got {cfg.t_final}")
         if cfg.n_frames < 2:
@@ -257,8 +276,10 @@ class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=(
         # mode) needs at least 4 cells per wavelength on the solve grid
         kmax = cfg.n_modes * (cfg.n_waves if cfg.init == "pdebench" else 1)
         if fine < 8 * kmax:
-            raise ConfigError(f"burgers solve_resolution {fine} is too coarse for initial wavenumbers up to "
-                              f"{kmax}: expected at least {8 * kmax} cells")
+            raise ConfigError(
+                f"burgers solve_resolution {fine} is too coarse for initial wavenumbers up to "
+                f"{kmax}: expected at least {8 * kmax} cells"
+            )
 
     def tag(self, cfg: BurgersConfig) -> str:
         fine = cfg.solve_resolution or cfg.resolution
@@ -286,16 +307,18 @@ class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=(
                 counts = torch.bincount(d["picks"] - 1, minlength=cfg.n_modes).to(torch.float64)
                 k = torch.arange(1, cfg.n_modes + 1, dtype=torch.float64) * counts
                 period = float(x[-1] - x[0])
-                u = (d["amp"][:, None] * torch.sin(2 * math.pi * k[:, None] * x[None] / period
-                                                   + d["phase"][:, None])).sum(0)
+                u = (
+                    d["amp"][:, None] * torch.sin(2 * math.pi * k[:, None] * x[None] / period + d["phase"][:, None])
+                ).sum(0)
                 if d["u_abs"]:
                     u = u.abs()
                 u = u * d["sign"]
                 if d["window"]:
                     u = u * 0.5 * (torch.tanh((x - d["xl"]) / WINDOW_WIDTH) - torch.tanh((x - d["xr"]) / WINDOW_WIDTH))
             else:
-                u = (d["amp"][:, None] * torch.sin(2 * math.pi * d["k"][:, None] * x[None]
-                                                   + d["phase"][:, None])).sum(0)
+                u = (d["amp"][:, None] * torch.sin(2 * math.pi * d["k"][:, None] * x[None] + d["phase"][:, None])).sum(
+                    0
+                )
             rows.append(u)
         return torch.stack(rows).to(device)
 
@@ -303,8 +326,8 @@ class BurgersGenerator(Generator, name="burgers", config=BurgersConfig, inputs=(
         fine = cfg.solve_resolution or cfg.resolution
         with single_threaded_on_cpu(device):
             u0 = self.initial_condition(cfg, ids, seed, device)
-            traj = solve_burgers(u0, self.frame_times(cfg), self.nu_eff(cfg), cfg.cfl, cfg.limiter, cfg.flux,
-                                 ids=ids, seed=seed)
+            traj = solve_burgers(
+                u0, self.frame_times(cfg), self.nu_eff(cfg), cfg.cfl, cfg.limiter, cfg.flux, ids=ids, seed=seed
+            )
         traj = traj[:, :, :: fine // cfg.resolution]
-        return {"fields/u": as_numpy(traj)[..., None],
-                "params/nu": np.full(len(ids), cfg.nu, dtype=np.float32)}
+        return {"fields/u": as_numpy(traj)[..., None], "params/nu": np.full(len(ids), cfg.nu, dtype=np.float32)}

@@ -11,6 +11,7 @@ x_i = i h, h = 1/(s-1), with face coefficients a_{i+1/2,j} = (a_ij + a_{i+1,j}) 
 protocol solves at 421 x 421 and keeps every 5th point (85 x 85): set ``resolution=85,
 solve_resolution=421``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,16 +28,16 @@ from .grf import neumann_grf_2d
 
 @dataclass
 class DarcyConfig:
-    resolution: int = 32          # stored grid points per side
-    solve_resolution: int = 0     # grid the PDE is solved on (0: = resolution); must subsample exactly
+    resolution: int = 32  # stored grid points per side
+    solve_resolution: int = 0  # grid the PDE is solved on (0: = resolution); must subsample exactly
     alpha: float = 2.0
     tau: float = 3.0
-    n_modes: int = 0              # cosine modes per axis (0: = solve_resolution, as GRF.m)
+    n_modes: int = 0  # cosine modes per axis (0: = solve_resolution, as GRF.m)
     coefficient: str = "piecewise"  # piecewise | lognormal
     a_pos: float = 12.0
     a_neg: float = 3.0
     forcing: float = 1.0
-    face_mean: str = "arithmetic"   # arithmetic | harmonic
+    face_mean: str = "arithmetic"  # arithmetic | harmonic
 
 
 def darcy_matrix(a: np.ndarray, face_mean: str = "arithmetic") -> sp.csr_matrix:
@@ -50,15 +51,15 @@ def darcy_matrix(a: np.ndarray, face_mean: str = "arithmetic") -> sp.csr_matrix:
         raise ConfigError(f"Darcy coefficient must be a square grid of at least 3x3, got shape {a.shape}")
     h2 = (1.0 / (s - 1)) ** 2
     if face_mean == "arithmetic":
-        fx = 0.5 * (a[1:, :] + a[:-1, :])   # faces between (i, j) and (i+1, j): (s-1, s)
-        fy = 0.5 * (a[:, 1:] + a[:, :-1])   # faces between (i, j) and (i, j+1): (s, s-1)
+        fx = 0.5 * (a[1:, :] + a[:-1, :])  # faces between (i, j) and (i+1, j): (s-1, s)
+        fy = 0.5 * (a[:, 1:] + a[:, :-1])  # faces between (i, j) and (i, j+1): (s, s-1)
     elif face_mean == "harmonic":
         fx = 2 * a[1:, :] * a[:-1, :] / (a[1:, :] + a[:-1, :])
         fy = 2 * a[:, 1:] * a[:, :-1] / (a[:, 1:] + a[:, :-1])
     else:
         raise ConfigError(f"face_mean must be 'arithmetic' or 'harmonic', got {face_mean!r}")
     n = s - 2
-    aE, aW = fx[1:, 1:-1], fx[:-1, 1:-1]      # (n, n) each, for interior nodes
+    aE, aW = fx[1:, 1:-1], fx[:-1, 1:-1]  # (n, n) each, for interior nodes
     aN, aS = fy[1:-1, 1:], fy[1:-1, :-1]
     idx = np.arange(n * n).reshape(n, n)
     rows = [idx.ravel()]
@@ -81,8 +82,9 @@ def solve_darcy(a: np.ndarray, f: np.ndarray | float = 1.0, face_mean: str = "ar
     s = a.shape[0]
     rhs = np.broadcast_to(np.asarray(f, dtype=np.float64), (s, s))[1:-1, 1:-1].ravel()
     u = np.zeros((s, s))
-    u[1:-1, 1:-1] = spla.spsolve(darcy_matrix(a, face_mean).tocsc(), rhs,
-                                 permc_spec="MMD_AT_PLUS_A").reshape(s - 2, s - 2)
+    u[1:-1, 1:-1] = spla.spsolve(darcy_matrix(a, face_mean).tocsc(), rhs, permc_spec="MMD_AT_PLUS_A").reshape(
+        s - 2, s - 2
+    )
     return u
 
 
@@ -126,5 +128,3 @@ class DarcyGenerator(Generator, name="darcy", config=DarcyConfig, inputs=("a",),
         u = np.stack([solve_darcy(ai, cfg.forcing, cfg.face_mean) for ai in a])
         sub = (slice(None), slice(None, None, stride), slice(None, None, stride))
         return {"fields/a": a[sub][..., None].astype(np.float32), "fields/u": u[sub][..., None].astype(np.float32)}
-
-

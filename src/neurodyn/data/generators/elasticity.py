@@ -46,6 +46,7 @@ then outwards; within a ring, counter-clockwise from the ray to the corner (0, 0
 (P, 1) von Mises stress at them, ``params/radius_modes`` (2 n_modes + 1,). No ``coords``. Computation
 in float64 on the CPU (scikit-fem/SciPy; ``device`` is not used), storage float32. Requires scikit-fem.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,15 +84,17 @@ def radius_function(modes: np.ndarray, r_min: float, r_max: float) -> Callable[[
 
     def r(theta: np.ndarray) -> np.ndarray:
         theta = np.asarray(theta, dtype=np.float64)
-        g = modes[0] + (np.cos(np.multiply.outer(theta, k)) @ modes[1::2]
-                        + np.sin(np.multiply.outer(theta, k)) @ modes[2::2])
+        g = modes[0] + (
+            np.cos(np.multiply.outer(theta, k)) @ modes[1::2] + np.sin(np.multiply.outer(theta, k)) @ modes[2::2]
+        )
         return r_min + (r_max - r_min) * 0.5 * (1 - np.tanh(g / 2))  # = 1 / (1 + e^g), overflow-free
 
     return r
 
 
-def void_cell_grid(radius: Callable[[np.ndarray], np.ndarray], n_theta: int, n_rings: int,
-                   grading: float = 1.0) -> np.ndarray:
+def void_cell_grid(
+    radius: Callable[[np.ndarray], np.ndarray], n_theta: int, n_rings: int, grading: float = 1.0
+) -> np.ndarray:
     """Node grid (2 n_rings - 1, 2 n_theta, 2) of the cell with the void r = radius(theta): vertices at
     even indices, P2 midpoints in between; axis 0 from the void outwards, axis 1 counter-clockwise (periodic)."""
     square = square_boundary(2 * n_theta)
@@ -116,13 +119,20 @@ def lame(youngs_modulus: float, poisson_ratio: float, plane: str = "strain") -> 
 
 class ElasticSolution(NamedTuple):
     displacement: np.ndarray  # (Hf, Wf, 2) at every grid node
-    stress: np.ndarray        # (Hv, Wv, 4) sxx, syy, sxy, szz at the vertices (L2 projection onto P1)
+    stress: np.ndarray  # (Hv, Wv, 4) sxx, syy, sxy, szz at the vertices (L2 projection onto P1)
 
 
-def solve_linear_elasticity(g: StructuredP2Mesh, lam: float, mu: float, plane: str = "strain",
-                            fixed: np.ndarray | None = None, fixed_values: np.ndarray | None = None,
-                            traction_facets: np.ndarray | None = None, traction=(0.0, 0.0),
-                            what: str = "elasticity") -> ElasticSolution:
+def solve_linear_elasticity(
+    g: StructuredP2Mesh,
+    lam: float,
+    mu: float,
+    plane: str = "strain",
+    fixed: np.ndarray | None = None,
+    fixed_values: np.ndarray | None = None,
+    traction_facets: np.ndarray | None = None,
+    traction=(0.0, 0.0),
+    what: str = "elasticity",
+) -> ElasticSolution:
     """Linear elasticity on the structured P2 mesh ``g`` (isoparametric P2 displacements).
 
     ``fixed``: (Hf, Wf) bool, grid nodes whose displacement is prescribed to ``fixed_values``
@@ -163,11 +173,15 @@ def solve_linear_elasticity(g: StructuredP2Mesh, lam: float, mu: float, plane: s
     disp = np.stack([x[ix[g.dof]], x[iy[g.dof]]], axis=-1)
 
     # stress at the quadrature points, L2-projected onto P1 (the vertices)
-    grad = bu.interpolate(x).grad                       # (2, 2, nelem, nqp)
+    grad = bu.interpolate(x).grad  # (2, 2, nelem, nqp)
     eps = 0.5 * (grad + grad.transpose(1, 0, 2, 3))
     tr = eps[0, 0] + eps[1, 1]
-    comps = [lam * tr + 2 * mu * eps[0, 0], lam * tr + 2 * mu * eps[1, 1], 2 * mu * eps[0, 1],
-             lam * tr if plane == "strain" else np.zeros_like(tr)]
+    comps = [
+        lam * tr + 2 * mu * eps[0, 0],
+        lam * tr + 2 * mu * eps[1, 1],
+        2 * mu * eps[0, 1],
+        lam * tr if plane == "strain" else np.zeros_like(tr),
+    ]
     bp = bu.with_element(skfem.ElementTriP1())
 
     @skfem.BilinearForm
@@ -180,7 +194,7 @@ def solve_linear_elasticity(g: StructuredP2Mesh, lam: float, mu: float, plane: s
 
     lu = spla.splu(mass.assemble(bp).tocsc())
     rhs = np.stack([moment.assemble(bp, s=c) for c in comps], axis=1)
-    s = lu.solve(rhs)                                     # (n_vertices, 4), vertex order of the mesh
+    s = lu.solve(rhs)  # (n_vertices, 4), vertex order of the mesh
     stress = s[g.dof[::2, ::2]]
     return ElasticSolution(disp, stress)
 
@@ -194,44 +208,53 @@ def von_mises(stress: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class ElasticityConfig:
-    n_theta: int = 108            # points around each ring (divisible by 4)
-    n_rings: int = 9              # rings from the void to the square; P = n_theta * n_rings
-    grading: float = 1.0          # ring fractions (i / (n_rings - 1))^grading (> 1 clusters at the void)
-    r_min: float = 0.2            # void radius = r_min + (r_max - r_min) / (1 + exp(r~))
+    n_theta: int = 108  # points around each ring (divisible by 4)
+    n_rings: int = 9  # rings from the void to the square; P = n_theta * n_rings
+    grading: float = 1.0  # ring fractions (i / (n_rings - 1))^grading (> 1 clusters at the void)
+    r_min: float = 0.2  # void radius = r_min + (r_max - r_min) / (1 + exp(r~))
     r_max: float = 0.4
-    n_modes: int = 8              # Fourier modes of r~ (2 n_modes + 1 coefficients)
-    radius_sigma: float = 4.0     # r~ covariance sigma^2 (-d^2/ds^2 + tau^2)^-1, s = theta / (2 pi)
+    n_modes: int = 8  # Fourier modes of r~ (2 n_modes + 1 coefficients)
+    radius_sigma: float = 4.0  # r~ covariance sigma^2 (-d^2/ds^2 + tau^2)^-1, s = theta / (2 pi)
     radius_tau: float = 3.0
     youngs_modulus: float = 1.137e6
     poisson_ratio: float = 0.45
-    plane: str = "strain"         # strain | stress
-    traction: float = 100.0       # vertical traction on the top edge
+    plane: str = "strain"  # strain | stress
+    traction: float = 100.0  # vertical traction on the top edge
 
 
 @register_generator
-class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig, inputs=("pos",),
-                          targets=("sigma",), chunk_size=64):
+class ElasticityGenerator(
+    Generator, name="elasticity", config=ElasticityConfig, inputs=("pos",), targets=("sigma",), chunk_size=64
+):
     field_labels = {"pos": "point coordinates", "sigma": "von Mises stress"}
 
     def validate(self, cfg: ElasticityConfig) -> None:
         if not isinstance(cfg.n_theta, int) or cfg.n_theta < 8 or cfg.n_theta % 4:
-            raise ConfigError(f"elasticity n_theta must be a multiple of 4 and >= 8 (the square's corners are nodes), "
-                              f"got {cfg.n_theta}")
+            raise ConfigError(
+                f"elasticity n_theta must be a multiple of 4 and >= 8 (the square's corners are nodes), "
+                f"got {cfg.n_theta}"
+            )
         if not isinstance(cfg.n_rings, int) or cfg.n_rings < 2:
-            raise ConfigError(f"elasticity n_rings must be an integer >= 2 (the void and the square), "
-                              f"got {cfg.n_rings}")
+            raise ConfigError(
+                f"elasticity n_rings must be an integer >= 2 (the void and the square), got {cfg.n_rings}"
+            )
         if not isinstance(cfg.n_modes, int) or cfg.n_modes < 0:
             raise ConfigError(f"elasticity n_modes must be an integer >= 0, got {cfg.n_modes}")
         if cfg.n_theta < 8 * cfg.n_modes:
-            raise ConfigError(f"elasticity n_theta = {cfg.n_theta} is too few nodes for n_modes = {cfg.n_modes}: "
-                              f"expected n_theta >= 8 n_modes = {8 * cfg.n_modes} (8 nodes per wavelength of the "
-                              "shortest mode of the void boundary)")
+            raise ConfigError(
+                f"elasticity n_theta = {cfg.n_theta} is too few nodes for n_modes = {cfg.n_modes}: "
+                f"expected n_theta >= 8 n_modes = {8 * cfg.n_modes} (8 nodes per wavelength of the "
+                "shortest mode of the void boundary)"
+            )
         if not (0 < cfg.r_min < cfg.r_max):
-            raise ConfigError(f"elasticity radii must satisfy 0 < r_min < r_max, got r_min = {cfg.r_min}, "
-                              f"r_max = {cfg.r_max}")
+            raise ConfigError(
+                f"elasticity radii must satisfy 0 < r_min < r_max, got r_min = {cfg.r_min}, r_max = {cfg.r_max}"
+            )
         if not cfg.r_max < CENTRE:
-            raise ConfigError(f"elasticity r_max = {cfg.r_max} makes the void too large for the unit cell: "
-                              f"expected r_max < {CENTRE} (the distance from the centre to the cell's sides)")
+            raise ConfigError(
+                f"elasticity r_max = {cfg.r_max} makes the void too large for the unit cell: "
+                f"expected r_max < {CENTRE} (the distance from the centre to the cell's sides)"
+            )
         if not cfg.grading > 0:
             raise ConfigError(f"elasticity grading must be > 0, got {cfg.grading}")
         if not (cfg.radius_sigma >= 0 and math.isfinite(cfg.radius_sigma)):
@@ -241,8 +264,10 @@ class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig,
         if not (cfg.youngs_modulus > 0 and math.isfinite(cfg.youngs_modulus)):
             raise ConfigError(f"elasticity youngs_modulus must be > 0, got {cfg.youngs_modulus}")
         if not -1 < cfg.poisson_ratio < 0.5:
-            raise ConfigError(f"elasticity poisson_ratio must lie in (-1, 0.5) (positive definite elasticity), "
-                              f"got {cfg.poisson_ratio}")
+            raise ConfigError(
+                f"elasticity poisson_ratio must lie in (-1, 0.5) (positive definite elasticity), "
+                f"got {cfg.poisson_ratio}"
+            )
         if cfg.plane not in ("strain", "stress"):
             raise ConfigError(f"elasticity plane must be 'strain' or 'stress', got {cfg.plane!r}")
         if not math.isfinite(cfg.traction):
@@ -255,8 +280,12 @@ class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig,
         """(2 n_modes + 1,) coefficients (c0, a1, b1, ..., aK, bK) of r~ for sample ``index``."""
         xi = torch.randn(2 * cfg.n_modes + 1, generator=sample_rng(seed, int(index)), dtype=torch.float64).numpy()
         k = np.repeat(np.arange(1, cfg.n_modes + 1), 2)
-        std = np.concatenate([[cfg.radius_sigma / cfg.radius_tau],
-                              math.sqrt(2) * cfg.radius_sigma / np.sqrt((2 * np.pi * k) ** 2 + cfg.radius_tau**2)])
+        std = np.concatenate(
+            [
+                [cfg.radius_sigma / cfg.radius_tau],
+                math.sqrt(2) * cfg.radius_sigma / np.sqrt((2 * np.pi * k) ** 2 + cfg.radius_tau**2),
+            ]
+        )
         return std * xi
 
     def solve(self, cfg: ElasticityConfig, modes: np.ndarray, what: str = "elasticity"):
@@ -264,11 +293,12 @@ class ElasticityGenerator(Generator, name="elasticity", config=ElasticityConfig,
         X = void_cell_grid(radius_function(modes, cfg.r_min, cfg.r_max), cfg.n_theta, cfg.n_rings, cfg.grading)
         g = structured_p2_mesh(X, periodic=True)
         fixed = np.zeros(X.shape[:2], dtype=bool)
-        fixed[-1] = X[-1, :, 1] == 0.0                        # the bottom edge y = 0 (corners included)
+        fixed[-1] = X[-1, :, 1] == 0.0  # the bottom edge y = 0 (corners included)
         top = g.mesh.facets_satisfying(lambda p: p[1] == 1.0, boundaries_only=True)
         lam, mu = lame(cfg.youngs_modulus, cfg.poisson_ratio, cfg.plane)
-        sol = solve_linear_elasticity(g, lam, mu, cfg.plane, fixed=fixed, traction_facets=top,
-                                      traction=(0.0, cfg.traction), what=what)
+        sol = solve_linear_elasticity(
+            g, lam, mu, cfg.plane, fixed=fixed, traction_facets=top, traction=(0.0, cfg.traction), what=what
+        )
         pos = X[::2, ::2].reshape(-1, 2)
         return pos, von_mises(sol.stress).reshape(-1), sol
 

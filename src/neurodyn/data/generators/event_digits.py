@@ -20,6 +20,7 @@ Both sources encode with ``event_encode`` of :mod:`neurodyn.data.features.events
 
 Fields: ``x (N, max_len, 2)``, ``t``, ``mask``, ``y (N,)`` the digit; ``params/source_index``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,11 +37,11 @@ from .base import Generator, check_source, real_file, register_generator
 
 @dataclass
 class EventDigitsConfig:
-    source: str = "sklearn"     # sklearn | mnist
-    source_path: str = ""              # mnist: folder of IDX files or mnist.npz
-    threshold: float = 0.0      # pixel >= threshold is 1 (0: 8 for sklearn, 128 for mnist)
-    max_len: int = 0            # events kept per sequence (0: 32 sklearn, 256 mnist)
-    shuffle: bool = True        # sklearn only: permute the images by the seed
+    source: str = "sklearn"  # sklearn | mnist
+    source_path: str = ""  # mnist: folder of IDX files or mnist.npz
+    threshold: float = 0.0  # pixel >= threshold is 1 (0: 8 for sklearn, 128 for mnist)
+    max_len: int = 0  # events kept per sequence (0: 32 sklearn, 256 mnist)
+    shuffle: bool = True  # sklearn only: permute the images by the seed
 
 
 @lru_cache(maxsize=1)
@@ -64,8 +65,9 @@ def _sklearn_digits():
 
 
 @register_generator
-class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsConfig, inputs=("x", "t", "mask"),
-                           targets=("y",), chunk_size=512):
+class EventDigitsGenerator(
+    Generator, name="event_digits", config=EventDigitsConfig, inputs=("x", "t", "mask"), targets=("y",), chunk_size=512
+):
     def validate(self, cfg: EventDigitsConfig) -> None:
         check_source("event_digits", cfg, ("sklearn", "mnist"), ("mnist",), "folder of MNIST IDX files or mnist.npz")
         if cfg.max_len < 0 or cfg.threshold < 0:
@@ -77,8 +79,9 @@ class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsCon
     def coords(self, cfg: EventDigitsConfig) -> dict[str, np.ndarray]:
         return {"n_classes": np.array(10)}
 
-    def generate(self, cfg: EventDigitsConfig, ids: np.ndarray, seed: int,
-                 device: torch.device) -> dict[str, np.ndarray]:
+    def generate(
+        self, cfg: EventDigitsConfig, ids: np.ndarray, seed: int, device: torch.device
+    ) -> dict[str, np.ndarray]:
         thr = cfg.threshold or (8.0 if cfg.source == "sklearn" else 128.0)
         max_len = cfg.max_len or (32 if cfg.source == "sklearn" else 256)
         if cfg.source == "mnist":
@@ -95,16 +98,24 @@ class EventDigitsGenerator(Generator, name="event_digits", config=EventDigitsCon
         # padded timestamps repeat the last valid one (harmless, and keeps t non-decreasing)
         last = np.take_along_axis(t, np.maximum(mask.sum(1, keepdims=True) - 1, 0), 1)
         t = np.where(mask.astype(bool), t, last)
-        return {"fields/x": x, "fields/t": t, "fields/mask": mask, "fields/y": labels[src],
-                "params/source_index": src.astype(np.int64)}
+        return {
+            "fields/x": x,
+            "fields/t": t,
+            "fields/mask": mask,
+            "fields/y": labels[src],
+            "params/source_index": src.astype(np.int64),
+        }
 
     def _mnist(self, cfg: EventDigitsConfig, ids: np.ndarray, threshold: float, max_len: int) -> dict[str, np.ndarray]:
         """MNIST images ``ids`` (file order) as events, encoded by the converter's MNIST reader."""
-        data = real_file("event_digits", "mnist", cfg.source_path, "mnist", threshold=float(threshold),
-                         max_len=int(max_len))
+        data = real_file(
+            "event_digits", "mnist", cfg.source_path, "mnist", threshold=float(threshold), max_len=int(max_len)
+        )
         if int(ids.max()) >= data.n_samples:
-            raise DataError(f"event_digits source {cfg.source} has {data.n_samples} images; cannot make sample "
-                            f"{int(ids.max())}")
+            raise DataError(
+                f"event_digits source {cfg.source} has {data.n_samples} images; cannot make sample {int(ids.max())}"
+            )
         out = take_sequences(data, ids, max_len)
-        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | \
-            {"params/source_index": np.asarray(ids, dtype=np.int64)}
+        return {k: out[k] for k in ("fields/x", "fields/t", "fields/mask", "fields/y")} | {
+            "params/source_index": np.asarray(ids, dtype=np.int64)
+        }

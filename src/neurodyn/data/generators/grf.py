@@ -13,6 +13,7 @@ Karhunen-Loeve sampling in the Laplacian's eigenbasis:
 Evaluated directly at arbitrary grid points by a (modes x points) matrix per axis, so a field is
 the same function whatever resolution it is sampled at (given the same modes).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,9 @@ import math
 import torch
 
 
-def neumann_grf_2d(xi: torch.Tensor, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
-                   sigma: float | None = None) -> torch.Tensor:
+def neumann_grf_2d(
+    xi: torch.Tensor, x: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, sigma: float | None = None
+) -> torch.Tensor:
     """Cosine-series GRF samples.
 
     Args:
@@ -36,8 +38,8 @@ def neumann_grf_2d(xi: torch.Tensor, x: torch.Tensor, y: torch.Tensor, alpha: fl
         sigma = tau ** (alpha - 1)
     k1 = torch.arange(xi.shape[1], dtype=xi.dtype, device=xi.device)
     k2 = torch.arange(xi.shape[2], dtype=xi.dtype, device=xi.device)
-    lam = math.pi ** 2 * (k1[:, None] ** 2 + k2[None, :] ** 2)
-    coef = sigma * (lam + tau ** 2) ** (-alpha / 2)
+    lam = math.pi**2 * (k1[:, None] ** 2 + k2[None, :] ** 2)
+    coef = sigma * (lam + tau**2) ** (-alpha / 2)
     coef[0, 0] = 0.0
     phi_x = _cos_basis(k1, x.to(xi))  # (K1, H)
     phi_y = _cos_basis(k2, y.to(xi))  # (K2, W)
@@ -60,7 +62,7 @@ def periodic_grf_2d(xi: torch.Tensor, s: int, alpha: float, tau: float, sigma: f
     """
     k = torch.fft.fftfreq(s, d=1.0 / s).to(xi)
     kk = k[:, None] ** 2 + k[None, :] ** 2
-    sqrt_eig = sigma * (4 * math.pi ** 2 * kk + tau ** 2) ** (-alpha / 2)
+    sqrt_eig = sigma * (4 * math.pi**2 * kk + tau**2) ** (-alpha / 2)
     sqrt_eig[0, 0] = 0.0
     coeff = s * s * sqrt_eig * torch.complex(xi[..., 0], xi[..., 1]) / math.sqrt(2.0)
     # Taking the real part of the full inverse FFT symmetrises the spectrum (Hermitian projection).

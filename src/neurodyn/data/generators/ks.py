@@ -42,6 +42,7 @@ dataset with balanced counts). Stored per sample: ``fields/u`` (n_frames, resolu
 grid subsampled every ``solve_resolution // resolution``-th point (the ST-SSM paper's 512 -> 128/64/32),
 ``params/nu`` (n,); ``coords/t`` (n_frames,), ``coords/x`` (resolution,).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,8 @@ import torch
 from ...errors import ConfigError, DataError
 from .base import Generator, as_numpy, register_generator, sample_rng, single_threaded_on_cpu
 
-INITS = {"stssm": (21, 8), "lpsda": (10, 7)}   # init -> (number of waves, largest wavenumber)
-AMPLITUDE = 0.5                                 # A_i ~ U[-AMPLITUDE, AMPLITUDE]
+INITS = {"stssm": (21, 8), "lpsda": (10, 7)}  # init -> (number of waves, largest wavenumber)
+AMPLITUDE = 0.5  # A_i ~ U[-AMPLITUDE, AMPLITUDE]
 CONTOUR_POINTS = 32
 DT_MAX = 0.02
 """Largest internal step accepted. ETDRK4 stays stable on these problems even at dt = 0.1, but its
@@ -74,17 +75,17 @@ working arrays in cache. Results do not depend on the blocking beyond FFT round-
 
 @dataclass
 class KSConfig:
-    resolution: int = 512         # stored points
-    solve_resolution: int = 0     # points the PDE is solved on (0: = resolution); a multiple of resolution
-    length: float = 64.0          # L, the period
-    nu: Any = 0.1                 # > 0; or a list of values, sample i uses nu[i % len(nu)]
-    t_final: float = 2.5          # last stored time
-    n_frames: int = 26            # stored frames, equispaced on [0, t_final], t = 0 included
-    dt: float = 0.001             # ETDRK4 step; must divide t_final / (n_frames - 1)
-    init: str = "stssm"           # stssm (21 waves, k <= 8) | lpsda (10 waves, k <= 7)
-    n_waves: int = 0              # 0: the recipe's
-    k_max: int = 0                # 0: the recipe's
-    dealias: bool = True          # 2/3 rule on u^2
+    resolution: int = 512  # stored points
+    solve_resolution: int = 0  # points the PDE is solved on (0: = resolution); a multiple of resolution
+    length: float = 64.0  # L, the period
+    nu: Any = 0.1  # > 0; or a list of values, sample i uses nu[i % len(nu)]
+    t_final: float = 2.5  # last stored time
+    n_frames: int = 26  # stored frames, equispaced on [0, t_final], t = 0 included
+    dt: float = 0.001  # ETDRK4 step; must divide t_final / (n_frames - 1)
+    init: str = "stssm"  # stssm (21 waves, k <= 8) | lpsda (10 waves, k <= 7)
+    n_waves: int = 0  # 0: the recipe's
+    k_max: int = 0  # 0: the recipe's
+    dealias: bool = True  # 2/3 rule on u^2
 
 
 def nu_values(cfg: KSConfig) -> tuple[float, ...]:
@@ -99,14 +100,14 @@ def wavenumbers(n: int, length: float) -> torch.Tensor:
 def ks_linear(n: int, length: float, nu: float) -> torch.Tensor:
     """Symbol of the linear part, q^2 - nu q^4, on the rfft modes (float64, (n//2 + 1,))."""
     q = wavenumbers(n, length)
-    return q ** 2 - nu * q ** 4
+    return q**2 - nu * q**4
 
 
 def ks_nonlinear_symbol(n: int, length: float, dealias: bool = True) -> torch.Tensor:
     """-i q / 2 on the rfft modes, zero at the Nyquist mode and (dealias) for k > (n - 1) // 3 (complex128)."""
     q = wavenumbers(n, length)
     keep = torch.ones_like(q, dtype=torch.bool)
-    keep[-1] = n % 2 == 1                 # Nyquist mode of an even grid: derivative set to zero
+    keep[-1] = n % 2 == 1  # Nyquist mode of an even grid: derivative set to zero
     if dealias:
         keep &= torch.arange(q.numel()) <= (n - 1) // 3
     return torch.where(keep, -0.5j * q.to(torch.complex128), torch.zeros((), dtype=torch.complex128))
@@ -122,13 +123,14 @@ def etdrk4_coefficients(lin: torch.Tensor, h: float, m: int = CONTOUR_POINTS) ->
     r = torch.exp(2j * math.pi * (torch.arange(m, dtype=torch.float64) + 0.5) / m).to(lin.device)
     z = h * lin.to(torch.complex128)[..., None] + r
     ez = torch.exp(z)
-    z3 = z ** 3
+    z3 = z**3
 
     def avg(expr):
         return h * expr.mean(dim=-1).real
 
     return dict(
-        E=torch.exp(h * lin), E2=torch.exp(0.5 * h * lin),
+        E=torch.exp(h * lin),
+        E2=torch.exp(0.5 * h * lin),
         Q=avg((torch.exp(0.5 * z) - 1) / z),
         f1=avg((-4 - z + ez * (4 - 3 * z + z * z)) / z3),
         f2=avg((2 + z + ez * (z - 2)) / z3),
@@ -136,8 +138,17 @@ def etdrk4_coefficients(lin: torch.Tensor, h: float, m: int = CONTOUR_POINTS) ->
     )
 
 
-def etdrk4_solve(u0: torch.Tensor, lin: torch.Tensor, g: torch.Tensor, h: float, n_steps: int,
-                 save_every: int, ids=None, seed=None, growth_limit: float = 100.0) -> torch.Tensor:
+def etdrk4_solve(
+    u0: torch.Tensor,
+    lin: torch.Tensor,
+    g: torch.Tensor,
+    h: float,
+    n_steps: int,
+    save_every: int,
+    ids=None,
+    seed=None,
+    growth_limit: float = 100.0,
+) -> torch.Tensor:
     """ETDRK4 for v_t = lin v + g FFT(ifft(v)^2), v = rfft(u).
 
     ``u0``: (B, N) float64; ``lin``: (K,) or (B, K) real symbol; ``g``: (K,) complex symbol of the
@@ -152,9 +163,19 @@ def etdrk4_solve(u0: torch.Tensor, lin: torch.Tensor, g: torch.Tensor, h: float,
     outs = []
     with single_threaded_on_cpu(u0.device):
         for s in range(0, b, block):
-            lin_b = lin if lin.dim() == 1 else lin[s:s + block]
-            outs.append(_etdrk4_block(u0[s:s + block], etdrk4_coefficients(lin_b, h), g.to(u0.device), n_steps,
-                                      save_every, ids[s:s + block], seed, growth_limit))
+            lin_b = lin if lin.dim() == 1 else lin[s : s + block]
+            outs.append(
+                _etdrk4_block(
+                    u0[s : s + block],
+                    etdrk4_coefficients(lin_b, h),
+                    g.to(u0.device),
+                    n_steps,
+                    save_every,
+                    ids[s : s + block],
+                    seed,
+                    growth_limit,
+                )
+            )
     return torch.cat(outs)
 
 
@@ -184,8 +205,10 @@ def _etdrk4_block(u0, c, g, n_steps, save_every, ids, seed, growth_limit):
             bad = ~torch.isfinite(amax) | (amax > bound)
             if bool(bad.any()):
                 k = int(bad.nonzero()[0, 0])
-                raise DataError(f"ks solver blew up (non-finite or growing values) for sample {int(ids[k])} "
-                                f"(seed {seed}) at step {step}; lower dt")
+                raise DataError(
+                    f"ks solver blew up (non-finite or growing values) for sample {int(ids[k])} "
+                    f"(seed {seed}) at step {step}; lower dt"
+                )
             frames.append(u)
     return torch.stack(frames, dim=1)
 
@@ -202,8 +225,9 @@ class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=
         if cfg.init not in INITS:
             raise ConfigError(f"ks init must be one of {', '.join(INITS)}, got {cfg.init!r}")
         nus = nu_values(cfg)
-        if not nus or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
-                              and math.isfinite(v) for v in nus):
+        if not nus or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0 and math.isfinite(v) for v in nus
+        ):
             raise ConfigError(f"ks nu must be a number > 0 or a non-empty list of them, got {cfg.nu!r}")
         for name in ("length", "t_final", "dt"):
             v = getattr(cfg, name)
@@ -215,8 +239,10 @@ class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=
             raise ConfigError(f"ks resolution must be >= 8 points, got {cfg.resolution}")
         fine = cfg.solve_resolution or cfg.resolution
         if fine < cfg.resolution or fine % cfg.resolution:
-            raise ConfigError(f"ks solve_resolution {fine} cannot be subsampled to resolution {cfg.resolution}: "
-                              "expected a multiple of it (e.g. 512 -> 64)")
+            raise ConfigError(
+                f"ks solve_resolution {fine} cannot be subsampled to resolution {cfg.resolution}: "
+                "expected a multiple of it (e.g. 512 -> 64)"
+            )
         if fine % 2:
             raise ConfigError(f"ks solve_resolution must be even, got {fine}")
         if cfg.n_waves < 0 or cfg.k_max < 0:
@@ -225,8 +251,10 @@ class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=
         kept = (fine - 1) // 3 if cfg.dealias else fine // 2 - 1
         if kmax > kept:
             n_min = 3 * kmax + 1 if cfg.dealias else 2 * kmax + 2
-            raise ConfigError(f"ks solve_resolution {fine} keeps wavenumbers up to {kept} only, below the initial "
-                              f"condition's k_max = {kmax}; expected solve_resolution >= {n_min + n_min % 2}")
+            raise ConfigError(
+                f"ks solve_resolution {fine} keeps wavenumbers up to {kept} only, below the initial "
+                f"condition's k_max = {kmax}; expected solve_resolution >= {n_min + n_min % 2}"
+            )
         # the grid must resolve the dissipation range (see RESOLVE)
         q_cut = 2 * math.pi * kept / cfg.length
         need = RESOLVE / math.sqrt(min(nus))
@@ -235,22 +263,28 @@ class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=
             n_min = 3 * k_need + 1 if cfg.dealias else 2 * k_need + 2
             n_min += n_min % 2
             sugg = cfg.resolution * math.ceil(n_min / cfg.resolution)
-            raise ConfigError(f"ks solve_resolution {fine} is too coarse for nu = {min(nus)} on length {cfg.length}: "
-                              f"its cut-off wavenumber {q_cut:.3g} is below {RESOLVE}/sqrt(nu) = {need:.3g}; "
-                              f"expected solve_resolution >= {n_min} (e.g. resolution={cfg.resolution} "
-                              f"solve_resolution={sugg + sugg % 2})")
+            raise ConfigError(
+                f"ks solve_resolution {fine} is too coarse for nu = {min(nus)} on length {cfg.length}: "
+                f"its cut-off wavenumber {q_cut:.3g} is below {RESOLVE}/sqrt(nu) = {need:.3g}; "
+                f"expected solve_resolution >= {n_min} (e.g. resolution={cfg.resolution} "
+                f"solve_resolution={sugg + sugg % 2})"
+            )
         if not cfg.t_final > 0 or not math.isfinite(cfg.t_final):
             raise ConfigError(f"ks t_final must be a finite time > 0, got {cfg.t_final}")
         if cfg.n_frames < 2:
             raise ConfigError(f"ks n_frames must be >= 2 (t = 0 and t_final), got {cfg.n_frames}")
         interval = cfg.t_final / (cfg.n_frames - 1)
         if not 0 < cfg.dt <= min(DT_MAX, interval):
-            raise ConfigError(f"ks dt must be in (0, {min(DT_MAX, interval):g}] (at most {DT_MAX} for ETDRK4 "
-                              f"accuracy and at most the frame interval {interval:g}), got {cfg.dt}")
+            raise ConfigError(
+                f"ks dt must be in (0, {min(DT_MAX, interval):g}] (at most {DT_MAX} for ETDRK4 "
+                f"accuracy and at most the frame interval {interval:g}), got {cfg.dt}"
+            )
         steps = round(interval / cfg.dt)
         if abs(steps * cfg.dt - interval) > 1e-9 * interval:
-            raise ConfigError(f"ks dt = {cfg.dt} does not divide the frame interval t_final / (n_frames - 1) = "
-                              f"{interval:g}; expected e.g. dt = {interval / max(1, steps):.6g}")
+            raise ConfigError(
+                f"ks dt = {cfg.dt} does not divide the frame interval t_final / (n_frames - 1) = "
+                f"{interval:g}; expected e.g. dt = {interval / max(1, steps):.6g}"
+            )
 
     def tag(self, cfg: KSConfig) -> str:
         fine = cfg.solve_resolution or cfg.resolution
@@ -280,8 +314,9 @@ class KSGenerator(Generator, name="ks", config=KSConfig, inputs=("u",), targets=
             amp = AMPLITUDE * (2 * torch.rand(waves, generator=g, dtype=torch.float64) - 1)
             phase = 2 * math.pi * torch.rand(waves, generator=g, dtype=torch.float64)
             k = torch.randint(1, kmax + 1, (waves,), generator=g).to(torch.float64)
-            rows.append((amp[:, None] * torch.sin(2 * math.pi / cfg.length * k[:, None] * x[None]
-                                                  + phase[:, None])).sum(0))
+            rows.append(
+                (amp[:, None] * torch.sin(2 * math.pi / cfg.length * k[:, None] * x[None] + phase[:, None])).sum(0)
+            )
         return torch.stack(rows).to(device)
 
     def solve(self, cfg: KSConfig, u0: torch.Tensor, nu: np.ndarray, ids=None, seed=None) -> torch.Tensor:

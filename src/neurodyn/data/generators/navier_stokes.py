@@ -71,6 +71,7 @@ forcing and large scales do not depend on ``sim_resolution`` either: a cpu-scale
 version of the paper-scale sample with the same seed and index (where their configs agree otherwise).
 Chunks are integrated in batches (batched FFTs; on CPU in cache-sized sub-batches).
 """
+
 from __future__ import annotations
 
 import math
@@ -82,16 +83,21 @@ import torch
 from ...errors import ConfigError, DataError
 from .base import Generator, as_numpy, register_generator, sample_rng
 from .grf import periodic_grf_2d
-from .spectral import (dealias_mask_2d, derivative_wavenumbers, max_dealiased_wavenumber, nested_normals_2d,
-                       rfft2_wavenumbers)
+from .spectral import (
+    dealias_mask_2d,
+    derivative_wavenumbers,
+    max_dealiased_wavenumber,
+    nested_normals_2d,
+    rfft2_wavenumbers,
+)
 
-FNO_GRF_SIGMA = math.sqrt(2.0) * 7.0 ** 1.5
+FNO_GRF_SIGMA = math.sqrt(2.0) * 7.0**1.5
 # Heuristics of the CFL estimate (see ``velocity_estimate``).
-_PEAK_TO_RMS = 3.0      # max |u| over the grid relative to the rms velocity of a smooth random field
-_RMS_SPREAD = 2.0       # a large draw of ||u0|| relative to its expectation
-_CHECK_EVERY = 100      # steps between NaN/Inf checks of the solver state
-_CPU_WORKING_SET = 2 ** 19  # bytes of spectral work arrays per CPU sub-batch (measured: 256^2 and 128^2 run
-                            # fastest one sample at a time, 64^2 a few, 32^2 ~ 8-16 at a time)
+_PEAK_TO_RMS = 3.0  # max |u| over the grid relative to the rms velocity of a smooth random field
+_RMS_SPREAD = 2.0  # a large draw of ||u0|| relative to its expectation
+_CHECK_EVERY = 100  # steps between NaN/Inf checks of the solver state
+_CPU_WORKING_SET = 2**19  # bytes of spectral work arrays per CPU sub-batch (measured: 256^2 and 128^2 run
+# fastest one sample at a time, 64^2 a few, 32^2 ~ 8-16 at a time)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,8 +123,16 @@ class SpectralForcing:
     delta: float = 0.0
 
 
-def solve_vorticity(w0: torch.Tensor, nu, forcing: SpectralForcing | None, dt: float, n_steps: int,
-                    record_interval: int, stride: int = 1, check_every: int = _CHECK_EVERY) -> torch.Tensor:
+def solve_vorticity(
+    w0: torch.Tensor,
+    nu,
+    forcing: SpectralForcing | None,
+    dt: float,
+    n_steps: int,
+    record_interval: int,
+    stride: int = 1,
+    check_every: int = _CHECK_EVERY,
+) -> torch.Tensor:
     """Integrate the torus vorticity equation with FNO's Crank-Nicolson / explicit scheme.
 
     Args:
@@ -139,25 +153,27 @@ def solve_vorticity(w0: torch.Tensor, nu, forcing: SpectralForcing | None, dt: f
     if stride < 1 or n % stride:
         raise ConfigError(f"solve_vorticity stride {stride} must divide the grid size {n}")
     if record_interval < 1 or n_steps < 0:
-        raise ConfigError(f"solve_vorticity needs record_interval >= 1 and n_steps >= 0, got {record_interval} "
-                          f"and {n_steps}")
+        raise ConfigError(
+            f"solve_vorticity needs record_interval >= 1 and n_steps >= 0, got {record_interval} and {n_steps}"
+        )
     rdt, dev = w0.dtype, w0.device
     cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
     kx, ky = rfft2_wavenumbers(n, dev, rdt)
     kxd = derivative_wavenumbers(n, False, dev, rdt)[:, None]
     kyd = derivative_wavenumbers(n, True, dev, rdt)[None, :]
-    lap = 4 * math.pi ** 2 * (kx ** 2 + ky ** 2)                       # (n, m): symbol of -Laplacian
+    lap = 4 * math.pi**2 * (kx**2 + ky**2)  # (n, m): symbol of -Laplacian
     inv_lap = torch.where(lap > 0, 1.0 / torch.where(lap > 0, lap, torch.ones_like(lap)), torch.zeros_like(lap))
     two_pi_i = 2j * math.pi
     # multipliers giving (u, v, w_x, w_y) from w_hat: u = psi_y, v = -psi_x, psi_hat = w_hat / |2 pi k|^2
-    ops = torch.stack([two_pi_i * kyd * inv_lap, -two_pi_i * kxd * inv_lap,
-                       two_pi_i * kxd + 0 * kyd, two_pi_i * kyd + 0 * kxd]).to(cdt)   # (4, n, m)
+    ops = torch.stack(
+        [two_pi_i * kyd * inv_lap, -two_pi_i * kxd * inv_lap, two_pi_i * kxd + 0 * kyd, two_pi_i * kyd + 0 * kxd]
+    ).to(cdt)  # (4, n, m)
     mask = dealias_mask_2d(n, device=dev).to(rdt)
 
-    nu_t = torch.as_tensor(nu, dtype=rdt, device=dev).reshape(-1, 1, 1)          # (B or 1, 1, 1)
-    half = 0.5 * dt * nu_t * lap                                                 # (B or 1, n, m)
-    amp = ((1.0 - half) / (1.0 + half))[..., None]                                # [..., None]: acts on
-    gain = dt / (1.0 + half)                                                      # view_as_real(w_hat)
+    nu_t = torch.as_tensor(nu, dtype=rdt, device=dev).reshape(-1, 1, 1)  # (B or 1, 1, 1)
+    half = 0.5 * dt * nu_t * lap  # (B or 1, n, m)
+    amp = ((1.0 - half) / (1.0 + half))[..., None]  # [..., None]: acts on
+    gain = dt / (1.0 + half)  # view_as_real(w_hat)
     gain_nl = (gain * mask)[..., None]
     f_c = f_s = None
     if forcing is not None:
@@ -171,11 +187,11 @@ def solve_vorticity(w0: torch.Tensor, nu, forcing: SpectralForcing | None, dt: f
     out = torch.empty(bsz, n_rec + 1, n // stride, n // stride, dtype=rdt, device=dev)
     out[:, 0] = w0[:, ::stride, ::stride]
     w_h = torch.fft.rfft2(w0)
-    w_r = torch.view_as_real(w_h)                  # real view, updated in place
+    w_r = torch.view_as_real(w_h)  # real view, updated in place
     buf = torch.empty(bsz, 4, n, n // 2 + 1, dtype=cdt, device=dev)
     for j in range(n_steps):
         torch.mul(w_h[:, None], ops, out=buf)
-        g = torch.fft.irfft2(buf, s=(n, n))                                       # (B, 4, n, n): u, v, w_x, w_y
+        g = torch.fft.irfft2(buf, s=(n, n))  # (B, 4, n, n): u, v, w_x, w_y
         adv = g[:, 0] * g[:, 2]
         adv.addcmul_(g[:, 1], g[:, 3])
         nl = torch.view_as_real(torch.fft.rfft2(adv))
@@ -204,8 +220,9 @@ def li_forcing(x: torch.Tensor, y: torch.Tensor, scale: float = 0.1) -> torch.Te
     return scale * (torch.sin(th) + torch.cos(th))
 
 
-def random_forcing_quadratures(amps: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                               scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def random_forcing_quadratures(
+    amps: torch.Tensor, x: torch.Tensor, y: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(f_c, f_s), each (B, nx, ny), with f(t) = cos(delta t) f_c + sin(delta t) f_s the FFNO forcing.
 
     ``amps``: (B, 6 * cycles) amplitudes in the order p = 1..cycles x [sin x, cos x, sin y, cos y,
@@ -219,8 +236,8 @@ def random_forcing_quadratures(amps: torch.Tensor, x: torch.Tensor, y: torch.Ten
     for p in range(1, cycles + 1):
         k = 2 * math.pi * p
         for m, th in enumerate((k * X + 0 * Y, k * Y + 0 * X, k * (X + Y))):
-            a = amps[:, 6 * (p - 1) + 2 * m, None, None]        # sin amplitude
-            b = amps[:, 6 * (p - 1) + 2 * m + 1, None, None]    # cos amplitude
+            a = amps[:, 6 * (p - 1) + 2 * m, None, None]  # sin amplitude
+            b = amps[:, 6 * (p - 1) + 2 * m + 1, None, None]  # cos amplitude
             s, c = torch.sin(th), torch.cos(th)
             f_c = f_c + a * s + b * c
             f_s = f_s + a * c - b * s
@@ -234,18 +251,18 @@ def random_forcing_quadratures(amps: torch.Tensor, x: torch.Tensor, y: torch.Ten
 class NavierStokesConfig:
     """FNO Navier-Stokes (TorusLi). Defaults: NavierStokes_V1e-5_N1200_T20 (256^2 -> 64^2, dt 1e-4)."""
 
-    resolution: int = 64          # stored grid points per side
-    sim_resolution: int = 256     # simulation grid; a multiple of resolution (every k-th point is kept)
-    nu: float = 1e-5              # viscosity
-    t_final: float = 20.0         # last snapshot time (FNO: 50 for nu 1e-3, 30 for 1e-4, 20 for 1e-5)
-    record_every: float = 1.0     # time between snapshots (frames at 0, record_every, ..., t_final)
-    dt: float = 1e-4              # solver time step (FNO's delta_t)
-    forcing: str = "li"           # li: 0.1 (sin 2pi(x+y) + cos 2pi(x+y)) | none
+    resolution: int = 64  # stored grid points per side
+    sim_resolution: int = 256  # simulation grid; a multiple of resolution (every k-th point is kept)
+    nu: float = 1e-5  # viscosity
+    t_final: float = 20.0  # last snapshot time (FNO: 50 for nu 1e-3, 30 for 1e-4, 20 for 1e-5)
+    record_every: float = 1.0  # time between snapshots (frames at 0, record_every, ..., t_final)
+    dt: float = 1e-4  # solver time step (FNO's delta_t)
+    forcing: str = "li"  # li: 0.1 (sin 2pi(x+y) + cos 2pi(x+y)) | none
     forcing_scale: float = 0.1
     grf_alpha: float = 2.5
     grf_tau: float = 7.0
-    grf_sigma: float = FNO_GRF_SIGMA   # covariance grf_sigma^2 (-Lap + tau^2)^-alpha; FNO's law
-    max_cfl: float = 1.0          # refuse dt when the estimated U dt / dx exceeds this
+    grf_sigma: float = FNO_GRF_SIGMA  # covariance grf_sigma^2 (-Lap + tau^2)^-alpha; FNO's law
+    max_cfl: float = 1.0  # refuse dt when the estimated U dt / dx exceeds this
 
 
 @dataclass
@@ -260,8 +277,8 @@ class TorusVisConfig:
     record_every: float = 1.0
     dt: float = 1e-4
     forcing_scale: float = 0.1
-    forcing_cycles: int = 2       # p = 1..cycles: 6 terms each
-    forcing_delta: float = 0.0    # phase drift rate; != 0 stores the forcing per frame
+    forcing_cycles: int = 2  # p = 1..cycles: 6 terms each
+    forcing_delta: float = 0.0  # phase drift rate; != 0 stores the forcing per frame
     grf_alpha: float = 2.5
     grf_tau: float = 7.0
     grf_sigma: float = FNO_GRF_SIGMA
@@ -278,8 +295,20 @@ class TorusVisForceConfig(TorusVisConfig):
 # ------------------------------------------------------------------------------------------------
 # Config checks shared by the generators
 # ------------------------------------------------------------------------------------------------
-_FLOAT_FIELDS = ("nu", "nu_min", "nu_max", "t_final", "record_every", "dt", "forcing_scale", "forcing_delta",
-                 "grf_alpha", "grf_tau", "grf_sigma", "max_cfl")
+_FLOAT_FIELDS = (
+    "nu",
+    "nu_min",
+    "nu_max",
+    "t_final",
+    "record_every",
+    "dt",
+    "forcing_scale",
+    "forcing_delta",
+    "grf_alpha",
+    "grf_tau",
+    "grf_sigma",
+    "max_cfl",
+)
 _INT_FIELDS = ("resolution", "sim_resolution", "forcing_cycles")
 
 
@@ -310,8 +339,10 @@ def _steps(cfg, gen: str) -> tuple[int, int]:
             raise ConfigError(f"{gen} {name} must be > 0, got {getattr(cfg, name)}")
     per = cfg.record_every / cfg.dt
     if abs(per - round(per)) > 1e-6 * max(1.0, per):
-        raise ConfigError(f"{gen} record_every={cfg.record_every} must be a whole number of steps dt={cfg.dt}; "
-                          f"got record_every / dt = {per:.6g}")
+        raise ConfigError(
+            f"{gen} record_every={cfg.record_every} must be a whole number of steps dt={cfg.dt}; "
+            f"got record_every / dt = {per:.6g}"
+        )
     n_rec = cfg.t_final / cfg.record_every
     if abs(n_rec - round(n_rec)) > 1e-6 * max(1.0, n_rec):
         raise ConfigError(f"{gen} t_final={cfg.t_final} must be a whole number of record_every={cfg.record_every}")
@@ -324,8 +355,10 @@ def _check_grids(cfg, gen: str) -> None:
     if cfg.sim_resolution < 8 or cfg.sim_resolution % 2:
         raise ConfigError(f"{gen} sim_resolution must be an even number >= 8, got {cfg.sim_resolution}")
     if cfg.sim_resolution % cfg.resolution:
-        raise ConfigError(f"{gen} sim_resolution {cfg.sim_resolution} cannot be subsampled to resolution "
-                          f"{cfg.resolution}: expected a multiple of it (e.g. 256 -> 64)")
+        raise ConfigError(
+            f"{gen} sim_resolution {cfg.sim_resolution} cannot be subsampled to resolution "
+            f"{cfg.resolution}: expected a multiple of it (e.g. 256 -> 64)"
+        )
     if not cfg.grf_alpha > 1.0:
         raise ConfigError(f"{gen} grf_alpha must be > 1 (finite-variance field in 2-D), got {cfg.grf_alpha}")
     if not cfg.grf_tau > 0:
@@ -344,7 +377,7 @@ def grf_velocity_rms(n: int, alpha: float, tau: float, sigma: float) -> float:
     k = torch.fft.fftfreq(n, d=1.0 / n, dtype=torch.float64)
     k2 = k[:, None] ** 2 + k[None, :] ** 2
     k2[0, 0] = 1.0
-    var = sigma ** 2 * (4 * math.pi ** 2 * k2 + tau ** 2) ** (-alpha) / (4 * math.pi ** 2 * k2)
+    var = sigma**2 * (4 * math.pi**2 * k2 + tau**2) ** (-alpha) / (4 * math.pi**2 * k2)
     var[0, 0] = 0.0
     return float(var.sum().sqrt())
 
@@ -360,7 +393,7 @@ def velocity_estimate(cfg, forcing_terms: list[tuple[float, float]], nu_min: flo
     """
     u0 = grf_velocity_rms(cfg.sim_resolution, cfg.grf_alpha, cfg.grf_tau, cfg.grf_sigma)
     fu = sum(a / (math.sqrt(2.0) * 2 * math.pi * k) for a, k in forcing_terms)
-    growth = cfg.t_final if nu_min <= 0 else min(cfg.t_final, 1.0 / (4 * math.pi ** 2 * nu_min))
+    growth = cfg.t_final if nu_min <= 0 else min(cfg.t_final, 1.0 / (4 * math.pi**2 * nu_min))
     return _PEAK_TO_RMS * (_RMS_SPREAD * u0 + fu * growth)
 
 
@@ -369,9 +402,11 @@ def _check_cfl(cfg, gen: str, forcing_terms, nu_min: float) -> None:
     cfl = u * cfg.dt * cfg.sim_resolution
     if cfl > cfg.max_cfl:
         dt_max = cfg.max_cfl / (u * cfg.sim_resolution)
-        raise ConfigError(f"{gen} dt={cfg.dt} is too large for sim_resolution {cfg.sim_resolution}: the estimated "
-                          f"CFL number U dt/dx = {cfl:.3g} (U ~ {u:.3g}) exceeds max_cfl={cfg.max_cfl}; expected "
-                          f"dt <= {dt_max:.3g} (with record_every a whole number of steps)")
+        raise ConfigError(
+            f"{gen} dt={cfg.dt} is too large for sim_resolution {cfg.sim_resolution}: the estimated "
+            f"CFL number U dt/dx = {cfl:.3g} (U ~ {u:.3g}) exceeds max_cfl={cfg.max_cfl}; expected "
+            f"dt <= {dt_max:.3g} (with record_every a whole number of steps)"
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -379,6 +414,7 @@ def _check_cfl(cfg, gen: str, forcing_terms, nu_min: float) -> None:
 # ------------------------------------------------------------------------------------------------
 class _TorusGenerator(Generator):
     """Shared machinery: grid, GRF initial field, batched solve, downsampling, error reporting."""
+
     field_labels = {"u": "vorticity", "f": "forcing"}
 
     inputs = ("u",)
@@ -434,15 +470,23 @@ class _TorusGenerator(Generator):
         for lo in range(0, bsz, sub):
             sl = slice(lo, lo + sub)
             nu_sl = nu[sl] if torch.is_tensor(nu) and nu.ndim else nu
-            f_sl = None if forcing is None else SpectralForcing(rows(forcing.f_c, sl), rows(forcing.f_s, sl),
-                                                                 forcing.delta)
+            f_sl = (
+                None
+                if forcing is None
+                else SpectralForcing(rows(forcing.f_c, sl), rows(forcing.f_s, sl), forcing.delta)
+            )
             try:
-                parts.append(solve_vorticity(w0[sl], nu_sl, f_sl, cfg.dt, n_steps, interval,
-                                             stride=cfg.sim_resolution // cfg.resolution))
+                parts.append(
+                    solve_vorticity(
+                        w0[sl], nu_sl, f_sl, cfg.dt, n_steps, interval, stride=cfg.sim_resolution // cfg.resolution
+                    )
+                )
             except SolverBlowUp as exc:
-                raise DataError(f"{self.name} sample {int(ids[lo + exc.index])} (seed {seed}) blew up (NaN/Inf "
-                                f"vorticity) by t = {exc.time:g}; expected a finite solution: reduce dt={cfg.dt} "
-                                f"or raise sim_resolution={cfg.sim_resolution}") from None
+                raise DataError(
+                    f"{self.name} sample {int(ids[lo + exc.index])} (seed {seed}) blew up (NaN/Inf "
+                    f"vorticity) by t = {exc.time:g}; expected a finite solution: reduce dt={cfg.dt} "
+                    f"or raise sim_resolution={cfg.sim_resolution}"
+                ) from None
         return torch.cat(parts)
 
 
@@ -476,9 +520,11 @@ class NavierStokesGenerator(_TorusGenerator):
         u = self._solve(cfg, w0, cfg.nu, forcing, ids, seed)
         k = cfg.sim_resolution // cfg.resolution
         f_s = f[::k, ::k]
-        return {"fields/u": as_numpy(u)[..., None],
-                "fields/f": np.broadcast_to(as_numpy(f_s)[None, ..., None], (len(ids), *f_s.shape, 1)).copy(),
-                "params/nu": np.full(len(ids), cfg.nu, dtype=np.float32)}
+        return {
+            "fields/u": as_numpy(u)[..., None],
+            "fields/f": np.broadcast_to(as_numpy(f_s)[None, ..., None], (len(ids), *f_s.shape, 1)).copy(),
+            "params/nu": np.full(len(ids), cfg.nu, dtype=np.float32),
+        }
 
 
 @register_generator
@@ -503,8 +549,10 @@ class TorusVisGenerator(_TorusGenerator):
             raise ConfigError(f"{g} forcing_scale must be >= 0, got {cfg.forcing_scale}")
         kmax = max_dealiased_wavenumber(cfg.sim_resolution)
         if not 1 <= cfg.forcing_cycles <= kmax:
-            raise ConfigError(f"{g} forcing_cycles must be between 1 and {kmax} (the largest wavenumber kept by "
-                              f"2/3 dealiasing at sim_resolution {cfg.sim_resolution}), got {cfg.forcing_cycles}")
+            raise ConfigError(
+                f"{g} forcing_cycles must be between 1 and {kmax} (the largest wavenumber kept by "
+                f"2/3 dealiasing at sim_resolution {cfg.sim_resolution}), got {cfg.forcing_cycles}"
+            )
         if not math.isfinite(cfg.forcing_delta):
             raise ConfigError(f"{g} forcing_delta must be finite, got {cfg.forcing_delta}")
         return cfg.nu_min
@@ -516,8 +564,9 @@ class TorusVisGenerator(_TorusGenerator):
         device = torch.device(device)
         rngs = [sample_rng(seed, int(i)) for i in ids]
         # scalars first, so that they do not depend on the number of GRF normals (which grows with the grid)
-        nu = torch.stack([cfg.nu_min + (cfg.nu_max - cfg.nu_min) * torch.rand(1, generator=r, dtype=torch.float64)[0]
-                          for r in rngs])
+        nu = torch.stack(
+            [cfg.nu_min + (cfg.nu_max - cfg.nu_min) * torch.rand(1, generator=r, dtype=torch.float64)[0] for r in rngs]
+        )
         amps = torch.stack([torch.rand(6 * cfg.forcing_cycles, generator=r, dtype=torch.float64) for r in rngs])
         w0 = self.initial_vorticity(cfg, rngs, device)
         x = self._grid(cfg, device)
@@ -530,11 +579,15 @@ class TorusVisGenerator(_TorusGenerator):
         if drift:
             t = torch.as_tensor(self.coords(cfg)["t"], dtype=torch.float64, device=device)
             ph = cfg.forcing_delta * t[None, :, None, None]
-            f = torch.cos(ph) * f_c[:, None] + torch.sin(ph) * f_s[:, None]      # (B, T, s, s)
+            f = torch.cos(ph) * f_c[:, None] + torch.sin(ph) * f_s[:, None]  # (B, T, s, s)
         else:
             f = f_c
-        return {"fields/u": as_numpy(u)[..., None], "fields/f": as_numpy(f)[..., None],
-                "params/nu": as_numpy(nu), "params/forcing_amplitudes": as_numpy(amps)}
+        return {
+            "fields/u": as_numpy(u)[..., None],
+            "fields/f": as_numpy(f)[..., None],
+            "params/nu": as_numpy(nu),
+            "params/forcing_amplitudes": as_numpy(amps),
+        }
 
 
 @register_generator

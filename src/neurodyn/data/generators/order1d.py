@@ -42,6 +42,7 @@ The input x does not depend on ``order`` or ``tau``: the T1..T4 datasets of one 
 
 Stored per sample: ``fields/x`` (N, 1) input, ``fields/y`` (N, 1) target; ``coords/s`` = m / N.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,8 @@ from .base import Generator, as_numpy, register_generator, sample_rng
 class Order1DConfig:
     resolution: int = 256
     tau: float = 0.08
-    order: int = 1                   # n in (I - tau^2 d_ss)^n y = x; 1..8
-    wavenumber: str = "angular"      # angular (k = 2 pi m) | index (k = m)
+    order: int = 1  # n in (I - tau^2 d_ss)^n y = x; 1..8
+    wavenumber: str = "angular"  # angular (k = 2 pi m) | index (k = m)
     low_modes: int = 4
     low_amplitude: float = 1.0
     broadband_max_mode: int = 32
@@ -71,19 +72,20 @@ class Order1DConfig:
     pulse_amplitude: float = 2.0
     pulse_width_min: float = 0.005
     pulse_width_max: float = 0.03
-    split_sizes: tuple = ()          # e.g. (12000, 2000, 2000): one file, one seed per split
-    split_seeds: tuple = ()          # e.g. (42, 43, 44)
+    split_sizes: tuple = ()  # e.g. (12000, 2000, 2000): one file, one seed per split
+    split_seeds: tuple = ()  # e.g. (42, 43, 44)
 
 
 MAX_ORDER = 8
 
 
-def transfer(n: int, tau: float, resolution: int, wavenumber: str = "angular", dtype=torch.float64,
-             device=None) -> torch.Tensor:
+def transfer(
+    n: int, tau: float, resolution: int, wavenumber: str = "angular", dtype=torch.float64, device=None
+) -> torch.Tensor:
     """H_n on the rfft bins m = 0..N/2: (1 + tau^2 k^2)^(-n), k = 2 pi m (angular) or m (index)."""
     m = torch.arange(resolution // 2 + 1, dtype=dtype, device=device)
     k = 2 * math.pi * m if wavenumber == "angular" else m
-    return (1.0 + tau ** 2 * k ** 2) ** (-n)
+    return (1.0 + tau**2 * k**2) ** (-n)
 
 
 def apply_order_operator(x: torch.Tensor, n: int, tau: float, wavenumber: str = "angular") -> torch.Tensor:
@@ -103,8 +105,13 @@ def mixture_params(cfg: Order1DConfig, rng: torch.Generator) -> dict[str, torch.
     u = torch.rand(3, cfg.pulses_max, generator=rng, dtype=torch.float64)
     amp = (2 * u[0] - 1) * cfg.pulse_amplitude
     amp[count:] = 0.0
-    return {"low": low, "broadband": bb, "pulse_amp": amp, "pulse_pos": u[1],
-            "pulse_width": cfg.pulse_width_min + (cfg.pulse_width_max - cfg.pulse_width_min) * u[2]}
+    return {
+        "low": low,
+        "broadband": bb,
+        "pulse_amp": amp,
+        "pulse_pos": u[1],
+        "pulse_width": cfg.pulse_width_min + (cfg.pulse_width_max - cfg.pulse_width_min) * u[2],
+    }
 
 
 def evaluate_mixture(cfg: Order1DConfig, p: dict[str, torch.Tensor], s: torch.Tensor) -> torch.Tensor:
@@ -124,16 +131,15 @@ def evaluate_mixture(cfg: Order1DConfig, p: dict[str, torch.Tensor], s: torch.Te
         ph = 2 * math.pi * m[:, None] * s[None, :]
         w = m ** (-cfg.broadband_decay)
         out = out + (p["broadband"][:, 0] * w) @ torch.cos(ph) + (p["broadband"][:, 1] * w) @ torch.sin(ph)
-    d = torch.remainder(s[None, None, :] - p["pulse_pos"][:, :, None] + 0.5, 1.0) - 0.5   # (B, P, L) in [-0.5, 0.5)
+    d = torch.remainder(s[None, None, :] - p["pulse_pos"][:, :, None] + 0.5, 1.0) - 0.5  # (B, P, L) in [-0.5, 0.5)
     w2 = 2 * p["pulse_width"][:, :, None] ** 2
-    bumps = sum(torch.exp(-(d + shift) ** 2 / w2) for shift in (-1.0, 0.0, 1.0))
+    bumps = sum(torch.exp(-((d + shift) ** 2) / w2) for shift in (-1.0, 0.0, 1.0))
     out = out + (p["pulse_amp"][:, :, None] * bumps).sum(1)
     return out if batched else out[0]
 
 
 @register_generator
-class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=("x",),
-                       targets=("y",), chunk_size=1000):
+class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=("x",), targets=("y",), chunk_size=1000):
     def validate(self, cfg: Order1DConfig) -> None:
         if not (isinstance(cfg.order, int) and 1 <= cfg.order <= MAX_ORDER):
             raise ConfigError(f"order1d order must be an integer in 1..{MAX_ORDER}, got {cfg.order!r}")
@@ -144,34 +150,47 @@ class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=(
         if cfg.resolution < 8:
             raise ConfigError(f"order1d resolution must be >= 8, got {cfg.resolution}")
         if cfg.low_modes < 0 or cfg.broadband_max_mode < 0:
-            raise ConfigError(f"order1d low_modes and broadband_max_mode must be >= 0, got {cfg.low_modes} and "
-                              f"{cfg.broadband_max_mode}")
+            raise ConfigError(
+                f"order1d low_modes and broadband_max_mode must be >= 0, got {cfg.low_modes} and "
+                f"{cfg.broadband_max_mode}"
+            )
         top = max(cfg.low_modes, cfg.broadband_max_mode)
         if top >= cfg.resolution // 2:
-            raise ConfigError(f"order1d mode {top} is not resolved on {cfg.resolution} points: expected "
-                              f"low_modes and broadband_max_mode < resolution/2 = {cfg.resolution // 2}")
+            raise ConfigError(
+                f"order1d mode {top} is not resolved on {cfg.resolution} points: expected "
+                f"low_modes and broadband_max_mode < resolution/2 = {cfg.resolution // 2}"
+            )
         if not 0 <= cfg.pulses_min <= cfg.pulses_max:
             raise ConfigError(f"order1d needs 0 <= pulses_min <= pulses_max, got {cfg.pulses_min} and {cfg.pulses_max}")
         if not 0 < cfg.pulse_width_min <= cfg.pulse_width_max <= 0.25:
-            raise ConfigError(f"order1d pulse widths must satisfy 0 < pulse_width_min <= pulse_width_max <= 0.25, "
-                              f"got {cfg.pulse_width_min} and {cfg.pulse_width_max}")
+            raise ConfigError(
+                f"order1d pulse widths must satisfy 0 < pulse_width_min <= pulse_width_max <= 0.25, "
+                f"got {cfg.pulse_width_min} and {cfg.pulse_width_max}"
+            )
         for f in ("low_amplitude", "broadband_amplitude", "pulse_amplitude"):
             if not getattr(cfg, f) >= 0:
                 raise ConfigError(f"order1d {f} must be >= 0, got {getattr(cfg, f)}")
         if len(cfg.split_sizes) != len(cfg.split_seeds):
-            raise ConfigError(f"order1d split_sizes {list(cfg.split_sizes)} and split_seeds {list(cfg.split_seeds)} "
-                              "must have the same length (one seed per split)")
+            raise ConfigError(
+                f"order1d split_sizes {list(cfg.split_sizes)} and split_seeds {list(cfg.split_seeds)} "
+                "must have the same length (one seed per split)"
+            )
         if any(int(n) < 1 for n in cfg.split_sizes) or any(int(s) < 0 for s in cfg.split_seeds):
-            raise ConfigError(f"order1d split_sizes must be >= 1 and split_seeds >= 0, got {list(cfg.split_sizes)} "
-                              f"and {list(cfg.split_seeds)}")
+            raise ConfigError(
+                f"order1d split_sizes must be >= 1 and split_seeds >= 0, got {list(cfg.split_sizes)} "
+                f"and {list(cfg.split_seeds)}"
+            )
         if len(set(cfg.split_seeds)) != len(cfg.split_seeds):
-            raise ConfigError(f"order1d split_seeds {list(cfg.split_seeds)} repeat a seed: "
-                              "the splits would share samples")
+            raise ConfigError(
+                f"order1d split_seeds {list(cfg.split_seeds)} repeat a seed: the splits would share samples"
+            )
 
     def run(self, cfg: Order1DConfig, n_samples: int, seed: int = 0, path: str | Path | None = None, **kw):
         if cfg.split_sizes and n_samples != sum(cfg.split_sizes):
-            raise ConfigError(f"order1d with split_sizes {list(cfg.split_sizes)} makes exactly {sum(cfg.split_sizes)} "
-                              f"samples, got n_samples={n_samples}")
+            raise ConfigError(
+                f"order1d with split_sizes {list(cfg.split_sizes)} makes exactly {sum(cfg.split_sizes)} "
+                f"samples, got n_samples={n_samples}"
+            )
         return super().run(cfg, n_samples, seed=seed, path=path, **kw)
 
     def tag(self, cfg: Order1DConfig) -> str:
@@ -189,8 +208,9 @@ class Order1DGenerator(Generator, name="order1d", config=Order1DConfig, inputs=(
             if index < lo + size:
                 return int(s), index - lo
             lo += size
-        raise ConfigError(f"order1d sample {index} is beyond split_sizes {list(cfg.split_sizes)} "
-                          f"(total {sum(cfg.split_sizes)})")
+        raise ConfigError(
+            f"order1d sample {index} is beyond split_sizes {list(cfg.split_sizes)} (total {sum(cfg.split_sizes)})"
+        )
 
     def params(self, cfg: Order1DConfig, ids, seed: int) -> dict[str, torch.Tensor]:
         ps = [mixture_params(cfg, sample_rng(*self.sample_stream(cfg, int(i), seed))) for i in ids]

@@ -56,6 +56,7 @@ velocity u_x at the nodes (the benchmark target), ``params/control_y`` and ``par
 Computation in float64 on the CPU (scikit-fem/SciPy; the ``device`` argument is not used), storage
 float32. Requires scikit-fem (``pip install scikit-fem``, extra ``neurodyn[fem]``).
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,9 @@ from .base import Generator, register_generator, sample_rng
 
 def import_skfem():
     """scikit-fem, or a ConfigError saying how to install it."""
-    return optional_import("skfem", "the geometry generators (elasticity, pipe)",
-                           "pip install scikit-fem (or neurodyn[fem])")
+    return optional_import(
+        "skfem", "the geometry generators (elasticity, pipe)", "pip install scikit-fem (or neurodyn[fem])"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -103,16 +105,18 @@ def structured_p2_mesh(X: np.ndarray, periodic: bool = False) -> StructuredP2Mes
     skfem = import_skfem()
     hf, wf = X.shape[:2]
     if hf < 3 or hf % 2 == 0 or (wf % 2 == 0) != periodic or wf < (4 if periodic else 3):
-        raise ConfigError(f"a structured P2 grid needs an odd number >= 3 of nodes along axis 0 and "
-                          f"{'an even number >= 4' if periodic else 'an odd number >= 3'} along axis 1, "
-                          f"got {hf} x {wf}")
+        raise ConfigError(
+            f"a structured P2 grid needs an odd number >= 3 of nodes along axis 0 and "
+            f"{'an even number >= 4' if periodic else 'an odd number >= 3'} along axis 1, "
+            f"got {hf} x {wf}"
+        )
     idx = np.arange(hf * wf).reshape(hf, wf)
     if periodic:
         idx = np.concatenate([idx, idx[:, :1]], axis=1)
     nb_i, nb_j = (hf - 1) // 2, (idx.shape[1] - 1) // 2
     I, J = np.meshgrid(2 * np.arange(nb_i), 2 * np.arange(nb_j), indexing="ij")
     n = lambda di, dj: idx[I + di, J + dj]  # noqa: E731
-    a, b, c, d = n(0, 0), n(2, 0), n(2, 2), n(0, 2)          # corners, counter-clockwise in (i, j)
+    a, b, c, d = n(0, 0), n(2, 0), n(2, 2), n(0, 2)  # corners, counter-clockwise in (i, j)
     mab, mbc, mcd, mda, ctr = n(1, 0), n(2, 1), n(1, 2), n(0, 1), n(1, 1)
     even = ((I + J) // 2) % 2 == 0
     # diagonal a-c on even blocks: (a, b, c) and (a, c, d); diagonal b-d on odd blocks: (a, b, d), (b, c, d)
@@ -131,8 +135,9 @@ def check_jacobian(basis, what: str) -> None:
     """Raise DataError when an element of ``basis`` is inverted or degenerate (det J <= 0 somewhere)."""
     det = basis.mapping.detDF(basis.X)
     if not np.all(det > 0):
-        raise DataError(f"{what}: the mapped mesh has {int(np.sum(np.any(det <= 0, axis=1)))} inverted or "
-                        "degenerate elements")
+        raise DataError(
+            f"{what}: the mapped mesh has {int(np.sum(np.any(det <= 0, axis=1)))} inverted or degenerate elements"
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -243,8 +248,9 @@ class StokesSolution(NamedTuple):
     p: np.ndarray  # (H//2 + 1, W//2 + 1) pressure at the vertices (even nodes)
 
 
-def solve_stokes_channel(X: np.ndarray, inflow_max: float = 1.0, inflow_angle: float = 0.0,
-                         what: str = "pipe") -> StokesSolution:
+def solve_stokes_channel(
+    X: np.ndarray, inflow_max: float = 1.0, inflow_angle: float = 0.0, what: str = "pipe"
+) -> StokesSolution:
     """Stokes flow in the channel whose structured node grid is ``X`` (H, W, 2), H and W odd.
 
     Axis 0 runs from the inlet (i = 0) to the outlet (i = H-1); the walls are j = 0 and j = W-1.
@@ -308,17 +314,17 @@ def solve_stokes_channel(X: np.ndarray, inflow_max: float = 1.0, inflow_angle: f
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class PipeConfig:
-    resolution_x: int = 129     # H: nodes along the pipe (odd)
-    resolution_y: int = 129     # W: nodes across the pipe (odd)
+    resolution_x: int = 129  # H: nodes along the pipe (odd)
+    resolution_y: int = 129  # W: nodes across the pipe (odd)
     length: float = 10.0
     width: float = 1.0
-    n_control: int = 5          # centreline control nodes (4 cubic pieces)
-    amplitude: float = 2.0      # control heights ~ U[-amplitude, amplitude]
-    slope: float = 1.0          # control slopes ~ U[-slope, slope]
-    end_slopes: str = "zero"    # zero | random: slope at the first and last control node
-    offset: str = "vertical"    # vertical | normal: how the walls are offset from the centreline
-    inflow_max: float = 1.0     # centre velocity of the parabolic inflow
-    refine: int = 1             # solve on the grid refined r times per axis, store every r-th node
+    n_control: int = 5  # centreline control nodes (4 cubic pieces)
+    amplitude: float = 2.0  # control heights ~ U[-amplitude, amplitude]
+    slope: float = 1.0  # control slopes ~ U[-slope, slope]
+    end_slopes: str = "zero"  # zero | random: slope at the first and last control node
+    offset: str = "vertical"  # vertical | normal: how the walls are offset from the centreline
+    inflow_max: float = 1.0  # centre velocity of the parabolic inflow
+    refine: int = 1  # solve on the grid refined r times per axis, store every r-th node
 
 
 @register_generator
@@ -331,12 +337,15 @@ class PipeGenerator(Generator, name="pipe", config=PipeConfig, inputs=("mesh",),
             if not isinstance(v, int) or v < 5 or v % 2 == 0:
                 raise ConfigError(f"pipe {field} must be an odd integer >= 5 (pairs of quadratic elements), got {v}")
         if not cfg.n_control >= 2:
-            raise ConfigError(f"pipe n_control must be >= 2 (a centreline needs two control nodes), "
-                              f"got {cfg.n_control}")
+            raise ConfigError(
+                f"pipe n_control must be >= 2 (a centreline needs two control nodes), got {cfg.n_control}"
+            )
         need = 4 * (cfg.n_control - 1) + 1
         if cfg.resolution_x < need:
-            raise ConfigError(f"pipe resolution_x = {cfg.resolution_x} is too few nodes for {cfg.n_control} control "
-                              f"nodes: expected >= {need} (two quadratic elements per cubic piece)")
+            raise ConfigError(
+                f"pipe resolution_x = {cfg.resolution_x} is too few nodes for {cfg.n_control} control "
+                f"nodes: expected >= {need} (two quadratic elements per cubic piece)"
+            )
         for field in ("length", "width"):
             if not getattr(cfg, field) > 0:
                 raise ConfigError(f"pipe {field} must be > 0, got {getattr(cfg, field)}")
@@ -359,7 +368,8 @@ class PipeGenerator(Generator, name="pipe", config=PipeConfig, inputs=("mesh",),
                     f"pipe with offset='normal': the walls cross where the centreline curvature exceeds 2/width = "
                     f"{2 / cfg.width:.3g}, and with amplitude {cfg.amplitude}, slope {cfg.slope} and {cfg.n_control} "
                     f"control nodes over length {cfg.length} it is only bounded by 12 amplitude/h^2 + 6 slope/h = "
-                    f"{kappa:.3g}; expected that bound < 2/width (reduce amplitude or slope, or use offset='vertical')")
+                    f"{kappa:.3g}; expected that bound < 2/width (reduce amplitude or slope, or use offset='vertical')"
+                )
 
     def tag(self, cfg: PipeConfig) -> str:
         return f"r{cfg.resolution_x}x{cfg.resolution_y}" + (f"ref{cfg.refine}" if cfg.refine > 1 else "")

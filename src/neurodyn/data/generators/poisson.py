@@ -32,6 +32,7 @@ Stored per sample: ``fields/f`` (s, s, 1) input, ``fields/u`` (s, s, 1) target, 
 the coefficients a_ij (row i = x-mode, column j = y-mode). Array axis 0 is x, axis 1 is y
 (``coords/x``, ``coords/y``). Computation in float64, storage float32.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,10 +47,10 @@ from .base import Generator, as_numpy, register_generator, sample_rng
 
 @dataclass
 class PoissonConfig:
-    resolution: int = 64          # stored nodes per side
-    K: int = 16                   # modes per axis in the source (16 in distribution, 20 out of distribution)
-    r: float = -0.5               # source coefficients carry (i^2 + j^2)^r (CNO convention)
-    solver: str = "exact"         # exact | fd
+    resolution: int = 64  # stored nodes per side
+    K: int = 16  # modes per axis in the source (16 in distribution, 20 out of distribution)
+    r: float = -0.5  # source coefficients carry (i^2 + j^2)^r (CNO convention)
+    solver: str = "exact"  # exact | fd
     include_boundary: bool = True  # vertex grid with boundary nodes (True) or interior nodes only
 
 
@@ -66,8 +67,8 @@ def sine_series(coef: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.T
     """sum_{i,j} coef[b, i-1, j-1] sin(pi i x) sin(pi j y) at the tensor grid (x, y): (B, len(x), len(y))."""
     k = coef.shape[-1]
     modes = torch.arange(1, k + 1, dtype=x.dtype, device=x.device)
-    sx = torch.sin(math.pi * x[:, None] * modes[None, :])        # (H, K)
-    sy = torch.sin(math.pi * y[:, None] * modes[None, :])        # (W, K)
+    sx = torch.sin(math.pi * x[:, None] * modes[None, :])  # (H, K)
+    sy = torch.sin(math.pi * y[:, None] * modes[None, :])  # (W, K)
     return torch.einsum("hi,bij,wj->bhw", sx, coef, sy)
 
 
@@ -75,9 +76,9 @@ def poisson_series(a: torch.Tensor, r: float, x: torch.Tensor, y: torch.Tensor) 
     """Source f and exact solution u of the CNO Poisson problem for coefficients ``a`` (B, K, K)."""
     k = a.shape[-1]
     modes = torch.arange(1, k + 1, dtype=a.dtype, device=a.device)
-    lam = modes[:, None] ** 2 + modes[None, :] ** 2                 # i^2 + j^2
-    f = sine_series(a * lam ** r, x, y) * (math.pi / k ** 2)
-    u = sine_series(a * lam ** (r - 1), x, y) / (math.pi * k ** 2)
+    lam = modes[:, None] ** 2 + modes[None, :] ** 2  # i^2 + j^2
+    f = sine_series(a * lam**r, x, y) * (math.pi / k**2)
+    u = sine_series(a * lam ** (r - 1), x, y) / (math.pi * k**2)
     return f, u
 
 
@@ -90,14 +91,13 @@ def fd_poisson_dirichlet(f: torch.Tensor, h: float) -> torch.Tensor:
         raise ConfigError(f"fd_poisson_dirichlet needs a square block of nodes, got shape {tuple(f.shape)}")
     q = torch.arange(1, n + 1, dtype=f.dtype, device=f.device)
     s = torch.sin(math.pi * q[:, None] * q[None, :] / (n + 1)) * math.sqrt(2.0 / (n + 1))  # orthogonal, symmetric
-    lam = (2.0 - 2.0 * torch.cos(math.pi * q / (n + 1))) / h ** 2
+    lam = (2.0 - 2.0 * torch.cos(math.pi * q / (n + 1))) / h**2
     fh = s @ f @ s
     return s @ (fh / (lam[:, None] + lam[None, :])) @ s
 
 
 @register_generator
-class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=("f",),
-                       targets=("u",), chunk_size=256):
+class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=("f",), targets=("u",), chunk_size=256):
     field_labels = {"f": "source", "u": "solution"}
 
     def validate(self, cfg: PoissonConfig) -> None:
@@ -105,18 +105,24 @@ class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=(
             raise ConfigError(f"poisson solver must be 'exact' or 'fd', got {cfg.solver!r}")
         low = 3 if cfg.include_boundary else 1
         if cfg.resolution < low:
-            raise ConfigError(f"poisson resolution must be >= {low} with include_boundary={cfg.include_boundary}, "
-                              f"got {cfg.resolution}")
+            raise ConfigError(
+                f"poisson resolution must be >= {low} with include_boundary={cfg.include_boundary}, "
+                f"got {cfg.resolution}"
+            )
         if cfg.K < 1:
             raise ConfigError(f"poisson K (modes per axis) must be >= 1, got {cfg.K}")
         k_max = cfg.resolution - 2 if cfg.include_boundary else cfg.resolution
         if cfg.K > k_max:
-            raise ConfigError(f"poisson K={cfg.K} is not resolved on {cfg.resolution} nodes per side "
-                              f"(include_boundary={cfg.include_boundary}): sine modes alias above i = {k_max}; "
-                              f"expected K <= {k_max} or a larger resolution")
+            raise ConfigError(
+                f"poisson K={cfg.K} is not resolved on {cfg.resolution} nodes per side "
+                f"(include_boundary={cfg.include_boundary}): sine modes alias above i = {k_max}; "
+                f"expected K <= {k_max} or a larger resolution"
+            )
         if not (math.isfinite(cfg.r) and -R_BOUND <= cfg.r <= R_BOUND):
-            raise ConfigError(f"poisson r must lie in [-{R_BOUND:g}, {R_BOUND:g}], got {cfg.r}: beyond that the "
-                              "weights (i^2+j^2)^r span more than float32 can hold and one mode swamps the rest")
+            raise ConfigError(
+                f"poisson r must lie in [-{R_BOUND:g}, {R_BOUND:g}], got {cfg.r}: beyond that the "
+                "weights (i^2+j^2)^r span more than float32 can hold and one mode swamps the rest"
+            )
 
     def tag(self, cfg: PoissonConfig) -> str:
         return f"r{cfg.resolution}_K{cfg.K}" + ("_fd" if cfg.solver == "fd" else "")
@@ -127,8 +133,9 @@ class PoissonGenerator(Generator, name="poisson", config=PoissonConfig, inputs=(
 
     def coefficients(self, cfg: PoissonConfig, ids, seed: int) -> torch.Tensor:
         """(B, K, K) float64 a_ij ~ U[-1, 1], drawn on CPU from each sample's own generator."""
-        return torch.stack([torch.rand(cfg.K, cfg.K, generator=sample_rng(seed, int(i)), dtype=torch.float64) * 2 - 1
-                            for i in ids])
+        return torch.stack(
+            [torch.rand(cfg.K, cfg.K, generator=sample_rng(seed, int(i)), dtype=torch.float64) * 2 - 1 for i in ids]
+        )
 
     def generate(self, cfg: PoissonConfig, ids, seed, device):
         device = torch.device(device)

@@ -28,6 +28,7 @@ Stored per sample: ``fields/u`` (T, N, N, C) with T = n_steps + 1 and C = 1 (h o
 2D SWE file; ``output="h"``) or C = 3 (h, hu, hv; ``output="conserved"``); array axis 1 is x and axis 2
 is y (``coords/x``, ``coords/y`` cell centres, ``coords/t`` frame times); ``params/radius`` (n,).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,20 +44,20 @@ from .base import Generator, as_numpy, register_generator, sample_rng
 
 @dataclass
 class ShallowWaterConfig:
-    resolution: int = 128         # cells per side
-    half_width: float = 2.5       # domain [-half_width, half_width]^2
+    resolution: int = 128  # cells per side
+    half_width: float = 2.5  # domain [-half_width, half_width]^2
     gravity: float = 1.0
     h_in: float = 2.0
     h_out: float = 1.0
     radius_min: float = 0.3
     radius_max: float = 0.7
     t_end: float = 1.0
-    n_steps: int = 100            # stored frames: n_steps + 1 (t = 0 included)
+    n_steps: int = 100  # stored frames: n_steps + 1 (t = 0 included)
     cfl: float = 0.4
-    flux: str = "hll"             # hll | rusanov
-    limiter: str = "minmod"       # minmod | mc | none
-    output: str = "h"             # h | conserved (h, hu, hv)
-    max_substeps: int = 100000    # per stored frame, guard against a collapsing time step
+    flux: str = "hll"  # hll | rusanov
+    limiter: str = "minmod"  # minmod | mc | none
+    output: str = "h"  # h | conserved (h, hu, hv)
+    max_substeps: int = 100000  # per stored frame, guard against a collapsing time step
 
 
 def _minmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -66,8 +67,8 @@ def _minmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _slopes(w: torch.Tensor, dim: int, limiter: str) -> torch.Tensor:
     """Limited slopes of cells 1..n-2 along ``dim`` (length n - 2)."""
     n = w.shape[dim]
-    d = w.narrow(dim, 1, n - 1) - w.narrow(dim, 0, n - 1)          # forward differences, n - 1
-    a, b = d.narrow(dim, 0, n - 2), d.narrow(dim, 1, n - 2)         # left and right differences of cells 1..n-2
+    d = w.narrow(dim, 1, n - 1) - w.narrow(dim, 0, n - 1)  # forward differences, n - 1
+    a, b = d.narrow(dim, 0, n - 2), d.narrow(dim, 1, n - 2)  # left and right differences of cells 1..n-2
     if limiter == "minmod":
         return _minmod(a, b)
     if limiter == "mc":
@@ -80,8 +81,8 @@ def _slopes(w: torch.Tensor, dim: int, limiter: str) -> torch.Tensor:
 def _face_states(w: torch.Tensor, dim: int, limiter: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Left/right states at the n + 1 faces of the n interior cells of ``w`` padded by 2 ghosts (n + 4)."""
     n = w.shape[dim] - 4
-    s = _slopes(w, dim, limiter)                                     # cells 1..n+2
-    left = w.narrow(dim, 1, n + 1) + 0.5 * s.narrow(dim, 0, n + 1)   # cells 1..n+1, right edge
+    s = _slopes(w, dim, limiter)  # cells 1..n+2
+    left = w.narrow(dim, 1, n + 1) + 0.5 * s.narrow(dim, 0, n + 1)  # cells 1..n+1, right edge
     right = w.narrow(dim, 2, n + 1) - 0.5 * s.narrow(dim, 1, n + 1)  # cells 2..n+2, left edge
     return left, right
 
@@ -101,18 +102,19 @@ def _normal_flux(hl, unl, utl, hr, unr, utr, g: float, flux: str) -> torch.Tenso
     return (sr * fl - sl * fr + sl * sr * (qr - ql)) / (sr - sl)
 
 
-def swe_rhs(q: torch.Tensor, dx: float, dy: float, g: float, flux: str = "hll",
-            limiter: str = "minmod") -> torch.Tensor:
+def swe_rhs(
+    q: torch.Tensor, dx: float, dy: float, g: float, flux: str = "hll", limiter: str = "minmod"
+) -> torch.Tensor:
     """-(dF/dx + dG/dy) for conserved q = (h, hu, hv): (B, 3, Nx, Ny), transmissive boundaries."""
     p = F.pad(q, (2, 2, 2, 2), mode="replicate")
     h = p[:, 0]
-    w = torch.stack((h, p[:, 1] / h, p[:, 2] / h), dim=1)           # primitive (h, u, v)
-    wx = w[:, :, :, 2:-2]                                           # x-sweeps on the interior y range
+    w = torch.stack((h, p[:, 1] / h, p[:, 2] / h), dim=1)  # primitive (h, u, v)
+    wx = w[:, :, :, 2:-2]  # x-sweeps on the interior y range
     l, r = _face_states(wx, 2, limiter)
-    fx = _normal_flux(l[:, 0], l[:, 1], l[:, 2], r[:, 0], r[:, 1], r[:, 2], g, flux)   # (3, B, Nx+1, Ny)
+    fx = _normal_flux(l[:, 0], l[:, 1], l[:, 2], r[:, 0], r[:, 1], r[:, 2], g, flux)  # (3, B, Nx+1, Ny)
     wy = w[:, :, 2:-2, :]
     l, r = _face_states(wy, 3, limiter)
-    gy = _normal_flux(l[:, 0], l[:, 2], l[:, 1], r[:, 0], r[:, 2], r[:, 1], g, flux)   # (mass, hv, hu)
+    gy = _normal_flux(l[:, 0], l[:, 2], l[:, 1], r[:, 0], r[:, 2], r[:, 1], g, flux)  # (mass, hv, hu)
     gy = gy[[0, 2, 1]]
     div = (fx[:, :, 1:] - fx[:, :, :-1]) / dx + (gy[:, :, :, 1:] - gy[:, :, :, :-1]) / dy
     return -div.transpose(0, 1)
@@ -126,9 +128,20 @@ def max_speed(q: torch.Tensor, dx: float, dy: float, g: float) -> torch.Tensor:
     return s.flatten(1).amax(1)
 
 
-def solve_swe(q0: torch.Tensor, dx: float, dy: float, times, g: float = 1.0, cfl: float = 0.4, flux: str = "hll",
-              limiter: str = "minmod", max_substeps: int = 100000, labels=None, channels=(0, 1, 2),
-              out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def solve_swe(
+    q0: torch.Tensor,
+    dx: float,
+    dy: float,
+    times,
+    g: float = 1.0,
+    cfl: float = 0.4,
+    flux: str = "hll",
+    limiter: str = "minmod",
+    max_substeps: int = 100000,
+    labels=None,
+    channels=(0, 1, 2),
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Integrate conserved states q0 (B, 3, Nx, Ny) and return them at ``times`` (increasing, times[0] = 0):
     (B, T, len(channels), Nx, Ny) in ``out_dtype`` (default: q0's). Per-sample adaptive SSP-RK2 steps landing
     on every output time. ``labels`` (sample ids, seed) only serve the error message."""
@@ -143,8 +156,11 @@ def solve_swe(q0: torch.Tensor, dx: float, dy: float, times, g: float = 1.0, cfl
             if not bool((rem > 0).any()):
                 break
             if step == max_substeps:
-                _fail(labels, int((rem > 0).nonzero()[0, 0]), f"needed more than {max_substeps} steps to reach "
-                      f"t = {float(times[k]):g} (time step collapsed)")
+                _fail(
+                    labels,
+                    int((rem > 0).nonzero()[0, 0]),
+                    f"needed more than {max_substeps} steps to reach t = {float(times[k]):g} (time step collapsed)",
+                )
             dt_cfl = cfl / max_speed(q, dx, dy, g)
             dt = torch.where(rem > 0, rem / torch.ceil(rem / dt_cfl), torch.zeros_like(rem))
             dtb = dt[:, None, None, None]
@@ -153,8 +169,11 @@ def solve_swe(q0: torch.Tensor, dx: float, dy: float, times, g: float = 1.0, cfl
             rem = torch.where(dt == rem, torch.zeros_like(rem), rem - dt)
             bad = ~(q[:, 0].flatten(1).amin(1) > 0) | ~torch.isfinite(q.flatten(1)).all(1)
             if bool(bad.any()):
-                _fail(labels, int(bad.nonzero()[0, 0]), f"depth h became non-positive or non-finite before "
-                      f"t = {float(times[k]):g}")
+                _fail(
+                    labels,
+                    int(bad.nonzero()[0, 0]),
+                    f"depth h became non-positive or non-finite before t = {float(times[k]):g}",
+                )
         out.append(q[:, keep].to(out_dtype))
     return torch.stack(out, dim=1)
 
@@ -172,8 +191,9 @@ def cell_centres(cfg: ShallowWaterConfig, dtype=torch.float64, device=None) -> t
 
 
 @register_generator
-class ShallowWaterGenerator(Generator, name="shallow_water", config=ShallowWaterConfig, inputs=("u",),
-                            targets=("u",), chunk_size=8):
+class ShallowWaterGenerator(
+    Generator, name="shallow_water", config=ShallowWaterConfig, inputs=("u",), targets=("u",), chunk_size=8
+):
     field_labels = {"u": "water depth h (and momenta hu, hv)"}
 
     def validate(self, cfg: ShallowWaterConfig) -> None:
@@ -184,24 +204,34 @@ class ShallowWaterGenerator(Generator, name="shallow_water", config=ShallowWater
             if not (math.isfinite(v) and v > 0):
                 raise ConfigError(f"shallow_water {f} must be > 0, got {v}")
         if not 0 < cfg.cfl <= 1:
-            raise ConfigError(f"shallow_water cfl must lie in (0, 1] (the unsplit scheme is unstable above 1; 0.4 "
-                              f"is the default), got {cfg.cfl}")
+            raise ConfigError(
+                f"shallow_water cfl must lie in (0, 1] (the unsplit scheme is unstable above 1; 0.4 "
+                f"is the default), got {cfg.cfl}"
+            )
         if not 0 < cfg.radius_min <= cfg.radius_max:
-            raise ConfigError(f"shallow_water needs 0 < radius_min <= radius_max, got {cfg.radius_min} and "
-                              f"{cfg.radius_max}")
+            raise ConfigError(
+                f"shallow_water needs 0 < radius_min <= radius_max, got {cfg.radius_min} and {cfg.radius_max}"
+            )
         if cfg.radius_max >= cfg.half_width:
-            raise ConfigError(f"shallow_water radius_max {cfg.radius_max} reaches outside the domain "
-                              f"[-{cfg.half_width}, {cfg.half_width}]^2; expected radius_max < half_width")
+            raise ConfigError(
+                f"shallow_water radius_max {cfg.radius_max} reaches outside the domain "
+                f"[-{cfg.half_width}, {cfg.half_width}]^2; expected radius_max < half_width"
+            )
         dx = 2 * cfg.half_width / cfg.resolution
         if cfg.radius_min < dx / 2:
-            raise ConfigError(f"shallow_water radius_min {cfg.radius_min} is below half a cell ({dx / 2:g}): the dam "
-                              "would contain no cell centre; raise radius_min or the resolution")
+            raise ConfigError(
+                f"shallow_water radius_min {cfg.radius_min} is below half a cell ({dx / 2:g}): the dam "
+                "would contain no cell centre; raise radius_min or the resolution"
+            )
         if cfg.n_steps < 1:
             raise ConfigError(f"shallow_water n_steps must be >= 1, got {cfg.n_steps}")
         if cfg.max_substeps < 1:
             raise ConfigError(f"shallow_water max_substeps must be >= 1, got {cfg.max_substeps}")
-        for f, allowed in (("flux", ("hll", "rusanov")), ("limiter", ("minmod", "mc", "none")),
-                           ("output", ("h", "conserved"))):
+        for f, allowed in (
+            ("flux", ("hll", "rusanov")),
+            ("limiter", ("minmod", "mc", "none")),
+            ("output", ("h", "conserved")),
+        ):
             if getattr(cfg, f) not in allowed:
                 raise ConfigError(f"shallow_water {f} must be one of {', '.join(allowed)}, got {getattr(cfg, f)!r}")
 
@@ -230,6 +260,18 @@ class ShallowWaterGenerator(Generator, name="shallow_water", config=ShallowWater
         q0 = self.initial_state(cfg, radius.to(device))
         dx = 2 * cfg.half_width / cfg.resolution
         times = np.linspace(0.0, cfg.t_end, cfg.n_steps + 1)
-        u = solve_swe(q0, dx, dx, times, cfg.gravity, cfg.cfl, cfg.flux, cfg.limiter, cfg.max_substeps,
-                      labels=(ids, seed), channels=(0,) if cfg.output == "h" else (0, 1, 2), out_dtype=torch.float32)
+        u = solve_swe(
+            q0,
+            dx,
+            dx,
+            times,
+            cfg.gravity,
+            cfg.cfl,
+            cfg.flux,
+            cfg.limiter,
+            cfg.max_substeps,
+            labels=(ids, seed),
+            channels=(0,) if cfg.output == "h" else (0, 1, 2),
+            out_dtype=torch.float32,
+        )
         return {"fields/u": as_numpy(u.permute(0, 1, 3, 4, 2)), "params/radius": as_numpy(radius)}

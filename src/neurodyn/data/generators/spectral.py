@@ -10,6 +10,7 @@ field (the mode cannot tell k from -k), and zeroing it is what the FNO Navier-St
 "full complex FFT, keep the real part" does in effect. The Laplacian keeps the Nyquist mode
 (k^2 is unambiguous).
 """
+
 from __future__ import annotations
 
 import torch
@@ -66,19 +67,18 @@ def _shell_positions(n: int):
     k = np.arange(-half, half + 1)
     kx, ky = np.meshgrid(k, k, indexing="ij")
     kx, ky = kx.ravel(), ky.ravel()
-    order = np.lexsort((ky, kx, np.maximum(np.abs(kx), np.abs(ky))))   # shell r, then kx, then ky
+    order = np.lexsort((ky, kx, np.maximum(np.abs(kx), np.abs(ky))))  # shell r, then kx, then ky
     pos = np.empty_like(order)
     pos[order] = np.arange(len(order))
     pos = pos.reshape(len(k), len(k))
-    idx = np.fft.fftfreq(n, d=1.0 / n).astype(np.int64) + half          # grid wavenumbers -> rows of pos
+    idx = np.fft.fftfreq(n, d=1.0 / n).astype(np.int64) + half  # grid wavenumbers -> rows of pos
     return torch.as_tensor(pos[np.ix_(idx, idx)].ravel())
 
 
 _SHELL_CACHE: dict[int, torch.Tensor] = {}
 
 
-def nested_normals_2d(generator: torch.Generator, n: int, channels: int = 2,
-                      dtype=torch.float64) -> torch.Tensor:
+def nested_normals_2d(generator: torch.Generator, n: int, channels: int = 2, dtype=torch.float64) -> torch.Tensor:
     """(n, n, channels) standard normals attached to the Fourier modes of an n x n grid (torch.fft
     order), drawn so that a mode gets the same numbers whatever the grid size n (even).
 

@@ -6,6 +6,7 @@
 * ``triton_op.py``: ``torch.ops.neurodyn.head_scan_triton`` / ``_bwd`` on the selective scan's Triton kernels
   (``selective_scan/triton_kernels.py``: ``head_fwd`` / ``head_bwd`` read this layout in place).
 """
+
 from .interface import HEAD_SCAN_BACKENDS, fold_to_channels, head_kernel_applies, head_scan, head_scan_ref
 
 __all__ = ["HEAD_SCAN_BACKENDS", "fold_to_channels", "head_kernel_applies", "head_scan", "head_scan_ref"]

@@ -23,6 +23,7 @@ Triton selective-scan kernels reading this layout in place (the operator of ``tr
 pending a GPU measurement). ``"cpp"``, ``"torch"``, ``"ref"``, ``"mamba"`` fold and force that
 :func:`selective_scan` backend.
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,15 +52,19 @@ def _check_head_args(u, dt, A, B, C, D) -> None:
         raise ValueError(f"u has shape {shape_text(u)}, expected (batch, sets, L, heads * head_dim)")
     b, S, L, HP = u.shape
     if dt.dim() != 4 or tuple(dt.shape[:3]) != (b, S, L) or dt.shape[3] < 1 or HP % dt.shape[3]:
-        raise ValueError(f"dt has shape {shape_text(dt)}, expected (batch, sets, L, heads) = ({b}, {S}, {L}, H) with H "
-                         f"dividing the {HP} channels of u")
+        raise ValueError(
+            f"dt has shape {shape_text(dt)}, expected (batch, sets, L, heads) = ({b}, {S}, {L}, H) with H "
+            f"dividing the {HP} channels of u"
+        )
     H = dt.shape[3]
     if tuple(A.shape) != (S, H):
         raise ValueError(f"A has shape {shape_text(A)}, expected (sets, heads) = ({S}, {H})")
     for name, t in (("B", B), ("C", C)):
         if t.dim() != 5 or tuple(t.shape[:3]) != (b, S, L) or t.shape[3] < 1 or H % t.shape[3] or t.shape[4] < 1:
-            raise ValueError(f"{name} has shape {shape_text(t)}, expected (batch, sets, L, groups, N) = ({b}, {S}, "
-                             f"{L}, G, N) with G dividing the {H} heads")
+            raise ValueError(
+                f"{name} has shape {shape_text(t)}, expected (batch, sets, L, groups, N) = ({b}, {S}, "
+                f"{L}, G, N) with G dividing the {H} heads"
+            )
     if B.shape != C.shape:
         raise ValueError(f"B has shape {shape_text(B)} but C has {shape_text(C)}; they must match")
     if D is not None and tuple(D.shape) != (S, HP):
@@ -111,8 +116,10 @@ def head_scan(u, dt, A, B, C, D=None, *, backend: str = "auto") -> Tensor:
     use_kernel = backend == "heads" or (backend == "auto" and head_kernel_applies(u, dt))
     if backend == "heads" and not head_kernel_applies(u, dt):
         lanes = "16 (float32) or 8 (float64)"
-        raise ValueError(f"backend='heads' needs CPU tensors, the compiled kernel and channels per head a multiple "
-                         f"of {lanes}; got u {shape_text(u)} on {u.device} with {dt.shape[3]} heads")
+        raise ValueError(
+            f"backend='heads' needs CPU tensors, the compiled kernel and channels per head a multiple "
+            f"of {lanes}; got u {shape_text(u)} on {u.device} with {dt.shape[3]} heads"
+        )
     if not use_kernel:
         return _unfold(selective_scan(*fold_to_channels(u, dt, A, B, C, D), backend=backend), u)
     cdt = compute_dtype(u, dt, A, B, C, D)

@@ -6,6 +6,7 @@
 * ``triton_op.py``: the Triton kernels as ``torch.ops.neurodyn.linear_scan_triton`` / ``_bwd`` and their tiles;
   ``triton_kernels.py``: the kernels.
 """
+
 from .interface import linear_scan
 
 __all__ = ["linear_scan"]

@@ -5,6 +5,7 @@ Along dim 1 of ``(P, L, Q)`` tensors, with ``h`` the forward's output: the adjoi
 lam_{t+1}`` (a scan the other way with the next step's decay, 1 past the end), ``gx = lam``, ``ga_t = lam_t
 h_{t-1}`` (``h0`` or 0 before the first step), ``gh0 = a_0 lam_0``.
 """
+
 from __future__ import annotations
 
 import torch

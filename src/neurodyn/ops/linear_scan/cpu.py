@@ -5,6 +5,7 @@ public function makes.
 h_{t-1} + x_t`` along dim 1 of contiguous ``(P, L, Q)`` float32 / float64 CPU tensors; its autograd formula runs the
 same operator the other way on the adjoint (:func:`neurodyn.ops.linear_scan.chunked.adjoint_grads`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,15 @@ def _backward(s, gh):
     return {"a": ga, "x": gx, "h0": gh0}
 
 
-linear_scan_op = define_op("linear_scan", "(Tensor a, Tensor x, Tensor? h0, bool reverse) -> Tensor h", _scan, _fake,
-                           backend="cpp", save=("a", "h0", "h"), backward=_backward)
+linear_scan_op = define_op(
+    "linear_scan",
+    "(Tensor a, Tensor x, Tensor? h0, bool reverse) -> Tensor h",
+    _scan,
+    _fake,
+    backend="cpp",
+    save=("a", "h0", "h"),
+    backward=_backward,
+)
 
 
 def linear_scan_cpu(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -> Tensor:

@@ -7,6 +7,7 @@ fused C++ kernel for CPU tensors when it is available (``cpu.py``), on the Trito
 operator of ``triton_op.py``) for CUDA tensors when ``triton`` imports (the default pending a GPU measurement), else on
 the chunked PyTorch scan (``chunked.py``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,9 @@ Tensor = torch.Tensor
 __all__ = ["linear_scan"]
 
 
-def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, reverse: bool = False,
-                backend: str = "auto") -> Tensor:
+def linear_scan(
+    a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, reverse: bool = False, backend: str = "auto"
+) -> Tensor:
     """``h_t = a_t h_{t-1} + x_t`` along ``dim`` (``h_{-1} = h0``; ``reverse`` runs from the end).
 
     ``a`` and ``x`` broadcast to the output shape ``S``; ``h0`` has ``S`` without ``dim``.
@@ -40,13 +42,15 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
         P *= s
     L = shape[dim]
     Q = 1
-    for s in shape[dim + 1:]:
+    for s in shape[dim + 1 :]:
         Q *= s
     if h0 is not None:
-        want = shape[:dim] + shape[dim + 1:]
+        want = shape[:dim] + shape[dim + 1 :]
         if tuple(h0.shape) != tuple(want):
-            raise ValueError(f"h0 has shape {tuple(h0.shape)}, expected {tuple(want)} (the output shape "
-                             f"without the scanned dim {dim})")
+            raise ValueError(
+                f"h0 has shape {tuple(h0.shape)}, expected {tuple(want)} (the output shape "
+                f"without the scanned dim {dim})"
+            )
         h0 = h0.reshape(P, Q)
     if 0 in shape:  # empty in, empty out (the scans' reshapes need a non-empty tensor)
         return x.clone()
@@ -56,8 +60,12 @@ def linear_scan(a: Tensor, x: Tensor, h0: Tensor | None = None, dim: int = -1, r
     if backend == "cpp" and (not cpu_kernel.available() or x.device.type != "cpu"):
         raise RuntimeError("backend='cpp' needs CPU tensors and the compiled kernel")
     a, x = a.reshape(P, L, Q).contiguous(), x.reshape(P, L, Q).contiguous()
-    if (backend != "torch" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-            and cpu_kernel.available()):
+    if (
+        backend != "torch"
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and cpu_kernel.available()
+    ):
         h = linear_scan_cpu(a, x, h0, reverse)
     else:
         h = LinearScanChunked.apply(a, x, h0, reverse)

@@ -10,6 +10,7 @@ Backward, with ``h`` the forward's output (nothing is recomputed): the adjoint `
 (a reverse associative scan with the next step's decay, 1 past the end), ``gx = lam``, ``ga_s = lam_s h_{s-1}``
 (``h0`` or 0 before the first step), ``gh0 = a_0 lam_0``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,8 +46,20 @@ def _tile(p, c, L, Q, offs_s, offs_q, mq, BL: tl.constexpr, REVERSE: tl.constexp
 
 
 @triton.jit
-def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.constexpr, BL: tl.constexpr,
-                            BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
+def _linear_scan_fwd_kernel(
+    a_ptr,
+    x_ptr,
+    h0_ptr,
+    h_ptr,
+    L,
+    Q,
+    nchunks,
+    ACC: tl.constexpr,
+    BL: tl.constexpr,
+    BQ: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
     p, offs_q, offs_s, mq, h = _program(h0_ptr, Q, ACC, BL, BQ, HAS_H0)
     for c in range(nchunks):
         s, m, idx = _tile(p, c, L, Q, offs_s, offs_q, mq, BL, REVERSE)
@@ -59,8 +72,23 @@ def _linear_scan_fwd_kernel(a_ptr, x_ptr, h0_ptr, h_ptr, L, Q, nchunks, ACC: tl.
 
 
 @triton.jit
-def _linear_scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, g_ptr, ga_ptr, gx_ptr, gh0_ptr, L, Q, nchunks, ACC: tl.constexpr,
-                            BL: tl.constexpr, BQ: tl.constexpr, HAS_H0: tl.constexpr, REVERSE: tl.constexpr):
+def _linear_scan_bwd_kernel(
+    a_ptr,
+    h_ptr,
+    h0_ptr,
+    g_ptr,
+    ga_ptr,
+    gx_ptr,
+    gh0_ptr,
+    L,
+    Q,
+    nchunks,
+    ACC: tl.constexpr,
+    BL: tl.constexpr,
+    BQ: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
     p, offs_q, offs_s, mq, h0 = _program(h0_ptr, Q, ACC, BL, BQ, HAS_H0)
     lam = tl.full((BQ,), 0.0, ACC)
     for i in range(nchunks):
@@ -94,9 +122,20 @@ def fwd(a, x, h0, reverse, block_l, block_q):
     P, L, Q = x.shape
     h = torch.empty_like(x)
     grid = (P, triton.cdiv(Q, block_q))
-    _linear_scan_fwd_kernel[grid](a, x, x if h0 is None else h0, h, L, Q, triton.cdiv(L, block_l),
-                                  ACC=_acc(a, x, h0), BL=block_l, BQ=block_q, HAS_H0=h0 is not None,
-                                  REVERSE=reverse)
+    _linear_scan_fwd_kernel[grid](
+        a,
+        x,
+        x if h0 is None else h0,
+        h,
+        L,
+        Q,
+        triton.cdiv(L, block_l),
+        ACC=_acc(a, x, h0),
+        BL=block_l,
+        BQ=block_q,
+        HAS_H0=h0 is not None,
+        REVERSE=reverse,
+    )
     return h
 
 
@@ -106,7 +145,21 @@ def bwd(a, h, h0, gh, reverse, block_l, block_q):
     ga, gx = torch.empty_like(a), torch.empty_like(h)
     gh0 = torch.empty_like(h0) if h0 is not None else h.new_empty(0)
     grid = (P, triton.cdiv(Q, block_q))
-    _linear_scan_bwd_kernel[grid](a, h, h if h0 is None else h0, gh, ga, gx, gx if h0 is None else gh0, L, Q,
-                                  triton.cdiv(L, block_l), ACC=_acc(a, h, h0), BL=block_l, BQ=block_q,
-                                  HAS_H0=h0 is not None, REVERSE=reverse)
+    _linear_scan_bwd_kernel[grid](
+        a,
+        h,
+        h if h0 is None else h0,
+        gh,
+        ga,
+        gx,
+        gx if h0 is None else gh0,
+        L,
+        Q,
+        triton.cdiv(L, block_l),
+        ACC=_acc(a, h, h0),
+        BL=block_l,
+        BQ=block_q,
+        HAS_H0=h0 is not None,
+        REVERSE=reverse,
+    )
     return ga, gx, gh0

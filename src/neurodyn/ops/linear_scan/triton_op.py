@@ -5,6 +5,7 @@ function makes.
 (:func:`neurodyn.ops.custom_op.define_op`): ``h_t = a_t h_{t-1} + x_t`` along dim 1 of ``(P, L, Q)``; the backward
 reads the forward's ``h`` (nothing recomputed).
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,9 +33,13 @@ def _bwd_fake(a, h, h0, gh, reverse, block_l, block_q):
 
 
 linear_scan_triton_bwd = define_op(
-    "linear_scan_triton_bwd", "(Tensor a, Tensor h, Tensor? h0, Tensor gh, bool reverse, int block_l, int block_q) "
-    "-> (Tensor ga, Tensor gx, Tensor gh0)", triton_loader.launcher("linear_scan", "bwd", device_of=1), _bwd_fake,
-    backend="triton")
+    "linear_scan_triton_bwd",
+    "(Tensor a, Tensor h, Tensor? h0, Tensor gh, bool reverse, int block_l, int block_q) "
+    "-> (Tensor ga, Tensor gx, Tensor gh0)",
+    triton_loader.launcher("linear_scan", "bwd", device_of=1),
+    _bwd_fake,
+    backend="triton",
+)
 
 
 def _fwd_fake(a, x, h0, reverse, block_l, block_q):
@@ -47,9 +52,14 @@ def _backward(s, gh):
 
 
 linear_scan_triton_op = define_op(
-    "linear_scan_triton", "(Tensor a, Tensor x, Tensor? h0, bool reverse, int block_l, int block_q) -> Tensor h",
-    triton_loader.launcher("linear_scan", "fwd", device_of=1), _fwd_fake, backend="triton", save=("a", "h0", "h"),
-    backward=_backward)
+    "linear_scan_triton",
+    "(Tensor a, Tensor x, Tensor? h0, bool reverse, int block_l, int block_q) -> Tensor h",
+    triton_loader.launcher("linear_scan", "fwd", device_of=1),
+    _fwd_fake,
+    backend="triton",
+    save=("a", "h0", "h"),
+    backward=_backward,
+)
 
 
 def linear_scan_triton(a: Tensor, x: Tensor, h0: Tensor | None, reverse: bool) -> Tensor:

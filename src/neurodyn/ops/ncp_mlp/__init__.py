@@ -7,9 +7,19 @@
   read (:func:`pack_layers`) and their tiles; ``triton_kernels.py``: the kernels (loaded by
   :func:`neurodyn.ops.triton_loader.load`).
 """
+
 from .interface import ACT_CODES, BACKENDS, fused_available, ncp_mlp, resolve_backend
 from .ref import ncp_mlp_ref
 from .triton_op import pack_layers, packed_input_width, packed_width
 
-__all__ = ["ACT_CODES", "BACKENDS", "fused_available", "ncp_mlp", "ncp_mlp_ref", "pack_layers", "packed_input_width",
-           "packed_width", "resolve_backend"]
+__all__ = [
+    "ACT_CODES",
+    "BACKENDS",
+    "fused_available",
+    "ncp_mlp",
+    "ncp_mlp_ref",
+    "pack_layers",
+    "packed_input_width",
+    "packed_width",
+    "resolve_backend",
+]

@@ -7,6 +7,7 @@ o), head_b (C, o)]``, each empty when unused. The forward returns every layer's 
 (what the backward reads), then ``y (C, M, h_last)`` and the head's output; it carries the autograd formula, which
 calls the backward operator (first order; no gradient for the masks and patterns).
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,7 +19,7 @@ Tensor = torch.Tensor
 
 __all__ = ["NCP_TILE", "ncp_mlp_cpu", "ncp_mlp_fwd", "ncp_mlp_bwd"]
 
-NCP_TILE = 16       # ncp_cpu.cpp R: rows per tile (the saved outputs' shapes)
+NCP_TILE = 16  # ncp_cpu.cpp R: rows per tile (the saved outputs' shapes)
 
 _LAYERS = "Tensor x, Tensor[] w_in, Tensor[] bias, Tensor[] w_rec, Tensor[] mask"
 
@@ -34,8 +35,9 @@ def _owned(t: Tensor) -> Tensor:
 
 
 def _bwd(x, w_in, bias, w_rec, mask, saved, gout, act, pattern_in, pattern_rec, io, ghead):
-    grads = cpu_kernel.library().ncp_mlp_bwd(x, w_in, bias, w_rec, mask, saved, gout, act, pattern_in, pattern_rec,
-                                             io, ghead)
+    grads = cpu_kernel.library().ncp_mlp_bwd(
+        x, w_in, bias, w_rec, mask, saved, gout, act, pattern_in, pattern_rec, io, ghead
+    )
     # the bias and input-affine / head gradients are slices of one per-cell buffer: copied apart (weight-sized)
     return [_owned(g) for g in grads]
 
@@ -50,8 +52,13 @@ def _bwd_fake(x, w_in, bias, w_rec, mask, saved, gout, act, pattern_in, pattern_
 
 
 ncp_mlp_bwd = define_op(
-    "ncp_mlp_bwd", f"({_LAYERS}, Tensor[] saved, Tensor gout, int act, Tensor[] pattern_in, Tensor[] pattern_rec, "
-    "Tensor[] io, Tensor ghead) -> Tensor[]", _bwd, _bwd_fake, backend="cpp")
+    "ncp_mlp_bwd",
+    f"({_LAYERS}, Tensor[] saved, Tensor gout, int act, Tensor[] pattern_in, Tensor[] pattern_rec, "
+    "Tensor[] io, Tensor ghead) -> Tensor[]",
+    _bwd,
+    _bwd_fake,
+    backend="cpp",
+)
 
 
 def _fwd(x, w_in, bias, w_rec, mask, act, pattern_in, pattern_rec, io):
@@ -71,19 +78,39 @@ def _backward(s, grads):
     gout, ghead = grads[-2], grads[-1]
     if ghead is None or s.io[2].numel() == 0:
         ghead = s.x.new_empty(0)
-    g = ncp_mlp_bwd(s.x, s.w_in, s.bias, s.w_rec, s.mask, s.outputs[:n], gout.contiguous(), s.act, s.pattern_in,
-                    s.pattern_rec, s.io, ghead.contiguous())
-    gx, per_layer, g_io = g[0], g[1:3 * n + 1], g[3 * n + 1:]
-    return {"x": gx, "w_in": [per_layer[3 * l] if s.w_in[l].numel() else None for l in range(n)],
-            "bias": [per_layer[3 * l + 1] for l in range(n)],
-            "w_rec": [None] + [per_layer[3 * l + 2] for l in range(1, n)],
-            "io": [gi if t.numel() else None for gi, t in zip(g_io, s.io)]}
+    g = ncp_mlp_bwd(
+        s.x,
+        s.w_in,
+        s.bias,
+        s.w_rec,
+        s.mask,
+        s.outputs[:n],
+        gout.contiguous(),
+        s.act,
+        s.pattern_in,
+        s.pattern_rec,
+        s.io,
+        ghead.contiguous(),
+    )
+    gx, per_layer, g_io = g[0], g[1 : 3 * n + 1], g[3 * n + 1 :]
+    return {
+        "x": gx,
+        "w_in": [per_layer[3 * l] if s.w_in[l].numel() else None for l in range(n)],
+        "bias": [per_layer[3 * l + 1] for l in range(n)],
+        "w_rec": [None] + [per_layer[3 * l + 2] for l in range(1, n)],
+        "io": [gi if t.numel() else None for gi, t in zip(g_io, s.io)],
+    }
 
 
 ncp_mlp_fwd = define_op(
-    "ncp_mlp_fwd", f"({_LAYERS}, int act, Tensor[] pattern_in, Tensor[] pattern_rec, Tensor[] io) -> Tensor[] outputs",
-    _fwd, _fwd_fake, backend="cpp", save=("x", "w_in", "bias", "w_rec", "mask", "pattern_in", "pattern_rec", "io",
-                                          "outputs"), backward=_backward)
+    "ncp_mlp_fwd",
+    f"({_LAYERS}, int act, Tensor[] pattern_in, Tensor[] pattern_rec, Tensor[] io) -> Tensor[] outputs",
+    _fwd,
+    _fwd_fake,
+    backend="cpp",
+    save=("x", "w_in", "bias", "w_rec", "mask", "pattern_in", "pattern_rec", "io", "outputs"),
+    backward=_backward,
+)
 
 
 def ncp_mlp_cpu(x, w_in, bias, w_rec, mask, act: int, pattern_in, pattern_rec, io) -> tuple[Tensor, Tensor]:

@@ -32,6 +32,7 @@ recomputing the layer outputs; CUDA tensors, or CPU tensors under ``TRITON_INTER
 (:func:`ncp_mlp_ref`, ``ref.py``); ``"auto"``: ``"triton"`` for CUDA tensors when ``triton`` imports (not float64),
 ``"cpp"`` for CPU tensors when the kernel builds, else ``"torch"``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -77,17 +78,25 @@ def fused_available(x: Tensor) -> bool:
 def _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head):
     if x.dtype not in _TRITON_DTYPES:
         raise ValueError(f"ncp_mlp backend='triton' takes float16 / bfloat16 / float32 inputs, got {x.dtype}")
-    w_in_p, b_p, w_rec_p, m_p, widths, inputs, h_out = pack_layers(x, w_in, bias, w_rec, mask, pattern_in,
-                                                                   pattern_rec)
-    y = ncp_mlp_triton(x, w_in_p, b_p, w_rec_p, m_p, widths, inputs, ACT_CODES[activation], h_out, in_scale,
-                       in_shift)
+    w_in_p, b_p, w_rec_p, m_p, widths, inputs, h_out = pack_layers(x, w_in, bias, w_rec, mask, pattern_in, pattern_rec)
+    y = ncp_mlp_triton(x, w_in_p, b_p, w_rec_p, m_p, widths, inputs, ACT_CODES[activation], h_out, in_scale, in_shift)
     return y if head is None else (y, torch.baddbmm(head[1][:, None, :], x, head[0]))
 
 
-def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_rec: Sequence[Tensor | None],
-            mask: Sequence[Tensor], activation: str = "tanh", pattern_in: Sequence[Tensor | None] | None = None,
-            pattern_rec: Sequence[Tensor | None] | None = None, in_scale: Tensor | None = None,
-            in_shift: Tensor | None = None, head: tuple[Tensor, Tensor] | None = None, backend: str = "auto"):
+def ncp_mlp(
+    x: Tensor,
+    w_in: Sequence[Tensor | None],
+    bias: Sequence[Tensor],
+    w_rec: Sequence[Tensor | None],
+    mask: Sequence[Tensor],
+    activation: str = "tanh",
+    pattern_in: Sequence[Tensor | None] | None = None,
+    pattern_rec: Sequence[Tensor | None] | None = None,
+    in_scale: Tensor | None = None,
+    in_shift: Tensor | None = None,
+    head: tuple[Tensor, Tensor] | None = None,
+    backend: str = "auto",
+):
     """The module docstring's layers on the ``backend`` of the module docstring (``"auto"``: the Triton kernels on
     CUDA, the fused kernel on CPU, :func:`ncp_mlp_ref` elsewhere).
 
@@ -111,17 +120,22 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
     for name, t, shape in (("in_scale", in_scale, (C, a)), ("in_shift", in_shift, (C, a))):
         if t is not None and tuple(t.shape) != shape:
             raise ValueError(f"ncp_mlp {name} has shape {tuple(t.shape)}, expected (cells, features) = {shape}")
-    if head is not None and (head[0].dim() != 3 or tuple(head[0].shape[:2]) != (C, a)
-                             or tuple(head[1].shape) != (C, head[0].shape[2])):
-        raise ValueError(f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) "
-                         f"with cells, features = {C}, {a}; "
-                         f"got {tuple(head[0].shape)}, {tuple(head[1].shape)}")
+    if head is not None and (
+        head[0].dim() != 3 or tuple(head[0].shape[:2]) != (C, a) or tuple(head[1].shape) != (C, head[0].shape[2])
+    ):
+        raise ValueError(
+            f"ncp_mlp head must be (W (cells, features, o), b (cells, o)) "
+            f"with cells, features = {C}, {a}; "
+            f"got {tuple(head[0].shape)}, {tuple(head[1].shape)}"
+        )
     which = resolve_backend(backend, x)
     if which == "triton":
         return _ncp_triton(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     if which == "cpp" and not _cpp_applies(x):
-        raise ValueError(f"ncp_mlp backend='cpp' needs float32 / float64 CPU tensors and the compiled kernel; got "
-                         f"{x.dtype} on {x.device}" + ("" if cpu_kernel.available() else " (the kernel is not built)"))
+        raise ValueError(
+            f"ncp_mlp backend='cpp' needs float32 / float64 CPU tensors and the compiled kernel; got "
+            f"{x.dtype} on {x.device}" + ("" if cpu_kernel.available() else " (the kernel is not built)")
+        )
     if which == "torch":
         return ncp_mlp_ref(x, w_in, bias, w_rec, mask, activation, pattern_in, pattern_rec, in_scale, in_shift, head)
     dt = x.dtype
@@ -129,7 +143,15 @@ def ncp_mlp(x: Tensor, w_in: Sequence[Tensor | None], bias: Sequence[Tensor], w_
     opt = lambda t: x.new_empty(0) if t is None else c(t)  # noqa: E731
     pat = lambda ps: [] if ps is None else [x.new_empty(0) if p is None else p.detach() for p in ps]  # noqa: E731
     io = [opt(in_scale), opt(in_shift), *((c(head[0]), c(head[1])) if head is not None else (opt(None),) * 2)]
-    y, head_out = ncp_mlp_cpu(x.contiguous(), [opt(w) for w in w_in], [c(b) for b in bias],
-                              [x.new_empty(0)] + [c(w) for w in list(w_rec)[1:]], [c(m.detach()) for m in mask],
-                              ACT_CODES[activation], pat(pattern_in), pat(pattern_rec), io)
+    y, head_out = ncp_mlp_cpu(
+        x.contiguous(),
+        [opt(w) for w in w_in],
+        [c(b) for b in bias],
+        [x.new_empty(0)] + [c(w) for w in list(w_rec)[1:]],
+        [c(m.detach()) for m in mask],
+        ACT_CODES[activation],
+        pat(pattern_in),
+        pat(pattern_rec),
+        io,
+    )
     return y if head is None else (y, head_out)

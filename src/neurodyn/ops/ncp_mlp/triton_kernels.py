@@ -54,6 +54,7 @@ this design: float32 products spill 3 to 27 KB, 3xTF32 8 to 300 B at every tile 
 interpreter computes every product in float32 (it ignores ``input_precision``), so the CPU tests check the algebra
 exactly; the CUDA tests allow the backward's TF32 error.
 """
+
 from __future__ import annotations
 
 import torch
@@ -64,8 +65,8 @@ from neurodyn.ops.triton_loader import shared
 
 common = shared()  # rsum (this build's)
 
-PRECISION = "tf32x3"            # the forward's products
-BACKWARD_PRECISION = "tf32"     # the backward's
+PRECISION = "tf32x3"  # the forward's products
+BACKWARD_PRECISION = "tf32"  # the backward's
 CHUNK = 16  # neurons per chunk: the widths are multiples of it (ncp_mlp.pack_layers), every product a 16-wide block
 
 
@@ -100,22 +101,25 @@ def _act_grad(s, ACT: tl.constexpr):
 
 
 @triton.jit
-def _inputs(x_ptr, sc_ptr, sh_ptr, c, M, a, ACC: tl.constexpr, A: tl.constexpr, BM: tl.constexpr,
-            HAS_AFFINE: tl.constexpr):
+def _inputs(
+    x_ptr, sc_ptr, sh_ptr, c, M, a, ACC: tl.constexpr, A: tl.constexpr, BM: tl.constexpr, HAS_AFFINE: tl.constexpr
+):
     """A program's rows: ``(offs_m, row mask, x (BM, A), xs (BM, A), in_scale (A,))`` (zeros past ``a``; padded
     rows read 0, and their xs, ``in_shift``, never reach an output or a gradient)."""
     offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
     offs_a = tl.arange(0, A)
     mm = offs_m < M
     ma = offs_a < a
-    x = tl.load(x_ptr + (c * M + offs_m)[:, None] * a + offs_a[None, :], mask=mm[:, None] & ma[None, :],
-                other=0.0).to(ACC)
+    x = tl.load(x_ptr + (c * M + offs_m)[:, None] * a + offs_a[None, :], mask=mm[:, None] & ma[None, :], other=0.0).to(
+        ACC
+    )
     xs = x
     scale = tl.full((A,), 1.0, ACC)
     if HAS_AFFINE:
         scale = tl.load(sc_ptr + c * a + offs_a, mask=ma, other=0.0).to(ACC)
         xs = x * scale[None, :] + tl.load(sh_ptr + c * a + offs_a, mask=ma, other=0.0).to(ACC)[None, :]
     return offs_m, mm, x, xs, scale
+
 
 @triton.jit
 def _block(ptr, base, row0, col0, stride, R: tl.constexpr, CH: tl.constexpr, ACC: tl.constexpr):
@@ -126,25 +130,61 @@ def _block(ptr, base, row0, col0, stride, R: tl.constexpr, CH: tl.constexpr, ACC
 
 
 @triton.jit
-def _first_chunk(xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, j: tl.constexpr, ACC: tl.constexpr, A: tl.constexpr,
-                 CH: tl.constexpr, WIDTHS: tl.constexpr, INPUTS: tl.constexpr, OFF_IN: tl.constexpr,
-                 OFF_H: tl.constexpr, ACT: tl.constexpr, PREC: tl.constexpr):
+def _first_chunk(
+    xs,
+    w_in_ptr,
+    b_ptr,
+    m_ptr,
+    c,
+    tot_in,
+    tot_h,
+    j: tl.constexpr,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    ACT: tl.constexpr,
+    PREC: tl.constexpr,
+):
     """Chunk ``j`` of the first layer's output (it reads only ``xs``: the backward recomputes it where needed)."""
     offs = OFF_H[0] + j * CH + tl.arange(0, CH)
     pre = tl.load(b_ptr + c * tot_h + offs).to(ACC)[None, :]
     if INPUTS[0]:
-        pre = pre + tl.dot(xs, _block(w_in_ptr, c * tot_in + OFF_IN[0], 0, j * CH, WIDTHS[0], A, CH, ACC),
-                           input_precision=PREC)
+        pre = pre + tl.dot(
+            xs, _block(w_in_ptr, c * tot_in + OFF_IN[0], 0, j * CH, WIDTHS[0], A, CH, ACC), input_precision=PREC
+        )
     else:
         pre = pre + tl.full((xs.shape[0], CH), 0.0, ACC)
     return _act(pre, ACT) * tl.load(m_ptr + offs).to(ACC)[None, :]
 
 
 @triton.jit
-def _layer(xs, s_prev, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, c, tot_in, tot_h, tot_rec, l: tl.constexpr,
-           ACC: tl.constexpr, A: tl.constexpr, CH: tl.constexpr, WIDTHS: tl.constexpr, INPUTS: tl.constexpr,
-           OFF_IN: tl.constexpr, OFF_H: tl.constexpr, OFF_REC: tl.constexpr, ACT: tl.constexpr,
-           PREC: tl.constexpr):
+def _layer(
+    xs,
+    s_prev,
+    w_in_ptr,
+    b_ptr,
+    w_rec_ptr,
+    m_ptr,
+    c,
+    tot_in,
+    tot_h,
+    tot_rec,
+    l: tl.constexpr,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    ACT: tl.constexpr,
+    PREC: tl.constexpr,
+):
     """``s_l`` from ``s_{l-1}`` (module docstring), both tuples of ``(BM, CH)`` chunks of neurons. For ``l = 1`` with
     ``s_prev`` empty, the first layer's chunks are recomputed one at a time, each used for every output chunk at
     once (the pre-activations accumulated together), so that only one of them is live."""
@@ -154,20 +194,25 @@ def _layer(xs, s_prev, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, c, tot_in, tot_h, tot_
         offs = OFF_H[l] + j * CH + tl.arange(0, CH)
         pj = tl.load(b_ptr + c * tot_h + offs).to(ACC)[None, :] + tl.full((xs.shape[0], CH), 0.0, ACC)
         if INPUTS[l]:
-            pj = pj + tl.dot(xs, _block(w_in_ptr, c * tot_in + OFF_IN[l], 0, j * CH, H, A, CH, ACC),
-                             input_precision=PREC)
+            pj = pj + tl.dot(
+                xs, _block(w_in_ptr, c * tot_in + OFF_IN[l], 0, j * CH, H, A, CH, ACC), input_precision=PREC
+            )
         if l > 0 and len(s_prev) > 0:
             for i in tl.static_range(WIDTHS[l - 1] // CH):
-                pj = pj + tl.dot(s_prev[i], _block(w_rec_ptr, c * tot_rec + OFF_REC[l], i * CH, j * CH, H, CH, CH,
-                                                   ACC), input_precision=PREC)
+                pj = pj + tl.dot(
+                    s_prev[i],
+                    _block(w_rec_ptr, c * tot_rec + OFF_REC[l], i * CH, j * CH, H, CH, CH, ACC),
+                    input_precision=PREC,
+                )
         pre = pre + (pj,)
     if l > 0 and len(s_prev) == 0:
         for i in tl.static_range(WIDTHS[l - 1] // CH):
-            si = _first_chunk(xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN,
-                              OFF_H, ACT, PREC)
+            si = _first_chunk(
+                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+            )
             for j in tl.static_range(H // CH):
                 w = _block(w_rec_ptr, c * tot_rec + OFF_REC[l], i * CH, j * CH, H, CH, CH, ACC)
-                pre = pre[:j] + (pre[j] + tl.dot(si, w, input_precision=PREC),) + pre[j + 1:]
+                pre = pre[:j] + (pre[j] + tl.dot(si, w, input_precision=PREC),) + pre[j + 1 :]
     out = ()
     for j in tl.static_range(H // CH):
         offs = OFF_H[l] + j * CH + tl.arange(0, CH)
@@ -176,10 +221,31 @@ def _layer(xs, s_prev, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, c, tot_in, tot_h, tot_
 
 
 @triton.jit
-def _chunk_grad(k: tl.constexpr, j: tl.constexpr, gj, sj, gxs, xs, w_in_ptr, m_ptr, gw_in_ptr, gb_ptr, c, slot, tot_in,
-                tot_h, ACC: tl.constexpr, A: tl.constexpr, CH: tl.constexpr, WIDTHS: tl.constexpr,
-                INPUTS: tl.constexpr, OFF_IN: tl.constexpr, OFF_H: tl.constexpr, ACT: tl.constexpr,
-                PREC: tl.constexpr):
+def _chunk_grad(
+    k: tl.constexpr,
+    j: tl.constexpr,
+    gj,
+    sj,
+    gxs,
+    xs,
+    w_in_ptr,
+    m_ptr,
+    gw_in_ptr,
+    gb_ptr,
+    c,
+    slot,
+    tot_in,
+    tot_h,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    ACT: tl.constexpr,
+    PREC: tl.constexpr,
+):
     """Chunk ``j`` of layer ``k``: ``p = g mask act'(s)`` from its ``g`` and ``s`` chunks, the bias's and input
     weights' gradients added into the program's slot; returns ``(p, gxs)`` (``gxs += p W_in^T``)."""
     H: tl.constexpr = WIDTHS[k]
@@ -197,10 +263,35 @@ def _chunk_grad(k: tl.constexpr, j: tl.constexpr, gj, sj, gxs, xs, w_in_ptr, m_p
 
 
 @triton.jit
-def _layer_grad(k: tl.constexpr, p, s_prev, gxs, xs, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gw_in_ptr, gb_ptr, gw_rec_ptr,
-                c, slot, tot_in, tot_h, tot_rec, ACC: tl.constexpr, A: tl.constexpr, CH: tl.constexpr,
-                WIDTHS: tl.constexpr, INPUTS: tl.constexpr, OFF_IN: tl.constexpr, OFF_H: tl.constexpr,
-                OFF_REC: tl.constexpr, ACT: tl.constexpr, PREC: tl.constexpr):
+def _layer_grad(
+    k: tl.constexpr,
+    p,
+    s_prev,
+    gxs,
+    xs,
+    w_in_ptr,
+    b_ptr,
+    w_rec_ptr,
+    m_ptr,
+    gw_in_ptr,
+    gb_ptr,
+    gw_rec_ptr,
+    c,
+    slot,
+    tot_in,
+    tot_h,
+    tot_rec,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    ACT: tl.constexpr,
+    PREC: tl.constexpr,
+):
     """From the chunks of ``p_k`` (``k >= 1``) and ``s_{k-1}``: the recurrent weights' gradient of layer ``k`` and
     ``g_{k-1} = p_k W_rec^T``, turned chunk by chunk into ``p_{k-1}`` (:func:`_chunk_grad`); returns ``(p_{k-1} as
     chunks, gxs)``. For ``k = 1`` the first layer's chunks are recomputed one at a time (``s_prev`` empty) and nothing
@@ -211,8 +302,9 @@ def _layer_grad(k: tl.constexpr, p, s_prev, gxs, xs, w_in_ptr, b_ptr, w_rec_ptr,
     # two passes over the previous layer's chunks (p's chunks are operands of two products: one layout per pass)
     for i in tl.static_range(WIDTHS[k - 1] // CH):  # the recurrent weights' gradient
         if k == 1:
-            si = _first_chunk(xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN,
-                              OFF_H, ACT, PREC)
+            si = _first_chunk(
+                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+            )
         else:
             si = s_prev[i]
         for j in tl.static_range(H // CH):
@@ -225,42 +317,142 @@ def _layer_grad(k: tl.constexpr, p, s_prev, gxs, xs, w_in_ptr, b_ptr, w_rec_ptr,
             w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[k], i * CH, j * CH, H, CH, CH, ACC)
             acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
         if k == 1:
-            si = _first_chunk(xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN,
-                              OFF_H, ACT, PREC)
+            si = _first_chunk(
+                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+            )
         else:
             si = s_prev[i]
-        pi, gxs = _chunk_grad(k - 1, i, acc, si, gxs, xs, w_in_ptr, m_ptr, gw_in_ptr, gb_ptr, c, slot, tot_in, tot_h,
-                              ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC)
+        pi, gxs = _chunk_grad(
+            k - 1,
+            i,
+            acc,
+            si,
+            gxs,
+            xs,
+            w_in_ptr,
+            m_ptr,
+            gw_in_ptr,
+            gb_ptr,
+            c,
+            slot,
+            tot_in,
+            tot_h,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            ACT,
+            PREC,
+        )
         if k > 1:
             p_prev = p_prev + (pi,)
     return p_prev, gxs
 
 
 @triton.jit
-def _ncp_fwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, y_ptr, M, a, h_out, tot_in, tot_h,
-                    tot_rec, ACC: tl.constexpr, A: tl.constexpr, BM: tl.constexpr, CH: tl.constexpr,
-                    ACT: tl.constexpr, HAS_AFFINE: tl.constexpr, WIDTHS: tl.constexpr, INPUTS: tl.constexpr,
-                    OFF_IN: tl.constexpr, OFF_H: tl.constexpr, OFF_REC: tl.constexpr, PREC: tl.constexpr):
+def _ncp_fwd_kernel(
+    x_ptr,
+    sc_ptr,
+    sh_ptr,
+    w_in_ptr,
+    b_ptr,
+    w_rec_ptr,
+    m_ptr,
+    y_ptr,
+    M,
+    a,
+    h_out,
+    tot_in,
+    tot_h,
+    tot_rec,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    BM: tl.constexpr,
+    CH: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_AFFINE: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    PREC: tl.constexpr,
+):
     NL: tl.constexpr = len(WIDTHS)
     c = tl.program_id(0).to(tl.int64)  # (64-bit offsets: tensors past 2^31 elements)
     offs_m, mm, x, xs, scale = _inputs(x_ptr, sc_ptr, sh_ptr, c, M, a, ACC, A, BM, HAS_AFFINE)
     # the first layer only as chunks recomputed where the second reads them (registers: it is NAC's widest)
     s = ()
     for l in tl.static_range(1 if NL > 1 else 0, NL):
-        s = _layer(xs, s, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, c, tot_in, tot_h, tot_rec, l, ACC, A, CH, WIDTHS, INPUTS,
-                   OFF_IN, OFF_H, OFF_REC, ACT, PREC)
+        s = _layer(
+            xs,
+            s,
+            w_in_ptr,
+            b_ptr,
+            w_rec_ptr,
+            m_ptr,
+            c,
+            tot_in,
+            tot_h,
+            tot_rec,
+            l,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            OFF_REC,
+            ACT,
+            PREC,
+        )
     for j in tl.static_range(WIDTHS[NL - 1] // CH):
         offs = j * CH + tl.arange(0, CH)
-        tl.store(y_ptr + (c * M + offs_m)[:, None] * h_out + offs[None, :], s[j],
-                 mask=mm[:, None] & (offs < h_out)[None, :])
+        tl.store(
+            y_ptr + (c * M + offs_m)[:, None] * h_out + offs[None, :], s[j], mask=mm[:, None] & (offs < h_out)[None, :]
+        )
 
 
 @triton.jit
-def _ncp_bwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gy_ptr, gx_ptr, gw_in_ptr,
-                    gb_ptr, gw_rec_ptr, gsc_ptr, gsh_ptr, M, a, h_out, tot_in, tot_h, tot_rec, slots,
-                    ACC: tl.constexpr, A: tl.constexpr, BM: tl.constexpr, CH: tl.constexpr, ACT: tl.constexpr,
-                    HAS_AFFINE: tl.constexpr, WIDTHS: tl.constexpr, INPUTS: tl.constexpr, OFF_IN: tl.constexpr,
-                    OFF_H: tl.constexpr, OFF_REC: tl.constexpr, PREC: tl.constexpr):
+def _ncp_bwd_kernel(
+    x_ptr,
+    sc_ptr,
+    sh_ptr,
+    w_in_ptr,
+    b_ptr,
+    w_rec_ptr,
+    m_ptr,
+    gy_ptr,
+    gx_ptr,
+    gw_in_ptr,
+    gb_ptr,
+    gw_rec_ptr,
+    gsc_ptr,
+    gsh_ptr,
+    M,
+    a,
+    h_out,
+    tot_in,
+    tot_h,
+    tot_rec,
+    slots,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    BM: tl.constexpr,
+    CH: tl.constexpr,
+    ACT: tl.constexpr,
+    HAS_AFFINE: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    PREC: tl.constexpr,
+):
     NL: tl.constexpr = len(WIDTHS)
     c = tl.program_id(0).to(tl.int64)
     offs_m, mm, x, xs, scale = _inputs(x_ptr, sc_ptr, sh_ptr, c, M, a, ACC, A, BM, HAS_AFFINE)
@@ -270,31 +462,106 @@ def _ncp_bwd_kernel(x_ptr, sc_ptr, sh_ptr, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gy
     s = ()
     ss = ((),)
     for l in tl.static_range(1, NL):
-        s = _layer(xs, s, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, c, tot_in, tot_h, tot_rec, l, ACC, A, CH, WIDTHS, INPUTS,
-                   OFF_IN, OFF_H, OFF_REC, ACT, PREC)
+        s = _layer(
+            xs,
+            s,
+            w_in_ptr,
+            b_ptr,
+            w_rec_ptr,
+            m_ptr,
+            c,
+            tot_in,
+            tot_h,
+            tot_rec,
+            l,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            OFF_REC,
+            ACT,
+            PREC,
+        )
         ss = ss + (s,)
     gxs = tl.full((BM, A), 0.0, ACC)
     slot = c * slots + tl.program_id(1) % slots  # this program's copy of the gradient buffers
     p = ()  # the last layer's p, from the output's gradient
     for j in tl.static_range(WIDTHS[NL - 1] // CH):
         offs = j * CH + tl.arange(0, CH)
-        gj = tl.load(gy_ptr + (c * M + offs_m)[:, None] * h_out + offs[None, :],
-                     mask=mm[:, None] & (offs < h_out)[None, :], other=0.0).to(ACC)
+        gj = tl.load(
+            gy_ptr + (c * M + offs_m)[:, None] * h_out + offs[None, :],
+            mask=mm[:, None] & (offs < h_out)[None, :],
+            other=0.0,
+        ).to(ACC)
         if NL == 1:
-            sj = _first_chunk(xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, j, ACC, A, CH, WIDTHS, INPUTS, OFF_IN,
-                              OFF_H, ACT, PREC)
+            sj = _first_chunk(
+                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, j, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+            )
         else:
             sj = ss[NL - 1][j]
-        pj, gxs = _chunk_grad(NL - 1, j, gj, sj, gxs, xs, w_in_ptr, m_ptr, gw_in_ptr, gb_ptr, c, slot, tot_in, tot_h,
-                              ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC)
+        pj, gxs = _chunk_grad(
+            NL - 1,
+            j,
+            gj,
+            sj,
+            gxs,
+            xs,
+            w_in_ptr,
+            m_ptr,
+            gw_in_ptr,
+            gb_ptr,
+            c,
+            slot,
+            tot_in,
+            tot_h,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            ACT,
+            PREC,
+        )
         p = p + (pj,)
     for i in tl.static_range(NL - 1):  # layer k = NL - 1 - i down to 1 (tuple indices written out: constants)
-        p, gxs = _layer_grad(NL - 1 - i, p, ss[NL - 2 - i], gxs, xs, w_in_ptr, b_ptr, w_rec_ptr, m_ptr, gw_in_ptr,
-                             gb_ptr, gw_rec_ptr, c, slot, tot_in, tot_h, tot_rec, ACC, A, CH, WIDTHS, INPUTS, OFF_IN,
-                             OFF_H, OFF_REC, ACT, PREC)
+        p, gxs = _layer_grad(
+            NL - 1 - i,
+            p,
+            ss[NL - 2 - i],
+            gxs,
+            xs,
+            w_in_ptr,
+            b_ptr,
+            w_rec_ptr,
+            m_ptr,
+            gw_in_ptr,
+            gb_ptr,
+            gw_rec_ptr,
+            c,
+            slot,
+            tot_in,
+            tot_h,
+            tot_rec,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            OFF_REC,
+            ACT,
+            PREC,
+        )
     ma = offs_a < a
-    tl.store(gx_ptr + (c * M + offs_m)[:, None] * a + offs_a[None, :], gxs * scale[None, :],
-             mask=mm[:, None] & ma[None, :])
+    tl.store(
+        gx_ptr + (c * M + offs_m)[:, None] * a + offs_a[None, :], gxs * scale[None, :], mask=mm[:, None] & ma[None, :]
+    )
     if HAS_AFFINE:
         tl.atomic_add(gsc_ptr + c * a + offs_a, common.rsum(gxs * x, 0), mask=ma, sem="relaxed")
         tl.atomic_add(gsh_ptr + c * a + offs_a, common.rsum(gxs, 0), mask=ma, sem="relaxed")
@@ -317,8 +584,14 @@ def layout(a_pad: int, widths, inputs) -> dict:
         tin += a_pad * H if inputs[l] else 0
         th += H
         trec += widths[l - 1] * H if l > 0 else 0
-    return dict(OFF_IN=tuple(off_in), OFF_H=tuple(off_h), OFF_REC=tuple(off_rec), tot_in=max(tin, 1), tot_h=th,
-                tot_rec=max(trec, 1))
+    return dict(
+        OFF_IN=tuple(off_in),
+        OFF_H=tuple(off_h),
+        OFF_REC=tuple(off_rec),
+        tot_in=max(tin, 1),
+        tot_h=th,
+        tot_rec=max(trec, 1),
+    )
 
 
 def warps(block_m: int) -> int:
@@ -330,8 +603,19 @@ def _meta(x, widths, inputs, act, block_m, affine):
     A = max(16, triton.next_power_of_2(x.shape[2]))
     lay = layout(A, widths, inputs)
     sizes = (lay.pop("tot_in"), lay.pop("tot_h"), lay.pop("tot_rec"))
-    return sizes, dict(ACC=tl.float32, A=A, BM=block_m, CH=CHUNK, ACT=act, HAS_AFFINE=affine, WIDTHS=tuple(widths),
-                       INPUTS=tuple(int(i) for i in inputs), **lay, num_warps=warps(block_m), num_stages=1)
+    return sizes, dict(
+        ACC=tl.float32,
+        A=A,
+        BM=block_m,
+        CH=CHUNK,
+        ACT=act,
+        HAS_AFFINE=affine,
+        WIDTHS=tuple(widths),
+        INPUTS=tuple(int(i) for i in inputs),
+        **lay,
+        num_warps=warps(block_m),
+        num_stages=1,
+    )
 
 
 def fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_out, block_m):
@@ -342,8 +626,21 @@ def fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_o
     sizes, meta = _meta(x, widths, inputs, act, block_m, affine)
     if y.numel():
         _ncp_fwd_kernel[(C, triton.cdiv(M, block_m))](
-            x, in_scale if affine else x, in_shift if affine else x, w_in, bias, w_rec, mask, y, M, a, h_out, *sizes,
-            **meta, PREC=PRECISION)
+            x,
+            in_scale if affine else x,
+            in_shift if affine else x,
+            w_in,
+            bias,
+            w_rec,
+            mask,
+            y,
+            M,
+            a,
+            h_out,
+            *sizes,
+            **meta,
+            PREC=PRECISION,
+        )
     return y
 
 
@@ -381,15 +678,37 @@ def bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs, act,
     gx = torch.empty_like(x)
     gw_in, gb, gw_rec = (torch.zeros(C, slots, size, **f32) for size in sizes)
     affine = in_scale is not None
-    gsc, gsh = (torch.zeros(C, a, **f32) for _ in range(2)) if affine else (x.new_empty(0, dtype=torch.float32),
-                                                                            x.new_empty(0, dtype=torch.float32))
+    gsc, gsh = (
+        (torch.zeros(C, a, **f32) for _ in range(2))
+        if affine
+        else (x.new_empty(0, dtype=torch.float32), x.new_empty(0, dtype=torch.float32))
+    )
     if x.numel():
         _ncp_bwd_kernel[(C, blocks)](
-            x, in_scale if affine else x, in_shift if affine else x, w_in, bias, w_rec, mask, gy, gx, gw_in, gb, gw_rec,
-            gsc if affine else gx, gsh if affine else gx, M, a, gy.shape[2], *sizes, slots, **meta,
-            PREC=BACKWARD_PRECISION)
+            x,
+            in_scale if affine else x,
+            in_shift if affine else x,
+            w_in,
+            bias,
+            w_rec,
+            mask,
+            gy,
+            gx,
+            gw_in,
+            gb,
+            gw_rec,
+            gsc if affine else gx,
+            gsh if affine else gx,
+            M,
+            a,
+            gy.shape[2],
+            *sizes,
+            slots,
+            **meta,
+            PREC=BACKWARD_PRECISION,
+        )
     gw_in, gb, gw_rec = (g.sum(1) for g in (gw_in, gb, gw_rec))
-    return gw_in[:, :w_in.shape[1]], gb, gw_rec[:, :w_rec.shape[1]], gsc, gsh, gx
+    return gw_in[:, : w_in.shape[1]], gb, gw_rec[:, : w_rec.shape[1]], gsc, gsh, gx
 
 
 def tf32_error(widths=(73, 33, 2), a: int = 16, rows: int = 2048, cells: int = 2, seed: int = 0) -> dict:
@@ -420,8 +739,8 @@ def tf32_error(widths=(73, 33, 2), a: int = 16, rows: int = 2048, cells: int = 2
         return uh @ vh + (uh @ tf32(v - vh) + tf32(u - uh) @ vh)
 
     x = torch.randn(cells, rows, a, generator=g, dtype=f64)
-    w_in = torch.randn(cells, a, widths[0], generator=g, dtype=f64) / a ** 0.5
-    w_rec = [torch.randn(cells, p, h, generator=g, dtype=f64) / p ** 0.5 for p, h in zip(widths, widths[1:])]
+    w_in = torch.randn(cells, a, widths[0], generator=g, dtype=f64) / a**0.5
+    w_rec = [torch.randn(cells, p, h, generator=g, dtype=f64) / p**0.5 for p, h in zip(widths, widths[1:])]
     bias = [0.3 * torch.randn(cells, h, generator=g, dtype=f64) for h in widths]
     gy = torch.randn(cells, rows, widths[-1], generator=g, dtype=f64)
 
@@ -443,5 +762,7 @@ def tf32_error(widths=(73, 33, 2), a: int = 16, rows: int = 2048, cells: int = 2
 
     rel = lambda u, v: ((u.double() - v).norm() / v.norm()).item()  # noqa: E731
     y_ref, g_ref = forward("f64")[-1], backward("f64")
-    return {prec: (rel(forward(prec)[-1], y_ref), max(rel(u, v) for u, v in zip(backward(prec), g_ref)))
-            for prec in ("ieee", "tf32", "tf32x3")}
+    return {
+        prec: (rel(forward(prec)[-1], y_ref), max(rel(u, v) for u, v in zip(backward(prec), g_ref)))
+        for prec in ("ieee", "tf32", "tf32x3")
+    }

@@ -6,6 +6,7 @@ block_m) -> y`` and ``ncp_mlp_triton_bwd`` (:func:`neurodyn.ops.custom_op.define
 layers (:func:`pack_layers`), each at its own width; the backward recomputes the layer outputs (the forward saves
 only its inputs).
 """
+
 from __future__ import annotations
 
 import torch
@@ -81,9 +82,13 @@ def _bwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs
 
 
 ncp_mlp_triton_bwd = define_op(
-    "ncp_mlp_triton_bwd", f"({_ARGS}, Tensor gy, int[] widths, int[] inputs, int act, int block_m) -> (Tensor gw_in, "
+    "ncp_mlp_triton_bwd",
+    f"({_ARGS}, Tensor gy, int[] widths, int[] inputs, int act, int block_m) -> (Tensor gw_in, "
     "Tensor gbias, Tensor gw_rec, Tensor gin_scale, Tensor gin_shift, Tensor gx)",
-    triton_loader.launcher("ncp_mlp", "bwd"), _bwd_fake, backend="triton")
+    triton_loader.launcher("ncp_mlp", "bwd"),
+    _bwd_fake,
+    backend="triton",
+)
 
 
 def _fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_out, block_m):
@@ -91,21 +96,55 @@ def _fwd_fake(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, ac
 
 
 def _backward(s, gy):
-    gw_in, gb, gw_rec, gsc, gsh, gx = ncp_mlp_triton_bwd(s.x, s.w_in, s.bias, s.w_rec, s.mask, s.in_scale, s.in_shift,
-                                                         gy.contiguous(), s.widths, s.inputs, s.act, s.block_m)
+    gw_in, gb, gw_rec, gsc, gsh, gx = ncp_mlp_triton_bwd(
+        s.x,
+        s.w_in,
+        s.bias,
+        s.w_rec,
+        s.mask,
+        s.in_scale,
+        s.in_shift,
+        gy.contiguous(),
+        s.widths,
+        s.inputs,
+        s.act,
+        s.block_m,
+    )
     like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
-    return {"x": gx, "w_in": like(gw_in, s.w_in), "bias": like(gb, s.bias), "w_rec": like(gw_rec, s.w_rec),
-            "in_scale": like(gsc, s.in_scale), "in_shift": like(gsh, s.in_shift)}
+    return {
+        "x": gx,
+        "w_in": like(gw_in, s.w_in),
+        "bias": like(gb, s.bias),
+        "w_rec": like(gw_rec, s.w_rec),
+        "in_scale": like(gsc, s.in_scale),
+        "in_shift": like(gsh, s.in_shift),
+    }
 
 
 ncp_mlp_triton_op = define_op(
-    "ncp_mlp_triton", f"({_ARGS}, int[] widths, int[] inputs, int act, int h_out, int block_m) -> Tensor y",
-    triton_loader.launcher("ncp_mlp", "fwd"), _fwd_fake, backend="triton",
-    save=("x", "w_in", "bias", "w_rec", "mask", "in_scale", "in_shift"), backward=_backward)
+    "ncp_mlp_triton",
+    f"({_ARGS}, int[] widths, int[] inputs, int act, int h_out, int block_m) -> Tensor y",
+    triton_loader.launcher("ncp_mlp", "fwd"),
+    _fwd_fake,
+    backend="triton",
+    save=("x", "w_in", "bias", "w_rec", "mask", "in_scale", "in_shift"),
+    backward=_backward,
+)
 
 
-def ncp_mlp_triton(x: Tensor, w_in: Tensor, bias: Tensor, w_rec: Tensor, mask: Tensor, widths, inputs, act: int,
-                   h_out: int, in_scale: Tensor | None = None, in_shift: Tensor | None = None) -> Tensor:
+def ncp_mlp_triton(
+    x: Tensor,
+    w_in: Tensor,
+    bias: Tensor,
+    w_rec: Tensor,
+    mask: Tensor,
+    widths,
+    inputs,
+    act: int,
+    h_out: int,
+    in_scale: Tensor | None = None,
+    in_shift: Tensor | None = None,
+) -> Tensor:
     """The NCP backbone on the Triton kernels, on packed layers (:func:`pack_layers`, each layer at its own width):
     ``x (C, M, a)``, ``w_in (C, sum A H_l)``, ``bias (C, sum H_l)``, ``w_rec (C, sum H_{l-1} H_l)``, ``mask (sum
     H_l,)``, ``widths`` the packed widths ``H_l``, ``inputs`` 0/1 per layer (an input term), optional ``in_scale,

@@ -6,6 +6,7 @@
 * ``triton_op.py``: the Triton kernels (every direction in one launch) as ``torch.ops.neurodyn.scan2d_triton`` /
   ``_bwd`` and their tiles; ``triton_kernels.py``: the kernels.
 """
+
 from .interface import BACKENDS, FORMS, PRESETS, direction_names, selective_scan_2d, selective_scan_2d_ref
 
 __all__ = ["BACKENDS", "FORMS", "PRESETS", "direction_names", "selective_scan_2d", "selective_scan_2d_ref"]

@@ -7,6 +7,7 @@ frame: ``x, delta (batch, d, H, W)`` (``delta`` the final step); ``A, R (d, n_pa
 states entering every block of ``SCAN2D_ROWS`` rows (empty unless ``save_checkpoints``); the forward carries the
 autograd formula (row checkpoints and the two adjoint recurrences, in the backward operator).
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,7 +19,7 @@ Tensor = torch.Tensor
 
 __all__ = ["SCAN2D_ROWS", "scan2d_cpu", "scan2d_fwd", "scan2d_bwd"]
 
-SCAN2D_ROWS = 8     # selective_scan_cpu.cpp ROWS: a row-state checkpoint every 8 rows (the fakes' shapes)
+SCAN2D_ROWS = 8  # selective_scan_cpu.cpp ROWS: a row-state checkpoint every 8 rows (the fakes' shapes)
 
 _ARGS = "Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, int form"
 
@@ -31,13 +32,25 @@ def _bwd_fake(x, delta, A, B, C, D, R, form, ckpt, gout):
     batch, dim = x.shape[:2]
     np_ = A.shape[1]
     f64 = lambda *shape: x.new_empty(*shape, dtype=torch.float64)  # noqa: E731
-    return (x.new_empty(x.shape), x.new_empty(x.shape), f64(batch, dim, np_), B.new_empty(B.shape),
-            C.new_empty(C.shape), f64(batch, dim), f64(batch, dim, np_))
+    return (
+        x.new_empty(x.shape),
+        x.new_empty(x.shape),
+        f64(batch, dim, np_),
+        B.new_empty(B.shape),
+        C.new_empty(C.shape),
+        f64(batch, dim),
+        f64(batch, dim, np_),
+    )
 
 
 scan2d_bwd = define_op(
-    "scan2d_bwd", f"({_ARGS}, Tensor ckpt, Tensor gout) -> (Tensor gx, Tensor gdelta, Tensor gA, Tensor gB, "
-    "Tensor gC, Tensor gD, Tensor gR)", _bwd, _bwd_fake, backend="cpp")
+    "scan2d_bwd",
+    f"({_ARGS}, Tensor ckpt, Tensor gout) -> (Tensor gx, Tensor gdelta, Tensor gA, Tensor gB, "
+    "Tensor gC, Tensor gD, Tensor gR)",
+    _bwd,
+    _bwd_fake,
+    backend="cpp",
+)
 
 
 def _fwd(x, delta, A, B, C, D, R, form, save_checkpoints):
@@ -53,21 +66,33 @@ def _fwd(x, delta, A, B, C, D, R, form, save_checkpoints):
 
 def _fwd_fake(x, delta, A, B, C, D, R, form, save_checkpoints):
     batch, dim, H, W = x.shape
-    ckpt = (x.new_empty(batch, dim, cdiv(H, SCAN2D_ROWS), W, A.shape[1]) if save_checkpoints
-            else x.new_empty(0))
+    ckpt = x.new_empty(batch, dim, cdiv(H, SCAN2D_ROWS), W, A.shape[1]) if save_checkpoints else x.new_empty(0)
     return x.new_empty(x.shape), ckpt
 
 
 def _backward(s, gy, _gckpt):
     gx, gdt, gA, gB, gC, gD, gR = scan2d_bwd(s.x, s.delta, s.A, s.B, s.C, s.D, s.R, s.form, s.ckpt, gy.contiguous())
     cdt = s.x.dtype
-    return {"x": gx, "delta": gdt, "A": gA.sum(0).to(cdt), "B": gB, "C": gC,
-            "D": gD.sum(0).to(cdt) if s.D is not None else None, "R": gR.sum(0).to(cdt)}
+    return {
+        "x": gx,
+        "delta": gdt,
+        "A": gA.sum(0).to(cdt),
+        "B": gB,
+        "C": gC,
+        "D": gD.sum(0).to(cdt) if s.D is not None else None,
+        "R": gR.sum(0).to(cdt),
+    }
 
 
 scan2d_fwd = define_op(
-    "scan2d_fwd", f"({_ARGS}, bool save_checkpoints) -> (Tensor y, Tensor ckpt)", _fwd, _fwd_fake, backend="cpp",
-    save=("x", "delta", "A", "B", "C", "D", "R", "ckpt"), backward=_backward)
+    "scan2d_fwd",
+    f"({_ARGS}, bool save_checkpoints) -> (Tensor y, Tensor ckpt)",
+    _fwd,
+    _fwd_fake,
+    backend="cpp",
+    save=("x", "delta", "A", "B", "C", "D", "R", "ckpt"),
+    backward=_backward,
+)
 
 
 def scan2d_cpu(x, dt, A, B, C, D, R, form: int) -> Tensor:

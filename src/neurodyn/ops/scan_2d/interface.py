@@ -37,6 +37,7 @@ Shapes (all in the grid frame; the function transforms per direction and transfo
 a number, or a tensor broadcastable to ``(K, d, n)``. Returns ``(batch, d, H, W)`` summed over
 directions (``merge=True``) or ``(batch, K, d, H, W)``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -56,10 +57,14 @@ Tensor = torch.Tensor
 
 # name -> (transpose, flip the frame's rows, flip the frame's columns)
 _DIRS = {
-    "row": (False, False, False), "tl": (False, False, False),
-    "row_rev": (False, True, True), "br": (False, True, True),
-    "col": (True, False, False), "col_rev": (True, True, True),
-    "tr": (False, False, True), "bl": (False, True, False),
+    "row": (False, False, False),
+    "tl": (False, False, False),
+    "row_rev": (False, True, True),
+    "br": (False, True, True),
+    "col": (True, False, False),
+    "col_rev": (True, True, True),
+    "tr": (False, False, True),
+    "bl": (False, True, False),
 }
 PRESETS = {"paper": ("row", "row_rev", "col", "col_rev"), "corners": ("tl", "tr", "bl", "br")}
 FORMS = ("cbx", "eq9", "alg2")
@@ -105,13 +110,19 @@ class _Args:
         self.dirs = direction_names(directions)
         K = self.K = len(self.dirs)
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
-            raise ValueError(f"x has shape {tuple(getattr(x, 'shape', ()))}, expected a floating tensor "
-                             f"(batch, d, H, W)")
+            raise ValueError(
+                f"x has shape {tuple(getattr(x, 'shape', ()))}, expected a floating tensor (batch, d, H, W)"
+            )
         b, d, H, W = x.shape
-        if not isinstance(A, torch.Tensor) or A.dim() not in (2, 3) or A.shape[-2] != d or \
-                (A.dim() == 3 and A.shape[0] != K):
-            raise ValueError(f"A has shape {tuple(getattr(A, 'shape', ()))}, expected (d, n) = ({d}, n) "
-                             f"or (K, d, n) with K = {K}")
+        if (
+            not isinstance(A, torch.Tensor)
+            or A.dim() not in (2, 3)
+            or A.shape[-2] != d
+            or (A.dim() == 3 and A.shape[0] != K)
+        ):
+            raise ValueError(
+                f"A has shape {tuple(getattr(A, 'shape', ()))}, expected (d, n) = ({d}, n) or (K, d, n) with K = {K}"
+            )
         n = A.shape[-1]
         self.shape = (b, d, H, W, n)
         self.x, self.A, self.B, self.C = x, A, B, C
@@ -127,8 +138,10 @@ class _Args:
 
     def _check(self, name, t, shared, per_dir, desc):
         if not isinstance(t, torch.Tensor) or tuple(t.shape) not in (tuple(shared), tuple(per_dir)):
-            raise ValueError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}, expected {desc} = "
-                             f"{tuple(shared)} or {tuple(per_dir)}")
+            raise ValueError(
+                f"{name} has shape {tuple(getattr(t, 'shape', ()))}, expected {desc} = "
+                f"{tuple(shared)} or {tuple(per_dir)}"
+            )
         if t.device != self.x.device:
             raise ValueError(f"{name} is on {t.device} but x is on {self.x.device}")
 
@@ -139,9 +152,15 @@ class _Args:
         return t if t.dim() == shared_dim else t.select(1 if shared_dim >= 3 else 0, k)
 
     def direction(self, k: int):
-        return (self.pick(self.delta, k, 4), self.pick(self.A, k, 2), self.pick(self.B, k, 4),
-                self.pick(self.C, k, 4), self.pick(self.D, k, 1), self.pick(self.bias, k, 1),
-                None if self.R is None else self.R[k])
+        return (
+            self.pick(self.delta, k, 4),
+            self.pick(self.A, k, 2),
+            self.pick(self.B, k, 4),
+            self.pick(self.C, k, 4),
+            self.pick(self.D, k, 1),
+            self.pick(self.bias, k, 1),
+            None if self.R is None else self.R[k],
+        )
 
 
 def _dt(delta, bias, softplus):
@@ -173,9 +192,15 @@ def _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, cdt):
     R = torch.zeros_like(Ak) if Rk is None else Rk
     dt = _dt(c(dk), c(bk), softplus)  # (batch, d, H, W) elementwise: vectorised torch, autograd
     return scan2d_cpu(
-        c(xk), dt.contiguous(), pad(c(Ak)).contiguous(), pad(c(Bk).permute(0, 2, 3, 1)).contiguous(),
-        pad(c(Ck).permute(0, 2, 3, 1)).contiguous(), c(Dk), pad(c(R)).contiguous(),
-        FORMS.index(form) if Rk is not None else 0)
+        c(xk),
+        dt.contiguous(),
+        pad(c(Ak)).contiguous(),
+        pad(c(Bk).permute(0, 2, 3, 1)).contiguous(),
+        pad(c(Ck).permute(0, 2, 3, 1)).contiguous(),
+        c(Dk),
+        pad(c(R)).contiguous(),
+        FORMS.index(form) if Rk is not None else 0,
+    )
 
 
 def _all_directions_triton(args: _Args, softplus: bool, form: str, cdt, blocks) -> Tensor:
@@ -186,9 +211,20 @@ def _all_directions_triton(args: _Args, softplus: bool, form: str, cdt, blocks) 
     per = lambda t, shape: None if t is None else t.to(cdt).expand(*shape)  # noqa: E731
     R = args.R if args.R is not None else torch.zeros(K, d, n, dtype=cdt, device=args.x.device)
     dirs = [int(f) for name in args.dirs for f in _DIRS[name]]
-    return scan2d_triton(args.x, args.delta, per(args.A, (K, d, n)), args.B, args.C, per(args.D, (K, d)),
-                         per(R, (K, d, n)), per(args.bias, (K, d)), dirs, softplus,
-                         FORMS.index(form) if args.R is not None else 0, blocks)
+    return scan2d_triton(
+        args.x,
+        args.delta,
+        per(args.A, (K, d, n)),
+        args.B,
+        args.C,
+        per(args.D, (K, d)),
+        per(R, (K, d, n)),
+        per(args.bias, (K, d)),
+        dirs,
+        softplus,
+        FORMS.index(form) if args.R is not None else 0,
+        blocks,
+    )
 
 
 def _direction_scan(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, backend):
@@ -200,8 +236,22 @@ def _direction_scan(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, softplus, form, backend):
     return _output(h, bx, xk, Ck, Rk, Dk, form)
 
 
-def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, delta_softplus=False,
-                      directions="paper", correction_form="cbx", merge=True, backend="auto"):
+def selective_scan_2d(
+    x,
+    delta,
+    A,
+    B,
+    C,
+    D=None,
+    R=None,
+    *,
+    delta_bias=None,
+    delta_softplus=False,
+    directions="paper",
+    correction_form="cbx",
+    merge=True,
+    backend="auto",
+):
     """2-D selective scan over several directions (see the module docstring for the equations)."""
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
     check_choice("backend", backend, BACKENDS, error=ValueError)
@@ -228,14 +278,38 @@ def selective_scan_2d(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, del
             y = _direction_cpu(xk, dk, Ak, Bk, Ck, Dk, bk, Rk, delta_softplus, correction_form, cdt)
         else:
             c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
-            y = _direction_scan(c(xk), c(dk), c(Ak), c(Bk), c(Ck), c(Dk), c(bk), c(Rk), delta_softplus,
-                                correction_form, {"scan": "auto", "triton": "triton"}.get(backend, "torch"))
+            y = _direction_scan(
+                c(xk),
+                c(dk),
+                c(Ak),
+                c(Bk),
+                c(Ck),
+                c(Dk),
+                c(bk),
+                c(Rk),
+                delta_softplus,
+                correction_form,
+                {"scan": "auto", "triton": "triton"}.get(backend, "torch"),
+            )
         outs.append(_from_frame(y, spec).to(x.dtype))
     return sum(outs) if merge else torch.stack(outs, dim=1)
 
 
-def selective_scan_2d_ref(x, delta, A, B, C, D=None, R=None, *, delta_bias=None, delta_softplus=False,
-                          directions="paper", correction_form="cbx", merge=True):
+def selective_scan_2d_ref(
+    x,
+    delta,
+    A,
+    B,
+    C,
+    D=None,
+    R=None,
+    *,
+    delta_bias=None,
+    delta_softplus=False,
+    directions="paper",
+    correction_form="cbx",
+    merge=True,
+):
     """Direct double loop over the cells of every direction (oracle of the tests; slow)."""
     args = _Args(x, delta, A, B, C, D, delta_bias, R, directions, correction_form)
     b, d, H, W, n = args.shape
@@ -271,8 +345,9 @@ def selective_scan_2d_ref(x, delta, A, B, C, D=None, R=None, *, delta_bias=None,
                 if Dk is not None:
                     yij = yij + Dk * x[:, :, i, j]
                 ys[i, j] = yij
-        outs.append(torch.stack([torch.stack([ys[i, j] for j in range(W)], -1) for i in range(H)], -2)
-                    if H and W else x.clone())  # an empty grid: nothing to scan
+        outs.append(
+            torch.stack([torch.stack([ys[i, j] for j in range(W)], -1) for i in range(H)], -2) if H and W else x.clone()
+        )  # an empty grid: nothing to scan
     return sum(outs) if merge else torch.stack(outs, dim=1)
 
 

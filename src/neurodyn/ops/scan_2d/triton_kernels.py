@@ -54,14 +54,15 @@ segment's rows forward keeping their states in registers (a tuple of ``SEG + 1``
 checkpoint: ``g = h - a h[p-1]`` needs no second row scan, and one row per segment none at all), then runs the
 adjoints up through them.
 """
+
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_loader import shared
 from neurodyn.ops.scan_2d.triton_op import scan2d_geometry, scan2d_warps
+from neurodyn.ops.triton_loader import shared
 
 common = shared()  # combine, rsum (this build's)
 
@@ -105,8 +106,25 @@ def _width(p, P, Q):
 
 
 @triton.jit
-def _program(spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC: tl.constexpr, BD: tl.constexpr,
-             BN: tl.constexpr, NB: tl.constexpr, BQ: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr):
+def _program(
+    spec_ptr,
+    A_ptr,
+    R_ptr,
+    D_ptr,
+    bias_ptr,
+    K,
+    dim,
+    n,
+    H,
+    W,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    BN: tl.constexpr,
+    NB: tl.constexpr,
+    BQ: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+):
     """A program's batch element, direction, frame, channels, states and parameters; ``first``: whether its block of
     states is the first (the terms outside the sums over the states, ``D x``, are its alone)."""
     pid = tl.program_id(0)
@@ -153,8 +171,24 @@ def _step(v, bias, SOFTPLUS: tl.constexpr):
 
 
 @triton.jit
-def _row(x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A, bias, ACC: tl.constexpr,
-         SOFTPLUS: tl.constexpr):
+def _row(
+    x_base,
+    xo,
+    l_base,
+    lo,
+    B_base,
+    bo,
+    pp,
+    x_sp,
+    l_sp,
+    B_sp,
+    m_dq,
+    m_nq,
+    A,
+    bias,
+    ACC: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+):
     """Frame row ``pp`` (a grid row or column): ``(x, raw delta, dt, B, a, bx)``; masked cells give a = 1, bx = 0.
     A tensor's row is its scalar base pointer plus the row's offset, plus one offset tile per program (registers: no
     pointer tile per unrolled row)."""
@@ -176,15 +210,64 @@ def _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, slots, BQ: tl.conste
 
 
 @triton.jit
-def _s2_fwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, spec_ptr, y_ptr, ck_ptr, st_ptr, ds_ptr,
-                   sx_b, sx_d, sx_h, sx_w, sl_b, sl_k, sl_d, sl_h, sl_w, sb_b, sb_k, sb_n, sb_h, sb_w,
-                   sc_b, sc_k, sc_n, sc_h, sc_w, K, dim, n, H, W, nseg, nblk, blk_segs,
-                   ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, BQ: tl.constexpr,
-                   SEG: tl.constexpr, FORM: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   SOFTPLUS: tl.constexpr,
-                   PHASE: tl.constexpr, FROM_CARRY: tl.constexpr, SAVE_CKPT: tl.constexpr):
+def _s2_fwd_kernel(
+    x_ptr,
+    dl_ptr,
+    B_ptr,
+    C_ptr,
+    A_ptr,
+    D_ptr,
+    R_ptr,
+    bias_ptr,
+    spec_ptr,
+    y_ptr,
+    ck_ptr,
+    st_ptr,
+    ds_ptr,
+    sx_b,
+    sx_d,
+    sx_h,
+    sx_w,
+    sl_b,
+    sl_k,
+    sl_d,
+    sl_h,
+    sl_w,
+    sb_b,
+    sb_k,
+    sb_n,
+    sb_h,
+    sb_w,
+    sc_b,
+    sc_k,
+    sc_n,
+    sc_h,
+    sc_w,
+    K,
+    dim,
+    n,
+    H,
+    W,
+    nseg,
+    nblk,
+    blk_segs,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    BN: tl.constexpr,
+    NB: tl.constexpr,
+    BQ: tl.constexpr,
+    SEG: tl.constexpr,
+    FORM: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    PHASE: tl.constexpr,
+    FROM_CARRY: tl.constexpr,
+    SAVE_CKPT: tl.constexpr,
+):
     b, k, tr, fp, fq, P, Q, offs_d, offs_n, offs_q, mask_d, mask_n, mask_q, A, R, Dv, bias, nb = _program(
-        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS)
+        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS
+    )
     A = A * LOG2E
     blk = tl.program_id(2)
     x_sp, x_sq = _axes(sx_h, sx_w, tr)
@@ -218,8 +301,9 @@ def _s2_fwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
             mq = offs_q < _width(p, P, Q)
             m_dq = mask_d[:, None] & mq[None, :]
             m_nq = mask_n[:, None] & mq[None, :]
-            x, v, dt, Bi, a, bx = _row(x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A,
-                                       bias, ACC, SOFTPLUS)
+            x, v, dt, Bi, a, bx = _row(
+                x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A, bias, ACC, SOFTPLUS
+            )
             _, g = tl.associative_scan((a, bx), 2, common.combine)
             h = a * h + g
             if PHASE == 0:
@@ -247,8 +331,21 @@ def _s2_fwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
 
 
 @triton.jit
-def _s2_carry_kernel(st_ptr, ds_ptr, A_ptr, K, dim, n, nblk, ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr,
-                     NB: tl.constexpr, BQ: tl.constexpr, REVERSE: tl.constexpr):
+def _s2_carry_kernel(
+    st_ptr,
+    ds_ptr,
+    A_ptr,
+    K,
+    dim,
+    n,
+    nblk,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    BN: tl.constexpr,
+    NB: tl.constexpr,
+    BQ: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
     """Block summaries -> the carries entering the blocks, in place (module docstring, step 2): top-down for the
     states, bottom-up (``REVERSE``) for the adjoints."""
     pid = tl.program_id(0)
@@ -276,16 +373,75 @@ def _s2_carry_kernel(st_ptr, ds_ptr, A_ptr, K, dim, n, nblk, ACC: tl.constexpr, 
 
 
 @triton.jit
-def _s2_bwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, spec_ptr, ck_ptr, st_ptr, gy_ptr,
-                   gx_ptr, gl_ptr, gB_ptr, gC_ptr, pA_ptr, pR_ptr, pD_ptr, pb_ptr,
-                   sx_b, sx_d, sx_h, sx_w, sl_b, sl_k, sl_d, sl_h, sl_w, sb_b, sb_k, sb_n, sb_h, sb_w,
-                   sc_b, sc_k, sc_n, sc_h, sc_w, sg_b, sg_k, sg_d, sg_h, sg_w, K, dim, n, H, W, nseg, nblk, blk_segs,
-                   ACC: tl.constexpr, BD: tl.constexpr, BN: tl.constexpr, NB: tl.constexpr, BQ: tl.constexpr,
-                   SEG: tl.constexpr, FORM: tl.constexpr, HAS_D: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   SOFTPLUS: tl.constexpr,
-                   PHASE: tl.constexpr, FROM_CARRY: tl.constexpr):
+def _s2_bwd_kernel(
+    x_ptr,
+    dl_ptr,
+    B_ptr,
+    C_ptr,
+    A_ptr,
+    D_ptr,
+    R_ptr,
+    bias_ptr,
+    spec_ptr,
+    ck_ptr,
+    st_ptr,
+    gy_ptr,
+    gx_ptr,
+    gl_ptr,
+    gB_ptr,
+    gC_ptr,
+    pA_ptr,
+    pR_ptr,
+    pD_ptr,
+    pb_ptr,
+    sx_b,
+    sx_d,
+    sx_h,
+    sx_w,
+    sl_b,
+    sl_k,
+    sl_d,
+    sl_h,
+    sl_w,
+    sb_b,
+    sb_k,
+    sb_n,
+    sb_h,
+    sb_w,
+    sc_b,
+    sc_k,
+    sc_n,
+    sc_h,
+    sc_w,
+    sg_b,
+    sg_k,
+    sg_d,
+    sg_h,
+    sg_w,
+    K,
+    dim,
+    n,
+    H,
+    W,
+    nseg,
+    nblk,
+    blk_segs,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    BN: tl.constexpr,
+    NB: tl.constexpr,
+    BQ: tl.constexpr,
+    SEG: tl.constexpr,
+    FORM: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    PHASE: tl.constexpr,
+    FROM_CARRY: tl.constexpr,
+):
     b, k, tr, fp, fq, P, Q, offs_d, offs_n, offs_q, mask_d, mask_n, mask_q, A, R, Dv, bias, nb = _program(
-        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS)
+        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS
+    )
     A2 = A * LOG2E
     A3 = A[:, :, None]
     R3 = R[:, :, None]
@@ -337,8 +493,9 @@ def _s2_bwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
                 mq = offs_q < _width(p, P, Q)
                 m_dq = mask_d[:, None] & mq[None, :]
                 m_nq = mask_n[:, None] & mq[None, :]
-                x, v, dt, Bi, a, bx = _row(x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq,
-                                           A2, bias, ACC, SOFTPLUS)
+                x, v, dt, Bi, a, bx = _row(
+                    x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A2, bias, ACC, SOFTPLUS
+                )
                 _, g = tl.associative_scan((a, bx), 2, common.combine)
                 h = a * h + g
                 hs = hs + (h,)
@@ -361,8 +518,9 @@ def _s2_bwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
                 dt = tl.where(m_dq, dt, 0.0)
                 mu_c = tl.exp2(dt[:, None, :] * A2[:, :, None]) * mu
             else:
-                x, v, dt, Bi, a, bx = _row(x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq,
-                                           A2, bias, ACC, SOFTPLUS)
+                x, v, dt, Bi, a, bx = _row(
+                    x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A2, bias, ACC, SOFTPLUS
+                )
                 ah = a * hs[SEG - 1 - jj]  # a h[p-1]
                 h = hs[SEG - jj]
                 # the row adjoint: a reverse scan with the next column's decay (1 past the row's end)
@@ -396,10 +554,18 @@ def _s2_bwd_kernel(x_ptr, dl_ptr, B_ptr, C_ptr, A_ptr, D_ptr, R_ptr, bias_ptr, s
                 tl.atomic_add(gx_base + pp * y_sp + yo, gxr, mask=m_dq, sem="relaxed")
                 tl.atomic_add(gl_base + pp * l_sp + lo, gdl, mask=m_dq, sem="relaxed")
                 # (summed over the block's channels; written as (1, BN, BQ) tiles of the 3-D layout: no conversion)
-                tl.atomic_add(gB_base + pp * B_sp + bo3, common.rsum(gbx * (dt * x)[:, None, :], 0)[None, :, :],
-                              mask=m_nq[None, :, :], sem="relaxed")
-                tl.atomic_add(gC_base + pp * C_sp + co3, common.rsum(gc3 * gyr[:, None, :], 0)[None, :, :],
-                              mask=m_nq[None, :, :], sem="relaxed")
+                tl.atomic_add(
+                    gB_base + pp * B_sp + bo3,
+                    common.rsum(gbx * (dt * x)[:, None, :], 0)[None, :, :],
+                    mask=m_nq[None, :, :],
+                    sem="relaxed",
+                )
+                tl.atomic_add(
+                    gC_base + pp * C_sp + co3,
+                    common.rsum(gc3 * gyr[:, None, :], 0)[None, :, :],
+                    mask=m_nq[None, :, :],
+                    sem="relaxed",
+                )
                 mu_c = a * mu
     if PHASE == 0:
         # T_k = a mu at the block's top row, from a zero carry (every BQ column: zeros past Q)
@@ -464,8 +630,11 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     y = (x.new_zeros if nb > 1 else x.new_empty)(batch, K, dim, H, W, dtype=f)
     # (a direction with fewer frame rows than another, transposed on a non-square grid, leaves slots unwritten)
     short = any(dirs[3 * i] for i in range(K)) and H != W
-    ckpt = ((x.new_zeros if short else x.new_empty)(batch, K, dim, nseg + 1, n, bq, dtype=f) if save_ckpt
-            else x.new_empty(0, dtype=f))
+    ckpt = (
+        (x.new_zeros if short else x.new_empty)(batch, K, dim, nseg + 1, n, bq, dtype=f)
+        if save_ckpt
+        else x.new_empty(0, dtype=f)
+    )
     dsum = x.new_empty(batch, K, dim, nblk, bq, dtype=f) if nblk > 1 else x.new_empty(0, dtype=f)
     if y.numel() == 0:
         return y, ckpt, dsum
@@ -474,14 +643,49 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     args = (x, delta, B, C, A, x if D is None else D, R, x if bias is None else bias, spec)
     strides = (*x.stride(), *_strides5(delta), *_strides5(B), *_strides5(C), K, dim, n, H, W, nseg, nblk, blk_segs)
     grid = (batch * K, triton.cdiv(dim, block_d) * nb, nblk)
-    meta = dict(ACC=acc, BD=block_d, BN=bn, NB=nb, BQ=bq, SEG=seg, FORM=form, HAS_D=D is not None,
-                HAS_BIAS=bias is not None, SOFTPLUS=softplus, num_warps=scan2d_warps(block_d, bn, bq))
+    meta = dict(
+        ACC=acc,
+        BD=block_d,
+        BN=bn,
+        NB=nb,
+        BQ=bq,
+        SEG=seg,
+        FORM=form,
+        HAS_D=D is not None,
+        HAS_BIAS=bias is not None,
+        SOFTPLUS=softplus,
+        num_warps=scan2d_warps(block_d, bn, bq),
+    )
     if nblk > 1:
         _s2_fwd_kernel[grid](*args, y, y, st, dsum, *strides, **meta, PHASE=0, FROM_CARRY=False, SAVE_CKPT=False)
-        _s2_carry_kernel[grid[:2]](st, dsum, A, K, dim, n, nblk, ACC=acc, BD=block_d, BN=bn, NB=nb, BQ=bq,
-                                   REVERSE=False, num_warps=meta["num_warps"])
-    _s2_fwd_kernel[grid](*args, y, ckpt if save_ckpt else y, st, dsum if nblk > 1 else y, *strides, **meta,
-                         PHASE=1, FROM_CARRY=nblk > 1, SAVE_CKPT=save_ckpt)
+        _s2_carry_kernel[grid[:2]](
+            st,
+            dsum,
+            A,
+            K,
+            dim,
+            n,
+            nblk,
+            ACC=acc,
+            BD=block_d,
+            BN=bn,
+            NB=nb,
+            BQ=bq,
+            REVERSE=False,
+            num_warps=meta["num_warps"],
+        )
+    _s2_fwd_kernel[grid](
+        *args,
+        y,
+        ckpt if save_ckpt else y,
+        st,
+        dsum if nblk > 1 else y,
+        *strides,
+        **meta,
+        PHASE=1,
+        FROM_CARRY=nblk > 1,
+        SAVE_CKPT=save_ckpt,
+    )
     return y, ckpt, dsum
 
 
@@ -501,16 +705,70 @@ def bwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, seg
     if x.numel() and gy.numel():
         spec = _spec(dirs, x.device)
         st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f) if nblk > 1 else gx
-        args = (x, delta, B, C, A, x if D is None else D, R, x if bias is None else bias, spec, ckpt, st, gy,
-                gx, gl, gB, gC)
-        strides = (*x.stride(), *_strides5(delta), *_strides5(B), *_strides5(C), *gy.stride(), K, dim, n, H, W, nseg,
-                   nblk, blk_segs)
+        args = (
+            x,
+            delta,
+            B,
+            C,
+            A,
+            x if D is None else D,
+            R,
+            x if bias is None else bias,
+            spec,
+            ckpt,
+            st,
+            gy,
+            gx,
+            gl,
+            gB,
+            gC,
+        )
+        strides = (
+            *x.stride(),
+            *_strides5(delta),
+            *_strides5(B),
+            *_strides5(C),
+            *gy.stride(),
+            K,
+            dim,
+            n,
+            H,
+            W,
+            nseg,
+            nblk,
+            blk_segs,
+        )
         grid = (batch * K, triton.cdiv(dim, block_d) * nb, nblk)
-        meta = dict(ACC=acc, BD=block_d, BN=bn, NB=nb, BQ=bq, SEG=seg, FORM=form, HAS_D=D is not None,
-                    HAS_BIAS=bias is not None, SOFTPLUS=softplus, num_warps=scan2d_warps(block_d, bn, bq))
+        meta = dict(
+            ACC=acc,
+            BD=block_d,
+            BN=bn,
+            NB=nb,
+            BQ=bq,
+            SEG=seg,
+            FORM=form,
+            HAS_D=D is not None,
+            HAS_BIAS=bias is not None,
+            SOFTPLUS=softplus,
+            num_warps=scan2d_warps(block_d, bn, bq),
+        )
         if nblk > 1:
             _s2_bwd_kernel[grid](*args, pA, pR, pD, pb, *strides, **meta, PHASE=0, FROM_CARRY=False)
-            _s2_carry_kernel[grid[:2]](st, dsum, A, K, dim, n, nblk, ACC=acc, BD=block_d, BN=bn, NB=nb, BQ=bq,
-                                       REVERSE=True, num_warps=meta["num_warps"])
+            _s2_carry_kernel[grid[:2]](
+                st,
+                dsum,
+                A,
+                K,
+                dim,
+                n,
+                nblk,
+                ACC=acc,
+                BD=block_d,
+                BN=bn,
+                NB=nb,
+                BQ=bq,
+                REVERSE=True,
+                num_warps=meta["num_warps"],
+            )
         _s2_bwd_kernel[grid](*args, pA, pR, pD, pb, *strides, **meta, PHASE=1, FROM_CARRY=nblk > 1)
     return gx, gl, gB, gC, pA.sum((0, 1)), pR.sum((0, 1)), pD.sum((0, 1, 2)), pb.sum((0, 1, 2))

@@ -8,6 +8,7 @@ fused), ``y (batch, K, d, H, W)``; ``ckpt (batch, K, d, nseg + 1, n, BQ)`` holds
 segment of ``seg`` rows (and leaving the last), ``dsum`` the column sums of the steps over each block of ``rows``
 rows (empty with one block).
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,14 +19,22 @@ from ..triton_loader import ceil_pow2, floor_pow2
 
 Tensor = torch.Tensor
 
-__all__ = ["SCAN2D_TILE", "SCAN2D_MAX_ROW", "SCAN2D_SEG", "SCAN2D_PROGRAMS", "scan2d_blocks", "scan2d_geometry",
-           "scan2d_triton", "scan2d_warps"]
+__all__ = [
+    "SCAN2D_TILE",
+    "SCAN2D_MAX_ROW",
+    "SCAN2D_SEG",
+    "SCAN2D_PROGRAMS",
+    "scan2d_blocks",
+    "scan2d_geometry",
+    "scan2d_triton",
+    "scan2d_warps",
+]
 
-SCAN2D_TILE = 1024       # elements of a program's (channels, n_pow2, BQ) row tile (4 per thread, 8 warps)
-SCAN2D_MAX_ROW = 8192    # states of one channel's row (n_pow2 x BQ) the kernels take (split in state blocks)
-SCAN2D_SEG = 1           # rows per backward segment (a checkpoint every segment): ptxas for sm_90 spills the
-                         # backward from 2 on at n = 16, W = 64 (4 elements per thread or 8, 4 or 8 warps)
-SCAN2D_PROGRAMS = 1024   # programs wanted per launch: rows split into blocks (a carry pass) below it
+SCAN2D_TILE = 1024  # elements of a program's (channels, n_pow2, BQ) row tile (4 per thread, 8 warps)
+SCAN2D_MAX_ROW = 8192  # states of one channel's row (n_pow2 x BQ) the kernels take (split in state blocks)
+SCAN2D_SEG = 1  # rows per backward segment (a checkpoint every segment): ptxas for sm_90 spills the
+# backward from 2 on at n = 16, W = 64 (4 elements per thread or 8, 4 or 8 warps)
+SCAN2D_PROGRAMS = 1024  # programs wanted per launch: rows split into blocks (a carry pass) below it
 
 
 def scan2d_warps(block_d: int, bn: int, bq: int) -> int:
@@ -68,22 +77,36 @@ def scan2d_blocks(batch: int, K: int, dim: int, n: int, H: int, W: int, transpos
     return seg, cdiv(nseg, blocks) * seg, block_d, block_n
 
 
-_ARGS = ("Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, Tensor? bias, int[] dirs, "
-         "bool softplus, int form")
+_ARGS = (
+    "Tensor x, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor R, Tensor? bias, int[] dirs, "
+    "bool softplus, int form"
+)
 
 
 def _bwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, seg, rows, block_d, block_n):
     cdt = compute_dtype(x, delta, A, B, C, D, R, bias)
     K, dim, _ = A.shape
     new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
-    return (new(*x.shape), new(*delta.shape), new(*B.shape), new(*C.shape), new(*A.shape), new(*A.shape),
-            new(K, dim), new(K, dim))
+    return (
+        new(*x.shape),
+        new(*delta.shape),
+        new(*B.shape),
+        new(*C.shape),
+        new(*A.shape),
+        new(*A.shape),
+        new(K, dim),
+        new(K, dim),
+    )
 
 
 scan2d_triton_bwd = define_op(
-    "scan2d_triton_bwd", f"({_ARGS}, Tensor ckpt, Tensor dsum, Tensor gy, int seg, int rows, int block_d, "
+    "scan2d_triton_bwd",
+    f"({_ARGS}, Tensor ckpt, Tensor dsum, Tensor gy, int seg, int rows, int block_d, "
     "int block_n) -> (Tensor gx, Tensor gdelta, Tensor gB, Tensor gC, Tensor gA, Tensor gR, Tensor gD, Tensor gbias)",
-    triton_loader.launcher("scan_2d", "bwd"), _bwd_fake, backend="triton")
+    triton_loader.launcher("scan_2d", "bwd"),
+    _bwd_fake,
+    backend="triton",
+)
 
 
 def _fwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_checkpoints, seg, rows, block_d, block_n):
@@ -92,26 +115,61 @@ def _fwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_checkpoi
     cdt = compute_dtype(x, delta, A, B, C, D, R, bias)
     bq, nseg, nblk = scan2d_geometry(H, W, dirs, seg, rows)
     new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
-    return (new(batch, K, dim, H, W), new(batch, K, dim, nseg + 1, n, bq) if save_checkpoints else new(0),
-            new(batch, K, dim, nblk, bq) if nblk > 1 else new(0))
+    return (
+        new(batch, K, dim, H, W),
+        new(batch, K, dim, nseg + 1, n, bq) if save_checkpoints else new(0),
+        new(batch, K, dim, nblk, bq) if nblk > 1 else new(0),
+    )
 
 
 def _backward(s, gy, _gckpt, _gdsum):
     if s.ckpt.numel() == 0 and s.x.numel() > 0:
-        raise RuntimeError("scan2d_triton: backward without checkpoints (the forward was called with "
-                           "save_checkpoints=False)")
+        raise RuntimeError(
+            "scan2d_triton: backward without checkpoints (the forward was called with save_checkpoints=False)"
+        )
     gx, gdelta, gB, gC, gA, gR, gD, gbias = scan2d_triton_bwd(
-        s.x, s.delta, s.A, s.B, s.C, s.D, s.R, s.bias, s.dirs, s.softplus, s.form, s.ckpt, s.dsum, gy, s.seg, s.rows,
-        s.block_d, s.block_n)
+        s.x,
+        s.delta,
+        s.A,
+        s.B,
+        s.C,
+        s.D,
+        s.R,
+        s.bias,
+        s.dirs,
+        s.softplus,
+        s.form,
+        s.ckpt,
+        s.dsum,
+        gy,
+        s.seg,
+        s.rows,
+        s.block_d,
+        s.block_n,
+    )
     like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
-    return {"x": like(gx, s.x), "delta": like(gdelta, s.delta), "A": like(gA, s.A), "B": like(gB, s.B),
-            "C": like(gC, s.C), "D": like(gD, s.D), "R": like(gR, s.R), "bias": like(gbias, s.bias)}
+    return {
+        "x": like(gx, s.x),
+        "delta": like(gdelta, s.delta),
+        "A": like(gA, s.A),
+        "B": like(gB, s.B),
+        "C": like(gC, s.C),
+        "D": like(gD, s.D),
+        "R": like(gR, s.R),
+        "bias": like(gbias, s.bias),
+    }
 
 
 scan2d_triton_op = define_op(
-    "scan2d_triton", f"({_ARGS}, bool save_checkpoints, int seg, int rows, int block_d, int block_n) -> (Tensor y, "
-    "Tensor ckpt, Tensor dsum)", triton_loader.launcher("scan_2d", "fwd"), _fwd_fake, backend="triton",
-    save=("x", "delta", "A", "B", "C", "D", "R", "bias", "ckpt", "dsum"), backward=_backward)
+    "scan2d_triton",
+    f"({_ARGS}, bool save_checkpoints, int seg, int rows, int block_d, int block_n) -> (Tensor y, "
+    "Tensor ckpt, Tensor dsum)",
+    triton_loader.launcher("scan_2d", "fwd"),
+    _fwd_fake,
+    backend="triton",
+    save=("x", "delta", "A", "B", "C", "D", "R", "bias", "ckpt", "dsum"),
+    backward=_backward,
+)
 
 
 def scan2d_triton(x, delta, A, B, C, D, R, bias, dirs, softplus: bool, form: int, blocks) -> Tensor:

@@ -10,9 +10,18 @@
   ``triton_kernels.py``: the kernels (also the multi-head scan's and, with the ZOH input, the Kirchhoff cell's),
   loaded by :func:`neurodyn.ops.triton_loader.load`.
 """
+
 from .checks import check_float, check_selective_scan_args, compute_dtype, shape_text
 from .interface import BACKENDS, resolve_backend, selective_scan
 from .ref import selective_scan_ref
 
-__all__ = ["BACKENDS", "check_float", "check_selective_scan_args", "compute_dtype", "resolve_backend",
-           "selective_scan", "selective_scan_ref", "shape_text"]
+__all__ = [
+    "BACKENDS",
+    "check_float",
+    "check_selective_scan_args",
+    "compute_dtype",
+    "resolve_backend",
+    "selective_scan",
+    "selective_scan_ref",
+    "shape_text",
+]

@@ -1,6 +1,7 @@
 """The selective scan's argument checks, shared by every path (and by the multi-head and Kirchhoff-cell scans):
 shapes, dtypes and devices of mamba-ssm's ``selective_scan_fn`` arguments
 (:mod:`neurodyn.ops.selective_scan.interface`)."""
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,9 @@ def check_float(name: str, t: Tensor) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in _FLOATS:
-        raise TypeError(f"{name} must be a real floating tensor (float16/bfloat16/float32/float64), "
-                        f"got dtype {t.dtype}")
+        raise TypeError(
+            f"{name} must be a real floating tensor (float16/bfloat16/float32/float64), got dtype {t.dtype}"
+        )
 
 
 def _expect(name: str, t: Tensor, shape: tuple, desc: str) -> None:
@@ -53,8 +55,10 @@ def _check_coef(name: str, W: Tensor, batch: int, dim: int, n: int, L: int) -> T
             raise ValueError(f"{name} has shape {shape_text(W)}: its groups dimension {g} must divide d = {dim}")
         _expect(name, W, (batch, g, n, L), "(batch, groups, n, L)")
         return W
-    raise ValueError(f"{name} has shape {shape_text(W)}, expected (d, n) = ({dim}, {n}), (batch, n, L) = "
-                     f"({batch}, {n}, {L}) or (batch, groups, n, L)")
+    raise ValueError(
+        f"{name} has shape {shape_text(W)}, expected (d, n) = ({dim}, {n}), (batch, n, L) = "
+        f"({batch}, {n}, {L}) or (batch, groups, n, L)"
+    )
 
 
 def check_selective_scan_args(u, delta, A, B, C, D=None, z=None, delta_bias=None, initial_state=None):
@@ -75,14 +79,25 @@ def check_selective_scan_args(u, delta, A, B, C, D=None, z=None, delta_bias=None
         raise ValueError(f"A has shape {shape_text(A)}: the state size n must be at least 1")
     B = _check_coef("B", B, batch, dim, n, L)
     C = _check_coef("C", C, batch, dim, n, L)
-    for name, t, shape, desc in (("D", D, (dim,), "(d,)"), ("z", z, (batch, dim, L), "(batch, d, L)"),
-                                 ("delta_bias", delta_bias, (dim,), "(d,)"),
-                                 ("initial_state", initial_state, (batch, dim, n), "(batch, d, n)")):
+    for name, t, shape, desc in (
+        ("D", D, (dim,), "(d,)"),
+        ("z", z, (batch, dim, L), "(batch, d, L)"),
+        ("delta_bias", delta_bias, (dim,), "(d,)"),
+        ("initial_state", initial_state, (batch, dim, n), "(batch, d, n)"),
+    ):
         if t is not None:
             check_float(name, t)
             _expect(name, t, shape, desc)
-    for name, t in (("delta", delta), ("A", A), ("B", B), ("C", C), ("D", D), ("z", z),
-                    ("delta_bias", delta_bias), ("initial_state", initial_state)):
+    for name, t in (
+        ("delta", delta),
+        ("A", A),
+        ("B", B),
+        ("C", C),
+        ("D", D),
+        ("z", z),
+        ("delta_bias", delta_bias),
+        ("initial_state", initial_state),
+    ):
         if t is not None and t.device != u.device:
             raise ValueError(f"{name} is on {t.device} but u is on {u.device}; all inputs must share a device")
     return B, C

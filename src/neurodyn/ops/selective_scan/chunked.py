@@ -15,6 +15,7 @@ Two levels of chunking:
   forward keeps the state at each block boundary; the backward replays one block at a time from those
   states and runs the adjoint recurrence ``lam_t = C_t gy_t + a_{t+1} lam_{t+1}`` backwards.
 """
+
 from __future__ import annotations
 
 import math
@@ -102,7 +103,7 @@ def _tm_reverse(a: Tensor, q: Tensor, log_a: Tensor | None, g_end: Tensor | None
     # decay from t (exclusive) to the chunk's end: exp(cs_end - cs_t) with cs_end - cs_t <= 0
     if log_a is not None:
         cs = _cumsum0(log_a)
-        to_end = torch.sub(cs[T - 1:], cs).exp_()
+        to_end = torch.sub(cs[T - 1 :], cs).exp_()
     else:
         to_end = torch.cat([torch.cumprod(a[1:].flip(0), 0).flip(0), torch.ones_like(a[:1])], 0)
     state = g_end if g_end is not None else torch.zeros_like(q[0, :, 0])
@@ -304,8 +305,19 @@ class _Grads:
         self.D = torch.zeros(u.shape[1], dtype=u.dtype, device=u.device) if hasD else None
 
 
-def _backward_block(blk: _Block, g: _Grads, gout: Tensor, g_end: Tensor | None, h_in: Tensor | None, A: Tensor,
-                    D: Tensor | None, z: Tensor | None, Bc: _Coef, Cc: _Coef, softplus: bool) -> Tensor:
+def _backward_block(
+    blk: _Block,
+    g: _Grads,
+    gout: Tensor,
+    g_end: Tensor | None,
+    h_in: Tensor | None,
+    A: Tensor,
+    D: Tensor | None,
+    z: Tensor | None,
+    Bc: _Coef,
+    Cc: _Coef,
+    softplus: bool,
+) -> Tensor:
     """One outer block of the chunked path, backwards: its states recomputed from ``h_in``, the adjoint scanned back
     from ``g_end`` (the gradient reaching its last state); fills ``g`` and returns the gradient at its first state."""
     s, e, T, pad = blk.s, blk.e, blk.T, blk.pad
@@ -341,9 +353,20 @@ def _backward_block(blk: _Block, g: _Grads, gout: Tensor, g_end: Tensor | None, 
     return g_start
 
 
-def _backward_sequential(ctx, g: _Grads, gout: Tensor, seq_saved, bstates: Tensor, starts: list[int],
-                         g_end: Tensor | None, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None,
-                         z: Tensor | None) -> Tensor | None:
+def _backward_sequential(
+    ctx,
+    g: _Grads,
+    gout: Tensor,
+    seq_saved,
+    bstates: Tensor,
+    starts: list[int],
+    g_end: Tensor | None,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Tensor | None,
+    z: Tensor | None,
+) -> Tensor | None:
     """The sequential CPU path backwards, block by block in time-major layout from the saved forward (the raw and
     softplus'd steps, the inputs, the ungated output); fills ``g`` and returns the gradient at the first state."""
     raw, dt_tm, u_tm, y_tm = seq_saved
@@ -370,7 +393,8 @@ def _backward_sequential(ctx, g: _Grads, gout: Tensor, seq_saved, bstates: Tenso
         if D is not None:
             g.D += (gy * sb.u).sum((0, 1))
         gdelta_tm[s:e], gu_tm[s:e], gA_b, gB_b, gC_b, g_start = sb.backward(
-            a, h, h_in, gy, None if g_end is None else g_end.view(b, d, n), ws.get("lam", e - s))
+            a, h, h_in, gy, None if g_end is None else g_end.view(b, d, n), ws.get("lam", e - s)
+        )
         g.A += gA_b
         _add_coef_grad(g.B, gB_b, Bc.var, s, e)
         _add_coef_grad(g.C, gC_b, Cc.var, s, e)

@@ -13,6 +13,7 @@ Layout preparation (casting, padding the state size to a multiple of 8, putting 
 (b, G, L, n_pad)) is done with ordinary torch ops around the operator (:func:`selective_scan_cpu`), so autograd maps
 the kernel's gradients back to the caller's layouts and dtypes by itself.
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,8 +32,9 @@ _ARGS = "Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor
 
 
 def _bwd(u, delta, A, B, C, D, h0, ckpt, gout, glast, zoh):
-    gu, gdelta, gA, gB, gC, gD, gh0 = cpu_kernel.library().selective_scan_bwd(u, delta, A, B, C, D, h0, ckpt, gout,
-                                                                              glast, zoh)
+    gu, gdelta, gA, gB, gC, gD, gh0 = cpu_kernel.library().selective_scan_bwd(
+        u, delta, A, B, C, D, h0, ckpt, gout, glast, zoh
+    )
     return gu, gdelta, gA, gB, gC, gD, cpu_kernel.defined(gh0, u)
 
 
@@ -42,13 +44,17 @@ def _bwd_fake(u, delta, A, B, C, D, h0, ckpt, gout, glast, zoh):
     f64 = lambda *shape: u.new_empty(*shape, dtype=torch.float64)  # noqa: E731 - the kernel's per-row partial sums
     coef = lambda W: W.new_empty(W.shape) if W.dim() == 4 else f64(batch, dim, np_)  # noqa: E731
     gh0 = u.new_empty(batch, dim, np_) if h0 is not None else u.new_empty(0)
-    return (u.new_empty(u.shape), u.new_empty(u.shape), f64(batch, dim, np_), coef(B), coef(C), f64(batch, dim),
-            gh0)
+    return (u.new_empty(u.shape), u.new_empty(u.shape), f64(batch, dim, np_), coef(B), coef(C), f64(batch, dim), gh0)
 
 
 selective_scan_bwd = define_op(
-    "selective_scan_bwd", f"({_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool zoh) -> (Tensor gu, "
-    "Tensor gdelta, Tensor gA, Tensor gB, Tensor gC, Tensor gD, Tensor gh0)", _bwd, _bwd_fake, backend="cpp")
+    "selective_scan_bwd",
+    f"({_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool zoh) -> (Tensor gu, "
+    "Tensor gdelta, Tensor gA, Tensor gB, Tensor gC, Tensor gD, Tensor gh0)",
+    _bwd,
+    _bwd_fake,
+    backend="cpp",
+)
 
 
 def _fwd(u, delta, A, B, C, D, h0, save_checkpoints, zoh):
@@ -64,17 +70,31 @@ def _fwd_fake(u, delta, A, B, C, D, h0, save_checkpoints, zoh):
 
 
 def _backward(s, gout, glast, _gckpt):
-    gu, gdelta, gA, gB, gC, gD, gh0 = selective_scan_bwd(s.u, s.delta, s.A, s.B, s.C, s.D, s.h0, s.ckpt,
-                                                         gout.contiguous(), contiguous(glast), s.zoh)
+    gu, gdelta, gA, gB, gC, gD, gh0 = selective_scan_bwd(
+        s.u, s.delta, s.A, s.B, s.C, s.D, s.h0, s.ckpt, gout.contiguous(), contiguous(glast), s.zoh
+    )
     cdt = s.u.dtype
     fixed = lambda g, W: g if W.dim() == 4 else g.sum(0).to(cdt)  # noqa: E731
-    return {"u": gu, "delta": gdelta, "A": gA.sum(0).to(cdt), "B": fixed(gB, s.B), "C": fixed(gC, s.C),
-            "D": gD.sum(0).to(cdt) if s.D is not None else None, "h0": gh0 if s.h0 is not None else None}
+    return {
+        "u": gu,
+        "delta": gdelta,
+        "A": gA.sum(0).to(cdt),
+        "B": fixed(gB, s.B),
+        "C": fixed(gC, s.C),
+        "D": gD.sum(0).to(cdt) if s.D is not None else None,
+        "h0": gh0 if s.h0 is not None else None,
+    }
 
 
 selective_scan_fwd = define_op(
-    "selective_scan_fwd", f"({_ARGS}, bool save_checkpoints, bool zoh) -> (Tensor out, Tensor last, Tensor ckpt)",
-    _fwd, _fwd_fake, backend="cpp", save=("u", "delta", "A", "B", "C", "D", "h0", "ckpt"), backward=_backward)
+    "selective_scan_fwd",
+    f"({_ARGS}, bool save_checkpoints, bool zoh) -> (Tensor out, Tensor last, Tensor ckpt)",
+    _fwd,
+    _fwd_fake,
+    backend="cpp",
+    save=("u", "delta", "A", "B", "C", "D", "h0", "ckpt"),
+    backward=_backward,
+)
 
 
 def _pad_last(x: Tensor, npad: int, value: float = 0.0) -> Tensor:
@@ -118,8 +138,15 @@ def selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, softplus, initial_st
     if softplus:
         dt = F.softplus(dt)
     h0 = None if initial_state is None else _pad_last(c(initial_state), npad).contiguous()
-    args = (c(u).contiguous(), dt.contiguous(), _pad_A(c(A), npad, zoh), _prep_coef(B, npad, cdt),
-            _prep_coef(C, npad, cdt), None if D is None else c(D).contiguous(), h0)
+    args = (
+        c(u).contiguous(),
+        dt.contiguous(),
+        _pad_A(c(A), npad, zoh),
+        _prep_coef(B, npad, cdt),
+        _prep_coef(C, npad, cdt),
+        None if D is None else c(D).contiguous(),
+        h0,
+    )
     y, last, _ = selective_scan_fwd(*args, needs_grad(*args), zoh)
     if z is not None:
         y = y * F.silu(c(z))

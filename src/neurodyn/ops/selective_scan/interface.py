@@ -21,6 +21,7 @@ Returns ``out (batch, d, L)`` in u's dtype, and with ``return_last_state`` also 
 ``(batch, d, n)`` (after the last step taken, i.e. position 0 when ``reverse``) in the compute dtype
 (float32, or float64 when an input is float64). float16/bfloat16 inputs are computed in float32.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -74,9 +75,23 @@ def resolve_backend(backend: str, u: Tensor, initial_state=None) -> str:
     return "torch"
 
 
-def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                   return_last_state=False, *, reverse=False, initial_state=None, backend="auto",
-                   block=None):
+def selective_scan(
+    u,
+    delta,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    delta_bias=None,
+    delta_softplus=False,
+    return_last_state=False,
+    *,
+    reverse=False,
+    initial_state=None,
+    backend="auto",
+    block=None,
+):
     """Selective scan with mamba-ssm's ``selective_scan_fn`` signature (see the module docstring).
 
     Extra keyword arguments: ``reverse`` (scan from the end), ``initial_state (batch, d, n)``,
@@ -91,11 +106,11 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
     B, C = check_selective_scan_args(u, delta, A, B, C, D, z, delta_bias, initial_state)
     which = resolve_backend(backend, u, initial_state)
     if which == "ref":
-        return selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
-                                  return_last_state, reverse, initial_state)
+        return selective_scan_ref(
+            u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state, reverse, initial_state
+        )
     if which == "triton" and u.numel() > 0:  # one kernel: bias, softplus, z, D and reverse included
-        out, last = selective_scan_triton(u, delta, A, B, C, D, z, delta_bias, delta_softplus, reverse,
-                                          initial_state)
+        out, last = selective_scan_triton(u, delta, A, B, C, D, z, delta_bias, delta_softplus, reverse, initial_state)
         return (out, last) if return_last_state else out
     if reverse:  # every fast path scans forward; flip the time axis around it
         fl = lambda t: None if t is None or t.dim() < 3 else t.flip(-1)  # noqa: E731
@@ -108,20 +123,22 @@ def selective_scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_sof
         if initial_state is not None:
             raise ValueError("backend='mamba' does not support initial_state; use backend='torch'")
         res = fn(u, delta, A, B, C, D, z, delta_bias, delta_softplus, return_last_state)
-        out, last = (res if return_last_state else (res, None))
+        out, last = res if return_last_state else (res, None)
     else:
         cdt = compute_dtype(u, delta, A, B, C, D, z, delta_bias, initial_state)
         if which == "cpp":
             if u.device.type != "cpu":
                 raise ValueError(f"backend='cpp' needs CPU tensors; u is on {u.device}")
             if not cpu_kernel.available():
-                raise RuntimeError("backend='cpp' requested but the fused CPU kernel is unavailable "
-                                   "(no compiler/ninja, or NEURODYN_NO_CPP_EXT=1)")
-            out, last = selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
-                                           initial_state, cdt)
+                raise RuntimeError(
+                    "backend='cpp' requested but the fused CPU kernel is unavailable "
+                    "(no compiler/ninja, or NEURODYN_NO_CPP_EXT=1)"
+                )
+            out, last = selective_scan_cpu(u, delta, A, B, C, D, z, delta_bias, delta_softplus, initial_state, cdt)
         else:
-            out, last = _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, delta_softplus,
-                                              initial_state, cdt, block)
+            out, last = _selective_scan_torch(
+                u, delta, A, B, C, D, z, delta_bias, delta_softplus, initial_state, cdt, block
+            )
         out = out.to(u.dtype)
     if reverse:
         out = out.flip(-1)
@@ -135,5 +152,6 @@ def _selective_scan_torch(u, delta, A, B, C, D, z, delta_bias, softplus, initial
         return u.to(cdt), last.to(cdt)
     blk = block or default_block(batch, dim, A.shape[1], L, u.device)
     c = lambda t: None if t is None else t.to(cdt)  # noqa: E731
-    return SelectiveScanChunked.apply(c(u), c(delta), c(A), c(B), c(C), c(D), c(z), c(delta_bias),
-                                      c(initial_state), softplus, blk)
+    return SelectiveScanChunked.apply(
+        c(u), c(delta), c(A), c(B), c(C), c(D), c(z), c(delta_bias), c(initial_state), softplus, blk
+    )

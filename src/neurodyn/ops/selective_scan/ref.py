@@ -1,5 +1,6 @@
 """The selective scan's reference: the recurrence of :mod:`neurodyn.ops.selective_scan.interface` as a plain loop over
 the steps (the tests' oracle; ``selective_scan(backend="ref")``)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,8 +11,20 @@ from .checks import check_selective_scan_args, compute_dtype
 __all__ = ["selective_scan_ref"]
 
 
-def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                       return_last_state=False, reverse=False, initial_state=None):
+def selective_scan_ref(
+    u,
+    delta,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    delta_bias=None,
+    delta_softplus=False,
+    return_last_state=False,
+    reverse=False,
+    initial_state=None,
+):
     """The recurrence of :mod:`neurodyn.ops.selective_scan.interface` as a plain loop over L (the oracle of the tests).
 
     Differentiable by autograd; slow (O(L) Python steps). Same arguments and results as
@@ -35,7 +48,7 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta
 
     h = initial_state.to(cdt) if initial_state is not None else u.new_zeros(batch, dim, n, dtype=cdt)
     ys = [None] * L
-    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+    for t in range(L - 1, -1, -1) if reverse else range(L):
         dA = torch.exp(dt[:, :, t, None] * Af)
         h = dA * h + (dt[:, :, t] * uf[:, :, t])[:, :, None] * coef(B, t)
         ys[t] = (h * coef(C, t)).sum(-1)

@@ -16,6 +16,7 @@ Layout: time-major ``(L, batch, d)`` and ``(L, batch, d, n)``; input-dependent `
 time-major once for the whole sequence (:func:`time_major`) and keeps them for the backward: they are
 ``(batch, d, L)``-sized, and the transposing copies cost as much as two full-size passes per block.
 """
+
 from __future__ import annotations
 
 import torch
@@ -61,7 +62,7 @@ class SequentialBlock:
     def _coef(self, W: Tensor) -> Tensor:
         if W.dim() == 2:
             return W
-        return W[..., self.s:self.e].permute(3, 0, 1, 2).contiguous()  # (Lb, b, G, n)
+        return W[..., self.s : self.e].permute(3, 0, 1, 2).contiguous()  # (Lb, b, G, n)
 
     def _split(self, v: Tensor, W: Tensor) -> Tensor:
         """(Lb, b, d, ...) -> (Lb, b, G, d / G, ...) for an input-dependent W with G groups."""
@@ -108,8 +109,9 @@ class SequentialBlock:
         y = self.contract_states(h, self.C)
         return y if D is None else y + D * self.u
 
-    def backward(self, a: Tensor, h: Tensor, h0: Tensor | None, gy: Tensor, g_end: Tensor | None,
-                 out: Tensor | None = None):
+    def backward(
+        self, a: Tensor, h: Tensor, h0: Tensor | None, gy: Tensor, g_end: Tensor | None, out: Tensor | None = None
+    ):
         """Gradients of the block from ``gy (Lb, b, d)`` (after the z gate) and the gradient ``g_end`` of its last
         state. Overwrites ``a``; the adjoint goes to ``out`` if given. Returns ``(g_delta_raw, g_u_scan, gA, gB, gC,
         g_start)`` with ``g_start`` the gradient of the state entering the block."""
@@ -130,7 +132,7 @@ class SequentialBlock:
             gla[0].zero_()
         gdt = torch.empty_like(lamB)  # sum_n gla A, a time chunk at a time: no second full-size buffer
         for t0 in range(0, gla.shape[0], 128):
-            torch.sum(gla[t0:t0 + 128] * self.A, -1, out=gdt[t0:t0 + 128])
+            torch.sum(gla[t0 : t0 + 128] * self.A, -1, out=gdt[t0 : t0 + 128])
         gdt.addcmul_(lamB, self.u)
         gA = gla.mul_(self.dt.unsqueeze(-1)).sum((0, 1))
         return gdt, lamB * self.dt, gA, gB, gC, g_start

@@ -58,6 +58,7 @@ adds each step's gradient terms as it goes (no tile of states is kept). The back
 without spilling. Per-channel partial sums over time (gA, fixed gB/gC, gD, gbias) are kept per lane and summed by
 the launcher; input-dependent gB/gC are added per channel with (vector, on sm_90) atomics into an ``ACC`` buffer.
 """
+
 from __future__ import annotations
 
 import os
@@ -84,6 +85,7 @@ def _rsum(x, axis: tl.constexpr):
     """The sum along ``axis`` (``tl.sum``'s reduction, which the interpreter runs with numpy)."""
     return tl.reduce(x, axis, tl.standard._sum_combine)
 
+
 _LOG2E = 1.4426950408889634
 _LN2 = 0.6931471805599453
 LOG2E = tl.constexpr(_LOG2E)
@@ -95,16 +97,23 @@ LN2 = tl.constexpr(_LN2)
 # 5e-6 (psi), as the series/closed-form switch of the previous kernels. float64: Taylor series of degree 8 below
 # x = 1/20 (their coefficients ln2^k / (k+1)! and (k+1) ln2^k / (k+2)! in log2 units y = -x log2(e)).
 ZOH_SWITCH = tl.constexpr(0.25)
-PHI_Q0, PHI_Q1, PHI_Q2 = (tl.constexpr(-0.4999774552479961), tl.constexpr(0.16612117855438702),
-                          tl.constexpr(-0.03786209350713973))
-PSI_P0, PSI_P1, PSI_P2, PSI_P3 = (tl.constexpr(0.49999979322404814), tl.constexpr(-0.3333075319474462),
-                                  tl.constexpr(0.12448839123309334), tl.constexpr(-0.030033371846959277))
+PHI_Q0, PHI_Q1, PHI_Q2 = (
+    tl.constexpr(-0.4999774552479961),
+    tl.constexpr(0.16612117855438702),
+    tl.constexpr(-0.03786209350713973),
+)
+PSI_P0, PSI_P1, PSI_P2, PSI_P3 = (
+    tl.constexpr(0.49999979322404814),
+    tl.constexpr(-0.3333075319474462),
+    tl.constexpr(0.12448839123309334),
+    tl.constexpr(-0.030033371846959277),
+)
 ZOH_SWITCH64 = tl.constexpr(-0.05 * _LOG2E)
 _fact = [1.0]
 for _k in range(1, 12):
     _fact.append(_fact[-1] * _k)
-PHI64 = tuple(tl.constexpr(_LN2 ** k / _fact[k + 1]) for k in range(9))
-PSI64 = tuple(tl.constexpr((k + 1) * _LN2 ** k / _fact[k + 2]) for k in range(9))
+PHI64 = tuple(tl.constexpr(_LN2**k / _fact[k + 1]) for k in range(9))
+PSI64 = tuple(tl.constexpr((k + 1) * _LN2**k / _fact[k + 2]) for k in range(9))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,25 +121,29 @@ PSI64 = tuple(tl.constexpr((k + 1) * _LN2 ** k / _fact[k + 2]) for k in range(9)
 # already ex2.approx.ftz), the exact operations for float64 and in the interpreter (which runs no inline assembly)
 
 if _INTERPRETED:
+
     def _rcp(x):
         return 1.0 / x
 
     def _lg2(x):
         return tl.log2(x)
 else:
+
     @triton.jit
     def _rcp(x):
         if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
-                                             is_pure=True, pack=1)
+            return tl.inline_asm_elementwise(
+                "rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+            )
         else:
             return 1.0 / x
 
     @triton.jit
     def _lg2(x):
         if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
-                                             is_pure=True, pack=1)
+            return tl.inline_asm_elementwise(
+                "lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+            )
         else:
             return tl.log2(x)
 
@@ -154,8 +167,18 @@ def _silu_parts(z):
 
 
 @_helper
-def _horner9(y, c0: tl.constexpr, c1: tl.constexpr, c2: tl.constexpr, c3: tl.constexpr, c4: tl.constexpr,
-             c5: tl.constexpr, c6: tl.constexpr, c7: tl.constexpr, c8: tl.constexpr):
+def _horner9(
+    y,
+    c0: tl.constexpr,
+    c1: tl.constexpr,
+    c2: tl.constexpr,
+    c3: tl.constexpr,
+    c4: tl.constexpr,
+    c5: tl.constexpr,
+    c6: tl.constexpr,
+    c7: tl.constexpr,
+    c8: tl.constexpr,
+):
     p = c8 * y + c7
     p = (p * y + c6) * y + c5
     p = (p * y + c4) * y + c3
@@ -173,8 +196,7 @@ def _zoh(dt, dt2, a, y, A, GRAD: tl.constexpr):
     inv = _rcp(lam)[:, None, None]
     if dt.dtype == tl.float64:
         small = y > ZOH_SWITCH64
-        w_s = dt * _horner9(y, PHI64[0], PHI64[1], PHI64[2], PHI64[3], PHI64[4], PHI64[5], PHI64[6], PHI64[7],
-                            PHI64[8])
+        w_s = dt * _horner9(y, PHI64[0], PHI64[1], PHI64[2], PHI64[3], PHI64[4], PHI64[5], PHI64[6], PHI64[7], PHI64[8])
     else:
         small = dt < inv * ZOH_SWITCH
         l2 = lam * lam
@@ -186,8 +208,7 @@ def _zoh(dt, dt2, a, y, A, GRAD: tl.constexpr):
     wA = w * 0.0
     if GRAD:
         if dt.dtype == tl.float64:
-            psi = _horner9(y, PSI64[0], PSI64[1], PSI64[2], PSI64[3], PSI64[4], PSI64[5], PSI64[6], PSI64[7],
-                           PSI64[8])
+            psi = _horner9(y, PSI64[0], PSI64[1], PSI64[2], PSI64[3], PSI64[4], PSI64[5], PSI64[6], PSI64[7], PSI64[8])
         else:
             f1 = (lam * PSI_P1)[:, None, None]
             f2 = (l2 * PSI_P2)[:, None, None]
@@ -199,6 +220,7 @@ def _zoh(dt, dt2, a, y, A, GRAD: tl.constexpr):
 
 # ---------------------------------------------------------------------------------------------------------------
 # the chunk tile: (BD, LANES, T), T consecutive steps in each thread
+
 
 @_helper
 def _tile(x, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
@@ -275,6 +297,7 @@ def _lane_prev(x, lane, off: tl.constexpr, LANES: tl.constexpr, REVERSE: tl.cons
 
 
 if _INTERPRETED:
+
     def _lane_prev(x, lane, off, LANES, REVERSE):  # noqa: F811
         lanes = np.arange(int(LANES))
         src = np.minimum(lanes + int(off), int(LANES) - 1) if REVERSE else np.maximum(lanes - int(off), 0)
@@ -370,12 +393,16 @@ def _chunk_adjoint(a, g, TB, a_next, mu, lane, T: tl.constexpr, LANES: tl.conste
 # and needs no mask; its extra channels are never stored) and, but for the one partial chunk, no time mask: a full
 # chunk's loads and stores are unpredicated vector accesses.
 
+
 @_helper
 def _positions(J: tl.constexpr, LANES: tl.constexpr, K: tl.constexpr):
     """The in-chunk position ``(J, 1, LANES, K)`` of every element of a loaded ``(J, BD, LANES, K)`` tile."""
     T: tl.constexpr = J * K
-    return (tl.arange(0, LANES)[None, None, :, None] * T + tl.arange(0, J)[:, None, None, None] * K
-            + tl.arange(0, K)[None, None, None, :])
+    return (
+        tl.arange(0, LANES)[None, None, :, None] * T
+        + tl.arange(0, J)[:, None, None, None] * K
+        + tl.arange(0, K)[None, None, None, :]
+    )
 
 
 @_helper
@@ -397,8 +424,9 @@ def _time_mask(t4, L, md4, MASKED: tl.constexpr):
 
 
 @_helper
-def _load(ptr, off4, t4, L, MASKED: tl.constexpr, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr,
-          T: tl.constexpr):
+def _load(
+    ptr, off4, t4, L, MASKED: tl.constexpr, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr
+):
     """The ``(BD, LANES, T)`` chunk tile at offsets ``off4``; outside ``[0, L)`` 0 (only in the ``MASKED`` chunk)."""
     if MASKED:
         x = tl.load(ptr + off4, mask=(t4 >= 0) & (t4 < L), other=0.0)
@@ -413,16 +441,19 @@ def _store(ptr, off4, val, mask4, BD: tl.constexpr, LANES: tl.constexpr, J: tl.c
 
 
 if _INTERPRETED:
+
     def _prefetch(ptrs):
         pass
 else:
+
     @triton.jit
     def _prefetch(ptrs):
         """Ask L2 for the lines at ``ptrs`` (``prefetch.global.L2``, no register written back): the next chunk's
         streams are on their way from DRAM while this chunk computes. Triton's pipeliner leaves these loops alone
         (it stages loads that feed dots), so this is the overlap of the next chunk's loads with the current one."""
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                                  is_pure=False, pack=1)
+        tl.inline_asm_elementwise(
+            "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32, is_pure=False, pack=1
+        )
 
 
 @_helper
@@ -431,8 +462,9 @@ def _prefetch_chunk(ptr, row4, c, L, LANES: tl.constexpr, J: tl.constexpr, K: tl
     ``row4 (1, BD, 1, 1)``: one address per ``K``-step vector of each thread (``J`` per thread)."""
     T: tl.constexpr = J * K
     t0 = _chunk_start(c, L, LANES * T, REVERSE)
-    _prefetch(ptr + (row4 + t0 + tl.arange(0, LANES)[None, None, :, None] * T
-                     + tl.arange(0, J)[:, None, None, None] * K))
+    _prefetch(
+        ptr + (row4 + t0 + tl.arange(0, LANES)[None, None, :, None] * T + tl.arange(0, J)[:, None, None, None] * K)
+    )
 
 
 @_helper
@@ -442,8 +474,21 @@ def _valid(t4, L, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
 
 
 @_helper
-def _coef(ptr, row, fixed_off, nn, s_n, t4, L, MASKED: tl.constexpr, ACC: tl.constexpr, VAR: tl.constexpr,
-          BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
+def _coef(
+    ptr,
+    row,
+    fixed_off,
+    nn,
+    s_n,
+    t4,
+    L,
+    MASKED: tl.constexpr,
+    ACC: tl.constexpr,
+    VAR: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    T: tl.constexpr,
+):
     """B or C of state ``nn``: the ``(BD, LANES, T)`` tile of input-dependent values (``row``: the channel's group
     row, ``(1, BD, 1, 1)``) or the fixed ``(BD,)`` column at ``fixed_off + nn``, broadcast."""
     if VAR:
@@ -453,8 +498,28 @@ def _coef(ptr, row, fixed_off, nn, s_n, t4, L, MASKED: tl.constexpr, ACC: tl.con
 
 
 @_helper
-def _program(dim, n, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sD_s, gb_size, sb_b, sb_g,
-             gc_size, sc_b, sc_g, BD: tl.constexpr, HEAD: tl.constexpr):
+def _program(
+    dim,
+    n,
+    su_b,
+    su_d,
+    hsu_d,
+    sd_b,
+    sd_d,
+    dt_div,
+    sets,
+    sa_s,
+    sa_d,
+    sD_s,
+    gb_size,
+    sb_b,
+    sb_g,
+    gc_size,
+    sc_b,
+    sc_g,
+    BD: tl.constexpr,
+    HEAD: tl.constexpr,
+):
     """The program's batch index and channels and the row offsets of its channels: ``(b, offs_d, dc, mask_d, urow,
     drow, arow, Drow, brow, crow, fixed)`` (``dc``: the channels clamped to the last; offsets 64-bit; u-like and
     delta rows ``(1, BD, 1, 1)``, B/C group rows the same, A's and D's ``(BD,)``, ``fixed``: rows of fixed (d, n)
@@ -472,13 +537,36 @@ def _program(dim, n, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sD
     arow = (b % sets) * sa_s + (dc // dt_div) * sa_d
     brow = b * sb_b + (dc // gb_size) * sb_g
     crow = b * sc_b + (dc // gc_size) * sc_g
-    return (b, offs_d, dc, offs_d < dim, urow[None, :, None, None], drow[None, :, None, None], arow,
-            (b % sets) * sD_s + dc, brow[None, :, None, None], crow[None, :, None, None], dc * n)
+    return (
+        b,
+        offs_d,
+        dc,
+        offs_d < dim,
+        urow[None, :, None, None],
+        drow[None, :, None, None],
+        arow,
+        (b % sets) * sD_s + dc,
+        brow[None, :, None, None],
+        crow[None, :, None, None],
+        dc * n,
+    )
 
 
 @_helper
-def _step(delta_ptr, off4, t4, L, bias, MASKED: tl.constexpr, ACC: tl.constexpr, HAS_BIAS: tl.constexpr,
-          SOFTPLUS: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
+def _step(
+    delta_ptr,
+    off4,
+    t4,
+    L,
+    bias,
+    MASKED: tl.constexpr,
+    ACC: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    T: tl.constexpr,
+):
     """``(pre-activation, dt, e, 1 + e)`` on the tile (``e = exp(pre)`` with ``SOFTPLUS``); dt is 0 outside the
     sequence (so that the decay there is 1 and the input 0)."""
     pre = _load(delta_ptr, off4, t4, L, MASKED, ACC, BD, LANES, T)
@@ -497,14 +585,61 @@ def _step(delta_ptr, off4, t4, L, bias, MASKED: tl.constexpr, ACC: tl.constexpr,
 # ---------------------------------------------------------------------------------------------------------------
 # forward
 
+
 @_helper
-def _fwd_chunk(c, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks,
-               sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv, A2_h,
-               ring, ck, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, JU: tl.constexpr,
-               KU: tl.constexpr, JC: tl.constexpr, KC: tl.constexpr, SU_T: tl.constexpr, B_VAR: tl.constexpr,
-               C_VAR: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr,
-               REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr, ZOH: tl.constexpr, HEAD: tl.constexpr,
-               MASKED: tl.constexpr):
+def _fwd_chunk(
+    c,
+    nfull,
+    u_ptr,
+    delta_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    z_ptr,
+    out_ptr,
+    ckpt_ptr,
+    ring_ptr,
+    L,
+    n,
+    nchunks,
+    sa_n,
+    sb_n,
+    sc_n,
+    offs_d,
+    mask_d,
+    lane,
+    pU,
+    pC,
+    urow,
+    drow,
+    arow,
+    brow,
+    crow,
+    fixed,
+    bias,
+    Dv,
+    A2_h,
+    ring,
+    ck,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    JU: tl.constexpr,
+    KU: tl.constexpr,
+    JC: tl.constexpr,
+    KC: tl.constexpr,
+    SU_T: tl.constexpr,
+    B_VAR: tl.constexpr,
+    C_VAR: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    REVERSE: tl.constexpr,
+    SAVE_CKPT: tl.constexpr,
+    ZOH: tl.constexpr,
+    HEAD: tl.constexpr,
+    MASKED: tl.constexpr,
+):
     """Chunk ``c`` of the forward: its ``out`` and the states leaving it (into the ring)."""
     T: tl.constexpr = JU * KU
     t0 = _chunk_start(c, L, LANES * T, REVERSE)
@@ -563,20 +698,86 @@ def _fwd_chunk(c, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, 
 
 @triton.jit(do_not_specialize=["hsu_d"])
 def _selective_scan_fwd_kernel(
-    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, h0_ptr, out_ptr, last_ptr, ckpt_ptr, ring_ptr,
-    dim, L, n, nchunks, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sa_n, sD_s,
-    gb_size, sb_b, sb_g, sb_n, gc_size, sc_b, sc_g, sc_n,
-    ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, JU: tl.constexpr, KU: tl.constexpr,
-    JC: tl.constexpr, KC: tl.constexpr, SU_T: tl.constexpr,
-    B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_H0: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr, SAVE_CKPT: tl.constexpr, ZOH: tl.constexpr,
+    u_ptr,
+    delta_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    D_ptr,
+    z_ptr,
+    bias_ptr,
+    h0_ptr,
+    out_ptr,
+    last_ptr,
+    ckpt_ptr,
+    ring_ptr,
+    dim,
+    L,
+    n,
+    nchunks,
+    su_b,
+    su_d,
+    hsu_d,
+    sd_b,
+    sd_d,
+    dt_div,
+    sets,
+    sa_s,
+    sa_d,
+    sa_n,
+    sD_s,
+    gb_size,
+    sb_b,
+    sb_g,
+    sb_n,
+    gc_size,
+    sc_b,
+    sc_g,
+    sc_n,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    JU: tl.constexpr,
+    KU: tl.constexpr,
+    JC: tl.constexpr,
+    KC: tl.constexpr,
+    SU_T: tl.constexpr,
+    B_VAR: tl.constexpr,
+    C_VAR: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    REVERSE: tl.constexpr,
+    SAVE_CKPT: tl.constexpr,
+    ZOH: tl.constexpr,
     HEAD: tl.constexpr,
 ):
     T: tl.constexpr = JU * KU
     BL: tl.constexpr = LANES * T
     b, offs_d, dc, mask_d, urow, drow, arow, Drow, brow, crow, fixed = _program(
-        dim, n, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sD_s, gb_size, sb_b, sb_g, gc_size, sc_b,
-        sc_g, BD, HEAD)
+        dim,
+        n,
+        su_b,
+        su_d,
+        hsu_d,
+        sd_b,
+        sd_d,
+        dt_div,
+        sets,
+        sa_s,
+        sa_d,
+        sD_s,
+        gb_size,
+        sb_b,
+        sb_g,
+        gc_size,
+        sc_b,
+        sc_g,
+        BD,
+        HEAD,
+    )
     lane = tl.arange(0, LANES)
     pU = _positions(JU, LANES, KU)
     pC = _positions(JC, LANES, KC)
@@ -586,8 +787,8 @@ def _selective_scan_fwd_kernel(
     Dv = tl.full((BD,), 0.0, ACC)
     if HAS_D:
         Dv = tl.load(D_ptr + Drow).to(ACC)
-    bdn = (b * dim + offs_d) * n            # rows of (batch, d, n) tensors
-    ring = (b * dim + offs_d) * (2 * n)     # (batch, d, 2, n): the state entering the chunk, ping-pong
+    bdn = (b * dim + offs_d) * n  # rows of (batch, d, n) tensors
+    ring = (b * dim + offs_d) * (2 * n)  # (batch, d, 2, n): the state entering the chunk, ping-pong
     ck = (b * dim + dc) * (nchunks * n)
     for nn in range(n):
         h = tl.full((BD,), 0.0, ACC)
@@ -599,16 +800,114 @@ def _selective_scan_fwd_kernel(
     nfull = L // BL
     for c in range(nfull):
         tl.debug_barrier()  # (the ring was written by other threads)
-        _fwd_chunk(c, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n, nchunks,
-                   sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias, Dv,
-                   A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
-                   REVERSE, SAVE_CKPT, ZOH, HEAD, False)
+        _fwd_chunk(
+            c,
+            nfull,
+            u_ptr,
+            delta_ptr,
+            A_ptr,
+            B_ptr,
+            C_ptr,
+            z_ptr,
+            out_ptr,
+            ckpt_ptr,
+            ring_ptr,
+            L,
+            n,
+            nchunks,
+            sa_n,
+            sb_n,
+            sc_n,
+            offs_d,
+            mask_d,
+            lane,
+            pU,
+            pC,
+            urow,
+            drow,
+            arow,
+            brow,
+            crow,
+            fixed,
+            bias,
+            Dv,
+            A2_h,
+            ring,
+            ck,
+            ACC,
+            BD,
+            LANES,
+            JU,
+            KU,
+            JC,
+            KC,
+            SU_T,
+            B_VAR,
+            C_VAR,
+            HAS_Z,
+            HAS_BIAS,
+            SOFTPLUS,
+            REVERSE,
+            SAVE_CKPT,
+            ZOH,
+            HEAD,
+            False,
+        )
     if nfull < nchunks:  # the partial chunk: masked loads
         tl.debug_barrier()
-        _fwd_chunk(nfull, nfull, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, out_ptr, ckpt_ptr, ring_ptr, L, n,
-                   nchunks, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow, brow, crow, fixed, bias,
-                   Dv, A2_h, ring, ck, ACC, BD, LANES, JU, KU, JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS,
-                   REVERSE, SAVE_CKPT, ZOH, HEAD, True)
+        _fwd_chunk(
+            nfull,
+            nfull,
+            u_ptr,
+            delta_ptr,
+            A_ptr,
+            B_ptr,
+            C_ptr,
+            z_ptr,
+            out_ptr,
+            ckpt_ptr,
+            ring_ptr,
+            L,
+            n,
+            nchunks,
+            sa_n,
+            sb_n,
+            sc_n,
+            offs_d,
+            mask_d,
+            lane,
+            pU,
+            pC,
+            urow,
+            drow,
+            arow,
+            brow,
+            crow,
+            fixed,
+            bias,
+            Dv,
+            A2_h,
+            ring,
+            ck,
+            ACC,
+            BD,
+            LANES,
+            JU,
+            KU,
+            JC,
+            KC,
+            SU_T,
+            B_VAR,
+            C_VAR,
+            HAS_Z,
+            HAS_BIAS,
+            SOFTPLUS,
+            REVERSE,
+            SAVE_CKPT,
+            ZOH,
+            HEAD,
+            True,
+        )
     tl.debug_barrier()
     fin = ring + (nchunks % 2) * n
     for nn in range(n):
@@ -618,14 +917,68 @@ def _selective_scan_fwd_kernel(
 # ---------------------------------------------------------------------------------------------------------------
 # backward
 
+
 @_helper
-def _bwd_chunk(c, i, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gout_ptr, ring_ptr, gu_ptr, gdelta_ptr,
-               gz_ptr, gA_ptr, gB_ptr, gC_ptr, L, n, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow,
-               arow, brow, crow, fixed, bias, Dv, A_h, ring, ck, part, gD, gbias,
-               ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, JU: tl.constexpr, KU: tl.constexpr,
-               JC: tl.constexpr, KC: tl.constexpr, SU_T: tl.constexpr, B_VAR: tl.constexpr, C_VAR: tl.constexpr,
-               HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
-               ZOH: tl.constexpr, HEAD: tl.constexpr, MASKED: tl.constexpr):
+def _bwd_chunk(
+    c,
+    i,
+    u_ptr,
+    delta_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    z_ptr,
+    ckpt_ptr,
+    gout_ptr,
+    ring_ptr,
+    gu_ptr,
+    gdelta_ptr,
+    gz_ptr,
+    gA_ptr,
+    gB_ptr,
+    gC_ptr,
+    L,
+    n,
+    sa_n,
+    sb_n,
+    sc_n,
+    offs_d,
+    mask_d,
+    lane,
+    pU,
+    pC,
+    urow,
+    drow,
+    arow,
+    brow,
+    crow,
+    fixed,
+    bias,
+    Dv,
+    A_h,
+    ring,
+    ck,
+    part,
+    gD,
+    gbias,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    JU: tl.constexpr,
+    KU: tl.constexpr,
+    JC: tl.constexpr,
+    KC: tl.constexpr,
+    SU_T: tl.constexpr,
+    B_VAR: tl.constexpr,
+    C_VAR: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    REVERSE: tl.constexpr,
+    ZOH: tl.constexpr,
+    HEAD: tl.constexpr,
+    MASKED: tl.constexpr,
+):
     """Chunk ``c`` (the ``i``-th processed) of the backward: its gu, gdelta, gz, its terms of the partial sums and
     the adjoint's carry to the previous chunk (into the ring). Returns the updated ``(gD, gbias)`` partials."""
     T: tl.constexpr = JU * KU
@@ -658,11 +1011,11 @@ def _bwd_chunk(c, i, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gou
     dt_n = tl.where(_first_lane(lane, LANES, not REVERSE), 0.0, _lane_prev(dt_f, lane, 1, LANES, not REVERSE))
     dts_b = dts - dt_f + dt_n
     if ZOH:
-        ux = u            # ZOH keeps u (x = w B u)
+        ux = u  # ZOH keeps u (x = w B u)
     else:
-        ux = dt * u       # Euler keeps dt u (x = dt u B; u is reloaded at the end)
-    acc_lb = dt * 0.0     # sum_n lam w B   (Euler: sum_n lam B, times dt at the end)
-    acc_gdt = dt * 0.0    # sum_n lam (A a h_prev + dw/ddt B u)   (Euler: the first term; + u acc_lb at the end)
+        ux = dt * u  # Euler keeps dt u (x = dt u B; u is reloaded at the end)
+    acc_lb = dt * 0.0  # sum_n lam w B   (Euler: sum_n lam B, times dt at the end)
+    acc_gdt = dt * 0.0  # sum_n lam (A a h_prev + dw/ddt B u)   (Euler: the first term; + u acc_lb at the end)
     acc_y = Dv[:, None, None] * u
     if HEAD:
         A2h = A_h * LOG2E
@@ -764,21 +1117,94 @@ def _bwd_chunk(c, i, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gou
 
 @triton.jit(do_not_specialize=["hsu_d"])
 def _selective_scan_bwd_kernel(
-    u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bias_ptr, ckpt_ptr, gout_ptr, glast_ptr, ring_ptr,
-    gu_ptr, gdelta_ptr, gz_ptr, gh0_ptr, gA_ptr, gB_ptr, gC_ptr, gD_ptr, gbias_ptr,
-    dim, L, n, nchunks, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sa_n, sD_s,
-    gb_size, sb_b, sb_g, sb_n, gc_size, sc_b, sc_g, sc_n,
-    ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, JU: tl.constexpr, KU: tl.constexpr,
-    JC: tl.constexpr, KC: tl.constexpr, SU_T: tl.constexpr,
-    B_VAR: tl.constexpr, C_VAR: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr, HAS_BIAS: tl.constexpr,
-    HAS_H0: tl.constexpr, HAS_GLAST: tl.constexpr, SOFTPLUS: tl.constexpr, REVERSE: tl.constexpr,
-    ZOH: tl.constexpr, HEAD: tl.constexpr,
+    u_ptr,
+    delta_ptr,
+    A_ptr,
+    B_ptr,
+    C_ptr,
+    D_ptr,
+    z_ptr,
+    bias_ptr,
+    ckpt_ptr,
+    gout_ptr,
+    glast_ptr,
+    ring_ptr,
+    gu_ptr,
+    gdelta_ptr,
+    gz_ptr,
+    gh0_ptr,
+    gA_ptr,
+    gB_ptr,
+    gC_ptr,
+    gD_ptr,
+    gbias_ptr,
+    dim,
+    L,
+    n,
+    nchunks,
+    su_b,
+    su_d,
+    hsu_d,
+    sd_b,
+    sd_d,
+    dt_div,
+    sets,
+    sa_s,
+    sa_d,
+    sa_n,
+    sD_s,
+    gb_size,
+    sb_b,
+    sb_g,
+    sb_n,
+    gc_size,
+    sc_b,
+    sc_g,
+    sc_n,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    LANES: tl.constexpr,
+    JU: tl.constexpr,
+    KU: tl.constexpr,
+    JC: tl.constexpr,
+    KC: tl.constexpr,
+    SU_T: tl.constexpr,
+    B_VAR: tl.constexpr,
+    C_VAR: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    HAS_GLAST: tl.constexpr,
+    SOFTPLUS: tl.constexpr,
+    REVERSE: tl.constexpr,
+    ZOH: tl.constexpr,
+    HEAD: tl.constexpr,
 ):
     T: tl.constexpr = JU * KU
     BL: tl.constexpr = LANES * T
     b, offs_d, dc, mask_d, urow, drow, arow, Drow, brow, crow, fixed = _program(
-        dim, n, su_b, su_d, hsu_d, sd_b, sd_d, dt_div, sets, sa_s, sa_d, sD_s, gb_size, sb_b, sb_g, gc_size, sc_b,
-        sc_g, BD, HEAD)
+        dim,
+        n,
+        su_b,
+        su_d,
+        hsu_d,
+        sd_b,
+        sd_d,
+        dt_div,
+        sets,
+        sa_s,
+        sa_d,
+        sD_s,
+        gb_size,
+        sb_b,
+        sb_g,
+        gc_size,
+        sc_b,
+        sc_g,
+        BD,
+        HEAD,
+    )
     lane = tl.arange(0, LANES)
     pU = _positions(JU, LANES, KU)
     pC = _positions(JC, LANES, KC)
@@ -809,17 +1235,127 @@ def _selective_scan_bwd_kernel(
     if ntail > 0:  # the partial chunk, processed first: masked loads
         tl.debug_barrier()
         gD, gbias = _bwd_chunk(
-            nfull, 0, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gout_ptr, ring_ptr, gu_ptr, gdelta_ptr,
-            gz_ptr, gA_ptr, gB_ptr, gC_ptr, L, n, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC, urow, drow, arow,
-            brow, crow, fixed, bias, Dv, A_h, ring, ck, part, gD, gbias, ACC, BD, LANES, JU, KU, JC, KC, SU_T,
-            B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS, REVERSE, ZOH, HEAD, True)
+            nfull,
+            0,
+            u_ptr,
+            delta_ptr,
+            A_ptr,
+            B_ptr,
+            C_ptr,
+            z_ptr,
+            ckpt_ptr,
+            gout_ptr,
+            ring_ptr,
+            gu_ptr,
+            gdelta_ptr,
+            gz_ptr,
+            gA_ptr,
+            gB_ptr,
+            gC_ptr,
+            L,
+            n,
+            sa_n,
+            sb_n,
+            sc_n,
+            offs_d,
+            mask_d,
+            lane,
+            pU,
+            pC,
+            urow,
+            drow,
+            arow,
+            brow,
+            crow,
+            fixed,
+            bias,
+            Dv,
+            A_h,
+            ring,
+            ck,
+            part,
+            gD,
+            gbias,
+            ACC,
+            BD,
+            LANES,
+            JU,
+            KU,
+            JC,
+            KC,
+            SU_T,
+            B_VAR,
+            C_VAR,
+            HAS_Z,
+            HAS_BIAS,
+            SOFTPLUS,
+            REVERSE,
+            ZOH,
+            HEAD,
+            True,
+        )
     for j in range(nfull):
         tl.debug_barrier()
         gD, gbias = _bwd_chunk(
-            nfull - 1 - j, j + ntail, u_ptr, delta_ptr, A_ptr, B_ptr, C_ptr, z_ptr, ckpt_ptr, gout_ptr, ring_ptr,
-            gu_ptr, gdelta_ptr, gz_ptr, gA_ptr, gB_ptr, gC_ptr, L, n, sa_n, sb_n, sc_n, offs_d, mask_d, lane, pU, pC,
-            urow, drow, arow, brow, crow, fixed, bias, Dv, A_h, ring, ck, part, gD, gbias, ACC, BD, LANES, JU, KU,
-            JC, KC, SU_T, B_VAR, C_VAR, HAS_Z, HAS_BIAS, SOFTPLUS, REVERSE, ZOH, HEAD, False)
+            nfull - 1 - j,
+            j + ntail,
+            u_ptr,
+            delta_ptr,
+            A_ptr,
+            B_ptr,
+            C_ptr,
+            z_ptr,
+            ckpt_ptr,
+            gout_ptr,
+            ring_ptr,
+            gu_ptr,
+            gdelta_ptr,
+            gz_ptr,
+            gA_ptr,
+            gB_ptr,
+            gC_ptr,
+            L,
+            n,
+            sa_n,
+            sb_n,
+            sc_n,
+            offs_d,
+            mask_d,
+            lane,
+            pU,
+            pC,
+            urow,
+            drow,
+            arow,
+            brow,
+            crow,
+            fixed,
+            bias,
+            Dv,
+            A_h,
+            ring,
+            ck,
+            part,
+            gD,
+            gbias,
+            ACC,
+            BD,
+            LANES,
+            JU,
+            KU,
+            JC,
+            KC,
+            SU_T,
+            B_VAR,
+            C_VAR,
+            HAS_Z,
+            HAS_BIAS,
+            SOFTPLUS,
+            REVERSE,
+            ZOH,
+            HEAD,
+            False,
+        )
     tl.debug_barrier()
     if HAS_H0:  # gh0 = a_0 lam_0: the carry out of the first chunk
         fin = ring + (nchunks % 2) * n
@@ -833,8 +1369,8 @@ def _selective_scan_bwd_kernel(
 # ---------------------------------------------------------------------------------------------------------------
 # launchers (arguments prepared by neurodyn.ops.selective_scan.triton_op: contiguous, B/C 2-D or 4-D)
 
-FWD_STEPS = 16   # steps per thread in the forward (float32)
-BWD_STEPS = 8    # ... in the backward (its per-step state is larger: 8 keeps it near 160 registers)
+FWD_STEPS = 16  # steps per thread in the forward (float32)
+BWD_STEPS = 8  # ... in the backward (its per-step state is larger: 8 keeps it near 160 registers)
 # registers per thread the backward may use on sm_90 and later: 3 blocks of 4 warps per SM (65,536 registers), where
 # ptxas fits it without spilling. (sm_80 has no vector atomics: Triton stages the gB/gC atomics through shared memory
 # there, which needs more registers; it runs uncapped, 2 blocks per SM.)
@@ -856,8 +1392,9 @@ def geometry(block_l: int, block_d: int, backward: bool, acc_bits: int = 32, vec
     T = max(min((BWD_STEPS if backward else FWD_STEPS) // half, block_l), 1)
     lanes = block_l // T
     if lanes > 32 or lanes * T != block_l:
-        raise ValueError(f"selective scan: chunks of {block_l} steps (a power of two, at most {32 * T}) at {T} steps "
-                         f"per thread")
+        raise ValueError(
+            f"selective scan: chunks of {block_l} steps (a power of two, at most {32 * T}) at {T} steps per thread"
+        )
     bd = max(block_d * T // t_fwd, 1)
     K = min(vec, T)
     return dict(J=T // K, K=K, LANES=lanes, BD=bd, num_warps=max(bd * lanes // 32, 1))
@@ -890,8 +1427,24 @@ def _head_layout(u, dtt, A, Bt) -> tuple[tuple[int, ...], int]:
     batch, S, L, HP = u.shape
     H = dtt.shape[1]
     P = HP // H
-    return (HP, L, Bt.shape[2], L * HP, 1, 1, H * L, L, P, S, H, 1, 0, HP, *_coef_layout(Bt, HP),
-            *_coef_layout(Bt, HP)), HP
+    return (
+        HP,
+        L,
+        Bt.shape[2],
+        L * HP,
+        1,
+        1,
+        H * L,
+        L,
+        P,
+        S,
+        H,
+        1,
+        0,
+        HP,
+        *_coef_layout(Bt, HP),
+        *_coef_layout(Bt, HP),
+    ), HP
 
 
 def _launch_args(su_t, block_l, block_d, acc, backward):
@@ -901,8 +1454,17 @@ def _launch_args(su_t, block_l, block_d, acc, backward):
     g = geometry(block_l, block_d, backward, 64 if acc == tl.float64 else 32, 4)
     ku = g["K"] if su_t == 1 else 1
     T = g["J"] * g["K"]
-    kw = dict(ACC=acc, BD=g["BD"], LANES=g["LANES"], JU=T // ku, KU=ku, JC=g["J"], KC=g["K"], SU_T=su_t,
-              num_warps=g["num_warps"])
+    kw = dict(
+        ACC=acc,
+        BD=g["BD"],
+        LANES=g["LANES"],
+        JU=T // ku,
+        KU=ku,
+        JC=g["J"],
+        KC=g["K"],
+        SU_T=su_t,
+        num_warps=g["num_warps"],
+    )
     if backward and MAXNREG_BWD and not _INTERPRETED and _arch() >= 90:
         kw["maxnreg"] = MAXNREG_BWD
     return kw
@@ -918,8 +1480,29 @@ def _arch() -> int:
         return 0
 
 
-def _launch_fwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l,
-                block_d, zoh, var_b, var_c, head=False):
+def _launch_fwd(
+    layout,
+    su_t,
+    batch,
+    u,
+    delta,
+    A,
+    B,
+    C,
+    D,
+    z,
+    bias,
+    h0,
+    softplus,
+    reverse,
+    save_ckpt,
+    block_l,
+    block_d,
+    zoh,
+    var_b,
+    var_c,
+    head=False,
+):
     dim, L, n = layout[:3]
     acc = _acc(u, delta, A, B, C, D, z, bias, h0)
     cdt = torch.float64 if acc == tl.float64 else torch.float32
@@ -930,16 +1513,66 @@ def _launch_fwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, softplus
     ring = u.new_empty(batch, dim, 2, n, dtype=cdt)
     kw = _launch_args(su_t, block_l, block_d, acc, False)
     _selective_scan_fwd_kernel[(batch, triton.cdiv(dim, kw["BD"]))](
-        u, delta, A, B, C, u if D is None else D, u if z is None else z, u if bias is None else bias,
-        u if h0 is None else h0, out, last, ckpt if save_ckpt else last, ring, dim, L, n, nchunks, *layout[3:],
-        B_VAR=var_b, C_VAR=var_c, HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=bias is not None,
-        HAS_H0=h0 is not None, SOFTPLUS=softplus, REVERSE=reverse, SAVE_CKPT=save_ckpt, ZOH=zoh, HEAD=head, **kw,
+        u,
+        delta,
+        A,
+        B,
+        C,
+        u if D is None else D,
+        u if z is None else z,
+        u if bias is None else bias,
+        u if h0 is None else h0,
+        out,
+        last,
+        ckpt if save_ckpt else last,
+        ring,
+        dim,
+        L,
+        n,
+        nchunks,
+        *layout[3:],
+        B_VAR=var_b,
+        C_VAR=var_c,
+        HAS_D=D is not None,
+        HAS_Z=z is not None,
+        HAS_BIAS=bias is not None,
+        HAS_H0=h0 is not None,
+        SOFTPLUS=softplus,
+        REVERSE=reverse,
+        SAVE_CKPT=save_ckpt,
+        ZOH=zoh,
+        HEAD=head,
+        **kw,
     )
     return out, last, ckpt
 
 
-def _launch_bwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse,
-                block_l, block_d, zoh, var_b, var_c, head=False, per_head=False):
+def _launch_bwd(
+    layout,
+    su_t,
+    batch,
+    u,
+    delta,
+    A,
+    B,
+    C,
+    D,
+    z,
+    bias,
+    h0,
+    ckpt,
+    gout,
+    glast,
+    softplus,
+    reverse,
+    block_l,
+    block_d,
+    zoh,
+    var_b,
+    var_c,
+    head=False,
+    per_head=False,
+):
     dim, L, n = layout[:3]
     acc = _acc(u, delta, A, B, C, D, z, bias, h0)
     cdt = torch.float64 if acc == tl.float64 else torch.float32
@@ -957,12 +1590,43 @@ def _launch_bwd(layout, su_t, batch, u, delta, A, B, C, D, z, bias, h0, ckpt, go
     gD, gbias = new(batch, dim, lanes), new(batch, dim, lanes)
     ring = new(batch, dim, 2, n)
     _selective_scan_bwd_kernel[(batch, triton.cdiv(dim, kw["BD"]))](
-        u, delta, A, B, C, u if D is None else D, u if z is None else z, u if bias is None else bias,
-        ckpt, gout, gout if glast is None else glast, ring,
-        gu, gdelta, gu if z is None else gz, gA if h0 is None else gh0, gA, gB, gC, gD, gbias,
-        dim, L, n, ckpt.shape[2], *layout[3:],
-        B_VAR=var_b, C_VAR=var_c, HAS_D=D is not None, HAS_Z=z is not None, HAS_BIAS=bias is not None,
-        HAS_H0=h0 is not None, HAS_GLAST=glast is not None, SOFTPLUS=softplus, REVERSE=reverse, ZOH=zoh, HEAD=head,
+        u,
+        delta,
+        A,
+        B,
+        C,
+        u if D is None else D,
+        u if z is None else z,
+        u if bias is None else bias,
+        ckpt,
+        gout,
+        gout if glast is None else glast,
+        ring,
+        gu,
+        gdelta,
+        gu if z is None else gz,
+        gA if h0 is None else gh0,
+        gA,
+        gB,
+        gC,
+        gD,
+        gbias,
+        dim,
+        L,
+        n,
+        ckpt.shape[2],
+        *layout[3:],
+        B_VAR=var_b,
+        C_VAR=var_c,
+        HAS_D=D is not None,
+        HAS_Z=z is not None,
+        HAS_BIAS=bias is not None,
+        HAS_H0=h0 is not None,
+        HAS_GLAST=glast is not None,
+        SOFTPLUS=softplus,
+        REVERSE=reverse,
+        ZOH=zoh,
+        HEAD=head,
         **kw,
     )
     gA = gA.sum(2)
@@ -975,8 +1639,28 @@ def fwd(u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt, block_l
     """The selective scan: ``(out (batch, d, L) in u's dtype, last (batch, d, n), ckpt (batch, d, nchunks, n) or
     empty)``; last and ckpt in the accumulation dtype."""
     layout, su_t = _standard_layout(u, A, B, C)
-    return _launch_fwd(layout, su_t, u.shape[0], u, delta, A, B, C, D, z, bias, h0, softplus, reverse, save_ckpt,
-                       block_l, block_d, zoh, B.dim() == 4, C.dim() == 4)
+    return _launch_fwd(
+        layout,
+        su_t,
+        u.shape[0],
+        u,
+        delta,
+        A,
+        B,
+        C,
+        D,
+        z,
+        bias,
+        h0,
+        softplus,
+        reverse,
+        save_ckpt,
+        block_l,
+        block_d,
+        zoh,
+        B.dim() == 4,
+        C.dim() == 4,
+    )
 
 
 def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
@@ -984,8 +1668,30 @@ def bwd(u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus, reverse,
     gA (batch, d, n), fixed gB/gC (batch, d, n), gD and gbias (batch, d) per batch element (to be summed over it);
     input-dependent gB/gC like B/C; everything but gu/gdelta/gz in the accumulation dtype, empty when absent."""
     layout, su_t = _standard_layout(u, A, B, C)
-    return _launch_bwd(layout, su_t, u.shape[0], u, delta, A, B, C, D, z, bias, h0, ckpt, gout, glast, softplus,
-                       reverse, block_l, block_d, zoh, B.dim() == 4, C.dim() == 4)
+    return _launch_bwd(
+        layout,
+        su_t,
+        u.shape[0],
+        u,
+        delta,
+        A,
+        B,
+        C,
+        D,
+        z,
+        bias,
+        h0,
+        ckpt,
+        gout,
+        glast,
+        softplus,
+        reverse,
+        block_l,
+        block_d,
+        zoh,
+        B.dim() == 4,
+        C.dim() == 4,
+    )
 
 
 def _head_major(dt, B, C):
@@ -1002,8 +1708,29 @@ def head_fwd(u, dt, A, B, C, D, save_ckpt, block_l, block_d):
     batch, S = u.shape[:2]
     dtt, Bt, Ct = _head_major(dt, B, C)
     layout, su_t = _head_layout(u, dtt, A, Bt)
-    out, _, ckpt = _launch_fwd(layout, su_t, batch * S, u, dtt, A, Bt, Ct, D, None, None, None, False, False,
-                               save_ckpt, block_l, block_d, False, True, True, head=True)
+    out, _, ckpt = _launch_fwd(
+        layout,
+        su_t,
+        batch * S,
+        u,
+        dtt,
+        A,
+        Bt,
+        Ct,
+        D,
+        None,
+        None,
+        None,
+        False,
+        False,
+        save_ckpt,
+        block_l,
+        block_d,
+        False,
+        True,
+        True,
+        head=True,
+    )
     return out, ckpt
 
 
@@ -1015,7 +1742,30 @@ def head_bwd(u, dt, A, B, C, D, ckpt, gy, block_l, block_d):
     dtt, Bt, Ct = _head_major(dt, B, C)
     layout, su_t = _head_layout(u, dtt, A, Bt)
     gu, gdt, _, _, gA, gB, gC, gD, _ = _launch_bwd(
-        layout, su_t, batch * S, u, dtt, A, Bt, Ct, D, None, None, None, ckpt, gy, None, False, False, block_l,
-        block_d, False, True, True, head=True, per_head=True)
+        layout,
+        su_t,
+        batch * S,
+        u,
+        dtt,
+        A,
+        Bt,
+        Ct,
+        D,
+        None,
+        None,
+        None,
+        ckpt,
+        gy,
+        None,
+        False,
+        False,
+        block_l,
+        block_d,
+        False,
+        True,
+        True,
+        head=True,
+        per_head=True,
+    )
     back = lambda W: W.view(batch, S, G, N, L).permute(0, 1, 4, 2, 3).contiguous()  # noqa: E731
     return gu, gdt, gA, back(gB), back(gC), gD

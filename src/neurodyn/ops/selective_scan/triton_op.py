@@ -11,6 +11,7 @@ implementation loads the kernel module when it first runs (:func:`neurodyn.ops.t
 compiled, on CPU tensors in Triton's interpreter); the block sizes are arguments of the schema (chosen by
 :func:`scan_blocks`), so the fakes know every shape.
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,8 +52,10 @@ def _check_layout(u: Tensor, B: Tensor, C: Tensor) -> None:
     one layout the kernels could misread silently is a 3-D (batch, n, L) coefficient (pass it as (batch, 1, n, L))."""
     for name, W in (("B", B), ("C", C)):
         if W.dim() not in (2, 4):
-            raise ValueError(f"selective_scan_triton: {name} has shape {tuple(W.shape)}; the operator takes (d, n) or "
-                             f"(batch, groups, n, L) (a (batch, n, L) coefficient as (batch, 1, n, L))")
+            raise ValueError(
+                f"selective_scan_triton: {name} has shape {tuple(W.shape)}; the operator takes (d, n) or "
+                f"(batch, groups, n, L) (a (batch, n, L) coefficient as (batch, 1, n, L))"
+            )
 
 
 _ARGS = "Tensor u, Tensor delta, Tensor A, Tensor B, Tensor C, Tensor? D, Tensor? z, Tensor? delta_bias, Tensor? h0"
@@ -64,22 +67,34 @@ def _bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, r
     return k.bwd(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh)
 
 
-def _bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d,
-              zoh):
+def _bwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, ckpt, gout, glast, softplus, reverse, block_l, block_d, zoh):
     batch, dim, _ = u.shape
     n = A.shape[1]
     cdt = compute_dtype(u, delta, A, B, C, D, z, delta_bias, h0)
     new = lambda *shape: u.new_empty(*shape, dtype=cdt)  # noqa: E731
     coef = lambda W: new(*W.shape) if W.dim() == 4 else new(batch, dim, n)  # noqa: E731
-    return (u.new_empty(u.shape), delta.new_empty(delta.shape), z.new_empty(z.shape) if z is not None else new(0),
-            new(batch, dim, n) if h0 is not None else new(0), new(batch, dim, n), coef(B), coef(C), new(batch, dim),
-            new(batch, dim))
+    return (
+        u.new_empty(u.shape),
+        delta.new_empty(delta.shape),
+        z.new_empty(z.shape) if z is not None else new(0),
+        new(batch, dim, n) if h0 is not None else new(0),
+        new(batch, dim, n),
+        coef(B),
+        coef(C),
+        new(batch, dim),
+        new(batch, dim),
+    )
 
 
 selective_scan_triton_bwd = define_op(
-    "selective_scan_triton_bwd", f"({_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, "
+    "selective_scan_triton_bwd",
+    f"({_ARGS}, Tensor ckpt, Tensor gout, Tensor? glast, bool softplus, bool reverse, "
     "int block_l, int block_d, bool zoh) -> (Tensor gu, Tensor gdelta, Tensor gz, Tensor gh0, Tensor gA, Tensor gB, "
-    "Tensor gC, Tensor gD, Tensor gbias)", _bwd, _bwd_fake, backend="triton")
+    "Tensor gC, Tensor gD, Tensor gbias)",
+    _bwd,
+    _bwd_fake,
+    backend="triton",
+)
 
 
 def _fwd(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_checkpoints, block_l, block_d, zoh):
@@ -92,33 +107,64 @@ def _fwd_fake(u, delta, A, B, C, D, z, delta_bias, h0, softplus, reverse, save_c
     batch, dim, L = u.shape
     n = A.shape[1]
     cdt = compute_dtype(u, delta, A, B, C, D, z, delta_bias, h0)
-    ckpt = (u.new_empty(batch, dim, cdiv(L, block_l), n, dtype=cdt) if save_checkpoints
-            else u.new_empty(0, dtype=cdt))
+    ckpt = u.new_empty(batch, dim, cdiv(L, block_l), n, dtype=cdt) if save_checkpoints else u.new_empty(0, dtype=cdt)
     return u.new_empty(u.shape), u.new_empty(batch, dim, n, dtype=cdt), ckpt
 
 
 def _backward(s, gout, glast, _gckpt):
     if s.ckpt.numel() == 0 and s.u.numel() > 0:
-        raise RuntimeError("selective_scan_triton: backward without checkpoints (the forward was called with "
-                           "save_checkpoints=False)")
+        raise RuntimeError(
+            "selective_scan_triton: backward without checkpoints (the forward was called with save_checkpoints=False)"
+        )
     gu, gdelta, gz, gh0, gA, gB, gC, gD, gbias = selective_scan_triton_bwd(
-        s.u, s.delta, s.A, s.B, s.C, s.D, s.z, s.delta_bias, s.h0, s.ckpt, gout.contiguous(), contiguous(glast),
-        s.softplus, s.reverse, s.block_l, s.block_d, s.zoh)
+        s.u,
+        s.delta,
+        s.A,
+        s.B,
+        s.C,
+        s.D,
+        s.z,
+        s.delta_bias,
+        s.h0,
+        s.ckpt,
+        gout.contiguous(),
+        contiguous(glast),
+        s.softplus,
+        s.reverse,
+        s.block_l,
+        s.block_d,
+        s.zoh,
+    )
     like = lambda g, t: None if t is None else g.to(t.dtype)  # noqa: E731
     fixed = lambda g, W: like(g if W.dim() == 4 else g.sum(0), W)  # noqa: E731
-    return {"u": gu, "delta": gdelta, "A": like(gA.sum(0), s.A), "B": fixed(gB, s.B), "C": fixed(gC, s.C),
-            "D": like(gD.sum(0), s.D), "z": gz if s.z is not None else None,
-            "delta_bias": like(gbias.sum(0), s.delta_bias), "h0": like(gh0, s.h0)}
+    return {
+        "u": gu,
+        "delta": gdelta,
+        "A": like(gA.sum(0), s.A),
+        "B": fixed(gB, s.B),
+        "C": fixed(gC, s.C),
+        "D": like(gD.sum(0), s.D),
+        "z": gz if s.z is not None else None,
+        "delta_bias": like(gbias.sum(0), s.delta_bias),
+        "h0": like(gh0, s.h0),
+    }
 
 
 selective_scan_triton_op = define_op(
-    "selective_scan_triton", f"({_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, "
-    "int block_d, bool zoh) -> (Tensor out, Tensor last, Tensor ckpt)", _fwd, _fwd_fake, backend="triton",
-    save=("u", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "ckpt"), backward=_backward)
+    "selective_scan_triton",
+    f"({_ARGS}, bool softplus, bool reverse, bool save_checkpoints, int block_l, "
+    "int block_d, bool zoh) -> (Tensor out, Tensor last, Tensor ckpt)",
+    _fwd,
+    _fwd_fake,
+    backend="triton",
+    save=("u", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "ckpt"),
+    backward=_backward,
+)
 
 
-def selective_scan_triton(u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False, reverse=False,
-                          initial_state=None, zoh=False):
+def selective_scan_triton(
+    u, delta, A, B, C, D=None, z=None, delta_bias=None, softplus=False, reverse=False, initial_state=None, zoh=False
+):
     """The selective scan on the Triton kernels; arguments validated, ``B, C`` 2-D ``(d, n)`` or 4-D
     ``(batch, G, n, L)``. Returns ``(out (batch, d, L) in u's dtype, last (batch, d, n) in float32/64)``.
 
