@@ -1,7 +1,9 @@
 """Every Triton kernel at its production tiles, compiled for sm_80 and sm_90 through its own launcher (the static
 report's cases, :data:`neurodyn.bench.kernel_report.CASES`: the GPU benchmark's shapes and each seed model's paper
 shapes, NAC's backbone at its cpu preset's 73 / 33 / 2 neurons and its paper presets' 146 / 67 / 2 and 33 / 16 / 2):
-its shared memory within the target's per-block limit (at least one block per SM), no register spill, no stack.
+its shared memory within the target's per-block limit (at least one block per SM), no register spill, no stack; on
+sm_90 the time scans' backwards (selective, multi-head, Kirchhoff) hold at most 168 registers per thread, so that three
+blocks of 4 warps share an SM (sm_80 stages their gradient atomics through shared memory: uncapped there).
 
 No GPU needed (a stand-in driver; ptxas ships in the triton wheel); skipped without triton. Compiling everything takes
 minutes on one core (the NCP backward is the longest: one to six minutes), hence ``slow``; each row's compile seconds
@@ -20,6 +22,9 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed"),
 ]
+
+SCANS = ("selective_scan", "head_scan", "knc_scan")
+MAX_SCAN_BWD_REGISTERS = 168  # 65,536 registers per SM / (3 blocks x 128 threads)
 
 # (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked
 SPILLS = {
@@ -68,3 +73,5 @@ def test_launchable_without_spills(case, arch, cache, record_property):
         )
         assert r["shared_bytes"] <= limit and r["launchable"], r
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, r
+        if r["kernel"] in SCANS and r["direction"] == "bwd" and arch == "sm_90":
+            assert r["registers"] <= MAX_SCAN_BWD_REGISTERS, r
