@@ -4,6 +4,7 @@ arithmetic on hand-made inputs, the JSON rows' keys, and one real compilation th
 import json
 import math
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
@@ -83,6 +84,23 @@ def test_instructions_per_element():
     assert kr.per_element([k], None, elements) == pytest.approx(64 * 32 / 64)
     assert kr.per_element([k], kr._LOADS, elements) == pytest.approx(20 * 32 / 64)
     assert kr.per_element([k, k], None, 2 * elements) == pytest.approx(32)
+
+
+def test_fixed_loops_of_one_pass_count_as_often_as_they_run(monkeypatch):
+    """A kernel of :data:`PASS_LOOP_TRIPS` (the NCP backward's loops over the first layer's 16-neuron chunks) has no
+    main loop: its one iteration is the whole kernel, each outermost loop counted as many times as it runs."""
+    monkeypatch.setattr(kr, "sass", lambda cubin: SASS)
+    kernel = SimpleNamespace(asm={"cubin": b""}, metadata=SimpleNamespace(shared=0))
+    args = {"WIDTHS": (160, 80, 16), "CH": 16, "num_warps": 4}  # 10 chunks of the first layer
+    log = "ptxas info    : Used 64 registers"
+    k = kr.analyse(kr.Launch("_ncp_bwd_kernel", (8, 100), args, kernel, log, 0.0, "bwd"))
+    # 11 instructions, of which the outer loop's 7 (indices 2-8) run 10 times
+    assert k.sass_per_iteration == 11 + 9 * 7
+    assert k.body["MUFU"] == 10 and k.body["EXIT"] == 1 and not k.rest
+    assert k.trips == 1 and not k.nested and k.registers == 64
+    # another kernel with the same SASS: the outer loop is its main loop, once per iteration
+    main = kr.analyse(kr.Launch("_other_kernel", (8, 100), args, kernel, log, 0.0, "bwd"))
+    assert main.sass_per_iteration == 7 and sum(main.rest.values()) == 4
 
 
 def test_json_rows_have_exactly_the_keys(tmp_path, monkeypatch, capsys):

@@ -26,12 +26,8 @@ pytestmark = [
 SCANS = ("selective_scan", "head_scan", "knc_scan")
 MAX_SCAN_BWD_REGISTERS = 168  # 65,536 registers per SM / (3 blocks x 128 threads)
 
-# (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked
-SPILLS = {
-    # the backward at NAC's widest preset, on sm_80 only (sm_90: 186 registers)
-    ("ncp_mlp", "nac/event_digits C8 M65536 a16 146/67/2", "sm_80"): "backward: 255 registers, 1,108 B spill stores "
-    "(16 or 32 rows per program)",
-}
+# (kernel, shape, arch) -> the spill measured (ptxas of triton 3.9) when the row was marked; none today
+SPILLS: dict[tuple[str, str, str], str] = {}
 
 
 def _params():

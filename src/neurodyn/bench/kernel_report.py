@@ -18,7 +18,8 @@ Per (kernel, direction, arch, shape) row:
   memory, 1 KiB reserved per block); ``launchable``: the shared memory within the per-block limit and at least one
   block per SM.
 * ``sass_per_iteration``: the SASS instructions of the main loop's body (the largest outermost loop; a kernel with no
-  loop counts its whole body as one iteration).
+  loop counts its whole body as one iteration, and so does one whose loops run a fixed count inside one pass,
+  :data:`PASS_LOOP_TRIPS`, with those loops counted as many times as they run).
 * ``instr_per_element``: SASS instructions per warp per iteration x 32 / the elements a warp handles per iteration,
   i.e. the loop instructions a thread executes per element (summed over the kernels of one direction); the elements
   are the useful ``(channel, state, step)`` triples (``(row, neuron)`` pairs for the NCP backbone, real sizes, not the
@@ -390,7 +391,13 @@ def analyse(launch: Launch) -> Kernel:
         regs, stack = _res_usage(k.asm["cubin"])
     outer = loops(instructions)
     ops = [opcode(t) for _, t in instructions]
-    if outer:
+    if outer and launch.name in PASS_LOOP_TRIPS:
+        body, rest = Counter(ops), Counter()
+        for first, last in outer:
+            for op, c in Counter(ops[first : last + 1]).items():
+                body[op] += c * (PASS_LOOP_TRIPS[launch.name](launch.args) - 1)
+        outer = []
+    elif outer:
         first, last = max(outer, key=lambda r: r[1] - r[0])
         inner_trips = INNER_TRIPS.get(launch.name, lambda a: 1)(launch.args)
         body = executed_body(ops, (first, last), all_loops(instructions), inner_trips)
@@ -648,6 +655,12 @@ CASES: list[Case] = [
 INNER_TRIPS: dict[str, Callable[[dict], float]] = {
     "_selective_scan_fwd_kernel": lambda a: a["n"],
     "_selective_scan_bwd_kernel": lambda a: a["n"],
+}
+
+# kernels with no main loop whose loops run a fixed count inside one pass (the NCP backward's walks over the first
+# layer's 16-neuron chunks): every outermost loop counted that many times, the whole kernel one iteration
+PASS_LOOP_TRIPS: dict[str, Callable[[dict], float]] = {
+    "_ncp_bwd_kernel": lambda a: a["WIDTHS"][0] // a["CH"],
 }
 
 # each kernel's main-loop trip count per program, from its launch arguments

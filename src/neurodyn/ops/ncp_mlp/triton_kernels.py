@@ -17,11 +17,11 @@ by a block), so that no operand grows with the width (Triton's chained products 
 tile and give each the whole ``K x N`` weight operand: 73 neurons padded to 128 needed 255 registers and spilled).
 The first layer, NAC's widest, is never held whole: its chunks are recomputed (one 16-wide product of ``xs``) where
 the second layer reads them, each used for all of the second layer's chunks at once. One program per (cell, block of
-``BM`` rows, one warp per 16 rows); no loop is left for the software pipeliner (``num_stages = 1``): the weights are
+``BM`` rows; the forward runs one warp per 16 rows); no loop is left for the software pipeliner (``num_stages = 1``): the weights are
 read once per program from L2, nothing is staged in shared memory beyond the layout conversions of the products.
 
-Backward (``BM`` of 16 or 32 rows, :func:`backward_block_m`: the weight gradients reduce over the program's rows
-inside its products): the program recomputes its rows' layer outputs (the forward saves nothing; the layers after the
+Backward (``BM`` of 16 or 32 rows on 1 or 4 warps, :func:`backward_tile`: the weight gradients reduce over the
+program's rows inside its products; the first layer's chunks walked by loops of the kernel, not unrolled): the program recomputes its rows' layer outputs (the forward saves nothing; the layers after the
 first kept in registers) and walks the layers from the last, with ``g_l = dLoss/ds_l`` (``g_{n-1}`` the output's
 gradient)::
 
@@ -50,7 +50,8 @@ So the forward runs 3xTF32 (:data:`PRECISION`): its output, which every later la
 accuracy, on the tensor cores. The backward runs TF32 (:data:`BACKWARD_PRECISION`): its gradients carry about 7e-4
 relative error (below bf16's 2^-9 = 2e-3 rounding of every value under bf16 autocast), and are read only by the
 optimiser and by the layers below; the float32-accurate choices cannot be built without spilling (ptxas for sm_90,
-this design: float32 products spill 3 to 27 KB, 3xTF32 8 to 300 B at every tile tried, 1 to 8 warps). The
+this design with the first layer's backward loops unrolled: float32 products spilled 3 to 27 KB, 3xTF32 8 to 300 B
+at every tile tried, 1 to 8 warps; not measured again since those loops became kernel loops). The
 interpreter computes every product in float32 (it ignores ``input_precision``), so the CPU tests check the algebra
 exactly; the CUDA tests allow the backward's TF32 error.
 """
@@ -138,7 +139,7 @@ def _first_chunk(
     c,
     tot_in,
     tot_h,
-    j: tl.constexpr,
+    j,
     ACC: tl.constexpr,
     A: tl.constexpr,
     CH: tl.constexpr,
@@ -223,7 +224,7 @@ def _layer(
 @triton.jit
 def _chunk_grad(
     k: tl.constexpr,
-    j: tl.constexpr,
+    j,
     gj,
     sj,
     gxs,
@@ -292,38 +293,105 @@ def _layer_grad(
     ACT: tl.constexpr,
     PREC: tl.constexpr,
 ):
-    """From the chunks of ``p_k`` (``k >= 1``) and ``s_{k-1}``: the recurrent weights' gradient of layer ``k`` and
+    """From the chunks of ``p_k`` (``k >= 2``) and ``s_{k-1}``: the recurrent weights' gradient of layer ``k`` and
     ``g_{k-1} = p_k W_rec^T``, turned chunk by chunk into ``p_{k-1}`` (:func:`_chunk_grad`); returns ``(p_{k-1} as
-    chunks, gxs)``. For ``k = 1`` the first layer's chunks are recomputed one at a time (``s_prev`` empty) and nothing
-    is returned: no whole first layer is ever live (NAC's widest)."""
+    chunks, gxs)``."""
     H: tl.constexpr = WIDTHS[k]
     offs_c = tl.arange(0, CH)
     blk = offs_c[:, None] * H + offs_c[None, :]  # a (CH, CH) block's offsets (one tile for every block's address)
     # two passes over the previous layer's chunks (p's chunks are operands of two products: one layout per pass)
     for i in tl.static_range(WIDTHS[k - 1] // CH):  # the recurrent weights' gradient
-        if k == 1:
-            si = _first_chunk(
-                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
-            )
-        else:
-            si = s_prev[i]
         for j in tl.static_range(H // CH):
             at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[k] + i * CH * H + j * CH)) + blk
-            tl.atomic_add(at, tl.dot(tl.trans(si), p[j], input_precision=PREC), sem="relaxed")
+            tl.atomic_add(at, tl.dot(tl.trans(s_prev[i]), p[j], input_precision=PREC), sem="relaxed")
     p_prev = ()
     for i in tl.static_range(WIDTHS[k - 1] // CH):  # g_{k-1} = p_k W_rec^T, then p_{k-1}
         acc = tl.full(p[0].shape, 0.0, ACC)
         for j in tl.static_range(H // CH):
             w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[k], i * CH, j * CH, H, CH, CH, ACC)
             acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
-        if k == 1:
-            si = _first_chunk(
-                xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
-            )
-        else:
-            si = s_prev[i]
         pi, gxs = _chunk_grad(
             k - 1,
+            i,
+            acc,
+            s_prev[i],
+            gxs,
+            xs,
+            w_in_ptr,
+            m_ptr,
+            gw_in_ptr,
+            gb_ptr,
+            c,
+            slot,
+            tot_in,
+            tot_h,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            ACT,
+            PREC,
+        )
+        p_prev = p_prev + (pi,)
+    return p_prev, gxs
+
+
+@triton.jit
+def _first_layer_grad(
+    p,
+    gxs,
+    xs,
+    w_in_ptr,
+    b_ptr,
+    w_rec_ptr,
+    m_ptr,
+    gw_in_ptr,
+    gb_ptr,
+    gw_rec_ptr,
+    c,
+    slot,
+    tot_in,
+    tot_h,
+    tot_rec,
+    ACC: tl.constexpr,
+    A: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    INPUTS: tl.constexpr,
+    OFF_IN: tl.constexpr,
+    OFF_H: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    ACT: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """Layer 1's part (:func:`_layer_grad` with ``k = 1``) from the chunks of ``p_1``: the recurrent weights' gradient
+    and ``g_0 = p_1 W_rec^T`` turned into ``p_0`` chunk by chunk, each first-layer chunk recomputed where it is read
+    (no whole first layer is ever live: NAC's widest); returns ``gxs``. The loops over the first layer's chunks are
+    loops of the kernel, not unrolled: unrolled, the compiler hoisted their weight loads and the backward spilled at
+    NAC's 146 neurons on sm_80."""
+    H: tl.constexpr = WIDTHS[1]
+    offs_c = tl.arange(0, CH)
+    blk = offs_c[:, None] * H + offs_c[None, :]
+    for i in range(WIDTHS[0] // CH):  # the recurrent weights' gradient
+        si = _first_chunk(
+            xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+        )
+        for j in tl.static_range(H // CH):
+            at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[1] + i * CH * H + j * CH)) + blk
+            tl.atomic_add(at, tl.dot(tl.trans(si), p[j], input_precision=PREC), sem="relaxed")
+    for i in range(WIDTHS[0] // CH):  # g_0 = p_1 W_rec^T, then p_0
+        acc = tl.full(p[0].shape, 0.0, ACC)
+        for j in tl.static_range(H // CH):
+            w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[1], i * CH, j * CH, H, CH, CH, ACC)
+            acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
+        si = _first_chunk(
+            xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
+        )
+        _, gxs = _chunk_grad(
+            0,
             i,
             acc,
             si,
@@ -347,9 +415,7 @@ def _layer_grad(
             ACT,
             PREC,
         )
-        if k > 1:
-            p_prev = p_prev + (pi,)
-    return p_prev, gxs
+    return gxs
 
 
 @triton.jit
@@ -528,11 +594,39 @@ def _ncp_bwd_kernel(
             PREC,
         )
         p = p + (pj,)
-    for i in tl.static_range(NL - 1):  # layer k = NL - 1 - i down to 1 (tuple indices written out: constants)
+    for i in tl.static_range(NL - 2):  # layer k = NL - 1 - i down to 2 (tuple indices written out: constants)
         p, gxs = _layer_grad(
             NL - 1 - i,
             p,
             ss[NL - 2 - i],
+            gxs,
+            xs,
+            w_in_ptr,
+            b_ptr,
+            w_rec_ptr,
+            m_ptr,
+            gw_in_ptr,
+            gb_ptr,
+            gw_rec_ptr,
+            c,
+            slot,
+            tot_in,
+            tot_h,
+            tot_rec,
+            ACC,
+            A,
+            CH,
+            WIDTHS,
+            INPUTS,
+            OFF_IN,
+            OFF_H,
+            OFF_REC,
+            ACT,
+            PREC,
+        )
+    if NL > 1:
+        gxs = _first_layer_grad(
+            p,
             gxs,
             xs,
             w_in_ptr,
@@ -647,11 +741,17 @@ def fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_o
 GRAD_SLOTS = 16  # copies of the weight-gradient buffers (unmeasured: no GPU run yet)
 
 
-def backward_block_m(x) -> int:
-    """Rows per program of the backward (one warp per 16 rows; its weight gradients reduce over the program's rows
-    inside its products): 32 on sm_80, 16 from sm_90 on, the tiles at which ptxas keeps it from spilling at NAC's
-    widths (sm_90 spills at 32, sm_80 at 16). The target is the tensors' GPU, or the driver's (the static report's
-    stand-in); 16 in the interpreter."""
+WIDE_FIRST_LAYER = 128  # packed first-layer neurons above which the backward takes 4 warps on 32 rows on sm_90 too
+
+
+def backward_tile(x, widths) -> tuple[int, int]:
+    """``(rows, warps)`` per program of the backward (its weight gradients reduce over the program's rows inside its
+    products), the tiles at which ptxas (triton 3.9) keeps it from spilling, measured at NAC's widths (packed 80 / 48
+    / 16, 160 / 80 / 16 and 48 / 16 / 16 neurons; ``neurodyn bench kernels``): ``(32, 4)`` on sm_80 (one warp per
+    16 rows spilled 20-52 B at 160 first-layer neurons); from sm_90 on ``(16, 1)`` (11 blocks per SM at 80 neurons)
+    up to :data:`WIDE_FIRST_LAYER` first-layer neurons, else ``(32, 4)`` (one or two warps on 16 rows spilled 64-84
+    B at 160). The target is the tensors' GPU, or the driver's (the static report's stand-in); ``(16, 1)`` in the
+    interpreter."""
     capability = 0
     if x.is_cuda:
         major, minor = torch.cuda.get_device_capability(x.device)
@@ -663,18 +763,22 @@ def backward_block_m(x) -> int:
             capability = int(driver.active.get_current_target().arch)
         except Exception:  # noqa: BLE001 - no GPU driver here: the interpreter's build
             capability = 0
-    return 32 if 0 < capability < 90 else 16
+    if 0 < capability < 90 or (capability and widths[0] > WIDE_FIRST_LAYER):
+        return 32, 4
+    return 16, 1
 
 
 def bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs, act, block_m):
     """``(gw_in, gbias, gw_rec like the packed layers, g_in_scale, g_in_shift (C, a) or empty, gx like x)``, all but
     gx in float32."""
     C, M, a = x.shape
-    block_m = min(block_m, backward_block_m(x))
+    rows, num_warps = backward_tile(x, widths)
+    block_m = min(block_m, rows)
     blocks = triton.cdiv(M, block_m)
     slots = max(min(blocks, GRAD_SLOTS), 1)
     f32 = dict(dtype=torch.float32, device=x.device)
     sizes, meta = _meta(x, widths, inputs, act, block_m, in_scale is not None)
+    meta["num_warps"] = warps(block_m) * (num_warps * 16 // rows)  # the tile's warps per 16 rows
     gx = torch.empty_like(x)
     gw_in, gb, gw_rec = (torch.zeros(C, slots, size, **f32) for size in sizes)
     affine = in_scale is not None
