@@ -91,11 +91,14 @@ def test_fixed_loops_of_one_pass_count_as_often_as_they_run(monkeypatch):
     main loop: its one iteration is the whole kernel, each outermost loop counted as many times as it runs."""
     monkeypatch.setattr(kr, "sass", lambda cubin: SASS)
     kernel = SimpleNamespace(asm={"cubin": b""}, metadata=SimpleNamespace(shared=0))
-    args = {"WIDTHS": (160, 80, 16), "CH": 16, "num_warps": 4}  # 10 chunks of the first layer
+    args = {"WIDTHS": (160, 80, 16), "CH": 16, "UNROLL": 1, "num_warps": 4}  # 10 chunks of the first layer
     log = "ptxas info    : Used 64 registers"
     k = kr.analyse(kr.Launch("_ncp_bwd_kernel", (8, 100), args, kernel, log, 0.0, "bwd"))
     # 11 instructions, of which the outer loop's 7 (indices 2-8) run 10 times
     assert k.sass_per_iteration == 11 + 9 * 7
+    # two chunks per trip: the loop runs 5 times
+    two = kr.analyse(kr.Launch("_ncp_bwd_kernel", (8, 100), dict(args, UNROLL=2), kernel, log, 0.0, "bwd"))
+    assert two.sass_per_iteration == 11 + 4 * 7
     assert k.body["MUFU"] == 10 and k.body["EXIT"] == 1 and not k.rest
     assert k.trips == 1 and not k.nested and k.registers == 64
     # another kernel with the same SASS: the outer loop is its main loop, once per iteration

@@ -660,7 +660,7 @@ INNER_TRIPS: dict[str, Callable[[dict], float]] = {
 # kernels with no main loop whose loops run a fixed count inside one pass (the NCP backward's walks over the first
 # layer's 16-neuron chunks): every outermost loop counted that many times, the whole kernel one iteration
 PASS_LOOP_TRIPS: dict[str, Callable[[dict], float]] = {
-    "_ncp_bwd_kernel": lambda a: a["WIDTHS"][0] // a["CH"],
+    "_ncp_bwd_kernel": lambda a: -(-(a["WIDTHS"][0] // a["CH"]) // a["UNROLL"]),  # (each trip: UNROLL chunks)
 }
 
 # each kernel's main-loop trip count per program, from its launch arguments

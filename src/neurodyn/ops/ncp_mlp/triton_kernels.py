@@ -15,15 +15,15 @@ are computed as 80 / 48 / 16, not three times 128) and everything is unrolled: a
 ``(BM, 16)`` chunks held in registers, and every product is one ``16 x 16`` block of weights (``tl.dot`` of a chunk
 by a block), so that no operand grows with the width (Triton's chained products put every warp on all rows of a
 tile and give each the whole ``K x N`` weight operand: 73 neurons padded to 128 needed 255 registers and spilled).
-The first layer, NAC's widest, is never held whole: its chunks are recomputed (one 16-wide product of ``xs``) where
-the second layer reads them, each used for all of the second layer's chunks at once. One program per (cell, block of
-``BM`` rows; the forward runs one warp per 16 rows); no loop is left for the software pipeliner (``num_stages = 1``): the weights are
-read once per program from L2, nothing is staged in shared memory beyond the layout conversions of the products.
+The first layer, NAC's widest, is never held whole: its chunks are recomputed (one 16-wide product of ``xs``) where the
+second layer reads them, each used for all of the second layer's chunks at once. One program per (cell, block of ``BM``
+rows, one warp per 16 rows); nothing is left to the software pipeliner (``num_stages = 1``): the weights are read once
+per program from L2, nothing is staged in shared memory beyond the layout conversions of the products.
 
-Backward (``BM`` of 16 or 32 rows on 1 or 4 warps, :func:`backward_tile`: the weight gradients reduce over the
-program's rows inside its products; the first layer's chunks walked by loops of the kernel, not unrolled): the program recomputes its rows' layer outputs (the forward saves nothing; the layers after the
-first kept in registers) and walks the layers from the last, with ``g_l = dLoss/ds_l`` (``g_{n-1}`` the output's
-gradient)::
+Backward (``BM`` of 16 to 64 rows, :func:`backward_tile`: the weight gradients reduce over the program's rows inside its
+products; the first layer's chunks unrolled, or walked by a loop of the kernel where unrolled code spills): the program
+recomputes its rows' layer outputs (the forward saves nothing; the layers after the first kept in registers) and walks
+the layers from the last, with ``g_l = dLoss/ds_l`` (``g_{n-1}`` the output's gradient)::
 
     p_l = g_l * mask[l] * act'(s_l)          (act' read from s_l: 1 - s^2, s (1 - s), [s > 0], 1)
     gW_in[c, l] += xs^T p_l,  gb[c, l] += sum_rows p_l,  gW_rec[c, l] += s_{l-1}^T p_l,
@@ -50,8 +50,7 @@ So the forward runs 3xTF32 (:data:`PRECISION`): its output, which every later la
 accuracy, on the tensor cores. The backward runs TF32 (:data:`BACKWARD_PRECISION`): its gradients carry about 7e-4
 relative error (below bf16's 2^-9 = 2e-3 rounding of every value under bf16 autocast), and are read only by the
 optimiser and by the layers below; the float32-accurate choices cannot be built without spilling (ptxas for sm_90,
-this design with the first layer's backward loops unrolled: float32 products spilled 3 to 27 KB, 3xTF32 8 to 300 B
-at every tile tried, 1 to 8 warps; not measured again since those loops became kernel loops). The
+this design unrolled: float32 products spill 3 to 27 KB, 3xTF32 8 to 300 B at every tile tried, 1 to 8 warps). The
 interpreter computes every product in float32 (it ignores ``input_precision``), so the CPU tests check the algebra
 exactly; the CUDA tests allow the backward's TF32 error.
 """
@@ -366,23 +365,24 @@ def _first_layer_grad(
     OFF_REC: tl.constexpr,
     ACT: tl.constexpr,
     PREC: tl.constexpr,
+    UNROLL: tl.constexpr,
 ):
     """Layer 1's part (:func:`_layer_grad` with ``k = 1``) from the chunks of ``p_1``: the recurrent weights' gradient
     and ``g_0 = p_1 W_rec^T`` turned into ``p_0`` chunk by chunk, each first-layer chunk recomputed where it is read
-    (no whole first layer is ever live: NAC's widest); returns ``gxs``. The loops over the first layer's chunks are
-    loops of the kernel, not unrolled: unrolled, the compiler hoisted their weight loads and the backward spilled at
-    NAC's 146 neurons on sm_80."""
+    (no whole first layer is ever live: NAC's widest); returns ``gxs``. ``UNROLL``: the first layer's chunks per trip
+    of its two loops (all of them: unrolled; 1: a loop of the kernel, which keeps the compiler from hoisting every
+    chunk's weight loads, where unrolled code spills: :func:`backward_tile`)."""
     H: tl.constexpr = WIDTHS[1]
     offs_c = tl.arange(0, CH)
     blk = offs_c[:, None] * H + offs_c[None, :]
-    for i in range(WIDTHS[0] // CH):  # the recurrent weights' gradient
+    for i in tl.range(0, WIDTHS[0] // CH, loop_unroll_factor=UNROLL):  # the recurrent weights' gradient
         si = _first_chunk(
             xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
         )
         for j in tl.static_range(H // CH):
             at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[1] + i * CH * H + j * CH)) + blk
             tl.atomic_add(at, tl.dot(tl.trans(si), p[j], input_precision=PREC), sem="relaxed")
-    for i in range(WIDTHS[0] // CH):  # g_0 = p_1 W_rec^T, then p_0
+    for i in tl.range(0, WIDTHS[0] // CH, loop_unroll_factor=UNROLL):  # g_0 = p_1 W_rec^T, then p_0
         acc = tl.full(p[0].shape, 0.0, ACC)
         for j in tl.static_range(H // CH):
             w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[1], i * CH, j * CH, H, CH, CH, ACC)
@@ -518,6 +518,7 @@ def _ncp_bwd_kernel(
     OFF_H: tl.constexpr,
     OFF_REC: tl.constexpr,
     PREC: tl.constexpr,
+    UNROLL: tl.constexpr,
 ):
     NL: tl.constexpr = len(WIDTHS)
     c = tl.program_id(0).to(tl.int64)
@@ -651,6 +652,7 @@ def _ncp_bwd_kernel(
             OFF_REC,
             ACT,
             PREC,
+            UNROLL,
         )
     ma = offs_a < a
     tl.store(
@@ -741,17 +743,19 @@ def fwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, widths, inputs, act, h_o
 GRAD_SLOTS = 16  # copies of the weight-gradient buffers (unmeasured: no GPU run yet)
 
 
-WIDE_FIRST_LAYER = 128  # packed first-layer neurons above which the backward takes 4 warps on 32 rows on sm_90 too
+WIDE_FIRST_LAYER = 128  # packed first-layer neurons above which sm_80's backward walks them by a loop of the kernel
 
 
-def backward_tile(x, widths) -> tuple[int, int]:
-    """``(rows, warps)`` per program of the backward (its weight gradients reduce over the program's rows inside its
-    products), the tiles at which ptxas (triton 3.9) keeps it from spilling, measured at NAC's widths (packed 80 / 48
-    / 16, 160 / 80 / 16 and 48 / 16 / 16 neurons; ``neurodyn bench kernels``): ``(32, 4)`` on sm_80 (one warp per
-    16 rows spilled 20-52 B at 160 first-layer neurons); from sm_90 on ``(16, 1)`` (11 blocks per SM at 80 neurons)
-    up to :data:`WIDE_FIRST_LAYER` first-layer neurons, else ``(32, 4)`` (one or two warps on 16 rows spilled 64-84
-    B at 160). The target is the tensors' GPU, or the driver's (the static report's stand-in); ``(16, 1)`` in the
-    interpreter."""
+def backward_tile(x, widths) -> tuple[int, bool]:
+    """``(rows, loop)`` of the backward: rows per program (one warp per 16 rows; its weight gradients reduce over the
+    program's rows inside its products) and whether the first layer's chunks are walked by a loop of the kernel
+    (else unrolled), the choices at which ptxas (triton 3.9) keeps it from spilling with the fewest instructions per
+    element, measured at NAC's widths (packed 80 / 48 / 16, 160 / 80 / 16 and 48 / 16 / 16 neurons; ``neurodyn bench
+    kernels``): from sm_90 on ``(16, False)`` (160 first-layer neurons: 186 registers, 117 instructions per element);
+    on sm_80 ``(32, False)`` up to :data:`WIDE_FIRST_LAYER` first-layer neurons, else ``(64, True)`` (160 neurons
+    unrolled spilled 1,108 B at 32 rows and more at 64; as a loop: 16 rows spilled 20 B, 32 rows 52 B, 64 rows none,
+    152 instructions per element). The target is the tensors' GPU, or the driver's (the static report's stand-in);
+    ``(16, False)`` in the interpreter."""
     capability = 0
     if x.is_cuda:
         major, minor = torch.cuda.get_device_capability(x.device)
@@ -763,22 +767,21 @@ def backward_tile(x, widths) -> tuple[int, int]:
             capability = int(driver.active.get_current_target().arch)
         except Exception:  # noqa: BLE001 - no GPU driver here: the interpreter's build
             capability = 0
-    if 0 < capability < 90 or (capability and widths[0] > WIDE_FIRST_LAYER):
-        return 32, 4
-    return 16, 1
+    if 0 < capability < 90:
+        return (64, True) if widths[0] > WIDE_FIRST_LAYER else (32, False)
+    return 16, False
 
 
 def bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs, act, block_m):
     """``(gw_in, gbias, gw_rec like the packed layers, g_in_scale, g_in_shift (C, a) or empty, gx like x)``, all but
     gx in float32."""
     C, M, a = x.shape
-    rows, num_warps = backward_tile(x, widths)
+    rows, loop = backward_tile(x, widths)
     block_m = min(block_m, rows)
     blocks = triton.cdiv(M, block_m)
     slots = max(min(blocks, GRAD_SLOTS), 1)
     f32 = dict(dtype=torch.float32, device=x.device)
     sizes, meta = _meta(x, widths, inputs, act, block_m, in_scale is not None)
-    meta["num_warps"] = warps(block_m) * (num_warps * 16 // rows)  # the tile's warps per 16 rows
     gx = torch.empty_like(x)
     gw_in, gb, gw_rec = (torch.zeros(C, slots, size, **f32) for size in sizes)
     affine = in_scale is not None
@@ -810,6 +813,7 @@ def bwd(x, w_in, bias, w_rec, mask, in_scale, in_shift, gy, widths, inputs, act,
             slots,
             **meta,
             PREC=BACKWARD_PRECISION,
+            UNROLL=1 if loop else widths[0] // CHUNK,
         )
     gw_in, gb, gw_rec = (g.sum(1) for g in (gw_in, gb, gw_rec))
     return gw_in[:, : w_in.shape[1]], gb, gw_rec[:, : w_rec.shape[1]], gsc, gsh, gx
