@@ -101,6 +101,7 @@ def test_model_steps_ratios_and_protocol_hours(report):
         assert p["gpu_hours"] == pytest.approx(p["epochs"] * p["steps_per_epoch"] * p["step_s"] / 3600)
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 def test_every_triton_kernel_is_benchmarked(monkeypatch):
     """The ``triton`` rows of the ops reach every Triton kernel module (run in the interpreter at toy sizes) and report
     fwd and fwd+bwd ms and GB/s."""

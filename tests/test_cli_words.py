@@ -75,6 +75,7 @@ def test_a_compiled_run_says_so_before_compiling(tmp_path, data_dir, capsys, mon
     assert out.index(line) < out.index("epoch 1/2")
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 def test_compare_budget_is_held_when_the_estimate_is_far_off(tmp_path, data_dir, monkeypatch):
     """An estimate of 10,000 epochs for a 4 s budget: the time limit stops the run after the epoch that used it
     (or before one that would end more than 10 % past it)."""

@@ -681,6 +681,7 @@ def test_temporaries_of_killed_predicts_are_removed(world, capsys):
     assert sorted(p.name for p in (world / "victim").iterdir()) == sorted(["precious.txt", "pred.h5", live.name])
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 def test_a_run_stopped_by_its_time_limit_trains_on_with_a_longer_one(world, capsys):
     runs = world / "runs" / "sub"
     argv = [*TRAIN, "--runs-dir", str(runs), "--run-name", "timed", "train.epochs=3"]

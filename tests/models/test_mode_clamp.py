@@ -42,6 +42,7 @@ def test_the_fno_darcy_preset_on_a_16x16_grid_keeps_the_modes_it_holds(data_dir)
     torch.testing.assert_close(model(x), explicit(x), rtol=0, atol=0)
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 def test_a_training_run_with_too_many_modes_runs_and_says_so_in_one_line(tmp_path, data_dir):
     """The command line, in a process of its own (Python's default warning filters: once per place and text)."""
     import os

@@ -80,10 +80,14 @@ CASES = [  # (b, d, H, W, n, directions, per-direction, form, R); at the small t
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(
     "case",
-    CASES,
-    ids=lambda c: (
-        f"{c[2]}x{c[3]}-{c[5] if isinstance(c[5], str) else '+'.join(c[5])}-{c[7]}{'-perdir' if c[6] else ''}"
-    ),
+    [  # (the paper's four directions: over 4 s on one core, make test only)
+        pytest.param(
+            c,
+            id=f"{c[2]}x{c[3]}-{c[5] if isinstance(c[5], str) else '+'.join(c[5])}-{c[7]}{'-perdir' if c[6] else ''}",
+            marks=[pytest.mark.slow] if c[5] == "paper" else [],
+        )
+        for c in CASES
+    ],
 )
 def test_matches_the_reference(device, dtype, case):
     b, d, H, W, n, dirs, per_direction, form, R = case
@@ -93,6 +97,7 @@ def test_matches_the_reference(device, dtype, case):
     _check(*_run(args, device, dtype, opts), dtype)
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 @pytest.mark.parametrize("device", TRITON_DEVICES)
 @pytest.mark.parametrize("seg,programs", [(1, 1000), (2, 1000), (3, 1), (2, 8)])
 def test_row_blocks_and_segments(device, seg, programs, monkeypatch):

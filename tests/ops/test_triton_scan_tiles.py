@@ -28,7 +28,10 @@ from neurodyn.ops.selective_scan.triton_op import scan_blocks
 
 from .helpers import rel_err, scan_inputs
 
-pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed")
+pytestmark = [
+    pytest.mark.slow,  # (4-5 s each on one core in the interpreter)
+    pytest.mark.skipif(not triton_loader.triton_importable(), reason="triton is not installed"),
+]
 
 TOL = 2e-5  # float32 against the float64 reference, norm-wise (as tests/ops/test_triton_scan.py)
 

@@ -157,6 +157,7 @@ def _resumed_weights(run, tmp_path, name, change):
     return ckpt["model_state"]
 
 
+@pytest.mark.slow  # (about 3 s each on one core: make test runs them, make test-fast does not)
 @pytest.mark.parametrize("version", READABLE_FORMATS)
 def test_every_readable_format_resumes_to_the_same_weights(run, tmp_path, version):
     """A checkpoint of each readable format in a run folder (a format-1 one with a flat train_config) resumes: one

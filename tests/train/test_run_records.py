@@ -91,6 +91,7 @@ def convert(src: Path, out: Path, capsys, *options) -> tuple[Path, str]:
     return out, capsys.readouterr().out
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 def test_pde_run_on_user_files_records_them_and_plots_its_only_test_file(tmp_path, data_dir, capsys, figures):
     train_h5, line = convert(write_darcy_pt(tmp_path / "darcy_train_16.pt", 12, 0), tmp_path / "train.h5", capsys)
     assert "12 samples" in line and "(16, 16, 1)" in line
