@@ -393,9 +393,10 @@ def analyse(launch: Launch) -> Kernel:
     ops = [opcode(t) for _, t in instructions]
     if outer and launch.name in PASS_LOOP_TRIPS:
         body, rest = Counter(ops), Counter()
+        more = PASS_LOOP_TRIPS[launch.name](launch.args) - 1  # each loop's trips after the one in the whole body
         for first, last in outer:
             for op, c in Counter(ops[first : last + 1]).items():
-                body[op] += c * (PASS_LOOP_TRIPS[launch.name](launch.args) - 1)
+                body[op] += c * more
         outer = []
     elif outer:
         first, last = max(outer, key=lambda r: r[1] - r[0])

@@ -54,6 +54,20 @@ def interpreter_requested() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip() == "1"
 
 
+def target_arch(t: torch.Tensor | None = None) -> int:
+    """The compute capability the Triton kernels compile for (e.g. 90): ``t``'s GPU when it is a CUDA tensor, else the
+    active driver's target (a GPU's, or the static report's stand-in), 0 when there is none (the interpreter)."""
+    if t is not None and t.is_cuda:
+        major, minor = torch.cuda.get_device_capability(t.device)
+        return 10 * major + minor
+    try:
+        from triton.runtime import driver
+
+        return int(driver.active.get_current_target().arch)
+    except Exception:  # noqa: BLE001 - no GPU driver here: the interpreter's build
+        return 0
+
+
 def triton_importable() -> bool:
     """Whether ``import triton`` succeeds (false on platforms or torch builds without it)."""
     try:

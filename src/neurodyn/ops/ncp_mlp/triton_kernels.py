@@ -61,7 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.triton_loader import shared
+from neurodyn.ops.triton_loader import shared, target_arch
 
 common = shared()  # rsum (this build's)
 
@@ -263,6 +263,53 @@ def _chunk_grad(
 
 
 @triton.jit
+def _rec_weight_grad(
+    si,
+    p,
+    gw_rec_ptr,
+    slot,
+    tot_rec,
+    i,
+    k: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """``gW_rec[c, k]``'s row block ``i`` += ``s_{k-1}``'s chunk ``i`` (``si``)^T times each chunk of ``p_k``, added
+    into the program's slot."""
+    H: tl.constexpr = WIDTHS[k]
+    offs_c = tl.arange(0, CH)
+    blk = offs_c[:, None] * H + offs_c[None, :]  # a (CH, CH) block's offsets (one tile for every block's address)
+    for j in tl.static_range(H // CH):
+        at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[k] + i * CH * H + j * CH)) + blk
+        tl.atomic_add(at, tl.dot(tl.trans(si), p[j], input_precision=PREC), sem="relaxed")
+
+
+@triton.jit
+def _grad_through_rec(
+    p,
+    w_rec_ptr,
+    c,
+    tot_rec,
+    i,
+    k: tl.constexpr,
+    ACC: tl.constexpr,
+    CH: tl.constexpr,
+    WIDTHS: tl.constexpr,
+    OFF_REC: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """Chunk ``i`` of ``g_{k-1} = p_k W_rec[c, k]^T`` from the chunks of ``p_k``."""
+    H: tl.constexpr = WIDTHS[k]
+    acc = tl.full(p[0].shape, 0.0, ACC)
+    for j in tl.static_range(H // CH):
+        w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[k], i * CH, j * CH, H, CH, CH, ACC)
+        acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
+    return acc
+
+
+@triton.jit
 def _layer_grad(
     k: tl.constexpr,
     p,
@@ -295,20 +342,12 @@ def _layer_grad(
     """From the chunks of ``p_k`` (``k >= 2``) and ``s_{k-1}``: the recurrent weights' gradient of layer ``k`` and
     ``g_{k-1} = p_k W_rec^T``, turned chunk by chunk into ``p_{k-1}`` (:func:`_chunk_grad`); returns ``(p_{k-1} as
     chunks, gxs)``."""
-    H: tl.constexpr = WIDTHS[k]
-    offs_c = tl.arange(0, CH)
-    blk = offs_c[:, None] * H + offs_c[None, :]  # a (CH, CH) block's offsets (one tile for every block's address)
     # two passes over the previous layer's chunks (p's chunks are operands of two products: one layout per pass)
     for i in tl.static_range(WIDTHS[k - 1] // CH):  # the recurrent weights' gradient
-        for j in tl.static_range(H // CH):
-            at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[k] + i * CH * H + j * CH)) + blk
-            tl.atomic_add(at, tl.dot(tl.trans(s_prev[i]), p[j], input_precision=PREC), sem="relaxed")
+        _rec_weight_grad(s_prev[i], p, gw_rec_ptr, slot, tot_rec, i, k, CH, WIDTHS, OFF_REC, PREC)
     p_prev = ()
     for i in tl.static_range(WIDTHS[k - 1] // CH):  # g_{k-1} = p_k W_rec^T, then p_{k-1}
-        acc = tl.full(p[0].shape, 0.0, ACC)
-        for j in tl.static_range(H // CH):
-            w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[k], i * CH, j * CH, H, CH, CH, ACC)
-            acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
+        acc = _grad_through_rec(p, w_rec_ptr, c, tot_rec, i, k, ACC, CH, WIDTHS, OFF_REC, PREC)
         pi, gxs = _chunk_grad(
             k - 1,
             i,
@@ -372,21 +411,13 @@ def _first_layer_grad(
     (no whole first layer is ever live: NAC's widest); returns ``gxs``. ``UNROLL``: the first layer's chunks per trip
     of its two loops (all of them: unrolled; 1: a loop of the kernel, which keeps the compiler from hoisting every
     chunk's weight loads, where unrolled code spills: :func:`backward_tile`)."""
-    H: tl.constexpr = WIDTHS[1]
-    offs_c = tl.arange(0, CH)
-    blk = offs_c[:, None] * H + offs_c[None, :]
     for i in tl.range(0, WIDTHS[0] // CH, loop_unroll_factor=UNROLL):  # the recurrent weights' gradient
         si = _first_chunk(
             xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
         )
-        for j in tl.static_range(H // CH):
-            at = (gw_rec_ptr + (slot * tot_rec + OFF_REC[1] + i * CH * H + j * CH)) + blk
-            tl.atomic_add(at, tl.dot(tl.trans(si), p[j], input_precision=PREC), sem="relaxed")
+        _rec_weight_grad(si, p, gw_rec_ptr, slot, tot_rec, i, 1, CH, WIDTHS, OFF_REC, PREC)
     for i in tl.range(0, WIDTHS[0] // CH, loop_unroll_factor=UNROLL):  # g_0 = p_1 W_rec^T, then p_0
-        acc = tl.full(p[0].shape, 0.0, ACC)
-        for j in tl.static_range(H // CH):
-            w_rec = _block(w_rec_ptr, c * tot_rec + OFF_REC[1], i * CH, j * CH, H, CH, CH, ACC)
-            acc += tl.dot(p[j], tl.trans(w_rec), input_precision=PREC)
+        acc = _grad_through_rec(p, w_rec_ptr, c, tot_rec, i, 1, ACC, CH, WIDTHS, OFF_REC, PREC)
         si = _first_chunk(
             xs, w_in_ptr, b_ptr, m_ptr, c, tot_in, tot_h, i, ACC, A, CH, WIDTHS, INPUTS, OFF_IN, OFF_H, ACT, PREC
         )
@@ -756,17 +787,7 @@ def backward_tile(x, widths) -> tuple[int, bool]:
     unrolled spilled 1,108 B at 32 rows and more at 64; as a loop: 16 rows spilled 20 B, 32 rows 52 B, 64 rows none,
     152 instructions per element). The target is the tensors' GPU, or the driver's (the static report's stand-in);
     ``(16, False)`` in the interpreter."""
-    capability = 0
-    if x.is_cuda:
-        major, minor = torch.cuda.get_device_capability(x.device)
-        capability = 10 * major + minor
-    else:
-        try:
-            from triton.runtime import driver
-
-            capability = int(driver.active.get_current_target().arch)
-        except Exception:  # noqa: BLE001 - no GPU driver here: the interpreter's build
-            capability = 0
+    capability = target_arch(x)
     if 0 < capability < 90:
         return (64, True) if widths[0] > WIDE_FIRST_LAYER else (32, False)
     return 16, False

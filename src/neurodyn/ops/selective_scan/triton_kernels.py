@@ -67,6 +67,8 @@ import torch
 import triton
 import triton.language as tl
 
+from neurodyn.ops.triton_loader import target_arch
+
 Tensor = torch.Tensor
 
 # which build this is: the loader executes this file with TRITON_INTERPRET=1 for the interpreter (CPU tensors)
@@ -1465,19 +1467,9 @@ def _launch_args(su_t, block_l, block_d, acc, backward):
         SU_T=su_t,
         num_warps=g["num_warps"],
     )
-    if backward and MAXNREG_BWD and not _INTERPRETED and _arch() >= 90:
+    if backward and MAXNREG_BWD and not _INTERPRETED and target_arch() >= 90:
         kw["maxnreg"] = MAXNREG_BWD
     return kw
-
-
-def _arch() -> int:
-    """The compute capability Triton compiles for (e.g. 90), 0 when it cannot tell."""
-    try:
-        from triton.runtime import driver
-
-        return int(driver.active.get_current_target().arch)
-    except Exception:  # noqa: BLE001 - no GPU driver: no architecture-specific option
-        return 0
 
 
 def _launch_fwd(
