@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="t
 # norm-wise relative error against float64: float32 kernels; bfloat16 inputs (rounded outputs and input gradients);
 # on CUDA the fast exp2 adds a few float32 ulps
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2}
-SMALL = {s2_op: {"SCAN2D_TILE": 32, "SCAN2D_PROGRAMS": 1}}
+SMALL = {s2_op: {"SCAN2D_TILE": 32, "SCAN2D_PROGRAMS": 1, "SCAN2D_FWD_COLS": 2, "SCAN2D_FWD_STATES": 2}}
 PRODUCTION = {name: getattr(s2_op, name) for name in SMALL[s2_op]}
 
 
@@ -114,6 +114,21 @@ def test_row_blocks_and_segments(device, seg, programs, monkeypatch):
     _check(*_run(args, device, torch.float32, opts), torch.float32)
 
 
+@pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
+@pytest.mark.parametrize("device", TRITON_DEVICES)
+def test_forward_at_its_production_tile(device, monkeypatch):
+    """The forward's production tile: 4 frame columns per thread (8 lanes cover a row of 32 after padding), 8 states
+    per program (two programs share a channel's 16 states and add y atomically), 4 channels per program (the second
+    block partial); the backward at the small tiles reads its checkpoints."""
+    for name in ("SCAN2D_FWD_COLS", "SCAN2D_FWD_STATES"):
+        monkeypatch.setattr(s2_op, name, PRODUCTION[name])
+    tile = s2_op.scan2d_fwd_tile(5, 16, 32)
+    assert (tile.lanes, tile.cols, tile.nb, tile.block_d) == (8, 4, 2, 4)
+    args = _args(1, 5, 2, 17, 16, 2, True, seed=4)  # (W = 17: rows padded to 32; the transposed frame 2 wide)
+    opts = dict(R="01", directions=("row", "col_rev"), correction_form="cbx", delta_softplus=True, merge=False)
+    _check(*_run(args, device, torch.float32, opts), torch.float32)
+
+
 @pytest.mark.parametrize("device", TRITON_DEVICES)
 def test_permuted_input_and_one_launch_per_call(device, monkeypatch):
     """The model passes x as a permuted view of a (b, H, W, d) tensor: read in place through its strides; every
@@ -148,6 +163,8 @@ def test_blocks_policy(monkeypatch):
         monkeypatch.setattr(s2_op, name, value)
     seg, rows, bd, bn = s2_op.scan2d_blocks(8, 4, 64, 16, 64, 64, True)
     assert 8 * 4 * -(-64 // bd) * (16 // bn) * -(-64 // rows) >= 1024
+    fwd = s2_op.scan2d_fwd_tile(64, 16, 64)
+    assert 8 * 4 * -(-64 // fwd.block_d) * fwd.nb * -(-64 // rows) >= 1024
     # 128 x 128: one channel's row of 16 states is two tiles: two blocks of states
     assert s2_op.scan2d_blocks(8, 4, 64, 16, 128, 128, True)[2:] == (1, 8)
     assert s2_op.scan2d_blocks(8, 4, 64, 16, 1024, 1024, True) is None

@@ -19,22 +19,37 @@ tensor is read through its own strides: ``x (batch, d, H, W)`` (any strides: the
 the accumulation dtype ``ACC`` (float32; float64 when an input is) as they are loaded; softplus and bias are applied
 in the kernel. Output ``y (batch, K, d, H, W)`` in ACC (the caller sums the directions when it merges them).
 
-Programs: ``(batch x K, channel blocks of BD x state blocks of BN, row blocks)`` (the states split into ``NB`` blocks
-when a row of them does not fit one program's tile: y, gx and gdelta are then sums of the blocks' parts, added with
-``tl.atomic_add`` into zeroed buffers; ``D x`` and ``gD`` belong to state block 0). A program walks its row block in
-segments of ``SEG`` rows (a runtime loop over segments, the ``SEG`` rows unrolled); a row is one ``(BD, BN, BQ)`` tile
-(``BQ >= Q``: the whole frame row), its row scan a ``tl.associative_scan`` along q, the column states ``h`` of the whole
-row in registers from one row to the next. With several row blocks per direction (more programs at once when batch x K x
-channel blocks are few) the forward takes three launches, each over every direction:
+Forward (:func:`_s2_fwd_kernel`; built like the 1-D scans, :mod:`neurodyn.ops.selective_scan.triton_kernels`).
+Programs: ``(batch x K, channel blocks x state blocks, row blocks)``, one warp each
+(:func:`neurodyn.ops.scan_2d.triton_op.scan2d_fwd_tile`). A frame row is a ``(BD, LANES, T)`` register tile: each
+thread holds ``T`` consecutive frame columns of one channel, ``LANES`` threads cover the row (``LANES T = BQ``), the
+other lanes hold further channels. The ``BN`` states of a program are an unrolled loop; their row tiles ``h`` stay in
+registers from one row to the next (no state round-trips through memory). Per row the program loads ``x`` and
+``delta`` and computes ``dt`` (softplus and bias inside), ``dt x`` and each thread's sum of ``dt`` once for all its
+states; per state it computes ``a = exp2(dt A log2 e)`` and ``bx`` on the tile, the row scan as the 1-D scans do (each
+thread's total input by the in-thread recurrence from 0, its total decay ``exp2(A log2 e sum dt)``, the totals scanned
+across the lanes: Kogge-Stone on shuffles), then walks its columns once: ``g = a g + bx``, ``h = a h + g``,
+``y += C (h - R bx)`` (or the form's term) in registers. B and C of state ``s`` are read at the constant offset
+``s SB_N`` from their row's addresses (the state strides are compile-time constants). With several state blocks
+(``NB``) y is their sum, added with ``tl.atomic_add`` into a zeroed buffer (``D x`` is block 0's).
+
+With several row blocks per direction (more programs at once when batch x K x channel blocks are few) the forward
+takes three launches, each over every direction:
 
 1. ``PHASE 0``: each block scanned from a zero state, its last row's states ``e_k`` and the column sums of its steps
    ``S_k[q] = sum_p dt[p, q]`` stored (``st (batch, K, d, nblk, n, BQ)``, ``ds (batch, K, d, nblk, BQ)``);
 2. the carry pass (:func:`_s2_carry_kernel`): ``H_0 = 0, H_{k+1} = exp(A S_k) H_k + e_k`` (the decay over a block
    is ``prod_p a = exp(A sum_p dt)``), ``H_k`` written over ``e_k``;
 3. ``PHASE 1``: each block scanned again from ``H_k``, writing y, and (``SAVE_CKPT``) the states entering every
-   segment and leaving the last, ``ckpt (batch, K, d, nseg + 1, n, BQ)``.
+   segment of ``CS`` rows and leaving the last, ``ckpt (batch, K, d, nseg + 1, n, BQ)``.
 
 With one block per direction, only step 3 runs (from a zero state).
+
+Backward (:func:`_s2_bwd_kernel`, the previous design: a row is one ``(BD, BN, BQ)`` tile, its row scans
+``tl.associative_scan`` along q, the sums over the states reductions across threads). Programs ``(batch x K,
+channel blocks of BD x state blocks of BN, row blocks)`` (the states split into ``NB`` blocks when a row of them does
+not fit one program's tile: gx and gdelta are then sums of the blocks' parts). A program walks its row block in
+segments of ``SEG`` rows from the bottom.
 
 Backward (the adjoints ``mu = dL/dh``, ``nu = dL/dg``)::
 
@@ -61,21 +76,12 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.scan_2d.triton_op import scan2d_geometry, scan2d_warps
+from neurodyn.ops.scan_2d.triton_op import scan2d_fwd_tile, scan2d_geometry, scan2d_warps
 from neurodyn.ops.triton_loader import shared
 
-common = shared()  # combine, rsum (this build's)
+common = shared()  # combine, rsum, softplus, the chunk tile's picks and lane scans (this build's)
 
 LOG2E = tl.constexpr(1.4426950408889634)
-
-
-@triton.jit
-def _softplus(v):
-    """``log(1 + e^v)`` as torch computes it (``v`` itself above 20), with Kahan's log1p."""
-    e = tl.exp(tl.minimum(v, 20.0))
-    w = 1.0 + e
-    lp = tl.where(w == 1.0, e, tl.log(w) * (e / tl.where(w == 1.0, 1.0, w - 1.0)))
-    return tl.where(v > 20.0, v, lp)
 
 
 @triton.jit
@@ -162,8 +168,8 @@ def _step(v, bias, SOFTPLUS: tl.constexpr):
     """``(dt, dt/dv)`` from the raw ``delta`` tile ``v (BD, BQ)``."""
     pre = v + bias[:, None]
     if SOFTPLUS:
-        dt = _softplus(pre)
-        ddt = tl.where(pre > 20.0, 1.0, 1.0 / (1.0 + tl.exp(-pre)))
+        dt, e, w = common.softplus(pre)  # (the 1-D scans' softplus: fast log and reciprocal)
+        ddt = e * common.rcp(w)  # sigmoid(pre) = e / (1 + e)
     else:
         dt = pre
         ddt = pre * 0.0 + 1.0
@@ -209,7 +215,48 @@ def _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, slots, BQ: tl.conste
     return (row[:, None] * n + offs_n[None, :])[:, :, None] * BQ + offs_q[None, None, :]
 
 
-@triton.jit
+# ---------------------------------------------------------------------------------------------------------------
+# forward: rows of (BD, LANES, T) tiles, T consecutive frame columns in each thread, the states a loop
+
+
+@common.helper
+def _frame_tile(LANES: tl.constexpr, T: tl.constexpr):
+    """The frame column of every element of a loaded ``(T, 1, LANES, 1)`` tile (thread ``lane`` holds the ``T``
+    columns from ``lane T``)."""
+    return tl.arange(0, LANES)[None, None, :, None] * T + tl.arange(0, T)[:, None, None, None]
+
+
+@common.helper
+def _col4(q4, fq, Q, s_q):
+    """Offsets of frame columns ``q4`` along a tensor's frame columns (flipped: from the row's far end)."""
+    return tl.where(fq, Q - 1 - q4, q4) * s_q
+
+
+@common.helper
+def _ld(ptr, mask4, ACC: tl.constexpr, BD: tl.constexpr, LANES: tl.constexpr, T: tl.constexpr):
+    """A ``(T, BD, LANES, 1)`` load as the ``(BD, LANES, T)`` row tile (0 where masked)."""
+    return common.tile(tl.load(ptr, mask=mask4, other=0.0).to(ACC), BD, LANES, T)
+
+
+@common.helper
+def _row_scan(a, bx, TA, h, lane, LANES: tl.constexpr, T: tl.constexpr):
+    """One frame row of one state: the row scan ``g = a g[q-1] + bx`` (from 0 at the row's start: each thread's
+    total input by the in-thread recurrence, then the totals scanned across the lanes, Kogge-Stone) and the column
+    step ``h = a h + g`` on the row's states ``h (BD, LANES, T)`` (those of the row above)."""
+    TX = common.pick(bx, 0, T, False)
+    for t in tl.static_range(1, T):
+        TX = common.pick(a, t, T, False) * TX + common.pick(bx, t, T, False)
+    TX = common.lane_scan(TA, TX, lane, LANES, False)
+    g = tl.where(common.first_lane(lane, LANES, False), 0.0, common.lane_prev(TX, lane, 1, LANES, False))
+    hs = h
+    for t in tl.static_range(T):
+        at = common.pick(a, t, T, False)
+        g = at * g + common.pick(bx, t, T, False)
+        hs = common.put(hs, at * common.pick(h, t, T, False) + g, t, T, False)
+    return hs
+
+
+@triton.jit(do_not_specialize=["one"])
 def _s2_fwd_kernel(
     x_ptr,
     dl_ptr,
@@ -235,12 +282,10 @@ def _s2_fwd_kernel(
     sl_w,
     sb_b,
     sb_k,
-    sb_n,
     sb_h,
     sb_w,
     sc_b,
     sc_k,
-    sc_n,
     sc_h,
     sc_w,
     K,
@@ -250,13 +295,17 @@ def _s2_fwd_kernel(
     W,
     nseg,
     nblk,
-    blk_segs,
+    blk_rows,
+    one,
     ACC: tl.constexpr,
     BD: tl.constexpr,
     BN: tl.constexpr,
     NB: tl.constexpr,
-    BQ: tl.constexpr,
-    SEG: tl.constexpr,
+    LANES: tl.constexpr,
+    T: tl.constexpr,
+    CS: tl.constexpr,
+    SB_N: tl.constexpr,
+    SC_N: tl.constexpr,
     FORM: tl.constexpr,
     HAS_D: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -265,69 +314,121 @@ def _s2_fwd_kernel(
     FROM_CARRY: tl.constexpr,
     SAVE_CKPT: tl.constexpr,
 ):
-    b, k, tr, fp, fq, P, Q, offs_d, offs_n, offs_q, mask_d, mask_n, mask_q, A, R, Dv, bias, nb = _program(
-        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS
-    )
-    A = A * LOG2E
+    BQ: tl.constexpr = LANES * T
+    pid = tl.program_id(0)
+    b = (pid // K).to(tl.int64)
+    k = pid % K
+    tr, fp, fq, P, Q = _frame(spec_ptr, k, H, W)
+    d0 = (tl.program_id(1) // NB) * BD  # the program's first channel
+    offs_d = d0 + tl.arange(0, BD)
+    nb = tl.program_id(1) % NB
     blk = tl.program_id(2)
+    mask_d = offs_d < dim
+    kd = k * dim + offs_d
+    lane = tl.arange(0, LANES)
+    q4 = _frame_tile(LANES, T)  # (T, 1, LANES, 1)
+    dl4 = tl.arange(0, BD)[None, :, None, None]  # the channel within the program
+    md4 = d0 + dl4 < dim
+    bias = tl.full((BD,), 0.0, ACC)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + kd, mask=mask_d, other=0.0).to(ACC)
+    Dv = tl.full((BD,), 0.0, ACC)
+    if HAS_D:
+        Dv = tl.load(D_ptr + kd, mask=offs_d < tl.where(nb == 0, dim, 0), other=0.0).to(ACC)
     x_sp, x_sq = _axes(sx_h, sx_w, tr)
     l_sp, l_sq = _axes(sl_h, sl_w, tr)
     B_sp, B_sq = _axes(sb_h, sb_w, tr)
     C_sp, C_sq = _axes(sc_h, sc_w, tr)
     y_sp, y_sq = _axes(W, 1, tr)
-    x_base, xo = x_ptr + b * sx_b, offs_d[:, None] * sx_d + _columns(offs_q, fq, Q, x_sq)[None, :]
-    l_base, lo = dl_ptr + b * sl_b + k * sl_k, offs_d[:, None] * sl_d + _columns(offs_q, fq, Q, l_sq)[None, :]
-    B_base, bo = B_ptr + b * sb_b + k * sb_k, offs_n[:, None] * sb_n + _columns(offs_q, fq, Q, B_sq)[None, :]
-    C_base, co = C_ptr + b * sc_b + k * sc_k, offs_n[:, None] * sc_n + _columns(offs_q, fq, Q, C_sq)[None, :]
-    y_base = y_ptr + (b * K + k) * dim * H * W
-    yo = (offs_d * H * W)[:, None] + _columns(offs_q, fq, Q, y_sq)[None, :]
-    m3 = mask_d[:, None, None] & mask_n[None, :, None] & mask_q[None, None, :]
-    st = _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, nblk, BQ) + blk * n * BQ
-    if FROM_CARRY:
-        h = tl.load(st_ptr + st, mask=m3, other=0.0).to(ACC)
-    else:
-        h = tl.full((BD, BN, BQ), 0.0, ACC)
-    ck = _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, nseg + 1, BQ)
-    m3_full = (mask_d[:, None] & mask_n[None, :])[:, :, None]
-    dsum = tl.full((BD, BQ), 0.0, ACC)
-    seg0 = blk * blk_segs
-    seg1 = tl.minimum(seg0 + blk_segs, (P + SEG - 1) // SEG)
-    for s in range(seg0, seg1):
-        if SAVE_CKPT:  # (whole BQ rows, zeros past Q: the checkpoints hold no uninitialised values)
-            tl.store(ck_ptr + ck + s * n * BQ, h, mask=m3_full)
-        for j in tl.static_range(SEG):
-            p = s * SEG + j
-            pp = _grid_row(p, fp, P)
-            mq = offs_q < _width(p, P, Q)
-            m_dq = mask_d[:, None] & mq[None, :]
-            m_nq = mask_n[:, None] & mq[None, :]
-            x, v, dt, Bi, a, bx = _row(
-                x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A, bias, ACC, SOFTPLUS
-            )
-            _, g = tl.associative_scan((a, bx), 2, common.combine)
-            h = a * h + g
-            if PHASE == 0:
-                dsum += dt
-            else:
-                Ci = tl.load(C_base + pp * C_sp + co, mask=m_nq, other=0.0).to(ACC)
+    # 64-bit scalar bases (the program's batch element, direction, first channel and first state) and 32-bit offset
+    # tiles; B and C of state s at the constant offset s SB_N, s SC_N from their row's pointers
+    bk = b * K + k
+    bkd = bk * dim + d0
+    x_base, xo = x_ptr + b * sx_b + d0 * sx_d, dl4 * sx_d + _col4(q4, fq, Q, x_sq)
+    l_base, lo = dl_ptr + b * sl_b + k * sl_k + d0 * sl_d, dl4 * sl_d + _col4(q4, fq, Q, l_sq)
+    B_base, bo = B_ptr + b * sb_b + k * sb_k + nb * BN * SB_N, dl4 * 0 + _col4(q4, fq, Q, B_sq)
+    C_base, co = C_ptr + b * sc_b + k * sc_k + nb * BN * SC_N, dl4 * 0 + _col4(q4, fq, Q, C_sq)
+    y_base, yo = y_ptr + bkd * H * W, dl4 * (H * W) + _col4(q4, fq, Q, y_sq)
+    # the block's entering / leaving states and the checkpoints: (T, BD, LANES, 1) offsets whose column part is
+    # scaled by ``one`` (1, not specialised), so that Triton gives these accesses the row tiles' layout (time
+    # in-thread) instead of vectorising them along the columns (a layout conversion through shuffles per access)
+    q4s = q4 * one
+    st_base, st = st_ptr + ((bkd * nblk + blk) * n + nb * BN) * BQ, dl4 * (nblk * n * BQ) + q4s  # (+ s BQ)
+    ck_base, ck = ck_ptr + (bkd * (nseg + 1) * n + nb * BN) * BQ, dl4 * ((nseg + 1) * n * BQ) + q4s
+    mst = md4 & (q4 < BQ)  # (whole BQ rows: zeros past Q)
+    r0 = blk * blk_rows
+    r1 = tl.minimum(r0 + blk_rows, P)
+    ck_lim = tl.where(r1 == P, nseg * CS, r1 - 1)  # the last checkpoint this block writes: slot ck_lim / CS
+    # per state of the program (a static loop: the states' row tiles stay in registers from row to row)
+    hs = ()
+    A2s = ()
+    Rs = ()
+    for s in tl.static_range(BN):
+        sn = nb * BN + s
+        ms = offs_d < tl.where(sn < n, dim, 0)
+        A2s = A2s + (tl.load(A_ptr + kd * n + sn, mask=ms, other=0.0).to(ACC) * LOG2E,)
+        Rs = Rs + (tl.load(R_ptr + kd * n + sn, mask=ms, other=0.0).to(ACC)[:, None, None],)
+        m_s = mst & (q4 < tl.where(sn < n, BQ, 0))
+        if FROM_CARRY:
+            h = _ld(st_base + st + s * BQ, m_s, ACC, BD, LANES, T)
+        else:
+            h = tl.full((BD, LANES, T), 0.0, ACC)
+        if SAVE_CKPT:
+            tl.store(ck_base + ck + ((r0 // CS) * n + s) * BQ, common.untile(h, BD, LANES, T, 1), mask=m_s)
+        hs = hs + (h,)
+    dsum = tl.full((BD, LANES, T), 0.0, ACC)
+    for p in range(r0, r1):
+        pp = _grid_row(p, fp, P)
+        m4 = md4 & (q4 < Q)
+        x = _ld(x_base + (pp * x_sp + xo), m4, ACC, BD, LANES, T)
+        v = _ld(l_base + (pp * l_sp + lo), m4, ACC, BD, LANES, T) + bias[:, None, None]
+        if SOFTPLUS:
+            dt, _e, _w = common.softplus(v)
+        else:
+            dt = v
+        dt = tl.where(common.tile(m4, BD, LANES, T), dt, 0.0)
+        if PHASE == 0:
+            dsum += dt
+        dtx = dt * x
+        td = common.rsum(dt, 2)
+        y = Dv[:, None, None] * x
+        ckpt_row = ((p + 1) % CS == 0) & (p + 1 <= ck_lim)
+        new_hs = ()
+        for s in tl.static_range(BN):
+            sn = nb * BN + s
+            ms4 = m4 & (q4 < tl.where(sn < n, BQ, 0))
+            a = tl.exp2(dt * A2s[s][:, None, None])
+            bx = dtx * _ld(B_base + s * SB_N + (pp * B_sp + bo), ms4, ACC, BD, LANES, T)
+            TA = tl.exp2(td * A2s[s][:, None])
+            h = _row_scan(a, bx, TA, hs[s], lane, LANES, T)
+            new_hs = new_hs + (h,)
+            if SAVE_CKPT:
+                tl.store(
+                    ck_base + s * BQ + (((p + 1) // CS) * (n * BQ) + ck),
+                    common.untile(h, BD, LANES, T, 1),
+                    mask=mst & (q4 < tl.where(ckpt_row & (sn < n), BQ, 0)),
+                )
+            if PHASE == 1:
+                Cs = _ld(C_base + s * SC_N + (pp * C_sp + co), ms4, ACC, BD, LANES, T)
                 if FORM == 0:
-                    y = common.rsum(Ci[None, :, :] * (h - R[:, :, None] * bx), 1)
+                    y += Cs * (h - Rs[s] * bx)
                 elif FORM == 1:
-                    y = common.rsum(Ci[None, :, :] * h - R[:, :, None] * bx, 1)
+                    y += Cs * h - Rs[s] * bx
                 else:
-                    y = common.rsum(Ci[None, :, :] * (h - R[:, :, None] * x[:, None, :]), 1)
-                y += Dv[:, None] * x
-                if NB == 1:
-                    tl.store(y_base + pp * y_sp + yo, y, mask=m_dq)
-                else:  # (a partial sum over the states: y zeroed by the launcher)
-                    tl.atomic_add(y_base + pp * y_sp + yo, y, mask=m_dq, sem="relaxed")
-    if SAVE_CKPT:  # the state after the direction's last row (its last block): the backward's last h
-        if seg1 == (P + SEG - 1) // SEG:
-            tl.store(ck_ptr + ck + seg1 * n * BQ, h, mask=m3_full)
-    if PHASE == 0:  # (every BQ column: zeros past Q, so that the carry pass reads no uninitialised memory)
-        tl.store(st_ptr + st, h, mask=(mask_d[:, None] & mask_n[None, :])[:, :, None])
-        ds = (((b * K + k) * dim + offs_d) * nblk + blk)[:, None] * BQ + offs_q[None, :]
-        tl.store(ds_ptr + ds, dsum, mask=mask_d[:, None])
+                    y += Cs * (h - Rs[s] * x)
+        hs = new_hs
+        if PHASE == 1:
+            out = common.untile(y, BD, LANES, T, 1)
+            if NB == 1:
+                tl.store(y_base + (pp * y_sp + yo), out, mask=m4)
+            else:  # (a partial sum over the states: y zeroed by the launcher)
+                tl.atomic_add(y_base + (pp * y_sp + yo), out, mask=m4, sem="relaxed")
+    if PHASE == 0:  # the block's leaving states and column sums of dt, for the carry pass
+        for s in tl.static_range(BN):
+            m_s = mst & (q4 < tl.where(nb * BN + s < n, BQ, 0))
+            tl.store(st_base + st + s * BQ, common.untile(hs[s], BD, LANES, T, 1), mask=m_s)
+        ds = dl4 * (nblk * BQ) + q4s
+        tl.store(ds_ptr + (bkd * nblk + blk) * BQ + ds, common.untile(dsum, BD, LANES, T, 1), mask=mst)
 
 
 @triton.jit
@@ -621,13 +722,13 @@ def _geometry(x, A, dirs, seg, rows):
 def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, rows, block_d, block_n):
     """``(y (batch, K, d, H, W), ckpt (batch, K, d, nseg + 1, n, BQ) or empty, dsum (batch, K, d, nblk, BQ) or empty)``
     in the accumulation dtype; ``A, R (K, d, n)``, ``D, bias (K, d)`` or None contiguous; ``dirs`` the flattened
-    ``(K, 3)`` direction table."""
+    ``(K, 3)`` direction table. The forward's own tile (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_fwd_tile`);
+    ``block_d, block_n`` are the backward's."""
     acc = _acc(x, delta, A, B, C, D, R, bias)
     f = _tdtype(acc)
     batch, dim, H, W, K, n, bq, nseg, blk_segs, nblk = _geometry(x, A, dirs, seg, rows)
-    bn = block_n
-    nb = triton.cdiv(triton.next_power_of_2(n), bn)
-    y = (x.new_zeros if nb > 1 else x.new_empty)(batch, K, dim, H, W, dtype=f)
+    tile = scan2d_fwd_tile(dim, n, bq)
+    y = (x.new_zeros if tile.nb > 1 else x.new_empty)(batch, K, dim, H, W, dtype=f)
     # (a direction with fewer frame rows than another, transposed on a non-square grid, leaves slots unwritten)
     short = any(dirs[3 * i] for i in range(K)) and H != W
     ckpt = (
@@ -638,27 +739,48 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     dsum = x.new_empty(batch, K, dim, nblk, bq, dtype=f) if nblk > 1 else x.new_empty(0, dtype=f)
     if y.numel() == 0:
         return y, ckpt, dsum
-    st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f) if nblk > 1 else y
+    st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f)  # the states between segments (and row blocks)
     spec = _spec(dirs, x.device)
     args = (x, delta, B, C, A, x if D is None else D, R, x if bias is None else bias, spec)
-    strides = (*x.stride(), *_strides5(delta), *_strides5(B), *_strides5(C), K, dim, n, H, W, nseg, nblk, blk_segs)
-    grid = (batch * K, triton.cdiv(dim, block_d) * nb, nblk)
+    sB, sC = _strides5(B), _strides5(C)
+    strides = (
+        *x.stride(),
+        *_strides5(delta),
+        *sB[:2],
+        *sB[3:],
+        *sC[:2],
+        *sC[3:],
+        K,
+        dim,
+        n,
+        H,
+        W,
+        nseg,
+        nblk,
+        seg * blk_segs,
+        1,  # one
+    )
+    grid = (batch * K, triton.cdiv(dim, tile.block_d) * tile.nb, nblk)
     meta = dict(
         ACC=acc,
-        BD=block_d,
-        BN=bn,
-        NB=nb,
-        BQ=bq,
-        SEG=seg,
+        BD=tile.block_d,
+        BN=tile.block_n,
+        NB=tile.nb,
+        LANES=tile.lanes,
+        T=tile.cols,
+        CS=seg,
+        SB_N=sB[2],
+        SC_N=sC[2],
         FORM=form,
         HAS_D=D is not None,
         HAS_BIAS=bias is not None,
         SOFTPLUS=softplus,
-        num_warps=scan2d_warps(block_d, bn, bq),
+        num_warps=tile.warps,
     )
     if nblk > 1:
         _s2_fwd_kernel[grid](*args, y, y, st, dsum, *strides, **meta, PHASE=0, FROM_CARRY=False, SAVE_CKPT=False)
-        _s2_carry_kernel[grid[:2]](
+        bwd_tile = dict(BD=block_d, BN=block_n, NB=triton.cdiv(triton.next_power_of_2(n), block_n))
+        _s2_carry_kernel[(batch * K, triton.cdiv(dim, block_d) * bwd_tile["NB"])](
             st,
             dsum,
             A,
@@ -667,12 +789,10 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
             n,
             nblk,
             ACC=acc,
-            BD=block_d,
-            BN=bn,
-            NB=nb,
             BQ=bq,
             REVERSE=False,
-            num_warps=meta["num_warps"],
+            num_warps=scan2d_warps(block_d, block_n, bq),
+            **bwd_tile,
         )
     _s2_fwd_kernel[grid](
         *args,

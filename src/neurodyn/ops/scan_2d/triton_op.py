@@ -11,6 +11,8 @@ rows (empty with one block).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .. import triton_loader
@@ -25,6 +27,7 @@ __all__ = [
     "SCAN2D_SEG",
     "SCAN2D_PROGRAMS",
     "scan2d_blocks",
+    "scan2d_fwd_tile",
     "scan2d_geometry",
     "scan2d_triton",
     "scan2d_warps",
@@ -42,6 +45,37 @@ def scan2d_warps(block_d: int, bn: int, bq: int) -> int:
     elements on)."""
     tile = block_d * bn * bq
     return max(1, min(8, tile // 128)) if tile <= 1024 else 8
+
+
+class FwdTile(NamedTuple):
+    """The forward kernel's tile: ``lanes`` threads of ``cols`` consecutive frame columns each cover a row (``lanes x
+    cols = BQ``), ``32 / lanes`` channels per warp, ``warps`` warps: ``block_d`` channels per program; ``block_n``
+    states per program, an unrolled loop whose row tiles stay in registers from row to row (``nb`` programs share a
+    channel's states: y is then added atomically)."""
+
+    block_d: int
+    block_n: int
+    nb: int
+    lanes: int
+    cols: int
+    warps: int
+
+
+SCAN2D_FWD_COLS = 4  # frame columns per thread in the forward (its in-thread row scan; 8 registers per state tile)
+SCAN2D_FWD_STATES = 8  # states per forward program (more split over programs, y added atomically)
+SCAN2D_FWD_WARPS = 1
+
+
+def scan2d_fwd_tile(dim: int, n: int, bq: int) -> FwdTile:
+    """The forward's :class:`FwdTile` for ``dim`` channels, ``n`` states and frame rows padded to ``bq``."""
+    cols = min(SCAN2D_FWD_COLS, bq)
+    lanes = bq // cols
+    if lanes > 32:
+        lanes, cols = 32, bq // 32
+    warps = max(1, min(SCAN2D_FWD_WARPS, cdiv(dim, 32 // lanes)))
+    block_d = (32 // lanes) * warps
+    nb = cdiv(n, SCAN2D_FWD_STATES)
+    return FwdTile(block_d, cdiv(n, nb), nb, lanes, cols, warps)
 
 
 def scan2d_geometry(H: int, W: int, dirs, seg: int, rows: int) -> tuple[int, int, int]:
