@@ -367,7 +367,7 @@ def _opcheck_cases():
         0,
     )
     with torch.no_grad():
-        _, ckpt2, dsum2 = OPS["triton"]["scan2d_triton"](*s2, True, 2, 2, 1, 4)
+        _, ckpt2, dsum2 = OPS["triton"]["scan2d_triton"](*s2, True, 2, 1, 4)  # (two row blocks)
     hs = (
         r(1, 2, 9, 4),
         (0.1 + torch.rand(1, 2, 9, 2, generator=gx)).requires_grad_(),
@@ -392,13 +392,12 @@ def _opcheck_cases():
         "ncp_mlp_triton_bwd": (*[t.detach() for t in ncp], torch.randn(2, 19, 3), [32, 16], [1, 0], 1, 16),
         "head_scan_triton": (*hs, True, 8, 2),
         "head_scan_triton_bwd": (*[t.detach() for t in hs], ckpt_h, torch.randn(1, 2, 9, 4), 8, 2),
-        "scan2d_triton": (*s2, True, 2, 2, 1, 4),
+        "scan2d_triton": (*s2, True, 2, 1, 4),
         "scan2d_triton_bwd": (
             *[t.detach() if isinstance(t, torch.Tensor) else t for t in s2],
             ckpt2,
             dsum2,
             torch.randn(1, 2, 2, 5, 3),
-            2,
             2,
             1,
             4,

@@ -1,7 +1,7 @@
 """GeoMaNO's 2-D scan on the fused Triton kernels (every direction in one launch) against the double-loop reference:
 forward and every gradient, float32 and bfloat16 inputs, every correction form, directions shared or per-direction
 coefficients, odd and non-square grids (transposed directions read a different frame shape), row blocks joined by
-the carry pass, segments of one to three rows, the model's permuted (non-contiguous) input, merged and per-direction
+the carry pass, the model's permuted (non-contiguous) input, merged and per-direction
 outputs. In Triton's interpreter on CPU tensors (small tiles); on CUDA too when there is one, at the small and the
 production tiles."""
 
@@ -18,7 +18,16 @@ pytestmark = pytest.mark.skipif(not triton_loader.triton_importable(), reason="t
 # norm-wise relative error against float64: float32 kernels; bfloat16 inputs (rounded outputs and input gradients);
 # on CUDA the fast exp2 adds a few float32 ulps
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-2}
-SMALL = {s2_op: {"SCAN2D_TILE": 32, "SCAN2D_PROGRAMS": 1, "SCAN2D_FWD_COLS": 2, "SCAN2D_FWD_STATES": 2}}
+SMALL = {
+    s2_op: {
+        "SCAN2D_TILE": 32,
+        "SCAN2D_PROGRAMS": 1,
+        "SCAN2D_FWD_COLS": 2,
+        "SCAN2D_FWD_STATES": 2,
+        "SCAN2D_BWD_COLS": 2,
+        "SCAN2D_BWD_STATES": 2,
+    }
+}
 PRODUCTION = {name: getattr(s2_op, name) for name in SMALL[s2_op]}
 
 
@@ -99,31 +108,31 @@ def test_matches_the_reference(device, dtype, case):
 
 @pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 @pytest.mark.parametrize("device", TRITON_DEVICES)
-@pytest.mark.parametrize("seg,programs", [(1, 1000), (2, 1000), (3, 1), (2, 8)])
-def test_row_blocks_and_segments(device, seg, programs, monkeypatch):
-    """Several row blocks (the forward's and the backward's carry passes) and segments of 1 to 3 rows (checkpoints;
-    the backward's states in registers), partial last blocks and segments: 9 x 7 grid, transposed directions."""
+@pytest.mark.parametrize("programs", [1000, 24, 1])
+def test_row_blocks(device, programs, monkeypatch):
+    """Several row blocks (the forward's and the backward's carry passes), partial last blocks: 9 x 7 grid, transposed
+    directions (9 frame rows, 9 or 7 of them in a direction); one block when the programs suffice."""
     if device == "cuda-production":
         pytest.skip("the tiles are the subject")
-    monkeypatch.setattr(s2_op, "SCAN2D_SEG", seg)
     monkeypatch.setattr(s2_op, "SCAN2D_PROGRAMS", programs)
-    args = _args(1, 2, 9, 7, 3, 4, True, seed=seg)
-    blocks = s2_op.scan2d_blocks(1, 4, 2, 3, 9, 7, True)
-    assert blocks[0] == seg and (blocks[1] < 9) == (programs > 8)
+    args = _args(1, 2, 9, 7, 3, 4, True, seed=programs)
+    rows = s2_op.scan2d_blocks(1, 4, 2, 3, 9, 7, True)[0]
+    assert (rows < 9) == (programs > 8)
     opts = dict(R="0110", directions="paper", correction_form="cbx", delta_softplus=True, merge=False)
     _check(*_run(args, device, torch.float32, opts), torch.float32)
 
 
 @pytest.mark.slow  # (over 4 s on one core: make test runs it, make test-fast does not)
 @pytest.mark.parametrize("device", TRITON_DEVICES)
-def test_forward_at_its_production_tile(device, monkeypatch):
-    """The forward's production tile: 4 frame columns per thread (8 lanes cover a row of 32 after padding), 8 states
-    per program (two programs share a channel's 16 states and add y atomically), 4 channels per program (the second
-    block partial); the backward at the small tiles reads its checkpoints."""
-    for name in ("SCAN2D_FWD_COLS", "SCAN2D_FWD_STATES"):
+def test_production_tiles(device, monkeypatch):
+    """The production tiles: 4 frame columns per thread (8 lanes cover a row of 32 after padding), 4 channels per
+    program (the second block partial); the forward's 8 states per program (two programs share a channel's 16 states
+    and add y atomically), the backward's 2 (eight programs add gx and gdelta atomically)."""
+    for name in ("SCAN2D_FWD_COLS", "SCAN2D_FWD_STATES", "SCAN2D_BWD_COLS", "SCAN2D_BWD_STATES"):
         monkeypatch.setattr(s2_op, name, PRODUCTION[name])
-    tile = s2_op.scan2d_fwd_tile(5, 16, 32)
-    assert (tile.lanes, tile.cols, tile.nb, tile.block_d) == (8, 4, 2, 4)
+    fwd, bwd = s2_op.scan2d_fwd_tile(5, 16, 32), s2_op.scan2d_bwd_tile(5, 16, 32)
+    assert (fwd.lanes, fwd.cols, fwd.nb, fwd.block_d) == (8, 4, 2, 4)
+    assert (bwd.lanes, bwd.cols, bwd.nb, bwd.block_d) == (8, 4, 8, 4)
     args = _args(1, 5, 2, 17, 16, 2, True, seed=4)  # (W = 17: rows padded to 32; the transposed frame 2 wide)
     opts = dict(R="01", directions=("row", "col_rev"), correction_form="cbx", delta_softplus=True, merge=False)
     _check(*_run(args, device, torch.float32, opts), torch.float32)
@@ -161,13 +170,12 @@ def test_blocks_policy(monkeypatch):
     """The benchmark's 64 x 64 grid: one launch holds at least 1,024 programs; rows too long for a tile fall back."""
     for name, value in PRODUCTION.items():
         monkeypatch.setattr(s2_op, name, value)
-    seg, rows, bd, bn = s2_op.scan2d_blocks(8, 4, 64, 16, 64, 64, True)
-    assert 8 * 4 * -(-64 // bd) * (16 // bn) * -(-64 // rows) >= 1024
-    fwd = s2_op.scan2d_fwd_tile(64, 16, 64)
-    assert 8 * 4 * -(-64 // fwd.block_d) * fwd.nb * -(-64 // rows) >= 1024
-    # 128 x 128: one channel's row of 16 states is two tiles: two blocks of states
-    assert s2_op.scan2d_blocks(8, 4, 64, 16, 128, 128, True)[2:] == (1, 8)
+    rows, bd, bn = s2_op.scan2d_blocks(8, 4, 64, 16, 64, 64, True)
+    for tile in (s2_op.scan2d_fwd_tile(64, 16, 64), s2_op.scan2d_bwd_tile(64, 16, 64)):
+        assert 8 * 4 * -(-64 // tile.block_d) * tile.nb * -(-64 // rows) >= 1024
+    # 128 x 128: the carry pass's row of 16 states is two tiles: two blocks of states
+    assert s2_op.scan2d_blocks(8, 4, 64, 16, 128, 128, True)[1:] == (1, 8)
     assert s2_op.scan2d_blocks(8, 4, 64, 16, 1024, 1024, True) is None
     # few programs: the rows are split into blocks (a carry pass) until there are enough
-    seg, rows, bd, bn = s2_op.scan2d_blocks(1, 4, 4, 16, 64, 64, True)
+    rows, bd, bn = s2_op.scan2d_blocks(1, 4, 4, 16, 64, 64, True)
     assert rows < 64

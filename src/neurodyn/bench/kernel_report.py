@@ -670,8 +670,8 @@ TRIPS: dict[str, Callable[[dict], float]] = {
     "_selective_scan_bwd_kernel": lambda a: a["nchunks"],
     "_linear_scan_fwd_kernel": lambda a: a["nchunks"],
     "_linear_scan_bwd_kernel": lambda a: a["nchunks"],
-    "_s2_fwd_kernel": lambda a: a["nseg"] * a["CS"] / a["nblk"],  # (rows)
-    "_s2_bwd_kernel": lambda a: a["nseg"] / a["nblk"],
+    "_s2_fwd_kernel": lambda a: a["nseg"] / a["nblk"],  # (frame rows)
+    "_s2_bwd_kernel": lambda a: a["nseg"] / a["nblk"],  # (frame rows)
     "_s2_carry_kernel": lambda a: a["nblk"],
 }
 

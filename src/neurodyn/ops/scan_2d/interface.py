@@ -17,9 +17,9 @@ Backends: ``"cpp"`` = a fused CPU kernel (``cpu.py``) that runs the row scan and
 with the states in a row buffer (never materialising ``(batch, d, H, W, n)``), with a hand-written
 backward (row checkpoints + the two adjoint recurrences); ``"triton"`` = the fused Triton kernels with every
 direction in one launch (``triton_kernels.py``, the operator of ``triton_op.py``: direction a program axis, frames
-read by strides, softplus and bias inside; the forward built like the 1-D scans: a row's columns in-thread chunks,
-the states an unrolled loop whose row states stay in registers, the row scan in-thread then across lanes, ``y``
-accumulated in registers; row blocks joined by a carry pass; backward from segment checkpoints), or, for rows too
+read by strides, softplus and bias inside; built like the 1-D scans: a row's columns in-thread chunks, the states
+an unrolled loop whose row states stay in registers, the row scan in-thread then across lanes, ``y`` accumulated in
+registers; row blocks joined by a carry pass; the backward likewise, from a checkpoint of every row), or, for rows too
 long for them (``n_pow2 * BQ > 8192``, ``SCAN2D_MAX_ROW``), the ``"scan"`` path on the Triton linear-scan kernel;
 ``"scan"`` = a row then a column :func:`linear_scan` on ``(batch, d, H, W, n)`` tensors (autograd through them);
 ``"torch"`` = the same with the pure-PyTorch chunked scan; ``"auto"`` = ``"cpp"`` for CPU tensors when the kernel

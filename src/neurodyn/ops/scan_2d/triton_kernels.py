@@ -41,33 +41,32 @@ takes three launches, each over every direction:
 2. the carry pass (:func:`_s2_carry_kernel`): ``H_0 = 0, H_{k+1} = exp(A S_k) H_k + e_k`` (the decay over a block
    is ``prod_p a = exp(A sum_p dt)``), ``H_k`` written over ``e_k``;
 3. ``PHASE 1``: each block scanned again from ``H_k``, writing y, and (``SAVE_CKPT``) the states entering every
-   segment of ``CS`` rows and leaving the last, ``ckpt (batch, K, d, nseg + 1, n, BQ)``.
+   row and leaving the last, ``ckpt (batch, K, d, nseg + 1, n, BQ)`` (``nseg``: the most frame rows of a direction).
 
 With one block per direction, only step 3 runs (from a zero state).
 
-Backward (:func:`_s2_bwd_kernel`, the previous design: a row is one ``(BD, BN, BQ)`` tile, its row scans
-``tl.associative_scan`` along q, the sums over the states reductions across threads). Programs ``(batch x K,
-channel blocks of BD x state blocks of BN, row blocks)`` (the states split into ``NB`` blocks when a row of them does
-not fit one program's tile: gx and gdelta are then sums of the blocks' parts). A program walks its row block in
-segments of ``SEG`` rows from the bottom.
-
-Backward (the adjoints ``mu = dL/dh``, ``nu = dL/dg``)::
+Backward (:func:`_s2_bwd_kernel`; the adjoints ``mu = dL/dh``, ``nu = dL/dg``)::
 
     mu[p, q] = C gy + a[p+1, q] mu[p+1, q]                (carried from row to row, upwards)
-    nu[p, q] = mu + a[p, q+1] nu[p, q+1]                   (a reverse associative scan along the row)
+    nu[p, q] = mu + a[p, q+1] nu[p, q+1]                   (a reverse scan along the row)
     dL/dbx   = nu - R C gy (cbx) / - R gy (eq9) / nu (alg2);  a dL/da = mu a h[p-1] + nu (g - bx)
 
-(``a g[p, q-1] = g - bx``), from which ``gdt = sum_n (A a dL/da + B x dL/dbx)``, ``gx = sum_n dt B dL/dbx + D gy``
+(``a g[p, q-1] = g - bx``), from which ``gdt = sum_n (A a dL/da + B x dL/dbx)``, ``gx = dt sum_n B dL/dbx + D gy``
 (alg2: ``- sum_n R C gy``), ``gdelta = gdt sigmoid(delta + bias)`` (softplus) and the per-program partial sums of
 ``gA, gR, gD, gbias`` (``(batch, nblk, K, d[, n])``, summed by the caller). ``gx`` (shared by the directions),
 ``gdelta``, ``gB, gC`` (shared by the channels) are added with ``tl.atomic_add`` into zeroed buffers of the inputs'
-layouts. With several row blocks the adjoint entering a block from below comes from the same three steps upside
-down: ``PHASE 0`` of :func:`_s2_bwd_kernel` runs each block's ``mu`` recurrence from zero (no row scan: ``mu`` does
-not depend on ``nu``) and stores ``T_k = a[top] mu[top]``; the carry pass in reverse gives ``c_k`` (``c_{k-1} = T_k +
-exp(A S_k) c_k``); ``PHASE 1`` runs the block from ``c_k``: per segment, bottom-up, it loads the checkpoint, walks the
-segment's rows forward keeping their states in registers (a tuple of ``SEG + 1`` tiles, the last one the next
-checkpoint: ``g = h - a h[p-1]`` needs no second row scan, and one row per segment none at all), then runs the
-adjoints up through them.
+layouts (gB and gC summed over the program's channels first, by its first channel row).
+
+The forward's layout, ``BN`` states per program (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_bwd_tile`). The
+programs walk their rows bottom-up with, per state, the adjoint carried to the row above (``a mu``) and the row's
+states in registers; the states entering each row are the forward's checkpoint of that row (every row's is kept:
+``g = h - a h[p-1]`` needs no row scan to recompute). Per state and row: ``mu``, then ``nu`` by the 1-D scans' chunk
+adjoint (each thread's columns in-thread, the totals scanned across the lanes from the last, the decays of the
+columns' successors: a thread's own and its next lane's first), the gradient terms, ``gB``/``gC`` added. With several
+row blocks the adjoint entering a block from below comes from the same three steps upside down: ``PHASE 0`` runs each
+block's ``mu`` recurrence from zero (no row scan: ``mu`` does not depend on ``nu``) and stores ``T_k = a[top]
+mu[top]``; the carry pass in reverse gives ``c_k`` (``c_{k-1} = T_k + exp(A S_k) c_k``); ``PHASE 1`` runs the block
+from ``c_k``.
 """
 
 from __future__ import annotations
@@ -76,12 +75,13 @@ import torch
 import triton
 import triton.language as tl
 
-from neurodyn.ops.scan_2d.triton_op import scan2d_fwd_tile, scan2d_geometry, scan2d_warps
+from neurodyn.ops.scan_2d.triton_op import scan2d_bwd_tile, scan2d_fwd_tile, scan2d_geometry, scan2d_warps
 from neurodyn.ops.triton_loader import shared
 
 common = shared()  # combine, rsum, softplus, the chunk tile's picks and lane scans (this build's)
 
 LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -102,110 +102,6 @@ def _axes(s_h, s_w, tr):
 @triton.jit
 def _grid_row(p, fp, P):
     return tl.where(fp, P - 1 - p, p)
-
-
-@triton.jit
-def _width(p, P, Q):
-    """The valid columns of frame row ``p``: ``Q`` inside the frame, none past its last row (a width rather than a
-    row flag and-ed into the masks: the interpreter's loads take only masks built from tensors)."""
-    return tl.where(p < P, Q, 0)
-
-
-@triton.jit
-def _program(
-    spec_ptr,
-    A_ptr,
-    R_ptr,
-    D_ptr,
-    bias_ptr,
-    K,
-    dim,
-    n,
-    H,
-    W,
-    ACC: tl.constexpr,
-    BD: tl.constexpr,
-    BN: tl.constexpr,
-    NB: tl.constexpr,
-    BQ: tl.constexpr,
-    HAS_D: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-):
-    """A program's batch element, direction, frame, channels, states and parameters; ``first``: whether its block of
-    states is the first (the terms outside the sums over the states, ``D x``, are its alone)."""
-    pid = tl.program_id(0)
-    b = (pid // K).to(tl.int64)
-    k = pid % K
-    tr, fp, fq, P, Q = _frame(spec_ptr, k, H, W)
-    offs_d = (tl.program_id(1) // NB) * BD + tl.arange(0, BD)
-    nb = tl.program_id(1) % NB
-    offs_n = nb * BN + tl.arange(0, BN)
-    offs_q = tl.arange(0, BQ)
-    mask_d = offs_d < dim
-    mask_n = offs_n < n
-    mask_q = offs_q < Q
-    kd = k * dim + offs_d
-    mdn = mask_d[:, None] & mask_n[None, :]
-    A = tl.load(A_ptr + kd[:, None] * n + offs_n[None, :], mask=mdn, other=0.0).to(ACC)
-    R = tl.load(R_ptr + kd[:, None] * n + offs_n[None, :], mask=mdn, other=0.0).to(ACC)
-    Dv = tl.full((BD,), 0.0, ACC)
-    if HAS_D:
-        Dv = tl.load(D_ptr + kd, mask=offs_d < tl.where(nb == 0, dim, 0), other=0.0).to(ACC)
-    bias = tl.full((BD,), 0.0, ACC)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + kd, mask=mask_d, other=0.0).to(ACC)
-    return b, k, tr, fp, fq, P, Q, offs_d, offs_n, offs_q, mask_d, mask_n, mask_q, A, R, Dv, bias, nb
-
-
-@triton.jit
-def _columns(offs_q, fq, Q, s_q):
-    """The offsets of the frame's columns ``offs_q`` (``+1``: of the next column) along a tensor's frame columns."""
-    return tl.where(fq, Q - 1 - offs_q, offs_q) * s_q
-
-
-@triton.jit
-def _step(v, bias, SOFTPLUS: tl.constexpr):
-    """``(dt, dt/dv)`` from the raw ``delta`` tile ``v (BD, BQ)``."""
-    pre = v + bias[:, None]
-    if SOFTPLUS:
-        dt, e, w = common.softplus(pre)  # (the 1-D scans' softplus: fast log and reciprocal)
-        ddt = e * common.rcp(w)  # sigmoid(pre) = e / (1 + e)
-    else:
-        dt = pre
-        ddt = pre * 0.0 + 1.0
-    return dt, ddt
-
-
-@triton.jit
-def _row(
-    x_base,
-    xo,
-    l_base,
-    lo,
-    B_base,
-    bo,
-    pp,
-    x_sp,
-    l_sp,
-    B_sp,
-    m_dq,
-    m_nq,
-    A,
-    bias,
-    ACC: tl.constexpr,
-    SOFTPLUS: tl.constexpr,
-):
-    """Frame row ``pp`` (a grid row or column): ``(x, raw delta, dt, B, a, bx)``; masked cells give a = 1, bx = 0.
-    A tensor's row is its scalar base pointer plus the row's offset, plus one offset tile per program (registers: no
-    pointer tile per unrolled row)."""
-    x = tl.load(x_base + pp * x_sp + xo, mask=m_dq, other=0.0).to(ACC)
-    v = tl.load(l_base + pp * l_sp + lo, mask=m_dq, other=0.0).to(ACC)
-    dt, _ = _step(v, bias, SOFTPLUS)
-    dt = tl.where(m_dq, dt, 0.0)
-    Bi = tl.load(B_base + pp * B_sp + bo, mask=m_nq, other=0.0).to(ACC)
-    a = tl.exp2(dt[:, None, :] * A[:, :, None])
-    bx = (dt * x)[:, None, :] * Bi[None, :, :]
-    return x, v, dt, Bi, a, bx
 
 
 @triton.jit
@@ -230,6 +126,65 @@ def _frame_tile(LANES: tl.constexpr, T: tl.constexpr):
 def _col4(q4, fq, Q, s_q):
     """Offsets of frame columns ``q4`` along a tensor's frame columns (flipped: from the row's far end)."""
     return tl.where(fq, Q - 1 - q4, q4) * s_q
+
+
+@common.helper
+def _program(
+    spec_ptr,
+    bias_ptr,
+    D_ptr,
+    K,
+    dim,
+    H,
+    W,
+    ACC: tl.constexpr,
+    BD: tl.constexpr,
+    NB: tl.constexpr,
+    LANES: tl.constexpr,
+    T: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+):
+    """A program's batch element ``b``, direction ``k`` and its frame, first channel ``d0`` and channels, state block
+    ``nb``, row block ``blk``; the lanes, the frame columns ``q4 (T, 1, LANES, 1)`` and channels ``dl4 (1, BD, 1, 1)``
+    within the program of the loaded tiles; the channels' bias and ``D`` (``D x`` is state block 0's term)."""
+    pid = tl.program_id(0)
+    b = (pid // K).to(tl.int64)
+    k = pid % K
+    tr, fp, fq, P, Q = _frame(spec_ptr, k, H, W)
+    d0 = (tl.program_id(1) // NB) * BD
+    offs_d = d0 + tl.arange(0, BD)
+    nb = tl.program_id(1) % NB
+    mask_d = offs_d < dim
+    kd = k * dim + offs_d
+    dl4 = tl.arange(0, BD)[None, :, None, None]
+    bias = tl.full((BD,), 0.0, ACC)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + kd, mask=mask_d, other=0.0).to(ACC)
+    Dv = tl.full((BD,), 0.0, ACC)
+    if HAS_D:
+        Dv = tl.load(D_ptr + kd, mask=offs_d < tl.where(nb == 0, dim, 0), other=0.0).to(ACC)
+    return (
+        b,
+        k,
+        tr,
+        fp,
+        fq,
+        P,
+        Q,
+        d0,
+        offs_d,
+        nb,
+        tl.program_id(2),
+        mask_d,
+        kd,
+        tl.arange(0, LANES),
+        _frame_tile(LANES, T),
+        dl4,
+        d0 + dl4 < dim,
+        bias,
+        Dv,
+    )
 
 
 @common.helper
@@ -303,7 +258,6 @@ def _s2_fwd_kernel(
     NB: tl.constexpr,
     LANES: tl.constexpr,
     T: tl.constexpr,
-    CS: tl.constexpr,
     SB_N: tl.constexpr,
     SC_N: tl.constexpr,
     FORM: tl.constexpr,
@@ -315,26 +269,9 @@ def _s2_fwd_kernel(
     SAVE_CKPT: tl.constexpr,
 ):
     BQ: tl.constexpr = LANES * T
-    pid = tl.program_id(0)
-    b = (pid // K).to(tl.int64)
-    k = pid % K
-    tr, fp, fq, P, Q = _frame(spec_ptr, k, H, W)
-    d0 = (tl.program_id(1) // NB) * BD  # the program's first channel
-    offs_d = d0 + tl.arange(0, BD)
-    nb = tl.program_id(1) % NB
-    blk = tl.program_id(2)
-    mask_d = offs_d < dim
-    kd = k * dim + offs_d
-    lane = tl.arange(0, LANES)
-    q4 = _frame_tile(LANES, T)  # (T, 1, LANES, 1)
-    dl4 = tl.arange(0, BD)[None, :, None, None]  # the channel within the program
-    md4 = d0 + dl4 < dim
-    bias = tl.full((BD,), 0.0, ACC)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + kd, mask=mask_d, other=0.0).to(ACC)
-    Dv = tl.full((BD,), 0.0, ACC)
-    if HAS_D:
-        Dv = tl.load(D_ptr + kd, mask=offs_d < tl.where(nb == 0, dim, 0), other=0.0).to(ACC)
+    b, k, tr, fp, fq, P, Q, d0, offs_d, nb, blk, mask_d, kd, lane, q4, dl4, md4, bias, Dv = _program(
+        spec_ptr, bias_ptr, D_ptr, K, dim, H, W, ACC, BD, NB, LANES, T, HAS_D, HAS_BIAS
+    )
     x_sp, x_sq = _axes(sx_h, sx_w, tr)
     l_sp, l_sq = _axes(sl_h, sl_w, tr)
     B_sp, B_sq = _axes(sb_h, sb_w, tr)
@@ -358,7 +295,7 @@ def _s2_fwd_kernel(
     mst = md4 & (q4 < BQ)  # (whole BQ rows: zeros past Q)
     r0 = blk * blk_rows
     r1 = tl.minimum(r0 + blk_rows, P)
-    ck_lim = tl.where(r1 == P, nseg * CS, r1 - 1)  # the last checkpoint this block writes: slot ck_lim / CS
+    ck_lim = tl.where(r1 == P, P, r1 - 1)  # the last checkpoint this block writes (the next block's first: its own)
     # per state of the program (a static loop: the states' row tiles stay in registers from row to row)
     hs = ()
     A2s = ()
@@ -374,7 +311,7 @@ def _s2_fwd_kernel(
         else:
             h = tl.full((BD, LANES, T), 0.0, ACC)
         if SAVE_CKPT:
-            tl.store(ck_base + ck + ((r0 // CS) * n + s) * BQ, common.untile(h, BD, LANES, T, 1), mask=m_s)
+            tl.store(ck_base + ck + (r0 * n + s) * BQ, common.untile(h, BD, LANES, T, 1), mask=m_s)
         hs = hs + (h,)
     dsum = tl.full((BD, LANES, T), 0.0, ACC)
     for p in range(r0, r1):
@@ -392,7 +329,7 @@ def _s2_fwd_kernel(
         dtx = dt * x
         td = common.rsum(dt, 2)
         y = Dv[:, None, None] * x
-        ckpt_row = ((p + 1) % CS == 0) & (p + 1 <= ck_lim)
+        ckpt_row = p + 1 <= ck_lim
         new_hs = ()
         for s in tl.static_range(BN):
             sn = nb * BN + s
@@ -404,7 +341,7 @@ def _s2_fwd_kernel(
             new_hs = new_hs + (h,)
             if SAVE_CKPT:
                 tl.store(
-                    ck_base + s * BQ + (((p + 1) // CS) * (n * BQ) + ck),
+                    ck_base + s * BQ + ((p + 1) * (n * BQ) + ck),
                     common.untile(h, BD, LANES, T, 1),
                     mask=mst & (q4 < tl.where(ckpt_row & (sn < n), BQ, 0)),
                 )
@@ -473,7 +410,7 @@ def _s2_carry_kernel(
         c = tl.exp2(A[:, :, None] * dsum) * c + t
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["one"])
 def _s2_bwd_kernel(
     x_ptr,
     dl_ptr,
@@ -506,12 +443,10 @@ def _s2_bwd_kernel(
     sl_w,
     sb_b,
     sb_k,
-    sb_n,
     sb_h,
     sb_w,
     sc_b,
     sc_k,
-    sc_n,
     sc_h,
     sc_w,
     sg_b,
@@ -526,13 +461,16 @@ def _s2_bwd_kernel(
     W,
     nseg,
     nblk,
-    blk_segs,
+    blk_rows,
+    one,
     ACC: tl.constexpr,
     BD: tl.constexpr,
     BN: tl.constexpr,
     NB: tl.constexpr,
-    BQ: tl.constexpr,
-    SEG: tl.constexpr,
+    LANES: tl.constexpr,
+    T: tl.constexpr,
+    SB_N: tl.constexpr,
+    SC_N: tl.constexpr,
     FORM: tl.constexpr,
     HAS_D: tl.constexpr,
     HAS_BIAS: tl.constexpr,
@@ -540,145 +478,167 @@ def _s2_bwd_kernel(
     PHASE: tl.constexpr,
     FROM_CARRY: tl.constexpr,
 ):
-    b, k, tr, fp, fq, P, Q, offs_d, offs_n, offs_q, mask_d, mask_n, mask_q, A, R, Dv, bias, nb = _program(
-        spec_ptr, A_ptr, R_ptr, D_ptr, bias_ptr, K, dim, n, H, W, ACC, BD, BN, NB, BQ, HAS_D, HAS_BIAS
+    BQ: tl.constexpr = LANES * T
+    b, k, tr, fp, fq, P, Q, d0, offs_d, nb, blk, mask_d, kd, lane, q4, dl4, md4, bias, Dv = _program(
+        spec_ptr, bias_ptr, D_ptr, K, dim, H, W, ACC, BD, NB, LANES, T, HAS_D, HAS_BIAS
     )
-    A2 = A * LOG2E
-    A3 = A[:, :, None]
-    R3 = R[:, :, None]
-    blk = tl.program_id(2)
+    last_lane = (lane == LANES - 1)[None, :]
     x_sp, x_sq = _axes(sx_h, sx_w, tr)
     l_sp, l_sq = _axes(sl_h, sl_w, tr)
     B_sp, B_sq = _axes(sb_h, sb_w, tr)
     C_sp, C_sq = _axes(sc_h, sc_w, tr)
-    y_sp, y_sq = _axes(W, 1, tr)
     g_sp, g_sq = _axes(sg_h, sg_w, tr)
-    # scalar base pointers and one offset tile per layout (delta and its gradient, B and gB, C and gC share theirs)
-    x_base, xo = x_ptr + b * sx_b, offs_d[:, None] * sx_d + _columns(offs_q, fq, Q, x_sq)[None, :]
-    lo = offs_d[:, None] * sl_d + _columns(offs_q, fq, Q, l_sq)[None, :]
-    lo_next = offs_d[:, None] * sl_d + _columns(offs_q + 1, fq, Q, l_sq)[None, :]
-    l_base, gl_base = dl_ptr + b * sl_b + k * sl_k, gl_ptr + b * sl_b + k * sl_k
-    bo = offs_n[:, None] * sb_n + _columns(offs_q, fq, Q, B_sq)[None, :]
-    B_base, gB_base = B_ptr + b * sb_b + k * sb_k, gB_ptr + b * sb_b + k * sb_k
-    co = offs_n[:, None] * sc_n + _columns(offs_q, fq, Q, C_sq)[None, :]
-    C_base, gC_base = C_ptr + b * sc_b + k * sc_k, gC_ptr + b * sc_b + k * sc_k
-    bo3 = offs_n[None, :, None] * sb_n + _columns(offs_q, fq, Q, B_sq)[None, None, :]
-    co3 = offs_n[None, :, None] * sc_n + _columns(offs_q, fq, Q, C_sq)[None, None, :]
-    gy_base, go = gy_ptr + b * sg_b + k * sg_k, (offs_d * sg_d)[:, None] + _columns(offs_q, fq, Q, g_sq)[None, :]
-    gx_base, yo = gx_ptr + b * dim * H * W, (offs_d * H * W)[:, None] + _columns(offs_q, fq, Q, y_sq)[None, :]
-    m3 = mask_d[:, None, None] & mask_n[None, :, None] & mask_q[None, None, :]
-    st = _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, nblk, BQ) + blk * n * BQ
-    if FROM_CARRY:
-        mu_c = tl.load(st_ptr + st, mask=m3, other=0.0).to(ACC)  # c_k: a mu of the row below the block
-    else:
-        mu_c = tl.full((BD, BN, BQ), 0.0, ACC)
-    ck = _state_offsets(b, k, K, dim, n, offs_d, offs_n, offs_q, nseg + 1, BQ)
-    gA = tl.full((BD, BN), 0.0, ACC)
-    gR = tl.full((BD, BN), 0.0, ACC)
-    gD = tl.full((BD,), 0.0, ACC)
-    gbias = tl.full((BD,), 0.0, ACC)
-    seg0 = blk * blk_segs
-    seg1 = tl.minimum(seg0 + blk_segs, (P + SEG - 1) // SEG)
-    if PHASE == 1:  # the state leaving the block's last segment (carried down: each checkpoint is loaded once)
-        h_top = tl.load(ck_ptr + ck + seg1 * n * BQ, mask=m3, other=0.0).to(ACC)
-    for i in range(seg1 - seg0):
-        s = seg1 - 1 - i
-        if PHASE == 1:
-            # the segment's states, forward from its checkpoint: hs[j] enters row j, hs[j + 1] leaves it
-            h = tl.load(ck_ptr + ck + s * n * BQ, mask=m3, other=0.0).to(ACC)
-            h_entry = h
-            hs = (h,)
-            for j in tl.static_range(SEG - 1):  # (the segment's last state is the next checkpoint)
-                p = s * SEG + j
-                pp = _grid_row(p, fp, P)
-                mq = offs_q < _width(p, P, Q)
-                m_dq = mask_d[:, None] & mq[None, :]
-                m_nq = mask_n[:, None] & mq[None, :]
-                x, v, dt, Bi, a, bx = _row(
-                    x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A2, bias, ACC, SOFTPLUS
-                )
-                _, g = tl.associative_scan((a, bx), 2, common.combine)
-                h = a * h + g
-                hs = hs + (h,)
-            hs = hs + (h_top,)
-            h_top = h_entry
-        for jj in tl.static_range(SEG):  # (row j = SEG - 1 - jj; tuple indices written out: they must be constants)
-            p = s * SEG + (SEG - 1 - jj)
-            pp = _grid_row(p, fp, P)
-            width = _width(p, P, Q)
-            mq = offs_q < width
-            m_dq = mask_d[:, None] & mq[None, :]
-            m_nq = mask_n[:, None] & mq[None, :]
-            gyr = tl.load(gy_base + pp * g_sp + go, mask=m_dq, other=0.0).to(ACC)
-            Ci = tl.load(C_base + pp * C_sp + co, mask=m_nq, other=0.0).to(ACC)
-            cg = Ci[None, :, :] * gyr[:, None, :]
-            mu = cg + mu_c
-            if PHASE == 0:
-                v = tl.load(l_base + pp * l_sp + lo, mask=m_dq, other=0.0).to(ACC)
-                dt, _ = _step(v, bias, SOFTPLUS)
-                dt = tl.where(m_dq, dt, 0.0)
-                mu_c = tl.exp2(dt[:, None, :] * A2[:, :, None]) * mu
-            else:
-                x, v, dt, Bi, a, bx = _row(
-                    x_base, xo, l_base, lo, B_base, bo, pp, x_sp, l_sp, B_sp, m_dq, m_nq, A2, bias, ACC, SOFTPLUS
-                )
-                ah = a * hs[SEG - 1 - jj]  # a h[p-1]
-                h = hs[SEG - jj]
-                # the row adjoint: a reverse scan with the next column's decay (1 past the row's end)
-                mn = mask_d[:, None] & (offs_q + 1 < width)[None, :]
-                vn = tl.load(l_base + pp * l_sp + lo_next, mask=mn, other=0.0).to(ACC)
-                dtn, _ = _step(vn, bias, SOFTPLUS)
-                an = tl.exp2(tl.where(mn, dtn, 0.0)[:, None, :] * A2[:, :, None])
-                _, nu = tl.associative_scan((an, mu), 2, common.combine, reverse=True)
+    y_sp, y_sq = _axes(W, 1, tr)
+    bk = b * K + k
+    bkd = bk * dim + d0
+    # delta and its gradient, B and gB, C and gC share their offsets (the gradients have the inputs' layouts)
+    x_base, xo = x_ptr + b * sx_b + d0 * sx_d, dl4 * sx_d + _col4(q4, fq, Q, x_sq)
+    l_off = b * sl_b + k * sl_k + d0 * sl_d
+    l_base, gl_base, lo = dl_ptr + l_off, gl_ptr + l_off, dl4 * sl_d + _col4(q4, fq, Q, l_sq)
+    B_off = b * sb_b + k * sb_k + nb * BN * SB_N
+    B_base, gB_base, bo = B_ptr + B_off, gB_ptr + B_off, dl4 * 0 + _col4(q4, fq, Q, B_sq)
+    C_off = b * sc_b + k * sc_k + nb * BN * SC_N
+    C_base, gC_base, co = C_ptr + C_off, gC_ptr + C_off, dl4 * 0 + _col4(q4, fq, Q, C_sq)
+    gy_base, go = gy_ptr + b * sg_b + k * sg_k + d0 * sg_d, dl4 * sg_d + _col4(q4, fq, Q, g_sq)
+    gx_base, gxo = gx_ptr + (b * dim + d0) * H * W, dl4 * (H * W) + _col4(q4, fq, Q, y_sq)
+    q4s = q4 * one  # (the forward's reason: the row tiles' layout for the state buffers)
+    st_base, st = st_ptr + ((bkd * nblk + blk) * n + nb * BN) * BQ, dl4 * (nblk * n * BQ) + q4s
+    ck_base, ck = ck_ptr + (bkd * (nseg + 1) * n + nb * BN) * BQ, dl4 * ((nseg + 1) * n * BQ) + q4s
+    mst = md4 & (q4 < BQ)
+    r0 = blk * blk_rows
+    r1 = tl.minimum(r0 + blk_rows, P)
+    # per state: parameters, the adjoint carried up to the next row (a mu of the row below), the states of the row
+    # (those leaving it: the checkpoint after it), the partial sums of gA and gR per thread
+    A2s = ()
+    Rs = ()
+    mus = ()
+    hs = ()
+    gAs = ()
+    gRs = ()
+    for s in tl.static_range(BN):
+        sn = nb * BN + s
+        ms = offs_d < tl.where(sn < n, dim, 0)
+        A = tl.load(A_ptr + kd * n + sn, mask=ms, other=0.0).to(ACC)
+        A2s = A2s + (A * LOG2E,)
+        Rs = Rs + (tl.load(R_ptr + kd * n + sn, mask=ms, other=0.0).to(ACC)[:, None, None],)
+        m_s = mst & (q4 < tl.where(sn < n, BQ, 0))
+        if FROM_CARRY:
+            mus = mus + (_ld(st_base + st + s * BQ, m_s, ACC, BD, LANES, T),)
+        else:
+            mus = mus + (tl.full((BD, LANES, T), 0.0, ACC),)
+        if PHASE == 1:  # (checkpoints every row: slot r1 holds the state leaving the block's last row)
+            hs = hs + (_ld(ck_base + s * BQ + (r1 * (n * BQ) + ck), m_s, ACC, BD, LANES, T),)
+        gAs = gAs + (tl.full((BD, LANES), 0.0, ACC),)
+        gRs = gRs + (tl.full((BD, LANES), 0.0, ACC),)
+    gD = tl.full((BD, LANES), 0.0, ACC)
+    gbias = tl.full((BD, LANES), 0.0, ACC)
+    zero_d = tl.full((BD,), 0.0, ACC)
+    for i in range(r1 - r0):
+        p = r1 - 1 - i
+        pp = _grid_row(p, fp, P)
+        m4 = md4 & (q4 < Q)
+        mt = common.tile(m4, BD, LANES, T)
+        gy = _ld(gy_base + (pp * g_sp + go), m4, ACC, BD, LANES, T)
+        v = _ld(l_base + (pp * l_sp + lo), m4, ACC, BD, LANES, T) + bias[:, None, None]
+        if SOFTPLUS:
+            dt, e, w = common.softplus(v)
+            ddt = e * common.rcp(w)  # sigmoid(v) = e / (1 + e)
+        else:
+            dt = v
+            ddt = v * 0.0 + 1.0
+        dt = tl.where(mt, dt, 0.0)
+        new_mus = ()
+        if PHASE == 0:  # the adjoint alone, from a zero carry: mu = C gy + a[p+1] mu[p+1]
+            for s in tl.static_range(BN):
+                sn = nb * BN + s
+                ms4 = m4 & (q4 < tl.where(sn < n, BQ, 0))
+                Cs = _ld(C_base + s * SC_N + (pp * C_sp + co), ms4, ACC, BD, LANES, T)
+                new_mus = new_mus + (tl.exp2(dt * A2s[s][:, None, None]) * (Cs * gy + mus[s]),)
+            mus = new_mus
+        else:
+            x = _ld(x_base + (pp * x_sp + xo), m4, ACC, BD, LANES, T)
+            dtx = dt * x
+            dt0 = common.pick(dt, 0, T, False)
+            dtn = tl.where(last_lane, 0.0, common.lane_prev(dt0, lane, 1, LANES, True))  # the next thread's first
+            tdb = common.rsum(dt, 2) - dt0 + dtn  # a thread's steps' successors: its columns 1..T-1, the next's 0
+            S = tl.full((BD, LANES, T), 0.0, ACC)  # sum_n B dL/dbx
+            GA = tl.full((BD, LANES, T), 0.0, ACC)  # sum_n A log2(e) a dL/da
+            RC = tl.full((BD, LANES, T), 0.0, ACC)  # sum_n R C (alg2)
+            new_hs = ()
+            new_gAs = ()
+            new_gRs = ()
+            for s in tl.static_range(BN):
+                sn = nb * BN + s
+                ms4 = m4 & (q4 < tl.where(sn < n, BQ, 0))
+                m_s = mst & (q4 < tl.where(sn < n, BQ, 0))
+                Bs = _ld(B_base + s * SB_N + (pp * B_sp + bo), ms4, ACC, BD, LANES, T)
+                Cs = _ld(C_base + s * SC_N + (pp * C_sp + co), ms4, ACC, BD, LANES, T)
+                hp = _ld(ck_base + s * BQ + (p * (n * BQ) + ck), m_s, ACC, BD, LANES, T)  # h[p-1]
+                A2 = A2s[s][:, None]
+                a = tl.exp2(dt * A2[:, :, None])
+                bx = dtx * Bs
+                ah = a * hp
+                g = hs[s] - ah  # (h = a h[p-1] + g)
+                cg = Cs * gy
+                mu = cg + mus[s]
+                nu, _ = common.chunk_adjoint(a, mu, tl.exp2(tdb * A2), tl.exp2(dtn * A2), zero_d, lane, T, LANES, False)
                 if FORM == 0:
-                    gbx = nu - R3 * cg
-                    gR -= common.rsum(cg * bx, 2)
-                    gc3 = h - R3 * bx
+                    gbx = nu - Rs[s] * cg
+                    gr = cg * bx
+                    gc = hs[s] - Rs[s] * bx
                 elif FORM == 1:
-                    gbx = nu - R3 * gyr[:, None, :]
-                    gR -= common.rsum(gyr[:, None, :] * bx, 2)
-                    gc3 = h
+                    gbx = nu - Rs[s] * gy
+                    gr = gy * bx
+                    gc = hs[s]
                 else:
                     gbx = nu
-                    gR -= common.rsum(cg * x[:, None, :], 2)
-                    gc3 = h - R3 * x[:, None, :]
-                ada = mu * ah + nu * (h - ah - bx)  # a dL/da  (g = h - a h[p-1])
-                gdt = common.rsum(A3 * ada + x[:, None, :] * Bi[None, :, :] * gbx, 1)
-                gxr = common.rsum(gbx * dt[:, None, :] * Bi[None, :, :], 1) + Dv[:, None] * gyr
-                if FORM == 2:
-                    gxr -= common.rsum(R3 * cg, 1)
-                _, ddt = _step(v, bias, SOFTPLUS)
-                gdl = tl.where(m_dq, gdt * ddt, 0.0)
-                gA += common.rsum(ada * dt[:, None, :], 2)
-                gD += common.rsum(gyr * x, 1) * tl.where(nb == 0, 1.0, 0.0)
-                gbias += common.rsum(gdl, 1)
-                tl.atomic_add(gx_base + pp * y_sp + yo, gxr, mask=m_dq, sem="relaxed")
-                tl.atomic_add(gl_base + pp * l_sp + lo, gdl, mask=m_dq, sem="relaxed")
-                # (summed over the block's channels; written as (1, BN, BQ) tiles of the 3-D layout: no conversion)
+                    gr = cg * x
+                    gc = hs[s] - Rs[s] * x
+                    RC += Rs[s] * Cs
+                ada = mu * ah + nu * (g - bx)  # a dL/da = mu a h[p-1] + nu a g[q-1]
+                S += Bs * gbx
+                GA += A2s[s][:, None, None] * ada
+                new_gAs = new_gAs + (gAs[s] + common.rsum(dt * ada, 2),)
+                new_gRs = new_gRs + (gRs[s] - common.rsum(gr, 2),)
+                # gB, gC: summed over the program's channels, added by its first channel row
+                gBs = tl.broadcast_to(common.rsum(gbx * dtx, 0)[None, :, :], (BD, LANES, T))
+                gCs = tl.broadcast_to(common.rsum(gc * gy, 0)[None, :, :], (BD, LANES, T))
+                mB = ms4 & (dl4 == 0)
                 tl.atomic_add(
-                    gB_base + pp * B_sp + bo3,
-                    common.rsum(gbx * (dt * x)[:, None, :], 0)[None, :, :],
-                    mask=m_nq[None, :, :],
-                    sem="relaxed",
+                    gB_base + s * SB_N + (pp * B_sp + bo), common.untile(gBs, BD, LANES, T, 1), mask=mB, sem="relaxed"
                 )
                 tl.atomic_add(
-                    gC_base + pp * C_sp + co3,
-                    common.rsum(gc3 * gyr[:, None, :], 0)[None, :, :],
-                    mask=m_nq[None, :, :],
-                    sem="relaxed",
+                    gC_base + s * SC_N + (pp * C_sp + co), common.untile(gCs, BD, LANES, T, 1), mask=mB, sem="relaxed"
                 )
-                mu_c = a * mu
-    if PHASE == 0:
-        # T_k = a mu at the block's top row, from a zero carry (every BQ column: zeros past Q)
-        tl.store(st_ptr + st, mu_c, mask=(mask_d[:, None] & mask_n[None, :])[:, :, None])
+                new_mus = new_mus + (a * mu,)
+                new_hs = new_hs + (hp,)
+            mus = new_mus
+            hs = new_hs
+            gAs = new_gAs
+            gRs = new_gRs
+            gdl = tl.where(mt, (GA * LN2 + x * S) * ddt, 0.0)
+            gxr = dt * S + Dv[:, None, None] * gy
+            if FORM == 2:
+                gxr -= RC * gy
+            gD += common.rsum(gy * x, 2)
+            gbias += common.rsum(gdl, 2)
+            tl.atomic_add(gx_base + (pp * y_sp + gxo), common.untile(gxr, BD, LANES, T, 1), mask=m4, sem="relaxed")
+            tl.atomic_add(gl_base + (pp * l_sp + lo), common.untile(gdl, BD, LANES, T, 1), mask=m4, sem="relaxed")
+    if PHASE == 0:  # T_k = a mu at the block's top row, from a zero carry (whole BQ rows: zeros past Q)
+        for s in tl.static_range(BN):
+            m_s = mst & (q4 < tl.where(nb * BN + s < n, BQ, 0))
+            tl.store(st_base + st + s * BQ, common.untile(mus[s], BD, LANES, T, 1), mask=m_s)
     else:
-        part = ((b * tl.num_programs(2) + blk) * K + k) * dim + offs_d  # (batch, nblk, K, d[, n]) partial sums
-        mdn = mask_d[:, None] & mask_n[None, :]
-        tl.store(pA_ptr + part[:, None] * n + offs_n[None, :], gA, mask=mdn)
-        tl.store(pR_ptr + part[:, None] * n + offs_n[None, :], gR, mask=mdn)
-        part_nb = (((b * tl.num_programs(2) + blk) * NB + nb) * K + k) * dim + offs_d  # (batch, nblk, NB, K, d)
-        tl.store(pD_ptr + part_nb, gD, mask=mask_d)
-        tl.store(pb_ptr + part_nb, gbias, mask=mask_d)
+        b32 = tl.program_id(0) // K  # (32-bit: these buffers are small; no 64-bit index kept live through the loop)
+        part = ((b32 * nblk + blk) * K + k) * dim + offs_d  # (batch, nblk, K, d[, n]) partial sums
+        for s in tl.static_range(BN):
+            sn = nb * BN + s
+            ms = offs_d < tl.where(sn < n, dim, 0)
+            tl.store(pA_ptr + part * n + sn, common.rsum(gAs[s], 1), mask=ms)
+            tl.store(pR_ptr + part * n + sn, common.rsum(gRs[s], 1), mask=ms)
+        part_nb = (((b32 * nblk + blk) * NB + nb) * K + k) * dim + offs_d  # (batch, nblk, NB, K, d)
+        tl.store(pD_ptr + part_nb, common.rsum(gD, 1), mask=offs_d < tl.where(nb == 0, dim, 0))  # (block 0's term)
+        tl.store(pb_ptr + part_nb, common.rsum(gbias, 1), mask=mask_d)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -710,23 +670,74 @@ def _strides5(t: torch.Tensor) -> tuple[int, ...]:
     return (s[0], 0, s[1], s[2], s[3]) if t.dim() == 4 else tuple(s)
 
 
-def _geometry(x, A, dirs, seg, rows):
-    """``(batch, d, H, W, K, n, BQ, segments, segments per row block, row blocks)``
+def _geometry(x, A, dirs, rows):
+    """``(batch, d, H, W, K, n, BQ, frame rows P, row blocks)``
     (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_geometry`)."""
     batch, dim, H, W = x.shape
     K, _, n = A.shape
-    bq, nseg, nblk = scan2d_geometry(H, W, dirs, seg, rows)
-    return batch, dim, H, W, K, n, bq, nseg, max(rows // seg, 1), nblk
+    bq, P, nblk = scan2d_geometry(H, W, dirs, rows)
+    return batch, dim, H, W, K, n, bq, P, nblk
 
 
-def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, rows, block_d, block_n):
+def _launch(x, delta, B, C, gy, tile, acc, form, D, bias, softplus, A, rows, nseg, nblk):
+    """``(strides and sizes, grid, meta-parameters)`` of a launch of the forward (``gy`` None) or the backward kernel
+    on ``tile`` (:class:`neurodyn.ops.scan_2d.triton_op.Tile`): B's and C's state strides are compile-time constants
+    (``SB_N``, ``SC_N``), the others arguments."""
+    batch, dim, H, W = x.shape
+    K, _, n = A.shape
+    sB, sC = _strides5(B), _strides5(C)
+    grads = () if gy is None else gy.stride()
+    strides = (*x.stride(), *_strides5(delta), *sB[:2], *sB[3:], *sC[:2], *sC[3:], *grads)
+    strides += (K, dim, n, H, W, nseg, nblk, rows, 1)  # (the last: ``one``)
+    grid = (batch * K, triton.cdiv(dim, tile.block_d) * tile.nb, nblk)
+    meta = dict(
+        ACC=acc,
+        BD=tile.block_d,
+        BN=tile.block_n,
+        NB=tile.nb,
+        LANES=tile.lanes,
+        T=tile.cols,
+        SB_N=sB[2],
+        SC_N=sC[2],
+        FORM=form,
+        HAS_D=D is not None,
+        HAS_BIAS=bias is not None,
+        SOFTPLUS=softplus,
+        num_warps=tile.warps,
+    )
+    return strides, grid, meta
+
+
+def _carry(st, dsum, A, K, dim, n, nblk, acc, bq, block_d, block_n, batch, reverse):
+    """The carry pass between row blocks (:func:`_s2_carry_kernel`), on tiles of ``block_d`` channels and
+    ``block_n`` states."""
+    nb = triton.cdiv(triton.next_power_of_2(n), block_n)
+    _s2_carry_kernel[(batch * K, triton.cdiv(dim, block_d) * nb)](
+        st,
+        dsum,
+        A,
+        K,
+        dim,
+        n,
+        nblk,
+        ACC=acc,
+        BD=block_d,
+        BN=block_n,
+        NB=nb,
+        BQ=bq,
+        REVERSE=reverse,
+        num_warps=scan2d_warps(block_d, block_n, bq),
+    )
+
+
+def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, rows, block_d, block_n):
     """``(y (batch, K, d, H, W), ckpt (batch, K, d, nseg + 1, n, BQ) or empty, dsum (batch, K, d, nblk, BQ) or empty)``
     in the accumulation dtype; ``A, R (K, d, n)``, ``D, bias (K, d)`` or None contiguous; ``dirs`` the flattened
     ``(K, 3)`` direction table. The forward's own tile (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_fwd_tile`);
     ``block_d, block_n`` are the backward's."""
     acc = _acc(x, delta, A, B, C, D, R, bias)
     f = _tdtype(acc)
-    batch, dim, H, W, K, n, bq, nseg, blk_segs, nblk = _geometry(x, A, dirs, seg, rows)
+    batch, dim, H, W, K, n, bq, nseg, nblk = _geometry(x, A, dirs, rows)
     tile = scan2d_fwd_tile(dim, n, bq)
     y = (x.new_zeros if tile.nb > 1 else x.new_empty)(batch, K, dim, H, W, dtype=f)
     # (a direction with fewer frame rows than another, transposed on a non-square grid, leaves slots unwritten)
@@ -739,61 +750,13 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     dsum = x.new_empty(batch, K, dim, nblk, bq, dtype=f) if nblk > 1 else x.new_empty(0, dtype=f)
     if y.numel() == 0:
         return y, ckpt, dsum
-    st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f)  # the states between segments (and row blocks)
+    st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f)  # the states leaving each row block (carry pass)
     spec = _spec(dirs, x.device)
     args = (x, delta, B, C, A, x if D is None else D, R, x if bias is None else bias, spec)
-    sB, sC = _strides5(B), _strides5(C)
-    strides = (
-        *x.stride(),
-        *_strides5(delta),
-        *sB[:2],
-        *sB[3:],
-        *sC[:2],
-        *sC[3:],
-        K,
-        dim,
-        n,
-        H,
-        W,
-        nseg,
-        nblk,
-        seg * blk_segs,
-        1,  # one
-    )
-    grid = (batch * K, triton.cdiv(dim, tile.block_d) * tile.nb, nblk)
-    meta = dict(
-        ACC=acc,
-        BD=tile.block_d,
-        BN=tile.block_n,
-        NB=tile.nb,
-        LANES=tile.lanes,
-        T=tile.cols,
-        CS=seg,
-        SB_N=sB[2],
-        SC_N=sC[2],
-        FORM=form,
-        HAS_D=D is not None,
-        HAS_BIAS=bias is not None,
-        SOFTPLUS=softplus,
-        num_warps=tile.warps,
-    )
+    strides, grid, meta = _launch(x, delta, B, C, None, tile, acc, form, D, bias, softplus, A, rows, nseg, nblk)
     if nblk > 1:
         _s2_fwd_kernel[grid](*args, y, y, st, dsum, *strides, **meta, PHASE=0, FROM_CARRY=False, SAVE_CKPT=False)
-        bwd_tile = dict(BD=block_d, BN=block_n, NB=triton.cdiv(triton.next_power_of_2(n), block_n))
-        _s2_carry_kernel[(batch * K, triton.cdiv(dim, block_d) * bwd_tile["NB"])](
-            st,
-            dsum,
-            A,
-            K,
-            dim,
-            n,
-            nblk,
-            ACC=acc,
-            BQ=bq,
-            REVERSE=False,
-            num_warps=scan2d_warps(block_d, block_n, bq),
-            **bwd_tile,
-        )
+        _carry(st, dsum, A, K, dim, n, nblk, acc, bq, block_d, block_n, batch, False)
     _s2_fwd_kernel[grid](
         *args,
         y,
@@ -809,86 +772,26 @@ def fwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_ckpt, seg, row
     return y, ckpt, dsum
 
 
-def bwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, seg, rows, block_d, block_n):
+def bwd(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, rows, block_d, block_n):
     """``(gx, gdelta, gB, gC)`` like x, delta, B, C and ``(gA, gR (K, d, n), gD, gbias (K, d))``, all in the
     accumulation dtype; ``gy (batch, K, d, H, W)`` of any strides (0 along K: the directions' merged gradient);
-    delta, B, C contiguous (the gradients are written in their layouts)."""
+    delta, B, C contiguous (the gradients are written in their layouts); ``ckpt`` holds every row's entering states.
+    Its own tile (:func:`neurodyn.ops.scan_2d.triton_op.scan2d_bwd_tile`); ``block_d, block_n``: the carry pass's."""
     acc = _acc(x, delta, A, B, C, D, R, bias)
     f = _tdtype(acc)
-    batch, dim, H, W, K, n, bq, nseg, blk_segs, nblk = _geometry(x, A, dirs, seg, rows)
-    bn = block_n
-    nb = triton.cdiv(triton.next_power_of_2(n), bn)
+    batch, dim, H, W, K, n, bq, nseg, nblk = _geometry(x, A, dirs, rows)
+    tile = scan2d_bwd_tile(dim, n, bq)
     zeros = lambda t: torch.zeros(t.shape, dtype=f, device=t.device)  # noqa: E731
     gx, gl, gB, gC = zeros(x), zeros(delta), zeros(B), zeros(C)
     pA, pR = (x.new_zeros(batch, nblk, K, dim, n, dtype=f) for _ in range(2))
-    pD, pb = (x.new_zeros(batch, nblk, nb, K, dim, dtype=f) for _ in range(2))
+    pD, pb = (x.new_zeros(batch, nblk, tile.nb, K, dim, dtype=f) for _ in range(2))
     if x.numel() and gy.numel():
         spec = _spec(dirs, x.device)
         st = x.new_empty(batch, K, dim, nblk, n, bq, dtype=f) if nblk > 1 else gx
-        args = (
-            x,
-            delta,
-            B,
-            C,
-            A,
-            x if D is None else D,
-            R,
-            x if bias is None else bias,
-            spec,
-            ckpt,
-            st,
-            gy,
-            gx,
-            gl,
-            gB,
-            gC,
-        )
-        strides = (
-            *x.stride(),
-            *_strides5(delta),
-            *_strides5(B),
-            *_strides5(C),
-            *gy.stride(),
-            K,
-            dim,
-            n,
-            H,
-            W,
-            nseg,
-            nblk,
-            blk_segs,
-        )
-        grid = (batch * K, triton.cdiv(dim, block_d) * nb, nblk)
-        meta = dict(
-            ACC=acc,
-            BD=block_d,
-            BN=bn,
-            NB=nb,
-            BQ=bq,
-            SEG=seg,
-            FORM=form,
-            HAS_D=D is not None,
-            HAS_BIAS=bias is not None,
-            SOFTPLUS=softplus,
-            num_warps=scan2d_warps(block_d, bn, bq),
-        )
+        args = (x, delta, B, C, A, x if D is None else D, R, x if bias is None else bias, spec, ckpt, st, gy, gx, gl)
+        strides, grid, meta = _launch(x, delta, B, C, gy, tile, acc, form, D, bias, softplus, A, rows, nseg, nblk)
         if nblk > 1:
-            _s2_bwd_kernel[grid](*args, pA, pR, pD, pb, *strides, **meta, PHASE=0, FROM_CARRY=False)
-            _s2_carry_kernel[grid[:2]](
-                st,
-                dsum,
-                A,
-                K,
-                dim,
-                n,
-                nblk,
-                ACC=acc,
-                BD=block_d,
-                BN=bn,
-                NB=nb,
-                BQ=bq,
-                REVERSE=True,
-                num_warps=meta["num_warps"],
-            )
-        _s2_bwd_kernel[grid](*args, pA, pR, pD, pb, *strides, **meta, PHASE=1, FROM_CARRY=nblk > 1)
+            _s2_bwd_kernel[grid](*args, gB, gC, pA, pR, pD, pb, *strides, **meta, PHASE=0, FROM_CARRY=False)
+            _carry(st, dsum, A, K, dim, n, nblk, acc, bq, block_d, block_n, batch, True)
+        _s2_bwd_kernel[grid](*args, gB, gC, pA, pR, pD, pb, *strides, **meta, PHASE=1, FROM_CARRY=nblk > 1)
     return gx, gl, gB, gC, pA.sum((0, 1)), pR.sum((0, 1)), pD.sum((0, 1, 2)), pb.sum((0, 1, 2))

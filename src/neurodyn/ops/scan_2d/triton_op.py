@@ -1,12 +1,12 @@
 """GeoMaNO's 2-D scan on its Triton kernels (``triton_kernels.py``) as operators, their tiles, and the call the public
 function makes.
 
-``torch.ops.neurodyn.scan2d_triton(x, delta, A, B, C, D?, R, bias?, dirs, softplus, form, save_checkpoints, seg,
-rows, block_d, block_n) -> (y, ckpt, dsum)`` and ``scan2d_triton_bwd`` (:func:`neurodyn.ops.custom_op.define_op`):
-every direction with its correction in one launch (direction a program axis, frames by strides, softplus and bias
-fused), ``y (batch, K, d, H, W)``; ``ckpt (batch, K, d, nseg + 1, n, BQ)`` holds the column states entering every
-segment of ``seg`` rows (and leaving the last), ``dsum`` the column sums of the steps over each block of ``rows``
-rows (empty with one block).
+``torch.ops.neurodyn.scan2d_triton(x, delta, A, B, C, D?, R, bias?, dirs, softplus, form, save_checkpoints, rows,
+block_d, block_n) -> (y, ckpt, dsum)`` and ``scan2d_triton_bwd`` (:func:`neurodyn.ops.custom_op.define_op`): every
+direction with its correction in one launch (direction a program axis, frames by strides, softplus and bias fused),
+``y (batch, K, d, H, W)``; ``ckpt (batch, K, d, P + 1, n, BQ)`` holds the column states entering every frame row (and
+leaving the last; ``P`` the most frame rows of a direction), ``dsum`` the column sums of the steps over each block of
+``rows`` rows (empty with one block); ``block_d, block_n``: the carry pass's tile.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ Tensor = torch.Tensor
 __all__ = [
     "SCAN2D_TILE",
     "SCAN2D_MAX_ROW",
-    "SCAN2D_SEG",
     "SCAN2D_PROGRAMS",
     "scan2d_blocks",
     "scan2d_fwd_tile",
+    "scan2d_bwd_tile",
     "scan2d_geometry",
     "scan2d_triton",
     "scan2d_warps",
@@ -35,8 +35,6 @@ __all__ = [
 
 SCAN2D_TILE = 1024  # elements of a program's (channels, n_pow2, BQ) row tile (4 per thread, 8 warps)
 SCAN2D_MAX_ROW = 8192  # states of one channel's row (n_pow2 x BQ) the kernels take (split in state blocks)
-SCAN2D_SEG = 1  # rows per backward segment (a checkpoint every segment): ptxas for sm_90 spills the
-# backward from 2 on at n = 16, W = 64 (4 elements per thread or 8, 4 or 8 warps)
 SCAN2D_PROGRAMS = 1024  # programs wanted per launch: rows split into blocks (a carry pass) below it
 
 
@@ -47,11 +45,11 @@ def scan2d_warps(block_d: int, bn: int, bq: int) -> int:
     return max(1, min(8, tile // 128)) if tile <= 1024 else 8
 
 
-class FwdTile(NamedTuple):
-    """The forward kernel's tile: ``lanes`` threads of ``cols`` consecutive frame columns each cover a row (``lanes x
-    cols = BQ``), ``32 / lanes`` channels per warp, ``warps`` warps: ``block_d`` channels per program; ``block_n``
-    states per program, an unrolled loop whose row tiles stay in registers from row to row (``nb`` programs share a
-    channel's states: y is then added atomically)."""
+class Tile(NamedTuple):
+    """The forward's and the backward's tile: ``lanes`` threads of ``cols`` consecutive frame columns each cover a
+    row (``lanes x cols = BQ``), ``32 / lanes`` channels per warp, ``warps`` warps: ``block_d`` channels per program;
+    ``block_n`` states per program, an unrolled loop whose row tiles stay in registers from row to row (``nb``
+    programs share a channel's states: their sums over the states are added atomically)."""
 
     block_d: int
     block_n: int
@@ -61,42 +59,52 @@ class FwdTile(NamedTuple):
     warps: int
 
 
-SCAN2D_FWD_COLS = 4  # frame columns per thread in the forward (its in-thread row scan; 8 registers per state tile)
-SCAN2D_FWD_STATES = 8  # states per forward program (more split over programs, y added atomically)
-SCAN2D_FWD_WARPS = 1
+# the tiles measured in the static report (sm_80 and sm_90, no spill): 8 columns per thread spill the forward (72-208 B
+# at 255 registers), 8 states per backward program spill it (4-56 B); 2 states keep it at 168-202 registers
+SCAN2D_FWD_COLS = 4  # frame columns per thread (the in-thread part of a row scan; 4 registers per state tile)
+SCAN2D_FWD_STATES = 8  # states per forward program (more are split over programs, y added atomically)
+SCAN2D_BWD_COLS = 4
+SCAN2D_BWD_STATES = 2  # states per backward program (gx and gdelta added atomically over the state blocks)
+SCAN2D_WARPS = 1  # warps per program of both
 
 
-def scan2d_fwd_tile(dim: int, n: int, bq: int) -> FwdTile:
-    """The forward's :class:`FwdTile` for ``dim`` channels, ``n`` states and frame rows padded to ``bq``."""
-    cols = min(SCAN2D_FWD_COLS, bq)
+def _tile(dim: int, n: int, bq: int, cols: int, states: int) -> Tile:
+    cols = min(cols, bq)
     lanes = bq // cols
     if lanes > 32:
         lanes, cols = 32, bq // 32
-    warps = max(1, min(SCAN2D_FWD_WARPS, cdiv(dim, 32 // lanes)))
-    block_d = (32 // lanes) * warps
-    nb = cdiv(n, SCAN2D_FWD_STATES)
-    return FwdTile(block_d, cdiv(n, nb), nb, lanes, cols, warps)
+    warps = max(1, min(SCAN2D_WARPS, cdiv(dim, 32 // lanes)))
+    nb = cdiv(n, states)
+    return Tile((32 // lanes) * warps, cdiv(n, nb), nb, lanes, cols, warps)
 
 
-def scan2d_geometry(H: int, W: int, dirs, seg: int, rows: int) -> tuple[int, int, int]:
-    """``(BQ, segments, row blocks)`` of the 2-D kernels: frame rows of ``W`` cells padded to ``BQ`` (``max(H, W)``
-    when a direction is transposed), ``H`` frame rows (``max(H, W)``) in segments of ``seg`` rows, blocks of
-    ``rows`` rows (a multiple of ``seg``)."""
+def scan2d_fwd_tile(dim: int, n: int, bq: int) -> Tile:
+    """The forward's :class:`Tile` for ``dim`` channels, ``n`` states and frame rows padded to ``bq``."""
+    return _tile(dim, n, bq, SCAN2D_FWD_COLS, SCAN2D_FWD_STATES)
+
+
+def scan2d_bwd_tile(dim: int, n: int, bq: int) -> Tile:
+    """The backward's tile: the forward's layout, ``SCAN2D_BWD_STATES`` states per program."""
+    return _tile(dim, n, bq, SCAN2D_BWD_COLS, SCAN2D_BWD_STATES)
+
+
+def scan2d_geometry(H: int, W: int, dirs, rows: int) -> tuple[int, int, int]:
+    """``(BQ, P, row blocks)`` of the 2-D kernels: frame rows of ``W`` cells padded to ``BQ`` (``max(H, W)`` when a
+    direction is transposed), ``P = H`` frame rows (``max(H, W)``) in blocks of ``rows`` rows."""
     transposed = any(dirs[0::3])
     bq = ceil_pow2(max(H, W) if transposed else W)
-    nseg = cdiv(max(H, W) if transposed else H, seg)
-    return bq, nseg, cdiv(nseg, max(rows // seg, 1))
+    P = max(H, W) if transposed else H
+    return bq, P, cdiv(P, rows)
 
 
 def scan2d_blocks(batch: int, K: int, dim: int, n: int, H: int, W: int, transposed: bool = True):
-    """``(seg, rows, block_d, block_n)`` of the 2-D kernels, or None when one channel's row of states (``n_pow2 x
-    BQ``) exceeds ``SCAN2D_MAX_ROW`` elements.
+    """``(rows, block_d, block_n)`` of the 2-D kernels, or None when one channel's row of states (``n_pow2 x BQ``)
+    exceeds ``SCAN2D_MAX_ROW`` elements.
 
-    ``block_d`` channels and ``block_n`` states per program (a ``(block_d, block_n, BQ)`` row tile of about
-    ``SCAN2D_TILE`` elements: the channels share their B and C loads; the states are split into blocks only when
-    one channel's row exceeds the tile); the backward keeps ``seg + 1`` rows of states in registers (``SCAN2D_SEG``: a
-    checkpoint every ``seg`` rows); the rows are split into blocks of ``rows`` rows (a carry pass between them) until
-    ``batch x K x channel blocks x row blocks`` reaches ``SCAN2D_PROGRAMS``."""
+    The rows are split into blocks of ``rows`` rows (a carry pass between them) until the forward's ``batch x K x
+    channel blocks x state blocks x row blocks`` programs (:func:`scan2d_fwd_tile`) reach ``SCAN2D_PROGRAMS``; the
+    carry pass runs on ``(block_d, block_n, BQ)`` tiles of about ``SCAN2D_TILE`` elements (the states split into
+    blocks only when one channel's row exceeds the tile)."""
     bq = ceil_pow2(max(H, W) if transposed else W)
     row = ceil_pow2(n) * bq
     if row > SCAN2D_MAX_ROW:
@@ -104,11 +112,10 @@ def scan2d_blocks(batch: int, K: int, dim: int, n: int, H: int, W: int, transpos
     block_d = floor_pow2(min(ceil_pow2(dim), max(SCAN2D_TILE // row, 1)))
     block_n = min(ceil_pow2(n), max(SCAN2D_TILE // bq, 1))
     P = max(H, W) if transposed else H
-    seg = max(1, min(SCAN2D_SEG, ceil_pow2(P)))
-    nseg = cdiv(P, seg)
-    base = batch * K * cdiv(dim, block_d) * (ceil_pow2(n) // block_n)
-    blocks = max(1, min(nseg, cdiv(SCAN2D_PROGRAMS, max(base, 1))))
-    return seg, cdiv(nseg, blocks) * seg, block_d, block_n
+    fwd = scan2d_fwd_tile(dim, n, bq)
+    base = batch * K * cdiv(dim, fwd.block_d) * fwd.nb
+    blocks = max(1, min(P, cdiv(SCAN2D_PROGRAMS, max(base, 1))))
+    return cdiv(P, blocks), block_d, block_n
 
 
 _ARGS = (
@@ -117,7 +124,7 @@ _ARGS = (
 )
 
 
-def _bwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, seg, rows, block_d, block_n):
+def _bwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, gy, rows, block_d, block_n):
     cdt = compute_dtype(x, delta, A, B, C, D, R, bias)
     K, dim, _ = A.shape
     new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
@@ -135,7 +142,7 @@ def _bwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, ckpt, dsum, g
 
 scan2d_triton_bwd = define_op(
     "scan2d_triton_bwd",
-    f"({_ARGS}, Tensor ckpt, Tensor dsum, Tensor gy, int seg, int rows, int block_d, "
+    f"({_ARGS}, Tensor ckpt, Tensor dsum, Tensor gy, int rows, int block_d, "
     "int block_n) -> (Tensor gx, Tensor gdelta, Tensor gB, Tensor gC, Tensor gA, Tensor gR, Tensor gD, Tensor gbias)",
     triton_loader.launcher("scan_2d", "bwd"),
     _bwd_fake,
@@ -143,15 +150,15 @@ scan2d_triton_bwd = define_op(
 )
 
 
-def _fwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_checkpoints, seg, rows, block_d, block_n):
+def _fwd_fake(x, delta, A, B, C, D, R, bias, dirs, softplus, form, save_checkpoints, rows, block_d, block_n):
     batch, dim, H, W = x.shape
     K, _, n = A.shape
     cdt = compute_dtype(x, delta, A, B, C, D, R, bias)
-    bq, nseg, nblk = scan2d_geometry(H, W, dirs, seg, rows)
+    bq, P, nblk = scan2d_geometry(H, W, dirs, rows)
     new = lambda *shape: x.new_empty(*shape, dtype=cdt)  # noqa: E731
     return (
         new(batch, K, dim, H, W),
-        new(batch, K, dim, nseg + 1, n, bq) if save_checkpoints else new(0),
+        new(batch, K, dim, P + 1, n, bq) if save_checkpoints else new(0),
         new(batch, K, dim, nblk, bq) if nblk > 1 else new(0),
     )
 
@@ -176,7 +183,6 @@ def _backward(s, gy, _gckpt, _gdsum):
         s.ckpt,
         s.dsum,
         gy,
-        s.seg,
         s.rows,
         s.block_d,
         s.block_n,
@@ -196,8 +202,7 @@ def _backward(s, gy, _gckpt, _gdsum):
 
 scan2d_triton_op = define_op(
     "scan2d_triton",
-    f"({_ARGS}, bool save_checkpoints, int seg, int rows, int block_d, int block_n) -> (Tensor y, "
-    "Tensor ckpt, Tensor dsum)",
+    f"({_ARGS}, bool save_checkpoints, int rows, int block_d, int block_n) -> (Tensor y, Tensor ckpt, Tensor dsum)",
     triton_loader.launcher("scan_2d", "fwd"),
     _fwd_fake,
     backend="triton",
