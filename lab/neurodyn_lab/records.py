@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,7 +102,7 @@ def write_run_record(
     protocol: Protocol | None = None,
 ) -> Path:
     """``<records_dir>/runs/<run>/result.json``, and the :data:`RUN_FILES` of ``run_dir`` (the run folder it trained
-    in) copied beside it (its config with ``placeholders`` for folders outside the repository, as in
+    in) copied beside it (every one with ``placeholders`` for folders outside the repository, as in
     :func:`with_placeholders`); returns the record's path. With ``protocol`` the record carries its stamp (the
     protocol frozen and committed, else :class:`DataError` before anything is written)."""
     if protocol is not None:
@@ -123,8 +122,8 @@ def write_run_record(
 
                 config = with_placeholders(yaml.safe_load(src.read_text()), placeholders or {})
                 write_text(folder / name, yaml.safe_dump(portable(config), sort_keys=False))
-            else:
-                shutil.copyfile(src, folder / name)
+            else:  # (text: the same placeholders, e.g. the data path that summary.md prints)
+                write_text(folder / name, with_placeholders(src.read_text(), placeholders or {}))
     return path
 
 

@@ -120,3 +120,18 @@ def test_records_follow_the_one_layout():
                         assert run.is_dir() and all(f.is_file() for f in visible(run)), f"{claim}/runs/{run.name}"
                 elif item.is_dir():
                     assert all(f.is_file() for f in visible(item)), f"{paper.name}/{claim.name}/{item.name}"
+
+
+def test_a_copied_run_summary_names_its_data_by_placeholder(tmp_path):
+    """write_run_record copies a run's summary.md with the placeholders of its config (a summary prints its data
+    path: an absolute one would name this machine's folder)."""
+    from neurodyn_lab.records import write_run_record
+
+    stores, run = tmp_path / "stores", tmp_path / "run"
+    run.mkdir()
+    (run / "summary.md").write_text(f'- data: {{"path": "{stores}/A_TRAIN.h5"}}\n')
+    (run / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    write_run_record(tmp_path / "records", "r", {"run": "r"}, run_dir=run, placeholders={str(stores): "<stores>"})
+    copied = (tmp_path / "records" / "runs" / "r" / "summary.md").read_text()
+    assert copied == '- data: {"path": "<stores>/A_TRAIN.h5"}\n'
+    assert (tmp_path / "records" / "runs" / "r" / "metrics.jsonl").read_text() == '{"epoch": 1}\n'
