@@ -33,13 +33,13 @@ __all__ = [
     "scan2d_warps",
 ]
 
-SCAN2D_TILE = 1024  # elements of a program's (channels, n_pow2, BQ) row tile (4 per thread, 8 warps)
+SCAN2D_TILE = 1024  # elements of the carry pass's (channels, n_pow2, BQ) tile (4 per thread, 8 warps)
 SCAN2D_MAX_ROW = 8192  # states of one channel's row (n_pow2 x BQ) the kernels take (split in state blocks)
 SCAN2D_PROGRAMS = 1024  # programs wanted per launch: rows split into blocks (a carry pass) below it
 
 
 def scan2d_warps(block_d: int, bn: int, bq: int) -> int:
-    """Warps of the 2-D kernels: 1 to 8, four elements of a ``(block_d, bn, bq)`` row tile per thread (eight from 1,024
+    """Warps of the carry pass: 1 to 8, four elements of a ``(block_d, bn, bq)`` tile per thread (eight from 1,024
     elements on)."""
     tile = block_d * bn * bq
     return max(1, min(8, tile // 128)) if tile <= 1024 else 8
