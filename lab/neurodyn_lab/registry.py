@@ -119,8 +119,8 @@ COMMANDS: dict[str, Command] = {
     "time_series/uea_floors": Command(
         "neurodyn_lab.time_series.uea_floors",
         "the UEA/UCR floors rerun under its "
-        "pre-registered protocol (lab/protocols/time_series/uea_floors.yaml): "
-        "--dry-run prints its runs and CPU-hours",
+        "pre-registered protocol (protocols/time_series/uea_floors.yaml): "
+        "--archive DIRS runs it, --report, --dry-run (its runs and CPU-hours)",
     ),
     "time_series/rocket_baselines": Command(
         "neurodyn_lab.time_series.rocket_baselines",

@@ -13,9 +13,14 @@ from its ``cost_like`` development file by training cases x longest series), plu
 outside training. :func:`fold_split` is the selection rule's split of a training file: the held-out fold, and the
 inner validation carved from the other folds.
 
-The rerun itself (converting the files, writing each fold's stores, ``compare_recorded(..., protocol=...)`` into
-the protocol's records folder, the refits and the verdicts) is the next step of issue 58; without ``--dry-run`` this
-command says so and trains nothing.
+The rerun itself (:mod:`.uea_floors_rerun`: the files checked and converted, each fold's stores, the stamped
+``compare`` records of every stage) and its selection, floors and report (:mod:`.uea_floors_verdicts`):
+
+    python -m neurodyn_lab run time_series/uea_floors --archive $AEON $SKTIME   # one per core; each resumes
+    python -m neurodyn_lab run time_series/uea_floors --report                  # <records>/report.md
+
+The jobs (:func:`jobs`) are named here, where both read them: one records folder per fold of the selection
+(``<file>/cv-r<r>-f<k>``), per file's fits (``<file>/fit``) and per refit (``<file>/refit-<label>``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from neurodyn.errors import DataError
 from neurodyn_lab import protocols
 from neurodyn_lab.paths import records
 
@@ -85,6 +91,59 @@ def fold_split(
     val_idx = np.sort(rest[np.asarray(val, dtype=int)])
     train = np.setdiff1d(rest, val_idx)
     return train, val_idx, held_out
+
+
+# ------------------------------------------------------------------------------------------------
+# the rerun's jobs: one records folder each
+
+HELD_OUT = "heldout"  # the held-out fold's store name: its key in a cv record's "sets"
+#: the whole test file's store name: its key in a fit's or refit's record's "sets"
+TEST = "test"
+
+
+class Job(NamedTuple):
+    """One records folder's worth of runs: ``stage`` ``cv`` (``repeat``, ``fold``), ``fit`` or ``refit``
+    (``label``) of ``file``."""
+
+    file: str
+    stage: str
+    repeat: int | None = None
+    fold: int | None = None
+    label: str | None = None
+
+    @property
+    def folder(self) -> str:
+        if self.stage == "cv":
+            return f"{self.file}/cv-r{self.repeat}-f{self.fold}"
+        return f"{self.file}/{self.stage}" + (f"-{self.label}" if self.label else "")
+
+
+def records_dir(protocol: protocols.Protocol) -> Path:
+    """The protocol's records folder (its ``records:``, under ``lab/records``)."""
+    return records(protocol.spec["records"].rstrip("/").removeprefix("lab/records/"))
+
+
+def jobs(protocol: protocols.Protocol) -> list[Job]:
+    """The cv and fit jobs of every file, in the protocol's order (refits: :func:`refit_jobs`)."""
+    sel = protocol.spec["selection"]
+    out = []
+    for f in protocol.files():
+        out += [Job(f["name"], "cv", r, k) for r in range(int(sel["repeats"])) for k in range(int(sel["k"]))]
+        out.append(Job(f["name"], "fit"))
+    return out
+
+
+def entry(protocol: protocols.Protocol, label: str) -> str:
+    for item in [*protocol.candidates(), *protocol.spec["references"]]:
+        if item["label"] == label:
+            return item["entry"]
+    raise DataError(f"protocol {protocol.name} has no candidate or reference {label!r}")
+
+
+def references(protocol: protocols.Protocol, file: dict[str, Any]) -> list[dict[str, Any]]:
+    """The file's references: the training mean for a regression file, 1-NN ED for a classification file."""
+    regression = file["task"] == "regression"
+    return [r for r in protocol.spec["references"] if (r["label"] == "training mean") == regression]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -247,22 +306,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", default=PROTOCOL, help="the protocol (a name under lab/protocols, or a file)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its cost; train nothing")
     ap.add_argument("--runs", action="store_true", help="with --dry-run: every run, one line each")
+    ap.add_argument(
+        "--archive",
+        nargs="+",
+        type=Path,
+        help="the archive folders holding <NAME>/<NAME>_TRAIN.ts (the aeon 1.6.0 and sktime 1.2.0 wheels' data)",
+    )
+    ap.add_argument("--report", action="store_true", help="write <records>/report.md from what is recorded")
     args = ap.parse_args(argv)
     p = protocols.load(args.protocol)
-    if not args.dry_run:
-        print(
-            f"the rerun under {p.name} is not implemented yet (issue 58, Deliver 1: the next step); "
-            "--dry-run prints its plan and cost",
-            file=sys.stderr,
-        )
+    if args.dry_run:
+        print(report(p, plan(p), args.runs))
+        if not p.frozen:
+            print(
+                f"\nstatus {p.spec['status']}: nothing may be recorded under this protocol until it is frozen and "
+                "committed (neurodyn_lab.protocols.require_registered)"
+            )
+        return 0
+    if args.report:
+        from neurodyn_lab.time_series.uea_floors_verdicts import write_report
+
+        print(write_report(p, records_dir(p)))
+        return 0
+    if not args.archive:
+        print("give --archive (the folders of the archive files), --report or --dry-run", file=sys.stderr)
         return 2
-    print(report(p, plan(p), args.runs))
-    if not p.frozen:
-        print(
-            f"\nstatus {p.spec['status']}: nothing may be recorded under this protocol until it is frozen and "
-            "committed (neurodyn_lab.protocols.require_registered)"
-        )
-    return 0
+    from neurodyn_lab.time_series.uea_floors_rerun import rerun
+
+    status = rerun(p, args.archive)
+    from neurodyn_lab.time_series.uea_floors_verdicts import write_report
+
+    write_report(p, records_dir(p))
+    return status
 
 
 def run(scale: str, argv: list[str]) -> int:
