@@ -69,3 +69,37 @@ def test_the_protocol_names_every_published_mean_of_its_files():
 @pytest.mark.parametrize("name", ["BasicMotions", "JapaneseVowels"])
 def test_no_published_mean_is_claimed_for_the_multivariate_files(name):
     assert all(name not in rocket_baselines.PUBLISHED[m] for m in rocket_baselines.MODELS)
+
+
+def test_a_resample_keeps_the_default_splits_class_counts_and_partitions_the_cases():
+    import numpy as np
+
+    y_train, y_test = np.array([0] * 5 + [1] * 7 + [2] * 3), np.array([0] * 20 + [1] * 4 + [2] * 9)
+    pooled = np.concatenate([y_train, y_test])
+    draws = [rocket_baselines.stratified_resample(y_train, y_test, seed) for seed in (1, 2)]
+    for train, test in draws:
+        assert sorted([*train, *test]) == list(range(len(pooled)))
+        assert [int((pooled[train] == c).sum()) for c in (0, 1, 2)] == [5, 7, 3]
+        assert [int((pooled[test] == c).sum()) for c in (0, 1, 2)] == [20, 4, 9]
+    assert not np.array_equal(draws[0][0], draws[1][0])
+    again = rocket_baselines.stratified_resample(y_train, y_test, 1)
+    assert np.array_equal(again[0], draws[0][0])
+
+
+def test_the_resample_table_averages_resample_0_and_the_drawn_ones(tmp_path):
+    def store(folder, recs):
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(recs))
+
+    store(tmp_path / "ArrowHead", [{"preset": f"hydra-s{s}", "sets": {"ArrowHead_TEST": 0.80 + s}} for s in (0, 1)])
+    drawn = {1: 0.86, 2: 0.88, 3: 0.90}
+    store(
+        tmp_path / "ArrowHead-resamples", [{"preset": f"hydra-r{r:02d}", "sets": {"test": a}} for r, a in drawn.items()]
+    )
+    assert rocket_baselines.resample_accuracies(tmp_path, "ArrowHead") == {"hydra": {0: 0.80, **drawn}}
+    (row,) = [
+        ln for ln in rocket_baselines.resample_table(tmp_path, ["ArrowHead"], ["hydra"]) if ln.startswith("| Arr")
+    ]
+    values = [0.80, 0.86, 0.88, 0.90]
+    se = statistics.stdev(values) / 2
+    assert f"| 4 | {statistics.mean(values):.3f} ± {se:.3f} | 0.800 - 0.900 | 0.870 | -1.0 | yes |" in row

@@ -246,3 +246,11 @@ def test_the_jobs_are_one_folder_per_fold_and_file(tmp_path):
     assert len(folders) == len(set(folders)) == 4 * 11 and folders[0] == "A/cv-r0-f0" and folders[10] == "A/fit"
     assert Job("A", "refit", label="nac").folder == "A/refit-nac"
     json.dumps([list(j) for j in jobs(p)])  # plain values
+
+
+def test_a_fold_without_a_score_ranks_its_candidate_last():
+    assert np.isnan(verdicts.fold_mean([0.9, None, 0.8], strict=True))
+    assert verdicts.fold_mean([0.9, None, 0.8]) == pytest.approx(0.85)
+    scores = {"a": (verdicts.fold_mean([0.9, float("nan")], strict=True), 0.1, 2), "b": (0.2, 0.1, 2)}
+    assert verdicts.rank(scores, ["a", "b"], higher=True) == ["b", "a"]
+    assert verdicts.rank(scores, ["a", "b"], higher=False) == ["b", "a"]

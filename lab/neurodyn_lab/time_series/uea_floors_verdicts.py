@@ -68,6 +68,7 @@ def _records(protocol: protocols.Protocol, root: Path, job) -> list[dict[str, An
 
 
 def recorded(protocol: protocols.Protocol, root: Path, job) -> bool:
+    """Whether a job's folder holds every run it makes (by record label and seed)."""
     have = {(r["preset"], r["seed"]) for r in load_results(Path(root) / job.folder)}
     return expected_runs(protocol, job) <= have
 
@@ -101,9 +102,13 @@ def cv_jobs(protocol: protocols.Protocol, file: dict[str, Any]):
     return [j for j in jobs(protocol) if j.file == file["name"] and j.stage == "cv"]
 
 
-def _mean(values: list[float]) -> float:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    return statistics.fmean(values) if values else math.nan
+def fold_mean(values: list[float | None], strict: bool = False) -> float:
+    """The mean of the values; ``strict``: NaN when one is missing or NaN (a fold whose run diverged ranks its
+    candidate last, never on its other folds alone), else the mean of those present."""
+    present = [v for v in values if v is not None and not math.isnan(v)]
+    if not present or (strict and len(present) < len(values)):
+        return math.nan
+    return statistics.fmean(present)
 
 
 def selection(protocol: protocols.Protocol, file: dict[str, Any], root: Path) -> Selection | None:
@@ -119,7 +124,9 @@ def selection(protocol: protocols.Protocol, file: dict[str, Any], root: Path) ->
             inner.setdefault(r["label"], []).append(curve[-1] if curve else None)
     higher = file["task"] == "classification"
     order = protocol.labels()
-    scores = {label: (_mean(held[label]), _mean(inner[label]), len(held[label])) for label in order}
+    scores = {
+        label: (fold_mean(held[label], strict=True), fold_mean(inner[label]), len(held[label])) for label in order
+    }
     ranked = rank(scores, order, higher)
     groups = {c["label"]: c.get("group", []) for c in protocol.candidates()}
     best = ranked[0]
