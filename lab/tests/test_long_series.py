@@ -113,3 +113,34 @@ def test_the_report_says_the_floor_from_the_records(tmp_path):
     assert "| PLAID |" in text and any(
         line.startswith("| PLAID |") and line.endswith("nac: not met |") for line in text.splitlines()
     )  # over 15 minutes: not met
+
+
+def test_the_pages_long_series_table_is_the_records():
+    """nac.md's long-series table, recomputed from the records with this test's own reading (not the driver's): the
+    chosen candidate's test read per core, the best trained core by validation accuracy and its minutes, the raw
+    baselines, and the floor's cell."""
+    import re
+
+    from neurodyn_lab.paths import LAB, RECORDS
+
+    folder = RECORDS / "time_series" / "long_series"
+    runs = {p.parent.name: json.loads(p.read_text()) for p in folder.glob("runs/*/result.json")}
+    reads = {p.stem: json.loads(p.read_text()) for p in (folder / "test_reads").glob("*.json")}
+    text = (LAB / "pages" / "nac.md").read_text().split("### Long archive series", 1)[1].split("\n### ", 1)[0]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in text.splitlines() if re.match(r"\| [A-Z]", ln)]
+    assert [r[0] for r in rows] == ["ACSF1", "OSULeaf", "PLAID"]
+    for name, gru, nac, best, minutes, knn, rocket, floor in rows:
+        chosen = {
+            core: next(k for k in reads if k.startswith(f"{core}-") and k.endswith(f"-{name}"))
+            for core in ("gru", "nac")
+        }
+        assert float(gru) == round(reads[chosen["gru"]]["test_accuracy"], 3)
+        assert float(nac) == round(reads[chosen["nac"]]["test_accuracy"], 3)
+        val = {core: runs[chosen[core]]["val_best"] for core in chosen}
+        assert val[best] == max(val.values())
+        assert minutes == f"{runs[chosen[best]]['wall_seconds'] / 60:.1f} min"
+        assert runs[chosen[best]]["wall_seconds"] <= 15 * 60
+        assert float(knn) == round(runs[f"knn-raw-{name}"]["test_accuracy"], 3)
+        assert float(rocket) == round(runs[f"minirocket-raw-{name}"]["test_accuracy"], 3)
+        ours = reads[chosen[best]]["test_accuracy"]
+        assert floor == ("yes" if ours >= runs[f"knn-raw-{name}"]["test_accuracy"] else "no")

@@ -129,6 +129,23 @@ def per_sample(model: str, baseline: str) -> str:
 # what each summary row must show
 
 
+def long_read(core: str, name: str) -> str:
+    """The long-series test read of ``core``'s chosen run on ``name``, as the row prints it."""
+    (path,) = (RESULTS / "time_series" / "long_series" / "test_reads").glob(f"{core}-*-{name}.json")
+    return f"{json.loads(path.read_text())['test_accuracy']:.3f}"
+
+
+def long_base(model: str, name: str) -> str:
+    return f"{runs('time_series/long_series', f'{model}-raw-{name}')[0]['test_accuracy']:.3f}"
+
+
+def long_minutes() -> str:
+    """Minutes of the longest run the test reads used (the 15-minute floor's)."""
+    folder = RESULTS / "time_series" / "long_series"
+    reads = [json.loads(p.read_text())["run"] for p in (folder / "test_reads").glob("*.json")]
+    return f"{max(r['wall_seconds'] for r in runs('time_series/long_series', *reads)) / 60:.1f}"
+
+
 def _checks():
     ks = {m: seeds("stssm/table1_protocol", f"{m}-r64") for m in ("stssm", "mi-ffno", "s4ffno")}
     t5 = {m: seeds("stssm/table5_protocol", m) for m in ("stssm", "stssm-ff", "stssm-vm", "fno2d-r")}
@@ -400,6 +417,16 @@ def _checks():
                 f"Covid3Month at 400 epochs {uea_regression_floor('400ep')}",
                 f"at 30 s {uea_regression_floor('30s')}",
                 f"Covid3Month on five splits {uea_regression_floor('400ep', 4)}",
+            ],
+        ),
+        "Long archive series": (
+            "| Long archive series",
+            [
+                f"ACSF1 nac {long_read('nac', 'ACSF1')}, OSULeaf nac {long_read('nac', 'OSULeaf')}, PLAID gru "
+                f"{long_read('gru', 'PLAID')} against 1-NN ED {long_base('knn', 'ACSF1')} / "
+                f"{long_base('knn', 'OSULeaf')} / {long_base('knn', 'PLAID')} (MiniRocket "
+                f"{long_base('minirocket', 'ACSF1')} / {long_base('minirocket', 'OSULeaf')} / "
+                f"{long_base('minirocket', 'PLAID')}); longest run {long_minutes()} min",
             ],
         ),
         "LaMO cost per sample": (
