@@ -21,7 +21,7 @@ HEADING = "### MiniRocket, MultiRocket and Hydra against their published accurac
 def page_rows():
     text = PAGE.read_text()
     assert HEADING in text
-    section = text.split(HEADING, 1)[1].split("\n### ", 1)[0]
+    section = text.split(HEADING, 1)[1].split("\n### ", 1)[0].split("\n#### ", 1)[0]  # the default split's table
     rows = [ln for ln in section.splitlines() if re.match(r"\| [A-Z]\w+ \| (minirocket|multirocket|hydra) \|", ln)]
     return [[c.strip() for c in ln.strip("|").split("|")] for ln in rows]
 
@@ -103,3 +103,27 @@ def test_the_resample_table_averages_resample_0_and_the_drawn_ones(tmp_path):
     values = [0.80, 0.86, 0.88, 0.90]
     se = statistics.stdev(values) / 2
     assert f"| 4 | {statistics.mean(values):.3f} ± {se:.3f} | 0.800 - 0.900 | 0.870 | -1.0 | yes |" in row
+
+
+def test_the_page_resample_table_is_the_records():
+    """nac.md's 30-resample table from the records, with this test's own reading: resample 0 is the default split's
+    model.seed 0 fit, resamples 1-29 the "-resamples" folder's; mean, standard error, range, gap and verdict."""
+    text = PAGE.read_text().split("#### Over 30 resamples", 1)[1].split("\n#", 1)[0]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in text.splitlines() if re.match(r"\| [A-Z]", ln)]
+    assert len(rows) == 9
+    for name, model, n, mean_se, span, published, gap, within in rows:
+        acc = [recorded(name)[model][0]]
+        recs = json.loads((FOLDER / f"{name}-resamples" / "results.json").read_text())
+        drawn = {int(r["preset"].rsplit("-r", 1)[1]): r for r in recs if r["preset"].rsplit("-r", 1)[0] == model}
+        assert sorted(drawn) == list(range(1, 30))
+        for k, r in drawn.items():
+            assert "data.n_val=0" in r["overrides"] and "data.max_steps=0" in r["overrides"]
+            assert f"data.path=<stores>/{name}-resamples/r{k:02d}/train.h5" in r["overrides"]
+        acc += [next(iter(drawn[k]["sets"].values())) for k in sorted(drawn)]
+        mean = statistics.mean(acc)
+        assert n == str(len(acc)) == "30"
+        assert mean_se == f"{mean:.3f} ± {statistics.stdev(acc) / len(acc) ** 0.5:.3f}"
+        assert span == f"{min(acc):.3f} - {max(acc):.3f}"
+        pub = rocket_baselines.PUBLISHED[model][name]
+        assert published == f"{pub:.3f}" and gap == f"{100 * (mean - pub):+.1f}"
+        assert within == ("yes" if abs(mean - pub) <= 0.020 else "no")

@@ -130,3 +130,36 @@ def test_the_plan_reads_the_records_it_says(protocol):
     assert {r["preset"] for r in recs} <= set(table)
     for cand in protocol.candidates():
         assert cand["cost_from"] in table, cand
+
+
+def test_every_record_of_the_rerun_is_the_protocols_as_it_is_and_a_job_of_its_plan(protocol):
+    """The rerun's records (lab/records/time_series/uea_floors): each folder a job of the plan (or a refit), each
+    record stamped with this protocol's name and the hash of the file as it is now, on the raw series, a fold run on
+    its fold's stores with exactly its validation cases, a fit or refit on the whole files with none."""
+    import re
+
+    from neurodyn_lab.records import load_results
+
+    root = uea_floors.records_dir(protocol)
+    folders = sorted(p.parent for p in root.glob("*/results.json"))
+    assert folders, f"no record under {root}"
+    planned = {j.folder for j in uea_floors.jobs(protocol)}
+    labels = {c["label"] for c in protocol.candidates()}
+    for folder in folders:
+        job = folder.relative_to(root).as_posix()
+        refit = re.fullmatch(r"(\w+)-refit-(.+)", job)
+        assert job in planned or (refit and refit[2] in labels), job
+        records = load_results(folder)
+        assert not protocols.check_records(protocol, records), job
+        name = job.split("-")[0]
+        for r in records:
+            assert "data.max_steps=0" in r["overrides"], (job, r["run"])
+            if "-cv-" in job:
+                fold = job.split("-cv-")[1]  # r<repeat>-f<fold>, the fold stores' folder
+                assert "train.seed=0" in r["overrides"] and "train.epochs=400" in r["overrides"]
+                assert f"data.path=<stores>/{name}/{fold}/train.h5" in r["overrides"]
+                assert f"data.test_path=<stores>/{name}/{fold}/heldout.h5" in r["overrides"]
+                assert "data.shuffle=false" in r["overrides"] and list(r["sets"]) == ["heldout"]
+            else:
+                assert "data.n_val=0" in r["overrides"] and list(r["sets"]) == ["test"]
+                assert r["seed"] in protocol.spec["seeds"] and f"train.seed={r['seed']}" in r["overrides"]

@@ -146,7 +146,7 @@ def stand_in(tmp_path, monkeypatch):
     calls = []
 
     def fake_compare(entries, folder, scale, *, overrides, seeds, epochs, protocol, **kwargs):
-        file, job = folder.parent.name, folder.name
+        file, job = folder.name.split("-", 1)
         cv = job.startswith("cv-")
         recs = []
         for e in entries:
@@ -209,9 +209,9 @@ def test_a_missing_record_or_an_edited_protocol_makes_the_floors_exploratory(tmp
     p = frozen_protocol(tmp_path)
     root = tmp_path / "records"
     rerun_mod.rerun(p, [], root, tmp_path / "stores", poll_seconds=0)
-    (root / "A" / "refit-nac" / "results.json").unlink()  # NAC's test on A: F2 cannot be computed, F1 can
+    (root / "A-refit-nac" / "results.json").unlink()  # NAC's test on A: F2 cannot be computed, F1 can
     f1, f2 = (res.verdict for res in verdicts.floors(p, "development", root)[:2])
-    assert f1.text == "exploratory (floor reached)" and "incomplete: A/refit-nac" in f1.reasons
+    assert f1.text == "exploratory (floor reached)" and "incomplete: A-refit-nac" in f1.reasons
     assert f2.text == "not computed"
     edited = frozen_protocol(tmp_path, seeds=[0, 1])  # the rules changed after the records were written
     rerun_mod.rerun(edited, [], root, tmp_path / "stores", poll_seconds=0)
@@ -243,8 +243,8 @@ def test_ranking_breaks_ties_by_inner_validation_then_the_listed_order():
 def test_the_jobs_are_one_folder_per_fold_and_file(tmp_path):
     p = frozen_protocol(tmp_path)
     folders = [j.folder for j in jobs(p)]
-    assert len(folders) == len(set(folders)) == 4 * 11 and folders[0] == "A/cv-r0-f0" and folders[10] == "A/fit"
-    assert Job("A", "refit", label="nac").folder == "A/refit-nac"
+    assert len(folders) == len(set(folders)) == 4 * 11 and folders[0] == "A-cv-r0-f0" and folders[10] == "A-fit"
+    assert Job("A", "refit", label="nac").folder == "A-refit-nac"
     json.dumps([list(j) for j in jobs(p)])  # plain values
 
 

@@ -20,7 +20,7 @@ The rerun itself (:mod:`.uea_floors_rerun`: the files checked and converted, eac
     python -m neurodyn_lab run time_series/uea_floors --report                  # <records>/report.md
 
 The jobs (:func:`jobs`) are named here, where both read them: one records folder per fold of the selection
-(``<file>/cv-r<r>-f<k>``), per file's fits (``<file>/fit``) and per refit (``<file>/refit-<label>``).
+(``<file>-cv-r<r>-f<k>``), per file's fits (``<file>-fit``) and per refit (``<file>-refit-<label>``).
 """
 
 from __future__ import annotations
@@ -113,9 +113,11 @@ class Job(NamedTuple):
 
     @property
     def folder(self) -> str:
+        """The job's records folder under the protocol's: ``<file>-cv-r<r>-f<k>``, ``<file>-fit``,
+        ``<file>-refit-<label>`` (one level, as every comparison of several archive files lays out its records)."""
         if self.stage == "cv":
-            return f"{self.file}/cv-r{self.repeat}-f{self.fold}"
-        return f"{self.file}/{self.stage}" + (f"-{self.label}" if self.label else "")
+            return f"{self.file}-cv-r{self.repeat}-f{self.fold}"
+        return f"{self.file}-{self.stage}" + (f"-{self.label}" if self.label else "")
 
 
 def records_dir(protocol: protocols.Protocol) -> Path:

@@ -11,12 +11,12 @@ The stages, per file (development files first, then the confirmation files, in t
 * ``cv``: for each repeat ``r`` and fold ``k`` of the selection rule, every candidate trains once (the training seed)
   on a fold store that lists the fold's training cases then its inner validation cases (``data.n_val`` = their
   count, ``data.shuffle=false``, so exactly those validate), and the held-out fold is its test file: the final model
-  is scored on it. Records: ``<records>/<file>/cv-r<r>-f<k>/results.json``.
+  is scored on it. Records: ``<records>/<file>-cv-r<r>-f<k>/results.json``.
 * ``fit``: the fitted candidates and the file's reference (1-NN ED, or the training mean of a regression file) on the
-  whole training file (``data.n_val=0``), every seed, scored on the test file. Records: ``<file>/fit/``.
+  whole training file (``data.n_val=0``), every seed, scored on the test file. Records: ``<file>-fit/``.
 * ``refit``: once every fold of a file is recorded, each chosen neural candidate (:mod:`.uea_floors_verdicts`) trains
   on the whole training file (``data.n_val=0``, ``train.early_stop=0``) for the mean epochs of its fold runs, every
-  seed, scored once on the test file. Records: ``<file>/refit-<label>/``.
+  seed, scored once on the test file. Records: ``<file>-refit-<label>/``.
 
 A job is one records folder, trained under a lock (:func:`neurodyn.locks.hold`, released when its process ends,
 however it ends): every worker takes the next job nobody holds, so two workers never share a folder and any number
@@ -208,7 +208,7 @@ def rerun(
                 print(f"stopped: {used:.2f} CPU-hours recorded, the protocol's stop is {stop:g}", file=sys.stderr)
                 return 3
             try:
-                with hold(locks / f"{job.folder.replace('/', '--')}.lock", f"job {job.folder}"):
+                with hold(locks / f"{job.folder}.lock", f"job {job.folder}"):
                     if not recorded(protocol, root, job):  # another worker may have finished it meanwhile
                         run_job(protocol, job, archives, root, stores)
                         ran = True

@@ -76,7 +76,7 @@ def recorded(protocol: protocols.Protocol, root: Path, job) -> bool:
 def cpu_hours(root: Path) -> float:
     """CPU-hours of every record under ``root``: wall seconds x threads."""
     total = 0.0
-    for path in sorted(Path(root).glob("*/*/results.json")):
+    for path in sorted(Path(root).glob("*/results.json")):
         total += sum(r["wall_seconds"] * r.get("threads", 1) for r in load_results(path.parent))
     return total / 3600
 
@@ -181,7 +181,7 @@ def missing_jobs(protocol: protocols.Protocol, role: str, root: Path) -> list[st
     for f in protocol.files(role):
         chosen = selection(protocol, f, root)
         if chosen is None:
-            missing.append(f"{f['name']}/refit (the selection is not complete)")
+            missing.append(f"{f['name']}-refit (the selection is not complete)")
             continue
         missing += [
             j.folder
