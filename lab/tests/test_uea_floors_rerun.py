@@ -18,6 +18,7 @@ from neurodyn.data.store import StoredDataset
 from neurodyn.errors import DataError
 from neurodyn_lab import protocols
 from neurodyn_lab.records import write_store
+from neurodyn_lab.time_series import uea
 from neurodyn_lab.time_series import uea_floors_rerun as rerun_mod
 from neurodyn_lab.time_series import uea_floors_verdicts as verdicts
 from neurodyn_lab.time_series.uea_floors import HELD_OUT, TEST, Job, fold_split, jobs
@@ -39,7 +40,7 @@ def tiny_store(tmp_path, n=20, classes=("lo", "hi")):
 
 
 def case_ids(store):
-    cases = rerun_mod.read_cases(store)
+    cases = uea.read_cases(store)
     first = np.nanmean(np.where(cases["mask"][..., None] > 0, cases["x"], np.nan)[:, :, 0], axis=1)
     return np.round(first / 100).astype(int).tolist(), cases
 
@@ -75,8 +76,8 @@ def test_an_archive_file_whose_bytes_are_not_the_protocols_is_refused(tmp_path):
     with pytest.raises(DataError, match="not the file the protocol names"):
         rerun_mod.whole_stores(file, [tmp_path / "empty", tmp_path / "a"], tmp_path / "stores")
     assert not (tmp_path / "stores" / "X" / "train.h5").exists()
-    with pytest.raises(DataError, match="no Y/Y_TRAIN.ts"):
-        rerun_mod.find_ts([tmp_path / "a"], "Y", "TRAIN")
+    with pytest.raises(SystemExit, match="Y/Y_TRAIN.ts is in none of"):
+        rerun_mod.whole_stores({"name": "Y"}, [tmp_path / "a"], tmp_path / "stores")
 
 
 # ------------------------------------------------------------------------------------------------

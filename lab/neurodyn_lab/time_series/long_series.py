@@ -82,20 +82,9 @@ BASELINE_STEPS = {"raw": "data.max_steps=0", "pool256": "data.max_steps=256"}
 TEST = "test_reads"  # one <run>.json per test-file evaluation of a chosen run
 
 
-def find_archive_file(dirs: list[Path], name: str, split: str) -> Path:
-    """The folder of ``dirs`` holding ``<name>/<name>_<split>.ts``."""
-    for d in dirs:
-        if (d / name / f"{name}_{split}.ts").exists():
-            return d
-    raise SystemExit(
-        f"{name}/{name}_{split}.ts is in none of {[str(d) for d in dirs]}: give --archive DIR ... "
-        "(aeon's and sktime's datasets/data folders)"
-    )
-
-
 def stores(args, name: str, splits=("TRAIN",)) -> list[Path]:
     return [
-        uea_sequences.convert(find_archive_file(args.archive, name, s), name, Path(args.stores), (s,))[0]
+        uea_sequences.convert(uea_sequences.archive_folder(args.archive, name, s), name, Path(args.stores), (s,))[0]
         for s in splits
     ]
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from neurodyn_lab.paths import records
 from neurodyn_lab.records import write_text
-from neurodyn_lab.time_series.uea import STORES, compare_store, convert
+from neurodyn_lab.time_series.uea import STORES, archive_folder, compare_store, convert, read_cases, write_cases
 
 OUT = records("time_series/rocket_baselines")
 
@@ -104,20 +104,12 @@ def entries(models, seeds) -> list[str]:
     return [f"{m}-s{s}={m}/sequence;model.seed={s}" for m in models for s in seeds]
 
 
-def uea_dir(dirs: list[str], name: str) -> Path:
-    """The first of ``dirs`` holding ``<name>/<name>_TRAIN.ts``."""
-    for d in dirs:
-        if (Path(d) / name / f"{name}_TRAIN.ts").exists():
-            return Path(d)
-    raise SystemExit(f"no {name}/{name}_TRAIN.ts in {dirs}: give --uea-dir (the module docstring says where)")
-
-
 def run_all(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
     for name in args.files:
-        train, test = convert(uea_dir(args.uea_dir, name), name, Path(args.stores))
+        train, test = convert(archive_folder(args.uea_dir, name, flag="--uea-dir"), name, Path(args.stores))
         print(f"== {name}: {', '.join(args.models)} on the whole train file, seeds {args.seeds}", flush=True)
         compare_store(
             args,
@@ -149,8 +141,6 @@ def pooled_cases(train: Path, test: Path) -> dict:
     """The cases of the training and test stores in one set (padded to the longer of the two), training first."""
     import numpy as np
 
-    from neurodyn_lab.time_series.uea_floors_rerun import read_cases
-
     a, b = read_cases(train), read_cases(test)
     T = max(a["x"].shape[1], b["x"].shape[1])
 
@@ -169,11 +159,9 @@ def run_resamples(args) -> None:
     """``--resamples N``: each baseline on resamples ``1 .. N-1`` of each file (module docstring)."""
     import torch
 
-    from neurodyn_lab.time_series.uea_floors_rerun import write_cases
-
     torch.set_num_threads(args.threads)
     for name in args.files:
-        train, test = convert(uea_dir(args.uea_dir, name), name, Path(args.stores))
+        train, test = convert(archive_folder(args.uea_dir, name, flag="--uea-dir"), name, Path(args.stores))
         cases = pooled_cases(train, test)
         n = cases["n_train"]
         for r in range(1, args.resamples):

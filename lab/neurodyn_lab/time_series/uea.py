@@ -46,7 +46,9 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,6 +145,51 @@ def convert(uea_dir: Path, name: str, stores: Path, splits: tuple[str, ...] = ("
                 [sys.executable, "-m", "neurodyn", "convert", str(src), "--out", str(dst), "--no-progress"], check=True
             )
         out.append(dst)
+    return out
+
+
+def archive_folder(dirs: list[Path], name: str, split: str = "TRAIN", flag: str = "--archive") -> Path:
+    """The first of the archive folders ``dirs`` holding ``<name>/<name>_<split>.ts``; one sentence naming the file and
+    the command's ``flag`` otherwise."""
+    for d in dirs:
+        if (Path(d) / name / f"{name}_{split}.ts").exists():
+            return Path(d)
+    raise SystemExit(
+        f"{name}/{name}_{split}.ts is in none of {[str(d) for d in dirs]}: give {flag} DIR ... "
+        "(aeon's and sktime's datasets/data folders)"
+    )
+
+
+def read_cases(store: Path) -> dict[str, Any]:
+    """The cases of a converted sequence store: ``x (N, T, C)``, ``t (N, T)``, ``mask (N, T)``, ``y`` and the
+    class names (None for regression)."""
+    import h5py
+
+    with h5py.File(store, "r") as f:
+        arrays = {k: f[f"fields/{k}"][()] for k in ("x", "t", "mask", "y")}
+        info = json.loads(f.attrs["config"])["info"]
+    arrays["classes"] = info.get("classes") if info.get("task") == "classification" else None
+    return arrays
+
+
+def write_cases(cases: dict[str, Any], ids: np.ndarray, out: Path) -> Path:
+    """A sequence store of the cases ``ids`` (in that order) of :func:`read_cases`' ``cases``, with the same class
+    list, through ``neurodyn convert``'s ``.npz`` reader; written atomically (a store is never half there)."""
+    from neurodyn.data.formats.convert import convert_to_store
+
+    ids = np.asarray(ids, dtype=int)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {k: cases[k][ids] for k in ("x", "t", "mask", "y")}
+    x = arrays["x"].astype(np.float64)
+    x[arrays["mask"] == 0] = np.nan  # padding is no step
+    arrays["x"] = x
+    if cases["classes"] is not None:
+        arrays["classes"] = np.asarray(cases["classes"])
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        src, part = Path(tmp) / f"{out.stem}.npz", Path(tmp) / out.name
+        np.savez(src, **arrays)
+        convert_to_store(src, part)
+        part.replace(out)
     return out
 
 

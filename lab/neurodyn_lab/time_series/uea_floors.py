@@ -136,6 +136,7 @@ def jobs(protocol: protocols.Protocol) -> list[Job]:
 
 
 def entry(protocol: protocols.Protocol, label: str) -> str:
+    """The compare entry of the candidate or reference ``label``."""
     for item in [*protocol.candidates(), *protocol.spec["references"]]:
         if item["label"] == label:
             return item["entry"]
@@ -146,6 +147,20 @@ def references(protocol: protocols.Protocol, file: dict[str, Any]) -> list[dict[
     """The file's references: the training mean for a regression file, 1-NN ED for a classification file."""
     regression = file["task"] == "regression"
     return [r for r in protocol.spec["references"] if (r["label"] == "training mean") == regression]
+
+
+def job_runs(protocol: protocols.Protocol, job: Job) -> tuple[list[str], list[int]]:
+    """``(entries, seeds)`` a job trains, each entry once per seed: a fold every candidate at the training seed; a
+    fit the fitted candidates and the file's reference at every seed; a refit its candidate at every seed."""
+    spec = protocol.spec
+    if job.stage == "cv":
+        return [c["entry"] for c in protocol.candidates()], [int(spec["selection"]["training_seed"])]
+    seeds = [int(s) for s in spec["seeds"]]
+    if job.stage == "refit":
+        return [entry(protocol, job.label)], seeds
+    file = next(f for f in protocol.files() if f["name"] == job.file)
+    fitted = [c for c in protocol.candidates() if "fitted" in c.get("group", [])]
+    return [c["entry"] for c in fitted + references(protocol, file)], seeds
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                 "committed (neurodyn_lab.protocols.require_registered)"
             )
         return 0
-    if args.report:
-        from neurodyn_lab.time_series.uea_floors_verdicts import write_report
+    from neurodyn_lab.time_series.uea_floors_verdicts import write_report
 
+    if args.report:
         print(write_report(p, records_dir(p)))
         return 0
     if not args.archive:
@@ -336,8 +351,6 @@ def main(argv: list[str] | None = None) -> int:
     from neurodyn_lab.time_series.uea_floors_rerun import rerun
 
     status = rerun(p, args.archive)
-    from neurodyn_lab.time_series.uea_floors_verdicts import write_report
-
     write_report(p, records_dir(p))
     return status
 

@@ -28,9 +28,7 @@ the report calls the rerun incomplete. The converted stores live in ``lab/runs/t
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,26 +38,15 @@ from neurodyn.errors import DataError
 from neurodyn_lab import protocols
 from neurodyn_lab.comparisons import compare_recorded
 from neurodyn_lab.paths import RUNS, runs_for
-from neurodyn_lab.time_series.uea_floors import HELD_OUT, TEST, Job, entry, fold_split, jobs, records_dir, references
-from neurodyn_lab.time_series.uea_floors_verdicts import cpu_hours, recorded, refit_epochs, selection
+from neurodyn_lab.time_series.uea import archive_folder, read_cases, write_cases
+from neurodyn_lab.time_series.uea_floors import HELD_OUT, TEST, Job, fold_split, job_runs, jobs, records_dir
+from neurodyn_lab.time_series.uea_floors_verdicts import cpu_hours, file_refits, recorded, refit_epochs, selection
 
 STORES = RUNS / "time_series" / "uea_floors_stores"
 
 
 # ------------------------------------------------------------------------------------------------
 # the files and their stores
-
-
-def find_ts(archives: list[Path], name: str, split: str) -> Path:
-    """``<archive>/<name>/<name>_<split>.ts`` from the first archive folder that holds it."""
-    for folder in archives:
-        path = Path(folder) / name / f"{name}_{split}.ts"
-        if path.is_file():
-            return path
-    raise DataError(
-        f"no {name}/{name}_{split}.ts in the archive folders {', '.join(map(str, archives))}; give --archive the "
-        "data folders of the aeon 1.6.0 and sktime 1.2.0 wheels (the protocol's sources)"
-    )
 
 
 def whole_stores(file: dict[str, Any], archives: list[Path], stores: Path = STORES) -> dict[str, Path]:
@@ -71,7 +58,7 @@ def whole_stores(file: dict[str, Any], archives: list[Path], stores: Path = STOR
     for split in ("TRAIN", "TEST"):
         dst = stores / file["name"] / (f"{TEST}.h5" if split == "TEST" else "train.h5")
         if not dst.exists():
-            src = find_ts(archives, file["name"], split)
+            src = archive_folder(archives, file["name"], split) / file["name"] / f"{file['name']}_{split}.ts"
             digest = protocols.sha256_of(src)
             if digest != file["sha256"][split.lower()]:
                 raise DataError(
@@ -81,39 +68,6 @@ def whole_stores(file: dict[str, Any], archives: list[Path], stores: Path = STOR
             dst.parent.mkdir(parents=True, exist_ok=True)
             convert_to_store(src, dst)
         out[split] = dst
-    return out
-
-
-def read_cases(store: Path) -> dict[str, Any]:
-    """The cases of a converted sequence store: ``x (N, T, C)``, ``t (N, T)``, ``mask (N, T)``, ``y`` and the
-    class names (None for regression)."""
-    import h5py
-
-    with h5py.File(store, "r") as f:
-        arrays = {k: f[f"fields/{k}"][()] for k in ("x", "t", "mask", "y")}
-        info = json.loads(f.attrs["config"])["info"]
-    arrays["classes"] = info.get("classes") if info.get("task") == "classification" else None
-    return arrays
-
-
-def write_cases(cases: dict[str, Any], ids: np.ndarray, out: Path) -> Path:
-    """A sequence store of the cases ``ids`` (in that order) of :func:`read_cases`' ``cases``, with the same class
-    list, through ``neurodyn convert``'s ``.npz`` reader; written atomically (a store is never half there)."""
-    from neurodyn.data.formats.convert import convert_to_store
-
-    ids = np.asarray(ids, dtype=int)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: cases[k][ids] for k in ("x", "t", "mask", "y")}
-    x = arrays["x"].astype(np.float64)
-    x[arrays["mask"] == 0] = np.nan  # padding is no step
-    arrays["x"] = x
-    if cases["classes"] is not None:
-        arrays["classes"] = np.asarray(cases["classes"])
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src, part = Path(tmp) / f"{out.stem}.npz", Path(tmp) / out.name
-        np.savez(src, **arrays)
-        convert_to_store(src, part)
-        part.replace(out)
     return out
 
 
@@ -139,12 +93,7 @@ def fold_stores(protocol: protocols.Protocol, file: dict[str, Any], train: Path,
 
 def refit_jobs(protocol: protocols.Protocol, root: Path) -> list[Job]:
     """The refits of every file whose selection is complete: one per chosen neural candidate."""
-    out = []
-    for f in protocol.files():
-        chosen = selection(protocol, f, root)
-        if chosen is not None:
-            out += [Job(f["name"], "refit", label=label) for label in chosen.refits]
-    return out
+    return [job for f in protocol.files() for job in file_refits(protocol, f, root) or []]
 
 
 def run_job(protocol: protocols.Protocol, job: Job, archives: list[Path], root: Path, stores: Path = STORES) -> None:
@@ -154,20 +103,18 @@ def run_job(protocol: protocols.Protocol, job: Job, archives: list[Path], root: 
     train = protocol.spec["train"]
     common = [*protocol.spec["common_overrides"]]
     kwargs = dict(placeholders={str(stores): "<stores>"}, protocol=protocol)
+    entries, seeds = job_runs(protocol, job)
     if job.stage == "cv":
         tr, held, n_val = fold_stores(protocol, file, whole["TRAIN"], job.repeat, job.fold)
         overrides = [*common, f"data.path={tr}", f"data.test_path={held}", f"data.n_val={n_val}", "data.shuffle=false"]
-        entries = [c["entry"] for c in protocol.candidates()]
-        seeds, epochs = [int(protocol.spec["selection"]["training_seed"])], int(train["epochs"])
+        epochs = int(train["epochs"])
     else:
         overrides = [*common, f"data.path={whole['TRAIN']}", f"data.test_path={whole['TEST']}", "data.n_val=0"]
-        seeds = [int(s) for s in protocol.spec["seeds"]]
         if job.stage == "fit":
-            fitted = [c for c in protocol.candidates() if "fitted" in c.get("group", [])]
-            entries, epochs = [c["entry"] for c in fitted + references(protocol, file)], 1
+            epochs = 1
         else:
             overrides.append("train.early_stop=0")
-            entries, epochs = [entry(protocol, job.label)], refit_epochs(protocol, file, job.label, root)
+            epochs = refit_epochs(protocol, file, job.label, root)
     print(f"== {job.folder}: {len(entries)} entries x {len(seeds)} seed(s), {epochs} epochs", flush=True)
     compare_recorded(
         entries, root / job.folder, "cpu", overrides=overrides, seeds=seeds, epochs=epochs, progress=False, **kwargs

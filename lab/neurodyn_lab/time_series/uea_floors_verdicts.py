@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from neurodyn_lab import protocols
 from neurodyn_lab.records import load_results, write_text
-from neurodyn_lab.time_series.uea_floors import HELD_OUT, TEST, Job, entry, jobs, references
+from neurodyn_lab.time_series.uea_floors import HELD_OUT, TEST, Job, job_runs, jobs
 
 TIE = 1e-9
 
@@ -46,19 +46,8 @@ def _by_record_label(protocol: protocols.Protocol) -> dict[str, str]:
 
 def expected_runs(protocol: protocols.Protocol, job) -> set[tuple[str, int]]:
     """``{(record label, seed)}`` that a job's folder holds once it is complete."""
-    spec = protocol.spec
-    if job.stage == "cv":
-        seeds = [int(spec["selection"]["training_seed"])]
-        labels = [entry_label(c["entry"]) for c in protocol.candidates()]
-    else:
-        seeds = [int(s) for s in spec["seeds"]]
-        if job.stage == "fit":
-            file = next(f for f in protocol.files() if f["name"] == job.file)
-            fitted = [c for c in protocol.candidates() if "fitted" in c.get("group", [])]
-            labels = [entry_label(c["entry"]) for c in fitted + references(protocol, file)]
-        else:
-            labels = [entry_label(entry(protocol, job.label))]
-    return {(label, s) for label in labels for s in seeds}
+    entries, seeds = job_runs(protocol, job)
+    return {(entry_label(e), s) for e in entries for s in seeds}
 
 
 def _records(protocol: protocols.Protocol, root: Path, job) -> list[dict[str, Any]]:
@@ -150,6 +139,12 @@ def rank(scores: dict[str, tuple[float, float, int]], order: list[str], higher: 
     return sorted(order, key=key)
 
 
+def file_refits(protocol: protocols.Protocol, file: dict[str, Any], root: Path) -> list[Job] | None:
+    """The refit jobs of ``file``'s chosen neural candidates; None until its selection is complete."""
+    chosen = selection(protocol, file, root)
+    return None if chosen is None else [Job(file["name"], "refit", label=label) for label in chosen.refits]
+
+
 def refit_epochs(protocol: protocols.Protocol, file: dict[str, Any], label: str, root: Path) -> int:
     """The epochs of ``label``'s refit: the mean over its fold runs of the epochs they trained, rounded, >= 1."""
     epochs = [r["epochs"] for j in cv_jobs(protocol, file) for r in _records(protocol, root, j) if r["label"] == label]
@@ -179,15 +174,11 @@ def missing_jobs(protocol: protocols.Protocol, role: str, root: Path) -> list[st
     names = {f["name"] for f in protocol.files(role)}
     missing = [j.folder for j in jobs(protocol) if j.file in names and not recorded(protocol, root, j)]
     for f in protocol.files(role):
-        chosen = selection(protocol, f, root)
-        if chosen is None:
+        refits = file_refits(protocol, f, root)
+        if refits is None:
             missing.append(f"{f['name']}-refit (the selection is not complete)")
-            continue
-        missing += [
-            j.folder
-            for j in (Job(f["name"], "refit", label=label) for label in chosen.refits)
-            if not recorded(protocol, root, j)
-        ]
+        else:
+            missing += [j.folder for j in refits if not recorded(protocol, root, j)]
     return missing
 
 
@@ -252,9 +243,7 @@ def floors(protocol: protocols.Protocol, role: str, root: Path) -> list[FloorRes
 
 
 def _all_jobs(protocol, file, root):
-    chosen = selection(protocol, file, root)
-    refits = [Job(file["name"], "refit", label=label) for label in (chosen.refits if chosen else [])]
-    return [*cv_jobs(protocol, file), Job(file["name"], "fit"), *refits]
+    return [*cv_jobs(protocol, file), Job(file["name"], "fit"), *(file_refits(protocol, file, root) or [])]
 
 
 def _floor(protocol, records, floor_id, reached, incomplete, detail) -> FloorResult:
