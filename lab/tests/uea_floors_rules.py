@@ -170,9 +170,9 @@ def refit_labels(sel: dict) -> list[str]:
     return sorted(label for label in chosen if "neural" in groups[label])
 
 
-def complete(f: dict) -> bool:
-    """Whether every run of file ``f``'s plan is recorded: its folds, its fit and its refits."""
-    sel = selection(f)
+def complete(f: dict, sel: dict | None) -> bool:
+    """Whether every run of file ``f``'s plan is recorded: its folds (``sel``, its :func:`selection`, is not None),
+    its fit and its refits."""
     return (
         sel is not None
         and fit_done(f)
@@ -184,9 +184,9 @@ def floors(role: str) -> dict[str, bool] | None:
     """F1-F4 of ``role``'s files, reached or not (F3 only where a published mean exists, F4 where a regression file
     is); None while a run of the role's plan is not recorded."""
     fs = files(role)
-    if not all(complete(f) for f in fs):
-        return None
     sel = {f["name"]: selection(f) for f in fs}
+    if not all(complete(f, sel[f["name"]]) for f in fs):
+        return None
     tests = {f["name"]: test_means(f) for f in fs}
     cls = [f for f in fs if f["task"] == "classification"]
 
