@@ -97,6 +97,46 @@ def test_a_verdict_only_on_the_complete_plan_and_as_the_records_give_it(role):
         return
     for floor, reached in verdicts.items():
         assert f"{floor} ({role}): {'met' if reached else 'not met'}" in text, floor
+    assert "running" not in summary
+    assert summary_verdict(role, verdicts) in summary
+
+
+def summary_verdict(role: str, verdicts: dict[str, bool]) -> str:
+    """RESULTS.md's verdict of ``role``'s files, as the records give it: ``F1 met, F2 not met, ...``."""
+    what = {
+        "development": "development files (their test splits seen before the protocol)",
+        "confirmation": "confirmation files (never used before)",
+    }[role]
+    return f"{what}: " + ", ".join(f"{k} {'met' if v else 'not met'}" for k, v in verdicts.items())
+
+
+def test_the_verdicts_test_scores_on_the_page_are_the_records():
+    """The verdict tables of the nac.md section: every file's reference, chosen candidates and yes / no, from the
+    fit and refit records (mean over seeds), and the one refit seed the page quotes."""
+    if rules.floors("development") is None or rules.floors("confirmation") is None:
+        pytest.skip("the plan is not complete: no verdict table yet")
+    page = section()
+    verdicts = page[page.index("#### The verdicts") :]
+    rows = {r.split("|")[1].strip(): r for r in verdicts.splitlines() if r.startswith("| ")}
+    for role in ("development", "confirmation"):
+        for f in rules.files(role):
+            sel, t = rules.selection(f), rules.test_means(f)
+            cells = [c.strip() for c in rows[f["name"]].strip().strip("|").split("|")]
+            if f["task"] == "regression":
+                best, mean = t[sel["best"]], t["training mean"]
+                want = [f["name"], role, f"{mean:.5f}", f"{sel['best']} {best:.5f}", "yes" if best <= mean else "no"]
+            else:
+                nn = t["1-NN ED"]
+                want = [f["name"], role, f"{nn:.3f}"]
+                for choice in ("best", "best neural", "NAC"):
+                    label = sel[choice]
+                    want.append(f"{label} {t[label]:.3f}")
+                    if choice != "best neural":
+                        want.append("yes" if t[label] >= nn else "no")
+            assert cells == want, f["name"]
+    seeds = sorted(rules.runs("ItalyPowerDemand-refit-cfc"), key=lambda r: r["seed"])
+    quoted = " / ".join(f"{r['set_metrics']['test']['accuracy']:.3f}" for r in seeds)
+    assert f"Its seeds 0, 1, 2: {quoted}." in " ".join(page.split())
 
 
 # ------------------------------------------------------------------------------------------------
