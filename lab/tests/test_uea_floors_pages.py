@@ -98,16 +98,7 @@ def test_a_verdict_only_on_the_complete_plan_and_as_the_records_give_it(role):
     for floor, reached in verdicts.items():
         assert f"{floor} ({role}): {'met' if reached else 'not met'}" in text, floor
     assert "running" not in summary
-    assert summary_verdict(role, verdicts) in summary
-
-
-def summary_verdict(role: str, verdicts: dict[str, bool]) -> str:
-    """RESULTS.md's verdict of ``role``'s files, as the records give it: ``F1 met, F2 not met, ...``."""
-    what = {
-        "development": "development files (their test splits seen before the protocol)",
-        "confirmation": "confirmation files (never used before)",
-    }[role]
-    return f"{what}: " + ", ".join(f"{k} {'met' if v else 'not met'}" for k, v in verdicts.items())
+    assert rules.verdict_text(role, verdicts) in summary
 
 
 def test_the_verdicts_test_scores_on_the_page_are_the_records():

@@ -754,45 +754,27 @@ def check_uea_rerun():
 
     from neurodyn_lab import protocols
 
-    verdicts = {role: rerun.floors(role) for role in ("development", "confirmation")}
-    assert None not in verdicts.values(), "the rerun's plan is not complete"
+    roles = ("development", "confirmation")
+    counted = {role: rerun.tallies(role) for role in roles}
+    assert None not in counted.values(), "the rerun's plan is not complete"
     records = [r for d in rerun.RECORDS.iterdir() if d.is_dir() for r in rerun.runs(d.name)]
     status = protocols.verdict(protocols.load("time_series/uea_floors"), records, "F1", True).status
     assert status == "pre-registered"
 
-    def counts(role, choice):
-        above = []
-        for f in rerun.files(role):
-            if f["task"] == "classification":
-                t = rerun.test_means(f)
-                above.append(t[rerun.selection(f)[choice]] >= t["1-NN ED"])
-        return f"{sum(above)} of {len(above)}"
+    def of(role, floor):
+        return "{} of {}".format(*counted[role][floor])
 
-    within = [
-        abs(rerun.test_means(f)[label] - pub) <= 0.020
-        for label, spec in rerun.spec()["published"].items()
-        for f in rerun.files("development")
-        for name, pub in (spec.get("mean_30_resamples") or {}).items()
-        if name == f["name"]
-    ]
     ours = [
-        f"the best candidate at or above 1-NN ED on {counts('development', 'best')} development files",
-        f"and on {counts('confirmation', 'best')} confirmation files",
-        f"NAC (nac-conv) on {counts('development', 'NAC')} and on {counts('confirmation', 'NAC')} (",
-        f"published 30-resample means on {sum(within)} of {len(within)} (",
+        f"the best candidate at or above 1-NN ED on {of('development', 'F1')} development files",
+        f"and on {of('confirmation', 'F1')} confirmation files",
+        f"NAC (nac-conv) on {of('development', 'F2')} and on {of('confirmation', 'F2')} (",
+        f"published 30-resample means on {of('development', 'F3')} (",
         f"{rerun.cpu_hours():.2f} CPU-hours",
     ]
     row = next(cells for claim, cells in rows().items() if claim.startswith("UEA/UCR floors under"))
     missing = [s for s in ours if s not in " ".join(row[2:4])]
     assert not missing, missing
-    words = {
-        "development": "development files (their test splits seen before the protocol)",
-        "confirmation": "confirmation files (never used before)",
-    }
-    return "pre-registered", [
-        f"{words[role]}: " + ", ".join(f"{k} {'met' if v else 'not met'}" for k, v in v_.items())
-        for role, v_ in verdicts.items()
-    ]
+    return "pre-registered", [rerun.verdict_text(role, rerun.floors(role)) for role in roles]
 
 
 CHECKS: dict[str, Callable[[], tuple[str, list[str]]]] = {
